@@ -1,0 +1,15 @@
+//! stampede's plain-Rust core, shared by agents and the coordinator: plan types, the arrival schedule,
+//! interval metrics and their histogram codec, the verdict rules and the result schema.
+//!
+//! Nothing here knows about tokio, tonic or prost; `proto` converts its messages into these types.
+
+pub mod histogram;
+pub mod metrics;
+pub mod plan;
+pub mod report;
+pub mod rng;
+pub mod schedule;
+pub mod verdict;
+
+/// The stampede version every binary reports.
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");

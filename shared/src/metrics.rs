@@ -1,0 +1,257 @@
+//! What one worker, agent or fleet measured over an interval: counters, histograms and CPU time,
+//! and the one lossless merge that combines them (add everything; compute statistics only afterwards).
+use crate::histogram::{self, Histogram};
+
+/// httperf's error classes. The generator's own resource failures are kept apart from the target's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ErrorClass {
+    /// No complete reply within `--timeout`.
+    ClientTimeout,
+    /// The TCP (or TLS) connection was not established within the connect timeout.
+    ConnectTimeout,
+    ConnRefused,
+    /// The target reset or closed the connection before a complete reply.
+    ConnReset,
+    /// The generator ran out of file descriptors (EMFILE/ENFILE).
+    FdUnavailable,
+    /// The generator ran out of local ports (EADDRNOTAVAIL).
+    AddrUnavailable,
+    /// Anything else: malformed replies, TLS failures, unreachable networks.
+    Other,
+}
+
+impl ErrorClass {
+    pub const COUNT: usize = 7;
+    pub const ALL: [ErrorClass; Self::COUNT] = [
+        ErrorClass::ClientTimeout,
+        ErrorClass::ConnectTimeout,
+        ErrorClass::ConnRefused,
+        ErrorClass::ConnReset,
+        ErrorClass::FdUnavailable,
+        ErrorClass::AddrUnavailable,
+        ErrorClass::Other,
+    ];
+
+    pub fn index(self) -> usize {
+        self as usize
+    }
+
+    /// The name used in run.json and in verdict reasons.
+    pub fn name(self) -> &'static str {
+        match self {
+            ErrorClass::ClientTimeout => "client-timeout",
+            ErrorClass::ConnectTimeout => "connect-timeout",
+            ErrorClass::ConnRefused => "conn-refused",
+            ErrorClass::ConnReset => "conn-reset",
+            ErrorClass::FdUnavailable => "fd-unavailable",
+            ErrorClass::AddrUnavailable => "addr-unavailable",
+            ErrorClass::Other => "other",
+        }
+    }
+
+    /// The column name in steps.tsv.
+    pub fn column(self) -> String {
+        format!("err_{}", self.name().replace('-', "_"))
+    }
+
+    /// True when the failure is the generator's own (its fds or ports), not the target's.
+    pub fn is_generator_resource(self) -> bool {
+        matches!(self, ErrorClass::FdUnavailable | ErrorClass::AddrUnavailable)
+    }
+
+    /// Classifies an OS error number seen while connecting, sending or receiving.
+    pub fn from_errno(errno: i32) -> ErrorClass {
+        // Linux errno values; stampede agents run on Linux.
+        const EMFILE: i32 = 24;
+        const ENFILE: i32 = 23;
+        const EADDRNOTAVAIL: i32 = 99;
+        const ECONNREFUSED: i32 = 111;
+        const ECONNRESET: i32 = 104;
+        const EPIPE: i32 = 32;
+        const ECONNABORTED: i32 = 103;
+        const ETIMEDOUT: i32 = 110;
+        match errno {
+            EMFILE | ENFILE => ErrorClass::FdUnavailable,
+            EADDRNOTAVAIL => ErrorClass::AddrUnavailable,
+            ECONNREFUSED => ErrorClass::ConnRefused,
+            ECONNRESET | EPIPE | ECONNABORTED => ErrorClass::ConnReset,
+            ETIMEDOUT => ErrorClass::ConnectTimeout,
+            _ => ErrorClass::Other,
+        }
+    }
+}
+
+/// Reply status classes, 1xx to 5xx.
+pub const STATUS_CLASSES: [&str; 5] = ["1xx", "2xx", "3xx", "4xx", "5xx"];
+
+/// Plain counts; adding two is the merge.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Counters {
+    /// Requests written to an established connection.
+    pub requests: u64,
+    /// Complete replies received.
+    pub replies: u64,
+    /// Connections established.
+    pub connections: u64,
+    pub bytes_in: u64,
+    pub bytes_out: u64,
+    pub status: [u64; 5],
+    pub errors: [u64; ErrorClass::COUNT],
+    /// Arrivals that found no free connection and had to wait (requests model).
+    pub waited: u64,
+}
+
+impl Counters {
+    pub fn add(&mut self, o: &Counters) {
+        self.requests += o.requests;
+        self.replies += o.replies;
+        self.connections += o.connections;
+        self.bytes_in += o.bytes_in;
+        self.bytes_out += o.bytes_out;
+        for (a, b) in self.status.iter_mut().zip(o.status) {
+            *a += b;
+        }
+        for (a, b) in self.errors.iter_mut().zip(o.errors) {
+            *a += b;
+        }
+        self.waited += o.waited;
+    }
+
+    pub fn error(&self, class: ErrorClass) -> u64 {
+        self.errors[class.index()]
+    }
+
+    pub fn record_error(&mut self, class: ErrorClass) {
+        self.errors[class.index()] += 1;
+    }
+
+    /// Counts a reply's status code into its class; codes outside 100..=599 count as `other` errors.
+    pub fn record_status(&mut self, code: u16) {
+        match code {
+            100..=599 => self.status[usize::from(code / 100 - 1)] += 1,
+            _ => self.record_error(ErrorClass::Other),
+        }
+    }
+
+    pub fn errors_total(&self) -> u64 {
+        self.errors.iter().sum()
+    }
+
+    /// Attempts: requests sent plus failures that kept a request from being sent (connect errors).
+    pub fn attempts(&self) -> u64 {
+        self.requests.max(self.replies) + self.connect_phase_errors()
+    }
+
+    /// Errors that happen before any request is written: they stand for requests never sent.
+    pub fn connect_phase_errors(&self) -> u64 {
+        [
+            ErrorClass::ConnectTimeout,
+            ErrorClass::ConnRefused,
+            ErrorClass::FdUnavailable,
+            ErrorClass::AddrUnavailable,
+        ]
+        .iter()
+        .map(|c| self.error(*c))
+        .sum()
+    }
+}
+
+/// Histograms of one interval, all in microseconds.
+#[derive(Debug, Clone)]
+pub struct Histograms {
+    /// Reply complete minus intended send time (open models) or actual send time (closed model).
+    pub latency: Histogram<u64>,
+    /// TCP (+TLS) connect time.
+    pub connect: Histogram<u64>,
+    /// Send to reply head received.
+    pub ttfb: Histogram<u64>,
+    /// How late an arrival was dispatched versus its schedule (the generator's own lag).
+    pub lag: Histogram<u64>,
+    /// How long an arrival waited for a free connection (requests model).
+    pub wait: Histogram<u64>,
+}
+
+impl Default for Histograms {
+    fn default() -> Self {
+        Histograms {
+            latency: histogram::new(),
+            connect: histogram::new(),
+            ttfb: histogram::new(),
+            lag: histogram::new(),
+            wait: histogram::new(),
+        }
+    }
+}
+
+impl Histograms {
+    pub fn add(&mut self, o: &Histograms) {
+        histogram::add(&mut self.latency, &o.latency);
+        histogram::add(&mut self.connect, &o.connect);
+        histogram::add(&mut self.ttfb, &o.ttfb);
+        histogram::add(&mut self.lag, &o.lag);
+        histogram::add(&mut self.wait, &o.wait);
+    }
+}
+
+/// Everything measured over one interval by one worker, agent or the whole fleet.
+#[derive(Debug, Clone, Default)]
+pub struct Snapshot {
+    pub counters: Counters,
+    pub hist: Histograms,
+    /// CPU time the worker threads used (user + system).
+    pub cpu_ns: u64,
+}
+
+impl Snapshot {
+    /// The one merge: over workers, over agents and over time alike.
+    pub fn add(&mut self, o: &Snapshot) {
+        self.counters.add(&o.counters);
+        self.hist.add(&o.hist);
+        self.cpu_ns += o.cpu_ns;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn status_codes_land_in_their_class() {
+        let mut c = Counters::default();
+        for code in [100, 200, 204, 301, 404, 503, 599] {
+            c.record_status(code);
+        }
+        assert_eq!(c.status, [1, 2, 1, 1, 2]);
+        c.record_status(999);
+        assert_eq!(c.error(ErrorClass::Other), 1);
+    }
+
+    #[test]
+    fn errno_classes_keep_generator_resources_apart() {
+        assert_eq!(ErrorClass::from_errno(24), ErrorClass::FdUnavailable);
+        assert_eq!(ErrorClass::from_errno(99), ErrorClass::AddrUnavailable);
+        assert!(ErrorClass::from_errno(99).is_generator_resource());
+        assert!(!ErrorClass::from_errno(111).is_generator_resource());
+        assert_eq!(ErrorClass::from_errno(104), ErrorClass::ConnReset);
+    }
+
+    #[test]
+    fn snapshot_add_sums_everything() {
+        let mut a = Snapshot::default();
+        a.counters.requests = 3;
+        a.counters.record_error(ErrorClass::ConnReset);
+        a.hist.latency.record(100).unwrap();
+        a.cpu_ns = 5;
+        let mut b = a.clone();
+        b.add(&a);
+        assert_eq!(b.counters.requests, 6);
+        assert_eq!(b.counters.error(ErrorClass::ConnReset), 2);
+        assert_eq!(b.hist.latency.len(), 2);
+        assert_eq!(b.cpu_ns, 10);
+    }
+
+    #[test]
+    fn columns_are_snake_case() {
+        assert_eq!(ErrorClass::AddrUnavailable.column(), "err_addr_unavailable");
+    }
+}

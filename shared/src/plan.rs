@@ -1,0 +1,676 @@
+//! The run plan as domain types that are valid by construction: what to send, which load model,
+//! which steps, and one agent's share of a step.
+use std::fmt;
+use std::num::{NonZeroU32, NonZeroU64};
+use std::time::Duration;
+
+/// Everything that can be wrong with a plan, said so a person can fix it.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum PlanError {
+    #[error("unknown load model '{0}': use connections, requests or concurrency")]
+    UnknownModel(String),
+    #[error("unknown arrival '{0}': use uniform or poisson")]
+    UnknownArrival(String),
+    #[error("unknown URL order '{0}': use round-robin or random")]
+    UnknownUrlOrder(String),
+    #[error("bad URL '{url}': {why}")]
+    BadUrl { url: String, why: String },
+    #[error("{what} must be a positive number, got {value}")]
+    NotPositive { what: &'static str, value: String },
+    #[error("--low-rate ({low}) is above --high-rate ({high})")]
+    LowAboveHigh { low: f64, high: f64 },
+    #[error("the ramp from {low} to {high} by {step} has {count} steps; at most {max} are allowed")]
+    TooManySteps { low: f64, high: f64, step: f64, count: u64, max: u64 },
+    #[error("no steps: give --steps, or --low-rate/--high-rate/--rate-step")]
+    NoSteps,
+    #[error("the concurrency model takes whole connection counts; step {index} is {value}")]
+    FractionalConnections { index: usize, value: f64 },
+    #[error("--num-conn only fits the connections model, not {0}")]
+    NumConnWithoutConnections(&'static str),
+    #[error("no request to send: give a URL or --urls FILE")]
+    NoRequests,
+    #[error("all URLs must share one origin ({first}); URL {index} is {other}")]
+    MixedOrigins { first: String, index: usize, other: String },
+    #[error("bad header '{0}': write it as 'Name: value'")]
+    BadHeader(String),
+    #[error("bad method '{0}': use a token such as GET or POST")]
+    BadMethod(String),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LoadModel {
+    /// httperf/autobench: new connections at a rate, `num_call` requests each (open).
+    Connections,
+    /// wrk2/k6 arrival rate: requests at a rate over a keep-alive pool (open).
+    Requests,
+    /// ab/wrk: N connections each sending request after request (closed).
+    Concurrency,
+}
+
+impl LoadModel {
+    pub fn name(self) -> &'static str {
+        match self {
+            LoadModel::Connections => "connections",
+            LoadModel::Requests => "requests",
+            LoadModel::Concurrency => "concurrency",
+        }
+    }
+
+    pub fn parse(s: &str) -> Result<Self, PlanError> {
+        match s {
+            "connections" => Ok(LoadModel::Connections),
+            "requests" => Ok(LoadModel::Requests),
+            "concurrency" => Ok(LoadModel::Concurrency),
+            other => Err(PlanError::UnknownModel(other.to_string())),
+        }
+    }
+
+    /// Open models send on a schedule whatever the replies do, so latency counts from the intended send.
+    pub fn is_open(self) -> bool {
+        !matches!(self, LoadModel::Concurrency)
+    }
+}
+
+impl fmt::Display for LoadModel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// How arrivals are spaced in an open model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Arrival {
+    Uniform,
+    Poisson,
+}
+
+impl Arrival {
+    pub fn name(self) -> &'static str {
+        match self {
+            Arrival::Uniform => "uniform",
+            Arrival::Poisson => "poisson",
+        }
+    }
+
+    pub fn parse(s: &str) -> Result<Self, PlanError> {
+        match s {
+            "uniform" | "constant" => Ok(Arrival::Uniform),
+            "poisson" | "exponential" => Ok(Arrival::Poisson),
+            other => Err(PlanError::UnknownArrival(other.to_string())),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UrlOrder {
+    RoundRobin,
+    Random,
+}
+
+impl UrlOrder {
+    pub fn name(self) -> &'static str {
+        match self {
+            UrlOrder::RoundRobin => "round-robin",
+            UrlOrder::Random => "random",
+        }
+    }
+
+    pub fn parse(s: &str) -> Result<Self, PlanError> {
+        match s {
+            "round-robin" | "roundrobin" | "sequential" => Ok(UrlOrder::RoundRobin),
+            "random" => Ok(UrlOrder::Random),
+            other => Err(PlanError::UnknownUrlOrder(other.to_string())),
+        }
+    }
+}
+
+/// When a step ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StepLimit {
+    Duration(Duration),
+    /// autobench's `num_conn`: the step ends once this many connections were opened.
+    Connections(NonZeroU64),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scheme {
+    Http,
+    Https,
+}
+
+/// An absolute http(s) URL, split into what a connection needs and what a request line needs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Url {
+    pub scheme: Scheme,
+    /// Host as written, without brackets for IPv6.
+    pub host: String,
+    pub port: u16,
+    /// Path and query, always starting with '/'.
+    pub path: String,
+}
+
+impl Url {
+    pub fn parse(input: &str) -> Result<Url, PlanError> {
+        let bad = |why: &str| PlanError::BadUrl {
+            url: input.to_string(),
+            why: why.to_string(),
+        };
+        if input.is_empty() {
+            return Err(bad("it is empty"));
+        }
+        if input.chars().any(|c| c.is_whitespace() || c.is_control()) {
+            return Err(bad("it contains white space or control characters"));
+        }
+        let (scheme, rest) = if let Some(r) = input.strip_prefix("http://") {
+            (Scheme::Http, r)
+        } else if let Some(r) = input.strip_prefix("https://") {
+            (Scheme::Https, r)
+        } else {
+            return Err(bad("it must start with http:// or https://"));
+        };
+        let (authority, path) = match rest.find(['/', '?']) {
+            Some(i) if rest.as_bytes()[i] == b'/' => (&rest[..i], rest[i..].to_string()),
+            Some(i) => (&rest[..i], format!("/{}", &rest[i..])),
+            None => (rest, "/".to_string()),
+        };
+        let path = match path.find('#') {
+            Some(i) => path[..i].to_string(),
+            None => path,
+        };
+        if authority.contains('@') {
+            return Err(bad("user information in URLs is not supported; use -H 'Authorization: ...'"));
+        }
+        let default_port = match scheme {
+            Scheme::Http => 80,
+            Scheme::Https => 443,
+        };
+        let (host, port) = if let Some(v6) = authority.strip_prefix('[') {
+            let end = v6.find(']').ok_or_else(|| bad("an IPv6 host lacks its closing ']'"))?;
+            let host = &v6[..end];
+            let after = &v6[end + 1..];
+            let port = match after.strip_prefix(':') {
+                Some(p) => parse_port(p).ok_or_else(|| bad("the port is not a number from 1 to 65535"))?,
+                None if after.is_empty() => default_port,
+                None => return Err(bad("unexpected text after the IPv6 host")),
+            };
+            if host.parse::<std::net::Ipv6Addr>().is_err() {
+                return Err(bad("the bracketed host is not an IPv6 address"));
+            }
+            (host.to_string(), port)
+        } else {
+            match authority.rsplit_once(':') {
+                Some((h, p)) => (
+                    h.to_string(),
+                    parse_port(p).ok_or_else(|| bad("the port is not a number from 1 to 65535"))?,
+                ),
+                None => (authority.to_string(), default_port),
+            }
+        };
+        if host.is_empty() {
+            return Err(bad("it has no host"));
+        }
+        if !host.contains(':')
+            && !host
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_'))
+        {
+            return Err(bad("the host has characters a host name cannot have"));
+        }
+        Ok(Url {
+            scheme,
+            host,
+            port,
+            path,
+        })
+    }
+
+    /// scheme://host:port, the part every URL of a run must share.
+    pub fn origin(&self) -> String {
+        let scheme = match self.scheme {
+            Scheme::Http => "http",
+            Scheme::Https => "https",
+        };
+        format!("{scheme}://{}", self.authority())
+    }
+
+    /// host:port as it goes in a Host header (brackets for IPv6).
+    pub fn authority(&self) -> String {
+        if self.host.contains(':') {
+            format!("[{}]:{}", self.host, self.port)
+        } else {
+            format!("{}:{}", self.host, self.port)
+        }
+    }
+}
+
+fn parse_port(p: &str) -> Option<u16> {
+    if p.is_empty() || !p.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    p.parse::<u16>().ok().filter(|p| *p != 0)
+}
+
+/// One request to send, as the user wrote it; the agent turns it into wire bytes once.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RequestSpec {
+    pub method: String,
+    pub url: Url,
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+impl RequestSpec {
+    pub fn try_new(
+        method: &str,
+        url: &str,
+        headers: Vec<(String, String)>,
+        body: Vec<u8>,
+    ) -> Result<Self, PlanError> {
+        if method.is_empty()
+            || !method
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+        {
+            return Err(PlanError::BadMethod(method.to_string()));
+        }
+        for (name, value) in &headers {
+            let name_ok = !name.is_empty()
+                && name
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b));
+            if !name_ok || value.bytes().any(|b| b == b'\r' || b == b'\n' || b == 0) {
+                return Err(PlanError::BadHeader(format!("{name}: {value}")));
+            }
+        }
+        Ok(RequestSpec {
+            method: method.to_ascii_uppercase(),
+            url: Url::parse(url)?,
+            headers,
+            body,
+        })
+    }
+}
+
+/// Parses a `Name: value` header argument.
+pub fn parse_header(arg: &str) -> Result<(String, String), PlanError> {
+    let (name, value) = arg
+        .split_once(':')
+        .ok_or_else(|| PlanError::BadHeader(arg.to_string()))?;
+    let name = name.trim();
+    if name.is_empty() {
+        return Err(PlanError::BadHeader(arg.to_string()));
+    }
+    Ok((name.to_string(), value.trim().to_string()))
+}
+
+/// A bad line in a URL list file.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("line {line}: {why}")]
+pub struct UrlListError {
+    pub line: usize,
+    pub why: String,
+}
+
+/// Parses a siege-style URL list: one `URL` or `METHOD URL` per line; blank lines and `#` comments skipped.
+pub fn parse_url_list(text: &str) -> Result<Vec<(String, String)>, UrlListError> {
+    let mut out = Vec::new();
+    for (i, raw) in text.lines().enumerate() {
+        let line = raw.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let err = |why: String| UrlListError { line: i + 1, why };
+        let mut words = line.split_whitespace();
+        let first = words.next().unwrap_or_default();
+        let (method, url) = match words.next() {
+            Some(url) => (first.to_string(), url.to_string()),
+            None => ("GET".to_string(), first.to_string()),
+        };
+        if words.next().is_some() {
+            return Err(err(format!("expected 'URL' or 'METHOD URL', found '{line}'")));
+        }
+        RequestSpec::try_new(&method, &url, Vec::new(), Vec::new()).map_err(|e| err(e.to_string()))?;
+        out.push((method, url));
+    }
+    if out.is_empty() {
+        return Err(UrlListError {
+            line: 0,
+            why: "the file lists no URL".to_string(),
+        });
+    }
+    Ok(out)
+}
+
+/// What to send, fixed for the run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Workload {
+    pub requests: Vec<RequestSpec>,
+    pub url_order: UrlOrder,
+    pub timeout: Duration,
+    pub connect_timeout: Duration,
+    pub insecure_tls: bool,
+}
+
+impl Workload {
+    /// Checks the invariants the agent relies on: at least one request, one origin for all.
+    pub fn try_new(
+        requests: Vec<RequestSpec>,
+        url_order: UrlOrder,
+        timeout: Duration,
+        connect_timeout: Duration,
+        insecure_tls: bool,
+    ) -> Result<Self, PlanError> {
+        let first = requests.first().ok_or(PlanError::NoRequests)?;
+        let origin = first.url.origin();
+        for (i, r) in requests.iter().enumerate().skip(1) {
+            if r.url.origin() != origin {
+                return Err(PlanError::MixedOrigins {
+                    first: origin,
+                    index: i + 1,
+                    other: r.url.origin(),
+                });
+            }
+        }
+        for (what, d) in [("--timeout", timeout), ("--connect-timeout", connect_timeout)] {
+            if d.is_zero() {
+                return Err(PlanError::NotPositive {
+                    what,
+                    value: "0".into(),
+                });
+            }
+        }
+        Ok(Workload {
+            requests,
+            url_order,
+            timeout,
+            connect_timeout,
+            insecure_tls,
+        })
+    }
+
+    pub fn origin(&self) -> &Url {
+        &self.requests[0].url
+    }
+}
+
+/// One agent's share of one step: everything its workers need to run it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StepShare {
+    pub step: u32,
+    pub model: LoadModel,
+    /// Connections/s (connections model) or requests/s (requests model); 0 for concurrency.
+    pub rate: f64,
+    /// Connections held open (concurrency model).
+    pub connections: u32,
+    pub num_call: NonZeroU32,
+    pub max_connections: NonZeroU32,
+    pub limit: StepLimit,
+    pub arrival: Arrival,
+    pub seed: u64,
+}
+
+impl StepShare {
+    /// Validates a share received from a coordinator (the agent trusts nothing it is sent).
+    #[allow(clippy::too_many_arguments)]
+    pub fn try_new(
+        step: u32,
+        model: LoadModel,
+        rate: f64,
+        connections: u32,
+        num_call: u32,
+        max_connections: u32,
+        limit: StepLimit,
+        arrival: Arrival,
+        seed: u64,
+    ) -> Result<Self, PlanError> {
+        let positive = |what, v: u32| {
+            NonZeroU32::new(v).ok_or(PlanError::NotPositive {
+                what,
+                value: v.to_string(),
+            })
+        };
+        match model {
+            LoadModel::Concurrency if connections == 0 => {
+                return Err(PlanError::NotPositive {
+                    what: "connections",
+                    value: "0".into(),
+                });
+            }
+            LoadModel::Connections | LoadModel::Requests if !(rate.is_finite() && rate > 0.0) => {
+                return Err(PlanError::NotPositive {
+                    what: "rate",
+                    value: rate.to_string(),
+                });
+            }
+            _ => {}
+        }
+        if let StepLimit::Connections(_) = limit {
+            if model != LoadModel::Connections {
+                return Err(PlanError::NumConnWithoutConnections(model.name()));
+            }
+        }
+        if let StepLimit::Duration(d) = limit {
+            if d.is_zero() {
+                return Err(PlanError::NotPositive {
+                    what: "step duration",
+                    value: "0".into(),
+                });
+            }
+        }
+        Ok(StepShare {
+            step,
+            model,
+            rate,
+            connections,
+            num_call: positive("num-call", num_call)?,
+            max_connections: positive("max-connections", max_connections)?,
+            limit,
+            arrival,
+            seed,
+        })
+    }
+
+    /// The step's scheduled length: its duration, or the time to open `num_conn` connections.
+    pub fn scheduled_duration(&self) -> Duration {
+        match self.limit {
+            StepLimit::Duration(d) => d,
+            StepLimit::Connections(n) => Duration::from_secs_f64(n.get() as f64 / self.rate),
+        }
+    }
+}
+
+/// The whole run: a model, a list of step values, and what to send.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Plan {
+    pub model: LoadModel,
+    /// Rates (conn/s or req/s) or, for concurrency, connection counts; one per step, in order.
+    pub steps: Vec<f64>,
+    pub limit: StepLimit,
+    pub num_call: NonZeroU32,
+    pub max_connections: NonZeroU32,
+    pub arrival: Arrival,
+    pub workload: Workload,
+}
+
+/// The most steps one run may have; a typo like `--rate-step 0.001` should not plan a week of load.
+pub const MAX_STEPS: u64 = 10_000;
+
+impl Plan {
+    pub fn try_new(
+        model: LoadModel,
+        steps: Vec<f64>,
+        limit: StepLimit,
+        num_call: NonZeroU32,
+        max_connections: NonZeroU32,
+        arrival: Arrival,
+        workload: Workload,
+    ) -> Result<Self, PlanError> {
+        if steps.is_empty() {
+            return Err(PlanError::NoSteps);
+        }
+        for (i, v) in steps.iter().enumerate() {
+            if !(v.is_finite() && *v > 0.0) {
+                return Err(PlanError::NotPositive {
+                    what: "every step value",
+                    value: v.to_string(),
+                });
+            }
+            if model == LoadModel::Concurrency && v.fract() != 0.0 {
+                return Err(PlanError::FractionalConnections {
+                    index: i + 1,
+                    value: *v,
+                });
+            }
+        }
+        if matches!(limit, StepLimit::Connections(_)) && model != LoadModel::Connections {
+            return Err(PlanError::NumConnWithoutConnections(model.name()));
+        }
+        Ok(Plan {
+            model,
+            steps,
+            limit,
+            num_call,
+            max_connections,
+            arrival,
+            workload,
+        })
+    }
+
+    /// The request rate the plan demands at a step value, or None for the closed model.
+    pub fn demanded_request_rate(&self, value: f64) -> Option<f64> {
+        match self.model {
+            LoadModel::Connections => Some(value * f64::from(self.num_call.get())),
+            LoadModel::Requests => Some(value),
+            LoadModel::Concurrency => None,
+        }
+    }
+
+    /// The whole step as one share (one agent).
+    pub fn step_share(&self, index: usize, seed: u64) -> StepShare {
+        let value = self.steps[index];
+        let (rate, connections) = match self.model {
+            LoadModel::Concurrency => (0.0, value as u32),
+            _ => (value, 0),
+        };
+        StepShare {
+            step: index as u32,
+            model: self.model,
+            rate,
+            connections,
+            num_call: self.num_call,
+            max_connections: self.max_connections,
+            limit: self.limit,
+            arrival: self.arrival,
+            seed,
+        }
+    }
+}
+
+/// autobench's ramp: low, low + step, ... up to and including high (within rounding).
+pub fn ramp(low: f64, high: f64, step: f64) -> Result<Vec<f64>, PlanError> {
+    for (what, v) in [("--low-rate", low), ("--high-rate", high), ("--rate-step", step)] {
+        if !(v.is_finite() && v > 0.0) {
+            return Err(PlanError::NotPositive {
+                what,
+                value: v.to_string(),
+            });
+        }
+    }
+    if low > high {
+        return Err(PlanError::LowAboveHigh { low, high });
+    }
+    let count = ((high - low) / step + 1e-9).floor() as u64 + 1;
+    if count > MAX_STEPS {
+        return Err(PlanError::TooManySteps {
+            low,
+            high,
+            step,
+            count,
+            max: MAX_STEPS,
+        });
+    }
+    // Computed by multiplication, not repeated addition, so 0.1 steps do not drift.
+    Ok((0..count).map(|i| low + step * i as f64).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ramp_includes_both_ends() {
+        assert_eq!(ramp(20.0, 200.0, 10.0).unwrap().len(), 19);
+        assert_eq!(ramp(10.0, 30.0, 10.0).unwrap(), vec![10.0, 20.0, 30.0]);
+        assert_eq!(ramp(5.0, 5.0, 1.0).unwrap(), vec![5.0]);
+        assert_eq!(ramp(0.1, 0.3, 0.1).unwrap().len(), 3);
+    }
+
+    #[test]
+    fn ramp_refuses_bad_bounds() {
+        assert_eq!(
+            ramp(50.0, 10.0, 5.0).unwrap_err().to_string(),
+            "--low-rate (50) is above --high-rate (10)"
+        );
+        assert!(ramp(0.0, 10.0, 1.0).unwrap_err().to_string().contains("--low-rate must be a positive"));
+        assert!(ramp(-1.0, 10.0, 1.0).is_err());
+        assert!(matches!(ramp(1.0, 1e9, 1.0), Err(PlanError::TooManySteps { .. })));
+    }
+
+    #[test]
+    fn urls_parse_into_parts() {
+        let u = Url::parse("http://127.0.0.1:8080/a/b?x=1").unwrap();
+        assert_eq!((u.host.as_str(), u.port, u.path.as_str()), ("127.0.0.1", 8080, "/a/b?x=1"));
+        let u = Url::parse("https://example.test").unwrap();
+        assert_eq!((u.port, u.path.as_str(), u.scheme), (443, "/", Scheme::Https));
+        let u = Url::parse("http://[::1]:9/x").unwrap();
+        assert_eq!((u.host.as_str(), u.authority()), ("::1", "[::1]:9".to_string()));
+        let u = Url::parse("http://h?q=1#frag").unwrap();
+        assert_eq!(u.path, "/?q=1");
+    }
+
+    #[test]
+    fn bad_urls_say_why() {
+        for (url, why) in [
+            ("ftp://x/", "must start with http://"),
+            ("http://", "no host"),
+            ("http://h:0/", "port"),
+            ("http://h:99999/", "port"),
+            ("http://h:abc/", "port"),
+            ("http://a b/", "white space"),
+            ("http://u:p@h/", "user information"),
+            ("http://[::1/", "closing"),
+            ("http://ho$t/", "characters"),
+        ] {
+            let e = Url::parse(url).unwrap_err().to_string();
+            assert!(e.contains(why), "{url}: {e}");
+        }
+    }
+
+    #[test]
+    fn url_list_names_the_bad_line() {
+        let ok = parse_url_list("# c\nhttp://h/a\n\nPOST http://h/b\n").unwrap();
+        assert_eq!(ok, vec![("GET".into(), "http://h/a".into()), ("POST".into(), "http://h/b".into())]);
+        let e = parse_url_list("http://h/a\nnot-a-url\n").unwrap_err();
+        assert_eq!(e.line, 2);
+        assert!(e.to_string().starts_with("line 2: bad URL 'not-a-url'"), "{e}");
+        assert_eq!(parse_url_list("GET http://h/ extra\n").unwrap_err().line, 1);
+        assert!(parse_url_list("# nothing\n").unwrap_err().to_string().contains("no URL"));
+    }
+
+    #[test]
+    fn mixed_origins_are_refused() {
+        let a = RequestSpec::try_new("GET", "http://a:1/", vec![], vec![]).unwrap();
+        let b = RequestSpec::try_new("GET", "http://b:1/", vec![], vec![]).unwrap();
+        let e = Workload::try_new(vec![a, b], UrlOrder::RoundRobin, Duration::from_secs(1), Duration::from_secs(1), false)
+            .unwrap_err();
+        assert!(e.to_string().contains("URL 2 is http://b:1"), "{e}");
+    }
+
+    #[test]
+    fn headers_and_methods_are_checked() {
+        assert_eq!(parse_header("X-A: b c").unwrap(), ("X-A".into(), "b c".into()));
+        assert!(parse_header("nocolon").is_err());
+        assert!(RequestSpec::try_new("GE T", "http://h/", vec![], vec![]).is_err());
+        assert!(RequestSpec::try_new("GET", "http://h/", vec![("X".into(), "a\r\nB: c".into())], vec![]).is_err());
+    }
+}

@@ -1,0 +1,431 @@
+//! The result schema: one `StepResult` per step, computed only from merged data, and its autobench-compatible
+//! table row. Everything a report says is derived here, once, so TSV, JSON and the terminal agree.
+use std::time::Duration;
+
+use serde::ser::{Serialize, SerializeMap, Serializer};
+
+use crate::histogram::{us_to_ms, Histogram};
+use crate::metrics::{ErrorClass, Snapshot, STATUS_CLASSES};
+use crate::plan::LoadModel;
+use crate::verdict::{self, Facts, Verdict};
+
+/// `run.json`'s schema name; bump it when a field changes meaning.
+pub const RUN_SCHEMA: &str = "stampede.run/1";
+
+/// Latency statistics in milliseconds, from one merged histogram.
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize)]
+pub struct LatencyStats {
+    pub mean: f64,
+    pub p50: f64,
+    pub p90: f64,
+    pub p99: f64,
+    pub p999: f64,
+    pub max: f64,
+}
+
+impl LatencyStats {
+    pub fn of(h: &Histogram<u64>) -> LatencyStats {
+        if h.is_empty() {
+            return LatencyStats::default();
+        }
+        let q = |q: f64| us_to_ms(h.value_at_quantile(q));
+        LatencyStats {
+            mean: round3(h.mean() / 1000.0),
+            p50: q(0.5),
+            p90: q(0.9),
+            p99: q(0.99),
+            p999: q(0.999),
+            max: us_to_ms(h.max()),
+        }
+    }
+}
+
+/// Statistics over the 1 s reply-rate samples (autobench's min/avg/max/stddev_rep_rate).
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize)]
+pub struct RateStats {
+    pub min: f64,
+    pub avg: f64,
+    pub max: f64,
+    pub stddev: f64,
+}
+
+impl RateStats {
+    pub fn of(samples: &[f64]) -> RateStats {
+        if samples.is_empty() {
+            return RateStats::default();
+        }
+        let n = samples.len() as f64;
+        let avg = samples.iter().sum::<f64>() / n;
+        let var = samples.iter().map(|s| (s - avg).powi(2)).sum::<f64>() / n;
+        RateStats {
+            min: round3(samples.iter().copied().fold(f64::INFINITY, f64::min)),
+            avg: round3(avg),
+            max: round3(samples.iter().copied().fold(f64::NEG_INFINITY, f64::max)),
+            stddev: round3(var.sqrt()),
+        }
+    }
+}
+
+/// Named counts that keep their order in JSON.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Counts(pub Vec<(&'static str, u64)>);
+
+impl Counts {
+    pub fn get(&self, name: &str) -> u64 {
+        self.0.iter().find(|(n, _)| *n == name).map_or(0, |(_, v)| *v)
+    }
+}
+
+impl Serialize for Counts {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_map(Some(self.0.len()))?;
+        for (k, v) in &self.0 {
+            m.serialize_entry(k, v)?;
+        }
+        m.end()
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Generator {
+    /// The busiest agent's worker-thread CPU, percent of its worker threads' capacity.
+    pub cpu_pct: f64,
+    pub lag_p99_ms: f64,
+    pub lag_max_ms: f64,
+    /// Arrivals dispatched more than 1 ms after their intended time.
+    pub late_1ms: u64,
+    /// Arrivals that waited for a free connection, and how long at p99.
+    pub waited: u64,
+    pub wait_p99_ms: f64,
+    pub threads: u32,
+}
+
+/// One agent's part of a step, kept so nobody has to trust an average.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct AgentStep {
+    pub agent: String,
+    pub threads: u32,
+    pub requests: u64,
+    pub replies: u64,
+    pub errors: u64,
+    pub cpu_pct: f64,
+    pub latency_ms: LatencyStats,
+    /// How long after the agreed start instant its first request left.
+    pub start_delay_ms: Option<f64>,
+    pub lost: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct StepResult {
+    pub step: u32,
+    pub model: &'static str,
+    /// The step's value as planned: conn/s, req/s, or connections for the closed model.
+    pub step_value: f64,
+    /// Requests per second the plan demands; null for the closed model.
+    pub demanded_rate: Option<f64>,
+    pub duration_s: f64,
+    pub requests: u64,
+    pub replies: u64,
+    pub connections: u64,
+    pub achieved_request_rate: f64,
+    pub connection_rate: f64,
+    pub reply_rate: RateStats,
+    pub bytes_in: u64,
+    pub bytes_out: u64,
+    pub net_io_kb_s: f64,
+    pub status: Counts,
+    pub errors: Counts,
+    /// Errors as a percent of attempts (requests sent plus connections that never got to send).
+    pub errors_pct: f64,
+    pub latency_ms: LatencyStats,
+    pub connect_ms: LatencyStats,
+    pub ttfb_ms: LatencyStats,
+    pub reply_rate_series: Vec<f64>,
+    pub generator: Generator,
+    pub verdict: Verdict,
+    pub reasons: Vec<String>,
+    pub notes: Vec<String>,
+    pub aborted: bool,
+    pub agents: Vec<AgentStep>,
+}
+
+/// One full interval of the merged fleet, for the reply-rate series.
+#[derive(Debug, Clone, Copy)]
+pub struct IntervalSample {
+    pub length: Duration,
+    pub replies: u64,
+}
+
+/// One agent's totals for a step.
+#[derive(Debug, Clone)]
+pub struct AgentInput<'a> {
+    pub name: String,
+    pub threads: u32,
+    /// How long its workers ran (schedule plus drain): the CPU share's denominator.
+    pub wall: Duration,
+    pub total: &'a Snapshot,
+    pub start_delay: Option<Duration>,
+    pub lost: bool,
+}
+
+/// Everything a step produced, merged but not yet summarised.
+#[derive(Debug, Clone)]
+pub struct StepInput<'a> {
+    pub step: u32,
+    pub model: LoadModel,
+    pub value: f64,
+    pub demanded_rate: Option<f64>,
+    pub duration: Duration,
+    pub total: &'a Snapshot,
+    pub series: &'a [IntervalSample],
+    pub agents: Vec<AgentInput<'a>>,
+    pub aborted: bool,
+}
+
+fn round3(v: f64) -> f64 {
+    (v * 1000.0).round() / 1000.0
+}
+
+fn cpu_pct(cpu_ns: u64, wall: Duration, threads: u32) -> f64 {
+    let capacity = wall.as_nanos() as f64 * f64::from(threads.max(1));
+    if capacity == 0.0 {
+        0.0
+    } else {
+        round3(cpu_ns as f64 / capacity * 100.0)
+    }
+}
+
+/// Summarises a merged step; percentiles and rates are computed here and only here.
+pub fn summarize(input: &StepInput<'_>) -> StepResult {
+    let t = input.total;
+    let c = &t.counters;
+    let secs = input.duration.as_secs_f64().max(1e-9);
+    let series: Vec<f64> = input
+        .series
+        .iter()
+        .map(|s| round3(s.replies as f64 / s.length.as_secs_f64().max(1e-9)))
+        .collect();
+    let agents: Vec<AgentStep> = input
+        .agents
+        .iter()
+        .map(|a| AgentStep {
+            agent: a.name.clone(),
+            threads: a.threads,
+            requests: a.total.counters.requests,
+            replies: a.total.counters.replies,
+            errors: a.total.counters.errors_total(),
+            cpu_pct: cpu_pct(a.total.cpu_ns, a.wall, a.threads),
+            latency_ms: LatencyStats::of(&a.total.hist.latency),
+            start_delay_ms: a.start_delay.map(|d| round3(d.as_secs_f64() * 1000.0)),
+            lost: a.lost,
+        })
+        .collect();
+    let busiest = agents.iter().map(|a| a.cpu_pct).fold(0.0, f64::max);
+    let achieved = round3(c.requests as f64 / secs);
+    let lag = &t.hist.lag;
+    let late = lag.count_between(1001, crate::histogram::HIGHEST_US);
+    let generator = Generator {
+        cpu_pct: busiest,
+        lag_p99_ms: if lag.is_empty() { 0.0 } else { us_to_ms(lag.value_at_quantile(0.99)) },
+        lag_max_ms: us_to_ms(lag.max()),
+        late_1ms: late,
+        waited: c.waited,
+        wait_p99_ms: if t.hist.wait.is_empty() {
+            0.0
+        } else {
+            us_to_ms(t.hist.wait.value_at_quantile(0.99))
+        },
+        threads: input.agents.iter().map(|a| a.threads).sum(),
+    };
+    let lost_agents = input.agents.iter().filter(|a| a.lost).map(|a| a.name.clone()).collect();
+    let judgement = verdict::judge(&Facts {
+        demanded_rate: input.demanded_rate,
+        achieved_rate: achieved,
+        cpu_pct: busiest,
+        lag_p99_ms: generator.lag_p99_ms,
+        late,
+        counters: *c,
+        aborted: input.aborted,
+        lost_agents,
+    });
+    let attempts = c.attempts();
+    StepResult {
+        step: input.step,
+        model: input.model.name(),
+        step_value: input.value,
+        demanded_rate: input.demanded_rate,
+        duration_s: round3(secs),
+        requests: c.requests,
+        replies: c.replies,
+        connections: c.connections,
+        achieved_request_rate: achieved,
+        connection_rate: round3(c.connections as f64 / secs),
+        reply_rate: RateStats::of(&series),
+        bytes_in: c.bytes_in,
+        bytes_out: c.bytes_out,
+        net_io_kb_s: round3((c.bytes_in + c.bytes_out) as f64 / 1024.0 / secs),
+        status: Counts(STATUS_CLASSES.iter().copied().zip(c.status).collect()),
+        errors: Counts(ErrorClass::ALL.iter().map(|e| (e.name(), c.error(*e))).collect()),
+        errors_pct: if attempts == 0 {
+            0.0
+        } else {
+            round3(c.errors_total() as f64 * 100.0 / attempts as f64)
+        },
+        latency_ms: LatencyStats::of(&t.hist.latency),
+        connect_ms: LatencyStats::of(&t.hist.connect),
+        ttfb_ms: LatencyStats::of(&t.hist.ttfb),
+        reply_rate_series: series,
+        generator,
+        verdict: judgement.verdict,
+        reasons: judgement.reasons,
+        notes: judgement.notes,
+        aborted: input.aborted,
+        agents,
+    }
+}
+
+/// The table's header: autobench's columns first (with the host suffix), then stampede's.
+pub fn table_header(host: &str, model: LoadModel) -> Vec<String> {
+    // The closed model has no demanded rate; its x axis is the connection count.
+    let first = if model == LoadModel::Concurrency { "connections" } else { "dem_req_rate" };
+    let mut h = vec![first.to_string()];
+    for col in [
+        "req_rate", "con_rate", "min_rep_rate", "avg_rep_rate", "max_rep_rate", "stddev_rep_rate", "resp_time",
+        "net_io", "errors",
+    ] {
+        h.push(format!("{col}_{host}"));
+    }
+    for col in ["p50_ms", "p90_ms", "p99_ms", "p999_ms", "max_ms"] {
+        h.push(col.to_string());
+    }
+    for class in STATUS_CLASSES {
+        h.push(format!("status_{class}"));
+    }
+    for e in ErrorClass::ALL {
+        h.push(e.column());
+    }
+    for col in ["gen_cpu_pct", "lag_p99_ms", "verdict"] {
+        h.push(col.to_string());
+    }
+    h
+}
+
+/// One step as a table row, matching [`table_header`].
+pub fn table_row(r: &StepResult) -> Vec<String> {
+    let f = |v: f64| {
+        let s = format!("{v:.3}");
+        let s = s.trim_end_matches('0').trim_end_matches('.');
+        if s.is_empty() || s == "-0" { "0".to_string() } else { s.to_string() }
+    };
+    let mut row = vec![f(r.demanded_rate.unwrap_or(r.step_value))];
+    for v in [
+        r.achieved_request_rate,
+        r.connection_rate,
+        r.reply_rate.min,
+        r.reply_rate.avg,
+        r.reply_rate.max,
+        r.reply_rate.stddev,
+        r.latency_ms.mean,
+        r.net_io_kb_s,
+        r.errors_pct,
+        r.latency_ms.p50,
+        r.latency_ms.p90,
+        r.latency_ms.p99,
+        r.latency_ms.p999,
+        r.latency_ms.max,
+    ] {
+        row.push(f(v));
+    }
+    row.extend(r.status.0.iter().map(|(_, v)| v.to_string()));
+    row.extend(r.errors.0.iter().map(|(_, v)| v.to_string()));
+    row.push(f(r.generator.cpu_pct));
+    row.push(f(r.generator.lag_p99_ms));
+    row.push(r.verdict.name().to_string());
+    row
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::histogram;
+
+    fn snapshot(requests: u64, lat_us: &[u64]) -> Snapshot {
+        let mut s = Snapshot::default();
+        s.counters.requests = requests;
+        s.counters.replies = requests;
+        s.counters.connections = requests;
+        s.counters.status[1] = requests;
+        s.counters.bytes_in = 1024 * requests;
+        for v in lat_us {
+            s.hist.latency.record(*v).unwrap();
+        }
+        s
+    }
+
+    #[test]
+    fn rate_stats_over_samples() {
+        let r = RateStats::of(&[10.0, 20.0, 30.0]);
+        assert_eq!((r.min, r.avg, r.max), (10.0, 20.0, 30.0));
+        assert!((r.stddev - 8.165).abs() < 0.001);
+        assert_eq!(RateStats::of(&[]), RateStats::default());
+    }
+
+    #[test]
+    fn summary_is_computed_from_the_merge() {
+        let a = snapshot(100, &[1_000; 100]);
+        let b = snapshot(100, &[3_000; 100]);
+        let mut total = a.clone();
+        total.add(&b);
+        let series = [IntervalSample { length: Duration::from_secs(1), replies: 100 }; 2];
+        let agent = |name: &str, s| AgentInput {
+            name: name.to_string(),
+            threads: 1,
+            wall: Duration::from_secs(2),
+            total: s,
+            start_delay: None,
+            lost: false,
+        };
+        let r = summarize(&StepInput {
+            step: 0,
+            model: LoadModel::Requests,
+            value: 100.0,
+            demanded_rate: Some(100.0),
+            duration: Duration::from_secs(2),
+            total: &total,
+            series: &series,
+            agents: vec![agent("a", &a), agent("b", &b)],
+            aborted: false,
+        });
+        assert_eq!(r.requests, 200);
+        assert_eq!(r.achieved_request_rate, 100.0);
+        assert!((r.latency_ms.mean - 2.0).abs() < 0.002, "{}", r.latency_ms.mean);
+        assert_eq!(r.net_io_kb_s, 100.0);
+        assert_eq!(r.reply_rate.avg, 100.0);
+        assert_eq!(r.verdict, Verdict::Valid);
+        assert_eq!(r.agents.len(), 2);
+        assert_eq!(r.status.get("2xx"), 200);
+        let row = table_row(&r);
+        assert_eq!(row.len(), table_header("h", LoadModel::Requests).len());
+        assert_eq!(row[0], "100");
+        assert_eq!(row.last().unwrap(), "valid");
+    }
+
+    #[test]
+    fn header_keeps_autobench_names_in_order() {
+        let h = table_header("web1", LoadModel::Connections);
+        assert_eq!(
+            &h[..10],
+            &[
+                "dem_req_rate", "req_rate_web1", "con_rate_web1", "min_rep_rate_web1", "avg_rep_rate_web1",
+                "max_rep_rate_web1", "stddev_rep_rate_web1", "resp_time_web1", "net_io_web1", "errors_web1"
+            ]
+        );
+        assert!(h.contains(&"err_addr_unavailable".to_string()));
+        assert_eq!(h.last().unwrap(), "verdict");
+    }
+
+    #[test]
+    fn empty_histogram_gives_zeros() {
+        assert_eq!(LatencyStats::of(&histogram::new()), LatencyStats::default());
+    }
+}

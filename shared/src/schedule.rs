@@ -1,0 +1,186 @@
+//! When requests (or connections) start in an open model: the arrival offsets of one worker's slice of
+//! a step. Slices partition the step's arrivals exactly, so shares add up to the whole over the step.
+use std::time::Duration;
+
+use crate::plan::{Arrival, StepLimit};
+use crate::rng::Rng;
+
+/// A worker's part of a step's arrival sequence: every `count`-th arrival, starting at `index`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Slice {
+    pub index: u64,
+    pub count: u64,
+}
+
+impl Slice {
+    pub const WHOLE: Slice = Slice { index: 0, count: 1 };
+
+    /// Part `index` of `count` parts of this slice.
+    pub fn part(self, index: u64, count: u64) -> Slice {
+        Slice {
+            index: self.index + self.count * index,
+            count: self.count * count,
+        }
+    }
+
+    /// How many of `total` items (0..total) fall in this slice.
+    pub fn share_of(self, total: u64) -> u64 {
+        if total <= self.index {
+            0
+        } else {
+            (total - self.index).div_ceil(self.count)
+        }
+    }
+}
+
+/// An iterator of arrival offsets from the step's start, in order.
+#[derive(Debug, Clone)]
+pub struct Schedule {
+    kind: Kind,
+    horizon: Option<Duration>,
+    remaining: Option<u64>,
+}
+
+#[derive(Debug, Clone)]
+enum Kind {
+    /// Global arrival g is at g / rate; this slice takes g = index, index + count, ...
+    Uniform { rate: f64, next: u64, stride: u64 },
+    /// A Poisson process of rate/count: the sum of the slices' processes is one of the whole rate.
+    Poisson { rng: Rng, mean_gap_s: f64, t_s: f64 },
+}
+
+impl Schedule {
+    /// `rate` is the whole step's rate; `limit` the whole step's limit.
+    pub fn new(rate: f64, arrival: Arrival, limit: StepLimit, slice: Slice, seed: u64) -> Schedule {
+        let (horizon, remaining) = match limit {
+            StepLimit::Duration(d) => (Some(d), None),
+            StepLimit::Connections(n) => (None, Some(slice.share_of(n.get()))),
+        };
+        let kind = match arrival {
+            Arrival::Uniform => Kind::Uniform {
+                rate,
+                next: slice.index,
+                stride: slice.count,
+            },
+            Arrival::Poisson => Kind::Poisson {
+                rng: Rng::new(seed ^ slice.index.wrapping_mul(0xA24B_AED4_963E_E407)),
+                mean_gap_s: slice.count as f64 / rate,
+                t_s: 0.0,
+            },
+        };
+        Schedule {
+            kind,
+            horizon,
+            remaining,
+        }
+    }
+}
+
+impl Iterator for Schedule {
+    type Item = Duration;
+
+    fn next(&mut self) -> Option<Duration> {
+        if self.remaining == Some(0) {
+            return None;
+        }
+        let offset = match &mut self.kind {
+            Kind::Uniform { rate, next, stride } => {
+                let at = *next as f64 / *rate;
+                *next += *stride;
+                at
+            }
+            Kind::Poisson {
+                rng,
+                mean_gap_s,
+                t_s,
+            } => {
+                *t_s += rng.exponential(*mean_gap_s);
+                *t_s
+            }
+        };
+        let offset = Duration::from_secs_f64(offset);
+        if let Some(h) = self.horizon {
+            if offset >= h {
+                self.remaining = Some(0);
+                return None;
+            }
+        }
+        if let Some(r) = &mut self.remaining {
+            *r -= 1;
+        }
+        Some(offset)
+    }
+}
+
+/// Splits `total` items over `parts` as evenly as possible; part `i` gets the returned count.
+pub fn even_share(total: u64, parts: u64, i: u64) -> u64 {
+    total / parts + u64::from(i < total % parts)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use std::num::NonZeroU64;
+
+    fn secs(s: u64) -> StepLimit {
+        StepLimit::Duration(Duration::from_secs(s))
+    }
+
+    #[test]
+    fn uniform_is_evenly_spaced_and_exact() {
+        let offs: Vec<_> = Schedule::new(4.0, Arrival::Uniform, secs(1), Slice::WHOLE, 0).collect();
+        assert_eq!(offs, vec![0, 250, 500, 750].into_iter().map(Duration::from_millis).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn num_conn_limit_counts_arrivals() {
+        let n = NonZeroU64::new(10).unwrap();
+        let offs: Vec<_> = Schedule::new(100.0, Arrival::Uniform, StepLimit::Connections(n), Slice::WHOLE, 0).collect();
+        assert_eq!(offs.len(), 10);
+        let p: usize = (0..3)
+            .map(|i| Schedule::new(100.0, Arrival::Poisson, StepLimit::Connections(n), Slice::WHOLE.part(i, 3), 9).count())
+            .sum();
+        assert_eq!(p, 10);
+    }
+
+    #[test]
+    fn poisson_rate_is_close_to_requested() {
+        let n: usize = (0..2)
+            .map(|i| Schedule::new(1000.0, Arrival::Poisson, secs(20), Slice::WHOLE.part(i, 2), 42).count())
+            .sum();
+        assert!((19_000..21_000).contains(&n), "{n}");
+    }
+
+    proptest! {
+        // Slices partition the arrivals: the parts together are exactly the whole schedule.
+        #[test]
+        fn slices_partition_the_whole(rate in 0.5f64..5000.0, ms in 1u64..3000, outer in 1u64..5, inner in 1u64..9) {
+            let limit = StepLimit::Duration(Duration::from_millis(ms));
+            let whole: Vec<_> = Schedule::new(rate, Arrival::Uniform, limit, Slice::WHOLE, 0).collect();
+            let mut parts = Vec::new();
+            for a in 0..outer {
+                for w in 0..inner {
+                    let s = Slice::WHOLE.part(a, outer).part(w, inner);
+                    parts.extend(Schedule::new(rate, Arrival::Uniform, limit, s, 0));
+                }
+            }
+            parts.sort();
+            prop_assert_eq!(parts, whole);
+        }
+
+        #[test]
+        fn even_share_sums_to_total(total in 0u64..100_000, parts in 1u64..64) {
+            let sum: u64 = (0..parts).map(|i| even_share(total, parts, i)).sum();
+            prop_assert_eq!(sum, total);
+        }
+
+        #[test]
+        fn share_of_matches_counting(total in 0u64..10_000, index in 0u64..7, count in 1u64..7) {
+            prop_assume!(index < count);
+            let s = Slice { index, count };
+            let counted = (0..total).filter(|g| g % count == index).count() as u64;
+            prop_assert_eq!(s.share_of(total), counted);
+        }
+    }
+}

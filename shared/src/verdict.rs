@@ -1,0 +1,237 @@
+//! Whether a step's numbers can be trusted: the generator judges itself (CPU, lag, achieved rate, its own
+//! resource errors) and says why in words, so a saturated load tool is never mistaken for a slow server.
+use serde::Serialize;
+
+use crate::metrics::{Counters, ErrorClass};
+
+/// Any generator thread busier than this may be limiting the load (Hyperfoil's watchdog uses 80 %).
+pub const CPU_DEGRADED_PCT: f64 = 80.0;
+/// Past this the generator is saturated.
+pub const CPU_SATURATED_PCT: f64 = 95.0;
+/// Lag p99 above this means requests left noticeably late.
+pub const LAG_DEGRADED_MS: f64 = 5.0;
+/// Achieved below this share of demanded is a shortfall worth explaining.
+pub const ACHIEVED_MIN_RATIO: f64 = 0.97;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Verdict {
+    Valid,
+    Degraded,
+    Invalid,
+}
+
+impl Verdict {
+    pub fn name(self) -> &'static str {
+        match self {
+            Verdict::Valid => "valid",
+            Verdict::Degraded => "degraded",
+            Verdict::Invalid => "invalid",
+        }
+    }
+
+    fn worsen(&mut self, to: Verdict) {
+        let rank = |v: Verdict| v as u8;
+        if rank(to) > rank(*self) {
+            *self = to;
+        }
+    }
+}
+
+/// The facts about one step that the judgement rests on.
+#[derive(Debug, Clone, Default)]
+pub struct Facts {
+    /// None for the closed model, which has no schedule to fall behind.
+    pub demanded_rate: Option<f64>,
+    pub achieved_rate: f64,
+    /// The busiest agent's worker CPU, as a share of its worker threads.
+    pub cpu_pct: f64,
+    pub lag_p99_ms: f64,
+    /// Arrivals dispatched more than 1 ms late.
+    pub late: u64,
+    pub counters: Counters,
+    pub aborted: bool,
+    pub lost_agents: Vec<String>,
+}
+
+/// The verdict, the reasons for it, and notes that explain the numbers without blaming the generator.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Judgement {
+    pub verdict: Verdict,
+    pub reasons: Vec<String>,
+    pub notes: Vec<String>,
+}
+
+pub fn judge(f: &Facts) -> Judgement {
+    let mut verdict = Verdict::Valid;
+    let mut reasons = Vec::new();
+    let mut notes = Vec::new();
+    let c = &f.counters;
+
+    if f.aborted {
+        verdict.worsen(Verdict::Invalid);
+        reasons.push("step aborted before it finished".to_string());
+    }
+    for agent in &f.lost_agents {
+        verdict.worsen(Verdict::Degraded);
+        reasons.push(format!("agent {agent} was lost during the step"));
+    }
+    for (class, what) in [
+        (ErrorClass::AddrUnavailable, "generator out of ports"),
+        (ErrorClass::FdUnavailable, "generator out of file descriptors"),
+    ] {
+        let n = c.error(class);
+        if n > 0 {
+            verdict.worsen(Verdict::Invalid);
+            reasons.push(format!("{n} {} errors: {what}", class.name()));
+        }
+    }
+    if c.replies == 0 && c.attempts() > 0 {
+        verdict.worsen(Verdict::Invalid);
+        let worst = ErrorClass::ALL
+            .iter()
+            .filter(|e| !e.is_generator_resource())
+            .max_by_key(|e| c.error(**e))
+            .copied()
+            .unwrap_or(ErrorClass::Other);
+        if c.error(worst) > 0 {
+            reasons.push(format!(
+                "no replies: {} {} errors (is the target up and reachable?)",
+                c.error(worst),
+                worst.name()
+            ));
+        } else {
+            reasons.push("no replies".to_string());
+        }
+    }
+
+    let cpu_high = f.cpu_pct >= CPU_DEGRADED_PCT;
+    let lag_high = f.lag_p99_ms > LAG_DEGRADED_MS;
+    let shortfall = f
+        .demanded_rate
+        .filter(|d| *d > 0.0)
+        .map(|d| f.achieved_rate / d)
+        .filter(|r| *r < ACHIEVED_MIN_RATIO);
+
+    if f.cpu_pct >= CPU_SATURATED_PCT {
+        verdict.worsen(Verdict::Degraded);
+        reasons.push(format!("generator CPU {:.0}%: the load generator is saturated", f.cpu_pct));
+    } else if cpu_high {
+        verdict.worsen(Verdict::Degraded);
+        reasons.push(format!("generator CPU {:.0}%: results may be limited by the generator", f.cpu_pct));
+    }
+    if lag_high {
+        verdict.worsen(Verdict::Degraded);
+        reasons.push(format!(
+            "lag p99 {:.1} ms: {} requests left more than 1 ms late",
+            f.lag_p99_ms, f.late
+        ));
+    }
+    if let Some(ratio) = shortfall {
+        if cpu_high || lag_high {
+            verdict.worsen(Verdict::Invalid);
+            reasons.push(format!(
+                "achieved {:.0}% of demanded: the generator could not keep its schedule",
+                ratio * 100.0
+            ));
+        } else if c.replies > 0 {
+            // The generator kept its schedule; what was not sent waited on the target.
+            notes.push(format!(
+                "achieved {:.0}% of demanded: the target did not keep up (the generator kept its schedule)",
+                ratio * 100.0
+            ));
+        }
+    }
+    if c.waited > 0 {
+        notes.push(format!(
+            "{} arrivals waited for a free connection (max-connections reached); their latency counts from the intended send",
+            c.waited
+        ));
+    }
+    let timeouts = c.error(ErrorClass::ClientTimeout);
+    if timeouts > 0 {
+        notes.push(format!("{timeouts} requests got no reply within the timeout"));
+    }
+    Judgement {
+        verdict,
+        reasons,
+        notes,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn healthy() -> Facts {
+        let mut counters = Counters::default();
+        counters.requests = 1000;
+        counters.replies = 1000;
+        Facts {
+            demanded_rate: Some(100.0),
+            achieved_rate: 100.0,
+            cpu_pct: 10.0,
+            lag_p99_ms: 0.5,
+            counters,
+            ..Facts::default()
+        }
+    }
+
+    #[test]
+    fn healthy_step_is_valid() {
+        let j = judge(&healthy());
+        assert_eq!(j.verdict, Verdict::Valid);
+        assert!(j.reasons.is_empty());
+    }
+
+    #[test]
+    fn port_exhaustion_is_invalid_and_named() {
+        let mut f = healthy();
+        f.counters.errors[ErrorClass::AddrUnavailable.index()] = 412;
+        let j = judge(&f);
+        assert_eq!(j.verdict, Verdict::Invalid);
+        assert_eq!(j.reasons, vec!["412 addr-unavailable errors: generator out of ports"]);
+    }
+
+    #[test]
+    fn saturated_generator_falling_behind_is_invalid() {
+        let mut f = healthy();
+        f.cpu_pct = 97.0;
+        f.achieved_rate = 91.0;
+        let j = judge(&f);
+        assert_eq!(j.verdict, Verdict::Invalid);
+        assert!(j.reasons[0].starts_with("generator CPU 97%"), "{:?}", j.reasons);
+        assert!(j.reasons[1].starts_with("achieved 91% of demanded"), "{:?}", j.reasons);
+    }
+
+    #[test]
+    fn slow_target_is_not_blamed_on_the_generator() {
+        let mut f = healthy();
+        f.achieved_rate = 60.0;
+        f.counters.waited = 50;
+        let j = judge(&f);
+        assert_eq!(j.verdict, Verdict::Valid);
+        assert!(j.notes[0].contains("the target did not keep up"), "{:?}", j.notes);
+    }
+
+    #[test]
+    fn unreachable_target_is_invalid_with_the_error_named() {
+        let mut f = healthy();
+        f.counters = Counters::default();
+        f.counters.errors[ErrorClass::ConnRefused.index()] = 30;
+        f.achieved_rate = 0.0;
+        let j = judge(&f);
+        assert_eq!(j.verdict, Verdict::Invalid);
+        assert!(j.reasons[0].starts_with("no replies: 30 conn-refused"), "{:?}", j.reasons);
+    }
+
+    #[test]
+    fn high_lag_degrades() {
+        let mut f = healthy();
+        f.lag_p99_ms = 12.0;
+        f.late = 40;
+        let j = judge(&f);
+        assert_eq!(j.verdict, Verdict::Degraded);
+        assert!(j.reasons[0].starts_with("lag p99 12.0 ms"));
+    }
+}
