@@ -1,1 +1,17 @@
-//! placeholder
+//! stampede's load agent: worker threads that send HTTP load on a schedule, measure it without locks,
+//! and report 1 s intervals over a control session that a coordinator drives.
+pub mod client;
+pub mod engine;
+pub mod recorder;
+pub mod session;
+pub mod system;
+pub mod worker;
+
+pub use engine::Engine;
+pub use session::{embedded, serve, Link};
+
+/// Installs the one rustls crypto provider stampede uses, before any TLS is set up, so feature
+/// unification can never leave rustls to pick (and panic).
+pub fn install_crypto_provider() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}

@@ -1,1 +1,74 @@
-//! placeholder
+//! stampede's coordinator: the CLI's commands as library functions that tests call in-process. `run`
+//! drives agents step by step and writes the results; `serve` is the reference target; `demo` joins both.
+pub mod cli;
+pub mod config;
+pub mod demo;
+pub mod output;
+pub mod progress;
+pub mod run;
+pub mod serve;
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use tokio_util::sync::CancellationToken;
+
+use crate::cli::Command;
+
+/// What a command ended with, as the process exit code: 0 all steps ran, 1 failed or aborted, 2 usage.
+pub async fn execute(command: Command, shutdown: CancellationToken) -> u8 {
+    match command {
+        Command::Run(args) => match config::resolve(args) {
+            Ok(cfg) => finish(run::run(cfg, shutdown).await),
+            Err(e) => {
+                eprintln!("stampede: {e}");
+                2
+            }
+        },
+        Command::Demo(args) => finish(demo::run(args, shutdown).await),
+        Command::Serve(args) => {
+            let delay = match args.delay.as_deref().map(|d| config::parse_duration("--delay", d)).transpose() {
+                Ok(d) => d.unwrap_or(Duration::ZERO),
+                Err(e) => {
+                    eprintln!("stampede: {e}");
+                    return 2;
+                }
+            };
+            let cfg = serve::ServeConfig {
+                listen: args.listen,
+                delay,
+                capacity: args.capacity,
+                body: Bytes::from(args.body.into_bytes()),
+            };
+            match serve::run(cfg, shutdown).await {
+                Ok(()) => 0,
+                Err(e) => {
+                    eprintln!("stampede: {e}");
+                    match e {
+                        serve::ServeError::Capacity(_) => 2,
+                        serve::ServeError::Bind { .. } => 1,
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn finish(outcome: Result<run::RunOutcome, run::RunError>) -> u8 {
+    match outcome {
+        Ok(o) => {
+            print!("{}", progress::table(&o.steps));
+            println!("results: {}", o.dir.display());
+            if o.aborted {
+                eprintln!("stampede: run aborted; finished steps are in {}", o.dir.display());
+                1
+            } else {
+                0
+            }
+        }
+        Err(e) => {
+            eprintln!("stampede: {e}");
+            e.exit_code()
+        }
+    }
+}

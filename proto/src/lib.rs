@@ -1,5 +1,374 @@
-//! The control protocol: generated messages and service, plus conversions to `shared` types.
+//! The control protocol: generated messages and service, and the only conversions between them and
+//! `shared`'s domain types. Everything received is validated here before the rest of the code sees it.
+use std::num::NonZeroU64;
+use std::time::Duration;
+
+use shared::histogram::{self, CodecError};
+use shared::metrics::{Counters, ErrorClass, Histograms, Interval, Snapshot};
+use shared::plan::{
+    Arrival, LoadModel, PlanError, RequestSpec, StepLimit, StepShare, UrlOrder, Workload,
+};
+
 pub mod pb {
-    #![allow(clippy::all, missing_docs)]
+    #![allow(clippy::all, clippy::pedantic, missing_docs)]
     tonic::include_proto!("stampede.v1");
+}
+
+/// Bumped whenever a message changes meaning; peers with another version are refused.
+pub const PROTOCOL_VERSION: u32 = 1;
+
+/// A message that does not convert into a valid domain value.
+#[derive(Debug, thiserror::Error)]
+pub enum ConvertError {
+    #[error("{0} is missing")]
+    Missing(&'static str),
+    #[error("{what} has an unknown value {value}")]
+    Unknown { what: &'static str, value: i32 },
+    #[error("{what} has {found} entries, expected {expected}")]
+    Length {
+        what: &'static str,
+        found: usize,
+        expected: usize,
+    },
+    #[error("both or neither of duration_ms and num_conns are set")]
+    Limit,
+    #[error(transparent)]
+    Plan(#[from] PlanError),
+    #[error("{what}: {source}")]
+    Histogram {
+        what: &'static str,
+        source: CodecError,
+    },
+}
+
+pub fn model_to_pb(m: LoadModel) -> pb::LoadModel {
+    match m {
+        LoadModel::Connections => pb::LoadModel::Connections,
+        LoadModel::Requests => pb::LoadModel::Requests,
+        LoadModel::Concurrency => pb::LoadModel::Concurrency,
+    }
+}
+
+fn model_from_pb(v: i32) -> Result<LoadModel, ConvertError> {
+    match pb::LoadModel::try_from(v) {
+        Ok(pb::LoadModel::Connections) => Ok(LoadModel::Connections),
+        Ok(pb::LoadModel::Requests) => Ok(LoadModel::Requests),
+        Ok(pb::LoadModel::Concurrency) => Ok(LoadModel::Concurrency),
+        _ => Err(ConvertError::Unknown {
+            what: "load model",
+            value: v,
+        }),
+    }
+}
+
+impl From<&StepShare> for pb::PrepareStep {
+    fn from(s: &StepShare) -> Self {
+        let (duration_ms, num_conns) = match s.limit {
+            StepLimit::Duration(d) => (d.as_millis() as u64, 0),
+            StepLimit::Connections(n) => (0, n.get()),
+        };
+        pb::PrepareStep {
+            step: s.step,
+            model: model_to_pb(s.model) as i32,
+            rate: s.rate,
+            connections: s.connections,
+            num_call: s.num_call.get(),
+            max_connections: s.max_connections.get(),
+            duration_ms,
+            num_conns,
+            arrival: match s.arrival {
+                Arrival::Uniform => pb::Arrival::Uniform,
+                Arrival::Poisson => pb::Arrival::Poisson,
+            } as i32,
+            seed: s.seed,
+        }
+    }
+}
+
+impl TryFrom<&pb::PrepareStep> for StepShare {
+    type Error = ConvertError;
+
+    fn try_from(p: &pb::PrepareStep) -> Result<Self, ConvertError> {
+        let limit = match (p.duration_ms, NonZeroU64::new(p.num_conns)) {
+            (0, Some(n)) => StepLimit::Connections(n),
+            (ms, None) if ms > 0 => StepLimit::Duration(Duration::from_millis(ms)),
+            _ => return Err(ConvertError::Limit),
+        };
+        let arrival = match pb::Arrival::try_from(p.arrival) {
+            Ok(pb::Arrival::Uniform) => Arrival::Uniform,
+            Ok(pb::Arrival::Poisson) => Arrival::Poisson,
+            _ => {
+                return Err(ConvertError::Unknown {
+                    what: "arrival",
+                    value: p.arrival,
+                });
+            }
+        };
+        Ok(StepShare::try_new(
+            p.step,
+            model_from_pb(p.model)?,
+            p.rate,
+            p.connections,
+            p.num_call,
+            p.max_connections,
+            limit,
+            arrival,
+            p.seed,
+        )?)
+    }
+}
+
+impl From<&Workload> for pb::Configure {
+    fn from(w: &Workload) -> Self {
+        pb::Configure {
+            requests: w
+                .requests
+                .iter()
+                .map(|r| pb::RequestTemplate {
+                    method: r.method.clone(),
+                    url: format!("{}{}", r.url.origin(), r.url.path),
+                    headers: r
+                        .headers
+                        .iter()
+                        .map(|(name, value)| pb::Header {
+                            name: name.clone(),
+                            value: value.clone(),
+                        })
+                        .collect(),
+                    body: r.body.clone(),
+                })
+                .collect(),
+            url_order: match w.url_order {
+                UrlOrder::RoundRobin => pb::UrlOrder::RoundRobin,
+                UrlOrder::Random => pb::UrlOrder::Random,
+            } as i32,
+            timeout_ms: w.timeout.as_millis() as u64,
+            connect_timeout_ms: w.connect_timeout.as_millis() as u64,
+            insecure_tls: w.insecure_tls,
+        }
+    }
+}
+
+impl TryFrom<&pb::Configure> for Workload {
+    type Error = ConvertError;
+
+    fn try_from(c: &pb::Configure) -> Result<Self, ConvertError> {
+        let requests = c
+            .requests
+            .iter()
+            .map(|r| {
+                RequestSpec::try_new(
+                    &r.method,
+                    &r.url,
+                    r.headers
+                        .iter()
+                        .map(|h| (h.name.clone(), h.value.clone()))
+                        .collect(),
+                    r.body.clone(),
+                )
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let url_order = match pb::UrlOrder::try_from(c.url_order) {
+            Ok(pb::UrlOrder::Random) => UrlOrder::Random,
+            Ok(pb::UrlOrder::RoundRobin) | Ok(pb::UrlOrder::Unspecified) => UrlOrder::RoundRobin,
+            Err(_) => {
+                return Err(ConvertError::Unknown {
+                    what: "url order",
+                    value: c.url_order,
+                });
+            }
+        };
+        Ok(Workload::try_new(
+            requests,
+            url_order,
+            Duration::from_millis(c.timeout_ms),
+            Duration::from_millis(c.connect_timeout_ms),
+            c.insecure_tls,
+        )?)
+    }
+}
+
+impl From<&Counters> for pb::Counters {
+    fn from(c: &Counters) -> Self {
+        pb::Counters {
+            requests: c.requests,
+            replies: c.replies,
+            connections: c.connections,
+            bytes_in: c.bytes_in,
+            bytes_out: c.bytes_out,
+            status: c.status.to_vec(),
+            errors: c.errors.to_vec(),
+            waited: c.waited,
+        }
+    }
+}
+
+impl TryFrom<&pb::Counters> for Counters {
+    type Error = ConvertError;
+
+    fn try_from(c: &pb::Counters) -> Result<Self, ConvertError> {
+        let fixed = |what, v: &[u64], n: usize| -> Result<Vec<u64>, ConvertError> {
+            if v.len() == n {
+                Ok(v.to_vec())
+            } else {
+                Err(ConvertError::Length {
+                    what,
+                    found: v.len(),
+                    expected: n,
+                })
+            }
+        };
+        let mut out = Counters {
+            requests: c.requests,
+            replies: c.replies,
+            connections: c.connections,
+            bytes_in: c.bytes_in,
+            bytes_out: c.bytes_out,
+            waited: c.waited,
+            ..Counters::default()
+        };
+        out.status
+            .copy_from_slice(&fixed("status counts", &c.status, 5)?);
+        out.errors
+            .copy_from_slice(&fixed("error counts", &c.errors, ErrorClass::COUNT)?);
+        Ok(out)
+    }
+}
+
+impl From<&Interval> for pb::IntervalReport {
+    fn from(i: &Interval) -> Self {
+        let h = &i.snapshot.hist;
+        pb::IntervalReport {
+            step: i.step,
+            seq: i.seq,
+            offset_us: i.offset.as_micros() as u64,
+            length_us: i.length.as_micros() as u64,
+            tail: i.tail,
+            counters: Some((&i.snapshot.counters).into()),
+            latency: histogram::encode(&h.latency),
+            connect: histogram::encode(&h.connect),
+            ttfb: histogram::encode(&h.ttfb),
+            lag: histogram::encode(&h.lag),
+            wait: histogram::encode(&h.wait),
+            cpu_ns: i.snapshot.cpu_ns,
+        }
+    }
+}
+
+impl TryFrom<&pb::IntervalReport> for Interval {
+    type Error = ConvertError;
+
+    fn try_from(r: &pb::IntervalReport) -> Result<Self, ConvertError> {
+        let dec = |what, b: &[u8]| {
+            histogram::decode(b).map_err(|source| ConvertError::Histogram { what, source })
+        };
+        Ok(Interval {
+            step: r.step,
+            seq: r.seq,
+            offset: Duration::from_micros(r.offset_us),
+            length: Duration::from_micros(r.length_us),
+            tail: r.tail,
+            snapshot: Snapshot {
+                counters: r
+                    .counters
+                    .as_ref()
+                    .ok_or(ConvertError::Missing("counters"))?
+                    .try_into()?,
+                hist: Histograms {
+                    latency: dec("latency histogram", &r.latency)?,
+                    connect: dec("connect histogram", &r.connect)?,
+                    ttfb: dec("ttfb histogram", &r.ttfb)?,
+                    lag: dec("lag histogram", &r.lag)?,
+                    wait: dec("wait histogram", &r.wait)?,
+                },
+                cpu_ns: r.cpu_ns,
+            },
+        })
+    }
+}
+
+/// Shorthands for building the oneof envelopes.
+pub fn to_agent(kind: pb::coordinator_message::Kind) -> pb::CoordinatorMessage {
+    pb::CoordinatorMessage { kind: Some(kind) }
+}
+
+pub fn from_agent(kind: pb::agent_message::Kind) -> pb::AgentMessage {
+    pb::AgentMessage { kind: Some(kind) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::num::NonZeroU32;
+
+    #[test]
+    fn step_share_roundtrips() {
+        let s = StepShare {
+            step: 3,
+            model: LoadModel::Connections,
+            rate: 12.5,
+            connections: 0,
+            num_call: NonZeroU32::new(10).unwrap(),
+            max_connections: NonZeroU32::new(100).unwrap(),
+            limit: StepLimit::Connections(NonZeroU64::new(500).unwrap()),
+            arrival: Arrival::Poisson,
+            seed: 77,
+        };
+        let back = StepShare::try_from(&pb::PrepareStep::from(&s)).unwrap();
+        assert_eq!(back, s);
+    }
+
+    #[test]
+    fn invalid_prepare_is_refused() {
+        let mut p = pb::PrepareStep {
+            model: pb::LoadModel::Requests as i32,
+            rate: 10.0,
+            num_call: 1,
+            max_connections: 1,
+            duration_ms: 1000,
+            arrival: pb::Arrival::Uniform as i32,
+            ..Default::default()
+        };
+        assert!(StepShare::try_from(&p).is_ok());
+        p.num_conns = 5;
+        assert!(matches!(StepShare::try_from(&p), Err(ConvertError::Limit)));
+        p.num_conns = 0;
+        p.rate = -1.0;
+        assert!(StepShare::try_from(&p).unwrap_err().to_string().contains("rate must be a positive"));
+        p.rate = 1.0;
+        p.model = 42;
+        assert!(StepShare::try_from(&p).is_err());
+    }
+
+    #[test]
+    fn interval_roundtrips_losslessly() {
+        let mut s = Snapshot::default();
+        s.counters.requests = 5;
+        s.counters.record_status(200);
+        s.counters.record_error(ErrorClass::ConnReset);
+        s.hist.latency.record(12_345).unwrap();
+        s.cpu_ns = 99;
+        let i = Interval {
+            step: 1,
+            seq: 2,
+            offset: Duration::from_secs(2),
+            length: Duration::from_secs(1),
+            tail: false,
+            snapshot: s,
+        };
+        let back = Interval::try_from(&pb::IntervalReport::from(&i)).unwrap();
+        assert_eq!(back.snapshot.counters, i.snapshot.counters);
+        assert_eq!(back.snapshot.hist.latency, i.snapshot.hist.latency);
+        assert_eq!(back.offset, i.offset);
+    }
+
+    #[test]
+    fn wrong_length_counters_are_refused() {
+        let c = pb::Counters {
+            status: vec![1, 2],
+            errors: vec![0; ErrorClass::COUNT],
+            ..Default::default()
+        };
+        assert!(Counters::try_from(&c).unwrap_err().to_string().contains("status counts has 2 entries"));
+    }
 }

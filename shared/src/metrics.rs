@@ -255,3 +255,16 @@ mod tests {
         assert_eq!(ErrorClass::AddrUnavailable.column(), "err_addr_unavailable");
     }
 }
+
+/// One interval of a step as an agent reports it: which part of the step, and what was measured.
+#[derive(Debug, Clone)]
+pub struct Interval {
+    pub step: u32,
+    pub seq: u32,
+    /// Start of the interval, from the step's start instant.
+    pub offset: std::time::Duration,
+    pub length: std::time::Duration,
+    /// The drain after the last full interval: counted in totals, not in the 1 s rate series.
+    pub tail: bool,
+    pub snapshot: Snapshot,
+}

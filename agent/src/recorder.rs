@@ -1,0 +1,89 @@
+//! A worker's measurements: one `Snapshot` owned by its thread, written without locks and swapped out
+//! once per interval.
+use std::cell::RefCell;
+use std::time::Duration;
+
+use shared::metrics::{ErrorClass, Snapshot};
+
+use crate::system;
+
+#[derive(Debug)]
+pub struct Recorder {
+    snap: RefCell<Snapshot>,
+    cpu_mark: std::cell::Cell<u64>,
+}
+
+fn us(d: Duration) -> u64 {
+    d.as_micros().min(u128::from(u64::MAX)) as u64
+}
+
+impl Recorder {
+    pub fn new() -> Self {
+        Recorder {
+            snap: RefCell::new(Snapshot::default()),
+            cpu_mark: std::cell::Cell::new(system::thread_cpu_ns()),
+        }
+    }
+
+    /// Runs `f` on the current interval's snapshot. Never held across an await.
+    pub fn with<R>(&self, f: impl FnOnce(&mut Snapshot) -> R) -> R {
+        f(&mut self.snap.borrow_mut())
+    }
+
+    pub fn error(&self, class: ErrorClass) {
+        self.with(|s| s.counters.record_error(class));
+    }
+
+    pub fn lag(&self, d: Duration) {
+        self.with(|s| s.hist.lag.saturating_record(us(d)));
+    }
+
+    pub fn wait(&self, d: Duration, waited: bool) {
+        self.with(|s| {
+            s.hist.wait.saturating_record(us(d));
+            s.counters.waited += u64::from(waited);
+        });
+    }
+
+    pub fn connected(&self, d: Duration) {
+        self.with(|s| {
+            s.counters.connections += 1;
+            s.hist.connect.saturating_record(us(d));
+        });
+    }
+
+    pub fn sent(&self) {
+        self.with(|s| s.counters.requests += 1);
+    }
+
+    pub fn replied(&self, status: u16, ttfb: Duration, latency: Duration) {
+        self.with(|s| {
+            s.counters.replies += 1;
+            s.counters.record_status(status);
+            s.hist.ttfb.saturating_record(us(ttfb));
+            s.hist.latency.saturating_record(us(latency));
+        });
+    }
+
+    pub fn bytes(&self, inbound: u64, outbound: u64) {
+        self.with(|s| {
+            s.counters.bytes_in += inbound;
+            s.counters.bytes_out += outbound;
+        });
+    }
+
+    /// Takes the interval's snapshot, with the thread's CPU time since the last swap. Call it on the
+    /// worker's own thread: the CPU clock is per thread.
+    pub fn swap(&self) -> Snapshot {
+        let now = system::thread_cpu_ns();
+        let mut snap = self.snap.replace(Snapshot::default());
+        snap.cpu_ns = now.saturating_sub(self.cpu_mark.replace(now));
+        snap
+    }
+}
+
+impl Default for Recorder {
+    fn default() -> Self {
+        Self::new()
+    }
+}

@@ -1,0 +1,361 @@
+//! One control session with a coordinator. A single task owns the session's state and consumes two
+//! streams: commands from the coordinator and reports from the worker threads. The same code serves the
+//! embedded agent (in-process channels) and remote ones (a gRPC stream adapted to the same channels).
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use proto::pb::agent_message::Kind as Up;
+use proto::pb::coordinator_message::Kind as Down;
+use proto::{from_agent, pb, PROTOCOL_VERSION};
+use shared::metrics::{Interval, Snapshot};
+use shared::plan::{StepShare, Workload};
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::client::Target;
+use crate::engine::Engine;
+use crate::system;
+use crate::worker::{self, Job, Report, INTERVAL};
+
+/// Why a session ended early.
+#[derive(Debug, thiserror::Error)]
+pub enum SessionError {
+    #[error("coordinator speaks protocol version {theirs}; this agent speaks {ours}")]
+    Version { theirs: u32, ours: u32 },
+    #[error("the coordinator's stream closed")]
+    Closed,
+    #[error(transparent)]
+    Engine(#[from] crate::engine::EngineError),
+}
+
+/// The two ends a coordinator holds to drive one agent.
+pub struct Link {
+    pub tx: mpsc::Sender<pb::CoordinatorMessage>,
+    pub rx: mpsc::Receiver<pb::AgentMessage>,
+}
+
+/// Bound on queued control messages each way; a coordinator that stops reading slows the agent's
+/// reports, it does not grow memory.
+pub const LINK_CAPACITY: usize = 64;
+
+/// Starts an agent session in this process and returns the coordinator's ends of its link.
+pub fn embedded(engine: Arc<Engine>, shutdown: CancellationToken) -> Link {
+    let (down_tx, down_rx) = mpsc::channel(LINK_CAPACITY);
+    let (up_tx, up_rx) = mpsc::channel(LINK_CAPACITY);
+    tokio::spawn(async move {
+        if let Err(e) = serve(engine, down_rx, up_tx, shutdown).await {
+            tracing::warn!(error = %e, "Embedded agent session ended");
+        }
+    });
+    Link { tx: down_tx, rx: up_rx }
+}
+
+struct Running {
+    step: u32,
+    cancel: CancellationToken,
+    reports: mpsc::Receiver<Report>,
+    workers: usize,
+    start: Instant,
+    start_unix_ns: i64,
+    /// Intervals received from some workers but not yet all.
+    pending: BTreeMap<u32, (usize, Snapshot)>,
+    next_seq: u32,
+    done: usize,
+    tail: Snapshot,
+    first_send: Option<Instant>,
+    end: Instant,
+}
+
+struct Session {
+    engine: Arc<Engine>,
+    out: mpsc::Sender<pb::AgentMessage>,
+    greeted: bool,
+    target: Option<Target>,
+    prepared: Option<Arc<StepShare>>,
+    running: Option<Running>,
+}
+
+fn unix_ns_now() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as i64)
+}
+
+/// Serves one coordinator until it says goodbye, its stream ends, or `shutdown` fires. On shutdown
+/// the running step stops sending new requests and its final interval is still reported.
+pub async fn serve(
+    engine: Arc<Engine>,
+    mut inbound: mpsc::Receiver<pb::CoordinatorMessage>,
+    out: mpsc::Sender<pb::AgentMessage>,
+    shutdown: CancellationToken,
+) -> Result<(), SessionError> {
+    let mut s = Session {
+        engine,
+        out,
+        greeted: false,
+        target: None,
+        prepared: None,
+        running: None,
+    };
+    let mut closing = false;
+    loop {
+        if closing && s.running.is_none() {
+            return Ok(());
+        }
+        tokio::select! {
+            _ = shutdown.cancelled(), if !closing => {
+                closing = true;
+                if let Some(r) = &s.running {
+                    r.cancel.cancel();
+                }
+            }
+            msg = inbound.recv(), if !closing => match msg {
+                Some(m) => s.handle(m).await?,
+                None => {
+                    // The coordinator is gone: stop all load now.
+                    if let Some(r) = &s.running {
+                        r.cancel.cancel();
+                    }
+                    return Err(SessionError::Closed);
+                }
+            },
+            Some(rep) = next_report(&mut s.running) => s.on_report(rep).await?,
+        }
+    }
+}
+
+async fn next_report(running: &mut Option<Running>) -> Option<Report> {
+    match running {
+        Some(r) => r.reports.recv().await,
+        None => std::future::pending().await,
+    }
+}
+
+impl Session {
+    async fn send(&self, kind: Up) -> Result<(), SessionError> {
+        self.out.send(from_agent(kind)).await.map_err(|_| SessionError::Closed)
+    }
+
+    async fn refuse(&self, message: String) -> Result<(), SessionError> {
+        tracing::warn!(%message, "Refused a coordinator request");
+        self.send(Up::Refusal(pb::Refusal { message })).await
+    }
+
+    async fn handle(&mut self, msg: pb::CoordinatorMessage) -> Result<(), SessionError> {
+        let Some(kind) = msg.kind else {
+            return self.refuse("empty message".into()).await;
+        };
+        match kind {
+            Down::Hello(h) => {
+                if h.protocol_version != PROTOCOL_VERSION {
+                    let err = SessionError::Version {
+                        theirs: h.protocol_version,
+                        ours: PROTOCOL_VERSION,
+                    };
+                    self.refuse(err.to_string()).await?;
+                    return Err(err);
+                }
+                self.greeted = true;
+                let (low, high) = system::port_range();
+                let reply = pb::HelloReply {
+                    protocol_version: PROTOCOL_VERSION,
+                    agent_version: shared::VERSION.to_string(),
+                    capabilities: Some(pb::Capabilities {
+                        cores: system::cores() as u32,
+                        threads: self.engine.threads() as u32,
+                        fd_limit: system::raise_fd_limit(),
+                        port_range_low: low,
+                        port_range_high: high,
+                        hostname: system::hostname(),
+                    }),
+                };
+                self.send(Up::HelloReply(reply)).await
+            }
+            _ if !self.greeted => self.refuse("say hello first".into()).await,
+            Down::Configure(c) => {
+                if self.running.is_some() {
+                    return self.refuse("cannot reconfigure while a step runs".into()).await;
+                }
+                let prepared = match Workload::try_from(&c) {
+                    Ok(w) => Target::prepare(&w).await.map_err(|e| e.to_string()),
+                    Err(e) => Err(format!("invalid workload: {e}")),
+                };
+                match prepared {
+                    Ok(t) => {
+                        self.target = Some(t);
+                        self.send(Up::Ack(pb::Ack {
+                            what: "configure".into(),
+                            step: 0,
+                        }))
+                        .await
+                    }
+                    Err(e) => self.refuse(e).await,
+                }
+            }
+            Down::PrepareStep(p) => {
+                if self.target.is_none() {
+                    return self.refuse("configure the workload before preparing a step".into()).await;
+                }
+                if self.running.is_some() {
+                    return self.refuse(format!("step {} is still running", p.step)).await;
+                }
+                match StepShare::try_from(&p) {
+                    Ok(share) => {
+                        self.prepared = Some(Arc::new(share));
+                        self.send(Up::Ack(pb::Ack {
+                            what: "prepare".into(),
+                            step: p.step,
+                        }))
+                        .await
+                    }
+                    Err(e) => self.refuse(format!("invalid step {}: {e}", p.step)).await,
+                }
+            }
+            Down::StartStep(st) => self.start(st).await,
+            Down::Abort(a) => {
+                if let Some(r) = &self.running {
+                    tracing::info!(step = r.step, reason = %a.reason, "Step aborted by the coordinator");
+                    r.cancel.cancel();
+                }
+                Ok(())
+            }
+            Down::Ping(p) => {
+                self.send(Up::Pong(pb::Pong {
+                    id: p.id,
+                    agent_unix_nanos: unix_ns_now(),
+                }))
+                .await
+            }
+        }
+    }
+
+    async fn start(&mut self, st: pb::StartStep) -> Result<(), SessionError> {
+        let (Some(share), Some(target)) = (self.prepared.take(), self.target.clone()) else {
+            return self.refuse(format!("step {} was not prepared", st.step)).await;
+        };
+        if share.step != st.step {
+            return self
+                .refuse(format!("step {} was prepared, not step {}", share.step, st.step))
+                .await;
+        }
+        // The start instant comes on the wall clock; waiting happens on the monotonic clock.
+        let now = Instant::now();
+        let now_unix = unix_ns_now();
+        // A start in the past means now; one more than a minute ahead is a clock problem, not a plan.
+        let ahead_ns = st.start_unix_nanos.saturating_sub(now_unix).clamp(0, 60_000_000_000);
+        let start = now + Duration::from_nanos(ahead_ns as u64);
+        let workers = self.engine.threads();
+        let (tx, rx) = mpsc::channel(workers * 4);
+        let cancel = CancellationToken::new();
+        let jobs = (0..workers)
+            .map(|w| Job {
+                share: share.clone(),
+                target: target.clone(),
+                worker: w as u64,
+                workers: workers as u64,
+                start,
+                cancel: cancel.clone(),
+                out: tx.clone(),
+            })
+            .collect();
+        self.engine.dispatch(jobs).await?;
+        self.running = Some(Running {
+            step: st.step,
+            cancel,
+            reports: rx,
+            workers,
+            start,
+            start_unix_ns: now_unix + ahead_ns,
+            pending: BTreeMap::new(),
+            next_seq: 0,
+            done: 0,
+            tail: Snapshot::default(),
+            first_send: None,
+            end: start,
+        });
+        Ok(())
+    }
+
+    async fn on_report(&mut self, rep: Report) -> Result<(), SessionError> {
+        let Some(r) = &mut self.running else {
+            return Ok(());
+        };
+        let mut ready = Vec::new();
+        match rep {
+            Report::Interval { seq, snapshot, .. } => {
+                let slot = r.pending.entry(seq).or_insert_with(|| (0, Snapshot::default()));
+                slot.0 += 1;
+                slot.1.add(&snapshot);
+                // Emit, in order, every interval all workers have reported.
+                while let Some(entry) = r.pending.first_entry() {
+                    if *entry.key() != r.next_seq || entry.get().0 < r.workers {
+                        break;
+                    }
+                    let (seq, (_, snapshot)) = entry.remove_entry();
+                    ready.push(Interval {
+                        step: r.step,
+                        seq,
+                        offset: INTERVAL * seq,
+                        length: INTERVAL,
+                        tail: false,
+                        snapshot,
+                    });
+                    r.next_seq += 1;
+                }
+            }
+            Report::Done {
+                snapshot,
+                first_send,
+                end,
+                ..
+            } => {
+                r.done += 1;
+                r.tail.add(&snapshot);
+                r.first_send = match (r.first_send, first_send) {
+                    (Some(a), Some(b)) => Some(a.min(b)),
+                    (a, b) => a.or(b),
+                };
+                r.end = r.end.max(end);
+            }
+        }
+        for i in &ready {
+            self.send(Up::Interval(i.into())).await?;
+        }
+        let r = self.running.as_mut().expect("checked above");
+        if r.done < r.workers {
+            return Ok(());
+        }
+        // Every worker is done: whatever was not reported as a full interval is the tail, so nothing
+        // measured is ever dropped.
+        let mut r = self.running.take().expect("checked above");
+        for (_, (_, snap)) in std::mem::take(&mut r.pending) {
+            r.tail.add(&snap);
+        }
+        let offset = INTERVAL * r.next_seq;
+        let tail = Interval {
+            step: r.step,
+            seq: r.next_seq,
+            offset,
+            length: r.end.saturating_duration_since(r.start + offset),
+            tail: true,
+            snapshot: r.tail,
+        };
+        self.send(Up::Interval((&tail).into())).await?;
+        let first_send_unix_nanos = r
+            .first_send
+            .map_or(0, |f| r.start_unix_ns + f.saturating_duration_since(r.start).as_nanos() as i64);
+        self.send(Up::StepReport(pb::StepReport {
+            step: r.step,
+            first_send_unix_nanos,
+            wall_us: r.end.saturating_duration_since(r.start).as_micros() as u64,
+            aborted: r.cancel.is_cancelled(),
+            intervals: r.next_seq + 1,
+        }))
+        .await
+    }
+}
+
+/// Re-exported so the agent binary and tests see one name for the interval length.
+pub use worker::INTERVAL as REPORT_INTERVAL;

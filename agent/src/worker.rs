@@ -1,0 +1,384 @@
+//! One worker thread's part of a step. The schedule says *when* (open arrivals or a closed loop), the
+//! client says *how*, the deadline says *until when*; the three load models are three ways of feeding one
+//! connection loop. All state here belongs to the worker's thread: no locks, no per-request messages.
+use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::Duration;
+
+use shared::metrics::{ErrorClass, Snapshot};
+use shared::plan::{LoadModel, StepShare};
+use shared::rng::Rng;
+use shared::schedule::{even_share, Schedule, Slice};
+use tokio::sync::{mpsc, Notify};
+use tokio::time::{sleep_until, Instant};
+use tokio_util::sync::CancellationToken;
+
+use crate::client::{Conn, Target};
+use crate::recorder::Recorder;
+
+/// A step as one worker runs it.
+pub struct Job {
+    pub share: Arc<StepShare>,
+    pub target: Target,
+    pub worker: u64,
+    pub workers: u64,
+    pub start: Instant,
+    pub cancel: CancellationToken,
+    pub out: mpsc::Sender<Report>,
+}
+
+/// What a worker sends up: once per interval, and once at the end. Never per request.
+#[derive(Debug)]
+pub enum Report {
+    Interval { worker: u64, seq: u32, snapshot: Snapshot },
+    /// The last one: everything since the last interval, and when the first request left.
+    Done {
+        worker: u64,
+        snapshot: Snapshot,
+        first_send: Option<Instant>,
+        end: Instant,
+    },
+}
+
+/// The interval length reported to the coordinator.
+pub const INTERVAL: Duration = Duration::from_secs(1);
+
+/// Per-step state every task of the worker shares (through `Rc`, on one thread).
+struct Ctx {
+    target: Target,
+    rec: Rc<Recorder>,
+    deadline: Instant,
+    cancel: CancellationToken,
+    next_url: Cell<usize>,
+    rng: RefCell<Rng>,
+    first_send: Cell<Option<Instant>>,
+    in_flight: Cell<usize>,
+    idle: Notify,
+}
+
+impl Ctx {
+    fn template(&self) -> hyper::Request<http_body_util::Full<bytes::Bytes>> {
+        let templates = &self.target.templates;
+        let i = if templates.len() == 1 {
+            0
+        } else if self.target.random_order {
+            self.rng.borrow_mut().below(templates.len())
+        } else {
+            let i = self.next_url.get();
+            self.next_url.set((i + 1) % templates.len());
+            i
+        };
+        templates[i].build()
+    }
+
+    fn mark_first_send(&self) {
+        if self.first_send.get().is_none() {
+            self.first_send.set(Some(Instant::now()));
+        }
+    }
+
+    /// Sends one request: the connection is dropped (returned `None`) when it failed.
+    async fn exchange(&self, mut conn: Conn, intended: Instant) -> Option<Conn> {
+        self.mark_first_send();
+        let reply_by = intended + self.target.timeout;
+        match conn.send(self.template(), intended, reply_by, &self.rec).await {
+            Ok(()) => Some(conn),
+            Err(class) => {
+                self.rec.error(class);
+                None
+            }
+        }
+    }
+
+    async fn connect(&self) -> Option<Conn> {
+        match Conn::open(&self.target, &self.rec).await {
+            Ok(c) => Some(c),
+            Err(class) => {
+                self.rec.error(class);
+                None
+            }
+        }
+    }
+
+    fn past_deadline(&self) -> bool {
+        self.cancel.is_cancelled() || Instant::now() >= self.deadline
+    }
+}
+
+/// Counts a task in flight until dropped, so the worker can wait for the drain.
+struct Flight(Rc<Ctx>);
+
+impl Flight {
+    fn new(ctx: &Rc<Ctx>) -> Flight {
+        ctx.in_flight.set(ctx.in_flight.get() + 1);
+        Flight(ctx.clone())
+    }
+}
+
+/// Spawns a task on the worker's thread, counted in flight from this moment (not from its first poll).
+fn spawn_tracked(ctx: &Rc<Ctx>, fut: impl std::future::Future<Output = ()> + 'static) {
+    let flight = Flight::new(ctx);
+    tokio::task::spawn_local(async move {
+        fut.await;
+        drop(flight);
+    });
+}
+
+impl Drop for Flight {
+    fn drop(&mut self) {
+        let n = self.0.in_flight.get() - 1;
+        self.0.in_flight.set(n);
+        if n == 0 {
+            self.0.idle.notify_waiters();
+        }
+    }
+}
+
+pub async fn run(job: Job) {
+    let share = job.share.clone();
+    let deadline = job.start + share.scheduled_duration();
+    let rec = Rc::new(Recorder::new());
+    let ctx = Rc::new(Ctx {
+        target: job.target.clone(),
+        rec: rec.clone(),
+        deadline,
+        cancel: job.cancel.clone(),
+        next_url: Cell::new(job.worker as usize),
+        rng: RefCell::new(Rng::new(share.seed ^ job.worker.wrapping_mul(0x2545_F491_4F6C_DD1D))),
+        first_send: Cell::new(None),
+        in_flight: Cell::new(0),
+        idle: Notify::new(),
+    });
+
+    // Intervals: swap the snapshot at start + 1 s, + 2 s, ... up to the deadline.
+    let ticker = {
+        let (rec, out, cancel, worker) = (rec.clone(), job.out.clone(), job.cancel.clone(), job.worker);
+        let start = job.start;
+        tokio::task::spawn_local(async move {
+            // Whatever happened before the start instant (nothing should) belongs to the first interval.
+            let mut seq = 0u32;
+            loop {
+                let tick = start + INTERVAL * (seq + 1);
+                if tick > deadline {
+                    break;
+                }
+                tokio::select! {
+                    _ = sleep_until(tick) => {}
+                    _ = cancel.cancelled() => break,
+                }
+                let snapshot = rec.swap();
+                if out.send(Report::Interval { worker, seq, snapshot }).await.is_err() {
+                    break;
+                }
+                seq += 1;
+            }
+        })
+    };
+
+    tokio::select! {
+        _ = sleep_until(job.start) => {}
+        _ = job.cancel.cancelled() => {}
+    }
+    // Reset the CPU mark and drop anything measured while waiting for the start.
+    rec.swap();
+
+    let slice = Slice::WHOLE.part(job.worker, job.workers);
+    match share.model {
+        LoadModel::Connections => {
+            open_loop(&ctx, &share, slice, job.start, |intended| {
+                let calls = share.num_call.get();
+                let task_ctx = ctx.clone();
+                spawn_tracked(&ctx, async move { connection(&task_ctx, intended, calls).await });
+            })
+            .await;
+        }
+        LoadModel::Requests => {
+            let max = even_share(u64::from(share.max_connections.get()), job.workers, job.worker).max(1) as usize;
+            let pool = Rc::new(Pool::new(max));
+            open_loop(&ctx, &share, slice, job.start, |intended| pool.clone().arrive(&ctx, intended)).await;
+            pool.close();
+        }
+        LoadModel::Concurrency => {
+            let n = even_share(u64::from(share.connections), job.workers, job.worker);
+            for _ in 0..n {
+                let task_ctx = ctx.clone();
+                spawn_tracked(&ctx, async move { closed_loop(&task_ctx).await });
+            }
+        }
+    }
+
+    // Drain: no new requests after the deadline; those in flight finish or time out.
+    while ctx.in_flight.get() > 0 {
+        let idle = ctx.idle.notified();
+        if ctx.in_flight.get() == 0 {
+            break;
+        }
+        tokio::select! {
+            _ = idle => {}
+            _ = job.cancel.cancelled() => {
+                // An abort still waits for in-flight requests, but only as long as a timeout.
+                let _ = tokio::time::timeout(ctx.target.timeout, async {
+                    while ctx.in_flight.get() > 0 {
+                        ctx.idle.notified().await;
+                    }
+                }).await;
+                break;
+            }
+        }
+    }
+    let _ = ticker.await;
+    let snapshot = rec.swap();
+    let _ = job
+        .out
+        .send(Report::Done {
+            worker: job.worker,
+            snapshot,
+            first_send: ctx.first_send.get(),
+            end: Instant::now(),
+        })
+        .await;
+}
+
+/// Dispatches this worker's arrivals at their intended times; a late wake-up dispatches every due
+/// arrival at once (catch-up, as httperf does) and records how late each was.
+async fn open_loop(ctx: &Rc<Ctx>, share: &StepShare, slice: Slice, start: Instant, mut dispatch: impl FnMut(Instant)) {
+    let schedule = Schedule::new(share.rate, share.arrival, share.limit, slice, share.seed);
+    for offset in schedule {
+        let intended = start + offset;
+        if Instant::now() < intended {
+            tokio::select! {
+                _ = sleep_until(intended) => {}
+                _ = ctx.cancel.cancelled() => return,
+            }
+        } else if ctx.cancel.is_cancelled() {
+            return;
+        }
+        ctx.rec.lag(Instant::now().saturating_duration_since(intended));
+        dispatch(intended);
+    }
+}
+
+/// The connections model: one connection per arrival, `calls` sequential requests, then close.
+async fn connection(ctx: &Ctx, intended: Instant, calls: u32) {
+    let Some(mut conn) = ctx.connect().await else {
+        return;
+    };
+    for call in 0..calls {
+        // The first request's latency counts from the arrival (connect included); later ones from
+        // the moment the previous reply let them go.
+        let from = if call == 0 {
+            intended
+        } else {
+            if ctx.past_deadline() {
+                return;
+            }
+            Instant::now()
+        };
+        match ctx.exchange(conn, from).await {
+            Some(c) => conn = c,
+            None => return,
+        }
+    }
+}
+
+/// The concurrency model: request after request on one connection, reconnecting after failures.
+async fn closed_loop(ctx: &Ctx) {
+    let mut conn: Option<Conn> = None;
+    while !ctx.past_deadline() {
+        let c = match conn.take() {
+            Some(c) => c,
+            None => match ctx.connect().await {
+                Some(c) => c,
+                None => {
+                    // Refused at once means a spin; yield so the ticker and drain still run.
+                    tokio::task::yield_now().await;
+                    continue;
+                }
+            },
+        };
+        conn = ctx.exchange(c, Instant::now()).await;
+    }
+}
+
+/// The requests model's keep-alive pool: arrivals queue here and slots (connections) take them;
+/// a new slot opens while fewer than `max` exist and none is idle.
+struct Pool {
+    queue: RefCell<VecDeque<(Instant, Instant)>>,
+    max: usize,
+    slots: Cell<usize>,
+    idle: Cell<usize>,
+    wake: Notify,
+    closed: Cell<bool>,
+}
+
+impl Pool {
+    fn new(max: usize) -> Pool {
+        Pool {
+            queue: RefCell::new(VecDeque::new()),
+            max,
+            slots: Cell::new(0),
+            idle: Cell::new(0),
+            wake: Notify::new(),
+            closed: Cell::new(false),
+        }
+    }
+
+    fn arrive(self: Rc<Self>, ctx: &Rc<Ctx>, intended: Instant) {
+        self.queue.borrow_mut().push_back((intended, Instant::now()));
+        if self.idle.get() > 0 {
+            // Claimed here, so the next arrival does not count on the same idle slot.
+            self.idle.set(self.idle.get() - 1);
+            self.wake.notify_one();
+        } else if self.slots.get() < self.max {
+            self.slots.set(self.slots.get() + 1);
+            let task_ctx = ctx.clone();
+            spawn_tracked(ctx, async move { self.slot(&task_ctx).await });
+        } else {
+            // Every slot is busy: this arrival waits, and its wait is recorded when a slot takes it.
+            ctx.rec.with(|s| s.counters.waited += 1);
+        }
+    }
+
+    fn close(&self) {
+        self.closed.set(true);
+        self.wake.notify_waiters();
+    }
+
+    async fn slot(&self, ctx: &Ctx) {
+        let mut conn: Option<Conn> = None;
+        loop {
+            let next = self.queue.borrow_mut().pop_front();
+            let Some((intended, queued)) = next else {
+                if self.closed.get() {
+                    return;
+                }
+                self.idle.set(self.idle.get() + 1);
+                let woken = self.wake.notified();
+                tokio::select! {
+                    _ = woken => {}
+                    _ = ctx.cancel.cancelled() => return,
+                }
+                if self.closed.get() && self.queue.borrow().is_empty() {
+                    return;
+                }
+                continue;
+            };
+            ctx.rec.wait(queued.elapsed(), false);
+            // Its reply could no longer arrive within the timeout of its intended send.
+            if Instant::now() >= intended + ctx.target.timeout {
+                ctx.rec.error(ErrorClass::ClientTimeout);
+                continue;
+            }
+            let c = match conn.take() {
+                Some(c) => c,
+                None => match ctx.connect().await {
+                    Some(c) => c,
+                    None => continue,
+                },
+            };
+            conn = ctx.exchange(c, intended).await;
+        }
+    }
+}

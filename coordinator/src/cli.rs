@@ -1,0 +1,145 @@
+//! The command line as clap parses it: raw, unvalidated. `config` turns it into a valid plan.
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "stampede",
+    version,
+    about = "Distributed HTTP load testing: ramp load in steps, merge every agent's histograms, and say when a result cannot be trusted",
+    after_help = "Exit codes: 0 every step ran, 1 the run failed or was aborted, 2 usage or configuration error."
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run a ramp against a target (a URL, a plan file, or both; flags override the file).
+    Run(RunArgs),
+    /// Serve the reference target: a fixed body, an optional delay and capacity, its own request counter.
+    Serve(ServeArgs),
+    /// Start the reference target and an embedded agent, run a short ramp past its knee, write the results.
+    Demo(DemoArgs),
+}
+
+#[derive(Debug, Args, Default)]
+pub struct RunArgs {
+    /// A plan file (TOML) or a target URL (http:// or https://).
+    #[arg(value_name = "PLAN|URL")]
+    pub plan_or_url: Option<String>,
+
+    /// Target URL.
+    #[arg(long, short = 'u')]
+    pub url: Option<String>,
+    /// HTTP method.
+    #[arg(long, short = 'm')]
+    pub method: Option<String>,
+    /// Extra request header, 'Name: value' (repeatable).
+    #[arg(long = "header", short = 'H', value_name = "NAME: VALUE")]
+    pub headers: Vec<String>,
+    /// Request body.
+    #[arg(long, conflicts_with = "body_file")]
+    pub body: Option<String>,
+    /// Request body read from a file.
+    #[arg(long)]
+    pub body_file: Option<PathBuf>,
+    /// File of URLs to send, one 'URL' or 'METHOD URL' per line (like siege -f).
+    #[arg(long)]
+    pub urls: Option<PathBuf>,
+    /// Order in which --urls are used: round-robin or random.
+    #[arg(long)]
+    pub urls_order: Option<String>,
+
+    /// Load model: connections (httperf: new connections per second), requests (wrk2: requests per
+    /// second over a keep-alive pool) or concurrency (wrk/ab: N connections, closed loop).
+    #[arg(long)]
+    pub model: Option<String>,
+    /// Arrival spacing for the open models: uniform or poisson.
+    #[arg(long)]
+    pub arrival: Option<String>,
+    /// First step's rate (or connection count for concurrency).
+    #[arg(long, alias = "low_rate")]
+    pub low_rate: Option<f64>,
+    /// Last step's rate.
+    #[arg(long, alias = "high_rate")]
+    pub high_rate: Option<f64>,
+    /// Increment between steps.
+    #[arg(long, alias = "rate_step")]
+    pub rate_step: Option<f64>,
+    /// Explicit step values instead of a ramp, e.g. 30,100,1000.
+    #[arg(long, value_delimiter = ',')]
+    pub steps: Option<Vec<f64>>,
+    /// Length of each step, e.g. 10s (autobench: const_test_time, in seconds).
+    #[arg(long, alias = "const_test_time", alias = "const-test-time")]
+    pub step_duration: Option<String>,
+    /// End each step after this many connections instead of a duration (connections model).
+    #[arg(long, alias = "num_conn")]
+    pub num_conn: Option<u64>,
+    /// Requests per connection (connections model).
+    #[arg(long, alias = "num_call")]
+    pub num_call: Option<u32>,
+    /// Largest keep-alive pool the requests model may open.
+    #[arg(long)]
+    pub max_connections: Option<u32>,
+    /// No complete reply within this long is a client-timeout error (default 5s).
+    #[arg(long)]
+    pub timeout: Option<String>,
+    /// Connect timeout (default: the --timeout).
+    #[arg(long)]
+    pub connect_timeout: Option<String>,
+    /// Accept any TLS certificate from the target (self-signed test servers).
+    #[arg(long)]
+    pub insecure: bool,
+
+    /// Worker threads of the embedded agent (default: one per core).
+    #[arg(long)]
+    pub threads: Option<usize>,
+    /// Output directory (default: stampede-results/<UTC timestamp>/).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Table format: tsv or csv.
+    #[arg(long)]
+    pub format: Option<String>,
+    /// Seed for Poisson arrivals and random URL order.
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// No progress on stderr.
+    #[arg(long, short = 'q')]
+    pub quiet: bool,
+}
+
+#[derive(Debug, Args, Clone)]
+pub struct ServeArgs {
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    pub listen: SocketAddr,
+    /// Delay before every reply, e.g. 20ms.
+    #[arg(long)]
+    pub delay: Option<String>,
+    /// Serve at most this many requests per second; the rest queue (a known knee).
+    #[arg(long)]
+    pub capacity: Option<f64>,
+    /// Reply body.
+    #[arg(long, default_value = "I am a stupid HTTP server!\n")]
+    pub body: String,
+    /// Server threads (default: one per core).
+    #[arg(long)]
+    pub threads: Option<usize>,
+}
+
+#[derive(Debug, Args)]
+pub struct DemoArgs {
+    /// Output directory (default: stampede-results/<UTC timestamp>/).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Length of each step, e.g. 2s.
+    #[arg(long, default_value = "2s")]
+    pub step_duration: String,
+    /// No progress on stderr.
+    #[arg(long, short = 'q')]
+    pub quiet: bool,
+}

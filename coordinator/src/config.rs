@@ -1,0 +1,457 @@
+//! Turns the command line and an optional TOML plan file into one validated `RunConfig`: every check of
+//! user input happens here, so the run itself never meets a bad value. Flags override the file.
+use std::num::{NonZeroU32, NonZeroU64};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+use shared::plan::{
+    self, parse_header, parse_url_list, Arrival, LoadModel, Plan, PlanError, RequestSpec, StepLimit, UrlOrder,
+    Workload,
+};
+
+use crate::cli::RunArgs;
+
+/// A configuration the user must fix; exit code 2.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("{0}")]
+    Plan(#[from] PlanError),
+    #[error("cannot read {what} {path}: {source}")]
+    Read {
+        what: &'static str,
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("plan file {path}: {message}")]
+    PlanFile { path: PathBuf, message: String },
+    #[error("URL list {path}, {source}")]
+    UrlList {
+        path: PathBuf,
+        source: plan::UrlListError,
+    },
+    #[error("{flag}: '{value}' is not a duration (write e.g. 500ms, 10s, 2m)")]
+    Duration { flag: &'static str, value: String },
+    #[error("unknown format '{0}': use tsv or csv")]
+    Format(String),
+    #[error("{0}")]
+    Conflict(String),
+    #[error("output directory {path} is not writable: {source}")]
+    Output { path: PathBuf, source: std::io::Error },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    Tsv,
+    Csv,
+}
+
+impl Format {
+    pub fn separator(self) -> char {
+        match self {
+            Format::Tsv => '\t',
+            Format::Csv => ',',
+        }
+    }
+
+    pub fn file_name(self) -> &'static str {
+        match self {
+            Format::Tsv => "steps.tsv",
+            Format::Csv => "steps.csv",
+        }
+    }
+}
+
+/// Everything `run` needs, valid by construction.
+#[derive(Debug, Clone)]
+pub struct RunConfig {
+    pub plan: Plan,
+    pub out: PathBuf,
+    pub format: Format,
+    pub quiet: bool,
+    pub threads: usize,
+    pub seed: u64,
+    /// The host suffix of autobench's columns.
+    pub host: String,
+    /// The plan as the user gave it, echoed into run.json.
+    pub echo: serde_json::Value,
+}
+
+/// A plan file: the same settings as the flags, snake_case, unknown keys refused.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PlanFile {
+    pub url: Option<String>,
+    pub method: Option<String>,
+    #[serde(default)]
+    pub headers: Vec<String>,
+    pub body: Option<String>,
+    pub body_file: Option<PathBuf>,
+    pub urls: Option<PathBuf>,
+    pub urls_order: Option<String>,
+    pub model: Option<String>,
+    pub arrival: Option<String>,
+    pub low_rate: Option<f64>,
+    pub high_rate: Option<f64>,
+    pub rate_step: Option<f64>,
+    pub steps: Option<Vec<f64>>,
+    #[serde(alias = "const_test_time")]
+    pub step_duration: Option<StringOrSecs>,
+    pub num_conn: Option<u64>,
+    pub num_call: Option<u32>,
+    pub max_connections: Option<u32>,
+    pub timeout: Option<StringOrSecs>,
+    pub connect_timeout: Option<StringOrSecs>,
+    pub insecure: Option<bool>,
+    pub threads: Option<usize>,
+    pub out: Option<PathBuf>,
+    pub format: Option<String>,
+    pub seed: Option<u64>,
+    pub quiet: Option<bool>,
+}
+
+/// A duration written as "10s" or as a number of seconds (autobench's const_test_time = 10).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum StringOrSecs {
+    Text(String),
+    Secs(f64),
+}
+
+impl StringOrSecs {
+    fn text(&self) -> String {
+        match self {
+            StringOrSecs::Text(s) => s.clone(),
+            StringOrSecs::Secs(n) => format!("{n}"),
+        }
+    }
+}
+
+/// Parses "10s", "500ms", "2m" or a bare number of seconds.
+pub fn parse_duration(flag: &'static str, value: &str) -> Result<Duration, ConfigError> {
+    let bad = || ConfigError::Duration {
+        flag,
+        value: value.to_string(),
+    };
+    let v = value.trim();
+    let d = if let Ok(secs) = v.parse::<f64>() {
+        if !(secs.is_finite() && secs >= 0.0) {
+            return Err(bad());
+        }
+        Duration::from_secs_f64(secs)
+    } else {
+        humantime::parse_duration(v).map_err(|_| bad())?
+    };
+    if d.is_zero() {
+        return Err(ConfigError::Plan(PlanError::NotPositive {
+            what: flag,
+            value: value.to_string(),
+        }));
+    }
+    Ok(d)
+}
+
+pub fn read_plan_file(path: &Path) -> Result<PlanFile, ConfigError> {
+    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+        what: "plan file",
+        path: path.to_path_buf(),
+        source,
+    })?;
+    toml::from_str(&text).map_err(|e| ConfigError::PlanFile {
+        path: path.to_path_buf(),
+        message: describe_toml_error(&text, &e),
+    })
+}
+
+/// toml's message with the line and column spelled out, so editors can jump to it.
+fn describe_toml_error(text: &str, e: &toml::de::Error) -> String {
+    let msg = e.message().trim().to_string();
+    match e.span() {
+        Some(span) => {
+            let before = &text[..span.start.min(text.len())];
+            let line = before.matches('\n').count() + 1;
+            let col = before.len() - before.rfind('\n').map_or(0, |i| i + 1) + 1;
+            format!("line {line}, column {col}: {msg}")
+        }
+        None => msg,
+    }
+}
+
+fn utc_stamp() -> String {
+    // 2026-11-30T20:15:00Z -> 20261130T201500Z: sortable and free of ':' for every file system.
+    humantime::format_rfc3339_seconds(std::time::SystemTime::now())
+        .to_string()
+        .replace(['-', ':'], "")
+}
+
+pub fn default_out_dir() -> PathBuf {
+    PathBuf::from("stampede-results").join(utc_stamp())
+}
+
+/// Builds the validated configuration from flags and, if given, a plan file.
+pub fn resolve(args: RunArgs) -> Result<RunConfig, ConfigError> {
+    let (file, file_dir, url_arg) = match &args.plan_or_url {
+        Some(s) if s.starts_with("http://") || s.starts_with("https://") => (PlanFile::default(), None, Some(s.clone())),
+        Some(s) if s.contains("://") => return Err(PlanError::BadUrl {
+            url: s.clone(),
+            why: "it must start with http:// or https://".into(),
+        }
+        .into()),
+        Some(path) => {
+            let p = PathBuf::from(path);
+            let dir = p.parent().map(Path::to_path_buf);
+            (read_plan_file(&p)?, dir, None)
+        }
+        None => (PlanFile::default(), None, None),
+    };
+    // Paths in a plan file are relative to the file.
+    let rel = |p: PathBuf| match (&file_dir, p.is_relative()) {
+        (Some(d), true) => d.join(p),
+        _ => p,
+    };
+
+    let url = args.url.or(url_arg).or(file.url.clone());
+    let urls_file = args.urls.or(file.urls.clone().map(rel));
+    if url.is_some() && urls_file.is_some() {
+        return Err(ConfigError::Conflict("give a URL or --urls FILE, not both".into()));
+    }
+    let method = args.method.or(file.method.clone()).unwrap_or_else(|| "GET".into());
+    let mut header_args = file.headers.clone();
+    header_args.extend(args.headers);
+    let headers = header_args
+        .iter()
+        .map(|h| parse_header(h))
+        .collect::<Result<Vec<_>, _>>()?;
+    let body = match (args.body, args.body_file, file.body.clone(), file.body_file.clone().map(rel)) {
+        (Some(b), _, _, _) => b.into_bytes(),
+        (None, Some(p), _, _) => read_file("body file", &p)?,
+        (None, None, Some(b), _) => b.into_bytes(),
+        (None, None, None, Some(p)) => read_file("body file", &p)?,
+        _ => Vec::new(),
+    };
+    let requests = match (&url, &urls_file) {
+        (Some(u), _) => vec![RequestSpec::try_new(&method, u, headers.clone(), body.clone())?],
+        (None, Some(path)) => {
+            let text = String::from_utf8(read_file("URL list", path)?).map_err(|_| ConfigError::UrlList {
+                path: path.clone(),
+                source: plan::UrlListError {
+                    line: 0,
+                    why: "the file is not UTF-8 text".into(),
+                },
+            })?;
+            parse_url_list(&text)
+                .map_err(|source| ConfigError::UrlList {
+                    path: path.clone(),
+                    source,
+                })?
+                .into_iter()
+                .map(|(m, u)| RequestSpec::try_new(&m, &u, headers.clone(), body.clone()))
+                .collect::<Result<Vec<_>, _>>()?
+        }
+        (None, None) => return Err(PlanError::NoRequests.into()),
+    };
+
+    let dur = |flag, arg: Option<String>, f: Option<StringOrSecs>| -> Result<Option<Duration>, ConfigError> {
+        arg.or(f.map(|v| v.text())).map(|v| parse_duration(flag, &v)).transpose()
+    };
+    let timeout = dur("--timeout", args.timeout, file.timeout.clone())?.unwrap_or(Duration::from_secs(5));
+    let connect_timeout = dur("--connect-timeout", args.connect_timeout, file.connect_timeout.clone())?.unwrap_or(timeout);
+    let url_order = UrlOrder::parse(&args.urls_order.or(file.urls_order.clone()).unwrap_or_else(|| "round-robin".into()))?;
+    let workload = Workload::try_new(
+        requests,
+        url_order,
+        timeout,
+        connect_timeout,
+        args.insecure || file.insecure.unwrap_or(false),
+    )?;
+
+    let model = LoadModel::parse(&args.model.or(file.model.clone()).unwrap_or_else(|| "connections".into()))?;
+    let arrival = Arrival::parse(&args.arrival.or(file.arrival.clone()).unwrap_or_else(|| "uniform".into()))?;
+    let explicit = args.steps.or(file.steps.clone());
+    let low = args.low_rate.or(file.low_rate);
+    let high = args.high_rate.or(file.high_rate);
+    let step = args.rate_step.or(file.rate_step);
+    let steps = match (explicit, low, high, step) {
+        (Some(_), Some(_), _, _) | (Some(_), _, Some(_), _) | (Some(_), _, _, Some(_)) => {
+            return Err(ConfigError::Conflict(
+                "give either --steps or --low-rate/--high-rate/--rate-step, not both".into(),
+            ));
+        }
+        (Some(s), None, None, None) => s,
+        (None, Some(l), Some(h), s) => plan::ramp(l, h, s.unwrap_or(if l == h { 1.0 } else { h - l }))?,
+        (None, Some(l), None, None) => vec![l],
+        (None, None, None, None) => return Err(PlanError::NoSteps.into()),
+        _ => {
+            return Err(ConfigError::Conflict(
+                "a ramp needs both --low-rate and --high-rate (and usually --rate-step)".into(),
+            ));
+        }
+    };
+    let num_conn = args.num_conn.or(file.num_conn);
+    let step_duration = dur("--step-duration", args.step_duration, file.step_duration.clone())?;
+    let limit = match (num_conn, step_duration) {
+        (Some(_), Some(_)) => {
+            return Err(ConfigError::Conflict(
+                "give --num-conn or --step-duration, not both: a step ends on one of them".into(),
+            ));
+        }
+        (Some(n), None) => StepLimit::Connections(NonZeroU64::new(n).ok_or(PlanError::NotPositive {
+            what: "--num-conn",
+            value: "0".into(),
+        })?),
+        (None, d) => StepLimit::Duration(d.unwrap_or(Duration::from_secs(10))),
+    };
+    let nz = |what: &'static str, v: u32| {
+        NonZeroU32::new(v).ok_or(PlanError::NotPositive {
+            what,
+            value: v.to_string(),
+        })
+    };
+    let num_call = nz("--num-call", args.num_call.or(file.num_call).unwrap_or(1))?;
+    let max_connections = nz("--max-connections", args.max_connections.or(file.max_connections).unwrap_or(1000))?;
+    let plan = Plan::try_new(model, steps, limit, num_call, max_connections, arrival, workload)?;
+
+    let threads = args.threads.or(file.threads).unwrap_or_else(agent::system::cores);
+    if threads == 0 || threads > 1024 {
+        return Err(PlanError::NotPositive {
+            what: "--threads (1 to 1024)",
+            value: threads.to_string(),
+        }
+        .into());
+    }
+    let format = match args.format.or(file.format.clone()).as_deref() {
+        None | Some("tsv") => Format::Tsv,
+        Some("csv") => Format::Csv,
+        Some(other) => return Err(ConfigError::Format(other.to_string())),
+    };
+    let out = args.out.or(file.out.clone().map(rel)).unwrap_or_else(default_out_dir);
+    let host = plan.workload.origin().host.clone();
+    let echo = echo(&plan, threads);
+    Ok(RunConfig {
+        plan,
+        out,
+        format,
+        quiet: args.quiet || file.quiet.unwrap_or(false),
+        threads,
+        seed: args.seed.or(file.seed).unwrap_or(1),
+        host,
+        echo,
+    })
+}
+
+fn read_file(what: &'static str, path: &Path) -> Result<Vec<u8>, ConfigError> {
+    std::fs::read(path).map_err(|source| ConfigError::Read {
+        what,
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
+/// The resolved plan as run.json records it.
+fn echo(plan: &Plan, threads: usize) -> serde_json::Value {
+    let w = &plan.workload;
+    let (limit_key, limit_value) = match plan.limit {
+        StepLimit::Duration(d) => ("step_duration_s", serde_json::json!(d.as_secs_f64())),
+        StepLimit::Connections(n) => ("num_conn", serde_json::json!(n.get())),
+    };
+    let mut v = serde_json::json!({
+        "model": plan.model.name(),
+        "arrival": plan.arrival.name(),
+        "steps": plan.steps,
+        "num_call": plan.num_call.get(),
+        "max_connections": plan.max_connections.get(),
+        "timeout_s": w.timeout.as_secs_f64(),
+        "connect_timeout_s": w.connect_timeout.as_secs_f64(),
+        "urls_order": w.url_order.name(),
+        "threads": threads,
+        "requests": w.requests.iter().map(|r| serde_json::json!({
+            "method": r.method,
+            "url": format!("{}{}", r.url.origin(), r.url.path),
+            "headers": r.headers.iter().map(|(n, v)| format!("{n}: {v}")).collect::<Vec<_>>(),
+            "body_bytes": r.body.len(),
+        })).collect::<Vec<_>>(),
+    });
+    v[limit_key] = limit_value;
+    v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(url: &str) -> RunArgs {
+        RunArgs {
+            plan_or_url: Some(url.into()),
+            ..RunArgs::default()
+        }
+    }
+
+    #[test]
+    fn ramp_from_flags() {
+        let mut a = args("http://127.0.0.1:1/");
+        a.low_rate = Some(10.0);
+        a.high_rate = Some(30.0);
+        a.rate_step = Some(10.0);
+        a.num_call = Some(10);
+        let c = resolve(a).unwrap();
+        assert_eq!(c.plan.steps, vec![10.0, 20.0, 30.0]);
+        assert_eq!(c.plan.demanded_request_rate(20.0), Some(200.0));
+        assert_eq!(c.host, "127.0.0.1");
+    }
+
+    #[test]
+    fn bad_inputs_say_what_is_wrong() {
+        let mut a = args("http://h/");
+        a.low_rate = Some(50.0);
+        a.high_rate = Some(10.0);
+        assert_eq!(resolve(a).unwrap_err().to_string(), "--low-rate (50) is above --high-rate (10)");
+        let mut a = args("http://h/");
+        a.steps = Some(vec![10.0, 0.0]);
+        assert!(resolve(a).unwrap_err().to_string().contains("must be a positive number, got 0"));
+        let mut a = args("http://h/");
+        a.steps = Some(vec![1.0]);
+        a.step_duration = Some("soon".into());
+        assert!(resolve(a).unwrap_err().to_string().contains("'soon' is not a duration"));
+        let mut a = args("http://h/");
+        a.steps = Some(vec![1.0]);
+        a.model = Some("closed".into());
+        assert!(resolve(a).unwrap_err().to_string().contains("unknown load model 'closed'"));
+        assert!(resolve(args("http://h/")).unwrap_err().to_string().contains("no steps"));
+    }
+
+    #[test]
+    fn plan_file_with_flags_overriding() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("plan.toml");
+        std::fs::write(
+            &p,
+            "url = \"http://127.0.0.1:9/x\"\nmodel = \"requests\"\nsteps = [5, 10]\nconst_test_time = 3\n",
+        )
+        .unwrap();
+        let mut a = args(p.to_str().unwrap());
+        a.steps = Some(vec![7.0]);
+        let c = resolve(a).unwrap();
+        assert_eq!(c.plan.model, LoadModel::Requests);
+        assert_eq!(c.plan.steps, vec![7.0]);
+        assert_eq!(c.plan.limit, StepLimit::Duration(Duration::from_secs(3)));
+    }
+
+    #[test]
+    fn plan_file_errors_name_line_and_column() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("plan.toml");
+        std::fs::write(&p, "url = \"http://h/\"\nrate = 5\n").unwrap();
+        let e = resolve(args(p.to_str().unwrap())).unwrap_err().to_string();
+        assert!(e.contains("line 2, column 1"), "{e}");
+        assert!(e.contains("unknown field `rate`"), "{e}");
+    }
+
+    #[test]
+    fn durations_parse_both_ways() {
+        assert_eq!(parse_duration("x", "10s").unwrap(), Duration::from_secs(10));
+        assert_eq!(parse_duration("x", "2.5").unwrap(), Duration::from_millis(2500));
+        assert_eq!(parse_duration("x", "20ms").unwrap(), Duration::from_millis(20));
+        assert!(parse_duration("x", "0s").is_err());
+        assert!(parse_duration("x", "-1").is_err());
+    }
+}

@@ -1,0 +1,227 @@
+//! The run's files: the step table (TSV/CSV), run.json and one HdrHistogram interval log per step. Each
+//! is written as its step finishes, so a killed run keeps every finished step.
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+use hdrhistogram::serialization::interval_log::{IntervalLogWriterBuilder, Tag};
+use hdrhistogram::serialization::V2DeflateSerializer;
+use shared::histogram::{self, Histogram};
+use shared::report::{table_header, table_row, StepResult, RUN_SCHEMA};
+
+use crate::config::{ConfigError, RunConfig};
+
+#[derive(Debug, thiserror::Error)]
+#[error("cannot write {path}: {source}")]
+pub struct OutputError {
+    pub path: PathBuf,
+    pub source: io::Error,
+}
+
+fn at(path: &Path) -> impl FnOnce(io::Error) -> OutputError + '_ {
+    move |source| OutputError {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// What run.json says about an agent.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct AgentInfo {
+    pub name: String,
+    pub version: String,
+    pub hostname: String,
+    pub cores: u32,
+    pub threads: u32,
+    pub fd_limit: u64,
+    pub port_range: [u32; 2],
+}
+
+/// One interval's latency for the .hlog: each agent's histogram as it arrived (V2 bytes, small), decoded
+/// and merged only while the file is written, so a long step does not hold full histograms in memory.
+pub struct HlogInterval {
+    pub offset: Duration,
+    pub length: Duration,
+    pub per_agent: Vec<(String, Vec<u8>)>,
+}
+
+pub struct Output {
+    dir: PathBuf,
+    table: File,
+    table_path: PathBuf,
+    separator: char,
+    json_path: PathBuf,
+    doc: serde_json::Value,
+}
+
+/// Checks up front that results can be written, so a long run never ends in a lost result.
+pub fn prepare_dir(dir: &Path) -> Result<(), ConfigError> {
+    let err = |source| ConfigError::Output {
+        path: dir.to_path_buf(),
+        source,
+    };
+    fs::create_dir_all(dir.join("hlog")).map_err(err)?;
+    let probe = dir.join(".stampede-write-test");
+    fs::write(&probe, b"ok").map_err(err)?;
+    let _ = fs::remove_file(probe);
+    Ok(())
+}
+
+impl Output {
+    pub fn create(cfg: &RunConfig, agents: &[AgentInfo]) -> Result<Output, OutputError> {
+        let dir = cfg.out.clone();
+        let table_path = dir.join(cfg.format.file_name());
+        let mut table = OpenOptions::new()
+            .create(true)
+            .write(true)
+            .truncate(true)
+            .open(&table_path)
+            .map_err(at(&table_path))?;
+        let sep = cfg.format.separator();
+        let header = table_header(&cfg.host, cfg.plan.model).join(&sep.to_string());
+        writeln!(table, "{header}").map_err(at(&table_path))?;
+        let doc = serde_json::json!({
+            "schema": RUN_SCHEMA,
+            "tool": { "name": "stampede", "version": shared::VERSION },
+            "status": "running",
+            "started_at": humantime::format_rfc3339_millis(SystemTime::now()).to_string(),
+            "finished_at": null,
+            "target": cfg.plan.workload.origin().origin(),
+            "plan": cfg.echo,
+            "agents": agents,
+            "steps": [],
+        });
+        let out = Output {
+            dir,
+            table,
+            table_path,
+            separator: sep,
+            json_path: cfg.out.join("run.json"),
+            doc,
+        };
+        out.write_json()?;
+        Ok(out)
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Appends the step to every output and makes it durable before the next step starts.
+    pub fn write_step(&mut self, r: &StepResult, started: SystemTime, hlog: &[HlogInterval]) -> Result<(), OutputError> {
+        let row = table_row(r).join(&self.separator.to_string());
+        writeln!(self.table, "{row}").map_err(at(&self.table_path))?;
+        self.table.sync_data().map_err(at(&self.table_path))?;
+        self.write_hlog(r.step, started, hlog)?;
+        let value = serde_json::to_value(r).expect("a StepResult always serializes");
+        if let Some(steps) = self.doc["steps"].as_array_mut() {
+            steps.push(value);
+        }
+        self.write_json()
+    }
+
+    pub fn finish(&mut self, status: &str) -> Result<(), OutputError> {
+        self.doc["status"] = status.into();
+        self.doc["finished_at"] = humantime::format_rfc3339_millis(SystemTime::now()).to_string().into();
+        self.write_json()
+    }
+
+    /// Replaces run.json atomically: readers see the old or the new file, never half of one.
+    fn write_json(&self) -> Result<(), OutputError> {
+        let tmp = self.json_path.with_extension("json.tmp");
+        let text = serde_json::to_string_pretty(&self.doc).expect("run.json always serializes");
+        let mut f = File::create(&tmp).map_err(at(&tmp))?;
+        f.write_all(text.as_bytes()).map_err(at(&tmp))?;
+        f.write_all(b"\n").map_err(at(&tmp))?;
+        f.sync_data().map_err(at(&tmp))?;
+        fs::rename(&tmp, &self.json_path).map_err(at(&self.json_path))
+    }
+
+    fn write_hlog(&self, step: u32, started: SystemTime, intervals: &[HlogInterval]) -> Result<(), OutputError> {
+        let path = self.dir.join("hlog").join(format!("step-{step:03}.hlog"));
+        let mut buf = Vec::new();
+        let mut serializer = V2DeflateSerializer::new();
+        {
+            let mut w = IntervalLogWriterBuilder::new()
+                .add_comment(&format!("stampede {} step {step}: latency in microseconds", shared::VERSION))
+                .add_comment("untagged lines: all agents merged; Tag= lines: one agent each")
+                .with_start_time(started)
+                .with_base_time(started)
+                .with_max_value_divisor(1000.0)
+                .begin_log_with(&mut buf, &mut serializer)
+                .map_err(at(&path))?;
+            let to_io = |e| io::Error::other(format!("{e:?}"));
+            for i in intervals {
+                let decoded: Vec<(&String, Histogram<u64>)> = i
+                    .per_agent
+                    .iter()
+                    .filter_map(|(agent, bytes)| histogram::decode(bytes).ok().map(|h| (agent, h)))
+                    .collect();
+                let mut merged = histogram::new();
+                for (_, h) in &decoded {
+                    histogram::add(&mut merged, h);
+                }
+                w.write_histogram(&merged, i.offset, i.length, None)
+                    .map_err(to_io)
+                    .map_err(at(&path))?;
+                for (agent, h) in &decoded {
+                    let tag = agent.replace([',', ' ', '\t'], "_");
+                    w.write_histogram(h, i.offset, i.length, Tag::new(&tag))
+                        .map_err(to_io)
+                        .map_err(at(&path))?;
+                }
+            }
+        }
+        fs::write(&path, buf).map_err(at(&path))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hdrhistogram::serialization::interval_log::{IntervalLogIterator, LogEntry};
+
+    #[test]
+    fn hlog_is_readable_by_the_standard_reader() {
+        let dir = tempfile::tempdir().unwrap();
+        fs::create_dir_all(dir.path().join("hlog")).unwrap();
+        let out = Output {
+            dir: dir.path().to_path_buf(),
+            table: File::create(dir.path().join("t")).unwrap(),
+            table_path: dir.path().join("t"),
+            separator: '\t',
+            json_path: dir.path().join("run.json"),
+            doc: serde_json::json!({}),
+        };
+        let mut h = histogram::new();
+        h.record(20_000).unwrap();
+        let intervals = vec![HlogInterval {
+            offset: Duration::from_secs(0),
+            length: Duration::from_secs(1),
+            per_agent: vec![("embedded".into(), histogram::encode(&h))],
+        }];
+        out.write_hlog(0, SystemTime::now(), &intervals).unwrap();
+        let text = fs::read(dir.path().join("hlog/step-000.hlog")).unwrap();
+        let mut histograms = 0;
+        let mut tags = Vec::new();
+        for entry in IntervalLogIterator::new(&text) {
+            if let LogEntry::Interval(i) = entry.unwrap() {
+                histograms += 1;
+                tags.push(i.tag().map(|t| t.as_str().to_string()));
+                assert!((i.max() - 20.0).abs() < 0.1, "max in ms: {}", i.max());
+            }
+        }
+        assert_eq!(histograms, 2);
+        assert_eq!(tags, vec![None, Some("embedded".to_string())]);
+    }
+
+    #[test]
+    fn unwritable_directory_is_refused_up_front() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("a-file");
+        fs::write(&file, b"x").unwrap();
+        let e = prepare_dir(&file.join("sub")).unwrap_err().to_string();
+        assert!(e.contains("is not writable"), "{e}");
+    }
+}

@@ -1,0 +1,177 @@
+//! `stampede serve`: the reference target. A fixed body, an optional delay, an optional capacity (a known
+//! knee), a stall switch for tests, and its own request counter at /_stampede/stats (not counted).
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::body::Incoming;
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper::{Request, Response};
+use hyper_util::rt::TokioIo;
+use tokio::net::TcpListener;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+#[derive(Debug, Clone)]
+pub struct ServeConfig {
+    pub listen: SocketAddr,
+    pub delay: Duration,
+    /// Requests per second served at most; the rest wait their turn.
+    pub capacity: Option<f64>,
+    pub body: Bytes,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    #[error("cannot listen on {addr}: {source}")]
+    Bind { addr: SocketAddr, source: std::io::Error },
+    #[error("--capacity must be a positive number, got {0}")]
+    Capacity(f64),
+}
+
+struct State {
+    cfg: ServeConfig,
+    epoch: Instant,
+    requests: AtomicU64,
+    /// Next free service slot, in ns since `epoch` (capacity pacing).
+    next_slot_ns: AtomicU64,
+    /// Requests are held until this instant, in ns since `epoch` (the stall switch).
+    stall_until_ns: AtomicU64,
+}
+
+impl State {
+    fn now_ns(&self) -> u64 {
+        self.epoch.elapsed().as_nanos() as u64
+    }
+
+    /// Claims the next service slot at the configured capacity and returns when it begins.
+    fn slot(&self, per_second: f64) -> Instant {
+        let gap = (1e9 / per_second) as u64;
+        let now = self.now_ns();
+        let claimed = self
+            .next_slot_ns
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |next| Some(next.max(now) + gap))
+            .unwrap_or(now);
+        self.epoch + Duration::from_nanos(claimed.max(now))
+    }
+
+    async fn handle(self: Arc<Self>, req: Request<Incoming>) -> Result<Response<Full<Bytes>>, Infallible> {
+        match req.uri().path() {
+            "/_stampede/stats" => {
+                let body = format!(
+                    "{{\"requests\":{},\"uptime_s\":{:.3}}}\n",
+                    self.requests.load(Ordering::Acquire),
+                    self.epoch.elapsed().as_secs_f64()
+                );
+                return Ok(json(body));
+            }
+            "/_stampede/stall" => {
+                let ms = req
+                    .uri()
+                    .query()
+                    .and_then(|q| q.split('&').find_map(|kv| kv.strip_prefix("ms=")))
+                    .and_then(|v| v.parse::<u64>().ok())
+                    .unwrap_or(500);
+                let until = self.now_ns() + ms * 1_000_000;
+                self.stall_until_ns.fetch_max(until, Ordering::AcqRel);
+                return Ok(json(format!("{{\"stalled_ms\":{ms}}}\n")));
+            }
+            _ => {}
+        }
+        self.requests.fetch_add(1, Ordering::AcqRel);
+        if let Some(cap) = self.cfg.capacity {
+            tokio::time::sleep_until(self.slot(cap)).await;
+        }
+        if !self.cfg.delay.is_zero() {
+            tokio::time::sleep(self.cfg.delay).await;
+        }
+        let stall = self.stall_until_ns.load(Ordering::Acquire);
+        if stall > self.now_ns() {
+            tokio::time::sleep_until(self.epoch + Duration::from_nanos(stall)).await;
+        }
+        let mut resp = Response::new(Full::new(self.cfg.body.clone()));
+        resp.headers_mut()
+            .insert(hyper::header::CONTENT_TYPE, hyper::header::HeaderValue::from_static("text/plain"));
+        Ok(resp)
+    }
+}
+
+fn json(body: String) -> Response<Full<Bytes>> {
+    let mut resp = Response::new(Full::new(Bytes::from(body)));
+    resp.headers_mut()
+        .insert(hyper::header::CONTENT_TYPE, hyper::header::HeaderValue::from_static("application/json"));
+    resp
+}
+
+/// Binds and starts serving in the background; returns the bound address (use port 0 in tests).
+pub async fn start(
+    cfg: ServeConfig,
+    shutdown: CancellationToken,
+) -> Result<(SocketAddr, tokio::task::JoinHandle<()>), ServeError> {
+    if let Some(c) = cfg.capacity {
+        if !(c.is_finite() && c > 0.0) {
+            return Err(ServeError::Capacity(c));
+        }
+    }
+    let listener = TcpListener::bind(cfg.listen).await.map_err(|source| ServeError::Bind {
+        addr: cfg.listen,
+        source,
+    })?;
+    let addr = listener.local_addr().map_err(|source| ServeError::Bind {
+        addr: cfg.listen,
+        source,
+    })?;
+    let state = Arc::new(State {
+        cfg,
+        epoch: Instant::now(),
+        requests: AtomicU64::new(0),
+        next_slot_ns: AtomicU64::new(0),
+        stall_until_ns: AtomicU64::new(0),
+    });
+    let task = tokio::spawn(async move {
+        loop {
+            let accepted = tokio::select! {
+                a = listener.accept() => a,
+                _ = shutdown.cancelled() => return,
+            };
+            let (stream, _) = match accepted {
+                Ok(a) => a,
+                Err(e) => {
+                    // EMFILE and friends: back off briefly instead of spinning.
+                    tracing::warn!(error = %e, "Accept failed");
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                    continue;
+                }
+            };
+            let _ = stream.set_nodelay(true);
+            let state = state.clone();
+            let shutdown = shutdown.clone();
+            tokio::spawn(async move {
+                let svc = service_fn(move |req| state.clone().handle(req));
+                let conn = http1::Builder::new().serve_connection(TokioIo::new(stream), svc);
+                tokio::select! {
+                    _ = conn => {}
+                    _ = shutdown.cancelled() => {}
+                }
+            });
+        }
+    });
+    Ok((addr, task))
+}
+
+/// `stampede serve`: serves until shutdown.
+pub async fn run(cfg: ServeConfig, shutdown: CancellationToken) -> Result<(), ServeError> {
+    let (addr, task) = start(cfg.clone(), shutdown).await?;
+    eprintln!(
+        "stampede serve: listening on http://{addr}/ (delay {:?}, capacity {}); stats at http://{addr}/_stampede/stats",
+        cfg.delay,
+        cfg.capacity.map_or("unlimited".to_string(), |c| format!("{c} req/s"))
+    );
+    let _ = task.await;
+    Ok(())
+}
