@@ -256,6 +256,7 @@ async fn open_loop(ctx: &Rc<Ctx>, share: &StepShare, slice: Slice, start: Instan
             return;
         }
         ctx.rec.lag(Instant::now().saturating_duration_since(intended));
+        ctx.mark_first_send();
         dispatch(intended);
     }
 }

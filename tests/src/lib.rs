@@ -1,1 +1,120 @@
-//! placeholder
+//! The end-to-end harness: builds and finds the real binaries, starts the reference target on
+//! 127.0.0.1:0, runs the coordinator, and always cleans up the processes it started.
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::OnceLock;
+use std::time::Duration;
+
+/// target/<profile>/, found from this test binary's own path (target/<profile>/deps/...).
+fn profile_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("test binary path");
+    exe.parent()
+        .and_then(Path::parent)
+        .expect("test binary lives in target/<profile>/deps")
+        .to_path_buf()
+}
+
+/// Path to a workspace binary, built (once per test process) so it is never stale.
+pub fn bin(name: &str) -> PathBuf {
+    static BUILT: OnceLock<()> = OnceLock::new();
+    BUILT.get_or_init(|| {
+        let dir = profile_dir();
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let mut cmd = Command::new(cargo);
+        cmd.args(["build", "--quiet", "--bins", "-p", "coordinator", "-p", "agent"]);
+        if dir.file_name().is_some_and(|n| n == "release") {
+            cmd.arg("--release");
+        }
+        let status = cmd.status().expect("cargo runs");
+        assert!(status.success(), "building the binaries failed");
+    });
+    profile_dir().join(name)
+}
+
+/// A `stampede serve` process, killed when dropped.
+pub struct Target {
+    child: Child,
+    pub addr: SocketAddr,
+}
+
+impl Target {
+    pub fn start(extra: &[&str]) -> Target {
+        let mut child = Command::new(bin("stampede"))
+            .args(["serve", "--listen", "127.0.0.1:0", "--threads", "1"])
+            .args(extra)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("stampede serve starts");
+        let stderr = child.stderr.take().expect("piped stderr");
+        let mut lines = BufReader::new(stderr).lines();
+        let line = lines
+            .next()
+            .expect("serve prints where it listens")
+            .expect("stderr is text");
+        let addr = line
+            .split("http://")
+            .nth(1)
+            .and_then(|rest| rest.split('/').next())
+            .and_then(|a| a.parse().ok())
+            .unwrap_or_else(|| panic!("no address in serve's first line: {line}"));
+        // Keep draining stderr so the server never blocks on a full pipe.
+        std::thread::spawn(move || for _ in lines {});
+        Target { child, addr }
+    }
+
+    pub fn url(&self) -> String {
+        format!("http://{}/", self.addr)
+    }
+
+    /// The target's own count of requests served (its stats endpoint is not counted).
+    pub fn requests(&self) -> u64 {
+        let body = http_get(self.addr, "/_stampede/stats");
+        let v: serde_json::Value = serde_json::from_str(&body).expect("stats are JSON");
+        v["requests"].as_u64().expect("requests is a number")
+    }
+}
+
+impl Drop for Target {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A one-shot HTTP/1.1 GET on a fresh connection; returns the body.
+pub fn http_get(addr: SocketAddr, path: &str) -> String {
+    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(5)).expect("target reachable");
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(s, "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").unwrap();
+    let mut resp = String::new();
+    s.read_to_string(&mut resp).expect("reply");
+    resp.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default()
+}
+
+/// Runs `stampede` to completion (bounded by the caller's plan) and returns its output.
+pub fn stampede(args: &[&str]) -> Output {
+    Command::new(bin("stampede"))
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("stampede runs")
+}
+
+/// Reads run.json from an output directory.
+pub fn run_json(dir: &Path) -> serde_json::Value {
+    let text = std::fs::read_to_string(dir.join("run.json")).expect("run.json exists");
+    serde_json::from_str(&text).expect("run.json is JSON")
+}
+
+pub fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// A loopback port nobody listens on (bound, then released).
+pub fn closed_port() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    l.local_addr().unwrap().port()
+}
