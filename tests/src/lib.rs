@@ -23,6 +23,15 @@ pub fn bin(name: &str) -> PathBuf {
         let dir = profile_dir();
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
         let mut cmd = Command::new(cargo);
+        // The variables cargo sets for a running test would change build-script inputs (ring's, say)
+        // and make the outer and inner builds rebuild each other; build with the user's environment.
+        cmd.env_clear();
+        for (k, v) in std::env::vars_os() {
+            let keep = ["PATH", "HOME", "RUSTUP_HOME", "CARGO_HOME", "RUSTUP_TOOLCHAIN", "CARGO_TARGET_DIR", "TMPDIR"];
+            if k.to_str().is_some_and(|k| keep.contains(&k)) {
+                cmd.env(k, v);
+            }
+        }
         cmd.args(["build", "--quiet", "--bins", "-p", "coordinator", "-p", "agent"]);
         if dir.file_name().is_some_and(|n| n == "release") {
             cmd.arg("--release");
