@@ -11,7 +11,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::client::conn::http1;
-use hyper::header::{HeaderName, HeaderValue, HOST, USER_AGENT};
+use hyper::header::{HOST, HeaderName, HeaderValue, USER_AGENT};
 use hyper::{HeaderMap, Method, Request, Uri};
 use hyper_util::rt::TokioIo;
 use shared::metrics::ErrorClass;
@@ -59,7 +59,10 @@ impl Template {
 pub struct Target {
     pub addr: SocketAddr,
     pub templates: Arc<Vec<Template>>,
-    pub tls: Option<(tokio_rustls::TlsConnector, rustls::pki_types::ServerName<'static>)>,
+    pub tls: Option<(
+        tokio_rustls::TlsConnector,
+        rustls::pki_types::ServerName<'static>,
+    )>,
     pub timeout: Duration,
     pub connect_timeout: Duration,
     pub random_order: bool,
@@ -90,11 +93,19 @@ impl Target {
         for (i, r) in w.requests.iter().enumerate() {
             let bad = |why: String| PrepareError::Request { index: i + 1, why };
             let mut headers = HeaderMap::new();
-            headers.insert(HOST, HeaderValue::from_str(&host_value).map_err(|e| bad(e.to_string()))?);
-            headers.insert(USER_AGENT, HeaderValue::from_str(&user_agent).map_err(|e| bad(e.to_string()))?);
+            headers.insert(
+                HOST,
+                HeaderValue::from_str(&host_value).map_err(|e| bad(e.to_string()))?,
+            );
+            headers.insert(
+                USER_AGENT,
+                HeaderValue::from_str(&user_agent).map_err(|e| bad(e.to_string()))?,
+            );
             for (name, value) in &r.headers {
-                let name = HeaderName::from_bytes(name.as_bytes()).map_err(|e| bad(format!("header {name}: {e}")))?;
-                let value = HeaderValue::from_str(value).map_err(|e| bad(format!("header {name}: {e}")))?;
+                let name = HeaderName::from_bytes(name.as_bytes())
+                    .map_err(|e| bad(format!("header {name}: {e}")))?;
+                let value =
+                    HeaderValue::from_str(value).map_err(|e| bad(format!("header {name}: {e}")))?;
                 // A user's Host or User-Agent replaces ours; other repeated names are kept.
                 if name == HOST || name == USER_AGENT {
                     headers.insert(name, value);
@@ -114,7 +125,10 @@ impl Target {
             Scheme::Https => {
                 let name = rustls::pki_types::ServerName::try_from(origin.host.clone())
                     .map_err(|_| PrepareError::ServerName(origin.host.clone()))?;
-                Some((tokio_rustls::TlsConnector::from(Arc::new(tls_config(w.insecure_tls))), name))
+                Some((
+                    tokio_rustls::TlsConnector::from(Arc::new(tls_config(w.insecure_tls))),
+                    name,
+                ))
             }
         };
         Ok(Target {
@@ -146,7 +160,8 @@ fn tls_config(insecure: bool) -> rustls::ClientConfig {
             .with_custom_certificate_verifier(Arc::new(insecure::AcceptAny))
             .with_no_client_auth()
     } else {
-        let roots = rustls::RootCertStore::from_iter(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
+        let roots =
+            rustls::RootCertStore::from_iter(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
         builder.with_root_certificates(roots).with_no_client_auth()
     };
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
@@ -204,7 +219,11 @@ pub struct Counted {
 }
 
 impl AsyncRead for Counted {
-    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
         let before = buf.filled().len();
         let r = Pin::new(&mut self.inner).poll_read(cx, buf);
         let n = (buf.filled().len() - before) as u64;
@@ -216,7 +235,11 @@ impl AsyncRead for Counted {
 }
 
 impl AsyncWrite for Counted {
-    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
         let r = Pin::new(&mut self.inner).poll_write(cx, buf);
         if let Poll::Ready(Ok(n)) = r {
             self.rec.bytes(0, n as u64);
@@ -252,7 +275,11 @@ pub enum Stream {
 }
 
 impl AsyncRead for Stream {
-    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
         match self.get_mut() {
             Stream::Plain(s) => Pin::new(s).poll_read(cx, buf),
             Stream::Tls(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
@@ -261,7 +288,11 @@ impl AsyncRead for Stream {
 }
 
 impl AsyncWrite for Stream {
-    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
         match self.get_mut() {
             Stream::Plain(s) => Pin::new(s).poll_write(cx, buf),
             Stream::Tls(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
@@ -338,7 +369,9 @@ impl Conn {
     pub async fn open(target: &Target, rec: &Rc<Recorder>) -> Result<Conn, ErrorClass> {
         let began = Instant::now();
         let connect = async {
-            let tcp = TcpStream::connect(target.addr).await.map_err(|e| io_class(&e))?;
+            let tcp = TcpStream::connect(target.addr)
+                .await
+                .map_err(|e| io_class(&e))?;
             // Small requests must leave at once, not wait for Nagle.
             let _ = tcp.set_nodelay(true);
             let counted = Counted {
@@ -360,7 +393,9 @@ impl Conn {
         let stream = tokio::time::timeout(target.connect_timeout, connect)
             .await
             .map_err(|_| ErrorClass::ConnectTimeout)??;
-        let (sender, connection) = http1::handshake(TokioIo::new(stream)).await.map_err(|e| hyper_class(&e))?;
+        let (sender, connection) = http1::handshake(TokioIo::new(stream))
+            .await
+            .map_err(|e| hyper_class(&e))?;
         // The connection future drives the socket; it ends when the sender is dropped.
         tokio::task::spawn_local(async move {
             let _ = connection.await;
@@ -382,7 +417,11 @@ impl Conn {
             self.sender.ready().await.map_err(|e| hyper_class(&e))?;
             let sent_at = Instant::now();
             rec.sent();
-            let resp = self.sender.send_request(req).await.map_err(|e| hyper_class(&e))?;
+            let resp = self
+                .sender
+                .send_request(req)
+                .await
+                .map_err(|e| hyper_class(&e))?;
             let ttfb = sent_at.elapsed();
             let status = resp.status().as_u16();
             let mut body = resp.into_body();

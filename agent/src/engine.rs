@@ -11,7 +11,10 @@ pub struct Engine {
 #[derive(Debug, thiserror::Error)]
 pub enum EngineError {
     #[error("cannot start worker thread {index}: {source}")]
-    Spawn { index: usize, source: std::io::Error },
+    Spawn {
+        index: usize,
+        source: std::io::Error,
+    },
     #[error("worker threads have stopped")]
     Stopped,
 }

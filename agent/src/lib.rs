@@ -8,7 +8,7 @@ pub mod system;
 pub mod worker;
 
 pub use engine::Engine;
-pub use session::{embedded, serve, Link};
+pub use session::{Link, embedded, serve};
 
 /// Installs the one rustls crypto provider stampede uses, before any TLS is set up, so feature
 /// unification can never leave rustls to pick (and panic).

@@ -7,7 +7,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use proto::pb::agent_message::Kind as Up;
 use proto::pb::coordinator_message::Kind as Down;
-use proto::{from_agent, pb, PROTOCOL_VERSION};
+use proto::{PROTOCOL_VERSION, from_agent, pb};
 use shared::metrics::{Interval, Snapshot};
 use shared::plan::{StepShare, Workload};
 use tokio::sync::mpsc;
@@ -17,7 +17,7 @@ use tokio_util::sync::CancellationToken;
 use crate::client::Target;
 use crate::engine::Engine;
 use crate::system;
-use crate::worker::{self, Job, Report, INTERVAL};
+use crate::worker::{self, INTERVAL, Job, Report};
 
 /// Why a session ended early.
 #[derive(Debug, thiserror::Error)]
@@ -49,7 +49,10 @@ pub fn embedded(engine: Arc<Engine>, shutdown: CancellationToken) -> Link {
             tracing::warn!(error = %e, "Embedded agent session ended");
         }
     });
-    Link { tx: down_tx, rx: up_rx }
+    Link {
+        tx: down_tx,
+        rx: up_rx,
+    }
 }
 
 struct Running {
@@ -135,7 +138,10 @@ async fn next_report(running: &mut Option<Running>) -> Option<Report> {
 
 impl Session {
     async fn send(&self, kind: Up) -> Result<(), SessionError> {
-        self.out.send(from_agent(kind)).await.map_err(|_| SessionError::Closed)
+        self.out
+            .send(from_agent(kind))
+            .await
+            .map_err(|_| SessionError::Closed)
     }
 
     async fn refuse(&self, message: String) -> Result<(), SessionError> {
@@ -176,7 +182,9 @@ impl Session {
             _ if !self.greeted => self.refuse("say hello first".into()).await,
             Down::Configure(c) => {
                 if self.running.is_some() {
-                    return self.refuse("cannot reconfigure while a step runs".into()).await;
+                    return self
+                        .refuse("cannot reconfigure while a step runs".into())
+                        .await;
                 }
                 let prepared = match Workload::try_from(&c) {
                     Ok(w) => Target::prepare(&w).await.map_err(|e| e.to_string()),
@@ -196,10 +204,14 @@ impl Session {
             }
             Down::PrepareStep(p) => {
                 if self.target.is_none() {
-                    return self.refuse("configure the workload before preparing a step".into()).await;
+                    return self
+                        .refuse("configure the workload before preparing a step".into())
+                        .await;
                 }
                 if self.running.is_some() {
-                    return self.refuse(format!("step {} is still running", p.step)).await;
+                    return self
+                        .refuse(format!("step {} is still running", p.step))
+                        .await;
                 }
                 match StepShare::try_from(&p) {
                     Ok(share) => {
@@ -233,18 +245,26 @@ impl Session {
 
     async fn start(&mut self, st: pb::StartStep) -> Result<(), SessionError> {
         let (Some(share), Some(target)) = (self.prepared.take(), self.target.clone()) else {
-            return self.refuse(format!("step {} was not prepared", st.step)).await;
+            return self
+                .refuse(format!("step {} was not prepared", st.step))
+                .await;
         };
         if share.step != st.step {
             return self
-                .refuse(format!("step {} was prepared, not step {}", share.step, st.step))
+                .refuse(format!(
+                    "step {} was prepared, not step {}",
+                    share.step, st.step
+                ))
                 .await;
         }
         // The start instant comes on the wall clock; waiting happens on the monotonic clock.
         let now = Instant::now();
         let now_unix = unix_ns_now();
         // A start in the past means now; one more than a minute ahead is a clock problem, not a plan.
-        let ahead_ns = st.start_unix_nanos.saturating_sub(now_unix).clamp(0, 60_000_000_000);
+        let ahead_ns = st
+            .start_unix_nanos
+            .saturating_sub(now_unix)
+            .clamp(0, 60_000_000_000);
         let start = now + Duration::from_nanos(ahead_ns as u64);
         let workers = self.engine.threads();
         let (tx, rx) = mpsc::channel(workers * 4);
@@ -285,7 +305,10 @@ impl Session {
         let mut ready = Vec::new();
         match rep {
             Report::Interval { seq, snapshot, .. } => {
-                let slot = r.pending.entry(seq).or_insert_with(|| (0, Snapshot::default()));
+                let slot = r
+                    .pending
+                    .entry(seq)
+                    .or_insert_with(|| (0, Snapshot::default()));
                 slot.0 += 1;
                 slot.1.add(&snapshot);
                 // Emit, in order, every interval all workers have reported.
@@ -343,9 +366,9 @@ impl Session {
             snapshot: r.tail,
         };
         self.send(Up::Interval((&tail).into())).await?;
-        let first_send_unix_nanos = r
-            .first_send
-            .map_or(0, |f| r.start_unix_ns + f.saturating_duration_since(r.start).as_nanos() as i64);
+        let first_send_unix_nanos = r.first_send.map_or(0, |f| {
+            r.start_unix_ns + f.saturating_duration_since(r.start).as_nanos() as i64
+        });
         self.send(Up::StepReport(pb::StepReport {
             step: r.step,
             first_send_unix_nanos,

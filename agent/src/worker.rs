@@ -10,9 +10,9 @@ use std::time::Duration;
 use shared::metrics::{ErrorClass, Snapshot};
 use shared::plan::{LoadModel, StepShare};
 use shared::rng::Rng;
-use shared::schedule::{even_share, Schedule, Slice};
-use tokio::sync::{mpsc, Notify};
-use tokio::time::{sleep_until, Instant};
+use shared::schedule::{Schedule, Slice, even_share};
+use tokio::sync::{Notify, mpsc};
+use tokio::time::{Instant, sleep_until};
 use tokio_util::sync::CancellationToken;
 
 use crate::client::{Conn, Target};
@@ -32,7 +32,11 @@ pub struct Job {
 /// What a worker sends up: once per interval, and once at the end. Never per request.
 #[derive(Debug)]
 pub enum Report {
-    Interval { worker: u64, seq: u32, snapshot: Snapshot },
+    Interval {
+        worker: u64,
+        seq: u32,
+        snapshot: Snapshot,
+    },
     /// The last one: everything since the last interval, and when the first request left.
     Done {
         worker: u64,
@@ -83,7 +87,10 @@ impl Ctx {
     async fn exchange(&self, mut conn: Conn, intended: Instant) -> Option<Conn> {
         self.mark_first_send();
         let reply_by = intended + self.target.timeout;
-        match conn.send(self.template(), intended, reply_by, &self.rec).await {
+        match conn
+            .send(self.template(), intended, reply_by, &self.rec)
+            .await
+        {
             Ok(()) => Some(conn),
             Err(class) => {
                 self.rec.error(class);
@@ -146,7 +153,9 @@ pub async fn run(job: Job) {
         deadline,
         cancel: job.cancel.clone(),
         next_url: Cell::new(job.worker as usize),
-        rng: RefCell::new(Rng::new(share.seed ^ job.worker.wrapping_mul(0x2545_F491_4F6C_DD1D))),
+        rng: RefCell::new(Rng::new(
+            share.seed ^ job.worker.wrapping_mul(0x2545_F491_4F6C_DD1D),
+        )),
         first_send: Cell::new(None),
         in_flight: Cell::new(0),
         idle: Notify::new(),
@@ -154,7 +163,8 @@ pub async fn run(job: Job) {
 
     // Intervals: swap the snapshot at start + 1 s, + 2 s, ... up to the deadline.
     let ticker = {
-        let (rec, out, cancel, worker) = (rec.clone(), job.out.clone(), job.cancel.clone(), job.worker);
+        let (rec, out, cancel, worker) =
+            (rec.clone(), job.out.clone(), job.cancel.clone(), job.worker);
         let start = job.start;
         tokio::task::spawn_local(async move {
             // Whatever happened before the start instant (nothing should) belongs to the first interval.
@@ -169,7 +179,15 @@ pub async fn run(job: Job) {
                     _ = cancel.cancelled() => break,
                 }
                 let snapshot = rec.swap();
-                if out.send(Report::Interval { worker, seq, snapshot }).await.is_err() {
+                if out
+                    .send(Report::Interval {
+                        worker,
+                        seq,
+                        snapshot,
+                    })
+                    .await
+                    .is_err()
+                {
                     break;
                 }
                 seq += 1;
@@ -190,14 +208,25 @@ pub async fn run(job: Job) {
             open_loop(&ctx, &share, slice, job.start, |intended| {
                 let calls = share.num_call.get();
                 let task_ctx = ctx.clone();
-                spawn_tracked(&ctx, async move { connection(&task_ctx, intended, calls).await });
+                spawn_tracked(
+                    &ctx,
+                    async move { connection(&task_ctx, intended, calls).await },
+                );
             })
             .await;
         }
         LoadModel::Requests => {
-            let max = even_share(u64::from(share.max_connections.get()), job.workers, job.worker).max(1) as usize;
+            let max = even_share(
+                u64::from(share.max_connections.get()),
+                job.workers,
+                job.worker,
+            )
+            .max(1) as usize;
             let pool = Rc::new(Pool::new(max));
-            open_loop(&ctx, &share, slice, job.start, |intended| pool.clone().arrive(&ctx, intended)).await;
+            open_loop(&ctx, &share, slice, job.start, |intended| {
+                pool.clone().arrive(&ctx, intended)
+            })
+            .await;
             pool.close();
         }
         LoadModel::Concurrency => {
@@ -243,7 +272,13 @@ pub async fn run(job: Job) {
 
 /// Dispatches this worker's arrivals at their intended times; a late wake-up dispatches every due
 /// arrival at once (catch-up, as httperf does) and records how late each was.
-async fn open_loop(ctx: &Rc<Ctx>, share: &StepShare, slice: Slice, start: Instant, mut dispatch: impl FnMut(Instant)) {
+async fn open_loop(
+    ctx: &Rc<Ctx>,
+    share: &StepShare,
+    slice: Slice,
+    start: Instant,
+    mut dispatch: impl FnMut(Instant),
+) {
     let schedule = Schedule::new(share.rate, share.arrival, share.limit, slice, share.seed);
     for offset in schedule {
         let intended = start + offset;
@@ -255,7 +290,8 @@ async fn open_loop(ctx: &Rc<Ctx>, share: &StepShare, slice: Slice, start: Instan
         } else if ctx.cancel.is_cancelled() {
             return;
         }
-        ctx.rec.lag(Instant::now().saturating_duration_since(intended));
+        ctx.rec
+            .lag(Instant::now().saturating_duration_since(intended));
         ctx.mark_first_send();
         dispatch(intended);
     }
@@ -327,7 +363,9 @@ impl Pool {
     }
 
     fn arrive(self: Rc<Self>, ctx: &Rc<Ctx>, intended: Instant) {
-        self.queue.borrow_mut().push_back((intended, Instant::now()));
+        self.queue
+            .borrow_mut()
+            .push_back((intended, Instant::now()));
         if self.idle.get() > 0 {
             // Claimed here, so the next arrival does not count on the same idle slot.
             self.idle.set(self.idle.get() - 1);

@@ -19,7 +19,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run a ramp against a target (a URL, a plan file, or both; flags override the file).
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// Serve the reference target: a fixed body, an optional delay and capacity, its own request counter.
     Serve(ServeArgs),
     /// Start the reference target and an embedded agent, run a short ramp past its knee, write the results.

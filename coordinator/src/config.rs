@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use serde::Deserialize;
 use shared::plan::{
-    self, parse_header, parse_url_list, Arrival, LoadModel, Plan, PlanError, RequestSpec, StepLimit, UrlOrder,
-    Workload,
+    self, Arrival, LoadModel, Plan, PlanError, RequestSpec, StepLimit, UrlOrder, Workload,
+    parse_header, parse_url_list,
 };
 
 use crate::cli::RunArgs;
@@ -37,7 +37,10 @@ pub enum ConfigError {
     #[error("{0}")]
     Conflict(String),
     #[error("output directory {path} is not writable: {source}")]
-    Output { path: PathBuf, source: std::io::Error },
+    Output {
+        path: PathBuf,
+        source: std::io::Error,
+    },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -191,12 +194,16 @@ pub fn default_out_dir() -> PathBuf {
 /// Builds the validated configuration from flags and, if given, a plan file.
 pub fn resolve(args: RunArgs) -> Result<RunConfig, ConfigError> {
     let (file, file_dir, url_arg) = match &args.plan_or_url {
-        Some(s) if s.starts_with("http://") || s.starts_with("https://") => (PlanFile::default(), None, Some(s.clone())),
-        Some(s) if s.contains("://") => return Err(PlanError::BadUrl {
-            url: s.clone(),
-            why: "it must start with http:// or https://".into(),
+        Some(s) if s.starts_with("http://") || s.starts_with("https://") => {
+            (PlanFile::default(), None, Some(s.clone()))
         }
-        .into()),
+        Some(s) if s.contains("://") => {
+            return Err(PlanError::BadUrl {
+                url: s.clone(),
+                why: "it must start with http:// or https://".into(),
+            }
+            .into());
+        }
         Some(path) => {
             let p = PathBuf::from(path);
             let dir = p.parent().map(Path::to_path_buf);
@@ -213,16 +220,26 @@ pub fn resolve(args: RunArgs) -> Result<RunConfig, ConfigError> {
     let url = args.url.or(url_arg).or(file.url.clone());
     let urls_file = args.urls.or(file.urls.clone().map(rel));
     if url.is_some() && urls_file.is_some() {
-        return Err(ConfigError::Conflict("give a URL or --urls FILE, not both".into()));
+        return Err(ConfigError::Conflict(
+            "give a URL or --urls FILE, not both".into(),
+        ));
     }
-    let method = args.method.or(file.method.clone()).unwrap_or_else(|| "GET".into());
+    let method = args
+        .method
+        .or(file.method.clone())
+        .unwrap_or_else(|| "GET".into());
     let mut header_args = file.headers.clone();
     header_args.extend(args.headers);
     let headers = header_args
         .iter()
         .map(|h| parse_header(h))
         .collect::<Result<Vec<_>, _>>()?;
-    let body = match (args.body, args.body_file, file.body.clone(), file.body_file.clone().map(rel)) {
+    let body = match (
+        args.body,
+        args.body_file,
+        file.body.clone(),
+        file.body_file.clone().map(rel),
+    ) {
         (Some(b), _, _, _) => b.into_bytes(),
         (None, Some(p), _, _) => read_file("body file", &p)?,
         (None, None, Some(b), _) => b.into_bytes(),
@@ -230,14 +247,21 @@ pub fn resolve(args: RunArgs) -> Result<RunConfig, ConfigError> {
         _ => Vec::new(),
     };
     let requests = match (&url, &urls_file) {
-        (Some(u), _) => vec![RequestSpec::try_new(&method, u, headers.clone(), body.clone())?],
+        (Some(u), _) => vec![RequestSpec::try_new(
+            &method,
+            u,
+            headers.clone(),
+            body.clone(),
+        )?],
         (None, Some(path)) => {
-            let text = String::from_utf8(read_file("URL list", path)?).map_err(|_| ConfigError::UrlList {
-                path: path.clone(),
-                source: plan::UrlListError {
-                    line: 0,
-                    why: "the file is not UTF-8 text".into(),
-                },
+            let text = String::from_utf8(read_file("URL list", path)?).map_err(|_| {
+                ConfigError::UrlList {
+                    path: path.clone(),
+                    source: plan::UrlListError {
+                        line: 0,
+                        why: "the file is not UTF-8 text".into(),
+                    },
+                }
             })?;
             parse_url_list(&text)
                 .map_err(|source| ConfigError::UrlList {
@@ -251,12 +275,28 @@ pub fn resolve(args: RunArgs) -> Result<RunConfig, ConfigError> {
         (None, None) => return Err(PlanError::NoRequests.into()),
     };
 
-    let dur = |flag, arg: Option<String>, f: Option<StringOrSecs>| -> Result<Option<Duration>, ConfigError> {
-        arg.or(f.map(|v| v.text())).map(|v| parse_duration(flag, &v)).transpose()
+    let dur = |flag,
+               arg: Option<String>,
+               f: Option<StringOrSecs>|
+     -> Result<Option<Duration>, ConfigError> {
+        arg.or(f.map(|v| v.text()))
+            .map(|v| parse_duration(flag, &v))
+            .transpose()
     };
-    let timeout = dur("--timeout", args.timeout, file.timeout.clone())?.unwrap_or(Duration::from_secs(5));
-    let connect_timeout = dur("--connect-timeout", args.connect_timeout, file.connect_timeout.clone())?.unwrap_or(timeout);
-    let url_order = UrlOrder::parse(&args.urls_order.or(file.urls_order.clone()).unwrap_or_else(|| "round-robin".into()))?;
+    let timeout =
+        dur("--timeout", args.timeout, file.timeout.clone())?.unwrap_or(Duration::from_secs(5));
+    let connect_timeout = dur(
+        "--connect-timeout",
+        args.connect_timeout,
+        file.connect_timeout.clone(),
+    )?
+    .unwrap_or(timeout);
+    let url_order = UrlOrder::parse(
+        &args
+            .urls_order
+            .or(file.urls_order.clone())
+            .unwrap_or_else(|| "round-robin".into()),
+    )?;
     let workload = Workload::try_new(
         requests,
         url_order,
@@ -265,8 +305,18 @@ pub fn resolve(args: RunArgs) -> Result<RunConfig, ConfigError> {
         args.insecure || file.insecure.unwrap_or(false),
     )?;
 
-    let model = LoadModel::parse(&args.model.or(file.model.clone()).unwrap_or_else(|| "connections".into()))?;
-    let arrival = Arrival::parse(&args.arrival.or(file.arrival.clone()).unwrap_or_else(|| "uniform".into()))?;
+    let model = LoadModel::parse(
+        &args
+            .model
+            .or(file.model.clone())
+            .unwrap_or_else(|| "connections".into()),
+    )?;
+    let arrival = Arrival::parse(
+        &args
+            .arrival
+            .or(file.arrival.clone())
+            .unwrap_or_else(|| "uniform".into()),
+    )?;
     let explicit = args.steps.or(file.steps.clone());
     let low = args.low_rate.or(file.low_rate);
     let high = args.high_rate.or(file.high_rate);
@@ -278,7 +328,9 @@ pub fn resolve(args: RunArgs) -> Result<RunConfig, ConfigError> {
             ));
         }
         (Some(s), None, None, None) => s,
-        (None, Some(l), Some(h), s) => plan::ramp(l, h, s.unwrap_or(if l == h { 1.0 } else { h - l }))?,
+        (None, Some(l), Some(h), s) => {
+            plan::ramp(l, h, s.unwrap_or(if l == h { 1.0 } else { h - l }))?
+        }
         (None, Some(l), None, None) => vec![l],
         (None, None, None, None) => return Err(PlanError::NoSteps.into()),
         _ => {
@@ -288,17 +340,23 @@ pub fn resolve(args: RunArgs) -> Result<RunConfig, ConfigError> {
         }
     };
     let num_conn = args.num_conn.or(file.num_conn);
-    let step_duration = dur("--step-duration", args.step_duration, file.step_duration.clone())?;
+    let step_duration = dur(
+        "--step-duration",
+        args.step_duration,
+        file.step_duration.clone(),
+    )?;
     let limit = match (num_conn, step_duration) {
         (Some(_), Some(_)) => {
             return Err(ConfigError::Conflict(
                 "give --num-conn or --step-duration, not both: a step ends on one of them".into(),
             ));
         }
-        (Some(n), None) => StepLimit::Connections(NonZeroU64::new(n).ok_or(PlanError::NotPositive {
-            what: "--num-conn",
-            value: "0".into(),
-        })?),
+        (Some(n), None) => {
+            StepLimit::Connections(NonZeroU64::new(n).ok_or(PlanError::NotPositive {
+                what: "--num-conn",
+                value: "0".into(),
+            })?)
+        }
         (None, d) => StepLimit::Duration(d.unwrap_or(Duration::from_secs(10))),
     };
     let nz = |what: &'static str, v: u32| {
@@ -308,10 +366,26 @@ pub fn resolve(args: RunArgs) -> Result<RunConfig, ConfigError> {
         })
     };
     let num_call = nz("--num-call", args.num_call.or(file.num_call).unwrap_or(1))?;
-    let max_connections = nz("--max-connections", args.max_connections.or(file.max_connections).unwrap_or(1000))?;
-    let plan = Plan::try_new(model, steps, limit, num_call, max_connections, arrival, workload)?;
+    let max_connections = nz(
+        "--max-connections",
+        args.max_connections
+            .or(file.max_connections)
+            .unwrap_or(1000),
+    )?;
+    let plan = Plan::try_new(
+        model,
+        steps,
+        limit,
+        num_call,
+        max_connections,
+        arrival,
+        workload,
+    )?;
 
-    let threads = args.threads.or(file.threads).unwrap_or_else(agent::system::cores);
+    let threads = args
+        .threads
+        .or(file.threads)
+        .unwrap_or_else(agent::system::cores);
     if threads == 0 || threads > 1024 {
         return Err(PlanError::NotPositive {
             what: "--threads (1 to 1024)",
@@ -324,7 +398,10 @@ pub fn resolve(args: RunArgs) -> Result<RunConfig, ConfigError> {
         Some("csv") => Format::Csv,
         Some(other) => return Err(ConfigError::Format(other.to_string())),
     };
-    let out = args.out.or(file.out.clone().map(rel)).unwrap_or_else(default_out_dir);
+    let out = args
+        .out
+        .or(file.out.clone().map(rel))
+        .unwrap_or_else(default_out_dir);
     let host = plan.workload.origin().host.clone();
     let echo = echo(&plan, threads);
     Ok(RunConfig {
@@ -404,19 +481,42 @@ mod tests {
         let mut a = args("http://h/");
         a.low_rate = Some(50.0);
         a.high_rate = Some(10.0);
-        assert_eq!(resolve(a).unwrap_err().to_string(), "--low-rate (50) is above --high-rate (10)");
+        assert_eq!(
+            resolve(a).unwrap_err().to_string(),
+            "--low-rate (50) is above --high-rate (10)"
+        );
         let mut a = args("http://h/");
         a.steps = Some(vec![10.0, 0.0]);
-        assert!(resolve(a).unwrap_err().to_string().contains("must be a positive number, got 0"));
+        assert!(
+            resolve(a)
+                .unwrap_err()
+                .to_string()
+                .contains("must be a positive number, got 0")
+        );
         let mut a = args("http://h/");
         a.steps = Some(vec![1.0]);
         a.step_duration = Some("soon".into());
-        assert!(resolve(a).unwrap_err().to_string().contains("'soon' is not a duration"));
+        assert!(
+            resolve(a)
+                .unwrap_err()
+                .to_string()
+                .contains("'soon' is not a duration")
+        );
         let mut a = args("http://h/");
         a.steps = Some(vec![1.0]);
         a.model = Some("closed".into());
-        assert!(resolve(a).unwrap_err().to_string().contains("unknown load model 'closed'"));
-        assert!(resolve(args("http://h/")).unwrap_err().to_string().contains("no steps"));
+        assert!(
+            resolve(a)
+                .unwrap_err()
+                .to_string()
+                .contains("unknown load model 'closed'")
+        );
+        assert!(
+            resolve(args("http://h/"))
+                .unwrap_err()
+                .to_string()
+                .contains("no steps")
+        );
     }
 
     #[test]
@@ -449,8 +549,14 @@ mod tests {
     #[test]
     fn durations_parse_both_ways() {
         assert_eq!(parse_duration("x", "10s").unwrap(), Duration::from_secs(10));
-        assert_eq!(parse_duration("x", "2.5").unwrap(), Duration::from_millis(2500));
-        assert_eq!(parse_duration("x", "20ms").unwrap(), Duration::from_millis(20));
+        assert_eq!(
+            parse_duration("x", "2.5").unwrap(),
+            Duration::from_millis(2500)
+        );
+        assert_eq!(
+            parse_duration("x", "20ms").unwrap(),
+            Duration::from_millis(20)
+        );
         assert!(parse_duration("x", "0s").is_err());
         assert!(parse_duration("x", "-1").is_err());
     }

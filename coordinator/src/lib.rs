@@ -18,7 +18,7 @@ use crate::cli::Command;
 /// What a command ended with, as the process exit code: 0 all steps ran, 1 failed or aborted, 2 usage.
 pub async fn execute(command: Command, shutdown: CancellationToken) -> u8 {
     match command {
-        Command::Run(args) => match config::resolve(args) {
+        Command::Run(args) => match config::resolve(*args) {
             Ok(cfg) => finish(run::run(cfg, shutdown).await),
             Err(e) => {
                 eprintln!("stampede: {e}");
@@ -27,7 +27,12 @@ pub async fn execute(command: Command, shutdown: CancellationToken) -> u8 {
         },
         Command::Demo(args) => finish(demo::run(args, shutdown).await),
         Command::Serve(args) => {
-            let delay = match args.delay.as_deref().map(|d| config::parse_duration("--delay", d)).transpose() {
+            let delay = match args
+                .delay
+                .as_deref()
+                .map(|d| config::parse_duration("--delay", d))
+                .transpose()
+            {
                 Ok(d) => d.unwrap_or(Duration::ZERO),
                 Err(e) => {
                     eprintln!("stampede: {e}");
@@ -60,7 +65,10 @@ fn finish(outcome: Result<run::RunOutcome, run::RunError>) -> u8 {
             print!("{}", progress::table(&o.steps));
             println!("results: {}", o.dir.display());
             if o.aborted {
-                eprintln!("stampede: run aborted; finished steps are in {}", o.dir.display());
+                eprintln!(
+                    "stampede: run aborted; finished steps are in {}",
+                    o.dir.display()
+                );
                 1
             } else {
                 0

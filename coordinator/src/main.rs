@@ -9,16 +9,17 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     tracing_subscriber::fmt()
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("STAMPEDE_LOG").unwrap_or_else(|_| "warn".into()),
+            tracing_subscriber::EnvFilter::try_from_env("STAMPEDE_LOG")
+                .unwrap_or_else(|_| "warn".into()),
         )
         .with_writer(std::io::stderr)
         .init();
     agent::install_crypto_provider();
     let mut rt = tokio::runtime::Builder::new_multi_thread();
-    if let Command::Serve(s) = &cli.command {
-        if let Some(n) = s.threads {
-            rt.worker_threads(n.max(1));
-        }
+    if let Command::Serve(s) = &cli.command
+        && let Some(n) = s.threads
+    {
+        rt.worker_threads(n.max(1));
     }
     let rt = match rt.enable_all().build() {
         Ok(rt) => rt,

@@ -5,10 +5,10 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
-use hdrhistogram::serialization::interval_log::{IntervalLogWriterBuilder, Tag};
 use hdrhistogram::serialization::V2DeflateSerializer;
+use hdrhistogram::serialization::interval_log::{IntervalLogWriterBuilder, Tag};
 use shared::histogram::{self, Histogram};
-use shared::report::{table_header, table_row, StepResult, RUN_SCHEMA};
+use shared::report::{RUN_SCHEMA, StepResult, table_header, table_row};
 
 use crate::config::{ConfigError, RunConfig};
 
@@ -109,7 +109,12 @@ impl Output {
     }
 
     /// Appends the step to every output and makes it durable before the next step starts.
-    pub fn write_step(&mut self, r: &StepResult, started: SystemTime, hlog: &[HlogInterval]) -> Result<(), OutputError> {
+    pub fn write_step(
+        &mut self,
+        r: &StepResult,
+        started: SystemTime,
+        hlog: &[HlogInterval],
+    ) -> Result<(), OutputError> {
         let row = table_row(r).join(&self.separator.to_string());
         writeln!(self.table, "{row}").map_err(at(&self.table_path))?;
         self.table.sync_data().map_err(at(&self.table_path))?;
@@ -123,7 +128,9 @@ impl Output {
 
     pub fn finish(&mut self, status: &str) -> Result<(), OutputError> {
         self.doc["status"] = status.into();
-        self.doc["finished_at"] = humantime::format_rfc3339_millis(SystemTime::now()).to_string().into();
+        self.doc["finished_at"] = humantime::format_rfc3339_millis(SystemTime::now())
+            .to_string()
+            .into();
         self.write_json()
     }
 
@@ -138,13 +145,21 @@ impl Output {
         fs::rename(&tmp, &self.json_path).map_err(at(&self.json_path))
     }
 
-    fn write_hlog(&self, step: u32, started: SystemTime, intervals: &[HlogInterval]) -> Result<(), OutputError> {
+    fn write_hlog(
+        &self,
+        step: u32,
+        started: SystemTime,
+        intervals: &[HlogInterval],
+    ) -> Result<(), OutputError> {
         let path = self.dir.join("hlog").join(format!("step-{step:03}.hlog"));
         let mut buf = Vec::new();
         let mut serializer = V2DeflateSerializer::new();
         {
             let mut w = IntervalLogWriterBuilder::new()
-                .add_comment(&format!("stampede {} step {step}: latency in microseconds", shared::VERSION))
+                .add_comment(&format!(
+                    "stampede {} step {step}: latency in microseconds",
+                    shared::VERSION
+                ))
                 .add_comment("untagged lines: all agents merged; Tag= lines: one agent each")
                 .with_start_time(started)
                 .with_base_time(started)

@@ -22,7 +22,11 @@ pub struct Tick {
 }
 
 fn rate(v: f64) -> String {
-    if v >= 100.0 { format!("{v:.0}") } else { format!("{v:.1}") }
+    if v >= 100.0 {
+        format!("{v:.0}")
+    } else {
+        format!("{v:.1}")
+    }
 }
 
 impl Progress {
@@ -38,7 +42,9 @@ impl Progress {
         if self.quiet || !self.live {
             return;
         }
-        let demanded = t.demanded.map_or(format!("{} conns", t.value), |d| format!("{} req/s", rate(d)));
+        let demanded = t.demanded.map_or(format!("{} conns", t.value), |d| {
+            format!("{} req/s", rate(d))
+        });
         eprint!(
             "\r\x1b[2Kstep {}/{} {:>5.1}s  demanded {demanded}  sent {} req/s  replies {}/s  p99 {:.1} ms  errors {}",
             t.step + 1,
@@ -59,7 +65,11 @@ impl Progress {
         if self.live {
             eprint!("\r\x1b[2K");
         }
-        let demanded = r.demanded_rate.map_or(format!("{} conns", r.step_value), |d| format!("{} req/s", rate(d)));
+        let demanded = r
+            .demanded_rate
+            .map_or(format!("{} conns", r.step_value), |d| {
+                format!("{} req/s", rate(d))
+            });
         let errors: u64 = r.errors.0.iter().map(|(_, v)| v).sum();
         eprintln!(
             "step {}/{}  demanded {demanded}  sent {} req/s  replies {}/s  p99 {:.1} ms  errors {}  {}{}",
@@ -70,7 +80,11 @@ impl Progress {
             r.latency_ms.p99,
             errors,
             r.verdict.name(),
-            if r.reasons.is_empty() { String::new() } else { format!(": {}", r.reasons.join("; ")) }
+            if r.reasons.is_empty() {
+                String::new()
+            } else {
+                format!(": {}", r.reasons.join("; "))
+            }
         );
     }
 }
@@ -78,7 +92,18 @@ impl Progress {
 /// The end-of-run table for stdout.
 pub fn table(results: &[StepResult]) -> String {
     let head = [
-        "step", "demanded", "sent/s", "replies/s", "p50 ms", "p90 ms", "p99 ms", "max ms", "errors", "gen cpu", "lag p99", "verdict",
+        "step",
+        "demanded",
+        "sent/s",
+        "replies/s",
+        "p50 ms",
+        "p90 ms",
+        "p99 ms",
+        "max ms",
+        "errors",
+        "gen cpu",
+        "lag p99",
+        "verdict",
     ];
     let mut rows: Vec<Vec<String>> = vec![head.iter().map(|s| s.to_string()).collect()];
     for r in results {
@@ -105,14 +130,24 @@ pub fn table(results: &[StepResult]) -> String {
         let line: Vec<String> = row
             .iter()
             .enumerate()
-            .map(|(c, v)| if c == head.len() - 1 { v.clone() } else { format!("{v:>w$}", w = widths[c]) })
+            .map(|(c, v)| {
+                if c == head.len() - 1 {
+                    v.clone()
+                } else {
+                    format!("{v:>w$}", w = widths[c])
+                }
+            })
             .collect();
         out.push_str(line.join("  ").trim_end());
         out.push('\n');
     }
     for r in results {
         for reason in &r.reasons {
-            out.push_str(&format!("step {}: {}: {reason}\n", r.step + 1, r.verdict.name()));
+            out.push_str(&format!(
+                "step {}: {}: {reason}\n",
+                r.step + 1,
+                r.verdict.name()
+            ));
         }
         for note in &r.notes {
             out.push_str(&format!("step {}: note: {note}\n", r.step + 1));

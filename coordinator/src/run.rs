@@ -9,7 +9,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use agent::{Engine, Link};
 use proto::pb::agent_message::Kind as Up;
 use proto::pb::coordinator_message::Kind as Down;
-use proto::{pb, to_agent, PROTOCOL_VERSION};
+use proto::{PROTOCOL_VERSION, pb, to_agent};
 use shared::histogram;
 use shared::metrics::{Interval, Snapshot};
 use shared::report::{self, AgentInput, IntervalSample, StepInput, StepResult};
@@ -37,7 +37,11 @@ pub enum RunError {
     #[error("agent {agent} disconnected while {doing}")]
     Lost { agent: String, doing: String },
     #[error("agent {agent} did not answer within {secs} s while {doing}")]
-    Silent { agent: String, secs: u64, doing: String },
+    Silent {
+        agent: String,
+        secs: u64,
+        doing: String,
+    },
     #[error("agent {agent} sent an invalid message: {why}")]
     Protocol { agent: String, why: String },
     #[error("{0}")]
@@ -75,7 +79,8 @@ struct Fleet {
 }
 
 fn unix_ns(t: SystemTime) -> i64 {
-    t.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos() as i64)
+    t.duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as i64)
 }
 
 impl Fleet {
@@ -121,11 +126,13 @@ impl Fleet {
         let mut got: Vec<Option<Up>> = (0..self.agents.len()).map(|_| None).collect();
         let deadline = Instant::now() + ANSWER_TIMEOUT;
         while let Some(waiting) = got.iter().position(Option::is_none) {
-            let ev = tokio::time::timeout_at(deadline, self.events.recv()).await.map_err(|_| RunError::Silent {
-                agent: self.agents[waiting].name.clone(),
-                secs: ANSWER_TIMEOUT.as_secs(),
-                doing: doing.to_string(),
-            })?;
+            let ev = tokio::time::timeout_at(deadline, self.events.recv())
+                .await
+                .map_err(|_| RunError::Silent {
+                    agent: self.agents[waiting].name.clone(),
+                    secs: ANSWER_TIMEOUT.as_secs(),
+                    doing: doing.to_string(),
+                })?;
             let (i, msg) = ev.unwrap_or((waiting, None));
             let agent = self.agents[i].name.clone();
             match msg.and_then(|m| m.kind) {
@@ -135,7 +142,12 @@ impl Fleet {
                         doing: doing.to_string(),
                     });
                 }
-                Some(Up::Refusal(r)) => return Err(RunError::Refused { agent, message: r.message }),
+                Some(Up::Refusal(r)) => {
+                    return Err(RunError::Refused {
+                        agent,
+                        message: r.message,
+                    });
+                }
                 Some(Up::Pong(_)) => {}
                 Some(other) => got[i] = Some(other),
             }
@@ -206,7 +218,11 @@ pub async fn run(cfg: RunConfig, shutdown: CancellationToken) -> Result<RunOutco
     fleet.hello().await?;
     for i in 0..fleet.agents.len() {
         fleet
-            .send(i, Down::Configure((&cfg.plan.workload).into()), "configuring it")
+            .send(
+                i,
+                Down::Configure((&cfg.plan.workload).into()),
+                "configuring it",
+            )
             .await?;
     }
     fleet.expect_acks("configuring it").await?;
@@ -269,7 +285,9 @@ async fn run_step(
     let n = fleet.agents.len();
     let doing = format!("preparing step {}", index + 1);
     for i in 0..n {
-        fleet.send(i, Down::PrepareStep((&share).into()), &doing).await?;
+        fleet
+            .send(i, Down::PrepareStep((&share).into()), &doing)
+            .await?;
     }
     fleet.expect_acks(&doing).await?;
 
@@ -284,7 +302,8 @@ async fn run_step(
         fleet.send(i, Down::StartStep(start), &doing).await?;
     }
     let timeout = plan.workload.timeout;
-    let mut deadline = Instant::now() + START_LEAD + share.scheduled_duration() + timeout + STEP_GRACE;
+    let mut deadline =
+        Instant::now() + START_LEAD + share.scheduled_duration() + timeout + STEP_GRACE;
 
     let mut total = Snapshot::default();
     let mut per_agent: Vec<Snapshot> = vec![Snapshot::default(); n];
@@ -381,8 +400,11 @@ async fn run_step(
             threads: fleet.threads(i),
             wall: Duration::from_micros(reports[i].wall_us),
             total: &per_agent[i],
-            start_delay: (reports[i].first_send_unix_nanos > 0)
-                .then(|| Duration::from_nanos((reports[i].first_send_unix_nanos - start_unix_nanos).max(0) as u64)),
+            start_delay: (reports[i].first_send_unix_nanos > 0).then(|| {
+                Duration::from_nanos(
+                    (reports[i].first_send_unix_nanos - start_unix_nanos).max(0) as u64
+                )
+            }),
             lost: false,
         })
         .collect();

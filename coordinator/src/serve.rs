@@ -2,8 +2,8 @@
 //! knee), a stall switch for tests, and its own request counter at /_stampede/stats (not counted).
 use std::convert::Infallible;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -29,7 +29,10 @@ pub struct ServeConfig {
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
     #[error("cannot listen on {addr}: {source}")]
-    Bind { addr: SocketAddr, source: std::io::Error },
+    Bind {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
     #[error("--capacity must be a positive number, got {0}")]
     Capacity(f64),
 }
@@ -55,12 +58,17 @@ impl State {
         let now = self.now_ns();
         let claimed = self
             .next_slot_ns
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |next| Some(next.max(now) + gap))
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |next| {
+                Some(next.max(now) + gap)
+            })
             .unwrap_or(now);
         self.epoch + Duration::from_nanos(claimed.max(now))
     }
 
-    async fn handle(self: Arc<Self>, req: Request<Incoming>) -> Result<Response<Full<Bytes>>, Infallible> {
+    async fn handle(
+        self: Arc<Self>,
+        req: Request<Incoming>,
+    ) -> Result<Response<Full<Bytes>>, Infallible> {
         match req.uri().path() {
             "/_stampede/stats" => {
                 let body = format!(
@@ -95,16 +103,20 @@ impl State {
             tokio::time::sleep_until(self.epoch + Duration::from_nanos(stall)).await;
         }
         let mut resp = Response::new(Full::new(self.cfg.body.clone()));
-        resp.headers_mut()
-            .insert(hyper::header::CONTENT_TYPE, hyper::header::HeaderValue::from_static("text/plain"));
+        resp.headers_mut().insert(
+            hyper::header::CONTENT_TYPE,
+            hyper::header::HeaderValue::from_static("text/plain"),
+        );
         Ok(resp)
     }
 }
 
 fn json(body: String) -> Response<Full<Bytes>> {
     let mut resp = Response::new(Full::new(Bytes::from(body)));
-    resp.headers_mut()
-        .insert(hyper::header::CONTENT_TYPE, hyper::header::HeaderValue::from_static("application/json"));
+    resp.headers_mut().insert(
+        hyper::header::CONTENT_TYPE,
+        hyper::header::HeaderValue::from_static("application/json"),
+    );
     resp
 }
 
@@ -113,15 +125,15 @@ pub async fn start(
     cfg: ServeConfig,
     shutdown: CancellationToken,
 ) -> Result<(SocketAddr, tokio::task::JoinHandle<()>), ServeError> {
-    if let Some(c) = cfg.capacity {
-        if !(c.is_finite() && c > 0.0) {
-            return Err(ServeError::Capacity(c));
-        }
+    if let Some(c) = cfg.capacity.filter(|c| !(c.is_finite() && *c > 0.0)) {
+        return Err(ServeError::Capacity(c));
     }
-    let listener = TcpListener::bind(cfg.listen).await.map_err(|source| ServeError::Bind {
-        addr: cfg.listen,
-        source,
-    })?;
+    let listener = TcpListener::bind(cfg.listen)
+        .await
+        .map_err(|source| ServeError::Bind {
+            addr: cfg.listen,
+            source,
+        })?;
     let addr = listener.local_addr().map_err(|source| ServeError::Bind {
         addr: cfg.listen,
         source,
@@ -170,7 +182,8 @@ pub async fn run(cfg: ServeConfig, shutdown: CancellationToken) -> Result<(), Se
     eprintln!(
         "stampede serve: listening on http://{addr}/ (delay {:?}, capacity {}); stats at http://{addr}/_stampede/stats",
         cfg.delay,
-        cfg.capacity.map_or("unlimited".to_string(), |c| format!("{c} req/s"))
+        cfg.capacity
+            .map_or("unlimited".to_string(), |c| format!("{c} req/s"))
     );
     let _ = task.await;
     Ok(())

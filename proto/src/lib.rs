@@ -334,7 +334,12 @@ mod tests {
         assert!(matches!(StepShare::try_from(&p), Err(ConvertError::Limit)));
         p.num_conns = 0;
         p.rate = -1.0;
-        assert!(StepShare::try_from(&p).unwrap_err().to_string().contains("rate must be a positive"));
+        assert!(
+            StepShare::try_from(&p)
+                .unwrap_err()
+                .to_string()
+                .contains("rate must be a positive")
+        );
         p.rate = 1.0;
         p.model = 42;
         assert!(StepShare::try_from(&p).is_err());
@@ -369,6 +374,11 @@ mod tests {
             errors: vec![0; ErrorClass::COUNT],
             ..Default::default()
         };
-        assert!(Counters::try_from(&c).unwrap_err().to_string().contains("status counts has 2 entries"));
+        assert!(
+            Counters::try_from(&c)
+                .unwrap_err()
+                .to_string()
+                .contains("status counts has 2 entries")
+        );
     }
 }

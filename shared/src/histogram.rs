@@ -1,7 +1,7 @@
 //! Latency histograms: one shape everywhere (microseconds, 1 us to 1 h, 3 significant digits) so any two
 //! can be added, and the V2 codec they travel in.
-use hdrhistogram::serialization::{Deserializer, Serializer, V2Serializer};
 pub use hdrhistogram::Histogram;
+use hdrhistogram::serialization::{Deserializer, Serializer, V2Serializer};
 
 /// Highest trackable value: one hour in microseconds. Larger values saturate.
 pub const HIGHEST_US: u64 = 3_600_000_000;
@@ -10,7 +10,9 @@ pub const HIGHEST_US: u64 = 3_600_000_000;
 pub enum CodecError {
     #[error("histogram does not decode: {0}")]
     Decode(String),
-    #[error("histogram tracks values up to {found} us, more than the {HIGHEST_US} us stampede records")]
+    #[error(
+        "histogram tracks values up to {found} us, more than the {HIGHEST_US} us stampede records"
+    )]
     Range { found: u64 },
 }
 

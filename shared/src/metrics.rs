@@ -56,7 +56,10 @@ impl ErrorClass {
 
     /// True when the failure is the generator's own (its fds or ports), not the target's.
     pub fn is_generator_resource(self) -> bool {
-        matches!(self, ErrorClass::FdUnavailable | ErrorClass::AddrUnavailable)
+        matches!(
+            self,
+            ErrorClass::FdUnavailable | ErrorClass::AddrUnavailable
+        )
     }
 
     /// Classifies an OS error number seen while connecting, sending or receiving.

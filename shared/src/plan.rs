@@ -20,7 +20,13 @@ pub enum PlanError {
     #[error("--low-rate ({low}) is above --high-rate ({high})")]
     LowAboveHigh { low: f64, high: f64 },
     #[error("the ramp from {low} to {high} by {step} has {count} steps; at most {max} are allowed")]
-    TooManySteps { low: f64, high: f64, step: f64, count: u64, max: u64 },
+    TooManySteps {
+        low: f64,
+        high: f64,
+        step: f64,
+        count: u64,
+        max: u64,
+    },
     #[error("no steps: give --steps, or --low-rate/--high-rate/--rate-step")]
     NoSteps,
     #[error("the concurrency model takes whole connection counts; step {index} is {value}")]
@@ -30,7 +36,11 @@ pub enum PlanError {
     #[error("no request to send: give a URL or --urls FILE")]
     NoRequests,
     #[error("all URLs must share one origin ({first}); URL {index} is {other}")]
-    MixedOrigins { first: String, index: usize, other: String },
+    MixedOrigins {
+        first: String,
+        index: usize,
+        other: String,
+    },
     #[error("bad header '{0}': write it as 'Name: value'")]
     BadHeader(String),
     #[error("bad method '{0}': use a token such as GET or POST")]
@@ -178,18 +188,24 @@ impl Url {
             None => path,
         };
         if authority.contains('@') {
-            return Err(bad("user information in URLs is not supported; use -H 'Authorization: ...'"));
+            return Err(bad(
+                "user information in URLs is not supported; use -H 'Authorization: ...'",
+            ));
         }
         let default_port = match scheme {
             Scheme::Http => 80,
             Scheme::Https => 443,
         };
         let (host, port) = if let Some(v6) = authority.strip_prefix('[') {
-            let end = v6.find(']').ok_or_else(|| bad("an IPv6 host lacks its closing ']'"))?;
+            let end = v6
+                .find(']')
+                .ok_or_else(|| bad("an IPv6 host lacks its closing ']'"))?;
             let host = &v6[..end];
             let after = &v6[end + 1..];
             let port = match after.strip_prefix(':') {
-                Some(p) => parse_port(p).ok_or_else(|| bad("the port is not a number from 1 to 65535"))?,
+                Some(p) => {
+                    parse_port(p).ok_or_else(|| bad("the port is not a number from 1 to 65535"))?
+                }
                 None if after.is_empty() => default_port,
                 None => return Err(bad("unexpected text after the IPv6 host")),
             };
@@ -327,9 +343,12 @@ pub fn parse_url_list(text: &str) -> Result<Vec<(String, String)>, UrlListError>
             None => ("GET".to_string(), first.to_string()),
         };
         if words.next().is_some() {
-            return Err(err(format!("expected 'URL' or 'METHOD URL', found '{line}'")));
+            return Err(err(format!(
+                "expected 'URL' or 'METHOD URL', found '{line}'"
+            )));
         }
-        RequestSpec::try_new(&method, &url, Vec::new(), Vec::new()).map_err(|e| err(e.to_string()))?;
+        RequestSpec::try_new(&method, &url, Vec::new(), Vec::new())
+            .map_err(|e| err(e.to_string()))?;
         out.push((method, url));
     }
     if out.is_empty() {
@@ -371,7 +390,10 @@ impl Workload {
                 });
             }
         }
-        for (what, d) in [("--timeout", timeout), ("--connect-timeout", connect_timeout)] {
+        for (what, d) in [
+            ("--timeout", timeout),
+            ("--connect-timeout", connect_timeout),
+        ] {
             if d.is_zero() {
                 return Err(PlanError::NotPositive {
                     what,
@@ -444,18 +466,14 @@ impl StepShare {
             }
             _ => {}
         }
-        if let StepLimit::Connections(_) = limit {
-            if model != LoadModel::Connections {
-                return Err(PlanError::NumConnWithoutConnections(model.name()));
-            }
+        if matches!(limit, StepLimit::Connections(_)) && model != LoadModel::Connections {
+            return Err(PlanError::NumConnWithoutConnections(model.name()));
         }
-        if let StepLimit::Duration(d) = limit {
-            if d.is_zero() {
-                return Err(PlanError::NotPositive {
-                    what: "step duration",
-                    value: "0".into(),
-                });
-            }
+        if limit == StepLimit::Duration(Duration::ZERO) {
+            return Err(PlanError::NotPositive {
+                what: "step duration",
+                value: "0".into(),
+            });
         }
         Ok(StepShare {
             step,
@@ -568,7 +586,11 @@ impl Plan {
 
 /// autobench's ramp: low, low + step, ... up to and including high (within rounding).
 pub fn ramp(low: f64, high: f64, step: f64) -> Result<Vec<f64>, PlanError> {
-    for (what, v) in [("--low-rate", low), ("--high-rate", high), ("--rate-step", step)] {
+    for (what, v) in [
+        ("--low-rate", low),
+        ("--high-rate", high),
+        ("--rate-step", step),
+    ] {
         if !(v.is_finite() && v > 0.0) {
             return Err(PlanError::NotPositive {
                 what,
@@ -611,19 +633,36 @@ mod tests {
             ramp(50.0, 10.0, 5.0).unwrap_err().to_string(),
             "--low-rate (50) is above --high-rate (10)"
         );
-        assert!(ramp(0.0, 10.0, 1.0).unwrap_err().to_string().contains("--low-rate must be a positive"));
+        assert!(
+            ramp(0.0, 10.0, 1.0)
+                .unwrap_err()
+                .to_string()
+                .contains("--low-rate must be a positive")
+        );
         assert!(ramp(-1.0, 10.0, 1.0).is_err());
-        assert!(matches!(ramp(1.0, 1e9, 1.0), Err(PlanError::TooManySteps { .. })));
+        assert!(matches!(
+            ramp(1.0, 1e9, 1.0),
+            Err(PlanError::TooManySteps { .. })
+        ));
     }
 
     #[test]
     fn urls_parse_into_parts() {
         let u = Url::parse("http://127.0.0.1:8080/a/b?x=1").unwrap();
-        assert_eq!((u.host.as_str(), u.port, u.path.as_str()), ("127.0.0.1", 8080, "/a/b?x=1"));
+        assert_eq!(
+            (u.host.as_str(), u.port, u.path.as_str()),
+            ("127.0.0.1", 8080, "/a/b?x=1")
+        );
         let u = Url::parse("https://example.test").unwrap();
-        assert_eq!((u.port, u.path.as_str(), u.scheme), (443, "/", Scheme::Https));
+        assert_eq!(
+            (u.port, u.path.as_str(), u.scheme),
+            (443, "/", Scheme::Https)
+        );
         let u = Url::parse("http://[::1]:9/x").unwrap();
-        assert_eq!((u.host.as_str(), u.authority()), ("::1", "[::1]:9".to_string()));
+        assert_eq!(
+            (u.host.as_str(), u.authority()),
+            ("::1", "[::1]:9".to_string())
+        );
         let u = Url::parse("http://h?q=1#frag").unwrap();
         assert_eq!(u.path, "/?q=1");
     }
@@ -649,28 +688,59 @@ mod tests {
     #[test]
     fn url_list_names_the_bad_line() {
         let ok = parse_url_list("# c\nhttp://h/a\n\nPOST http://h/b\n").unwrap();
-        assert_eq!(ok, vec![("GET".into(), "http://h/a".into()), ("POST".into(), "http://h/b".into())]);
+        assert_eq!(
+            ok,
+            vec![
+                ("GET".into(), "http://h/a".into()),
+                ("POST".into(), "http://h/b".into())
+            ]
+        );
         let e = parse_url_list("http://h/a\nnot-a-url\n").unwrap_err();
         assert_eq!(e.line, 2);
-        assert!(e.to_string().starts_with("line 2: bad URL 'not-a-url'"), "{e}");
+        assert!(
+            e.to_string().starts_with("line 2: bad URL 'not-a-url'"),
+            "{e}"
+        );
         assert_eq!(parse_url_list("GET http://h/ extra\n").unwrap_err().line, 1);
-        assert!(parse_url_list("# nothing\n").unwrap_err().to_string().contains("no URL"));
+        assert!(
+            parse_url_list("# nothing\n")
+                .unwrap_err()
+                .to_string()
+                .contains("no URL")
+        );
     }
 
     #[test]
     fn mixed_origins_are_refused() {
         let a = RequestSpec::try_new("GET", "http://a:1/", vec![], vec![]).unwrap();
         let b = RequestSpec::try_new("GET", "http://b:1/", vec![], vec![]).unwrap();
-        let e = Workload::try_new(vec![a, b], UrlOrder::RoundRobin, Duration::from_secs(1), Duration::from_secs(1), false)
-            .unwrap_err();
+        let e = Workload::try_new(
+            vec![a, b],
+            UrlOrder::RoundRobin,
+            Duration::from_secs(1),
+            Duration::from_secs(1),
+            false,
+        )
+        .unwrap_err();
         assert!(e.to_string().contains("URL 2 is http://b:1"), "{e}");
     }
 
     #[test]
     fn headers_and_methods_are_checked() {
-        assert_eq!(parse_header("X-A: b c").unwrap(), ("X-A".into(), "b c".into()));
+        assert_eq!(
+            parse_header("X-A: b c").unwrap(),
+            ("X-A".into(), "b c".into())
+        );
         assert!(parse_header("nocolon").is_err());
         assert!(RequestSpec::try_new("GE T", "http://h/", vec![], vec![]).is_err());
-        assert!(RequestSpec::try_new("GET", "http://h/", vec![("X".into(), "a\r\nB: c".into())], vec![]).is_err());
+        assert!(
+            RequestSpec::try_new(
+                "GET",
+                "http://h/",
+                vec![("X".into(), "a\r\nB: c".into())],
+                vec![]
+            )
+            .is_err()
+        );
     }
 }

@@ -4,8 +4,8 @@ use std::time::Duration;
 
 use serde::ser::{Serialize, SerializeMap, Serializer};
 
-use crate::histogram::{us_to_ms, Histogram};
-use crate::metrics::{ErrorClass, Snapshot, STATUS_CLASSES};
+use crate::histogram::{Histogram, us_to_ms};
+use crate::metrics::{ErrorClass, STATUS_CLASSES, Snapshot};
 use crate::plan::LoadModel;
 use crate::verdict::{self, Facts, Verdict};
 
@@ -72,7 +72,10 @@ pub struct Counts(pub Vec<(&'static str, u64)>);
 
 impl Counts {
     pub fn get(&self, name: &str) -> u64 {
-        self.0.iter().find(|(n, _)| *n == name).map_or(0, |(_, v)| *v)
+        self.0
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map_or(0, |(_, v)| *v)
     }
 }
 
@@ -226,7 +229,11 @@ pub fn summarize(input: &StepInput<'_>) -> StepResult {
     let late = lag.count_between(1001, crate::histogram::HIGHEST_US);
     let generator = Generator {
         cpu_pct: busiest,
-        lag_p99_ms: if lag.is_empty() { 0.0 } else { us_to_ms(lag.value_at_quantile(0.99)) },
+        lag_p99_ms: if lag.is_empty() {
+            0.0
+        } else {
+            us_to_ms(lag.value_at_quantile(0.99))
+        },
         lag_max_ms: us_to_ms(lag.max()),
         late_1ms: late,
         waited: c.waited,
@@ -237,7 +244,12 @@ pub fn summarize(input: &StepInput<'_>) -> StepResult {
         },
         threads: input.agents.iter().map(|a| a.threads).sum(),
     };
-    let lost_agents = input.agents.iter().filter(|a| a.lost).map(|a| a.name.clone()).collect();
+    let lost_agents = input
+        .agents
+        .iter()
+        .filter(|a| a.lost)
+        .map(|a| a.name.clone())
+        .collect();
     let judgement = verdict::judge(&Facts {
         demanded_rate: input.demanded_rate,
         achieved_rate: achieved,
@@ -265,7 +277,12 @@ pub fn summarize(input: &StepInput<'_>) -> StepResult {
         bytes_out: c.bytes_out,
         net_io_kb_s: round3((c.bytes_in + c.bytes_out) as f64 / 1024.0 / secs),
         status: Counts(STATUS_CLASSES.iter().copied().zip(c.status).collect()),
-        errors: Counts(ErrorClass::ALL.iter().map(|e| (e.name(), c.error(*e))).collect()),
+        errors: Counts(
+            ErrorClass::ALL
+                .iter()
+                .map(|e| (e.name(), c.error(*e)))
+                .collect(),
+        ),
         errors_pct: if attempts == 0 {
             0.0
         } else {
@@ -287,11 +304,22 @@ pub fn summarize(input: &StepInput<'_>) -> StepResult {
 /// The table's header: autobench's columns first (with the host suffix), then stampede's.
 pub fn table_header(host: &str, model: LoadModel) -> Vec<String> {
     // The closed model has no demanded rate; its x axis is the connection count.
-    let first = if model == LoadModel::Concurrency { "connections" } else { "dem_req_rate" };
+    let first = if model == LoadModel::Concurrency {
+        "connections"
+    } else {
+        "dem_req_rate"
+    };
     let mut h = vec![first.to_string()];
     for col in [
-        "req_rate", "con_rate", "min_rep_rate", "avg_rep_rate", "max_rep_rate", "stddev_rep_rate", "resp_time",
-        "net_io", "errors",
+        "req_rate",
+        "con_rate",
+        "min_rep_rate",
+        "avg_rep_rate",
+        "max_rep_rate",
+        "stddev_rep_rate",
+        "resp_time",
+        "net_io",
+        "errors",
     ] {
         h.push(format!("{col}_{host}"));
     }
@@ -315,7 +343,11 @@ pub fn table_row(r: &StepResult) -> Vec<String> {
     let f = |v: f64| {
         let s = format!("{v:.3}");
         let s = s.trim_end_matches('0').trim_end_matches('.');
-        if s.is_empty() || s == "-0" { "0".to_string() } else { s.to_string() }
+        if s.is_empty() || s == "-0" {
+            "0".to_string()
+        } else {
+            s.to_string()
+        }
     };
     let mut row = vec![f(r.demanded_rate.unwrap_or(r.step_value))];
     for v in [
@@ -376,7 +408,10 @@ mod tests {
         let b = snapshot(100, &[3_000; 100]);
         let mut total = a.clone();
         total.add(&b);
-        let series = [IntervalSample { length: Duration::from_secs(1), replies: 100 }; 2];
+        let series = [IntervalSample {
+            length: Duration::from_secs(1),
+            replies: 100,
+        }; 2];
         let agent = |name: &str, s| AgentInput {
             name: name.to_string(),
             threads: 1,
@@ -398,7 +433,11 @@ mod tests {
         });
         assert_eq!(r.requests, 200);
         assert_eq!(r.achieved_request_rate, 100.0);
-        assert!((r.latency_ms.mean - 2.0).abs() < 0.002, "{}", r.latency_ms.mean);
+        assert!(
+            (r.latency_ms.mean - 2.0).abs() < 0.002,
+            "{}",
+            r.latency_ms.mean
+        );
         assert_eq!(r.net_io_kb_s, 100.0);
         assert_eq!(r.reply_rate.avg, 100.0);
         assert_eq!(r.verdict, Verdict::Valid);
@@ -416,8 +455,16 @@ mod tests {
         assert_eq!(
             &h[..10],
             &[
-                "dem_req_rate", "req_rate_web1", "con_rate_web1", "min_rep_rate_web1", "avg_rep_rate_web1",
-                "max_rep_rate_web1", "stddev_rep_rate_web1", "resp_time_web1", "net_io_web1", "errors_web1"
+                "dem_req_rate",
+                "req_rate_web1",
+                "con_rate_web1",
+                "min_rep_rate_web1",
+                "avg_rep_rate_web1",
+                "max_rep_rate_web1",
+                "stddev_rep_rate_web1",
+                "resp_time_web1",
+                "net_io_web1",
+                "errors_web1"
             ]
         );
         assert!(h.contains(&"err_addr_unavailable".to_string()));

@@ -99,11 +99,9 @@ impl Iterator for Schedule {
             }
         };
         let offset = Duration::from_secs_f64(offset);
-        if let Some(h) = self.horizon {
-            if offset >= h {
-                self.remaining = Some(0);
-                return None;
-            }
+        if self.horizon.is_some_and(|h| offset >= h) {
+            self.remaining = Some(0);
+            return None;
         }
         if let Some(r) = &mut self.remaining {
             *r -= 1;
@@ -130,16 +128,38 @@ mod tests {
     #[test]
     fn uniform_is_evenly_spaced_and_exact() {
         let offs: Vec<_> = Schedule::new(4.0, Arrival::Uniform, secs(1), Slice::WHOLE, 0).collect();
-        assert_eq!(offs, vec![0, 250, 500, 750].into_iter().map(Duration::from_millis).collect::<Vec<_>>());
+        assert_eq!(
+            offs,
+            vec![0, 250, 500, 750]
+                .into_iter()
+                .map(Duration::from_millis)
+                .collect::<Vec<_>>()
+        );
     }
 
     #[test]
     fn num_conn_limit_counts_arrivals() {
         let n = NonZeroU64::new(10).unwrap();
-        let offs: Vec<_> = Schedule::new(100.0, Arrival::Uniform, StepLimit::Connections(n), Slice::WHOLE, 0).collect();
+        let offs: Vec<_> = Schedule::new(
+            100.0,
+            Arrival::Uniform,
+            StepLimit::Connections(n),
+            Slice::WHOLE,
+            0,
+        )
+        .collect();
         assert_eq!(offs.len(), 10);
         let p: usize = (0..3)
-            .map(|i| Schedule::new(100.0, Arrival::Poisson, StepLimit::Connections(n), Slice::WHOLE.part(i, 3), 9).count())
+            .map(|i| {
+                Schedule::new(
+                    100.0,
+                    Arrival::Poisson,
+                    StepLimit::Connections(n),
+                    Slice::WHOLE.part(i, 3),
+                    9,
+                )
+                .count()
+            })
             .sum();
         assert_eq!(p, 10);
     }
@@ -147,7 +167,16 @@ mod tests {
     #[test]
     fn poisson_rate_is_close_to_requested() {
         let n: usize = (0..2)
-            .map(|i| Schedule::new(1000.0, Arrival::Poisson, secs(20), Slice::WHOLE.part(i, 2), 42).count())
+            .map(|i| {
+                Schedule::new(
+                    1000.0,
+                    Arrival::Poisson,
+                    secs(20),
+                    Slice::WHOLE.part(i, 2),
+                    42,
+                )
+                .count()
+            })
             .sum();
         assert!((19_000..21_000).contains(&n), "{n}");
     }

@@ -78,7 +78,10 @@ pub fn judge(f: &Facts) -> Judgement {
     }
     for (class, what) in [
         (ErrorClass::AddrUnavailable, "generator out of ports"),
-        (ErrorClass::FdUnavailable, "generator out of file descriptors"),
+        (
+            ErrorClass::FdUnavailable,
+            "generator out of file descriptors",
+        ),
     ] {
         let n = c.error(class);
         if n > 0 {
@@ -115,10 +118,16 @@ pub fn judge(f: &Facts) -> Judgement {
 
     if f.cpu_pct >= CPU_SATURATED_PCT {
         verdict.worsen(Verdict::Degraded);
-        reasons.push(format!("generator CPU {:.0}%: the load generator is saturated", f.cpu_pct));
+        reasons.push(format!(
+            "generator CPU {:.0}%: the load generator is saturated",
+            f.cpu_pct
+        ));
     } else if cpu_high {
         verdict.worsen(Verdict::Degraded);
-        reasons.push(format!("generator CPU {:.0}%: results may be limited by the generator", f.cpu_pct));
+        reasons.push(format!(
+            "generator CPU {:.0}%: results may be limited by the generator",
+            f.cpu_pct
+        ));
     }
     if lag_high {
         verdict.worsen(Verdict::Degraded);
@@ -150,7 +159,9 @@ pub fn judge(f: &Facts) -> Judgement {
     }
     let timeouts = c.error(ErrorClass::ClientTimeout);
     if timeouts > 0 {
-        notes.push(format!("{timeouts} requests got no reply within the timeout"));
+        notes.push(format!(
+            "{timeouts} requests got no reply within the timeout"
+        ));
     }
     Judgement {
         verdict,
@@ -164,9 +175,11 @@ mod tests {
     use super::*;
 
     fn healthy() -> Facts {
-        let mut counters = Counters::default();
-        counters.requests = 1000;
-        counters.replies = 1000;
+        let counters = Counters {
+            requests: 1000,
+            replies: 1000,
+            ..Counters::default()
+        };
         Facts {
             demanded_rate: Some(100.0),
             achieved_rate: 100.0,
@@ -190,7 +203,10 @@ mod tests {
         f.counters.errors[ErrorClass::AddrUnavailable.index()] = 412;
         let j = judge(&f);
         assert_eq!(j.verdict, Verdict::Invalid);
-        assert_eq!(j.reasons, vec!["412 addr-unavailable errors: generator out of ports"]);
+        assert_eq!(
+            j.reasons,
+            vec!["412 addr-unavailable errors: generator out of ports"]
+        );
     }
 
     #[test]
@@ -200,8 +216,16 @@ mod tests {
         f.achieved_rate = 91.0;
         let j = judge(&f);
         assert_eq!(j.verdict, Verdict::Invalid);
-        assert!(j.reasons[0].starts_with("generator CPU 97%"), "{:?}", j.reasons);
-        assert!(j.reasons[1].starts_with("achieved 91% of demanded"), "{:?}", j.reasons);
+        assert!(
+            j.reasons[0].starts_with("generator CPU 97%"),
+            "{:?}",
+            j.reasons
+        );
+        assert!(
+            j.reasons[1].starts_with("achieved 91% of demanded"),
+            "{:?}",
+            j.reasons
+        );
     }
 
     #[test]
@@ -211,7 +235,11 @@ mod tests {
         f.counters.waited = 50;
         let j = judge(&f);
         assert_eq!(j.verdict, Verdict::Valid);
-        assert!(j.notes[0].contains("the target did not keep up"), "{:?}", j.notes);
+        assert!(
+            j.notes[0].contains("the target did not keep up"),
+            "{:?}",
+            j.notes
+        );
     }
 
     #[test]
@@ -222,7 +250,11 @@ mod tests {
         f.achieved_rate = 0.0;
         let j = judge(&f);
         assert_eq!(j.verdict, Verdict::Invalid);
-        assert!(j.reasons[0].starts_with("no replies: 30 conn-refused"), "{:?}", j.reasons);
+        assert!(
+            j.reasons[0].starts_with("no replies: 30 conn-refused"),
+            "{:?}",
+            j.reasons
+        );
     }
 
     #[test]

@@ -27,12 +27,28 @@ pub fn bin(name: &str) -> PathBuf {
         // and make the outer and inner builds rebuild each other; build with the user's environment.
         cmd.env_clear();
         for (k, v) in std::env::vars_os() {
-            let keep = ["PATH", "HOME", "RUSTUP_HOME", "CARGO_HOME", "RUSTUP_TOOLCHAIN", "CARGO_TARGET_DIR", "TMPDIR"];
+            let keep = [
+                "PATH",
+                "HOME",
+                "RUSTUP_HOME",
+                "CARGO_HOME",
+                "RUSTUP_TOOLCHAIN",
+                "CARGO_TARGET_DIR",
+                "TMPDIR",
+            ];
             if k.to_str().is_some_and(|k| keep.contains(&k)) {
                 cmd.env(k, v);
             }
         }
-        cmd.args(["build", "--quiet", "--bins", "-p", "coordinator", "-p", "agent"]);
+        cmd.args([
+            "build",
+            "--quiet",
+            "--bins",
+            "-p",
+            "coordinator",
+            "-p",
+            "agent",
+        ]);
         if dir.file_name().is_some_and(|n| n == "release") {
             cmd.arg("--release");
         }
@@ -95,12 +111,19 @@ impl Drop for Target {
 
 /// A one-shot HTTP/1.1 GET on a fresh connection; returns the body.
 pub fn http_get(addr: SocketAddr, path: &str) -> String {
-    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(5)).expect("target reachable");
+    let mut s =
+        TcpStream::connect_timeout(&addr, Duration::from_secs(5)).expect("target reachable");
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    write!(s, "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").unwrap();
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
     let mut resp = String::new();
     s.read_to_string(&mut resp).expect("reply");
-    resp.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default()
+    resp.split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default()
 }
 
 /// Runs `stampede` to completion (bounded by the caller's plan) and returns its output.

@@ -1,14 +1,25 @@
 //! A ramp across the reference target's capacity: the steps past the knee show it, and the verdict
 //! does not blame the generator.
-use tests::{run_json, stampede, text, Target};
+use tests::{Target, run_json, stampede, text};
 
 #[test]
 fn ramp_across_capacity_shows_the_knee_without_blaming_the_generator() {
     let target = Target::start(&["--capacity", "300"]);
     let out = tempfile::tempdir().unwrap();
     let o = stampede(&[
-        "run", &target.url(), "--model", "requests", "--steps", "100,200,450,600", "--step-duration", "2s",
-        "--timeout", "3s", "--quiet", "--out", out.path().to_str().unwrap(),
+        "run",
+        &target.url(),
+        "--model",
+        "requests",
+        "--steps",
+        "100,200,450,600",
+        "--step-duration",
+        "2s",
+        "--timeout",
+        "3s",
+        "--quiet",
+        "--out",
+        out.path().to_str().unwrap(),
     ]);
     assert!(o.status.success(), "{}", text(&o.stderr));
     let run = run_json(out.path());
@@ -19,14 +30,29 @@ fn ramp_across_capacity_shows_the_knee_without_blaming_the_generator() {
     assert!(replies(1) > 190.0, "step 2 replies {}", replies(1));
     for i in [2, 3] {
         let demanded = steps[i]["demanded_rate"].as_f64().unwrap();
-        assert!(replies(i) < demanded * 0.9 || p99(i) > 10.0 * p99(0), "step {} shows no knee: {}", i + 1, steps[i]);
+        assert!(
+            replies(i) < demanded * 0.9 || p99(i) > 10.0 * p99(0),
+            "step {} shows no knee: {}",
+            i + 1,
+            steps[i]
+        );
         assert!(p99(i) > p99(1), "latency grows past the knee");
         assert_ne!(steps[i]["verdict"], "invalid", "{}", steps[i]);
         for reason in steps[i]["reasons"].as_array().unwrap() {
-            assert!(!reason.as_str().unwrap().contains("generator"), "blames the generator: {reason}");
+            assert!(
+                !reason.as_str().unwrap().contains("generator"),
+                "blames the generator: {reason}"
+            );
         }
     }
     // The table on stdout has a row per step.
     let stdout = text(&o.stdout);
-    assert!(stdout.lines().filter(|l| l.trim_start().starts_with(char::is_numeric)).count() >= 4, "{stdout}");
+    assert!(
+        stdout
+            .lines()
+            .filter(|l| l.trim_start().starts_with(char::is_numeric))
+            .count()
+            >= 4,
+        "{stdout}"
+    );
 }

@@ -5,26 +5,48 @@ fn refused(args: &[&str], message: &str) {
     let o = stampede(args);
     let err = text(&o.stderr);
     assert_eq!(o.status.code(), Some(2), "args {args:?}: {err}");
-    assert!(err.contains(message), "args {args:?}: expected '{message}' in: {err}");
+    assert!(
+        err.contains(message),
+        "args {args:?}: expected '{message}' in: {err}"
+    );
     assert!(!err.contains("panicked"), "{err}");
 }
 
 #[test]
 fn malformed_url() {
-    refused(&["run", "http://exa mple/", "--steps", "1"], "bad URL 'http://exa mple/'");
-    refused(&["run", "ftp://host/", "--steps", "1"], "must start with http:// or https://");
-    refused(&["run", "--url", "http://h:99999/", "--steps", "1"], "port is not a number");
+    refused(
+        &["run", "http://exa mple/", "--steps", "1"],
+        "bad URL 'http://exa mple/'",
+    );
+    refused(
+        &["run", "ftp://host/", "--steps", "1"],
+        "must start with http:// or https://",
+    );
+    refused(
+        &["run", "--url", "http://h:99999/", "--steps", "1"],
+        "port is not a number",
+    );
 }
 
 #[test]
 fn unreadable_files() {
-    refused(&["run", "/nonexistent/plan.toml"], "cannot read plan file /nonexistent/plan.toml");
+    refused(
+        &["run", "/nonexistent/plan.toml"],
+        "cannot read plan file /nonexistent/plan.toml",
+    );
     refused(
         &["run", "--urls", "/nonexistent/urls.txt", "--steps", "1"],
         "cannot read URL list /nonexistent/urls.txt",
     );
     refused(
-        &["run", "http://127.0.0.1:1/", "--body-file", "/nonexistent/body", "--steps", "1"],
+        &[
+            "run",
+            "http://127.0.0.1:1/",
+            "--body-file",
+            "/nonexistent/body",
+            "--steps",
+            "1",
+        ],
         "cannot read body file",
     );
 }
@@ -34,19 +56,46 @@ fn bad_url_list_names_the_line() {
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path().join("urls.txt");
     std::fs::write(&p, "http://127.0.0.1:1/a\n# comment\nPOST not-a-url\n").unwrap();
-    refused(&["run", "--urls", p.to_str().unwrap(), "--steps", "1"], "line 3: bad URL 'not-a-url'");
+    refused(
+        &["run", "--urls", p.to_str().unwrap(), "--steps", "1"],
+        "line 3: bad URL 'not-a-url'",
+    );
 }
 
 #[test]
 fn zero_negative_and_inverted_rates() {
-    refused(&["run", "http://127.0.0.1:1/", "--steps", "0"], "must be a positive number, got 0");
-    refused(&["run", "http://127.0.0.1:1/", "--steps=-5"], "must be a positive number, got -5");
     refused(
-        &["run", "http://127.0.0.1:1/", "--low-rate", "0", "--high-rate", "10", "--rate-step", "1"],
+        &["run", "http://127.0.0.1:1/", "--steps", "0"],
+        "must be a positive number, got 0",
+    );
+    refused(
+        &["run", "http://127.0.0.1:1/", "--steps=-5"],
+        "must be a positive number, got -5",
+    );
+    refused(
+        &[
+            "run",
+            "http://127.0.0.1:1/",
+            "--low-rate",
+            "0",
+            "--high-rate",
+            "10",
+            "--rate-step",
+            "1",
+        ],
         "--low-rate must be a positive number",
     );
     refused(
-        &["run", "http://127.0.0.1:1/", "--low_rate", "50", "--high_rate", "10", "--rate_step", "5"],
+        &[
+            "run",
+            "http://127.0.0.1:1/",
+            "--low_rate",
+            "50",
+            "--high_rate",
+            "10",
+            "--rate_step",
+            "5",
+        ],
         "--low-rate (50) is above --high-rate (10)",
     );
     refused(&["run", "http://127.0.0.1:1/"], "no steps");
@@ -54,11 +103,21 @@ fn zero_negative_and_inverted_rates() {
 
 #[test]
 fn unknown_flag_and_bad_plan_file() {
-    refused(&["run", "http://127.0.0.1:1/", "--rate", "5"], "unexpected argument '--rate'");
+    refused(
+        &["run", "http://127.0.0.1:1/", "--rate", "5"],
+        "unexpected argument '--rate'",
+    );
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path().join("plan.toml");
-    std::fs::write(&p, "url = \"http://127.0.0.1:1/\"\nsteps = [1]\nnum_calls = 3\n").unwrap();
-    refused(&["run", p.to_str().unwrap()], "line 3, column 1: unknown field `num_calls`");
+    std::fs::write(
+        &p,
+        "url = \"http://127.0.0.1:1/\"\nsteps = [1]\nnum_calls = 3\n",
+    )
+    .unwrap();
+    refused(
+        &["run", p.to_str().unwrap()],
+        "line 3, column 1: unknown field `num_calls`",
+    );
 }
 
 #[test]
@@ -68,7 +127,14 @@ fn unwritable_output_directory_is_refused_before_the_run() {
     std::fs::write(&file, "x").unwrap();
     let out = file.join("results");
     refused(
-        &["run", "http://127.0.0.1:1/", "--steps", "1", "--out", out.to_str().unwrap()],
+        &[
+            "run",
+            "http://127.0.0.1:1/",
+            "--steps",
+            "1",
+            "--out",
+            out.to_str().unwrap(),
+        ],
         "is not writable",
     );
 }
@@ -79,14 +145,25 @@ fn unreachable_target_is_a_result_not_a_crash() {
     let url = format!("http://127.0.0.1:{port}/");
     let out = tempfile::tempdir().unwrap();
     let o = stampede(&[
-        "run", &url, "--steps", "20,40", "--step-duration", "1s", "--quiet", "--out", out.path().to_str().unwrap(),
+        "run",
+        &url,
+        "--steps",
+        "20,40",
+        "--step-duration",
+        "1s",
+        "--quiet",
+        "--out",
+        out.path().to_str().unwrap(),
     ]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
     let run = run_json(out.path());
     for s in run["steps"].as_array().unwrap() {
         assert!(s["errors"]["conn-refused"].as_u64().unwrap() >= 19, "{s}");
         assert_eq!(s["verdict"], "invalid");
-        assert!(s["reasons"][0].as_str().unwrap().contains("conn-refused"), "{s}");
+        assert!(
+            s["reasons"][0].as_str().unwrap().contains("conn-refused"),
+            "{s}"
+        );
     }
     assert!(text(&o.stdout).contains("invalid"));
 }

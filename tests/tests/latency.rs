@@ -3,18 +3,29 @@
 use std::thread;
 use std::time::Duration;
 
-use tests::{http_get, run_json, stampede, text, Target};
+use tests::{Target, http_get, run_json, stampede, text};
 
 #[test]
 fn serve_delay_20ms_reports_p50_between_20_and_25_ms() {
     let target = Target::start(&["--delay", "20ms"]);
     let out = tempfile::tempdir().unwrap();
     let o = stampede(&[
-        "run", &target.url(), "--model", "requests", "--steps", "50", "--step-duration", "2s", "--quiet",
-        "--out", out.path().to_str().unwrap(),
+        "run",
+        &target.url(),
+        "--model",
+        "requests",
+        "--steps",
+        "50",
+        "--step-duration",
+        "2s",
+        "--quiet",
+        "--out",
+        out.path().to_str().unwrap(),
     ]);
     assert!(o.status.success(), "{}", text(&o.stderr));
-    let p50 = run_json(out.path())["steps"][0]["latency_ms"]["p50"].as_f64().unwrap();
+    let p50 = run_json(out.path())["steps"][0]["latency_ms"]["p50"]
+        .as_f64()
+        .unwrap();
     assert!((20.0..=25.0).contains(&p50), "p50 {p50} ms");
 }
 
@@ -29,8 +40,17 @@ fn coordinated_omission_stall_shows_in_p99() {
         http_get(addr, "/_stampede/stall?ms=500");
     });
     let o = stampede(&[
-        "run", &target.url(), "--model", "requests", "--steps", "200", "--step-duration", "3s", "--quiet",
-        "--out", out.path().to_str().unwrap(),
+        "run",
+        &target.url(),
+        "--model",
+        "requests",
+        "--steps",
+        "200",
+        "--step-duration",
+        "3s",
+        "--quiet",
+        "--out",
+        out.path().to_str().unwrap(),
     ]);
     staller.join().unwrap();
     assert!(o.status.success(), "{}", text(&o.stderr));

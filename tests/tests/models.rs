@@ -1,14 +1,25 @@
 //! A 3-step ramp of each load model against `stampede serve` on loopback: what the target counted equals
 //! what stampede reports, and open models achieve their demanded rate.
-use tests::{run_json, stampede, text, Target};
+use tests::{Target, run_json, stampede, text};
 
 fn ramp(model: &str, steps: &str, extra: &[&str]) -> (serde_json::Value, u64) {
     let target = Target::start(&[]);
     let out = tempfile::tempdir().unwrap();
     let url = target.url();
     let mut args = vec![
-        "run", &url, "--model", model, "--steps", steps, "--step-duration", "2s", "--threads", "2", "--quiet",
-        "--out", out.path().to_str().unwrap(),
+        "run",
+        &url,
+        "--model",
+        model,
+        "--steps",
+        steps,
+        "--step-duration",
+        "2s",
+        "--threads",
+        "2",
+        "--quiet",
+        "--out",
+        out.path().to_str().unwrap(),
     ];
     args.extend_from_slice(extra);
     let o = stampede(&args);
@@ -21,7 +32,10 @@ fn check_open(run: &serde_json::Value, counted: u64, per_request: f64) {
     let steps = run["steps"].as_array().unwrap();
     assert_eq!(steps.len(), 3);
     let reported: u64 = steps.iter().map(|s| s["requests"].as_u64().unwrap()).sum();
-    assert_eq!(reported, counted, "requests reported vs counted by the target");
+    assert_eq!(
+        reported, counted,
+        "requests reported vs counted by the target"
+    );
     for s in steps {
         let demanded = s["demanded_rate"].as_f64().unwrap();
         let achieved = s["achieved_request_rate"].as_f64().unwrap();
@@ -34,7 +48,10 @@ fn check_open(run: &serde_json::Value, counted: u64, per_request: f64) {
         assert_eq!(s["status"]["2xx"], s["requests"]);
         assert_eq!(s["errors_pct"].as_f64().unwrap(), 0.0);
         assert!(s["latency_ms"]["p50"].as_f64().unwrap() > 0.0);
-        assert!(s["bytes_in"].as_u64().unwrap() as f64 >= s["replies"].as_u64().unwrap() as f64 * per_request);
+        assert!(
+            s["bytes_in"].as_u64().unwrap() as f64
+                >= s["replies"].as_u64().unwrap() as f64 * per_request
+        );
         // Not `valid` alone: on a loaded 2-core box the generator may honestly report lag (degraded).
         assert_ne!(s["verdict"], "invalid", "{s}");
     }
@@ -45,7 +62,11 @@ fn connections_model_ramp_counts_match_the_target() {
     let (run, counted) = ramp("connections", "20,40,60", &["--num-call", "2"]);
     check_open(&run, counted, 100.0);
     let s0 = &run["steps"][0];
-    assert_eq!(s0["demanded_rate"].as_f64().unwrap(), 40.0, "rate x num_call");
+    assert_eq!(
+        s0["demanded_rate"].as_f64().unwrap(),
+        40.0,
+        "rate x num_call"
+    );
     assert!((s0["connection_rate"].as_f64().unwrap() - 20.0).abs() < 0.5);
     assert_eq!(run["schema"], "stampede.run/1");
 }
@@ -56,7 +77,10 @@ fn requests_model_ramp_counts_match_the_target() {
     check_open(&run, counted, 100.0);
     // A keep-alive pool: far fewer connections than requests.
     let s = &run["steps"][2];
-    assert!(s["connections"].as_u64().unwrap() < s["requests"].as_u64().unwrap() / 4, "{s}");
+    assert!(
+        s["connections"].as_u64().unwrap() < s["requests"].as_u64().unwrap() / 4,
+        "{s}"
+    );
 }
 
 #[test]
@@ -66,7 +90,10 @@ fn concurrency_model_ramp_counts_match_the_target() {
     let reported: u64 = steps.iter().map(|s| s["requests"].as_u64().unwrap()).sum();
     assert_eq!(reported, counted);
     for s in steps {
-        assert!(s["demanded_rate"].is_null(), "closed model has no demanded rate");
+        assert!(
+            s["demanded_rate"].is_null(),
+            "closed model has no demanded rate"
+        );
         assert!(s["requests"].as_u64().unwrap() > 100, "{s}");
         assert_eq!(s["replies"], s["requests"]);
     }

@@ -2,12 +2,19 @@
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use tests::{bin, run_json, stampede, text, Target};
+use tests::{Target, bin, run_json, stampede, text};
 
 #[test]
 fn demo_runs_past_the_knee_and_writes_everything() {
     let out = tempfile::tempdir().unwrap();
-    let o = stampede(&["demo", "--step-duration", "1s", "--quiet", "--out", out.path().to_str().unwrap()]);
+    let o = stampede(&[
+        "demo",
+        "--step-duration",
+        "1s",
+        "--quiet",
+        "--out",
+        out.path().to_str().unwrap(),
+    ]);
     assert!(o.status.success(), "{}", text(&o.stderr));
     let run = run_json(out.path());
     assert_eq!(run["status"], "completed");
@@ -29,8 +36,17 @@ fn demo_runs_past_the_knee_and_writes_everything() {
 fn interrupt_keeps_finished_steps_and_marks_the_partial_one_aborted() {
     let target = Target::start(&[]);
     let out = tempfile::tempdir().unwrap();
-    let mut child = Command::new(bin("stampede"))
-        .args(["run", &target.url(), "--model", "requests", "--steps", "50,50,50", "--step-duration", "2s"])
+    let child = Command::new(bin("stampede"))
+        .args([
+            "run",
+            &target.url(),
+            "--model",
+            "requests",
+            "--steps",
+            "50,50,50",
+            "--step-duration",
+            "2s",
+        ])
         .args(["--quiet", "--out", out.path().to_str().unwrap()])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -38,11 +54,17 @@ fn interrupt_keeps_finished_steps_and_marks_the_partial_one_aborted() {
         .unwrap();
     // Interrupt during the second step.
     std::thread::sleep(Duration::from_millis(3000));
-    let rc = unsafe { libc_kill(child.id() as i32, 2) };
-    assert_eq!(rc, 0);
+    let sent = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(sent.success());
     let began = Instant::now();
     let o = child.wait_with_output().unwrap();
-    assert!(began.elapsed() < Duration::from_secs(10), "the interrupt is obeyed promptly");
+    assert!(
+        began.elapsed() < Duration::from_secs(10),
+        "the interrupt is obeyed promptly"
+    );
     assert_eq!(o.status.code(), Some(1), "{}", text(&o.stderr));
     let run = run_json(out.path());
     assert_eq!(run["status"], "aborted");
@@ -54,9 +76,4 @@ fn interrupt_keeps_finished_steps_and_marks_the_partial_one_aborted() {
     // Everything that was sent, also in the aborted step, is reported.
     let reported: u64 = steps.iter().map(|s| s["requests"].as_u64().unwrap()).sum();
     assert_eq!(reported, target.requests());
-}
-
-unsafe extern "C" {
-    #[link_name = "kill"]
-    fn libc_kill(pid: i32, sig: i32) -> i32;
 }
