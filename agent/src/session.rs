@@ -117,11 +117,15 @@ pub async fn serve(
             msg = inbound.recv(), if !closing => match msg {
                 Some(m) => s.handle(m).await?,
                 None => {
-                    // The coordinator is gone: stop all load now.
-                    if let Some(r) = &s.running {
-                        r.cancel.cancel();
-                    }
-                    return Err(SessionError::Closed);
+                    // The coordinator is gone. Between steps that is a normal goodbye; during one,
+                    // all load stops now.
+                    return match &s.running {
+                        Some(r) => {
+                            r.cancel.cancel();
+                            Err(SessionError::Closed)
+                        }
+                        None => Ok(()),
+                    };
                 }
             },
             Some(rep) = next_report(&mut s.running) => s.on_report(rep).await?,
