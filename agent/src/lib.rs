@@ -1,6 +1,7 @@
 //! stampede's load agent: worker threads that send HTTP load on a schedule, measure it without locks,
 //! and report 1 s intervals over a control session that a coordinator drives.
 pub mod client;
+pub mod daemon;
 pub mod engine;
 pub mod recorder;
 pub mod session;

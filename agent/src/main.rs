@@ -1,1 +1,68 @@
-fn main() {}
+//! The `stampede-agent` binary: parse, set up logging and the runtime, serve coordinators until a signal.
+use std::net::SocketAddr;
+use std::process::ExitCode;
+
+use clap::Parser;
+use tokio_util::sync::CancellationToken;
+
+/// A stampede load agent: a coordinator connects, sends a plan step by step, and receives 1 s reports.
+#[derive(Debug, Parser)]
+#[command(name = "stampede-agent", version)]
+struct Args {
+    /// Address to listen on for a coordinator (loopback only until authentication is configured).
+    #[arg(long, default_value = "127.0.0.1:7700")]
+    listen: SocketAddr,
+    /// Worker threads (default: one per core).
+    #[arg(long)]
+    threads: Option<usize>,
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("STAMPEDE_LOG")
+                .unwrap_or_else(|_| "info".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    agent::install_crypto_provider();
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("stampede-agent: cannot start the runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let config = agent::daemon::DaemonConfig {
+        listen: args.listen,
+        threads: args.threads.unwrap_or_else(agent::system::cores).max(1),
+    };
+    let result = rt.block_on(async {
+        let shutdown = CancellationToken::new();
+        let on_signal = shutdown.clone();
+        tokio::spawn(async move {
+            let mut term =
+                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = async { match term.as_mut() { Some(t) => { t.recv().await; } None => std::future::pending().await } } => {}
+            }
+            on_signal.cancel();
+        });
+        agent::daemon::run(config, shutdown).await
+    });
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("stampede-agent: {e}");
+            ExitCode::from(match e {
+                agent::daemon::DaemonError::NotLoopback(_) => 2,
+                _ => 1,
+            })
+        }
+    }
+}

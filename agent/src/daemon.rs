@@ -1,0 +1,236 @@
+//! `stampede-agent --listen`: the control session served over gRPC. The stream is adapted to the same
+//! in-process channels the embedded agent uses, so a remote run takes exactly the local code path.
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use proto::pb;
+use proto::pb::agent_server::{Agent, AgentServer};
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::{ReceiverStream, TcpListenerStream};
+use tokio_util::sync::CancellationToken;
+use tonic::{Request, Response, Status, Streaming};
+
+use crate::engine::Engine;
+use crate::session::{self, LINK_CAPACITY};
+
+/// The largest control message accepted or sent. Interval reports are a few KiB; a plan with a long URL
+/// list is the largest message and still far below this.
+pub const MAX_MESSAGE_BYTES: usize = 16 * 1024 * 1024;
+
+#[derive(Debug, Clone)]
+pub struct DaemonConfig {
+    pub listen: SocketAddr,
+    pub threads: usize,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum DaemonError {
+    #[error(
+        "refusing to listen on {0}: without authentication an agent only listens on loopback \
+         (use --listen 127.0.0.1:PORT)"
+    )]
+    NotLoopback(SocketAddr),
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Engine(#[from] crate::engine::EngineError),
+    #[error("gRPC server failed: {0}")]
+    Serve(#[from] tonic::transport::Error),
+}
+
+struct Service {
+    engine: Arc<Engine>,
+    /// One coordinator at a time: a second one is refused, not interleaved.
+    busy: Arc<AtomicBool>,
+    shutdown: CancellationToken,
+}
+
+/// Clears the busy flag when a session ends, however it ends.
+struct Release(Arc<AtomicBool>);
+
+impl Drop for Release {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::Release);
+    }
+}
+
+#[tonic::async_trait]
+impl Agent for Service {
+    type ControlStream = ReceiverStream<Result<pb::AgentMessage, Status>>;
+
+    async fn control(
+        &self,
+        request: Request<Streaming<pb::CoordinatorMessage>>,
+    ) -> Result<Response<Self::ControlStream>, Status> {
+        if self.busy.swap(true, Ordering::AcqRel) {
+            return Err(Status::resource_exhausted(
+                "this agent is serving another coordinator",
+            ));
+        }
+        let release = Release(self.busy.clone());
+        let peer = request.remote_addr();
+        let mut inbound = request.into_inner();
+        let (down_tx, down_rx) = mpsc::channel(LINK_CAPACITY);
+        let (up_tx, mut up_rx) = mpsc::channel(LINK_CAPACITY);
+        let (out_tx, out_rx) = mpsc::channel(LINK_CAPACITY);
+        // Coordinator -> session. A broken or finished stream drops `down_tx`, which the session
+        // treats as the coordinator being gone.
+        tokio::spawn(async move {
+            while let Ok(Some(msg)) = inbound.message().await {
+                if down_tx.send(msg).await.is_err() {
+                    break;
+                }
+            }
+        });
+        // Session -> coordinator.
+        tokio::spawn(async move {
+            while let Some(msg) = up_rx.recv().await {
+                if out_tx.send(Ok(msg)).await.is_err() {
+                    break;
+                }
+            }
+        });
+        let engine = self.engine.clone();
+        let shutdown = self.shutdown.clone();
+        tokio::spawn(async move {
+            let _release = release;
+            match session::serve(engine, down_rx, up_tx, shutdown).await {
+                Ok(()) => tracing::info!(peer = ?peer, "Coordinator session ended"),
+                Err(e) => tracing::warn!(peer = ?peer, error = %e, "Coordinator session ended"),
+            }
+        });
+        Ok(Response::new(ReceiverStream::new(out_rx)))
+    }
+}
+
+/// Binds the listen address; split from [`serve`] so callers (and tests) learn the bound port.
+pub async fn bind(cfg: &DaemonConfig) -> Result<tokio::net::TcpListener, DaemonError> {
+    if !cfg.listen.ip().is_loopback() {
+        return Err(DaemonError::NotLoopback(cfg.listen));
+    }
+    tokio::net::TcpListener::bind(cfg.listen)
+        .await
+        .map_err(|source| DaemonError::Bind {
+            addr: cfg.listen,
+            source,
+        })
+}
+
+/// Serves coordinators until `shutdown`; a running step is drained (its final interval still sent).
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    threads: usize,
+    shutdown: CancellationToken,
+) -> Result<(), DaemonError> {
+    let engine = Arc::new(Engine::start(threads)?);
+    let service = Service {
+        engine,
+        busy: Arc::new(AtomicBool::new(false)),
+        shutdown: shutdown.clone(),
+    };
+    let server = AgentServer::new(service)
+        .max_decoding_message_size(MAX_MESSAGE_BYTES)
+        .max_encoding_message_size(MAX_MESSAGE_BYTES);
+    tonic::transport::Server::builder()
+        .add_service(server)
+        .serve_with_incoming_shutdown(TcpListenerStream::new(listener), shutdown.cancelled())
+        .await?;
+    Ok(())
+}
+
+/// `stampede-agent`'s library entry point.
+pub async fn run(cfg: DaemonConfig, shutdown: CancellationToken) -> Result<(), DaemonError> {
+    crate::system::raise_fd_limit();
+    let listener = bind(&cfg).await?;
+    let addr = listener.local_addr().map_err(|source| DaemonError::Bind {
+        addr: cfg.listen,
+        source,
+    })?;
+    eprintln!(
+        "stampede-agent: listening on {addr} with {} worker threads",
+        cfg.threads
+    );
+    serve(listener, cfg.threads, shutdown).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proto::pb::agent_client::AgentClient;
+    use proto::pb::agent_message::Kind as Up;
+    use proto::pb::coordinator_message::Kind as Down;
+
+    async fn start() -> (String, CancellationToken) {
+        let shutdown = CancellationToken::new();
+        let listener = bind(&DaemonConfig {
+            listen: "127.0.0.1:0".parse().unwrap(),
+            threads: 1,
+        })
+        .await
+        .unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(serve(listener, 1, shutdown.clone()));
+        (format!("http://{addr}"), shutdown)
+    }
+
+    async fn hello(endpoint: &str, version: u32) -> Result<Vec<pb::AgentMessage>, Status> {
+        let mut client = AgentClient::connect(endpoint.to_string()).await.unwrap();
+        let (tx, rx) = mpsc::channel(4);
+        tx.send(proto::to_agent(Down::Hello(pb::Hello {
+            protocol_version: version,
+            coordinator_version: "test".into(),
+            token: String::new(),
+        })))
+        .await
+        .unwrap();
+        let mut stream = client.control(ReceiverStream::new(rx)).await?.into_inner();
+        let first = stream.message().await?.expect("an answer");
+        drop(tx);
+        Ok(vec![first])
+    }
+
+    #[tokio::test]
+    async fn hello_over_grpc_reports_capabilities() {
+        let (endpoint, shutdown) = start().await;
+        let msgs = hello(&endpoint, proto::PROTOCOL_VERSION).await.unwrap();
+        let Some(Up::HelloReply(r)) = &msgs[0].kind else {
+            panic!("expected a hello reply, got {msgs:?}");
+        };
+        let caps = r.capabilities.as_ref().unwrap();
+        assert_eq!(caps.threads, 1);
+        assert!(caps.fd_limit > 0);
+        shutdown.cancel();
+    }
+
+    #[tokio::test]
+    async fn version_mismatch_is_refused_with_both_versions_named() {
+        let (endpoint, shutdown) = start().await;
+        let msgs = hello(&endpoint, 99).await.unwrap();
+        let Some(Up::Refusal(r)) = &msgs[0].kind else {
+            panic!("expected a refusal, got {msgs:?}");
+        };
+        assert_eq!(
+            r.message,
+            format!(
+                "coordinator speaks protocol version 99; this agent speaks {}",
+                proto::PROTOCOL_VERSION
+            )
+        );
+        shutdown.cancel();
+    }
+
+    #[tokio::test]
+    async fn non_loopback_listen_is_refused() {
+        let e = bind(&DaemonConfig {
+            listen: "0.0.0.0:0".parse().unwrap(),
+            threads: 1,
+        })
+        .await
+        .unwrap_err();
+        assert!(e.to_string().contains("only listens on loopback"), "{e}");
+    }
+}
