@@ -21,6 +21,8 @@ pub enum EngineError {
 
 impl Engine {
     pub fn start(threads: usize) -> Result<Engine, EngineError> {
+        // Before any connection: a default soft limit of 1024 would cap the load, not the target.
+        crate::system::raise_fd_limit();
         let mut jobs = Vec::with_capacity(threads);
         for index in 0..threads.max(1) {
             let (tx, mut rx) = mpsc::channel::<Job>(1);

@@ -46,6 +46,9 @@ pub enum Report {
     },
 }
 
+/// How long a closed-loop connection waits after the generator ran out of fds or ports.
+const RESOURCE_BACKOFF: Duration = Duration::from_millis(10);
+
 /// The interval length reported to the coordinator.
 pub const INTERVAL: Duration = Duration::from_secs(1);
 
@@ -99,14 +102,10 @@ impl Ctx {
         }
     }
 
-    async fn connect(&self) -> Option<Conn> {
-        match Conn::open(&self.target, &self.rec).await {
-            Ok(c) => Some(c),
-            Err(class) => {
-                self.rec.error(class);
-                None
-            }
-        }
+    async fn connect(&self) -> Result<Conn, ErrorClass> {
+        Conn::open(&self.target, &self.rec)
+            .await
+            .inspect_err(|class| self.rec.error(*class))
     }
 
     fn past_deadline(&self) -> bool {
@@ -299,7 +298,7 @@ async fn open_loop(
 
 /// The connections model: one connection per arrival, `calls` sequential requests, then close.
 async fn connection(ctx: &Ctx, intended: Instant, calls: u32) {
-    let Some(mut conn) = ctx.connect().await else {
+    let Ok(mut conn) = ctx.connect().await else {
         return;
     };
     for call in 0..calls {
@@ -327,8 +326,14 @@ async fn closed_loop(ctx: &Ctx) {
         let c = match conn.take() {
             Some(c) => c,
             None => match ctx.connect().await {
-                Some(c) => c,
-                None => {
+                Ok(c) => c,
+                Err(class) if class.is_generator_resource() => {
+                    // Out of fds or ports: they do not come back within microseconds, and retrying
+                    // at once would only count the same failure thousands of times.
+                    tokio::time::sleep(RESOURCE_BACKOFF).await;
+                    continue;
+                }
+                Err(_) => {
                     // Refused at once means a spin; yield so the ticker and drain still run.
                     tokio::task::yield_now().await;
                     continue;
@@ -413,8 +418,8 @@ impl Pool {
             let c = match conn.take() {
                 Some(c) => c,
                 None => match ctx.connect().await {
-                    Some(c) => c,
-                    None => continue,
+                    Ok(c) => c,
+                    Err(_) => continue,
                 },
             };
             conn = ctx.exchange(c, intended).await;

@@ -129,6 +129,9 @@ pub struct ServeArgs {
     /// Server threads (default: one per core).
     #[arg(long)]
     pub threads: Option<usize>,
+    /// Serve HTTPS with a self-signed certificate made at start (clients need --insecure).
+    #[arg(long)]
+    pub tls: bool,
 }
 
 #[derive(Debug, Args)]

@@ -20,6 +20,7 @@ pub async fn run(args: DemoArgs, shutdown: CancellationToken) -> Result<RunOutco
             delay: Duration::from_millis(1),
             capacity: Some(DEMO_CAPACITY),
             body: Bytes::from_static(b"I am a stupid HTTP server!\n"),
+            tls: false,
         },
         target_stop.clone(),
     )

@@ -44,6 +44,7 @@ pub async fn execute(command: Command, shutdown: CancellationToken) -> u8 {
                 delay,
                 capacity: args.capacity,
                 body: Bytes::from(args.body.into_bytes()),
+                tls: args.tls,
             };
             match serve::run(cfg, shutdown).await {
                 Ok(()) => 0,
@@ -51,7 +52,7 @@ pub async fn execute(command: Command, shutdown: CancellationToken) -> u8 {
                     eprintln!("stampede: {e}");
                     match e {
                         serve::ServeError::Capacity(_) => 2,
-                        serve::ServeError::Bind { .. } => 1,
+                        serve::ServeError::Bind { .. } | serve::ServeError::Tls(_) => 1,
                     }
                 }
             }

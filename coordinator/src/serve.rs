@@ -24,6 +24,8 @@ pub struct ServeConfig {
     /// Requests per second served at most; the rest wait their turn.
     pub capacity: Option<f64>,
     pub body: Bytes,
+    /// Serve HTTPS with a fresh self-signed certificate (clients need --insecure).
+    pub tls: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -35,6 +37,31 @@ pub enum ServeError {
     },
     #[error("--capacity must be a positive number, got {0}")]
     Capacity(f64),
+    #[error("cannot set up TLS: {0}")]
+    Tls(String),
+}
+
+/// A TLS acceptor with a certificate made at start for localhost, 127.0.0.1 and ::1.
+fn self_signed_acceptor() -> Result<tokio_rustls::TlsAcceptor, ServeError> {
+    let tls = |e: &dyn std::fmt::Display| ServeError::Tls(e.to_string());
+    let names = vec![
+        "localhost".to_string(),
+        "127.0.0.1".to_string(),
+        "::1".to_string(),
+    ];
+    let made = rcgen::generate_simple_self_signed(names).map_err(|e| tls(&e))?;
+    let key = rustls::pki_types::PrivateKeyDer::Pkcs8(rustls::pki_types::PrivatePkcs8KeyDer::from(
+        made.signing_key.serialize_der(),
+    ));
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| tls(&e))?
+        .with_no_client_auth()
+        .with_single_cert(vec![made.cert.der().clone()], key)
+        .map_err(|e| tls(&e))?;
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(tokio_rustls::TlsAcceptor::from(Arc::new(config)))
 }
 
 struct State {
@@ -138,6 +165,11 @@ pub async fn start(
         addr: cfg.listen,
         source,
     })?;
+    let acceptor = if cfg.tls {
+        Some(self_signed_acceptor()?)
+    } else {
+        None
+    };
     let state = Arc::new(State {
         cfg,
         epoch: Instant::now(),
@@ -163,11 +195,29 @@ pub async fn start(
             let _ = stream.set_nodelay(true);
             let state = state.clone();
             let shutdown = shutdown.clone();
+            let acceptor = acceptor.clone();
             tokio::spawn(async move {
                 let svc = service_fn(move |req| state.clone().handle(req));
-                let conn = http1::Builder::new().serve_connection(TokioIo::new(stream), svc);
+                let served = async {
+                    match acceptor {
+                        None => {
+                            let conn =
+                                http1::Builder::new().serve_connection(TokioIo::new(stream), svc);
+                            let _ = conn.await;
+                        }
+                        Some(acceptor) => {
+                            // A failed handshake (e.g. a client that refuses our certificate) just ends
+                            // this connection.
+                            if let Ok(tls) = acceptor.accept(stream).await {
+                                let conn =
+                                    http1::Builder::new().serve_connection(TokioIo::new(tls), svc);
+                                let _ = conn.await;
+                            }
+                        }
+                    }
+                };
                 tokio::select! {
-                    _ = conn => {}
+                    _ = served => {}
                     _ = shutdown.cancelled() => {}
                 }
             });
@@ -179,8 +229,9 @@ pub async fn start(
 /// `stampede serve`: serves until shutdown.
 pub async fn run(cfg: ServeConfig, shutdown: CancellationToken) -> Result<(), ServeError> {
     let (addr, task) = start(cfg.clone(), shutdown).await?;
+    let scheme = if cfg.tls { "https" } else { "http" };
     eprintln!(
-        "stampede serve: listening on http://{addr}/ (delay {:?}, capacity {}); stats at http://{addr}/_stampede/stats",
+        "stampede serve: listening on {scheme}://{addr}/ (delay {:?}, capacity {}); stats at {scheme}://{addr}/_stampede/stats",
         cfg.delay,
         cfg.capacity
             .map_or("unlimited".to_string(), |c| format!("{c} req/s"))

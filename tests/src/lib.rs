@@ -62,6 +62,7 @@ pub fn bin(name: &str) -> PathBuf {
 pub struct Target {
     child: Child,
     pub addr: SocketAddr,
+    tls: bool,
 }
 
 impl Target {
@@ -80,18 +81,20 @@ impl Target {
             .expect("serve prints where it listens")
             .expect("stderr is text");
         let addr = line
-            .split("http://")
+            .split("://")
             .nth(1)
             .and_then(|rest| rest.split('/').next())
             .and_then(|a| a.parse().ok())
             .unwrap_or_else(|| panic!("no address in serve's first line: {line}"));
         // Keep draining stderr so the server never blocks on a full pipe.
         std::thread::spawn(move || for _ in lines {});
-        Target { child, addr }
+        let tls = line.contains("https://");
+        Target { child, addr, tls }
     }
 
     pub fn url(&self) -> String {
-        format!("http://{}/", self.addr)
+        let scheme = if self.tls { "https" } else { "http" };
+        format!("{scheme}://{}/", self.addr)
     }
 
     /// The target's own count of requests served (its stats endpoint is not counted).

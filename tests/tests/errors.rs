@@ -167,3 +167,35 @@ fn unreachable_target_is_a_result_not_a_crash() {
     }
     assert!(text(&o.stdout).contains("invalid"));
 }
+
+#[test]
+fn generator_out_of_file_descriptors_is_named_and_not_blamed_on_the_target() {
+    let target = tests::Target::start(&[]);
+    let out = tempfile::tempdir().unwrap();
+    // A hard limit of 64 descriptors: 200 connections cannot all be opened.
+    let script = format!(
+        "ulimit -n 64 && exec {} run {} --model concurrency --steps 200 --step-duration 1s --threads 1 --quiet --out {}",
+        tests::bin("stampede").display(),
+        target.url(),
+        out.path().display()
+    );
+    let o = std::process::Command::new("sh")
+        .args(["-c", &script])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let step = &run_json(out.path())["steps"][0];
+    let fd = step["errors"]["fd-unavailable"].as_u64().unwrap();
+    assert!(fd > 0, "{step}");
+    assert_eq!(step["verdict"], "invalid");
+    assert!(
+        step["reasons"].as_array().unwrap().iter().any(|r| r
+            .as_str()
+            .unwrap()
+            .ends_with("fd-unavailable errors: generator out of file descriptors")),
+        "{step}"
+    );
+    // The target's own errors are not charged with the generator's failures.
+    assert_eq!(step["errors"]["conn-refused"], 0);
+    assert_eq!(step["errors"]["conn-reset"], 0);
+}
