@@ -1,0 +1,164 @@
+//! What goes on the wire: method, headers, body, the URL list in order, and autobench's num_conn steps.
+use tests::{Recorder, run_json, stampede, text};
+
+#[test]
+fn method_headers_and_body_are_sent_as_given() {
+    let server = Recorder::start();
+    let out = tempfile::tempdir().unwrap();
+    let url = format!("http://{}/api/items?x=1", server.addr);
+    let o = stampede(&[
+        "run",
+        &url,
+        "-m",
+        "POST",
+        "-H",
+        "Content-Type: application/json",
+        "-H",
+        "X-Trace: abc",
+        "--body",
+        r#"{"a":1}"#,
+        "--model",
+        "requests",
+        "--steps",
+        "20",
+        "--step-duration",
+        "1s",
+        "--quiet",
+        "--out",
+        out.path().to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let seen = server.seen();
+    assert_eq!(seen.len(), 20);
+    for r in &seen {
+        assert_eq!(
+            (r.method.as_str(), r.path.as_str()),
+            ("POST", "/api/items?x=1")
+        );
+        let h = |name: &str| {
+            r.headers
+                .iter()
+                .find(|(k, _)| k == name)
+                .map(|(_, v)| v.clone())
+        };
+        assert_eq!(h("content-type").as_deref(), Some("application/json"));
+        assert_eq!(h("x-trace").as_deref(), Some("abc"));
+        assert_eq!(h("host"), Some(server.addr.to_string()));
+        assert!(h("user-agent").unwrap().starts_with("stampede/"));
+        assert_eq!(r.body, br#"{"a":1}"#);
+    }
+    let step = &run_json(out.path())["steps"][0];
+    assert_eq!(step["requests"], 20);
+    assert!(step["bytes_out"].as_u64().unwrap() > 20 * 7, "{step}");
+}
+
+#[test]
+fn url_list_is_used_round_robin() {
+    let server = Recorder::start();
+    let dir = tempfile::tempdir().unwrap();
+    let list = dir.path().join("urls.txt");
+    std::fs::write(
+        &list,
+        format!(
+            "# three URLs\nhttp://{0}/a\nPOST http://{0}/b\n\nhttp://{0}/c\n",
+            server.addr
+        ),
+    )
+    .unwrap();
+    let o = stampede(&[
+        "run",
+        "--urls",
+        list.to_str().unwrap(),
+        "--model",
+        "concurrency",
+        "--steps",
+        "1",
+        "--step-duration",
+        "1s",
+        "--threads",
+        "1",
+        "--quiet",
+        "--out",
+        dir.path().join("out").to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let seen = server.seen();
+    assert!(seen.len() >= 9, "{}", seen.len());
+    for (i, r) in seen.iter().enumerate() {
+        let expected = [("GET", "/a"), ("POST", "/b"), ("GET", "/c")][i % 3];
+        assert_eq!(
+            (r.method.as_str(), r.path.as_str()),
+            expected,
+            "request {i}"
+        );
+    }
+}
+
+#[test]
+fn num_conn_ends_each_step_after_that_many_connections() {
+    let server = Recorder::start();
+    let out = tempfile::tempdir().unwrap();
+    let url = format!("http://{}/", server.addr);
+    let o = stampede(&[
+        "run",
+        &url,
+        "--num_conn",
+        "30",
+        "--num_call",
+        "3",
+        "--low_rate",
+        "20",
+        "--high_rate",
+        "40",
+        "--rate_step",
+        "20",
+        "--quiet",
+        "--out",
+        out.path().to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let run = run_json(out.path());
+    let steps = run["steps"].as_array().unwrap();
+    assert_eq!(steps.len(), 2);
+    for s in steps {
+        assert_eq!(s["connections"], 30, "{s}");
+        assert_eq!(s["requests"], 90, "{s}");
+    }
+    // 30 connections at 20/s is a 1.5 s step, at 40/s 0.75 s.
+    assert_eq!(steps[0]["duration_s"].as_f64().unwrap(), 1.5);
+    assert_eq!(steps[1]["duration_s"].as_f64().unwrap(), 0.75);
+    assert_eq!(server.seen().len(), 180);
+}
+
+#[test]
+fn poisson_arrivals_average_the_demanded_rate() {
+    let server = Recorder::start();
+    let out = tempfile::tempdir().unwrap();
+    let url = format!("http://{}/", server.addr);
+    let o = stampede(&[
+        "run",
+        &url,
+        "--model",
+        "requests",
+        "--arrival",
+        "poisson",
+        "--steps",
+        "400",
+        "--step-duration",
+        "3s",
+        "--seed",
+        "7",
+        "--quiet",
+        "--out",
+        out.path().to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let step = &run_json(out.path())["steps"][0];
+    let achieved = step["achieved_request_rate"].as_f64().unwrap();
+    // 1200 expected arrivals: a Poisson count is within 4 standard deviations (about 139) of it.
+    assert!((achieved - 400.0).abs() < 47.0, "achieved {achieved}");
+    assert_eq!(
+        server.seen().len() as u64,
+        step["requests"].as_u64().unwrap()
+    );
+}
