@@ -34,6 +34,14 @@ impl Recorder {
         self.with(|s| s.counters.record_error(class));
     }
 
+    /// A failure that kept a due request from being written at all.
+    pub fn unsent(&self, class: ErrorClass) {
+        self.with(|s| {
+            s.counters.record_error(class);
+            s.counters.unsent += 1;
+        });
+    }
+
     pub fn lag(&self, d: Duration) {
         self.with(|s| s.hist.lag.saturating_record(us(d)));
     }

@@ -105,7 +105,7 @@ impl Ctx {
     async fn connect(&self) -> Result<Conn, ErrorClass> {
         Conn::open(&self.target, &self.rec)
             .await
-            .inspect_err(|class| self.rec.error(*class))
+            .inspect_err(|class| self.rec.unsent(*class))
     }
 
     fn past_deadline(&self) -> bool {
@@ -412,7 +412,7 @@ impl Pool {
             ctx.rec.wait(queued.elapsed(), false);
             // Its reply could no longer arrive within the timeout of its intended send.
             if Instant::now() >= intended + ctx.target.timeout {
-                ctx.rec.error(ErrorClass::ClientTimeout);
+                ctx.rec.unsent(ErrorClass::ClientTimeout);
                 continue;
             }
             let c = match conn.take() {

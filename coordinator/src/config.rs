@@ -329,7 +329,8 @@ pub fn resolve(args: RunArgs) -> Result<RunConfig, ConfigError> {
         }
         (Some(s), None, None, None) => s,
         (None, Some(l), Some(h), s) => {
-            plan::ramp(l, h, s.unwrap_or(if l == h { 1.0 } else { h - l }))?
+            // Without a step, a ramp is just its two ends.
+            plan::ramp(l, h, s.unwrap_or(if l == h { 1.0 } else { (h - l).abs() }))?
         }
         (None, Some(l), None, None) => vec![l],
         (None, None, None, None) => return Err(PlanError::NoSteps.into()),

@@ -199,6 +199,7 @@ impl From<&Counters> for pb::Counters {
             status: c.status.to_vec(),
             errors: c.errors.to_vec(),
             waited: c.waited,
+            unsent: c.unsent,
         }
     }
 }
@@ -225,6 +226,7 @@ impl TryFrom<&pb::Counters> for Counters {
             bytes_in: c.bytes_in,
             bytes_out: c.bytes_out,
             waited: c.waited,
+            unsent: c.unsent,
             ..Counters::default()
         };
         out.status

@@ -102,6 +102,8 @@ pub struct Counters {
     pub errors: [u64; ErrorClass::COUNT],
     /// Arrivals that found no free connection and had to wait (requests model).
     pub waited: u64,
+    /// Requests that were due but never written: their connection failed, or they expired in the queue.
+    pub unsent: u64,
 }
 
 impl Counters {
@@ -118,6 +120,7 @@ impl Counters {
             *a += b;
         }
         self.waited += o.waited;
+        self.unsent += o.unsent;
     }
 
     pub fn error(&self, class: ErrorClass) -> u64 {
@@ -140,22 +143,9 @@ impl Counters {
         self.errors.iter().sum()
     }
 
-    /// Attempts: requests sent plus failures that kept a request from being sent (connect errors).
+    /// Attempts: requests sent plus requests that were due but could not be sent.
     pub fn attempts(&self) -> u64 {
-        self.requests.max(self.replies) + self.connect_phase_errors()
-    }
-
-    /// Errors that happen before any request is written: they stand for requests never sent.
-    pub fn connect_phase_errors(&self) -> u64 {
-        [
-            ErrorClass::ConnectTimeout,
-            ErrorClass::ConnRefused,
-            ErrorClass::FdUnavailable,
-            ErrorClass::AddrUnavailable,
-        ]
-        .iter()
-        .map(|c| self.error(*c))
-        .sum()
+        self.requests + self.unsent
     }
 }
 

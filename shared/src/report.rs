@@ -130,6 +130,8 @@ pub struct StepResult {
     pub requests: u64,
     pub replies: u64,
     pub connections: u64,
+    /// Requests that were due but never written (connect failed, or expired waiting for a connection).
+    pub unsent: u64,
     pub achieved_request_rate: f64,
     pub connection_rate: f64,
     pub reply_rate: RateStats,
@@ -138,7 +140,7 @@ pub struct StepResult {
     pub net_io_kb_s: f64,
     pub status: Counts,
     pub errors: Counts,
-    /// Errors as a percent of attempts (requests sent plus connections that never got to send).
+    /// Errors as a percent of attempts (requests sent plus requests due but never sent).
     pub errors_pct: f64,
     pub latency_ms: LatencyStats,
     pub connect_ms: LatencyStats,
@@ -270,6 +272,7 @@ pub fn summarize(input: &StepInput<'_>) -> StepResult {
         requests: c.requests,
         replies: c.replies,
         connections: c.connections,
+        unsent: c.unsent,
         achieved_request_rate: achieved,
         connection_rate: round3(c.connections as f64 / secs),
         reply_rate: RateStats::of(&series),

@@ -247,6 +247,7 @@ mod tests {
         let mut f = healthy();
         f.counters = Counters::default();
         f.counters.errors[ErrorClass::ConnRefused.index()] = 30;
+        f.counters.unsent = 30;
         f.achieved_rate = 0.0;
         let j = judge(&f);
         assert_eq!(j.verdict, Verdict::Invalid);
@@ -255,6 +256,19 @@ mod tests {
             "{:?}",
             j.reasons
         );
+    }
+
+    #[test]
+    fn failed_handshakes_with_nothing_sent_are_invalid() {
+        // Regression: TLS failures are `other` errors before any request; with no request sent the
+        // step once counted zero attempts and was judged valid.
+        let mut f = healthy();
+        f.counters = Counters::default();
+        f.counters.errors[ErrorClass::Other.index()] = 50;
+        f.counters.unsent = 50;
+        let j = judge(&f);
+        assert_eq!(j.verdict, Verdict::Invalid);
+        assert!(j.reasons[0].starts_with("no replies: 50 other errors"), "{:?}", j.reasons);
     }
 
     #[test]
