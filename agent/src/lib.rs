@@ -6,6 +6,7 @@ pub mod engine;
 pub mod recorder;
 pub mod session;
 pub mod system;
+pub mod timer;
 pub mod worker;
 
 pub use engine::Engine;

@@ -17,6 +17,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::client::{Conn, Target};
 use crate::recorder::Recorder;
+use crate::timer::Timer;
 
 /// A step as one worker runs it.
 pub struct Job {
@@ -279,11 +280,12 @@ async fn open_loop(
     mut dispatch: impl FnMut(Instant),
 ) {
     let schedule = Schedule::new(share.rate, share.arrival, share.limit, slice, share.seed);
+    let timer = Timer::new();
     for offset in schedule {
         let intended = start + offset;
         if Instant::now() < intended {
             tokio::select! {
-                _ = sleep_until(intended) => {}
+                _ = timer.sleep_until(intended) => {}
                 _ = ctx.cancel.cancelled() => return,
             }
         } else if ctx.cancel.is_cancelled() {

@@ -268,7 +268,11 @@ mod tests {
         f.counters.unsent = 50;
         let j = judge(&f);
         assert_eq!(j.verdict, Verdict::Invalid);
-        assert!(j.reasons[0].starts_with("no replies: 50 other errors"), "{:?}", j.reasons);
+        assert!(
+            j.reasons[0].starts_with("no replies: 50 other errors"),
+            "{:?}",
+            j.reasons
+        );
     }
 
     #[test]
