@@ -257,3 +257,43 @@ fn serve_recorded(conn: TcpStream, seen: &std::sync::Mutex<Vec<Seen>>) {
         }
     }
 }
+
+/// A finished `stampede run`: its run.json, its stdout, and the directory holding its files.
+pub struct Ran {
+    pub run: serde_json::Value,
+    pub stdout: String,
+    pub dir: tempfile::TempDir,
+}
+
+impl Ran {
+    pub fn step(&self, i: usize) -> &serde_json::Value {
+        &self.run["steps"][i]
+    }
+
+    pub fn steps(&self) -> &Vec<serde_json::Value> {
+        self.run["steps"].as_array().expect("steps is an array")
+    }
+}
+
+/// Runs `stampede run ARGS --quiet --out <fresh dir>`, asserts it succeeded, and reads what it wrote.
+pub fn run_ok(args: &[&str]) -> Ran {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut all = vec!["run"];
+    all.extend_from_slice(args);
+    all.extend_from_slice(&[
+        "--quiet",
+        "--out",
+        dir.path().to_str().expect("UTF-8 temp path"),
+    ]);
+    let o = stampede(&all);
+    assert!(
+        o.status.success(),
+        "stampede {all:?} failed: {}",
+        text(&o.stderr)
+    );
+    Ran {
+        run: run_json(dir.path()),
+        stdout: text(&o.stdout),
+        dir,
+    }
+}

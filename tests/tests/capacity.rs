@@ -1,13 +1,11 @@
 //! A ramp across the reference target's capacity: the steps past the knee show it, and the verdict
 //! does not blame the generator.
-use tests::{Target, run_json, stampede, text};
+use tests::{Target, run_ok};
 
 #[test]
 fn ramp_across_capacity_shows_the_knee_without_blaming_the_generator() {
     let target = Target::start(&["--capacity", "300"]);
-    let out = tempfile::tempdir().unwrap();
-    let o = stampede(&[
-        "run",
+    let ran = run_ok(&[
         &target.url(),
         "--model",
         "requests",
@@ -17,13 +15,8 @@ fn ramp_across_capacity_shows_the_knee_without_blaming_the_generator() {
         "2s",
         "--timeout",
         "3s",
-        "--quiet",
-        "--out",
-        out.path().to_str().unwrap(),
     ]);
-    assert!(o.status.success(), "{}", text(&o.stderr));
-    let run = run_json(out.path());
-    let steps = run["steps"].as_array().unwrap();
+    let steps = ran.steps();
     let p99 = |i: usize| steps[i]["latency_ms"]["p99"].as_f64().unwrap();
     let replies = |i: usize| steps[i]["reply_rate"]["avg"].as_f64().unwrap();
     // Under the knee the target keeps up; past it replies flatten near capacity and latency grows.
@@ -46,13 +39,10 @@ fn ramp_across_capacity_shows_the_knee_without_blaming_the_generator() {
         }
     }
     // The table on stdout has a row per step.
-    let stdout = text(&o.stdout);
-    assert!(
-        stdout
-            .lines()
-            .filter(|l| l.trim_start().starts_with(char::is_numeric))
-            .count()
-            >= 4,
-        "{stdout}"
-    );
+    let rows = ran
+        .stdout
+        .lines()
+        .filter(|l| l.trim_start().starts_with(char::is_numeric))
+        .count();
+    assert!(rows >= 4, "{}", ran.stdout);
 }

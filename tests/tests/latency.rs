@@ -3,14 +3,12 @@
 use std::thread;
 use std::time::Duration;
 
-use tests::{Target, http_get, run_json, stampede, text};
+use tests::{Target, http_get, run_ok};
 
 #[test]
 fn serve_delay_20ms_reports_p50_between_20_and_25_ms() {
     let target = Target::start(&["--delay", "20ms"]);
-    let out = tempfile::tempdir().unwrap();
-    let o = stampede(&[
-        "run",
+    let ran = run_ok(&[
         &target.url(),
         "--model",
         "requests",
@@ -18,29 +16,21 @@ fn serve_delay_20ms_reports_p50_between_20_and_25_ms() {
         "50",
         "--step-duration",
         "2s",
-        "--quiet",
-        "--out",
-        out.path().to_str().unwrap(),
     ]);
-    assert!(o.status.success(), "{}", text(&o.stderr));
-    let p50 = run_json(out.path())["steps"][0]["latency_ms"]["p50"]
-        .as_f64()
-        .unwrap();
+    let p50 = ran.step(0)["latency_ms"]["p50"].as_f64().unwrap();
     assert!((20.0..=25.0).contains(&p50), "p50 {p50} ms");
 }
 
 #[test]
 fn coordinated_omission_stall_shows_in_p99() {
     let target = Target::start(&[]);
-    let out = tempfile::tempdir().unwrap();
     let addr = target.addr;
     // Stall the target for 500 ms, one second into the step.
     let staller = thread::spawn(move || {
         thread::sleep(Duration::from_millis(1100));
         http_get(addr, "/_stampede/stall?ms=500");
     });
-    let o = stampede(&[
-        "run",
+    let ran = run_ok(&[
         &target.url(),
         "--model",
         "requests",
@@ -48,13 +38,9 @@ fn coordinated_omission_stall_shows_in_p99() {
         "200",
         "--step-duration",
         "3s",
-        "--quiet",
-        "--out",
-        out.path().to_str().unwrap(),
     ]);
     staller.join().unwrap();
-    assert!(o.status.success(), "{}", text(&o.stderr));
-    let step = &run_json(out.path())["steps"][0];
+    let step = ran.step(0);
     let p99 = step["latency_ms"]["p99"].as_f64().unwrap();
     assert!(p99 >= 400.0, "p99 {p99} ms hides the 500 ms stall: {step}");
     // The generator kept its schedule through the stall: achieved is still the demanded rate.

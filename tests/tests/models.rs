@@ -1,14 +1,12 @@
 //! A 3-step ramp of each load model against `stampede serve` on loopback: what the target counted equals
 //! what stampede reports, and open models achieve their demanded rate.
-use tests::{Target, run_json, stampede, text};
+use tests::{Ran, Target, run_ok};
 
-fn ramp(model: &str, steps: &str, extra: &[&str]) -> (serde_json::Value, u64) {
+fn ramp(model: &str, steps: &str, extra: &[&str]) -> (Ran, u64) {
     let target = Target::start(&[]);
-    let out = tempfile::tempdir().unwrap();
     let url = target.url();
     let mut args = vec![
-        "run",
-        &url,
+        url.as_str(),
         "--model",
         model,
         "--steps",
@@ -17,19 +15,14 @@ fn ramp(model: &str, steps: &str, extra: &[&str]) -> (serde_json::Value, u64) {
         "2s",
         "--threads",
         "2",
-        "--quiet",
-        "--out",
-        out.path().to_str().unwrap(),
     ];
     args.extend_from_slice(extra);
-    let o = stampede(&args);
-    assert!(o.status.success(), "stampede failed: {}", text(&o.stderr));
-    let run = run_json(out.path());
-    (run, target.requests())
+    let ran = run_ok(&args);
+    (ran, target.requests())
 }
 
-fn check_open(run: &serde_json::Value, counted: u64, per_request: f64) {
-    let steps = run["steps"].as_array().unwrap();
+fn check_open(ran: &Ran, counted: u64, per_request: f64) {
+    let steps = ran.steps();
     assert_eq!(steps.len(), 3);
     let reported: u64 = steps.iter().map(|s| s["requests"].as_u64().unwrap()).sum();
     assert_eq!(
@@ -59,24 +52,24 @@ fn check_open(run: &serde_json::Value, counted: u64, per_request: f64) {
 
 #[test]
 fn connections_model_ramp_counts_match_the_target() {
-    let (run, counted) = ramp("connections", "20,40,60", &["--num-call", "2"]);
-    check_open(&run, counted, 100.0);
-    let s0 = &run["steps"][0];
+    let (ran, counted) = ramp("connections", "20,40,60", &["--num-call", "2"]);
+    check_open(&ran, counted, 100.0);
+    let s0 = ran.step(0);
     assert_eq!(
         s0["demanded_rate"].as_f64().unwrap(),
         40.0,
         "rate x num_call"
     );
     assert!((s0["connection_rate"].as_f64().unwrap() - 20.0).abs() < 0.5);
-    assert_eq!(run["schema"], "stampede.run/1");
+    assert_eq!(ran.run["schema"], "stampede.run/1");
 }
 
 #[test]
 fn requests_model_ramp_counts_match_the_target() {
-    let (run, counted) = ramp("requests", "50,100,200", &[]);
-    check_open(&run, counted, 100.0);
+    let (ran, counted) = ramp("requests", "50,100,200", &[]);
+    check_open(&ran, counted, 100.0);
     // A keep-alive pool: far fewer connections than requests.
-    let s = &run["steps"][2];
+    let s = ran.step(2);
     assert!(
         s["connections"].as_u64().unwrap() < s["requests"].as_u64().unwrap() / 4,
         "{s}"
@@ -85,11 +78,14 @@ fn requests_model_ramp_counts_match_the_target() {
 
 #[test]
 fn concurrency_model_ramp_counts_match_the_target() {
-    let (run, counted) = ramp("concurrency", "1,2,4", &[]);
-    let steps = run["steps"].as_array().unwrap();
-    let reported: u64 = steps.iter().map(|s| s["requests"].as_u64().unwrap()).sum();
+    let (ran, counted) = ramp("concurrency", "1,2,4", &[]);
+    let reported: u64 = ran
+        .steps()
+        .iter()
+        .map(|s| s["requests"].as_u64().unwrap())
+        .sum();
     assert_eq!(reported, counted);
-    for s in steps {
+    for s in ran.steps() {
         assert!(
             s["demanded_rate"].is_null(),
             "closed model has no demanded rate"

@@ -1,13 +1,11 @@
 //! What goes on the wire: method, headers, body, the URL list in order, and autobench's num_conn steps.
-use tests::{Recorder, run_json, stampede, text};
+use tests::{Recorder, run_ok};
 
 #[test]
 fn method_headers_and_body_are_sent_as_given() {
     let server = Recorder::start();
-    let out = tempfile::tempdir().unwrap();
     let url = format!("http://{}/api/items?x=1", server.addr);
-    let o = stampede(&[
-        "run",
+    let ran = run_ok(&[
         &url,
         "-m",
         "POST",
@@ -23,11 +21,7 @@ fn method_headers_and_body_are_sent_as_given() {
         "20",
         "--step-duration",
         "1s",
-        "--quiet",
-        "--out",
-        out.path().to_str().unwrap(),
     ]);
-    assert!(o.status.success(), "{}", text(&o.stderr));
     let seen = server.seen();
     assert_eq!(seen.len(), 20);
     for r in &seen {
@@ -47,7 +41,7 @@ fn method_headers_and_body_are_sent_as_given() {
         assert!(h("user-agent").unwrap().starts_with("stampede/"));
         assert_eq!(r.body, br#"{"a":1}"#);
     }
-    let step = &run_json(out.path())["steps"][0];
+    let step = ran.step(0);
     assert_eq!(step["requests"], 20);
     assert!(step["bytes_out"].as_u64().unwrap() > 20 * 7, "{step}");
 }
@@ -65,8 +59,7 @@ fn url_list_is_used_round_robin() {
         ),
     )
     .unwrap();
-    let o = stampede(&[
-        "run",
+    run_ok(&[
         "--urls",
         list.to_str().unwrap(),
         "--model",
@@ -77,11 +70,7 @@ fn url_list_is_used_round_robin() {
         "1s",
         "--threads",
         "1",
-        "--quiet",
-        "--out",
-        dir.path().join("out").to_str().unwrap(),
     ]);
-    assert!(o.status.success(), "{}", text(&o.stderr));
     let seen = server.seen();
     assert!(seen.len() >= 9, "{}", seen.len());
     for (i, r) in seen.iter().enumerate() {
@@ -97,10 +86,8 @@ fn url_list_is_used_round_robin() {
 #[test]
 fn num_conn_ends_each_step_after_that_many_connections() {
     let server = Recorder::start();
-    let out = tempfile::tempdir().unwrap();
     let url = format!("http://{}/", server.addr);
-    let o = stampede(&[
-        "run",
+    let ran = run_ok(&[
         &url,
         "--num_conn",
         "30",
@@ -112,13 +99,8 @@ fn num_conn_ends_each_step_after_that_many_connections() {
         "40",
         "--rate_step",
         "20",
-        "--quiet",
-        "--out",
-        out.path().to_str().unwrap(),
     ]);
-    assert!(o.status.success(), "{}", text(&o.stderr));
-    let run = run_json(out.path());
-    let steps = run["steps"].as_array().unwrap();
+    let steps = ran.steps();
     assert_eq!(steps.len(), 2);
     for s in steps {
         assert_eq!(s["connections"], 30, "{s}");
@@ -133,10 +115,8 @@ fn num_conn_ends_each_step_after_that_many_connections() {
 #[test]
 fn poisson_arrivals_average_the_demanded_rate() {
     let server = Recorder::start();
-    let out = tempfile::tempdir().unwrap();
     let url = format!("http://{}/", server.addr);
-    let o = stampede(&[
-        "run",
+    let ran = run_ok(&[
         &url,
         "--model",
         "requests",
@@ -148,12 +128,8 @@ fn poisson_arrivals_average_the_demanded_rate() {
         "3s",
         "--seed",
         "7",
-        "--quiet",
-        "--out",
-        out.path().to_str().unwrap(),
     ]);
-    assert!(o.status.success(), "{}", text(&o.stderr));
-    let step = &run_json(out.path())["steps"][0];
+    let step = ran.step(0);
     let achieved = step["achieved_request_rate"].as_f64().unwrap();
     // 1200 expected arrivals: a Poisson count is within 4 standard deviations (about 139) of it.
     assert!((achieved - 400.0).abs() < 47.0, "achieved {achieved}");

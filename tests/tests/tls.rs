@@ -1,33 +1,26 @@
 //! HTTPS targets: rustls on the client, the reference target's self-signed certificate on the server.
-use tests::{Target, run_json, stampede, text};
+use tests::{Target, run_ok};
 
-fn run(target: &Target, extra: &[&str]) -> serde_json::Value {
-    let out = tempfile::tempdir().unwrap();
+fn step(target: &Target, extra: &[&str]) -> serde_json::Value {
     let url = target.url();
     let mut args = vec![
-        "run",
-        &url,
+        url.as_str(),
         "--model",
         "requests",
         "--steps",
         "50",
         "--step-duration",
         "1s",
-        "--quiet",
-        "--out",
-        out.path().to_str().unwrap(),
     ];
     args.extend_from_slice(extra);
-    let o = stampede(&args);
-    assert!(o.status.success(), "{}", text(&o.stderr));
-    run_json(out.path())["steps"][0].clone()
+    run_ok(&args).step(0).clone()
 }
 
 #[test]
 fn https_target_with_insecure_gets_replies() {
     let target = Target::start(&["--tls"]);
     assert!(target.url().starts_with("https://"));
-    let step = run(&target, &["--insecure"]);
+    let step = step(&target, &["--insecure"]);
     assert_eq!(step["requests"].as_u64().unwrap(), 50, "{step}");
     assert_eq!(step["replies"], step["requests"]);
     assert_eq!(step["status"]["2xx"], step["requests"]);
@@ -38,8 +31,9 @@ fn https_target_with_insecure_gets_replies() {
 #[test]
 fn https_target_with_an_untrusted_certificate_fails_as_errors() {
     let target = Target::start(&["--tls"]);
-    let step = run(&target, &[]);
+    let step = step(&target, &[]);
     assert_eq!(step["replies"], 0, "{step}");
     assert!(step["errors"]["other"].as_u64().unwrap() >= 50, "{step}");
+    assert_eq!(step["unsent"], step["errors"]["other"]);
     assert_eq!(step["verdict"], "invalid");
 }
