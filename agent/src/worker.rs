@@ -10,7 +10,7 @@ use std::time::Duration;
 use shared::metrics::{ErrorClass, Snapshot};
 use shared::plan::{LoadModel, StepShare};
 use shared::rng::Rng;
-use shared::schedule::{Schedule, Slice, even_share};
+use shared::schedule::{Merged, Slice, even_share};
 use tokio::sync::{Notify, mpsc};
 use tokio::time::{Instant, sleep_until};
 use tokio_util::sync::CancellationToken;
@@ -202,10 +202,15 @@ pub async fn run(job: Job) {
     // Reset the CPU mark and drop anything measured while waiting for the start.
     rec.swap();
 
-    let slice = Slice::WHOLE.part(job.worker, job.workers);
+    // This worker's part of each of the agent's slices of the step.
+    let slices: Vec<Slice> = share
+        .slices
+        .iter()
+        .map(|s| s.part(job.worker, job.workers))
+        .collect();
     match share.model {
         LoadModel::Connections => {
-            open_loop(&ctx, &share, slice, job.start, |intended| {
+            open_loop(&ctx, &share, &slices, job.start, |intended| {
                 let calls = share.num_call.get();
                 let task_ctx = ctx.clone();
                 spawn_tracked(
@@ -223,7 +228,7 @@ pub async fn run(job: Job) {
             )
             .max(1) as usize;
             let pool = Rc::new(Pool::new(max));
-            open_loop(&ctx, &share, slice, job.start, |intended| {
+            open_loop(&ctx, &share, &slices, job.start, |intended| {
                 pool.clone().arrive(&ctx, intended)
             })
             .await;
@@ -275,11 +280,11 @@ pub async fn run(job: Job) {
 async fn open_loop(
     ctx: &Rc<Ctx>,
     share: &StepShare,
-    slice: Slice,
+    slices: &[Slice],
     start: Instant,
     mut dispatch: impl FnMut(Instant),
 ) {
-    let schedule = Schedule::new(share.rate, share.arrival, share.limit, slice, share.seed);
+    let schedule = Merged::new(share.rate, share.arrival, share.limit, slices, share.seed);
     let timer = Timer::new();
     for offset in schedule {
         let intended = start + offset;

@@ -95,6 +95,20 @@ pub struct RunArgs {
     #[arg(long)]
     pub insecure: bool,
 
+    /// Remote agents: host:port,host:port | @FILE (one per line, # comments) | dns://NAME:PORT (every
+    /// A/AAAA record is one agent). Without it, an embedded agent runs the load.
+    #[arg(long)]
+    pub agents: Option<String>,
+    /// Bearer token for remote agents, read from this file (or set STAMPEDE_TOKEN).
+    #[arg(long)]
+    pub token_file: Option<PathBuf>,
+    /// When an agent is lost mid-run: abort the run, degrade (finish the step without it, mark it
+    /// degraded, re-split later steps) or continue (re-split without marking).
+    #[arg(long)]
+    pub on_agent_loss: Option<String>,
+    /// Share of the load per agent, in --agents order, e.g. 1,2,1 (default: their cores).
+    #[arg(long, value_delimiter = ',')]
+    pub agent_weights: Option<Vec<u64>>,
     /// Worker threads of the embedded agent (default: one per core).
     #[arg(long)]
     pub threads: Option<usize>,

@@ -65,9 +65,86 @@ impl Format {
     }
 }
 
+/// What happens when an agent is lost mid-run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LossPolicy {
+    Abort,
+    Degrade,
+    Continue,
+}
+
+impl LossPolicy {
+    pub fn parse(s: &str) -> Result<Self, ConfigError> {
+        match s {
+            "abort" => Ok(LossPolicy::Abort),
+            "degrade" => Ok(LossPolicy::Degrade),
+            "continue" => Ok(LossPolicy::Continue),
+            other => Err(ConfigError::Conflict(format!(
+                "unknown --on-agent-loss '{other}': use abort, degrade or continue"
+            ))),
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            LossPolicy::Abort => "abort",
+            LossPolicy::Degrade => "degrade",
+            LossPolicy::Continue => "continue",
+        }
+    }
+}
+
+/// Where the agents are.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AgentSpec {
+    /// `host:port`: one agent.
+    Addr(String),
+    /// `dns://name:port`: one agent per A/AAAA record.
+    Dns(String),
+}
+
+/// Parses `--agents`: a comma list, `@file` (one per line, `#` comments), or `dns://name:port` entries.
+pub fn parse_agents(arg: &str) -> Result<Vec<AgentSpec>, ConfigError> {
+    let text = match arg.strip_prefix('@') {
+        Some(path) => String::from_utf8(read_file("agents file", Path::new(path))?)
+            .map_err(|_| ConfigError::Conflict(format!("agents file {path} is not UTF-8 text")))?,
+        None => arg.replace(',', "\n"),
+    };
+    let mut out = Vec::new();
+    for (i, raw) in text.lines().enumerate() {
+        let line = raw.split('#').next().unwrap_or("").trim();
+        if line.is_empty() {
+            continue;
+        }
+        let bad =
+            |why: &str| ConfigError::Conflict(format!("--agents entry {} '{line}': {why}", i + 1));
+        let (spec, hostport) = match line.strip_prefix("dns://") {
+            Some(rest) => (AgentSpec::Dns(rest.to_string()), rest),
+            None if line.contains("://") => return Err(bad("use host:port or dns://name:port")),
+            None => (AgentSpec::Addr(line.to_string()), line),
+        };
+        let (host, port) = hostport
+            .rsplit_once(':')
+            .ok_or_else(|| bad("it lacks a :port"))?;
+        if host.is_empty() || port.parse::<u16>().map_or(true, |p| p == 0) {
+            return Err(bad("expected host:port with a port from 1 to 65535"));
+        }
+        out.push(spec);
+    }
+    if out.is_empty() {
+        return Err(ConfigError::Conflict("--agents names no agent".into()));
+    }
+    Ok(out)
+}
+
 /// Everything `run` needs, valid by construction.
 #[derive(Debug, Clone)]
 pub struct RunConfig {
+    /// Remote agents; empty means the embedded agent.
+    pub agents: Vec<AgentSpec>,
+    pub token: Option<String>,
+    pub on_agent_loss: LossPolicy,
+    pub agent_weights: Option<Vec<u64>>,
     pub plan: Plan,
     pub out: PathBuf,
     pub format: Format,
@@ -403,9 +480,57 @@ pub fn resolve(args: RunArgs) -> Result<RunConfig, ConfigError> {
         .out
         .or(file.out.clone().map(rel))
         .unwrap_or_else(default_out_dir);
+    let agents = match args.agents {
+        Some(a) => parse_agents(&a)?,
+        None => Vec::new(),
+    };
+    let token = match args.token_file {
+        Some(path) => {
+            let raw = read_file("token file", &path)?;
+            let t = String::from_utf8(raw)
+                .map_err(|_| {
+                    ConfigError::Conflict(format!(
+                        "token file {} is not UTF-8 text",
+                        path.display()
+                    ))
+                })?
+                .trim()
+                .to_string();
+            if t.is_empty() {
+                return Err(ConfigError::Conflict(format!(
+                    "token file {} is empty",
+                    path.display()
+                )));
+            }
+            Some(t)
+        }
+        None => std::env::var("STAMPEDE_TOKEN")
+            .ok()
+            .filter(|t| !t.trim().is_empty())
+            .map(|t| t.trim().to_string()),
+    };
+    let on_agent_loss = LossPolicy::parse(args.on_agent_loss.as_deref().unwrap_or("degrade"))?;
+    if let Some(w) = &args.agent_weights {
+        if agents.iter().any(|a| matches!(a, AgentSpec::Dns(_))) {
+            return Err(ConfigError::Conflict(
+                "--agent-weights needs agents listed one by one, not dns:// (whose order is not fixed)".into(),
+            ));
+        }
+        if w.len() != agents.len() || w.contains(&0) {
+            return Err(ConfigError::Conflict(format!(
+                "--agent-weights needs one positive weight per agent: {} weights for {} agents",
+                w.len(),
+                agents.len()
+            )));
+        }
+    }
     let host = plan.workload.origin().host.clone();
     let echo = echo(&plan, threads);
     Ok(RunConfig {
+        agents,
+        token,
+        on_agent_loss,
+        agent_weights: args.agent_weights,
         plan,
         out,
         format,
@@ -545,6 +670,37 @@ mod tests {
         let e = resolve(args(p.to_str().unwrap())).unwrap_err().to_string();
         assert!(e.contains("line 2, column 1"), "{e}");
         assert!(e.contains("unknown field `rate`"), "{e}");
+    }
+
+    #[test]
+    fn agent_lists_parse_and_bad_entries_are_named() {
+        assert_eq!(
+            parse_agents("a:1,dns://agent:7700").unwrap(),
+            vec![
+                AgentSpec::Addr("a:1".into()),
+                AgentSpec::Dns("agent:7700".into())
+            ]
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("agents");
+        std::fs::write(&f, "# fleet\n10.0.0.1:7700\n\n[::1]:7700 # local\n").unwrap();
+        let parsed = parse_agents(&format!("@{}", f.display())).unwrap();
+        assert_eq!(
+            parsed,
+            vec![
+                AgentSpec::Addr("10.0.0.1:7700".into()),
+                AgentSpec::Addr("[::1]:7700".into())
+            ]
+        );
+        assert!(
+            parse_agents("a:1,nohost")
+                .unwrap_err()
+                .to_string()
+                .contains("entry 2 'nohost'")
+        );
+        assert!(parse_agents("http://a:1").is_err());
+        assert!(parse_agents("a:0").is_err());
+        assert!(parse_agents(" , ").is_err());
     }
 
     #[test]

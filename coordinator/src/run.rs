@@ -1,37 +1,37 @@
-//! Drives a run: greets and configures every agent, then for each step prepares it, starts it at one
-//! instant, merges the streamed intervals, summarises and writes. This task alone owns the run's state;
-//! agents' messages reach it through one channel.
+//! Drives a run: for each step, splits it among the live agents, prepares it, measures their clocks,
+//! starts it at one instant, merges the streamed intervals, handles lost agents by policy, summarises
+//! and writes. This task alone owns the run's state; agents' messages reach it through the fleet.
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime};
 
-use agent::{Engine, Link};
+use proto::pb;
 use proto::pb::agent_message::Kind as Up;
 use proto::pb::coordinator_message::Kind as Down;
-use proto::{PROTOCOL_VERSION, pb, to_agent};
 use shared::histogram;
 use shared::metrics::{Interval, Snapshot};
 use shared::report::{self, AgentInput, IntervalSample, StepInput, StepResult};
-use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::config::{ConfigError, RunConfig};
-use crate::output::{self, AgentInfo, HlogInterval, Output, OutputError};
+use crate::config::{ConfigError, LossPolicy, RunConfig};
+use crate::fleet::{self, Fleet, unix_ns};
+use crate::output::{self, HlogInterval, Output, OutputError};
 use crate::progress::{Progress, Tick};
 
 /// How far ahead of "now" a step's start instant is set, so every agent has it before it passes.
-const START_LEAD: Duration = Duration::from_millis(100);
+const START_LEAD: Duration = Duration::from_millis(200);
 /// Extra time past a step's schedule and timeout before an agent counts as stuck.
 const STEP_GRACE: Duration = Duration::from_secs(5);
-/// How long an agent may take to answer hello, configure or prepare.
-const ANSWER_TIMEOUT: Duration = Duration::from_secs(15);
+/// An agent silent this long during a step is lost (it is pinged every 500 ms and reports every 1 s).
+pub const LOSS_SILENCE: Duration = Duration::from_secs(3);
 
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
     #[error(transparent)]
     Config(#[from] ConfigError),
+    #[error("agent {agent} is unreachable: {why}")]
+    Unreachable { agent: String, why: String },
     #[error("agent {agent} refused: {message}")]
     Refused { agent: String, message: String },
     #[error("agent {agent} disconnected while {doing}")]
@@ -44,6 +44,8 @@ pub enum RunError {
     },
     #[error("agent {agent} sent an invalid message: {why}")]
     Protocol { agent: String, why: String },
+    #[error("no agent is left to run step {step}")]
+    NoAgents { step: usize },
     #[error("{0}")]
     Output(#[from] OutputError),
     #[error("cannot start the embedded agent: {0}")]
@@ -66,166 +68,22 @@ pub struct RunOutcome {
     pub aborted: bool,
 }
 
-struct AgentHandle {
-    name: String,
-    tx: mpsc::Sender<pb::CoordinatorMessage>,
-    info: Option<AgentInfo>,
-}
-
-/// The agents of a run: their command senders, and one channel carrying everything they say.
-struct Fleet {
-    agents: Vec<AgentHandle>,
-    events: mpsc::Receiver<(usize, Option<pb::AgentMessage>)>,
-}
-
-fn unix_ns(t: SystemTime) -> i64 {
-    t.duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as i64)
-}
-
-impl Fleet {
-    fn new(links: Vec<(String, Link)>) -> Fleet {
-        let (tx, events) = mpsc::channel(256);
-        let agents = links
-            .into_iter()
-            .enumerate()
-            .map(|(i, (name, link))| {
-                let Link { tx: cmd, mut rx } = link;
-                let events = tx.clone();
-                tokio::spawn(async move {
-                    while let Some(msg) = rx.recv().await {
-                        if events.send((i, Some(msg))).await.is_err() {
-                            return;
-                        }
-                    }
-                    let _ = events.send((i, None)).await;
-                });
-                AgentHandle {
-                    name,
-                    tx: cmd,
-                    info: None,
-                }
-            })
-            .collect();
-        Fleet { agents, events }
-    }
-
-    async fn send(&self, i: usize, kind: Down, doing: &str) -> Result<(), RunError> {
-        self.agents[i]
-            .tx
-            .send(to_agent(kind))
-            .await
-            .map_err(|_| RunError::Lost {
-                agent: self.agents[i].name.clone(),
-                doing: doing.to_string(),
-            })
-    }
-
-    /// Waits for one answer from every agent; a refusal, a closed stream or silence is an error.
-    async fn answers(&mut self, doing: &str) -> Result<Vec<Up>, RunError> {
-        let mut got: Vec<Option<Up>> = (0..self.agents.len()).map(|_| None).collect();
-        let deadline = Instant::now() + ANSWER_TIMEOUT;
-        while let Some(waiting) = got.iter().position(Option::is_none) {
-            let ev = tokio::time::timeout_at(deadline, self.events.recv())
-                .await
-                .map_err(|_| RunError::Silent {
-                    agent: self.agents[waiting].name.clone(),
-                    secs: ANSWER_TIMEOUT.as_secs(),
-                    doing: doing.to_string(),
-                })?;
-            let (i, msg) = ev.unwrap_or((waiting, None));
-            let agent = self.agents[i].name.clone();
-            match msg.and_then(|m| m.kind) {
-                None => {
-                    return Err(RunError::Lost {
-                        agent,
-                        doing: doing.to_string(),
-                    });
-                }
-                Some(Up::Refusal(r)) => {
-                    return Err(RunError::Refused {
-                        agent,
-                        message: r.message,
-                    });
-                }
-                Some(Up::Pong(_)) => {}
-                Some(other) => got[i] = Some(other),
-            }
-        }
-        Ok(got.into_iter().flatten().collect())
-    }
-
-    async fn hello(&mut self) -> Result<(), RunError> {
-        for i in 0..self.agents.len() {
-            let hello = pb::Hello {
-                protocol_version: PROTOCOL_VERSION,
-                coordinator_version: shared::VERSION.to_string(),
-                token: String::new(),
-            };
-            self.send(i, Down::Hello(hello), "greeting it").await?;
-        }
-        for (i, answer) in self.answers("greeting it").await?.into_iter().enumerate() {
-            let agent = self.agents[i].name.clone();
-            let Up::HelloReply(h) = answer else {
-                return Err(RunError::Protocol {
-                    agent,
-                    why: "expected a hello reply".into(),
-                });
-            };
-            let caps = h.capabilities.unwrap_or_default();
-            self.agents[i].info = Some(AgentInfo {
-                name: agent,
-                version: h.agent_version,
-                hostname: caps.hostname,
-                cores: caps.cores,
-                threads: caps.threads.max(1),
-                fd_limit: caps.fd_limit,
-                port_range: [caps.port_range_low, caps.port_range_high],
-            });
-        }
-        Ok(())
-    }
-
-    async fn expect_acks(&mut self, doing: &str) -> Result<(), RunError> {
-        for (i, answer) in self.answers(doing).await?.into_iter().enumerate() {
-            if !matches!(answer, Up::Ack(_)) {
-                return Err(RunError::Protocol {
-                    agent: self.agents[i].name.clone(),
-                    why: format!("expected an acknowledgement while {doing}"),
-                });
-            }
-        }
-        Ok(())
-    }
-
-    fn infos(&self) -> Vec<AgentInfo> {
-        self.agents.iter().filter_map(|a| a.info.clone()).collect()
-    }
-
-    fn threads(&self, i: usize) -> u32 {
-        self.agents[i].info.as_ref().map_or(1, |a| a.threads)
-    }
-}
-
-/// Runs the plan on the embedded agent. Ctrl-C (the `shutdown` token) aborts the running step, which is
-/// still written, marked aborted.
+/// Runs the plan. Ctrl-C (the `shutdown` token) aborts the running step, which is still written,
+/// marked aborted.
 pub async fn run(cfg: RunConfig, shutdown: CancellationToken) -> Result<RunOutcome, RunError> {
     output::prepare_dir(&cfg.out)?;
-    let engine = Arc::new(Engine::start(cfg.threads)?);
-    // The embedded agent stops when its link is dropped at the end of the run, like a remote one would.
-    let link = agent::embedded(engine, CancellationToken::new());
-    let mut fleet = Fleet::new(vec![("embedded".to_string(), link)]);
-    fleet.hello().await?;
-    for i in 0..fleet.agents.len() {
-        fleet
-            .send(
-                i,
-                Down::Configure((&cfg.plan.workload).into()),
-                "configuring it",
-            )
-            .await?;
-    }
-    fleet.expect_acks("configuring it").await?;
+    let mut fleet = fleet::connect(&cfg).await?;
+    fleet.hello(cfg.token.as_deref()).await?;
+    let all = fleet.alive();
+    let configure: pb::Configure = (&cfg.plan.workload).into();
+    fleet
+        .command_all(
+            &all,
+            |_| Down::Configure(configure.clone()),
+            "configuring it",
+            false,
+        )
+        .await?;
 
     let mut out = Output::create(&cfg, &fleet.infos())?;
     let progress = Progress::new(cfg.quiet);
@@ -237,8 +95,9 @@ pub async fn run(cfg: RunConfig, shutdown: CancellationToken) -> Result<RunOutco
                 aborted = true;
                 break;
             }
-            let r = run_step(&mut fleet, &cfg, index, &shutdown, &progress, &mut out).await?;
-            aborted |= r.aborted;
+            let (r, stop) =
+                run_step(&mut fleet, &cfg, index, &shutdown, &progress, &mut out).await?;
+            aborted |= r.aborted || stop;
             results.push(r);
             if aborted {
                 break;
@@ -272,6 +131,7 @@ struct SeqAccum {
     latency: Vec<(usize, Vec<u8>)>,
 }
 
+/// Splits, prepares and starts one step; returns it and whether the run must stop after it.
 async fn run_step(
     fleet: &mut Fleet,
     cfg: &RunConfig,
@@ -279,47 +139,91 @@ async fn run_step(
     shutdown: &CancellationToken,
     progress: &Progress,
     out: &mut Output,
-) -> Result<StepResult, RunError> {
+) -> Result<(StepResult, bool), RunError> {
     let plan = &cfg.plan;
-    let share = plan.step_share(index, cfg.seed.wrapping_add(index as u64));
-    let n = fleet.agents.len();
+    let policy = cfg.on_agent_loss;
+    let tolerate = policy != LossPolicy::Abort;
     let doing = format!("preparing step {}", index + 1);
-    for i in 0..n {
-        fleet
-            .send(i, Down::PrepareStep((&share).into()), &doing)
-            .await?;
+    let before = fleet.alive();
+    // Prepare with the live agents; if one is lost meanwhile, split again among the rest.
+    let (who, shares) = loop {
+        let who = fleet.alive();
+        if who.is_empty() {
+            return Err(RunError::NoAgents { step: index + 1 });
+        }
+        let weights: Vec<u64> = who
+            .iter()
+            .map(|&i| match &cfg.agent_weights {
+                Some(w) => w[i],
+                None => u64::from(fleet.cores(i)),
+            })
+            .collect();
+        let shares = plan.step_shares(index, cfg.seed.wrapping_add(index as u64), &weights);
+        let prepare = |i: usize| {
+            let k = who
+                .iter()
+                .position(|&w| w == i)
+                .expect("preparing a listed agent");
+            Down::PrepareStep((&shares[k]).into())
+        };
+        fleet.command_all(&who, prepare, &doing, tolerate).await?;
+        if fleet.alive().len() == who.len() {
+            break (who, shares);
+        }
+    };
+    let mut lost: Vec<usize> = before.into_iter().filter(|i| !who.contains(i)).collect();
+    fleet.sync_clocks(&who).await;
+    if who.iter().any(|&i| !fleet.agents[i].alive) && !tolerate {
+        let i = *who
+            .iter()
+            .find(|&&i| !fleet.agents[i].alive)
+            .expect("found above");
+        return Err(fleet.lost(i, &doing));
     }
-    fleet.expect_acks(&doing).await?;
 
     let started = SystemTime::now() + START_LEAD;
-    let start_unix_nanos = unix_ns(started);
+    let start_ns = unix_ns(started);
     let doing = format!("running step {}", index + 1);
-    for i in 0..n {
+    for &i in &who {
         let start = pb::StartStep {
-            step: share.step,
-            start_unix_nanos,
+            step: index as u32,
+            start_unix_nanos: start_ns + fleet.agents[i].clock_offset_ns,
         };
-        fleet.send(i, Down::StartStep(start), &doing).await?;
+        if fleet.send(i, Down::StartStep(start)).await.is_err() {
+            fleet.mark_lost(i, "its stream closed at the start of the step");
+        }
     }
+    let scheduled = shares[0].scheduled_duration();
     let timeout = plan.workload.timeout;
-    let mut deadline =
-        Instant::now() + START_LEAD + share.scheduled_duration() + timeout + STEP_GRACE;
+    let mut deadline = Instant::now() + START_LEAD + scheduled + timeout + STEP_GRACE;
 
+    let n = fleet.agents.len();
     let mut total = Snapshot::default();
     let mut per_agent: Vec<Snapshot> = vec![Snapshot::default(); n];
     let mut seqs: BTreeMap<u32, SeqAccum> = BTreeMap::new();
     let mut reports: Vec<Option<pb::StepReport>> = vec![None; n];
+    let mut waiting: Vec<usize> = who
+        .iter()
+        .copied()
+        .filter(|&i| fleet.agents[i].alive)
+        .collect();
+    lost.extend(who.iter().copied().filter(|&i| !fleet.agents[i].alive));
     let mut abort_sent = false;
     let mut aborted = false;
+    let mut stop_run = false;
     let demanded = plan.demanded_request_rate(plan.steps[index]);
+    let mut check = tokio::time::interval(Duration::from_millis(250));
 
-    while let Some(waiting) = reports.iter().position(Option::is_none) {
+    while !waiting.is_empty() {
+        let mut newly_lost: Vec<(usize, String)> = Vec::new();
         tokio::select! {
-            ev = fleet.events.recv() => {
-                let (i, msg) = ev.unwrap_or((waiting, None));
+            (i, msg) = fleet.next_event() => {
+                if !waiting.contains(&i) {
+                    continue;
+                }
                 let agent = fleet.agents[i].name.clone();
                 match msg.and_then(|m| m.kind) {
-                    None => return Err(RunError::Lost { agent, doing }),
+                    None => newly_lost.push((i, "its stream closed".into())),
                     Some(Up::Refusal(r)) => return Err(RunError::Refused { agent, message: r.message }),
                     Some(Up::Interval(report)) => {
                         let interval = Interval::try_from(&report).map_err(|e| RunError::Protocol {
@@ -335,57 +239,77 @@ async fn run_step(
                         seq.reports += 1;
                         seq.counters.add(&interval.snapshot.counters);
                         seq.latency.push((i, report.latency));
-                        if seq.reports == n && !seq.tail {
-                            let mut merged = histogram::new();
-                            for (_, bytes) in &seq.latency {
-                                // Already decoded once above, so this cannot fail.
-                                if let Ok(h) = histogram::decode(bytes) {
-                                    histogram::add(&mut merged, &h);
-                                }
-                            }
-                            let secs = seq.length.as_secs_f64().max(1e-9);
-                            progress.tick(&Tick {
-                                step: share.step,
-                                steps: plan.steps.len(),
-                                elapsed_s: (seq.offset + seq.length).as_secs_f64(),
-                                demanded,
-                                value: plan.steps[index],
-                                achieved: seq.counters.requests as f64 / secs,
-                                replies: seq.counters.replies as f64 / secs,
-                                p99_ms: histogram::us_to_ms(merged.value_at_quantile(0.99)),
-                                errors: total.counters.errors_total(),
-                            });
+                        if seq.reports == waiting.len() && !seq.tail {
+                            show_progress(progress, seq, &total, index, plan.steps.len(), demanded, plan.steps[index]);
                         }
                     }
-                    Some(Up::StepReport(r)) => reports[i] = Some(r),
+                    Some(Up::StepReport(r)) => {
+                        reports[i] = Some(r);
+                        waiting.retain(|&w| w != i);
+                    }
                     Some(_) => {}
+                }
+            }
+            _ = check.tick() => {
+                for &i in &waiting {
+                    if fleet.agents[i].last_heard.elapsed() > LOSS_SILENCE {
+                        newly_lost.push((i, format!("silent for {} s", LOSS_SILENCE.as_secs())));
+                    }
                 }
             }
             _ = tokio::time::sleep_until(deadline) => {
                 if abort_sent {
+                    let agent = fleet.agents[waiting[0]].name.clone();
                     return Err(RunError::Silent {
-                        agent: fleet.agents[waiting].name.clone(),
-                        secs: (share.scheduled_duration() + timeout + STEP_GRACE).as_secs(),
+                        agent,
+                        secs: (scheduled + timeout + STEP_GRACE).as_secs(),
                         doing,
                     });
                 }
                 // Past its deadline: stop it, and give it one more timeout to report what it has.
-                abort_all(fleet, "step deadline passed").await;
+                fleet.abort_all(&waiting, "step deadline passed").await;
                 abort_sent = true;
                 aborted = true;
                 deadline = Instant::now() + timeout + STEP_GRACE;
             }
             _ = shutdown.cancelled(), if !abort_sent => {
-                abort_all(fleet, "interrupted").await;
+                fleet.abort_all(&waiting, "interrupted").await;
                 abort_sent = true;
                 aborted = true;
                 deadline = Instant::now() + timeout + STEP_GRACE;
             }
         }
+        for (i, why) in newly_lost {
+            fleet.mark_lost(i, &why);
+            waiting.retain(|&w| w != i);
+            lost.push(i);
+            if policy == LossPolicy::Abort && !abort_sent {
+                fleet.abort_all(&waiting, "an agent was lost").await;
+                abort_sent = true;
+                aborted = true;
+                stop_run = true;
+                deadline = Instant::now() + timeout + STEP_GRACE;
+            }
+        }
     }
-    let reports: Vec<pb::StepReport> = reports.into_iter().flatten().collect();
-    aborted |= reports.iter().any(|r| r.aborted);
+    aborted |= reports.iter().flatten().any(|r| r.aborted);
 
+    // Each agent's first send on the coordinator's clock, from the agreed start instant.
+    let delays: Vec<Option<Duration>> = (0..n)
+        .map(|i| {
+            let r = reports[i].as_ref()?;
+            (r.first_send_unix_nanos > 0).then(|| {
+                let ns = r.first_send_unix_nanos - fleet.agents[i].clock_offset_ns - start_ns;
+                Duration::from_nanos(ns.max(0) as u64)
+            })
+        })
+        .collect();
+    let sent: Vec<Duration> = delays.iter().flatten().copied().collect();
+    let start_skew = sent
+        .iter()
+        .max()
+        .zip(sent.iter().min())
+        .map(|(max, min)| *max - *min);
     let series: Vec<IntervalSample> = seqs
         .values()
         .filter(|s| !s.tail)
@@ -394,33 +318,37 @@ async fn run_step(
             replies: s.counters.replies,
         })
         .collect();
-    let agents = (0..n)
-        .map(|i| AgentInput {
+    let mut members: Vec<usize> = who.clone();
+    members.extend(lost.iter().copied().filter(|i| !who.contains(i)));
+    let agents = members
+        .iter()
+        .map(|&i| AgentInput {
             name: fleet.agents[i].name.clone(),
             threads: fleet.threads(i),
-            wall: Duration::from_micros(reports[i].wall_us),
+            wall: reports[i]
+                .as_ref()
+                .map_or(scheduled, |r| Duration::from_micros(r.wall_us)),
             total: &per_agent[i],
-            start_delay: (reports[i].first_send_unix_nanos > 0).then(|| {
-                Duration::from_nanos(
-                    (reports[i].first_send_unix_nanos - start_unix_nanos).max(0) as u64
-                )
-            }),
-            lost: false,
+            start_delay: delays[i],
+            lost: lost.contains(&i),
+            clock_offset_ns: fleet.agents[i].clock_offset_ns,
+            rtt: Duration::from_nanos(fleet.agents[i].rtt_ns.max(0) as u64),
         })
         .collect();
     // An aborted step is summarised over the time it actually ran.
     let duration = if aborted {
         reports
             .iter()
+            .flatten()
             .map(|r| Duration::from_micros(r.wall_us))
             .max()
             .unwrap_or_default()
-            .min(share.scheduled_duration())
+            .min(scheduled)
     } else {
-        share.scheduled_duration()
+        scheduled
     };
     let result = report::summarize(&StepInput {
-        step: share.step,
+        step: index as u32,
         model: plan.model,
         value: plan.steps[index],
         demanded_rate: demanded,
@@ -429,6 +357,8 @@ async fn run_step(
         series: &series,
         agents,
         aborted,
+        mark_lost: policy != LossPolicy::Continue,
+        start_skew,
     });
     progress.step_done(&result, plan.steps.len());
     let hlog: Vec<HlogInterval> = seqs
@@ -444,19 +374,35 @@ async fn run_step(
         })
         .collect();
     out.write_step(&result, started, &hlog)?;
-    Ok(result)
+    Ok((result, stop_run))
 }
 
-async fn abort_all(fleet: &Fleet, reason: &str) {
-    for i in 0..fleet.agents.len() {
-        let _ = fleet
-            .send(
-                i,
-                Down::Abort(pb::Abort {
-                    reason: reason.to_string(),
-                }),
-                "aborting",
-            )
-            .await;
+fn show_progress(
+    progress: &Progress,
+    seq: &SeqAccum,
+    total: &Snapshot,
+    index: usize,
+    steps: usize,
+    demanded: Option<f64>,
+    value: f64,
+) {
+    let mut merged = histogram::new();
+    for (_, bytes) in &seq.latency {
+        // Each was decoded once already when it arrived, so this cannot fail.
+        if let Ok(h) = histogram::decode(bytes) {
+            histogram::add(&mut merged, &h);
+        }
     }
+    let secs = seq.length.as_secs_f64().max(1e-9);
+    progress.tick(&Tick {
+        step: index as u32,
+        steps,
+        elapsed_s: (seq.offset + seq.length).as_secs_f64(),
+        demanded,
+        value,
+        achieved: seq.counters.requests as f64 / secs,
+        replies: seq.counters.replies as f64 / secs,
+        p99_ms: histogram::us_to_ms(merged.value_at_quantile(0.99)),
+        errors: total.counters.errors_total(),
+    });
 }

@@ -8,6 +8,7 @@ use shared::metrics::{Counters, ErrorClass, Histograms, Interval, Snapshot};
 use shared::plan::{
     Arrival, LoadModel, PlanError, RequestSpec, StepLimit, StepShare, UrlOrder, Workload,
 };
+use shared::schedule::Slice;
 
 pub mod pb {
     #![allow(clippy::all, clippy::pedantic, missing_docs)]
@@ -81,6 +82,14 @@ impl From<&StepShare> for pb::PrepareStep {
                 Arrival::Poisson => pb::Arrival::Poisson,
             } as i32,
             seed: s.seed,
+            slices: s
+                .slices
+                .iter()
+                .map(|s| pb::Slice {
+                    index: s.index,
+                    count: s.count,
+                })
+                .collect(),
         }
     }
 }
@@ -108,6 +117,13 @@ impl TryFrom<&pb::PrepareStep> for StepShare {
             p.step,
             model_from_pb(p.model)?,
             p.rate,
+            p.slices
+                .iter()
+                .map(|s| Slice {
+                    index: s.index,
+                    count: s.count,
+                })
+                .collect(),
             p.connections,
             p.num_call,
             p.max_connections,
@@ -309,6 +325,7 @@ mod tests {
             step: 3,
             model: LoadModel::Connections,
             rate: 12.5,
+            slices: vec![Slice { index: 1, count: 3 }],
             connections: 0,
             num_call: NonZeroU32::new(10).unwrap(),
             max_connections: NonZeroU32::new(100).unwrap(),
@@ -329,9 +346,20 @@ mod tests {
             max_connections: 1,
             duration_ms: 1000,
             arrival: pb::Arrival::Uniform as i32,
+            slices: vec![pb::Slice { index: 0, count: 1 }],
             ..Default::default()
         };
         assert!(StepShare::try_from(&p).is_ok());
+        p.slices[0].index = 1;
+        assert!(
+            StepShare::try_from(&p)
+                .unwrap_err()
+                .to_string()
+                .contains("slice 1 of 1")
+        );
+        p.slices.clear();
+        assert!(StepShare::try_from(&p).is_err());
+        p.slices = vec![pb::Slice { index: 0, count: 1 }];
         p.num_conns = 5;
         assert!(matches!(StepShare::try_from(&p), Err(ConvertError::Limit)));
         p.num_conns = 0;

@@ -4,6 +4,8 @@ use std::fmt;
 use std::num::{NonZeroU32, NonZeroU64};
 use std::time::Duration;
 
+use crate::schedule::Slice;
+
 /// Everything that can be wrong with a plan, said so a person can fix it.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum PlanError {
@@ -45,6 +47,10 @@ pub enum PlanError {
     BadHeader(String),
     #[error("bad method '{0}': use a token such as GET or POST")]
     BadMethod(String),
+    #[error("an open-model step share needs at least one slice of the arrivals")]
+    NoSlices,
+    #[error("slice {index} of {count} does not exist")]
+    BadSlice { index: u64, count: u64 },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -420,8 +426,11 @@ impl Workload {
 pub struct StepShare {
     pub step: u32,
     pub model: LoadModel,
-    /// Connections/s (connections model) or requests/s (requests model); 0 for concurrency.
+    /// The whole step's connections/s (connections model) or requests/s (requests model); 0 for
+    /// concurrency. The agent sends only the arrivals in `slices`.
     pub rate: f64,
+    /// This agent's part of the step's arrival sequence; together the agents' slices partition it.
+    pub slices: Vec<Slice>,
     /// Connections held open (concurrency model).
     pub connections: u32,
     pub num_call: NonZeroU32,
@@ -438,6 +447,7 @@ impl StepShare {
         step: u32,
         model: LoadModel,
         rate: f64,
+        slices: Vec<Slice>,
         connections: u32,
         num_call: u32,
         max_connections: u32,
@@ -469,6 +479,15 @@ impl StepShare {
         if matches!(limit, StepLimit::Connections(_)) && model != LoadModel::Connections {
             return Err(PlanError::NumConnWithoutConnections(model.name()));
         }
+        if slices.is_empty() && model.is_open() {
+            return Err(PlanError::NoSlices);
+        }
+        if let Some(bad) = slices.iter().find(|s| s.count == 0 || s.index >= s.count) {
+            return Err(PlanError::BadSlice {
+                index: bad.index,
+                count: bad.count,
+            });
+        }
         if limit == StepLimit::Duration(Duration::ZERO) {
             return Err(PlanError::NotPositive {
                 what: "step duration",
@@ -479,6 +498,7 @@ impl StepShare {
             step,
             model,
             rate,
+            slices,
             connections,
             num_call: positive("num-call", num_call)?,
             max_connections: positive("max-connections", max_connections)?,
@@ -488,7 +508,8 @@ impl StepShare {
         })
     }
 
-    /// The step's scheduled length: its duration, or the time to open `num_conn` connections.
+    /// The step's scheduled length: its duration, or the time for the whole fleet to open `num_conn`
+    /// connections (the same for every agent).
     pub fn scheduled_duration(&self) -> Duration {
         match self.limit {
             StepLimit::Duration(d) => d,
@@ -563,25 +584,73 @@ impl Plan {
         }
     }
 
-    /// The whole step as one share (one agent).
-    pub fn step_share(&self, index: usize, seed: u64) -> StepShare {
+    /// Splits a step among agents in proportion to `weights` (e.g. their cores). Open-model arrivals
+    /// are dealt out exactly: of every `sum(weights)` consecutive arrivals, agent `a` sends `weights[a]`,
+    /// so the shares add up to the whole step whatever the rate. Connection counts are split by largest
+    /// remainder, so they too add up exactly.
+    pub fn step_shares(&self, index: usize, seed: u64, weights: &[u64]) -> Vec<StepShare> {
         let value = self.steps[index];
-        let (rate, connections) = match self.model {
-            LoadModel::Concurrency => (0.0, value as u32),
-            _ => (value, 0),
-        };
-        StepShare {
-            step: index as u32,
-            model: self.model,
-            rate,
-            connections,
-            num_call: self.num_call,
-            max_connections: self.max_connections,
-            limit: self.limit,
-            arrival: self.arrival,
-            seed,
-        }
+        let total: u64 = weights.iter().sum::<u64>().max(1);
+        let connections = split_proportional(value as u64, weights);
+        // Every agent needs at least one pool connection to send anything at all.
+        let max_connections = split_proportional(u64::from(self.max_connections.get()), weights);
+        let mut first = 0;
+        weights
+            .iter()
+            .enumerate()
+            .map(|(a, w)| {
+                let slices = (first..first + w)
+                    .map(|index| Slice {
+                        index,
+                        count: total,
+                    })
+                    .collect();
+                first += w;
+                StepShare {
+                    step: index as u32,
+                    model: self.model,
+                    rate: if self.model == LoadModel::Concurrency {
+                        0.0
+                    } else {
+                        value
+                    },
+                    slices,
+                    connections: if self.model == LoadModel::Concurrency {
+                        connections[a] as u32
+                    } else {
+                        0
+                    },
+                    num_call: self.num_call,
+                    max_connections: NonZeroU32::new(max_connections[a].max(1) as u32)
+                        .expect("at least one"),
+                    limit: self.limit,
+                    arrival: self.arrival,
+                    seed,
+                }
+            })
+            .collect()
     }
+}
+
+/// Splits `total` in proportion to `weights` so that the parts sum to `total` exactly (largest remainder).
+pub fn split_proportional(total: u64, weights: &[u64]) -> Vec<u64> {
+    let sum: u64 = weights.iter().sum();
+    if sum == 0 {
+        return vec![0; weights.len()];
+    }
+    let mut parts: Vec<u64> = weights.iter().map(|w| total * w / sum).collect();
+    let mut rest = total - parts.iter().sum::<u64>();
+    let mut order: Vec<usize> = (0..weights.len()).collect();
+    // Largest remainder first; ties go to the earlier agent.
+    order.sort_by_key(|&i| std::cmp::Reverse((total * weights[i]) % sum));
+    for i in order {
+        if rest == 0 {
+            break;
+        }
+        parts[i] += 1;
+        rest -= 1;
+    }
+    parts
 }
 
 /// autobench's ramp: low, low + step, ... up to and including high (within rounding).
@@ -723,6 +792,20 @@ mod tests {
         )
         .unwrap_err();
         assert!(e.to_string().contains("URL 2 is http://b:1"), "{e}");
+    }
+
+    #[test]
+    fn proportional_split_sums_exactly() {
+        assert_eq!(split_proportional(10, &[1, 1, 1]), vec![4, 3, 3]);
+        assert_eq!(split_proportional(7, &[2, 4, 2]), vec![2, 3, 2]);
+        assert_eq!(split_proportional(0, &[3, 1]), vec![0, 0]);
+        assert_eq!(split_proportional(5, &[0, 0]), vec![0, 0]);
+        for total in 0..50 {
+            assert_eq!(
+                split_proportional(total, &[3, 5, 1, 7]).iter().sum::<u64>(),
+                total
+            );
+        }
     }
 
     #[test]

@@ -113,8 +113,11 @@ pub struct AgentStep {
     pub errors: u64,
     pub cpu_pct: f64,
     pub latency_ms: LatencyStats,
-    /// How long after the agreed start instant its first request left.
+    /// How long after the agreed start instant its first request left (coordinator's clock).
     pub start_delay_ms: Option<f64>,
+    /// Its clock minus the coordinator's, and the round trip that was measured over (error <= rtt/2).
+    pub clock_offset_ms: f64,
+    pub rtt_ms: f64,
     pub lost: bool,
 }
 
@@ -151,6 +154,8 @@ pub struct StepResult {
     pub reasons: Vec<String>,
     pub notes: Vec<String>,
     pub aborted: bool,
+    /// Latest minus earliest first request over the agents, ms (0 for one agent).
+    pub start_skew_ms: Option<f64>,
     pub agents: Vec<AgentStep>,
 }
 
@@ -171,6 +176,8 @@ pub struct AgentInput<'a> {
     pub total: &'a Snapshot,
     pub start_delay: Option<Duration>,
     pub lost: bool,
+    pub clock_offset_ns: i64,
+    pub rtt: Duration,
 }
 
 /// Everything a step produced, merged but not yet summarised.
@@ -185,6 +192,10 @@ pub struct StepInput<'a> {
     pub series: &'a [IntervalSample],
     pub agents: Vec<AgentInput<'a>>,
     pub aborted: bool,
+    /// Whether a lost agent degrades the step (false under `--on-agent-loss continue`).
+    pub mark_lost: bool,
+    /// Latest minus earliest first send over the agents, on the coordinator's clock.
+    pub start_skew: Option<Duration>,
 }
 
 fn round3(v: f64) -> f64 {
@@ -222,6 +233,8 @@ pub fn summarize(input: &StepInput<'_>) -> StepResult {
             cpu_pct: cpu_pct(a.total.cpu_ns, a.wall, a.threads),
             latency_ms: LatencyStats::of(&a.total.hist.latency),
             start_delay_ms: a.start_delay.map(|d| round3(d.as_secs_f64() * 1000.0)),
+            clock_offset_ms: round3(a.clock_offset_ns as f64 / 1e6),
+            rtt_ms: round3(a.rtt.as_secs_f64() * 1000.0),
             lost: a.lost,
         })
         .collect();
@@ -249,7 +262,7 @@ pub fn summarize(input: &StepInput<'_>) -> StepResult {
     let lost_agents = input
         .agents
         .iter()
-        .filter(|a| a.lost)
+        .filter(|a| a.lost && input.mark_lost)
         .map(|a| a.name.clone())
         .collect();
     let judgement = verdict::judge(&Facts {
@@ -300,6 +313,7 @@ pub fn summarize(input: &StepInput<'_>) -> StepResult {
         reasons: judgement.reasons,
         notes: judgement.notes,
         aborted: input.aborted,
+        start_skew_ms: input.start_skew.map(|d| round3(d.as_secs_f64() * 1000.0)),
         agents,
     }
 }
@@ -335,7 +349,7 @@ pub fn table_header(host: &str, model: LoadModel) -> Vec<String> {
     for e in ErrorClass::ALL {
         h.push(e.column());
     }
-    for col in ["gen_cpu_pct", "lag_p99_ms", "verdict"] {
+    for col in ["gen_cpu_pct", "lag_p99_ms", "start_skew_ms", "verdict"] {
         h.push(col.to_string());
     }
     h
@@ -375,6 +389,7 @@ pub fn table_row(r: &StepResult) -> Vec<String> {
     row.extend(r.errors.0.iter().map(|(_, v)| v.to_string()));
     row.push(f(r.generator.cpu_pct));
     row.push(f(r.generator.lag_p99_ms));
+    row.push(r.start_skew_ms.map_or(String::new(), f));
     row.push(r.verdict.name().to_string());
     row
 }
@@ -422,6 +437,8 @@ mod tests {
             total: s,
             start_delay: None,
             lost: false,
+            clock_offset_ns: 0,
+            rtt: Duration::ZERO,
         };
         let r = summarize(&StepInput {
             step: 0,
@@ -433,7 +450,10 @@ mod tests {
             series: &series,
             agents: vec![agent("a", &a), agent("b", &b)],
             aborted: false,
+            mark_lost: true,
+            start_skew: Some(Duration::from_micros(1500)),
         });
+        assert_eq!(r.start_skew_ms, Some(1.5));
         assert_eq!(r.requests, 200);
         assert_eq!(r.achieved_request_rate, 100.0);
         assert!(

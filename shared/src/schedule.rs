@@ -110,6 +110,48 @@ impl Iterator for Schedule {
     }
 }
 
+/// The arrivals of several slices, in time order: an agent's share is a few slices of the step, and
+/// each of its workers takes its part of every one of them.
+#[derive(Debug, Clone)]
+pub struct Merged {
+    heads: Vec<(Option<Duration>, Schedule)>,
+}
+
+impl Merged {
+    pub fn new(
+        rate: f64,
+        arrival: Arrival,
+        limit: StepLimit,
+        slices: &[Slice],
+        seed: u64,
+    ) -> Merged {
+        let heads = slices
+            .iter()
+            .map(|s| {
+                let mut sched = Schedule::new(rate, arrival, limit, *s, seed);
+                (sched.next(), sched)
+            })
+            .collect();
+        Merged { heads }
+    }
+}
+
+impl Iterator for Merged {
+    type Item = Duration;
+
+    fn next(&mut self) -> Option<Duration> {
+        let (_, (head, sched)) = self
+            .heads
+            .iter_mut()
+            .enumerate()
+            .filter(|(_, (h, _))| h.is_some())
+            .min_by_key(|(i, (h, _))| (*h, *i))?;
+        let at = *head;
+        *head = sched.next();
+        at
+    }
+}
+
 /// Splits `total` items over `parts` as evenly as possible; part `i` gets the returned count.
 pub fn even_share(total: u64, parts: u64, i: u64) -> u64 {
     total / parts + u64::from(i < total % parts)
@@ -192,6 +234,30 @@ mod tests {
                 for w in 0..inner {
                     let s = Slice::WHOLE.part(a, outer).part(w, inner);
                     parts.extend(Schedule::new(rate, Arrival::Uniform, limit, s, 0));
+                }
+            }
+            parts.sort();
+            prop_assert_eq!(parts, whole);
+        }
+
+        // Agents weighted 1..4 and their workers: the merged parts are exactly the whole schedule.
+        #[test]
+        fn weighted_agents_partition_the_whole(rate in 0.5f64..3000.0, ms in 1u64..2000,
+                                               weights in proptest::collection::vec(1u64..4, 1..5),
+                                               workers in 1u64..4) {
+            let limit = StepLimit::Duration(Duration::from_millis(ms));
+            let whole: Vec<_> = Schedule::new(rate, Arrival::Uniform, limit, Slice::WHOLE, 0).collect();
+            let total: u64 = weights.iter().sum();
+            let mut first = 0;
+            let mut parts = Vec::new();
+            for w in &weights {
+                let agent: Vec<Slice> = (first..first + w).map(|index| Slice { index, count: total }).collect();
+                first += w;
+                for t in 0..workers {
+                    let mine: Vec<Slice> = agent.iter().map(|s| s.part(t, workers)).collect();
+                    let got: Vec<_> = Merged::new(rate, Arrival::Uniform, limit, &mine, 0).collect();
+                    prop_assert!(got.windows(2).all(|p| p[0] <= p[1]), "in time order");
+                    parts.extend(got);
                 }
             }
             parts.sort();
