@@ -22,13 +22,15 @@ pub const MAX_MESSAGE_BYTES: usize = 16 * 1024 * 1024;
 pub struct DaemonConfig {
     pub listen: SocketAddr,
     pub threads: usize,
+    /// The bearer token coordinators must present; required to listen beyond loopback.
+    pub token: Option<String>,
 }
 
 #[derive(Debug, thiserror::Error)]
 pub enum DaemonError {
     #[error(
-        "refusing to listen on {0}: without authentication an agent only listens on loopback \
-         (use --listen 127.0.0.1:PORT)"
+        "refusing to listen on {0} without a token: anyone who can reach it could aim load anywhere; \
+         add --token-file FILE (or set STAMPEDE_TOKEN), or listen on 127.0.0.1"
     )]
     NotLoopback(SocketAddr),
     #[error("cannot listen on {addr}: {source}")]
@@ -44,6 +46,7 @@ pub enum DaemonError {
 
 struct Service {
     engine: Arc<Engine>,
+    token: Option<Arc<str>>,
     /// One coordinator at a time: a second one is refused, not interleaved.
     busy: Arc<AtomicBool>,
     shutdown: CancellationToken,
@@ -95,10 +98,11 @@ impl Agent for Service {
             }
         });
         let engine = self.engine.clone();
+        let token = self.token.clone();
         let shutdown = self.shutdown.clone();
         tokio::spawn(async move {
             let _release = release;
-            match session::serve(engine, down_rx, up_tx, shutdown).await {
+            match session::serve(engine, token, down_rx, up_tx, shutdown).await {
                 Ok(()) => tracing::info!(peer = ?peer, "Coordinator session ended"),
                 Err(e) => tracing::warn!(peer = ?peer, error = %e, "Coordinator session ended"),
             }
@@ -109,7 +113,7 @@ impl Agent for Service {
 
 /// Binds the listen address; split from [`serve`] so callers (and tests) learn the bound port.
 pub async fn bind(cfg: &DaemonConfig) -> Result<tokio::net::TcpListener, DaemonError> {
-    if !cfg.listen.ip().is_loopback() {
+    if !cfg.listen.ip().is_loopback() && cfg.token.is_none() {
         return Err(DaemonError::NotLoopback(cfg.listen));
     }
     tokio::net::TcpListener::bind(cfg.listen)
@@ -123,12 +127,13 @@ pub async fn bind(cfg: &DaemonConfig) -> Result<tokio::net::TcpListener, DaemonE
 /// Serves coordinators until `shutdown`; a running step is drained (its final interval still sent).
 pub async fn serve(
     listener: tokio::net::TcpListener,
-    threads: usize,
+    cfg: &DaemonConfig,
     shutdown: CancellationToken,
 ) -> Result<(), DaemonError> {
-    let engine = Arc::new(Engine::start(threads)?);
+    let engine = Arc::new(Engine::start(cfg.threads)?);
     let service = Service {
         engine,
+        token: cfg.token.as_deref().map(Arc::from),
         busy: Arc::new(AtomicBool::new(false)),
         shutdown: shutdown.clone(),
     };
@@ -151,10 +156,15 @@ pub async fn run(cfg: DaemonConfig, shutdown: CancellationToken) -> Result<(), D
         source,
     })?;
     eprintln!(
-        "stampede-agent: listening on {addr} with {} worker threads",
-        cfg.threads
+        "stampede-agent: listening on {addr} with {} worker threads{}",
+        cfg.threads,
+        if cfg.token.is_some() {
+            ", token required"
+        } else {
+            ""
+        }
     );
-    serve(listener, cfg.threads, shutdown).await
+    serve(listener, &cfg, shutdown).await
 }
 
 #[cfg(test)]
@@ -164,26 +174,39 @@ mod tests {
     use proto::pb::agent_message::Kind as Up;
     use proto::pb::coordinator_message::Kind as Down;
 
-    async fn start() -> (String, CancellationToken) {
+    async fn start_with(token: Option<&str>) -> (String, CancellationToken) {
         let shutdown = CancellationToken::new();
-        let listener = bind(&DaemonConfig {
+        let cfg = DaemonConfig {
             listen: "127.0.0.1:0".parse().unwrap(),
             threads: 1,
-        })
-        .await
-        .unwrap();
+            token: token.map(str::to_string),
+        };
+        let listener = bind(&cfg).await.unwrap();
         let addr = listener.local_addr().unwrap();
-        tokio::spawn(serve(listener, 1, shutdown.clone()));
+        let stop = shutdown.clone();
+        tokio::spawn(async move { serve(listener, &cfg, stop).await });
         (format!("http://{addr}"), shutdown)
     }
 
+    async fn start() -> (String, CancellationToken) {
+        start_with(None).await
+    }
+
     async fn hello(endpoint: &str, version: u32) -> Result<Vec<pb::AgentMessage>, Status> {
+        hello_with(endpoint, version, "").await
+    }
+
+    async fn hello_with(
+        endpoint: &str,
+        version: u32,
+        token: &str,
+    ) -> Result<Vec<pb::AgentMessage>, Status> {
         let mut client = AgentClient::connect(endpoint.to_string()).await.unwrap();
         let (tx, rx) = mpsc::channel(4);
         tx.send(proto::to_agent(Down::Hello(pb::Hello {
             protocol_version: version,
             coordinator_version: "test".into(),
-            token: String::new(),
+            token: token.to_string(),
         })))
         .await
         .unwrap();
@@ -224,13 +247,47 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn non_loopback_listen_is_refused() {
+    async fn non_loopback_listen_without_a_token_is_refused() {
         let e = bind(&DaemonConfig {
             listen: "0.0.0.0:0".parse().unwrap(),
             threads: 1,
+            token: None,
         })
         .await
         .unwrap_err();
-        assert!(e.to_string().contains("only listens on loopback"), "{e}");
+        assert!(
+            e.to_string()
+                .contains("add --token-file FILE (or set STAMPEDE_TOKEN)"),
+            "{e}"
+        );
+    }
+
+    async fn refusal(endpoint: &str, token: &str) -> String {
+        let msgs = hello_with(endpoint, proto::PROTOCOL_VERSION, token)
+            .await
+            .unwrap();
+        match &msgs[0].kind {
+            Some(Up::Refusal(r)) => r.message.clone(),
+            other => panic!("expected a refusal, got {other:?}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn wrong_and_missing_tokens_are_refused() {
+        let (endpoint, shutdown) = start_with(Some("s3cret")).await;
+        assert_eq!(
+            refusal(&endpoint, "guess").await,
+            "the token does not match this agent's"
+        );
+        assert!(
+            refusal(&endpoint, "")
+                .await
+                .starts_with("this agent requires a token")
+        );
+        let ok = hello_with(&endpoint, proto::PROTOCOL_VERSION, "s3cret")
+            .await
+            .unwrap();
+        assert!(matches!(ok[0].kind, Some(Up::HelloReply(_))), "{ok:?}");
+        shutdown.cancel();
     }
 }

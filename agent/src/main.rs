@@ -9,9 +9,12 @@ use tokio_util::sync::CancellationToken;
 #[derive(Debug, Parser)]
 #[command(name = "stampede-agent", version)]
 struct Args {
-    /// Address to listen on for a coordinator (loopback only until authentication is configured).
+    /// Address to listen on for a coordinator. Beyond loopback a token is required.
     #[arg(long, default_value = "127.0.0.1:7700")]
     listen: SocketAddr,
+    /// File holding the bearer token coordinators must present (or set STAMPEDE_TOKEN).
+    #[arg(long)]
+    token_file: Option<std::path::PathBuf>,
     /// Worker threads (default: one per core).
     #[arg(long)]
     threads: Option<usize>,
@@ -37,9 +40,30 @@ fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
+    let token = match &args.token_file {
+        Some(path) => match std::fs::read_to_string(path) {
+            Ok(t) if !t.trim().is_empty() => Some(t.trim().to_string()),
+            Ok(_) => {
+                eprintln!("stampede-agent: token file {} is empty", path.display());
+                return ExitCode::from(2);
+            }
+            Err(e) => {
+                eprintln!(
+                    "stampede-agent: cannot read token file {}: {e}",
+                    path.display()
+                );
+                return ExitCode::from(2);
+            }
+        },
+        None => std::env::var("STAMPEDE_TOKEN")
+            .ok()
+            .map(|t| t.trim().to_string())
+            .filter(|t| !t.is_empty()),
+    };
     let config = agent::daemon::DaemonConfig {
         listen: args.listen,
         threads: args.threads.unwrap_or_else(agent::system::cores).max(1),
+        token,
     };
     let result = rt.block_on(async {
         let shutdown = CancellationToken::new();

@@ -26,6 +26,10 @@ pub enum SessionError {
     Version { theirs: u32, ours: u32 },
     #[error("the coordinator's stream closed")]
     Closed,
+    #[error("nothing heard from the coordinator for {0:?}; stopped all load")]
+    Silent(Duration),
+    #[error("{0}")]
+    Auth(&'static str),
     #[error(transparent)]
     Engine(#[from] crate::engine::EngineError),
 }
@@ -45,7 +49,7 @@ pub fn embedded(engine: Arc<Engine>, shutdown: CancellationToken) -> Link {
     let (down_tx, down_rx) = mpsc::channel(LINK_CAPACITY);
     let (up_tx, up_rx) = mpsc::channel(LINK_CAPACITY);
     tokio::spawn(async move {
-        if let Err(e) = serve(engine, down_rx, up_tx, shutdown).await {
+        if let Err(e) = serve(engine, None, down_rx, up_tx, shutdown).await {
             tracing::warn!(error = %e, "Embedded agent session ended");
         }
     });
@@ -67,12 +71,30 @@ struct Running {
     next_seq: u32,
     done: usize,
     tail: Snapshot,
-    first_send: Option<Instant>,
+    began: Option<Instant>,
     end: Instant,
+}
+
+/// Silence from the coordinator after which an agent stops all load. The coordinator pings every
+/// 500 ms, so this is three missed beats, and load stops within 2 s of losing the coordinator.
+pub const DEAD_MAN: Duration = Duration::from_millis(1500);
+
+/// Compares a presented token with the expected one without an early exit, so timing does not tell
+/// an attacker how much of a guess was right.
+fn token_matches(presented: &str, expected: &str) -> bool {
+    let (a, b) = (presented.as_bytes(), expected.as_bytes());
+    let mut diff = a.len() ^ b.len();
+    for i in 0..a.len().max(b.len()) {
+        let x = a.get(i).copied().unwrap_or(0);
+        let y = b.get(i).copied().unwrap_or(0);
+        diff |= usize::from(x ^ y);
+    }
+    diff == 0
 }
 
 struct Session {
     engine: Arc<Engine>,
+    token: Option<Arc<str>>,
     out: mpsc::Sender<pb::AgentMessage>,
     greeted: bool,
     target: Option<Target>,
@@ -90,12 +112,14 @@ fn unix_ns_now() -> i64 {
 /// the running step stops sending new requests and its final interval is still reported.
 pub async fn serve(
     engine: Arc<Engine>,
+    token: Option<Arc<str>>,
     mut inbound: mpsc::Receiver<pb::CoordinatorMessage>,
     out: mpsc::Sender<pb::AgentMessage>,
     shutdown: CancellationToken,
 ) -> Result<(), SessionError> {
     let mut s = Session {
         engine,
+        token,
         out,
         greeted: false,
         target: None,
@@ -103,11 +127,20 @@ pub async fn serve(
         running: None,
     };
     let mut closing = false;
+    let mut heard = Instant::now();
     loop {
         if closing && s.running.is_none() {
             return Ok(());
         }
         tokio::select! {
+            // The dead-man switch: a coordinator that pings every 500 ms and has not been heard from
+            // for longer than this is gone (crashed, or cut off without a FIN). Stop all load.
+            _ = tokio::time::sleep_until(heard + DEAD_MAN), if !closing => {
+                if let Some(r) = &s.running {
+                    r.cancel.cancel();
+                }
+                return Err(SessionError::Silent(DEAD_MAN));
+            }
             _ = shutdown.cancelled(), if !closing => {
                 closing = true;
                 if let Some(r) = &s.running {
@@ -115,7 +148,10 @@ pub async fn serve(
                 }
             }
             msg = inbound.recv(), if !closing => match msg {
-                Some(m) => s.handle(m).await?,
+                Some(m) => {
+                    heard = Instant::now();
+                    s.handle(m).await?
+                }
                 None => {
                     // The coordinator is gone. Between steps that is a normal goodbye; during one,
                     // all load stops now.
@@ -166,6 +202,21 @@ impl Session {
                     };
                     self.refuse(err.to_string()).await?;
                     return Err(err);
+                }
+                if let Some(expected) = &self.token {
+                    let refusal = if h.token.is_empty() {
+                        Some(
+                            "this agent requires a token: give the coordinator --token-file or STAMPEDE_TOKEN",
+                        )
+                    } else if !token_matches(&h.token, expected) {
+                        Some("the token does not match this agent's")
+                    } else {
+                        None
+                    };
+                    if let Some(why) = refusal {
+                        self.refuse(why.to_string()).await?;
+                        return Err(SessionError::Auth(why));
+                    }
                 }
                 self.greeted = true;
                 let (low, high) = system::port_range();
@@ -296,7 +347,7 @@ impl Session {
             next_seq: 0,
             done: 0,
             tail: Snapshot::default(),
-            first_send: None,
+            began: None,
             end: start,
         });
         Ok(())
@@ -334,13 +385,13 @@ impl Session {
             }
             Report::Done {
                 snapshot,
-                first_send,
+                began,
                 end,
                 ..
             } => {
                 r.done += 1;
                 r.tail.add(&snapshot);
-                r.first_send = match (r.first_send, first_send) {
+                r.began = match (r.began, began) {
                     (Some(a), Some(b)) => Some(a.min(b)),
                     (a, b) => a.or(b),
                 };
@@ -370,12 +421,12 @@ impl Session {
             snapshot: r.tail,
         };
         self.send(Up::Interval((&tail).into())).await?;
-        let first_send_unix_nanos = r.first_send.map_or(0, |f| {
+        let began_unix_nanos = r.began.map_or(0, |f| {
             r.start_unix_ns + f.saturating_duration_since(r.start).as_nanos() as i64
         });
         self.send(Up::StepReport(pb::StepReport {
             step: r.step,
-            first_send_unix_nanos,
+            began_unix_nanos,
             wall_us: r.end.saturating_duration_since(r.start).as_micros() as u64,
             aborted: r.cancel.is_cancelled(),
             intervals: r.next_seq + 1,
@@ -386,3 +437,17 @@ impl Session {
 
 /// Re-exported so the agent binary and tests see one name for the interval length.
 pub use worker::INTERVAL as REPORT_INTERVAL;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_compare_whole() {
+        assert!(token_matches("s3cret", "s3cret"));
+        assert!(!token_matches("s3cre", "s3cret"));
+        assert!(!token_matches("s3cret!", "s3cret"));
+        assert!(!token_matches("S3cret", "s3cret"));
+        assert!(!token_matches("", "s3cret"));
+    }
+}

@@ -38,11 +38,11 @@ pub enum Report {
         seq: u32,
         snapshot: Snapshot,
     },
-    /// The last one: everything since the last interval, and when the first request left.
+    /// The last one: everything since the last interval, and when the worker began the step.
     Done {
         worker: u64,
         snapshot: Snapshot,
-        first_send: Option<Instant>,
+        began: Option<Instant>,
         end: Instant,
     },
 }
@@ -61,7 +61,8 @@ struct Ctx {
     cancel: CancellationToken,
     next_url: Cell<usize>,
     rng: RefCell<Rng>,
-    first_send: Cell<Option<Instant>>,
+    /// When this worker passed the start instant and began sending.
+    began: Cell<Option<Instant>>,
     in_flight: Cell<usize>,
     idle: Notify,
 }
@@ -81,15 +82,8 @@ impl Ctx {
         templates[i].build()
     }
 
-    fn mark_first_send(&self) {
-        if self.first_send.get().is_none() {
-            self.first_send.set(Some(Instant::now()));
-        }
-    }
-
     /// Sends one request: the connection is dropped (returned `None`) when it failed.
     async fn exchange(&self, mut conn: Conn, intended: Instant) -> Option<Conn> {
-        self.mark_first_send();
         let reply_by = intended + self.target.timeout;
         match conn
             .send(self.template(), intended, reply_by, &self.rec)
@@ -156,7 +150,7 @@ pub async fn run(job: Job) {
         rng: RefCell::new(Rng::new(
             share.seed ^ job.worker.wrapping_mul(0x2545_F491_4F6C_DD1D),
         )),
-        first_send: Cell::new(None),
+        began: Cell::new(None),
         in_flight: Cell::new(0),
         idle: Notify::new(),
     });
@@ -195,10 +189,13 @@ pub async fn run(job: Job) {
         })
     };
 
+    // Waiting for the start on the precise timer keeps agents' starts within microseconds, not a tick.
+    let timer = Timer::new();
     tokio::select! {
-        _ = sleep_until(job.start) => {}
+        _ = timer.sleep_until(job.start) => {}
         _ = job.cancel.cancelled() => {}
     }
+    ctx.began.set(Some(Instant::now()));
     // Reset the CPU mark and drop anything measured while waiting for the start.
     rec.swap();
 
@@ -210,7 +207,7 @@ pub async fn run(job: Job) {
         .collect();
     match share.model {
         LoadModel::Connections => {
-            open_loop(&ctx, &share, &slices, job.start, |intended| {
+            open_loop(&ctx, &timer, &share, &slices, job.start, |intended| {
                 let calls = share.num_call.get();
                 let task_ctx = ctx.clone();
                 spawn_tracked(
@@ -228,7 +225,7 @@ pub async fn run(job: Job) {
             )
             .max(1) as usize;
             let pool = Rc::new(Pool::new(max));
-            open_loop(&ctx, &share, &slices, job.start, |intended| {
+            open_loop(&ctx, &timer, &share, &slices, job.start, |intended| {
                 pool.clone().arrive(&ctx, intended)
             })
             .await;
@@ -269,7 +266,7 @@ pub async fn run(job: Job) {
         .send(Report::Done {
             worker: job.worker,
             snapshot,
-            first_send: ctx.first_send.get(),
+            began: ctx.began.get(),
             end: Instant::now(),
         })
         .await;
@@ -279,13 +276,13 @@ pub async fn run(job: Job) {
 /// arrival at once (catch-up, as httperf does) and records how late each was.
 async fn open_loop(
     ctx: &Rc<Ctx>,
+    timer: &Timer,
     share: &StepShare,
     slices: &[Slice],
     start: Instant,
     mut dispatch: impl FnMut(Instant),
 ) {
     let schedule = Merged::new(share.rate, share.arrival, share.limit, slices, share.seed);
-    let timer = Timer::new();
     for offset in schedule {
         let intended = start + offset;
         if Instant::now() < intended {
@@ -298,7 +295,6 @@ async fn open_loop(
         }
         ctx.rec
             .lag(Instant::now().saturating_duration_since(intended));
-        ctx.mark_first_send();
         dispatch(intended);
     }
 }

@@ -294,12 +294,12 @@ async fn run_step(
     }
     aborted |= reports.iter().flatten().any(|r| r.aborted);
 
-    // Each agent's first send on the coordinator's clock, from the agreed start instant.
+    // When each agent began, on the coordinator's clock, from the agreed start instant.
     let delays: Vec<Option<Duration>> = (0..n)
         .map(|i| {
             let r = reports[i].as_ref()?;
-            (r.first_send_unix_nanos > 0).then(|| {
-                let ns = r.first_send_unix_nanos - fleet.agents[i].clock_offset_ns - start_ns;
+            (r.began_unix_nanos > 0).then(|| {
+                let ns = r.began_unix_nanos - fleet.agents[i].clock_offset_ns - start_ns;
                 Duration::from_nanos(ns.max(0) as u64)
             })
         })

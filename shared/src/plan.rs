@@ -594,18 +594,18 @@ impl Plan {
         let connections = split_proportional(value as u64, weights);
         // Every agent needs at least one pool connection to send anything at all.
         let max_connections = split_proportional(u64::from(self.max_connections.get()), weights);
-        let mut first = 0;
-        weights
-            .iter()
-            .enumerate()
-            .map(|(a, w)| {
-                let slices = (first..first + w)
-                    .map(|index| Slice {
-                        index,
+        let owners = interleave(weights);
+        (0..weights.len())
+            .map(|a| {
+                let slices = owners
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, owner)| **owner == a)
+                    .map(|(index, _)| Slice {
+                        index: index as u64,
                         count: total,
                     })
                     .collect();
-                first += w;
                 StepShare {
                     step: index as u32,
                     model: self.model,
@@ -630,6 +630,26 @@ impl Plan {
             })
             .collect()
     }
+}
+
+/// Deals `sum(weights)` positions out to agents by smooth weighted round robin (as nginx balances):
+/// agent `a` gets `weights[a]` of them, spread out rather than in one block, so that any prefix of the
+/// arrivals is shared nearly in proportion. Returns each position's owner.
+pub fn interleave(weights: &[u64]) -> Vec<usize> {
+    let total: i128 = weights.iter().map(|w| i128::from(*w)).sum();
+    let mut current = vec![0i128; weights.len()];
+    (0..total)
+        .map(|_| {
+            for (c, w) in current.iter_mut().zip(weights) {
+                *c += i128::from(*w);
+            }
+            let pick = (0..weights.len())
+                .max_by_key(|&a| (current[a], std::cmp::Reverse(a)))
+                .expect("at least one agent");
+            current[pick] -= total;
+            pick
+        })
+        .collect()
 }
 
 /// Splits `total` in proportion to `weights` so that the parts sum to `total` exactly (largest remainder).
@@ -792,6 +812,16 @@ mod tests {
         )
         .unwrap_err();
         assert!(e.to_string().contains("URL 2 is http://b:1"), "{e}");
+    }
+
+    #[test]
+    fn interleave_spreads_each_agent_out() {
+        assert_eq!(interleave(&[2, 2, 2]), vec![0, 1, 2, 0, 1, 2]);
+        assert_eq!(interleave(&[1, 3]), vec![1, 0, 1, 1]);
+        let dealt = interleave(&[5, 1, 2]);
+        for (a, w) in [5u64, 1, 2].iter().enumerate() {
+            assert_eq!(dealt.iter().filter(|o| **o == a).count() as u64, *w);
+        }
     }
 
     #[test]

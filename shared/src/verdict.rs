@@ -137,7 +137,13 @@ pub fn judge(f: &Facts) -> Judgement {
         ));
     }
     if let Some(ratio) = shortfall {
-        if cpu_high || lag_high {
+        if !f.lost_agents.is_empty() {
+            // The lost agent's share was never sent; that is already the reason above.
+            notes.push(format!(
+                "achieved {:.0}% of demanded: the lost agent's share was not sent",
+                ratio * 100.0
+            ));
+        } else if cpu_high || lag_high {
             verdict.worsen(Verdict::Invalid);
             reasons.push(format!(
                 "achieved {:.0}% of demanded: the generator could not keep its schedule",
@@ -272,6 +278,22 @@ mod tests {
             j.reasons[0].starts_with("no replies: 50 other errors"),
             "{:?}",
             j.reasons
+        );
+    }
+
+    #[test]
+    fn a_lost_agent_degrades_without_blaming_the_schedule() {
+        let mut f = healthy();
+        f.lost_agents = vec!["10.0.0.2:7700".into()];
+        f.achieved_rate = 67.0;
+        f.lag_p99_ms = 8.0;
+        let j = judge(&f);
+        assert_eq!(j.verdict, Verdict::Degraded);
+        assert_eq!(j.reasons[0], "agent 10.0.0.2:7700 was lost during the step");
+        assert!(
+            j.notes[0].contains("the lost agent's share was not sent"),
+            "{:?}",
+            j.notes
         );
     }
 

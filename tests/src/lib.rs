@@ -297,3 +297,56 @@ pub fn run_ok(args: &[&str]) -> Ran {
         dir,
     }
 }
+
+/// A `stampede-agent --listen 127.0.0.1:0` process, killed when dropped.
+pub struct AgentProc {
+    pub child: Child,
+    pub addr: SocketAddr,
+}
+
+impl AgentProc {
+    pub fn start(extra: &[&str], env: &[(&str, &str)]) -> AgentProc {
+        let mut child = Command::new(bin("stampede-agent"))
+            .args(["--listen", "127.0.0.1:0", "--threads", "1"])
+            .args(extra)
+            .envs(env.iter().copied())
+            .env("STAMPEDE_LOG", "warn")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("stampede-agent starts");
+        let stderr = child.stderr.take().expect("piped stderr");
+        let mut lines = BufReader::new(stderr).lines();
+        let line = lines
+            .next()
+            .expect("the agent prints where it listens")
+            .expect("text");
+        let addr = line
+            .split("listening on ")
+            .nth(1)
+            .and_then(|rest| rest.split_whitespace().next())
+            .and_then(|a| a.parse().ok())
+            .unwrap_or_else(|| panic!("no address in the agent's first line: {line}"));
+        std::thread::spawn(move || for _ in lines {});
+        AgentProc { child, addr }
+    }
+
+    /// SIGKILL: the process dies at once, its sockets closed by the kernel.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for AgentProc {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// Sends a signal to a process this test started.
+pub fn signal(child: &Child, sig: i32) {
+    // SAFETY: kill(2) on a pid we spawned and have not yet waited for.
+    let rc = unsafe { libc::kill(child.id() as i32, sig) };
+    assert_eq!(rc, 0, "kill({sig})");
+}

@@ -1,0 +1,268 @@
+//! Several agent processes and a coordinator on loopback: the merge is lossless, starts are
+//! synchronised, refusals are clear, a lost agent degrades only its step, and agents stop when their
+//! coordinator is gone.
+use std::process::{Command, Stdio};
+use std::thread::sleep;
+use std::time::{Duration, Instant};
+
+use tests::{AgentProc, Target, bin, run_json, run_ok, signal, stampede, text};
+
+fn agents_arg(agents: &[AgentProc]) -> String {
+    agents
+        .iter()
+        .map(|a| a.addr.to_string())
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+#[test]
+fn three_agents_merge_losslessly_and_start_together() {
+    let target = Target::start(&[]);
+    let agents: Vec<AgentProc> = (0..3).map(|_| AgentProc::start(&[], &[])).collect();
+    let ran = run_ok(&[
+        &target.url(),
+        "--agents",
+        &agents_arg(&agents),
+        "--model",
+        "requests",
+        "--steps",
+        "90,150,301",
+        "--step-duration",
+        "2s",
+    ]);
+    assert_eq!(ran.run["agents"].as_array().unwrap().len(), 3);
+    let mut reported = 0;
+    for s in ran.steps() {
+        let per_agent: Vec<u64> = s["agents"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a["requests"].as_u64().unwrap())
+            .collect();
+        assert_eq!(per_agent.len(), 3, "{s}");
+        // Lossless: the merged total is the sum of the agents' totals, and the split is exact.
+        assert_eq!(
+            per_agent.iter().sum::<u64>(),
+            s["requests"].as_u64().unwrap(),
+            "{s}"
+        );
+        let demanded = s["demanded_rate"].as_f64().unwrap();
+        assert_eq!(
+            s["requests"].as_u64().unwrap() as f64,
+            demanded * 2.0,
+            "every arrival sent once: {s}"
+        );
+        let spread = per_agent.iter().max().unwrap() - per_agent.iter().min().unwrap();
+        assert!(spread <= 1, "equal cores, equal shares: {per_agent:?}");
+        let skew = s["start_skew_ms"].as_f64().unwrap();
+        assert!(skew < 5.0, "start skew {skew} ms");
+        for a in s["agents"].as_array().unwrap() {
+            assert!(a["rtt_ms"].as_f64().unwrap() > 0.0, "{a}");
+            assert_eq!(a["lost"], false);
+        }
+        reported += s["requests"].as_u64().unwrap();
+    }
+    assert_eq!(
+        reported,
+        target.requests(),
+        "the target counted exactly what the agents reported"
+    );
+    let tsv = std::fs::read_to_string(ran.dir.path().join("steps.tsv")).unwrap();
+    assert!(tsv.lines().next().unwrap().contains("\tstart_skew_ms\t"));
+}
+
+#[test]
+fn agent_weights_split_the_load() {
+    let target = Target::start(&[]);
+    let agents: Vec<AgentProc> = (0..2).map(|_| AgentProc::start(&[], &[])).collect();
+    let ran = run_ok(&[
+        &target.url(),
+        "--agents",
+        &agents_arg(&agents),
+        "--agent-weights",
+        "1,3",
+        "--model",
+        "requests",
+        "--steps",
+        "200",
+        "--step-duration",
+        "1s",
+    ]);
+    let a = ran.step(0)["agents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["requests"].as_u64().unwrap())
+        .collect::<Vec<_>>();
+    assert_eq!(a, vec![50, 150]);
+}
+
+#[test]
+fn handshake_refusals_name_the_problem() {
+    let dir = tempfile::tempdir().unwrap();
+    let token = dir.path().join("token");
+    std::fs::write(&token, "s3cret\n").unwrap();
+    let agent = AgentProc::start(&["--token-file", token.to_str().unwrap()], &[]);
+    let run = |extra: &[&str], env: &[(&str, &str)]| {
+        let mut cmd = Command::new(bin("stampede"));
+        cmd.args([
+            "run",
+            "http://127.0.0.1:9/",
+            "--steps",
+            "1",
+            "--step-duration",
+            "1s",
+            "--quiet",
+        ])
+        .args([
+            "--agents",
+            &agent.addr.to_string(),
+            "--out",
+            dir.path().join("out").to_str().unwrap(),
+        ])
+        .args(extra)
+        .env_remove("STAMPEDE_TOKEN")
+        .envs(env.iter().copied());
+        let o = cmd.output().unwrap();
+        (o.status.code(), text(&o.stderr))
+    };
+    let (code, err) = run(&[], &[]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains("refused: this agent requires a token"),
+        "{err}"
+    );
+    let (code, err) = run(&[], &[("STAMPEDE_TOKEN", "guess")]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains("refused: the token does not match this agent's"),
+        "{err}"
+    );
+    let (code, err) = run(&["--token-file", token.to_str().unwrap()], &[]);
+    assert_eq!(code, Some(0), "the right token is accepted: {err}");
+    // An agent refuses to listen beyond loopback without a token.
+    let o = Command::new(bin("stampede-agent"))
+        .args(["--listen", "0.0.0.0:0"])
+        .env_remove("STAMPEDE_TOKEN")
+        .stderr(Stdio::piped())
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        text(&o.stderr).contains("without a token"),
+        "{}",
+        text(&o.stderr)
+    );
+}
+
+#[test]
+fn killed_agent_degrades_its_step_and_later_steps_use_the_rest() {
+    let target = Target::start(&[]);
+    let mut agents: Vec<AgentProc> = (0..3).map(|_| AgentProc::start(&[], &[])).collect();
+    let out = tempfile::tempdir().unwrap();
+    let coordinator = Command::new(bin("stampede"))
+        .args([
+            "run",
+            &target.url(),
+            "--agents",
+            &agents_arg(&agents),
+            "--model",
+            "requests",
+        ])
+        .args([
+            "--steps",
+            "60,60,60,60",
+            "--step-duration",
+            "2s",
+            "--quiet",
+            "--out",
+            out.path().to_str().unwrap(),
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let began = Instant::now();
+    // Mid step 2.
+    sleep(Duration::from_millis(3200));
+    let victim = agents[1].addr.to_string();
+    agents[1].kill();
+    let o = coordinator.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert!(
+        began.elapsed() < Duration::from_secs(20),
+        "the run ends on time: {:?}",
+        began.elapsed()
+    );
+    let run = run_json(out.path());
+    let steps = run["steps"].as_array().unwrap();
+    assert_eq!(steps.len(), 4);
+    assert_eq!(steps[0]["verdict"], "valid", "{}", steps[0]);
+    let hit = steps
+        .iter()
+        .position(|s| s["verdict"] == "degraded")
+        .expect("a degraded step");
+    assert!(
+        hit == 1 || hit == 2,
+        "the step with the kill is degraded: {hit}"
+    );
+    let reasons = steps[hit]["reasons"].to_string();
+    assert!(
+        reasons.contains(&victim),
+        "the lost agent is named: {reasons}"
+    );
+    for s in &steps[hit + 1..] {
+        let agents = s["agents"].as_array().unwrap();
+        assert_eq!(agents.len(), 2, "later steps run on the survivors: {s}");
+        assert!(!s["agents"].to_string().contains(&victim));
+        // The survivors carry the whole demanded load.
+        assert_eq!(s["requests"].as_u64().unwrap(), 120, "{s}");
+    }
+}
+
+#[test]
+fn agents_stop_within_two_seconds_when_the_coordinator_dies_or_freezes() {
+    for sig in [libc::SIGKILL, libc::SIGSTOP] {
+        let target = Target::start(&[]);
+        let agents: Vec<AgentProc> = (0..2).map(|_| AgentProc::start(&[], &[])).collect();
+        let out = tempfile::tempdir().unwrap();
+        let mut coordinator = Command::new(bin("stampede"))
+            .args([
+                "run",
+                &target.url(),
+                "--agents",
+                &agents_arg(&agents),
+                "--model",
+                "requests",
+            ])
+            .args([
+                "--steps",
+                "100",
+                "--step-duration",
+                "20s",
+                "--quiet",
+                "--out",
+                out.path().to_str().unwrap(),
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        sleep(Duration::from_millis(2000));
+        let before = target.requests();
+        assert!(before > 50, "load is flowing: {before}");
+        // SIGKILL closes its sockets; SIGSTOP leaves them open and silent, like a network cut.
+        signal(&coordinator, sig);
+        sleep(Duration::from_millis(2000));
+        let stopped = target.requests();
+        sleep(Duration::from_millis(1500));
+        let later = target.requests();
+        assert_eq!(
+            stopped, later,
+            "signal {sig}: agents still sending 2 s after losing their coordinator"
+        );
+        let _ = coordinator.kill();
+        let _ = coordinator.wait();
+    }
+    let _ = stampede(&["--version"]);
+}
