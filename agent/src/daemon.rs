@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use proto::pb;
 use proto::pb::agent_server::{Agent, AgentServer};
+use proto::pb::coordinator_client::CoordinatorClient;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::{ReceiverStream, TcpListenerStream};
 use tokio_util::sync::CancellationToken;
@@ -42,6 +43,8 @@ pub enum DaemonError {
     Engine(#[from] crate::engine::EngineError),
     #[error("gRPC server failed: {0}")]
     Serve(#[from] tonic::transport::Error),
+    #[error("cannot join the coordinator at {0}")]
+    Join(String),
 }
 
 struct Service {
@@ -147,7 +150,68 @@ pub async fn serve(
     Ok(())
 }
 
-/// `stampede-agent`'s library entry point.
+/// `stampede-agent --join ADDR`: dial the coordinator (no listening port on the agent, so it works
+/// behind NAT) and serve its sessions, one after another, until `shutdown`. Between coordinators, or
+/// while none answers, it retries every second.
+pub async fn join(
+    coordinator: String,
+    cfg: DaemonConfig,
+    shutdown: CancellationToken,
+) -> Result<(), DaemonError> {
+    crate::system::raise_fd_limit();
+    let engine = Arc::new(Engine::start(cfg.threads)?);
+    let token: Option<Arc<str>> = cfg.token.as_deref().map(Arc::from);
+    let endpoint = tonic::transport::Endpoint::from_shared(format!("http://{coordinator}"))
+        .map_err(|e| DaemonError::Join(format!("{coordinator}: {e}")))?
+        .connect_timeout(std::time::Duration::from_secs(5))
+        .tcp_nodelay(true);
+    eprintln!(
+        "stampede-agent: joining the coordinator at {coordinator} with {} worker threads",
+        cfg.threads
+    );
+    while !shutdown.is_cancelled() {
+        match join_once(&endpoint, &engine, token.clone(), shutdown.clone()).await {
+            Ok(()) => tracing::info!(%coordinator, "Coordinator session ended"),
+            Err(e) => tracing::info!(%coordinator, error = %e, "No session with the coordinator"),
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(std::time::Duration::from_secs(1)) => {}
+            _ = shutdown.cancelled() => {}
+        }
+    }
+    Ok(())
+}
+
+async fn join_once(
+    endpoint: &tonic::transport::Endpoint,
+    engine: &Arc<Engine>,
+    token: Option<Arc<str>>,
+    shutdown: CancellationToken,
+) -> Result<(), String> {
+    let channel = endpoint.connect().await.map_err(|e| e.to_string())?;
+    let mut client = CoordinatorClient::new(channel)
+        .max_decoding_message_size(MAX_MESSAGE_BYTES)
+        .max_encoding_message_size(MAX_MESSAGE_BYTES);
+    let (up_tx, up_rx) = mpsc::channel(LINK_CAPACITY);
+    let (down_tx, down_rx) = mpsc::channel(LINK_CAPACITY);
+    let response = client
+        .join(ReceiverStream::new(up_rx))
+        .await
+        .map_err(|s| s.message().to_string())?;
+    let mut inbound = response.into_inner();
+    tokio::spawn(async move {
+        while let Ok(Some(msg)) = inbound.message().await {
+            if down_tx.send(msg).await.is_err() {
+                break;
+            }
+        }
+    });
+    session::serve(engine.clone(), token, down_rx, up_tx, shutdown)
+        .await
+        .map_err(|e| e.to_string())
+}
+
+/// `stampede-agent --listen`'s library entry point.
 pub async fn run(cfg: DaemonConfig, shutdown: CancellationToken) -> Result<(), DaemonError> {
     crate::system::raise_fd_limit();
     let listener = bind(&cfg).await?;

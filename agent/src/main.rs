@@ -10,8 +10,12 @@ use tokio_util::sync::CancellationToken;
 #[command(name = "stampede-agent", version)]
 struct Args {
     /// Address to listen on for a coordinator. Beyond loopback a token is required.
-    #[arg(long, default_value = "127.0.0.1:7700")]
+    #[arg(long, default_value = "127.0.0.1:7700", conflicts_with = "join")]
     listen: SocketAddr,
+    /// Dial the coordinator at HOST:PORT instead of listening (works behind NAT; it runs
+    /// `stampede run --listen ADDR --expect-agents N`).
+    #[arg(long, value_name = "HOST:PORT")]
+    join: Option<String>,
     /// File holding the bearer token coordinators must present (or set STAMPEDE_TOKEN).
     #[arg(long)]
     token_file: Option<std::path::PathBuf>,
@@ -77,7 +81,10 @@ fn main() -> ExitCode {
             }
             on_signal.cancel();
         });
-        agent::daemon::run(config, shutdown).await
+        match args.join {
+            Some(coordinator) => agent::daemon::join(coordinator, config, shutdown).await,
+            None => agent::daemon::run(config, shutdown).await,
+        }
     });
     match result {
         Ok(()) => ExitCode::SUCCESS,

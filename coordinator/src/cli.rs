@@ -99,6 +99,15 @@ pub struct RunArgs {
     /// A/AAAA record is one agent). Without it, an embedded agent runs the load.
     #[arg(long)]
     pub agents: Option<String>,
+    /// Wait for agents to join (`stampede-agent --join`) on this address instead of dialing them.
+    #[arg(long, conflicts_with = "agents", requires = "expect_agents")]
+    pub listen: Option<std::net::SocketAddr>,
+    /// How many agents must join before the run starts (with --listen).
+    #[arg(long)]
+    pub expect_agents: Option<usize>,
+    /// How long to wait for them (default 60s).
+    #[arg(long)]
+    pub wait_agents: Option<String>,
     /// Bearer token for remote agents, read from this file (or set STAMPEDE_TOKEN).
     #[arg(long)]
     pub token_file: Option<PathBuf>,

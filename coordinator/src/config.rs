@@ -137,11 +137,20 @@ pub fn parse_agents(arg: &str) -> Result<Vec<AgentSpec>, ConfigError> {
     Ok(out)
 }
 
+/// Agents that dial in (`stampede-agent --join`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JoinSpec {
+    pub listen: std::net::SocketAddr,
+    pub expect: usize,
+    pub wait: Duration,
+}
+
 /// Everything `run` needs, valid by construction.
 #[derive(Debug, Clone)]
 pub struct RunConfig {
-    /// Remote agents; empty means the embedded agent.
+    /// Remote agents; empty (and no `join`) means the embedded agent.
     pub agents: Vec<AgentSpec>,
+    pub join: Option<JoinSpec>,
     pub token: Option<String>,
     pub on_agent_loss: LossPolicy,
     pub agent_weights: Option<Vec<u64>>,
@@ -510,6 +519,37 @@ pub fn resolve(args: RunArgs) -> Result<RunConfig, ConfigError> {
             .map(|t| t.trim().to_string()),
     };
     let on_agent_loss = LossPolicy::parse(args.on_agent_loss.as_deref().unwrap_or("degrade"))?;
+    let join = match (args.listen, args.expect_agents) {
+        (Some(listen), Some(expect)) => {
+            if expect == 0 {
+                return Err(PlanError::NotPositive {
+                    what: "--expect-agents",
+                    value: "0".into(),
+                }
+                .into());
+            }
+            if !listen.ip().is_loopback() && token.is_none() {
+                return Err(ConfigError::Conflict(format!(
+                    "refusing to listen on {listen} without a token: add --token-file FILE (or set STAMPEDE_TOKEN)"
+                )));
+            }
+            let wait = match &args.wait_agents {
+                Some(w) => parse_duration("--wait-agents", w)?,
+                None => Duration::from_secs(60),
+            };
+            Some(JoinSpec {
+                listen,
+                expect,
+                wait,
+            })
+        }
+        (None, Some(_)) => {
+            return Err(ConfigError::Conflict(
+                "--expect-agents goes with --listen ADDR".into(),
+            ));
+        }
+        _ => None,
+    };
     if let Some(w) = &args.agent_weights {
         if agents.iter().any(|a| matches!(a, AgentSpec::Dns(_))) {
             return Err(ConfigError::Conflict(
@@ -528,6 +568,7 @@ pub fn resolve(args: RunArgs) -> Result<RunConfig, ConfigError> {
     let echo = echo(&plan, threads);
     Ok(RunConfig {
         agents,
+        join,
         token,
         on_agent_loss,
         agent_weights: args.agent_weights,

@@ -11,6 +11,7 @@ use agent::{Engine, Link};
 use proto::pb::agent_client::AgentClient;
 use proto::pb::agent_message::Kind as Up;
 use proto::pb::coordinator_message::Kind as Down;
+use proto::pb::coordinator_server::Coordinator as CoordinatorSvc;
 use proto::{PROTOCOL_VERSION, pb, to_agent};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
@@ -61,13 +62,22 @@ impl Drop for Fleet {
     }
 }
 
-/// Connects to the configured agents, or starts the embedded one.
+/// Connects to the configured agents, waits for joining ones, or starts the embedded one.
 pub async fn connect(cfg: &RunConfig) -> Result<Fleet, RunError> {
+    if let Some(join) = &cfg.join {
+        let stop = CancellationToken::new();
+        let links = accept_joins(join, stop.clone()).await?;
+        // The join server lives as long as the fleet: its streams are the agents' links.
+        return Ok(Fleet::new(links, stop));
+    }
     if cfg.agents.is_empty() {
         let engine = Arc::new(Engine::start(cfg.threads)?);
         // The embedded agent stops when its link is dropped at the end of the run, like a remote one.
         let link = agent::embedded(engine, CancellationToken::new());
-        return Ok(Fleet::new(vec![("embedded".to_string(), link)]));
+        return Ok(Fleet::new(
+            vec![("embedded".to_string(), link)],
+            CancellationToken::new(),
+        ));
     }
     let mut addrs: Vec<(String, SocketAddr)> = Vec::new();
     for spec in &cfg.agents {
@@ -108,7 +118,7 @@ pub async fn connect(cfg: &RunConfig) -> Result<Fleet, RunError> {
         let link = remote(&name, addr).await?;
         links.push((name, link));
     }
-    Ok(Fleet::new(links))
+    Ok(Fleet::new(links, CancellationToken::new()))
 }
 
 /// Opens the control stream to a listening agent and adapts it to a `Link`.
@@ -151,10 +161,108 @@ async fn remote(name: &str, addr: SocketAddr) -> Result<Link, RunError> {
     })
 }
 
+/// The coordinator's side of `Coordinator.Join`: each joining agent's stream becomes a `Link`.
+struct JoinService {
+    joined: mpsc::Sender<(String, Link)>,
+}
+
+#[tonic::async_trait]
+impl CoordinatorSvc for JoinService {
+    type JoinStream = ReceiverStream<Result<pb::CoordinatorMessage, tonic::Status>>;
+
+    async fn join(
+        &self,
+        request: tonic::Request<tonic::Streaming<pb::AgentMessage>>,
+    ) -> Result<tonic::Response<Self::JoinStream>, tonic::Status> {
+        let name = request
+            .remote_addr()
+            .map_or_else(|| "joined agent".to_string(), |a| a.to_string());
+        let permit = self.joined.clone().try_reserve_owned().map_err(|_| {
+            tonic::Status::resource_exhausted("this run has all the agents it expects")
+        })?;
+        let mut inbound = request.into_inner();
+        let (up_tx, up_rx) = mpsc::channel(LINK_CAPACITY);
+        let (down_tx, mut down_rx) = mpsc::channel::<pb::CoordinatorMessage>(LINK_CAPACITY);
+        let (out_tx, out_rx) = mpsc::channel(LINK_CAPACITY);
+        tokio::spawn(async move {
+            while let Ok(Some(msg)) = inbound.message().await {
+                if up_tx.send(msg).await.is_err() {
+                    return;
+                }
+            }
+        });
+        tokio::spawn(async move {
+            while let Some(msg) = down_rx.recv().await {
+                if out_tx.send(Ok(msg)).await.is_err() {
+                    return;
+                }
+            }
+        });
+        permit.send((
+            name,
+            Link {
+                tx: down_tx,
+                rx: up_rx,
+            },
+        ));
+        Ok(tonic::Response::new(ReceiverStream::new(out_rx)))
+    }
+}
+
+/// Serves `Coordinator.Join` until `expect` agents have joined, or fails after `wait`.
+async fn accept_joins(
+    join: &crate::config::JoinSpec,
+    stop: CancellationToken,
+) -> Result<Vec<(String, Link)>, RunError> {
+    let listener = tokio::net::TcpListener::bind(join.listen)
+        .await
+        .map_err(|e| {
+            RunError::Config(crate::config::ConfigError::Conflict(format!(
+                "cannot listen on {}: {e}",
+                join.listen
+            )))
+        })?;
+    let (joined_tx, mut joined_rx) = mpsc::channel(join.expect);
+    let server =
+        proto::pb::coordinator_server::CoordinatorServer::new(JoinService { joined: joined_tx })
+            .max_decoding_message_size(MAX_MESSAGE_BYTES)
+            .max_encoding_message_size(MAX_MESSAGE_BYTES);
+    let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
+    let shutdown = stop.clone();
+    tokio::spawn(async move {
+        let served = tonic::transport::Server::builder()
+            .add_service(server)
+            .serve_with_incoming_shutdown(incoming, shutdown.cancelled())
+            .await;
+        if let Err(e) = served {
+            tracing::warn!(error = %e, "Join server failed");
+        }
+    });
+    eprintln!(
+        "stampede: waiting for {} agents to join on {}",
+        join.expect, join.listen
+    );
+    let deadline = Instant::now() + join.wait;
+    let mut links = Vec::with_capacity(join.expect);
+    while links.len() < join.expect {
+        match tokio::time::timeout_at(deadline, joined_rx.recv()).await {
+            Ok(Some(link)) => links.push(link),
+            _ => {
+                stop.cancel();
+                return Err(RunError::Unreachable {
+                    agent: format!("{} expected on {}", join.expect, join.listen),
+                    why: format!("only {} joined within {:?}", links.len(), join.wait),
+                });
+            }
+        }
+    }
+    Ok(links)
+}
+
 impl Fleet {
-    fn new(links: Vec<(String, Link)>) -> Fleet {
+    /// `stop` is cancelled when the fleet is dropped: it ends the heartbeats (and a join server).
+    fn new(links: Vec<(String, Link)>, stop: CancellationToken) -> Fleet {
         let (tx, events) = mpsc::channel(256);
-        let stop = CancellationToken::new();
         let agents = links
             .into_iter()
             .enumerate()

@@ -244,6 +244,11 @@ async fn run_step(
                         }
                     }
                     Some(Up::StepReport(r)) => {
+                        if r.aborted && !abort_sent {
+                            // Stopped on its own (SIGTERM drains an agent): its data counts, but it
+                            // left the run.
+                            newly_lost.push((i, "it stopped mid-step (shut down)".into()));
+                        }
                         reports[i] = Some(r);
                         waiting.retain(|&w| w != i);
                     }
@@ -282,7 +287,9 @@ async fn run_step(
         for (i, why) in newly_lost {
             fleet.mark_lost(i, &why);
             waiting.retain(|&w| w != i);
-            lost.push(i);
+            if !lost.contains(&i) {
+                lost.push(i);
+            }
             if policy == LossPolicy::Abort && !abort_sent {
                 fleet.abort_all(&waiting, "an agent was lost").await;
                 abort_sent = true;
@@ -292,7 +299,6 @@ async fn run_step(
             }
         }
     }
-    aborted |= reports.iter().flatten().any(|r| r.aborted);
 
     // When each agent began, on the coordinator's clock, from the agreed start instant.
     let delays: Vec<Option<Duration>> = (0..n)

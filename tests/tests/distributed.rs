@@ -5,7 +5,7 @@ use std::process::{Command, Stdio};
 use std::thread::sleep;
 use std::time::{Duration, Instant};
 
-use tests::{AgentProc, Target, bin, run_json, run_ok, signal, stampede, text};
+use tests::{AgentProc, Target, bin, closed_port, run_json, run_ok, signal, stampede, text};
 
 fn agents_arg(agents: &[AgentProc]) -> String {
     agents
@@ -265,4 +265,111 @@ fn agents_stop_within_two_seconds_when_the_coordinator_dies_or_freezes() {
         let _ = coordinator.wait();
     }
     let _ = stampede(&["--version"]);
+}
+
+#[test]
+fn agents_that_join_are_driven_like_listening_ones() {
+    let target = Target::start(&[]);
+    let port = closed_port();
+    let listen = format!("127.0.0.1:{port}");
+    let out = tempfile::tempdir().unwrap();
+    let coordinator = Command::new(bin("stampede"))
+        .args([
+            "run",
+            &target.url(),
+            "--listen",
+            &listen,
+            "--expect-agents",
+            "2",
+            "--wait-agents",
+            "20s",
+        ])
+        .args([
+            "--model",
+            "requests",
+            "--steps",
+            "50,100",
+            "--step-duration",
+            "1s",
+            "--quiet",
+        ])
+        .args(["--out", out.path().to_str().unwrap()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let joiners: Vec<std::process::Child> = (0..2)
+        .map(|_| {
+            Command::new(bin("stampede-agent"))
+                .args(["--join", &listen, "--threads", "1"])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let o = coordinator.wait_with_output().unwrap();
+    for mut j in joiners {
+        let _ = j.kill();
+        let _ = j.wait();
+    }
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let run = run_json(out.path());
+    assert_eq!(run["agents"].as_array().unwrap().len(), 2);
+    let reported: u64 = run["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["requests"].as_u64().unwrap())
+        .sum();
+    assert_eq!(reported, 150);
+    assert_eq!(reported, target.requests());
+}
+
+#[test]
+fn sigterm_drains_an_agent_and_the_run_goes_on_without_it() {
+    let target = Target::start(&[]);
+    let agents: Vec<AgentProc> = (0..2).map(|_| AgentProc::start(&[], &[])).collect();
+    let out = tempfile::tempdir().unwrap();
+    let coordinator = Command::new(bin("stampede"))
+        .args([
+            "run",
+            &target.url(),
+            "--agents",
+            &agents_arg(&agents),
+            "--model",
+            "requests",
+        ])
+        .args([
+            "--steps",
+            "50,50",
+            "--step-duration",
+            "3s",
+            "--quiet",
+            "--out",
+            out.path().to_str().unwrap(),
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    sleep(Duration::from_millis(1800));
+    signal(&agents[0].child, libc::SIGTERM);
+    let o = coordinator.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let run = run_json(out.path());
+    let steps = run["steps"].as_array().unwrap();
+    assert_eq!(steps.len(), 2);
+    assert_eq!(steps[0]["verdict"], "degraded", "{}", steps[0]);
+    assert!(
+        steps[0]["reasons"]
+            .to_string()
+            .contains(&agents[0].addr.to_string())
+    );
+    // What the drained agent sent before it stopped is reported: nothing is lost.
+    let drained = &steps[0]["agents"][0];
+    assert!(drained["requests"].as_u64().unwrap() > 0, "{drained}");
+    assert_eq!(steps[1]["agents"].as_array().unwrap().len(), 1);
+    let reported: u64 = steps.iter().map(|s| s["requests"].as_u64().unwrap()).sum();
+    assert_eq!(reported, target.requests());
 }
