@@ -328,6 +328,15 @@ impl AsyncWrite for Stream {
     }
 }
 
+/// Why a request was not answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SendError {
+    /// The connection had been closed by the server before anything was written: reconnect and send.
+    Stale,
+    /// The request was written and failed; the connection is unusable.
+    Failed(ErrorClass),
+}
+
 /// An open keep-alive connection, ready for one request at a time.
 pub struct Conn {
     sender: http1::SendRequest<Full<Bytes>>,
@@ -404,19 +413,28 @@ impl Conn {
         Ok(Conn { sender })
     }
 
-    /// Sends one request and reads the whole reply (counted, not kept). Latency counts from `intended`;
-    /// no complete reply by `reply_by` is a client timeout. After an error the connection is unusable.
+    /// Sends one request and reads the whole reply (counted, not kept). Latency counts from
+    /// `intended`; the reply must be complete within `timeout` of the moment the request was written.
     pub async fn send(
         &mut self,
         req: Request<Full<Bytes>>,
         intended: Instant,
-        reply_by: Instant,
+        timeout: Duration,
         rec: &Recorder,
-    ) -> Result<(), ErrorClass> {
+    ) -> Result<(), SendError> {
+        // A kept-alive connection the server has closed (Connection: close, an idle timeout) is no
+        // error of the target's: nothing was written, so the caller reconnects and sends.
+        if self.sender.is_closed() {
+            return Err(SendError::Stale);
+        }
+        match tokio::time::timeout(timeout, self.sender.ready()).await {
+            Ok(Ok(())) => {}
+            Ok(Err(_)) => return Err(SendError::Stale),
+            Err(_) => return Err(SendError::Failed(ErrorClass::ClientTimeout)),
+        }
+        let sent_at = Instant::now();
+        rec.sent();
         let exchange = async {
-            self.sender.ready().await.map_err(|e| hyper_class(&e))?;
-            let sent_at = Instant::now();
-            rec.sent();
             let resp = self
                 .sender
                 .send_request(req)
@@ -430,13 +448,16 @@ impl Conn {
             }
             Ok::<_, ErrorClass>((status, ttfb))
         };
-        match tokio::time::timeout_at(reply_by, exchange).await {
+        match tokio::time::timeout_at(sent_at + timeout, exchange).await {
             Ok(Ok((status, ttfb))) => {
                 rec.replied(status, ttfb, intended.elapsed());
                 Ok(())
             }
-            Ok(Err(class)) => Err(class),
-            Err(_) => Err(ErrorClass::ClientTimeout),
+            // A socket-level timeout on an established connection is a reply that never came.
+            Ok(Err(ErrorClass::ConnectTimeout)) | Err(_) => {
+                Err(SendError::Failed(ErrorClass::ClientTimeout))
+            }
+            Ok(Err(class)) => Err(SendError::Failed(class)),
         }
     }
 }

@@ -164,7 +164,12 @@ pub async fn serve(
                     };
                 }
             },
-            Some(rep) = next_report(&mut s.running) => s.on_report(rep).await?,
+            rep = next_report(&mut s.running), if s.running.is_some() => match rep {
+                Some(rep) => s.on_report(rep).await?,
+                // Every worker's sender is gone without a final report (a worker thread died):
+                // finish the step with what was reported rather than hang.
+                None => s.finish_step().await?,
+            },
         }
     }
 }
@@ -234,6 +239,14 @@ impl Session {
                 };
                 self.send(Up::HelloReply(reply)).await
             }
+            // Heartbeats may overtake the hello; answering them reveals nothing but the clock.
+            Down::Ping(p) => {
+                self.send(Up::Pong(pb::Pong {
+                    id: p.id,
+                    agent_unix_nanos: unix_ns_now(),
+                }))
+                .await
+            }
             _ if !self.greeted => self.refuse("say hello first".into()).await,
             Down::Configure(c) => {
                 if self.running.is_some() {
@@ -287,13 +300,6 @@ impl Session {
                     r.cancel.cancel();
                 }
                 Ok(())
-            }
-            Down::Ping(p) => {
-                self.send(Up::Pong(pb::Pong {
-                    id: p.id,
-                    agent_unix_nanos: unix_ns_now(),
-                }))
-                .await
             }
         }
     }
@@ -405,9 +411,15 @@ impl Session {
         if r.done < r.workers {
             return Ok(());
         }
-        // Every worker is done: whatever was not reported as a full interval is the tail, so nothing
-        // measured is ever dropped.
-        let mut r = self.running.take().expect("checked above");
+        self.finish_step().await
+    }
+
+    /// Every worker is done: whatever was not reported as a full interval is the tail, so nothing
+    /// measured is ever dropped. Then the step report.
+    async fn finish_step(&mut self) -> Result<(), SessionError> {
+        let Some(mut r) = self.running.take() else {
+            return Ok(());
+        };
         for (_, (_, snap)) in std::mem::take(&mut r.pending) {
             r.tail.add(&snap);
         }
@@ -428,7 +440,7 @@ impl Session {
             step: r.step,
             began_unix_nanos,
             wall_us: r.end.saturating_duration_since(r.start).as_micros() as u64,
-            aborted: r.cancel.is_cancelled(),
+            aborted: r.cancel.is_cancelled() || r.done < r.workers,
             intervals: r.next_seq + 1,
         }))
         .await
@@ -441,6 +453,29 @@ pub use worker::INTERVAL as REPORT_INTERVAL;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn a_heartbeat_before_the_hello_is_answered_not_refused() {
+        // Regression: the coordinator's first heartbeat could overtake its hello and fail the run.
+        let engine = Arc::new(Engine::start(1).unwrap());
+        let link = embedded(engine, CancellationToken::new());
+        let Link { tx, mut rx } = link;
+        tx.send(proto::to_agent(Down::Ping(pb::Ping { id: 0 })))
+            .await
+            .unwrap();
+        tx.send(proto::to_agent(Down::Hello(pb::Hello {
+            protocol_version: PROTOCOL_VERSION,
+            coordinator_version: "test".into(),
+            token: String::new(),
+        })))
+        .await
+        .unwrap();
+        assert!(matches!(rx.recv().await.unwrap().kind, Some(Up::Pong(_))));
+        assert!(matches!(
+            rx.recv().await.unwrap().kind,
+            Some(Up::HelloReply(_))
+        ));
+    }
 
     #[test]
     fn tokens_compare_whole() {

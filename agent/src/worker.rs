@@ -15,7 +15,7 @@ use tokio::sync::{Notify, mpsc};
 use tokio::time::{Instant, sleep_until};
 use tokio_util::sync::CancellationToken;
 
-use crate::client::{Conn, Target};
+use crate::client::{Conn, SendError, Target};
 use crate::recorder::Recorder;
 use crate::timer::Timer;
 
@@ -46,6 +46,9 @@ pub enum Report {
         end: Instant,
     },
 }
+
+/// Arrivals dispatched back to back, when behind schedule, before yielding to the thread's other tasks.
+const CATCH_UP_BATCH: u32 = 64;
 
 /// How long a closed-loop connection waits after the generator ran out of fds or ports.
 const RESOURCE_BACKOFF: Duration = Duration::from_millis(10);
@@ -82,19 +85,35 @@ impl Ctx {
         templates[i].build()
     }
 
-    /// Sends one request: the connection is dropped (returned `None`) when it failed.
-    async fn exchange(&self, mut conn: Conn, intended: Instant) -> Option<Conn> {
-        let reply_by = intended + self.target.timeout;
-        match conn
-            .send(self.template(), intended, reply_by, &self.rec)
-            .await
-        {
-            Ok(()) => Some(conn),
-            Err(class) => {
-                self.rec.error(class);
-                None
+    /// Sends one due request: connects first if needed, and reconnects once if the server had closed
+    /// the kept-alive connection. Returns the connection when it can be reused, and whether the
+    /// request was written (a failure before writing is counted as unsent).
+    async fn request(&self, conn: Option<Conn>, intended: Instant) -> (Option<Conn>, bool) {
+        let mut conn = conn;
+        for attempt in 0..2 {
+            let mut c = match conn.take() {
+                Some(c) => c,
+                None => match self.connect().await {
+                    Ok(c) => c,
+                    Err(_) => return (None, false),
+                },
+            };
+            match c
+                .send(self.template(), intended, self.target.timeout, &self.rec)
+                .await
+            {
+                Ok(()) => return (Some(c), true),
+                Err(SendError::Failed(class)) => {
+                    self.rec.error(class);
+                    return (None, true);
+                }
+                Err(SendError::Stale) if attempt == 0 => continue,
+                Err(SendError::Stale) => break,
             }
         }
+        // A fresh connection that closes before it can take a request.
+        self.rec.unsent(ErrorClass::ConnReset);
+        (None, false)
     }
 
     async fn connect(&self) -> Result<Conn, ErrorClass> {
@@ -283,6 +302,7 @@ async fn open_loop(
     mut dispatch: impl FnMut(Instant),
 ) {
     let schedule = Merged::new(share.rate, share.arrival, share.limit, slices, share.seed);
+    let mut behind = 0u32;
     for offset in schedule {
         let intended = start + offset;
         if Instant::now() < intended {
@@ -292,6 +312,12 @@ async fn open_loop(
             }
         } else if ctx.cancel.is_cancelled() {
             return;
+        } else {
+            behind += 1;
+            // Catching up must not starve the requests and the ticker on this thread.
+            if behind.is_multiple_of(CATCH_UP_BATCH) {
+                tokio::task::yield_now().await;
+            }
         }
         ctx.rec
             .lag(Instant::now().saturating_duration_since(intended));
@@ -301,9 +327,7 @@ async fn open_loop(
 
 /// The connections model: one connection per arrival, `calls` sequential requests, then close.
 async fn connection(ctx: &Ctx, intended: Instant, calls: u32) {
-    let Ok(mut conn) = ctx.connect().await else {
-        return;
-    };
+    let mut conn = None;
     for call in 0..calls {
         // The first request's latency counts from the arrival (connect included); later ones from
         // the moment the previous reply let them go.
@@ -315,9 +339,20 @@ async fn connection(ctx: &Ctx, intended: Instant, calls: u32) {
             }
             Instant::now()
         };
-        match ctx.exchange(conn, from).await {
-            Some(c) => conn = c,
-            None => return,
+        let (next, written) = ctx.request(conn.take(), from).await;
+        if !written {
+            // This call and the ones after it were due and will never be sent.
+            ctx.rec
+                .with(|s| s.counters.unsent += u64::from(calls - call - 1));
+            return;
+        }
+        match next {
+            Some(c) => conn = Some(c),
+            None => {
+                ctx.rec
+                    .with(|s| s.counters.unsent += u64::from(calls - call - 1));
+                return;
+            }
         }
     }
 }
@@ -326,10 +361,9 @@ async fn connection(ctx: &Ctx, intended: Instant, calls: u32) {
 async fn closed_loop(ctx: &Ctx) {
     let mut conn: Option<Conn> = None;
     while !ctx.past_deadline() {
-        let c = match conn.take() {
-            Some(c) => c,
-            None => match ctx.connect().await {
-                Ok(c) => c,
+        if conn.is_none() {
+            match ctx.connect().await {
+                Ok(c) => conn = Some(c),
                 Err(class) if class.is_generator_resource() => {
                     // Out of fds or ports: they do not come back within microseconds, and retrying
                     // at once would only count the same failure thousands of times.
@@ -341,16 +375,21 @@ async fn closed_loop(ctx: &Ctx) {
                     tokio::task::yield_now().await;
                     continue;
                 }
-            },
-        };
-        conn = ctx.exchange(c, Instant::now()).await;
+            }
+            // A connect that finished after the deadline sends nothing more.
+            if ctx.past_deadline() {
+                return;
+            }
+        }
+        conn = ctx.request(conn.take(), Instant::now()).await.0;
     }
 }
 
 /// The requests model's keep-alive pool: arrivals queue here and slots (connections) take them;
 /// a new slot opens while fewer than `max` exist and none is idle.
 struct Pool {
-    queue: RefCell<VecDeque<(Instant, Instant)>>,
+    /// (intended, queued at, found no free connection).
+    queue: RefCell<VecDeque<(Instant, Instant, bool)>>,
     max: usize,
     slots: Cell<usize>,
     idle: Cell<usize>,
@@ -371,19 +410,20 @@ impl Pool {
     }
 
     fn arrive(self: Rc<Self>, ctx: &Rc<Ctx>, intended: Instant) {
-        self.queue
-            .borrow_mut()
-            .push_back((intended, Instant::now()));
+        let now = Instant::now();
         if self.idle.get() > 0 {
+            self.queue.borrow_mut().push_back((intended, now, false));
             // Claimed here, so the next arrival does not count on the same idle slot.
             self.idle.set(self.idle.get() - 1);
             self.wake.notify_one();
         } else if self.slots.get() < self.max {
+            self.queue.borrow_mut().push_back((intended, now, false));
             self.slots.set(self.slots.get() + 1);
             let task_ctx = ctx.clone();
             spawn_tracked(ctx, async move { self.slot(&task_ctx).await });
         } else {
             // Every slot is busy: this arrival waits, and its wait is recorded when a slot takes it.
+            self.queue.borrow_mut().push_back((intended, now, true));
             ctx.rec.with(|s| s.counters.waited += 1);
         }
     }
@@ -393,11 +433,33 @@ impl Pool {
         self.wake.notify_waiters();
     }
 
+    /// Arrivals still waiting for a connection when the step ends are not sent: counted as unsent and
+    /// dropped (k6's dropped iterations), never sent after the step.
+    fn drop_waiting(&self, ctx: &Ctx, all: bool) {
+        let mut q = self.queue.borrow_mut();
+        let before = q.len();
+        q.retain(|(_, _, waiting)| !(all || *waiting));
+        let dropped = (before - q.len()) as u64;
+        if dropped > 0 {
+            ctx.rec.with(|s| {
+                s.counters.unsent += dropped;
+                s.counters.dropped += dropped;
+            });
+        }
+    }
+
     async fn slot(&self, ctx: &Ctx) {
         let mut conn: Option<Conn> = None;
         loop {
+            if ctx.cancel.is_cancelled() {
+                self.drop_waiting(ctx, true);
+                return;
+            }
+            if ctx.past_deadline() {
+                self.drop_waiting(ctx, false);
+            }
             let next = self.queue.borrow_mut().pop_front();
-            let Some((intended, queued)) = next else {
+            let Some((intended, queued, _)) = next else {
                 if self.closed.get() {
                     return;
                 }
@@ -405,10 +467,7 @@ impl Pool {
                 let woken = self.wake.notified();
                 tokio::select! {
                     _ = woken => {}
-                    _ = ctx.cancel.cancelled() => return,
-                }
-                if self.closed.get() && self.queue.borrow().is_empty() {
-                    return;
+                    _ = ctx.cancel.cancelled() => {}
                 }
                 continue;
             };
@@ -418,14 +477,7 @@ impl Pool {
                 ctx.rec.unsent(ErrorClass::ClientTimeout);
                 continue;
             }
-            let c = match conn.take() {
-                Some(c) => c,
-                None => match ctx.connect().await {
-                    Ok(c) => c,
-                    Err(_) => continue,
-                },
-            };
-            conn = ctx.exchange(c, intended).await;
+            conn = ctx.request(conn.take(), intended).await.0;
         }
     }
 }

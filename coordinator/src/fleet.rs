@@ -281,7 +281,7 @@ impl Fleet {
                 let beat = cmd.clone();
                 let stop = stop.clone();
                 tokio::spawn(async move {
-                    let mut tick = tokio::time::interval(HEARTBEAT);
+                    let mut tick = tokio::time::interval_at(Instant::now() + HEARTBEAT, HEARTBEAT);
                     loop {
                         tokio::select! {
                             _ = tick.tick() => {}

@@ -193,6 +193,7 @@ async fn run_step(
             fleet.mark_lost(i, "its stream closed at the start of the step");
         }
     }
+    let began = Instant::now() + START_LEAD;
     let scheduled = shares[0].scheduled_duration();
     let timeout = plan.workload.timeout;
     let mut deadline = Instant::now() + START_LEAD + scheduled + timeout + STEP_GRACE;
@@ -209,6 +210,7 @@ async fn run_step(
         .collect();
     lost.extend(who.iter().copied().filter(|&i| !fleet.agents[i].alive));
     let mut abort_sent = false;
+    let mut aborted_at: Option<Instant> = None;
     let mut aborted = false;
     let mut stop_run = false;
     let demanded = plan.demanded_request_rate(plan.steps[index]);
@@ -275,12 +277,14 @@ async fn run_step(
                 fleet.abort_all(&waiting, "step deadline passed").await;
                 abort_sent = true;
                 aborted = true;
+                aborted_at = Some(Instant::now());
                 deadline = Instant::now() + timeout + STEP_GRACE;
             }
             _ = shutdown.cancelled(), if !abort_sent => {
                 fleet.abort_all(&waiting, "interrupted").await;
                 abort_sent = true;
                 aborted = true;
+                aborted_at = Some(Instant::now());
                 deadline = Instant::now() + timeout + STEP_GRACE;
             }
         }
@@ -294,6 +298,7 @@ async fn run_step(
                 fleet.abort_all(&waiting, "an agent was lost").await;
                 abort_sent = true;
                 aborted = true;
+                aborted_at = Some(Instant::now());
                 stop_run = true;
                 deadline = Instant::now() + timeout + STEP_GRACE;
             }
@@ -341,17 +346,10 @@ async fn run_step(
             rtt: Duration::from_nanos(fleet.agents[i].rtt_ns.max(0) as u64),
         })
         .collect();
-    // An aborted step is summarised over the time it actually ran.
-    let duration = if aborted {
-        reports
-            .iter()
-            .flatten()
-            .map(|r| Duration::from_micros(r.wall_us))
-            .max()
-            .unwrap_or_default()
-            .min(scheduled)
-    } else {
-        scheduled
+    // An aborted step is summarised over the time it ran until the abort, not the drain after it.
+    let duration = match aborted_at {
+        Some(at) => at.saturating_duration_since(began).min(scheduled),
+        None => scheduled,
     };
     let result = report::summarize(&StepInput {
         step: index as u32,

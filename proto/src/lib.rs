@@ -216,6 +216,7 @@ impl From<&Counters> for pb::Counters {
             errors: c.errors.to_vec(),
             waited: c.waited,
             unsent: c.unsent,
+            dropped: c.dropped,
         }
     }
 }
@@ -243,6 +244,7 @@ impl TryFrom<&pb::Counters> for Counters {
             bytes_out: c.bytes_out,
             waited: c.waited,
             unsent: c.unsent,
+            dropped: c.dropped,
             ..Counters::default()
         };
         out.status

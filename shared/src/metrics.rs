@@ -104,6 +104,8 @@ pub struct Counters {
     pub waited: u64,
     /// Requests that were due but never written: their connection failed, or they expired in the queue.
     pub unsent: u64,
+    /// Of those, arrivals still waiting for a free connection when the step ended (requests model).
+    pub dropped: u64,
 }
 
 impl Counters {
@@ -121,6 +123,7 @@ impl Counters {
         }
         self.waited += o.waited;
         self.unsent += o.unsent;
+        self.dropped += o.dropped;
     }
 
     pub fn error(&self, class: ErrorClass) -> u64 {

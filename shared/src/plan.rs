@@ -47,6 +47,10 @@ pub enum PlanError {
     BadHeader(String),
     #[error("bad method '{0}': use a token such as GET or POST")]
     BadMethod(String),
+    #[error("rate {0} is outside {MIN_RATE} to {MAX_RATE} per second")]
+    RateRange(f64),
+    #[error("a step would last {0:?}; at most 24 h is allowed")]
+    StepTooLong(Duration),
     #[error("an open-model step share needs at least one slice of the arrivals")]
     NoSlices,
     #[error("slice {index} of {count} does not exist")]
@@ -474,6 +478,11 @@ impl StepShare {
                     value: rate.to_string(),
                 });
             }
+            LoadModel::Connections | LoadModel::Requests
+                if !(MIN_RATE..=MAX_RATE).contains(&rate) =>
+            {
+                return Err(PlanError::RateRange(rate));
+            }
             _ => {}
         }
         if matches!(limit, StepLimit::Connections(_)) && model != LoadModel::Connections {
@@ -494,6 +503,7 @@ impl StepShare {
                 value: "0".into(),
             });
         }
+        check_length(limit, rate)?;
         Ok(StepShare {
             step,
             model,
@@ -533,6 +543,11 @@ pub struct Plan {
 
 /// The most steps one run may have; a typo like `--rate-step 0.001` should not plan a week of load.
 pub const MAX_STEPS: u64 = 10_000;
+/// Rates outside this range are typos, not plans (and would overflow time arithmetic).
+pub const MIN_RATE: f64 = 0.001;
+pub const MAX_RATE: f64 = 1e9;
+/// The longest one step may last.
+pub const MAX_STEP_DURATION: Duration = Duration::from_secs(24 * 3600);
 
 impl Plan {
     pub fn try_new(
@@ -560,6 +575,21 @@ impl Plan {
                     value: *v,
                 });
             }
+            if model == LoadModel::Concurrency && *v > 10_000_000.0 {
+                return Err(PlanError::NotPositive {
+                    what: "a connection count (at most 10000000)",
+                    value: v.to_string(),
+                });
+            }
+            if model.is_open() {
+                if !(MIN_RATE..=MAX_RATE).contains(v) {
+                    return Err(PlanError::RateRange(*v));
+                }
+                check_length(limit, *v)?;
+            }
+        }
+        if let StepLimit::Duration(d) = limit {
+            check_length(limit, 1.0).map_err(|_| PlanError::StepTooLong(d))?;
         }
         if matches!(limit, StepLimit::Connections(_)) && model != LoadModel::Connections {
             return Err(PlanError::NumConnWithoutConnections(model.name()));
@@ -671,6 +701,20 @@ pub fn split_proportional(total: u64, weights: &[u64]) -> Vec<u64> {
         rest -= 1;
     }
     parts
+}
+
+/// Refuses steps longer than [`MAX_STEP_DURATION`], e.g. a `num_conn` of a million at 1 conn/s.
+fn check_length(limit: StepLimit, rate: f64) -> Result<(), PlanError> {
+    let secs = match limit {
+        StepLimit::Duration(d) => d.as_secs_f64(),
+        StepLimit::Connections(n) => n.get() as f64 / rate,
+    };
+    if secs > MAX_STEP_DURATION.as_secs_f64() || !secs.is_finite() {
+        return Err(PlanError::StepTooLong(Duration::from_secs_f64(
+            secs.min(MAX_STEP_DURATION.as_secs_f64() * 1000.0),
+        )));
+    }
+    Ok(())
 }
 
 /// autobench's ramp: low, low + step, ... up to and including high (within rounding).

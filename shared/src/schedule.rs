@@ -47,6 +47,14 @@ enum Kind {
     Uniform { rate: f64, next: u64, stride: u64 },
     /// A Poisson process of rate/count: the sum of the slices' processes is one of the whole rate.
     Poisson { rng: Rng, mean_gap_s: f64, t_s: f64 },
+    /// A Poisson process conditioned on its count (a `num_conn` step): exactly `left` arrivals, as sorted
+    /// uniform points over the step's length, so the step still ends on time.
+    PoissonCount {
+        rng: Rng,
+        span_s: f64,
+        u: f64,
+        left: u64,
+    },
 }
 
 impl Schedule {
@@ -56,16 +64,23 @@ impl Schedule {
             StepLimit::Duration(d) => (Some(d), None),
             StepLimit::Connections(n) => (None, Some(slice.share_of(n.get()))),
         };
-        let kind = match arrival {
-            Arrival::Uniform => Kind::Uniform {
+        let rng = Rng::new(seed ^ slice.index.wrapping_mul(0xA24B_AED4_963E_E407));
+        let kind = match (arrival, limit) {
+            (Arrival::Uniform, _) => Kind::Uniform {
                 rate,
                 next: slice.index,
                 stride: slice.count,
             },
-            Arrival::Poisson => Kind::Poisson {
-                rng: Rng::new(seed ^ slice.index.wrapping_mul(0xA24B_AED4_963E_E407)),
+            (Arrival::Poisson, StepLimit::Duration(_)) => Kind::Poisson {
+                rng,
                 mean_gap_s: slice.count as f64 / rate,
                 t_s: 0.0,
+            },
+            (Arrival::Poisson, StepLimit::Connections(n)) => Kind::PoissonCount {
+                rng,
+                span_s: n.get() as f64 / rate,
+                u: 0.0,
+                left: slice.share_of(n.get()),
             },
         };
         Schedule {
@@ -97,12 +112,24 @@ impl Iterator for Schedule {
                 *t_s += rng.exponential(*mean_gap_s);
                 *t_s
             }
+            Kind::PoissonCount {
+                rng,
+                span_s,
+                u,
+                left,
+            } => {
+                // The next of `left` sorted uniform points on [u, 1): 1 - V^(1/left) of the rest.
+                *u += (1.0 - *u) * (1.0 - rng.next_f64().powf(1.0 / *left as f64));
+                *left -= 1;
+                u.min(1.0 - f64::EPSILON) * *span_s
+            }
         };
-        let offset = Duration::from_secs_f64(offset);
-        if self.horizon.is_some_and(|h| offset >= h) {
+        // Compared as seconds before converting, so no rate can overflow a Duration.
+        if self.horizon.is_some_and(|h| offset >= h.as_secs_f64()) || !offset.is_finite() {
             self.remaining = Some(0);
             return None;
         }
+        let offset = Duration::from_secs_f64(offset);
         if let Some(r) = &mut self.remaining {
             *r -= 1;
         }
@@ -204,6 +231,58 @@ mod tests {
             })
             .sum();
         assert_eq!(p, 10);
+    }
+
+    #[test]
+    fn poisson_with_a_count_ends_within_the_step() {
+        // Regression: a Poisson process with num_conn once ran seconds past n / rate.
+        let n = NonZeroU64::new(5000).unwrap();
+        for seed in 0..50 {
+            let offs: Vec<_> = (0..4)
+                .flat_map(|i| {
+                    Schedule::new(
+                        20.0,
+                        Arrival::Poisson,
+                        StepLimit::Connections(n),
+                        Slice::WHOLE.part(i, 4),
+                        seed,
+                    )
+                })
+                .collect();
+            assert_eq!(offs.len(), 5000);
+            assert!(
+                offs.iter().all(|o| *o < Duration::from_secs(250)),
+                "seed {seed}"
+            );
+        }
+        let one: Vec<_> = Schedule::new(
+            20.0,
+            Arrival::Poisson,
+            StepLimit::Connections(n),
+            Slice::WHOLE,
+            3,
+        )
+        .collect();
+        assert!(one.windows(2).all(|w| w[0] <= w[1]), "sorted");
+        // Spread over the whole step, not bunched at its start.
+        assert!(
+            one[2500] > Duration::from_secs(100) && one[2500] < Duration::from_secs(150),
+            "{:?}",
+            one[2500]
+        );
+    }
+
+    #[test]
+    fn tiny_rates_end_the_schedule_instead_of_panicking() {
+        let offs: Vec<_> = Schedule::new(
+            1e-20,
+            Arrival::Uniform,
+            secs(10),
+            Slice::WHOLE.part(1, 2),
+            0,
+        )
+        .collect();
+        assert!(offs.is_empty());
     }
 
     #[test]

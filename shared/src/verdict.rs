@@ -163,6 +163,12 @@ pub fn judge(f: &Facts) -> Judgement {
             c.waited
         ));
     }
+    if c.dropped > 0 {
+        notes.push(format!(
+            "{} arrivals were still waiting for a free connection when the step ended and were not sent",
+            c.dropped
+        ));
+    }
     let timeouts = c.error(ErrorClass::ClientTimeout);
     if timeouts > 0 {
         notes.push(format!(

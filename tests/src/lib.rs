@@ -173,6 +173,12 @@ pub struct Recorder {
 
 impl Recorder {
     pub fn start() -> Recorder {
+        Recorder::closing_after(0)
+    }
+
+    /// Like `start`, but each connection is closed (with `Connection: close`) after `n` replies, as
+    /// nginx does after `keepalive_requests`; 0 keeps connections open.
+    pub fn closing_after(n: usize) -> Recorder {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         listener.set_nonblocking(true).unwrap();
         let addr = listener.local_addr().unwrap();
@@ -184,7 +190,7 @@ impl Recorder {
                 match listener.accept() {
                     Ok((conn, _)) => {
                         let seen = s2.clone();
-                        std::thread::spawn(move || serve_recorded(conn, &seen));
+                        std::thread::spawn(move || serve_recorded(conn, &seen, n));
                     }
                     Err(_) => std::thread::sleep(Duration::from_millis(2)),
                 }
@@ -204,12 +210,13 @@ impl Drop for Recorder {
     }
 }
 
-fn serve_recorded(conn: TcpStream, seen: &std::sync::Mutex<Vec<Seen>>) {
+fn serve_recorded(conn: TcpStream, seen: &std::sync::Mutex<Vec<Seen>>, close_after: usize) {
     conn.set_nonblocking(false).unwrap();
     conn.set_read_timeout(Some(Duration::from_secs(10)))
         .unwrap();
     let mut reader = BufReader::new(conn.try_clone().unwrap());
     let mut writer = conn;
+    let mut served = 0;
     loop {
         let mut line = String::new();
         if reader.read_line(&mut line).unwrap_or(0) == 0 {
@@ -249,10 +256,14 @@ fn serve_recorded(conn: TcpStream, seen: &std::sync::Mutex<Vec<Seen>>) {
             headers,
             body,
         });
-        if writer
-            .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")
-            .is_err()
-        {
+        served += 1;
+        let last = close_after > 0 && served == close_after;
+        let reply: &[u8] = if last {
+            b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: close\r\n\r\nok"
+        } else {
+            b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok"
+        };
+        if writer.write_all(reply).is_err() || last {
             return;
         }
     }

@@ -99,6 +99,27 @@ fn zero_negative_and_inverted_rates() {
         "--low-rate (50) is above --high-rate (10)",
     );
     refused(&["run", "http://127.0.0.1:1/"], "no steps");
+    // Regression: a rate this small once panicked a worker thread and hung the step.
+    refused(
+        &[
+            "run",
+            "http://127.0.0.1:1/",
+            "--steps",
+            "0.00000000000000000001",
+        ],
+        "is outside 0.001 to 1000000000 per second",
+    );
+    refused(
+        &[
+            "run",
+            "http://127.0.0.1:1/",
+            "--steps",
+            "1",
+            "--num-conn",
+            "1000000",
+        ],
+        "at most 24 h is allowed",
+    );
 }
 
 #[test]
@@ -159,6 +180,8 @@ fn unreachable_target_is_a_result_not_a_crash() {
     let run = run_json(out.path());
     for s in run["steps"].as_array().unwrap() {
         assert!(s["errors"]["conn-refused"].as_u64().unwrap() >= 19, "{s}");
+        // Every due request is accounted for: refused connections stand for requests never sent.
+        assert_eq!(s["unsent"], s["errors"]["conn-refused"], "{s}");
         assert_eq!(s["verdict"], "invalid");
         assert!(
             s["reasons"][0].as_str().unwrap().contains("conn-refused"),

@@ -1,5 +1,5 @@
 //! What goes on the wire: method, headers, body, the URL list in order, and autobench's num_conn steps.
-use tests::{Recorder, run_ok};
+use tests::{Recorder, Target, run_ok};
 
 #[test]
 fn method_headers_and_body_are_sent_as_given() {
@@ -137,4 +137,69 @@ fn poisson_arrivals_average_the_demanded_rate() {
         server.seen().len() as u64,
         step["requests"].as_u64().unwrap()
     );
+}
+
+#[test]
+fn connections_the_server_closes_are_reopened_not_counted_as_errors() {
+    // Regression: reusing a connection the server had closed after `Connection: close` was counted as
+    // conn-reset, and in the requests model the arrival was lost.
+    let server = Recorder::closing_after(5);
+    let url = format!("http://{}/", server.addr);
+    let models: [&[&str]; 2] = [
+        &["--model", "concurrency", "--steps", "2"],
+        &["--model", "requests", "--steps", "200"],
+    ];
+    for model in models {
+        let mut args = vec![url.as_str(), "--step-duration", "1s", "--threads", "1"];
+        args.extend_from_slice(model);
+        let ran = run_ok(&args);
+        let step = ran.step(0);
+        assert_eq!(step["errors_pct"].as_f64().unwrap(), 0.0, "{step}");
+        assert_eq!(step["replies"], step["requests"], "{step}");
+        assert_eq!(step["unsent"], 0, "{step}");
+        assert!(step["connections"].as_u64().unwrap() * 5 >= step["requests"].as_u64().unwrap());
+    }
+}
+
+#[test]
+fn arrivals_waiting_at_the_step_end_are_dropped_not_sent_afterwards() {
+    // Regression: queued arrivals were sent after the step ended, each doomed to time out.
+    let target = Target::start(&["--delay", "500ms"]);
+    let ran = run_ok(&[
+        &target.url(),
+        "--model",
+        "requests",
+        "--steps",
+        "100",
+        "--max-connections",
+        "2",
+        "--step-duration",
+        "3s",
+        "--timeout",
+        "5s",
+        "--threads",
+        "1",
+    ]);
+    let step = ran.step(0);
+    let requests = step["requests"].as_u64().unwrap();
+    // Two connections, 500 ms per reply: about 12 requests fit in 3 s (plus those in flight at the end).
+    assert!(requests <= 16, "{step}");
+    assert_eq!(
+        step["replies"].as_u64().unwrap(),
+        requests,
+        "no request was sent only to time out: {step}"
+    );
+    assert_eq!(
+        target.requests(),
+        requests,
+        "nothing reached the target after the step"
+    );
+    assert!(step["unsent"].as_u64().unwrap() >= 280, "{step}");
+    assert!(
+        step["notes"]
+            .to_string()
+            .contains("were still waiting for a free connection"),
+        "{step}"
+    );
+    assert_ne!(step["verdict"], "invalid", "{step}");
 }
