@@ -29,6 +29,8 @@ pub const HEARTBEAT: Duration = Duration::from_millis(500);
 /// Clock-offset samples per step; the one with the smallest round trip is kept.
 const CLOCK_SAMPLES: u32 = 5;
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long to keep dialing an agent that does not accept connections yet.
+const DIAL_WAIT: Duration = Duration::from_secs(10);
 
 pub fn unix_ns(t: SystemTime) -> i64 {
     t.duration_since(UNIX_EPOCH)
@@ -94,13 +96,21 @@ pub async fn connect(cfg: &RunConfig) -> Result<Fleet, RunError> {
                 addrs.push((a.clone(), addr));
             }
             AgentSpec::Dns(name) => {
-                let mut found: Vec<SocketAddr> = tokio::net::lookup_host(name.as_str())
-                    .await
-                    .map_err(|e| RunError::Unreachable {
-                        agent: format!("dns://{name}"),
-                        why: e.to_string(),
-                    })?
-                    .collect();
+                let deadline = Instant::now() + DIAL_WAIT;
+                let mut found: Vec<SocketAddr> = loop {
+                    match tokio::net::lookup_host(name.as_str()).await {
+                        Ok(it) => break it.collect(),
+                        Err(_) if Instant::now() < deadline => {
+                            tokio::time::sleep(Duration::from_millis(250)).await;
+                        }
+                        Err(e) => {
+                            return Err(RunError::Unreachable {
+                                agent: format!("dns://{name}"),
+                                why: e.to_string(),
+                            });
+                        }
+                    }
+                };
                 found.sort();
                 found.dedup();
                 if found.is_empty() {
@@ -115,7 +125,17 @@ pub async fn connect(cfg: &RunConfig) -> Result<Fleet, RunError> {
     }
     let mut links = Vec::with_capacity(addrs.len());
     for (name, addr) in addrs {
-        let link = remote(&name, addr).await?;
+        // Agents started together with the coordinator (docker compose) may need a moment to listen.
+        let deadline = Instant::now() + DIAL_WAIT;
+        let link = loop {
+            match remote(&name, addr).await {
+                Ok(link) => break link,
+                Err(RunError::Unreachable { .. }) if Instant::now() < deadline => {
+                    tokio::time::sleep(Duration::from_millis(250)).await;
+                }
+                Err(e) => return Err(e),
+            }
+        };
         links.push((name, link));
     }
     Ok(Fleet::new(links, CancellationToken::new()))

@@ -1,9 +1,11 @@
 //! `stampede serve`: the reference target. A fixed body, an optional delay, an optional capacity (a known
-//! knee), a stall switch for tests, and its own request counter at /_stampede/stats (not counted).
+//! knee), a stall switch for tests, and its own request counters at /_stampede/stats (not counted): the
+//! total and one per client IP, so a cluster test can see which agent is still sending.
+use std::collections::HashMap;
 use std::convert::Infallible;
-use std::net::SocketAddr;
-use std::sync::Arc;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -68,6 +70,9 @@ struct State {
     cfg: ServeConfig,
     epoch: Instant,
     requests: AtomicU64,
+    /// Requests per client IP. The map is touched once per accepted connection (never per request): each
+    /// connection holds its client's counter and increments it without a lock.
+    by_client: Mutex<HashMap<IpAddr, Arc<AtomicU64>>>,
     /// Next free service slot, in ns since `epoch` (capacity pacing).
     next_slot_ns: AtomicU64,
     /// Requests are held until this instant, in ns since `epoch` (the stall switch).
@@ -75,6 +80,34 @@ struct State {
 }
 
 impl State {
+    /// The request counter of one client IP, created at its first connection.
+    fn client_counter(&self, peer: IpAddr) -> Arc<AtomicU64> {
+        // A poisoned map still holds valid counters: keep counting.
+        let mut map = self.by_client.lock().unwrap_or_else(|e| e.into_inner());
+        map.entry(peer.to_canonical()).or_default().clone()
+    }
+
+    /// `{"requests":N,"uptime_s":S,"by_client":{"IP":N,...}}`, clients in address order.
+    fn stats_json(&self) -> String {
+        let mut clients: Vec<(IpAddr, u64)> = {
+            let map = self.by_client.lock().unwrap_or_else(|e| e.into_inner());
+            map.iter()
+                .map(|(ip, n)| (*ip, n.load(Ordering::Acquire)))
+                .collect()
+        };
+        clients.sort_unstable();
+        let by_client = clients
+            .iter()
+            .map(|(ip, n)| format!("\"{ip}\":{n}"))
+            .collect::<Vec<_>>()
+            .join(",");
+        format!(
+            "{{\"requests\":{},\"uptime_s\":{:.3},\"by_client\":{{{by_client}}}}}\n",
+            self.requests.load(Ordering::Acquire),
+            self.epoch.elapsed().as_secs_f64()
+        )
+    }
+
     fn now_ns(&self) -> u64 {
         self.epoch.elapsed().as_nanos() as u64
     }
@@ -92,19 +125,14 @@ impl State {
         self.epoch + Duration::from_nanos(claimed.max(now))
     }
 
+    /// Serves one request of a connection from a client whose counter is `client`.
     async fn handle(
         self: Arc<Self>,
+        client: Arc<AtomicU64>,
         req: Request<Incoming>,
     ) -> Result<Response<Full<Bytes>>, Infallible> {
         match req.uri().path() {
-            "/_stampede/stats" => {
-                let body = format!(
-                    "{{\"requests\":{},\"uptime_s\":{:.3}}}\n",
-                    self.requests.load(Ordering::Acquire),
-                    self.epoch.elapsed().as_secs_f64()
-                );
-                return Ok(json(body));
-            }
+            "/_stampede/stats" => return Ok(json(self.stats_json())),
             "/_stampede/stall" => {
                 let ms = req
                     .uri()
@@ -119,6 +147,7 @@ impl State {
             _ => {}
         }
         self.requests.fetch_add(1, Ordering::AcqRel);
+        client.fetch_add(1, Ordering::Relaxed);
         if let Some(cap) = self.cfg.capacity {
             tokio::time::sleep_until(self.slot(cap)).await;
         }
@@ -174,6 +203,7 @@ pub async fn start(
         cfg,
         epoch: Instant::now(),
         requests: AtomicU64::new(0),
+        by_client: Mutex::new(HashMap::new()),
         next_slot_ns: AtomicU64::new(0),
         stall_until_ns: AtomicU64::new(0),
     });
@@ -183,7 +213,7 @@ pub async fn start(
                 a = listener.accept() => a,
                 _ = shutdown.cancelled() => return,
             };
-            let (stream, _) = match accepted {
+            let (stream, peer) = match accepted {
                 Ok(a) => a,
                 Err(e) => {
                     // EMFILE and friends: back off briefly instead of spinning.
@@ -193,11 +223,12 @@ pub async fn start(
                 }
             };
             let _ = stream.set_nodelay(true);
+            let client = state.client_counter(peer.ip());
             let state = state.clone();
             let shutdown = shutdown.clone();
             let acceptor = acceptor.clone();
             tokio::spawn(async move {
-                let svc = service_fn(move |req| state.clone().handle(req));
+                let svc = service_fn(move |req| state.clone().handle(client.clone(), req));
                 let served = async {
                     match acceptor {
                         None => {

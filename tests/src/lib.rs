@@ -1,5 +1,7 @@
 //! The end-to-end harness: builds and finds the real binaries, starts the reference target on
 //! 127.0.0.1:0, runs the coordinator, and always cleans up the processes it started.
+pub mod docker;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
