@@ -108,29 +108,7 @@ pub fn build_images() {
         if std::env::var_os("STAMPEDE_SKIP_CARGO").is_some_and(|v| !v.is_empty() && v != "0") {
             cmd.arg("--skip-cargo");
         }
-        // As in the harness's `bin`: the variables cargo sets for a running test would change build-script
-        // inputs and make this release build and the outer one rebuild each other.
-        cmd.env_clear();
-        let keep = [
-            "PATH",
-            "HOME",
-            "RUSTUP_HOME",
-            "CARGO_HOME",
-            "RUSTUP_TOOLCHAIN",
-            "CARGO_TARGET_DIR",
-            "TMPDIR",
-            "DOCKER_HOST",
-            "DOCKER_CONFIG",
-            "DOCKER_CONTEXT",
-        ];
-        for (k, v) in std::env::vars_os() {
-            if k.to_str().is_some_and(|k| keep.contains(&k)) {
-                cmd.env(k, v);
-            }
-        }
-        if let Some(cargo) = std::env::var_os("CARGO") {
-            cmd.env("CARGO", cargo);
-        }
+        crate::user_env(&mut cmd);
         let started = Instant::now();
         let r = run(&mut cmd).map(|_| ());
         eprintln!("build-images.sh took {:.0?}", started.elapsed());

@@ -18,6 +18,41 @@ fn profile_dir() -> PathBuf {
         .to_path_buf()
 }
 
+/// Gives a child build only the user's environment. The variables cargo sets for a running test would
+/// change build-script inputs (ring's, say) and make the inner and outer builds rebuild each other.
+pub fn user_env(cmd: &mut Command) {
+    const KEEP: [&str; 11] = [
+        "PATH",
+        "HOME",
+        "RUSTUP_HOME",
+        "CARGO_HOME",
+        "RUSTUP_TOOLCHAIN",
+        "CARGO_TARGET_DIR",
+        "TMPDIR",
+        "DOCKER_HOST",
+        "DOCKER_CONFIG",
+        "DOCKER_CONTEXT",
+        "CARGO",
+    ];
+    cmd.env_clear();
+    for (k, v) in std::env::vars_os() {
+        if k.to_str().is_some_and(|k| KEEP.contains(&k)) {
+            cmd.env(k, v);
+        }
+    }
+}
+
+/// Starts `stampede ARGS` in the background (stdout discarded, stderr kept for assertions).
+pub fn spawn_stampede(args: &[&str]) -> Child {
+    Command::new(bin("stampede"))
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("stampede starts")
+}
+
 /// Path to a workspace binary, built (once per test process) so it is never stale.
 pub fn bin(name: &str) -> PathBuf {
     static BUILT: OnceLock<()> = OnceLock::new();
@@ -25,23 +60,7 @@ pub fn bin(name: &str) -> PathBuf {
         let dir = profile_dir();
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
         let mut cmd = Command::new(cargo);
-        // The variables cargo sets for a running test would change build-script inputs (ring's, say)
-        // and make the outer and inner builds rebuild each other; build with the user's environment.
-        cmd.env_clear();
-        for (k, v) in std::env::vars_os() {
-            let keep = [
-                "PATH",
-                "HOME",
-                "RUSTUP_HOME",
-                "CARGO_HOME",
-                "RUSTUP_TOOLCHAIN",
-                "CARGO_TARGET_DIR",
-                "TMPDIR",
-            ];
-            if k.to_str().is_some_and(|k| keep.contains(&k)) {
-                cmd.env(k, v);
-            }
-        }
+        user_env(&mut cmd);
         cmd.args([
             "build",
             "--quiet",

@@ -5,7 +5,23 @@ use std::process::{Command, Stdio};
 use std::thread::sleep;
 use std::time::{Duration, Instant};
 
-use tests::{AgentProc, Target, bin, closed_port, run_json, run_ok, signal, stampede, text};
+use tests::{
+    AgentProc, Target, bin, closed_port, run_json, run_ok, signal, spawn_stampede, stampede, text,
+};
+
+/// `stampede run TARGET ARGS --quiet --out OUT` in the background.
+fn in_background(target: &Target, args: &[&str], out: &std::path::Path) -> std::process::Child {
+    let url = target.url();
+    let mut all = vec![
+        "run",
+        url.as_str(),
+        "--quiet",
+        "--out",
+        out.to_str().unwrap(),
+    ];
+    all.extend_from_slice(args);
+    spawn_stampede(&all)
+}
 
 fn agents_arg(agents: &[AgentProc]) -> String {
     agents
@@ -160,28 +176,20 @@ fn killed_agent_degrades_its_step_and_later_steps_use_the_rest() {
     let target = Target::start(&[]);
     let mut agents: Vec<AgentProc> = (0..3).map(|_| AgentProc::start(&[], &[])).collect();
     let out = tempfile::tempdir().unwrap();
-    let coordinator = Command::new(bin("stampede"))
-        .args([
-            "run",
-            &target.url(),
+    let coordinator = in_background(
+        &target,
+        &[
             "--agents",
             &agents_arg(&agents),
             "--model",
             "requests",
-        ])
-        .args([
             "--steps",
             "60,60,60,60",
             "--step-duration",
             "2s",
-            "--quiet",
-            "--out",
-            out.path().to_str().unwrap(),
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+        ],
+        out.path(),
+    );
     let began = Instant::now();
     // Mid step 2.
     sleep(Duration::from_millis(3200));
@@ -226,28 +234,20 @@ fn agents_stop_within_two_seconds_when_the_coordinator_dies_or_freezes() {
         let target = Target::start(&[]);
         let agents: Vec<AgentProc> = (0..2).map(|_| AgentProc::start(&[], &[])).collect();
         let out = tempfile::tempdir().unwrap();
-        let mut coordinator = Command::new(bin("stampede"))
-            .args([
-                "run",
-                &target.url(),
+        let mut coordinator = in_background(
+            &target,
+            &[
                 "--agents",
                 &agents_arg(&agents),
                 "--model",
                 "requests",
-            ])
-            .args([
                 "--steps",
                 "100",
                 "--step-duration",
                 "20s",
-                "--quiet",
-                "--out",
-                out.path().to_str().unwrap(),
-            ])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
+            ],
+            out.path(),
+        );
         sleep(Duration::from_millis(2000));
         let before = target.requests();
         assert!(before > 50, "load is flowing: {before}");
@@ -273,31 +273,24 @@ fn agents_that_join_are_driven_like_listening_ones() {
     let port = closed_port();
     let listen = format!("127.0.0.1:{port}");
     let out = tempfile::tempdir().unwrap();
-    let coordinator = Command::new(bin("stampede"))
-        .args([
-            "run",
-            &target.url(),
+    let coordinator = in_background(
+        &target,
+        &[
             "--listen",
             &listen,
             "--expect-agents",
             "2",
             "--wait-agents",
             "20s",
-        ])
-        .args([
             "--model",
             "requests",
             "--steps",
             "50,100",
             "--step-duration",
             "1s",
-            "--quiet",
-        ])
-        .args(["--out", out.path().to_str().unwrap()])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+        ],
+        out.path(),
+    );
     let joiners: Vec<std::process::Child> = (0..2)
         .map(|_| {
             Command::new(bin("stampede-agent"))
@@ -331,28 +324,20 @@ fn sigterm_drains_an_agent_and_the_run_goes_on_without_it() {
     let target = Target::start(&[]);
     let agents: Vec<AgentProc> = (0..2).map(|_| AgentProc::start(&[], &[])).collect();
     let out = tempfile::tempdir().unwrap();
-    let coordinator = Command::new(bin("stampede"))
-        .args([
-            "run",
-            &target.url(),
+    let coordinator = in_background(
+        &target,
+        &[
             "--agents",
             &agents_arg(&agents),
             "--model",
             "requests",
-        ])
-        .args([
             "--steps",
             "50,50",
             "--step-duration",
             "3s",
-            "--quiet",
-            "--out",
-            out.path().to_str().unwrap(),
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+        ],
+        out.path(),
+    );
     sleep(Duration::from_millis(1800));
     signal(&agents[0].child, libc::SIGTERM);
     let o = coordinator.wait_with_output().unwrap();
