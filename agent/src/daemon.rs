@@ -13,7 +13,8 @@ use tokio_util::sync::CancellationToken;
 use tonic::{Request, Response, Status, Streaming};
 
 use crate::engine::Engine;
-use crate::session::{self, LINK_CAPACITY};
+use crate::policy::Policy;
+use crate::session::{self, LINK_CAPACITY, Rules};
 
 /// The largest control message accepted or sent. Interval reports are a few KiB; a plan with a long URL
 /// list is the largest message and still far below this.
@@ -25,6 +26,8 @@ pub struct DaemonConfig {
     pub threads: usize,
     /// The bearer token coordinators must present; required to listen beyond loopback.
     pub token: Option<String>,
+    /// What this agent agrees to do, whatever a coordinator asks.
+    pub policy: Policy,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -49,7 +52,7 @@ pub enum DaemonError {
 
 struct Service {
     engine: Arc<Engine>,
-    token: Option<Arc<str>>,
+    rules: Arc<Rules>,
     /// One coordinator at a time: a second one is refused, not interleaved.
     busy: Arc<AtomicBool>,
     shutdown: CancellationToken,
@@ -101,11 +104,11 @@ impl Agent for Service {
             }
         });
         let engine = self.engine.clone();
-        let token = self.token.clone();
+        let rules = self.rules.clone();
         let shutdown = self.shutdown.clone();
         tokio::spawn(async move {
             let _release = release;
-            match session::serve(engine, token, down_rx, up_tx, shutdown).await {
+            match session::serve(engine, rules, down_rx, up_tx, shutdown).await {
                 Ok(()) => tracing::info!(peer = ?peer, "Coordinator session ended"),
                 Err(e) => tracing::warn!(peer = ?peer, error = %e, "Coordinator session ended"),
             }
@@ -136,7 +139,10 @@ pub async fn serve(
     let engine = Arc::new(Engine::start(cfg.threads)?);
     let service = Service {
         engine,
-        token: cfg.token.as_deref().map(Arc::from),
+        rules: Arc::new(Rules {
+            token: cfg.token.clone(),
+            policy: cfg.policy.clone(),
+        }),
         busy: Arc::new(AtomicBool::new(false)),
         shutdown: shutdown.clone(),
     };
@@ -160,7 +166,10 @@ pub async fn join(
 ) -> Result<(), DaemonError> {
     crate::system::raise_fd_limit();
     let engine = Arc::new(Engine::start(cfg.threads)?);
-    let token: Option<Arc<str>> = cfg.token.as_deref().map(Arc::from);
+    let rules = Arc::new(Rules {
+        token: cfg.token.clone(),
+        policy: cfg.policy.clone(),
+    });
     let endpoint = tonic::transport::Endpoint::from_shared(format!("http://{coordinator}"))
         .map_err(|e| DaemonError::Join(format!("{coordinator}: {e}")))?
         .connect_timeout(std::time::Duration::from_secs(5))
@@ -170,7 +179,7 @@ pub async fn join(
         cfg.threads
     );
     while !shutdown.is_cancelled() {
-        match join_once(&endpoint, &engine, token.clone(), shutdown.clone()).await {
+        match join_once(&endpoint, &engine, rules.clone(), shutdown.clone()).await {
             Ok(()) => tracing::info!(%coordinator, "Coordinator session ended"),
             Err(e) => tracing::info!(%coordinator, error = %e, "No session with the coordinator"),
         }
@@ -185,7 +194,7 @@ pub async fn join(
 async fn join_once(
     endpoint: &tonic::transport::Endpoint,
     engine: &Arc<Engine>,
-    token: Option<Arc<str>>,
+    rules: Arc<Rules>,
     shutdown: CancellationToken,
 ) -> Result<(), String> {
     let channel = endpoint.connect().await.map_err(|e| e.to_string())?;
@@ -206,7 +215,7 @@ async fn join_once(
             }
         }
     });
-    session::serve(engine.clone(), token, down_rx, up_tx, shutdown)
+    session::serve(engine.clone(), rules, down_rx, up_tx, shutdown)
         .await
         .map_err(|e| e.to_string())
 }
@@ -244,6 +253,7 @@ mod tests {
             listen: "127.0.0.1:0".parse().unwrap(),
             threads: 1,
             token: token.map(str::to_string),
+            policy: Policy::default(),
         };
         let listener = bind(&cfg).await.unwrap();
         let addr = listener.local_addr().unwrap();
@@ -316,6 +326,7 @@ mod tests {
             listen: "0.0.0.0:0".parse().unwrap(),
             threads: 1,
             token: None,
+            policy: Policy::default(),
         })
         .await
         .unwrap_err();

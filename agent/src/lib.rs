@@ -3,6 +3,7 @@
 pub mod client;
 pub mod daemon;
 pub mod engine;
+pub mod policy;
 pub mod recorder;
 pub mod session;
 pub mod system;

@@ -19,6 +19,22 @@ struct Args {
     /// File holding the bearer token coordinators must present (or set STAMPEDE_TOKEN).
     #[arg(long)]
     token_file: Option<std::path::PathBuf>,
+    /// Targets this agent may load: CIDRs, addresses or host patterns (*.example.com), checked on the
+    /// resolved address (repeatable or comma-separated). Without it, any target.
+    #[arg(long, value_delimiter = ',')]
+    allow_target: Vec<String>,
+    /// Most requests per second this agent will send.
+    #[arg(long)]
+    max_rate: Option<f64>,
+    /// Most connections this agent will hold (concurrency and requests models).
+    #[arg(long)]
+    max_connections: Option<u32>,
+    /// Longest step this agent will run, e.g. 5m.
+    #[arg(long)]
+    max_step_duration: Option<humantime::Duration>,
+    /// Longest run (sum of its steps) this agent will run per coordinator session, e.g. 1h.
+    #[arg(long)]
+    max_run_duration: Option<humantime::Duration>,
     /// Worker threads (default: one per core).
     #[arg(long)]
     threads: Option<usize>,
@@ -64,10 +80,34 @@ fn main() -> ExitCode {
             .map(|t| t.trim().to_string())
             .filter(|t| !t.is_empty()),
     };
+    let allow = match args
+        .allow_target
+        .iter()
+        .map(|a| agent::policy::Allow::parse(a))
+        .collect::<Result<Vec<_>, _>>()
+    {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("stampede-agent: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    if let Some(r) = args.max_rate.filter(|r| !(r.is_finite() && *r > 0.0)) {
+        eprintln!("stampede-agent: --max-rate must be a positive number, got {r}");
+        return ExitCode::from(2);
+    }
+    let policy = agent::policy::Policy {
+        allow,
+        max_rate: args.max_rate,
+        max_connections: args.max_connections,
+        max_step_duration: args.max_step_duration.map(Into::into),
+        max_run_duration: args.max_run_duration.map(Into::into),
+    };
     let config = agent::daemon::DaemonConfig {
         listen: args.listen,
         threads: args.threads.unwrap_or_else(agent::system::cores).max(1),
         token,
+        policy,
     };
     let result = rt.block_on(async {
         let shutdown = CancellationToken::new();

@@ -16,6 +16,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::client::Target;
 use crate::engine::Engine;
+use crate::policy::Policy;
 use crate::system;
 use crate::worker::{self, INTERVAL, Job, Report};
 
@@ -49,7 +50,7 @@ pub fn embedded(engine: Arc<Engine>, shutdown: CancellationToken) -> Link {
     let (down_tx, down_rx) = mpsc::channel(LINK_CAPACITY);
     let (up_tx, up_rx) = mpsc::channel(LINK_CAPACITY);
     tokio::spawn(async move {
-        if let Err(e) = serve(engine, None, down_rx, up_tx, shutdown).await {
+        if let Err(e) = serve(engine, Arc::new(Rules::default()), down_rx, up_tx, shutdown).await {
             tracing::warn!(error = %e, "Embedded agent session ended");
         }
     });
@@ -92,9 +93,18 @@ fn token_matches(presented: &str, expected: &str) -> bool {
     diff == 0
 }
 
+/// What a coordinator must present (the token) and what this agent agrees to do (the policy).
+#[derive(Debug, Clone, Default)]
+pub struct Rules {
+    pub token: Option<String>,
+    pub policy: Policy,
+}
+
 struct Session {
     engine: Arc<Engine>,
-    token: Option<Arc<str>>,
+    rules: Arc<Rules>,
+    /// Scheduled time of the steps started in this session, for --max-run-duration.
+    used: Duration,
     out: mpsc::Sender<pb::AgentMessage>,
     greeted: bool,
     target: Option<Target>,
@@ -112,14 +122,15 @@ fn unix_ns_now() -> i64 {
 /// the running step stops sending new requests and its final interval is still reported.
 pub async fn serve(
     engine: Arc<Engine>,
-    token: Option<Arc<str>>,
+    rules: Arc<Rules>,
     mut inbound: mpsc::Receiver<pb::CoordinatorMessage>,
     out: mpsc::Sender<pb::AgentMessage>,
     shutdown: CancellationToken,
 ) -> Result<(), SessionError> {
     let mut s = Session {
         engine,
-        token,
+        rules,
+        used: Duration::ZERO,
         out,
         greeted: false,
         target: None,
@@ -208,7 +219,7 @@ impl Session {
                     self.refuse(err.to_string()).await?;
                     return Err(err);
                 }
-                if let Some(expected) = &self.token {
+                if let Some(expected) = &self.rules.token {
                     let refusal = if h.token.is_empty() {
                         Some(
                             "this agent requires a token: give the coordinator --token-file or STAMPEDE_TOKEN",
@@ -225,6 +236,7 @@ impl Session {
                 }
                 self.greeted = true;
                 let (low, high) = system::port_range();
+                let policy = &self.rules.policy;
                 let reply = pb::HelloReply {
                     protocol_version: PROTOCOL_VERSION,
                     agent_version: shared::VERSION.to_string(),
@@ -235,6 +247,7 @@ impl Session {
                         port_range_low: low,
                         port_range_high: high,
                         hostname: system::hostname(),
+                        limits: Some(policy.into()),
                     }),
                 };
                 self.send(Up::HelloReply(reply)).await
@@ -255,7 +268,15 @@ impl Session {
                         .await;
                 }
                 let prepared = match Workload::try_from(&c) {
-                    Ok(w) => Target::prepare(&w).await.map_err(|e| e.to_string()),
+                    Ok(w) => match Target::prepare(&w).await {
+                        // Checked on the resolved address, before any load is sent.
+                        Ok(t) => self
+                            .rules
+                            .policy
+                            .check_target(&w.origin().host, t.addr.ip())
+                            .map(|()| t),
+                        Err(e) => Err(e.to_string()),
+                    },
                     Err(e) => Err(format!("invalid workload: {e}")),
                 };
                 match prepared {
@@ -283,6 +304,9 @@ impl Session {
                 }
                 match StepShare::try_from(&p) {
                     Ok(share) => {
+                        if let Err(why) = self.rules.policy.check_step(&share, self.used) {
+                            return self.refuse(why).await;
+                        }
                         self.prepared = Some(Arc::new(share));
                         self.send(Up::Ack(pb::Ack {
                             what: "prepare".into(),
@@ -327,6 +351,7 @@ impl Session {
             .saturating_sub(now_unix)
             .clamp(0, 60_000_000_000);
         let start = now + Duration::from_nanos(ahead_ns as u64);
+        self.used += share.scheduled_duration();
         let workers = self.engine.threads();
         let (tx, rx) = mpsc::channel(workers * 4);
         let cancel = CancellationToken::new();

@@ -49,6 +49,8 @@ pub struct AgentHandle {
     pub rtt_ns: i64,
     /// When anything was last heard from it.
     pub last_heard: Instant,
+    /// The limits it announced; a plan over them is refused before any load is sent.
+    pub policy: agent::policy::Policy,
 }
 
 pub struct Fleet {
@@ -324,6 +326,7 @@ impl Fleet {
                     clock_offset_ns: 0,
                     rtt_ns: 0,
                     last_heard: Instant::now(),
+                    policy: agent::policy::Policy::default(),
                 }
             })
             .collect();
@@ -450,6 +453,13 @@ impl Fleet {
                 });
             };
             let caps = h.capabilities.unwrap_or_default();
+            if let Some(limits) = &caps.limits {
+                self.agents[i].policy =
+                    agent::policy::Policy::try_from(limits).map_err(|e| RunError::Protocol {
+                        agent: agent.clone(),
+                        why: e.to_string(),
+                    })?;
+            }
             self.agents[i].info = Some(AgentInfo {
                 name: agent,
                 version: h.agent_version,

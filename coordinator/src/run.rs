@@ -44,6 +44,8 @@ pub enum RunError {
     },
     #[error("agent {agent} sent an invalid message: {why}")]
     Protocol { agent: String, why: String },
+    #[error("agent {agent} would refuse this plan: {message}")]
+    Limit { agent: String, message: String },
     #[error("no agent is left to run step {step}")]
     NoAgents { step: usize },
     #[error("{0}")]
@@ -56,7 +58,7 @@ impl RunError {
     /// 2 for what the user must fix before running, 1 for a run that failed.
     pub fn exit_code(&self) -> u8 {
         match self {
-            RunError::Config(_) => 2,
+            RunError::Config(_) | RunError::Limit { .. } => 2,
             _ => 1,
         }
     }
@@ -85,6 +87,7 @@ pub async fn run(cfg: RunConfig, shutdown: CancellationToken) -> Result<RunOutco
         )
         .await?;
 
+    check_limits(&fleet, &cfg)?;
     let mut out = Output::create(&cfg, &fleet.infos())?;
     let progress = Progress::new(cfg.quiet);
     let mut results = Vec::new();
@@ -120,6 +123,35 @@ pub async fn run(cfg: RunConfig, shutdown: CancellationToken) -> Result<RunOutco
     })
 }
 
+/// Refuses, before any load, a plan that some agent's announced limits would refuse at some step.
+fn check_limits(fleet: &Fleet, cfg: &RunConfig) -> Result<(), RunError> {
+    let who = fleet.alive();
+    let weights: Vec<u64> = who.iter().map(|&i| weight(fleet, cfg, i)).collect();
+    let mut used = Duration::ZERO;
+    for index in 0..cfg.plan.steps.len() {
+        let shares = cfg.plan.step_shares(index, cfg.seed, &weights);
+        for (k, &i) in who.iter().enumerate() {
+            fleet.agents[i]
+                .policy
+                .check_step(&shares[k], used)
+                .map_err(|message| RunError::Limit {
+                    agent: fleet.agents[i].name.clone(),
+                    message,
+                })?;
+        }
+        used += shares[0].scheduled_duration();
+    }
+    Ok(())
+}
+
+/// An agent's share of the load: its --agent-weights entry, or its cores.
+fn weight(fleet: &Fleet, cfg: &RunConfig, i: usize) -> u64 {
+    match &cfg.agent_weights {
+        Some(w) => w[i],
+        None => u64::from(fleet.cores(i)),
+    }
+}
+
 /// One interval of the fleet: what the series and progress need, and each agent's encoded latency.
 #[derive(Default)]
 struct SeqAccum {
@@ -151,13 +183,7 @@ async fn run_step(
         if who.is_empty() {
             return Err(RunError::NoAgents { step: index + 1 });
         }
-        let weights: Vec<u64> = who
-            .iter()
-            .map(|&i| match &cfg.agent_weights {
-                Some(w) => w[i],
-                None => u64::from(fleet.cores(i)),
-            })
-            .collect();
+        let weights: Vec<u64> = who.iter().map(|&i| weight(fleet, cfg, i)).collect();
         let shares = plan.step_shares(index, cfg.seed.wrapping_add(index as u64), &weights);
         let prepare = |i: usize| {
             let k = who

@@ -358,3 +358,54 @@ fn sigterm_drains_an_agent_and_the_run_goes_on_without_it() {
     let reported: u64 = steps.iter().map(|s| s["requests"].as_u64().unwrap()).sum();
     assert_eq!(reported, target.requests());
 }
+
+#[test]
+fn agent_side_policy_refuses_before_any_load_is_sent() {
+    let target = Target::start(&[]);
+    let url = format!("http://localhost:{}/", target.addr.port());
+    let run = |agent: &AgentProc, steps: &str| {
+        let o = stampede(&[
+            "run",
+            &url,
+            "--agents",
+            &agent.addr.to_string(),
+            "--model",
+            "requests",
+            "--steps",
+            steps,
+            "--step-duration",
+            "1s",
+            "--quiet",
+            "--out",
+            tempfile::tempdir().unwrap().path().to_str().unwrap(),
+        ]);
+        (o.status.code(), text(&o.stderr))
+    };
+    // A name that resolves outside the allowed networks is refused, whatever it is called.
+    let fenced = AgentProc::start(&["--allow-target", "10.0.0.0/8,*.internal"], &[]);
+    let (code, err) = run(&fenced, "20");
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains(
+            "refused: target localhost (127.0.0.1) is outside this agent's --allow-target list"
+        ),
+        "{err}"
+    );
+    // Over a limit: refused up front, naming the agent and the limit.
+    let capped = AgentProc::start(&["--max-rate", "50", "--max-step-duration", "10s"], &[]);
+    let (code, err) = run(&capped, "20,100");
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains(&format!(
+            "agent {} would refuse this plan: step 2 asks this agent for 100.0 requests/s; its --max-rate is 50",
+            capped.addr
+        )),
+        "{err}"
+    );
+    assert_eq!(target.requests(), 0, "no request left before the refusals");
+    // Within its limits and its allowed targets, it runs.
+    let open = AgentProc::start(&["--allow-target", "127.0.0.0/8", "--max-rate", "50"], &[]);
+    let (code, err) = run(&open, "20");
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(target.requests(), 20);
+}
