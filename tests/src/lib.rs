@@ -382,3 +382,117 @@ pub fn signal(child: &Child, sig: i32) {
     let rc = unsafe { libc::kill(child.id() as i32, sig) };
     assert_eq!(rc, 0, "kill({sig})");
 }
+
+/// How a hostile test server answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Hostile {
+    /// Bytes that are not HTTP.
+    Garbage,
+    /// Reads the request, never answers.
+    Silent,
+    /// Promises 100 body bytes, sends 10, closes.
+    ClosesMidResponse,
+    /// A chunked body that never ends.
+    EndlessBody,
+    /// A 64 MiB body.
+    HugeBody,
+    /// One byte of the reply every 100 ms.
+    Trickle,
+}
+
+/// A server on 127.0.0.1:0 that misbehaves in one way, a thread per connection; stops when dropped.
+pub struct HostileServer {
+    pub addr: SocketAddr,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl HostileServer {
+    pub fn start(how: Hostile) -> HostileServer {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let addr = listener.local_addr().unwrap();
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let stop2 = stop.clone();
+        std::thread::spawn(move || {
+            while !stop2.load(std::sync::atomic::Ordering::Relaxed) {
+                match listener.accept() {
+                    Ok((conn, _)) => {
+                        let stop = stop2.clone();
+                        std::thread::spawn(move || misbehave(conn, how, &stop));
+                    }
+                    Err(_) => std::thread::sleep(Duration::from_millis(2)),
+                }
+            }
+        });
+        HostileServer { addr, stop }
+    }
+
+    pub fn url(&self) -> String {
+        format!("http://{}/", self.addr)
+    }
+}
+
+impl Drop for HostileServer {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+fn misbehave(mut conn: TcpStream, how: Hostile, stop: &std::sync::atomic::AtomicBool) {
+    let _ = conn.set_nonblocking(false);
+    let _ = conn.set_read_timeout(Some(Duration::from_secs(30)));
+    let mut buf = [0u8; 4096];
+    // Every behaviour waits for a request first (its head ends the first read on loopback).
+    if conn.read(&mut buf).unwrap_or(0) == 0 {
+        return;
+    }
+    let running = || !stop.load(std::sync::atomic::Ordering::Relaxed);
+    match how {
+        Hostile::Garbage => {
+            let _ = conn.write_all(b"SSH-2.0-OpenSSH_9.2 nothing like HTTP\r\n\r\n");
+        }
+        Hostile::Silent => while running() && conn.read(&mut buf).unwrap_or(0) > 0 {},
+        Hostile::ClosesMidResponse => {
+            let _ = conn.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 100\r\n\r\n0123456789");
+        }
+        Hostile::EndlessBody => {
+            let _ = conn.write_all(b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n");
+            let chunk = [b'x'; 16 * 1024];
+            let mut framed = format!("{:x}\r\n", chunk.len()).into_bytes();
+            framed.extend_from_slice(&chunk);
+            framed.extend_from_slice(b"\r\n");
+            while running() && conn.write_all(&framed).is_ok() {}
+        }
+        Hostile::HugeBody => {
+            let size = 64 * 1024 * 1024;
+            let _ = conn
+                .write_all(format!("HTTP/1.1 200 OK\r\ncontent-length: {size}\r\n\r\n").as_bytes());
+            let chunk = [b'y'; 64 * 1024];
+            for _ in 0..size / chunk.len() {
+                if !running() || conn.write_all(&chunk).is_err() {
+                    return;
+                }
+            }
+        }
+        Hostile::Trickle => {
+            for b in b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok" {
+                if !running() || conn.write_all(&[*b]).is_err() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
+    }
+}
+
+/// Peak resident memory of a running process, in KiB (VmHWM), or 0 if it has exited.
+pub fn peak_rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmHWM:"))
+                .and_then(|l| l.split_whitespace().nth(1).and_then(|v| v.parse().ok()))
+        })
+        .unwrap_or(0)
+}

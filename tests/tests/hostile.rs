@@ -1,0 +1,107 @@
+//! Broken and hostile targets: each lands in the right error class, memory stays bounded (bodies are read
+//! and counted, never kept), and the generator keeps its schedule for the other requests.
+use std::time::{Duration, Instant};
+
+use tests::{Hostile, HostileServer, peak_rss_kib, run_json, spawn_stampede};
+
+/// Runs 40 req/s for 2 s with a 1 s timeout against a misbehaving server; returns the step and peak RSS.
+fn against(how: Hostile) -> (serde_json::Value, u64) {
+    let server = HostileServer::start(how);
+    let out = tempfile::tempdir().unwrap();
+    let url = server.url();
+    let mut child = spawn_stampede(&[
+        "run",
+        &url,
+        "--model",
+        "requests",
+        "--steps",
+        "40",
+        "--step-duration",
+        "2s",
+        "--timeout",
+        "1s",
+        "--threads",
+        "1",
+        "--quiet",
+        "--out",
+        out.path().to_str().unwrap(),
+    ]);
+    let began = Instant::now();
+    let mut peak = 0;
+    while child.try_wait().unwrap().is_none() {
+        peak = peak.max(peak_rss_kib(child.id()));
+        assert!(
+            began.elapsed() < Duration::from_secs(30),
+            "{how:?}: the run must end on its own"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(child.wait().unwrap().success(), "{how:?}");
+    let step = run_json(out.path())["steps"][0].clone();
+    // The schedule is kept whatever the target does: every arrival was dispatched on time.
+    assert!(
+        step["generator"]["lag_p99_ms"].as_f64().unwrap() < 50.0,
+        "{how:?}: {step}"
+    );
+    (step, peak)
+}
+
+/// The count of one error class, after checking that no reply arrived at all.
+fn errors(step: &serde_json::Value, class: &str) -> u64 {
+    assert_eq!(step["replies"], 0, "{step}");
+    step["errors"][class].as_u64().unwrap()
+}
+
+#[test]
+fn garbage_instead_of_http_is_other() {
+    let (step, _) = against(Hostile::Garbage);
+    assert!(errors(&step, "other") >= 70, "{step}");
+}
+
+#[test]
+fn a_server_that_never_answers_is_client_timeout() {
+    let (step, _) = against(Hostile::Silent);
+    assert!(errors(&step, "client-timeout") >= 70, "{step}");
+    assert_eq!(
+        step["requests"], 80,
+        "every arrival was sent on schedule: {step}"
+    );
+}
+
+#[test]
+fn closing_mid_response_is_conn_reset() {
+    let (step, _) = against(Hostile::ClosesMidResponse);
+    assert!(errors(&step, "conn-reset") >= 70, "{step}");
+}
+
+#[test]
+fn endless_and_gigantic_bodies_are_read_and_counted_with_bounded_memory() {
+    let (step, peak_kib) = against(Hostile::EndlessBody);
+    assert!(errors(&step, "client-timeout") >= 70, "{step}");
+    assert!(
+        step["bytes_in"].as_u64().unwrap() > 64 * 1024 * 1024,
+        "{step}"
+    );
+    assert!(
+        peak_kib < 200 * 1024,
+        "endless body: peak RSS {peak_kib} KiB"
+    );
+    // 64 MiB bodies: loopback may deliver some whole within the timeout; each request either completes,
+    // times out, or (this server does not keep connections alive) is reset; nothing is kept.
+    let (step, peak_kib) = against(Hostile::HugeBody);
+    let done = step["replies"].as_u64().unwrap()
+        + step["errors"]["client-timeout"].as_u64().unwrap()
+        + step["errors"]["conn-reset"].as_u64().unwrap();
+    assert_eq!(done, step["requests"].as_u64().unwrap(), "{step}");
+    assert!(
+        step["bytes_in"].as_u64().unwrap() > 64 * 1024 * 1024,
+        "{step}"
+    );
+    assert!(peak_kib < 200 * 1024, "huge body: peak RSS {peak_kib} KiB");
+}
+
+#[test]
+fn a_slow_trickle_is_client_timeout() {
+    let (step, _) = against(Hostile::Trickle);
+    assert!(errors(&step, "client-timeout") >= 70, "{step}");
+}
