@@ -111,6 +111,22 @@ mod tests {
         }
 
         #[test]
+        fn merge_is_associative(a in proptest::collection::vec(1u64..1_000_000, 0..60),
+                                b in proptest::collection::vec(1u64..1_000_000, 0..60),
+                                c in proptest::collection::vec(1u64..1_000_000, 0..60)) {
+            let h = |v: &[u64]| { let mut h = new(); for x in v { h.record(*x).unwrap(); } h };
+            let (ha, hb, hc) = (h(&a), h(&b), h(&c));
+            let mut left = ha.clone();
+            add(&mut left, &hb);
+            add(&mut left, &hc);
+            let mut bc = hb.clone();
+            add(&mut bc, &hc);
+            let mut right = ha.clone();
+            add(&mut right, &bc);
+            prop_assert_eq!(encode(&left), encode(&right));
+        }
+
+        #[test]
         fn merge_is_commutative(a in proptest::collection::vec(1u64..1_000_000, 0..100),
                                 b in proptest::collection::vec(1u64..1_000_000, 0..100)) {
             let mut ha = new();

@@ -409,3 +409,48 @@ fn agent_side_policy_refuses_before_any_load_is_sent() {
     assert_eq!(code, Some(0), "{err}");
     assert_eq!(target.requests(), 20);
 }
+
+#[test]
+fn garbage_and_silent_peers_on_the_agent_port_do_not_take_it_down() {
+    use std::io::Write;
+    let target = Target::start(&[]);
+    let agent = AgentProc::start(&[], &[]);
+    // Garbage instead of HTTP/2.
+    let mut garbage = std::net::TcpStream::connect(agent.addr).unwrap();
+    let _ = garbage.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n\x00\x01\x02 not grpc at all");
+    // A peer that connects and says nothing, left open.
+    let _silent = std::net::TcpStream::connect(agent.addr).unwrap();
+    // A coordinator that opens a session and then freezes (SIGSTOP): the agent's dead-man switch frees
+    // it for the next coordinator.
+    let out = tempfile::tempdir().unwrap();
+    let mut frozen = in_background(
+        &target,
+        &[
+            "--agents",
+            &agent.addr.to_string(),
+            "--steps",
+            "10",
+            "--step-duration",
+            "30s",
+        ],
+        out.path(),
+    );
+    sleep(Duration::from_millis(1500));
+    signal(&frozen, libc::SIGSTOP);
+    sleep(Duration::from_millis(2500));
+    // The daemon still serves a real coordinator.
+    let ran = run_ok(&[
+        &target.url(),
+        "--agents",
+        &agent.addr.to_string(),
+        "--model",
+        "requests",
+        "--steps",
+        "20",
+        "--step-duration",
+        "1s",
+    ]);
+    assert_eq!(ran.step(0)["requests"], 20);
+    let _ = frozen.kill();
+    let _ = frozen.wait();
+}
