@@ -745,6 +745,20 @@ mod tests {
     }
 
     #[test]
+    fn waiting_for_agents_beyond_loopback_needs_a_token() {
+        let mut a = args("http://127.0.0.1:1/");
+        a.steps = Some(vec![1.0]);
+        a.listen = Some("0.0.0.0:7800".parse().unwrap());
+        a.expect_agents = Some(2);
+        a.token_file = None;
+        // The token may also come from the environment; only check when it does not.
+        if std::env::var_os("STAMPEDE_TOKEN").is_none() {
+            let e = resolve(a).unwrap_err().to_string();
+            assert!(e.contains("without a token: add --token-file FILE"), "{e}");
+        }
+    }
+
+    #[test]
     fn durations_parse_both_ways() {
         assert_eq!(parse_duration("x", "10s").unwrap(), Duration::from_secs(10));
         assert_eq!(
