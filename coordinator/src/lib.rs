@@ -20,7 +20,17 @@ use crate::cli::Command;
 pub async fn execute(command: Command, shutdown: CancellationToken) -> u8 {
     match command {
         Command::Run(args) => match config::resolve(*args) {
-            Ok(cfg) => finish(run::run(cfg, shutdown).await),
+            Ok(cfg) => {
+                let dir = cfg.out.clone();
+                let outcome = run::run(cfg, shutdown).await;
+                if let Err(run::RunError::Output(_)) = &outcome {
+                    eprintln!(
+                        "stampede: the steps finished before this are kept in {}",
+                        dir.display()
+                    );
+                }
+                finish(outcome)
+            }
             Err(e) => {
                 eprintln!("stampede: {e}");
                 2

@@ -138,10 +138,16 @@ impl Output {
     fn write_json(&self) -> Result<(), OutputError> {
         let tmp = self.json_path.with_extension("json.tmp");
         let text = serde_json::to_string_pretty(&self.doc).expect("run.json always serializes");
-        let mut f = File::create(&tmp).map_err(at(&tmp))?;
-        f.write_all(text.as_bytes()).map_err(at(&tmp))?;
-        f.write_all(b"\n").map_err(at(&tmp))?;
-        f.sync_data().map_err(at(&tmp))?;
+        let written = File::create(&tmp).and_then(|mut f| {
+            f.write_all(text.as_bytes())?;
+            f.write_all(b"\n")?;
+            f.sync_data()
+        });
+        if let Err(e) = written {
+            // A full disk: leave the previous run.json as it was, and no half file beside it.
+            let _ = fs::remove_file(&tmp);
+            return Err(at(&tmp)(e));
+        }
         fs::rename(&tmp, &self.json_path).map_err(at(&self.json_path))
     }
 
