@@ -15,6 +15,7 @@ use tonic::{Request, Response, Status, Streaming};
 use crate::engine::Engine;
 use crate::policy::Policy;
 use crate::session::{self, LINK_CAPACITY, Rules};
+use crate::tls::TlsFiles;
 
 /// The largest control message accepted or sent. Interval reports are a few KiB; a plan with a long URL
 /// list is the largest message and still far below this.
@@ -28,6 +29,8 @@ pub struct DaemonConfig {
     pub token: Option<String>,
     /// What this agent agrees to do, whatever a coordinator asks.
     pub policy: Policy,
+    /// Mutual TLS on the control channel.
+    pub tls: Option<TlsFiles>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -48,6 +51,8 @@ pub enum DaemonError {
     Serve(#[from] tonic::transport::Error),
     #[error("cannot join the coordinator at {0}")]
     Join(String),
+    #[error(transparent)]
+    Tls(#[from] crate::tls::TlsError),
 }
 
 struct Service {
@@ -149,7 +154,11 @@ pub async fn serve(
     let server = AgentServer::new(service)
         .max_decoding_message_size(MAX_MESSAGE_BYTES)
         .max_encoding_message_size(MAX_MESSAGE_BYTES);
-    tonic::transport::Server::builder()
+    let mut builder = tonic::transport::Server::builder();
+    if let Some(tls) = &cfg.tls {
+        builder = builder.tls_config(tls.server()?)?;
+    }
+    builder
         .add_service(server)
         .serve_with_incoming_shutdown(TcpListenerStream::new(listener), shutdown.cancelled())
         .await?;
@@ -170,10 +179,17 @@ pub async fn join(
         token: cfg.token.clone(),
         policy: cfg.policy.clone(),
     });
-    let endpoint = tonic::transport::Endpoint::from_shared(format!("http://{coordinator}"))
+    let scheme = if cfg.tls.is_some() { "https" } else { "http" };
+    let mut endpoint = tonic::transport::Endpoint::from_shared(format!("{scheme}://{coordinator}"))
         .map_err(|e| DaemonError::Join(format!("{coordinator}: {e}")))?
         .connect_timeout(std::time::Duration::from_secs(5))
         .tcp_nodelay(true);
+    if let Some(tls) = &cfg.tls {
+        let host = coordinator
+            .rsplit_once(':')
+            .map_or(coordinator.as_str(), |(h, _)| h);
+        endpoint = endpoint.tls_config(tls.client(host.trim_matches(['[', ']']))?)?;
+    }
     eprintln!(
         "stampede-agent: joining the coordinator at {coordinator} with {} worker threads",
         cfg.threads
@@ -254,6 +270,7 @@ mod tests {
             threads: 1,
             token: token.map(str::to_string),
             policy: Policy::default(),
+            tls: None,
         };
         let listener = bind(&cfg).await.unwrap();
         let addr = listener.local_addr().unwrap();
@@ -327,6 +344,7 @@ mod tests {
             threads: 1,
             token: None,
             policy: Policy::default(),
+            tls: None,
         })
         .await
         .unwrap_err();

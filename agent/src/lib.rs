@@ -8,6 +8,7 @@ pub mod recorder;
 pub mod session;
 pub mod system;
 pub mod timer;
+pub mod tls;
 pub mod worker;
 
 pub use engine::Engine;

@@ -35,6 +35,15 @@ struct Args {
     /// Longest run (sum of its steps) this agent will run per coordinator session, e.g. 1h.
     #[arg(long)]
     max_run_duration: Option<humantime::Duration>,
+    /// This agent's certificate for mutual TLS on the control channel (from `stampede certs init`).
+    #[arg(long)]
+    tls_cert: Option<std::path::PathBuf>,
+    /// Its private key.
+    #[arg(long)]
+    tls_key: Option<std::path::PathBuf>,
+    /// The fleet's CA certificate: peers must present a certificate it signed.
+    #[arg(long)]
+    tls_ca: Option<std::path::PathBuf>,
     /// Worker threads (default: one per core).
     #[arg(long)]
     threads: Option<usize>,
@@ -103,11 +112,19 @@ fn main() -> ExitCode {
         max_step_duration: args.max_step_duration.map(Into::into),
         max_run_duration: args.max_run_duration.map(Into::into),
     };
+    let tls = match agent::tls::TlsFiles::from_flags(args.tls_cert, args.tls_key, args.tls_ca) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("stampede-agent: {e}");
+            return ExitCode::from(2);
+        }
+    };
     let config = agent::daemon::DaemonConfig {
         listen: args.listen,
         threads: args.threads.unwrap_or_else(agent::system::cores).max(1),
         token,
         policy,
+        tls,
     };
     let result = rt.block_on(async {
         let shutdown = CancellationToken::new();

@@ -24,6 +24,39 @@ pub enum Command {
     Serve(ServeArgs),
     /// Start the reference target and an embedded agent, run a short ramp past its knee, write the results.
     Demo(DemoArgs),
+    /// Make certificates for mutual TLS on the control channel.
+    #[command(subcommand)]
+    Certs(CertsCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum CertsCommand {
+    /// Create a CA, a coordinator certificate and one per agent in DIR (keys readable by their owner only).
+    Init {
+        dir: PathBuf,
+        /// An agent's name as the coordinator dials it (host name or IP address); repeatable.
+        #[arg(long = "agent", value_delimiter = ',')]
+        agents: Vec<String>,
+        /// The coordinator's name (as agents that --join dial it).
+        #[arg(long, default_value = "coordinator")]
+        coordinator: String,
+        /// Validity in days.
+        #[arg(long, default_value_t = 365)]
+        days: i64,
+    },
+    /// Issue one more certificate from DIR's CA, written to DIR/FILE.crt and DIR/FILE.key.
+    Issue {
+        dir: PathBuf,
+        name: String,
+        /// File name without extension (default: agent-NAME).
+        #[arg(long)]
+        file: Option<String>,
+        #[arg(long, default_value_t = 365)]
+        days: i64,
+        /// Move the validity window this many days into the past (to test expiry).
+        #[arg(long, default_value_t = 0, hide = true)]
+        backdate_days: i64,
+    },
 }
 
 #[derive(Debug, Args, Default)]
@@ -108,6 +141,15 @@ pub struct RunArgs {
     /// How long to wait for them (default 60s).
     #[arg(long)]
     pub wait_agents: Option<String>,
+    /// Certificate for mutual TLS with remote agents (from `stampede certs init`).
+    #[arg(long)]
+    pub tls_cert: Option<PathBuf>,
+    /// Its private key.
+    #[arg(long)]
+    pub tls_key: Option<PathBuf>,
+    /// The fleet's CA certificate: agents must present a certificate it signed.
+    #[arg(long)]
+    pub tls_ca: Option<PathBuf>,
     /// Bearer token for remote agents, read from this file (or set STAMPEDE_TOKEN).
     #[arg(long)]
     pub token_file: Option<PathBuf>,

@@ -152,6 +152,8 @@ pub struct RunConfig {
     pub agents: Vec<AgentSpec>,
     pub join: Option<JoinSpec>,
     pub token: Option<String>,
+    /// Mutual TLS with remote agents.
+    pub tls: Option<agent::tls::TlsFiles>,
     pub on_agent_loss: LossPolicy,
     pub agent_weights: Option<Vec<u64>>,
     pub plan: Plan,
@@ -519,6 +521,8 @@ pub fn resolve(args: RunArgs) -> Result<RunConfig, ConfigError> {
             .map(|t| t.trim().to_string()),
     };
     let on_agent_loss = LossPolicy::parse(args.on_agent_loss.as_deref().unwrap_or("degrade"))?;
+    let tls = agent::tls::TlsFiles::from_flags(args.tls_cert, args.tls_key, args.tls_ca)
+        .map_err(|e| ConfigError::Conflict(e.to_string()))?;
     let join = match (args.listen, args.expect_agents) {
         (Some(listen), Some(expect)) => {
             if expect == 0 {
@@ -570,6 +574,7 @@ pub fn resolve(args: RunArgs) -> Result<RunConfig, ConfigError> {
         agents,
         join,
         token,
+        tls,
         on_agent_loss,
         agent_weights: args.agent_weights,
         plan,

@@ -70,7 +70,7 @@ impl Drop for Fleet {
 pub async fn connect(cfg: &RunConfig) -> Result<Fleet, RunError> {
     if let Some(join) = &cfg.join {
         let stop = CancellationToken::new();
-        let links = accept_joins(join, stop.clone()).await?;
+        let links = accept_joins(join, cfg.tls.as_ref(), stop.clone()).await?;
         // The join server lives as long as the fleet: its streams are the agents' links.
         return Ok(Fleet::new(links, stop));
     }
@@ -83,7 +83,8 @@ pub async fn connect(cfg: &RunConfig) -> Result<Fleet, RunError> {
             CancellationToken::new(),
         ));
     }
-    let mut addrs: Vec<(String, SocketAddr)> = Vec::new();
+    // (name, address, the name its certificate must carry)
+    let mut addrs: Vec<(String, SocketAddr, String)> = Vec::new();
     for spec in &cfg.agents {
         match spec {
             AgentSpec::Addr(a) => {
@@ -95,7 +96,11 @@ pub async fn connect(cfg: &RunConfig) -> Result<Fleet, RunError> {
                         agent: a.clone(),
                         why: "the name does not resolve".into(),
                     })?;
-                addrs.push((a.clone(), addr));
+                let host = a
+                    .rsplit_once(':')
+                    .map_or(a.as_str(), |(h, _)| h)
+                    .trim_matches(['[', ']']);
+                addrs.push((a.clone(), addr, host.to_string()));
             }
             AgentSpec::Dns(name) => {
                 let deadline = Instant::now() + DIAL_WAIT;
@@ -121,16 +126,20 @@ pub async fn connect(cfg: &RunConfig) -> Result<Fleet, RunError> {
                         why: "no A or AAAA record".into(),
                     });
                 }
-                addrs.extend(found.into_iter().map(|a| (a.to_string(), a)));
+                let host = name
+                    .rsplit_once(':')
+                    .map_or(name.as_str(), |(h, _)| h)
+                    .to_string();
+                addrs.extend(found.into_iter().map(|a| (a.to_string(), a, host.clone())));
             }
         }
     }
     let mut links = Vec::with_capacity(addrs.len());
-    for (name, addr) in addrs {
+    for (name, addr, domain) in addrs {
         // Agents started together with the coordinator (docker compose) may need a moment to listen.
         let deadline = Instant::now() + DIAL_WAIT;
         let link = loop {
-            match remote(&name, addr).await {
+            match remote(&name, addr, &domain, cfg.tls.as_ref()).await {
                 Ok(link) => break link,
                 Err(RunError::Unreachable { .. }) if Instant::now() < deadline => {
                     tokio::time::sleep(Duration::from_millis(250)).await;
@@ -144,15 +153,29 @@ pub async fn connect(cfg: &RunConfig) -> Result<Fleet, RunError> {
 }
 
 /// Opens the control stream to a listening agent and adapts it to a `Link`.
-async fn remote(name: &str, addr: SocketAddr) -> Result<Link, RunError> {
+async fn remote(
+    name: &str,
+    addr: SocketAddr,
+    domain: &str,
+    tls: Option<&agent::tls::TlsFiles>,
+) -> Result<Link, RunError> {
     let unreachable = |why: String| RunError::Unreachable {
         agent: name.to_string(),
         why,
     };
-    let endpoint = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
+    let scheme = if tls.is_some() { "https" } else { "http" };
+    let mut endpoint = tonic::transport::Endpoint::from_shared(format!("{scheme}://{addr}"))
         .map_err(|e| unreachable(e.to_string()))?
         .connect_timeout(CONNECT_TIMEOUT)
         .tcp_nodelay(true);
+    if let Some(tls) = tls {
+        let config = tls
+            .client(domain)
+            .map_err(|e| RunError::Config(crate::config::ConfigError::Conflict(e.to_string())))?;
+        endpoint = endpoint
+            .tls_config(config)
+            .map_err(|e| unreachable(e.to_string()))?;
+    }
     let channel = endpoint
         .connect()
         .await
@@ -167,7 +190,14 @@ async fn remote(name: &str, addr: SocketAddr) -> Result<Link, RunError> {
         .await
         .map_err(|status| RunError::Refused {
             agent: name.to_string(),
-            message: status.message().to_string(),
+            message: match tls {
+                // Refused below gRPC (a TLS alert or a dropped handshake), not by the agent's session.
+                Some(_) if std::error::Error::source(&status).is_some() => format!(
+                    "{} (mutual TLS: the agent takes a certificate signed by its --tls-ca, valid now, given with --tls-cert and --tls-key)",
+                    with_causes(&status)
+                ),
+                _ => with_causes(&status),
+            },
         })?;
     let mut inbound = response.into_inner();
     tokio::spawn(async move {
@@ -234,8 +264,18 @@ impl CoordinatorSvc for JoinService {
 /// Serves `Coordinator.Join` until `expect` agents have joined, or fails after `wait`.
 async fn accept_joins(
     join: &crate::config::JoinSpec,
+    tls: Option<&agent::tls::TlsFiles>,
     stop: CancellationToken,
 ) -> Result<Vec<(String, Link)>, RunError> {
+    let mut builder = tonic::transport::Server::builder();
+    if let Some(tls) = tls {
+        let config = tls
+            .server()
+            .map_err(|e| RunError::Config(crate::config::ConfigError::Conflict(e.to_string())))?;
+        builder = builder
+            .tls_config(config)
+            .map_err(|e| RunError::Config(crate::config::ConfigError::Conflict(e.to_string())))?;
+    }
     let listener = tokio::net::TcpListener::bind(join.listen)
         .await
         .map_err(|e| {
@@ -252,7 +292,7 @@ async fn accept_joins(
     let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
     let shutdown = stop.clone();
     tokio::spawn(async move {
-        let served = tonic::transport::Server::builder()
+        let served = builder
             .add_service(server)
             .serve_with_incoming_shutdown(incoming, shutdown.cancelled())
             .await;
@@ -279,6 +319,21 @@ async fn accept_joins(
         }
     }
     Ok(links)
+}
+
+/// A gRPC status with the chain of causes under it: a TLS refusal says why only down there.
+fn with_causes(status: &tonic::Status) -> String {
+    let mut text = status.message().to_string();
+    let mut source = std::error::Error::source(status);
+    while let Some(s) = source {
+        let more = s.to_string();
+        if !text.contains(&more) {
+            text.push_str(": ");
+            text.push_str(&more);
+        }
+        source = s.source();
+    }
+    text
 }
 
 impl Fleet {

@@ -1,5 +1,6 @@
 //! stampede's coordinator: the CLI's commands as library functions that tests call in-process. `run`
 //! drives agents step by step and writes the results; `serve` is the reference target; `demo` joins both.
+pub mod certs;
 pub mod cli;
 pub mod config;
 pub mod demo;
@@ -37,6 +38,38 @@ pub async fn execute(command: Command, shutdown: CancellationToken) -> u8 {
             }
         },
         Command::Demo(args) => finish(demo::run(args, shutdown).await),
+        Command::Certs(cmd) => {
+            let made = match cmd {
+                cli::CertsCommand::Init {
+                    dir,
+                    agents,
+                    coordinator,
+                    days,
+                } => certs::init(&dir, &coordinator, &agents, days),
+                cli::CertsCommand::Issue {
+                    dir,
+                    name,
+                    file,
+                    days,
+                    backdate_days,
+                } => {
+                    let file = file.unwrap_or_else(|| format!("agent-{name}"));
+                    certs::issue_more(&dir, &name, &file, days, backdate_days).map(|f| vec![f])
+                }
+            };
+            match made {
+                Ok(files) => {
+                    for f in files {
+                        println!("{}", f.display());
+                    }
+                    0
+                }
+                Err(e) => {
+                    eprintln!("stampede: {e}");
+                    1
+                }
+            }
+        }
         Command::Serve(args) => {
             let delay = match args
                 .delay

@@ -1,0 +1,206 @@
+//! `stampede certs`: a private CA and certificates for the control channel's mutual TLS, so a fleet can
+//! be secured without any other tool. Keys are written readable by their owner only.
+use std::fs;
+use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+
+use rcgen::{
+    BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa,
+    Issuer, KeyPair, KeyUsagePurpose,
+};
+
+#[derive(Debug, thiserror::Error)]
+pub enum CertsError {
+    #[error("cannot write {path}: {source}")]
+    Write {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("cannot read {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error(
+        "{0} already holds a CA; use another directory, or `stampede certs issue` to add certificates"
+    )]
+    Exists(PathBuf),
+    #[error("certificate error: {0}")]
+    Rcgen(#[from] rcgen::Error),
+    #[error("bad name '{0}': use a host name or an IP address")]
+    Name(String),
+}
+
+/// Each CA gets its own name, so a certificate from another fleet's CA is refused as an unknown issuer
+/// rather than as a bad signature.
+fn ca_params(name: &str, days: i64) -> Result<CertificateParams, CertsError> {
+    let mut p = CertificateParams::new(Vec::<String>::new())?;
+    let mut dn = DistinguishedName::new();
+    dn.push(DnType::CommonName, name);
+    p.distinguished_name = dn;
+    p.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    p.key_usages = vec![
+        KeyUsagePurpose::KeyCertSign,
+        KeyUsagePurpose::CrlSign,
+        KeyUsagePurpose::DigitalSignature,
+    ];
+    let now = time::OffsetDateTime::now_utc();
+    p.not_before = now - time::Duration::days(1);
+    p.not_after = now + time::Duration::days(days);
+    Ok(p)
+}
+
+fn write(path: &Path, text: &str, private: bool) -> Result<(), CertsError> {
+    let err = |source| CertsError::Write {
+        path: path.to_path_buf(),
+        source,
+    };
+    let mut opts = fs::OpenOptions::new();
+    opts.write(true).create(true).truncate(true);
+    if private {
+        opts.mode(0o600);
+    }
+    let mut f = opts.open(path).map_err(err)?;
+    f.write_all(text.as_bytes()).map_err(err)
+}
+
+/// Issues a certificate for `name` (SAN; an IP address becomes an IP SAN) usable as client and server.
+fn issue(
+    dir: &Path,
+    file: &str,
+    name: &str,
+    issuer: &Issuer<'_, KeyPair>,
+    days: i64,
+    backdate_days: i64,
+) -> Result<(), CertsError> {
+    if name.is_empty() || name.contains(['/', ' ']) {
+        return Err(CertsError::Name(name.to_string()));
+    }
+    let mut p = CertificateParams::new(vec![name.to_string()])?;
+    let mut dn = DistinguishedName::new();
+    dn.push(DnType::CommonName, name);
+    p.distinguished_name = dn;
+    p.key_usages = vec![
+        KeyUsagePurpose::DigitalSignature,
+        KeyUsagePurpose::KeyEncipherment,
+    ];
+    p.extended_key_usages = vec![
+        ExtendedKeyUsagePurpose::ServerAuth,
+        ExtendedKeyUsagePurpose::ClientAuth,
+    ];
+    let now = time::OffsetDateTime::now_utc() - time::Duration::days(backdate_days);
+    p.not_before = now - time::Duration::days(1);
+    p.not_after = now + time::Duration::days(days);
+    let key = KeyPair::generate()?;
+    let cert = p.signed_by(&key, issuer)?;
+    write(&dir.join(format!("{file}.crt")), &cert.pem(), false)?;
+    write(&dir.join(format!("{file}.key")), &key.serialize_pem(), true)
+}
+
+/// `stampede certs init DIR`: a new CA, a coordinator certificate and one per agent.
+pub fn init(
+    dir: &Path,
+    coordinator: &str,
+    agents: &[String],
+    days: i64,
+) -> Result<Vec<PathBuf>, CertsError> {
+    fs::create_dir_all(dir).map_err(|source| CertsError::Write {
+        path: dir.to_path_buf(),
+        source,
+    })?;
+    if dir.join("ca.key").exists() {
+        return Err(CertsError::Exists(dir.to_path_buf()));
+    }
+    let ca_key = KeyPair::generate()?;
+    let unique = &ca_key.public_key_raw()[..6];
+    let name = format!(
+        "stampede control CA {}",
+        unique
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect::<String>()
+    );
+    let params = ca_params(&name, days.max(1) * 10)?;
+    let ca = params.self_signed(&ca_key)?;
+    write(&dir.join("ca.crt"), &ca.pem(), false)?;
+    write(&dir.join("ca.name"), &name, false)?;
+    write(&dir.join("ca.key"), &ca_key.serialize_pem(), true)?;
+    let issuer = Issuer::new(params, ca_key);
+    issue(dir, "coordinator", coordinator, &issuer, days, 0)?;
+    for a in agents {
+        issue(dir, &format!("agent-{a}"), a, &issuer, days, 0)?;
+    }
+    let mut files = vec![dir.join("ca.crt"), dir.join("coordinator.crt")];
+    files.extend(agents.iter().map(|a| dir.join(format!("agent-{a}.crt"))));
+    Ok(files)
+}
+
+/// `stampede certs issue DIR NAME`: one more certificate from DIR's CA. `backdate_days` (hidden) moves its
+/// validity into the past, to test that expired certificates are refused.
+pub fn issue_more(
+    dir: &Path,
+    name: &str,
+    file: &str,
+    days: i64,
+    backdate_days: i64,
+) -> Result<PathBuf, CertsError> {
+    let key_path = dir.join("ca.key");
+    let pem = fs::read_to_string(&key_path).map_err(|source| CertsError::Read {
+        path: key_path,
+        source,
+    })?;
+    let ca_key = KeyPair::from_pem(&pem)?;
+    let name_path = dir.join("ca.name");
+    let ca_name = fs::read_to_string(&name_path).map_err(|source| CertsError::Read {
+        path: name_path,
+        source,
+    })?;
+    // The issuer is identified by its name and key, both of which are the CA's.
+    let issuer = Issuer::new(ca_params(ca_name.trim(), days)?, ca_key);
+    issue(dir, file, name, &issuer, days, backdate_days)?;
+    Ok(dir.join(format!("{file}.crt")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn init_writes_a_ca_and_private_keys() {
+        let dir = tempfile::tempdir().unwrap();
+        let files = init(
+            dir.path(),
+            "coord",
+            &["127.0.0.1".into(), "agent-a.internal".into()],
+            30,
+        )
+        .unwrap();
+        assert_eq!(files.len(), 4);
+        for key in [
+            "ca.key",
+            "coordinator.key",
+            "agent-127.0.0.1.key",
+            "agent-agent-a.internal.key",
+        ] {
+            let mode = fs::metadata(dir.path().join(key))
+                .unwrap()
+                .permissions()
+                .mode()
+                & 0o777;
+            assert_eq!(mode, 0o600, "{key}");
+        }
+        assert!(
+            fs::read_to_string(dir.path().join("ca.crt"))
+                .unwrap()
+                .starts_with("-----BEGIN CERTIFICATE-----")
+        );
+        assert!(matches!(
+            init(dir.path(), "c", &[], 30),
+            Err(CertsError::Exists(_))
+        ));
+        issue_more(dir.path(), "late", "late", 1, 0).unwrap();
+        assert!(dir.path().join("late.key").exists());
+    }
+}
