@@ -40,6 +40,11 @@ pub enum DaemonError {
          add --token-file FILE (or set STAMPEDE_TOKEN), or listen on 127.0.0.1"
     )]
     NotLoopback(SocketAddr),
+    #[error(
+        "refusing to listen on {0} in plain text: beyond loopback the control channel needs mutual TLS; \
+         add --tls-cert, --tls-key and --tls-ca (make them with `stampede certs init`), or listen on 127.0.0.1"
+    )]
+    PlainText(SocketAddr),
     #[error("cannot listen on {addr}: {source}")]
     Bind {
         addr: SocketAddr,
@@ -124,8 +129,13 @@ impl Agent for Service {
 
 /// Binds the listen address; split from [`serve`] so callers (and tests) learn the bound port.
 pub async fn bind(cfg: &DaemonConfig) -> Result<tokio::net::TcpListener, DaemonError> {
-    if !cfg.listen.ip().is_loopback() && cfg.token.is_none() {
-        return Err(DaemonError::NotLoopback(cfg.listen));
+    if !cfg.listen.ip().is_loopback() {
+        if cfg.token.is_none() {
+            return Err(DaemonError::NotLoopback(cfg.listen));
+        }
+        if cfg.tls.is_none() {
+            return Err(DaemonError::PlainText(cfg.listen));
+        }
     }
     tokio::net::TcpListener::bind(cfg.listen)
         .await

@@ -537,6 +537,12 @@ pub fn resolve(args: RunArgs) -> Result<RunConfig, ConfigError> {
                     "refusing to listen on {listen} without a token: add --token-file FILE (or set STAMPEDE_TOKEN)"
                 )));
             }
+            if !listen.ip().is_loopback() && tls.is_none() {
+                return Err(ConfigError::Conflict(format!(
+                    "refusing to listen on {listen} in plain text: add --tls-cert, --tls-key and --tls-ca \
+                     (make them with `stampede certs init`)"
+                )));
+            }
             let wait = match &args.wait_agents {
                 Some(w) => parse_duration("--wait-agents", w)?,
                 None => Duration::from_secs(60),

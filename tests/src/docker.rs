@@ -174,6 +174,24 @@ impl Cluster {
             "services:\n  target:\n    ports: [\"127.0.0.1::8080\"]\n",
         )
         .expect("override file");
+        // Mutual TLS for the control channel: one certificate for every agent replica (dialed as `agent`),
+        // readable by the containers' uid.
+        let pki = override_dir.join("pki");
+        let made = Command::new(crate::bin("stampede"))
+            .args(["certs", "init"])
+            .arg(&pki)
+            .args(["--agent", "agent"])
+            .output()
+            .expect("stampede certs init runs");
+        assert!(
+            made.status.success(),
+            "certs init: {}",
+            String::from_utf8_lossy(&made.stderr)
+        );
+        for entry in std::fs::read_dir(&pki).expect("pki dir") {
+            let path = entry.expect("pki entry").path();
+            std::os::unix::fs::chown(&path, Some(65534), Some(65534)).expect("chown a pki file");
+        }
         let started = Instant::now();
         let cluster = Cluster {
             project,
@@ -226,6 +244,7 @@ impl Cluster {
         }
         cmd.args(args)
             .env("STAMPEDE_TOKEN", &self.token)
+            .env("STAMPEDE_PKI", self.override_dir.join("pki"))
             .env("STAMPEDE_STEPS", &self.plan.steps)
             .env("STAMPEDE_STEP_DURATION", &self.plan.step_duration)
             .env("STAMPEDE_ON_AGENT_LOSS", &self.plan.on_agent_loss)

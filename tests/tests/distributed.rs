@@ -169,6 +169,23 @@ fn handshake_refusals_name_the_problem() {
         "{}",
         text(&o.stderr)
     );
+    // ... or in plain text, even with a token.
+    let o = Command::new(bin("stampede-agent"))
+        .args([
+            "--listen",
+            "0.0.0.0:0",
+            "--token-file",
+            token.to_str().unwrap(),
+        ])
+        .stderr(Stdio::piped())
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    let err = text(&o.stderr);
+    assert!(
+        err.contains("in plain text") && err.contains("add --tls-cert, --tls-key and --tls-ca"),
+        "{err}"
+    );
 }
 
 #[test]
