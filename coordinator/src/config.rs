@@ -248,10 +248,15 @@ pub fn read_plan_file(path: &Path) -> Result<PlanFile, ConfigError> {
         path: path.to_path_buf(),
         source,
     })?;
-    toml::from_str(&text).map_err(|e| ConfigError::PlanFile {
+    parse_plan(&text).map_err(|message| ConfigError::PlanFile {
         path: path.to_path_buf(),
-        message: describe_toml_error(&text, &e),
+        message,
     })
+}
+
+/// Parses a plan file's text; the error names the line and column.
+pub fn parse_plan(text: &str) -> Result<PlanFile, String> {
+    toml::from_str(text).map_err(|e| describe_toml_error(text, &e))
 }
 
 /// toml's message with the line and column spelled out, so editors can jump to it.
