@@ -99,9 +99,19 @@ impl Agent for Service {
         // Coordinator -> session. A broken or finished stream drops `down_tx`, which the session
         // treats as the coordinator being gone.
         tokio::spawn(async move {
-            while let Ok(Some(msg)) = inbound.message().await {
-                if down_tx.send(msg).await.is_err() {
-                    break;
+            loop {
+                match inbound.message().await {
+                    Ok(Some(msg)) => {
+                        if down_tx.send(msg).await.is_err() {
+                            break;
+                        }
+                    }
+                    Ok(None) => break,
+                    Err(status) => {
+                        // Oversized or undecodable: the session ends, the daemon keeps serving.
+                        tracing::warn!(peer = ?peer, %status, "Refused a message from the coordinator");
+                        break;
+                    }
                 }
             }
         });
@@ -344,6 +354,56 @@ mod tests {
                 proto::PROTOCOL_VERSION
             )
         );
+        shutdown.cancel();
+    }
+
+    #[tokio::test]
+    async fn an_oversized_message_is_refused_and_the_daemon_keeps_serving() {
+        let (endpoint, shutdown) = start().await;
+        let mut client = AgentClient::connect(endpoint.clone()).await.unwrap();
+        let (tx, rx) = mpsc::channel(4);
+        let huge = pb::Configure {
+            requests: vec![pb::RequestTemplate {
+                method: "POST".into(),
+                url: "http://127.0.0.1:1/".into(),
+                headers: vec![],
+                body: vec![0u8; MAX_MESSAGE_BYTES + 1024],
+            }],
+            ..Default::default()
+        };
+        tx.send(proto::to_agent(Down::Configure(huge)))
+            .await
+            .unwrap();
+        let outcome = async {
+            let mut stream = client.control(ReceiverStream::new(rx)).await?.into_inner();
+            stream.message().await
+        }
+        .await;
+        // Refused: either an error status, or the session closes without a single answer.
+        match outcome {
+            Err(status) => assert_ne!(status.code(), tonic::Code::Ok, "{status:?}"),
+            Ok(reply) => assert!(
+                reply.is_none(),
+                "no answer to an oversized message: {reply:?}"
+            ),
+        }
+        drop(tx);
+        // The next coordinator is served as usual (once the broken session has been released).
+        let mut answered = None;
+        for _ in 0..50 {
+            match hello(&endpoint, proto::PROTOCOL_VERSION).await {
+                Ok(msgs) => {
+                    answered = Some(msgs);
+                    break;
+                }
+                Err(s) if s.code() == tonic::Code::ResourceExhausted => {
+                    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                }
+                Err(s) => panic!("{s:?}"),
+            }
+        }
+        let msgs = answered.expect("served again within 5 s");
+        assert!(matches!(msgs[0].kind, Some(Up::HelloReply(_))), "{msgs:?}");
         shutdown.cancel();
     }
 

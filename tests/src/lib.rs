@@ -496,3 +496,11 @@ pub fn peak_rss_kib(pid: u32) -> u64 {
         })
         .unwrap_or(0)
 }
+
+/// Serialises the tests of one binary that measure time across processes (start skew, 2 s stop
+/// deadlines): on a 2-core machine, parallel clusters of agents would measure each other.
+pub fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    // A failed test poisons the lock; the next one may still run.
+    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}

@@ -17,6 +17,7 @@ fn certs(dir: &Path) {
 
 #[test]
 fn mutual_tls_runs_a_ramp_and_refuses_bad_client_certificates() {
+    let _serial = tests::serial();
     let root = tempfile::tempdir().unwrap();
     let (pki, other) = (root.path().join("pki"), root.path().join("other"));
     certs(&pki);
@@ -144,6 +145,7 @@ fn mutual_tls_runs_a_ramp_and_refuses_bad_client_certificates() {
 
 #[test]
 fn mutual_tls_also_covers_agents_that_join() {
+    let _serial = tests::serial();
     let root = tempfile::tempdir().unwrap();
     let pki = root.path().join("pki");
     let o = stampede(&[

@@ -33,6 +33,7 @@ fn agents_arg(agents: &[AgentProc]) -> String {
 
 #[test]
 fn three_agents_merge_losslessly_and_start_together() {
+    let _serial = tests::serial();
     let target = Target::start(&[]);
     let agents: Vec<AgentProc> = (0..3).map(|_| AgentProc::start(&[], &[])).collect();
     let ran = run_ok(&[
@@ -89,6 +90,7 @@ fn three_agents_merge_losslessly_and_start_together() {
 
 #[test]
 fn agent_weights_split_the_load() {
+    let _serial = tests::serial();
     let target = Target::start(&[]);
     let agents: Vec<AgentProc> = (0..2).map(|_| AgentProc::start(&[], &[])).collect();
     let ran = run_ok(&[
@@ -115,6 +117,7 @@ fn agent_weights_split_the_load() {
 
 #[test]
 fn handshake_refusals_name_the_problem() {
+    let _serial = tests::serial();
     let dir = tempfile::tempdir().unwrap();
     let token = dir.path().join("token");
     std::fs::write(&token, "s3cret\n").unwrap();
@@ -190,6 +193,7 @@ fn handshake_refusals_name_the_problem() {
 
 #[test]
 fn killed_agent_degrades_its_step_and_later_steps_use_the_rest() {
+    let _serial = tests::serial();
     let target = Target::start(&[]);
     let mut agents: Vec<AgentProc> = (0..3).map(|_| AgentProc::start(&[], &[])).collect();
     let out = tempfile::tempdir().unwrap();
@@ -222,20 +226,22 @@ fn killed_agent_degrades_its_step_and_later_steps_use_the_rest() {
     let run = run_json(out.path());
     let steps = run["steps"].as_array().unwrap();
     assert_eq!(steps.len(), 4);
-    assert_eq!(steps[0]["verdict"], "valid", "{}", steps[0]);
+    // The step with the kill names the lost agent and is degraded for it (a loaded box may add lag
+    // reasons to any step, but never blames the lost share on the generator's schedule).
     let hit = steps
         .iter()
-        .position(|s| s["verdict"] == "degraded")
-        .expect("a degraded step");
-    assert!(
-        hit == 1 || hit == 2,
-        "the step with the kill is degraded: {hit}"
-    );
-    let reasons = steps[hit]["reasons"].to_string();
-    assert!(
-        reasons.contains(&victim),
-        "the lost agent is named: {reasons}"
-    );
+        .position(|s| s["reasons"].to_string().contains(&victim))
+        .expect("a step names the lost agent");
+    assert!(hit == 1 || hit == 2, "the step with the kill: {hit}");
+    assert_eq!(steps[hit]["verdict"], "degraded", "{}", steps[hit]);
+    let lost: Vec<_> = steps[hit]["agents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|a| a["lost"] == true)
+        .collect();
+    assert_eq!(lost.len(), 1, "{}", steps[hit]);
+    assert_eq!(lost[0]["agent"].as_str().unwrap(), victim);
     for s in &steps[hit + 1..] {
         let agents = s["agents"].as_array().unwrap();
         assert_eq!(agents.len(), 2, "later steps run on the survivors: {s}");
@@ -247,6 +253,7 @@ fn killed_agent_degrades_its_step_and_later_steps_use_the_rest() {
 
 #[test]
 fn agents_stop_within_two_seconds_when_the_coordinator_dies_or_freezes() {
+    let _serial = tests::serial();
     for sig in [libc::SIGKILL, libc::SIGSTOP] {
         let target = Target::start(&[]);
         let agents: Vec<AgentProc> = (0..2).map(|_| AgentProc::start(&[], &[])).collect();
@@ -286,6 +293,7 @@ fn agents_stop_within_two_seconds_when_the_coordinator_dies_or_freezes() {
 
 #[test]
 fn agents_that_join_are_driven_like_listening_ones() {
+    let _serial = tests::serial();
     let target = Target::start(&[]);
     let port = closed_port();
     let listen = format!("127.0.0.1:{port}");
@@ -338,6 +346,7 @@ fn agents_that_join_are_driven_like_listening_ones() {
 
 #[test]
 fn sigterm_drains_an_agent_and_the_run_goes_on_without_it() {
+    let _serial = tests::serial();
     let target = Target::start(&[]);
     let agents: Vec<AgentProc> = (0..2).map(|_| AgentProc::start(&[], &[])).collect();
     let out = tempfile::tempdir().unwrap();
@@ -378,6 +387,7 @@ fn sigterm_drains_an_agent_and_the_run_goes_on_without_it() {
 
 #[test]
 fn agent_side_policy_refuses_before_any_load_is_sent() {
+    let _serial = tests::serial();
     let target = Target::start(&[]);
     let url = format!("http://localhost:{}/", target.addr.port());
     let run = |agent: &AgentProc, steps: &str| {
@@ -429,6 +439,7 @@ fn agent_side_policy_refuses_before_any_load_is_sent() {
 
 #[test]
 fn garbage_and_silent_peers_on_the_agent_port_do_not_take_it_down() {
+    let _serial = tests::serial();
     use std::io::Write;
     let target = Target::start(&[]);
     let agent = AgentProc::start(&[], &[]);

@@ -54,12 +54,14 @@ fn errors(step: &serde_json::Value, class: &str) -> u64 {
 
 #[test]
 fn garbage_instead_of_http_is_other() {
+    let _serial = tests::serial();
     let (step, _) = against(Hostile::Garbage);
     assert!(errors(&step, "other") >= 70, "{step}");
 }
 
 #[test]
 fn a_server_that_never_answers_is_client_timeout() {
+    let _serial = tests::serial();
     let (step, _) = against(Hostile::Silent);
     assert!(errors(&step, "client-timeout") >= 70, "{step}");
     assert_eq!(
@@ -70,12 +72,14 @@ fn a_server_that_never_answers_is_client_timeout() {
 
 #[test]
 fn closing_mid_response_is_conn_reset() {
+    let _serial = tests::serial();
     let (step, _) = against(Hostile::ClosesMidResponse);
     assert!(errors(&step, "conn-reset") >= 70, "{step}");
 }
 
 #[test]
 fn endless_and_gigantic_bodies_are_read_and_counted_with_bounded_memory() {
+    let _serial = tests::serial();
     let (step, peak_kib) = against(Hostile::EndlessBody);
     assert!(errors(&step, "client-timeout") >= 70, "{step}");
     assert!(
@@ -102,6 +106,7 @@ fn endless_and_gigantic_bodies_are_read_and_counted_with_bounded_memory() {
 
 #[test]
 fn a_slow_trickle_is_client_timeout() {
+    let _serial = tests::serial();
     let (step, _) = against(Hostile::Trickle);
     assert!(errors(&step, "client-timeout") >= 70, "{step}");
 }
