@@ -205,10 +205,7 @@ pub async fn join(
         .connect_timeout(std::time::Duration::from_secs(5))
         .tcp_nodelay(true);
     if let Some(tls) = &cfg.tls {
-        let host = coordinator
-            .rsplit_once(':')
-            .map_or(coordinator.as_str(), |(h, _)| h);
-        endpoint = endpoint.tls_config(tls.client(host.trim_matches(['[', ']']))?)?;
+        endpoint = endpoint.tls_config(tls.client(crate::tls::host_of(&coordinator))?)?;
     }
     eprintln!(
         "stampede-agent: joining the coordinator at {coordinator} with {} worker threads",

@@ -16,6 +16,14 @@ pub enum TlsError {
     Incomplete(&'static str),
 }
 
+/// The host of `host:port` (brackets of an IPv6 literal removed): the name a peer's certificate must carry.
+pub fn host_of(authority: &str) -> &str {
+    authority
+        .rsplit_once(':')
+        .map_or(authority, |(h, _)| h)
+        .trim_matches(['[', ']'])
+}
+
 /// `--tls-cert`, `--tls-key`, `--tls-ca`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TlsFiles {
@@ -89,5 +97,18 @@ impl TlsFiles {
             config = config.identity(identity);
         }
         Ok(config)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::host_of;
+
+    #[test]
+    fn host_of_strips_the_port_and_ipv6_brackets() {
+        assert_eq!(host_of("agent:7700"), "agent");
+        assert_eq!(host_of("127.0.0.1:1"), "127.0.0.1");
+        assert_eq!(host_of("[::1]:7700"), "::1");
+        assert_eq!(host_of("agent"), "agent");
     }
 }

@@ -7,6 +7,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use agent::daemon::MAX_MESSAGE_BYTES;
 use agent::session::LINK_CAPACITY;
+use agent::tls::host_of;
 use agent::{Engine, Link};
 use proto::pb::agent_client::AgentClient;
 use proto::pb::agent_message::Kind as Up;
@@ -96,11 +97,7 @@ pub async fn connect(cfg: &RunConfig) -> Result<Fleet, RunError> {
                         agent: a.clone(),
                         why: "the name does not resolve".into(),
                     })?;
-                let host = a
-                    .rsplit_once(':')
-                    .map_or(a.as_str(), |(h, _)| h)
-                    .trim_matches(['[', ']']);
-                addrs.push((a.clone(), addr, host.to_string()));
+                addrs.push((a.clone(), addr, host_of(a).to_string()));
             }
             AgentSpec::Dns(name) => {
                 let deadline = Instant::now() + DIAL_WAIT;
@@ -126,11 +123,12 @@ pub async fn connect(cfg: &RunConfig) -> Result<Fleet, RunError> {
                         why: "no A or AAAA record".into(),
                     });
                 }
-                let host = name
-                    .rsplit_once(':')
-                    .map_or(name.as_str(), |(h, _)| h)
-                    .to_string();
-                addrs.extend(found.into_iter().map(|a| (a.to_string(), a, host.clone())));
+                let host = host_of(name);
+                addrs.extend(
+                    found
+                        .into_iter()
+                        .map(|a| (a.to_string(), a, host.to_string())),
+                );
             }
         }
     }
@@ -169,9 +167,7 @@ async fn remote(
         .connect_timeout(CONNECT_TIMEOUT)
         .tcp_nodelay(true);
     if let Some(tls) = tls {
-        let config = tls
-            .client(domain)
-            .map_err(|e| RunError::Config(crate::config::ConfigError::Conflict(e.to_string())))?;
+        let config = tls.client(domain).map_err(setup_error)?;
         endpoint = endpoint
             .tls_config(config)
             .map_err(|e| unreachable(e.to_string()))?;
@@ -269,21 +265,13 @@ async fn accept_joins(
 ) -> Result<Vec<(String, Link)>, RunError> {
     let mut builder = tonic::transport::Server::builder();
     if let Some(tls) = tls {
-        let config = tls
-            .server()
-            .map_err(|e| RunError::Config(crate::config::ConfigError::Conflict(e.to_string())))?;
         builder = builder
-            .tls_config(config)
-            .map_err(|e| RunError::Config(crate::config::ConfigError::Conflict(e.to_string())))?;
+            .tls_config(tls.server().map_err(setup_error)?)
+            .map_err(setup_error)?;
     }
     let listener = tokio::net::TcpListener::bind(join.listen)
         .await
-        .map_err(|e| {
-            RunError::Config(crate::config::ConfigError::Conflict(format!(
-                "cannot listen on {}: {e}",
-                join.listen
-            )))
-        })?;
+        .map_err(|e| setup_error(format!("cannot listen on {}: {e}", join.listen)))?;
     let (joined_tx, mut joined_rx) = mpsc::channel(join.expect);
     let server =
         proto::pb::coordinator_server::CoordinatorServer::new(JoinService { joined: joined_tx })
@@ -319,6 +307,11 @@ async fn accept_joins(
         }
     }
     Ok(links)
+}
+
+/// A local setup problem (unreadable certificates, a bad TLS configuration): the user's to fix, exit 2.
+fn setup_error(e: impl std::fmt::Display) -> RunError {
+    RunError::Config(crate::config::ConfigError::Conflict(e.to_string()))
 }
 
 /// A gRPC status with the chain of causes under it: a TLS refusal says why only down there.
