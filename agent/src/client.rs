@@ -1,26 +1,30 @@
-//! The HTTP/1.1 client side of one worker: requests built once per run, connections over TCP or TLS
+//! The HTTP/1.1 client side of one worker: requests serialized once per run, connections over TCP or TLS
 //! whose bytes are counted as they pass, and every failure mapped to one error class.
+//!
+//! The client is written for the hot path, as wrk's is: a request is one write of bytes prepared before
+//! the step, a reply is read into one buffer owned by its connection and parsed in place, and nothing
+//! is allocated, spawned or sent between tasks per request. A general client (hyper) costs a task, a
+//! channel and a rebuilt header map per request, which made the generator the heavier side of the
+//! benchmark against nginx.
 use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::rc::Rc;
 use std::sync::Arc;
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use bytes::Bytes;
-use http_body_util::{BodyExt, Full};
-use hyper::client::conn::http1;
-use hyper::header::{HOST, HeaderName, HeaderValue, USER_AGENT};
-use hyper::{HeaderMap, Method, Request, Uri};
-use hyper_util::rt::TokioIo;
+use http::header::{CONTENT_LENGTH, HOST, HeaderName, HeaderValue, TRANSFER_ENCODING, USER_AGENT};
+use http::{HeaderMap, Method, Uri};
 use shared::metrics::ErrorClass;
 use shared::plan::{Scheme, Workload};
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::TcpStream;
 use tokio::time::Instant;
 
 use crate::recorder::Recorder;
+use crate::response::{Chunked, Framing, MAX_HEAD, parse_head};
 
 /// A workload that cannot be prepared for sending.
 #[derive(Debug, thiserror::Error)]
@@ -35,22 +39,43 @@ pub enum PrepareError {
     ServerName(String),
 }
 
-/// One request, parsed into hyper's types once; each send clones cheap handles.
+/// One request, serialized once: every send writes these bytes as they are.
 #[derive(Debug, Clone)]
 pub struct Template {
-    method: Method,
-    uri: Uri,
-    headers: HeaderMap,
-    body: Bytes,
+    wire: Bytes,
+    /// A reply to HEAD has no body, whatever its headers announce.
+    head: bool,
 }
 
 impl Template {
-    pub fn build(&self) -> Request<Full<Bytes>> {
-        let mut req = Request::new(Full::new(self.body.clone()));
-        *req.method_mut() = self.method.clone();
-        *req.uri_mut() = self.uri.clone();
-        *req.headers_mut() = self.headers.clone();
-        req
+    /// Serializes a request as hyper would: lower-case header names, a Content-Length for a body (or
+    /// for an empty POST/PUT/PATCH) unless the user framed the body themselves.
+    fn new(method: &Method, uri: &Uri, headers: &HeaderMap, body: &[u8]) -> Template {
+        let target = uri.path_and_query().map_or("/", |p| p.as_str());
+        let mut wire = Vec::with_capacity(128 + body.len());
+        wire.extend_from_slice(method.as_str().as_bytes());
+        wire.push(b' ');
+        wire.extend_from_slice(target.as_bytes());
+        wire.extend_from_slice(b" HTTP/1.1\r\n");
+        for (name, value) in headers {
+            wire.extend_from_slice(name.as_str().as_bytes());
+            wire.extend_from_slice(b": ");
+            wire.extend_from_slice(value.as_bytes());
+            wire.extend_from_slice(b"\r\n");
+        }
+        let framed =
+            headers.contains_key(CONTENT_LENGTH) || headers.contains_key(TRANSFER_ENCODING);
+        let wants_length =
+            !body.is_empty() || matches!(*method, Method::POST | Method::PUT | Method::PATCH);
+        if wants_length && !framed {
+            wire.extend_from_slice(format!("content-length: {}\r\n", body.len()).as_bytes());
+        }
+        wire.extend_from_slice(b"\r\n");
+        wire.extend_from_slice(body);
+        Template {
+            wire: Bytes::from(wire),
+            head: *method == Method::HEAD,
+        }
     }
 }
 
@@ -113,12 +138,9 @@ impl Target {
                     headers.append(name, value);
                 }
             }
-            templates.push(Template {
-                method: Method::from_bytes(r.method.as_bytes()).map_err(|e| bad(e.to_string()))?,
-                uri: r.url.path.parse::<Uri>().map_err(|e| bad(e.to_string()))?,
-                headers,
-                body: Bytes::from(r.body.clone()),
-            });
+            let method = Method::from_bytes(r.method.as_bytes()).map_err(|e| bad(e.to_string()))?;
+            let uri = r.url.path.parse::<Uri>().map_err(|e| bad(e.to_string()))?;
+            templates.push(Template::new(&method, &uri, &headers, &r.body));
         }
         let tls = match origin.scheme {
             Scheme::Http => None,
@@ -331,15 +353,11 @@ impl AsyncWrite for Stream {
 /// Why a request was not answered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SendError {
-    /// The connection had been closed by the server before anything was written: reconnect and send.
+    /// The server had closed the kept-alive connection before taking the request (nothing reached
+    /// it): reconnect and send.
     Stale,
     /// The request was written and failed; the connection is unusable.
     Failed(ErrorClass),
-}
-
-/// An open keep-alive connection, ready for one request at a time.
-pub struct Conn {
-    sender: http1::SendRequest<Full<Bytes>>,
 }
 
 fn io_class(e: &io::Error) -> ErrorClass {
@@ -357,20 +375,25 @@ fn io_class(e: &io::Error) -> ErrorClass {
     }
 }
 
-/// Maps a hyper failure to its class: the OS error underneath when there is one.
-fn hyper_class(e: &hyper::Error) -> ErrorClass {
-    let mut source: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(e);
-    while let Some(s) = source {
-        if let Some(io) = s.downcast_ref::<io::Error>() {
-            return io_class(io);
-        }
-        source = s.source();
-    }
-    if e.is_incomplete_message() || e.is_closed() || e.is_canceled() {
-        ErrorClass::ConnReset
-    } else {
-        ErrorClass::Other
-    }
+/// A read buffer starts this small (idle connections cost little) and grows for long bodies.
+const BUF_START: usize = 4 * 1024;
+const BUF_MAX: usize = 64 * 1024;
+
+/// An open keep-alive connection, ready for one request at a time.
+pub struct Conn {
+    io: Stream,
+    /// Reply bytes received and not yet consumed.
+    buf: Vec<u8>,
+    /// It has carried a reply: an end before the next reply means the server dropped it while idle.
+    reused: bool,
+    /// The last reply ended the connection (Connection: close, HTTP/1.0, a body read to the close).
+    ended: bool,
+}
+
+/// How one exchange went wrong.
+enum Fault {
+    Stale,
+    Failed(ErrorClass),
 }
 
 impl Conn {
@@ -393,71 +416,199 @@ impl Conn {
                     .connect(name.clone(), counted)
                     .await
                     .map(|s| Stream::Tls(Box::new(s)))
-                    .map_err(|e| match io_class(&e) {
-                        ErrorClass::Other => ErrorClass::Other,
-                        c => c,
-                    }),
+                    .map_err(|e| io_class(&e)),
             }
         };
-        let stream = tokio::time::timeout(target.connect_timeout, connect)
+        let io = tokio::time::timeout(target.connect_timeout, connect)
             .await
             .map_err(|_| ErrorClass::ConnectTimeout)??;
-        let (sender, connection) = http1::handshake(TokioIo::new(stream))
-            .await
-            .map_err(|e| hyper_class(&e))?;
-        // The connection future drives the socket; it ends when the sender is dropped.
-        tokio::task::spawn_local(async move {
-            let _ = connection.await;
-        });
         rec.connected(began.elapsed());
-        Ok(Conn { sender })
+        Ok(Conn {
+            io,
+            buf: Vec::new(),
+            reused: false,
+            ended: false,
+        })
     }
 
     /// Sends one request and reads the whole reply (counted, not kept). Latency counts from
     /// `intended`; the reply must be complete within `timeout` of the moment the request was written.
     pub async fn send(
         &mut self,
-        req: Request<Full<Bytes>>,
+        t: &Template,
         intended: Instant,
         timeout: Duration,
         rec: &Recorder,
     ) -> Result<(), SendError> {
         // A kept-alive connection the server has closed (Connection: close, an idle timeout) is no
-        // error of the target's: nothing was written, so the caller reconnects and sends.
-        if self.sender.is_closed() {
+        // error of the target's: the caller reconnects and sends.
+        if self.ended || (self.reused && self.closed_while_idle()) {
             return Err(SendError::Stale);
         }
-        match tokio::time::timeout(timeout, self.sender.ready()).await {
-            Ok(Ok(())) => {}
-            Ok(Err(_)) => return Err(SendError::Stale),
-            Err(_) => return Err(SendError::Failed(ErrorClass::ClientTimeout)),
-        }
         let sent_at = Instant::now();
-        rec.sent();
-        let exchange = async {
-            let resp = self
-                .sender
-                .send_request(req)
-                .await
-                .map_err(|e| hyper_class(&e))?;
-            let ttfb = sent_at.elapsed();
-            let status = resp.status().as_u16();
-            let mut body = resp.into_body();
-            while let Some(frame) = body.frame().await {
-                frame.map_err(|e| hyper_class(&e))?;
-            }
-            Ok::<_, ErrorClass>((status, ttfb))
-        };
-        match tokio::time::timeout_at(sent_at + timeout, exchange).await {
+        let outcome = tokio::time::timeout_at(sent_at + timeout, self.exchange(t, sent_at)).await;
+        // Counted once its fate is known, so that a request the server never saw is not counted.
+        if !matches!(outcome, Ok(Err(Fault::Stale))) {
+            rec.sent();
+        }
+        match outcome {
             Ok(Ok((status, ttfb))) => {
                 rec.replied(status, ttfb, intended.elapsed());
+                self.reused = true;
                 Ok(())
             }
+            Ok(Err(Fault::Stale)) => Err(SendError::Stale),
             // A socket-level timeout on an established connection is a reply that never came.
-            Ok(Err(ErrorClass::ConnectTimeout)) | Err(_) => {
+            Ok(Err(Fault::Failed(ErrorClass::ConnectTimeout))) | Err(_) => {
                 Err(SendError::Failed(ErrorClass::ClientTimeout))
             }
-            Ok(Err(class)) => Err(SendError::Failed(class)),
+            Ok(Err(Fault::Failed(class))) => Err(SendError::Failed(class)),
         }
     }
+
+    /// Whether the idle connection has been closed (or spoken on unasked, which servers do just
+    /// before closing: a 408). Costs no syscall while the socket has nothing to read: tokio keeps
+    /// the readiness, cleared by the short read that ended the last reply.
+    fn closed_while_idle(&mut self) -> bool {
+        if !self.buf.is_empty() {
+            return true;
+        }
+        let mut probe = [0u8; 1];
+        let mut rb = ReadBuf::new(&mut probe);
+        let mut cx = Context::from_waker(Waker::noop());
+        // Ready means an end, an error or bytes nobody asked for: in each case the idle
+        // connection is finished.
+        Pin::new(&mut self.io)
+            .poll_read(&mut cx, &mut rb)
+            .is_ready()
+    }
+
+    async fn exchange(&mut self, t: &Template, sent_at: Instant) -> Result<(u16, Duration), Fault> {
+        if let Err(e) = self.write(&t.wire).await {
+            // The server closed the idle connection just now: nothing reached it.
+            return Err(if self.reused && is_closed(&e) {
+                Fault::Stale
+            } else {
+                Fault::Failed(io_class(&e))
+            });
+        }
+        let mut ttfb = None;
+        loop {
+            let head = loop {
+                match parse_head(&self.buf, t.head) {
+                    Ok(Some(head)) => break head,
+                    Ok(None) => {}
+                    Err(_) => return Err(Fault::Failed(ErrorClass::Other)),
+                }
+                // Closed (or reset) as the request arrived, on a connection that had served:
+                // the server was done with it and never took this request.
+                let stale = self.reused && ttfb.is_none();
+                let n = match self.read(MAX_HEAD + 1).await {
+                    Ok(n) => n,
+                    Err(e) if stale && is_closed(&e) => return Err(Fault::Stale),
+                    Err(e) => return Err(Fault::Failed(io_class(&e))),
+                };
+                if n == 0 {
+                    return Err(if stale {
+                        Fault::Stale
+                    } else {
+                        Fault::Failed(ErrorClass::ConnReset)
+                    });
+                }
+                ttfb.get_or_insert_with(|| sent_at.elapsed());
+            };
+            self.buf.drain(..head.len);
+            // Interim replies (100 Continue, 103 Early Hints) precede the real one.
+            if (100..200).contains(&head.status) && head.status != 101 {
+                continue;
+            }
+            self.body(head.framing).await?;
+            self.ended = !head.keep_alive;
+            return Ok((head.status, ttfb.unwrap_or_default()));
+        }
+    }
+
+    /// Reads and drops the body; the buffer keeps only bytes past its end.
+    async fn body(&mut self, framing: Framing) -> Result<(), Fault> {
+        let mut reads = 0u32;
+        let reset = || Fault::Failed(ErrorClass::ConnReset);
+        match framing {
+            Framing::None => Ok(()),
+            Framing::Length(mut left) => loop {
+                let take = (self.buf.len() as u64).min(left) as usize;
+                self.buf.drain(..take);
+                left -= take as u64;
+                if left == 0 {
+                    return Ok(());
+                }
+                if self.body_read(&mut reads).await? == 0 {
+                    return Err(reset());
+                }
+            },
+            Framing::Chunked => {
+                let mut chunks = Chunked::new();
+                loop {
+                    let used = chunks
+                        .feed(&self.buf)
+                        .map_err(|_| Fault::Failed(ErrorClass::Other))?;
+                    self.buf.drain(..used);
+                    if chunks.is_done() {
+                        return Ok(());
+                    }
+                    if self.body_read(&mut reads).await? == 0 {
+                        return Err(reset());
+                    }
+                }
+            }
+            Framing::UntilClose => loop {
+                self.buf.clear();
+                if self.body_read(&mut reads).await? == 0 {
+                    return Ok(());
+                }
+            },
+        }
+    }
+
+    /// A read of body bytes. A long body arriving as fast as memory copies would keep this task on
+    /// the thread for many reads in a row (tokio's budget allows 128), delaying every arrival
+    /// scheduled meanwhile; yielding between reads keeps the schedule, at one task switch per 64 KiB.
+    async fn body_read(&mut self, reads: &mut u32) -> Result<usize, Fault> {
+        if *reads > 0 {
+            tokio::task::yield_now().await;
+        }
+        *reads += 1;
+        self.read(BUF_MAX)
+            .await
+            .map_err(|e| Fault::Failed(io_class(&e)))
+    }
+
+    /// Reads what the socket has into the buffer. It grows when a read filled it (a long body, a long
+    /// head), up to `limit`, so idle connections stay small and big replies take few reads.
+    async fn read(&mut self, limit: usize) -> io::Result<usize> {
+        if self.buf.capacity() == 0 {
+            self.buf.reserve(BUF_START);
+        } else if self.buf.len() == self.buf.capacity() {
+            self.buf.reserve(self.buf.capacity());
+        }
+        let spare = self.buf.capacity() - self.buf.len();
+        let n = self.io.read_buf(&mut self.buf).await?;
+        if n == spare && self.buf.capacity() < limit {
+            self.buf.reserve(self.buf.capacity());
+        }
+        Ok(n)
+    }
+
+    async fn write(&mut self, bytes: &[u8]) -> io::Result<()> {
+        self.io.write_all(bytes).await?;
+        self.io.flush().await
+    }
+}
+
+fn is_closed(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::BrokenPipe
+            | io::ErrorKind::ConnectionReset
+            | io::ErrorKind::ConnectionAborted
+    )
 }

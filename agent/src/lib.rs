@@ -5,6 +5,7 @@ pub mod daemon;
 pub mod engine;
 pub mod policy;
 pub mod recorder;
+pub mod response;
 pub mod session;
 pub mod system;
 pub mod timer;

@@ -15,7 +15,7 @@ use tokio::sync::{Notify, mpsc};
 use tokio::time::{Instant, sleep_until};
 use tokio_util::sync::CancellationToken;
 
-use crate::client::{Conn, SendError, Target};
+use crate::client::{Conn, SendError, Target, Template};
 use crate::recorder::Recorder;
 use crate::timer::Timer;
 
@@ -71,7 +71,7 @@ struct Ctx {
 }
 
 impl Ctx {
-    fn template(&self) -> hyper::Request<http_body_util::Full<bytes::Bytes>> {
+    fn template(&self) -> &Template {
         let templates = &self.target.templates;
         let i = if templates.len() == 1 {
             0
@@ -82,7 +82,7 @@ impl Ctx {
             self.next_url.set((i + 1) % templates.len());
             i
         };
-        templates[i].build()
+        &templates[i]
     }
 
     /// Sends one due request: connects first if needed, and reconnects once if the server had closed

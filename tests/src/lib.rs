@@ -200,6 +200,16 @@ impl Recorder {
     /// Like `start`, but each connection is closed (with `Connection: close`) after `n` replies, as
     /// nginx does after `keepalive_requests`; 0 keeps connections open.
     pub fn closing_after(n: usize) -> Recorder {
+        Recorder::start_with(n, true)
+    }
+
+    /// Like `closing_after`, but the connection is dropped silently, as a server's idle or request
+    /// limit does without announcing it.
+    pub fn dropping_after(n: usize) -> Recorder {
+        Recorder::start_with(n, false)
+    }
+
+    fn start_with(n: usize, announce: bool) -> Recorder {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         listener.set_nonblocking(true).unwrap();
         let addr = listener.local_addr().unwrap();
@@ -211,7 +221,7 @@ impl Recorder {
                 match listener.accept() {
                     Ok((conn, _)) => {
                         let seen = s2.clone();
-                        std::thread::spawn(move || serve_recorded(conn, &seen, n));
+                        std::thread::spawn(move || serve_recorded(conn, &seen, n, announce));
                     }
                     Err(_) => std::thread::sleep(Duration::from_millis(2)),
                 }
@@ -231,7 +241,12 @@ impl Drop for Recorder {
     }
 }
 
-fn serve_recorded(conn: TcpStream, seen: &std::sync::Mutex<Vec<Seen>>, close_after: usize) {
+fn serve_recorded(
+    conn: TcpStream,
+    seen: &std::sync::Mutex<Vec<Seen>>,
+    close_after: usize,
+    announce: bool,
+) {
     conn.set_nonblocking(false).unwrap();
     conn.set_read_timeout(Some(Duration::from_secs(10)))
         .unwrap();
@@ -279,7 +294,7 @@ fn serve_recorded(conn: TcpStream, seen: &std::sync::Mutex<Vec<Seen>>, close_aft
         });
         served += 1;
         let last = close_after > 0 && served == close_after;
-        let reply: &[u8] = if last {
+        let reply: &[u8] = if last && announce {
             b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: close\r\n\r\nok"
         } else {
             b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok"

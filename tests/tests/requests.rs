@@ -143,19 +143,27 @@ fn poisson_arrivals_average_the_demanded_rate() {
 fn connections_the_server_closes_are_reopened_not_counted_as_errors() {
     // Regression: reusing a connection the server had closed after `Connection: close` was counted as
     // conn-reset, and in the requests model the arrival was lost.
-    let server = Recorder::closing_after(5);
-    let url = format!("http://{}/", server.addr);
+    // Regression too: a connection dropped without `Connection: close` (an idle or request limit)
+    // must be reopened, whether the drop is seen while idle or only when the next request is sent.
+    let servers = [Recorder::closing_after(5), Recorder::dropping_after(5)];
     let models: [&[&str]; 2] = [
         &["--model", "concurrency", "--steps", "2"],
         &["--model", "requests", "--steps", "200"],
     ];
-    for model in models {
+    for (server, model) in servers.iter().flat_map(|s| models.map(|m| (s, m))) {
+        let url = format!("http://{}/", server.addr);
+        let seen_before = server.seen().len() as u64;
         let mut args = vec![url.as_str(), "--step-duration", "1s", "--threads", "1"];
         args.extend_from_slice(model);
         let ran = run_ok(&args);
         let step = ran.step(0);
         assert_eq!(step["errors_pct"].as_f64().unwrap(), 0.0, "{step}");
         assert_eq!(step["replies"], step["requests"], "{step}");
+        assert_eq!(
+            step["requests"].as_u64().unwrap(),
+            server.seen().len() as u64 - seen_before,
+            "only requests the server took are counted: {step}"
+        );
         assert_eq!(step["unsent"], 0, "{step}");
         assert!(step["connections"].as_u64().unwrap() * 5 >= step["requests"].as_u64().unwrap());
     }
