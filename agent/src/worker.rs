@@ -88,7 +88,12 @@ impl Ctx {
     /// Sends one due request: connects first if needed, and reconnects once if the server had closed
     /// the kept-alive connection. Returns the connection when it can be reused, and whether the
     /// request was written (a failure before writing is counted as unsent).
-    async fn request(&self, conn: Option<Conn>, intended: Instant) -> (Option<Conn>, bool) {
+    async fn request(
+        &self,
+        conn: Option<Conn>,
+        intended: Instant,
+        last: bool,
+    ) -> (Option<Conn>, bool) {
         let mut conn = conn;
         for attempt in 0..2 {
             let mut c = match conn.take() {
@@ -99,7 +104,13 @@ impl Ctx {
                 },
             };
             match c
-                .send(self.template(), intended, self.target.timeout, &self.rec)
+                .send(
+                    self.template(),
+                    last,
+                    intended,
+                    self.target.timeout,
+                    &self.rec,
+                )
                 .await
             {
                 Ok(()) => return (Some(c), true),
@@ -339,7 +350,7 @@ async fn connection(ctx: &Ctx, intended: Instant, calls: u32) {
             }
             Instant::now()
         };
-        let (next, written) = ctx.request(conn.take(), from).await;
+        let (next, written) = ctx.request(conn.take(), from, call + 1 == calls).await;
         if !written {
             // This call and the ones after it were due and will never be sent.
             ctx.rec
@@ -381,7 +392,7 @@ async fn closed_loop(ctx: &Ctx) {
                 return;
             }
         }
-        conn = ctx.request(conn.take(), Instant::now()).await.0;
+        conn = ctx.request(conn.take(), Instant::now(), false).await.0;
     }
 }
 
@@ -477,7 +488,7 @@ impl Pool {
                 ctx.rec.unsent(ErrorClass::ClientTimeout);
                 continue;
             }
-            conn = ctx.request(conn.take(), intended).await.0;
+            conn = ctx.request(conn.take(), intended, false).await.0;
         }
     }
 }

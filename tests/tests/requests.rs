@@ -109,7 +109,19 @@ fn num_conn_ends_each_step_after_that_many_connections() {
     // 30 connections at 20/s is a 1.5 s step, at 40/s 0.75 s.
     assert_eq!(steps[0]["duration_s"].as_f64().unwrap(), 1.5);
     assert_eq!(steps[1]["duration_s"].as_f64().unwrap(), 0.75);
-    assert_eq!(server.seen().len(), 180);
+    let seen = server.seen();
+    assert_eq!(seen.len(), 180);
+    // The last call of each connection says so, letting the server close first (and keep the
+    // TIME_WAIT): one in three here.
+    let closing = seen
+        .iter()
+        .filter(|r| {
+            r.headers
+                .iter()
+                .any(|(k, v)| k == "connection" && v == "close")
+        })
+        .count();
+    assert_eq!(closing, 60);
 }
 
 #[test]
