@@ -7,7 +7,7 @@
 //! channel and a rebuilt header map per request, which made the generator the heavier side of the
 //! benchmark against nginx.
 use std::io;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -35,6 +35,8 @@ pub enum PrepareError {
     Resolve { host: String, source: io::Error },
     #[error("target host '{0}' resolves to no address")]
     NoAddress(String),
+    #[error("target host '{host}' has no {family} address, the family of the --source-addrs")]
+    NoSourceFamily { host: String, family: &'static str },
     #[error("request {index} cannot be built: {why}")]
     Request { index: usize, why: String },
     #[error("TLS server name '{0}' is not valid")]
@@ -105,19 +107,27 @@ pub struct Target {
     pub timeout: Duration,
     pub connect_timeout: Duration,
     pub random_order: bool,
+    /// `--source-addrs`: new connections leave from these in turn (see `socket`); empty: any.
+    pub sources: Arc<[IpAddr]>,
 }
 
 impl Target {
     pub async fn prepare(w: &Workload) -> Result<Target, PrepareError> {
         let origin = w.origin();
-        let addr = tokio::net::lookup_host((origin.host.as_str(), origin.port))
+        let resolved = tokio::net::lookup_host((origin.host.as_str(), origin.port))
             .await
             .map_err(|source| PrepareError::Resolve {
                 host: origin.host.clone(),
                 source,
-            })?
-            .next()
-            .ok_or_else(|| PrepareError::NoAddress(origin.host.clone()))?;
+            })?;
+        let addr =
+            crate::socket::choose(resolved, &w.source_addrs).map_err(|family| match family {
+                None => PrepareError::NoAddress(origin.host.clone()),
+                Some(family) => PrepareError::NoSourceFamily {
+                    host: origin.host.clone(),
+                    family,
+                },
+            })?;
         let host_value = if origin.port == default_port(origin.scheme) {
             if origin.host.contains(':') {
                 format!("[{}]", origin.host)
@@ -174,6 +184,7 @@ impl Target {
             timeout: w.timeout,
             connect_timeout: w.connect_timeout,
             random_order: w.url_order == shared::plan::UrlOrder::Random,
+            sources: w.source_addrs.clone().into(),
         })
     }
 }
@@ -415,7 +426,8 @@ impl Conn {
     pub async fn open(target: &Target, rec: &Rc<Recorder>) -> Result<Conn, ErrorClass> {
         let began = Instant::now();
         let connect = async {
-            let tcp = TcpStream::connect(target.addr)
+            let source = crate::socket::next_source(&target.sources);
+            let tcp = crate::socket::connect(target.addr, source)
                 .await
                 .map_err(|e| io_class(&e))?;
             // Small requests must leave at once, not wait for Nagle.

@@ -1,5 +1,6 @@
 //! stampede's load agent: worker threads that send HTTP load on a schedule, measure it without locks,
 //! and report 1 s intervals over a control session that a coordinator drives.
+pub mod capacity;
 pub mod client;
 pub mod daemon;
 pub mod engine;
@@ -7,6 +8,7 @@ pub mod policy;
 pub mod recorder;
 pub mod response;
 pub mod session;
+pub mod socket;
 pub mod system;
 pub mod timer;
 pub mod tls;

@@ -14,6 +14,7 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use crate::capacity::{Capacity, Route};
 use crate::client::Target;
 use crate::engine::Engine;
 use crate::policy::Policy;
@@ -237,17 +238,20 @@ impl Session {
                 self.greeted = true;
                 let (low, high) = system::port_range();
                 let policy = &self.rules.policy;
+                let capacity = Capacity::of_this_machine();
                 let reply = pb::HelloReply {
                     protocol_version: PROTOCOL_VERSION,
                     agent_version: shared::VERSION.to_string(),
                     capabilities: Some(pb::Capabilities {
                         cores: system::cores() as u32,
                         threads: self.engine.threads() as u32,
-                        fd_limit: system::raise_fd_limit(),
+                        fd_limit: capacity.fd_limit,
                         port_range_low: low,
                         port_range_high: high,
                         hostname: system::hostname(),
                         limits: Some(policy.into()),
+                        tcp_tw_reuse: system::tcp_tw_reuse(),
+                        source_addrs: true,
                     }),
                 };
                 self.send(Up::HelloReply(reply)).await
@@ -281,10 +285,17 @@ impl Session {
                 };
                 match prepared {
                     Ok(t) => {
+                        let warnings = missing_sources(&t);
+                        for w in &warnings {
+                            // Info, not warn: the coordinator prints it anyway, and in its process
+                            // (the embedded agent) warn would say it twice.
+                            tracing::info!(warning = %w, "Configured with a risk");
+                        }
                         self.target = Some(t);
                         self.send(Up::Ack(pb::Ack {
                             what: "configure".into(),
                             step: 0,
+                            warnings,
                         }))
                         .await
                     }
@@ -292,11 +303,12 @@ impl Session {
                 }
             }
             Down::PrepareStep(p) => {
-                if self.target.is_none() {
+                let Some(target) = &self.target else {
                     return self
                         .refuse("configure the workload before preparing a step".into())
                         .await;
-                }
+                };
+                let route = Route::of(target);
                 if self.running.is_some() {
                     return self
                         .refuse(format!("step {} is still running", p.step))
@@ -307,10 +319,21 @@ impl Session {
                         if let Err(why) = self.rules.policy.check_step(&share, self.used) {
                             return self.refuse(why).await;
                         }
+                        // The machine's limits are read now, not at hello: ulimit and sysctls can change.
+                        let warnings = match Capacity::of_this_machine().check_step(&share, &route)
+                        {
+                            Ok(w) => w,
+                            Err(why) => return self.refuse(why).await,
+                        };
+                        for w in &warnings {
+                            // Info for the same reason as at configure.
+                            tracing::info!(step = p.step + 1, warning = %w, "Step accepted with a risk");
+                        }
                         self.prepared = Some(Arc::new(share));
                         self.send(Up::Ack(pb::Ack {
                             what: "prepare".into(),
                             step: p.step,
+                            warnings,
                         }))
                         .await
                     }
@@ -470,6 +493,40 @@ impl Session {
         }))
         .await
     }
+}
+
+/// A warning naming the source addresses this machine does not have: every connection from them would
+/// fail as addr-unavailable. Not a refusal: that is the run's result to report, in its error class.
+fn missing_sources(target: &Target) -> Vec<String> {
+    let mut missing = Vec::new();
+    let mut why = String::new();
+    for &source in target.sources.iter() {
+        if let Err(e) = crate::socket::probe(source) {
+            if why.is_empty() {
+                why = e.to_string();
+            }
+            missing.push(source.to_string());
+        }
+    }
+    if missing.is_empty() {
+        return Vec::new();
+    }
+    const NAMED: usize = 5;
+    let more = missing.len().saturating_sub(NAMED);
+    missing.truncate(NAMED);
+    let list = if more > 0 {
+        format!("{} and {more} more", missing.join(", "))
+    } else {
+        missing.join(", ")
+    };
+    vec![format!(
+        "this agent cannot bind --source-addrs {list} ({why}); connections from {} will fail as addr-unavailable",
+        if missing.len() + more == 1 {
+            "it"
+        } else {
+            "them"
+        }
+    )]
 }
 
 /// Re-exported so the agent binary and tests see one name for the interval length.

@@ -36,6 +36,13 @@ pub fn port_range() -> (u32, u32) {
         .unwrap_or((32768, 60999))
 }
 
+/// net.ipv4.tcp_tw_reuse (0 off, 1 on, 2 loopback only; it covers IPv6 too), or `None` if unreadable.
+pub fn tcp_tw_reuse() -> Option<u32> {
+    std::fs::read_to_string("/proc/sys/net/ipv4/tcp_tw_reuse")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+}
+
 pub fn cores() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
 }
@@ -80,5 +87,6 @@ mod tests {
         assert!(raise_fd_limit() >= 256);
         let (lo, hi) = port_range();
         assert!(lo < hi);
+        assert!(tcp_tw_reuse().is_none_or(|v| v <= 2));
     }
 }

@@ -127,6 +127,11 @@ pub struct RunArgs {
     /// Accept any TLS certificate from the target (self-signed test servers).
     #[arg(long)]
     pub insecure: bool,
+    /// Local addresses new connections leave from, in turn (per agent worker thread): a list and/or
+    /// inclusive ranges, e.g. 127.0.0.1,127.0.0.2 or 127.0.0.1-127.0.0.8. Each address adds a full
+    /// ephemeral port range per destination. Every agent must have them.
+    #[arg(long, value_name = "ADDRS")]
+    pub source_addrs: Option<String>,
 
     /// Remote agents: host:port,host:port | @FILE (one per line, # comments) | dns://NAME:PORT (every
     /// A/AAAA record is one agent). Without it, an embedded agent runs the load.

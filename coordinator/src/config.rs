@@ -194,11 +194,30 @@ pub struct PlanFile {
     pub timeout: Option<StringOrSecs>,
     pub connect_timeout: Option<StringOrSecs>,
     pub insecure: Option<bool>,
+    /// `"127.0.0.1-127.0.0.8"` or `["127.0.0.1", "127.0.0.2"]`.
+    pub source_addrs: Option<StringOrList>,
     pub threads: Option<usize>,
     pub out: Option<PathBuf>,
     pub format: Option<String>,
     pub seed: Option<u64>,
     pub quiet: Option<bool>,
+}
+
+/// One string or a list of them; each is parsed as the flag's value would be.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum StringOrList {
+    One(String),
+    Many(Vec<String>),
+}
+
+impl StringOrList {
+    fn joined(&self) -> String {
+        match self {
+            StringOrList::One(s) => s.clone(),
+            StringOrList::Many(v) => v.join(","),
+        }
+    }
 }
 
 /// A duration written as "10s" or as a number of seconds (autobench's const_test_time = 10).
@@ -390,13 +409,21 @@ pub fn resolve(args: RunArgs) -> Result<RunConfig, ConfigError> {
             .or(file.urls_order.clone())
             .unwrap_or_else(|| "round-robin".into()),
     )?;
+    let source_addrs = match args
+        .source_addrs
+        .or(file.source_addrs.as_ref().map(StringOrList::joined))
+    {
+        Some(list) => plan::parse_source_addrs(&list)?,
+        None => Vec::new(),
+    };
     let workload = Workload::try_new(
         requests,
         url_order,
         timeout,
         connect_timeout,
         args.insecure || file.insecure.unwrap_or(false),
-    )?;
+    )?
+    .with_source_addrs(source_addrs)?;
 
     let model = LoadModel::parse(
         &args
@@ -623,6 +650,7 @@ fn echo(plan: &Plan, threads: usize) -> serde_json::Value {
         "timeout_s": w.timeout.as_secs_f64(),
         "connect_timeout_s": w.connect_timeout.as_secs_f64(),
         "urls_order": w.url_order.name(),
+        "source_addrs": w.source_addrs.iter().map(ToString::to_string).collect::<Vec<_>>(),
         "threads": threads,
         "requests": w.requests.iter().map(|r| serde_json::json!({
             "method": r.method,
@@ -717,6 +745,54 @@ mod tests {
         assert_eq!(c.plan.model, LoadModel::Requests);
         assert_eq!(c.plan.steps, vec![7.0]);
         assert_eq!(c.plan.limit, StepLimit::Duration(Duration::from_secs(3)));
+    }
+
+    #[test]
+    fn source_addrs_from_flag_or_plan_file() {
+        let mut a = args("http://127.0.0.1:9/");
+        a.steps = Some(vec![1.0]);
+        a.source_addrs = Some("127.0.0.1-127.0.0.3".into());
+        let c = resolve(a).unwrap();
+        assert_eq!(c.plan.workload.source_addrs.len(), 3);
+        assert_eq!(c.echo["source_addrs"][2], "127.0.0.3");
+
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("plan.toml");
+        for (value, expected) in [
+            ("\"127.0.0.2,127.0.0.3\"", vec!["127.0.0.2", "127.0.0.3"]),
+            (
+                "[\"127.0.0.2\", \"127.0.0.4-127.0.0.5\"]",
+                vec!["127.0.0.2", "127.0.0.4", "127.0.0.5"],
+            ),
+        ] {
+            std::fs::write(
+                &p,
+                format!("url = \"http://127.0.0.1:9/\"\nsteps = [1]\nsource_addrs = {value}\n"),
+            )
+            .unwrap();
+            let c = resolve(args(p.to_str().unwrap())).unwrap();
+            let got: Vec<String> = c
+                .plan
+                .workload
+                .source_addrs
+                .iter()
+                .map(ToString::to_string)
+                .collect();
+            assert_eq!(got, expected);
+        }
+        // The flag overrides the file.
+        let mut a = args(p.to_str().unwrap());
+        a.source_addrs = Some("127.0.0.9".into());
+        assert_eq!(resolve(a).unwrap().plan.workload.source_addrs.len(), 1);
+
+        let mut a = args("http://[::1]:9/");
+        a.steps = Some(vec![1.0]);
+        a.source_addrs = Some("127.0.0.2".into());
+        let e = resolve(a).unwrap_err().to_string();
+        assert!(
+            e.contains("--source-addrs are IPv4 but the target [::1]:9 is IPv6"),
+            "{e}"
+        );
     }
 
     #[test]

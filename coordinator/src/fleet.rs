@@ -52,6 +52,10 @@ pub struct AgentHandle {
     pub last_heard: Instant,
     /// The limits it announced; a plan over them is refused before any load is sent.
     pub policy: agent::policy::Policy,
+    /// Its socket limits (fd limit, ports, TIME_WAIT reuse), if it announced them.
+    pub capacity: Option<agent::capacity::Capacity>,
+    /// Whether it binds connections to `--source-addrs` (an older agent would ignore them).
+    pub binds_sources: bool,
 }
 
 pub struct Fleet {
@@ -375,6 +379,8 @@ impl Fleet {
                     rtt_ns: 0,
                     last_heard: Instant::now(),
                     policy: agent::policy::Policy::default(),
+                    capacity: None,
+                    binds_sources: false,
                 }
             })
             .collect();
@@ -508,6 +514,8 @@ impl Fleet {
                         why: e.to_string(),
                     })?;
             }
+            self.agents[i].capacity = agent::capacity::Capacity::from_capabilities(&caps);
+            self.agents[i].binds_sources = caps.source_addrs;
             self.agents[i].info = Some(AgentInfo {
                 name: agent,
                 version: h.agent_version,
@@ -528,14 +536,15 @@ impl Fleet {
         }
     }
 
-    /// Sends the same command to each agent in `who` and waits for every acknowledgement.
+    /// Sends the same command to each agent in `who` and waits for every acknowledgement. Returns the
+    /// warnings the agents acknowledged with, each as (agent, warning).
     pub async fn command_all(
         &mut self,
         who: &[usize],
         make: impl Fn(usize) -> Down,
         doing: &str,
         tolerate_loss: bool,
-    ) -> Result<(), RunError> {
+    ) -> Result<Vec<(usize, String)>, RunError> {
         let mut sent = Vec::new();
         for &i in who {
             match self.send(i, make(i)).await {
@@ -546,15 +555,17 @@ impl Fleet {
                 Err(()) => return Err(self.lost(i, doing)),
             }
         }
+        let mut warnings = Vec::new();
         for (i, answer) in self.answers(&sent, doing, tolerate_loss).await? {
-            if !matches!(answer, Up::Ack(_)) {
+            let Up::Ack(ack) = answer else {
                 return Err(RunError::Protocol {
                     agent: self.agents[i].name.clone(),
                     why: format!("expected an acknowledgement while {doing}"),
                 });
-            }
+            };
+            warnings.extend(ack.warnings.into_iter().map(|w| (i, w)));
         }
-        Ok(())
+        Ok(warnings)
     }
 
     /// Measures each agent's clock offset (Cristian: offset = t_agent - (t_send + t_recv) / 2) over

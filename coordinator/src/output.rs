@@ -69,7 +69,13 @@ pub fn prepare_dir(dir: &Path) -> Result<(), ConfigError> {
 }
 
 impl Output {
-    pub fn create(cfg: &RunConfig, agents: &[AgentInfo]) -> Result<Output, OutputError> {
+    /// `warnings` are the agents' warnings about the whole run (e.g. a source address they lack), each
+    /// prefixed with its agent.
+    pub fn create(
+        cfg: &RunConfig,
+        agents: &[AgentInfo],
+        warnings: &[String],
+    ) -> Result<Output, OutputError> {
         let dir = cfg.out.clone();
         let table_path = dir.join(cfg.format.file_name());
         let mut table = OpenOptions::new()
@@ -90,6 +96,7 @@ impl Output {
             "target": cfg.plan.workload.origin().origin(),
             "plan": cfg.echo,
             "agents": agents,
+            "warnings": warnings,
             "steps": [],
         });
         let out = Output {

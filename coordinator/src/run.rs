@@ -77,8 +77,9 @@ pub async fn run(cfg: RunConfig, shutdown: CancellationToken) -> Result<RunOutco
     let mut fleet = fleet::connect(&cfg).await?;
     fleet.hello(cfg.token.as_deref()).await?;
     let all = fleet.alive();
+    check_source_addrs(&fleet, &cfg)?;
     let configure: pb::Configure = (&cfg.plan.workload).into();
-    fleet
+    let warnings = fleet
         .command_all(
             &all,
             |_| Down::Configure(configure.clone()),
@@ -86,9 +87,16 @@ pub async fn run(cfg: RunConfig, shutdown: CancellationToken) -> Result<RunOutco
             false,
         )
         .await?;
+    let warnings: Vec<String> = warnings
+        .iter()
+        .map(|(i, w)| {
+            warn(&fleet.agents[*i].name, w);
+            format!("agent {}: {w}", fleet.agents[*i].name)
+        })
+        .collect();
 
     check_limits(&fleet, &cfg)?;
-    let mut out = Output::create(&cfg, &fleet.infos())?;
+    let mut out = Output::create(&cfg, &fleet.infos(), &warnings)?;
     let progress = Progress::new(cfg.quiet);
     let mut results = Vec::new();
     let mut aborted = false;
@@ -123,25 +131,67 @@ pub async fn run(cfg: RunConfig, shutdown: CancellationToken) -> Result<RunOutco
     })
 }
 
-/// Refuses, before any load, a plan that some agent's announced limits would refuse at some step.
+/// Refuses, before any load, a plan that some agent's announced limits would refuse at some step:
+/// its policy, or its sockets (fd limit, ports). Warnings are left to the agents, which know the
+/// resolved target and say them when each step is prepared.
 fn check_limits(fleet: &Fleet, cfg: &RunConfig) -> Result<(), RunError> {
     let who = fleet.alive();
     let weights: Vec<u64> = who.iter().map(|&i| weight(fleet, cfg, i)).collect();
+    let route = route(cfg);
     let mut used = Duration::ZERO;
     for index in 0..cfg.plan.steps.len() {
         let shares = cfg.plan.step_shares(index, cfg.seed, &weights);
         for (k, &i) in who.iter().enumerate() {
-            fleet.agents[i]
-                .policy
-                .check_step(&shares[k], used)
-                .map_err(|message| RunError::Limit {
-                    agent: fleet.agents[i].name.clone(),
-                    message,
-                })?;
+            let agent = &fleet.agents[i];
+            let limit = |message| RunError::Limit {
+                agent: agent.name.clone(),
+                message,
+            };
+            agent.policy.check_step(&shares[k], used).map_err(limit)?;
+            if let Some(capacity) = &agent.capacity {
+                capacity.check_step(&shares[k], &route).map_err(limit)?;
+            }
         }
         used += shares[0].scheduled_duration();
     }
     Ok(())
+}
+
+/// The route as the coordinator knows it: it does not resolve the target, so a host name's
+/// loopback-ness is left open (the agent checks again with the resolved address).
+fn route(cfg: &RunConfig) -> agent::capacity::Route {
+    let w = &cfg.plan.workload;
+    let host = &w.origin().host;
+    agent::capacity::Route {
+        timeout: w.timeout,
+        connect_timeout: w.connect_timeout,
+        sources: w.source_addrs.len(),
+        loopback: match host.parse::<std::net::IpAddr>() {
+            Ok(ip) => Some(ip.is_loopback()),
+            Err(_) if host.eq_ignore_ascii_case("localhost") => Some(true),
+            Err(_) => None,
+        },
+    }
+}
+
+/// An agent too old to bind `--source-addrs` would send from its default address without a word.
+fn check_source_addrs(fleet: &Fleet, cfg: &RunConfig) -> Result<(), RunError> {
+    if cfg.plan.workload.source_addrs.is_empty() {
+        return Ok(());
+    }
+    match fleet.agents.iter().find(|a| !a.binds_sources) {
+        Some(a) => Err(RunError::Limit {
+            agent: a.name.clone(),
+            message: "it does not support --source-addrs (an older stampede-agent); upgrade it"
+                .into(),
+        }),
+        None => Ok(()),
+    }
+}
+
+/// An agent's warning, on stderr whatever --quiet says: it explains a result, it is not progress.
+fn warn(agent: &str, warning: &str) {
+    eprintln!("stampede: warning from agent {agent}: {warning}");
 }
 
 /// An agent's share of the load: its --agent-weights entry, or its cores.
@@ -178,7 +228,7 @@ async fn run_step(
     let doing = format!("preparing step {}", index + 1);
     let before = fleet.alive();
     // Prepare with the live agents; if one is lost meanwhile, split again among the rest.
-    let (who, shares) = loop {
+    let (who, shares, warnings) = loop {
         let who = fleet.alive();
         if who.is_empty() {
             return Err(RunError::NoAgents { step: index + 1 });
@@ -192,11 +242,19 @@ async fn run_step(
                 .expect("preparing a listed agent");
             Down::PrepareStep((&shares[k]).into())
         };
-        fleet.command_all(&who, prepare, &doing, tolerate).await?;
+        let warnings = fleet.command_all(&who, prepare, &doing, tolerate).await?;
         if fleet.alive().len() == who.len() {
-            break (who, shares);
+            break (who, shares, warnings);
         }
     };
+    // What the agents warned of when they accepted the step goes on stderr now and into its notes.
+    let warnings: Vec<String> = warnings
+        .iter()
+        .map(|(i, w)| {
+            warn(&fleet.agents[*i].name, w);
+            format!("agent {}: {w}", fleet.agents[*i].name)
+        })
+        .collect();
     let mut lost: Vec<usize> = before.into_iter().filter(|i| !who.contains(i)).collect();
     fleet.sync_clocks(&who).await;
     if who.iter().any(|&i| !fleet.agents[i].alive) && !tolerate {
@@ -377,7 +435,7 @@ async fn run_step(
         Some(at) => at.saturating_duration_since(began).min(scheduled),
         None => scheduled,
     };
-    let result = report::summarize(&StepInput {
+    let mut result = report::summarize(&StepInput {
         step: index as u32,
         model: plan.model,
         value: plan.steps[index],
@@ -390,6 +448,7 @@ async fn run_step(
         mark_lost: policy != LossPolicy::Continue,
         start_skew,
     });
+    result.notes.extend(warnings);
     progress.step_done(&result, plan.steps.len());
     let hlog: Vec<HlogInterval> = seqs
         .into_values()

@@ -161,6 +161,7 @@ impl From<&Workload> for pb::Configure {
             timeout_ms: w.timeout.as_millis() as u64,
             connect_timeout_ms: w.connect_timeout.as_millis() as u64,
             insecure_tls: w.insecure_tls,
+            source_addrs: w.source_addrs.iter().map(ToString::to_string).collect(),
         }
     }
 }
@@ -194,13 +195,24 @@ impl TryFrom<&pb::Configure> for Workload {
                 });
             }
         };
+        let source_addrs = c
+            .source_addrs
+            .iter()
+            .map(|a| {
+                a.parse().map_err(|_| PlanError::BadSourceAddrs {
+                    input: c.source_addrs.join(","),
+                    why: format!("'{a}' is not an IP address"),
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
         Ok(Workload::try_new(
             requests,
             url_order,
             Duration::from_millis(c.timeout_ms),
             Duration::from_millis(c.connect_timeout_ms),
             c.insecure_tls,
-        )?)
+        )?
+        .with_source_addrs(source_addrs)?)
     }
 }
 
@@ -375,6 +387,29 @@ mod tests {
         p.rate = 1.0;
         p.model = 42;
         assert!(StepShare::try_from(&p).is_err());
+    }
+
+    #[test]
+    fn workload_with_source_addrs_roundtrips_and_bad_ones_are_refused() {
+        let w = Workload::try_new(
+            vec![RequestSpec::try_new("GET", "http://127.0.0.1:9/x", vec![], vec![]).unwrap()],
+            UrlOrder::RoundRobin,
+            Duration::from_secs(2),
+            Duration::from_secs(1),
+            false,
+        )
+        .unwrap()
+        .with_source_addrs(shared::plan::parse_source_addrs("127.0.0.2-127.0.0.3").unwrap())
+        .unwrap();
+        let mut c = pb::Configure::from(&w);
+        assert_eq!(c.source_addrs, ["127.0.0.2", "127.0.0.3"]);
+        assert_eq!(Workload::try_from(&c).unwrap(), w);
+        c.source_addrs.push("nonsense".into());
+        let e = Workload::try_from(&c).unwrap_err().to_string();
+        assert!(e.contains("'nonsense' is not an IP address"), "{e}");
+        c.source_addrs = vec!["::1".into()];
+        let e = Workload::try_from(&c).unwrap_err().to_string();
+        assert!(e.contains("--source-addrs are IPv6"), "{e}");
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! The run plan as domain types that are valid by construction: what to send, which load model,
 //! which steps, and one agent's share of a step.
 use std::fmt;
+use std::net::IpAddr;
 use std::num::{NonZeroU32, NonZeroU64};
 use std::time::Duration;
 
@@ -55,6 +56,18 @@ pub enum PlanError {
     NoSlices,
     #[error("slice {index} of {count} does not exist")]
     BadSlice { index: u64, count: u64 },
+    #[error(
+        "bad --source-addrs '{input}': {why} (write addresses and ranges separated by commas, e.g. 127.0.0.1,127.0.0.2 or 127.0.0.1-127.0.0.8)"
+    )]
+    BadSourceAddrs { input: String, why: String },
+    #[error(
+        "--source-addrs are {source_family} but the target {target} is {target_family}: connections leave from an address of the target's family"
+    )]
+    SourceFamily {
+        source_family: &'static str,
+        target: String,
+        target_family: &'static str,
+    },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -370,6 +383,90 @@ pub fn parse_url_list(text: &str) -> Result<Vec<(String, String)>, UrlListError>
     Ok(out)
 }
 
+/// The most source addresses one run may list: enough for any real NIC's aliases, and a typo such as
+/// `10.0.0.0-10.255.255.255` is refused instead of allocating 16 million entries.
+pub const MAX_SOURCE_ADDRS: u128 = 4096;
+
+fn family(ip: IpAddr) -> &'static str {
+    if ip.is_ipv4() { "IPv4" } else { "IPv6" }
+}
+
+/// Parses `--source-addrs`: addresses and inclusive ranges separated by commas, e.g.
+/// `127.0.0.1,127.0.0.2` or `127.0.0.1-127.0.0.8` or `10.0.0.5,10.0.0.10-10.0.0.12` (IPv6 alike).
+/// The order is kept: it is the round-robin order.
+pub fn parse_source_addrs(input: &str) -> Result<Vec<IpAddr>, PlanError> {
+    let bad = |why: String| PlanError::BadSourceAddrs {
+        input: input.to_string(),
+        why,
+    };
+    let ip = |s: &str| {
+        s.trim()
+            .parse::<IpAddr>()
+            .map_err(|_| bad(format!("'{}' is not an IP address", s.trim())))
+    };
+    let mut out = Vec::new();
+    for item in input.split(',') {
+        let item = item.trim();
+        if item.is_empty() {
+            continue;
+        }
+        // '-' never occurs in an IPv4 or IPv6 address, so it can only be a range.
+        let Some((a, b)) = item.split_once('-') else {
+            out.push(ip(item)?);
+            continue;
+        };
+        let (first, last) = (ip(a)?, ip(b)?);
+        let (lo, hi) = match (first, last) {
+            (IpAddr::V4(a), IpAddr::V4(b)) => (u128::from(u32::from(a)), u128::from(u32::from(b))),
+            (IpAddr::V6(a), IpAddr::V6(b)) => (u128::from(a), u128::from(b)),
+            _ => return Err(bad(format!("range {item} mixes IPv4 and IPv6"))),
+        };
+        if lo > hi {
+            return Err(bad(format!("range {item} runs backwards")));
+        }
+        if hi - lo >= MAX_SOURCE_ADDRS || out.len() as u128 + (hi - lo) >= MAX_SOURCE_ADDRS {
+            return Err(bad(format!("more than {MAX_SOURCE_ADDRS} addresses")));
+        }
+        for v in lo..=hi {
+            out.push(match first {
+                // In range: both ends are IPv4, so every value between fits in 32 bits.
+                IpAddr::V4(_) => IpAddr::from(std::net::Ipv4Addr::from(v as u32)),
+                IpAddr::V6(_) => IpAddr::from(std::net::Ipv6Addr::from(v)),
+            });
+        }
+    }
+    if out.is_empty() {
+        return Err(bad("it lists no address".into()));
+    }
+    check_source_addrs(&out).map_err(bad)?;
+    Ok(out)
+}
+
+/// What every source list must satisfy, however it arrived (flag, plan file or a coordinator's message).
+fn check_source_addrs(addrs: &[IpAddr]) -> Result<(), String> {
+    if addrs.len() as u128 > MAX_SOURCE_ADDRS {
+        return Err(format!("more than {MAX_SOURCE_ADDRS} addresses"));
+    }
+    let mut seen = std::collections::HashSet::new();
+    for a in addrs {
+        if a.is_unspecified() || a.is_multicast() || *a == IpAddr::from([255, 255, 255, 255]) {
+            return Err(format!(
+                "{a} cannot be the source of a TCP connection (unspecified, multicast or broadcast)"
+            ));
+        }
+        if family(*a) != family(addrs[0]) {
+            return Err(format!(
+                "it mixes IPv4 and IPv6 ({} and {a}); one target has one family",
+                addrs[0]
+            ));
+        }
+        if !seen.insert(a) {
+            return Err(format!("{a} is listed twice"));
+        }
+    }
+    Ok(())
+}
+
 /// What to send, fixed for the run.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Workload {
@@ -378,6 +475,9 @@ pub struct Workload {
     pub timeout: Duration,
     pub connect_timeout: Duration,
     pub insecure_tls: bool,
+    /// Local addresses new connections leave from, round robin per worker thread (`--source-addrs`);
+    /// empty lets the kernel choose. More addresses, more local ports per destination.
+    pub source_addrs: Vec<IpAddr>,
 }
 
 impl Workload {
@@ -417,7 +517,37 @@ impl Workload {
             timeout,
             connect_timeout,
             insecure_tls,
+            source_addrs: Vec::new(),
         })
+    }
+
+    /// Sets the source addresses: a valid list, of the target's family when the target is an address
+    /// (a host name is checked by the agent, once it has resolved it).
+    pub fn with_source_addrs(mut self, addrs: Vec<IpAddr>) -> Result<Self, PlanError> {
+        if addrs.is_empty() {
+            self.source_addrs = addrs;
+            return Ok(self);
+        }
+        check_source_addrs(&addrs).map_err(|why| PlanError::BadSourceAddrs {
+            input: addrs
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(","),
+            why,
+        })?;
+        let origin = self.origin();
+        if let Ok(target) = origin.host.parse::<IpAddr>()
+            && family(target) != family(addrs[0])
+        {
+            return Err(PlanError::SourceFamily {
+                source_family: family(addrs[0]),
+                target: origin.authority(),
+                target_family: family(target),
+            });
+        }
+        self.source_addrs = addrs;
+        Ok(self)
     }
 
     pub fn origin(&self) -> &Url {
@@ -856,6 +986,112 @@ mod tests {
         )
         .unwrap_err();
         assert!(e.to_string().contains("URL 2 is http://b:1"), "{e}");
+    }
+
+    #[test]
+    fn source_addrs_parse_lists_and_ranges_in_order() {
+        let ips = |v: &[&str]| {
+            v.iter()
+                .map(|s| s.parse::<IpAddr>().unwrap())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            parse_source_addrs("127.0.0.1,127.0.0.2, 127.0.0.3").unwrap(),
+            ips(&["127.0.0.1", "127.0.0.2", "127.0.0.3"])
+        );
+        assert_eq!(
+            parse_source_addrs("10.0.0.5,10.0.0.254-10.0.1.1").unwrap(),
+            ips(&[
+                "10.0.0.5",
+                "10.0.0.254",
+                "10.0.0.255",
+                "10.0.1.0",
+                "10.0.1.1"
+            ])
+        );
+        assert_eq!(
+            parse_source_addrs("fd00::1-fd00::3").unwrap(),
+            ips(&["fd00::1", "fd00::2", "fd00::3"])
+        );
+        assert_eq!(parse_source_addrs("127.0.0.1-127.0.0.8").unwrap().len(), 8);
+        assert_eq!(
+            parse_source_addrs("10.0.0.0-10.0.15.255").unwrap().len() as u128,
+            MAX_SOURCE_ADDRS
+        );
+    }
+
+    #[test]
+    fn bad_source_addrs_say_why() {
+        for (input, why) in [
+            ("", "lists no address"),
+            (" , ", "lists no address"),
+            ("127.0.0.1,localhost", "'localhost' is not an IP address"),
+            ("127.0.0.300", "is not an IP address"),
+            ("127.0.0.8-127.0.0.1", "runs backwards"),
+            ("127.0.0.1-::1", "mixes IPv4 and IPv6"),
+            ("127.0.0.1,::1", "mixes IPv4 and IPv6"),
+            ("127.0.0.1,127.0.0.1", "127.0.0.1 is listed twice"),
+            ("127.0.0.1-127.0.0.3,127.0.0.2", "listed twice"),
+            ("0.0.0.0", "cannot be the source"),
+            ("224.0.0.1", "cannot be the source"),
+            ("10.0.0.0-10.255.255.255", "more than 4096 addresses"),
+            ("::-ffff::", "more than 4096 addresses"),
+            ("1-2-3", "is not an IP address"),
+        ] {
+            let e = parse_source_addrs(input).unwrap_err().to_string();
+            assert!(e.contains(why), "{input}: {e}");
+            assert!(
+                e.starts_with(&format!("bad --source-addrs '{input}'")),
+                "{e}"
+            );
+        }
+    }
+
+    #[test]
+    fn source_addrs_must_match_the_target_family() {
+        let w = |url: &str| {
+            Workload::try_new(
+                vec![RequestSpec::try_new("GET", url, vec![], vec![]).unwrap()],
+                UrlOrder::RoundRobin,
+                Duration::from_secs(1),
+                Duration::from_secs(1),
+                false,
+            )
+            .unwrap()
+        };
+        let v4 = parse_source_addrs("127.0.0.2,127.0.0.3").unwrap();
+        let v6 = parse_source_addrs("::1").unwrap();
+        assert_eq!(
+            w("http://127.0.0.1:8080/")
+                .with_source_addrs(v4.clone())
+                .unwrap()
+                .source_addrs,
+            v4
+        );
+        let e = w("http://127.0.0.1:8080/")
+            .with_source_addrs(v6.clone())
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            e,
+            "--source-addrs are IPv6 but the target 127.0.0.1:8080 is IPv4: connections leave from an address of the target's family"
+        );
+        assert!(
+            w("http://[::1]:8080/")
+                .with_source_addrs(v4.clone())
+                .is_err()
+        );
+        // A name is resolved by the agent, which checks then.
+        assert!(w("http://localhost:8080/").with_source_addrs(v6).is_ok());
+        // A list that did not come through the parser (a coordinator's message) is checked too.
+        let twice = vec![v4[0], v4[0]];
+        assert!(
+            w("http://127.0.0.1/")
+                .with_source_addrs(twice)
+                .unwrap_err()
+                .to_string()
+                .contains("listed twice")
+        );
     }
 
     #[test]

@@ -72,6 +72,7 @@ fn every_documented_subcommand_and_flag_exists() {
         "--body",
         "--body-file",
         "--insecure",
+        "--source-addrs",
     ] {
         assert!(run.contains(flag), "run --help lacks {flag}");
         assert!(

@@ -193,11 +193,14 @@ fn unreachable_target_is_a_result_not_a_crash() {
 
 #[test]
 fn generator_out_of_file_descriptors_is_named_and_not_blamed_on_the_target() {
-    let target = tests::Target::start(&[]);
+    // Replies take 500 ms, so 400 req/s want about 200 connections; the pool may open 200, and a hard
+    // limit of 64 descriptors cannot hold them. That is only a risk when the step is prepared (a faster
+    // target would need few connections), so the step runs, warned, and its failures are the generator's.
+    let target = tests::Target::start(&["--delay", "500ms"]);
     let out = tempfile::tempdir().unwrap();
-    // A hard limit of 64 descriptors: 200 connections cannot all be opened.
     let script = format!(
-        "ulimit -n 64 && exec {} run {} --model concurrency --steps 200 --step-duration 1s --threads 1 --quiet --out {}",
+        "ulimit -n 64 && exec {} run {} --model requests --steps 400 --max-connections 200 --timeout 3s \
+         --step-duration 1s --threads 1 --quiet --out {}",
         tests::bin("stampede").display(),
         target.url(),
         out.path().display()
@@ -206,8 +209,19 @@ fn generator_out_of_file_descriptors_is_named_and_not_blamed_on_the_target() {
         .args(["-c", &script])
         .output()
         .unwrap();
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    let warning = "more than the 48 this agent can open (RLIMIT_NOFILE 64 minus 16 reserved)";
+    assert!(err.contains(warning), "{err}");
     let step = &run_json(out.path())["steps"][0];
+    assert!(
+        step["notes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|n| n.as_str().unwrap().contains(warning)),
+        "{step}"
+    );
     let fd = step["errors"]["fd-unavailable"].as_u64().unwrap();
     assert!(fd > 0, "{step}");
     assert_eq!(step["verdict"], "invalid");
@@ -221,4 +235,81 @@ fn generator_out_of_file_descriptors_is_named_and_not_blamed_on_the_target() {
     // The target's own errors are not charged with the generator's failures.
     assert_eq!(step["errors"]["conn-refused"], 0);
     assert_eq!(step["errors"]["conn-reset"], 0);
+}
+
+#[test]
+fn a_step_over_the_fd_limit_is_refused_before_any_load_with_the_numbers() {
+    let target = tests::Target::start(&[]);
+    let out = tempfile::tempdir().unwrap();
+    // 1000 connections held open cannot fit in 256 descriptors: certain, so refused up front.
+    let script = format!(
+        "ulimit -n 256 && exec {} run {} --model concurrency --steps 10,1000 --step-duration 1s --quiet --out {}",
+        tests::bin("stampede").display(),
+        target.url(),
+        out.path().display()
+    );
+    let o = std::process::Command::new("sh")
+        .args(["-c", &script])
+        .output()
+        .unwrap();
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains(
+            "agent embedded would refuse this plan: step 2 needs 1000 concurrent connections but this agent \
+             can open 192 (RLIMIT_NOFILE 256 minus 64 reserved); raise ulimit -n or add agents"
+        ),
+        "{err}"
+    );
+    assert!(!err.contains("panicked"), "{err}");
+    // Not even the first step, which would fit, was sent.
+    assert_eq!(target.requests(), 0);
+}
+
+#[test]
+fn bad_source_addrs_are_refused_with_the_reason() {
+    refused(
+        &[
+            "run",
+            "http://127.0.0.1:1/",
+            "--steps",
+            "1",
+            "--source-addrs",
+            "127.0.0.8-127.0.0.1",
+        ],
+        "bad --source-addrs '127.0.0.8-127.0.0.1': range 127.0.0.8-127.0.0.1 runs backwards",
+    );
+    refused(
+        &[
+            "run",
+            "http://127.0.0.1:1/",
+            "--steps",
+            "1",
+            "--source-addrs",
+            "127.0.0.1,localhost",
+        ],
+        "'localhost' is not an IP address",
+    );
+    refused(
+        &[
+            "run",
+            "http://127.0.0.1:1/",
+            "--steps",
+            "1",
+            "--source-addrs",
+            "::1",
+        ],
+        "--source-addrs are IPv6 but the target 127.0.0.1:1 is IPv4",
+    );
+    refused(
+        &[
+            "run",
+            "http://127.0.0.1:1/",
+            "--steps",
+            "1",
+            "--source-addrs",
+            "",
+        ],
+        "it lists no address",
+    );
 }

@@ -1,0 +1,459 @@
+//! Whether this agent's sockets can carry a step: file descriptors (RLIMIT_NOFILE) and local ports (the
+//! ephemeral range × source addresses, per destination, TIME_WAIT included). A step that certainly cannot
+//! be carried is refused before any load, naming the numbers; one that only might not (if the target
+//! stalls, or TIME_WAIT carries over from the step before) is accepted with a warning.
+//!
+//! The agent checks when it prepares a step; the coordinator runs the same check on the capabilities
+//! every agent announced in its hello, so a plan no agent could carry is refused before any load at all.
+use std::time::Duration;
+
+use shared::plan::{LoadModel, StepShare};
+
+use crate::system;
+
+/// Descriptors kept for the agent itself: runtimes (epoll, eventfd and timerfd per worker thread), the
+/// control connection, output files. A coordinator with an embedded two-thread agent holds about 20.
+pub const FD_RESERVE: u64 = 100;
+/// How long a closed connection's local port stays in TIME_WAIT on Linux (TCP_TIMEWAIT_LEN, fixed).
+pub const TIME_WAIT: Duration = Duration::from_secs(60);
+/// With tcp_tw_reuse (and TCP timestamps, on by default) connect() may take a TIME_WAIT port once its
+/// last timestamp is a second old.
+const TW_REUSE_AFTER: Duration = Duration::from_secs(1);
+
+/// net.ipv4.tcp_tw_reuse: may a new outgoing connection take a port still in TIME_WAIT?
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TwReuse {
+    Off,
+    On,
+    /// 2, the kernel's default: only for connections with a loopback source or destination.
+    LoopbackOnly,
+}
+
+impl TwReuse {
+    pub fn from_sysctl(v: u32) -> Option<TwReuse> {
+        match v {
+            0 => Some(TwReuse::Off),
+            1 => Some(TwReuse::On),
+            2 => Some(TwReuse::LoopbackOnly),
+            _ => None,
+        }
+    }
+
+    pub fn sysctl(self) -> u32 {
+        match self {
+            TwReuse::Off => 0,
+            TwReuse::On => 1,
+            TwReuse::LoopbackOnly => 2,
+        }
+    }
+
+    /// Unknown loopback-ness (`None`) is taken as the friendlier case: only the agent, which has
+    /// resolved the target, may refuse on it.
+    fn applies(self, loopback: Option<bool>) -> bool {
+        match self {
+            TwReuse::Off => false,
+            TwReuse::On => true,
+            TwReuse::LoopbackOnly => loopback.unwrap_or(true),
+        }
+    }
+}
+
+/// The socket limits of one agent's machine.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Capacity {
+    /// RLIMIT_NOFILE's soft limit, after the agent raised it to the hard limit.
+    pub fd_limit: u64,
+    /// net.ipv4.ip_local_port_range, both ends included.
+    pub port_range: (u32, u32),
+    pub tw_reuse: TwReuse,
+}
+
+/// How the agent reaches the target, as far as its sockets are concerned.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Route {
+    pub timeout: Duration,
+    pub connect_timeout: Duration,
+    /// `--source-addrs` listed; 0 means the kernel's one choice.
+    pub sources: usize,
+    /// Whether the target is on loopback (where tcp_tw_reuse = 2 applies); `None` when not known yet
+    /// (the coordinator does not resolve host names).
+    pub loopback: Option<bool>,
+}
+
+impl Capacity {
+    pub fn of_this_machine() -> Capacity {
+        Capacity {
+            fd_limit: system::raise_fd_limit(),
+            port_range: system::port_range(),
+            // Unreadable: assume the kernel's default.
+            tw_reuse: system::tcp_tw_reuse()
+                .and_then(TwReuse::from_sysctl)
+                .unwrap_or(TwReuse::LoopbackOnly),
+        }
+    }
+
+    /// What an agent announced in its hello, or `None` if it did not say (an fd limit of 0).
+    pub fn from_capabilities(c: &proto::pb::Capabilities) -> Option<Capacity> {
+        if c.fd_limit == 0 || c.port_range_low == 0 || c.port_range_low > c.port_range_high {
+            return None;
+        }
+        Some(Capacity {
+            fd_limit: c.fd_limit,
+            port_range: (c.port_range_low, c.port_range_high),
+            // An agent that did not say is given the benefit of the doubt; it checks again itself.
+            tw_reuse: c
+                .tcp_tw_reuse
+                .and_then(TwReuse::from_sysctl)
+                .unwrap_or(TwReuse::On),
+        })
+    }
+
+    /// Descriptors kept back: [`FD_RESERVE`], or a quarter of a limit too small for that.
+    pub fn reserved_fds(&self) -> u64 {
+        FD_RESERVE.min(self.fd_limit / 4)
+    }
+
+    /// Connections this agent can hold open at once, as far as descriptors go.
+    pub fn usable_fds(&self) -> u64 {
+        self.fd_limit - self.reserved_fds()
+    }
+
+    /// Local ports for connections to one destination: the ephemeral range once per source address.
+    pub fn ports(&self, sources: usize) -> u64 {
+        let (lo, hi) = self.port_range;
+        u64::from(hi.saturating_sub(lo) + 1) * sources.max(1) as u64
+    }
+
+    fn fds_text(&self) -> String {
+        format!(
+            "RLIMIT_NOFILE {} minus {} reserved",
+            self.fd_limit,
+            self.reserved_fds()
+        )
+    }
+
+    fn ports_text(&self, sources: usize) -> String {
+        let n = sources.max(1);
+        format!(
+            "ip_local_port_range {}-{} × {n} source address{}",
+            self.port_range.0,
+            self.port_range.1,
+            if n == 1 { "" } else { "es" }
+        )
+    }
+
+    /// Checks one step share: `Err` with the numbers when the step certainly cannot be carried, else
+    /// the warnings (possibly none) for what might not be.
+    pub fn check_step(&self, share: &StepShare, route: &Route) -> Result<Vec<String>, String> {
+        let n = share.step + 1;
+        let fds = self.usable_fds();
+        let ports = self.ports(route.sources);
+        // The longest a connection lives when the target stops answering: a connect that times out,
+        // or a connect and a first request that times out (after which the connection is closed).
+        let life = route.connect_timeout + route.timeout;
+        let rate = arrival_rate(share);
+        let mut warnings = Vec::new();
+        let fd_advice = "raise ulimit -n or add agents";
+        let port_advice = "add --source-addrs, widen net.ipv4.ip_local_port_range, or add agents";
+        match share.model {
+            LoadModel::Concurrency => {
+                // Every one of these is opened at the start and held: no doubt about the need.
+                let need = u64::from(share.connections);
+                if need > fds {
+                    return Err(format!(
+                        "step {n} needs {need} concurrent connections but this agent can open {fds} ({}); {fd_advice}",
+                        self.fds_text()
+                    ));
+                }
+                if need > ports {
+                    return Err(format!(
+                        "step {n} needs {need} concurrent connections to one destination but this agent has {ports} local ports for it ({}); {port_advice}",
+                        self.ports_text(route.sources)
+                    ));
+                }
+            }
+            LoadModel::Requests => {
+                // The pool only grows while arrivals find every connection busy: to its cap if the
+                // target stalls, never past the requests that can be in flight.
+                let cap = u64::from(share.max_connections.get());
+                let worst = cap.min(ceil(rate * life.as_secs_f64()));
+                let why = format!(
+                    "if the target stops answering ({} requests/s × {} s of connect timeout plus timeout, at most --max-connections {cap})",
+                    num(rate),
+                    num(life.as_secs_f64())
+                );
+                if worst > fds {
+                    warnings.push(format!(
+                        "step {n} may need up to {worst} concurrent connections {why}, more than the {fds} this agent can open ({}); the rest would fail as fd-unavailable",
+                        self.fds_text()
+                    ));
+                }
+                if worst > ports {
+                    warnings.push(format!(
+                        "step {n} may need up to {worst} concurrent connections to one destination {why}, more than the {ports} local ports this agent has ({}); the rest would fail as addr-unavailable",
+                        self.ports_text(route.sources)
+                    ));
+                }
+            }
+            LoadModel::Connections => {
+                let worst = ceil(rate * life.as_secs_f64());
+                if worst > fds {
+                    warnings.push(format!(
+                        "step {n} may hold up to {worst} connections open if the target stops answering ({} connections/s × {} s of connect timeout plus timeout), more than the {fds} this agent can open ({}); the rest would fail as fd-unavailable",
+                        num(rate),
+                        num(life.as_secs_f64()),
+                        self.fds_text()
+                    ));
+                }
+                // The client closes each connection first, so its port stays in TIME_WAIT on this
+                // side unless tcp_tw_reuse lets connect() take it back.
+                let reuse = self.tw_reuse.applies(route.loopback);
+                let hold = if reuse { TW_REUSE_AFTER } else { TIME_WAIT };
+                let sysctl = format!("net.ipv4.tcp_tw_reuse is {}", self.tw_reuse.sysctl());
+                let within = share.scheduled_duration().min(hold);
+                let certain = ceil(rate * within.as_secs_f64());
+                if certain > ports {
+                    return Err(format!(
+                        "step {n} opens {} connections/s on this agent and each closed one keeps its local port for {} s ({}; {sysctl}), so within {} s it needs {certain} local ports to one destination but has {ports} ({}); add --source-addrs, {}use keep-alive (--num-call, or the requests model), or add agents",
+                        num(rate),
+                        num(hold.as_secs_f64()),
+                        if reuse {
+                            "until tcp_tw_reuse may take it back"
+                        } else {
+                            "TIME_WAIT"
+                        },
+                        num(within.as_secs_f64()),
+                        self.ports_text(route.sources),
+                        if reuse {
+                            ""
+                        } else {
+                            "set net.ipv4.tcp_tw_reuse=1, "
+                        },
+                    ));
+                }
+                // A step longer than the hold, or ports still held from the step before (steps follow
+                // each other without a pause), with the target stalled on top.
+                let risky = ceil(rate * hold.as_secs_f64()) + worst;
+                if risky > ports {
+                    warnings.push(format!(
+                        "step {n} may need {risky} local ports to one destination: {} for the connections closed in the last {} s ({}; {sysctl}), the step before's included, plus {worst} open if the target stops answering; this agent has {ports} ({}), and connections past them would fail as addr-unavailable: {port_advice}",
+                        risky - worst,
+                        num(hold.as_secs_f64()),
+                        if reuse { "until tcp_tw_reuse may take them back" } else { "TIME_WAIT" },
+                        self.ports_text(route.sources)
+                    ));
+                }
+            }
+        }
+        Ok(warnings)
+    }
+}
+
+impl Route {
+    /// The route of a prepared target: its resolved address says whether it is on loopback.
+    pub fn of(target: &crate::client::Target) -> Route {
+        Route {
+            timeout: target.timeout,
+            connect_timeout: target.connect_timeout,
+            sources: target.sources.len(),
+            loopback: Some(target.addr.ip().is_loopback()),
+        }
+    }
+}
+
+/// Arrivals per second this agent's share sends: new connections (connections model) or requests
+/// (requests model); 0 for the closed model.
+pub fn arrival_rate(share: &StepShare) -> f64 {
+    let fraction: f64 = share.slices.iter().map(|s| 1.0 / s.count as f64).sum();
+    match share.model {
+        LoadModel::Connections | LoadModel::Requests => share.rate * fraction,
+        LoadModel::Concurrency => 0.0,
+    }
+}
+
+fn ceil(v: f64) -> u64 {
+    // Rates are at most 1e9/s and steps at most 24 h, so this never saturates in practice.
+    v.ceil() as u64
+}
+
+/// A number as people write it: 5, 0.5, 1234.
+fn num(v: f64) -> String {
+    if v.fract() == 0.0 || v >= 100.0 {
+        format!("{v:.0}")
+    } else {
+        format!("{}", (v * 100.0).round() / 100.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use shared::plan::{Arrival, StepLimit};
+    use shared::schedule::Slice;
+    use std::num::NonZeroU32;
+
+    fn share(model: LoadModel, rate: f64, connections: u32, max: u32, secs: u64) -> StepShare {
+        StepShare {
+            step: 2,
+            model,
+            rate,
+            slices: vec![Slice { index: 0, count: 1 }],
+            connections,
+            num_call: NonZeroU32::new(1).unwrap(),
+            max_connections: NonZeroU32::new(max).unwrap(),
+            limit: StepLimit::Duration(Duration::from_secs(secs)),
+            arrival: Arrival::Uniform,
+            seed: 0,
+        }
+    }
+
+    fn cap(fd_limit: u64, tw_reuse: TwReuse) -> Capacity {
+        Capacity {
+            fd_limit,
+            port_range: (32768, 60999),
+            tw_reuse,
+        }
+    }
+
+    fn route(sources: usize, loopback: Option<bool>) -> Route {
+        Route {
+            timeout: Duration::from_secs(5),
+            connect_timeout: Duration::from_secs(5),
+            sources,
+            loopback,
+        }
+    }
+
+    #[test]
+    fn reserve_and_ports_arithmetic() {
+        let c = cap(65536, TwReuse::Off);
+        assert_eq!((c.reserved_fds(), c.usable_fds()), (100, 65436));
+        // A small limit keeps a quarter back, not more than it has.
+        assert_eq!(cap(256, TwReuse::Off).usable_fds(), 192);
+        assert_eq!(cap(64, TwReuse::Off).usable_fds(), 48);
+        assert_eq!(c.ports(0), 28232);
+        assert_eq!(c.ports(1), 28232);
+        assert_eq!(c.ports(3), 84696);
+    }
+
+    #[test]
+    fn concurrency_over_the_fd_limit_is_refused_with_the_numbers() {
+        let e = cap(65536, TwReuse::Off)
+            .check_step(
+                &share(LoadModel::Concurrency, 0.0, 70000, 1, 10),
+                &route(3, Some(true)),
+            )
+            .unwrap_err();
+        assert_eq!(
+            e,
+            "step 3 needs 70000 concurrent connections but this agent can open 65436 (RLIMIT_NOFILE 65536 minus 100 reserved); raise ulimit -n or add agents"
+        );
+        // Exactly the usable count is carried.
+        assert_eq!(
+            cap(65536, TwReuse::Off).check_step(
+                &share(LoadModel::Concurrency, 0.0, 65436, 1, 10),
+                &route(3, Some(true))
+            ),
+            Ok(vec![])
+        );
+    }
+
+    #[test]
+    fn concurrency_over_the_port_range_needs_more_source_addresses() {
+        let c = cap(1_000_000, TwReuse::LoopbackOnly);
+        let s = share(LoadModel::Concurrency, 0.0, 30000, 1, 10);
+        let e = c.check_step(&s, &route(0, Some(true))).unwrap_err();
+        assert_eq!(
+            e,
+            "step 3 needs 30000 concurrent connections to one destination but this agent has 28232 local ports for it (ip_local_port_range 32768-60999 × 1 source address); add --source-addrs, widen net.ipv4.ip_local_port_range, or add agents"
+        );
+        // Two source addresses double the ports.
+        assert_eq!(c.check_step(&s, &route(2, Some(true))), Ok(vec![]));
+    }
+
+    #[test]
+    fn time_wait_refuses_a_connection_rate_the_ports_cannot_carry() {
+        // 3000 conn/s for 10 s, no reuse: 30000 ports in TIME_WAIT before the step ends.
+        let s = share(LoadModel::Connections, 3000.0, 0, 1, 10);
+        let off = cap(1_000_000, TwReuse::Off);
+        let e = off.check_step(&s, &route(1, Some(false))).unwrap_err();
+        assert!(e.starts_with("step 3 opens 3000 connections/s on this agent and each closed one keeps its local port for 60 s (TIME_WAIT; net.ipv4.tcp_tw_reuse is 0), so within 10 s it needs 30000 local ports to one destination but has 28232 (ip_local_port_range 32768-60999 × 1 source address); add --source-addrs, set net.ipv4.tcp_tw_reuse=1,"), "{e}");
+        // Two sources carry the step, but a longer one (or the next) would not: a warning.
+        let w = off.check_step(&s, &route(2, Some(false))).unwrap();
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(w[0].contains("may need 210000 local ports"), "{w:?}");
+        // The default (2) reuses TIME_WAIT ports on loopback only.
+        let lo = cap(1_000_000, TwReuse::LoopbackOnly);
+        let w = lo.check_step(&s, &route(1, Some(true))).unwrap();
+        // Still a risk: 3000 conn/s into a stalled target hold 30000 ports open.
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(w[0].starts_with("step 3 may need 33000 local ports to one destination: 3000 for the connections closed in the last 1 s (until tcp_tw_reuse may take them back; net.ipv4.tcp_tw_reuse is 2), the step before's included, plus 30000 open if the target stops answering; this agent has 28232"), "{w:?}");
+        assert!(lo.check_step(&s, &route(1, Some(false))).is_err());
+        // Not knowing (a coordinator before resolution) is not a reason to refuse.
+        assert!(lo.check_step(&s, &route(1, None)).is_ok());
+        // A short step is judged on its own length.
+        let short = share(LoadModel::Connections, 3000.0, 0, 1, 5);
+        let w = off.check_step(&short, &route(1, Some(false))).unwrap();
+        assert!(w[0].contains("may need 210000 local ports"), "{w:?}");
+    }
+
+    #[test]
+    fn a_stalled_target_is_a_risk_not_a_refusal() {
+        let c = cap(1024, TwReuse::On);
+        // 200 conn/s × 10 s of timeouts = 2000 open connections if the target stops answering.
+        let w = c
+            .check_step(
+                &share(LoadModel::Connections, 200.0, 0, 1, 10),
+                &route(1, Some(true)),
+            )
+            .unwrap();
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert_eq!(
+            w[0],
+            "step 3 may hold up to 2000 connections open if the target stops answering (200 connections/s × 10 s of connect timeout plus timeout), more than the 924 this agent can open (RLIMIT_NOFILE 1024 minus 100 reserved); the rest would fail as fd-unavailable"
+        );
+        // The requests model's pool is capped by --max-connections.
+        let s = share(LoadModel::Requests, 200.0, 0, 900, 10);
+        assert_eq!(c.check_step(&s, &route(1, Some(true))), Ok(vec![]));
+        let s = share(LoadModel::Requests, 200.0, 0, 5000, 10);
+        let w = c.check_step(&s, &route(1, Some(true))).unwrap();
+        assert!(w[0].starts_with("step 3 may need up to 2000 concurrent connections if the target stops answering (200 requests/s × 10 s of connect timeout plus timeout, at most --max-connections 5000)"), "{w:?}");
+        // A slow rate is no risk at all.
+        let s = share(LoadModel::Connections, 10.0, 0, 1, 10);
+        assert_eq!(
+            cap(65536, TwReuse::Off).check_step(&s, &route(1, Some(false))),
+            Ok(vec![])
+        );
+    }
+
+    #[test]
+    fn an_agent_share_counts_only_its_slices() {
+        let mut s = share(LoadModel::Connections, 1000.0, 0, 1, 10);
+        s.slices = vec![Slice { index: 0, count: 4 }, Slice { index: 2, count: 4 }];
+        assert_eq!(arrival_rate(&s), 500.0);
+    }
+
+    #[test]
+    fn capabilities_convert_and_unknown_ones_are_skipped() {
+        let mut caps = proto::pb::Capabilities {
+            fd_limit: 256,
+            port_range_low: 32768,
+            port_range_high: 60999,
+            tcp_tw_reuse: Some(0),
+            ..Default::default()
+        };
+        assert_eq!(
+            Capacity::from_capabilities(&caps),
+            Some(cap(256, TwReuse::Off))
+        );
+        caps.tcp_tw_reuse = None;
+        assert_eq!(
+            Capacity::from_capabilities(&caps).unwrap().tw_reuse,
+            TwReuse::On
+        );
+        caps.fd_limit = 0;
+        assert_eq!(Capacity::from_capabilities(&caps), None);
+        let this = Capacity::of_this_machine();
+        assert!(this.fd_limit >= 256 && this.ports(1) > 0, "{this:?}");
+    }
+}

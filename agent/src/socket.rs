@@ -1,0 +1,164 @@
+//! Opening a worker's TCP connections: from which local address (round robin over `--source-addrs`, per
+//! worker thread) and how (bind before connect, without claiming a port at bind time).
+use std::cell::Cell;
+use std::io;
+use std::net::{IpAddr, SocketAddr};
+use std::os::fd::AsRawFd;
+
+use tokio::net::{TcpSocket, TcpStream};
+
+thread_local! {
+    /// This thread's position in the source list. Each worker thread owns its connections, so a
+    /// thread-local counter spreads them without a lock or an atomic per connection.
+    static NEXT: Cell<usize> = const { Cell::new(0) };
+}
+
+/// The source address for this thread's next connection, or `None` to let the kernel choose.
+pub fn next_source(sources: &[IpAddr]) -> Option<IpAddr> {
+    match sources {
+        [] => None,
+        [only] => Some(*only),
+        many => NEXT.with(|next| {
+            let i = next.get() % many.len();
+            next.set(i + 1);
+            Some(many[i])
+        }),
+    }
+}
+
+/// Picks the target address among those a name resolved to: the first, or with source addresses the
+/// first of their family (`localhost` may resolve to ::1 before 127.0.0.1). The error is `None` when
+/// nothing resolved, else the family that was missing.
+pub fn choose(
+    resolved: impl Iterator<Item = SocketAddr>,
+    sources: &[IpAddr],
+) -> Result<SocketAddr, Option<&'static str>> {
+    let mut resolved = resolved.peekable();
+    if resolved.peek().is_none() {
+        return Err(None);
+    }
+    match sources.first() {
+        None => resolved.next().ok_or(None),
+        Some(src) => resolved
+            .find(|a| a.is_ipv4() == src.is_ipv4())
+            .ok_or(Some(if src.is_ipv4() { "IPv4" } else { "IPv6" })),
+    }
+}
+
+/// Connects to `addr`, from `source` if given. A source the machine does not have fails with
+/// EADDRNOTAVAIL, which the caller classes as `addr-unavailable` (the generator's, not the target's).
+pub async fn connect(addr: SocketAddr, source: Option<IpAddr>) -> io::Result<TcpStream> {
+    let Some(source) = source else {
+        return TcpStream::connect(addr).await;
+    };
+    let socket = if addr.is_ipv4() {
+        TcpSocket::new_v4()?
+    } else {
+        TcpSocket::new_v6()?
+    };
+    defer_port_choice(&socket);
+    socket.bind(SocketAddr::new(source, 0))?;
+    socket.connect(addr).await
+}
+
+/// Checks that `source` is an address of this machine by binding to it (no port is claimed and no
+/// packet is sent). Used once at configure, to warn before a run whose connections would all fail.
+pub fn probe(source: IpAddr) -> io::Result<()> {
+    let socket = match source {
+        IpAddr::V4(_) => TcpSocket::new_v4()?,
+        IpAddr::V6(_) => TcpSocket::new_v6()?,
+    };
+    defer_port_choice(&socket);
+    socket.bind(SocketAddr::new(source, 0))
+}
+
+/// IP_BIND_ADDRESS_NO_PORT: without it, bind(addr, 0) picks the local port at once, knowing nothing of
+/// the destination, so each port serves one connection per source address and TIME_WAIT ports cannot
+/// be reused (`tcp_tw_reuse` only applies to connect's choice). With it, connect() picks the port for
+/// the whole 4-tuple, exactly as an unbound connect would. Best effort: a kernel older than 4.2 lacks it
+/// and binding still works, with the smaller port space.
+fn defer_port_choice(socket: &TcpSocket) {
+    let on: libc::c_int = 1;
+    // SAFETY: setsockopt reads `on` for the given length; the fd belongs to `socket`, alive here.
+    unsafe {
+        libc::setsockopt(
+            socket.as_raw_fd(),
+            libc::IPPROTO_IP,
+            libc::IP_BIND_ADDRESS_NO_PORT,
+            (&on as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sources_go_round_robin_per_thread() {
+        let list: Vec<IpAddr> = ["127.0.0.2", "127.0.0.3", "127.0.0.4"]
+            .iter()
+            .map(|s| s.parse().unwrap())
+            .collect();
+        // A fresh thread starts at the first address whatever other tests did on theirs.
+        let picked = std::thread::spawn(move || {
+            (0..7)
+                .map(|_| next_source(&list).unwrap().to_string())
+                .collect::<Vec<_>>()
+        })
+        .join()
+        .unwrap();
+        assert_eq!(
+            picked,
+            [
+                "127.0.0.2",
+                "127.0.0.3",
+                "127.0.0.4",
+                "127.0.0.2",
+                "127.0.0.3",
+                "127.0.0.4",
+                "127.0.0.2"
+            ]
+        );
+        assert_eq!(next_source(&[]), None);
+    }
+
+    #[test]
+    fn the_target_address_matches_the_sources_family() {
+        let v6: SocketAddr = "[::1]:80".parse().unwrap();
+        let v4: SocketAddr = "127.0.0.1:80".parse().unwrap();
+        let src4: IpAddr = "127.0.0.2".parse().unwrap();
+        let src6: IpAddr = "::1".parse().unwrap();
+        assert_eq!(choose([v6, v4].into_iter(), &[]), Ok(v6));
+        assert_eq!(choose([v6, v4].into_iter(), &[src4]), Ok(v4));
+        assert_eq!(choose([v4].into_iter(), &[src6]), Err(Some("IPv6")));
+        assert_eq!(choose([].into_iter(), &[src6]), Err(None));
+    }
+
+    #[tokio::test]
+    async fn connections_leave_from_the_source_address() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let source: IpAddr = "127.0.0.3".parse().unwrap();
+        let (client, accepted) = tokio::join!(connect(addr, Some(source)), listener.accept());
+        assert_eq!(client.unwrap().local_addr().unwrap().ip(), source);
+        assert_eq!(accepted.unwrap().1.ip(), source);
+    }
+
+    #[tokio::test]
+    async fn a_source_this_machine_lacks_is_addr_unavailable() {
+        // TEST-NET-3 (RFC 5737): assigned to no machine. The bind fails before any packet is sent.
+        let source: IpAddr = "203.0.113.77".parse().unwrap();
+        let e = connect("127.0.0.1:9".parse().unwrap(), Some(source))
+            .await
+            .unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc::EADDRNOTAVAIL), "{e}");
+        assert_eq!(
+            shared::metrics::ErrorClass::from_errno(e.raw_os_error().unwrap()),
+            shared::metrics::ErrorClass::AddrUnavailable
+        );
+        assert!(probe(source).is_err());
+        assert!(probe("127.0.0.2".parse().unwrap()).is_ok());
+    }
+}
