@@ -5,6 +5,7 @@ pub mod cli;
 pub mod config;
 pub mod demo;
 pub mod fleet;
+pub mod merge;
 pub mod output;
 pub mod progress;
 pub mod run;

@@ -7,7 +7,7 @@ use std::time::{Duration, SystemTime};
 
 use hdrhistogram::serialization::V2DeflateSerializer;
 use hdrhistogram::serialization::interval_log::{IntervalLogWriterBuilder, Tag};
-use shared::histogram::{self, Histogram};
+use shared::histogram::{self, Encoded, Sum};
 use shared::report::{RUN_SCHEMA, StepResult, table_header, table_row};
 
 use crate::config::{ConfigError, RunConfig};
@@ -38,12 +38,13 @@ pub struct AgentInfo {
     pub port_range: [u32; 2],
 }
 
-/// One interval's latency for the .hlog: each agent's histogram as it arrived (V2 bytes, small), decoded
-/// and merged only while the file is written, so a long step does not hold full histograms in memory.
+/// One interval's latency for the .hlog: each agent's histogram as it arrived (checked V2 bytes, small),
+/// merged only while the file is written, so a long step does not hold full histograms in memory.
 pub struct HlogInterval {
     pub offset: Duration,
     pub length: Duration,
-    pub per_agent: Vec<(String, Vec<u8>)>,
+    /// (agent index into the tags given to [`write_hlog`], its histogram), in arrival order.
+    pub per_agent: Vec<(usize, Encoded)>,
 }
 
 pub struct Output {
@@ -115,17 +116,19 @@ impl Output {
         &self.dir
     }
 
-    /// Appends the step to every output and makes it durable before the next step starts.
+    /// Appends the step to every output and makes it durable before the next step starts. `agents`
+    /// names the agents that `hlog` refers to by index.
     pub fn write_step(
         &mut self,
         r: &StepResult,
         started: SystemTime,
         hlog: &[HlogInterval],
+        agents: &[String],
     ) -> Result<(), OutputError> {
         let row = table_row(r).join(&self.separator.to_string());
         writeln!(self.table, "{row}").map_err(at(&self.table_path))?;
         self.table.sync_data().map_err(at(&self.table_path))?;
-        self.write_hlog(r.step, started, hlog)?;
+        write_hlog(&self.dir, r.step, started, hlog, agents)?;
         let value = serde_json::to_value(r).expect("a StepResult always serializes");
         if let Some(steps) = self.doc["steps"].as_array_mut() {
             steps.push(value);
@@ -157,52 +160,57 @@ impl Output {
         }
         fs::rename(&tmp, &self.json_path).map_err(at(&self.json_path))
     }
+}
 
-    fn write_hlog(
-        &self,
-        step: u32,
-        started: SystemTime,
-        intervals: &[HlogInterval],
-    ) -> Result<(), OutputError> {
-        let path = self.dir.join("hlog").join(format!("step-{step:03}.hlog"));
-        let mut buf = Vec::new();
-        let mut serializer = V2DeflateSerializer::new();
-        {
-            let mut w = IntervalLogWriterBuilder::new()
-                .add_comment(&format!(
-                    "stampede {} step {step}: latency in microseconds",
-                    shared::VERSION
-                ))
-                .add_comment("untagged lines: all agents merged; Tag= lines: one agent each")
-                .with_start_time(started)
-                .with_base_time(started)
-                .with_max_value_divisor(1000.0)
-                .begin_log_with(&mut buf, &mut serializer)
+/// Writes `dir/hlog/step-NNN.hlog`: per interval, the fleet's merged latency (untagged), then each
+/// agent's (tagged with its name from `agents`). One scratch histogram is reused for every line, so
+/// writing costs one histogram's memory however many agents there are.
+pub fn write_hlog(
+    dir: &Path,
+    step: u32,
+    started: SystemTime,
+    intervals: &[HlogInterval],
+    agents: &[String],
+) -> Result<(), OutputError> {
+    let path = dir.join("hlog").join(format!("step-{step:03}.hlog"));
+    let mut buf = Vec::new();
+    let mut serializer = V2DeflateSerializer::new();
+    {
+        let mut w = IntervalLogWriterBuilder::new()
+            .add_comment(&format!(
+                "stampede {} step {step}: latency in microseconds",
+                shared::VERSION
+            ))
+            .add_comment("untagged lines: all agents merged; Tag= lines: one agent each")
+            .with_start_time(started)
+            .with_base_time(started)
+            .with_max_value_divisor(1000.0)
+            .begin_log_with(&mut buf, &mut serializer)
+            .map_err(at(&path))?;
+        let to_io = |e| io::Error::other(format!("{e:?}"));
+        let mut sum = Sum::new();
+        let mut scratch = histogram::new();
+        for i in intervals {
+            sum.clear();
+            for (_, h) in &i.per_agent {
+                sum.add(h);
+            }
+            scratch.reset();
+            sum.add_into(&mut scratch);
+            w.write_histogram(&scratch, i.offset, i.length, None)
+                .map_err(to_io)
                 .map_err(at(&path))?;
-            let to_io = |e| io::Error::other(format!("{e:?}"));
-            for i in intervals {
-                let decoded: Vec<(&String, Histogram<u64>)> = i
-                    .per_agent
-                    .iter()
-                    .filter_map(|(agent, bytes)| histogram::decode(bytes).ok().map(|h| (agent, h)))
-                    .collect();
-                let mut merged = histogram::new();
-                for (_, h) in &decoded {
-                    histogram::add(&mut merged, h);
-                }
-                w.write_histogram(&merged, i.offset, i.length, None)
+            for (agent, h) in &i.per_agent {
+                scratch.reset();
+                h.add_to(&mut scratch);
+                let tag = agents[*agent].replace([',', ' ', '\t'], "_");
+                w.write_histogram(&scratch, i.offset, i.length, Tag::new(&tag))
                     .map_err(to_io)
                     .map_err(at(&path))?;
-                for (agent, h) in &decoded {
-                    let tag = agent.replace([',', ' ', '\t'], "_");
-                    w.write_histogram(h, i.offset, i.length, Tag::new(&tag))
-                        .map_err(to_io)
-                        .map_err(at(&path))?;
-                }
             }
         }
-        fs::write(&path, buf).map_err(at(&path))
     }
+    fs::write(&path, buf).map_err(at(&path))
 }
 
 #[cfg(test)]
@@ -214,34 +222,35 @@ mod tests {
     fn hlog_is_readable_by_the_standard_reader() {
         let dir = tempfile::tempdir().unwrap();
         fs::create_dir_all(dir.path().join("hlog")).unwrap();
-        let out = Output {
-            dir: dir.path().to_path_buf(),
-            table: File::create(dir.path().join("t")).unwrap(),
-            table_path: dir.path().join("t"),
-            separator: '\t',
-            json_path: dir.path().join("run.json"),
-            doc: serde_json::json!({}),
-        };
-        let mut h = histogram::new();
-        h.record(20_000).unwrap();
+        let mut a = histogram::new();
+        a.record(20_000).unwrap();
+        let mut b = histogram::new();
+        b.record_n(5_000, 3).unwrap();
+        let enc = |h| Encoded::parse(histogram::encode(h)).unwrap();
         let intervals = vec![HlogInterval {
             offset: Duration::from_secs(0),
             length: Duration::from_secs(1),
-            per_agent: vec![("embedded".into(), histogram::encode(&h))],
+            per_agent: vec![(1, enc(&a)), (0, enc(&b))],
         }];
-        out.write_hlog(0, SystemTime::now(), &intervals).unwrap();
+        let agents = ["b".to_string(), "agent a, 1".to_string()];
+        write_hlog(dir.path(), 0, SystemTime::now(), &intervals, &agents).unwrap();
         let text = fs::read(dir.path().join("hlog/step-000.hlog")).unwrap();
-        let mut histograms = 0;
-        let mut tags = Vec::new();
+        let mut lines = Vec::new();
         for entry in IntervalLogIterator::new(&text) {
             if let LogEntry::Interval(i) = entry.unwrap() {
-                histograms += 1;
-                tags.push(i.tag().map(|t| t.as_str().to_string()));
-                assert!((i.max() - 20.0).abs() < 0.1, "max in ms: {}", i.max());
+                let max_ms = (i.max() * 10.0).round() / 10.0;
+                lines.push((i.tag().map(|t| t.as_str().to_string()), max_ms));
             }
         }
-        assert_eq!(histograms, 2);
-        assert_eq!(tags, vec![None, Some("embedded".to_string())]);
+        // Merged first, then each agent under its name, in arrival order.
+        assert_eq!(
+            lines,
+            vec![
+                (None, 20.0),
+                (Some("agent_a__1".to_string()), 20.0),
+                (Some("b".to_string()), 5.0),
+            ]
+        );
     }
 
     #[test]

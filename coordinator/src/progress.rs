@@ -37,9 +37,14 @@ impl Progress {
         }
     }
 
+    /// Whether [`Progress::tick`] shows anything, so its numbers are worth computing.
+    pub fn wants_ticks(&self) -> bool {
+        !self.quiet && self.live
+    }
+
     /// Rewrites the current step's line in a terminal; elsewhere (logs, CI) prints nothing per interval.
     pub fn tick(&self, t: &Tick) {
-        if self.quiet || !self.live {
+        if !self.wants_ticks() {
             return;
         }
         let demanded = t.demanded.map_or(format!("{} conns", t.value), |d| {

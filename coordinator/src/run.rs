@@ -1,7 +1,6 @@
 //! Drives a run: for each step, splits it among the live agents, prepares it, measures their clocks,
 //! starts it at one instant, merges the streamed intervals, handles lost agents by policy, summarises
 //! and writes. This task alone owns the run's state; agents' messages reach it through the fleet.
-use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime};
 
@@ -9,14 +8,14 @@ use proto::pb;
 use proto::pb::agent_message::Kind as Up;
 use proto::pb::coordinator_message::Kind as Down;
 use shared::histogram;
-use shared::metrics::{Interval, Snapshot};
-use shared::report::{self, AgentInput, IntervalSample, StepInput, StepResult};
+use shared::report::{self, AgentInput, StepInput, StepResult};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{ConfigError, LossPolicy, RunConfig};
 use crate::fleet::{self, Fleet, unix_ns};
-use crate::output::{self, HlogInterval, Output, OutputError};
+use crate::merge::{SeqProgress, StepMerge, StepTotals};
+use crate::output::{self, Output, OutputError};
 use crate::progress::{Progress, Tick};
 
 /// How far ahead of "now" a step's start instant is set, so every agent has it before it passes.
@@ -202,15 +201,54 @@ fn weight(fleet: &Fleet, cfg: &RunConfig, i: usize) -> u64 {
     }
 }
 
-/// One interval of the fleet: what the series and progress need, and each agent's encoded latency.
-#[derive(Default)]
-struct SeqAccum {
-    offset: Duration,
-    length: Duration,
-    tail: bool,
-    reports: usize,
-    counters: shared::metrics::Counters,
-    latency: Vec<(usize, Vec<u8>)>,
+/// The agents a step still waits for. Every message from every agent asks whether its sender is one,
+/// so membership is a lookup, not a scan of up to a thousand agents.
+struct Waiting {
+    member: Vec<bool>,
+    left: usize,
+}
+
+impl Waiting {
+    fn new(agents: usize, who: impl IntoIterator<Item = usize>) -> Waiting {
+        let mut w = Waiting {
+            member: vec![false; agents],
+            left: 0,
+        };
+        for i in who {
+            if !w.member[i] {
+                w.member[i] = true;
+                w.left += 1;
+            }
+        }
+        w
+    }
+
+    fn contains(&self, i: usize) -> bool {
+        self.member[i]
+    }
+
+    fn remove(&mut self, i: usize) {
+        if std::mem::take(&mut self.member[i]) {
+            self.left -= 1;
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.left
+    }
+
+    fn is_empty(&self) -> bool {
+        self.left == 0
+    }
+
+    /// In fleet order.
+    fn iter(&self) -> impl Iterator<Item = usize> + '_ {
+        (0..self.member.len()).filter(|&i| self.member[i])
+    }
+
+    fn list(&self) -> Vec<usize> {
+        self.iter().collect()
+    }
 }
 
 /// Splits, prepares and starts one step; returns it and whether the run must stop after it.
@@ -283,15 +321,9 @@ async fn run_step(
     let mut deadline = Instant::now() + START_LEAD + scheduled + timeout + STEP_GRACE;
 
     let n = fleet.agents.len();
-    let mut total = Snapshot::default();
-    let mut per_agent: Vec<Snapshot> = vec![Snapshot::default(); n];
-    let mut seqs: BTreeMap<u32, SeqAccum> = BTreeMap::new();
+    let mut merge = StepMerge::new(n);
     let mut reports: Vec<Option<pb::StepReport>> = vec![None; n];
-    let mut waiting: Vec<usize> = who
-        .iter()
-        .copied()
-        .filter(|&i| fleet.agents[i].alive)
-        .collect();
+    let mut waiting = Waiting::new(n, who.iter().copied().filter(|&i| fleet.agents[i].alive));
     lost.extend(who.iter().copied().filter(|&i| !fleet.agents[i].alive));
     let mut abort_sent = false;
     let mut aborted_at: Option<Instant> = None;
@@ -304,29 +336,26 @@ async fn run_step(
         let mut newly_lost: Vec<(usize, String)> = Vec::new();
         tokio::select! {
             (i, msg) = fleet.next_event() => {
-                if !waiting.contains(&i) {
+                if !waiting.contains(i) {
                     continue;
                 }
-                let agent = fleet.agents[i].name.clone();
                 match msg.and_then(|m| m.kind) {
                     None => newly_lost.push((i, "its stream closed".into())),
-                    Some(Up::Refusal(r)) => return Err(RunError::Refused { agent, message: r.message }),
+                    Some(Up::Refusal(r)) => {
+                        let agent = fleet.agents[i].name.clone();
+                        return Err(RunError::Refused { agent, message: r.message });
+                    }
                     Some(Up::Interval(report)) => {
-                        let interval = Interval::try_from(&report).map_err(|e| RunError::Protocol {
-                            agent: agent.clone(),
+                        let merged = merge.interval(i, report).map_err(|e| RunError::Protocol {
+                            agent: fleet.agents[i].name.clone(),
                             why: e.to_string(),
                         })?;
-                        total.add(&interval.snapshot);
-                        per_agent[i].add(&interval.snapshot);
-                        let seq = seqs.entry(interval.seq).or_default();
-                        seq.offset = interval.offset;
-                        seq.length = seq.length.max(interval.length);
-                        seq.tail |= interval.tail;
-                        seq.reports += 1;
-                        seq.counters.add(&interval.snapshot.counters);
-                        seq.latency.push((i, report.latency));
-                        if seq.reports == waiting.len() && !seq.tail {
-                            show_progress(progress, seq, &total, index, plan.steps.len(), demanded, plan.steps[index]);
+                        // The interval's merged p99 costs a pass over its reports: only for a watcher.
+                        if merged.reports == waiting.len() && !merged.tail && progress.wants_ticks()
+                            && let Some(seq) = merge.progress(merged.seq)
+                        {
+                            let errors = merge.counters().errors_total();
+                            show_progress(progress, &seq, errors, index, plan.steps.len(), demanded, plan.steps[index]);
                         }
                     }
                     Some(Up::StepReport(r)) => {
@@ -336,13 +365,13 @@ async fn run_step(
                             newly_lost.push((i, "it stopped mid-step (shut down)".into()));
                         }
                         reports[i] = Some(r);
-                        waiting.retain(|&w| w != i);
+                        waiting.remove(i);
                     }
                     Some(_) => {}
                 }
             }
             _ = check.tick() => {
-                for &i in &waiting {
+                for i in waiting.iter() {
                     if fleet.agents[i].last_heard.elapsed() > LOSS_SILENCE {
                         newly_lost.push((i, format!("silent for {} s", LOSS_SILENCE.as_secs())));
                     }
@@ -350,7 +379,8 @@ async fn run_step(
             }
             _ = tokio::time::sleep_until(deadline) => {
                 if abort_sent {
-                    let agent = fleet.agents[waiting[0]].name.clone();
+                    let first = waiting.iter().next().expect("the loop runs while some are waiting");
+                    let agent = fleet.agents[first].name.clone();
                     return Err(RunError::Silent {
                         agent,
                         secs: (scheduled + timeout + STEP_GRACE).as_secs(),
@@ -358,14 +388,14 @@ async fn run_step(
                     });
                 }
                 // Past its deadline: stop it, and give it one more timeout to report what it has.
-                fleet.abort_all(&waiting, "step deadline passed").await;
+                fleet.abort_all(&waiting.list(), "step deadline passed").await;
                 abort_sent = true;
                 aborted = true;
                 aborted_at = Some(Instant::now());
                 deadline = Instant::now() + timeout + STEP_GRACE;
             }
             _ = shutdown.cancelled(), if !abort_sent => {
-                fleet.abort_all(&waiting, "interrupted").await;
+                fleet.abort_all(&waiting.list(), "interrupted").await;
                 abort_sent = true;
                 aborted = true;
                 aborted_at = Some(Instant::now());
@@ -374,12 +404,12 @@ async fn run_step(
         }
         for (i, why) in newly_lost {
             fleet.mark_lost(i, &why);
-            waiting.retain(|&w| w != i);
+            waiting.remove(i);
             if !lost.contains(&i) {
                 lost.push(i);
             }
             if policy == LossPolicy::Abort && !abort_sent {
-                fleet.abort_all(&waiting, "an agent was lost").await;
+                fleet.abort_all(&waiting.list(), "an agent was lost").await;
                 abort_sent = true;
                 aborted = true;
                 aborted_at = Some(Instant::now());
@@ -405,14 +435,12 @@ async fn run_step(
         .max()
         .zip(sent.iter().min())
         .map(|(max, min)| *max - *min);
-    let series: Vec<IntervalSample> = seqs
-        .values()
-        .filter(|s| !s.tail)
-        .map(|s| IntervalSample {
-            length: s.length,
-            replies: s.counters.replies,
-        })
-        .collect();
+    let StepTotals {
+        total,
+        series,
+        agents: sums,
+        hlog,
+    } = merge.finish();
     let mut members: Vec<usize> = who.clone();
     members.extend(lost.iter().copied().filter(|i| !who.contains(i)));
     let agents = members
@@ -423,7 +451,9 @@ async fn run_step(
             wall: reports[i]
                 .as_ref()
                 .map_or(scheduled, |r| Duration::from_micros(r.wall_us)),
-            total: &per_agent[i],
+            counters: sums[i].counters,
+            cpu_ns: sums[i].cpu_ns,
+            latency_ms: sums[i].latency_ms,
             start_delay: delays[i],
             lost: lost.contains(&i),
             clock_offset_ns: fleet.agents[i].clock_offset_ns,
@@ -450,38 +480,20 @@ async fn run_step(
     });
     result.notes.extend(warnings);
     progress.step_done(&result, plan.steps.len());
-    let hlog: Vec<HlogInterval> = seqs
-        .into_values()
-        .map(|s| HlogInterval {
-            offset: s.offset,
-            length: s.length,
-            per_agent: s
-                .latency
-                .into_iter()
-                .map(|(i, bytes)| (fleet.agents[i].name.clone(), bytes))
-                .collect(),
-        })
-        .collect();
-    out.write_step(&result, started, &hlog)?;
+    let names: Vec<String> = fleet.agents.iter().map(|a| a.name.clone()).collect();
+    out.write_step(&result, started, &hlog, &names)?;
     Ok((result, stop_run))
 }
 
 fn show_progress(
     progress: &Progress,
-    seq: &SeqAccum,
-    total: &Snapshot,
+    seq: &SeqProgress,
+    errors: u64,
     index: usize,
     steps: usize,
     demanded: Option<f64>,
     value: f64,
 ) {
-    let mut merged = histogram::new();
-    for (_, bytes) in &seq.latency {
-        // Each was decoded once already when it arrived, so this cannot fail.
-        if let Ok(h) = histogram::decode(bytes) {
-            histogram::add(&mut merged, &h);
-        }
-    }
     let secs = seq.length.as_secs_f64().max(1e-9);
     progress.tick(&Tick {
         step: index as u32,
@@ -491,7 +503,7 @@ fn show_progress(
         value,
         achieved: seq.counters.requests as f64 / secs,
         replies: seq.counters.replies as f64 / secs,
-        p99_ms: histogram::us_to_ms(merged.value_at_quantile(0.99)),
-        errors: total.counters.errors_total(),
+        p99_ms: histogram::us_to_ms(seq.p99_us),
+        errors,
     });
 }

@@ -3,8 +3,11 @@
 use std::num::NonZeroU64;
 use std::time::Duration;
 
+use shared::histogram::Encoded;
 use shared::histogram::{self, CodecError};
-use shared::metrics::{Counters, ErrorClass, Histograms, Interval, Snapshot};
+use shared::metrics::{
+    Counters, EncodedHistograms, EncodedInterval, ErrorClass, Histograms, Interval, Snapshot,
+};
 use shared::plan::{
     Arrival, LoadModel, PlanError, RequestSpec, StepLimit, StepShare, UrlOrder, Workload,
 };
@@ -237,9 +240,9 @@ impl TryFrom<&pb::Counters> for Counters {
     type Error = ConvertError;
 
     fn try_from(c: &pb::Counters) -> Result<Self, ConvertError> {
-        let fixed = |what, v: &[u64], n: usize| -> Result<Vec<u64>, ConvertError> {
+        let fixed = |what, v: &[u64], n: usize| -> Result<(), ConvertError> {
             if v.len() == n {
-                Ok(v.to_vec())
+                Ok(())
             } else {
                 Err(ConvertError::Length {
                     what,
@@ -259,10 +262,10 @@ impl TryFrom<&pb::Counters> for Counters {
             dropped: c.dropped,
             ..Counters::default()
         };
-        out.status
-            .copy_from_slice(&fixed("status counts", &c.status, 5)?);
-        out.errors
-            .copy_from_slice(&fixed("error counts", &c.errors, ErrorClass::COUNT)?);
+        fixed("status counts", &c.status, 5)?;
+        fixed("error counts", &c.errors, ErrorClass::COUNT)?;
+        out.status.copy_from_slice(&c.status);
+        out.errors.copy_from_slice(&c.errors);
         Ok(out)
     }
 }
@@ -314,6 +317,38 @@ impl TryFrom<&pb::IntervalReport> for Interval {
                     wait: dec("wait histogram", &r.wait)?,
                 },
                 cpu_ns: r.cpu_ns,
+            },
+        })
+    }
+}
+
+/// The merge's conversion: takes the report so its histogram bytes are kept, not copied, and checks
+/// them without decoding (see [`Encoded`]). Accepts and refuses what the `Interval` conversion does.
+impl TryFrom<pb::IntervalReport> for EncodedInterval {
+    type Error = ConvertError;
+
+    fn try_from(r: pb::IntervalReport) -> Result<Self, ConvertError> {
+        let check = |what, b: Vec<u8>| {
+            Encoded::parse(b).map_err(|source| ConvertError::Histogram { what, source })
+        };
+        Ok(EncodedInterval {
+            step: r.step,
+            seq: r.seq,
+            offset: Duration::from_micros(r.offset_us),
+            length: Duration::from_micros(r.length_us),
+            tail: r.tail,
+            counters: r
+                .counters
+                .as_ref()
+                .ok_or(ConvertError::Missing("counters"))?
+                .try_into()?,
+            cpu_ns: r.cpu_ns,
+            hist: EncodedHistograms {
+                latency: check("latency histogram", r.latency)?,
+                connect: check("connect histogram", r.connect)?,
+                ttfb: check("ttfb histogram", r.ttfb)?,
+                lag: check("lag histogram", r.lag)?,
+                wait: check("wait histogram", r.wait)?,
             },
         })
     }
@@ -432,6 +467,57 @@ mod tests {
         assert_eq!(back.snapshot.counters, i.snapshot.counters);
         assert_eq!(back.snapshot.hist.latency, i.snapshot.hist.latency);
         assert_eq!(back.offset, i.offset);
+    }
+
+    #[test]
+    fn encoded_interval_matches_the_decoded_one() {
+        let mut s = Snapshot::default();
+        s.counters.requests = 7;
+        s.hist.latency.record(12_345).unwrap();
+        s.hist.wait.record(99).unwrap();
+        s.cpu_ns = 3;
+        let i = Interval {
+            step: 2,
+            seq: 4,
+            offset: Duration::from_secs(4),
+            length: Duration::from_millis(500),
+            tail: true,
+            snapshot: s,
+        };
+        let report = pb::IntervalReport::from(&i);
+        let decoded = Interval::try_from(&report).unwrap();
+        let e = EncodedInterval::try_from(report).unwrap();
+        assert_eq!(
+            (e.step, e.seq, e.offset, e.length, e.tail),
+            (2, 4, i.offset, i.length, true)
+        );
+        assert_eq!((e.counters, e.cpu_ns), (i.snapshot.counters, 3));
+        let mut sums = shared::metrics::HistogramSums::default();
+        sums.add(&e.hist);
+        let h = sums.to_histograms();
+        assert_eq!(h.latency, decoded.snapshot.hist.latency);
+        assert_eq!(h.wait, decoded.snapshot.hist.wait);
+    }
+
+    #[test]
+    fn encoded_interval_refuses_a_bad_histogram_by_name() {
+        let mut report = pb::IntervalReport::from(&Interval {
+            step: 0,
+            seq: 0,
+            offset: Duration::ZERO,
+            length: Duration::from_secs(1),
+            tail: false,
+            snapshot: Snapshot::default(),
+        });
+        report.ttfb = b"not a histogram".to_vec();
+        let e = EncodedInterval::try_from(report.clone()).unwrap_err();
+        assert!(e.to_string().starts_with("ttfb histogram:"), "{e}");
+        report.ttfb.clear();
+        report.counters = None;
+        assert!(matches!(
+            EncodedInterval::try_from(report),
+            Err(ConvertError::Missing("counters"))
+        ));
     }
 
     #[test]

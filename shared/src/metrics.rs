@@ -1,6 +1,6 @@
 //! What one worker, agent or fleet measured over an interval: counters, histograms and CPU time,
 //! and the one lossless merge that combines them (add everything; compute statistics only afterwards).
-use crate::histogram::{self, Histogram};
+use crate::histogram::{self, Encoded, Histogram, Sum};
 
 /// httperf's error classes. The generator's own resource failures are kept apart from the target's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -189,6 +189,47 @@ impl Histograms {
     }
 }
 
+/// The five histograms of one interval as they arrived: checked, still encoded.
+#[derive(Debug, Clone)]
+pub struct EncodedHistograms {
+    pub latency: Encoded,
+    pub connect: Encoded,
+    pub ttfb: Encoded,
+    pub lag: Encoded,
+    pub wait: Encoded,
+}
+
+/// Encoded histograms summed: the merge of many intervals, equal to adding each decoded into
+/// [`Histograms`], at the cost of what they recorded.
+#[derive(Debug, Clone, Default)]
+pub struct HistogramSums {
+    pub latency: Sum,
+    pub connect: Sum,
+    pub ttfb: Sum,
+    pub lag: Sum,
+    pub wait: Sum,
+}
+
+impl HistogramSums {
+    pub fn add(&mut self, e: &EncodedHistograms) {
+        self.latency.add(&e.latency);
+        self.connect.add(&e.connect);
+        self.ttfb.add(&e.ttfb);
+        self.lag.add(&e.lag);
+        self.wait.add(&e.wait);
+    }
+
+    pub fn to_histograms(&self) -> Histograms {
+        Histograms {
+            latency: self.latency.to_histogram(),
+            connect: self.connect.to_histogram(),
+            ttfb: self.ttfb.to_histogram(),
+            lag: self.lag.to_histogram(),
+            wait: self.wait.to_histogram(),
+        }
+    }
+}
+
 /// Everything measured over one interval by one worker, agent or the whole fleet.
 #[derive(Debug, Clone, Default)]
 pub struct Snapshot {
@@ -263,4 +304,18 @@ pub struct Interval {
     /// The drain after the last full interval: counted in totals, not in the 1 s rate series.
     pub tail: bool,
     pub snapshot: Snapshot,
+}
+
+/// An [`Interval`] as received, for a receiver that merges: everything checked, the histograms kept
+/// encoded, so holding or adding one costs what was recorded rather than five full histograms.
+#[derive(Debug, Clone)]
+pub struct EncodedInterval {
+    pub step: u32,
+    pub seq: u32,
+    pub offset: std::time::Duration,
+    pub length: std::time::Duration,
+    pub tail: bool,
+    pub counters: Counters,
+    pub cpu_ns: u64,
+    pub hist: EncodedHistograms,
 }

@@ -5,7 +5,7 @@ use std::time::Duration;
 use serde::ser::{Serialize, SerializeMap, Serializer};
 
 use crate::histogram::{Histogram, us_to_ms};
-use crate::metrics::{ErrorClass, STATUS_CLASSES, Snapshot};
+use crate::metrics::{Counters, ErrorClass, STATUS_CLASSES, Snapshot};
 use crate::plan::LoadModel;
 use crate::verdict::{self, Facts, Verdict};
 
@@ -168,12 +168,17 @@ pub struct IntervalSample {
 
 /// One agent's totals for a step.
 #[derive(Debug, Clone)]
-pub struct AgentInput<'a> {
+pub struct AgentInput {
     pub name: String,
     pub threads: u32,
     /// How long its workers ran (schedule plus drain): the CPU share's denominator.
     pub wall: Duration,
-    pub total: &'a Snapshot,
+    /// Its counters and worker CPU time, summed over its intervals.
+    pub counters: Counters,
+    pub cpu_ns: u64,
+    /// [`LatencyStats::of`] its own merged latency histogram. Given as statistics rather than the
+    /// histogram so that a merge over many agents needs only one of their histograms at a time.
+    pub latency_ms: LatencyStats,
     pub start_delay: Option<Duration>,
     pub lost: bool,
     pub clock_offset_ns: i64,
@@ -190,7 +195,7 @@ pub struct StepInput<'a> {
     pub duration: Duration,
     pub total: &'a Snapshot,
     pub series: &'a [IntervalSample],
-    pub agents: Vec<AgentInput<'a>>,
+    pub agents: Vec<AgentInput>,
     pub aborted: bool,
     /// Whether a lost agent degrades the step (false under `--on-agent-loss continue`).
     pub mark_lost: bool,
@@ -227,11 +232,11 @@ pub fn summarize(input: &StepInput<'_>) -> StepResult {
         .map(|a| AgentStep {
             agent: a.name.clone(),
             threads: a.threads,
-            requests: a.total.counters.requests,
-            replies: a.total.counters.replies,
-            errors: a.total.counters.errors_total(),
-            cpu_pct: cpu_pct(a.total.cpu_ns, a.wall, a.threads),
-            latency_ms: LatencyStats::of(&a.total.hist.latency),
+            requests: a.counters.requests,
+            replies: a.counters.replies,
+            errors: a.counters.errors_total(),
+            cpu_pct: cpu_pct(a.cpu_ns, a.wall, a.threads),
+            latency_ms: a.latency_ms,
             start_delay_ms: a.start_delay.map(|d| round3(d.as_secs_f64() * 1000.0)),
             clock_offset_ms: round3(a.clock_offset_ns as f64 / 1e6),
             rtt_ms: round3(a.rtt.as_secs_f64() * 1000.0),
@@ -430,11 +435,13 @@ mod tests {
             length: Duration::from_secs(1),
             replies: 100,
         }; 2];
-        let agent = |name: &str, s| AgentInput {
+        let agent = |name: &str, s: &Snapshot| AgentInput {
             name: name.to_string(),
             threads: 1,
             wall: Duration::from_secs(2),
-            total: s,
+            counters: s.counters,
+            cpu_ns: s.cpu_ns,
+            latency_ms: LatencyStats::of(&s.hist.latency),
             start_delay: None,
             lost: false,
             clock_offset_ns: 0,
@@ -465,6 +472,8 @@ mod tests {
         assert_eq!(r.reply_rate.avg, 100.0);
         assert_eq!(r.verdict, Verdict::Valid);
         assert_eq!(r.agents.len(), 2);
+        assert_eq!(r.agents[1].requests, 100);
+        assert!(r.agents[1].latency_ms.p50 > r.agents[0].latency_ms.p50);
         assert_eq!(r.status.get("2xx"), 200);
         let row = table_row(&r);
         assert_eq!(row.len(), table_header("h", LoadModel::Requests).len());

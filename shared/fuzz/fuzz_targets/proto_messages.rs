@@ -12,7 +12,13 @@ fuzz_target!(|data: &[u8]| {
         let _ = shared::plan::Workload::try_from(&c);
     }
     if let Ok(i) = pb::IntervalReport::decode(data) {
-        let _ = shared::metrics::Interval::try_from(&i);
+        let decoded = shared::metrics::Interval::try_from(&i);
+        let encoded = shared::metrics::EncodedInterval::try_from(i);
+        if let (Ok(d), Ok(e)) = (decoded, encoded) {
+            let mut sums = shared::metrics::HistogramSums::default();
+            sums.add(&e.hist);
+            assert!(sums.to_histograms().latency == d.snapshot.hist.latency);
+        }
     }
     let _ = pb::CoordinatorMessage::decode(data);
     let _ = pb::AgentMessage::decode(data);
