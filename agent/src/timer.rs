@@ -94,7 +94,12 @@ impl Timer {
                 }
             });
             match read {
-                Ok(Ok(())) => return,
+                Ok(Ok(())) => {
+                    // The expiry is consumed: without this, the next sleep would find the stale
+                    // readiness, read EAGAIN and wait again (one wasted syscall per arrival).
+                    ready.clear_ready();
+                    return;
+                }
                 // Spurious readiness, or an expiry from an earlier arming already consumed.
                 Ok(Err(_)) | Err(_) => {
                     if Instant::now() >= deadline {
