@@ -27,7 +27,10 @@ CASES = {  # {c}: CONNS
     "open": "open loop, fixed request rate, keep-alive pool of {c}",
     "conn": "a new connection per request (Connection: close; wrk: closed loop over {c})",
 }
-TOOLS = ["stampede", "wrk", "oha", "httperf"]
+# stampede-closed: stampede's closed loop (--model concurrency) in the new-connection case, the same loop
+# as wrk's, beside its open connections model; it tells the loop's cost from the connection handling's.
+TOOLS = ["stampede", "stampede-closed", "wrk", "oha", "httperf"]
+STAMPEDES = ["stampede", "stampede-closed"]
 
 
 # ---------------------------------------------------------------- nginx
@@ -186,7 +189,7 @@ def cmd_record(a):
             rec.update(parse_wrk(out))
         elif a.tool == "oha":
             rec.update(parse_oha(a.json))
-        elif a.tool == "stampede":
+        elif a.tool in STAMPEDES:
             rec.update(parse_stampede(a.json))
         elif a.tool == "httperf":
             rec.update(parse_httperf(out))
@@ -261,6 +264,26 @@ COLUMNS = [  # (field, header, digits)
 ]
 
 
+def ratios(runs, case, tools, st, p, summary):
+    """The stampede variant st's req/CPU-s over each other tool's: ratio of medians, and the range of
+    same-rep ratios."""
+    s_by_rep = {r["rep"]: r["req_per_cpu_s"] for r in runs
+                if r["case"] == case and r["tool"] == st and r.get("req_per_cpu_s")}
+    for t in tools:
+        if t in STAMPEDES or not s_by_rep:
+            continue
+        o_by_rep = {r["rep"]: r["req_per_cpu_s"] for r in runs
+                    if r["case"] == case and r["tool"] == t and r.get("req_per_cpu_s")}
+        if not o_by_rep:
+            continue
+        ratio = statistics.median(s_by_rep.values()) / statistics.median(o_by_rep.values())
+        paired = [s_by_rep[k] / o_by_rep[k] for k in s_by_rep if k in o_by_rep]
+        rng = f" (same-rep ratios {min(paired):.2f}-{max(paired):.2f})" if len(paired) > 1 else ""
+        p(f"  {st} / {t} on req/CPU-s: {ratio:.2f}{rng}")
+        summary.append({"case": case, "ratio": f"{st}/{t}", "req_per_cpu_s_ratio_of_medians": ratio,
+                        "same_rep_ratios": paired})
+
+
 def cmd_report(a):
     runs = load(a.raw)
     for r in runs:
@@ -306,21 +329,8 @@ def cmd_report(a):
         for r in rows:
             p("  " + "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))))
         # stampede's req/CPU-s over each other tool's: ratio of medians, and the range of same-rep ratios.
-        s_by_rep = {r["rep"]: r["req_per_cpu_s"] for r in runs
-                    if r["case"] == case and r["tool"] == "stampede" and r.get("req_per_cpu_s")}
-        for t in tools:
-            if t == "stampede" or not s_by_rep:
-                continue
-            o_by_rep = {r["rep"]: r["req_per_cpu_s"] for r in runs
-                        if r["case"] == case and r["tool"] == t and r.get("req_per_cpu_s")}
-            if not o_by_rep:
-                continue
-            ratio = statistics.median(s_by_rep.values()) / statistics.median(o_by_rep.values())
-            paired = [s_by_rep[k] / o_by_rep[k] for k in s_by_rep if k in o_by_rep]
-            rng = f" (same-rep ratios {min(paired):.2f}-{max(paired):.2f})" if len(paired) > 1 else ""
-            p(f"  stampede / {t} on req/CPU-s: {ratio:.2f}{rng}")
-            summary.append({"case": case, "ratio": f"stampede/{t}", "req_per_cpu_s_ratio_of_medians": ratio,
-                            "same_rep_ratios": paired})
+        for st in STAMPEDES:
+            ratios(runs, case, tools, st, p, summary)
         h = [r for r in runs if r["case"] == case and r["tool"] == "httperf"]
         if h:
             p(f"  httperf has no percentiles: median connection time (connect to close, 1 ms bins) "

@@ -176,7 +176,7 @@ EOF
 
 RUNS_PER_REP=0
 for c in $CASES; do
-    case $c in closed | conn) RUNS_PER_REP=$((RUNS_PER_REP + 3)) ;; open) RUNS_PER_REP=$((RUNS_PER_REP + 2)) ;; esac
+    case $c in closed) RUNS_PER_REP=$((RUNS_PER_REP + 3)) ;; conn) RUNS_PER_REP=$((RUNS_PER_REP + 4)) ;; open) RUNS_PER_REP=$((RUNS_PER_REP + 2)) ;; esac
 done
 # Upper bound on the whole run (every run hitting its own time limit), so nginx cannot outlive us.
 RUN_LIMIT=$((2 * DURATION + 20))
@@ -249,7 +249,7 @@ run_one() {
     after=$(scrape)
     local json=
     [[ $tool == oha ]] && json=$dir/stdout
-    [[ $tool == stampede ]] && json=$dir/stampede/run.json
+    [[ $tool == stampede* ]] && json=$dir/stampede/run.json
     "$PYTHON" "$HELPER" record --raw "$raw" --case "$case" --tool "$tool" --rep "$rep" --position "$pos" \
         --rc "$rc" ${rate:+--target-rate "$rate"} --cmd "$(<"$dir/cmd")" --stdout "$dir/stdout" \
         ${json:+--json "$json"} --time-file "$dir/time" --before "$before" --after "$after"
@@ -262,6 +262,7 @@ cmd_closed_oha() { CMD=("$OHA" -c "$CONNS" -z "${DURATION}s" --worker-threads 1 
 cmd_open_stampede() { CMD=("$STAMPEDE" run "$URL" --model requests --steps "$1" --max-connections "$CONNS" --step-duration "${DURATION}s" --threads 1 --out @DIR@/stampede --quiet); }
 cmd_open_oha() { CMD=("$OHA" -q "$1" -c "$CONNS" -z "${DURATION}s" --worker-threads 1 --latency-correction --no-tui --output-format json "$URL"); }
 cmd_conn_stampede() { CMD=("$STAMPEDE" run "$URL" -H 'Connection: close' --model connections --num-call 1 --steps "$1" --step-duration "${DURATION}s" --threads 1 --out @DIR@/stampede --quiet); }
+cmd_conn_stampede-closed() { CMD=("$STAMPEDE" run "$URL" -H 'Connection: close' --model concurrency --steps "$CONNS" --step-duration "${DURATION}s" --threads 1 --out @DIR@/stampede --quiet); }
 cmd_conn_wrk() { CMD=(wrk -t1 -c"$CONNS" -d"${DURATION}s" --latency -H 'Connection: close' "$URL"); }
 cmd_conn_httperf() { CMD=(httperf --server 127.0.0.1 --port "$PORT" --uri / --rate "$1" --num-conns $(( $1 * DURATION )) --num-calls 1 --timeout 5 --add-header 'Connection: close\n'); }
 
@@ -329,7 +330,7 @@ for c in $CASES; do
         fi
         say ""
         say "== conn: a new connection per request; stampede and httperf at $rate conn/s, wrk closed loop =="
-        run_case conn "$rate" stampede wrk httperf
+        run_case conn "$rate" stampede stampede-closed wrk httperf
         ;;
     esac
 done
