@@ -279,6 +279,7 @@ pub fn summarize(input: &StepInput<'_>) -> StepResult {
         counters: *c,
         aborted: input.aborted,
         lost_agents,
+        concurrency: (input.model == LoadModel::Concurrency).then_some(input.value as u64),
     });
     let attempts = c.attempts();
     StepResult {
@@ -447,7 +448,7 @@ mod tests {
             clock_offset_ns: 0,
             rtt: Duration::ZERO,
         };
-        let r = summarize(&StepInput {
+        let input = StepInput {
             step: 0,
             model: LoadModel::Requests,
             value: 100.0,
@@ -459,7 +460,8 @@ mod tests {
             aborted: false,
             mark_lost: true,
             start_skew: Some(Duration::from_micros(1500)),
-        });
+        };
+        let r = summarize(&input);
         assert_eq!(r.start_skew_ms, Some(1.5));
         assert_eq!(r.requests, 200);
         assert_eq!(r.achieved_request_rate, 100.0);
@@ -479,6 +481,24 @@ mod tests {
         assert_eq!(row.len(), table_header("h", LoadModel::Requests).len());
         assert_eq!(row[0], "100");
         assert_eq!(row.last().unwrap(), "valid");
+
+        // The closed model's step value is a connection count: fewer established is named.
+        let mut short = total.clone();
+        short.counters.connections = 30;
+        let r = summarize(&StepInput {
+            model: LoadModel::Concurrency,
+            value: 50.0,
+            demanded_rate: None,
+            total: &short,
+            agents: vec![agent("a", &a)],
+            ..input
+        });
+        assert_eq!(r.verdict, Verdict::Degraded, "{:?}", r.reasons);
+        assert!(
+            r.reasons[0].starts_with("only 30 of 50 connections"),
+            "{:?}",
+            r.reasons
+        );
     }
 
     #[test]

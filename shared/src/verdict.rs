@@ -52,6 +52,8 @@ pub struct Facts {
     pub counters: Counters,
     pub aborted: bool,
     pub lost_agents: Vec<String>,
+    /// The closed model's demanded connection count (None for the open models).
+    pub concurrency: Option<u64>,
 }
 
 /// The verdict, the reasons for it, and notes that explain the numbers without blaming the generator.
@@ -157,6 +159,16 @@ pub fn judge(f: &Facts) -> Judgement {
             ));
         }
     }
+    // Every closed-loop connection connects at least once; fewer means some never got through (still
+    // connecting at the end: a full accept queue, ports running out), so the step did not measure the
+    // concurrency it names.
+    if let Some(n) = f.concurrency.filter(|n| c.connections < *n) {
+        verdict.worsen(Verdict::Degraded);
+        reasons.push(format!(
+            "only {} of {n} connections were established: the step ran at less than its concurrency",
+            c.connections
+        ));
+    }
     if c.waited > 0 {
         notes.push(format!(
             "{} arrivals waited for a free connection (max-connections reached); their latency counts from the intended send",
@@ -207,6 +219,25 @@ mod tests {
         let j = judge(&healthy());
         assert_eq!(j.verdict, Verdict::Valid);
         assert!(j.reasons.is_empty());
+    }
+
+    #[test]
+    fn closed_loop_short_of_its_connections_is_degraded() {
+        let mut f = healthy();
+        f.demanded_rate = None;
+        f.concurrency = Some(30_000);
+        f.counters.connections = 27_661;
+        let j = judge(&f);
+        assert_eq!(j.verdict, Verdict::Degraded);
+        assert_eq!(
+            j.reasons,
+            vec![
+                "only 27661 of 30000 connections were established: the step ran at less than its concurrency"
+            ]
+        );
+        // Reconnections count too: at or above the demand nothing is said.
+        f.counters.connections = 30_000;
+        assert_eq!(judge(&f).verdict, Verdict::Valid);
     }
 
     #[test]
