@@ -78,6 +78,9 @@ pub struct Route {
     /// Whether the target is on loopback (where tcp_tw_reuse = 2 applies); `None` when not known yet
     /// (the coordinator does not resolve host names).
     pub loopback: Option<bool>,
+    /// The server closes each connection of the connections model first (its last request says
+    /// `Connection: close`), so the TIME_WAIT is the server's and the ports are free again at once.
+    pub server_closes: bool,
 }
 
 impl Capacity {
@@ -205,8 +208,20 @@ impl Capacity {
                         self.fds_text()
                     ));
                 }
-                // The client closes each connection first, so its port stays in TIME_WAIT on this
-                // side unless tcp_tw_reuse lets connect() take it back.
+                if route.server_closes {
+                    if worst > ports {
+                        warnings.push(format!(
+                            "step {n} may hold up to {worst} connections to one destination open if the target stops answering ({} connections/s × {} s of connect timeout plus timeout), more than the {ports} local ports this agent has ({}); the rest would fail as addr-unavailable: {port_advice}",
+                            num(rate),
+                            num(life.as_secs_f64()),
+                            self.ports_text(route.sources)
+                        ));
+                    }
+                    return Ok(warnings);
+                }
+                // The client closes each connection first (the user's own Connection header said
+                // so), so its port stays in TIME_WAIT on this side unless tcp_tw_reuse lets
+                // connect() take it back.
                 let reuse = self.tw_reuse.applies(route.loopback);
                 let hold = if reuse { TW_REUSE_AFTER } else { TIME_WAIT };
                 let sysctl = format!("net.ipv4.tcp_tw_reuse is {}", self.tw_reuse.sysctl());
@@ -257,6 +272,7 @@ impl Route {
             connect_timeout: target.connect_timeout,
             sources: target.sources.len(),
             loopback: Some(target.addr.ip().is_loopback()),
+            server_closes: target.server_closes,
         }
     }
 }
@@ -321,6 +337,8 @@ mod tests {
             connect_timeout: Duration::from_secs(5),
             sources,
             loopback,
+            // As with a user's own `Connection: keep-alive`: the client closes, TIME_WAIT is ours.
+            server_closes: false,
         }
     }
 
@@ -369,6 +387,23 @@ mod tests {
         );
         // Two source addresses double the ports.
         assert_eq!(c.check_step(&s, &route(2, Some(true))), Ok(vec![]));
+    }
+
+    #[test]
+    fn no_time_wait_when_the_server_closes_first() {
+        // The default: the last request says Connection: close, so 3000 conn/s for 10 s leave no
+        // ports behind; only a stalled target (30000 open) is a risk.
+        let s = share(LoadModel::Connections, 3000.0, 0, 1, 10);
+        let off = cap(1_000_000, TwReuse::Off);
+        let closes = Route {
+            server_closes: true,
+            ..route(1, Some(false))
+        };
+        let w = off.check_step(&s, &closes).unwrap();
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(w[0].starts_with("step 3 may hold up to 30000 connections to one destination open if the target stops answering"), "{w:?}");
+        let calm = share(LoadModel::Connections, 100.0, 0, 1, 10);
+        assert_eq!(off.check_step(&calm, &closes), Ok(vec![]));
     }
 
     #[test]

@@ -170,6 +170,7 @@ fn route(cfg: &RunConfig) -> agent::capacity::Route {
             Err(_) if host.eq_ignore_ascii_case("localhost") => Some(true),
             Err(_) => None,
         },
+        server_closes: w.requests.iter().all(|r| r.server_closes_last()),
     }
 }
 

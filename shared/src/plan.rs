@@ -299,6 +299,21 @@ pub struct RequestSpec {
 }
 
 impl RequestSpec {
+    /// Whether the server closes a connection after this request when it is the connection's last:
+    /// the agent then sends `Connection: close` itself, unless the user set a Connection header, in
+    /// which case only a `close` of theirs does it. The side that closes first keeps the TIME_WAIT.
+    pub fn server_closes_last(&self) -> bool {
+        let mut theirs = self
+            .headers
+            .iter()
+            .filter(|(name, _)| name.eq_ignore_ascii_case("connection"))
+            .peekable();
+        theirs.peek().is_none()
+            || theirs.any(|(_, v)| v.split(',').any(|t| t.trim().eq_ignore_ascii_case("close")))
+    }
+}
+
+impl RequestSpec {
     pub fn try_new(
         method: &str,
         url: &str,
@@ -1135,5 +1150,23 @@ mod tests {
             )
             .is_err()
         );
+    }
+
+    #[test]
+    fn who_closes_a_connections_model_connection() {
+        let spec = |headers: &[(&str, &str)]| RequestSpec {
+            method: "GET".into(),
+            url: Url::parse("http://h/").unwrap(),
+            headers: headers
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            body: Vec::new(),
+        };
+        assert!(spec(&[]).server_closes_last());
+        assert!(spec(&[("X-A", "b")]).server_closes_last());
+        assert!(spec(&[("connection", "Close")]).server_closes_last());
+        assert!(spec(&[("Connection", "upgrade, close")]).server_closes_last());
+        assert!(!spec(&[("Connection", "keep-alive")]).server_closes_last());
     }
 }
