@@ -422,6 +422,9 @@ pub struct Conn {
 enum Fault {
     Stale,
     Failed(ErrorClass),
+    /// A TLS peer closed without close_notify in the middle of a body (the end only for a body
+    /// read to the close; elsewhere a conn-reset).
+    Closed,
 }
 
 impl Conn {
@@ -477,8 +480,7 @@ impl Conn {
             return Err(SendError::Stale);
         }
         let sent_at = Instant::now();
-        let outcome =
-            tokio::time::timeout_at(sent_at + timeout, self.exchange(t, last, sent_at)).await;
+        let outcome = tokio::time::timeout_at(sent_at + timeout, self.exchange(t, last)).await;
         // Counted once its fate is known, so that a request the server never saw is not counted.
         if !matches!(outcome, Ok(Err(Fault::Stale))) {
             rec.sent();
@@ -495,6 +497,7 @@ impl Conn {
                 Err(SendError::Failed(ErrorClass::ClientTimeout))
             }
             Ok(Err(Fault::Failed(class))) => Err(SendError::Failed(class)),
+            Ok(Err(Fault::Closed)) => Err(SendError::Failed(ErrorClass::ConnReset)),
         }
     }
 
@@ -515,21 +518,20 @@ impl Conn {
             .is_ready()
     }
 
-    async fn exchange(
-        &mut self,
-        t: &Template,
-        last: bool,
-        sent_at: Instant,
-    ) -> Result<(u16, Duration), Fault> {
+    async fn exchange(&mut self, t: &Template, last: bool) -> Result<(u16, Duration), Fault> {
         let wire = if last { &t.last } else { &t.wire };
         if let Err(e) = self.write(wire).await {
             // The server closed the idle connection just now: nothing reached it.
-            return Err(if self.reused && is_closed(&e) {
-                Fault::Stale
-            } else {
-                Fault::Failed(io_class(&e))
-            });
+            return Err(
+                if self.reused && is_closed(&e) && wire.len() <= STALE_WRITE_MAX {
+                    Fault::Stale
+                } else {
+                    Fault::Failed(io_class(&e))
+                },
+            );
         }
+        // Time to first byte counts from the end of the write, not the upload of a large body.
+        let written_at = Instant::now();
         let mut ttfb = None;
         loop {
             let head = loop {
@@ -553,7 +555,7 @@ impl Conn {
                         Fault::Failed(ErrorClass::ConnReset)
                     });
                 }
-                ttfb.get_or_insert_with(|| sent_at.elapsed());
+                ttfb.get_or_insert_with(|| written_at.elapsed());
             };
             self.buf.drain(..head.len);
             // Interim replies (100 Continue, 103 Early Hints) precede the real one.
@@ -600,8 +602,13 @@ impl Conn {
             }
             Framing::UntilClose => loop {
                 self.buf.clear();
-                if self.body_read(&mut reads).await? == 0 {
-                    return Ok(());
+                match self.body_read(&mut reads).await {
+                    Ok(0) => return Ok(()),
+                    Ok(_) => {}
+                    // The close is the end of this body, with or without a TLS close_notify (as
+                    // curl and hyper read it).
+                    Err(Fault::Closed) => return Ok(()),
+                    Err(f) => return Err(f),
                 }
             },
         }
@@ -615,9 +622,13 @@ impl Conn {
             tokio::task::yield_now().await;
         }
         *reads += 1;
-        self.read(BUF_MAX)
-            .await
-            .map_err(|e| Fault::Failed(io_class(&e)))
+        self.read(BUF_MAX).await.map_err(|e| {
+            if e.kind() == io::ErrorKind::UnexpectedEof {
+                Fault::Closed
+            } else {
+                Fault::Failed(io_class(&e))
+            }
+        })
     }
 
     /// Reads what the socket has into the buffer. It grows when a read filled it (a long body, a long
@@ -636,17 +647,197 @@ impl Conn {
         Ok(n)
     }
 
+    /// After the last reply of a connection the server closes: waits (at most `within`) for its close
+    /// before dropping the socket, so that the server, which closed first, keeps the TIME_WAIT and
+    /// this port is free at once. A server that does not close in time leaves it to us.
+    pub async fn linger(mut self, within: Duration) {
+        if !self.ended {
+            return;
+        }
+        let _ = tokio::time::timeout(within, async {
+            loop {
+                self.buf.clear();
+                match self.read(BUF_START).await {
+                    Ok(0) | Err(_) => return,
+                    Ok(_) => {}
+                }
+            }
+        })
+        .await;
+    }
+
     async fn write(&mut self, bytes: &[u8]) -> io::Result<()> {
         self.io.write_all(bytes).await?;
         self.io.flush().await
     }
 }
 
+/// The peer closed or reset the connection. UnexpectedEof is how rustls reports a TCP close without a
+/// TLS close_notify, which many servers do.
 fn is_closed(e: &io::Error) -> bool {
     matches!(
         e.kind(),
         io::ErrorKind::BrokenPipe
             | io::ErrorKind::ConnectionReset
             | io::ErrorKind::ConnectionAborted
+            | io::ErrorKind::UnexpectedEof
     )
+}
+
+/// A request this small leaves in one write: a write error then means the server closed before it
+/// took anything. A larger one may have been answered early (413, 401) and the server closed while we
+/// still wrote; resending it would send a request the server already answered.
+const STALE_WRITE_MAX: usize = 4 * 1024;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::net::TcpListener;
+
+    fn target(addr: SocketAddr, tls: bool) -> Target {
+        let mut h = HeaderMap::new();
+        h.insert(HOST, HeaderValue::from_static("localhost"));
+        let t = Template::new(&Method::GET, &"/".parse().unwrap(), &h, b"");
+        Target {
+            addr,
+            templates: Arc::new(vec![t]),
+            tls: tls.then(|| {
+                (
+                    tokio_rustls::TlsConnector::from(Arc::new(tls_config(true))),
+                    rustls::pki_types::ServerName::try_from("localhost".to_string()).unwrap(),
+                )
+            }),
+            timeout: Duration::from_secs(2),
+            connect_timeout: Duration::from_secs(2),
+            random_order: false,
+            sources: Arc::from(Vec::<IpAddr>::new()),
+            server_closes: true,
+        }
+    }
+
+    fn acceptor() -> tokio_rustls::TlsAcceptor {
+        let ck = rcgen::generate_simple_self_signed(vec!["localhost".into()]).unwrap();
+        let key = rustls::pki_types::PrivateKeyDer::Pkcs8(
+            rustls::pki_types::PrivatePkcs8KeyDer::from(ck.signing_key.serialize_der()),
+        );
+        let cfg = rustls::ServerConfig::builder_with_provider(Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(vec![ck.cert.der().clone()], key)
+        .unwrap();
+        tokio_rustls::TlsAcceptor::from(Arc::new(cfg))
+    }
+
+    async fn read_request<S: AsyncRead + Unpin>(s: &mut S) {
+        let mut b = Vec::new();
+        let mut x = [0u8; 1024];
+        while !b.windows(4).any(|w| w == b"\r\n\r\n") {
+            let n = s.read(&mut x).await.unwrap();
+            assert!(n > 0);
+            b.extend_from_slice(&x[..n]);
+        }
+    }
+
+    async fn send(c: &mut Conn, t: &Target, last: bool) -> Result<(), SendError> {
+        let rec = Recorder::new();
+        c.send(&t.templates[0], last, Instant::now(), t.timeout, &rec)
+            .await
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn tls_body_to_the_close_without_close_notify_is_complete() {
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap();
+        let acc = acceptor();
+        tokio::spawn(async move {
+            let (tcp, _) = l.accept().await.unwrap();
+            let mut s = acc.accept(tcp).await.unwrap();
+            read_request(&mut s).await;
+            s.write_all(b"HTTP/1.1 200 OK\r\n\r\nhello").await.unwrap();
+            s.flush().await.unwrap();
+            // Dropped without close_notify, as many servers do.
+        });
+        let t = target(addr, true);
+        let mut c = Conn::open(&t, &Rc::new(Recorder::new())).await.unwrap();
+        assert_eq!(send(&mut c, &t, false).await, Ok(()));
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_close_as_the_request_arrives_is_stale_over_tcp_and_tls() {
+        for tls in [false, true] {
+            let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let addr = l.local_addr().unwrap();
+            let acc = acceptor();
+            tokio::spawn(async move {
+                let (tcp, _) = l.accept().await.unwrap();
+                let reply = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
+                if tls {
+                    let mut s = acc.accept(tcp).await.unwrap();
+                    read_request(&mut s).await;
+                    s.write_all(reply).await.unwrap();
+                    s.flush().await.unwrap();
+                    read_request(&mut s).await;
+                    // A TCP close with nothing unread (a FIN, not a reset), no close_notify.
+                    drop(s.into_inner().0);
+                } else {
+                    let mut s = tcp;
+                    read_request(&mut s).await;
+                    s.write_all(reply).await.unwrap();
+                    read_request(&mut s).await;
+                }
+            });
+            let t = target(addr, tls);
+            let mut c = Conn::open(&t, &Rc::new(Recorder::new())).await.unwrap();
+            assert_eq!(send(&mut c, &t, false).await, Ok(()), "tls {tls}");
+            assert_eq!(
+                send(&mut c, &t, false).await,
+                Err(SendError::Stale),
+                "tls {tls}"
+            );
+        }
+    }
+
+    /// Whether a local port is in TIME_WAIT (state 06 in /proc/net/tcp).
+    fn in_time_wait(port: u16) -> bool {
+        let table = std::fs::read_to_string("/proc/net/tcp").unwrap();
+        table.lines().skip(1).any(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            f.len() > 3 && f[1].ends_with(&format!(":{port:04X}")) && f[3] == "06"
+        })
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn after_the_last_call_the_server_closes_first() {
+        // The server closes 5 ms after its reply (a proxy, a log write): lingering lets it, so the
+        // TIME_WAIT is the server's and this port is free at once.
+        for linger in [false, true] {
+            let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let addr = l.local_addr().unwrap();
+            tokio::spawn(async move {
+                let (mut s, _) = l.accept().await.unwrap();
+                read_request(&mut s).await;
+                s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok")
+                    .await
+                    .unwrap();
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            });
+            let t = target(addr, false);
+            let mut c = Conn::open(&t, &Rc::new(Recorder::new())).await.unwrap();
+            let Stream::Plain(p) = &c.io else {
+                unreachable!()
+            };
+            let port = p.inner.local_addr().unwrap().port();
+            assert_eq!(send(&mut c, &t, true).await, Ok(()));
+            if linger {
+                c.linger(Duration::from_millis(500)).await;
+            } else {
+                drop(c);
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            assert_eq!(in_time_wait(port), !linger, "linger {linger}");
+        }
+    }
 }

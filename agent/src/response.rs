@@ -62,50 +62,54 @@ pub fn parse_head(buf: &[u8], request_was_head: bool) -> Result<Option<Head>, He
     let status = resp.code.ok_or(HeadError::Malformed)?;
     let http10 = resp.version == Some(0);
     let mut length: Option<u64> = None;
+    // Transfer-Encoding seen, and whether its last coding is chunked.
+    let mut coded = false;
     let mut chunked = false;
-    let mut close = http10;
+    let mut said_close = false;
+    let mut said_keep_alive = false;
     for h in resp.headers.iter() {
         if h.name.eq_ignore_ascii_case("content-length") {
+            // Digits only: Rust's parse would also take "+3".
             let v = std::str::from_utf8(h.value)
                 .ok()
-                .and_then(|v| v.trim().parse::<u64>().ok())
+                .map(str::trim)
+                .filter(|v| !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()))
+                .and_then(|v| v.parse::<u64>().ok())
                 .ok_or(HeadError::BadFraming)?;
             if length.is_some_and(|l| l != v) {
                 return Err(HeadError::BadFraming);
             }
             length = Some(v);
         } else if h.name.eq_ignore_ascii_case("transfer-encoding") {
-            // Chunked must be the last coding; anything else is read to the close.
+            coded = true;
             chunked = h
                 .value
                 .rsplit(|&b| b == b',')
                 .next()
                 .is_some_and(|last| last.trim_ascii().eq_ignore_ascii_case(b"chunked"));
-            if !chunked {
-                close = true;
-            }
         } else if h.name.eq_ignore_ascii_case("connection") {
             for token in h.value.split(|&b| b == b',') {
                 let token = token.trim_ascii();
-                if token.eq_ignore_ascii_case(b"close") {
-                    close = true;
-                } else if http10 && token.eq_ignore_ascii_case(b"keep-alive") {
-                    close = false;
-                }
+                said_close |= token.eq_ignore_ascii_case(b"close");
+                said_keep_alive |= token.eq_ignore_ascii_case(b"keep-alive");
             }
         }
     }
+    // RFC 9112 6.3: Transfer-Encoding overrides Content-Length; chunked must be its last coding,
+    // and any other coding is read to the close.
     let framing =
         if request_was_head || (100..200).contains(&status) || status == 204 || status == 304 {
             Framing::None
         } else if chunked {
             Framing::Chunked
+        } else if coded {
+            Framing::UntilClose
         } else if let Some(l) = length {
             Framing::Length(l)
         } else {
-            close = true;
             Framing::UntilClose
         };
+    let close = said_close || framing == Framing::UntilClose || (http10 && !said_keep_alive);
     // 101 hands the connection to another protocol: it cannot carry our next request.
     let keep_alive = !close && status != 101;
     Ok(Some(Head {
@@ -186,7 +190,8 @@ impl Chunked {
                     },
                     _ => {
                         let d = (b as char).to_digit(16).ok_or(BadChunk)?;
-                        if digits >= 16 {
+                        // Leading zeros are fine; a value past 64 bits (or an endless line) is not.
+                        if value > u64::MAX >> 4 || digits as usize > MAX_LINE {
                             return Err(BadChunk);
                         }
                         Chunked::Size {
@@ -276,6 +281,18 @@ mod tests {
     }
 
     #[test]
+    fn a_close_is_never_undone() {
+        assert!(
+            !head("HTTP/1.0 200 OK\r\nConnection: close\r\nConnection: keep-alive\r\nContent-Length: 0\r\n\r\n")
+                .keep_alive
+        );
+        assert_eq!(
+            parse_head(b"HTTP/1.1 200 OK\r\nContent-Length: +3\r\n\r\n", false),
+            Err(HeadError::BadFraming)
+        );
+    }
+
+    #[test]
     fn close_and_http10() {
         assert!(
             !head("HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 0\r\n\r\n").keep_alive
@@ -316,6 +333,10 @@ mod tests {
         assert_eq!(h.framing, Framing::Chunked);
         let h = head("HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\n");
         assert!(!h.keep_alive);
+        // Any Transfer-Encoding overrides a Content-Length; not chunked, it runs to the close.
+        let h = head("HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\nContent-Length: 3\r\n\r\n");
+        assert_eq!(h.framing, Framing::UntilClose);
+        assert!(!h.keep_alive);
     }
 
     fn decode_in_pieces(body: &[u8], piece: usize) -> Result<(usize, bool), BadChunk> {
@@ -343,6 +364,10 @@ mod tests {
             );
         }
         assert_eq!(decode_in_pieces(b"0\r\n\r\n", 1), Ok((5, true)));
+        assert_eq!(
+            decode_in_pieces(b"00000000000000000003\r\nabc\r\n0\r\n\r\n", 4),
+            Ok((32, true))
+        );
         // Bare LF line ends, as lenient servers send them.
         assert_eq!(decode_in_pieces(b"3\nabc\n0\n\n", 2), Ok((9, true)));
     }

@@ -54,6 +54,9 @@ const CATCH_UP_BATCH: u32 = 64;
 /// they come faster than this (10,000 wake-ups a second at most, per worker).
 const WAKE_GAP: Duration = Duration::from_micros(100);
 
+/// How long a finished connection of the connections model waits for the server's close.
+const LINGER: Duration = Duration::from_millis(200);
+
 /// How long a closed-loop connection waits after the generator ran out of fds or ports.
 const RESOURCE_BACKOFF: Duration = Duration::from_millis(10);
 
@@ -99,6 +102,8 @@ impl Ctx {
         last: bool,
     ) -> (Option<Conn>, bool) {
         let mut conn = conn;
+        // Chosen once: a resend after a stale connection is the same request.
+        let template = self.template();
         for attempt in 0..2 {
             let mut c = match conn.take() {
                 Some(c) => c,
@@ -108,13 +113,7 @@ impl Ctx {
                 },
             };
             match c
-                .send(
-                    self.template(),
-                    last,
-                    intended,
-                    self.target.timeout,
-                    &self.rec,
-                )
+                .send(template, last, intended, self.target.timeout, &self.rec)
                 .await
             {
                 Ok(()) => return (Some(c), true),
@@ -374,6 +373,14 @@ async fn connection(ctx: &Ctx, intended: Instant, calls: u32) {
                     .with(|s| s.counters.unsent += u64::from(calls - call - 1));
                 return;
             }
+        }
+    }
+    // The last reply asked the server to close: let it, so the TIME_WAIT is its and not one of
+    // this agent's ports (see `Conn::linger`). An abort does not wait.
+    if let Some(c) = conn {
+        tokio::select! {
+            _ = c.linger(LINGER) => {}
+            _ = ctx.cancel.cancelled() => {}
         }
     }
 }
