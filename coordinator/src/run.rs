@@ -86,13 +86,7 @@ pub async fn run(cfg: RunConfig, shutdown: CancellationToken) -> Result<RunOutco
             false,
         )
         .await?;
-    let warnings: Vec<String> = warnings
-        .iter()
-        .map(|(i, w)| {
-            warn(&fleet.agents[*i].name, w);
-            format!("agent {}: {w}", fleet.agents[*i].name)
-        })
-        .collect();
+    let warnings = announce(&fleet, &warnings);
 
     check_limits(&fleet, &cfg)?;
     let mut out = Output::create(&cfg, &fleet.infos(), &warnings)?;
@@ -190,8 +184,16 @@ fn check_source_addrs(fleet: &Fleet, cfg: &RunConfig) -> Result<(), RunError> {
 }
 
 /// An agent's warning, on stderr whatever --quiet says: it explains a result, it is not progress.
-fn warn(agent: &str, warning: &str) {
-    eprintln!("stampede: warning from agent {agent}: {warning}");
+/// Prints the agents' warnings on stderr now and returns them as notes, each naming its agent.
+fn announce(fleet: &Fleet, warnings: &[(usize, String)]) -> Vec<String> {
+    warnings
+        .iter()
+        .map(|(i, w)| {
+            let agent = &fleet.agents[*i].name;
+            eprintln!("stampede: warning from agent {agent}: {w}");
+            format!("agent {agent}: {w}")
+        })
+        .collect()
 }
 
 /// An agent's share of the load: its --agent-weights entry, or its cores.
@@ -287,13 +289,7 @@ async fn run_step(
         }
     };
     // What the agents warned of when they accepted the step goes on stderr now and into its notes.
-    let warnings: Vec<String> = warnings
-        .iter()
-        .map(|(i, w)| {
-            warn(&fleet.agents[*i].name, w);
-            format!("agent {}: {w}", fleet.agents[*i].name)
-        })
-        .collect();
+    let warnings = announce(fleet, &warnings);
     let mut lost: Vec<usize> = before.into_iter().filter(|i| !who.contains(i)).collect();
     fleet.sync_clocks(&who).await;
     if who.iter().any(|&i| !fleet.agents[i].alive) && !tolerate {

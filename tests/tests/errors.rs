@@ -191,6 +191,25 @@ fn unreachable_target_is_a_result_not_a_crash() {
     assert!(text(&o.stdout).contains("invalid"));
 }
 
+/// `stampede run TARGET ARGS --quiet --out OUT` under `ulimit -n LIMIT` (a hard limit it cannot raise).
+fn run_with_fd_limit(
+    limit: u32,
+    target: &tests::Target,
+    args: &str,
+    out: &std::path::Path,
+) -> std::process::Output {
+    let script = format!(
+        "ulimit -n {limit} && exec {} run {} {args} --quiet --out {}",
+        tests::bin("stampede").display(),
+        target.url(),
+        out.display()
+    );
+    std::process::Command::new("sh")
+        .args(["-c", &script])
+        .output()
+        .unwrap()
+}
+
 #[test]
 fn generator_out_of_file_descriptors_is_named_and_not_blamed_on_the_target() {
     // Replies take 500 ms, so 400 req/s want about 200 connections; the pool may open 200, and a hard
@@ -198,17 +217,12 @@ fn generator_out_of_file_descriptors_is_named_and_not_blamed_on_the_target() {
     // target would need few connections), so the step runs, warned, and its failures are the generator's.
     let target = tests::Target::start(&["--delay", "500ms"]);
     let out = tempfile::tempdir().unwrap();
-    let script = format!(
-        "ulimit -n 64 && exec {} run {} --model requests --steps 400 --max-connections 200 --timeout 3s \
-         --step-duration 1s --threads 1 --quiet --out {}",
-        tests::bin("stampede").display(),
-        target.url(),
-        out.path().display()
+    let o = run_with_fd_limit(
+        64,
+        &target,
+        "--model requests --steps 400 --max-connections 200 --timeout 3s --step-duration 1s --threads 1",
+        out.path(),
     );
-    let o = std::process::Command::new("sh")
-        .args(["-c", &script])
-        .output()
-        .unwrap();
     let err = text(&o.stderr);
     assert_eq!(o.status.code(), Some(0), "{err}");
     let warning = "more than the 48 this agent can open (RLIMIT_NOFILE 64 minus 16 reserved)";
@@ -242,16 +256,12 @@ fn a_step_over_the_fd_limit_is_refused_before_any_load_with_the_numbers() {
     let target = tests::Target::start(&[]);
     let out = tempfile::tempdir().unwrap();
     // 1000 connections held open cannot fit in 256 descriptors: certain, so refused up front.
-    let script = format!(
-        "ulimit -n 256 && exec {} run {} --model concurrency --steps 10,1000 --step-duration 1s --quiet --out {}",
-        tests::bin("stampede").display(),
-        target.url(),
-        out.path().display()
+    let o = run_with_fd_limit(
+        256,
+        &target,
+        "--model concurrency --steps 10,1000 --step-duration 1s",
+        out.path(),
     );
-    let o = std::process::Command::new("sh")
-        .args(["-c", &script])
-        .output()
-        .unwrap();
     let err = text(&o.stderr);
     assert_eq!(o.status.code(), Some(2), "{err}");
     assert!(
