@@ -311,11 +311,7 @@ for c in $CASES; do
         fi
         say ""
         say "== open: $rate req/s over a keep-alive pool of at most $CONNS =="
-        if [[ -z $OHA ]]; then
-            run_case open "$rate" stampede
-        else
-            run_case open "$rate" stampede oha
-        fi
+        run_case open "$rate" stampede "${with_oha[@]}"
         ;;
     conn)
         rate=$CONN_RATE

@@ -200,20 +200,21 @@ impl Capacity {
             }
             LoadModel::Connections => {
                 let worst = ceil(rate * life.as_secs_f64());
+                let why = format!(
+                    "if the target stops answering ({} connections/s × {} s of connect timeout plus timeout)",
+                    num(rate),
+                    num(life.as_secs_f64())
+                );
                 if worst > fds {
                     warnings.push(format!(
-                        "step {n} may hold up to {worst} connections open if the target stops answering ({} connections/s × {} s of connect timeout plus timeout), more than the {fds} this agent can open ({}); the rest would fail as fd-unavailable",
-                        num(rate),
-                        num(life.as_secs_f64()),
+                        "step {n} may hold up to {worst} connections open {why}, more than the {fds} this agent can open ({}); the rest would fail as fd-unavailable",
                         self.fds_text()
                     ));
                 }
                 if route.server_closes {
                     if worst > ports {
                         warnings.push(format!(
-                            "step {n} may hold up to {worst} connections to one destination open if the target stops answering ({} connections/s × {} s of connect timeout plus timeout), more than the {ports} local ports this agent has ({}); the rest would fail as addr-unavailable: {port_advice}",
-                            num(rate),
-                            num(life.as_secs_f64()),
+                            "step {n} may hold up to {worst} connections to one destination open {why}, more than the {ports} local ports this agent has ({}); the rest would fail as addr-unavailable: {port_advice}",
                             self.ports_text(route.sources)
                         ));
                     }

@@ -109,7 +109,7 @@ pub struct Target {
     pub random_order: bool,
     /// `--source-addrs`: new connections leave from these in turn (see `socket`); empty: any.
     pub sources: Arc<[IpAddr]>,
-    /// Every request's closing twin makes the server close first (see `RequestSpec::server_closes_last`).
+    /// Every request's closing twin makes the server close first (see `Workload::server_closes_last`).
     pub server_closes: bool,
 }
 
@@ -187,7 +187,7 @@ impl Target {
             connect_timeout: w.connect_timeout,
             random_order: w.url_order == shared::plan::UrlOrder::Random,
             sources: w.source_addrs.clone().into(),
-            server_closes: w.requests.iter().all(|r| r.server_closes_last()),
+            server_closes: w.server_closes_last(),
         })
     }
 }

@@ -236,9 +236,9 @@ impl Session {
                     }
                 }
                 self.greeted = true;
-                let (low, high) = system::port_range();
                 let policy = &self.rules.policy;
                 let capacity = Capacity::of_this_machine();
+                let (low, high) = capacity.port_range;
                 let reply = pb::HelloReply {
                     protocol_version: PROTOCOL_VERSION,
                     agent_version: shared::VERSION.to_string(),

@@ -48,28 +48,28 @@ pub fn choose(
 /// Connects to `addr`, from `source` if given. A source the machine does not have fails with
 /// EADDRNOTAVAIL, which the caller classes as `addr-unavailable` (the generator's, not the target's).
 pub async fn connect(addr: SocketAddr, source: Option<IpAddr>) -> io::Result<TcpStream> {
-    let Some(source) = source else {
-        return TcpStream::connect(addr).await;
-    };
-    let socket = if addr.is_ipv4() {
-        TcpSocket::new_v4()?
-    } else {
-        TcpSocket::new_v6()?
-    };
-    defer_port_choice(&socket);
-    socket.bind(SocketAddr::new(source, 0))?;
-    socket.connect(addr).await
+    match source {
+        None => TcpStream::connect(addr).await,
+        // `choose` picked a target address of the sources' family.
+        Some(source) => bound(source)?.connect(addr).await,
+    }
 }
 
 /// Checks that `source` is an address of this machine by binding to it (no port is claimed and no
 /// packet is sent). Used once at configure, to warn before a run whose connections would all fail.
 pub fn probe(source: IpAddr) -> io::Result<()> {
+    bound(source).map(drop)
+}
+
+/// A socket bound to `source`, its port left for connect() to choose.
+fn bound(source: IpAddr) -> io::Result<TcpSocket> {
     let socket = match source {
         IpAddr::V4(_) => TcpSocket::new_v4()?,
         IpAddr::V6(_) => TcpSocket::new_v6()?,
     };
     defer_port_choice(&socket);
-    socket.bind(SocketAddr::new(source, 0))
+    socket.bind(SocketAddr::new(source, 0))?;
+    Ok(socket)
 }
 
 /// IP_BIND_ADDRESS_NO_PORT: without it, bind(addr, 0) picks the local port at once, knowing nothing of

@@ -359,16 +359,11 @@ async fn connection(ctx: &Ctx, intended: Instant, calls: u32) {
             }
             Instant::now()
         };
-        let (next, written) = ctx.request(conn.take(), from, call + 1 == calls).await;
-        if !written {
-            // This call and the ones after it were due and will never be sent.
-            ctx.rec
-                .with(|s| s.counters.unsent += u64::from(calls - call - 1));
-            return;
-        }
-        match next {
-            Some(c) => conn = Some(c),
-            None => {
+        match ctx.request(conn.take(), from, call + 1 == calls).await {
+            (Some(c), true) => conn = Some(c),
+            // Not sent, or failed with the connection: the calls after this one were due and will
+            // never be sent (this one is already counted, as unsent or as its error).
+            _ => {
                 ctx.rec
                     .with(|s| s.counters.unsent += u64::from(calls - call - 1));
                 return;

@@ -639,7 +639,6 @@ mod baseline {
         }
     }
 
-    /// output.rs's `write_hlog` as it was.
     /// output.rs's `HlogInterval` as it was.
     struct HlogInterval {
         offset: Duration,
@@ -647,6 +646,7 @@ mod baseline {
         per_agent: Vec<(String, Vec<u8>)>,
     }
 
+    /// output.rs's `write_hlog` as it was.
     fn write_hlog(dir: &Path, intervals: &[HlogInterval]) {
         let path = dir.join("hlog").join("step-000.hlog");
         let started = started();

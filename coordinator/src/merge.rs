@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use proto::{ConvertError, pb};
-use shared::histogram::{self, Encoded, Histogram, Sum};
+use shared::histogram::{Encoded, Merger};
 use shared::metrics::{Counters, EncodedInterval, HistogramSums, Snapshot};
 use shared::report::{IntervalSample, LatencyStats};
 
@@ -43,26 +43,7 @@ pub struct StepMerge {
     agents: Vec<AgentSums>,
     seqs: BTreeMap<u32, Seq>,
     /// Reused for every latency merged only to be read (progress, per-agent statistics).
-    scratch: Scratch,
-}
-
-/// A sum and a histogram to read it through, reused so reading allocates nothing.
-struct Scratch {
-    sum: Sum,
-    hist: Histogram<u64>,
-}
-
-impl Scratch {
-    /// The merge of `latency`, as a histogram.
-    fn merge<'a>(&mut self, latency: impl IntoIterator<Item = &'a Encoded>) -> &Histogram<u64> {
-        self.sum.clear();
-        for h in latency {
-            self.sum.add(h);
-        }
-        self.hist.reset();
-        self.sum.add_into(&mut self.hist);
-        &self.hist
-    }
+    scratch: Merger,
 }
 
 /// What one report changed: its interval, and how many reports of it have arrived so far.
@@ -108,10 +89,7 @@ impl StepMerge {
             hist: HistogramSums::default(),
             agents: vec![AgentSums::default(); agents],
             seqs: BTreeMap::new(),
-            scratch: Scratch {
-                sum: Sum::new(),
-                hist: histogram::new(),
-            },
+            scratch: Merger::default(),
         }
     }
 
@@ -220,6 +198,7 @@ impl StepMerge {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use shared::histogram::{self, Histogram};
     use shared::metrics::{ErrorClass, Interval};
 
     /// Agent `agent`'s report of interval `seq`: a few latencies and counters that differ per agent.

@@ -7,7 +7,7 @@ use std::time::{Duration, SystemTime};
 
 use hdrhistogram::serialization::V2DeflateSerializer;
 use hdrhistogram::serialization::interval_log::{IntervalLogWriterBuilder, Tag};
-use shared::histogram::{self, Encoded, Sum};
+use shared::histogram::{Encoded, Merger};
 use shared::report::{RUN_SCHEMA, StepResult, table_header, table_row};
 
 use crate::config::{ConfigError, RunConfig};
@@ -188,23 +188,19 @@ pub fn write_hlog(
             .begin_log_with(&mut buf, &mut serializer)
             .map_err(at(&path))?;
         let to_io = |e| io::Error::other(format!("{e:?}"));
-        let mut sum = Sum::new();
-        let mut scratch = histogram::new();
+        let mut merger = Merger::default();
+        // Tags cannot hold the log's separators; cleaned once per agent, not once per line.
+        let tags: Vec<String> = agents
+            .iter()
+            .map(|a| a.replace([',', ' ', '\t'], "_"))
+            .collect();
         for i in intervals {
-            sum.clear();
-            for (_, h) in &i.per_agent {
-                sum.add(h);
-            }
-            scratch.reset();
-            sum.add_into(&mut scratch);
-            w.write_histogram(&scratch, i.offset, i.length, None)
+            let all = merger.merge(i.per_agent.iter().map(|(_, h)| h));
+            w.write_histogram(all, i.offset, i.length, None)
                 .map_err(to_io)
                 .map_err(at(&path))?;
             for (agent, h) in &i.per_agent {
-                scratch.reset();
-                h.add_to(&mut scratch);
-                let tag = agents[*agent].replace([',', ' ', '\t'], "_");
-                w.write_histogram(&scratch, i.offset, i.length, Tag::new(&tag))
+                w.write_histogram(merger.one(h), i.offset, i.length, Tag::new(&tags[*agent]))
                     .map_err(to_io)
                     .map_err(at(&path))?;
             }
@@ -217,6 +213,7 @@ pub fn write_hlog(
 mod tests {
     use super::*;
     use hdrhistogram::serialization::interval_log::{IntervalLogIterator, LogEntry};
+    use shared::histogram;
 
     #[test]
     fn hlog_is_readable_by_the_standard_reader() {

@@ -164,7 +164,7 @@ fn route(cfg: &RunConfig) -> agent::capacity::Route {
             Err(_) if host.eq_ignore_ascii_case("localhost") => Some(true),
             Err(_) => None,
         },
-        server_closes: w.requests.iter().all(|r| r.server_closes_last()),
+        server_closes: w.server_closes_last(),
     }
 }
 
@@ -183,8 +183,8 @@ fn check_source_addrs(fleet: &Fleet, cfg: &RunConfig) -> Result<(), RunError> {
     }
 }
 
-/// An agent's warning, on stderr whatever --quiet says: it explains a result, it is not progress.
-/// Prints the agents' warnings on stderr now and returns them as notes, each naming its agent.
+/// Prints the agents' warnings on stderr (whatever --quiet says: they explain a result, they are not
+/// progress) and returns them as notes, each naming its agent.
 fn announce(fleet: &Fleet, warnings: &[(usize, String)]) -> Vec<String> {
     warnings
         .iter()

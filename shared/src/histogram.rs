@@ -140,6 +140,46 @@ impl Encoded {
     }
 }
 
+/// A [`Sum`] and a histogram to read it through, reused so that reading merged or single encoded
+/// histograms allocates nothing (progress lines, per-agent statistics, .hlog lines).
+#[derive(Debug, Clone)]
+pub struct Merger {
+    sum: Sum,
+    hist: Histogram<u64>,
+}
+
+impl Default for Merger {
+    fn default() -> Self {
+        Merger {
+            sum: Sum::new(),
+            hist: new(),
+        }
+    }
+}
+
+impl Merger {
+    /// The merge of `histograms`, as a histogram.
+    pub fn merge<'a>(
+        &mut self,
+        histograms: impl IntoIterator<Item = &'a Encoded>,
+    ) -> &Histogram<u64> {
+        self.sum.clear();
+        for h in histograms {
+            self.sum.add(h);
+        }
+        self.hist.reset();
+        self.sum.add_into(&mut self.hist);
+        &self.hist
+    }
+
+    /// One encoded histogram, as a histogram.
+    pub fn one(&mut self, h: &Encoded) -> &Histogram<u64> {
+        self.hist.reset();
+        h.add_to(&mut self.hist);
+        &self.hist
+    }
+}
+
 /// The bucket counts of the one shape, summed straight from [`Encoded`] histograms: the merge's
 /// accumulator. Adding is a pass over the encoded counts with a plain add per bucket (no decoding,
 /// no per-count bookkeeping); [`Sum::add_into`] turns it into a histogram once, when it is read.

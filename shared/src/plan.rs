@@ -496,6 +496,12 @@ pub struct Workload {
 }
 
 impl Workload {
+    /// Whether the server closes every connections-model connection first (see
+    /// [`RequestSpec::server_closes_last`]): then the TIME_WAIT is the server's, not the agent's ports.
+    pub fn server_closes_last(&self) -> bool {
+        self.requests.iter().all(RequestSpec::server_closes_last)
+    }
+
     /// Checks the invariants the agent relies on: at least one request, one origin for all.
     pub fn try_new(
         requests: Vec<RequestSpec>,
