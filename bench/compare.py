@@ -29,7 +29,9 @@ CASES = {  # {c}: CONNS
 }
 # stampede-closed: stampede's closed loop (--model concurrency) in the new-connection case, the same loop
 # as wrk's, beside its open connections model; it tells the loop's cost from the connection handling's.
-TOOLS = ["stampede", "stampede-closed", "wrk", "oha", "httperf"]
+# wrk-1conn: wrk's closed loop on a single connection, where both sides sleep between connections as they
+# do under an open loop at half the server's rate; the same per-connection wake-ups, at wrk's own rate.
+TOOLS = ["stampede", "stampede-closed", "wrk", "wrk-1conn", "oha", "httperf"]
 STAMPEDES = ["stampede", "stampede-closed"]
 
 
@@ -185,7 +187,7 @@ def cmd_record(a):
     rec.update(parse_time(a.time_file) if a.time_file else {})
     out = read(a.stdout)
     try:
-        if a.tool == "wrk":
+        if a.tool.startswith("wrk"):
             rec.update(parse_wrk(out))
         elif a.tool == "oha":
             rec.update(parse_oha(a.json))

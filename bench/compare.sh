@@ -96,6 +96,9 @@ else
     fi
 fi
 
+with_oha=()
+[[ -n $OHA ]] && with_oha=(oha)
+
 if [[ -n ${STAMPEDE:-} ]]; then
     [[ -x $STAMPEDE ]] || die "STAMPEDE=$STAMPEDE is not an executable"
 else
@@ -176,7 +179,7 @@ EOF
 
 RUNS_PER_REP=0
 for c in $CASES; do
-    case $c in closed) RUNS_PER_REP=$((RUNS_PER_REP + 3)) ;; conn) RUNS_PER_REP=$((RUNS_PER_REP + 4)) ;; open) RUNS_PER_REP=$((RUNS_PER_REP + 2)) ;; esac
+    case $c in closed) RUNS_PER_REP=$((RUNS_PER_REP + 3)) ;; conn) RUNS_PER_REP=$((RUNS_PER_REP + 5 + ${#with_oha[@]})) ;; open) RUNS_PER_REP=$((RUNS_PER_REP + 2)) ;; esac
 done
 # Upper bound on the whole run (every run hitting its own time limit), so nginx cannot outlive us.
 RUN_LIMIT=$((2 * DURATION + 20))
@@ -264,6 +267,11 @@ cmd_open_oha() { CMD=("$OHA" -q "$1" -c "$CONNS" -z "${DURATION}s" --worker-thre
 cmd_conn_stampede() { CMD=("$STAMPEDE" run "$URL" -H 'Connection: close' --model connections --num-call 1 --steps "$1" --step-duration "${DURATION}s" --threads 1 --out @DIR@/stampede --quiet); }
 cmd_conn_stampede-closed() { CMD=("$STAMPEDE" run "$URL" -H 'Connection: close' --model concurrency --steps "$CONNS" --step-duration "${DURATION}s" --threads 1 --out @DIR@/stampede --quiet); }
 cmd_conn_wrk() { CMD=(wrk -t1 -c"$CONNS" -d"${DURATION}s" --latency -H 'Connection: close' "$URL"); }
+# The same open loop as stampede's at the same rate: oha without keep-alive (it paces with tokio's 1 ms timer).
+cmd_conn_oha() { CMD=("$OHA" -q "$1" -c "$CONNS" -z "${DURATION}s" --worker-threads 1 --disable-keepalive --latency-correction --no-tui --output-format json "$URL"); }
+# wrk's closed loop on one connection: the load at which its target and it sleep between connections,
+# as an open loop's do at half the server's rate (see docs/benchmarks.md).
+cmd_conn_wrk-1conn() { CMD=(wrk -t1 -c1 -d"${DURATION}s" --latency -H 'Connection: close' "$URL"); }
 cmd_conn_httperf() { CMD=(httperf --server 127.0.0.1 --port "$PORT" --uri / --rate "$1" --num-conns $(( $1 * DURATION )) --num-calls 1 --timeout 5 --add-header 'Connection: close\n'); }
 
 # run_case CASE RATE TOOL... : REPS repetitions, tools interleaved, order rotated by one each repetition.
@@ -284,9 +292,6 @@ median_of() { "$PYTHON" "$HELPER" median --raw "$1" "$2" "$3" "$4"; }
 share() { "$PYTHON" -c "import sys; print(max(1, int(float(sys.argv[1]) * float(sys.argv[2]))))" "$1" "$2"; }
 
 # ------------------------------------------------------------------ the cases
-
-with_oha=()
-[[ -n $OHA ]] && with_oha=(oha)
 
 for c in $CASES; do
     case $c in
@@ -325,8 +330,8 @@ for c in $CASES; do
             say "connection rate: $rate conn/s (${CONN_FRACTION} x wrk's $m conn/s with Connection: close)"
         fi
         say ""
-        say "== conn: a new connection per request; stampede and httperf at $rate conn/s, wrk closed loop =="
-        run_case conn "$rate" stampede stampede-closed wrk httperf
+        say "== conn: a new connection per request; stampede, httperf (and oha) at $rate conn/s, wrk closed loops =="
+        run_case conn "$rate" stampede stampede-closed wrk wrk-1conn httperf "${with_oha[@]}"
         ;;
     esac
 done
