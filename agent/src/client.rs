@@ -741,6 +741,13 @@ mod tests {
         }
     }
 
+    /// A POST of `len` bytes.
+    fn upload(len: usize) -> Template {
+        let mut h = HeaderMap::new();
+        h.insert(HOST, HeaderValue::from_static("localhost"));
+        Template::new(&Method::POST, &"/".parse().unwrap(), &h, &vec![b'x'; len])
+    }
+
     async fn send(c: &mut Conn, t: &Target, last: bool) -> Result<(), SendError> {
         let rec = Recorder::new();
         c.send(&t.templates[0], last, Instant::now(), t.timeout, &rec)
@@ -798,6 +805,80 @@ mod tests {
                 "tls {tls}"
             );
         }
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_large_request_cut_off_by_the_server_is_failed_not_resent() {
+        // A server may answer an upload early (413, 401) and close with the body unread while it is
+        // still being written. That request reached it: a resend would send it twice.
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap();
+        tokio::spawn(async move {
+            let (mut s, _) = l.accept().await.unwrap();
+            read_request(&mut s).await;
+            s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+                .await
+                .unwrap();
+            read_request(&mut s).await;
+            let _ = s
+                .write_all(b"HTTP/1.1 413 Payload Too Large\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+                .await;
+            // Dropped with most of the body unread: a reset, while the client still writes.
+        });
+        let t = target(addr, false);
+        // Far more than the socket buffers take, so the write is still going when the reset comes.
+        let big = upload(16 << 20);
+        let rec = Recorder::new();
+        let mut c = Conn::open(&t, &Rc::new(Recorder::new())).await.unwrap();
+        assert_eq!(send(&mut c, &t, false).await, Ok(()));
+        let r = c.send(&big, false, Instant::now(), t.timeout, &rec).await;
+        assert!(matches!(r, Err(SendError::Failed(_))), "{r:?}");
+        assert_eq!(rec.with(|s| s.counters.requests), 1, "counted as sent");
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn time_to_first_byte_counts_from_the_end_of_the_upload() {
+        // The server takes 400 ms to read most of a 16 MB body, then the rest at once, and answers
+        // right away: the reply's first byte is quick, the exchange is not.
+        const BODY: usize = 16 << 20;
+        const SLOW: usize = 12 << 20 | 512 << 10;
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        // A fixed, small receive buffer (no autotuning): the upload cannot finish into the
+        // server's buffer ahead of its reads; the client's send buffer is at most 4 MB.
+        socket.set_recv_buffer_size(64 << 10).unwrap();
+        socket.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+        let l = socket.listen(1).unwrap();
+        let addr = l.local_addr().unwrap();
+        tokio::spawn(async move {
+            let (mut s, _) = l.accept().await.unwrap();
+            let mut got = 0;
+            let mut chunk = vec![0u8; 64 << 10];
+            // At least the body's length: the head's bytes only bring the answer forward.
+            while got < BODY {
+                if got < SLOW {
+                    tokio::time::sleep(Duration::from_millis(2)).await;
+                }
+                let n = s.read(&mut chunk).await.unwrap();
+                assert!(n > 0);
+                got += n;
+            }
+            s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+                .await
+                .unwrap();
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        });
+        let mut t = target(addr, false);
+        t.timeout = Duration::from_secs(10);
+        let upload = upload(BODY);
+        let rec = Recorder::new();
+        let mut c = Conn::open(&t, &Rc::new(Recorder::new())).await.unwrap();
+        let r = c
+            .send(&upload, false, Instant::now(), t.timeout, &rec)
+            .await;
+        assert_eq!(r, Ok(()));
+        let (ttfb, latency) = rec.with(|s| (s.hist.ttfb.max(), s.hist.latency.max()));
+        assert!(latency >= 350_000, "the upload took {latency} µs");
+        assert!(ttfb < 150_000, "ttfb {ttfb} µs of a {latency} µs exchange");
     }
 
     /// Whether a local port is in TIME_WAIT (state 06 in /proc/net/tcp).

@@ -48,38 +48,47 @@ fn method_headers_and_body_are_sent_as_given() {
 
 #[test]
 fn url_list_is_used_round_robin() {
-    let server = Recorder::start();
-    let dir = tempfile::tempdir().unwrap();
-    let list = dir.path().join("urls.txt");
-    std::fs::write(
-        &list,
-        format!(
-            "# three URLs\nhttp://{0}/a\nPOST http://{0}/b\n\nhttp://{0}/c\n",
-            server.addr
-        ),
-    )
-    .unwrap();
-    run_ok(&[
-        "--urls",
-        list.to_str().unwrap(),
-        "--model",
-        "concurrency",
-        "--steps",
-        "1",
-        "--step-duration",
-        "1s",
-        "--threads",
-        "1",
-    ]);
-    let seen = server.seen();
-    assert!(seen.len() >= 9, "{}", seen.len());
-    for (i, r) in seen.iter().enumerate() {
-        let expected = [("GET", "/a"), ("POST", "/b"), ("GET", "/c")][i % 3];
-        assert_eq!(
-            (r.method.as_str(), r.path.as_str()),
-            expected,
-            "request {i}"
-        );
+    // Also against servers that close or silently drop every connection after 4 replies (the list's
+    // length is 3, so the reconnects fall on every URL): a request resent after a stale connection is
+    // the same request, so the order never skips one (regression: the resend took the next URL).
+    for server in [
+        Recorder::start(),
+        Recorder::closing_after(4),
+        Recorder::dropping_after(4),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let list = dir.path().join("urls.txt");
+        std::fs::write(
+            &list,
+            format!(
+                "# three URLs\nhttp://{0}/a\nPOST http://{0}/b\n\nhttp://{0}/c\n",
+                server.addr
+            ),
+        )
+        .unwrap();
+        let ran = run_ok(&[
+            "--urls",
+            list.to_str().unwrap(),
+            "--model",
+            "concurrency",
+            "--steps",
+            "1",
+            "--step-duration",
+            "1s",
+            "--threads",
+            "1",
+        ]);
+        let seen = server.seen();
+        assert!(seen.len() >= 9, "{}", seen.len());
+        assert_eq!(ran.step(0)["requests"], seen.len() as u64);
+        for (i, r) in seen.iter().enumerate() {
+            let expected = [("GET", "/a"), ("POST", "/b"), ("GET", "/c")][i % 3];
+            assert_eq!(
+                (r.method.as_str(), r.path.as_str()),
+                expected,
+                "request {i}"
+            );
+        }
     }
 }
 
