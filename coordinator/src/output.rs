@@ -39,7 +39,9 @@ pub struct AgentInfo {
 }
 
 /// One interval's latency for the .hlog: each agent's histogram as it arrived (checked V2 bytes, small),
-/// merged only while the file is written, so a long step does not hold full histograms in memory.
+/// merged only while the file is written, so a long step does not hold full histograms in memory. The
+/// writer takes them one at a time (see [`write_hlog`]), so a long step need not hold them all either.
+#[derive(Debug)]
 pub struct HlogInterval {
     pub offset: Duration,
     pub length: Duration,
@@ -117,14 +119,17 @@ impl Output {
     }
 
     /// Appends the step to every output and makes it durable before the next step starts. `agents`
-    /// names the agents that `hlog` refers to by index.
-    pub fn write_step(
+    /// names the agents that `hlog` refers to by index; `hlog` is read as in [`write_hlog`].
+    pub fn write_step<E>(
         &mut self,
         r: &StepResult,
         started: SystemTime,
-        hlog: &[HlogInterval],
+        hlog: impl IntoIterator<Item = Result<HlogInterval, E>>,
         agents: &[String],
-    ) -> Result<(), OutputError> {
+    ) -> Result<(), OutputError>
+    where
+        E: std::error::Error + Send + Sync + 'static,
+    {
         let row = table_row(r).join(&self.separator.to_string());
         writeln!(self.table, "{row}").map_err(at(&self.table_path))?;
         self.table.sync_data().map_err(at(&self.table_path))?;
@@ -164,14 +169,19 @@ impl Output {
 
 /// Writes `dir/hlog/step-NNN.hlog`: per interval, the fleet's merged latency (untagged), then each
 /// agent's (tagged with its name from `agents`). One scratch histogram is reused for every line, so
-/// writing costs one histogram's memory however many agents there are.
-pub fn write_hlog(
+/// writing costs one histogram's memory however many agents there are. `intervals` are taken one at a
+/// time, so they may be read from elsewhere as they are written; a failure to get one fails the file,
+/// the message naming the file and then the cause.
+pub fn write_hlog<E>(
     dir: &Path,
     step: u32,
     started: SystemTime,
-    intervals: &[HlogInterval],
+    intervals: impl IntoIterator<Item = Result<HlogInterval, E>>,
     agents: &[String],
-) -> Result<(), OutputError> {
+) -> Result<(), OutputError>
+where
+    E: std::error::Error + Send + Sync + 'static,
+{
     let path = dir.join("hlog").join(format!("step-{step:03}.hlog"));
     let mut buf = Vec::new();
     let mut serializer = V2DeflateSerializer::new();
@@ -195,6 +205,7 @@ pub fn write_hlog(
             .map(|a| a.replace([',', ' ', '\t'], "_"))
             .collect();
         for i in intervals {
+            let i = i.map_err(io::Error::other).map_err(at(&path))?;
             let all = merger.merge(i.per_agent.iter().map(|(_, h)| h));
             w.write_histogram(all, i.offset, i.length, None)
                 .map_err(to_io)
@@ -230,7 +241,14 @@ mod tests {
             per_agent: vec![(1, enc(&a)), (0, enc(&b))],
         }];
         let agents = ["b".to_string(), "agent a, 1".to_string()];
-        write_hlog(dir.path(), 0, SystemTime::now(), &intervals, &agents).unwrap();
+        write_hlog(
+            dir.path(),
+            0,
+            SystemTime::now(),
+            intervals.into_iter().map(Ok::<_, io::Error>),
+            &agents,
+        )
+        .unwrap();
         let text = fs::read(dir.path().join("hlog/step-000.hlog")).unwrap();
         let mut lines = Vec::new();
         for entry in IntervalLogIterator::new(&text) {
