@@ -183,41 +183,65 @@ where
     E: std::error::Error + Send + Sync + 'static,
 {
     let path = dir.join("hlog").join(format!("step-{step:03}.hlog"));
-    let mut buf = Vec::new();
+    // Streamed to a file beside it, not built in memory (the log of a minute of 1,000 agents is
+    // tens of MB), then renamed over it: a reader sees the whole file or none.
+    let tmp = path.with_extension("hlog.tmp");
+    let written = File::create(&tmp).map_err(at(&tmp)).and_then(|file| {
+        let mut out = io::BufWriter::new(file);
+        hlog_lines(&mut out, &path, step, started, intervals, agents)?;
+        out.flush().map_err(at(&path))
+    });
+    if let Err(e) = written {
+        let _ = fs::remove_file(&tmp);
+        return Err(e);
+    }
+    fs::rename(&tmp, &path).map_err(at(&path))
+}
+
+/// The .hlog's text for [`write_hlog`], into `out`; errors name `path`, the file it becomes.
+fn hlog_lines<E>(
+    out: &mut impl Write,
+    path: &Path,
+    step: u32,
+    started: SystemTime,
+    intervals: impl IntoIterator<Item = Result<HlogInterval, E>>,
+    agents: &[String],
+) -> Result<(), OutputError>
+where
+    E: std::error::Error + Send + Sync + 'static,
+{
     let mut serializer = V2DeflateSerializer::new();
-    {
-        let mut w = IntervalLogWriterBuilder::new()
-            .add_comment(&format!(
-                "stampede {} step {step}: latency in microseconds",
-                shared::VERSION
-            ))
-            .add_comment("untagged lines: all agents merged; Tag= lines: one agent each")
-            .with_start_time(started)
-            .with_base_time(started)
-            .with_max_value_divisor(1000.0)
-            .begin_log_with(&mut buf, &mut serializer)
-            .map_err(at(&path))?;
-        let to_io = |e| io::Error::other(format!("{e:?}"));
-        let mut merger = Merger::default();
-        // Tags cannot hold the log's separators; cleaned once per agent, not once per line.
-        let tags: Vec<String> = agents
-            .iter()
-            .map(|a| a.replace([',', ' ', '\t'], "_"))
-            .collect();
-        for i in intervals {
-            let i = i.map_err(io::Error::other).map_err(at(&path))?;
-            let all = merger.merge(i.per_agent.iter().map(|(_, h)| h));
-            w.write_histogram(all, i.offset, i.length, None)
+    let mut w = IntervalLogWriterBuilder::new()
+        .add_comment(&format!(
+            "stampede {} step {step}: latency in microseconds",
+            shared::VERSION
+        ))
+        .add_comment("untagged lines: all agents merged; Tag= lines: one agent each")
+        .with_start_time(started)
+        .with_base_time(started)
+        .with_max_value_divisor(1000.0)
+        .begin_log_with(out, &mut serializer)
+        .map_err(at(path))?;
+    let to_io = |e| io::Error::other(format!("{e:?}"));
+    let mut merger = Merger::default();
+    // Tags cannot hold the log's separators; cleaned once per agent, not once per line.
+    let tags: Vec<String> = agents
+        .iter()
+        .map(|a| a.replace([',', ' ', '\t'], "_"))
+        .collect();
+    for i in intervals {
+        let i = i.map_err(io::Error::other).map_err(at(path))?;
+        let all = merger.merge(i.per_agent.iter().map(|(_, h)| h));
+        w.write_histogram(all, i.offset, i.length, None)
+            .map_err(to_io)
+            .map_err(at(path))?;
+        for (agent, h) in &i.per_agent {
+            w.write_histogram(merger.one(h), i.offset, i.length, Tag::new(&tags[*agent]))
                 .map_err(to_io)
-                .map_err(at(&path))?;
-            for (agent, h) in &i.per_agent {
-                w.write_histogram(merger.one(h), i.offset, i.length, Tag::new(&tags[*agent]))
-                    .map_err(to_io)
-                    .map_err(at(&path))?;
-            }
+                .map_err(at(path))?;
         }
     }
-    fs::write(&path, buf).map_err(at(&path))
+    Ok(())
 }
 
 #[cfg(test)]
@@ -266,6 +290,29 @@ mod tests {
                 (Some("b".to_string()), 5.0),
             ]
         );
+    }
+
+    #[test]
+    fn an_interval_that_cannot_be_read_fails_the_hlog_and_leaves_no_file() {
+        let dir = tempfile::tempdir().unwrap();
+        fs::create_dir_all(dir.path().join("hlog")).unwrap();
+        let mut a = histogram::new();
+        a.record(20_000).unwrap();
+        let good = HlogInterval {
+            offset: Duration::from_secs(0),
+            length: Duration::from_secs(1),
+            per_agent: vec![(0, Encoded::parse(histogram::encode(&a)).unwrap())],
+        };
+        let intervals = vec![Ok(good), Err(io::Error::other("the spill is gone"))];
+        let e = write_hlog(dir.path(), 2, SystemTime::now(), intervals, &["a".into()])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("step-002.hlog: the spill is gone") && !e.contains("hlog.tmp"),
+            "{e}"
+        );
+        let left: Vec<_> = fs::read_dir(dir.path().join("hlog")).unwrap().collect();
+        assert!(left.is_empty(), "{left:?}");
     }
 
     #[test]
