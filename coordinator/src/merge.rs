@@ -2,13 +2,13 @@
 //! cost proportional to what the agents recorded, not to the histograms' size or the number of agents
 //! times it. `run_step` owns the fleet and the loss policy and feeds this; this owns the merged state.
 //!
-//! Memory is what the summary needs, whatever the step's length: the fleet's five total histograms,
-//! counters per agent and per interval, and per report where its latency lies in the step's spill (16
-//! bytes). The latency itself (checked V2 bytes, a few KB per report: 160 MB for a minute of 1,000
-//! agents) is written to an anonymous temporary file as it arrives and read back when it is needed:
-//! an interval's for its progress line and its .hlog lines, an agent's at `finish`, merged one report at
-//! a time into one scratch histogram. So the most held at once is one interval's bytes (while its
-//! .hlog lines are written). No agent's histograms are kept decoded.
+//! Memory: the fleet's five total histograms, counters per agent and per interval, and per report
+//! only where its latency lies in the step's spill (16 bytes). The latency itself (checked V2 bytes, a
+//! few KB per report: 160 MB for a minute of 1,000 agents) is written to an anonymous temporary file
+//! as it arrives, through a 256 KB buffer, and read back when it is needed: an interval's reports for
+//! its progress line and an agent's at `finish`, one report at a time into one scratch histogram, and
+//! an interval's at once while its .hlog lines are written. So at most one interval's bytes are held,
+//! however long the step. No agent's histograms are kept decoded.
 //!
 //! The spill goes where `TMPDIR` says (`std::env::temp_dir`). On a disk the kernel's page cache keeps
 //! what is recent and none of it counts in the coordinator's RSS; on a tmpfs it is memory after all.
