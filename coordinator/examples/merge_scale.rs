@@ -274,6 +274,7 @@ impl Merge for Current {
             let p = self
                 .merge
                 .progress(m.seq)
+                .expect("the spill reads back")
                 .expect("the interval just merged");
             self.p99s.push(p.p99_us);
         }
@@ -285,7 +286,7 @@ impl Merge for Current {
             series,
             agents,
             hlog,
-        } = self.merge.finish();
+        } = self.merge.finish().expect("the spill reads back");
         let mut input = step_input(&total, &series, step);
         input.agents = agents
             .iter()
@@ -293,7 +294,7 @@ impl Merge for Current {
             .map(|(i, a)| agent_input(step, i, a.counters, a.cpu_ns, a.latency_ms))
             .collect();
         let result = report::summarize(&input);
-        output::write_hlog(dir, 0, started(), &hlog, &step.names).expect("hlog written");
+        output::write_hlog(dir, 0, started(), hlog.intervals(), &step.names).expect("hlog written");
         (result, self.p99s)
     }
 }
@@ -339,7 +340,7 @@ fn child(args: &Args) {
         Box::new(baseline::Baseline::new(n))
     } else {
         Box::new(Current {
-            merge: StepMerge::new(n),
+            merge: StepMerge::new(n).expect("a spill file"),
             agents: n,
             p99s: Vec::new(),
         })

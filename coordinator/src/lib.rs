@@ -25,7 +25,7 @@ pub async fn execute(command: Command, shutdown: CancellationToken) -> u8 {
             Ok(cfg) => {
                 let dir = cfg.out.clone();
                 let outcome = run::run(cfg, shutdown).await;
-                if let Err(run::RunError::Output(_)) = &outcome {
+                if let Err(run::RunError::Output(_) | run::RunError::Spill(_)) = &outcome {
                     eprintln!(
                         "stampede: the steps finished before this are kept in {}",
                         dir.display()

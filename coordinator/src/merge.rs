@@ -2,19 +2,188 @@
 //! cost proportional to what the agents recorded, not to the histograms' size or the number of agents
 //! times it. `run_step` owns the fleet and the loss policy and feeds this; this owns the merged state.
 //!
-//! Memory is what the summary and the .hlog need: the fleet's five total histograms, counters per
-//! agent and per interval, and each report's latency as it arrived (checked V2 bytes, a few KB). No
-//! agent's histograms are kept decoded: its latency statistics are merged from its bytes at `finish`,
-//! one agent at a time into one scratch histogram.
+//! Memory: the fleet's five total histograms, counters per agent and per interval, and per report
+//! only where its latency lies in the step's spill (16 bytes). The latency itself (checked V2 bytes, a
+//! few KB per report: 160 MB for a minute of 1,000 agents) is written to an anonymous temporary file
+//! as it arrives, through a 256 KB buffer, and read back when it is needed: an interval's reports for
+//! its progress line and an agent's at `finish`, one report at a time into one scratch histogram, and
+//! an interval's at once while its .hlog lines are written. So at most one interval's bytes are held,
+//! however long the step. No agent's histograms are kept decoded.
+//!
+//! The spill goes where `TMPDIR` says (`std::env::temp_dir`). On a disk the kernel's page cache keeps
+//! what is recent and none of it counts in the coordinator's RSS; on a tmpfs it is memory after all.
 use std::collections::BTreeMap;
+use std::fs::File;
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use proto::{ConvertError, pb};
-use shared::histogram::{Encoded, Merger};
+use shared::histogram::{CodecError, Encoded, Histogram, Merger};
 use shared::metrics::{Counters, EncodedInterval, HistogramSums, Snapshot};
 use shared::report::{IntervalSample, LatencyStats};
 
 use crate::output::HlogInterval;
+
+/// The step's latency spill failed: the coordinator's own trouble (a full or unwritable temporary
+/// directory), not an agent's.
+#[derive(Debug, thiserror::Error)]
+pub enum SpillError {
+    #[error(
+        "cannot create a temporary file in {dir} for the step's latency histograms: {source}; point TMPDIR at a writable directory"
+    )]
+    Create { dir: PathBuf, source: io::Error },
+    #[error(
+        "cannot write the step's latency histograms to their temporary file in {dir}: {source}; free space there or point TMPDIR at a larger disk"
+    )]
+    Write { dir: PathBuf, source: io::Error },
+    #[error(
+        "cannot read the step's latency histograms back from their temporary file in {dir}: {source}"
+    )]
+    Read { dir: PathBuf, source: io::Error },
+    #[error(
+        "a latency histogram read back from the step's temporary file in {dir} is damaged: {source}"
+    )]
+    Damaged { dir: PathBuf, source: CodecError },
+}
+
+/// Why a report was not merged.
+#[derive(Debug, thiserror::Error)]
+pub enum IntervalError {
+    /// The agent's: the report does not convert (a protocol error).
+    #[error(transparent)]
+    Report(#[from] ConvertError),
+    /// Ours: its latency could not be kept.
+    #[error(transparent)]
+    Spill(#[from] SpillError),
+}
+
+/// Where one report's latency lies in the spill, and whose it is. 16 bytes, kept per report.
+#[derive(Debug, Clone, Copy)]
+struct Slot {
+    at: u64,
+    len: u32,
+    agent: u32,
+}
+
+/// The step's latency bytes, appended to an anonymous temporary file (gone when it is dropped, or
+/// when the process dies) and read back by position. The newest bytes wait in a small buffer and go
+/// out in one write when it fills: one system call per ~100 reports rather than per report, and an
+/// interval's progress line, read just after its reports arrived, mostly reads from memory.
+struct Spill {
+    file: File,
+    /// Bytes not yet written, which belong at `written` in the file.
+    pending: Vec<u8>,
+    written: u64,
+    /// How much `pending` may hold before it is written.
+    buffer: usize,
+    /// Where the file is, for messages: an anonymous file has no name.
+    dir: PathBuf,
+}
+
+/// The spill's buffer: about a hundred reports of a few KB, a fixed cost whatever the fleet.
+const SPILL_BUFFER: usize = 256 * 1024;
+
+impl Spill {
+    fn new() -> Result<Spill, SpillError> {
+        let dir = std::env::temp_dir();
+        match tempfile::tempfile() {
+            Ok(file) => Ok(Spill::in_file(file, dir, SPILL_BUFFER)),
+            Err(source) => Err(SpillError::Create { dir, source }),
+        }
+    }
+
+    fn in_file(file: File, dir: PathBuf, buffer: usize) -> Spill {
+        Spill {
+            file,
+            pending: Vec::with_capacity(buffer),
+            written: 0,
+            buffer,
+            dir,
+        }
+    }
+
+    /// Appends `h`'s bytes. A failed write changes nothing (the buffer is kept and written again at
+    /// the same place next time), so it is as if never tried.
+    fn append(&mut self, agent: usize, h: &Encoded) -> Result<Slot, SpillError> {
+        let bytes = h.as_bytes();
+        let write = |source| SpillError::Write {
+            dir: self.dir.clone(),
+            source,
+        };
+        // A checked histogram is at most 9 bytes per bucket of a shape of at most ~2^25 buckets.
+        let len = u32::try_from(bytes.len())
+            .map_err(|_| write(io::Error::other("a histogram of more than 4 GB")))?;
+        if !self.pending.is_empty() && self.pending.len() + bytes.len() > self.buffer {
+            self.file
+                .write_all_at(&self.pending, self.written)
+                .map_err(write)?;
+            self.written += self.pending.len() as u64;
+            self.pending.clear();
+        }
+        let slot = Slot {
+            at: self.written + self.pending.len() as u64,
+            len,
+            // A fleet index: one gRPC stream per agent, far fewer than 2^32.
+            agent: u32::try_from(agent).expect("fewer than 2^32 agents"),
+        };
+        self.pending.extend_from_slice(bytes);
+        Ok(slot)
+    }
+
+    /// One report's latency, as it arrived. Parsed again rather than trusted: the walk costs less
+    /// than adding it does (no end-to-end difference measured with merge_scale), and a damaged file
+    /// then is an error, never a wrong merge or a panic.
+    fn read(&self, slot: &Slot) -> Result<Encoded, SpillError> {
+        let len = slot.len as usize;
+        let bytes = match slot.at.checked_sub(self.written) {
+            // Still in the buffer (always whole there: a report is never split across a write).
+            Some(from) => {
+                let from = from as usize;
+                self.pending
+                    .get(from..from + len)
+                    .ok_or_else(|| SpillError::Read {
+                        dir: self.dir.clone(),
+                        source: io::Error::other("a slot past the end of the spill"),
+                    })?
+                    .to_vec()
+            }
+            None => {
+                let mut bytes = vec![0; len];
+                self.file
+                    .read_exact_at(&mut bytes, slot.at)
+                    .map_err(|source| SpillError::Read {
+                        dir: self.dir.clone(),
+                        source,
+                    })?;
+                bytes
+            }
+        };
+        Encoded::parse(bytes).map_err(|source| SpillError::Damaged {
+            dir: self.dir.clone(),
+            source,
+        })
+    }
+
+    /// The merge of `slots`, read one at a time, so no more than one report's bytes are held.
+    fn merge<'m>(
+        &self,
+        merger: &'m mut Merger,
+        slots: &[Slot],
+    ) -> Result<&'m Histogram<u64>, SpillError> {
+        let mut failed = None;
+        let merged = merger.merge(
+            slots
+                .iter()
+                .map_while(|s| self.read(s).map_err(|e| failed = Some(e)).ok()),
+        );
+        match failed {
+            Some(e) => Err(e),
+            None => Ok(merged),
+        }
+    }
+}
 
 /// What one agent contributed to the step, beyond its latency bytes.
 #[derive(Debug, Clone, Copy, Default)]
@@ -31,8 +200,9 @@ struct Seq {
     tail: bool,
     reports: usize,
     counters: Counters,
-    /// Each report's latency, in arrival order: for progress, per-agent statistics and the .hlog.
-    latency: Vec<(usize, Encoded)>,
+    /// Each report's latency in the spill, in arrival order: for progress, per-agent statistics and
+    /// the .hlog.
+    latency: Vec<Slot>,
 }
 
 /// The merge of one step over a fleet of `agents` (indexed as the fleet indexes them).
@@ -42,6 +212,7 @@ pub struct StepMerge {
     hist: HistogramSums,
     agents: Vec<AgentSums>,
     seqs: BTreeMap<u32, Seq>,
+    spill: Spill,
     /// Reused for every latency merged only to be read (progress, per-agent statistics).
     scratch: Merger,
 }
@@ -78,30 +249,78 @@ pub struct StepTotals {
     pub series: Vec<IntervalSample>,
     /// Indexed like the fleet; an agent that sent nothing has zeros.
     pub agents: Vec<AgentTotals>,
-    pub hlog: Vec<HlogInterval>,
+    pub hlog: Hlog,
+}
+
+/// The step's latency per interval for the .hlog, still in the spill: [`Hlog::intervals`] reads one
+/// interval at a time as the writer asks for it. Dropping it removes the spill.
+pub struct Hlog {
+    spill: Spill,
+    intervals: Vec<HlogSlots>,
+}
+
+struct HlogSlots {
+    offset: Duration,
+    length: Duration,
+    latency: Vec<Slot>,
+}
+
+impl Hlog {
+    /// The intervals in order, each read back when the iterator reaches it.
+    pub fn intervals(&self) -> impl Iterator<Item = Result<HlogInterval, SpillError>> + '_ {
+        self.intervals.iter().map(|i| {
+            let per_agent = i
+                .latency
+                .iter()
+                .map(|s| Ok((s.agent as usize, self.spill.read(s)?)))
+                .collect::<Result<_, SpillError>>()?;
+            Ok(HlogInterval {
+                offset: i.offset,
+                length: i.length,
+                per_agent,
+            })
+        })
+    }
+
+    pub fn len(&self) -> usize {
+        self.intervals.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.intervals.is_empty()
+    }
 }
 
 impl StepMerge {
-    pub fn new(agents: usize) -> StepMerge {
+    /// Creates the step's spill file, which is the only thing that can fail here.
+    pub fn new(agents: usize) -> Result<StepMerge, SpillError> {
+        Ok(StepMerge::with_spill(agents, Spill::new()?))
+    }
+
+    fn with_spill(agents: usize, spill: Spill) -> StepMerge {
         StepMerge {
             counters: Counters::default(),
             cpu_ns: 0,
             hist: HistogramSums::default(),
             agents: vec![AgentSums::default(); agents],
             seqs: BTreeMap::new(),
+            spill,
             scratch: Merger::default(),
         }
     }
 
     /// Adds agent `agent`'s report. A report that does not convert (a malformed or out-of-range
-    /// histogram, missing counters) changes nothing and is the caller's protocol error.
+    /// histogram, missing counters) changes nothing and is the caller's protocol error; nor does one
+    /// whose latency cannot be spilled, which is the coordinator's.
     pub fn interval(
         &mut self,
         agent: usize,
         report: pb::IntervalReport,
-    ) -> Result<Merged, ConvertError> {
-        // Everything is checked here, before anything is added, so a bad report leaves no trace.
+    ) -> Result<Merged, IntervalError> {
+        // Everything is checked and kept here, before anything is added, so a bad report leaves no
+        // trace.
         let i = EncodedInterval::try_from(report)?;
+        let slot = self.spill.append(agent, &i.hist.latency)?;
         self.counters.add(&i.counters);
         self.cpu_ns += i.cpu_ns;
         self.hist.add(&i.hist);
@@ -114,7 +333,7 @@ impl StepMerge {
         seq.tail |= i.tail;
         seq.reports += 1;
         seq.counters.add(&i.counters);
-        seq.latency.push((agent, i.hist.latency));
+        seq.latency.push(slot);
         Ok(Merged {
             seq: i.seq,
             reports: seq.reports,
@@ -127,26 +346,30 @@ impl StepMerge {
         &self.counters
     }
 
-    /// Interval `seq` as it stands: its counters and its merged latency's p99. Merges that interval's
-    /// reports again, so call it once, when the interval is complete and someone is watching.
-    pub fn progress(&mut self, seq: u32) -> Option<SeqProgress> {
-        let s = self.seqs.get(&seq)?;
-        let merged = self.scratch.merge(s.latency.iter().map(|(_, h)| h));
-        Some(SeqProgress {
+    /// Interval `seq` as it stands: its counters and its merged latency's p99. Reads that interval's
+    /// reports back and merges them again, so call it once, when the interval is complete and someone
+    /// is watching.
+    pub fn progress(&mut self, seq: u32) -> Result<Option<SeqProgress>, SpillError> {
+        let Some(s) = self.seqs.get(&seq) else {
+            return Ok(None);
+        };
+        let merged = self.spill.merge(&mut self.scratch, &s.latency)?;
+        Ok(Some(SeqProgress {
             offset: s.offset,
             length: s.length,
             counters: s.counters,
             p99_us: merged.value_at_quantile(0.99),
-        })
+        }))
     }
 
-    pub fn finish(self) -> StepTotals {
+    pub fn finish(self) -> Result<StepTotals, SpillError> {
         let StepMerge {
             counters,
             cpu_ns,
             hist,
             agents,
             seqs,
+            spill,
             mut scratch,
         } = self;
         let total = Snapshot {
@@ -154,21 +377,25 @@ impl StepMerge {
             hist: hist.to_histograms(),
             cpu_ns,
         };
-        let mut latency: Vec<Vec<&Encoded>> = vec![Vec::new(); agents.len()];
+        // Each agent's slots, in interval order: a copy of the index (16 bytes a report), not of the
+        // latency.
+        let mut latency: Vec<Vec<Slot>> = vec![Vec::new(); agents.len()];
         for s in seqs.values() {
-            for (agent, h) in &s.latency {
-                latency[*agent].push(h);
+            for slot in &s.latency {
+                latency[slot.agent as usize].push(*slot);
             }
         }
         let agents = agents
             .iter()
             .zip(&latency)
-            .map(|(sums, latency)| AgentTotals {
-                counters: sums.counters,
-                cpu_ns: sums.cpu_ns,
-                latency_ms: LatencyStats::of(scratch.merge(latency.iter().copied())),
+            .map(|(sums, latency)| {
+                Ok(AgentTotals {
+                    counters: sums.counters,
+                    cpu_ns: sums.cpu_ns,
+                    latency_ms: LatencyStats::of(spill.merge(&mut scratch, latency)?),
+                })
             })
-            .collect();
+            .collect::<Result<_, SpillError>>()?;
         drop(latency);
         let series = seqs
             .values()
@@ -178,20 +405,20 @@ impl StepMerge {
                 replies: s.counters.replies,
             })
             .collect();
-        let hlog = seqs
+        let intervals = seqs
             .into_values()
-            .map(|s| HlogInterval {
+            .map(|s| HlogSlots {
                 offset: s.offset,
                 length: s.length,
-                per_agent: s.latency,
+                latency: s.latency,
             })
             .collect();
-        StepTotals {
+        Ok(StepTotals {
             total,
             series,
             agents,
-            hlog,
-        }
+            hlog: Hlog { spill, intervals },
+        })
     }
 }
 
@@ -235,7 +462,7 @@ mod tests {
 
     #[test]
     fn three_agents_merge_to_the_sum() {
-        let mut merge = StepMerge::new(3);
+        let mut merge = StepMerge::new(3).unwrap();
         let mut total = Snapshot::default();
         let mut per_agent = vec![Snapshot::default(); 3];
         let mut last = None;
@@ -255,12 +482,12 @@ mod tests {
                 tail: true
             })
         );
-        let p = merge.progress(1).unwrap();
+        let p = merge.progress(1).unwrap().unwrap();
         assert_eq!(p.counters.requests, 10 + 11 + 12);
         assert_eq!(p.length, Duration::from_secs(1));
-        assert!(merge.progress(7).is_none());
+        assert!(merge.progress(7).unwrap().is_none());
 
-        let done = merge.finish();
+        let done = merge.finish().unwrap();
         assert_eq!(done.total.counters, total.counters);
         assert_eq!(done.total.cpu_ns, total.cpu_ns);
         let h = &done.total.hist;
@@ -277,15 +504,16 @@ mod tests {
         // The tail counts in the totals but not in the rate series.
         assert_eq!(done.series.len(), 2);
         assert_eq!(done.series[0].replies, 9 + 10 + 11);
-        assert_eq!(done.hlog.len(), 3);
-        let order: Vec<usize> = done.hlog[0].per_agent.iter().map(|(a, _)| *a).collect();
+        let hlog = read_hlog(&done.hlog);
+        assert_eq!(hlog.len(), 3);
+        let order: Vec<usize> = hlog[0].per_agent.iter().map(|(a, _)| *a).collect();
         assert_eq!(order, [2, 0, 1]);
-        assert_eq!(done.hlog[2].length, Duration::from_millis(300));
+        assert_eq!(hlog[2].length, Duration::from_millis(300));
     }
 
     #[test]
     fn progress_is_the_merged_intervals_p99() {
-        let mut merge = StepMerge::new(2);
+        let mut merge = StepMerge::new(2).unwrap();
         let mut merged = histogram::new();
         for agent in 0..2 {
             let i = interval(agent, 0, false);
@@ -293,23 +521,23 @@ mod tests {
             merge.interval(agent as usize, (&i).into()).unwrap();
         }
         assert_eq!(
-            merge.progress(0).unwrap().p99_us,
+            merge.progress(0).unwrap().unwrap().p99_us,
             merged.value_at_quantile(0.99)
         );
     }
 
     #[test]
     fn an_agent_that_sent_nothing_has_zeros() {
-        let mut merge = StepMerge::new(2);
+        let mut merge = StepMerge::new(2).unwrap();
         merge.interval(1, (&interval(1, 0, false)).into()).unwrap();
-        let done = merge.finish();
+        let done = merge.finish().unwrap();
         assert_eq!(done.agents[0], AgentTotals::default());
         assert_eq!(done.agents[1].counters.requests, 11);
     }
 
     #[test]
     fn a_bad_histogram_is_a_protocol_error_that_changes_nothing() {
-        let mut merge = StepMerge::new(2);
+        let mut merge = StepMerge::new(2).unwrap();
         merge.interval(0, (&interval(0, 0, false)).into()).unwrap();
         let before = *merge.counters();
         for (what, corrupt) in [
@@ -332,9 +560,9 @@ mod tests {
             assert!(e.to_string().starts_with("lag histogram:"), "{what}: {e}");
         }
         assert_eq!(*merge.counters(), before);
-        let done = merge.finish();
+        let done = merge.finish().unwrap();
         assert_eq!(done.agents[1], AgentTotals::default());
-        assert_eq!(done.hlog[0].per_agent.len(), 1);
+        assert_eq!(read_hlog(&done.hlog)[0].per_agent.len(), 1);
     }
 
     #[test]
@@ -345,8 +573,147 @@ mod tests {
         let mut report: pb::IntervalReport = (&interval(0, 0, false)).into();
         report.latency = histogram::encode(&foreign);
         let want = histogram::decode(&report.latency).unwrap();
-        let mut merge = StepMerge::new(1);
+        let mut merge = StepMerge::new(1).unwrap();
         merge.interval(0, report).unwrap();
-        assert_eq!(merge.finish().total.hist.latency, want);
+        assert_eq!(merge.finish().unwrap().total.hist.latency, want);
+    }
+
+    fn read_hlog(hlog: &Hlog) -> Vec<HlogInterval> {
+        hlog.intervals().collect::<Result<_, _>>().unwrap()
+    }
+
+    #[test]
+    fn many_spilled_intervals_read_back_as_merged_in_memory() {
+        // Every report written at once, a few at a time, and all in the buffer.
+        for buffer in [0, 600, SPILL_BUFFER] {
+            spilled_intervals_read_back_as_merged_in_memory(spilling(4, buffer));
+        }
+    }
+
+    /// A merge whose spill writes out whatever its buffer holds beyond `buffer` bytes.
+    fn spilling(agents: usize, buffer: usize) -> StepMerge {
+        let file = tempfile::tempfile().unwrap();
+        StepMerge::with_spill(agents, Spill::in_file(file, std::env::temp_dir(), buffer))
+    }
+
+    fn spilled_intervals_read_back_as_merged_in_memory(mut merge: StepMerge) {
+        // Reports of neighbouring intervals interleave in the spill (a slow agent's report of one
+        // second arrives after a fast one's of the next), and the tail comes last.
+        const AGENTS: usize = 4;
+        const SEQS: u32 = 40;
+        let mut arrivals = Vec::new();
+        for seq in 0..=SEQS {
+            for agent in 0..AGENTS {
+                let late = u32::from(agent % 2 == 1 && seq < SEQS);
+                arrivals.push((seq + late, agent, seq));
+            }
+        }
+        arrivals.sort_by_key(|&(at, agent, _)| (at, AGENTS - agent));
+
+        // The reference: every report's latency kept in memory, merged with `Merger` directly.
+        let mut kept: BTreeMap<u32, Vec<(usize, Encoded)>> = BTreeMap::new();
+        let mut total = Snapshot::default();
+        for &(_, agent, seq) in &arrivals {
+            let i = interval(agent as u64, seq, seq == SEQS);
+            total.add(&i.snapshot);
+            let report: pb::IntervalReport = (&i).into();
+            let latency = Encoded::parse(report.latency.clone()).unwrap();
+            kept.entry(seq).or_default().push((agent, latency));
+            merge.interval(agent, report).unwrap();
+        }
+        let mut reference = Merger::default();
+        for (seq, reports) in &kept {
+            let want = reference.merge(reports.iter().map(|(_, h)| h));
+            let got = merge.progress(*seq).unwrap().unwrap();
+            assert_eq!(got.p99_us, want.value_at_quantile(0.99), "seq {seq}");
+        }
+
+        let done = merge.finish().unwrap();
+        assert_eq!(done.total.counters, total.counters);
+        assert_eq!(done.total.hist.latency, total.hist.latency);
+        assert_eq!(done.series.len(), SEQS as usize);
+        for (agent, got) in done.agents.iter().enumerate() {
+            let mine = kept.values().flatten().filter(|(a, _)| *a == agent);
+            let want = LatencyStats::of(reference.merge(mine.map(|(_, h)| h)));
+            assert_eq!(got.latency_ms, want, "agent {agent}");
+        }
+        let hlog = read_hlog(&done.hlog);
+        assert_eq!(hlog.len(), kept.len());
+        for (got, (seq, want)) in hlog.iter().zip(&kept) {
+            assert_eq!(got.offset, Duration::from_secs(u64::from(*seq)));
+            let bytes = |v: &[(usize, Encoded)]| -> Vec<(usize, Vec<u8>)> {
+                v.iter().map(|(a, h)| (*a, h.as_bytes().to_vec())).collect()
+            };
+            assert_eq!(bytes(&got.per_agent), bytes(want), "seq {seq}");
+        }
+    }
+
+    #[test]
+    fn a_spill_that_does_not_read_back_is_an_error() {
+        // With no buffer, each report is written out when the next arrives.
+        let mut merge = spilling(2, 0);
+        for agent in 0..2 {
+            merge
+                .interval(agent, (&interval(agent as u64, 0, false)).into())
+                .unwrap();
+        }
+        // Cut short, as a full disk that lost a write-back would.
+        merge.spill.file.set_len(10).unwrap();
+        let e = merge.progress(0).unwrap_err();
+        assert!(matches!(e, SpillError::Read { .. }), "{e:?}");
+        assert!(
+            e.to_string().contains("cannot read the step's latency"),
+            "{e}"
+        );
+        assert!(merge.finish().is_err());
+
+        // Overwritten: parsed again on the way back, so an error rather than a wrong merge.
+        let mut merge = spilling(1, 0);
+        merge.interval(0, (&interval(0, 0, false)).into()).unwrap();
+        merge.interval(0, (&interval(0, 1, false)).into()).unwrap();
+        let done = merge.finish().unwrap();
+        done.hlog.spill.file.write_all_at(b"garbage!", 0).unwrap();
+        let e = done.hlog.intervals().next().unwrap().unwrap_err();
+        assert!(matches!(e, SpillError::Damaged { .. }), "{e:?}");
+        // The .hlog writer fails with it, naming its file.
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("hlog")).unwrap();
+        let names = ["a".to_string()];
+        let started = std::time::SystemTime::now();
+        let e = crate::output::write_hlog(dir.path(), 4, started, done.hlog.intervals(), &names)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("step-004.hlog") && e.contains("is damaged"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_report_that_cannot_be_spilled_is_an_error_that_changes_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("spill");
+        std::fs::write(&path, b"").unwrap();
+        let read_only = File::open(&path).unwrap();
+        let mut merge = StepMerge::with_spill(1, Spill::in_file(read_only, dir.path().into(), 0));
+        // The first report waits in the buffer; the second one's arrival writes it out, and fails.
+        merge.interval(0, (&interval(0, 0, false)).into()).unwrap();
+        let before = *merge.counters();
+        let e = merge
+            .interval(0, (&interval(0, 1, false)).into())
+            .unwrap_err();
+        assert!(
+            matches!(e, IntervalError::Spill(SpillError::Write { .. })),
+            "{e:?}"
+        );
+        assert!(e.to_string().contains("point TMPDIR at"), "{e}");
+        assert_eq!(*merge.counters(), before);
+        assert!(merge.progress(1).unwrap().is_none());
+        assert!(merge.progress(0).unwrap().is_some());
+        // A later write fails the same way, and still adds nothing.
+        assert!(merge.interval(0, (&interval(0, 2, false)).into()).is_err());
+        let done = merge.finish().unwrap();
+        assert_eq!(done.agents[0].counters, before);
+        assert_eq!(done.hlog.len(), 1);
     }
 }

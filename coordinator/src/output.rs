@@ -39,7 +39,9 @@ pub struct AgentInfo {
 }
 
 /// One interval's latency for the .hlog: each agent's histogram as it arrived (checked V2 bytes, small),
-/// merged only while the file is written, so a long step does not hold full histograms in memory.
+/// merged only while the file is written, so a long step does not hold full histograms in memory. The
+/// writer takes them one at a time (see [`write_hlog`]), so a long step need not hold them all either.
+#[derive(Debug)]
 pub struct HlogInterval {
     pub offset: Duration,
     pub length: Duration,
@@ -117,14 +119,17 @@ impl Output {
     }
 
     /// Appends the step to every output and makes it durable before the next step starts. `agents`
-    /// names the agents that `hlog` refers to by index.
-    pub fn write_step(
+    /// names the agents that `hlog` refers to by index; `hlog` is read as in [`write_hlog`].
+    pub fn write_step<E>(
         &mut self,
         r: &StepResult,
         started: SystemTime,
-        hlog: &[HlogInterval],
+        hlog: impl IntoIterator<Item = Result<HlogInterval, E>>,
         agents: &[String],
-    ) -> Result<(), OutputError> {
+    ) -> Result<(), OutputError>
+    where
+        E: std::error::Error + Send + Sync + 'static,
+    {
         let row = table_row(r).join(&self.separator.to_string());
         writeln!(self.table, "{row}").map_err(at(&self.table_path))?;
         self.table.sync_data().map_err(at(&self.table_path))?;
@@ -164,49 +169,79 @@ impl Output {
 
 /// Writes `dir/hlog/step-NNN.hlog`: per interval, the fleet's merged latency (untagged), then each
 /// agent's (tagged with its name from `agents`). One scratch histogram is reused for every line, so
-/// writing costs one histogram's memory however many agents there are.
-pub fn write_hlog(
+/// writing costs one histogram's memory however many agents there are. `intervals` are taken one at a
+/// time, so they may be read from elsewhere as they are written; a failure to get one fails the file,
+/// the message naming the file and then the cause.
+pub fn write_hlog<E>(
     dir: &Path,
     step: u32,
     started: SystemTime,
-    intervals: &[HlogInterval],
+    intervals: impl IntoIterator<Item = Result<HlogInterval, E>>,
     agents: &[String],
-) -> Result<(), OutputError> {
+) -> Result<(), OutputError>
+where
+    E: std::error::Error + Send + Sync + 'static,
+{
     let path = dir.join("hlog").join(format!("step-{step:03}.hlog"));
-    let mut buf = Vec::new();
+    // Streamed to a file beside it, not built in memory (the log of a minute of 1,000 agents is
+    // tens of MB), then renamed over it: a reader sees the whole file or none.
+    let tmp = path.with_extension("hlog.tmp");
+    let written = File::create(&tmp).map_err(at(&tmp)).and_then(|file| {
+        let mut out = io::BufWriter::new(file);
+        hlog_lines(&mut out, &path, step, started, intervals, agents)?;
+        out.flush().map_err(at(&path))
+    });
+    if let Err(e) = written {
+        let _ = fs::remove_file(&tmp);
+        return Err(e);
+    }
+    fs::rename(&tmp, &path).map_err(at(&path))
+}
+
+/// The .hlog's text for [`write_hlog`], into `out`; errors name `path`, the file it becomes.
+fn hlog_lines<E>(
+    out: &mut impl Write,
+    path: &Path,
+    step: u32,
+    started: SystemTime,
+    intervals: impl IntoIterator<Item = Result<HlogInterval, E>>,
+    agents: &[String],
+) -> Result<(), OutputError>
+where
+    E: std::error::Error + Send + Sync + 'static,
+{
     let mut serializer = V2DeflateSerializer::new();
-    {
-        let mut w = IntervalLogWriterBuilder::new()
-            .add_comment(&format!(
-                "stampede {} step {step}: latency in microseconds",
-                shared::VERSION
-            ))
-            .add_comment("untagged lines: all agents merged; Tag= lines: one agent each")
-            .with_start_time(started)
-            .with_base_time(started)
-            .with_max_value_divisor(1000.0)
-            .begin_log_with(&mut buf, &mut serializer)
-            .map_err(at(&path))?;
-        let to_io = |e| io::Error::other(format!("{e:?}"));
-        let mut merger = Merger::default();
-        // Tags cannot hold the log's separators; cleaned once per agent, not once per line.
-        let tags: Vec<String> = agents
-            .iter()
-            .map(|a| a.replace([',', ' ', '\t'], "_"))
-            .collect();
-        for i in intervals {
-            let all = merger.merge(i.per_agent.iter().map(|(_, h)| h));
-            w.write_histogram(all, i.offset, i.length, None)
+    let mut w = IntervalLogWriterBuilder::new()
+        .add_comment(&format!(
+            "stampede {} step {step}: latency in microseconds",
+            shared::VERSION
+        ))
+        .add_comment("untagged lines: all agents merged; Tag= lines: one agent each")
+        .with_start_time(started)
+        .with_base_time(started)
+        .with_max_value_divisor(1000.0)
+        .begin_log_with(out, &mut serializer)
+        .map_err(at(path))?;
+    let to_io = |e| io::Error::other(format!("{e:?}"));
+    let mut merger = Merger::default();
+    // Tags cannot hold the log's separators; cleaned once per agent, not once per line.
+    let tags: Vec<String> = agents
+        .iter()
+        .map(|a| a.replace([',', ' ', '\t'], "_"))
+        .collect();
+    for i in intervals {
+        let i = i.map_err(io::Error::other).map_err(at(path))?;
+        let all = merger.merge(i.per_agent.iter().map(|(_, h)| h));
+        w.write_histogram(all, i.offset, i.length, None)
+            .map_err(to_io)
+            .map_err(at(path))?;
+        for (agent, h) in &i.per_agent {
+            w.write_histogram(merger.one(h), i.offset, i.length, Tag::new(&tags[*agent]))
                 .map_err(to_io)
-                .map_err(at(&path))?;
-            for (agent, h) in &i.per_agent {
-                w.write_histogram(merger.one(h), i.offset, i.length, Tag::new(&tags[*agent]))
-                    .map_err(to_io)
-                    .map_err(at(&path))?;
-            }
+                .map_err(at(path))?;
         }
     }
-    fs::write(&path, buf).map_err(at(&path))
+    Ok(())
 }
 
 #[cfg(test)]
@@ -230,7 +265,14 @@ mod tests {
             per_agent: vec![(1, enc(&a)), (0, enc(&b))],
         }];
         let agents = ["b".to_string(), "agent a, 1".to_string()];
-        write_hlog(dir.path(), 0, SystemTime::now(), &intervals, &agents).unwrap();
+        write_hlog(
+            dir.path(),
+            0,
+            SystemTime::now(),
+            intervals.into_iter().map(Ok::<_, io::Error>),
+            &agents,
+        )
+        .unwrap();
         let text = fs::read(dir.path().join("hlog/step-000.hlog")).unwrap();
         let mut lines = Vec::new();
         for entry in IntervalLogIterator::new(&text) {
@@ -248,6 +290,29 @@ mod tests {
                 (Some("b".to_string()), 5.0),
             ]
         );
+    }
+
+    #[test]
+    fn an_interval_that_cannot_be_read_fails_the_hlog_and_leaves_no_file() {
+        let dir = tempfile::tempdir().unwrap();
+        fs::create_dir_all(dir.path().join("hlog")).unwrap();
+        let mut a = histogram::new();
+        a.record(20_000).unwrap();
+        let good = HlogInterval {
+            offset: Duration::from_secs(0),
+            length: Duration::from_secs(1),
+            per_agent: vec![(0, Encoded::parse(histogram::encode(&a)).unwrap())],
+        };
+        let intervals = vec![Ok(good), Err(io::Error::other("the spill is gone"))];
+        let e = write_hlog(dir.path(), 2, SystemTime::now(), intervals, &["a".into()])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("step-002.hlog: the spill is gone") && !e.contains("hlog.tmp"),
+            "{e}"
+        );
+        let left: Vec<_> = fs::read_dir(dir.path().join("hlog")).unwrap().collect();
+        assert!(left.is_empty(), "{left:?}");
     }
 
     #[test]

@@ -14,7 +14,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::{ConfigError, LossPolicy, RunConfig};
 use crate::fleet::{self, Fleet, unix_ns};
-use crate::merge::{SeqProgress, StepMerge, StepTotals};
+use crate::merge::{IntervalError, SeqProgress, SpillError, StepMerge, StepTotals};
 use crate::output::{self, Output, OutputError};
 use crate::progress::{Progress, Tick};
 
@@ -49,6 +49,8 @@ pub enum RunError {
     NoAgents { step: usize },
     #[error("{0}")]
     Output(#[from] OutputError),
+    #[error(transparent)]
+    Spill(#[from] SpillError),
     #[error("cannot start the embedded agent: {0}")]
     Engine(#[from] agent::engine::EngineError),
 }
@@ -318,7 +320,7 @@ async fn run_step(
     let mut deadline = Instant::now() + START_LEAD + scheduled + timeout + STEP_GRACE;
 
     let n = fleet.agents.len();
-    let mut merge = StepMerge::new(n);
+    let mut merge = StepMerge::new(n)?;
     let mut reports: Vec<Option<pb::StepReport>> = vec![None; n];
     let mut waiting = Waiting::new(n, who.iter().copied().filter(|&i| fleet.agents[i].alive));
     lost.extend(who.iter().copied().filter(|&i| !fleet.agents[i].alive));
@@ -343,13 +345,16 @@ async fn run_step(
                         return Err(RunError::Refused { agent, message: r.message });
                     }
                     Some(Up::Interval(report)) => {
-                        let merged = merge.interval(i, report).map_err(|e| RunError::Protocol {
-                            agent: fleet.agents[i].name.clone(),
-                            why: e.to_string(),
+                        let merged = merge.interval(i, report).map_err(|e| match e {
+                            IntervalError::Report(e) => RunError::Protocol {
+                                agent: fleet.agents[i].name.clone(),
+                                why: e.to_string(),
+                            },
+                            IntervalError::Spill(e) => e.into(),
                         })?;
                         // The interval's merged p99 costs a pass over its reports: only for a watcher.
                         if merged.reports == waiting.len() && !merged.tail && progress.wants_ticks()
-                            && let Some(seq) = merge.progress(merged.seq)
+                            && let Some(seq) = merge.progress(merged.seq)?
                         {
                             let errors = merge.counters().errors_total();
                             show_progress(progress, &seq, errors, index, plan.steps.len(), demanded, plan.steps[index]);
@@ -437,7 +442,7 @@ async fn run_step(
         series,
         agents: sums,
         hlog,
-    } = merge.finish();
+    } = merge.finish()?;
     let mut members: Vec<usize> = who.clone();
     members.extend(lost.iter().copied().filter(|i| !who.contains(i)));
     let agents = members
@@ -478,7 +483,7 @@ async fn run_step(
     result.notes.extend(warnings);
     progress.step_done(&result, plan.steps.len());
     let names: Vec<String> = fleet.agents.iter().map(|a| a.name.clone()).collect();
-    out.write_step(&result, started, &hlog, &names)?;
+    out.write_step(&result, started, hlog.intervals(), &names)?;
     Ok((result, stop_run))
 }
 

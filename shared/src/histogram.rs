@@ -5,6 +5,7 @@
 //! then added straight into a [`Sum`] (or a histogram), at a cost proportional to what was recorded
 //! rather than to the shape's ~23k buckets, and without allocating a histogram per report. Both are
 //! equal to `decode` + `add`, which stays the reference (and what the property tests compare with).
+use std::borrow::Borrow;
 use std::io::Read;
 
 pub use hdrhistogram::Histogram;
@@ -123,6 +124,12 @@ impl Encoded {
         }
     }
 
+    /// The plain V2 bytes as checked (a compressed encoding inflated): what [`Encoded::parse`] accepts
+    /// again, for a holder that keeps them elsewhere than in memory (the coordinator's spill file).
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.bytes
+    }
+
     /// Adds the counts into `into` (of [`new`]'s shape), as `add(into, &decode(bytes)?)` would.
     pub fn add_to(&self, into: &mut Histogram<u64>) {
         let Form::Plain { shape, end } = self.form else {
@@ -158,14 +165,15 @@ impl Default for Merger {
 }
 
 impl Merger {
-    /// The merge of `histograms`, as a histogram.
-    pub fn merge<'a>(
+    /// The merge of `histograms`, as a histogram. They may be borrowed or owned: a caller that reads
+    /// them from elsewhere one at a time need not hold them all.
+    pub fn merge(
         &mut self,
-        histograms: impl IntoIterator<Item = &'a Encoded>,
+        histograms: impl IntoIterator<Item = impl Borrow<Encoded>>,
     ) -> &Histogram<u64> {
         self.sum.clear();
         for h in histograms {
-            self.sum.add(h);
+            self.sum.add(h.borrow());
         }
         self.hist.reset();
         self.sum.add_into(&mut self.hist);
@@ -656,6 +664,25 @@ mod tests {
             .serialize(&h, &mut bytes)
             .unwrap();
         assert_same(&via_decode(&new(), &bytes), &via_encoded(&new(), &bytes));
+        // What a holder keeps is plain V2 that parses again to the same counts.
+        let kept = Encoded::parse(bytes.clone()).unwrap().as_bytes().to_vec();
+        assert_eq!(be_u32(&kept, 0).unwrap(), V2_COOKIE);
+        assert_same(&via_decode(&new(), &bytes), &via_encoded(&new(), &kept));
+    }
+
+    #[test]
+    fn merger_takes_owned_or_borrowed_alike() {
+        let enc = |v: u64| {
+            let mut h = new();
+            h.record_n(v, 3).unwrap();
+            Encoded::parse(encode(&h)).unwrap()
+        };
+        let all = [enc(100), enc(20_000), enc(7)];
+        let mut m = Merger::default();
+        let borrowed = m.merge(&all).clone();
+        let owned = m.merge(all.iter().cloned()).clone();
+        assert_same(&borrowed, &owned);
+        assert_eq!(borrowed.len(), 9);
     }
 
     #[test]
