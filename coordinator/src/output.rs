@@ -5,9 +5,8 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
-use hdrhistogram::serialization::V2DeflateSerializer;
 use hdrhistogram::serialization::interval_log::{IntervalLogWriterBuilder, Tag};
-use shared::histogram::{Encoded, Merger};
+use shared::histogram::{Deflater, Encoded, Merger};
 use shared::report::{RUN_SCHEMA, StepResult, table_header, table_row};
 
 use crate::config::{ConfigError, RunConfig};
@@ -210,7 +209,7 @@ fn hlog_lines<E>(
 where
     E: std::error::Error + Send + Sync + 'static,
 {
-    let mut serializer = V2DeflateSerializer::new();
+    let mut serializer = Deflater::default();
     let mut w = IntervalLogWriterBuilder::new()
         .add_comment(&format!(
             "stampede {} step {step}: latency in microseconds",

@@ -334,6 +334,67 @@ fn inflate(b: &[u8]) -> Result<Vec<u8>, CodecError> {
     Ok(plain)
 }
 
+/// hdrhistogram's V2 + DEFLATE serializer (the .hlog's line encoding), with one compressor kept and
+/// reset between histograms. The library's `V2DeflateSerializer` builds a new compressor for every
+/// histogram: a few hundred KB mapped, zeroed and unmapped again per line, which at 1,000 agents is
+/// 10,000 times per second of a step, and as much time as the compressing itself. Same bytes.
+pub struct Deflater {
+    v2: V2Serializer,
+    plain: Vec<u8>,
+    packed: Vec<u8>,
+    zlib: flate2::Compress,
+}
+
+impl Default for Deflater {
+    fn default() -> Self {
+        Deflater {
+            v2: V2Serializer::new(),
+            plain: Vec::new(),
+            packed: Vec::new(),
+            zlib: flate2::Compress::new(flate2::Compression::default(), true),
+        }
+    }
+}
+
+impl Serializer for Deflater {
+    type SerializeError = std::io::Error;
+
+    fn serialize<T: hdrhistogram::Counter, W: std::io::Write>(
+        &mut self,
+        h: &Histogram<T>,
+        writer: &mut W,
+    ) -> Result<usize, std::io::Error> {
+        self.plain.clear();
+        self.v2
+            .serialize(h, &mut self.plain)
+            .map_err(|e| std::io::Error::other(format!("{e:?}")))?;
+        self.packed.clear();
+        self.packed.extend(V2_COMPRESSED_COOKIE.to_be_bytes());
+        // The compressed length, known once compressed.
+        self.packed.extend([0; 4]);
+        self.zlib.reset();
+        loop {
+            let done = self.zlib.total_in() as usize;
+            // compress_vec writes only into spare capacity: a stored block grows by a few bytes per
+            // 64 KB, so this much room is always enough for the next step.
+            self.packed.reserve(self.plain.len() - done + 64);
+            let status = self.zlib.compress_vec(
+                &self.plain[done..],
+                &mut self.packed,
+                flate2::FlushCompress::Finish,
+            )?;
+            if status == flate2::Status::StreamEnd {
+                break;
+            }
+        }
+        let len = u32::try_from(self.packed.len() - 8)
+            .map_err(|_| std::io::Error::other("a compressed histogram of more than 4 GB"))?;
+        self.packed[4..8].copy_from_slice(&len.to_be_bytes());
+        writer.write_all(&self.packed)?;
+        Ok(self.packed.len())
+    }
+}
+
 /// A histogram's bucket layout, computed exactly as hdrhistogram's `new_with_bounds` computes it, so
 /// that an encoded count's index means the same value here as there.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -734,6 +795,46 @@ mod tests {
             Encoded::parse(v2(1, HIGHEST_US * 3, 3, &[1])),
             Err(CodecError::Range { .. })
         ));
+    }
+
+    #[test]
+    fn one_reused_deflater_writes_what_the_library_does() {
+        // Empty, one value, dense, and a histogram large enough to need more than one deflate block,
+        // in one sequence through the same Deflater: a reset compressor starts from nothing.
+        let mut hs = vec![new()];
+        let mut one = new();
+        one.record(20_000).unwrap();
+        hs.push(one);
+        let mut dense = new();
+        let mut rng = crate::rng::Rng::new(7);
+        for _ in 0..50_000 {
+            dense.saturating_record(1 + rng.below(3_000_000) as u64);
+        }
+        hs.push(dense);
+        let mut wide = new();
+        for v in (1..HIGHEST_US).step_by(997) {
+            wide.saturating_record(v);
+        }
+        hs.push(wide);
+        let mut ours = Deflater::default();
+        for (i, h) in hs.iter().chain(hs.iter().rev()).enumerate() {
+            let (mut a, mut b) = (Vec::new(), Vec::new());
+            let n = ours.serialize(h, &mut a).unwrap();
+            hdrhistogram::serialization::V2DeflateSerializer::new()
+                .serialize(h, &mut b)
+                .unwrap();
+            assert_eq!(n, a.len());
+            assert!(
+                a == b,
+                "histogram {i}: {} bytes against {}",
+                a.len(),
+                b.len()
+            );
+            let back = Encoded::parse(a).unwrap();
+            let mut h2 = new();
+            back.add_to(&mut h2);
+            assert_same(h, &h2);
+        }
     }
 
     proptest! {
