@@ -340,7 +340,7 @@ fn child(args: &Args) {
         Box::new(baseline::Baseline::new(n))
     } else {
         Box::new(Current {
-            merge: StepMerge::new(n).expect("a spill file"),
+            merge: StepMerge::new(n, dir.path()).expect("a spill file"),
             agents: n,
             p99s: Vec::new(),
         })

@@ -10,13 +10,15 @@
 //! an interval's at once while its .hlog lines are written. So at most one interval's bytes are held,
 //! however long the step. No agent's histograms are kept decoded.
 //!
-//! The spill goes where `TMPDIR` says (`std::env::temp_dir`). On a disk the kernel's page cache keeps
-//! what is recent and none of it counts in the coordinator's RSS; on a tmpfs it is memory after all.
+//! The spill is an unnamed file in the run's output directory, which the run has already found
+//! writable and which is sized for results (a container's root and `/tmp` are often read-only, and
+//! `TMPDIR` may be a small tmpfs). On a disk the kernel's page cache keeps what is recent and none of
+//! it counts in the coordinator's RSS; on a tmpfs it is memory after all.
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::io;
 use std::os::unix::fs::FileExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use proto::{ConvertError, pb};
@@ -30,12 +32,10 @@ use crate::output::HlogInterval;
 /// directory), not an agent's.
 #[derive(Debug, thiserror::Error)]
 pub enum SpillError {
-    #[error(
-        "cannot create a temporary file in {dir} for the step's latency histograms: {source}; point TMPDIR at a writable directory"
-    )]
+    #[error("cannot create a temporary file in {dir} for the step's latency histograms: {source}")]
     Create { dir: PathBuf, source: io::Error },
     #[error(
-        "cannot write the step's latency histograms to their temporary file in {dir}: {source}; free space there or point TMPDIR at a larger disk"
+        "cannot write the step's latency histograms to their temporary file in {dir}: {source}; free space there"
     )]
     Write { dir: PathBuf, source: io::Error },
     #[error(
@@ -86,11 +86,13 @@ struct Spill {
 const SPILL_BUFFER: usize = 256 * 1024;
 
 impl Spill {
-    fn new() -> Result<Spill, SpillError> {
-        let dir = std::env::temp_dir();
-        match tempfile::tempfile() {
-            Ok(file) => Ok(Spill::in_file(file, dir, SPILL_BUFFER)),
-            Err(source) => Err(SpillError::Create { dir, source }),
+    fn new(dir: &Path) -> Result<Spill, SpillError> {
+        match tempfile::tempfile_in(dir) {
+            Ok(file) => Ok(Spill::in_file(file, dir.to_path_buf(), SPILL_BUFFER)),
+            Err(source) => Err(SpillError::Create {
+                dir: dir.to_path_buf(),
+                source,
+            }),
         }
     }
 
@@ -292,9 +294,10 @@ impl Hlog {
 }
 
 impl StepMerge {
-    /// Creates the step's spill file, which is the only thing that can fail here.
-    pub fn new(agents: usize) -> Result<StepMerge, SpillError> {
-        Ok(StepMerge::with_spill(agents, Spill::new()?))
+    /// Creates the step's spill file in `dir` (the run's output directory), which is the only thing
+    /// that can fail here.
+    pub fn new(agents: usize, dir: &Path) -> Result<StepMerge, SpillError> {
+        Ok(StepMerge::with_spill(agents, Spill::new(dir)?))
     }
 
     fn with_spill(agents: usize, spill: Spill) -> StepMerge {
@@ -462,7 +465,7 @@ mod tests {
 
     #[test]
     fn three_agents_merge_to_the_sum() {
-        let mut merge = StepMerge::new(3).unwrap();
+        let mut merge = StepMerge::new(3, &std::env::temp_dir()).unwrap();
         let mut total = Snapshot::default();
         let mut per_agent = vec![Snapshot::default(); 3];
         let mut last = None;
@@ -513,7 +516,7 @@ mod tests {
 
     #[test]
     fn progress_is_the_merged_intervals_p99() {
-        let mut merge = StepMerge::new(2).unwrap();
+        let mut merge = StepMerge::new(2, &std::env::temp_dir()).unwrap();
         let mut merged = histogram::new();
         for agent in 0..2 {
             let i = interval(agent, 0, false);
@@ -528,7 +531,7 @@ mod tests {
 
     #[test]
     fn an_agent_that_sent_nothing_has_zeros() {
-        let mut merge = StepMerge::new(2).unwrap();
+        let mut merge = StepMerge::new(2, &std::env::temp_dir()).unwrap();
         merge.interval(1, (&interval(1, 0, false)).into()).unwrap();
         let done = merge.finish().unwrap();
         assert_eq!(done.agents[0], AgentTotals::default());
@@ -537,7 +540,7 @@ mod tests {
 
     #[test]
     fn a_bad_histogram_is_a_protocol_error_that_changes_nothing() {
-        let mut merge = StepMerge::new(2).unwrap();
+        let mut merge = StepMerge::new(2, &std::env::temp_dir()).unwrap();
         merge.interval(0, (&interval(0, 0, false)).into()).unwrap();
         let before = *merge.counters();
         for (what, corrupt) in [
@@ -573,7 +576,7 @@ mod tests {
         let mut report: pb::IntervalReport = (&interval(0, 0, false)).into();
         report.latency = histogram::encode(&foreign);
         let want = histogram::decode(&report.latency).unwrap();
-        let mut merge = StepMerge::new(1).unwrap();
+        let mut merge = StepMerge::new(1, &std::env::temp_dir()).unwrap();
         merge.interval(0, report).unwrap();
         assert_eq!(merge.finish().unwrap().total.hist.latency, want);
     }
@@ -706,7 +709,7 @@ mod tests {
             matches!(e, IntervalError::Spill(SpillError::Write { .. })),
             "{e:?}"
         );
-        assert!(e.to_string().contains("point TMPDIR at"), "{e}");
+        assert!(e.to_string().contains("free space there"), "{e}");
         assert_eq!(*merge.counters(), before);
         assert!(merge.progress(1).unwrap().is_none());
         assert!(merge.progress(0).unwrap().is_some());

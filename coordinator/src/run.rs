@@ -320,7 +320,7 @@ async fn run_step(
     let mut deadline = Instant::now() + START_LEAD + scheduled + timeout + STEP_GRACE;
 
     let n = fleet.agents.len();
-    let mut merge = StepMerge::new(n)?;
+    let mut merge = StepMerge::new(n, out.dir())?;
     let mut reports: Vec<Option<pb::StepReport>> = vec![None; n];
     let mut waiting = Waiting::new(n, who.iter().copied().filter(|&i| fleet.agents[i].alive));
     lost.extend(who.iter().copied().filter(|&i| !fleet.agents[i].alive));
