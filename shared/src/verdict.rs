@@ -79,7 +79,10 @@ pub fn judge(f: &Facts) -> Judgement {
         reasons.push(format!("agent {agent} was lost during the step"));
     }
     for (class, what) in [
-        (ErrorClass::AddrUnavailable, "generator out of ports"),
+        (
+            ErrorClass::AddrUnavailable,
+            "generator out of local ports, or a --source-addrs address it does not have",
+        ),
         (
             ErrorClass::FdUnavailable,
             "generator out of file descriptors",
@@ -248,7 +251,9 @@ mod tests {
         assert_eq!(j.verdict, Verdict::Invalid);
         assert_eq!(
             j.reasons,
-            vec!["412 addr-unavailable errors: generator out of ports"]
+            vec![
+                "412 addr-unavailable errors: generator out of local ports, or a --source-addrs address it does not have"
+            ]
         );
     }
 
