@@ -104,21 +104,18 @@ pub async fn connect(cfg: &RunConfig) -> Result<Fleet, RunError> {
                 addrs.push((a.clone(), addr, host_of(a).to_string()));
             }
             AgentSpec::Dns(name) => {
-                let deadline = Instant::now() + DIAL_WAIT;
-                let mut found: Vec<SocketAddr> = loop {
-                    match tokio::net::lookup_host(name.as_str()).await {
-                        Ok(it) => break it.collect(),
-                        Err(_) if Instant::now() < deadline => {
-                            tokio::time::sleep(Duration::from_millis(250)).await;
-                        }
-                        Err(e) => {
-                            return Err(RunError::Unreachable {
-                                agent: format!("dns://{name}"),
-                                why: e.to_string(),
-                            });
-                        }
-                    }
+                let lookup = || async {
+                    tokio::net::lookup_host(name.as_str())
+                        .await
+                        .map(|it| it.collect::<Vec<SocketAddr>>())
                 };
+                let mut found =
+                    patiently(lookup, |_| true)
+                        .await
+                        .map_err(|e| RunError::Unreachable {
+                            agent: format!("dns://{name}"),
+                            why: e.to_string(),
+                        })?;
                 found.sort();
                 found.dedup();
                 if found.is_empty() {
@@ -138,20 +135,32 @@ pub async fn connect(cfg: &RunConfig) -> Result<Fleet, RunError> {
     }
     let mut links = Vec::with_capacity(addrs.len());
     for (name, addr, domain) in addrs {
-        // Agents started together with the coordinator (docker compose) may need a moment to listen.
-        let deadline = Instant::now() + DIAL_WAIT;
-        let link = loop {
-            match remote(&name, addr, &domain, cfg.tls.as_ref()).await {
-                Ok(link) => break link,
-                Err(RunError::Unreachable { .. }) if Instant::now() < deadline => {
-                    tokio::time::sleep(Duration::from_millis(250)).await;
-                }
-                Err(e) => return Err(e),
-            }
-        };
+        let link = patiently(
+            || remote(&name, addr, &domain, cfg.tls.as_ref()),
+            |e| matches!(e, RunError::Unreachable { .. }),
+        )
+        .await?;
         links.push((name, link));
     }
     Ok(Fleet::new(links, CancellationToken::new()))
+}
+
+/// Runs `attempt` again every 250 ms while it fails in a way `retry` accepts, for up to `DIAL_WAIT`,
+/// then gives its last result. Agents started together with the coordinator (docker compose) may
+/// need a moment before their name resolves and before they listen.
+async fn patiently<T, E, F: std::future::Future<Output = Result<T, E>>>(
+    mut attempt: impl FnMut() -> F,
+    retry: impl Fn(&E) -> bool,
+) -> Result<T, E> {
+    let deadline = Instant::now() + DIAL_WAIT;
+    loop {
+        match attempt().await {
+            Err(e) if retry(&e) && Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(250)).await;
+            }
+            done => return done,
+        }
+    }
 }
 
 /// Opens the control stream to a listening agent and adapts it to a `Link`.
