@@ -71,8 +71,11 @@ fn three_agents_merge_losslessly_and_start_together() {
         );
         let spread = per_agent.iter().max().unwrap() - per_agent.iter().min().unwrap();
         assert!(spread <= 1, "equal cores, equal shares: {per_agent:?}");
+        // Well under 1 ms on an idle machine; the bound leaves room for a 2-core CI box running this
+        // file's tests in parallel (5.9 ms seen with three busy loops beside them), not for a start
+        // that waits on anything but the clock.
         let skew = s["start_skew_ms"].as_f64().unwrap();
-        assert!(skew < 5.0, "start skew {skew} ms");
+        assert!(skew < 25.0, "start skew {skew} ms");
         for a in s["agents"].as_array().unwrap() {
             assert!(a["rtt_ms"].as_f64().unwrap() > 0.0, "{a}");
             assert_eq!(a["lost"], false);
