@@ -309,6 +309,7 @@ fn agent_input(
     report::AgentInput {
         name: step.names[i].clone(),
         threads: 2,
+        cores: 2,
         wall: Duration::from_secs(u64::from(step.intervals)),
         counters,
         cpu_ns,

@@ -450,6 +450,7 @@ async fn run_step(
         .map(|&i| AgentInput {
             name: fleet.agents[i].name.clone(),
             threads: fleet.threads(i),
+            cores: fleet.cores(i),
             wall: reports[i]
                 .as_ref()
                 .map_or(scheduled, |r| Duration::from_micros(r.wall_us)),

@@ -91,7 +91,8 @@ impl Serialize for Counts {
 
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct Generator {
-    /// The busiest agent's worker-thread CPU, percent of its worker threads' capacity.
+    /// The busiest agent's worker-thread CPU, percent of what its worker threads can use: a core
+    /// each, and no more than its machine's cores.
     pub cpu_pct: f64,
     pub lag_p99_ms: f64,
     pub lag_max_ms: f64,
@@ -171,6 +172,9 @@ pub struct IntervalSample {
 pub struct AgentInput {
     pub name: String,
     pub threads: u32,
+    /// Its machine's cores: more worker threads than cores share them, and each then gets less than
+    /// a core, so the CPU share is taken of the smaller of the two.
+    pub cores: u32,
     /// How long its workers ran (schedule plus drain): the CPU share's denominator.
     pub wall: Duration,
     /// Its counters and worker CPU time, summed over its intervals.
@@ -235,7 +239,7 @@ pub fn summarize(input: &StepInput<'_>) -> StepResult {
             requests: a.counters.requests,
             replies: a.counters.replies,
             errors: a.counters.errors_total(),
-            cpu_pct: cpu_pct(a.cpu_ns, a.wall, a.threads),
+            cpu_pct: cpu_pct(a.cpu_ns, a.wall, a.threads.min(a.cores)),
             latency_ms: a.latency_ms,
             start_delay_ms: a.start_delay.map(|d| round3(d.as_secs_f64() * 1000.0)),
             clock_offset_ms: round3(a.clock_offset_ns as f64 / 1e6),
@@ -439,6 +443,7 @@ mod tests {
         let agent = |name: &str, s: &Snapshot| AgentInput {
             name: name.to_string(),
             threads: 1,
+            cores: 2,
             wall: Duration::from_secs(2),
             counters: s.counters,
             cpu_ns: s.cpu_ns,
@@ -499,6 +504,50 @@ mod tests {
             "{:?}",
             r.reasons
         );
+    }
+
+    #[test]
+    fn cpu_share_is_of_the_cores_the_threads_can_use() {
+        // 2 CPU-seconds a second: all of 2 threads, or of 4 threads on 2 cores (saturated either
+        // way); half of 4 threads on 8 cores.
+        let second = Duration::from_secs(1);
+        let used = 2_000_000_000;
+        let s = snapshot(10, &[1_000; 10]);
+        let mut total = s.clone();
+        total.cpu_ns = used;
+        let series = [IntervalSample {
+            length: second,
+            replies: 10,
+        }];
+        for (threads, cores, pct) in [(2, 2, 100.0), (4, 2, 100.0), (4, 8, 50.0)] {
+            let r = summarize(&StepInput {
+                step: 0,
+                model: LoadModel::Concurrency,
+                value: 4.0,
+                demanded_rate: None,
+                duration: second,
+                total: &total,
+                series: &series,
+                agents: vec![AgentInput {
+                    name: "a".into(),
+                    threads,
+                    cores,
+                    wall: second,
+                    counters: s.counters,
+                    cpu_ns: used,
+                    latency_ms: LatencyStats::of(&s.hist.latency),
+                    start_delay: None,
+                    lost: false,
+                    clock_offset_ns: 0,
+                    rtt: Duration::ZERO,
+                }],
+                aborted: false,
+                mark_lost: true,
+                start_skew: None,
+            });
+            assert_eq!(r.generator.cpu_pct, pct, "{threads} threads, {cores} cores");
+            assert_eq!(r.agents[0].cpu_pct, pct);
+        }
     }
 
     #[test]
