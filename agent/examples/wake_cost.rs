@@ -11,8 +11,8 @@
 //! getrusage) each costs per wake-up: the open loop's own timer (`agent::timer::Timer`, a timerfd in the
 //! worker's tokio runtime), a plain `clock_nanosleep` (`std::thread::sleep`, no runtime at all), and a
 //! busy wait, the floor any sleep is measured against. On the development VM (a Firecracker guest, where
-//! arming the timer and taking its interrupt leave the guest) a wake-up cost 17–22 µs of CPU whichever
-//! way it slept; see docs/benchmarks.md, "Why an open loop costs more per connection".
+//! arming the timer and taking its interrupt leave the guest) a wake-up cost 16–28 µs of CPU whichever
+//! way it slept (three runs at each of 111 µs and 1 ms); see docs/benchmarks.md, "Why an open loop costs more per connection".
 use std::time::{Duration, Instant};
 
 use agent::timer::Timer;

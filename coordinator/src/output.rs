@@ -152,17 +152,12 @@ impl Output {
     fn write_json(&self) -> Result<(), OutputError> {
         let tmp = self.json_path.with_extension("json.tmp");
         let text = serde_json::to_string_pretty(&self.doc).expect("run.json always serializes");
-        let written = File::create(&tmp).and_then(|mut f| {
-            f.write_all(text.as_bytes())?;
-            f.write_all(b"\n")?;
-            f.sync_data()
-        });
-        if let Err(e) = written {
-            // A full disk: leave the previous run.json as it was, and no half file beside it.
-            let _ = fs::remove_file(&tmp);
-            return Err(at(&tmp)(e));
-        }
-        fs::rename(&tmp, &self.json_path).map_err(at(&self.json_path))
+        replace(&self.json_path, &tmp, |mut f| {
+            f.write_all(text.as_bytes())
+                .and_then(|()| f.write_all(b"\n"))
+                .and_then(|()| f.sync_data())
+                .map_err(at(&tmp))
+        })
     }
 }
 
@@ -184,17 +179,25 @@ where
     let path = dir.join("hlog").join(format!("step-{step:03}.hlog"));
     // Streamed to a file beside it, not built in memory (the log of a minute of 1,000 agents is
     // tens of MB), then renamed over it: a reader sees the whole file or none.
-    let tmp = path.with_extension("hlog.tmp");
-    let written = File::create(&tmp).map_err(at(&tmp)).and_then(|file| {
+    replace(&path, &path.with_extension("hlog.tmp"), |file| {
         let mut out = io::BufWriter::new(file);
         hlog_lines(&mut out, &path, step, started, intervals, agents)?;
         out.flush().map_err(at(&path))
-    });
-    if let Err(e) = written {
-        let _ = fs::remove_file(&tmp);
+    })
+}
+
+/// Writes `path` through `tmp` beside it, then renames it into place: a reader sees the old file or
+/// the whole new one, and a failed write (a full disk) leaves the old file and no half one beside it.
+fn replace(
+    path: &Path,
+    tmp: &Path,
+    write: impl FnOnce(File) -> Result<(), OutputError>,
+) -> Result<(), OutputError> {
+    if let Err(e) = File::create(tmp).map_err(at(tmp)).and_then(write) {
+        let _ = fs::remove_file(tmp);
         return Err(e);
     }
-    fs::rename(&tmp, &path).map_err(at(&path))
+    fs::rename(tmp, path).map_err(at(path))
 }
 
 /// The .hlog's text for [`write_hlog`], into `out`; errors name `path`, the file it becomes.
