@@ -111,6 +111,8 @@ pub struct Target {
     pub sources: Arc<[IpAddr]>,
     /// Every request's closing twin makes the server close first (see `Workload::server_closes_last`).
     pub server_closes: bool,
+    /// The reply statuses that count as served.
+    pub ok_status: shared::status::StatusSet,
 }
 
 impl Target {
@@ -188,6 +190,7 @@ impl Target {
             random_order: w.url_order == shared::plan::UrlOrder::Random,
             sources: w.source_addrs.clone().into(),
             server_closes: w.server_closes_last(),
+            ok_status: w.ok_status.clone(),
         })
     }
 }
@@ -492,8 +495,10 @@ impl Conn {
                 Ok(())
             }
             Ok(Err(Fault::Stale)) => Err(SendError::Stale),
-            // A socket-level timeout on an established connection is a reply that never came.
+            // A socket-level timeout on an established connection is a reply that never came; its
+            // latency is at least its age now.
             Ok(Err(Fault::Failed(ErrorClass::ConnectTimeout))) | Err(_) => {
+                rec.given_up(intended.elapsed());
                 Err(SendError::Failed(ErrorClass::ClientTimeout))
             }
             Ok(Err(Fault::Failed(class))) => Err(SendError::Failed(class)),
@@ -712,6 +717,7 @@ mod tests {
             random_order: false,
             sources: Arc::from(Vec::<IpAddr>::new()),
             server_closes: true,
+            ok_status: shared::status::StatusSet::default(),
         }
     }
 
@@ -749,7 +755,7 @@ mod tests {
     }
 
     async fn send(c: &mut Conn, t: &Target, last: bool) -> Result<(), SendError> {
-        let rec = Recorder::new();
+        let rec = Recorder::default();
         c.send(&t.templates[0], last, Instant::now(), t.timeout, &rec)
             .await
     }
@@ -768,7 +774,7 @@ mod tests {
             // Dropped without close_notify, as many servers do.
         });
         let t = target(addr, true);
-        let mut c = Conn::open(&t, &Rc::new(Recorder::new())).await.unwrap();
+        let mut c = Conn::open(&t, &Rc::new(Recorder::default())).await.unwrap();
         assert_eq!(send(&mut c, &t, false).await, Ok(()));
     }
 
@@ -797,7 +803,7 @@ mod tests {
                 }
             });
             let t = target(addr, tls);
-            let mut c = Conn::open(&t, &Rc::new(Recorder::new())).await.unwrap();
+            let mut c = Conn::open(&t, &Rc::new(Recorder::default())).await.unwrap();
             assert_eq!(send(&mut c, &t, false).await, Ok(()), "tls {tls}");
             assert_eq!(
                 send(&mut c, &t, false).await,
@@ -828,8 +834,8 @@ mod tests {
         let t = target(addr, false);
         // Far more than the socket buffers take, so the write is still going when the reset comes.
         let big = upload(16 << 20);
-        let rec = Recorder::new();
-        let mut c = Conn::open(&t, &Rc::new(Recorder::new())).await.unwrap();
+        let rec = Recorder::default();
+        let mut c = Conn::open(&t, &Rc::new(Recorder::default())).await.unwrap();
         assert_eq!(send(&mut c, &t, false).await, Ok(()));
         let r = c.send(&big, false, Instant::now(), t.timeout, &rec).await;
         assert!(matches!(r, Err(SendError::Failed(_))), "{r:?}");
@@ -870,8 +876,8 @@ mod tests {
         let mut t = target(addr, false);
         t.timeout = Duration::from_secs(10);
         let upload = upload(BODY);
-        let rec = Recorder::new();
-        let mut c = Conn::open(&t, &Rc::new(Recorder::new())).await.unwrap();
+        let rec = Recorder::default();
+        let mut c = Conn::open(&t, &Rc::new(Recorder::default())).await.unwrap();
         let r = c
             .send(&upload, false, Instant::now(), t.timeout, &rec)
             .await;
@@ -906,7 +912,7 @@ mod tests {
                 tokio::time::sleep(Duration::from_millis(5)).await;
             });
             let t = target(addr, false);
-            let mut c = Conn::open(&t, &Rc::new(Recorder::new())).await.unwrap();
+            let mut c = Conn::open(&t, &Rc::new(Recorder::default())).await.unwrap();
             let Stream::Plain(p) = &c.io else {
                 unreachable!()
             };

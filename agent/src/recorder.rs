@@ -4,6 +4,7 @@ use std::cell::RefCell;
 use std::time::Duration;
 
 use shared::metrics::{ErrorClass, Snapshot};
+use shared::status::StatusSet;
 
 use crate::system;
 
@@ -11,6 +12,8 @@ use crate::system;
 pub struct Recorder {
     snap: RefCell<Snapshot>,
     cpu_mark: std::cell::Cell<u64>,
+    /// The statuses that count as served; others are kept out of the latency.
+    ok: StatusSet,
 }
 
 fn us(d: Duration) -> u64 {
@@ -18,10 +21,11 @@ fn us(d: Duration) -> u64 {
 }
 
 impl Recorder {
-    pub fn new() -> Self {
+    pub fn new(ok: StatusSet) -> Self {
         Recorder {
             snap: RefCell::new(Snapshot::default()),
             cpu_mark: std::cell::Cell::new(system::thread_cpu_ns()),
+            ok,
         }
     }
 
@@ -65,11 +69,29 @@ impl Recorder {
     }
 
     pub fn replied(&self, status: u16, ttfb: Duration, latency: Duration) {
+        let ok = self.ok.contains(status);
         self.with(|s| {
             s.counters.replies += 1;
             s.counters.record_status(status);
+            s.codes.record(status);
             s.hist.ttfb.saturating_record(us(ttfb));
-            s.hist.latency.saturating_record(us(latency));
+            if ok {
+                s.counters.ok += 1;
+                s.hist.latency.saturating_record(us(latency));
+            } else {
+                s.hist.unexpected.saturating_record(us(latency));
+            }
+        });
+    }
+
+    /// A due request given up without a reply (timed out, expired in the queue, dropped at the
+    /// step's end): its age then is a lower bound of its latency, and it enters the latency as one,
+    /// so the percentiles are not those of the survivors only.
+    pub fn given_up(&self, age: Duration) {
+        self.with(|s| {
+            s.counters.given_up += 1;
+            s.hist.latency.saturating_record(us(age));
+            s.hist.censored.saturating_record(us(age));
         });
     }
 
@@ -92,6 +114,6 @@ impl Recorder {
 
 impl Default for Recorder {
     fn default() -> Self {
-        Self::new()
+        Self::new(StatusSet::default())
     }
 }

@@ -109,7 +109,13 @@ impl Ctx {
                 Some(c) => c,
                 None => match self.connect().await {
                     Ok(c) => c,
-                    Err(_) => return (None, false),
+                    Err(class) => {
+                        // Given up waiting for the server to accept: a lower bound of its latency.
+                        if class == ErrorClass::ConnectTimeout {
+                            self.rec.given_up(intended.elapsed());
+                        }
+                        return (None, false);
+                    }
                 },
             };
             match c
@@ -173,7 +179,7 @@ impl Drop for Flight {
 pub async fn run(job: Job) {
     let share = job.share.clone();
     let deadline = job.start + share.scheduled_duration();
-    let rec = Rc::new(Recorder::new());
+    let rec = Rc::new(Recorder::new(job.target.ok_status.clone()));
     let ctx = Rc::new(Ctx {
         target: job.target.clone(),
         rec: rec.clone(),
@@ -461,7 +467,16 @@ impl Pool {
     fn drop_waiting(&self, ctx: &Ctx, all: bool) {
         let mut q = self.queue.borrow_mut();
         let before = q.len();
-        q.retain(|(_, _, waiting)| !(all || *waiting));
+        // Each was due at its intended time and is given up now: its age is a lower bound of its
+        // latency.
+        let now = Instant::now();
+        q.retain(|(intended, _, waiting)| {
+            let drop = all || *waiting;
+            if drop {
+                ctx.rec.given_up(now.saturating_duration_since(*intended));
+            }
+            !drop
+        });
         let dropped = (before - q.len()) as u64;
         if dropped > 0 {
             ctx.rec.with(|s| {
@@ -496,8 +511,10 @@ impl Pool {
             };
             ctx.rec.wait(queued.elapsed(), false);
             // Its reply could no longer arrive within the timeout of its intended send.
-            if Instant::now() >= intended + ctx.target.timeout {
+            let now = Instant::now();
+            if now >= intended + ctx.target.timeout {
                 ctx.rec.unsent(ErrorClass::ClientTimeout);
+                ctx.rec.given_up(now - intended);
                 continue;
             }
             conn = ctx.request(conn.take(), intended, false).await.0;

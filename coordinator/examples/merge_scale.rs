@@ -518,8 +518,13 @@ fn step_input<'a>(
         aborted: false,
         mark_lost: true,
         start_skew: None,
+        ok_status: &OK_STATUS,
+        baseline_p50_ms: None,
     }
 }
+
+static OK_STATUS: std::sync::LazyLock<shared::status::StatusSet> =
+    std::sync::LazyLock::new(shared::status::StatusSet::default);
 
 /// Fixed, so the .hlog's bytes (which carry the start time) are comparable between runs.
 fn started() -> SystemTime {

@@ -127,6 +127,10 @@ pub struct RunArgs {
     /// Accept any TLS certificate from the target (self-signed test servers).
     #[arg(long)]
     pub insecure: bool,
+    /// Reply statuses that count as served: codes and ranges, e.g. 200-399 (the default, like wrk and
+    /// k6) or 200,204,404. Any other status is a failure.
+    #[arg(long, value_name = "CODES")]
+    pub ok_status: Option<String>,
     /// Local addresses new connections leave from, in turn (per agent worker thread): a list and/or
     /// inclusive ranges, e.g. 127.0.0.1,127.0.0.2 or 127.0.0.1-127.0.0.8. Each address adds a full
     /// ephemeral port range per destination. Every agent must have them.

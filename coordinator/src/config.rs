@@ -9,6 +9,7 @@ use shared::plan::{
     self, Arrival, LoadModel, Plan, PlanError, RequestSpec, StepLimit, UrlOrder, Workload,
     parse_header, parse_url_list,
 };
+use shared::status::{StatusSet, StatusSetError};
 
 use crate::cli::RunArgs;
 
@@ -17,6 +18,8 @@ use crate::cli::RunArgs;
 pub enum ConfigError {
     #[error("{0}")]
     Plan(#[from] PlanError),
+    #[error("{0}")]
+    OkStatus(#[from] StatusSetError),
     #[error("cannot read {what} {path}: {source}")]
     Read {
         what: &'static str,
@@ -194,6 +197,8 @@ pub struct PlanFile {
     pub timeout: Option<StringOrSecs>,
     pub connect_timeout: Option<StringOrSecs>,
     pub insecure: Option<bool>,
+    /// `"200-399"` or `["200", "404"]`.
+    pub ok_status: Option<StringOrList>,
     /// `"127.0.0.1-127.0.0.8"` or `["127.0.0.1", "127.0.0.2"]`.
     pub source_addrs: Option<StringOrList>,
     pub threads: Option<usize>,
@@ -424,6 +429,13 @@ pub fn resolve(args: RunArgs) -> Result<RunConfig, ConfigError> {
         args.insecure || file.insecure.unwrap_or(false),
     )?
     .with_source_addrs(source_addrs)?;
+    let workload = match args
+        .ok_status
+        .or(file.ok_status.as_ref().map(StringOrList::joined))
+    {
+        Some(list) => workload.with_ok_status(StatusSet::parse(&list)?),
+        None => workload,
+    };
 
     let model = LoadModel::parse(
         &args
@@ -651,6 +663,7 @@ fn echo(plan: &Plan, threads: usize) -> serde_json::Value {
         "connect_timeout_s": w.connect_timeout.as_secs_f64(),
         "urls_order": w.url_order.name(),
         "source_addrs": w.source_addrs.iter().map(ToString::to_string).collect::<Vec<_>>(),
+        "ok_status": w.ok_status.to_string(),
         "threads": threads,
         "requests": w.requests.iter().map(|r| serde_json::json!({
             "method": r.method,

@@ -109,6 +109,7 @@ fn finish(outcome: Result<run::RunOutcome, run::RunError>) -> u8 {
     match outcome {
         Ok(o) => {
             print!("{}", progress::table(&o.steps));
+            println!("answer: {}", shared::report::summarize_run(&o.steps).answer);
             println!("results: {}", o.dir.display());
             if o.aborted {
                 eprintln!(

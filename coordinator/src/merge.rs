@@ -25,6 +25,7 @@ use proto::{ConvertError, pb};
 use shared::histogram::{CodecError, Encoded, Histogram, Merger};
 use shared::metrics::{Counters, EncodedInterval, HistogramSums, Snapshot};
 use shared::report::{IntervalSample, LatencyStats};
+use shared::status::StatusCodes;
 
 use crate::output::HlogInterval;
 
@@ -210,6 +211,7 @@ struct Seq {
 /// The merge of one step over a fleet of `agents` (indexed as the fleet indexes them).
 pub struct StepMerge {
     counters: Counters,
+    codes: StatusCodes,
     cpu_ns: u64,
     hist: HistogramSums,
     agents: Vec<AgentSums>,
@@ -303,6 +305,7 @@ impl StepMerge {
     fn with_spill(agents: usize, spill: Spill) -> StepMerge {
         StepMerge {
             counters: Counters::default(),
+            codes: StatusCodes::default(),
             cpu_ns: 0,
             hist: HistogramSums::default(),
             agents: vec![AgentSums::default(); agents],
@@ -325,6 +328,7 @@ impl StepMerge {
         let i = EncodedInterval::try_from(report)?;
         let slot = self.spill.append(agent, &i.hist.latency)?;
         self.counters.add(&i.counters);
+        self.codes.add(&i.codes);
         self.cpu_ns += i.cpu_ns;
         self.hist.add(&i.hist);
         let sums = &mut self.agents[agent];
@@ -368,6 +372,7 @@ impl StepMerge {
     pub fn finish(self) -> Result<StepTotals, SpillError> {
         let StepMerge {
             counters,
+            codes,
             cpu_ns,
             hist,
             agents,
@@ -378,6 +383,7 @@ impl StepMerge {
         let total = Snapshot {
             counters,
             hist: hist.to_histograms(),
+            codes,
             cpu_ns,
         };
         // Each agent's slots, in interval order: a copy of the index (16 bytes a report), not of the

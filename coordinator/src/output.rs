@@ -7,7 +7,7 @@ use std::time::{Duration, SystemTime};
 
 use hdrhistogram::serialization::interval_log::{IntervalLogWriterBuilder, Tag};
 use shared::histogram::{Deflater, Encoded, Merger};
-use shared::report::{RUN_SCHEMA, StepResult, table_header, table_row};
+use shared::report::{RUN_SCHEMA, RunSummary, StepResult, table_header, table_row};
 
 use crate::config::{ConfigError, RunConfig};
 
@@ -99,6 +99,7 @@ impl Output {
             "plan": cfg.echo,
             "agents": agents,
             "warnings": warnings,
+            "summary": null,
             "steps": [],
         });
         let out = Output {
@@ -137,6 +138,12 @@ impl Output {
         if let Some(steps) = self.doc["steps"].as_array_mut() {
             steps.push(value);
         }
+        self.write_json()
+    }
+
+    /// Puts the run's answer so far into run.json.
+    pub fn summarize(&mut self, summary: &RunSummary) -> Result<(), OutputError> {
+        self.doc["summary"] = serde_json::to_value(summary).expect("a summary always serializes");
         self.write_json()
     }
 

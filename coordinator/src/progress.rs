@@ -1,7 +1,7 @@
 //! What people see: a live line per step on stderr while it runs, and the table of steps at the end.
 use std::io::{IsTerminal, Write};
 
-use shared::report::StepResult;
+use shared::report::{LatencyStats, StepResult, human_ms};
 
 pub struct Progress {
     quiet: bool,
@@ -75,60 +75,71 @@ impl Progress {
             .map_or(format!("{} conns", r.step_value), |d| {
                 format!("{} req/s", rate(d))
             });
-        let errors: u64 = r.errors.0.iter().map(|(_, v)| v).sum();
+        let mut judged = format!("trust {}", r.trust.name());
+        if !r.reasons.is_empty() {
+            judged.push_str(&format!(" ({})", r.reasons.join("; ")));
+        }
+        judged.push_str(&format!(", server {}", r.server.name()));
+        if !r.server_reasons.is_empty() {
+            judged.push_str(&format!(" ({})", r.server_reasons.join("; ")));
+        }
         eprintln!(
-            "step {}/{}  demanded {demanded}  sent {} req/s  replies {}/s  p99 {:.1} ms  errors {}  {}{}",
+            "step {}/{}  demanded {demanded}  sent {} req/s  served {}/s  p99 {}  failed {}%  {judged}",
             r.step + 1,
             steps,
             rate(r.achieved_request_rate),
-            rate(r.reply_rate.avg),
-            r.latency_ms.p99,
-            errors,
-            r.verdict.name(),
-            if r.reasons.is_empty() {
-                String::new()
-            } else {
-                format!(": {}", r.reasons.join("; "))
-            }
+            rate(r.ok_rate),
+            human_ms(r.latency_ms.p99, r.latency_ms.lower_bounds.contains("p99")),
+            pct(r.failed_pct),
         );
     }
+}
+
+fn pct(v: f64) -> String {
+    if v == 0.0 || v >= 10.0 {
+        format!("{v:.0}")
+    } else {
+        format!("{v:.2}")
+    }
+}
+
+/// A latency cell: `≥` before a lower bound (a percentile among requests given up).
+fn ms_cell(l: &LatencyStats, name: &str, v: f64) -> String {
+    let at_least = if l.lower_bounds.contains(name) {
+        "≥"
+    } else {
+        ""
+    };
+    format!("{at_least}{v:.2}")
 }
 
 /// The end-of-run table for stdout.
 pub fn table(results: &[StepResult]) -> String {
     let head = [
-        "step",
-        "demanded",
-        "sent/s",
-        "replies/s",
-        "p50 ms",
-        "p90 ms",
-        "p99 ms",
-        "max ms",
-        "errors",
-        "gen cpu",
-        "lag p99",
-        "verdict",
+        "step", "demanded", "sent/s", "served/s", "p50 ms", "p90 ms", "p99 ms", "max ms", "failed",
+        "gen cpu", "lag p99", "trust", "server",
     ];
     let mut rows: Vec<Vec<String>> = vec![head.iter().map(|s| s.to_string()).collect()];
     for r in results {
+        let l = &r.latency_ms;
         rows.push(vec![
             (r.step + 1).to_string(),
             r.demanded_rate.map_or(format!("{}c", r.step_value), rate),
             rate(r.achieved_request_rate),
-            rate(r.reply_rate.avg),
-            format!("{:.2}", r.latency_ms.p50),
-            format!("{:.2}", r.latency_ms.p90),
-            format!("{:.2}", r.latency_ms.p99),
-            format!("{:.2}", r.latency_ms.max),
-            format!("{:.2}%", r.errors_pct),
+            rate(r.ok_rate),
+            ms_cell(l, "p50", l.p50),
+            ms_cell(l, "p90", l.p90),
+            ms_cell(l, "p99", l.p99),
+            ms_cell(l, "max", l.max),
+            format!("{}%", pct(r.failed_pct)),
             format!("{:.0}%", r.generator.cpu_pct),
             format!("{:.2}", r.generator.lag_p99_ms),
-            r.verdict.name().to_string(),
+            r.trust.name().to_string(),
+            r.server.name().to_string(),
         ]);
     }
     let widths: Vec<usize> = (0..head.len())
-        .map(|c| rows.iter().map(|r| r[c].len()).max().unwrap_or(0))
+        .map(|c| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0))
         .collect();
     let mut out = String::new();
     for row in &rows {
@@ -149,9 +160,16 @@ pub fn table(results: &[StepResult]) -> String {
     for r in results {
         for reason in &r.reasons {
             out.push_str(&format!(
-                "step {}: {}: {reason}\n",
+                "step {}: trust {}: {reason}\n",
                 r.step + 1,
-                r.verdict.name()
+                r.trust.name()
+            ));
+        }
+        for reason in &r.server_reasons {
+            out.push_str(&format!(
+                "step {}: server {}: {reason}\n",
+                r.step + 1,
+                r.server.name()
             ));
         }
         for note in &r.notes {

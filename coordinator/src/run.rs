@@ -9,6 +9,7 @@ use proto::pb::agent_message::Kind as Up;
 use proto::pb::coordinator_message::Kind as Down;
 use shared::histogram;
 use shared::report::{self, AgentInput, StepInput, StepResult};
+use shared::verdict::{Server, Verdict};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
@@ -101,10 +102,14 @@ pub async fn run(cfg: RunConfig, shutdown: CancellationToken) -> Result<RunOutco
                 aborted = true;
                 break;
             }
-            let (r, stop) =
-                run_step(&mut fleet, &cfg, index, &shutdown, &progress, &mut out).await?;
+            let baseline = baseline_p50(&results);
+            let (r, stop) = run_step(
+                &mut fleet, &cfg, index, baseline, &shutdown, &progress, &mut out,
+            )
+            .await?;
             aborted |= r.aborted || stop;
             results.push(r);
+            out.summarize(&report::summarize_run(&results))?;
             if aborted {
                 break;
             }
@@ -256,11 +261,22 @@ impl Waiting {
     }
 }
 
+/// The lowest median latency among the finished steps whose server was ok and whose numbers can be
+/// trusted: what a later step's queueing is measured against.
+fn baseline_p50(results: &[StepResult]) -> Option<f64> {
+    results
+        .iter()
+        .filter(|r| r.server == Server::Ok && r.trust == Verdict::Valid && r.ok > 0)
+        .map(|r| r.latency_ms.p50)
+        .min_by(f64::total_cmp)
+}
+
 /// Splits, prepares and starts one step; returns it and whether the run must stop after it.
 async fn run_step(
     fleet: &mut Fleet,
     cfg: &RunConfig,
     index: usize,
+    baseline_p50_ms: Option<f64>,
     shutdown: &CancellationToken,
     progress: &Progress,
     out: &mut Output,
@@ -480,6 +496,8 @@ async fn run_step(
         aborted,
         mark_lost: policy != LossPolicy::Continue,
         start_skew,
+        ok_status: &plan.workload.ok_status,
+        baseline_p50_ms,
     });
     result.notes.extend(warnings);
     progress.step_done(&result, plan.steps.len());

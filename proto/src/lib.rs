@@ -12,6 +12,7 @@ use shared::plan::{
     Arrival, LoadModel, PlanError, RequestSpec, StepLimit, StepShare, UrlOrder, Workload,
 };
 use shared::schedule::Slice;
+use shared::status::{StatusCodes, StatusSet};
 
 pub mod pb {
     #![allow(clippy::all, clippy::pedantic, missing_docs)]
@@ -19,7 +20,7 @@ pub mod pb {
 }
 
 /// Bumped whenever a message changes meaning; peers with another version are refused.
-pub const PROTOCOL_VERSION: u32 = 1;
+pub const PROTOCOL_VERSION: u32 = 2;
 
 /// A message that does not convert into a valid domain value.
 #[derive(Debug, thiserror::Error)]
@@ -36,6 +37,8 @@ pub enum ConvertError {
     },
     #[error("both or neither of duration_ms and num_conns are set")]
     Limit,
+    #[error("{0}")]
+    Invalid(&'static str),
     #[error(transparent)]
     Plan(#[from] PlanError),
     #[error("{what}: {source}")]
@@ -165,6 +168,15 @@ impl From<&Workload> for pb::Configure {
             connect_timeout_ms: w.connect_timeout.as_millis() as u64,
             insecure_tls: w.insecure_tls,
             source_addrs: w.source_addrs.iter().map(ToString::to_string).collect(),
+            ok_status: w
+                .ok_status
+                .ranges()
+                .iter()
+                .map(|&(low, high)| pb::StatusRange {
+                    low: low.into(),
+                    high: high.into(),
+                })
+                .collect(),
         }
     }
 }
@@ -215,8 +227,42 @@ impl TryFrom<&pb::Configure> for Workload {
             Duration::from_millis(c.connect_timeout_ms),
             c.insecure_tls,
         )?
-        .with_source_addrs(source_addrs)?)
+        .with_source_addrs(source_addrs)?
+        .with_ok_status(ok_status_from_pb(&c.ok_status)?))
     }
+}
+
+fn ok_status_from_pb(ranges: &[pb::StatusRange]) -> Result<StatusSet, ConvertError> {
+    if ranges.is_empty() {
+        return Ok(StatusSet::default());
+    }
+    let code = |v: u32| u16::try_from(v).unwrap_or(u16::MAX);
+    StatusSet::from_ranges(ranges.iter().map(|r| (code(r.low), code(r.high))).collect()).ok_or(
+        ConvertError::Invalid("ok_status has a range outside 100-599 or backwards"),
+    )
+}
+
+fn codes_from_pb(counts: &[pb::StatusCount]) -> Result<StatusCodes, ConvertError> {
+    let mut codes = StatusCodes::default();
+    for c in counts {
+        let code = u16::try_from(c.code).unwrap_or(u16::MAX);
+        if !codes.add_count(code, c.count) {
+            return Err(ConvertError::Invalid(
+                "status_codes has a code outside 100-599",
+            ));
+        }
+    }
+    Ok(codes)
+}
+
+fn codes_to_pb(codes: &StatusCodes) -> Vec<pb::StatusCount> {
+    codes
+        .nonzero()
+        .map(|(code, count)| pb::StatusCount {
+            code: code.into(),
+            count,
+        })
+        .collect()
 }
 
 impl From<&Counters> for pb::Counters {
@@ -232,6 +278,8 @@ impl From<&Counters> for pb::Counters {
             waited: c.waited,
             unsent: c.unsent,
             dropped: c.dropped,
+            ok: c.ok,
+            given_up: c.given_up,
         }
     }
 }
@@ -260,8 +308,15 @@ impl TryFrom<&pb::Counters> for Counters {
             waited: c.waited,
             unsent: c.unsent,
             dropped: c.dropped,
+            ok: c.ok,
+            given_up: c.given_up,
             ..Counters::default()
         };
+        if c.ok > c.replies {
+            return Err(ConvertError::Invalid(
+                "counters have more ok replies than replies",
+            ));
+        }
         fixed("status counts", &c.status, 5)?;
         fixed("error counts", &c.errors, ErrorClass::COUNT)?;
         out.status.copy_from_slice(&c.status);
@@ -281,6 +336,9 @@ impl From<&Interval> for pb::IntervalReport {
             tail: i.tail,
             counters: Some((&i.snapshot.counters).into()),
             latency: histogram::encode(&h.latency),
+            censored: histogram::encode(&h.censored),
+            unexpected: histogram::encode(&h.unexpected),
+            status_codes: codes_to_pb(&i.snapshot.codes),
             connect: histogram::encode(&h.connect),
             ttfb: histogram::encode(&h.ttfb),
             lag: histogram::encode(&h.lag),
@@ -311,11 +369,14 @@ impl TryFrom<&pb::IntervalReport> for Interval {
                     .try_into()?,
                 hist: Histograms {
                     latency: dec("latency histogram", &r.latency)?,
+                    censored: dec("censored histogram", &r.censored)?,
+                    unexpected: dec("unexpected-status histogram", &r.unexpected)?,
                     connect: dec("connect histogram", &r.connect)?,
                     ttfb: dec("ttfb histogram", &r.ttfb)?,
                     lag: dec("lag histogram", &r.lag)?,
                     wait: dec("wait histogram", &r.wait)?,
                 },
+                codes: codes_from_pb(&r.status_codes)?,
                 cpu_ns: r.cpu_ns,
             },
         })
@@ -342,9 +403,12 @@ impl TryFrom<pb::IntervalReport> for EncodedInterval {
                 .as_ref()
                 .ok_or(ConvertError::Missing("counters"))?
                 .try_into()?,
+            codes: codes_from_pb(&r.status_codes)?,
             cpu_ns: r.cpu_ns,
             hist: EncodedHistograms {
                 latency: check("latency histogram", r.latency)?,
+                censored: check("censored histogram", r.censored)?,
+                unexpected: check("unexpected-status histogram", r.unexpected)?,
                 connect: check("connect histogram", r.connect)?,
                 ttfb: check("ttfb histogram", r.ttfb)?,
                 lag: check("lag histogram", r.lag)?,

@@ -1,6 +1,7 @@
 //! What one worker, agent or fleet measured over an interval: counters, histograms and CPU time,
 //! and the one lossless merge that combines them (add everything; compute statistics only afterwards).
 use crate::histogram::{self, Encoded, Histogram, Sum};
+use crate::status::StatusCodes;
 
 /// httperf's error classes. The generator's own resource failures are kept apart from the target's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -92,8 +93,10 @@ pub const STATUS_CLASSES: [&str; 5] = ["1xx", "2xx", "3xx", "4xx", "5xx"];
 pub struct Counters {
     /// Requests written to an established connection.
     pub requests: u64,
-    /// Complete replies received.
+    /// Complete replies received, whatever their status.
     pub replies: u64,
+    /// Of those, replies with an expected status (`--ok-status`): what the server really served.
+    pub ok: u64,
     /// Connections established.
     pub connections: u64,
     pub bytes_in: u64,
@@ -106,12 +109,16 @@ pub struct Counters {
     pub unsent: u64,
     /// Of those, arrivals still waiting for a free connection when the step ended (requests model).
     pub dropped: u64,
+    /// Due requests given up without a reply (timed out, expired in the queue, dropped at the end),
+    /// which enter the latency at their age then.
+    pub given_up: u64,
 }
 
 impl Counters {
     pub fn add(&mut self, o: &Counters) {
         self.requests += o.requests;
         self.replies += o.replies;
+        self.ok += o.ok;
         self.connections += o.connections;
         self.bytes_in += o.bytes_in;
         self.bytes_out += o.bytes_out;
@@ -124,6 +131,7 @@ impl Counters {
         self.waited += o.waited;
         self.unsent += o.unsent;
         self.dropped += o.dropped;
+        self.given_up += o.given_up;
     }
 
     pub fn error(&self, class: ErrorClass) -> u64 {
@@ -146,17 +154,58 @@ impl Counters {
         self.errors.iter().sum()
     }
 
-    /// Attempts: requests sent plus requests that were due but could not be sent.
+    /// Attempts: requests sent plus requests that were due but could not be sent. In the open models
+    /// every arrival the schedule held is one or the other (`num_call` each in the connections model).
     pub fn attempts(&self) -> u64 {
         self.requests + self.unsent
+    }
+
+    /// Errors that were the generator's own (its fds or ports): each one a due request it failed to
+    /// make, none of them the target's doing.
+    pub fn generator_errors(&self) -> u64 {
+        ErrorClass::ALL
+            .iter()
+            .filter(|e| e.is_generator_resource())
+            .map(|e| self.error(*e))
+            .sum()
+    }
+
+    /// Transport errors the target is answerable for (autobench's and httperf's `errors`).
+    pub fn target_errors(&self) -> u64 {
+        self.errors_total() - self.generator_errors()
+    }
+
+    /// Requests due that the target had its chance at: every attempt but those the generator itself
+    /// failed to make.
+    pub fn due(&self) -> u64 {
+        self.attempts().saturating_sub(self.generator_errors())
+    }
+
+    /// Of the requests due, those not served: a transport error, an unexpected status, or never
+    /// sent (timed out in the queue, dropped at the step's end, a connection that failed before its
+    /// later calls). Every due request is either served (`ok`) or this.
+    pub fn failed(&self) -> u64 {
+        self.due().saturating_sub(self.ok)
+    }
+
+    /// Replies whose status was not expected.
+    pub fn unexpected(&self) -> u64 {
+        self.replies.saturating_sub(self.ok)
     }
 }
 
 /// Histograms of one interval, all in microseconds.
 #[derive(Debug, Clone)]
 pub struct Histograms {
-    /// Reply complete minus intended send time (open models) or actual send time (closed model).
+    /// Reply complete minus intended send time (open models) or actual send time (closed model), for
+    /// replies with an expected status; plus every request given up (timed out, expired in the queue,
+    /// dropped at the step's end) at its age then, which is a lower bound of its latency.
     pub latency: Histogram<u64>,
+    /// The given-up requests of `latency` alone, so a percentile can tell whether it is exact or
+    /// falls among them (a lower bound).
+    pub censored: Histogram<u64>,
+    /// Latency of replies with an unexpected status, kept apart from `latency`.
+    pub unexpected: Histogram<u64>,
     /// TCP (+TLS) connect time.
     pub connect: Histogram<u64>,
     /// Send to reply head received.
@@ -171,6 +220,8 @@ impl Default for Histograms {
     fn default() -> Self {
         Histograms {
             latency: histogram::new(),
+            censored: histogram::new(),
+            unexpected: histogram::new(),
             connect: histogram::new(),
             ttfb: histogram::new(),
             lag: histogram::new(),
@@ -182,6 +233,8 @@ impl Default for Histograms {
 impl Histograms {
     pub fn add(&mut self, o: &Histograms) {
         histogram::add(&mut self.latency, &o.latency);
+        histogram::add(&mut self.censored, &o.censored);
+        histogram::add(&mut self.unexpected, &o.unexpected);
         histogram::add(&mut self.connect, &o.connect);
         histogram::add(&mut self.ttfb, &o.ttfb);
         histogram::add(&mut self.lag, &o.lag);
@@ -193,6 +246,8 @@ impl Histograms {
 #[derive(Debug, Clone)]
 pub struct EncodedHistograms {
     pub latency: Encoded,
+    pub censored: Encoded,
+    pub unexpected: Encoded,
     pub connect: Encoded,
     pub ttfb: Encoded,
     pub lag: Encoded,
@@ -204,6 +259,8 @@ pub struct EncodedHistograms {
 #[derive(Debug, Clone, Default)]
 pub struct HistogramSums {
     pub latency: Sum,
+    pub censored: Sum,
+    pub unexpected: Sum,
     pub connect: Sum,
     pub ttfb: Sum,
     pub lag: Sum,
@@ -213,6 +270,8 @@ pub struct HistogramSums {
 impl HistogramSums {
     pub fn add(&mut self, e: &EncodedHistograms) {
         self.latency.add(&e.latency);
+        self.censored.add(&e.censored);
+        self.unexpected.add(&e.unexpected);
         self.connect.add(&e.connect);
         self.ttfb.add(&e.ttfb);
         self.lag.add(&e.lag);
@@ -222,6 +281,8 @@ impl HistogramSums {
     pub fn to_histograms(&self) -> Histograms {
         Histograms {
             latency: self.latency.to_histogram(),
+            censored: self.censored.to_histogram(),
+            unexpected: self.unexpected.to_histogram(),
             connect: self.connect.to_histogram(),
             ttfb: self.ttfb.to_histogram(),
             lag: self.lag.to_histogram(),
@@ -235,6 +296,8 @@ impl HistogramSums {
 pub struct Snapshot {
     pub counters: Counters,
     pub hist: Histograms,
+    /// Replies per status code.
+    pub codes: StatusCodes,
     /// CPU time the worker threads used (user + system).
     pub cpu_ns: u64,
 }
@@ -244,6 +307,7 @@ impl Snapshot {
     pub fn add(&mut self, o: &Snapshot) {
         self.counters.add(&o.counters);
         self.hist.add(&o.hist);
+        self.codes.add(&o.codes);
         self.cpu_ns += o.cpu_ns;
     }
 }
@@ -316,6 +380,7 @@ pub struct EncodedInterval {
     pub length: std::time::Duration,
     pub tail: bool,
     pub counters: Counters,
+    pub codes: StatusCodes,
     pub cpu_ns: u64,
     pub hist: EncodedHistograms,
 }

@@ -493,6 +493,8 @@ pub struct Workload {
     /// Local addresses new connections leave from, round robin per worker thread (`--source-addrs`);
     /// empty lets the kernel choose. More addresses, more local ports per destination.
     pub source_addrs: Vec<IpAddr>,
+    /// Reply statuses that count as served (`--ok-status`, 200-399 unless set).
+    pub ok_status: crate::status::StatusSet,
 }
 
 impl Workload {
@@ -539,7 +541,14 @@ impl Workload {
             connect_timeout,
             insecure_tls,
             source_addrs: Vec::new(),
+            ok_status: crate::status::StatusSet::default(),
         })
+    }
+
+    /// Sets the reply statuses that count as served.
+    pub fn with_ok_status(mut self, ok: crate::status::StatusSet) -> Self {
+        self.ok_status = ok;
+        self
     }
 
     /// Sets the source addresses: a valid list, of the target's family when the target is an address

@@ -7,13 +7,49 @@ use serde::ser::{Serialize, SerializeMap, Serializer};
 use crate::histogram::{Histogram, us_to_ms};
 use crate::metrics::{Counters, ErrorClass, STATUS_CLASSES, Snapshot};
 use crate::plan::LoadModel;
-use crate::verdict::{self, Facts, Verdict};
+use crate::status::StatusSet;
+use crate::verdict::{self, Facts, Server, ServerFacts, Verdict};
 
 /// `run.json`'s schema name; bump it when a field changes meaning.
-pub const RUN_SCHEMA: &str = "stampede.run/1";
+pub const RUN_SCHEMA: &str = "stampede.run/2";
+
+/// Which of a latency summary's statistics are lower bounds: they fall among requests that were
+/// given up (timed out, expired, dropped at the step's end), whose true latency is at least their age
+/// then.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LowerBounds(u8);
+
+impl LowerBounds {
+    /// The statistics in the order of [`LatencyStats`], by their JSON names.
+    pub const NAMES: [&'static str; 6] = ["mean", "p50", "p90", "p99", "p999", "max"];
+
+    pub fn set(&mut self, i: usize) {
+        self.0 |= 1 << i;
+    }
+
+    pub fn contains(self, name: &str) -> bool {
+        Self::NAMES
+            .iter()
+            .position(|n| *n == name)
+            .is_some_and(|i| self.0 & (1 << i) != 0)
+    }
+
+    pub fn names(self) -> Vec<&'static str> {
+        Self::NAMES
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| self.0 & (1 << i) != 0)
+            .map(|(_, n)| *n)
+            .collect()
+    }
+
+    pub fn is_empty(self) -> bool {
+        self.0 == 0
+    }
+}
 
 /// Latency statistics in milliseconds, from one merged histogram.
-#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct LatencyStats {
     pub mean: f64,
     pub p50: f64,
@@ -21,7 +57,27 @@ pub struct LatencyStats {
     pub p99: f64,
     pub p999: f64,
     pub max: f64,
+    /// Some values are ages of requests given up, not latencies: lower bounds.
+    pub censored: bool,
+    /// Which statistics those values make lower bounds (known where the given-up requests' own
+    /// histogram is at hand: the step's fleet-wide latency).
+    pub lower_bounds: LowerBounds,
 }
+
+impl Serialize for LatencyStats {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_map(Some(8))?;
+        for (k, v) in LowerBounds::NAMES.iter().zip(self.values()) {
+            m.serialize_entry(k, &v)?;
+        }
+        m.serialize_entry("censored", &self.censored)?;
+        m.serialize_entry("lower_bound", &self.lower_bounds.names())?;
+        m.end()
+    }
+}
+
+/// The quantiles of [`LatencyStats`] after the mean, in order.
+const QUANTILES: [f64; 4] = [0.5, 0.9, 0.99, 0.999];
 
 impl LatencyStats {
     pub fn of(h: &Histogram<u64>) -> LatencyStats {
@@ -31,12 +87,46 @@ impl LatencyStats {
         let q = |q: f64| us_to_ms(h.value_at_quantile(q));
         LatencyStats {
             mean: round3(h.mean() / 1000.0),
-            p50: q(0.5),
-            p90: q(0.9),
-            p99: q(0.99),
-            p999: q(0.999),
+            p50: q(QUANTILES[0]),
+            p90: q(QUANTILES[1]),
+            p99: q(QUANTILES[2]),
+            p999: q(QUANTILES[3]),
             max: us_to_ms(h.max()),
+            censored: false,
+            lower_bounds: LowerBounds::default(),
         }
+    }
+
+    /// Statistics of `h`, which holds the given-up requests of `censored` among its values. A
+    /// percentile is exact when at least its rank of `h`'s values at or below it are real latencies
+    /// (the given-up ones can only grow); otherwise it is a lower bound. The mean and the max are
+    /// lower bounds whenever anything was given up.
+    pub fn with_censored(h: &Histogram<u64>, censored: &Histogram<u64>) -> LatencyStats {
+        let mut stats = LatencyStats::of(h);
+        if censored.is_empty() || h.is_empty() {
+            return stats;
+        }
+        stats.censored = true;
+        stats.lower_bounds.set(0);
+        let n = h.len();
+        for (i, q) in QUANTILES.iter().enumerate() {
+            let v = h.value_at_quantile(*q);
+            let rank = ((q * n as f64).ceil() as u64).max(1);
+            let real = h
+                .count_between(0, v)
+                .saturating_sub(censored.count_between(0, v));
+            if real < rank {
+                stats.lower_bounds.set(i + 1);
+            }
+        }
+        // Any given-up request may have taken longer than the longest reply.
+        stats.lower_bounds.set(5);
+        stats
+    }
+
+    /// The six statistics in the order of [`LowerBounds::NAMES`].
+    pub fn values(&self) -> [f64; 6] {
+        [self.mean, self.p50, self.p90, self.p99, self.p999, self.max]
     }
 }
 
@@ -50,9 +140,18 @@ pub struct RateStats {
 }
 
 impl RateStats {
-    pub fn of(samples: &[f64]) -> RateStats {
+    /// Over the full 1 s samples; a step too short to have one (autobench's `--num_conn` habit makes
+    /// such steps) has the one sample it does have, its replies over its duration, rather than a 0
+    /// that would read as a dead server.
+    pub fn of(samples: &[f64], replies: u64, duration: Duration) -> RateStats {
         if samples.is_empty() {
-            return RateStats::default();
+            let whole = round3(replies as f64 / duration.as_secs_f64().max(1e-9));
+            return RateStats {
+                min: whole,
+                avg: whole,
+                max: whole,
+                stddev: 0.0,
+            };
         }
         let n = samples.len() as f64;
         let avg = samples.iter().sum::<f64>() / n;
@@ -63,6 +162,20 @@ impl RateStats {
             max: round3(samples.iter().copied().fold(f64::NEG_INFINITY, f64::max)),
             stddev: round3(var.sqrt()),
         }
+    }
+}
+
+/// Counts per status code, serialized as `{"200": n, "503": m}`.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Codes(pub Vec<(u16, u64)>);
+
+impl Serialize for Codes {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_map(Some(self.0.len()))?;
+        for (k, v) in &self.0 {
+            m.serialize_entry(&k.to_string(), v)?;
+        }
+        m.end()
     }
 }
 
@@ -111,7 +224,9 @@ pub struct AgentStep {
     pub threads: u32,
     pub requests: u64,
     pub replies: u64,
+    pub ok: u64,
     pub errors: u64,
+    pub failed_pct: f64,
     pub cpu_pct: f64,
     pub latency_ms: LatencyStats,
     /// How long after the agreed start instant its first request left (coordinator's clock).
@@ -133,9 +248,23 @@ pub struct StepResult {
     pub duration_s: f64,
     pub requests: u64,
     pub replies: u64,
+    /// Replies with an expected status (`--ok-status`): what the server really served.
+    pub ok: u64,
     pub connections: u64,
     /// Requests that were due but never written (connect failed, or expired waiting for a connection).
     pub unsent: u64,
+    /// Requests the schedule held that the target had its chance at (the generator's own failures
+    /// left out): the failed share's denominator.
+    pub due: u64,
+    /// Of those, not served: transport errors, unexpected statuses, never sent.
+    pub failed: u64,
+    pub failed_pct: f64,
+    /// Served replies per second, over the step's schedule and its drain (a queueing server's late
+    /// replies count at the pace it delivered them).
+    pub ok_rate: f64,
+    /// Requests given up (timed out, expired, dropped at the end) that enter the latency at their
+    /// age then.
+    pub given_up: u64,
     pub achieved_request_rate: f64,
     pub connection_rate: f64,
     pub reply_rate: RateStats,
@@ -143,16 +272,26 @@ pub struct StepResult {
     pub bytes_out: u64,
     pub net_io_kb_s: f64,
     pub status: Counts,
+    /// Replies per status code, the codes seen only.
+    pub status_codes: Codes,
     pub errors: Counts,
-    /// Errors as a percent of attempts (requests sent plus requests due but never sent).
+    /// The target's transport errors (autobench's `errors`; the generator's own kept out) as a percent
+    /// of the requests due.
     pub errors_pct: f64,
+    /// Expected-status replies and given-up requests (those as lower bounds).
     pub latency_ms: LatencyStats,
+    /// Replies with an unexpected status, apart.
+    pub unexpected_latency_ms: LatencyStats,
     pub connect_ms: LatencyStats,
     pub ttfb_ms: LatencyStats,
     pub reply_rate_series: Vec<f64>,
     pub generator: Generator,
-    pub verdict: Verdict,
+    /// Whether the numbers can be trusted (the generator's judgement of itself), and why not.
+    pub trust: Verdict,
     pub reasons: Vec<String>,
+    /// How the server fared, and why.
+    pub server: Server,
+    pub server_reasons: Vec<String>,
     pub notes: Vec<String>,
     pub aborted: bool,
     /// Latest minus earliest first request over the agents, ms (0 for one agent).
@@ -205,6 +344,11 @@ pub struct StepInput<'a> {
     pub mark_lost: bool,
     /// Latest minus earliest first send over the agents, on the coordinator's clock.
     pub start_skew: Option<Duration>,
+    /// The statuses that count as served.
+    pub ok_status: &'a StatusSet,
+    /// The lowest median latency of the run's earlier steps whose server was ok (see
+    /// [`verdict::judge_server`]).
+    pub baseline_p50_ms: Option<f64>,
 }
 
 fn round3(v: f64) -> f64 {
@@ -217,6 +361,14 @@ fn cpu_pct(cpu_ns: u64, wall: Duration, threads: u32) -> f64 {
         0.0
     } else {
         round3(cpu_ns as f64 / capacity * 100.0)
+    }
+}
+
+fn share_pct(part: u64, whole: u64) -> f64 {
+    if whole == 0 {
+        0.0
+    } else {
+        round3(part as f64 * 100.0 / whole as f64)
     }
 }
 
@@ -238,9 +390,14 @@ pub fn summarize(input: &StepInput<'_>) -> StepResult {
             threads: a.threads,
             requests: a.counters.requests,
             replies: a.counters.replies,
-            errors: a.counters.errors_total(),
+            ok: a.counters.ok,
+            errors: a.counters.target_errors(),
+            failed_pct: share_pct(a.counters.failed(), a.counters.due()),
             cpu_pct: cpu_pct(a.cpu_ns, a.wall, a.threads.min(a.cores)),
-            latency_ms: a.latency_ms,
+            latency_ms: LatencyStats {
+                censored: a.counters.given_up > 0,
+                ..a.latency_ms
+            },
             start_delay_ms: a.start_delay.map(|d| round3(d.as_secs_f64() * 1000.0)),
             clock_offset_ms: round3(a.clock_offset_ns as f64 / 1e6),
             rtt_ms: round3(a.rtt.as_secs_f64() * 1000.0),
@@ -285,7 +442,30 @@ pub fn summarize(input: &StepInput<'_>) -> StepResult {
         lost_agents,
         concurrency: (input.model == LoadModel::Concurrency).then_some(input.value as u64),
     });
-    let attempts = c.attempts();
+    let latency = LatencyStats::with_censored(&t.hist.latency, &t.hist.censored);
+    let unexpected_latency = LatencyStats::of(&t.hist.unexpected);
+    let server = verdict::judge_server(&ServerFacts {
+        counters: *c,
+        codes: &t.codes,
+        ok_status: input.ok_status,
+        p50_ms: latency.p50,
+        baseline_p50_ms: input.baseline_p50_ms,
+    });
+    let mut notes = judgement.notes;
+    notes.extend(failure_notes(input, &latency));
+    // Served over the time the step really took, its drain included: replies a queueing server
+    // delivers after the schedule ended were served at its pace, not the schedule's.
+    let served_over = if input.aborted {
+        input.duration
+    } else {
+        input
+            .agents
+            .iter()
+            .map(|a| a.wall)
+            .max()
+            .unwrap_or(input.duration)
+            .max(input.duration)
+    };
     StepResult {
         step: input.step,
         model: input.model.name(),
@@ -294,38 +474,274 @@ pub fn summarize(input: &StepInput<'_>) -> StepResult {
         duration_s: round3(secs),
         requests: c.requests,
         replies: c.replies,
+        ok: c.ok,
         connections: c.connections,
         unsent: c.unsent,
+        due: c.due(),
+        failed: c.failed(),
+        failed_pct: share_pct(c.failed(), c.due()),
+        ok_rate: round3(c.ok as f64 / served_over.as_secs_f64().max(1e-9)),
+        given_up: c.given_up,
         achieved_request_rate: achieved,
         connection_rate: round3(c.connections as f64 / secs),
-        reply_rate: RateStats::of(&series),
+        reply_rate: RateStats::of(&series, c.replies, input.duration),
         bytes_in: c.bytes_in,
         bytes_out: c.bytes_out,
         net_io_kb_s: round3((c.bytes_in + c.bytes_out) as f64 / 1024.0 / secs),
         status: Counts(STATUS_CLASSES.iter().copied().zip(c.status).collect()),
+        status_codes: Codes(t.codes.nonzero().collect()),
         errors: Counts(
             ErrorClass::ALL
                 .iter()
                 .map(|e| (e.name(), c.error(*e)))
                 .collect(),
         ),
-        errors_pct: if attempts == 0 {
-            0.0
-        } else {
-            round3(c.errors_total() as f64 * 100.0 / attempts as f64)
-        },
-        latency_ms: LatencyStats::of(&t.hist.latency),
+        errors_pct: share_pct(c.target_errors(), c.due()),
+        latency_ms: latency,
+        unexpected_latency_ms: unexpected_latency,
         connect_ms: LatencyStats::of(&t.hist.connect),
         ttfb_ms: LatencyStats::of(&t.hist.ttfb),
         reply_rate_series: series,
         generator,
-        verdict: judgement.verdict,
+        trust: judgement.verdict,
         reasons: judgement.reasons,
-        notes: judgement.notes,
+        server: server.state,
+        server_reasons: server.reasons,
+        notes,
         aborted: input.aborted,
         start_skew_ms: input.start_skew.map(|d| round3(d.as_secs_f64() * 1000.0)),
         agents,
     }
+}
+
+/// Notes that say what the failure share and the censored percentiles are made of, in words.
+fn failure_notes(input: &StepInput<'_>, latency: &LatencyStats) -> Vec<String> {
+    let t = input.total;
+    let c = &t.counters;
+    let mut notes = Vec::new();
+    let unexpected = verdict::unexpected_codes(&t.codes, input.ok_status);
+    if c.replies > 0 && !unexpected.is_empty() {
+        let parts: Vec<String> = unexpected
+            .iter()
+            .take(4)
+            .map(|(code, n)| format!("{:.0}% were {code}", *n as f64 * 100.0 / c.replies as f64))
+            .collect();
+        let others = unexpected.len().saturating_sub(4);
+        notes.push(format!(
+            "{} of {} replies had a status outside --ok-status {}: {}{}; they are failures, not served, and their latency is reported apart (unexpected_latency_ms)",
+            c.unexpected(),
+            c.replies,
+            input.ok_status,
+            parts.join(", "),
+            if others > 0 {
+                format!(" and {others} other codes")
+            } else {
+                String::new()
+            }
+        ));
+    }
+    if latency.censored {
+        let bounds: Vec<&str> = latency
+            .lower_bounds
+            .names()
+            .into_iter()
+            .filter(|n| *n != "mean")
+            .collect();
+        notes.push(format!(
+            "{} requests were given up (no reply within the timeout, or never sent) and count in the latency at their age then; {}",
+            c.given_up,
+            if bounds.is_empty() {
+                "the percentiles are exact, the mean a lower bound".to_string()
+            } else {
+                format!("{} are lower bounds", bounds.join(", "))
+            }
+        ));
+    }
+    notes
+}
+
+/// Served at least this share of what the schedule offered, to have kept up.
+pub const KEPT_UP_RATIO: f64 = 0.98;
+/// A served rate within this share of the run's peak is on its plateau.
+pub const PLATEAU_RATIO: f64 = 0.98;
+
+/// The step past the highest one kept up with: what the target did there.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Beyond {
+    pub step: u32,
+    pub step_value: f64,
+    pub ok_rate: f64,
+    pub p99_ms: f64,
+    pub p99_lower_bound: bool,
+    pub failed_pct: f64,
+    pub server: Server,
+    pub trust: Verdict,
+}
+
+/// The run's answer: how far the target kept up, where its served rate plateaued, how p99 moved.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct RunSummary {
+    /// The highest step value (rate, or connections) kept up with (see [`kept_up`]). Null when no
+    /// step was.
+    pub kept_up_to: Option<f64>,
+    pub kept_up_step: Option<u32>,
+    pub kept_up_p99_ms: Option<f64>,
+    pub beyond: Option<Beyond>,
+    /// The highest served rate of the run, and the first step value that reached 98 % of it.
+    pub peak_ok_rate: f64,
+    pub plateau_from: Option<f64>,
+    /// Steps whose numbers cannot be trusted (the generator's verdict `invalid`).
+    pub untrusted_steps: Vec<u32>,
+    pub answer: String,
+}
+
+/// Whether the target kept up with a step: it served at the pace the schedule offered (the closed
+/// model: what was due), failed little, and the numbers are not untrustworthy.
+pub fn kept_up(r: &StepResult) -> bool {
+    let served = match r.demanded_rate {
+        // The schedule's own arrivals over its length: a Poisson schedule offers more or less than
+        // the plan's rate.
+        Some(_) => r.ok_rate >= KEPT_UP_RATIO * (r.due as f64 / r.duration_s.max(1e-9)),
+        None => r.ok as f64 >= KEPT_UP_RATIO * r.due as f64,
+    };
+    r.trust != Verdict::Invalid && r.due > 0 && r.failed_pct <= verdict::FAILING_PCT && served
+}
+
+/// `12345.6` as `12,346`; below 100 with one decimal when it has one.
+pub fn human(v: f64) -> String {
+    if v.abs() < 100.0 && v.fract().abs() >= 0.05 {
+        return format!("{v:.1}");
+    }
+    let n = v.round() as i64;
+    let digits = n.unsigned_abs().to_string();
+    let mut out = String::new();
+    for (i, ch) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(ch);
+    }
+    if n < 0 { format!("-{out}") } else { out }
+}
+
+/// A latency for people: `9.3 ms`, `3.3 s`, `≥1000 ms` when a lower bound.
+pub fn human_ms(ms: f64, lower_bound: bool) -> String {
+    let at_least = if lower_bound { "≥" } else { "" };
+    if ms >= 1000.0 {
+        format!("{at_least}{:.1} s", ms / 1000.0)
+    } else if ms >= 10.0 {
+        format!("{at_least}{ms:.0} ms")
+    } else {
+        format!("{at_least}{ms:.1} ms")
+    }
+}
+
+/// A step value with its unit: `400 req/s`, `20 conn/s`, `50 connections`.
+pub fn step_value(model: &str, v: f64) -> String {
+    let unit = match model {
+        "connections" => "conn/s",
+        "concurrency" => "connections",
+        _ => "req/s",
+    };
+    format!("{} {unit}", human(v))
+}
+
+pub fn summarize_run(steps: &[StepResult]) -> RunSummary {
+    let kept = steps
+        .iter()
+        .filter(|r| kept_up(r))
+        .max_by(|a, b| a.step_value.total_cmp(&b.step_value));
+    let beyond = kept.map_or_else(
+        || steps.iter().find(|r| !kept_up(r)),
+        |k| {
+            steps
+                .iter()
+                .filter(|r| r.step_value > k.step_value && !kept_up(r))
+                .min_by(|a, b| a.step_value.total_cmp(&b.step_value))
+        },
+    );
+    let peak = steps.iter().map(|r| r.ok_rate).fold(0.0, f64::max);
+    let plateau_from = steps
+        .iter()
+        .filter(|r| peak > 0.0 && r.ok_rate >= PLATEAU_RATIO * peak)
+        .map(|r| r.step_value)
+        .min_by(f64::total_cmp);
+    let untrusted_steps = steps
+        .iter()
+        .filter(|r| r.trust == Verdict::Invalid)
+        .map(|r| r.step)
+        .collect();
+    let beyond = beyond.map(|r| Beyond {
+        step: r.step,
+        step_value: r.step_value,
+        ok_rate: r.ok_rate,
+        p99_ms: r.latency_ms.p99,
+        p99_lower_bound: r.latency_ms.lower_bounds.contains("p99"),
+        failed_pct: r.failed_pct,
+        server: r.server,
+        trust: r.trust,
+    });
+    let answer = answer(steps, kept, beyond.as_ref(), peak, plateau_from);
+    RunSummary {
+        kept_up_to: kept.map(|r| r.step_value),
+        kept_up_step: kept.map(|r| r.step),
+        kept_up_p99_ms: kept.map(|r| r.latency_ms.p99),
+        beyond,
+        peak_ok_rate: peak,
+        plateau_from,
+        untrusted_steps,
+        answer,
+    }
+}
+
+fn answer(
+    steps: &[StepResult],
+    kept: Option<&StepResult>,
+    beyond: Option<&Beyond>,
+    peak: f64,
+    plateau_from: Option<f64>,
+) -> String {
+    let Some(first) = steps.first() else {
+        return "no step ran".to_string();
+    };
+    let model = first.model;
+    let mut s = match kept {
+        Some(k) => format!(
+            "kept up to {} (p99 {})",
+            step_value(model, k.step_value),
+            human_ms(k.latency_ms.p99, k.latency_ms.lower_bounds.contains("p99"))
+        ),
+        None => "kept up with no step".to_string(),
+    };
+    match beyond {
+        Some(b) => {
+            let why = if b.trust == Verdict::Invalid {
+                " (the generator could not be trusted there)".to_string()
+            } else if b.failed_pct > verdict::FAILING_PCT {
+                format!(", {}% failed", human(b.failed_pct))
+            } else {
+                String::new()
+            };
+            s.push_str(&format!(
+                "; at {} it served {}/s with p99 {}{why}",
+                step_value(model, b.step_value),
+                human(b.ok_rate),
+                human_ms(b.p99_ms, b.p99_lower_bound)
+            ));
+        }
+        None if kept.is_some() => {
+            s.push_str(": every step kept up, so the limit lies beyond this ramp")
+        }
+        None => {}
+    }
+    if let (Some(from), true) = (plateau_from, beyond.is_some() && peak > 0.0) {
+        s.push_str(&format!(
+            "; the served rate plateaued at {}/s from {}",
+            human(peak),
+            step_value(model, from)
+        ));
+    }
+    s
 }
 
 /// The table's header: autobench's columns first (with the host suffix), then stampede's.
@@ -350,7 +766,16 @@ pub fn table_header(host: &str, model: LoadModel) -> Vec<String> {
     ] {
         h.push(format!("{col}_{host}"));
     }
-    for col in ["p50_ms", "p90_ms", "p99_ms", "p999_ms", "max_ms"] {
+    for col in [
+        "ok_rate",
+        "failed_pct",
+        "p50_ms",
+        "p90_ms",
+        "p99_ms",
+        "p999_ms",
+        "max_ms",
+        "lower_bound",
+    ] {
         h.push(col.to_string());
     }
     for class in STATUS_CLASSES {
@@ -359,7 +784,14 @@ pub fn table_header(host: &str, model: LoadModel) -> Vec<String> {
     for e in ErrorClass::ALL {
         h.push(e.column());
     }
-    for col in ["gen_cpu_pct", "lag_p99_ms", "start_skew_ms", "verdict"] {
+    for col in [
+        "gen_cpu_pct",
+        "lag_p99_ms",
+        "start_skew_ms",
+        "trust",
+        "server",
+        "server_reason",
+    ] {
         h.push(col.to_string());
     }
     h
@@ -387,6 +819,8 @@ pub fn table_row(r: &StepResult) -> Vec<String> {
         r.latency_ms.mean,
         r.net_io_kb_s,
         r.errors_pct,
+        r.ok_rate,
+        r.failed_pct,
         r.latency_ms.p50,
         r.latency_ms.p90,
         r.latency_ms.p99,
@@ -395,12 +829,25 @@ pub fn table_row(r: &StepResult) -> Vec<String> {
     ] {
         row.push(f(v));
     }
+    // Percentiles that are lower bounds, by name; the numbers stay numbers for plotting.
+    row.push(
+        r.latency_ms
+            .lower_bounds
+            .names()
+            .into_iter()
+            .filter(|n| *n != "mean")
+            .collect::<Vec<_>>()
+            .join(","),
+    );
     row.extend(r.status.0.iter().map(|(_, v)| v.to_string()));
     row.extend(r.errors.0.iter().map(|(_, v)| v.to_string()));
     row.push(f(r.generator.cpu_pct));
     row.push(f(r.generator.lag_p99_ms));
     row.push(r.start_skew_ms.map_or(String::new(), f));
-    row.push(r.verdict.name().to_string());
+    row.push(r.trust.name().to_string());
+    row.push(r.server.name().to_string());
+    // A free-text last column: no separators in it.
+    row.push(r.server_reasons.join("; ").replace(['\t', ','], " "));
     row
 }
 
@@ -415,6 +862,8 @@ mod tests {
         s.counters.replies = requests;
         s.counters.connections = requests;
         s.counters.status[1] = requests;
+        s.counters.ok = requests;
+        s.codes.add_count(200, requests);
         s.counters.bytes_in = 1024 * requests;
         for v in lat_us {
             s.hist.latency.record(*v).unwrap();
@@ -422,12 +871,166 @@ mod tests {
         s
     }
 
+    /// One agent's step of `total` over `secs`, in the requests model at `rate`.
+    fn one_agent(total: &Snapshot, secs: f64, rate: f64, f: impl FnOnce(&StepResult)) {
+        let duration = Duration::from_secs_f64(secs);
+        let series: Vec<IntervalSample> = (0..secs as usize)
+            .map(|_| IntervalSample {
+                length: Duration::from_secs(1),
+                replies: (total.counters.replies as f64 / secs) as u64,
+            })
+            .collect();
+        let r = summarize(&StepInput {
+            step: 1,
+            model: LoadModel::Requests,
+            value: rate,
+            demanded_rate: Some(rate),
+            duration,
+            total,
+            series: &series,
+            agents: vec![AgentInput {
+                name: "a".into(),
+                threads: 1,
+                cores: 2,
+                wall: duration,
+                counters: total.counters,
+                cpu_ns: 0,
+                latency_ms: LatencyStats::of(&total.hist.latency),
+                start_delay: None,
+                lost: false,
+                clock_offset_ns: 0,
+                rtt: Duration::ZERO,
+            }],
+            aborted: false,
+            mark_lost: true,
+            start_skew: None,
+            ok_status: &StatusSet::default(),
+            baseline_p50_ms: None,
+        });
+        f(&r);
+    }
+
+    #[test]
+    fn http_failures_read_as_failures_not_success() {
+        // A rate-limited server: a third of its replies are 503, fast.
+        let mut t = snapshot(200, &[1_000; 200]);
+        t.counters.requests = 300;
+        t.counters.replies = 300;
+        t.counters.status[4] = 100;
+        t.codes.add_count(503, 100);
+        for _ in 0..100 {
+            t.hist.unexpected.record(200).unwrap();
+        }
+        one_agent(&t, 3.0, 100.0, |r| {
+            assert_eq!(r.ok, 200);
+            assert_eq!(r.ok_rate, 66.667);
+            assert_eq!(r.failed, 100);
+            assert_eq!(r.failed_pct, 33.333);
+            // autobench's errors: transport errors only.
+            assert_eq!(r.errors_pct, 0.0);
+            assert_eq!(r.server, Server::Failing);
+            assert!(
+                r.server_reasons[0]
+                    .starts_with("33.3% of the requests due failed: 100 replies 503"),
+                "{:?}",
+                r.server_reasons
+            );
+            assert!(
+                r.notes.iter().any(|n| n.contains("33% were 503")),
+                "{:?}",
+                r.notes
+            );
+            // The fast 503s are not mixed into the served latency.
+            assert_eq!(r.latency_ms.p50, 1.0);
+            assert_eq!(r.unexpected_latency_ms.p50, 0.2);
+            let row = table_row(r);
+            let head = table_header("h", LoadModel::Requests);
+            let col = |name: &str| &row[head.iter().position(|h| h == name).unwrap()];
+            assert_eq!(col("failed_pct"), "33.333");
+            assert_eq!(col("ok_rate"), "66.667");
+            assert_eq!(col("errors_h"), "0");
+            assert_eq!(col("server"), "failing");
+        });
+    }
+
+    #[test]
+    fn requests_never_completed_count_in_the_latency_as_lower_bounds() {
+        // 86 replies at 5 ms; 14 timed out after 1 s: the p50 is exact, p90 and up are not.
+        let mut t = snapshot(86, &[5_000; 86]);
+        t.counters.requests = 100;
+        t.counters.given_up = 14;
+        t.counters.record_error(ErrorClass::ClientTimeout);
+        t.counters.errors[ErrorClass::ClientTimeout.index()] = 14;
+        for _ in 0..14 {
+            t.hist.latency.record(1_000_000).unwrap();
+            t.hist.censored.record(1_000_000).unwrap();
+        }
+        one_agent(&t, 1.0, 100.0, |r| {
+            let l = &r.latency_ms;
+            assert!(l.censored);
+            assert!((l.p50 - 5.0).abs() < 0.01, "{l:?}");
+            assert!(l.p99 >= 1000.0, "{l:?}");
+            assert_eq!(
+                l.lower_bounds.names(),
+                ["mean", "p90", "p99", "p999", "max"]
+            );
+            assert_eq!(r.failed, 14);
+            let json = serde_json::to_value(r).unwrap();
+            assert_eq!(json["latency_ms"]["censored"], true);
+            assert_eq!(
+                json["latency_ms"]["lower_bound"],
+                serde_json::json!(["mean", "p90", "p99", "p999", "max"])
+            );
+            let row = table_row(r);
+            let head = table_header("h", LoadModel::Requests);
+            let at = head.iter().position(|h| h == "lower_bound").unwrap();
+            assert_eq!(row[at], "p90,p99,p999,max");
+        });
+        // A given-up request younger than every reply leaves the percentiles below the top exact:
+        // enough real latencies lie at or under them, whatever its true value.
+        let mut t = snapshot(99, &[50_000; 99]);
+        t.counters.given_up = 1;
+        t.hist.latency.record(1_000).unwrap();
+        t.hist.censored.record(1_000).unwrap();
+        one_agent(&t, 1.0, 100.0, |r| {
+            assert_eq!(r.latency_ms.lower_bounds.names(), ["mean", "p999", "max"]);
+        });
+    }
+
+    #[test]
+    fn short_step_reports_its_reply_rate_not_zero() {
+        // 100 replies in 0.5 s: no full 1 s sample.
+        let t = snapshot(100, &[1_000; 100]);
+        one_agent(&t, 0.5, 200.0, |r| {
+            assert_eq!(r.reply_rate.min, 200.0);
+            assert_eq!(r.reply_rate.avg, 200.0);
+            assert_eq!(r.reply_rate.max, 200.0);
+        });
+    }
+
+    #[test]
+    fn generator_failures_are_not_the_targets() {
+        let mut t = snapshot(100, &[1_000; 100]);
+        t.counters.unsent = 900;
+        t.counters.errors[ErrorClass::FdUnavailable.index()] = 900;
+        one_agent(&t, 1.0, 1000.0, |r| {
+            assert_eq!(r.errors_pct, 0.0);
+            assert_eq!(r.failed_pct, 0.0);
+            assert_eq!(r.due, 100);
+            assert_eq!(r.trust, Verdict::Invalid);
+            assert_eq!(r.server, Server::Ok);
+        });
+    }
+
     #[test]
     fn rate_stats_over_samples() {
-        let r = RateStats::of(&[10.0, 20.0, 30.0]);
+        let r = RateStats::of(&[10.0, 20.0, 30.0], 60, Duration::from_secs(3));
         assert_eq!((r.min, r.avg, r.max), (10.0, 20.0, 30.0));
         assert!((r.stddev - 8.165).abs() < 0.001);
-        assert_eq!(RateStats::of(&[]), RateStats::default());
+        assert_eq!(
+            RateStats::of(&[], 0, Duration::from_secs(1)),
+            RateStats::default()
+        );
     }
 
     #[test]
@@ -453,6 +1056,7 @@ mod tests {
             clock_offset_ns: 0,
             rtt: Duration::ZERO,
         };
+        let ok = StatusSet::default();
         let input = StepInput {
             step: 0,
             model: LoadModel::Requests,
@@ -465,6 +1069,8 @@ mod tests {
             aborted: false,
             mark_lost: true,
             start_skew: Some(Duration::from_micros(1500)),
+            ok_status: &ok,
+            baseline_p50_ms: None,
         };
         let r = summarize(&input);
         assert_eq!(r.start_skew_ms, Some(1.5));
@@ -477,15 +1083,18 @@ mod tests {
         );
         assert_eq!(r.net_io_kb_s, 100.0);
         assert_eq!(r.reply_rate.avg, 100.0);
-        assert_eq!(r.verdict, Verdict::Valid);
+        assert_eq!(r.trust, Verdict::Valid);
         assert_eq!(r.agents.len(), 2);
         assert_eq!(r.agents[1].requests, 100);
         assert!(r.agents[1].latency_ms.p50 > r.agents[0].latency_ms.p50);
         assert_eq!(r.status.get("2xx"), 200);
         let row = table_row(&r);
-        assert_eq!(row.len(), table_header("h", LoadModel::Requests).len());
+        let head = table_header("h", LoadModel::Requests);
+        assert_eq!(row.len(), head.len());
         assert_eq!(row[0], "100");
-        assert_eq!(row.last().unwrap(), "valid");
+        let trust = head.iter().position(|h| h == "trust").unwrap();
+        assert_eq!(row[trust], "valid");
+        assert_eq!(row[trust + 1], "ok");
 
         // The closed model's step value is a connection count: fewer established is named.
         let mut short = total.clone();
@@ -498,7 +1107,7 @@ mod tests {
             agents: vec![agent("a", &a)],
             ..input
         });
-        assert_eq!(r.verdict, Verdict::Degraded, "{:?}", r.reasons);
+        assert_eq!(r.trust, Verdict::Degraded, "{:?}", r.reasons);
         assert!(
             r.reasons[0].starts_with("only 30 of 50 connections"),
             "{:?}",
@@ -544,6 +1153,8 @@ mod tests {
                 aborted: false,
                 mark_lost: true,
                 start_skew: None,
+                ok_status: &StatusSet::default(),
+                baseline_p50_ms: None,
             });
             assert_eq!(r.generator.cpu_pct, pct, "{threads} threads, {cores} cores");
             assert_eq!(r.agents[0].cpu_pct, pct);
@@ -569,7 +1180,75 @@ mod tests {
             ]
         );
         assert!(h.contains(&"err_addr_unavailable".to_string()));
-        assert_eq!(h.last().unwrap(), "verdict");
+        assert_eq!(h[10..12], ["ok_rate", "failed_pct"]);
+        assert_eq!(h.last().unwrap(), "server_reason");
+    }
+
+    /// A step of the requests model at `rate` that served `ok_rate` with p99 `p99`.
+    fn ramp_step(step: u32, rate: f64, ok_rate: f64, p99: f64, trust: Verdict) -> StepResult {
+        let mut t = snapshot(ok_rate as u64 * 10, &[(p99 * 1000.0) as u64; 10]);
+        t.counters.unsent = (rate - ok_rate) as u64 * 10;
+        let mut r = None;
+        one_agent(&t, 10.0, rate, |s| r = Some(s.clone()));
+        let mut r = r.unwrap();
+        r.step = step;
+        r.trust = trust;
+        r
+    }
+
+    #[test]
+    fn the_run_says_how_far_the_target_kept_up() {
+        let steps = vec![
+            ramp_step(1, 100.0, 100.0, 2.0, Verdict::Valid),
+            ramp_step(2, 200.0, 199.0, 2.1, Verdict::Valid),
+            ramp_step(3, 400.0, 398.0, 9.3, Verdict::Valid),
+            ramp_step(4, 500.0, 401.0, 3300.0, Verdict::Valid),
+            ramp_step(5, 600.0, 400.0, 3300.0, Verdict::Valid),
+        ];
+        let s = summarize_run(&steps);
+        assert_eq!(s.kept_up_to, Some(400.0));
+        assert_eq!(s.kept_up_step, Some(3));
+        assert_eq!(s.beyond.as_ref().unwrap().step_value, 500.0);
+        assert_eq!(
+            s.answer,
+            "kept up to 400 req/s (p99 9.3 ms); at 500 req/s it served 401/s with p99 3.3 s, 19.8% failed; the served rate plateaued at 401/s from 400 req/s"
+        );
+        // A step the generator could not be trusted on does not count as kept up.
+        let mut untrusted = steps.clone();
+        untrusted[2].trust = Verdict::Invalid;
+        let s = summarize_run(&untrusted);
+        assert_eq!(s.kept_up_to, Some(200.0));
+        assert_eq!(s.untrusted_steps, [3]);
+        assert!(
+            s.answer
+                .contains("(the generator could not be trusted there)"),
+            "{}",
+            s.answer
+        );
+        // Every step kept up: the limit is beyond the ramp; none did: null.
+        let s = summarize_run(&steps[..2]);
+        assert!(
+            s.answer
+                .ends_with("every step kept up, so the limit lies beyond this ramp")
+        );
+        let s = summarize_run(&steps[3..]);
+        assert_eq!(s.kept_up_to, None);
+        assert!(
+            s.answer.starts_with("kept up with no step; at 500 req/s"),
+            "{}",
+            s.answer
+        );
+        let json = serde_json::to_value(&s).unwrap();
+        assert!(json["kept_up_to"].is_null());
+    }
+
+    #[test]
+    fn numbers_for_people() {
+        assert_eq!(human(30000.0), "30,000");
+        assert_eq!(human(19680.4), "19,680");
+        assert_eq!(human(12.5), "12.5");
+        assert_eq!(human_ms(9.31, false), "9.3 ms");
+        assert_eq!(human_ms(3300.0, true), "≥3.3 s");
     }
 
     #[test]

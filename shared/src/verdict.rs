@@ -1,8 +1,11 @@
-//! Whether a step's numbers can be trusted: the generator judges itself (CPU, lag, achieved rate, its own
-//! resource errors) and says why in words, so a saturated load tool is never mistaken for a slow server.
+//! Two judgements of a step, kept apart so neither is read as the other: whether its numbers can be
+//! trusted (`trust`: the generator judges itself — CPU, lag, achieved rate, its own resource errors)
+//! and how the server fared (`server`: ok, saturated or failing), each with its reasons in words, so a
+//! saturated load tool is never mistaken for a slow server, nor a trusted step for a healthy server.
 use serde::Serialize;
 
 use crate::metrics::{Counters, ErrorClass};
+use crate::status::{StatusCodes, StatusSet};
 
 /// Any generator thread busier than this may be limiting the load (Hyperfoil's watchdog uses 80 %).
 pub const CPU_DEGRADED_PCT: f64 = 80.0;
@@ -12,6 +15,14 @@ pub const CPU_SATURATED_PCT: f64 = 95.0;
 pub const LAG_DEGRADED_MS: f64 = 5.0;
 /// Achieved below this share of demanded is a shortfall worth explaining.
 pub const ACHIEVED_MIN_RATIO: f64 = 0.97;
+/// A failed share above this (percent of requests due) is a failing server.
+pub const FAILING_PCT: f64 = 1.0;
+/// Arrivals that found every connection busy, above this share of those due, queued on the server.
+pub const QUEUED_PCT: f64 = 1.0;
+/// Median latency this many times the run's best (and at least `QUEUEING_MIN_MS` above it) means
+/// requests queued: the server is saturated even if it still answers them all.
+pub const QUEUEING_FACTOR: f64 = 4.0;
+pub const QUEUEING_MIN_MS: f64 = 1.0;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -115,7 +126,15 @@ pub fn judge(f: &Facts) -> Judgement {
 
     let cpu_high = f.cpu_pct >= CPU_DEGRADED_PCT;
     let lag_high = f.lag_p99_ms > LAG_DEGRADED_MS;
+    // Judged against the arrivals the schedule itself held (every one is sent or counted unsent), not
+    // the plan's rate: a Poisson schedule holds more or fewer than rate x duration, and a lost
+    // agent's share was never scheduled at all.
     let shortfall = f
+        .demanded_rate
+        .filter(|d| *d > 0.0 && c.attempts() > 0)
+        .map(|_| c.requests as f64 / c.attempts() as f64)
+        .filter(|r| *r < ACHIEVED_MIN_RATIO);
+    let lost_shortfall = f
         .demanded_rate
         .filter(|d| *d > 0.0)
         .map(|d| f.achieved_rate / d)
@@ -141,23 +160,23 @@ pub fn judge(f: &Facts) -> Judgement {
             f.lag_p99_ms, f.late
         ));
     }
-    if let Some(ratio) = shortfall {
-        if !f.lost_agents.is_empty() {
-            // The lost agent's share was never sent; that is already the reason above.
-            notes.push(format!(
-                "achieved {:.0}% of demanded: the lost agent's share was not sent",
-                ratio * 100.0
-            ));
-        } else if cpu_high || lag_high {
+    if let (Some(ratio), false) = (lost_shortfall, f.lost_agents.is_empty()) {
+        // The lost agent's share was never sent; that is already the reason above.
+        notes.push(format!(
+            "achieved {:.0}% of demanded: the lost agent's share was not sent",
+            ratio * 100.0
+        ));
+    } else if let Some(ratio) = shortfall {
+        if cpu_high || lag_high {
             verdict.worsen(Verdict::Invalid);
             reasons.push(format!(
-                "achieved {:.0}% of demanded: the generator could not keep its schedule",
+                "sent {:.0}% of the requests due: the generator could not keep its schedule",
                 ratio * 100.0
             ));
         } else if c.replies > 0 {
             // The generator kept its schedule; what was not sent waited on the target.
             notes.push(format!(
-                "achieved {:.0}% of demanded: the target did not keep up (the generator kept its schedule)",
+                "sent {:.0}% of the requests due: the target did not keep up (the generator kept its schedule)",
                 ratio * 100.0
             ));
         }
@@ -194,6 +213,127 @@ pub fn judge(f: &Facts) -> Judgement {
         verdict,
         reasons,
         notes,
+    }
+}
+
+/// How the server fared in a step, whatever the generator's trust.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Server {
+    /// Served what was due, without queueing.
+    Ok,
+    /// Served (almost) everything, but only by making requests queue: latency grew by waiting.
+    Saturated,
+    /// More than [`FAILING_PCT`] of the requests due failed.
+    Failing,
+}
+
+impl Server {
+    pub fn name(self) -> &'static str {
+        match self {
+            Server::Ok => "ok",
+            Server::Saturated => "saturated",
+            Server::Failing => "failing",
+        }
+    }
+}
+
+/// The facts the server's judgement rests on.
+#[derive(Debug, Clone)]
+pub struct ServerFacts<'a> {
+    pub counters: Counters,
+    pub codes: &'a StatusCodes,
+    pub ok_status: &'a StatusSet,
+    pub p50_ms: f64,
+    /// The lowest median of the run's earlier steps whose server was ok: queueing shows against it.
+    pub baseline_p50_ms: Option<f64>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ServerJudgement {
+    pub state: Server,
+    pub reasons: Vec<String>,
+}
+
+fn pct(part: u64, whole: u64) -> f64 {
+    if whole == 0 {
+        0.0
+    } else {
+        part as f64 * 100.0 / whole as f64
+    }
+}
+
+/// Replies with an unexpected status, most frequent first.
+pub fn unexpected_codes(codes: &StatusCodes, ok: &StatusSet) -> Vec<(u16, u64)> {
+    let mut v: Vec<(u16, u64)> = codes.nonzero().filter(|(c, _)| !ok.contains(*c)).collect();
+    v.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    v
+}
+
+/// What the failed requests were, largest part first: "3000 replies 503, 120 client-timeout".
+fn failure_parts(f: &ServerFacts<'_>) -> Vec<String> {
+    let c = &f.counters;
+    let mut parts: Vec<(u64, String)> = Vec::new();
+    let mut named = 0;
+    for (code, n) in unexpected_codes(f.codes, f.ok_status) {
+        named += n;
+        parts.push((n, format!("{n} replies {code}")));
+    }
+    for e in ErrorClass::ALL
+        .iter()
+        .filter(|e| !e.is_generator_resource())
+    {
+        let n = c.error(*e);
+        if n > 0 {
+            named += n;
+            parts.push((n, format!("{n} {}", e.name())));
+        }
+    }
+    let rest = c.failed().saturating_sub(named);
+    if rest > 0 {
+        parts.push((rest, format!("{rest} never sent")));
+    }
+    parts.sort_by_key(|p| std::cmp::Reverse(p.0));
+    parts.into_iter().map(|(_, s)| s).collect()
+}
+
+pub fn judge_server(f: &ServerFacts<'_>) -> ServerJudgement {
+    let c = &f.counters;
+    let failed_pct = pct(c.failed(), c.due());
+    if failed_pct > FAILING_PCT {
+        return ServerJudgement {
+            state: Server::Failing,
+            reasons: vec![format!(
+                "{failed_pct:.1}% of the requests due failed: {}",
+                failure_parts(f).join(", ")
+            )],
+        };
+    }
+    let mut reasons = Vec::new();
+    let waited_pct = pct(c.waited, c.due());
+    if waited_pct > QUEUED_PCT {
+        reasons.push(format!(
+            "{waited_pct:.1}% of arrivals found every connection busy and queued: the server held them all"
+        ));
+    }
+    if let Some(best) = f
+        .baseline_p50_ms
+        .filter(|b| *b > 0.0 && f.p50_ms >= b * QUEUEING_FACTOR && f.p50_ms >= b + QUEUEING_MIN_MS)
+    {
+        reasons.push(format!(
+            "median latency {:.1} ms is {:.0}x the run's best {:.2} ms: requests queued",
+            f.p50_ms,
+            f.p50_ms / best,
+            best
+        ));
+    }
+    ServerJudgement {
+        state: if reasons.is_empty() {
+            Server::Ok
+        } else {
+            Server::Saturated
+        },
+        reasons,
     }
 }
 
@@ -262,6 +402,7 @@ mod tests {
         let mut f = healthy();
         f.cpu_pct = 97.0;
         f.achieved_rate = 91.0;
+        f.counters.unsent = 99;
         let j = judge(&f);
         assert_eq!(j.verdict, Verdict::Invalid);
         assert!(
@@ -270,7 +411,7 @@ mod tests {
             j.reasons
         );
         assert!(
-            j.reasons[1].starts_with("achieved 91% of demanded"),
+            j.reasons[1].starts_with("sent 91% of the requests due"),
             "{:?}",
             j.reasons
         );
@@ -281,6 +422,7 @@ mod tests {
         let mut f = healthy();
         f.achieved_rate = 60.0;
         f.counters.waited = 50;
+        f.counters.unsent = 667;
         let j = judge(&f);
         assert_eq!(j.verdict, Verdict::Valid);
         assert!(
@@ -337,6 +479,68 @@ mod tests {
             "{:?}",
             j.notes
         );
+    }
+
+    #[test]
+    fn poisson_schedule_that_held_fewer_arrivals_is_not_blamed_on_the_target() {
+        // 10 req/s for 2 s, Poisson: the schedule held 16 arrivals, all sent and answered.
+        let mut f = healthy();
+        f.demanded_rate = Some(10.0);
+        f.achieved_rate = 8.0;
+        f.counters.requests = 16;
+        f.counters.replies = 16;
+        let j = judge(&f);
+        assert_eq!(j.verdict, Verdict::Valid);
+        assert!(j.notes.is_empty(), "{:?}", j.notes);
+    }
+
+    fn server(c: Counters, codes: &StatusCodes, p50: f64, best: Option<f64>) -> ServerJudgement {
+        judge_server(&ServerFacts {
+            counters: c,
+            codes,
+            ok_status: &StatusSet::default(),
+            p50_ms: p50,
+            baseline_p50_ms: best,
+        })
+    }
+
+    #[test]
+    fn server_is_failing_past_one_percent_and_saturated_when_requests_queue() {
+        let served = Counters {
+            requests: 1000,
+            replies: 1000,
+            ok: 1000,
+            ..Counters::default()
+        };
+        let none = StatusCodes::default();
+        assert_eq!(server(served, &none, 2.0, Some(1.9)).state, Server::Ok);
+        // 1 % failing is still ok; more is failing, with what failed in words.
+        let mut c = served;
+        c.ok = 990;
+        let mut codes = StatusCodes::default();
+        codes.add_count(500, 10);
+        assert_eq!(server(c, &codes, 2.0, None).state, Server::Ok);
+        c.ok = 900;
+        c.unsent = 20;
+        c.errors[ErrorClass::ClientTimeout.index()] = 20;
+        codes.add_count(500, 90);
+        let j = server(c, &codes, 2.0, None);
+        assert_eq!(j.state, Server::Failing);
+        assert_eq!(
+            j.reasons,
+            ["11.8% of the requests due failed: 100 replies 500, 20 client-timeout"]
+        );
+        // Everything served, but the median is 10x the run's best: queueing.
+        let j = server(served, &none, 20.0, Some(2.0));
+        assert_eq!(j.state, Server::Saturated);
+        assert!(
+            j.reasons[0].starts_with("median latency 20.0 ms is 10x"),
+            "{j:?}"
+        );
+        // Arrivals that found every connection busy.
+        let mut c = served;
+        c.waited = 50;
+        assert_eq!(server(c, &none, 2.0, None).state, Server::Saturated);
     }
 
     #[test]

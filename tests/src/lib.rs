@@ -55,6 +55,11 @@ pub fn spawn_stampede(args: &[&str]) -> Child {
 
 /// Path to a workspace binary, built (once per test process) so it is never stale.
 pub fn bin(name: &str) -> PathBuf {
+    // Another build's binaries (say, the last release's), to see a regression test fail without its
+    // fix.
+    if let Some(dir) = std::env::var_os("STAMPEDE_TEST_BIN_DIR") {
+        return PathBuf::from(dir).join(name);
+    }
     static BUILT: OnceLock<()> = OnceLock::new();
     BUILT.get_or_init(|| {
         let dir = profile_dir();
@@ -518,4 +523,71 @@ pub fn serial() -> std::sync::MutexGuard<'static, ()> {
     static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
     // A failed test poisons the lock; the next one may still run.
     LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A keep-alive HTTP/1.1 server on 127.0.0.1:0 that answers every `nth` request (counted over all
+/// connections) with `code` and the others with 200, as a rate-limiting proxy does; a thread per
+/// connection, stops when dropped.
+pub struct StatusServer {
+    pub addr: SocketAddr,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl StatusServer {
+    pub fn every(nth: u64, code: u16) -> StatusServer {
+        use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let addr = listener.local_addr().unwrap();
+        let stop = std::sync::Arc::new(AtomicBool::new(false));
+        let count = std::sync::Arc::new(AtomicU64::new(0));
+        let stop2 = stop.clone();
+        std::thread::spawn(move || {
+            while !stop2.load(Ordering::Relaxed) {
+                match listener.accept() {
+                    Ok((conn, _)) => {
+                        let count = count.clone();
+                        std::thread::spawn(move || {
+                            let _ = conn.set_nonblocking(false);
+                            let _ = conn.set_read_timeout(Some(Duration::from_secs(30)));
+                            let mut writer = conn.try_clone().unwrap();
+                            let mut reader = BufReader::new(conn);
+                            loop {
+                                // A bodiless request: its head ends with an empty line.
+                                let mut line = String::new();
+                                loop {
+                                    line.clear();
+                                    if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                                        return;
+                                    }
+                                    if line.trim_end().is_empty() {
+                                        break;
+                                    }
+                                }
+                                let n = count.fetch_add(1, Ordering::Relaxed) + 1;
+                                let status = if n.is_multiple_of(nth) { code } else { 200 };
+                                let reply =
+                                    format!("HTTP/1.1 {status} X\r\ncontent-length: 2\r\n\r\nok");
+                                if writer.write_all(reply.as_bytes()).is_err() {
+                                    return;
+                                }
+                            }
+                        });
+                    }
+                    Err(_) => std::thread::sleep(Duration::from_millis(2)),
+                }
+            }
+        });
+        StatusServer { addr, stop }
+    }
+
+    pub fn url(&self) -> String {
+        format!("http://{}/", self.addr)
+    }
+}
+
+impl Drop for StatusServer {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
 }

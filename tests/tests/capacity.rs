@@ -30,7 +30,7 @@ fn ramp_across_capacity_shows_the_knee_without_blaming_the_generator() {
             steps[i]
         );
         assert!(p99(i) > p99(1), "latency grows past the knee");
-        assert_ne!(steps[i]["verdict"], "invalid", "{}", steps[i]);
+        assert_ne!(steps[i]["trust"], "invalid", "{}", steps[i]);
         for reason in steps[i]["reasons"].as_array().unwrap() {
             assert!(
                 !reason.as_str().unwrap().contains("generator"),

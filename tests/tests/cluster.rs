@@ -76,7 +76,7 @@ fn assert_lost_in_step_2(run: &Value, victim_ip: IpAddr, victim_id: &str) {
     assert_eq!(agents(&steps[0]).len(), AGENTS, "step 1: {}", steps[0]);
 
     let hit = &steps[1];
-    assert_eq!(hit["verdict"], "degraded", "step 2: {hit}");
+    assert_eq!(hit["trust"], "degraded", "step 2: {hit}");
     let lost: Vec<&Value> = agents(hit).iter().filter(|a| a["lost"] == true).collect();
     assert_eq!(lost.len(), 1, "one agent lost in step 2: {hit}");
     assert!(

@@ -236,7 +236,7 @@ fn killed_agent_degrades_its_step_and_later_steps_use_the_rest() {
         .position(|s| s["reasons"].to_string().contains(&victim))
         .expect("a step names the lost agent");
     assert!(hit == 1 || hit == 2, "the step with the kill: {hit}");
-    assert_eq!(steps[hit]["verdict"], "degraded", "{}", steps[hit]);
+    assert_eq!(steps[hit]["trust"], "degraded", "{}", steps[hit]);
     let lost: Vec<_> = steps[hit]["agents"]
         .as_array()
         .unwrap()
@@ -374,7 +374,7 @@ fn sigterm_drains_an_agent_and_the_run_goes_on_without_it() {
     let run = run_json(out.path());
     let steps = run["steps"].as_array().unwrap();
     assert_eq!(steps.len(), 2);
-    assert_eq!(steps[0]["verdict"], "degraded", "{}", steps[0]);
+    assert_eq!(steps[0]["trust"], "degraded", "{}", steps[0]);
     assert!(
         steps[0]["reasons"]
             .to_string()

@@ -182,7 +182,7 @@ fn unreachable_target_is_a_result_not_a_crash() {
         assert!(s["errors"]["conn-refused"].as_u64().unwrap() >= 19, "{s}");
         // Every due request is accounted for: refused connections stand for requests never sent.
         assert_eq!(s["unsent"], s["errors"]["conn-refused"], "{s}");
-        assert_eq!(s["verdict"], "invalid");
+        assert_eq!(s["trust"], "invalid");
         assert!(
             s["reasons"][0].as_str().unwrap().contains("conn-refused"),
             "{s}"
@@ -238,7 +238,7 @@ fn generator_out_of_file_descriptors_is_named_and_not_blamed_on_the_target() {
     );
     let fd = step["errors"]["fd-unavailable"].as_u64().unwrap();
     assert!(fd > 0, "{step}");
-    assert_eq!(step["verdict"], "invalid");
+    assert_eq!(step["trust"], "invalid");
     assert!(
         step["reasons"].as_array().unwrap().iter().any(|r| r
             .as_str()

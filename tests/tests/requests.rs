@@ -230,5 +230,5 @@ fn arrivals_waiting_at_the_step_end_are_dropped_not_sent_afterwards() {
             .contains("were still waiting for a free connection"),
         "{step}"
     );
-    assert_ne!(step["verdict"], "invalid", "{step}");
+    assert_ne!(step["trust"], "invalid", "{step}");
 }

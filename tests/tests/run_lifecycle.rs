@@ -75,7 +75,7 @@ fn interrupt_keeps_finished_steps_and_marks_the_partial_one_aborted() {
     // Rates of the aborted step are over the time it ran before the interrupt, not the drain after.
     let ran_for = steps[1]["duration_s"].as_f64().unwrap();
     assert!(ran_for < 2.0, "duration_s {ran_for}");
-    assert_eq!(steps[1]["verdict"], "invalid");
+    assert_eq!(steps[1]["trust"], "invalid");
     // Everything that was sent, also in the aborted step, is reported.
     let reported: u64 = steps.iter().map(|s| s["requests"].as_u64().unwrap()).sum();
     assert_eq!(reported, target.requests());

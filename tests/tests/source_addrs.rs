@@ -83,6 +83,6 @@ fn a_source_address_the_machine_lacks_is_addr_unavailable_not_the_targets_fault(
     );
     assert_eq!(step["unsent"], step["errors"]["addr-unavailable"], "{step}");
     assert_eq!(step["errors"]["conn-refused"], 0);
-    assert_eq!(step["verdict"], "invalid");
+    assert_eq!(step["trust"], "invalid");
     assert_eq!(target.requests(), 0);
 }

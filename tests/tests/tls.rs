@@ -35,5 +35,5 @@ fn https_target_with_an_untrusted_certificate_fails_as_errors() {
     assert_eq!(step["replies"], 0, "{step}");
     assert!(step["errors"]["other"].as_u64().unwrap() >= 50, "{step}");
     assert_eq!(step["unsent"], step["errors"]["other"]);
-    assert_eq!(step["verdict"], "invalid");
+    assert_eq!(step["trust"], "invalid");
 }
