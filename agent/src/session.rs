@@ -311,7 +311,7 @@ impl Session {
                 let route = Route::of(target);
                 if self.running.is_some() {
                     return self
-                        .refuse(format!("step {} is still running", p.step))
+                        .refuse(format!("step {} is still running", p.step + 1))
                         .await;
                 }
                 match StepShare::try_from(&p) {
@@ -337,13 +337,16 @@ impl Session {
                         }))
                         .await
                     }
-                    Err(e) => self.refuse(format!("invalid step {}: {e}", p.step)).await,
+                    Err(e) => {
+                        self.refuse(format!("invalid step {}: {e}", p.step + 1))
+                            .await
+                    }
                 }
             }
             Down::StartStep(st) => self.start(st).await,
             Down::Abort(a) => {
                 if let Some(r) = &self.running {
-                    tracing::info!(step = r.step, reason = %a.reason, "Step aborted by the coordinator");
+                    tracing::info!(step = r.step + 1, reason = %a.reason, "Step aborted by the coordinator");
                     r.cancel.cancel();
                 }
                 Ok(())
@@ -354,14 +357,15 @@ impl Session {
     async fn start(&mut self, st: pb::StartStep) -> Result<(), SessionError> {
         let (Some(share), Some(target)) = (self.prepared.take(), self.target.clone()) else {
             return self
-                .refuse(format!("step {} was not prepared", st.step))
+                .refuse(format!("step {} was not prepared", st.step + 1))
                 .await;
         };
         if share.step != st.step {
             return self
                 .refuse(format!(
                     "step {} was prepared, not step {}",
-                    share.step, st.step
+                    share.step + 1,
+                    st.step + 1
                 ))
                 .await;
         }

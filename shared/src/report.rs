@@ -124,7 +124,9 @@ pub struct AgentStep {
 
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct StepResult {
-    pub step: u32,
+    /// The step's number as people read it, counted from 1 (run.json `step`, the table, hlog/).
+    #[serde(rename = "step")]
+    pub number: u32,
     pub model: &'static str,
     /// The step's value as planned: conn/s, req/s, or connections for the closed model.
     pub step_value: f64,
@@ -192,7 +194,8 @@ pub struct AgentInput {
 /// Everything a step produced, merged but not yet summarised.
 #[derive(Debug, Clone)]
 pub struct StepInput<'a> {
-    pub step: u32,
+    /// Counted from 1, as [`StepResult::number`].
+    pub number: u32,
     pub model: LoadModel,
     pub value: f64,
     pub demanded_rate: Option<f64>,
@@ -287,7 +290,7 @@ pub fn summarize(input: &StepInput<'_>) -> StepResult {
     });
     let attempts = c.attempts();
     StepResult {
-        step: input.step,
+        number: input.number,
         model: input.model.name(),
         step_value: input.value,
         demanded_rate: input.demanded_rate,
@@ -454,7 +457,7 @@ mod tests {
             rtt: Duration::ZERO,
         };
         let input = StepInput {
-            step: 0,
+            number: 1,
             model: LoadModel::Requests,
             value: 100.0,
             demanded_rate: Some(100.0),
@@ -521,7 +524,7 @@ mod tests {
         }];
         for (threads, cores, pct) in [(2, 2, 100.0), (4, 2, 100.0), (4, 8, 50.0)] {
             let r = summarize(&StepInput {
-                step: 0,
+                number: 1,
                 model: LoadModel::Concurrency,
                 value: 4.0,
                 demanded_rate: None,

@@ -20,7 +20,7 @@ fn demo_runs_past_the_knee_and_writes_everything() {
     assert_eq!(run["status"], "completed");
     let steps = run["steps"].as_array().unwrap();
     assert_eq!(steps.len(), 6);
-    for i in 0..6 {
+    for i in 1..=6 {
         assert!(out.path().join(format!("hlog/step-{i:03}.hlog")).exists());
     }
     let tsv = std::fs::read_to_string(out.path().join("steps.tsv")).unwrap();
