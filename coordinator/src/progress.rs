@@ -57,7 +57,8 @@ pub fn span(d: Duration) -> String {
 /// results in stampede-results/20261130T201500Z`.
 pub fn plan_line(plan: &Plan, total: Duration, dir: &Path) -> String {
     let n = plan.steps.len();
-    let values: Vec<String> = plan.steps.iter().map(|v| rate(*v)).collect();
+    // As they were given: 10, 2.5 (not the rates' 10.0).
+    let values: Vec<String> = plan.steps.iter().map(|v| format!("{v}")).collect();
     let values = match values.as_slice() {
         [a, .., b] if n > 3 => format!("{a}..{b}"),
         _ => values.join(","),

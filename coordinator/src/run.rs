@@ -476,8 +476,8 @@ async fn run_step(
             }
             _ = shutdown.cancelled(), if !abort_sent => {
                 eprintln!(
-                    "stampede: interrupted; waiting up to {} for the requests in flight (Ctrl-C again to stop at once, keeping the steps before this one)",
-                    progress::span(timeout + STEP_GRACE)
+                    "stampede: interrupted; waiting up to {} (--timeout) for the requests in flight; Ctrl-C again stops at once, keeping the steps before this one",
+                    progress::span(timeout)
                 );
                 fleet.abort_all(&waiting.list(), "interrupted").await;
                 abort_sent = true;
