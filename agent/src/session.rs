@@ -540,6 +540,14 @@ pub use worker::INTERVAL as REPORT_INTERVAL;
 mod tests {
     use super::*;
 
+    fn hello() -> Down {
+        Down::Hello(pb::Hello {
+            protocol_version: PROTOCOL_VERSION,
+            coordinator_version: "test".into(),
+            token: String::new(),
+        })
+    }
+
     #[tokio::test]
     async fn a_heartbeat_before_the_hello_is_answered_not_refused() {
         // Regression: the coordinator's first heartbeat could overtake its hello and fail the run.
@@ -549,18 +557,34 @@ mod tests {
         tx.send(proto::to_agent(Down::Ping(pb::Ping { id: 0 })))
             .await
             .unwrap();
-        tx.send(proto::to_agent(Down::Hello(pb::Hello {
-            protocol_version: PROTOCOL_VERSION,
-            coordinator_version: "test".into(),
-            token: String::new(),
-        })))
-        .await
-        .unwrap();
+        tx.send(proto::to_agent(hello())).await.unwrap();
         assert!(matches!(rx.recv().await.unwrap().kind, Some(Up::Pong(_))));
         assert!(matches!(
             rx.recv().await.unwrap().kind,
             Some(Up::HelloReply(_))
         ));
+    }
+
+    #[tokio::test]
+    async fn a_refusal_named_the_step_counted_from_0() {
+        // The protocol's step ids are indexes; a person reads the step the table calls 2.
+        let engine = Arc::new(Engine::start(1).unwrap());
+        let Link { tx, mut rx } = embedded(engine, CancellationToken::new());
+        tx.send(proto::to_agent(hello())).await.unwrap();
+        assert!(matches!(
+            rx.recv().await.unwrap().kind,
+            Some(Up::HelloReply(_))
+        ));
+        tx.send(proto::to_agent(Down::StartStep(pb::StartStep {
+            step: 1,
+            start_unix_nanos: 0,
+        })))
+        .await
+        .unwrap();
+        match rx.recv().await.unwrap().kind {
+            Some(Up::Refusal(r)) => assert_eq!(r.message, "step 2 was not prepared"),
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]
