@@ -483,10 +483,12 @@ impl Conn {
             return Err(SendError::Stale);
         }
         let sent_at = Instant::now();
+        // Counted as it leaves (the live line shows what is sent now), and taken back if the
+        // server never saw it, so a resent request counts once.
+        rec.sent();
         let outcome = tokio::time::timeout_at(sent_at + timeout, self.exchange(t, last)).await;
-        // Counted once its fate is known, so that a request the server never saw is not counted.
-        if !matches!(outcome, Ok(Err(Fault::Stale))) {
-            rec.sent();
+        if matches!(outcome, Ok(Err(Fault::Stale))) {
+            rec.unsend();
         }
         match outcome {
             Ok(Ok((status, ttfb))) => {
@@ -811,6 +813,40 @@ mod tests {
                 "tls {tls}"
             );
         }
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_request_awaiting_its_reply_is_counted_as_sent() {
+        // The live line's `sent` comes from this counter: counted only at the reply, a stalled
+        // target showed 0 sent while requests went out, and the rate disagreed with the table's.
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap();
+        tokio::spawn(async move {
+            let (mut s, _) = l.accept().await.unwrap();
+            read_request(&mut s).await;
+            tokio::time::sleep(Duration::from_secs(30)).await;
+        });
+        let t = target(addr, false);
+        let rec = Rc::new(Recorder::default());
+        let mut c = Conn::open(&t, &rec).await.unwrap();
+        let sending = c.send(&t.templates[0], false, Instant::now(), t.timeout, &rec);
+        let r = tokio::time::timeout(Duration::from_millis(300), sending).await;
+        assert!(r.is_err(), "the server never answers");
+        assert_eq!(rec.with(|s| s.counters.requests), 1, "counted as it left");
+        assert_eq!(rec.with(|s| s.counters.replies), 0);
+    }
+
+    #[test]
+    fn a_stale_request_taken_back_after_a_swap_still_counts_once() {
+        let rec = Recorder::default();
+        rec.sent();
+        let first = rec.swap();
+        // It turned out stale after its interval left; it is resent in the next one.
+        rec.unsend();
+        rec.sent();
+        rec.sent();
+        let second = rec.swap();
+        assert_eq!(first.counters.requests + second.counters.requests, 2);
     }
 
     #[tokio::test(flavor = "current_thread")]

@@ -14,6 +14,9 @@ pub struct Recorder {
     cpu_mark: std::cell::Cell<u64>,
     /// The statuses that count as served; others are kept out of the latency.
     ok: StatusSet,
+    /// Requests counted as sent that turned out stale after the interval holding them was swapped
+    /// out: taken off the next ones counted, so the step's total stays exact.
+    owed: std::cell::Cell<u64>,
 }
 
 fn us(d: Duration) -> u64 {
@@ -26,6 +29,7 @@ impl Recorder {
             snap: RefCell::new(Snapshot::default()),
             cpu_mark: std::cell::Cell::new(system::thread_cpu_ns()),
             ok,
+            owed: std::cell::Cell::new(0),
         }
     }
 
@@ -64,8 +68,22 @@ impl Recorder {
         });
     }
 
+    /// A request handed to the connection: counted as it leaves, not when its reply (or timeout)
+    /// comes, so the live rate is what is being sent now and the step's total is all of it by its end.
     pub fn sent(&self) {
-        self.with(|s| s.counters.requests += 1);
+        if self.owed.get() > 0 {
+            self.owed.set(self.owed.get() - 1);
+        } else {
+            self.with(|s| s.counters.requests += 1);
+        }
+    }
+
+    /// Takes back a [`Recorder::sent`] for a request the server never took (it is sent again).
+    pub fn unsend(&self) {
+        self.with(|s| match s.counters.requests.checked_sub(1) {
+            Some(n) => s.counters.requests = n,
+            None => self.owed.set(self.owed.get() + 1),
+        });
     }
 
     pub fn replied(&self, status: u16, ttfb: Duration, latency: Duration) {

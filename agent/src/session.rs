@@ -311,7 +311,7 @@ impl Session {
                 let route = Route::of(target);
                 if self.running.is_some() {
                     return self
-                        .refuse(format!("step {} is still running", p.step))
+                        .refuse(format!("step {} is still running", p.step + 1))
                         .await;
                 }
                 match StepShare::try_from(&p) {
@@ -337,13 +337,16 @@ impl Session {
                         }))
                         .await
                     }
-                    Err(e) => self.refuse(format!("invalid step {}: {e}", p.step)).await,
+                    Err(e) => {
+                        self.refuse(format!("invalid step {}: {e}", p.step + 1))
+                            .await
+                    }
                 }
             }
             Down::StartStep(st) => self.start(st).await,
             Down::Abort(a) => {
                 if let Some(r) = &self.running {
-                    tracing::info!(step = r.step, reason = %a.reason, "Step aborted by the coordinator");
+                    tracing::info!(step = r.step + 1, reason = %a.reason, "Step aborted by the coordinator");
                     r.cancel.cancel();
                 }
                 Ok(())
@@ -354,14 +357,15 @@ impl Session {
     async fn start(&mut self, st: pb::StartStep) -> Result<(), SessionError> {
         let (Some(share), Some(target)) = (self.prepared.take(), self.target.clone()) else {
             return self
-                .refuse(format!("step {} was not prepared", st.step))
+                .refuse(format!("step {} was not prepared", st.step + 1))
                 .await;
         };
         if share.step != st.step {
             return self
                 .refuse(format!(
                     "step {} was prepared, not step {}",
-                    share.step, st.step
+                    share.step + 1,
+                    st.step + 1
                 ))
                 .await;
         }
@@ -536,6 +540,14 @@ pub use worker::INTERVAL as REPORT_INTERVAL;
 mod tests {
     use super::*;
 
+    fn hello() -> Down {
+        Down::Hello(pb::Hello {
+            protocol_version: PROTOCOL_VERSION,
+            coordinator_version: "test".into(),
+            token: String::new(),
+        })
+    }
+
     #[tokio::test]
     async fn a_heartbeat_before_the_hello_is_answered_not_refused() {
         // Regression: the coordinator's first heartbeat could overtake its hello and fail the run.
@@ -545,18 +557,34 @@ mod tests {
         tx.send(proto::to_agent(Down::Ping(pb::Ping { id: 0 })))
             .await
             .unwrap();
-        tx.send(proto::to_agent(Down::Hello(pb::Hello {
-            protocol_version: PROTOCOL_VERSION,
-            coordinator_version: "test".into(),
-            token: String::new(),
-        })))
-        .await
-        .unwrap();
+        tx.send(proto::to_agent(hello())).await.unwrap();
         assert!(matches!(rx.recv().await.unwrap().kind, Some(Up::Pong(_))));
         assert!(matches!(
             rx.recv().await.unwrap().kind,
             Some(Up::HelloReply(_))
         ));
+    }
+
+    #[tokio::test]
+    async fn a_refusal_named_the_step_counted_from_0() {
+        // The protocol's step ids are indexes; a person reads the step the table calls 2.
+        let engine = Arc::new(Engine::start(1).unwrap());
+        let Link { tx, mut rx } = embedded(engine, CancellationToken::new());
+        tx.send(proto::to_agent(hello())).await.unwrap();
+        assert!(matches!(
+            rx.recv().await.unwrap().kind,
+            Some(Up::HelloReply(_))
+        ));
+        tx.send(proto::to_agent(Down::StartStep(pb::StartStep {
+            step: 1,
+            start_unix_nanos: 0,
+        })))
+        .await
+        .unwrap();
+        match rx.recv().await.unwrap().kind {
+            Some(Up::Refusal(r)) => assert_eq!(r.message, "step 2 was not prepared"),
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]

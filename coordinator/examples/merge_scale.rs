@@ -294,7 +294,7 @@ impl Merge for Current {
             .map(|(i, a)| agent_input(step, i, a.counters, a.cpu_ns, a.latency_ms))
             .collect();
         let result = report::summarize(&input);
-        output::write_hlog(dir, 0, started(), hlog.intervals(), &step.names).expect("hlog written");
+        output::write_hlog(dir, 1, started(), hlog.intervals(), &step.names).expect("hlog written");
         (result, self.p99s)
     }
 }
@@ -392,7 +392,7 @@ fn child(args: &Args) {
     let mut h = std::collections::hash_map::DefaultHasher::new();
     serde_json::to_string(&result).expect("json").hash(&mut h);
     p99s.hash(&mut h);
-    std::fs::read(dir.path().join("hlog/step-000.hlog"))
+    std::fs::read(dir.path().join("hlog/step-001.hlog"))
         .expect("hlog written")
         .hash(&mut h);
     let med = |v: &mut Vec<f64>| {
@@ -507,7 +507,7 @@ fn step_input<'a>(
 ) -> report::StepInput<'a> {
     let secs = Duration::from_secs(u64::from(step.intervals));
     report::StepInput {
-        step: 0,
+        number: 1,
         model: LoadModel::Requests,
         value: 3000.0 * step.names.len() as f64,
         demanded_rate: Some(3000.0 * step.names.len() as f64),
@@ -655,14 +655,14 @@ mod baseline {
 
     /// output.rs's `write_hlog` as it was.
     fn write_hlog(dir: &Path, intervals: &[HlogInterval]) {
-        let path = dir.join("hlog").join("step-000.hlog");
+        let path = dir.join("hlog").join("step-001.hlog");
         let started = started();
         let mut buf = Vec::new();
         let mut serializer = V2DeflateSerializer::new();
         {
             let mut w = IntervalLogWriterBuilder::new()
                 .add_comment(&format!(
-                    "stampede {} step 0: latency in microseconds",
+                    "stampede {} step 1: latency in microseconds",
                     shared::VERSION
                 ))
                 .add_comment("untagged lines: all agents merged; Tag= lines: one agent each")

@@ -172,9 +172,13 @@ pub struct RunArgs {
     /// Worker threads of the embedded agent (default: one per core).
     #[arg(long)]
     pub threads: Option<usize>,
-    /// Output directory (default: stampede-results/<UTC timestamp>/).
+    /// Output directory (default: a new stampede-results/<UTC timestamp>/, suffixed -2, -3... if
+    /// taken). One holding another run's files is refused unless --force.
     #[arg(long)]
     pub out: Option<PathBuf>,
+    /// Replace another run's files (run.json, steps.tsv/csv, hlog/) in --out instead of refusing.
+    #[arg(long)]
+    pub force: bool,
     /// Table format: tsv or csv.
     #[arg(long)]
     pub format: Option<String>,

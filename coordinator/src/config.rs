@@ -161,6 +161,10 @@ pub struct RunConfig {
     pub agent_weights: Option<Vec<u64>>,
     pub plan: Plan,
     pub out: PathBuf,
+    /// `out` is the default stamped directory: the run takes the first free name from it.
+    pub out_default: bool,
+    /// Replace another run's files in `out` instead of refusing.
+    pub force: bool,
     pub format: Format,
     pub quiet: bool,
     pub threads: usize,
@@ -531,10 +535,9 @@ pub fn resolve(args: RunArgs) -> Result<RunConfig, ConfigError> {
         Some("csv") => Format::Csv,
         Some(other) => return Err(ConfigError::Format(other.to_string())),
     };
-    let out = args
-        .out
-        .or(file.out.clone().map(rel))
-        .unwrap_or_else(default_out_dir);
+    let out = args.out.or(file.out.clone().map(rel));
+    let out_default = out.is_none();
+    let out = out.unwrap_or_else(default_out_dir);
     let agents = match args.agents {
         Some(a) => parse_agents(&a)?,
         None => Vec::new(),
@@ -629,6 +632,8 @@ pub fn resolve(args: RunArgs) -> Result<RunConfig, ConfigError> {
         agent_weights: args.agent_weights,
         plan,
         out,
+        out_default,
+        force: args.force,
         format,
         quiet: args.quiet || file.quiet.unwrap_or(false),
         threads,

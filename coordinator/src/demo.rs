@@ -6,13 +6,13 @@ use tokio_util::sync::CancellationToken;
 
 use crate::cli::{DemoArgs, RunArgs};
 use crate::config;
-use crate::run::{self, RunError, RunOutcome};
+use crate::run::{self, RunError, RunOutcome, Stop};
 use crate::serve::{self, ServeConfig};
 
 /// The demo target's capacity (req/s): the ramp crosses it.
 pub const DEMO_CAPACITY: f64 = 400.0;
 
-pub async fn run(args: DemoArgs, shutdown: CancellationToken) -> Result<RunOutcome, RunError> {
+pub async fn run(args: DemoArgs, shutdown: Stop) -> Result<RunOutcome, RunError> {
     let target_stop = CancellationToken::new();
     let (addr, _task) = serve::start(
         ServeConfig {

@@ -11,34 +11,26 @@ pub mod progress;
 pub mod run;
 pub mod serve;
 
+use std::io::Write;
 use std::time::Duration;
 
 use bytes::Bytes;
-use tokio_util::sync::CancellationToken;
 
 use crate::cli::Command;
+use crate::run::Stop;
 
 /// What a command ended with, as the process exit code: 0 all steps ran, 1 failed or aborted, 2 usage.
-pub async fn execute(command: Command, shutdown: CancellationToken) -> u8 {
+/// `stop.drain` is the first Ctrl-C, `stop.now` the second (see [`Stop`]).
+pub async fn execute(command: Command, stop: Stop) -> u8 {
     match command {
         Command::Run(args) => match config::resolve(*args) {
-            Ok(cfg) => {
-                let dir = cfg.out.clone();
-                let outcome = run::run(cfg, shutdown).await;
-                if let Err(run::RunError::Output(_) | run::RunError::Spill(_)) = &outcome {
-                    eprintln!(
-                        "stampede: the steps finished before this are kept in {}",
-                        dir.display()
-                    );
-                }
-                finish(outcome)
-            }
+            Ok(cfg) => finish(run::run(cfg, stop).await),
             Err(e) => {
                 eprintln!("stampede: {e}");
                 2
             }
         },
-        Command::Demo(args) => finish(demo::run(args, shutdown).await),
+        Command::Demo(args) => finish(demo::run(args, stop).await),
         Command::Certs(cmd) => {
             let made = match cmd {
                 cli::CertsCommand::Init {
@@ -60,10 +52,14 @@ pub async fn execute(command: Command, shutdown: CancellationToken) -> u8 {
             };
             match made {
                 Ok(files) => {
-                    for f in files {
-                        println!("{}", f.display());
+                    let list: String = files.iter().map(|f| format!("{}\n", f.display())).collect();
+                    match print_out(&list) {
+                        Ok(()) => 0,
+                        Err(e) => {
+                            eprintln!("stampede: {e}");
+                            1
+                        }
                     }
-                    0
                 }
                 Err(e) => {
                     eprintln!("stampede: {e}");
@@ -91,7 +87,7 @@ pub async fn execute(command: Command, shutdown: CancellationToken) -> u8 {
                 body: Bytes::from(args.body.into_bytes()),
                 tls: args.tls,
             };
-            match serve::run(cfg, shutdown).await {
+            match serve::run(cfg, stop.drain).await {
                 Ok(()) => 0,
                 Err(e) => {
                     eprintln!("stampede: {e}");
@@ -105,12 +101,32 @@ pub async fn execute(command: Command, shutdown: CancellationToken) -> u8 {
     }
 }
 
+/// Writes to stdout, as an error instead of `print!`'s panic when it cannot be written
+/// (`> /dev/full`, a closed pipe).
+fn print_out(text: &str) -> Result<(), StdoutError> {
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_bytes())
+        .and_then(|()| out.flush())
+        .map_err(StdoutError)
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("cannot write to stdout: {0}")]
+struct StdoutError(std::io::Error);
+
 fn finish(outcome: Result<run::RunOutcome, run::RunError>) -> u8 {
     match outcome {
         Ok(o) => {
-            print!("{}", progress::table(&o.steps));
-            println!("answer: {}", shared::report::summarize_run(&o.steps).answer);
-            println!("results: {}", o.dir.display());
+            let text = format!(
+                "{}answer: {}\nresults: {}\n",
+                progress::table(&o.steps),
+                shared::report::summarize_run(&o.steps).answer,
+                o.dir.display()
+            );
+            if let Err(e) = print_out(&text) {
+                eprintln!("stampede: {e}; the results are in {}", o.dir.display());
+                return 1;
+            }
             if o.aborted {
                 eprintln!(
                     "stampede: run aborted; finished steps are in {}",

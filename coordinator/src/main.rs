@@ -3,7 +3,6 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use coordinator::cli::{Cli, Command};
-use tokio_util::sync::CancellationToken;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -29,25 +28,49 @@ fn main() -> ExitCode {
         }
     };
     let code = rt.block_on(async {
-        let shutdown = CancellationToken::new();
-        let on_signal = shutdown.clone();
+        let stop = coordinator::run::Stop::default();
+        let on_signal = stop.clone();
+        let runs = matches!(cli.command, Command::Run(_) | Command::Demo(_));
         tokio::spawn(async move {
-            wait_for_signal().await;
-            eprintln!("stampede: interrupted; stopping the running step");
-            on_signal.cancel();
+            let Some(mut signals) = Signals::install() else {
+                return;
+            };
+            signals.next().await;
+            // A run says itself how long it waits for the requests in flight.
+            if !runs {
+                eprintln!("stampede: interrupted; stopping");
+            }
+            on_signal.drain.cancel();
+            signals.next().await;
+            eprintln!("stampede: interrupted again; stopping at once");
+            on_signal.now.cancel();
         });
-        coordinator::execute(cli.command, shutdown).await
+        coordinator::execute(cli.command, stop).await
     });
+    // Worker threads still draining must not hold the exit up (the second Ctrl-C means now).
+    rt.shutdown_background();
     ExitCode::from(code)
 }
 
-async fn wait_for_signal() {
-    let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-        Ok(s) => s,
-        Err(_) => return std::future::pending().await,
-    };
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = term.recv() => {}
+/// SIGINT and SIGTERM, caught from installation on: one that comes between two waits is kept.
+struct Signals {
+    int: tokio::signal::unix::Signal,
+    term: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    fn install() -> Option<Signals> {
+        use tokio::signal::unix::{SignalKind, signal};
+        Some(Signals {
+            int: signal(SignalKind::interrupt()).ok()?,
+            term: signal(SignalKind::terminate()).ok()?,
+        })
+    }
+
+    async fn next(&mut self) {
+        tokio::select! {
+            _ = self.int.recv() => {}
+            _ = self.term.recv() => {}
+        }
     }
 }

@@ -1,7 +1,7 @@
 //! The run's files: the step table (TSV/CSV), run.json and one HdrHistogram interval log per step. Each
 //! is written as its step finishes, so a killed run keeps every finished step.
 use std::fs::{self, File, OpenOptions};
-use std::io::{self, Write};
+use std::io::{self, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
@@ -9,7 +9,7 @@ use hdrhistogram::serialization::interval_log::{IntervalLogWriterBuilder, Tag};
 use shared::histogram::{Deflater, Encoded, Merger};
 use shared::report::{RUN_SCHEMA, RunSummary, StepResult, table_header, table_row};
 
-use crate::config::{ConfigError, RunConfig};
+use crate::config::RunConfig;
 
 #[derive(Debug, thiserror::Error)]
 #[error("cannot write {path}: {source}")]
@@ -55,19 +55,147 @@ pub struct Output {
     separator: char,
     json_path: PathBuf,
     doc: serde_json::Value,
+    /// Where the status value starts in run.json as last written, for [`Output::finish`]'s
+    /// in-place fallback.
+    status_at: Option<u64>,
 }
 
-/// Checks up front that results can be written, so a long run never ends in a lost result.
-pub fn prepare_dir(dir: &Path) -> Result<(), ConfigError> {
-    let err = |source| ConfigError::Output {
-        path: dir.to_path_buf(),
-        source,
+/// Why a run cannot have its output directory.
+#[derive(Debug, thiserror::Error)]
+pub enum DirError {
+    #[error("output directory {path} is not writable: {source}")]
+    Unwritable { path: PathBuf, source: io::Error },
+    #[error(
+        "output directory {path} holds another run's files ({files}): give another --out, or add --force to replace them"
+    )]
+    Occupied { path: PathBuf, files: String },
+}
+
+/// How many stamped names (`STAMP`, `STAMP-2`, ...) a default directory tries before giving up.
+const FRESH_TRIES: u32 = 1000;
+
+/// run.json before the run has agents: it claims the directory (created exclusively, so two runs
+/// cannot both take it), and is removed by [`release`] if the run ends before [`Output::create`].
+const CLAIM: &[u8] = b"{\"status\": \"starting\"}\n";
+
+/// Takes the run's output directory and checks up front that results can be written, so a long run
+/// never ends in a lost result. `fresh`: `dir` is the default stamped name, and the run takes the
+/// first name from it that no other run has (runs started in the same second get `-2`, `-3`, ...).
+/// Otherwise `dir` may exist, but one that holds another run's files is refused, or with `force`
+/// those files are removed, so nothing of the old run remains beside the new one.
+pub fn claim(dir: &Path, fresh: bool, force: bool) -> Result<PathBuf, DirError> {
+    let unwritable = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| DirError::Unwritable { path, source }
     };
-    fs::create_dir_all(dir.join("hlog")).map_err(err)?;
-    let probe = dir.join(".stampede-write-test");
-    fs::write(&probe, b"ok").map_err(err)?;
-    let _ = fs::remove_file(probe);
-    Ok(())
+    let dir = if fresh {
+        fresh_dir(dir).map_err(unwritable(dir))?
+    } else {
+        fs::create_dir_all(dir).map_err(unwritable(dir))?;
+        let old = run_files(dir).map_err(unwritable(dir))?;
+        if !old.is_empty() && !force {
+            return Err(occupied(dir, &old));
+        }
+        for f in &old {
+            fs::remove_file(f).map_err(unwritable(f))?;
+        }
+        dir.to_path_buf()
+    };
+    fs::create_dir_all(dir.join("hlog")).map_err(unwritable(&dir))?;
+    let json = dir.join("run.json");
+    let mut f = match OpenOptions::new().write(true).create_new(true).open(&json) {
+        Ok(f) => f,
+        // Another run took it between the look and now.
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+            return Err(occupied(&dir, &[json]));
+        }
+        Err(e) => return Err(unwritable(&dir)(e)),
+    };
+    f.write_all(CLAIM).map_err(unwritable(&dir))?;
+    Ok(dir)
+}
+
+/// Undoes [`claim`] for a run that ended before writing anything: its run.json would say nothing.
+pub fn release(dir: &Path) {
+    let json = dir.join("run.json");
+    if fs::read(&json).is_ok_and(|b| b == CLAIM) {
+        let _ = fs::remove_file(json);
+    }
+}
+
+/// Creates the first free name of `STAMP`, `STAMP-2`, ...: `create_dir` fails on an existing name,
+/// so two runs can never take the same one.
+fn fresh_dir(base: &Path) -> io::Result<PathBuf> {
+    if let Some(parent) = base.parent().filter(|p| !p.as_os_str().is_empty()) {
+        fs::create_dir_all(parent)?;
+    }
+    let mut last = None;
+    for n in 1..=FRESH_TRIES {
+        let name = if n == 1 {
+            base.to_path_buf()
+        } else {
+            let mut s = base.as_os_str().to_owned();
+            s.push(format!("-{n}"));
+            PathBuf::from(s)
+        };
+        match fs::create_dir(&name) {
+            Ok(()) => return Ok(name),
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => last = Some(e),
+            Err(e) => return Err(e),
+        }
+    }
+    Err(last.unwrap_or_else(|| io::ErrorKind::AlreadyExists.into()))
+}
+
+/// The files in `dir` that a run writes (its own, or one left half-written by a killed run).
+fn run_files(dir: &Path) -> io::Result<Vec<PathBuf>> {
+    let mut found: Vec<PathBuf> = ["run.json", "run.json.tmp", "steps.tsv", "steps.csv"]
+        .iter()
+        .map(|f| dir.join(f))
+        .filter(|p| p.is_file())
+        .collect();
+    let hlog = dir.join("hlog");
+    if hlog.is_dir() {
+        let mut logs = Vec::new();
+        for entry in fs::read_dir(&hlog)? {
+            let path = entry?.path();
+            let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+            if name.starts_with("step-") && (name.ends_with(".hlog") || name.ends_with(".hlog.tmp"))
+            {
+                logs.push(path);
+            }
+        }
+        logs.sort();
+        found.extend(logs);
+    }
+    Ok(found)
+}
+
+fn occupied(dir: &Path, files: &[PathBuf]) -> DirError {
+    const NAMED: usize = 4;
+    let mut names: Vec<String> = files
+        .iter()
+        .take(NAMED)
+        .map(|f| f.strip_prefix(dir).unwrap_or(f).display().to_string())
+        .collect();
+    if files.len() > NAMED {
+        names.push(format!("{} more", files.len() - NAMED));
+    }
+    DirError::Occupied {
+        path: dir.to_path_buf(),
+        files: names.join(", "),
+    }
+}
+
+/// How far [`Output::finish`] got.
+#[derive(Debug)]
+pub enum Finished {
+    /// run.json was rewritten whole, with its status and end time.
+    Whole,
+    /// It could not be (the error says why; a full disk has no room for the copy beside it), so its
+    /// status was written into the file on disk in place: everything else in it is from the last
+    /// step written.
+    StatusOnly(OutputError),
 }
 
 impl Output {
@@ -92,7 +220,7 @@ impl Output {
         let doc = serde_json::json!({
             "schema": RUN_SCHEMA,
             "tool": { "name": "stampede", "version": shared::VERSION },
-            "status": "running",
+            "status": RUNNING,
             "started_at": humantime::format_rfc3339_millis(SystemTime::now()).to_string(),
             "finished_at": null,
             "target": cfg.plan.workload.origin().origin(),
@@ -102,13 +230,14 @@ impl Output {
             "summary": null,
             "steps": [],
         });
-        let out = Output {
+        let mut out = Output {
             dir,
             table,
             table_path,
             separator: sep,
             json_path: cfg.out.join("run.json"),
             doc,
+            status_at: None,
         };
         out.write_json()?;
         Ok(out)
@@ -133,7 +262,7 @@ impl Output {
         let row = table_row(r).join(&self.separator.to_string());
         writeln!(self.table, "{row}").map_err(at(&self.table_path))?;
         self.table.sync_data().map_err(at(&self.table_path))?;
-        write_hlog(&self.dir, r.step, started, hlog, agents)?;
+        write_hlog(&self.dir, r.number, started, hlog, agents)?;
         let value = serde_json::to_value(r).expect("a StepResult always serializes");
         if let Some(steps) = self.doc["steps"].as_array_mut() {
             steps.push(value);
@@ -147,16 +276,43 @@ impl Output {
         self.write_json()
     }
 
-    pub fn finish(&mut self, status: &str) -> Result<(), OutputError> {
+    /// Writes the run's final status and end time. Whatever else failed, run.json must not keep
+    /// saying "running" after the process is gone: if the whole file cannot be rewritten, the status
+    /// is overwritten in place in the bytes already on disk, which needs no new space.
+    pub fn finish(&mut self, status: &str) -> Result<Finished, OutputError> {
         self.doc["status"] = status.into();
         self.doc["finished_at"] = humantime::format_rfc3339_millis(SystemTime::now())
             .to_string()
             .into();
-        self.write_json()
+        let whole = match self.write_json() {
+            Ok(()) => return Ok(Finished::Whole),
+            Err(e) => e,
+        };
+        let offset = self.status_at.ok_or_else(|| OutputError {
+            path: self.json_path.clone(),
+            source: io::Error::other(format!("{} (and no run.json to mark)", whole.source)),
+        })?;
+        // In the room of `"running"`: a longer status ("completed") would not fit, and a run that
+        // could not write its end has failed anyway.
+        let patch = match status {
+            s if s.len() <= RUNNING.len() => {
+                format!("{:<w$}", format!("\"{s}\""), w = RUNNING.len() + 2)
+            }
+            _ => format!("{:<w$}", "\"failed\"", w = RUNNING.len() + 2),
+        };
+        let mut f = OpenOptions::new()
+            .write(true)
+            .open(&self.json_path)
+            .map_err(at(&self.json_path))?;
+        f.seek(SeekFrom::Start(offset))
+            .and_then(|_| f.write_all(patch.as_bytes()))
+            .and_then(|()| f.sync_data())
+            .map_err(at(&self.json_path))?;
+        Ok(Finished::StatusOnly(whole))
     }
 
     /// Replaces run.json atomically: readers see the old or the new file, never half of one.
-    fn write_json(&self) -> Result<(), OutputError> {
+    fn write_json(&mut self) -> Result<(), OutputError> {
         let tmp = self.json_path.with_extension("json.tmp");
         let text = serde_json::to_string_pretty(&self.doc).expect("run.json always serializes");
         replace(&self.json_path, &tmp, |mut f| {
@@ -164,9 +320,18 @@ impl Output {
                 .and_then(|()| f.write_all(b"\n"))
                 .and_then(|()| f.sync_data())
                 .map_err(at(&tmp))
-        })
+        })?;
+        // The top-level key is the only one indented by two spaces.
+        let key = "\n  \"status\": ";
+        self.status_at = (self.doc["status"] == RUNNING)
+            .then(|| text.find(key).map(|i| (i + key.len()) as u64))
+            .flatten();
+        Ok(())
     }
 }
+
+/// The status run.json says while the run goes on.
+const RUNNING: &str = "running";
 
 /// Writes `dir/hlog/step-NNN.hlog`: per interval, the fleet's merged latency (untagged), then each
 /// agent's (tagged with its name from `agents`). One scratch histogram is reused for every line, so
@@ -276,13 +441,13 @@ mod tests {
         let agents = ["b".to_string(), "agent a, 1".to_string()];
         write_hlog(
             dir.path(),
-            0,
+            1,
             SystemTime::now(),
             intervals.into_iter().map(Ok::<_, io::Error>),
             &agents,
         )
         .unwrap();
-        let text = fs::read(dir.path().join("hlog/step-000.hlog")).unwrap();
+        let text = fs::read(dir.path().join("hlog/step-001.hlog")).unwrap();
         let mut lines = Vec::new();
         for entry in IntervalLogIterator::new(&text) {
             if let LogEntry::Interval(i) = entry.unwrap() {
@@ -329,7 +494,92 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("a-file");
         fs::write(&file, b"x").unwrap();
-        let e = prepare_dir(&file.join("sub")).unwrap_err().to_string();
+        let e = claim(&file.join("sub"), false, false)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("is not writable"), "{e}");
+    }
+
+    #[test]
+    fn runs_started_in_the_same_second_shared_the_default_directory() {
+        let dir = tempfile::tempdir().unwrap();
+        let base = dir.path().join("stampede-results").join("20261130T201500Z");
+        let taken: Vec<PathBuf> = (0..3).map(|_| claim(&base, true, false).unwrap()).collect();
+        let names: Vec<String> = taken
+            .iter()
+            .map(|d| d.file_name().unwrap().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "20261130T201500Z",
+                "20261130T201500Z-2",
+                "20261130T201500Z-3"
+            ]
+        );
+    }
+
+    #[test]
+    fn a_reused_out_directory_kept_the_earlier_runs_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("today");
+        fs::create_dir_all(out.join("hlog")).unwrap();
+        for f in [
+            "run.json",
+            "steps.tsv",
+            "hlog/step-001.hlog",
+            "hlog/step-002.hlog",
+        ] {
+            fs::write(out.join(f), b"old").unwrap();
+        }
+        fs::write(out.join("notes.txt"), b"the user's").unwrap();
+        let e = claim(&out, false, false).unwrap_err().to_string();
+        assert!(
+            e.contains(&format!(
+                "output directory {} holds another run's files",
+                out.display()
+            )) && e.contains("run.json, steps.tsv, hlog/step-001.hlog, hlog/step-002.hlog")
+                && e.contains("--force"),
+            "{e}"
+        );
+        assert_eq!(fs::read(out.join("hlog/step-002.hlog")).unwrap(), b"old");
+        claim(&out, false, true).unwrap();
+        assert!(!out.join("steps.tsv").exists());
+        assert_eq!(fs::read_dir(out.join("hlog")).unwrap().count(), 0);
+        assert_eq!(fs::read(out.join("notes.txt")).unwrap(), b"the user's");
+        // The new run holds it now: another refuses it, a run that wrote nothing lets it go.
+        assert!(claim(&out, false, false).is_err());
+        release(&out);
+        claim(&out, false, false).unwrap();
+    }
+
+    fn config(out: &Path) -> RunConfig {
+        crate::config::resolve(crate::cli::RunArgs {
+            plan_or_url: Some("http://127.0.0.1:1/".into()),
+            steps: Some(vec![10.0]),
+            out: Some(out.to_path_buf()),
+            ..Default::default()
+        })
+        .unwrap()
+    }
+
+    #[test]
+    fn run_json_stayed_running_when_it_could_not_be_rewritten() {
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = config(dir.path());
+        claim(&cfg.out, false, false).unwrap();
+        let mut out = Output::create(&cfg, &[], &[]).unwrap();
+        // No room for the copy beside it (as on a full disk): the rewrite fails.
+        fs::create_dir(dir.path().join("run.json.tmp")).unwrap();
+        let done = out.finish("aborted").unwrap();
+        assert!(matches!(done, Finished::StatusOnly(_)), "{done:?}");
+        let run: serde_json::Value =
+            serde_json::from_slice(&fs::read(dir.path().join("run.json")).unwrap()).unwrap();
+        assert_eq!(run["status"], "aborted");
+        // A status longer than the room left for it still does not say running.
+        out.finish("completed").unwrap();
+        let run: serde_json::Value =
+            serde_json::from_slice(&fs::read(dir.path().join("run.json")).unwrap()).unwrap();
+        assert_eq!(run["status"], "failed");
     }
 }

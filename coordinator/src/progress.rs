@@ -1,24 +1,143 @@
-//! What people see: a live line per step on stderr while it runs, and the table of steps at the end.
+//! What people see: the plan in one line at the start, a live line per step on stderr while it runs,
+//! and the table of steps at the end.
 use std::io::{IsTerminal, Write};
+use std::path::Path;
+use std::time::{Duration, Instant};
 
+use shared::plan::{LoadModel, Plan, StepLimit};
 use shared::report::{LatencyStats, StepResult, human_ms};
 
 pub struct Progress {
     quiet: bool,
     live: bool,
+    started: Instant,
+    /// The plan's scheduled time, for the run's elapsed/total.
+    total: Duration,
 }
 
 /// The numbers of one interval as the progress line shows them.
 pub struct Tick {
-    pub step: u32,
+    /// Counted from 1.
+    pub number: u32,
     pub steps: usize,
-    pub elapsed_s: f64,
+    /// Into the step, and its scheduled length.
+    pub elapsed: Duration,
+    pub length: Duration,
     pub demanded: Option<f64>,
     pub value: f64,
-    pub achieved: f64,
+    /// Requests sent per second over the step so far (counted as they leave, as the table's).
+    pub sent: f64,
     pub replies: f64,
     pub p99_ms: f64,
     pub errors: u64,
+}
+
+/// A duration as people say it: `200 ms`, `10 s`, `1.5 s`, `2 min 30 s`, `1 h 5 min`.
+pub fn span(d: Duration) -> String {
+    let secs = d.as_secs_f64();
+    if secs < 1.0 {
+        format!("{} ms", d.as_millis())
+    } else if secs < 120.0 {
+        let s = format!("{secs:.1}");
+        format!("{} s", s.strip_suffix(".0").unwrap_or(&s))
+    } else if secs < 3600.0 {
+        let s = secs.round() as u64;
+        match s % 60 {
+            0 => format!("{} min", s / 60),
+            r => format!("{} min {r} s", s / 60),
+        }
+    } else {
+        let m = (secs / 60.0).round() as u64;
+        format!("{} h {} min", m / 60, m % 60)
+    }
+}
+
+/// The resolved plan in one line, printed before any load: what will run, for how long, and where
+/// the results go, e.g. `plan: requests model, 4 steps 1000..10000 req/s, 10 s each, ~40 s in all;
+/// results in stampede-results/20261130T201500Z`.
+pub fn plan_line(plan: &Plan, total: Duration, dir: &Path) -> String {
+    let n = plan.steps.len();
+    // As they were given: 10, 2.5 (not the rates' 10.0).
+    let values: Vec<String> = plan.steps.iter().map(|v| format!("{v}")).collect();
+    let values = match values.as_slice() {
+        [a, .., b] if n > 3 => format!("{a}..{b}"),
+        _ => values.join(","),
+    };
+    let unit = match plan.model {
+        LoadModel::Connections if plan.num_call.get() > 1 => {
+            format!("conn/s x {} requests", plan.num_call)
+        }
+        LoadModel::Connections => "conn/s".to_string(),
+        LoadModel::Requests => "req/s".to_string(),
+        LoadModel::Concurrency => "connections".to_string(),
+    };
+    let each = match plan.limit {
+        StepLimit::Duration(d) => format!("{} each", span(d)),
+        StepLimit::Connections(c) => format!("{c} connections each"),
+    };
+    format!(
+        "plan: {} model, {n} step{} {values} {unit}, {each}, ~{} in all; results in {}",
+        plan.model.name(),
+        if n == 1 { "" } else { "s" },
+        span(total),
+        dir.display()
+    )
+}
+
+/// The terminal's width in columns: the window size of stderr, else `COLUMNS`, else 80.
+fn terminal_width() -> usize {
+    // SAFETY: TIOCGWINSZ writes a `winsize` into the struct we own; fd 2 is stderr.
+    let mut ws: libc::winsize = unsafe { std::mem::zeroed() };
+    if unsafe { libc::ioctl(2, libc::TIOCGWINSZ, &mut ws) } == 0 && ws.ws_col > 0 {
+        return usize::from(ws.ws_col);
+    }
+    std::env::var("COLUMNS")
+        .ok()
+        .and_then(|c| c.trim().parse().ok())
+        .filter(|&c| c > 0)
+        .unwrap_or(80)
+}
+
+/// Cut to `width - 1` characters: a line as wide as the terminal wraps in some of them, and a
+/// wrapped line is not rewritten by `\r` but repeated on a new one each second.
+fn fit(line: &str, width: usize) -> &str {
+    let room = width.saturating_sub(1).max(1);
+    match line.char_indices().nth(room) {
+        Some((at, _)) => &line[..at],
+        None => line,
+    }
+}
+
+/// The live line's text, before it is fitted to the terminal.
+fn live_line(t: &Tick, run_elapsed: Duration, run_total: Duration) -> String {
+    let demanded = t.demanded.map_or(format!("{} conns", t.value), |d| {
+        format!("{} req/s", rate(d))
+    });
+    format!(
+        "step {}/{} {}/{}  run {}/{}  demanded {demanded}  sent {}/s  replies {}/s  p99 {:.1} ms  errors {}",
+        t.number,
+        t.steps,
+        clock(t.elapsed),
+        clock(t.length),
+        clock(run_elapsed),
+        clock(run_total),
+        rate(t.sent),
+        rate(t.replies),
+        t.p99_ms,
+        t.errors
+    )
+}
+
+/// Elapsed and total times on the live line: `12s`, `3m05s`, `1h02m`.
+fn clock(d: Duration) -> String {
+    let s = d.as_secs();
+    if s < 60 {
+        format!("{s}s")
+    } else if s < 3600 {
+        format!("{}m{:02}s", s / 60, s % 60)
+    } else {
+        format!("{}h{:02}m", s / 3600, s / 60 % 60)
+    }
 }
 
 fn rate(v: f64) -> String {
@@ -30,10 +149,12 @@ fn rate(v: f64) -> String {
 }
 
 impl Progress {
-    pub fn new(quiet: bool) -> Progress {
+    pub fn new(quiet: bool, total: Duration) -> Progress {
         Progress {
             quiet,
             live: std::io::stderr().is_terminal(),
+            started: Instant::now(),
+            total,
         }
     }
 
@@ -47,19 +168,8 @@ impl Progress {
         if !self.wants_ticks() {
             return;
         }
-        let demanded = t.demanded.map_or(format!("{} conns", t.value), |d| {
-            format!("{} req/s", rate(d))
-        });
-        eprint!(
-            "\r\x1b[2Kstep {}/{} {:>5.1}s  demanded {demanded}  sent {} req/s  replies {}/s  p99 {:.1} ms  errors {}",
-            t.step + 1,
-            t.steps,
-            t.elapsed_s,
-            rate(t.achieved),
-            rate(t.replies),
-            t.p99_ms,
-            t.errors
-        );
+        let line = live_line(t, self.started.elapsed(), self.total);
+        eprint!("\r\x1b[2K{}", fit(&line, terminal_width()));
         let _ = std::io::stderr().flush();
     }
 
@@ -85,7 +195,7 @@ impl Progress {
         }
         eprintln!(
             "step {}/{}  demanded {demanded}  sent {} req/s  served {}/s  p99 {}  failed {}%  {judged}",
-            r.step + 1,
+            r.number,
             steps,
             rate(r.achieved_request_rate),
             rate(r.ok_rate),
@@ -123,7 +233,7 @@ pub fn table(results: &[StepResult]) -> String {
     for r in results {
         let l = &r.latency_ms;
         rows.push(vec![
-            (r.step + 1).to_string(),
+            r.number.to_string(),
             r.demanded_rate.map_or(format!("{}c", r.step_value), rate),
             rate(r.achieved_request_rate),
             rate(r.ok_rate),
@@ -161,20 +271,70 @@ pub fn table(results: &[StepResult]) -> String {
         for reason in &r.reasons {
             out.push_str(&format!(
                 "step {}: trust {}: {reason}\n",
-                r.step + 1,
+                r.number,
                 r.trust.name()
             ));
         }
         for reason in &r.server_reasons {
             out.push_str(&format!(
                 "step {}: server {}: {reason}\n",
-                r.step + 1,
+                r.number,
                 r.server.name()
             ));
         }
         for note in &r.notes {
-            out.push_str(&format!("step {}: note: {note}\n", r.step + 1));
+            out.push_str(&format!("step {}: note: {note}\n", r.number));
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tick() -> Tick {
+        Tick {
+            number: 2,
+            steps: 4,
+            elapsed: Duration::from_secs(3),
+            length: Duration::from_secs(10),
+            demanded: Some(1000.0),
+            value: 1000.0,
+            sent: 998.4,
+            replies: 997.0,
+            p99_ms: 1.25,
+            errors: 0,
+        }
+    }
+
+    #[test]
+    fn live_line_wrapped_in_a_narrow_terminal() {
+        let line = live_line(&tick(), Duration::from_secs(13), Duration::from_secs(40));
+        assert!(line.len() > 60, "{line}");
+        for width in [1, 20, 40, 60, 80] {
+            let shown = fit(&line, width);
+            assert!(shown.chars().count() < width.max(2), "{width}: {shown}");
+            assert!(line.starts_with(shown));
+        }
+        assert_eq!(fit(&line, 500), line);
+    }
+
+    #[test]
+    fn live_line_showed_no_elapsed_or_total() {
+        let line = live_line(&tick(), Duration::from_secs(13), Duration::from_secs(40));
+        assert!(line.starts_with("step 2/4 3s/10s  run 13s/40s  "), "{line}");
+        assert!(line.contains("sent 998/s"), "{line}");
+    }
+
+    #[test]
+    fn durations_read_as_people_say_them() {
+        let ms = Duration::from_millis;
+        assert_eq!(span(ms(200)), "200 ms");
+        assert_eq!(span(ms(10_000)), "10 s");
+        assert_eq!(span(ms(1_500)), "1.5 s");
+        assert_eq!(span(ms(150_000)), "2 min 30 s");
+        assert_eq!(span(ms(3_900_000)), "1 h 5 min");
+        assert_eq!(clock(ms(185_000)), "3m05s");
+    }
 }

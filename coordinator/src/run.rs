@@ -16,8 +16,8 @@ use tokio_util::sync::CancellationToken;
 use crate::config::{ConfigError, LossPolicy, RunConfig};
 use crate::fleet::{self, Fleet, unix_ns};
 use crate::merge::{IntervalError, SeqProgress, SpillError, StepMerge, StepTotals};
-use crate::output::{self, Output, OutputError};
-use crate::progress::{Progress, Tick};
+use crate::output::{self, DirError, Finished, Output, OutputError};
+use crate::progress::{self, Progress, Tick};
 
 /// How far ahead of "now" a step's start instant is set, so every agent has it before it passes.
 const START_LEAD: Duration = Duration::from_millis(200);
@@ -51,6 +51,10 @@ pub enum RunError {
     #[error("{0}")]
     Output(#[from] OutputError),
     #[error(transparent)]
+    Dir(#[from] DirError),
+    #[error("interrupted before the first step")]
+    Interrupted,
+    #[error(transparent)]
     Spill(#[from] SpillError),
     #[error("cannot start the embedded agent: {0}")]
     Engine(#[from] agent::engine::EngineError),
@@ -60,7 +64,7 @@ impl RunError {
     /// 2 for what the user must fix before running, 1 for a run that failed.
     pub fn exit_code(&self) -> u8 {
         match self {
-            RunError::Config(_) | RunError::Limit { .. } => 2,
+            RunError::Config(_) | RunError::Limit { .. } | RunError::Dir(_) => 2,
             _ => 1,
         }
     }
@@ -72,14 +76,94 @@ pub struct RunOutcome {
     pub aborted: bool,
 }
 
-/// Runs the plan. Ctrl-C (the `shutdown` token) aborts the running step, which is still written,
-/// marked aborted.
-pub async fn run(cfg: RunConfig, shutdown: CancellationToken) -> Result<RunOutcome, RunError> {
-    output::prepare_dir(&cfg.out)?;
-    let mut fleet = fleet::connect(&cfg).await?;
+/// How a run is asked to stop. `drain` (the first Ctrl-C) aborts the running step and lets its
+/// requests in flight finish within the timeout; the step is still written, marked aborted. `now`
+/// (the second) stops at once: the steps already written are kept, the running one is dropped.
+#[derive(Debug, Clone, Default)]
+pub struct Stop {
+    pub drain: CancellationToken,
+    pub now: CancellationToken,
+}
+
+/// Runs the plan into a directory of its own (see [`output::claim`]).
+pub async fn run(mut cfg: RunConfig, stop: Stop) -> Result<RunOutcome, RunError> {
+    cfg.out = output::claim(&cfg.out, cfg.out_default, cfg.force)?;
+    let dir = cfg.out.clone();
+    let outcome = run_in(cfg, stop).await;
+    if let Err(e) = &outcome {
+        output::release(&dir);
+        if let RunError::Output(_) | RunError::Spill(_) = e {
+            eprintln!(
+                "stampede: the steps finished before this are kept in {}",
+                dir.display()
+            );
+        }
+    }
+    outcome
+}
+
+async fn run_in(cfg: RunConfig, stop: Stop) -> Result<RunOutcome, RunError> {
+    let (mut fleet, warnings) = tokio::select! {
+        ready = ready_fleet(&cfg) => ready?,
+        _ = stop.now.cancelled() => return Err(RunError::Interrupted),
+    };
+    let mut out = Output::create(&cfg, &fleet.infos(), &warnings)?;
+    let total = plan_total(&cfg);
+    if !cfg.quiet {
+        eprintln!("{}", progress::plan_line(&cfg.plan, total, out.dir()));
+    }
+    let progress = Progress::new(cfg.quiet, total);
+    let mut results = Vec::new();
+    let mut aborted = false;
+    let outcome = async {
+        for index in 0..cfg.plan.steps.len() {
+            if stop.drain.is_cancelled() || stop.now.is_cancelled() {
+                aborted = true;
+                break;
+            }
+            // Dropping the step at an await leaves no half of it on disk: it is written in one
+            // synchronous call at its end.
+            let baseline = baseline_p50(&results);
+            let step = tokio::select! {
+                step = run_step(&mut fleet, &cfg, index, baseline, &stop.drain, &progress, &mut out) => step?,
+                _ = stop.now.cancelled() => {
+                    aborted = true;
+                    break;
+                }
+            };
+            let (r, stop_run) = step;
+            aborted |= r.aborted || stop_run;
+            results.push(r);
+            out.summarize(&report::summarize_run(&results))?;
+            if aborted {
+                break;
+            }
+        }
+        Ok::<_, RunError>(())
+    }
+    .await;
+    let status = match &outcome {
+        Ok(()) if aborted => "aborted",
+        Ok(()) => "completed",
+        Err(_) => "failed",
+    };
+    let finished = out.finish(status);
+    tell_unfinished(out.dir(), status, &finished);
+    outcome?;
+    finished?;
+    Ok(RunOutcome {
+        dir: out.dir().to_path_buf(),
+        steps: results,
+        aborted,
+    })
+}
+
+/// Reaches, greets and configures the agents, and checks the plan against what they announced.
+async fn ready_fleet(cfg: &RunConfig) -> Result<(Fleet, Vec<String>), RunError> {
+    let mut fleet = fleet::connect(cfg).await?;
     fleet.hello(cfg.token.as_deref()).await?;
     let all = fleet.alive();
-    check_source_addrs(&fleet, &cfg)?;
+    check_source_addrs(&fleet, cfg)?;
     let configure: pb::Configure = (&cfg.plan.workload).into();
     let warnings = fleet
         .command_all(
@@ -90,45 +174,36 @@ pub async fn run(cfg: RunConfig, shutdown: CancellationToken) -> Result<RunOutco
         )
         .await?;
     let warnings = announce(&fleet, &warnings);
+    check_limits(&fleet, cfg)?;
+    Ok((fleet, warnings))
+}
 
-    check_limits(&fleet, &cfg)?;
-    let mut out = Output::create(&cfg, &fleet.infos(), &warnings)?;
-    let progress = Progress::new(cfg.quiet);
-    let mut results = Vec::new();
-    let mut aborted = false;
-    let outcome = async {
-        for index in 0..cfg.plan.steps.len() {
-            if shutdown.is_cancelled() {
-                aborted = true;
-                break;
+/// Says on stderr what run.json could not say: it is the run's record, and a status left at
+/// "running" after the process has gone would be read as a run still going.
+fn tell_unfinished(dir: &std::path::Path, status: &str, finished: &Result<Finished, OutputError>) {
+    match finished {
+        Ok(Finished::Whole) => {}
+        Ok(Finished::StatusOnly(e)) => eprintln!(
+            "stampede: {e}; run.json in {} was marked \"{}\" in place, without its end time",
+            dir.display(),
+            if status.len() <= "running".len() {
+                status
+            } else {
+                "failed"
             }
-            let baseline = baseline_p50(&results);
-            let (r, stop) = run_step(
-                &mut fleet, &cfg, index, baseline, &shutdown, &progress, &mut out,
-            )
-            .await?;
-            aborted |= r.aborted || stop;
-            results.push(r);
-            out.summarize(&report::summarize_run(&results))?;
-            if aborted {
-                break;
-            }
-        }
-        Ok::<_, RunError>(())
+        ),
+        Err(e) => eprintln!(
+            "stampede: {e}; run.json in {} still says \"running\": the run ended {status}",
+            dir.display()
+        ),
     }
-    .await;
-    match outcome {
-        Ok(()) => out.finish(if aborted { "aborted" } else { "completed" })?,
-        Err(e) => {
-            let _ = out.finish("failed");
-            return Err(e);
-        }
-    }
-    Ok(RunOutcome {
-        dir: out.dir().to_path_buf(),
-        steps: results,
-        aborted,
-    })
+}
+
+/// The plan's scheduled time, step after step (without the moments between steps).
+fn plan_total(cfg: &RunConfig) -> Duration {
+    (0..cfg.plan.steps.len())
+        .map(|i| cfg.plan.step_shares(i, cfg.seed, &[1])[0].scheduled_duration())
+        .sum()
 }
 
 /// Refuses, before any load, a plan that some agent's announced limits would refuse at some step:
@@ -373,7 +448,8 @@ async fn run_step(
                             && let Some(seq) = merge.progress(merged.seq)?
                         {
                             let errors = merge.counters().errors_total();
-                            show_progress(progress, &seq, errors, index, plan.steps.len(), demanded, plan.steps[index]);
+                            let sent = merge.counters().requests;
+                            show_progress(progress, &seq, errors, sent, index, plan.steps.len(), demanded, plan.steps[index], scheduled);
                         }
                     }
                     Some(Up::StepReport(r)) => {
@@ -413,6 +489,10 @@ async fn run_step(
                 deadline = Instant::now() + timeout + STEP_GRACE;
             }
             _ = shutdown.cancelled(), if !abort_sent => {
+                eprintln!(
+                    "stampede: interrupted; waiting up to {} (--timeout) for the requests in flight; Ctrl-C again stops at once, keeping the steps before this one",
+                    progress::span(timeout)
+                );
                 fleet.abort_all(&waiting.list(), "interrupted").await;
                 abort_sent = true;
                 aborted = true;
@@ -485,7 +565,8 @@ async fn run_step(
         None => scheduled,
     };
     let mut result = report::summarize(&StepInput {
-        step: index as u32,
+        // Counted from 1 in everything people read; `index` stays the protocol's.
+        number: index as u32 + 1,
         model: plan.model,
         value: plan.steps[index],
         demanded_rate: demanded,
@@ -506,23 +587,29 @@ async fn run_step(
     Ok((result, stop_run))
 }
 
+#[allow(clippy::too_many_arguments)]
 fn show_progress(
     progress: &Progress,
     seq: &SeqProgress,
     errors: u64,
+    sent: u64,
     index: usize,
     steps: usize,
     demanded: Option<f64>,
     value: f64,
+    length: Duration,
 ) {
     let secs = seq.length.as_secs_f64().max(1e-9);
+    let elapsed = seq.offset + seq.length;
     progress.tick(&Tick {
-        step: index as u32,
+        number: index as u32 + 1,
         steps,
-        elapsed_s: (seq.offset + seq.length).as_secs_f64(),
+        elapsed,
+        length,
         demanded,
         value,
-        achieved: seq.counters.requests as f64 / secs,
+        // Over the step so far, as the table's figure is over the whole step.
+        sent: sent as f64 / elapsed.as_secs_f64().max(1e-9),
         replies: seq.counters.replies as f64 / secs,
         p99_ms: histogram::us_to_ms(seq.p99_us),
         errors,

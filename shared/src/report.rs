@@ -239,7 +239,9 @@ pub struct AgentStep {
 
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct StepResult {
-    pub step: u32,
+    /// The step's number as people read it, counted from 1 (run.json `step`, the table, hlog/).
+    #[serde(rename = "step")]
+    pub number: u32,
     pub model: &'static str,
     /// The step's value as planned: conn/s, req/s, or connections for the closed model.
     pub step_value: f64,
@@ -331,7 +333,8 @@ pub struct AgentInput {
 /// Everything a step produced, merged but not yet summarised.
 #[derive(Debug, Clone)]
 pub struct StepInput<'a> {
-    pub step: u32,
+    /// Counted from 1, as [`StepResult::number`].
+    pub number: u32,
     pub model: LoadModel,
     pub value: f64,
     pub demanded_rate: Option<f64>,
@@ -467,7 +470,7 @@ pub fn summarize(input: &StepInput<'_>) -> StepResult {
             .max(input.duration)
     };
     StepResult {
-        step: input.step,
+        number: input.number,
         model: input.model.name(),
         step_value: input.value,
         demanded_rate: input.demanded_rate,
@@ -669,10 +672,10 @@ pub fn summarize_run(steps: &[StepResult]) -> RunSummary {
     let untrusted_steps = steps
         .iter()
         .filter(|r| r.trust == Verdict::Invalid)
-        .map(|r| r.step)
+        .map(|r| r.number)
         .collect();
     let beyond = beyond.map(|r| Beyond {
-        step: r.step,
+        step: r.number,
         step_value: r.step_value,
         ok_rate: r.ok_rate,
         p99_ms: r.latency_ms.p99,
@@ -684,7 +687,7 @@ pub fn summarize_run(steps: &[StepResult]) -> RunSummary {
     let answer = answer(steps, kept, beyond.as_ref(), peak, plateau_from);
     RunSummary {
         kept_up_to: kept.map(|r| r.step_value),
-        kept_up_step: kept.map(|r| r.step),
+        kept_up_step: kept.map(|r| r.number),
         kept_up_p99_ms: kept.map(|r| r.latency_ms.p99),
         beyond,
         peak_ok_rate: peak,
@@ -881,7 +884,7 @@ mod tests {
             })
             .collect();
         let r = summarize(&StepInput {
-            step: 1,
+            number: 1,
             model: LoadModel::Requests,
             value: rate,
             demanded_rate: Some(rate),
@@ -1058,7 +1061,7 @@ mod tests {
         };
         let ok = StatusSet::default();
         let input = StepInput {
-            step: 0,
+            number: 1,
             model: LoadModel::Requests,
             value: 100.0,
             demanded_rate: Some(100.0),
@@ -1130,7 +1133,7 @@ mod tests {
         }];
         for (threads, cores, pct) in [(2, 2, 100.0), (4, 2, 100.0), (4, 8, 50.0)] {
             let r = summarize(&StepInput {
-                step: 0,
+                number: 1,
                 model: LoadModel::Concurrency,
                 value: 4.0,
                 demanded_rate: None,
@@ -1191,7 +1194,7 @@ mod tests {
         let mut r = None;
         one_agent(&t, 10.0, rate, |s| r = Some(s.clone()));
         let mut r = r.unwrap();
-        r.step = step;
+        r.number = step;
         r.trust = trust;
         r
     }

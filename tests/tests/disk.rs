@@ -13,8 +13,14 @@ impl Drop for Tiny {
     }
 }
 
-#[test]
-fn a_full_disk_mid_run_fails_loudly_and_keeps_finished_steps() {
+/// A run whose output directory fills up after a few steps: its output, its directory, and the
+/// mount (kept until the caller is done), or `None` where a tmpfs cannot be mounted.
+fn fill_the_disk_mid_run() -> Option<(
+    std::process::Output,
+    std::path::PathBuf,
+    Tiny,
+    tempfile::TempDir,
+)> {
     let dir = tempfile::tempdir().unwrap();
     let mnt = dir.path().join("tiny");
     std::fs::create_dir(&mnt).unwrap();
@@ -33,9 +39,9 @@ fn a_full_disk_mid_run_fails_loudly_and_keeps_finished_steps() {
             std::env::var("CI").is_err(),
             "CI must be able to mount a tmpfs"
         );
-        return;
+        return None;
     }
-    let _tiny = Tiny(mnt.clone());
+    let tiny = Tiny(mnt.clone());
     let target = Target::start(&[]);
     let out = mnt.join("results");
     let o = stampede(&[
@@ -51,6 +57,14 @@ fn a_full_disk_mid_run_fails_loudly_and_keeps_finished_steps() {
         "--out",
         out.to_str().unwrap(),
     ]);
+    Some((o, out, tiny, dir))
+}
+
+#[test]
+fn a_full_disk_mid_run_fails_loudly_and_keeps_finished_steps() {
+    let Some((o, out, _tiny, _dir)) = fill_the_disk_mid_run() else {
+        return;
+    };
     let err = text(&o.stderr);
     assert_eq!(o.status.code(), Some(1), "{err}");
     assert!(err.contains("No space left on device"), "{err}");
@@ -71,5 +85,138 @@ fn a_full_disk_mid_run_fails_loudly_and_keeps_finished_steps() {
     assert!(
         tsv.lines().count() > kept,
         "every kept step has its row: {tsv}"
+    );
+}
+
+#[test]
+fn a_full_disk_left_run_json_running() {
+    let Some((o, out, _tiny, _dir)) = fill_the_disk_mid_run() else {
+        return;
+    };
+    let err = text(&o.stderr);
+    let run = tests::run_json(&out);
+    assert_eq!(run["status"], "failed", "{err}");
+    // What run.json could not say in full is said on stderr.
+    assert!(
+        err.contains("was marked \"failed\" in place") || run["finished_at"].is_string(),
+        "{err}"
+    );
+}
+
+/// `stampede run` over a short plan, in `cwd`, with `extra` flags.
+fn run_in(cwd: &std::path::Path, url: &str, steps: &str, extra: &[&str]) -> std::process::Output {
+    Command::new(tests::bin("stampede"))
+        .current_dir(cwd)
+        .args(["run", url, "--model", "requests", "--steps", steps])
+        .args(["--step-duration", "300ms", "--quiet"])
+        .args(extra)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn two_runs_started_in_the_same_second_mixed_their_files() {
+    let target = Target::start(&[]);
+    let cwd = tempfile::tempdir().unwrap();
+    let runs: Vec<_> = ["20,20", "20"]
+        .into_iter()
+        .map(|steps| {
+            let (cwd, url) = (cwd.path().to_path_buf(), target.url());
+            std::thread::spawn(move || run_in(&cwd, &url, steps, &[]))
+        })
+        .collect();
+    for r in runs {
+        let o = r.join().unwrap();
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    }
+    let mut dirs: Vec<_> = std::fs::read_dir(cwd.path().join("stampede-results"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    dirs.sort();
+    assert_eq!(dirs.len(), 2, "one directory per run: {dirs:?}");
+    let mut steps: Vec<usize> = dirs
+        .iter()
+        .map(|d| {
+            let run = tests::run_json(d);
+            assert_eq!(run["status"], "completed", "{run}");
+            let n = run["steps"].as_array().unwrap().len();
+            let tsv = std::fs::read_to_string(d.join("steps.tsv")).unwrap();
+            assert_eq!(
+                tsv.lines().count(),
+                n + 1,
+                "steps.tsv and run.json of one run"
+            );
+            assert_eq!(std::fs::read_dir(d.join("hlog")).unwrap().count(), n);
+            n
+        })
+        .collect();
+    steps.sort();
+    assert_eq!(steps, [1, 2]);
+}
+
+#[test]
+fn a_reused_out_kept_the_earlier_runs_hlog_files() {
+    let target = Target::start(&[]);
+    let cwd = tempfile::tempdir().unwrap();
+    let first = run_in(cwd.path(), &target.url(), "20,20,20", &["--out", "today"]);
+    assert!(first.status.success(), "{}", text(&first.stderr));
+    let again = run_in(cwd.path(), &target.url(), "20", &["--out", "today"]);
+    let err = text(&again.stderr);
+    assert_eq!(again.status.code(), Some(2), "{err}");
+    assert_eq!(
+        err,
+        "stampede: output directory today holds another run's files (run.json, steps.tsv, hlog/step-001.hlog, hlog/step-002.hlog, 1 more): give another --out, or add --force to replace them\n"
+    );
+    assert_eq!(
+        tests::run_json(&cwd.path().join("today"))["steps"]
+            .as_array()
+            .unwrap()
+            .len(),
+        3
+    );
+    let forced = run_in(
+        cwd.path(),
+        &target.url(),
+        "20",
+        &["--out", "today", "--force"],
+    );
+    assert!(forced.status.success(), "{}", text(&forced.stderr));
+    let hlogs: Vec<_> = std::fs::read_dir(cwd.path().join("today/hlog"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(
+        hlogs,
+        ["step-001.hlog"],
+        "nothing of the earlier run is left"
+    );
+    assert_eq!(
+        tests::run_json(&cwd.path().join("today"))["steps"]
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
+}
+
+#[test]
+fn stdout_that_cannot_be_written_panicked() {
+    let target = Target::start(&[]);
+    let cwd = tempfile::tempdir().unwrap();
+    let o = Command::new(tests::bin("stampede"))
+        .current_dir(cwd.path())
+        .args(["run", &target.url(), "--model", "requests", "--steps", "20"])
+        .args(["--step-duration", "300ms", "--quiet", "--out", "r"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::fs::File::create("/dev/full").unwrap())
+        .output()
+        .unwrap();
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert_eq!(
+        err,
+        "stampede: cannot write to stdout: No space left on device (os error 28); the results are in r\n"
     );
 }

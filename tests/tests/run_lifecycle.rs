@@ -20,7 +20,7 @@ fn demo_runs_past_the_knee_and_writes_everything() {
     assert_eq!(run["status"], "completed");
     let steps = run["steps"].as_array().unwrap();
     assert_eq!(steps.len(), 6);
-    for i in 0..6 {
+    for i in 1..=6 {
         assert!(out.path().join(format!("hlog/step-{i:03}.hlog")).exists());
     }
     let tsv = std::fs::read_to_string(out.path().join("steps.tsv")).unwrap();
@@ -79,4 +79,169 @@ fn interrupt_keeps_finished_steps_and_marks_the_partial_one_aborted() {
     // Everything that was sent, also in the aborted step, is reported.
     let reported: u64 = steps.iter().map(|s| s["requests"].as_u64().unwrap()).sum();
     assert_eq!(reported, target.requests());
+}
+
+/// `stampede run URL --model requests --steps STEPS --step-duration LENGTH --out OUT`, to add to.
+fn requests_run(url: &str, steps: &str, length: &str, out: &std::path::Path) -> Command {
+    let mut c = Command::new(bin("stampede"));
+    c.args(["run", url, "--model", "requests", "--steps", steps])
+        .args(["--step-duration", length, "--out", out.to_str().unwrap()])
+        .stdin(Stdio::null());
+    c
+}
+
+/// Reads a child's stderr on a thread, so a test can wait for a line while the child runs.
+struct Lines(std::sync::Arc<std::sync::Mutex<String>>);
+
+impl Lines {
+    fn of(child: &mut std::process::Child) -> Lines {
+        use std::io::Read;
+        let seen = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+        let mut err = child.stderr.take().expect("piped stderr");
+        let into = seen.clone();
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = err.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                into.lock()
+                    .unwrap()
+                    .push_str(&String::from_utf8_lossy(&buf[..n]));
+            }
+        });
+        Lines(seen)
+    }
+
+    fn text(&self) -> String {
+        self.0.lock().unwrap().clone()
+    }
+
+    /// Waits up to `limit` for `what` on stderr; whether it came.
+    fn wait_for(&self, what: &str, limit: Duration) -> bool {
+        let began = Instant::now();
+        while began.elapsed() < limit {
+            if self.text().contains(what) {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        false
+    }
+}
+
+/// Waits up to `limit` for the child to exit; kills it past that.
+fn exit_within(child: &mut std::process::Child, limit: Duration) -> Option<i32> {
+    let began = Instant::now();
+    while began.elapsed() < limit {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status.code();
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    None
+}
+
+#[test]
+fn a_second_interrupt_did_not_stop_a_run_waiting_on_a_stalled_target() {
+    let target = Target::start(&[]);
+    let out = tempfile::tempdir().unwrap();
+    let mut child = requests_run(&target.url(), "20,20,20", "1s", out.path())
+        .args(["--timeout", "30s"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let err = Lines::of(&mut child);
+    assert!(
+        err.wait_for("step 1/3", Duration::from_secs(20)),
+        "{}",
+        err.text()
+    );
+    // The second step's requests now hang, each for up to the 30 s timeout.
+    tests::http_get(target.addr, "/_stampede/stall?ms=60000");
+    std::thread::sleep(Duration::from_millis(500));
+    tests::signal(&child, libc::SIGINT);
+    assert!(
+        err.wait_for(
+            "waiting up to 30 s (--timeout) for the requests in flight",
+            Duration::from_secs(5)
+        ),
+        "the first interrupt says how long it waits: {}",
+        err.text()
+    );
+    tests::signal(&child, libc::SIGINT);
+    let code = exit_within(&mut child, Duration::from_secs(8));
+    assert_eq!(
+        code,
+        Some(1),
+        "the second interrupt stops at once: {}",
+        err.text()
+    );
+    let run = run_json(out.path());
+    assert_eq!(run["status"], "aborted", "{run}");
+    let steps = run["steps"].as_array().unwrap();
+    assert_eq!(steps.len(), 1, "only the finished step is kept: {run}");
+    assert_eq!(steps[0]["aborted"], false);
+    let tsv = std::fs::read_to_string(out.path().join("steps.tsv")).unwrap();
+    assert_eq!(tsv.lines().count(), 2, "header + the finished step: {tsv}");
+}
+
+#[test]
+fn step_numbers_started_at_0_in_run_json_and_hlog() {
+    let target = Target::start(&[]);
+    let out = tempfile::tempdir().unwrap();
+    let o = requests_run(&target.url(), "20,20", "300ms", out.path())
+        .output()
+        .unwrap();
+    let err = text(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    let run = run_json(out.path());
+    let numbers: Vec<u64> = run["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["step"].as_u64().unwrap())
+        .collect();
+    assert_eq!(numbers, [1, 2], "as the table counts them");
+    let mut logs: Vec<String> = std::fs::read_dir(out.path().join("hlog"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    logs.sort();
+    assert_eq!(logs, ["step-001.hlog", "step-002.hlog"]);
+    let log = std::fs::read_to_string(out.path().join("hlog/step-002.hlog")).unwrap();
+    assert!(log.contains(" step 2: latency"), "{log}");
+    assert!(
+        err.contains("step 1/2") && err.contains("step 2/2"),
+        "{err}"
+    );
+    let table = text(&o.stdout);
+    let rows: Vec<&str> = table.lines().skip(1).take(2).collect();
+    assert!(
+        rows[0].trim_start().starts_with("1 ") && rows[1].trim_start().starts_with("2 "),
+        "{table}"
+    );
+}
+
+#[test]
+fn the_plan_was_not_said_before_the_load() {
+    let target = Target::start(&[]);
+    let out = tempfile::tempdir().unwrap();
+    let dir = out.path().to_str().unwrap();
+    let o = requests_run(&target.url(), "10,20,30,40", "250ms", out.path())
+        .output()
+        .unwrap();
+    let err = text(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    let first = err.lines().next().unwrap_or_default();
+    assert_eq!(
+        first,
+        format!(
+            "plan: requests model, 4 steps 10..40 req/s, 250 ms each, ~1 s in all; results in {dir}"
+        ),
+        "{err}"
+    );
 }
