@@ -5,7 +5,7 @@ use std::time::Duration;
 use serde::ser::{Serialize, SerializeMap, Serializer};
 
 use crate::histogram::{Histogram, us_to_ms};
-use crate::metrics::{Counters, ErrorClass, STATUS_CLASSES, Snapshot};
+use crate::metrics::{Counters, ErrorClass, FirstErrors, STATUS_CLASSES, Snapshot};
 use crate::plan::LoadModel;
 use crate::verdict::{self, Facts, Verdict};
 
@@ -146,6 +146,8 @@ pub struct StepResult {
     pub errors: Counts,
     /// Errors as a percent of attempts (requests sent plus requests due but never sent).
     pub errors_pct: f64,
+    /// Each error class's first message, in words: `{"other": "TLS: certificate signed by ..."}`.
+    pub error_messages: FirstErrors,
     pub latency_ms: LatencyStats,
     pub connect_ms: LatencyStats,
     pub ttfb_ms: LatencyStats,
@@ -218,6 +220,19 @@ fn cpu_pct(cpu_ns: u64, wall: Duration, threads: u32) -> f64 {
     } else {
         round3(cpu_ns as f64 / capacity * 100.0)
     }
+}
+
+/// One note per error class that has a message: how many, and the first in words ("10 other
+/// errors, the first: TLS: certificate signed by unknown issuer: use --insecure ...").
+fn error_notes(c: &Counters, messages: &FirstErrors) -> Vec<String> {
+    messages
+        .iter()
+        .filter(|(class, _)| c.error(*class) > 0)
+        .map(|(class, words)| match c.error(class) {
+            1 => format!("1 {} error: {words}", class.name()),
+            n => format!("{n} {} errors, the first: {words}", class.name()),
+        })
+        .collect()
 }
 
 /// Summarises a merged step; percentiles and rates are computed here and only here.
@@ -314,6 +329,7 @@ pub fn summarize(input: &StepInput<'_>) -> StepResult {
         } else {
             round3(c.errors_total() as f64 * 100.0 / attempts as f64)
         },
+        error_messages: t.messages.clone(),
         latency_ms: LatencyStats::of(&t.hist.latency),
         connect_ms: LatencyStats::of(&t.hist.connect),
         ttfb_ms: LatencyStats::of(&t.hist.ttfb),
@@ -321,7 +337,7 @@ pub fn summarize(input: &StepInput<'_>) -> StepResult {
         generator,
         verdict: judgement.verdict,
         reasons: judgement.reasons,
-        notes: judgement.notes,
+        notes: [judgement.notes, error_notes(c, &t.messages)].concat(),
         aborted: input.aborted,
         start_skew_ms: input.start_skew.map(|d| round3(d.as_secs_f64() * 1000.0)),
         agents,
@@ -570,6 +586,51 @@ mod tests {
         );
         assert!(h.contains(&"err_addr_unavailable".to_string()));
         assert_eq!(h.last().unwrap(), "verdict");
+    }
+
+    #[test]
+    fn errors_are_noted_with_their_first_message_not_only_counted() {
+        let mut total = Snapshot::default();
+        total.counters.requests = 10;
+        for _ in 0..10 {
+            total.counters.record_error(ErrorClass::Other);
+        }
+        total.messages.keep(ErrorClass::Other, || {
+            "TLS: certificate signed by unknown issuer: use --insecure for a self-signed target"
+                .into()
+        });
+        // A message whose class counted nothing (it cannot happen, but never a note of 0).
+        total
+            .messages
+            .keep(ErrorClass::ConnReset, || "connection reset by peer".into());
+        let r = summarize(&StepInput {
+            step: 0,
+            model: LoadModel::Connections,
+            value: 10.0,
+            demanded_rate: Some(10.0),
+            duration: Duration::from_secs(1),
+            total: &total,
+            series: &[],
+            agents: vec![],
+            aborted: false,
+            mark_lost: true,
+            start_skew: None,
+        });
+        assert!(
+            r.notes.contains(&"10 other errors, the first: TLS: certificate signed by unknown issuer: use --insecure for a self-signed target".to_string()),
+            "{:?}",
+            r.notes
+        );
+        assert!(
+            !r.notes.iter().any(|n| n.contains("conn-reset")),
+            "{:?}",
+            r.notes
+        );
+        let json = serde_json::to_value(&r).unwrap();
+        assert_eq!(
+            json["error_messages"]["other"],
+            "TLS: certificate signed by unknown issuer: use --insecure for a self-signed target"
+        );
     }
 
     #[test]
