@@ -1,7 +1,8 @@
-//! Whether this agent's sockets can carry a step: file descriptors (RLIMIT_NOFILE) and local ports (the
-//! ephemeral range × source addresses, per destination, TIME_WAIT included). A step that certainly cannot
-//! be carried is refused before any load, naming the numbers; one that only might not (if the target
-//! stalls, or TIME_WAIT carries over from the step before) is accepted with a warning.
+//! Whether this agent can carry a step: its worker threads' CPU (an open-model rate no thread could
+//! dispatch), file descriptors (RLIMIT_NOFILE) and local ports (the ephemeral range × source addresses,
+//! per destination, TIME_WAIT included). A step that certainly cannot be carried is refused before any
+//! load, naming the numbers; one that only might not (if the target stalls, or TIME_WAIT carries over
+//! from the step before, or the rate is near what a thread can do) is accepted with a warning.
 //!
 //! The agent checks when it prepares a step; the coordinator runs the same check on the capabilities
 //! every agent announced in its hello, so a plan no agent could carry is refused before any load at all.
@@ -19,6 +20,19 @@ pub const TIME_WAIT: Duration = Duration::from_secs(60);
 /// With tcp_tw_reuse (and TCP timestamps, on by default) connect() may take a TIME_WAIT port once its
 /// last timestamp is a second old.
 const TW_REUSE_AFTER: Duration = Duration::from_secs(1);
+
+/// The least of a worker thread's CPU a new connection can cost: socket, connect, write, read and close
+/// are five system calls, and the handshake's kernel work runs on the thread's core too. Nothing
+/// measured comes near: about 80 µs per connection here (12,500 per CPU-second, docs/benchmarks.md),
+/// wrk's about 50 µs. So a rate over this floor is certainly not dispatched, whatever the machine.
+const CONNECTION_FLOOR: Duration = Duration::from_nanos(1_000);
+/// The least a request on an open connection can cost: a write and a read system call. Measured:
+/// about 8.6 µs (116,000 per CPU-second).
+const REQUEST_FLOOR: Duration = Duration::from_nanos(200);
+/// Costs five times below the ones measured here, on a faster machine: a rate over what they allow
+/// is warned about (the generator will likely fall behind; its verdict will then say so).
+const CONNECTION_LIKELY: Duration = Duration::from_micros(16);
+const REQUEST_LIKELY: Duration = Duration::from_nanos(1_700);
 
 /// net.ipv4.tcp_tw_reuse: may a new outgoing connection take a port still in TIME_WAIT?
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -66,6 +80,9 @@ pub struct Capacity {
     /// net.ipv4.ip_local_port_range, both ends included.
     pub port_range: (u32, u32),
     pub tw_reuse: TwReuse,
+    /// Worker threads that can run at once: the agent's threads, at most its cores (each thread at
+    /// most a core). 0 when not known, and then the CPU is not checked.
+    pub workers: u32,
 }
 
 /// How the agent reaches the target, as far as its sockets are concerned.
@@ -84,8 +101,10 @@ pub struct Route {
 }
 
 impl Capacity {
-    pub fn of_this_machine() -> Capacity {
+    /// This machine's limits, for an agent of `threads` worker threads.
+    pub fn of_this_machine(threads: usize) -> Capacity {
         Capacity {
+            workers: threads.min(system::cores()) as u32,
             fd_limit: system::raise_fd_limit(),
             port_range: system::port_range(),
             // Unreadable: assume the kernel's default.
@@ -108,6 +127,7 @@ impl Capacity {
                 .tcp_tw_reuse
                 .and_then(TwReuse::from_sysctl)
                 .unwrap_or(TwReuse::On),
+            workers: c.threads.min(c.cores),
         })
     }
 
@@ -156,6 +176,9 @@ impl Capacity {
         let life = route.connect_timeout + route.timeout;
         let rate = arrival_rate(share);
         let mut warnings = Vec::new();
+        if let Some(refusal) = self.check_dispatch(share, rate, &mut warnings) {
+            return Err(refusal);
+        }
         let fd_advice = "raise ulimit -n or add agents";
         let port_advice = "add --source-addrs, widen net.ipv4.ip_local_port_range, or add agents";
         match share.model {
@@ -265,6 +288,69 @@ impl Capacity {
     }
 }
 
+impl Capacity {
+    /// Whether the worker threads can dispatch an open model's rate at all: `Some` refusal when even
+    /// the floor costs need more CPU than the threads have; a warning when likely costs do.
+    fn check_dispatch(
+        &self,
+        share: &StepShare,
+        rate: f64,
+        warnings: &mut Vec<String>,
+    ) -> Option<String> {
+        let (what, per_arrival, floor, likely) = match share.model {
+            LoadModel::Concurrency => return None,
+            LoadModel::Connections => {
+                let calls = f64::from(share.num_call.get());
+                (
+                    "new connections/s",
+                    format!(
+                        "a connection and {} request{}",
+                        num(calls),
+                        if calls == 1.0 { "" } else { "s" }
+                    ),
+                    CONNECTION_FLOOR.as_secs_f64() + calls * REQUEST_FLOOR.as_secs_f64(),
+                    CONNECTION_LIKELY.as_secs_f64() + calls * REQUEST_LIKELY.as_secs_f64(),
+                )
+            }
+            LoadModel::Requests => (
+                "requests/s",
+                "a request".to_string(),
+                REQUEST_FLOOR.as_secs_f64(),
+                REQUEST_LIKELY.as_secs_f64(),
+            ),
+        };
+        if self.workers == 0 {
+            return None;
+        }
+        let n = share.step + 1;
+        let workers = f64::from(self.workers);
+        let threads = format!(
+            "{} worker thread{}",
+            self.workers,
+            if self.workers == 1 { "" } else { "s" }
+        );
+        let most = (workers / floor).floor();
+        if rate > most {
+            return Some(format!(
+                "step {n} needs {} {what} from this agent but its {threads} can dispatch at most {} (each takes at least {} µs of a thread's CPU for {per_arrival}; it was measured at tens of times that); lower the rate (a typo?) or add agents",
+                num(rate),
+                num(most),
+                num(floor * 1e6),
+            ));
+        }
+        let likely_most = (workers / likely).floor();
+        if rate > likely_most {
+            warnings.push(format!(
+                "step {n} needs {} {what} from this agent, more than its {threads} will likely dispatch ({} at {} µs of a thread's CPU for {per_arrival}, five times faster than measured); it may fall behind its schedule",
+                num(rate),
+                num(likely_most),
+                num(likely * 1e6),
+            ));
+        }
+        None
+    }
+}
+
 impl Route {
     /// The route of a prepared target: its resolved address says whether it is on loopback.
     pub fn of(target: &crate::client::Target) -> Route {
@@ -329,6 +415,7 @@ mod tests {
             fd_limit,
             port_range: (32768, 60999),
             tw_reuse,
+            workers: 2,
         }
     }
 
@@ -463,6 +550,41 @@ mod tests {
     }
 
     #[test]
+    fn a_rate_no_worker_thread_could_dispatch_is_refused_before_any_load() {
+        // `--steps 100000000`, a typo: 100 million new connections a second on two threads.
+        let c = cap(1_000_000, TwReuse::LoopbackOnly);
+        let closes = Route {
+            server_closes: true,
+            ..route(1, Some(true))
+        };
+        let typo = share(LoadModel::Connections, 1e8, 0, 1, 10);
+        assert_eq!(
+            c.check_step(&typo, &closes).unwrap_err(),
+            "step 3 needs 100000000 new connections/s from this agent but its 2 worker threads can dispatch at most 1666666 (each takes at least 1.2 µs of a thread's CPU for a connection and 1 request; it was measured at tens of times that); lower the rate (a typo?) or add agents"
+        );
+        // Keep-alive calls cost less than connections; requests less still.
+        let mut calls = share(LoadModel::Connections, 700_000.0, 0, 1, 10);
+        calls.num_call = NonZeroU32::new(10).unwrap();
+        assert!(c.check_step(&calls, &closes).unwrap_err().contains("at most 666666 (each takes at least 3 µs of a thread's CPU for a connection and 10 requests"));
+        let requests = share(LoadModel::Requests, 2e7, 0, 100, 10);
+        assert!(c.check_step(&requests, &closes).unwrap_err().starts_with("step 3 needs 20000000 requests/s from this agent but its 2 worker threads can dispatch at most 10000000"));
+        // Just under the floor runs, with a warning: it is far above what a thread was measured doing.
+        let near = share(LoadModel::Requests, 1e7, 0, 100, 10);
+        let w = c.check_step(&near, &closes).unwrap();
+        assert_eq!(
+            w,
+            [
+                "step 3 needs 10000000 requests/s from this agent, more than its 2 worker threads will likely dispatch (1176470 at 1.7 µs of a thread's CPU for a request, five times faster than measured); it may fall behind its schedule"
+            ]
+        );
+        // An ordinary rate is neither; nor is any rate when the threads are not known.
+        let ordinary = share(LoadModel::Connections, 2_000.0, 0, 1, 10);
+        assert_eq!(c.check_step(&ordinary, &closes), Ok(vec![]));
+        let unknown = Capacity { workers: 0, ..c };
+        assert!(unknown.check_step(&typo, &closes).is_ok());
+    }
+
+    #[test]
     fn an_agent_share_counts_only_its_slices() {
         let mut s = share(LoadModel::Connections, 1000.0, 0, 1, 10);
         s.slices = vec![Slice { index: 0, count: 4 }, Slice { index: 2, count: 4 }];
@@ -476,6 +598,8 @@ mod tests {
             port_range_low: 32768,
             port_range_high: 60999,
             tcp_tw_reuse: Some(0),
+            cores: 2,
+            threads: 2,
             ..Default::default()
         };
         assert_eq!(
@@ -489,7 +613,11 @@ mod tests {
         );
         caps.fd_limit = 0;
         assert_eq!(Capacity::from_capabilities(&caps), None);
-        let this = Capacity::of_this_machine();
+        let this = Capacity::of_this_machine(1);
         assert!(this.fd_limit >= 256 && this.ports(1) > 0, "{this:?}");
+        assert_eq!(this.workers, 1);
+        caps.fd_limit = 256;
+        caps.threads = 8;
+        assert_eq!(Capacity::from_capabilities(&caps).unwrap().workers, 2);
     }
 }

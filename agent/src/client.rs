@@ -1,11 +1,13 @@
 //! The HTTP/1.1 client side of one worker: requests serialized once per run, connections over TCP or TLS
-//! whose bytes are counted as they pass, and every failure mapped to one error class.
+//! whose bytes are counted as they pass, and every failure mapped to one error class and described in
+//! words (made only when its class has no message yet in the interval).
 //!
 //! The client is written for the hot path, as wrk's is: a request is one write of bytes prepared before
 //! the step, a reply is read into one buffer owned by its connection and parsed in place, and nothing
 //! is allocated, spawned or sent between tasks per request. A general client (hyper) costs a task, a
 //! channel and a rebuilt header map per request, which made the generator the heavier side of the
 //! benchmark against nginx.
+use std::borrow::Cow;
 use std::io;
 use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
@@ -26,7 +28,7 @@ use tokio::net::TcpStream;
 use tokio::time::Instant;
 
 use crate::recorder::Recorder;
-use crate::response::{Chunked, Framing, MAX_HEAD, parse_head};
+use crate::response::{Chunked, Framing, HeadError, MAX_HEAD, parse_head};
 
 /// A workload that cannot be prepared for sending.
 #[derive(Debug, thiserror::Error)]
@@ -406,6 +408,171 @@ fn io_class(e: &io::Error) -> ErrorClass {
     }
 }
 
+/// A failure's class and what is known of it, carried as it is (no formatting, no allocation) until
+/// the recorder asks for words, which it does once per class per interval.
+#[derive(Debug)]
+struct Failure {
+    class: ErrorClass,
+    why: Why,
+}
+
+#[derive(Debug)]
+enum Why {
+    /// An OS or TLS error while doing this.
+    Io(Doing, io::Error),
+    /// The target closed the connection before the reply was complete.
+    Closed(Doing),
+    /// The reply head did not parse; the bytes it began with.
+    Head(HeadError, Prefix),
+    Chunked,
+}
+
+/// What the client was doing when it failed.
+#[derive(Debug, Clone, Copy)]
+enum Doing {
+    Connecting,
+    Handshake,
+    Writing,
+    ReadingHead,
+    ReadingBody,
+}
+
+impl Doing {
+    fn words(self) -> &'static str {
+        match self {
+            Doing::Connecting => "connecting",
+            Doing::Handshake => "TLS handshake",
+            Doing::Writing => "sending the request",
+            Doing::ReadingHead => "reading the reply",
+            Doing::ReadingBody => "reading the reply body",
+        }
+    }
+}
+
+/// The first bytes of something that was not a reply head, copied into a fixed array.
+#[derive(Debug, Clone, Copy)]
+struct Prefix {
+    bytes: [u8; 24],
+    len: usize,
+}
+
+impl Prefix {
+    fn of(buf: &[u8]) -> Prefix {
+        let mut bytes = [0; 24];
+        let len = buf.len().min(bytes.len());
+        bytes[..len].copy_from_slice(&buf[..len]);
+        Prefix { bytes, len }
+    }
+}
+
+impl From<Failure> for Fault {
+    fn from(f: Failure) -> Fault {
+        Fault::Failed(f)
+    }
+}
+
+impl Failure {
+    fn io(doing: Doing, e: io::Error) -> Failure {
+        Failure {
+            class: io_class(&e),
+            why: Why::Io(doing, e),
+        }
+    }
+
+    fn closed(doing: Doing) -> Failure {
+        Failure {
+            class: ErrorClass::ConnReset,
+            why: Why::Closed(doing),
+        }
+    }
+
+    /// The failure in words, with a hint where one helps.
+    fn words(&self, addr: SocketAddr) -> Cow<'static, str> {
+        match &self.why {
+            Why::Io(doing, e) => io_words(*doing, e, addr),
+            Why::Closed(Doing::ReadingHead) => {
+                "the target closed the connection before replying".into()
+            }
+            Why::Closed(doing) => format!(
+                "the target closed the connection while {}, before a complete reply",
+                doing.words()
+            )
+            .into(),
+            Why::Head(HeadError::Malformed, p) => {
+                let start = &p.bytes[..p.len];
+                // A TLS record (an alert, a handshake) where HTTP was expected.
+                if matches!(start.first(), Some(0x15 | 0x16)) {
+                    "not an HTTP reply: the target speaks TLS, use https://".into()
+                } else {
+                    format!("not an HTTP reply (it began \"{}\")", start.escape_ascii()).into()
+                }
+            }
+            Why::Head(HeadError::TooLarge, _) => {
+                format!("reply head longer than {} KiB", MAX_HEAD / 1024).into()
+            }
+            Why::Head(HeadError::BadFraming, _) => {
+                "reply framing headers contradict each other (Content-Length, Transfer-Encoding)"
+                    .into()
+            }
+            Why::Chunked => "malformed chunked reply body".into(),
+        }
+    }
+}
+
+/// An OS or TLS error in words: the OS's text without its number, or what rustls found, with the
+/// flag that changes it where there is one.
+fn io_words(doing: Doing, e: &io::Error, addr: SocketAddr) -> Cow<'static, str> {
+    if let Some(tls) = e.get_ref().and_then(|i| i.downcast_ref::<rustls::Error>()) {
+        return tls_words(tls);
+    }
+    match e.raw_os_error() {
+        Some(libc::ECONNREFUSED) => {
+            format!("connection refused by {addr}: is the target up?").into()
+        }
+        Some(libc::EMFILE | libc::ENFILE) => {
+            "too many open files: the generator is out of file descriptors (raise ulimit -n or add agents)"
+                .into()
+        }
+        Some(libc::EADDRNOTAVAIL) => format!(
+            "cannot assign requested address: the generator is out of local ports to {addr}, or lacks a --source-addrs address"
+        )
+        .into(),
+        _ => {
+            let text = e.to_string();
+            // "Connection reset by peer (os error 104)" reads as "connection reset by peer".
+            let text = text.split(" (os error").next().unwrap_or_default();
+            let mut chars = text.chars();
+            let text: String = match chars.next() {
+                Some(c) => c.to_lowercase().chain(chars).collect(),
+                None => format!("{:?}", e.kind()),
+            };
+            match doing {
+                Doing::Connecting => format!("connecting to {addr}: {text}").into(),
+                _ => format!("{}: {text}", doing.words()).into(),
+            }
+        }
+    }
+}
+
+fn tls_words(e: &rustls::Error) -> Cow<'static, str> {
+    use rustls::{CertificateError as Cert, Error as Tls};
+    match e {
+        Tls::InvalidCertificate(Cert::UnknownIssuer) => {
+            "TLS: certificate signed by unknown issuer: use --insecure for a self-signed target"
+                .into()
+        }
+        Tls::InvalidCertificate(Cert::NotValidForName | Cert::NotValidForNameContext { .. }) => {
+            format!("TLS: {e}: use the host name the certificate names, or --insecure").into()
+        }
+        Tls::InvalidCertificate(_) => format!("TLS: {e}: use --insecure to accept it").into(),
+        Tls::InvalidMessage(_) => format!(
+            "TLS: {e}: the target does not speak TLS here (a plain HTTP server? use http://)"
+        )
+        .into(),
+        _ => format!("TLS: {e}").into(),
+    }
+}
+
 /// A read buffer starts this small (idle connections cost little) and grows for long bodies.
 const BUF_START: usize = 4 * 1024;
 const BUF_MAX: usize = 64 * 1024;
@@ -413,6 +580,8 @@ const BUF_MAX: usize = 64 * 1024;
 /// An open keep-alive connection, ready for one request at a time.
 pub struct Conn {
     io: Stream,
+    /// The target's address, for the words of a failure.
+    peer: SocketAddr,
     /// Reply bytes received and not yet consumed.
     buf: Vec<u8>,
     /// It has carried a reply: an end before the next reply means the server dropped it while idle.
@@ -424,7 +593,7 @@ pub struct Conn {
 /// How one exchange went wrong.
 enum Fault {
     Stale,
-    Failed(ErrorClass),
+    Failed(Failure),
     /// A TLS peer closed without close_notify in the middle of a body (the end only for a body
     /// read to the close; elsewhere a conn-reset).
     Closed,
@@ -438,7 +607,7 @@ impl Conn {
             let source = crate::socket::next_source(&target.sources);
             let tcp = crate::socket::connect(target.addr, source)
                 .await
-                .map_err(|e| io_class(&e))?;
+                .map_err(|e| Failure::io(Doing::Connecting, e))?;
             // Small requests must leave at once, not wait for Nagle.
             let _ = tcp.set_nodelay(true);
             let counted = Counted {
@@ -451,15 +620,30 @@ impl Conn {
                     .connect(name.clone(), counted)
                     .await
                     .map(|s| Stream::Tls(Box::new(s)))
-                    .map_err(|e| io_class(&e)),
+                    .map_err(|e| Failure::io(Doing::Handshake, e)),
             }
         };
-        let io = tokio::time::timeout(target.connect_timeout, connect)
-            .await
-            .map_err(|_| ErrorClass::ConnectTimeout)??;
+        let io = match tokio::time::timeout(target.connect_timeout, connect).await {
+            Ok(Ok(io)) => io,
+            Ok(Err(f)) => {
+                rec.note(f.class, || f.words(target.addr));
+                return Err(f.class);
+            }
+            Err(_) => {
+                rec.note(ErrorClass::ConnectTimeout, || {
+                    format!(
+                        "connection to {} not established within {:?} (--connect-timeout)",
+                        target.addr, target.connect_timeout
+                    )
+                    .into()
+                });
+                return Err(ErrorClass::ConnectTimeout);
+            }
+        };
         rec.connected(began.elapsed());
         Ok(Conn {
             io,
+            peer: target.addr,
             buf: Vec::new(),
             reused: false,
             ended: false,
@@ -490,22 +674,32 @@ impl Conn {
         if matches!(outcome, Ok(Err(Fault::Stale))) {
             rec.unsend();
         }
-        match outcome {
+        let failure = match outcome {
             Ok(Ok((status, ttfb))) => {
                 rec.replied(status, ttfb, intended.elapsed());
                 self.reused = true;
-                Ok(())
+                return Ok(());
             }
-            Ok(Err(Fault::Stale)) => Err(SendError::Stale),
+            Ok(Err(Fault::Stale)) => return Err(SendError::Stale),
             // A socket-level timeout on an established connection is a reply that never came; its
             // latency is at least its age now.
-            Ok(Err(Fault::Failed(ErrorClass::ConnectTimeout))) | Err(_) => {
+            Ok(Err(Fault::Failed(Failure {
+                class: ErrorClass::ConnectTimeout,
+                ..
+            })))
+            | Err(_) => {
                 rec.given_up(intended.elapsed());
-                Err(SendError::Failed(ErrorClass::ClientTimeout))
+                let class = ErrorClass::ClientTimeout;
+                rec.note(class, || {
+                    format!("no complete reply within {timeout:?} (--timeout)").into()
+                });
+                return Err(SendError::Failed(class));
             }
-            Ok(Err(Fault::Failed(class))) => Err(SendError::Failed(class)),
-            Ok(Err(Fault::Closed)) => Err(SendError::Failed(ErrorClass::ConnReset)),
-        }
+            Ok(Err(Fault::Failed(f))) => f,
+            Ok(Err(Fault::Closed)) => Failure::closed(Doing::ReadingBody),
+        };
+        rec.note(failure.class, || failure.words(self.peer));
+        Err(SendError::Failed(failure.class))
     }
 
     /// Whether the idle connection has been closed (or spoken on unasked, which servers do just
@@ -533,7 +727,7 @@ impl Conn {
                 if self.reused && is_closed(&e) && wire.len() <= STALE_WRITE_MAX {
                     Fault::Stale
                 } else {
-                    Fault::Failed(io_class(&e))
+                    Failure::io(Doing::Writing, e).into()
                 },
             );
         }
@@ -545,7 +739,13 @@ impl Conn {
                 match parse_head(&self.buf, t.head) {
                     Ok(Some(head)) => break head,
                     Ok(None) => {}
-                    Err(_) => return Err(Fault::Failed(ErrorClass::Other)),
+                    Err(e) => {
+                        return Err(Failure {
+                            class: ErrorClass::Other,
+                            why: Why::Head(e, Prefix::of(&self.buf)),
+                        }
+                        .into());
+                    }
                 }
                 // Closed (or reset) as the request arrived, on a connection that had served:
                 // the server was done with it and never took this request.
@@ -553,13 +753,13 @@ impl Conn {
                 let n = match self.read(MAX_HEAD + 1).await {
                     Ok(n) => n,
                     Err(e) if stale && is_closed(&e) => return Err(Fault::Stale),
-                    Err(e) => return Err(Fault::Failed(io_class(&e))),
+                    Err(e) => return Err(Failure::io(Doing::ReadingHead, e).into()),
                 };
                 if n == 0 {
                     return Err(if stale {
                         Fault::Stale
                     } else {
-                        Fault::Failed(ErrorClass::ConnReset)
+                        Failure::closed(Doing::ReadingHead).into()
                     });
                 }
                 ttfb.get_or_insert_with(|| written_at.elapsed());
@@ -578,7 +778,7 @@ impl Conn {
     /// Reads and drops the body; the buffer keeps only bytes past its end.
     async fn body(&mut self, framing: Framing) -> Result<(), Fault> {
         let mut reads = 0u32;
-        let reset = || Fault::Failed(ErrorClass::ConnReset);
+        let reset = || Failure::closed(Doing::ReadingBody).into();
         match framing {
             Framing::None => Ok(()),
             Framing::Length(mut left) => loop {
@@ -595,9 +795,12 @@ impl Conn {
             Framing::Chunked => {
                 let mut chunks = Chunked::new();
                 loop {
-                    let used = chunks
-                        .feed(&self.buf)
-                        .map_err(|_| Fault::Failed(ErrorClass::Other))?;
+                    let used = chunks.feed(&self.buf).map_err(|_| {
+                        Fault::Failed(Failure {
+                            class: ErrorClass::Other,
+                            why: Why::Chunked,
+                        })
+                    })?;
                     self.buf.drain(..used);
                     if chunks.is_done() {
                         return Ok(());
@@ -633,7 +836,7 @@ impl Conn {
             if e.kind() == io::ErrorKind::UnexpectedEof {
                 Fault::Closed
             } else {
-                Fault::Failed(io_class(&e))
+                Failure::io(Doing::ReadingBody, e).into()
             }
         })
     }
@@ -921,6 +1124,68 @@ mod tests {
         let (ttfb, latency) = rec.with(|s| (s.hist.ttfb.max(), s.hist.latency.max()));
         assert!(latency >= 350_000, "the upload took {latency} µs");
         assert!(ttfb < 150_000, "ttfb {ttfb} µs of a {latency} µs exchange");
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_failure_is_kept_in_words_not_only_counted() {
+        // A self-signed certificate without --insecure.
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap();
+        let acc = acceptor();
+        tokio::spawn(async move {
+            let (tcp, _) = l.accept().await.unwrap();
+            let _ = acc.accept(tcp).await;
+        });
+        let mut t = target(addr, true);
+        t.tls.as_mut().unwrap().0 = tokio_rustls::TlsConnector::from(Arc::new(tls_config(false)));
+        let rec = Rc::new(Recorder::default());
+        assert!(matches!(Conn::open(&t, &rec).await, Err(ErrorClass::Other)));
+        assert_eq!(
+            rec.swap().messages.get(ErrorClass::Other),
+            Some(
+                "TLS: certificate signed by unknown issuer: use --insecure for a self-signed target"
+            )
+        );
+
+        // Something that is not HTTP, then a plain request to a TLS server.
+        for (reply, words) in [
+            (
+                &b"SSH-2.0-OpenSSH_9.2 nothing like HTTP\r\n"[..],
+                "not an HTTP reply (it began \"SSH-2.0-OpenSSH_9.2 noth\")",
+            ),
+            (
+                &b"\x15\x03\x03\x00\x02\x02\x32"[..],
+                "not an HTTP reply: the target speaks TLS, use https://",
+            ),
+        ] {
+            let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let addr = l.local_addr().unwrap();
+            tokio::spawn(async move {
+                let (mut s, _) = l.accept().await.unwrap();
+                read_request(&mut s).await;
+                s.write_all(reply).await.unwrap();
+            });
+            let t = target(addr, false);
+            let rec = Recorder::default();
+            let mut c = Conn::open(&t, &Rc::new(Recorder::default())).await.unwrap();
+            let r = c.send(&t.templates[0], false, Instant::now(), t.timeout, &rec);
+            assert_eq!(r.await, Err(SendError::Failed(ErrorClass::Other)));
+            assert_eq!(rec.swap().messages.get(ErrorClass::Other), Some(words));
+        }
+
+        // Nothing listening.
+        let port = TcpListener::bind("127.0.0.1:0")
+            .await
+            .unwrap()
+            .local_addr()
+            .unwrap();
+        let rec = Rc::new(Recorder::default());
+        let r = Conn::open(&target(port, false), &rec).await;
+        assert!(matches!(r, Err(ErrorClass::ConnRefused)));
+        assert_eq!(
+            rec.swap().messages.get(ErrorClass::ConnRefused),
+            Some(format!("connection refused by {port}: is the target up?").as_str())
+        );
     }
 
     /// Whether a local port is in TIME_WAIT (state 06 in /proc/net/tcp).

@@ -1,5 +1,6 @@
 //! A worker's measurements: one `Snapshot` owned by its thread, written without locks and swapped out
 //! once per interval.
+use std::borrow::Cow;
 use std::cell::RefCell;
 use std::time::Duration;
 
@@ -38,16 +39,26 @@ impl Recorder {
         f(&mut self.snap.borrow_mut())
     }
 
+    /// Counts an error. Its words are the client's, kept by [`Recorder::note`] where it saw the
+    /// failure; a class nobody described yet gets its general words.
     pub fn error(&self, class: ErrorClass) {
-        self.with(|s| s.counters.record_error(class));
+        self.with(|s| {
+            s.counters.record_error(class);
+            s.messages
+                .keep(class, || Cow::Borrowed(general_words(class)));
+        });
     }
 
     /// A failure that kept a due request from being written at all.
     pub fn unsent(&self, class: ErrorClass) {
-        self.with(|s| {
-            s.counters.record_error(class);
-            s.counters.unsent += 1;
-        });
+        self.error(class);
+        self.with(|s| s.counters.unsent += 1);
+    }
+
+    /// Keeps `words()` as the first message of `class` in this interval, if it has none; `words`
+    /// runs only then, so a failure costs no allocation once its class has its message.
+    pub fn note(&self, class: ErrorClass, words: impl FnOnce() -> Cow<'static, str>) {
+        self.with(|s| s.messages.keep(class, words));
     }
 
     pub fn lag(&self, d: Duration) {
@@ -88,6 +99,12 @@ impl Recorder {
 
     pub fn replied(&self, status: u16, ttfb: Duration, latency: Duration) {
         let ok = self.ok.contains(status);
+        if !(100..=599).contains(&status) {
+            // Counted as an `other` error by record_status.
+            self.note(ErrorClass::Other, || {
+                format!("reply status {status} is outside 100-599: not an HTTP status").into()
+            });
+        }
         self.with(|s| {
             s.counters.replies += 1;
             s.counters.record_status(status);
@@ -130,8 +147,53 @@ impl Recorder {
     }
 }
 
+/// What a class means when the failure left no more precise words (a worker's own judgement: an
+/// arrival that expired in the queue, a fresh connection closed before it took the request).
+fn general_words(class: ErrorClass) -> &'static str {
+    match class {
+        ErrorClass::ClientTimeout => "no complete reply within --timeout",
+        ErrorClass::ConnectTimeout => "connection not established within --connect-timeout",
+        ErrorClass::ConnRefused => "connection refused: is the target up?",
+        ErrorClass::ConnReset => "the target closed the connection before a complete reply",
+        ErrorClass::FdUnavailable => {
+            "the generator is out of file descriptors: raise ulimit -n or add agents"
+        }
+        ErrorClass::AddrUnavailable => {
+            "the generator is out of local ports, or lacks a --source-addrs address"
+        }
+        ErrorClass::Other => "the exchange failed",
+    }
+}
+
 impl Default for Recorder {
     fn default() -> Self {
         Self::new(StatusSet::default())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_error_keeps_the_clients_words_else_its_class_meaning_and_swap_empties_them() {
+        let rec = Recorder::default();
+        rec.note(ErrorClass::Other, || "not an HTTP reply".into());
+        rec.error(ErrorClass::Other);
+        rec.unsent(ErrorClass::ClientTimeout);
+        rec.replied(999, Duration::ZERO, Duration::ZERO);
+        let s = rec.swap();
+        assert_eq!(s.counters.error(ErrorClass::Other), 2);
+        assert_eq!(s.messages.get(ErrorClass::Other), Some("not an HTTP reply"));
+        assert_eq!(
+            s.messages.get(ErrorClass::ClientTimeout),
+            Some("no complete reply within --timeout")
+        );
+        assert!(rec.swap().messages.is_empty());
+        rec.replied(999, Duration::ZERO, Duration::ZERO);
+        assert_eq!(
+            rec.swap().messages.get(ErrorClass::Other),
+            Some("reply status 999 is outside 100-599: not an HTTP status")
+        );
     }
 }

@@ -237,7 +237,7 @@ impl Session {
                 }
                 self.greeted = true;
                 let policy = &self.rules.policy;
-                let capacity = Capacity::of_this_machine();
+                let capacity = Capacity::of_this_machine(self.engine.threads());
                 let (low, high) = capacity.port_range;
                 let reply = pb::HelloReply {
                     protocol_version: PROTOCOL_VERSION,
@@ -320,7 +320,8 @@ impl Session {
                             return self.refuse(why).await;
                         }
                         // The machine's limits are read now, not at hello: ulimit and sysctls can change.
-                        let warnings = match Capacity::of_this_machine().check_step(&share, &route)
+                        let warnings = match Capacity::of_this_machine(self.engine.threads())
+                            .check_step(&share, &route)
                         {
                             Ok(w) => w,
                             Err(why) => return self.refuse(why).await,

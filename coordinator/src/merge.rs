@@ -23,7 +23,9 @@ use std::time::Duration;
 
 use proto::{ConvertError, pb};
 use shared::histogram::{CodecError, Encoded, Histogram, Merger};
-use shared::metrics::{Counters, EncodedInterval, HistogramSums, Snapshot};
+use shared::metrics::{
+    Counters, EncodedInterval, ErrorClass, FirstErrors, HistogramSums, Snapshot,
+};
 use shared::report::{IntervalSample, LatencyStats};
 use shared::status::StatusCodes;
 
@@ -219,7 +221,13 @@ pub struct StepMerge {
     spill: Spill,
     /// Reused for every latency merged only to be read (progress, per-agent statistics).
     scratch: Merger,
+    /// Each error class's first message: from the earliest interval, then the first agent in the
+    /// fleet's order, whatever order the reports arrive in.
+    first: [Option<(FirstKey, String)>; ErrorClass::COUNT],
 }
+
+/// Which report a first message came from: (interval, agent), compared in that order.
+type FirstKey = (u32, usize);
 
 /// What one report changed: its interval, and how many reports of it have arrived so far.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -312,6 +320,7 @@ impl StepMerge {
             seqs: BTreeMap::new(),
             spill,
             scratch: Merger::default(),
+            first: Default::default(),
         }
     }
 
@@ -341,6 +350,13 @@ impl StepMerge {
         seq.reports += 1;
         seq.counters.add(&i.counters);
         seq.latency.push(slot);
+        let key = (i.seq, agent);
+        for (class, text) in i.messages.iter() {
+            let first = &mut self.first[class.index()];
+            if first.as_ref().is_none_or(|(k, _)| key < *k) {
+                *first = Some((key, text.to_string()));
+            }
+        }
         Ok(Merged {
             seq: i.seq,
             reports: seq.reports,
@@ -379,12 +395,20 @@ impl StepMerge {
             seqs,
             spill,
             mut scratch,
+            first,
         } = self;
+        let mut messages = FirstErrors::default();
+        for (class, first) in ErrorClass::ALL.into_iter().zip(first) {
+            if let Some((_, text)) = first {
+                messages.keep(class, || text.into());
+            }
+        }
         let total = Snapshot {
             counters,
             hist: hist.to_histograms(),
             codes,
             cpu_ns,
+            messages,
         };
         // Each agent's slots, in interval order: a copy of the index (16 bytes a report), not of the
         // latency.
@@ -467,6 +491,34 @@ mod tests {
             tail,
             snapshot: s,
         }
+    }
+
+    #[test]
+    fn first_error_message_is_the_earliest_intervals_then_the_first_agents() {
+        let mut merge = StepMerge::new(3, &std::env::temp_dir()).unwrap();
+        let said = |agent: u64, seq: u32, class: ErrorClass| {
+            let mut i = interval(agent, seq, false);
+            i.snapshot
+                .messages
+                .keep(class, || format!("agent {agent} in {seq}").into());
+            pb::IntervalReport::from(&i)
+        };
+        // Arrival order is not the order kept: agent 2's second interval arrives first.
+        for (agent, seq, class) in [
+            (2, 1, ErrorClass::Other),
+            (1, 1, ErrorClass::Other),
+            (2, 0, ErrorClass::ConnRefused),
+            (1, 0, ErrorClass::ConnRefused),
+            (0, 2, ErrorClass::ConnRefused),
+        ] {
+            merge
+                .interval(agent as usize, said(agent, seq, class))
+                .unwrap();
+        }
+        let m = merge.finish().unwrap().total.messages;
+        assert_eq!(m.get(ErrorClass::Other), Some("agent 1 in 1"));
+        assert_eq!(m.get(ErrorClass::ConnRefused), Some("agent 1 in 0"));
+        assert_eq!(m.get(ErrorClass::ClientTimeout), None);
     }
 
     #[test]

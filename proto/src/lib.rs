@@ -6,7 +6,8 @@ use std::time::Duration;
 use shared::histogram::Encoded;
 use shared::histogram::{self, CodecError};
 use shared::metrics::{
-    Counters, EncodedHistograms, EncodedInterval, ErrorClass, Histograms, Interval, Snapshot,
+    Counters, EncodedHistograms, EncodedInterval, ErrorClass, FirstErrors, Histograms, Interval,
+    Snapshot,
 };
 use shared::plan::{
     Arrival, LoadModel, PlanError, RequestSpec, StepLimit, StepShare, UrlOrder, Workload,
@@ -344,6 +345,7 @@ impl From<&Interval> for pb::IntervalReport {
             lag: histogram::encode(&h.lag),
             wait: histogram::encode(&h.wait),
             cpu_ns: i.snapshot.cpu_ns,
+            error_messages: messages_to_pb(&i.snapshot.messages),
         }
     }
 }
@@ -378,6 +380,7 @@ impl TryFrom<&pb::IntervalReport> for Interval {
                 },
                 codes: codes_from_pb(&r.status_codes)?,
                 cpu_ns: r.cpu_ns,
+                messages: messages_from_pb(&r.error_messages)?,
             },
         })
     }
@@ -405,6 +408,7 @@ impl TryFrom<pb::IntervalReport> for EncodedInterval {
                 .try_into()?,
             codes: codes_from_pb(&r.status_codes)?,
             cpu_ns: r.cpu_ns,
+            messages: messages_from_pb(&r.error_messages)?,
             hist: EncodedHistograms {
                 latency: check("latency histogram", r.latency)?,
                 censored: check("censored histogram", r.censored)?,
@@ -416,6 +420,38 @@ impl TryFrom<pb::IntervalReport> for EncodedInterval {
             },
         })
     }
+}
+
+fn messages_to_pb(m: &FirstErrors) -> Vec<String> {
+    if m.is_empty() {
+        return Vec::new();
+    }
+    ErrorClass::ALL
+        .iter()
+        .map(|c| m.get(*c).unwrap_or_default().to_string())
+        .collect()
+}
+
+/// A peer's messages are words to show, never trusted for more: [`FirstErrors::keep`] cuts a long
+/// one.
+fn messages_from_pb(v: &[String]) -> Result<FirstErrors, ConvertError> {
+    let mut m = FirstErrors::default();
+    if v.is_empty() {
+        return Ok(m);
+    }
+    if v.len() != ErrorClass::COUNT {
+        return Err(ConvertError::Length {
+            what: "error messages",
+            found: v.len(),
+            expected: ErrorClass::COUNT,
+        });
+    }
+    for (class, text) in ErrorClass::ALL.iter().zip(v) {
+        if !text.is_empty() {
+            m.keep(*class, || text.clone().into());
+        }
+    }
+    Ok(m)
 }
 
 /// Shorthands for building the oneof envelopes.
@@ -519,6 +555,8 @@ mod tests {
         s.counters.record_error(ErrorClass::ConnReset);
         s.hist.latency.record(12_345).unwrap();
         s.cpu_ns = 99;
+        s.messages
+            .keep(ErrorClass::ConnReset, || "connection reset by peer".into());
         let i = Interval {
             step: 1,
             seq: 2,
@@ -531,6 +569,34 @@ mod tests {
         assert_eq!(back.snapshot.counters, i.snapshot.counters);
         assert_eq!(back.snapshot.hist.latency, i.snapshot.hist.latency);
         assert_eq!(back.offset, i.offset);
+        assert_eq!(back.snapshot.messages, i.snapshot.messages);
+        let e = EncodedInterval::try_from(pb::IntervalReport::from(&i)).unwrap();
+        assert_eq!(e.messages, i.snapshot.messages);
+    }
+
+    #[test]
+    fn error_messages_of_a_wrong_length_are_refused_and_long_ones_cut() {
+        let mut r = pb::IntervalReport {
+            counters: Some(pb::Counters {
+                status: vec![0; 5],
+                errors: vec![0; ErrorClass::COUNT],
+                ..Default::default()
+            }),
+            error_messages: vec!["x".into(); 2],
+            ..Default::default()
+        };
+        let e = EncodedInterval::try_from(r.clone())
+            .unwrap_err()
+            .to_string();
+        assert_eq!(e, "error messages has 2 entries, expected 7");
+        r.error_messages = vec![String::new(); ErrorClass::COUNT];
+        r.error_messages[6] = "y".repeat(10_000);
+        let m = EncodedInterval::try_from(r).unwrap().messages;
+        assert_eq!(
+            m.get(ErrorClass::Other).map(str::len),
+            Some(FirstErrors::MAX_LEN)
+        );
+        assert_eq!(m.get(ErrorClass::ConnReset), None);
     }
 
     #[test]

@@ -1,5 +1,7 @@
 //! What one worker, agent or fleet measured over an interval: counters, histograms and CPU time,
 //! and the one lossless merge that combines them (add everything; compute statistics only afterwards).
+use std::borrow::Cow;
+
 use crate::histogram::{self, Encoded, Histogram, Sum};
 use crate::status::StatusCodes;
 
@@ -194,6 +196,70 @@ impl Counters {
     }
 }
 
+/// The first message of each error class, in words a person can act on ("connection refused by
+/// 127.0.0.1:1: is the target up?", "TLS: certificate signed by unknown issuer: use --insecure for a
+/// self-signed target"). A message is made and kept only while its class's slot is empty, so an error
+/// on the hot path costs a check, and the words are made at most once per class per interval.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FirstErrors([Option<Cow<'static, str>>; ErrorClass::COUNT]);
+
+impl FirstErrors {
+    /// The longest message kept, in bytes: enough for an OS or TLS error and its hint; anything a
+    /// peer sends beyond it is cut (at a character boundary).
+    pub const MAX_LEN: usize = 300;
+
+    /// Keeps `words()` as `class`'s message unless it has one; `words` runs only then.
+    pub fn keep(&mut self, class: ErrorClass, words: impl FnOnce() -> Cow<'static, str>) {
+        let slot = &mut self.0[class.index()];
+        if slot.is_none() {
+            *slot = Some(cut(words()));
+        }
+    }
+
+    pub fn get(&self, class: ErrorClass) -> Option<&str> {
+        self.0[class.index()].as_deref()
+    }
+
+    /// The merge: a class keeps the message it has; an empty one takes `o`'s. Adding in order of
+    /// time (then of worker or agent) keeps the first seen.
+    pub fn add(&mut self, o: &FirstErrors) {
+        for (a, b) in self.0.iter_mut().zip(&o.0) {
+            if a.is_none() {
+                a.clone_from(b);
+            }
+        }
+    }
+
+    /// The classes that have a message, in the order of [`ErrorClass::ALL`].
+    pub fn iter(&self) -> impl Iterator<Item = (ErrorClass, &str)> {
+        ErrorClass::ALL
+            .into_iter()
+            .filter_map(|c| Some((c, self.get(c)?)))
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.iter().all(Option::is_none)
+    }
+}
+
+/// run.json's `error_messages`: `{"other": "TLS: certificate signed by unknown issuer: ..."}`.
+impl serde::Serialize for FirstErrors {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_map(self.iter().map(|(c, m)| (c.name(), m)))
+    }
+}
+
+fn cut(m: Cow<'static, str>) -> Cow<'static, str> {
+    if m.len() <= FirstErrors::MAX_LEN {
+        return m;
+    }
+    let end = (0..=FirstErrors::MAX_LEN)
+        .rev()
+        .find(|i| m.is_char_boundary(*i))
+        .unwrap_or(0);
+    Cow::Owned(m[..end].to_string())
+}
+
 /// Histograms of one interval, all in microseconds.
 #[derive(Debug, Clone)]
 pub struct Histograms {
@@ -300,15 +366,19 @@ pub struct Snapshot {
     pub codes: StatusCodes,
     /// CPU time the worker threads used (user + system).
     pub cpu_ns: u64,
+    /// Each error class's first message.
+    pub messages: FirstErrors,
 }
 
 impl Snapshot {
-    /// The one merge: over workers, over agents and over time alike.
+    /// The one merge: over workers, over agents and over time alike (`self` is the earlier: its
+    /// first messages are kept).
     pub fn add(&mut self, o: &Snapshot) {
         self.counters.add(&o.counters);
         self.hist.add(&o.hist);
         self.codes.add(&o.codes);
         self.cpu_ns += o.cpu_ns;
+        self.messages.add(&o.messages);
     }
 }
 
@@ -352,6 +422,38 @@ mod tests {
     }
 
     #[test]
+    fn first_error_message_is_kept_and_later_ones_are_not_even_made() {
+        let mut m = FirstErrors::default();
+        m.keep(ErrorClass::Other, || "not an HTTP reply".into());
+        m.keep(ErrorClass::Other, || {
+            unreachable!("a full slot makes no words")
+        });
+        assert_eq!(m.get(ErrorClass::Other), Some("not an HTTP reply"));
+        assert_eq!(m.get(ErrorClass::ConnRefused), None);
+        // The merge keeps the earlier side's and fills its empty classes from the later.
+        let mut later = FirstErrors::default();
+        later.keep(ErrorClass::Other, || "a later one".into());
+        later.keep(ErrorClass::ConnRefused, || "connection refused".into());
+        m.add(&later);
+        assert_eq!(
+            m.iter().collect::<Vec<_>>(),
+            [
+                (ErrorClass::ConnRefused, "connection refused"),
+                (ErrorClass::Other, "not an HTTP reply")
+            ]
+        );
+        assert_eq!(
+            serde_json::to_string(&m).unwrap(),
+            r#"{"conn-refused":"connection refused","other":"not an HTTP reply"}"#
+        );
+        // A message too long is cut at a character boundary.
+        let mut long = FirstErrors::default();
+        long.keep(ErrorClass::Other, || "é".repeat(400).into());
+        let kept = long.get(ErrorClass::Other).unwrap();
+        assert!(kept.len() <= FirstErrors::MAX_LEN && kept.len() >= FirstErrors::MAX_LEN - 1);
+    }
+
+    #[test]
     fn columns_are_snake_case() {
         assert_eq!(ErrorClass::AddrUnavailable.column(), "err_addr_unavailable");
     }
@@ -383,4 +485,5 @@ pub struct EncodedInterval {
     pub codes: StatusCodes,
     pub cpu_ns: u64,
     pub hist: EncodedHistograms,
+    pub messages: FirstErrors,
 }

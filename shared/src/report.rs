@@ -5,7 +5,7 @@ use std::time::Duration;
 use serde::ser::{Serialize, SerializeMap, Serializer};
 
 use crate::histogram::{Histogram, us_to_ms};
-use crate::metrics::{Counters, ErrorClass, STATUS_CLASSES, Snapshot};
+use crate::metrics::{Counters, ErrorClass, FirstErrors, STATUS_CLASSES, Snapshot};
 use crate::plan::LoadModel;
 use crate::status::StatusSet;
 use crate::verdict::{self, Facts, Server, ServerFacts, Verdict};
@@ -280,6 +280,8 @@ pub struct StepResult {
     /// The target's transport errors (autobench's `errors`; the generator's own kept out) as a percent
     /// of the requests due.
     pub errors_pct: f64,
+    /// Each error class's first message, in words: `{"other": "TLS: certificate signed by ..."}`.
+    pub error_messages: FirstErrors,
     /// Expected-status replies and given-up requests (those as lower bounds).
     pub latency_ms: LatencyStats,
     /// Replies with an unexpected status, apart.
@@ -375,6 +377,19 @@ fn share_pct(part: u64, whole: u64) -> f64 {
     }
 }
 
+/// One note per error class that has a message: how many, and the first in words ("10 other
+/// errors, the first: TLS: certificate signed by unknown issuer: use --insecure ...").
+fn error_notes(c: &Counters, messages: &FirstErrors) -> Vec<String> {
+    messages
+        .iter()
+        .filter(|(class, _)| c.error(*class) > 0)
+        .map(|(class, words)| match c.error(class) {
+            1 => format!("1 {} error: {words}", class.name()),
+            n => format!("{n} {} errors, the first: {words}", class.name()),
+        })
+        .collect()
+}
+
 /// Summarises a merged step; percentiles and rates are computed here and only here.
 pub fn summarize(input: &StepInput<'_>) -> StepResult {
     let t = input.total;
@@ -455,6 +470,7 @@ pub fn summarize(input: &StepInput<'_>) -> StepResult {
         baseline_p50_ms: input.baseline_p50_ms,
     });
     let mut notes = judgement.notes;
+    notes.extend(error_notes(c, &t.messages));
     notes.extend(failure_notes(input, &latency));
     // Served over the time the step really took, its drain included: replies a queueing server
     // delivers after the schedule ended were served at its pace, not the schedule's.
@@ -500,6 +516,7 @@ pub fn summarize(input: &StepInput<'_>) -> StepResult {
                 .collect(),
         ),
         errors_pct: share_pct(c.target_errors(), c.due()),
+        error_messages: t.messages.clone(),
         latency_ms: latency,
         unexpected_latency_ms: unexpected_latency,
         connect_ms: LatencyStats::of(&t.hist.connect),
@@ -1252,6 +1269,53 @@ mod tests {
         assert_eq!(human(12.5), "12.5");
         assert_eq!(human_ms(9.31, false), "9.3 ms");
         assert_eq!(human_ms(3300.0, true), "≥3.3 s");
+    }
+
+    #[test]
+    fn errors_are_noted_with_their_first_message_not_only_counted() {
+        let mut total = Snapshot::default();
+        total.counters.requests = 10;
+        for _ in 0..10 {
+            total.counters.record_error(ErrorClass::Other);
+        }
+        total.messages.keep(ErrorClass::Other, || {
+            "TLS: certificate signed by unknown issuer: use --insecure for a self-signed target"
+                .into()
+        });
+        // A message whose class counted nothing (it cannot happen, but never a note of 0).
+        total
+            .messages
+            .keep(ErrorClass::ConnReset, || "connection reset by peer".into());
+        let r = summarize(&StepInput {
+            number: 1,
+            model: LoadModel::Connections,
+            value: 10.0,
+            demanded_rate: Some(10.0),
+            duration: Duration::from_secs(1),
+            total: &total,
+            series: &[],
+            agents: vec![],
+            aborted: false,
+            mark_lost: true,
+            start_skew: None,
+            ok_status: &StatusSet::default(),
+            baseline_p50_ms: None,
+        });
+        assert!(
+            r.notes.contains(&"10 other errors, the first: TLS: certificate signed by unknown issuer: use --insecure for a self-signed target".to_string()),
+            "{:?}",
+            r.notes
+        );
+        assert!(
+            !r.notes.iter().any(|n| n.contains("conn-reset")),
+            "{:?}",
+            r.notes
+        );
+        let json = serde_json::to_value(&r).unwrap();
+        assert_eq!(
+            json["error_messages"]["other"],
+            "TLS: certificate signed by unknown issuer: use --insecure for a self-signed target"
+        );
     }
 
     #[test]

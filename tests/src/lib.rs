@@ -327,8 +327,8 @@ impl Ran {
     }
 }
 
-/// Runs `stampede run ARGS --quiet --out <fresh dir>`, asserts it succeeded, and reads what it wrote.
-pub fn run_ok(args: &[&str]) -> Ran {
+/// Runs `stampede run ARGS --quiet --out <fresh dir>`, whatever its outcome.
+pub fn run_quiet(args: &[&str]) -> (Output, tempfile::TempDir) {
     let dir = tempfile::tempdir().expect("temp dir");
     let mut all = vec!["run"];
     all.extend_from_slice(args);
@@ -337,10 +337,15 @@ pub fn run_ok(args: &[&str]) -> Ran {
         "--out",
         dir.path().to_str().expect("UTF-8 temp path"),
     ]);
-    let o = stampede(&all);
+    (stampede(&all), dir)
+}
+
+/// Runs `stampede run ARGS --quiet --out <fresh dir>`, asserts it succeeded, and reads what it wrote.
+pub fn run_ok(args: &[&str]) -> Ran {
+    let (o, dir) = run_quiet(args);
     assert!(
         o.status.success(),
-        "stampede {all:?} failed: {}",
+        "stampede run {args:?} failed: {}",
         text(&o.stderr)
     );
     Ran {

@@ -1,6 +1,6 @@
 //! A ramp across the reference target's capacity: the steps past the knee show it, and the verdict
 //! does not blame the generator.
-use tests::{Target, run_ok};
+use tests::{Target, run_ok, run_quiet, text};
 
 #[test]
 fn ramp_across_capacity_shows_the_knee_without_blaming_the_generator() {
@@ -45,4 +45,18 @@ fn ramp_across_capacity_shows_the_knee_without_blaming_the_generator() {
         .filter(|l| l.trim_start().starts_with(char::is_numeric))
         .count();
     assert!(rows >= 4, "{}", ran.stdout);
+}
+
+#[test]
+fn a_rate_no_worker_thread_could_dispatch_is_refused_before_any_load() {
+    // `--steps 100000000`: a typo that ran flat out and blamed the target with fd-unavailable errors.
+    let target = Target::start(&[]);
+    let (o, _out) = run_quiet(&[&target.url(), "--steps", "100000000", "--threads", "1"]);
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert_eq!(
+        err.trim_end(),
+        "stampede: agent embedded would refuse this plan: step 1 needs 100000000 new connections/s from this agent but its 1 worker thread can dispatch at most 833333 (each takes at least 1.2 µs of a thread's CPU for a connection and 1 request; it was measured at tens of times that); lower the rate (a typo?) or add agents"
+    );
+    assert_eq!(target.requests(), 0, "load was sent");
 }

@@ -1,6 +1,6 @@
 //! `--source-addrs`: connections really leave from the listed addresses, in turn; an address the
 //! machine lacks is the generator's addr-unavailable, said before the run and never blamed on the target.
-use tests::{Target, run_ok, stampede, text};
+use tests::{Target, run_ok, text};
 
 /// The target's per-client request counts, from its stats endpoint.
 fn by_client(target: &Target) -> serde_json::Map<String, serde_json::Value> {
@@ -46,10 +46,8 @@ fn connections_come_from_each_listed_source_address_in_turn() {
 #[test]
 fn a_source_address_the_machine_lacks_is_addr_unavailable_not_the_targets_fault() {
     let target = Target::start(&[]);
-    let out = tempfile::tempdir().unwrap();
     // TEST-NET-3 (RFC 5737) is assigned to no machine: binding to it fails before any packet is sent.
-    let o = stampede(&[
-        "run",
+    let (o, out) = tests::run_quiet(&[
         &target.url(),
         "--steps",
         "20",
@@ -57,9 +55,6 @@ fn a_source_address_the_machine_lacks_is_addr_unavailable_not_the_targets_fault(
         "1s",
         "--source-addrs",
         "203.0.113.77",
-        "--quiet",
-        "--out",
-        out.path().to_str().unwrap(),
     ]);
     let err = text(&o.stderr);
     assert_eq!(o.status.code(), Some(0), "{err}");
