@@ -18,7 +18,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::cli::Command;
 
-/// What a command ended with, as the process exit code: 0 all steps ran, 1 failed or aborted, 2 usage.
+/// What a command ended with, as the process exit code: 0 all steps ran (or --stop-on ended the ramp),
+/// 1 failed or aborted, 2 usage, 3 a --fail-on expression was breached.
 pub async fn execute(command: Command, shutdown: CancellationToken) -> u8 {
     match command {
         Command::Run(args) => match config::resolve(*args) {
@@ -109,13 +110,31 @@ fn finish(outcome: Result<run::RunOutcome, run::RunError>) -> u8 {
     match outcome {
         Ok(o) => {
             print!("{}", progress::table(&o.steps));
+            if let Some(s) = &o.stopped {
+                let not_run: Vec<String> = s.not_run.iter().map(f64::to_string).collect();
+                println!(
+                    "stopped after step {} (--stop-on): {}; not run: {}",
+                    s.after_step,
+                    s.because,
+                    not_run.join(", ")
+                );
+            }
             println!("results: {}", o.dir.display());
+            // Printed after the outputs are written, so CI keeps them whatever the exit code.
+            for b in &o.breaches {
+                eprintln!(
+                    "stampede: --fail-on {}: step {} ({}): {}",
+                    b.expression, b.step, b.step_value, b.because
+                );
+            }
             if o.aborted {
                 eprintln!(
                     "stampede: run aborted; finished steps are in {}",
                     o.dir.display()
                 );
                 1
+            } else if !o.breaches.is_empty() {
+                3
             } else {
                 0
             }

@@ -140,6 +140,11 @@ impl Output {
         self.write_json()
     }
 
+    /// Sets a top-level field of run.json (written with the next step or the finish).
+    pub fn record(&mut self, key: &str, value: &impl serde::Serialize) {
+        self.doc[key] = serde_json::to_value(value).expect("run.json fields always serialize");
+    }
+
     pub fn finish(&mut self, status: &str) -> Result<(), OutputError> {
         self.doc["status"] = status.into();
         self.doc["finished_at"] = humantime::format_rfc3339_millis(SystemTime::now())

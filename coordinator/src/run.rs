@@ -7,6 +7,7 @@ use std::time::{Duration, SystemTime};
 use proto::pb;
 use proto::pb::agent_message::Kind as Up;
 use proto::pb::coordinator_message::Kind as Down;
+use shared::condition::{Condition, Observed};
 use shared::histogram;
 use shared::report::{self, AgentInput, StepInput, StepResult};
 use tokio::time::Instant;
@@ -69,6 +70,86 @@ pub struct RunOutcome {
     pub dir: PathBuf,
     pub steps: Vec<StepResult>,
     pub aborted: bool,
+    /// Why --stop-on ended the ramp before its last step.
+    pub stopped: Option<Stopped>,
+    /// Every --fail-on expression a step breached, in step order.
+    pub breaches: Vec<Breach>,
+}
+
+/// `--stop-on`, `--stop-after` and `--fail-on`, resolved.
+#[derive(Debug, Clone)]
+pub struct Thresholds {
+    pub stop_on: Vec<Condition>,
+    /// Steps in a row that must breach some `stop_on` condition (at least 1).
+    pub stop_after: u32,
+    pub fail_on: Vec<Condition>,
+}
+
+/// Why the ramp ended early (run.json's `stopped`).
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Stopped {
+    /// Counted from 1, as the table counts.
+    pub after_step: usize,
+    pub because: String,
+    /// The values of the steps that were planned but not run.
+    pub not_run: Vec<f64>,
+}
+
+/// A --fail-on expression that a step breached (run.json's `fail_on`).
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Breach {
+    pub step: usize,
+    pub step_value: f64,
+    pub expression: String,
+    pub because: String,
+}
+
+/// Applies the thresholds to each finished step; owns the count of breaching steps in a row.
+struct Watch<'a> {
+    thresholds: &'a Thresholds,
+    streak: u32,
+    breaches: Vec<Breach>,
+    /// Set by the step that ends the ramp: why.
+    stop: Option<String>,
+}
+
+impl Watch<'_> {
+    /// Judges a finished step before it is written, so its notes name every breach; sets `stop` once
+    /// --stop-after steps in a row breached some --stop-on.
+    fn judge(&mut self, r: &mut StepResult, step: usize) {
+        let seen = Observed::of(r);
+        let t = self.thresholds;
+        let mut stop = Vec::new();
+        for c in &t.stop_on {
+            if let Some(because) = c.holds_because(&seen) {
+                r.notes.push(format!("--stop-on {c}: {because}"));
+                stop.push(because);
+            }
+        }
+        for c in &t.fail_on {
+            if let Some(because) = c.holds_because(&seen) {
+                r.notes.push(format!("--fail-on {c}: {because}"));
+                self.breaches.push(Breach {
+                    step,
+                    step_value: r.step_value,
+                    expression: c.to_string(),
+                    because,
+                });
+            }
+        }
+        if stop.is_empty() {
+            self.streak = 0;
+            return;
+        }
+        self.streak += 1;
+        if self.streak >= t.stop_after {
+            let mut because = stop.join("; ");
+            if t.stop_after > 1 {
+                because.push_str(&format!(" ({} steps in a row)", self.streak));
+            }
+            self.stop = Some(because);
+        }
+    }
 }
 
 /// Runs the plan. Ctrl-C (the `shutdown` token) aborts the running step, which is still written,
@@ -95,23 +176,54 @@ pub async fn run(cfg: RunConfig, shutdown: CancellationToken) -> Result<RunOutco
     let progress = Progress::new(cfg.quiet);
     let mut results = Vec::new();
     let mut aborted = false;
+    let mut watch = Watch {
+        thresholds: &cfg.thresholds,
+        streak: 0,
+        breaches: Vec::new(),
+        stop: None,
+    };
+    let mut stopped = None;
     let outcome = async {
         for index in 0..cfg.plan.steps.len() {
             if shutdown.is_cancelled() {
                 aborted = true;
                 break;
             }
-            let (r, stop) =
-                run_step(&mut fleet, &cfg, index, &shutdown, &progress, &mut out).await?;
+            let (r, stop) = run_step(
+                &mut fleet, &cfg, index, &shutdown, &progress, &mut out, &mut watch,
+            )
+            .await?;
             aborted |= r.aborted || stop;
+            let because = watch.stop.take();
             results.push(r);
             if aborted {
+                break;
+            }
+            let not_run = &cfg.plan.steps[index + 1..];
+            if let Some(because) = because.filter(|_| !not_run.is_empty()) {
+                eprintln!(
+                    "stampede: stopping after step {} of {} (--stop-on): {because}; not run: {}",
+                    index + 1,
+                    cfg.plan.steps.len(),
+                    not_run
+                        .iter()
+                        .map(f64::to_string)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                );
+                stopped = Some(Stopped {
+                    after_step: index + 1,
+                    because,
+                    not_run: not_run.to_vec(),
+                });
                 break;
             }
         }
         Ok::<_, RunError>(())
     }
     .await;
+    out.record("stopped", &stopped);
+    out.record("fail_on", &watch.breaches);
     match outcome {
         Ok(()) => out.finish(if aborted { "aborted" } else { "completed" })?,
         Err(e) => {
@@ -123,6 +235,8 @@ pub async fn run(cfg: RunConfig, shutdown: CancellationToken) -> Result<RunOutco
         dir: out.dir().to_path_buf(),
         steps: results,
         aborted,
+        stopped,
+        breaches: watch.breaches,
     })
 }
 
@@ -264,6 +378,7 @@ async fn run_step(
     shutdown: &CancellationToken,
     progress: &Progress,
     out: &mut Output,
+    watch: &mut Watch<'_>,
 ) -> Result<(StepResult, bool), RunError> {
     let plan = &cfg.plan;
     let policy = cfg.on_agent_loss;
@@ -482,6 +597,7 @@ async fn run_step(
         start_skew,
     });
     result.notes.extend(warnings);
+    watch.judge(&mut result, index + 1);
     progress.step_done(&result, plan.steps.len());
     let names: Vec<String> = fleet.agents.iter().map(|a| a.name.clone()).collect();
     out.write_step(&result, started, hlog.intervals(), &names)?;

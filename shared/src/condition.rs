@@ -375,8 +375,7 @@ fn num(v: f64) -> String {
 }
 
 /// A parse error: what is wrong and the column (1-based, in characters) where it starts.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-#[error("{kind} at column {column}")]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ConditionError {
     pub input: String,
     pub column: usize,
@@ -384,6 +383,8 @@ pub struct ConditionError {
     pub width: usize,
     pub kind: ConditionErrorKind,
 }
+
+impl std::error::Error for ConditionError {}
 
 impl ConditionError {
     /// Two lines: the expression, indented, and carets under the bad part.
@@ -397,41 +398,58 @@ impl ConditionError {
     }
 }
 
+/// What is wrong; [`ConditionErrorKind::hint`] says what would be right.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum ConditionErrorKind {
-    #[error("empty expression (write e.g. p99>500ms)")]
+    #[error("empty expression")]
     Empty,
-    #[error(
-        "expected a metric (p50, p90, p99, p999, max, mean, failed, errors or ok_rate), found '{0}'"
-    )]
+    #[error("expected a metric, found '{0}'")]
     NoMetric(String),
-    #[error("unknown metric '{0}': use p50, p90, p99, p999, max, mean, failed, errors or ok_rate")]
+    #[error("unknown metric '{0}'")]
     UnknownMetric(String),
     #[error("expected <, <=, > or >= after {metric}, found {found}")]
     NoOperator { metric: &'static str, found: String },
     #[error("expected a number after '{op}', found {found}")]
     NoNumber { op: &'static str, found: String },
-    #[error("{metric} needs a unit: {units}")]
-    NoUnit {
-        metric: &'static str,
-        units: &'static str,
-    },
-    #[error("unknown unit '{unit}': {metric} takes {units}")]
-    UnknownUnit {
-        unit: String,
-        metric: &'static str,
-        units: &'static str,
-    },
-    #[error("'{unit}' is not a unit of {metric}: use {units}")]
-    WrongUnit {
-        unit: &'static str,
-        metric: &'static str,
-        units: &'static str,
-    },
-    #[error("{metric} is a share of requests: at most 100%, got {value}%")]
-    OverHundred { metric: &'static str, value: f64 },
-    #[error("unexpected '{0}' after the comparison (one per flag: repeat the flag for more)")]
+    #[error("{} needs a unit", metric.name())]
+    NoUnit { metric: Metric },
+    #[error("unknown unit '{unit}'")]
+    UnknownUnit { unit: String, metric: Metric },
+    #[error("'{unit}' is not a unit of {}", metric.name())]
+    WrongUnit { unit: &'static str, metric: Metric },
+    #[error("{value}% is over 100%")]
+    OverHundred { metric: Metric, value: f64 },
+    #[error("unexpected '{0}' after the comparison")]
     Trailing(String),
+}
+
+const METRICS: &str = "p50, p90, p99, p999, max, mean, failed, errors or ok_rate";
+
+impl ConditionErrorKind {
+    pub fn hint(&self) -> Option<String> {
+        use ConditionErrorKind as K;
+        Some(match self {
+            K::Empty => "write e.g. p99>500ms".into(),
+            K::NoMetric(_) | K::UnknownMetric(_) => format!("use {METRICS}"),
+            K::NoOperator { .. } | K::NoNumber { .. } => return None,
+            K::NoUnit { metric } | K::UnknownUnit { metric, .. } => {
+                format!("{} takes {}", metric.name(), metric.units_text())
+            }
+            K::WrongUnit { metric, .. } => format!("use {}", metric.units_text()),
+            K::OverHundred { metric, .. } => format!("{} is a share of requests", metric.name()),
+            K::Trailing(_) => "one comparison per flag: repeat the flag for more".into(),
+        })
+    }
+}
+
+impl fmt::Display for ConditionError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} at column {}", self.kind, self.column)?;
+        match self.kind.hint() {
+            Some(h) => write!(f, ": {h}"),
+            None => Ok(()),
+        }
+    }
 }
 
 /// "'x'" or "the end", for messages.
@@ -557,17 +575,9 @@ pub fn parse(input: &str) -> Result<Condition, ConditionError> {
 
     c.skip_spaces();
     let (unit_text, col) = c.take(|ch| ch.is_alphabetic() || ch == '%' || ch == '/');
-    let units = metric.units_text();
     let unit = match Unit::parse(unit_text) {
         _ if unit_text.is_empty() => {
-            return Err(fail(
-                col,
-                1,
-                ConditionErrorKind::NoUnit {
-                    metric: metric.name(),
-                    units,
-                },
-            ));
+            return Err(fail(col, 1, ConditionErrorKind::NoUnit { metric }));
         }
         None => {
             return Err(fail(
@@ -575,8 +585,7 @@ pub fn parse(input: &str) -> Result<Condition, ConditionError> {
                 width(unit_text),
                 ConditionErrorKind::UnknownUnit {
                     unit: unit_text.to_string(),
-                    metric: metric.name(),
-                    units,
+                    metric,
                 },
             ));
         }
@@ -586,8 +595,7 @@ pub fn parse(input: &str) -> Result<Condition, ConditionError> {
                 width(unit_text),
                 ConditionErrorKind::WrongUnit {
                     unit: u.symbol(),
-                    metric: metric.name(),
-                    units,
+                    metric,
                 },
             ));
         }
@@ -597,10 +605,7 @@ pub fn parse(input: &str) -> Result<Condition, ConditionError> {
         return Err(fail(
             number_col,
             col + width(unit_text) - number_col,
-            ConditionErrorKind::OverHundred {
-                metric: metric.name(),
-                value,
-            },
+            ConditionErrorKind::OverHundred { metric, value },
         ));
     }
 
@@ -677,14 +682,12 @@ mod tests {
     #[test]
     fn a_bad_expression_is_pointed_at() {
         let (msg, col, pointer) = err("p99>5x");
-        assert_eq!(msg, "unknown unit 'x': p99 takes ms, s or us at column 6");
+        assert_eq!(msg, "unknown unit 'x' at column 6: p99 takes ms, s or us");
         assert_eq!(col, 6);
         assert_eq!(pointer, "    p99>5x\n         ^");
         assert_eq!(
             err("p98>5ms").0,
-            format!(
-                "unknown metric 'p98': use p50, p90, p99, p999, max, mean, failed, errors or ok_rate at column 1"
-            )
+            format!("unknown metric 'p98' at column 1: use {METRICS}")
         );
         assert_eq!(
             err("p99 5ms").0,
@@ -706,11 +709,14 @@ mod tests {
             err("p99>1.2.3ms").0,
             "expected a number after '>', found '1.2.3' at column 5"
         );
-        assert_eq!(err("p99>5").0, "p99 needs a unit: ms, s or us at column 6");
+        assert_eq!(
+            err("p99>5").0,
+            "p99 needs a unit at column 6: p99 takes ms, s or us"
+        );
         let (msg, col, pointer) = err("failed > 5ms");
         assert_eq!(
             msg,
-            "'ms' is not a unit of failed: use % (a share of requests) at column 11"
+            "'ms' is not a unit of failed at column 11: use % (a share of requests)"
         );
         assert_eq!(
             (col, pointer.lines().nth(1).unwrap()),
@@ -718,23 +724,26 @@ mod tests {
         );
         assert_eq!(
             err("ok_rate<95ms").0,
-            "'ms' is not a unit of ok_rate: use % (of the demanded rate) or /s at column 11"
+            "'ms' is not a unit of ok_rate at column 11: use % (of the demanded rate) or /s"
         );
         let (msg, _, pointer) = err("failed>150%");
         assert_eq!(
             msg,
-            "failed is a share of requests: at most 100%, got 150% at column 8"
+            "150% is over 100% at column 8: failed is a share of requests"
         );
         assert_eq!(pointer.lines().nth(1).unwrap(), "           ^^^^");
         assert_eq!(
             err("p99>5ms,failed>1%").0,
-            "unexpected ',failed>1%' after the comparison (one per flag: repeat the flag for more) at column 8"
+            "unexpected ',failed>1%' after the comparison at column 8: one comparison per flag: repeat the flag for more"
         );
         assert_eq!(
             err("  ").0,
-            "empty expression (write e.g. p99>500ms) at column 1"
+            "empty expression at column 1: write e.g. p99>500ms"
         );
-        assert!(err(">5ms").0.starts_with("expected a metric"));
+        assert_eq!(
+            err(">5ms").0,
+            format!("expected a metric, found '>' at column 1: use {METRICS}")
+        );
     }
 
     #[test]
