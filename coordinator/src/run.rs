@@ -626,3 +626,86 @@ fn show_progress(
         errors,
     });
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use shared::metrics::Snapshot;
+
+    /// A finished step of 100 requests, all answered in `latency_ms`.
+    fn step(latency_ms: u64) -> StepResult {
+        let mut s = Snapshot::default();
+        s.counters.requests = 100;
+        s.counters.replies = 100;
+        s.hist.latency.record_n(latency_ms * 1000, 100).unwrap();
+        report::summarize(&StepInput {
+            step: 0,
+            model: shared::plan::LoadModel::Requests,
+            value: 100.0,
+            demanded_rate: Some(100.0),
+            duration: Duration::from_secs(1),
+            total: &s,
+            series: &[],
+            agents: vec![],
+            aborted: false,
+            mark_lost: true,
+            start_skew: None,
+        })
+    }
+
+    fn watch(t: &Thresholds) -> Watch<'_> {
+        Watch {
+            thresholds: t,
+            streak: 0,
+            breaches: Vec::new(),
+            stop: None,
+        }
+    }
+
+    #[test]
+    fn stop_after_n_ended_the_ramp_at_the_first_breach() {
+        let t = Thresholds {
+            stop_on: vec!["p99>500ms".parse().unwrap()],
+            stop_after: 2,
+            fail_on: vec![],
+        };
+        let mut w = watch(&t);
+        // A breach, a recovery, then two in a row: only the second of those ends the ramp.
+        for (i, ms) in [800, 10, 800].into_iter().enumerate() {
+            w.judge(&mut step(ms), i + 1);
+            assert_eq!(w.stop, None, "step {}", i + 1);
+        }
+        let mut r = step(900);
+        w.judge(&mut r, 4);
+        let because = w.stop.take().unwrap();
+        assert!(
+            because.starts_with("p99 ") && because.ends_with("ms > 500 ms (2 steps in a row)"),
+            "{because}"
+        );
+        assert!(
+            r.notes
+                .iter()
+                .any(|n| n.starts_with("--stop-on p99>500ms: p99 "))
+        );
+    }
+
+    #[test]
+    fn fail_on_names_every_step_that_breached() {
+        let t = Thresholds {
+            stop_on: vec![],
+            stop_after: 1,
+            fail_on: vec!["p50>=20ms".parse().unwrap(), "failed>1%".parse().unwrap()],
+        };
+        let mut w = watch(&t);
+        for (i, ms) in [5, 30, 10, 20].into_iter().enumerate() {
+            w.judge(&mut step(ms), i + 1);
+        }
+        assert_eq!(w.stop, None, "--fail-on never ends the ramp");
+        let got: Vec<(usize, &str)> = w
+            .breaches
+            .iter()
+            .map(|b| (b.step, b.expression.as_str()))
+            .collect();
+        assert_eq!(got, vec![(2, "p50>=20ms"), (4, "p50>=20ms")]);
+    }
+}
