@@ -927,6 +927,40 @@ mod tests {
     }
 
     #[test]
+    fn thresholds_from_a_plan_file_or_the_flags() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("plan.toml");
+        std::fs::write(
+            &p,
+            "url = \"http://127.0.0.1:9/\"\nsteps = [1]\nstop_on = [\"p99 > 1s\"]\nstop_after = 2\nfail_on = [\"failed>1%\"]\n",
+        )
+        .unwrap();
+        let c = resolve(args(p.to_str().unwrap())).unwrap();
+        assert_eq!(c.thresholds.stop_on[0].to_string(), "p99>1s");
+        assert_eq!(c.thresholds.stop_after, 2);
+        assert_eq!(c.echo["fail_on"][0], "failed>1%");
+        // The flags replace the file's list.
+        let mut a = args(p.to_str().unwrap());
+        a.stop_on = vec!["mean>=2ms".into()];
+        assert_eq!(
+            resolve(a).unwrap().echo["stop_on"],
+            serde_json::json!(["mean>=2ms"])
+        );
+        std::fs::write(
+            &p,
+            "url = \"http://127.0.0.1:9/\"\nsteps = [1]\nfail_on = [\"p99>\"]\n",
+        )
+        .unwrap();
+        let e = resolve(args(p.to_str().unwrap())).unwrap_err().to_string();
+        assert!(
+            e.starts_with(
+                "--fail-on 'p99>': expected a number after '>', found the end at column 5\n"
+            ),
+            "{e}"
+        );
+    }
+
+    #[test]
     fn durations_parse_both_ways() {
         assert_eq!(parse_duration("x", "10s").unwrap(), Duration::from_secs(10));
         assert_eq!(
