@@ -346,24 +346,36 @@ mod tests {
         took[took.len() / 2]
     }
 
+    /// The lowest of three measurements: a busy box only ever makes a reply later, so one quick
+    /// measurement shows what the target adds, and a slow one may be the box.
+    async fn best_of_three<F: std::future::Future<Output = f64>>(measure: impl Fn() -> F) -> f64 {
+        let mut best = f64::INFINITY;
+        for _ in 0..3 {
+            best = best.min(measure().await);
+        }
+        best
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
     async fn the_delay_was_rounded_up_to_the_next_timer_tick() {
-        // tokio's timer made a 2 ms delay 3.1 ms and a 20 ms one about 21 ms. Bounds are generous
-        // for a loaded box: a late wake-up is what is measured, not a fast one.
-        let p50 = p50_ms(Duration::from_millis(2), None, 100).await;
+        // tokio's timer made a 2 ms delay 3.1 ms and a 20 ms one about 21 ms.
+        let p50 = best_of_three(|| p50_ms(Duration::from_millis(2), None, 100)).await;
         assert!((2.0..2.6).contains(&p50), "--delay 2ms: p50 {p50:.3} ms");
-        let p50 = p50_ms(Duration::from_millis(20), None, 30).await;
+        let p50 = best_of_three(|| p50_ms(Duration::from_millis(20), None, 30)).await;
         assert!((20.0..21.0).contains(&p50), "--delay 20ms: p50 {p50:.3} ms");
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
     async fn capacity_far_above_the_load_added_a_timer_tick() {
-        let none = p50_ms(Duration::ZERO, None, 300).await;
-        let capped = p50_ms(Duration::ZERO, Some(100_000.0), 300).await;
+        // Measured in pairs, so both sides of a pair see the same load.
+        let added = best_of_three(|| async {
+            let none = p50_ms(Duration::ZERO, None, 300).await;
+            p50_ms(Duration::ZERO, Some(100_000.0), 300).await - none
+        })
+        .await;
         assert!(
-            capped - none < 0.5,
-            "--capacity 100000 adds {:.3} ms at p50 (p50 {capped:.3} ms, {none:.3} ms without)",
-            capped - none
+            added < 0.5,
+            "--capacity 100000 adds {added:.3} ms at p50 over none"
         );
     }
 }
