@@ -9,7 +9,7 @@ use clap::{Args, Parser, Subcommand};
     name = "stampede",
     version,
     about = "Distributed HTTP load testing: ramp load in steps, merge every agent's histograms, and say when a result cannot be trusted",
-    after_help = "Exit codes: 0 every step ran, 1 the run failed or was aborted, 2 usage or configuration error."
+    after_help = "Exit codes: 0 every step ran (or --stop-on ended the ramp), 1 the run failed or was aborted, 2 usage or configuration error, 3 a --fail-on expression was breached."
 )]
 pub struct Cli {
     #[command(subcommand)]
@@ -188,6 +188,18 @@ pub struct RunArgs {
     /// No progress on stderr.
     #[arg(long, short = 'q')]
     pub quiet: bool,
+    /// End the ramp once a step breaches EXPR: p50|p90|p99|p999|max|mean with ms/s/us, failed or errors
+    /// in %, ok_rate in % of demanded or /s; < <= > >=. E.g. p99>500ms, failed>5%, ok_rate<95%
+    /// (repeatable: any of them).
+    #[arg(long = "stop-on", value_name = "EXPR")]
+    pub stop_on: Vec<String>,
+    /// Steps in a row that must breach a --stop-on before the ramp ends (default 1).
+    #[arg(long, value_name = "N")]
+    pub stop_after: Option<u32>,
+    /// Exit with code 3 after the run (outputs written) if any step breached EXPR (the --stop-on
+    /// grammar; repeatable), like k6 thresholds for CI.
+    #[arg(long = "fail-on", value_name = "EXPR")]
+    pub fail_on: Vec<String>,
 }
 
 #[derive(Debug, Args, Clone)]

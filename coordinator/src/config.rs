@@ -44,6 +44,13 @@ pub enum ConfigError {
         path: PathBuf,
         source: std::io::Error,
     },
+    /// A --stop-on/--fail-on expression that does not parse: the message, then the expression with a
+    /// caret under the bad part.
+    #[error("{flag} '{}': {source}\n{}", source.input, source.pointer())]
+    Condition {
+        flag: &'static str,
+        source: shared::condition::ConditionError,
+    },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -173,6 +180,8 @@ pub struct RunConfig {
     pub host: String,
     /// The plan as the user gave it, echoed into run.json.
     pub echo: serde_json::Value,
+    /// --stop-on, --stop-after, --fail-on.
+    pub thresholds: crate::run::Thresholds,
 }
 
 /// A plan file: the same settings as the flags, snake_case, unknown keys refused.
@@ -210,6 +219,11 @@ pub struct PlanFile {
     pub format: Option<String>,
     pub seed: Option<u64>,
     pub quiet: Option<bool>,
+    #[serde(default)]
+    pub stop_on: Vec<String>,
+    pub stop_after: Option<u32>,
+    #[serde(default)]
+    pub fail_on: Vec<String>,
 }
 
 /// One string or a list of them; each is parsed as the flag's value would be.
@@ -622,7 +636,11 @@ pub fn resolve(args: RunArgs) -> Result<RunConfig, ConfigError> {
         }
     }
     let host = plan.workload.origin().host.clone();
-    let echo = echo(&plan, threads);
+    let mut echo = echo(&plan, threads);
+    let thresholds = thresholds(&args.stop_on, args.stop_after, &args.fail_on, &file, &plan)?;
+    echo["stop_on"] = thresholds.stop_on.iter().map(ToString::to_string).collect();
+    echo["stop_after"] = thresholds.stop_after.into();
+    echo["fail_on"] = thresholds.fail_on.iter().map(ToString::to_string).collect();
     Ok(RunConfig {
         agents,
         join,
@@ -640,6 +658,64 @@ pub fn resolve(args: RunArgs) -> Result<RunConfig, ConfigError> {
         seed: args.seed.or(file.seed).unwrap_or(1),
         host,
         echo,
+        thresholds,
+    })
+}
+
+/// --stop-on, --stop-after and --fail-on (flags, or else the plan file's), parsed and checked against
+/// the plan: a share of the demanded rate needs a model that demands one.
+fn thresholds(
+    stop_on: &[String],
+    stop_after: Option<u32>,
+    fail_on: &[String],
+    file: &PlanFile,
+    plan: &Plan,
+) -> Result<crate::run::Thresholds, ConfigError> {
+    let pick = |flag: &[String], f: &[String]| {
+        if flag.is_empty() {
+            f.to_vec()
+        } else {
+            flag.to_vec()
+        }
+    };
+    let parse = |flag: &'static str, list: Vec<String>| {
+        list.iter()
+            .map(|text| {
+                let c = shared::condition::parse(text)
+                    .map_err(|source| ConfigError::Condition { flag, source })?;
+                if c.needs_demanded_rate() && plan.model == LoadModel::Concurrency {
+                    return Err(ConfigError::Conflict(format!(
+                        "{flag} '{text}': the concurrency model demands no rate; write ok_rate in /s (e.g. {}<{}/s)",
+                        c.metric.name(),
+                        c.threshold.value
+                    )));
+                }
+                Ok(c)
+            })
+            .collect::<Result<Vec<_>, _>>()
+    };
+    let stop_on = parse("--stop-on", pick(stop_on, &file.stop_on))?;
+    let fail_on = parse("--fail-on", pick(fail_on, &file.fail_on))?;
+    let stop_after = match stop_after.or(file.stop_after) {
+        None => 1,
+        Some(0) => {
+            return Err(PlanError::NotPositive {
+                what: "--stop-after",
+                value: "0".into(),
+            }
+            .into());
+        }
+        Some(_) if stop_on.is_empty() => {
+            return Err(ConfigError::Conflict(
+                "--stop-after counts steps that breach a --stop-on: give --stop-on EXPR too".into(),
+            ));
+        }
+        Some(n) => n,
+    };
+    Ok(crate::run::Thresholds {
+        stop_on,
+        stop_after,
+        fail_on,
     })
 }
 
@@ -866,6 +942,40 @@ mod tests {
             let e = resolve(a).unwrap_err().to_string();
             assert!(e.contains("without a token: add --token-file FILE"), "{e}");
         }
+    }
+
+    #[test]
+    fn thresholds_from_a_plan_file_or_the_flags() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("plan.toml");
+        std::fs::write(
+            &p,
+            "url = \"http://127.0.0.1:9/\"\nsteps = [1]\nstop_on = [\"p99 > 1s\"]\nstop_after = 2\nfail_on = [\"failed>1%\"]\n",
+        )
+        .unwrap();
+        let c = resolve(args(p.to_str().unwrap())).unwrap();
+        assert_eq!(c.thresholds.stop_on[0].to_string(), "p99>1s");
+        assert_eq!(c.thresholds.stop_after, 2);
+        assert_eq!(c.echo["fail_on"][0], "failed>1%");
+        // The flags replace the file's list.
+        let mut a = args(p.to_str().unwrap());
+        a.stop_on = vec!["mean>=2ms".into()];
+        assert_eq!(
+            resolve(a).unwrap().echo["stop_on"],
+            serde_json::json!(["mean>=2ms"])
+        );
+        std::fs::write(
+            &p,
+            "url = \"http://127.0.0.1:9/\"\nsteps = [1]\nfail_on = [\"p99>\"]\n",
+        )
+        .unwrap();
+        let e = resolve(args(p.to_str().unwrap())).unwrap_err().to_string();
+        assert!(
+            e.starts_with(
+                "--fail-on 'p99>': expected a number after '>', found the end at column 5\n"
+            ),
+            "{e}"
+        );
     }
 
     #[test]

@@ -19,8 +19,9 @@ use bytes::Bytes;
 use crate::cli::Command;
 use crate::run::Stop;
 
-/// What a command ended with, as the process exit code: 0 all steps ran, 1 failed or aborted, 2 usage.
-/// `stop.drain` is the first Ctrl-C, `stop.now` the second (see [`Stop`]).
+/// What a command ended with, as the process exit code: 0 all steps ran (or --stop-on ended the ramp),
+/// 1 failed or aborted, 2 usage, 3 a --fail-on expression was breached. `stop.drain` is the first
+/// Ctrl-C, `stop.now` the second (see [`Stop`]).
 pub async fn execute(command: Command, stop: Stop) -> u8 {
     match command {
         Command::Run(args) => match config::resolve(*args) {
@@ -117,15 +118,31 @@ struct StdoutError(std::io::Error);
 fn finish(outcome: Result<run::RunOutcome, run::RunError>) -> u8 {
     match outcome {
         Ok(o) => {
-            let text = format!(
-                "{}answer: {}\nresults: {}\n",
-                progress::table(&o.steps),
+            let mut text = progress::table(&o.steps);
+            if let Some(s) = &o.stopped {
+                let not_run: Vec<String> = s.not_run.iter().map(f64::to_string).collect();
+                text.push_str(&format!(
+                    "stopped after step {} (--stop-on): {}; not run: {}\n",
+                    s.after_step,
+                    s.because,
+                    not_run.join(", ")
+                ));
+            }
+            text.push_str(&format!(
+                "answer: {}\nresults: {}\n",
                 shared::report::summarize_run(&o.steps).answer,
                 o.dir.display()
-            );
+            ));
             if let Err(e) = print_out(&text) {
                 eprintln!("stampede: {e}; the results are in {}", o.dir.display());
                 return 1;
+            }
+            // Printed after the outputs are written, so CI keeps them whatever the exit code.
+            for b in &o.breaches {
+                eprintln!(
+                    "stampede: --fail-on {}: step {} ({}): {}",
+                    b.expression, b.step, b.step_value, b.because
+                );
             }
             if o.aborted {
                 eprintln!(
@@ -133,6 +150,8 @@ fn finish(outcome: Result<run::RunOutcome, run::RunError>) -> u8 {
                     o.dir.display()
                 );
                 1
+            } else if !o.breaches.is_empty() {
+                3
             } else {
                 0
             }

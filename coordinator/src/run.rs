@@ -7,6 +7,7 @@ use std::time::{Duration, SystemTime};
 use proto::pb;
 use proto::pb::agent_message::Kind as Up;
 use proto::pb::coordinator_message::Kind as Down;
+use shared::condition::{Condition, Observed};
 use shared::histogram;
 use shared::report::{self, AgentInput, StepInput, StepResult};
 use shared::verdict::{Server, Verdict};
@@ -74,6 +75,89 @@ pub struct RunOutcome {
     pub dir: PathBuf,
     pub steps: Vec<StepResult>,
     pub aborted: bool,
+    /// Why --stop-on ended the ramp before its last step.
+    pub stopped: Option<Stopped>,
+    /// Every --fail-on expression a step breached, in step order.
+    pub breaches: Vec<Breach>,
+}
+
+/// `--stop-on`, `--stop-after` and `--fail-on`, resolved.
+#[derive(Debug, Clone)]
+pub struct Thresholds {
+    pub stop_on: Vec<Condition>,
+    /// Steps in a row that must breach some `stop_on` condition (at least 1).
+    pub stop_after: u32,
+    pub fail_on: Vec<Condition>,
+}
+
+/// Why the ramp ended early (run.json's `stopped`).
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Stopped {
+    /// Counted from 1, as the table counts.
+    pub after_step: usize,
+    pub because: String,
+    /// The values of the steps that were planned but not run.
+    pub not_run: Vec<f64>,
+}
+
+/// A --fail-on expression that a step breached (run.json's `fail_on`).
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Breach {
+    pub step: usize,
+    pub step_value: f64,
+    pub expression: String,
+    pub because: String,
+}
+
+/// Applies the thresholds to each finished step; owns the count of breaching steps in a row.
+struct Watch<'a> {
+    thresholds: &'a Thresholds,
+    streak: u32,
+    breaches: Vec<Breach>,
+    /// Set by the step that ends the ramp: why.
+    stop: Option<String>,
+    /// The lowest median of the finished steps whose server was ok (see [`baseline_p50`]): what
+    /// the next step's queueing is judged against.
+    baseline_p50_ms: Option<f64>,
+}
+
+impl Watch<'_> {
+    /// Judges a finished step before it is written, so its notes name every breach; sets `stop` once
+    /// --stop-after steps in a row breached some --stop-on.
+    fn judge(&mut self, r: &mut StepResult, step: usize) {
+        let seen = Observed::of(r);
+        let t = self.thresholds;
+        let mut stop = Vec::new();
+        for c in &t.stop_on {
+            if let Some(because) = c.holds_because(&seen) {
+                r.notes.push(format!("--stop-on {c}: {because}"));
+                stop.push(because);
+            }
+        }
+        for c in &t.fail_on {
+            if let Some(because) = c.holds_because(&seen) {
+                r.notes.push(format!("--fail-on {c}: {because}"));
+                self.breaches.push(Breach {
+                    step,
+                    step_value: r.step_value,
+                    expression: c.to_string(),
+                    because,
+                });
+            }
+        }
+        if stop.is_empty() {
+            self.streak = 0;
+            return;
+        }
+        self.streak += 1;
+        if self.streak >= t.stop_after {
+            let mut because = stop.join("; ");
+            if t.stop_after > 1 {
+                because.push_str(&format!(" ({} steps in a row)", self.streak));
+            }
+            self.stop = Some(because);
+        }
+    }
 }
 
 /// How a run is asked to stop. `drain` (the first Ctrl-C) aborts the running step and lets its
@@ -115,6 +199,14 @@ async fn run_in(cfg: RunConfig, stop: Stop) -> Result<RunOutcome, RunError> {
     let progress = Progress::new(cfg.quiet, total);
     let mut results = Vec::new();
     let mut aborted = false;
+    let mut watch = Watch {
+        thresholds: &cfg.thresholds,
+        streak: 0,
+        breaches: Vec::new(),
+        stop: None,
+        baseline_p50_ms: None,
+    };
+    let mut stopped = None;
     let outcome = async {
         for index in 0..cfg.plan.steps.len() {
             if stop.drain.is_cancelled() || stop.now.is_cancelled() {
@@ -123,9 +215,9 @@ async fn run_in(cfg: RunConfig, stop: Stop) -> Result<RunOutcome, RunError> {
             }
             // Dropping the step at an await leaves no half of it on disk: it is written in one
             // synchronous call at its end.
-            let baseline = baseline_p50(&results);
+            watch.baseline_p50_ms = baseline_p50(&results);
             let step = tokio::select! {
-                step = run_step(&mut fleet, &cfg, index, baseline, &stop.drain, &progress, &mut out) => step?,
+                step = run_step(&mut fleet, &cfg, index, &stop.drain, &progress, &mut out, &mut watch) => step?,
                 _ = stop.now.cancelled() => {
                     aborted = true;
                     break;
@@ -133,15 +225,37 @@ async fn run_in(cfg: RunConfig, stop: Stop) -> Result<RunOutcome, RunError> {
             };
             let (r, stop_run) = step;
             aborted |= r.aborted || stop_run;
+            let because = watch.stop.take();
             results.push(r);
             out.summarize(&report::summarize_run(&results))?;
             if aborted {
+                break;
+            }
+            let not_run = &cfg.plan.steps[index + 1..];
+            if let Some(because) = because.filter(|_| !not_run.is_empty()) {
+                eprintln!(
+                    "stampede: stopping after step {} of {} (--stop-on): {because}; not run: {}",
+                    index + 1,
+                    cfg.plan.steps.len(),
+                    not_run
+                        .iter()
+                        .map(f64::to_string)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                );
+                stopped = Some(Stopped {
+                    after_step: index + 1,
+                    because,
+                    not_run: not_run.to_vec(),
+                });
                 break;
             }
         }
         Ok::<_, RunError>(())
     }
     .await;
+    out.record("stopped", &stopped);
+    out.record("fail_on", &watch.breaches);
     let status = match &outcome {
         Ok(()) if aborted => "aborted",
         Ok(()) => "completed",
@@ -155,6 +269,8 @@ async fn run_in(cfg: RunConfig, stop: Stop) -> Result<RunOutcome, RunError> {
         dir: out.dir().to_path_buf(),
         steps: results,
         aborted,
+        stopped,
+        breaches: watch.breaches,
     })
 }
 
@@ -351,10 +467,10 @@ async fn run_step(
     fleet: &mut Fleet,
     cfg: &RunConfig,
     index: usize,
-    baseline_p50_ms: Option<f64>,
     shutdown: &CancellationToken,
     progress: &Progress,
     out: &mut Output,
+    watch: &mut Watch<'_>,
 ) -> Result<(StepResult, bool), RunError> {
     let plan = &cfg.plan;
     let policy = cfg.on_agent_loss;
@@ -578,9 +694,10 @@ async fn run_step(
         mark_lost: policy != LossPolicy::Continue,
         start_skew,
         ok_status: &plan.workload.ok_status,
-        baseline_p50_ms,
+        baseline_p50_ms: watch.baseline_p50_ms,
     });
     result.notes.extend(warnings);
+    watch.judge(&mut result, index + 1);
     progress.step_done(&result, plan.steps.len());
     let names: Vec<String> = fleet.agents.iter().map(|a| a.name.clone()).collect();
     out.write_step(&result, started, hlog.intervals(), &names)?;
@@ -614,4 +731,91 @@ fn show_progress(
         p99_ms: histogram::us_to_ms(seq.p99_us),
         errors,
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use shared::metrics::Snapshot;
+
+    /// A finished step of 100 requests, all answered in `latency_ms`.
+    fn step(latency_ms: u64) -> StepResult {
+        let mut s = Snapshot::default();
+        s.counters.requests = 100;
+        s.counters.replies = 100;
+        s.counters.ok = 100;
+        s.hist.latency.record_n(latency_ms * 1000, 100).unwrap();
+        report::summarize(&StepInput {
+            number: 1,
+            model: shared::plan::LoadModel::Requests,
+            value: 100.0,
+            demanded_rate: Some(100.0),
+            duration: Duration::from_secs(1),
+            total: &s,
+            series: &[],
+            agents: vec![],
+            aborted: false,
+            mark_lost: true,
+            start_skew: None,
+            ok_status: &shared::status::StatusSet::default(),
+            baseline_p50_ms: None,
+        })
+    }
+
+    fn watch(t: &Thresholds) -> Watch<'_> {
+        Watch {
+            thresholds: t,
+            streak: 0,
+            breaches: Vec::new(),
+            stop: None,
+            baseline_p50_ms: None,
+        }
+    }
+
+    #[test]
+    fn stop_after_n_ended_the_ramp_at_the_first_breach() {
+        let t = Thresholds {
+            stop_on: vec!["p99>500ms".parse().unwrap()],
+            stop_after: 2,
+            fail_on: vec![],
+        };
+        let mut w = watch(&t);
+        // A breach, a recovery, then two in a row: only the second of those ends the ramp.
+        for (i, ms) in [800, 10, 800].into_iter().enumerate() {
+            w.judge(&mut step(ms), i + 1);
+            assert_eq!(w.stop, None, "step {}", i + 1);
+        }
+        let mut r = step(900);
+        w.judge(&mut r, 4);
+        let because = w.stop.take().unwrap();
+        assert!(
+            because.starts_with("p99 ") && because.ends_with("ms > 500 ms (2 steps in a row)"),
+            "{because}"
+        );
+        assert!(
+            r.notes
+                .iter()
+                .any(|n| n.starts_with("--stop-on p99>500ms: p99 "))
+        );
+    }
+
+    #[test]
+    fn fail_on_names_every_step_that_breached() {
+        let t = Thresholds {
+            stop_on: vec![],
+            stop_after: 1,
+            fail_on: vec!["p50>=20ms".parse().unwrap(), "failed>1%".parse().unwrap()],
+        };
+        let mut w = watch(&t);
+        for (i, ms) in [5, 30, 10, 20].into_iter().enumerate() {
+            w.judge(&mut step(ms), i + 1);
+        }
+        assert_eq!(w.stop, None, "--fail-on never ends the ramp");
+        let got: Vec<(usize, &str)> = w
+            .breaches
+            .iter()
+            .map(|b| (b.step, b.expression.as_str()))
+            .collect();
+        assert_eq!(got, vec![(2, "p50>=20ms"), (4, "p50>=20ms")]);
+    }
 }
