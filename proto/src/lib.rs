@@ -93,6 +93,7 @@ impl From<&StepShare> for pb::PrepareStep {
                     count: s.count,
                 })
                 .collect(),
+            max_requests: s.max_requests.map_or(0, NonZeroU64::get),
         }
     }
 }
@@ -133,7 +134,8 @@ impl TryFrom<&pb::PrepareStep> for StepShare {
             limit,
             arrival,
             p.seed,
-        )?)
+        )?
+        .with_max_requests(p.max_requests)?)
     }
 }
 
@@ -380,6 +382,7 @@ mod tests {
             max_connections: NonZeroU32::new(100).unwrap(),
             limit: StepLimit::Connections(NonZeroU64::new(500).unwrap()),
             arrival: Arrival::Poisson,
+            max_requests: None,
             seed: 77,
         };
         let back = StepShare::try_from(&pb::PrepareStep::from(&s)).unwrap();

@@ -9,6 +9,7 @@ pub mod plan;
 pub mod report;
 pub mod rng;
 pub mod schedule;
+pub mod usage;
 pub mod verdict;
 
 /// The stampede version every binary reports.
