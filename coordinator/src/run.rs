@@ -88,7 +88,8 @@ pub async fn run(cfg: RunConfig, shutdown: CancellationToken) -> Result<RunOutco
             false,
         )
         .await?;
-    let warnings = announce(&fleet, &warnings);
+    let mut warned = Warned::default();
+    let warnings = warned.announce(&fleet, &warnings);
 
     check_limits(&fleet, &cfg)?;
     let mut out = Output::create(&cfg, &fleet.infos(), &warnings)?;
@@ -101,8 +102,16 @@ pub async fn run(cfg: RunConfig, shutdown: CancellationToken) -> Result<RunOutco
                 aborted = true;
                 break;
             }
-            let (r, stop) =
-                run_step(&mut fleet, &cfg, index, &shutdown, &progress, &mut out).await?;
+            let (r, stop) = run_step(
+                &mut fleet,
+                &cfg,
+                index,
+                &shutdown,
+                &progress,
+                &mut out,
+                &mut warned,
+            )
+            .await?;
             aborted |= r.aborted || stop;
             results.push(r);
             if aborted {
@@ -185,17 +194,47 @@ fn check_source_addrs(fleet: &Fleet, cfg: &RunConfig) -> Result<(), RunError> {
     }
 }
 
-/// Prints the agents' warnings on stderr (whatever --quiet says: they explain a result, they are not
-/// progress) and returns them as notes, each naming its agent.
-fn announce(fleet: &Fleet, warnings: &[(usize, String)]) -> Vec<String> {
-    warnings
-        .iter()
-        .map(|(i, w)| {
-            let agent = &fleet.agents[*i].name;
-            eprintln!("stampede: warning from agent {agent}: {w}");
-            format!("agent {agent}: {w}")
-        })
-        .collect()
+/// The capacity risks (an agent's "may hold up to" warnings) already told on stderr in this run: an
+/// ordinary ramp has one on every step, and repeating them buries everything else.
+#[derive(Default)]
+struct Warned(std::collections::HashSet<(usize, &'static str)>);
+
+impl Warned {
+    /// Prints the agents' warnings on stderr (whatever --quiet says: they explain a result, they are
+    /// not progress), a capacity risk once per agent and run, and returns all of them as notes, each
+    /// naming its agent: every step's notes keep their own.
+    fn announce(&mut self, fleet: &Fleet, warnings: &[(usize, String)]) -> Vec<String> {
+        warnings
+            .iter()
+            .map(|(i, w)| {
+                let agent = &fleet.agents[*i].name;
+                let first = match risk(w) {
+                    Some(kind) => self.0.insert((*i, kind)),
+                    None => true,
+                };
+                if first {
+                    let later = if risk(w).is_some() {
+                        " (said once per run; later steps' notes name theirs)"
+                    } else {
+                        ""
+                    };
+                    eprintln!("stampede: warning from agent {agent}: {w}{later}");
+                }
+                format!("agent {agent}: {w}")
+            })
+            .collect()
+    }
+}
+
+/// Which capacity risk an agent's step warning is, by the failure it predicts.
+fn risk(warning: &str) -> Option<&'static str> {
+    if !warning.contains("may hold up to") {
+        return None;
+    }
+    ["fd-unavailable", "addr-unavailable"]
+        .into_iter()
+        .find(|class| warning.contains(class))
+        .or(Some("capacity"))
 }
 
 /// An agent's share of the load: its --agent-weights entry, or its cores.
@@ -264,6 +303,7 @@ async fn run_step(
     shutdown: &CancellationToken,
     progress: &Progress,
     out: &mut Output,
+    warned: &mut Warned,
 ) -> Result<(StepResult, bool), RunError> {
     let plan = &cfg.plan;
     let policy = cfg.on_agent_loss;
@@ -291,7 +331,7 @@ async fn run_step(
         }
     };
     // What the agents warned of when they accepted the step goes on stderr now and into its notes.
-    let warnings = announce(fleet, &warnings);
+    let warnings = warned.announce(fleet, &warnings);
     let mut lost: Vec<usize> = before.into_iter().filter(|i| !who.contains(i)).collect();
     fleet.sync_clocks(&who).await;
     if who.iter().any(|&i| !fleet.agents[i].alive) && !tolerate {
