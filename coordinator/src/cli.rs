@@ -264,8 +264,7 @@ settings! {
         #[arg(long, help_heading = LOAD)]
         pub steps: Option<Steps>,
         /// Length of each step, e.g. 10s (autobench: const_test_time, in seconds; wrk -d, oha -z).
-        #[arg(long, short = 'd', visible_alias = "duration", alias = "const_test_time",
-              alias = "const-test-time", short_alias = 'z', default_value = "10s",
+        #[arg(long, short = 'd', visible_aliases = ["duration", "const-test-time"], alias = "const_test_time", short_alias = 'z', default_value = "10s",
               allow_hyphen_values = true, help_heading = LOAD)]
         #[serde(alias = "const_test_time", alias = "duration")]
         pub step_duration: Option<DurationText>,
