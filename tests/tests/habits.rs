@@ -196,7 +196,15 @@ fn agent_logs_were_coloured_off_a_terminal() {
     stderr.read_line(&mut first).unwrap();
     let addr = first.split("listening on ").nth(1).unwrap();
     let addr = addr.split_whitespace().next().unwrap().to_string();
-    let ran = run_ok(&[&target.url(), "--steps", "5", "-d", "1s", "--agents", &addr]);
+    let ran = run_ok(&[
+        &target.url(),
+        "--steps",
+        "5",
+        "--step-duration",
+        "1s",
+        "--agents",
+        &addr,
+    ]);
     assert_eq!(ran.steps().len(), 1);
     std::thread::sleep(std::time::Duration::from_millis(500));
     let _ = agent.kill();
