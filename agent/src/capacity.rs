@@ -406,6 +406,7 @@ mod tests {
             max_connections: NonZeroU32::new(max).unwrap(),
             limit: StepLimit::Duration(Duration::from_secs(secs)),
             arrival: Arrival::Uniform,
+            max_requests: None,
             seed: 0,
         }
     }

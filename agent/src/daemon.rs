@@ -107,9 +107,15 @@ impl Agent for Service {
                         }
                     }
                     Ok(None) => break,
-                    Err(status) => {
+                    Err(status) if refused_message(&status) => {
                         // Oversized or undecodable: the session ends, the daemon keeps serving.
                         tracing::warn!(peer = ?peer, %status, "Refused a message from the coordinator");
+                        break;
+                    }
+                    Err(status) => {
+                        // The coordinator went away (its process ended, its connection closed):
+                        // the ordinary end of a session, not a warning.
+                        tracing::debug!(peer = ?peer, %status, "Coordinator stream closed");
                         break;
                     }
                 }
@@ -271,6 +277,17 @@ pub async fn run(cfg: DaemonConfig, shutdown: CancellationToken) -> Result<(), D
         }
     );
     serve(listener, &cfg, shutdown).await
+}
+
+/// Whether a stream error is a message the agent refused (too large, not protobuf), as opposed to the
+/// stream simply ending.
+fn refused_message(status: &tonic::Status) -> bool {
+    // tonic reports an h2 reset as Internal too; only its decoder's Internal names the message.
+    match status.code() {
+        tonic::Code::OutOfRange => true,
+        tonic::Code::Internal => status.message().contains("decode"),
+        _ => false,
+    }
 }
 
 #[cfg(test)]

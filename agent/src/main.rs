@@ -1,4 +1,5 @@
 //! The `stampede-agent` binary: parse, set up logging and the runtime, serve coordinators until a signal.
+use std::io::IsTerminal;
 use std::net::SocketAddr;
 use std::process::ExitCode;
 
@@ -30,10 +31,10 @@ struct Args {
     #[arg(long)]
     max_connections: Option<u32>,
     /// Longest step this agent will run, e.g. 5m.
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     max_step_duration: Option<humantime::Duration>,
     /// Longest run (sum of its steps) this agent will run per coordinator session, e.g. 1h.
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     max_run_duration: Option<humantime::Duration>,
     /// This agent's certificate for mutual TLS on the control channel (from `stampede certs init`).
     #[arg(long)]
@@ -44,14 +45,24 @@ struct Args {
     /// The fleet's CA certificate: peers must present a certificate it signed.
     #[arg(long)]
     tls_ca: Option<std::path::PathBuf>,
-    /// Worker threads (default: one per core).
+    /// Worker threads [default: one per core].
     #[arg(long)]
     threads: Option<usize>,
 }
 
 fn main() -> ExitCode {
-    let args = Args::parse();
+    // The same front door as `stampede`: clap's help as it is, its errors in one line, exit 2.
+    let args = match Args::try_parse() {
+        Ok(a) => a,
+        Err(e) if shared::usage::is_display(&e) => e.exit(),
+        Err(e) => {
+            eprintln!("stampede-agent: {}", shared::usage::one_line(&e, |_| None));
+            return ExitCode::from(2);
+        }
+    };
     tracing_subscriber::fmt()
+        // Colour codes only for a person at a terminal, not in a log file or a pipe.
+        .with_ansi(std::io::stderr().is_terminal())
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("STAMPEDE_LOG")
                 .unwrap_or_else(|_| "info".into()),

@@ -225,6 +225,7 @@ mod tests {
             max_connections: NonZeroU32::new(10).unwrap(),
             limit: StepLimit::Duration(Duration::from_secs(secs)),
             arrival: Arrival::Uniform,
+            max_requests: None,
             seed: 0,
         }
     }

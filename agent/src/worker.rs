@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use shared::metrics::{ErrorClass, Snapshot};
-use shared::plan::{LoadModel, StepShare};
+use shared::plan::{LoadModel, StepShare, split_proportional};
 use shared::rng::Rng;
 use shared::schedule::{Merged, Slice, even_share};
 use tokio::sync::{Notify, mpsc};
@@ -75,6 +75,8 @@ struct Ctx {
     began: Cell<Option<Instant>>,
     in_flight: Cell<usize>,
     idle: Notify,
+    /// Requests this worker's closed loops may still start (ab's `-n`); `u64::MAX` for no count.
+    budget: Cell<u64>,
 }
 
 impl Ctx {
@@ -192,12 +194,16 @@ pub async fn run(job: Job) {
         began: Cell::new(None),
         in_flight: Cell::new(0),
         idle: Notify::new(),
+        budget: Cell::new(u64::MAX),
     });
+    // A count-limited step can end before its deadline; the ticker then stops with the work.
+    let finished = CancellationToken::new();
 
     // Intervals: swap the snapshot at start + 1 s, + 2 s, ... up to the deadline.
     let ticker = {
         let (rec, out, cancel, worker) =
             (rec.clone(), job.out.clone(), job.cancel.clone(), job.worker);
+        let finished = finished.clone();
         let start = job.start;
         tokio::task::spawn_local(async move {
             // Whatever happened before the start instant (nothing should) belongs to the first interval.
@@ -210,6 +216,7 @@ pub async fn run(job: Job) {
                 tokio::select! {
                     _ = sleep_until(tick) => {}
                     _ = cancel.cancelled() => break,
+                    _ = finished.cancelled() => break,
                 }
                 let snapshot = rec.swap();
                 if out
@@ -271,8 +278,15 @@ pub async fn run(job: Job) {
             pool.close();
         }
         LoadModel::Concurrency => {
-            let n = even_share(u64::from(share.connections), job.workers, job.worker);
-            for _ in 0..n {
+            let per_worker: Vec<u64> = (0..job.workers)
+                .map(|w| even_share(u64::from(share.connections), job.workers, w))
+                .collect();
+            if let Some(total) = share.max_requests {
+                // In proportion to the connections, so the workers' counts add up to the share.
+                ctx.budget
+                    .set(split_proportional(total.get(), &per_worker)[job.worker as usize]);
+            }
+            for _ in 0..per_worker[job.worker as usize] {
                 let task_ctx = ctx.clone();
                 spawn_tracked(&ctx, async move { closed_loop(&task_ctx).await });
             }
@@ -298,6 +312,7 @@ pub async fn run(job: Job) {
             }
         }
     }
+    finished.cancel();
     let _ = ticker.await;
     let snapshot = rec.swap();
     let _ = job
@@ -410,6 +425,11 @@ async fn closed_loop(ctx: &Ctx) {
                 return;
             }
         }
+        let left = ctx.budget.get();
+        if left == 0 {
+            return;
+        }
+        ctx.budget.set(left - 1);
         conn = ctx.request(conn.take(), Instant::now(), false).await.0;
     }
 }

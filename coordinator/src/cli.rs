@@ -2,7 +2,11 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
+use serde::Deserialize;
+use shared::plan::{Arrival, LoadModel, UrlOrder};
+
+use crate::config::{Format, LossPolicy};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -59,147 +63,406 @@ pub enum CertsCommand {
     },
 }
 
-#[derive(Debug, Args, Default)]
-pub struct RunArgs {
-    /// A plan file (TOML) or a target URL (http:// or https://).
-    #[arg(value_name = "PLAN|URL")]
-    pub plan_or_url: Option<String>,
+/// Declares the run's settings once: the struct clap parses the flags into and serde reads a plan
+/// file into (the same names, snake_case in the file), and `over`, the one place where flags and file
+/// meet. Adding a setting is one field here; its type says how it combines (`Merge`).
+macro_rules! settings {
+    ($(#[$sattr:meta])* pub struct $name:ident { $( $(#[$fattr:meta])* pub $field:ident : $ty:ty, )* }) => {
+        $(#[$sattr])*
+        pub struct $name { $( $(#[$fattr])* pub $field: $ty, )* }
 
-    /// Target URL.
-    #[arg(long, short = 'u')]
-    pub url: Option<String>,
-    /// HTTP method.
-    #[arg(long, short = 'm')]
-    pub method: Option<String>,
-    /// Extra request header, 'Name: value' (repeatable).
-    #[arg(long = "header", short = 'H', value_name = "NAME: VALUE")]
-    pub headers: Vec<String>,
-    /// Request body.
-    #[arg(long, conflicts_with = "body_file")]
-    pub body: Option<String>,
-    /// Request body read from a file.
-    #[arg(long)]
-    pub body_file: Option<PathBuf>,
-    /// File of URLs to send, one 'URL' or 'METHOD URL' per line (like siege -f).
-    #[arg(long)]
-    pub urls: Option<PathBuf>,
-    /// Order in which --urls are used: round-robin or random.
-    #[arg(long)]
-    pub urls_order: Option<String>,
+        impl $name {
+            /// These settings where they are set, `under`'s elsewhere.
+            pub fn over(self, under: Self) -> Self {
+                Self { $( $field: Merge::merge(self.$field, under.$field), )* }
+            }
 
-    /// Load model: connections (httperf: new connections per second), requests (wrk2: requests per
-    /// second over a keep-alive pool) or concurrency (wrk/ab: N connections, closed loop).
-    #[arg(long)]
-    pub model: Option<String>,
-    /// Arrival spacing for the open models: uniform or poisson.
-    #[arg(long)]
-    pub arrival: Option<String>,
-    /// First step's rate (or connection count for concurrency).
-    #[arg(long, alias = "low_rate")]
-    pub low_rate: Option<f64>,
-    /// Last step's rate.
-    #[arg(long, alias = "high_rate")]
-    pub high_rate: Option<f64>,
-    /// Increment between steps.
-    #[arg(long, alias = "rate_step")]
-    pub rate_step: Option<f64>,
-    /// Explicit step values instead of a ramp, e.g. 30,100,1000.
-    #[arg(long, value_delimiter = ',')]
-    pub steps: Option<Vec<f64>>,
-    /// Length of each step, e.g. 10s (autobench: const_test_time, in seconds).
-    #[arg(long, alias = "const_test_time", alias = "const-test-time")]
-    pub step_duration: Option<String>,
-    /// End each step after this many connections instead of a duration (connections model).
-    #[arg(long, alias = "num_conn")]
-    pub num_conn: Option<u64>,
-    /// Requests per connection (connections model).
-    #[arg(long, alias = "num_call")]
-    pub num_call: Option<u32>,
-    /// Largest keep-alive pool the requests model may open.
-    #[arg(long)]
-    pub max_connections: Option<u32>,
-    /// No complete reply within this long is a client-timeout error (default 5s).
-    #[arg(long)]
-    pub timeout: Option<String>,
-    /// Connect timeout (default: the --timeout).
-    #[arg(long)]
-    pub connect_timeout: Option<String>,
-    /// Accept any TLS certificate from the target (self-signed test servers).
-    #[arg(long)]
-    pub insecure: bool,
-    /// Reply statuses that count as served: codes and ranges, e.g. 200-399 (the default, like wrk and
-    /// k6) or 200,204,404. Any other status is a failure.
-    #[arg(long, value_name = "CODES")]
-    pub ok_status: Option<String>,
-    /// Local addresses new connections leave from, in turn (per agent worker thread): a list and/or
-    /// inclusive ranges, e.g. 127.0.0.1,127.0.0.2 or 127.0.0.1-127.0.0.8. Each address adds a full
-    /// ephemeral port range per destination. Every agent must have them.
-    #[arg(long, value_name = "ADDRS")]
-    pub source_addrs: Option<String>,
+            /// Forgets a value clap filled in from a `default_value` rather than from the command
+            /// line, so that a plan file's value is not overridden by a default.
+            fn unset(&mut self, id: &str) {
+                match id {
+                    $( stringify!($field) => self.$field = Default::default(), )*
+                    _ => {}
+                }
+            }
+        }
+    };
+}
 
-    /// Remote agents: host:port,host:port | @FILE (one per line, # comments) | dns://NAME:PORT (every
-    /// A/AAAA record is one agent). Without it, an embedded agent runs the load.
-    #[arg(long)]
-    pub agents: Option<String>,
-    /// Wait for agents to join (`stampede-agent --join`) on this address instead of dialing them.
-    #[arg(long, conflicts_with = "agents", requires = "expect_agents")]
-    pub listen: Option<std::net::SocketAddr>,
-    /// How many agents must join before the run starts (with --listen).
-    #[arg(long)]
-    pub expect_agents: Option<usize>,
-    /// How long to wait for them (default 60s).
-    #[arg(long)]
-    pub wait_agents: Option<String>,
-    /// Certificate for mutual TLS with remote agents (from `stampede certs init`).
-    #[arg(long)]
-    pub tls_cert: Option<PathBuf>,
-    /// Its private key.
-    #[arg(long)]
-    pub tls_key: Option<PathBuf>,
-    /// The fleet's CA certificate: agents must present a certificate it signed.
-    #[arg(long)]
-    pub tls_ca: Option<PathBuf>,
-    /// Bearer token for remote agents, read from this file (or set STAMPEDE_TOKEN).
-    #[arg(long)]
-    pub token_file: Option<PathBuf>,
-    /// When an agent is lost mid-run: abort the run, degrade (finish the step without it, mark it
-    /// degraded, re-split later steps) or continue (re-split without marking).
-    #[arg(long)]
-    pub on_agent_loss: Option<String>,
-    /// Share of the load per agent, in --agents order, e.g. 1,2,1 (default: their cores).
-    #[arg(long, value_delimiter = ',')]
-    pub agent_weights: Option<Vec<u64>>,
-    /// Worker threads of the embedded agent (default: one per core).
-    #[arg(long)]
-    pub threads: Option<usize>,
-    /// Output directory (default: a new stampede-results/<UTC timestamp>/, suffixed -2, -3... if
-    /// taken). One holding another run's files is refused unless --force.
-    #[arg(long)]
-    pub out: Option<PathBuf>,
-    /// Replace another run's files (run.json, steps.tsv/csv, hlog/) in --out instead of refusing.
-    #[arg(long)]
-    pub force: bool,
-    /// Table format: tsv or csv.
-    #[arg(long)]
-    pub format: Option<String>,
-    /// Seed for Poisson arrivals and random URL order.
-    #[arg(long)]
-    pub seed: Option<u64>,
-    /// No progress on stderr.
-    #[arg(long, short = 'q')]
-    pub quiet: bool,
-    /// End the ramp once a step breaches EXPR: p50|p90|p99|p999|max|mean with ms/s/us, failed or errors
-    /// in %, ok_rate in % of demanded or /s; < <= > >=. E.g. p99>500ms, failed>5%, ok_rate<95%
-    /// (repeatable: any of them).
-    #[arg(long = "stop-on", value_name = "EXPR")]
-    pub stop_on: Vec<String>,
-    /// Steps in a row that must breach a --stop-on before the ramp ends (default 1).
-    #[arg(long, value_name = "N")]
-    pub stop_after: Option<u32>,
-    /// Exit with code 3 after the run (outputs written) if any step breached EXPR (the --stop-on
-    /// grammar; repeatable), like k6 thresholds for CI.
-    #[arg(long = "fail-on", value_name = "EXPR")]
-    pub fail_on: Vec<String>,
+/// How one setting given in two places combines: a value wins over none, lists add up (the file's
+/// first), a switch is on if either turns it on.
+pub trait Merge {
+    fn merge(self, under: Self) -> Self;
+}
+
+impl<T> Merge for Option<T> {
+    fn merge(self, under: Self) -> Self {
+        self.or(under)
+    }
+}
+
+impl<T> Merge for Vec<T> {
+    fn merge(self, mut under: Self) -> Self {
+        under.extend(self);
+        under
+    }
+}
+
+impl Merge for bool {
+    fn merge(self, under: Self) -> Self {
+        self || under
+    }
+}
+
+/// A duration as written ("10s", "500ms", "2m", or seconds; a plan file may also give a number). It is
+/// checked in `config`, which names the setting in its message.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DurationText(pub String);
+
+impl std::str::FromStr for DurationText {
+    type Err = std::convert::Infallible;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Ok(DurationText(s.to_string()))
+    }
+}
+
+impl From<std::time::Duration> for DurationText {
+    fn from(d: std::time::Duration) -> Self {
+        DurationText(humantime::format_duration(d).to_string())
+    }
+}
+
+impl<'de> Deserialize<'de> for DurationText {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Either {
+            Text(String),
+            Secs(f64),
+        }
+        Ok(DurationText(match Either::deserialize(d)? {
+            Either::Text(s) => s,
+            Either::Secs(n) => n.to_string(),
+        }))
+    }
+}
+
+/// Step values: `30,100,1000` on the command line, `[30, 100, 1000]` in a plan file.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct Steps(pub Vec<f64>);
+
+impl std::str::FromStr for Steps {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        let parts: Vec<&str> = s.split(',').collect();
+        let count = parts.len();
+        parts
+            .iter()
+            .enumerate()
+            .map(|(i, p)| {
+                let p = p.trim();
+                if p.is_empty() {
+                    return Err(format!("empty step value (value {} of {count})", i + 1));
+                }
+                p.parse::<f64>()
+                    .map_err(|_| format!("step value '{p}' is not a number"))
+            })
+            .collect::<Result<Vec<_>, _>>()
+            .map(Steps)
+    }
+}
+
+/// A rate as wrk2/oha (`2000`) or vegeta (`50/1s`, `3000/1m`) write it, in requests per second.
+#[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
+pub struct Rate(pub f64);
+
+impl std::str::FromStr for Rate {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        let (count, per) = s.split_once('/').unwrap_or((s, "1s"));
+        let count: f64 = count
+            .trim()
+            .parse()
+            .map_err(|_| format!("'{s}' is not a rate (write 2000, or 50/1s as vegeta does)"))?;
+        let per = match per.trim() {
+            "s" => "1s",
+            "m" => "1m",
+            p => p,
+        };
+        let per = humantime::parse_duration(per)
+            .ok()
+            .filter(|d| !d.is_zero())
+            .ok_or_else(|| format!("'{s}': '{per}' is not a time unit (write 50/1s or 3000/1m)"))?;
+        Ok(Rate(count / per.as_secs_f64()))
+    }
+}
+
+settings! {
+    /// `stampede run`'s settings: flags, and the keys of a TOML plan file.
+    #[derive(Debug, Clone, Args, Default, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct RunArgs {
+        /// A plan file (TOML) or a target URL (http:// or https://).
+        #[arg(value_name = "PLAN|URL")]
+        #[serde(skip)]
+        pub plan_or_url: Option<String>,
+
+        /// Target URL.
+        #[arg(long, short = 'u', help_heading = TARGET)]
+        pub url: Option<String>,
+        /// HTTP method.
+        #[arg(long, short = 'm', default_value = "GET", help_heading = TARGET)]
+        pub method: Option<String>,
+        /// Extra request header, 'Name: value' (repeatable; a plan file's come first).
+        #[arg(long = "header", short = 'H', value_name = "NAME: VALUE", help_heading = TARGET)]
+        #[serde(default)]
+        pub headers: Vec<String>,
+        /// Request body.
+        #[arg(long, conflicts_with = "body_file", help_heading = TARGET)]
+        pub body: Option<String>,
+        /// Request body read from a file.
+        #[arg(long, help_heading = TARGET)]
+        pub body_file: Option<PathBuf>,
+        /// File of URLs to send, one 'URL' or 'METHOD URL' per line (like siege -f).
+        #[arg(long, help_heading = TARGET)]
+        pub urls: Option<PathBuf>,
+        /// Order in which --urls are used.
+        #[arg(long, value_enum, default_value = "round-robin", help_heading = TARGET)]
+        pub urls_order: Option<UrlOrder>,
+        /// No complete reply within this long is a client-timeout error.
+        #[arg(long, default_value = "5s", allow_hyphen_values = true, help_heading = TARGET)]
+        pub timeout: Option<DurationText>,
+        /// Connect timeout [default: the --timeout].
+        #[arg(long, allow_hyphen_values = true, help_heading = TARGET)]
+        pub connect_timeout: Option<DurationText>,
+        /// Accept any TLS certificate from the target (self-signed test servers).
+        #[arg(long, help_heading = TARGET)]
+        #[serde(default)]
+        pub insecure: bool,
+        /// Local addresses new connections leave from, in turn (per agent worker thread): a list and/or
+        /// inclusive ranges, e.g. 127.0.0.1,127.0.0.2 or 127.0.0.1-127.0.0.8. Each address adds a full
+        /// ephemeral port range per destination. Every agent must have them.
+        #[arg(long, value_name = "ADDRS", help_heading = TARGET)]
+        pub source_addrs: Option<StringOrList>,
+        /// Reply statuses that count as served: codes and ranges, like wrk's and k6's 200-399, or
+        /// e.g. 200,204,404. Any other status is a failure.
+        #[arg(long, value_name = "CODES", default_value = "200-399", help_heading = TARGET)]
+        pub ok_status: Option<StringOrList>,
+
+        /// Load model. The default opens a new connection per request (--num-call 1).
+        #[arg(long, value_enum, default_value = "connections", help_heading = LOAD)]
+        pub model: Option<LoadModel>,
+        /// Arrival spacing for the open models.
+        #[arg(long, value_enum, default_value = "uniform", help_heading = LOAD)]
+        pub arrival: Option<Arrival>,
+        /// First step's rate (or connection count for concurrency).
+        #[arg(long, alias = "low_rate", help_heading = LOAD)]
+        pub low_rate: Option<f64>,
+        /// Last step's rate.
+        #[arg(long, alias = "high_rate", help_heading = LOAD)]
+        pub high_rate: Option<f64>,
+        /// Increment between steps.
+        #[arg(long, alias = "rate_step", help_heading = LOAD)]
+        pub rate_step: Option<f64>,
+        /// Explicit step values instead of a ramp, e.g. 30,100,1000.
+        #[arg(long, help_heading = LOAD)]
+        pub steps: Option<Steps>,
+        /// Length of each step, e.g. 10s (autobench: const_test_time, in seconds; wrk -d, oha -z).
+        #[arg(long, short = 'd', visible_aliases = ["duration", "const-test-time"], alias = "const_test_time", short_alias = 'z', default_value = "10s",
+              allow_hyphen_values = true, help_heading = LOAD)]
+        #[serde(alias = "const_test_time", alias = "duration")]
+        pub step_duration: Option<DurationText>,
+        /// End each step after this many connections instead of a duration (connections model).
+        #[arg(long, alias = "num_conn", help_heading = LOAD)]
+        pub num_conn: Option<u64>,
+        /// Requests per connection (connections model).
+        #[arg(long, alias = "num_call", default_value = "1", help_heading = LOAD)]
+        pub num_call: Option<u32>,
+        /// Largest keep-alive pool the requests model may open (wrk2/oha -c with a rate).
+        #[arg(long, default_value = "1000", help_heading = LOAD)]
+        pub max_connections: Option<u32>,
+        /// wrk/ab/oha -c: one step of N connections in a closed loop (--model concurrency --steps N);
+        /// with a --rate, the requests model's pool (--max-connections N).
+        #[arg(short = 'c', long = "connections", value_name = "N", help_heading = LOAD)]
+        pub connections: Option<u32>,
+        /// wrk2 -R, vegeta -rate, oha -q: one step of the requests model at this many requests/s
+        /// (--model requests --steps N); 2000, or 50/1s as vegeta writes it.
+        #[arg(short = 'R', short_alias = 'q', long, value_name = "REQ/S", help_heading = LOAD)]
+        pub rate: Option<Rate>,
+        /// ab -n: end each closed-loop step after this many requests (or its duration, if first),
+        /// split exactly among agents and their connections.
+        #[arg(short = 'n', long, value_name = "N", help_heading = LOAD)]
+        pub max_requests: Option<u64>,
+
+        /// Output directory [default: a new stampede-results/<UTC timestamp>/, suffixed -2, -3... if
+        /// taken]. One holding another run's files is refused unless --force.
+        #[arg(long, help_heading = OUTPUT)]
+        pub out: Option<PathBuf>,
+        /// Replace another run's files (run.json, steps.tsv/csv, hlog/) in --out instead of refusing.
+        #[arg(long, help_heading = OUTPUT)]
+        #[serde(default)]
+        pub force: bool,
+        /// Table format.
+        #[arg(long, value_enum, default_value = "tsv", help_heading = OUTPUT)]
+        pub format: Option<Format>,
+        /// Seed for Poisson arrivals and random URL order.
+        #[arg(long, default_value = "1", help_heading = OUTPUT)]
+        pub seed: Option<u64>,
+        /// No progress on stderr.
+        #[arg(long, help_heading = OUTPUT)]
+        #[serde(default)]
+        pub quiet: bool,
+        /// End the ramp once a step breaches EXPR: p50|p90|p99|p999|max|mean with ms/s/us, failed or
+        /// errors in %, ok_rate in % of demanded or /s; < <= > >=. E.g. p99>500ms, failed>5%,
+        /// ok_rate<95% (repeatable: any of them).
+        #[arg(long = "stop-on", value_name = "EXPR", help_heading = OUTPUT)]
+        #[serde(default)]
+        pub stop_on: Vec<String>,
+        /// Steps in a row that must breach a --stop-on before the ramp ends [default: 1].
+        #[arg(long, value_name = "N", help_heading = OUTPUT)]
+        pub stop_after: Option<u32>,
+        /// Exit with code 3 after the run (outputs written) if any step breached EXPR (the --stop-on
+        /// grammar; repeatable), like k6 thresholds for CI.
+        #[arg(long = "fail-on", value_name = "EXPR", help_heading = OUTPUT)]
+        #[serde(default)]
+        pub fail_on: Vec<String>,
+
+        /// Remote agents: host:port,host:port | @FILE (one per line, # comments) | dns://NAME:PORT (every
+        /// A/AAAA record is one agent). Without it, an embedded agent runs the load.
+        #[arg(long, help_heading = DISTRIBUTED)]
+        pub agents: Option<String>,
+        /// Wait for agents to join (`stampede-agent --join`) on this address instead of dialing them.
+        #[arg(long, conflicts_with = "agents", requires = "expect_agents", help_heading = DISTRIBUTED)]
+        pub listen: Option<std::net::SocketAddr>,
+        /// How many agents must join before the run starts (with --listen).
+        #[arg(long, help_heading = DISTRIBUTED)]
+        pub expect_agents: Option<usize>,
+        /// How long to wait for them.
+        #[arg(long, default_value = "60s", allow_hyphen_values = true, help_heading = DISTRIBUTED)]
+        pub wait_agents: Option<DurationText>,
+        /// Certificate for mutual TLS with remote agents (from `stampede certs init`).
+        #[arg(long, help_heading = DISTRIBUTED)]
+        pub tls_cert: Option<PathBuf>,
+        /// Its private key.
+        #[arg(long, help_heading = DISTRIBUTED)]
+        pub tls_key: Option<PathBuf>,
+        /// The fleet's CA certificate: agents must present a certificate it signed.
+        #[arg(long, help_heading = DISTRIBUTED)]
+        pub tls_ca: Option<PathBuf>,
+        /// Bearer token for remote agents, read from this file (or set STAMPEDE_TOKEN).
+        #[arg(long, help_heading = DISTRIBUTED)]
+        pub token_file: Option<PathBuf>,
+        /// When an agent is lost mid-run.
+        #[arg(long, value_enum, default_value = "degrade", help_heading = DISTRIBUTED)]
+        pub on_agent_loss: Option<LossPolicy>,
+        /// Share of the load per agent, in --agents order, e.g. 1,2,1 [default: their cores].
+        #[arg(long, value_delimiter = ',', help_heading = DISTRIBUTED)]
+        pub agent_weights: Option<Vec<u64>>,
+        /// Worker threads of the embedded agent (wrk -t) [default: one per core].
+        #[arg(long, short = 't', help_heading = DISTRIBUTED)]
+        pub threads: Option<usize>,
+    }
+}
+
+const TARGET: &str = "Target and request";
+const LOAD: &str = "Load shape";
+const OUTPUT: &str = "Output";
+const DISTRIBUTED: &str = "Distributed";
+
+const RUN_EXAMPLES: &str = "\
+Examples:
+  # autobench/httperf: 20 -> 200 new connections/s, 10 requests each, 10 s per step
+  stampede run http://127.0.0.1:8080/ --low-rate 20 --high-rate 200 --rate-step 20 --num-call 10
+  # wrk2/k6 arrival rate: requests/s over a keep-alive pool
+  stampede run http://127.0.0.1:8080/ --model requests --steps 1000,2000,5000
+  # wrk/ab closed loop: 50 connections for 10 s (the same as -c 50 -d 10s)
+  stampede run http://127.0.0.1:8080/ --model concurrency --steps 50 --step-duration 10s";
+
+/// One string or a list of them; each is parsed as the flag's value would be.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(untagged)]
+pub enum StringOrList {
+    One(String),
+    Many(Vec<String>),
+}
+
+impl std::str::FromStr for StringOrList {
+    type Err = std::convert::Infallible;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Ok(StringOrList::One(s.to_string()))
+    }
+}
+
+impl StringOrList {
+    pub fn joined(&self) -> String {
+        match self {
+            StringOrList::One(s) => s.clone(),
+            StringOrList::Many(v) => v.join(","),
+        }
+    }
+}
+
+impl RunArgs {
+    /// Every default, as clap fills them in from the `default_value`s above: the one place they live.
+    pub fn defaults() -> RunArgs {
+        let cmd = RunArgs::augment_args(clap::Command::new("run").no_binary_name(true));
+        let matches = cmd
+            .try_get_matches_from(std::iter::empty::<String>())
+            .expect("an empty command line parses");
+        RunArgs::from_arg_matches(&matches).expect("the defaults are valid values")
+    }
+
+    /// The settings the command line gave, without the defaults clap filled in.
+    fn explicit(matches: &clap::ArgMatches) -> Result<RunArgs, clap::Error> {
+        let mut args = RunArgs::from_arg_matches(matches)?;
+        for id in matches.ids() {
+            if matches.value_source(id.as_str()) == Some(clap::parser::ValueSource::DefaultValue) {
+                args.unset(id.as_str());
+            }
+        }
+        Ok(args)
+    }
+}
+
+/// What an option from wrk, ab, oha, vegeta or httperf that has no one meaning here does in stampede.
+pub fn habit_hint(arg: &str) -> Option<String> {
+    let (tool, answer) = match arg {
+        "-k" => (
+            "ab -k (keep-alive)",
+            "--model concurrency and --model requests keep connections alive; the connections model takes --num-call N requests per connection",
+        ),
+        "-s" | "--script" => (
+            "wrk -s (a Lua script)",
+            "give the request with -m, -H and --body (or --body-file), or several with --urls FILE",
+        ),
+        "-p" => ("ab -p (POST file)", "use -m POST --body-file FILE"),
+        "-T" => ("ab -T (content type)", "use -H 'Content-Type: TYPE'"),
+        "-L" | "--latency" => (
+            "wrk --latency",
+            "every step's latency percentiles are in the table, steps.tsv and run.json already",
+        ),
+        "--vus" => ("k6 --vus", "use -c N (a closed loop of N connections)"),
+        _ => return None,
+    };
+    Some(format!(
+        "unknown option {arg}: {tool} has no one equivalent; {answer}"
+    ))
+}
+
+/// Parses a command line; `run`'s settings keep only what the command line set.
+pub fn parse_from<I, T>(argv: I) -> Result<Cli, clap::Error>
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
+    let matches = Cli::command()
+        .mut_subcommand("run", |c| c.after_help(RUN_EXAMPLES))
+        .try_get_matches_from(argv)?;
+    let mut cli = Cli::from_arg_matches(&matches)?;
+    if let (Command::Run(args), Some(("run", sub))) = (&mut cli.command, matches.subcommand()) {
+        **args = RunArgs::explicit(sub)?;
+    }
+    Ok(cli)
 }
 
 #[derive(Debug, Args, Clone)]
@@ -230,8 +493,8 @@ pub struct DemoArgs {
     #[arg(long)]
     pub out: Option<PathBuf>,
     /// Length of each step, e.g. 2s.
-    #[arg(long, default_value = "2s")]
-    pub step_duration: String,
+    #[arg(long, default_value = "2s", allow_hyphen_values = true)]
+    pub step_duration: DurationText,
     /// No progress on stderr.
     #[arg(long, short = 'q')]
     pub quiet: bool,

@@ -6,12 +6,12 @@ use std::time::Duration;
 
 use serde::Deserialize;
 use shared::plan::{
-    self, Arrival, LoadModel, Plan, PlanError, RequestSpec, StepLimit, UrlOrder, Workload,
-    parse_header, parse_url_list,
+    self, LoadModel, Plan, PlanError, RequestSpec, StepLimit, Workload, parse_header,
+    parse_url_list,
 };
 use shared::status::{StatusSet, StatusSetError};
 
-use crate::cli::RunArgs;
+use crate::cli::{DurationText, Rate, RunArgs, Steps};
 
 /// A configuration the user must fix; exit code 2.
 #[derive(Debug, thiserror::Error)]
@@ -20,6 +20,13 @@ pub enum ConfigError {
     Plan(#[from] PlanError),
     #[error("{0}")]
     OkStatus(#[from] StatusSetError),
+    /// A --stop-on/--fail-on expression that does not parse: the message, then the expression with a
+    /// caret under the bad part.
+    #[error("{flag} '{}': {source}\n{}", source.input, source.pointer())]
+    Condition {
+        flag: &'static str,
+        source: shared::condition::ConditionError,
+    },
     #[error("cannot read {what} {path}: {source}")]
     Read {
         what: &'static str,
@@ -44,18 +51,14 @@ pub enum ConfigError {
         path: PathBuf,
         source: std::io::Error,
     },
-    /// A --stop-on/--fail-on expression that does not parse: the message, then the expression with a
-    /// caret under the bad part.
-    #[error("{flag} '{}': {source}\n{}", source.input, source.pointer())]
-    Condition {
-        flag: &'static str,
-        source: shared::condition::ConditionError,
-    },
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum Format {
+    /// tab-separated, autobench's columns first
     Tsv,
+    /// comma-separated
     Csv,
 }
 
@@ -76,25 +79,18 @@ impl Format {
 }
 
 /// What happens when an agent is lost mid-run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum LossPolicy {
+    /// stop the run
     Abort,
+    /// finish the step without it, mark the step degraded, re-split later steps
     Degrade,
+    /// re-split without marking
     Continue,
 }
 
 impl LossPolicy {
-    pub fn parse(s: &str) -> Result<Self, ConfigError> {
-        match s {
-            "abort" => Ok(LossPolicy::Abort),
-            "degrade" => Ok(LossPolicy::Degrade),
-            "continue" => Ok(LossPolicy::Continue),
-            other => Err(ConfigError::Conflict(format!(
-                "unknown --on-agent-loss '{other}': use abort, degrade or continue"
-            ))),
-        }
-    }
-
     pub fn name(self) -> &'static str {
         match self {
             LossPolicy::Abort => "abort",
@@ -184,82 +180,6 @@ pub struct RunConfig {
     pub thresholds: crate::run::Thresholds,
 }
 
-/// A plan file: the same settings as the flags, snake_case, unknown keys refused.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct PlanFile {
-    pub url: Option<String>,
-    pub method: Option<String>,
-    #[serde(default)]
-    pub headers: Vec<String>,
-    pub body: Option<String>,
-    pub body_file: Option<PathBuf>,
-    pub urls: Option<PathBuf>,
-    pub urls_order: Option<String>,
-    pub model: Option<String>,
-    pub arrival: Option<String>,
-    pub low_rate: Option<f64>,
-    pub high_rate: Option<f64>,
-    pub rate_step: Option<f64>,
-    pub steps: Option<Vec<f64>>,
-    #[serde(alias = "const_test_time")]
-    pub step_duration: Option<StringOrSecs>,
-    pub num_conn: Option<u64>,
-    pub num_call: Option<u32>,
-    pub max_connections: Option<u32>,
-    pub timeout: Option<StringOrSecs>,
-    pub connect_timeout: Option<StringOrSecs>,
-    pub insecure: Option<bool>,
-    /// `"200-399"` or `["200", "404"]`.
-    pub ok_status: Option<StringOrList>,
-    /// `"127.0.0.1-127.0.0.8"` or `["127.0.0.1", "127.0.0.2"]`.
-    pub source_addrs: Option<StringOrList>,
-    pub threads: Option<usize>,
-    pub out: Option<PathBuf>,
-    pub format: Option<String>,
-    pub seed: Option<u64>,
-    pub quiet: Option<bool>,
-    #[serde(default)]
-    pub stop_on: Vec<String>,
-    pub stop_after: Option<u32>,
-    #[serde(default)]
-    pub fail_on: Vec<String>,
-}
-
-/// One string or a list of them; each is parsed as the flag's value would be.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(untagged)]
-pub enum StringOrList {
-    One(String),
-    Many(Vec<String>),
-}
-
-impl StringOrList {
-    fn joined(&self) -> String {
-        match self {
-            StringOrList::One(s) => s.clone(),
-            StringOrList::Many(v) => v.join(","),
-        }
-    }
-}
-
-/// A duration written as "10s" or as a number of seconds (autobench's const_test_time = 10).
-#[derive(Debug, Clone, Deserialize)]
-#[serde(untagged)]
-pub enum StringOrSecs {
-    Text(String),
-    Secs(f64),
-}
-
-impl StringOrSecs {
-    fn text(&self) -> String {
-        match self {
-            StringOrSecs::Text(s) => s.clone(),
-            StringOrSecs::Secs(n) => format!("{n}"),
-        }
-    }
-}
-
 /// Parses "10s", "500ms", "2m" or a bare number of seconds.
 pub fn parse_duration(flag: &'static str, value: &str) -> Result<Duration, ConfigError> {
     let bad = || ConfigError::Duration {
@@ -267,6 +187,13 @@ pub fn parse_duration(flag: &'static str, value: &str) -> Result<Duration, Confi
         value: value.to_string(),
     };
     let v = value.trim();
+    if v.starts_with('-') {
+        // The same answer whether clap saw `--flag -1s` or `--flag=-1s`.
+        return Err(ConfigError::Plan(PlanError::NotPositive {
+            what: flag,
+            value: value.to_string(),
+        }));
+    }
     let d = if let Ok(secs) = v.parse::<f64>() {
         if !(secs.is_finite() && secs >= 0.0) {
             return Err(bad());
@@ -284,7 +211,7 @@ pub fn parse_duration(flag: &'static str, value: &str) -> Result<Duration, Confi
     Ok(d)
 }
 
-pub fn read_plan_file(path: &Path) -> Result<PlanFile, ConfigError> {
+pub fn read_plan_file(path: &Path) -> Result<RunArgs, ConfigError> {
     let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
         what: "plan file",
         path: path.to_path_buf(),
@@ -297,7 +224,7 @@ pub fn read_plan_file(path: &Path) -> Result<PlanFile, ConfigError> {
 }
 
 /// Parses a plan file's text; the error names the line and column.
-pub fn parse_plan(text: &str) -> Result<PlanFile, String> {
+pub fn parse_plan(text: &str) -> Result<RunArgs, String> {
     toml::from_str(text).map_err(|e| describe_toml_error(text, &e))
 }
 
@@ -326,11 +253,97 @@ pub fn default_out_dir() -> PathBuf {
     PathBuf::from("stampede-results").join(utc_stamp())
 }
 
+/// Whether a `PLAN|URL` argument that is no file is a URL written without its scheme.
+fn schemeless_url(arg: &str) -> Option<String> {
+    let guess = format!("http://{arg}");
+    let url = plan::Url::parse(&guess).ok()?;
+    let named_port = arg.contains(':') || url.host == "localhost";
+    (named_port && !arg.ends_with(".toml")).then_some(guess)
+}
+
+/// Turns the other tools' habits (wrk/ab/oha `-c`, wrk2/vegeta `-R`/`--rate`, oha `-q`, ab `-n`) into
+/// this plan's settings where they mean one thing, or refuses them naming the command that does it.
+/// Runs before the defaults are filled in, so it sees only what the user set.
+fn habits(mut s: RunArgs, url: &str) -> Result<RunArgs, ConfigError> {
+    let refuse = |m: String| Err(ConfigError::Conflict(m));
+    let ramp = s.steps.is_some() || s.low_rate.is_some() || s.high_rate.is_some();
+    if let Some(Rate(rate)) = s.rate {
+        let model = s.model.unwrap_or(LoadModel::Requests);
+        if model != LoadModel::Requests {
+            return refuse(format!(
+                "--rate/-R is the requests model's rate, not the {model} model's step value: stampede run {url} --model {model} --steps {rate}"
+            ));
+        }
+        if ramp {
+            return refuse(format!(
+                "--rate/-R {rate} is one step of the requests model; for several: stampede run {url} --model requests --steps {rate},{}",
+                rate * 2.0
+            ));
+        }
+        if let Some(n) = s.max_requests {
+            let secs = n as f64 / rate;
+            return refuse(format!(
+                "-n {n} at {rate} req/s is {secs} s of the requests model: stampede run {url} --model requests --steps {rate} --step-duration {secs}s"
+            ));
+        }
+        if let Some(c) = s.connections.take() {
+            if s.max_connections.is_some() {
+                return refuse(
+                    "give -c or --max-connections, not both: with a rate both set the pool".into(),
+                );
+            }
+            s.max_connections = Some(c);
+        }
+        s.model = Some(LoadModel::Requests);
+        s.steps = Some(Steps(vec![rate]));
+    }
+    if let Some(c) = s.connections.take() {
+        let model = s.model.unwrap_or(LoadModel::Concurrency);
+        if model != LoadModel::Concurrency {
+            return refuse(format!(
+                "-c/--connections {c} is a closed loop of {c} connections (wrk, ab), which the {model} model is not: stampede run {url} --model concurrency --steps {c} (or add --rate N for a pool of {c} in the requests model)"
+            ));
+        }
+        if ramp {
+            return refuse(format!(
+                "-c/--connections {c} is one step; for several: stampede run {url} --model concurrency --steps {c},{}",
+                c * 2
+            ));
+        }
+        s.model = Some(LoadModel::Concurrency);
+        s.steps = Some(Steps(vec![f64::from(c)]));
+    }
+    if let Some(n) = s.max_requests {
+        match s.model {
+            // ab's concurrency is 1 unless -c says otherwise.
+            None if !ramp => {
+                s.model = Some(LoadModel::Concurrency);
+                s.steps = Some(Steps(vec![1.0]));
+            }
+            Some(LoadModel::Concurrency) => {}
+            Some(LoadModel::Connections) | None => {
+                return refuse(format!(
+                    "-n {n} ends a closed loop after {n} requests (ab): stampede run {url} -c 10 -n {n}; the connections model ends a step after N connections: stampede run {url} --num-conn {n}"
+                ));
+            }
+            Some(model) => {
+                return refuse(format!(
+                    "-n {n} ends a closed loop after {n} requests (ab), not the {model} model: stampede run {url} --model concurrency --steps 10 -n {n}"
+                ));
+            }
+        }
+    }
+    Ok(s)
+}
+
+/// Why a setting with a `default_value` in `cli::RunArgs` is never missing after the merge.
+const DEFAULTED: &str = "filled in by RunArgs::defaults()";
+
 /// Builds the validated configuration from flags and, if given, a plan file.
 pub fn resolve(args: RunArgs) -> Result<RunConfig, ConfigError> {
     let (file, file_dir, url_arg) = match &args.plan_or_url {
         Some(s) if s.starts_with("http://") || s.starts_with("https://") => {
-            (PlanFile::default(), None, Some(s.clone()))
+            (RunArgs::default(), None, Some(s.clone()))
         }
         Some(s) if s.contains("://") => {
             return Err(PlanError::BadUrl {
@@ -339,46 +352,72 @@ pub fn resolve(args: RunArgs) -> Result<RunConfig, ConfigError> {
             }
             .into());
         }
+        Some(path) if !Path::new(path).exists() && schemeless_url(path).is_some() => {
+            return Err(PlanError::BadUrl {
+                url: path.clone(),
+                why: format!(
+                    "it has no scheme: did you mean {}?",
+                    schemeless_url(path).unwrap_or_default()
+                ),
+            }
+            .into());
+        }
         Some(path) => {
             let p = PathBuf::from(path);
             let dir = p.parent().map(Path::to_path_buf);
             (read_plan_file(&p)?, dir, None)
         }
-        None => (PlanFile::default(), None, None),
+        None => (RunArgs::default(), None, None),
     };
     // Paths in a plan file are relative to the file.
-    let rel = |p: PathBuf| match (&file_dir, p.is_relative()) {
-        (Some(d), true) => d.join(p),
-        _ => p,
+    let rel = |p: Option<PathBuf>| {
+        p.map(|p| match (&file_dir, p.is_relative()) {
+            (Some(d), true) => d.join(p),
+            _ => p,
+        })
     };
+    let file = RunArgs {
+        body_file: rel(file.body_file),
+        urls: rel(file.urls),
+        out: rel(file.out),
+        tls_cert: rel(file.tls_cert),
+        tls_key: rel(file.tls_key),
+        tls_ca: rel(file.tls_ca),
+        token_file: rel(file.token_file),
+        ..file
+    };
+    let url_shown = args
+        .url
+        .clone()
+        .or(url_arg.clone())
+        .or(file.url.clone())
+        .unwrap_or_else(|| "URL".into());
+    let args = RunArgs {
+        url: args.url.clone().or(url_arg),
+        ..args
+    };
+    // Flags over the file over the defaults: the only place settings are combined.
+    let given = habits(args.over(file), &url_shown)?;
+    // A step's default length must not collide with a --num-conn that ends it instead.
+    let given_duration = given.step_duration.is_some();
+    let args = given.over(RunArgs::defaults());
 
-    let url = args.url.or(url_arg).or(file.url.clone());
-    let urls_file = args.urls.or(file.urls.clone().map(rel));
+    let url = args.url.clone();
+    let urls_file = args.urls.clone();
     if url.is_some() && urls_file.is_some() {
         return Err(ConfigError::Conflict(
             "give a URL or --urls FILE, not both".into(),
         ));
     }
-    let method = args
-        .method
-        .or(file.method.clone())
-        .unwrap_or_else(|| "GET".into());
-    let mut header_args = file.headers.clone();
-    header_args.extend(args.headers);
-    let headers = header_args
+    let method = args.method.clone().expect(DEFAULTED);
+    let headers = args
+        .headers
         .iter()
         .map(|h| parse_header(h))
         .collect::<Result<Vec<_>, _>>()?;
-    let body = match (
-        args.body,
-        args.body_file,
-        file.body.clone(),
-        file.body_file.clone().map(rel),
-    ) {
-        (Some(b), _, _, _) => b.into_bytes(),
-        (None, Some(p), _, _) => read_file("body file", &p)?,
-        (None, None, Some(b), _) => b.into_bytes(),
-        (None, None, None, Some(p)) => read_file("body file", &p)?,
+    let body = match (&args.body, &args.body_file) {
+        (Some(b), _) => b.clone().into_bytes(),
+        (None, Some(p)) => read_file("body file", p)?,
         _ => Vec::new(),
     };
     let requests = match (&url, &urls_file) {
@@ -410,67 +449,29 @@ pub fn resolve(args: RunArgs) -> Result<RunConfig, ConfigError> {
         (None, None) => return Err(PlanError::NoRequests.into()),
     };
 
-    let dur = |flag,
-               arg: Option<String>,
-               f: Option<StringOrSecs>|
-     -> Result<Option<Duration>, ConfigError> {
-        arg.or(f.map(|v| v.text()))
-            .map(|v| parse_duration(flag, &v))
-            .transpose()
+    let dur = |flag, v: &Option<DurationText>| -> Result<Option<Duration>, ConfigError> {
+        v.as_ref().map(|v| parse_duration(flag, &v.0)).transpose()
     };
-    let timeout =
-        dur("--timeout", args.timeout, file.timeout.clone())?.unwrap_or(Duration::from_secs(5));
-    let connect_timeout = dur(
-        "--connect-timeout",
-        args.connect_timeout,
-        file.connect_timeout.clone(),
-    )?
-    .unwrap_or(timeout);
-    let url_order = UrlOrder::parse(
-        &args
-            .urls_order
-            .or(file.urls_order.clone())
-            .unwrap_or_else(|| "round-robin".into()),
-    )?;
-    let source_addrs = match args
-        .source_addrs
-        .or(file.source_addrs.as_ref().map(StringOrList::joined))
-    {
-        Some(list) => plan::parse_source_addrs(&list)?,
+    let timeout = dur("--timeout", &args.timeout)?.expect(DEFAULTED);
+    let connect_timeout = dur("--connect-timeout", &args.connect_timeout)?.unwrap_or(timeout);
+    let url_order = args.urls_order.expect(DEFAULTED);
+    let source_addrs = match &args.source_addrs {
+        Some(list) => plan::parse_source_addrs(&list.joined())?,
         None => Vec::new(),
     };
-    let workload = Workload::try_new(
-        requests,
-        url_order,
-        timeout,
-        connect_timeout,
-        args.insecure || file.insecure.unwrap_or(false),
-    )?
-    .with_source_addrs(source_addrs)?;
-    let workload = match args
-        .ok_status
-        .or(file.ok_status.as_ref().map(StringOrList::joined))
-    {
-        Some(list) => workload.with_ok_status(StatusSet::parse(&list)?),
+    let workload = Workload::try_new(requests, url_order, timeout, connect_timeout, args.insecure)?
+        .with_source_addrs(source_addrs)?;
+    let workload = match &args.ok_status {
+        Some(list) => workload.with_ok_status(StatusSet::parse(&list.joined())?),
         None => workload,
     };
 
-    let model = LoadModel::parse(
-        &args
-            .model
-            .or(file.model.clone())
-            .unwrap_or_else(|| "connections".into()),
-    )?;
-    let arrival = Arrival::parse(
-        &args
-            .arrival
-            .or(file.arrival.clone())
-            .unwrap_or_else(|| "uniform".into()),
-    )?;
-    let explicit = args.steps.or(file.steps.clone());
-    let low = args.low_rate.or(file.low_rate);
-    let high = args.high_rate.or(file.high_rate);
-    let step = args.rate_step.or(file.rate_step);
+    let model = args.model.expect(DEFAULTED);
+    let arrival = args.arrival.expect(DEFAULTED);
+    let explicit = args.steps.clone().map(|s| s.0);
+    let low = args.low_rate;
+    let high = args.high_rate;
+    let step = args.rate_step;
     let steps = match (explicit, low, high, step) {
         (Some(_), Some(_), _, _) | (Some(_), _, Some(_), _) | (Some(_), _, _, Some(_)) => {
             return Err(ConfigError::Conflict(
@@ -490,12 +491,8 @@ pub fn resolve(args: RunArgs) -> Result<RunConfig, ConfigError> {
             ));
         }
     };
-    let num_conn = args.num_conn.or(file.num_conn);
-    let step_duration = dur(
-        "--step-duration",
-        args.step_duration,
-        file.step_duration.clone(),
-    )?;
+    let num_conn = args.num_conn;
+    let step_duration = dur("--step-duration", &args.step_duration)?.filter(|_| given_duration);
     let limit = match (num_conn, step_duration) {
         (Some(_), Some(_)) => {
             return Err(ConfigError::Conflict(
@@ -508,7 +505,10 @@ pub fn resolve(args: RunArgs) -> Result<RunConfig, ConfigError> {
                 value: "0".into(),
             })?)
         }
-        (None, d) => StepLimit::Duration(d.unwrap_or(Duration::from_secs(10))),
+        (None, Some(d)) => StepLimit::Duration(d),
+        (None, None) => {
+            StepLimit::Duration(dur("--step-duration", &args.step_duration)?.expect(DEFAULTED))
+        }
     };
     let nz = |what: &'static str, v: u32| {
         NonZeroU32::new(v).ok_or(PlanError::NotPositive {
@@ -516,13 +516,8 @@ pub fn resolve(args: RunArgs) -> Result<RunConfig, ConfigError> {
             value: v.to_string(),
         })
     };
-    let num_call = nz("--num-call", args.num_call.or(file.num_call).unwrap_or(1))?;
-    let max_connections = nz(
-        "--max-connections",
-        args.max_connections
-            .or(file.max_connections)
-            .unwrap_or(1000),
-    )?;
+    let num_call = nz("--num-call", args.num_call.expect(DEFAULTED))?;
+    let max_connections = nz("--max-connections", args.max_connections.expect(DEFAULTED))?;
     let plan = Plan::try_new(
         model,
         steps,
@@ -532,11 +527,15 @@ pub fn resolve(args: RunArgs) -> Result<RunConfig, ConfigError> {
         arrival,
         workload,
     )?;
+    let plan = match args.max_requests {
+        Some(n) => plan.with_max_requests(NonZeroU64::new(n).ok_or(PlanError::NotPositive {
+            what: "-n/--max-requests",
+            value: "0".into(),
+        })?)?,
+        None => plan,
+    };
 
-    let threads = args
-        .threads
-        .or(file.threads)
-        .unwrap_or_else(agent::system::cores);
+    let threads = args.threads.unwrap_or_else(agent::system::cores);
     if threads == 0 || threads > 1024 {
         return Err(PlanError::NotPositive {
             what: "--threads (1 to 1024)",
@@ -544,14 +543,9 @@ pub fn resolve(args: RunArgs) -> Result<RunConfig, ConfigError> {
         }
         .into());
     }
-    let format = match args.format.or(file.format.clone()).as_deref() {
-        None | Some("tsv") => Format::Tsv,
-        Some("csv") => Format::Csv,
-        Some(other) => return Err(ConfigError::Format(other.to_string())),
-    };
-    let out = args.out.or(file.out.clone().map(rel));
-    let out_default = out.is_none();
-    let out = out.unwrap_or_else(default_out_dir);
+    let format = args.format.expect(DEFAULTED);
+    let out_default = args.out.is_none();
+    let out = args.out.clone().unwrap_or_else(default_out_dir);
     let agents = match args.agents {
         Some(a) => parse_agents(&a)?,
         None => Vec::new(),
@@ -581,7 +575,7 @@ pub fn resolve(args: RunArgs) -> Result<RunConfig, ConfigError> {
             .filter(|t| !t.trim().is_empty())
             .map(|t| t.trim().to_string()),
     };
-    let on_agent_loss = LossPolicy::parse(args.on_agent_loss.as_deref().unwrap_or("degrade"))?;
+    let on_agent_loss = args.on_agent_loss.expect(DEFAULTED);
     let tls = agent::tls::TlsFiles::from_flags(args.tls_cert, args.tls_key, args.tls_ca)
         .map_err(|e| ConfigError::Conflict(e.to_string()))?;
     let join = match (args.listen, args.expect_agents) {
@@ -604,10 +598,7 @@ pub fn resolve(args: RunArgs) -> Result<RunConfig, ConfigError> {
                      (make them with `stampede certs init`)"
                 )));
             }
-            let wait = match &args.wait_agents {
-                Some(w) => parse_duration("--wait-agents", w)?,
-                None => Duration::from_secs(60),
-            };
+            let wait = dur("--wait-agents", &args.wait_agents)?.expect(DEFAULTED);
             Some(JoinSpec {
                 listen,
                 expect,
@@ -637,7 +628,7 @@ pub fn resolve(args: RunArgs) -> Result<RunConfig, ConfigError> {
     }
     let host = plan.workload.origin().host.clone();
     let mut echo = echo(&plan, threads);
-    let thresholds = thresholds(&args.stop_on, args.stop_after, &args.fail_on, &file, &plan)?;
+    let thresholds = thresholds(&args.stop_on, args.stop_after, &args.fail_on, &plan)?;
     echo["stop_on"] = thresholds.stop_on.iter().map(ToString::to_string).collect();
     echo["stop_after"] = thresholds.stop_after.into();
     echo["fail_on"] = thresholds.fail_on.iter().map(ToString::to_string).collect();
@@ -653,32 +644,24 @@ pub fn resolve(args: RunArgs) -> Result<RunConfig, ConfigError> {
         out_default,
         force: args.force,
         format,
-        quiet: args.quiet || file.quiet.unwrap_or(false),
+        quiet: args.quiet,
         threads,
-        seed: args.seed.or(file.seed).unwrap_or(1),
+        seed: args.seed.expect(DEFAULTED),
         host,
         echo,
         thresholds,
     })
 }
 
-/// --stop-on, --stop-after and --fail-on (flags, or else the plan file's), parsed and checked against
+/// --stop-on, --stop-after and --fail-on (the plan file's and the flags'), parsed and checked against
 /// the plan: a share of the demanded rate needs a model that demands one.
 fn thresholds(
     stop_on: &[String],
     stop_after: Option<u32>,
     fail_on: &[String],
-    file: &PlanFile,
     plan: &Plan,
 ) -> Result<crate::run::Thresholds, ConfigError> {
-    let pick = |flag: &[String], f: &[String]| {
-        if flag.is_empty() {
-            f.to_vec()
-        } else {
-            flag.to_vec()
-        }
-    };
-    let parse = |flag: &'static str, list: Vec<String>| {
+    let parse = |flag: &'static str, list: &[String]| {
         list.iter()
             .map(|text| {
                 let c = shared::condition::parse(text)
@@ -694,9 +677,9 @@ fn thresholds(
             })
             .collect::<Result<Vec<_>, _>>()
     };
-    let stop_on = parse("--stop-on", pick(stop_on, &file.stop_on))?;
-    let fail_on = parse("--fail-on", pick(fail_on, &file.fail_on))?;
-    let stop_after = match stop_after.or(file.stop_after) {
+    let stop_on = parse("--stop-on", stop_on)?;
+    let fail_on = parse("--fail-on", fail_on)?;
+    let stop_after = match stop_after {
         None => 1,
         Some(0) => {
             return Err(PlanError::NotPositive {
@@ -735,6 +718,7 @@ fn echo(plan: &Plan, threads: usize) -> serde_json::Value {
         StepLimit::Connections(n) => ("num_conn", serde_json::json!(n.get())),
     };
     let mut v = serde_json::json!({
+        "max_requests": plan.max_requests.map(NonZeroU64::get),
         "model": plan.model.name(),
         "arrival": plan.arrival.name(),
         "steps": plan.steps,
@@ -760,12 +744,72 @@ fn echo(plan: &Plan, threads: usize) -> serde_json::Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cli::StringOrList;
+
+    /// A `stampede run` command line as the binary resolves it, its error as the binary prints it.
+    fn command_line(line: &str) -> Result<RunConfig, String> {
+        let argv = std::iter::once("stampede").chain(line.split_whitespace());
+        let cli = crate::cli::parse_from(argv)
+            .map_err(|e| shared::usage::one_line(&e, crate::cli::habit_hint))?;
+        match cli.command {
+            crate::cli::Command::Run(a) => resolve(*a).map_err(|e| e.to_string()),
+            _ => unreachable!("a run command line"),
+        }
+    }
 
     fn args(url: &str) -> RunArgs {
         RunArgs {
             plan_or_url: Some(url.into()),
             ..RunArgs::default()
         }
+    }
+
+    #[test]
+    fn thresholds_from_a_plan_file_and_the_flags() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("plan.toml");
+        std::fs::write(
+            &p,
+            "url = \"http://127.0.0.1:9/\"\nsteps = [1]\nstop_on = [\"p99 > 1s\"]\nstop_after = 2\nfail_on = [\"failed>1%\"]\n",
+        )
+        .unwrap();
+        let plan = p.to_str().unwrap();
+        let c = command_line(&format!("run {plan}")).unwrap();
+        assert_eq!(c.thresholds.stop_on[0].to_string(), "p99>1s");
+        assert_eq!(c.thresholds.stop_after, 2);
+        assert_eq!(c.echo["fail_on"][0], "failed>1%");
+        // Lists add up, the file's first, as every list setting does.
+        let c = command_line(&format!("run {plan} --stop-on mean>=2ms")).unwrap();
+        assert_eq!(
+            c.echo["stop_on"],
+            serde_json::json!(["p99>1s", "mean>=2ms"])
+        );
+        std::fs::write(
+            &p,
+            "url = \"http://127.0.0.1:9/\"\nsteps = [1]\nfail_on = [\"p99>\"]\n",
+        )
+        .unwrap();
+        let e = command_line(&format!("run {plan}")).unwrap_err();
+        assert!(
+            e.starts_with(
+                "--fail-on 'p99>': expected a number after '>', found the end at column 5\n"
+            ),
+            "{e}"
+        );
+        let e = command_line("run http://127.0.0.1:9/ --steps 1 --stop-after 2").unwrap_err();
+        assert!(e.contains("give --stop-on EXPR too"), "{e}");
+    }
+
+    #[test]
+    fn ok_status_from_the_flag_or_the_plan_file() {
+        let c = command_line("run http://127.0.0.1:9/ --steps 1 --ok-status 200,404").unwrap();
+        assert!(c.plan.workload.ok_status.contains(404));
+        assert!(!c.plan.workload.ok_status.contains(201));
+        assert_eq!(c.echo["ok_status"], "200,404");
+        let c = command_line("run http://127.0.0.1:9/ --steps 1").unwrap();
+        assert_eq!(c.echo["ok_status"], "200-399");
+        let e = command_line("run http://127.0.0.1:9/ --steps 1 --ok-status 200-2xx").unwrap_err();
+        assert!(e.starts_with("bad --ok-status '200-2xx'"), "{e}");
     }
 
     #[test]
@@ -791,7 +835,7 @@ mod tests {
             "--low-rate (50) is above --high-rate (10)"
         );
         let mut a = args("http://h/");
-        a.steps = Some(vec![10.0, 0.0]);
+        a.steps = Some(Steps(vec![10.0, 0.0]));
         assert!(
             resolve(a)
                 .unwrap_err()
@@ -799,22 +843,17 @@ mod tests {
                 .contains("must be a positive number, got 0")
         );
         let mut a = args("http://h/");
-        a.steps = Some(vec![1.0]);
-        a.step_duration = Some("soon".into());
+        a.steps = Some(Steps(vec![1.0]));
+        a.step_duration = Some(DurationText("soon".into()));
         assert!(
             resolve(a)
                 .unwrap_err()
                 .to_string()
                 .contains("'soon' is not a duration")
         );
-        let mut a = args("http://h/");
-        a.steps = Some(vec![1.0]);
-        a.model = Some("closed".into());
-        assert!(
-            resolve(a)
-                .unwrap_err()
-                .to_string()
-                .contains("unknown load model 'closed'")
+        assert_eq!(
+            command_line("run --steps 1 --model closed http://h/").unwrap_err(),
+            "--model: unknown value 'closed': use connections, requests or concurrency"
         );
         assert!(
             resolve(args("http://h/"))
@@ -834,7 +873,7 @@ mod tests {
         )
         .unwrap();
         let mut a = args(p.to_str().unwrap());
-        a.steps = Some(vec![7.0]);
+        a.steps = Some(Steps(vec![7.0]));
         let c = resolve(a).unwrap();
         assert_eq!(c.plan.model, LoadModel::Requests);
         assert_eq!(c.plan.steps, vec![7.0]);
@@ -844,8 +883,8 @@ mod tests {
     #[test]
     fn source_addrs_from_flag_or_plan_file() {
         let mut a = args("http://127.0.0.1:9/");
-        a.steps = Some(vec![1.0]);
-        a.source_addrs = Some("127.0.0.1-127.0.0.3".into());
+        a.steps = Some(Steps(vec![1.0]));
+        a.source_addrs = Some(StringOrList::One("127.0.0.1-127.0.0.3".into()));
         let c = resolve(a).unwrap();
         assert_eq!(c.plan.workload.source_addrs.len(), 3);
         assert_eq!(c.echo["source_addrs"][2], "127.0.0.3");
@@ -876,12 +915,12 @@ mod tests {
         }
         // The flag overrides the file.
         let mut a = args(p.to_str().unwrap());
-        a.source_addrs = Some("127.0.0.9".into());
+        a.source_addrs = Some(StringOrList::One("127.0.0.9".into()));
         assert_eq!(resolve(a).unwrap().plan.workload.source_addrs.len(), 1);
 
         let mut a = args("http://[::1]:9/");
-        a.steps = Some(vec![1.0]);
-        a.source_addrs = Some("127.0.0.2".into());
+        a.steps = Some(Steps(vec![1.0]));
+        a.source_addrs = Some(StringOrList::One("127.0.0.2".into()));
         let e = resolve(a).unwrap_err().to_string();
         assert!(
             e.contains("--source-addrs are IPv4 but the target [::1]:9 is IPv6"),
@@ -893,10 +932,10 @@ mod tests {
     fn plan_file_errors_name_line_and_column() {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("plan.toml");
-        std::fs::write(&p, "url = \"http://h/\"\nrate = 5\n").unwrap();
+        std::fs::write(&p, "url = \"http://h/\"\nrat = 5\n").unwrap();
         let e = resolve(args(p.to_str().unwrap())).unwrap_err().to_string();
         assert!(e.contains("line 2, column 1"), "{e}");
-        assert!(e.contains("unknown field `rate`"), "{e}");
+        assert!(e.contains("unknown field `rat`"), "{e}");
     }
 
     #[test]
@@ -933,7 +972,7 @@ mod tests {
     #[test]
     fn waiting_for_agents_beyond_loopback_needs_a_token() {
         let mut a = args("http://127.0.0.1:1/");
-        a.steps = Some(vec![1.0]);
+        a.steps = Some(Steps(vec![1.0]));
         a.listen = Some("0.0.0.0:7800".parse().unwrap());
         a.expect_agents = Some(2);
         a.token_file = None;
@@ -942,40 +981,6 @@ mod tests {
             let e = resolve(a).unwrap_err().to_string();
             assert!(e.contains("without a token: add --token-file FILE"), "{e}");
         }
-    }
-
-    #[test]
-    fn thresholds_from_a_plan_file_or_the_flags() {
-        let dir = tempfile::tempdir().unwrap();
-        let p = dir.path().join("plan.toml");
-        std::fs::write(
-            &p,
-            "url = \"http://127.0.0.1:9/\"\nsteps = [1]\nstop_on = [\"p99 > 1s\"]\nstop_after = 2\nfail_on = [\"failed>1%\"]\n",
-        )
-        .unwrap();
-        let c = resolve(args(p.to_str().unwrap())).unwrap();
-        assert_eq!(c.thresholds.stop_on[0].to_string(), "p99>1s");
-        assert_eq!(c.thresholds.stop_after, 2);
-        assert_eq!(c.echo["fail_on"][0], "failed>1%");
-        // The flags replace the file's list.
-        let mut a = args(p.to_str().unwrap());
-        a.stop_on = vec!["mean>=2ms".into()];
-        assert_eq!(
-            resolve(a).unwrap().echo["stop_on"],
-            serde_json::json!(["mean>=2ms"])
-        );
-        std::fs::write(
-            &p,
-            "url = \"http://127.0.0.1:9/\"\nsteps = [1]\nfail_on = [\"p99>\"]\n",
-        )
-        .unwrap();
-        let e = resolve(args(p.to_str().unwrap())).unwrap_err().to_string();
-        assert!(
-            e.starts_with(
-                "--fail-on 'p99>': expected a number after '>', found the end at column 5\n"
-            ),
-            "{e}"
-        );
     }
 
     #[test]

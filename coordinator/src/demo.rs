@@ -4,6 +4,8 @@ use std::time::Duration;
 use bytes::Bytes;
 use tokio_util::sync::CancellationToken;
 
+use shared::plan::LoadModel;
+
 use crate::cli::{DemoArgs, RunArgs};
 use crate::config;
 use crate::run::{self, RunError, RunOutcome, Stop};
@@ -33,12 +35,12 @@ pub async fn run(args: DemoArgs, shutdown: Stop) -> Result<RunOutcome, RunError>
     }
     let cfg = config::resolve(RunArgs {
         plan_or_url: Some(format!("http://{addr}/")),
-        model: Some("requests".into()),
+        model: Some(LoadModel::Requests),
         low_rate: Some(100.0),
         high_rate: Some(600.0),
         rate_step: Some(100.0),
         step_duration: Some(args.step_duration),
-        timeout: Some("2s".into()),
+        timeout: Some(Duration::from_secs(2).into()),
         out: args.out,
         quiet: args.quiet,
         ..RunArgs::default()

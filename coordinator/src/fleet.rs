@@ -163,6 +163,26 @@ async fn patiently<T, E, F: std::future::Future<Output = Result<T, E>>>(
     }
 }
 
+/// A connect error as a person says it: the OS's reason ("connection refused") where there is one,
+/// else the innermost cause, never the Debug print of tonic's and hyper's wrappers.
+fn in_words(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut cause = e;
+    loop {
+        if let Some(io) = cause.downcast_ref::<std::io::Error>() {
+            let kind = io.kind().to_string();
+            return if kind.ends_with("other error") || kind.starts_with("uncategorized") {
+                io.to_string()
+            } else {
+                kind
+            };
+        }
+        match cause.source() {
+            Some(next) => cause = next,
+            None => return cause.to_string(),
+        }
+    }
+}
+
 /// Opens the control stream to a listening agent and adapts it to a `Link`.
 async fn remote(
     name: &str,
@@ -188,7 +208,7 @@ async fn remote(
     let channel = endpoint
         .connect()
         .await
-        .map_err(|e| unreachable(format!("{e}: {:?}", std::error::Error::source(&e))))?;
+        .map_err(|e| unreachable(in_words(&e)))?;
     let mut client = AgentClient::new(channel)
         .max_decoding_message_size(MAX_MESSAGE_BYTES)
         .max_encoding_message_size(MAX_MESSAGE_BYTES);

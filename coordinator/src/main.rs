@@ -1,12 +1,24 @@
 //! The `stampede` binary: parse, set up logging and the runtime, run the command, map it to an exit code.
+use std::io::IsTerminal;
 use std::process::ExitCode;
 
-use clap::Parser;
-use coordinator::cli::{Cli, Command};
+use coordinator::cli::Command;
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match coordinator::cli::parse_from(std::env::args_os()) {
+        Ok(cli) => cli,
+        Err(e) if shared::usage::is_display(&e) => e.exit(),
+        Err(e) => {
+            eprintln!(
+                "stampede: {}",
+                shared::usage::one_line(&e, coordinator::cli::habit_hint)
+            );
+            return ExitCode::from(2);
+        }
+    };
     tracing_subscriber::fmt()
+        // Colour codes only for a person at a terminal, not in a log file or a pipe.
+        .with_ansi(std::io::stderr().is_terminal())
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("STAMPEDE_LOG")
                 .unwrap_or_else(|_| "warn".into()),

@@ -561,7 +561,7 @@ mod tests {
     fn config(out: &Path) -> RunConfig {
         crate::config::resolve(crate::cli::RunArgs {
             plan_or_url: Some("http://127.0.0.1:1/".into()),
-            steps: Some(vec![10.0]),
+            steps: Some(crate::cli::Steps(vec![10.0])),
             out: Some(out.to_path_buf()),
             ..Default::default()
         })

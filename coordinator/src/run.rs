@@ -109,7 +109,8 @@ pub struct Breach {
     pub because: String,
 }
 
-/// Applies the thresholds to each finished step; owns the count of breaching steps in a row.
+/// What the run carries from step to step: the thresholds and the count of breaching steps in a
+/// row, the breaches, the latency baseline, the warnings already said.
 struct Watch<'a> {
     thresholds: &'a Thresholds,
     streak: u32,
@@ -119,6 +120,8 @@ struct Watch<'a> {
     /// The lowest median of the finished steps whose server was ok (see [`baseline_p50`]): what
     /// the next step's queueing is judged against.
     baseline_p50_ms: Option<f64>,
+    /// The agents' warnings already said in this run.
+    warned: Warned,
 }
 
 impl Watch<'_> {
@@ -187,7 +190,7 @@ pub async fn run(mut cfg: RunConfig, stop: Stop) -> Result<RunOutcome, RunError>
 }
 
 async fn run_in(cfg: RunConfig, stop: Stop) -> Result<RunOutcome, RunError> {
-    let (mut fleet, warnings) = tokio::select! {
+    let (mut fleet, warnings, warned) = tokio::select! {
         ready = ready_fleet(&cfg) => ready?,
         _ = stop.now.cancelled() => return Err(RunError::Interrupted),
     };
@@ -205,6 +208,7 @@ async fn run_in(cfg: RunConfig, stop: Stop) -> Result<RunOutcome, RunError> {
         breaches: Vec::new(),
         stop: None,
         baseline_p50_ms: None,
+        warned,
     };
     let mut stopped = None;
     let outcome = async {
@@ -275,7 +279,7 @@ async fn run_in(cfg: RunConfig, stop: Stop) -> Result<RunOutcome, RunError> {
 }
 
 /// Reaches, greets and configures the agents, and checks the plan against what they announced.
-async fn ready_fleet(cfg: &RunConfig) -> Result<(Fleet, Vec<String>), RunError> {
+async fn ready_fleet(cfg: &RunConfig) -> Result<(Fleet, Vec<String>, Warned), RunError> {
     let mut fleet = fleet::connect(cfg).await?;
     fleet.hello(cfg.token.as_deref()).await?;
     let all = fleet.alive();
@@ -289,9 +293,10 @@ async fn ready_fleet(cfg: &RunConfig) -> Result<(Fleet, Vec<String>), RunError> 
             false,
         )
         .await?;
-    let warnings = announce(&fleet, &warnings);
+    let mut warned = Warned::default();
+    let warnings = warned.announce(&fleet, &warnings);
     check_limits(&fleet, cfg)?;
-    Ok((fleet, warnings))
+    Ok((fleet, warnings, warned))
 }
 
 /// Says on stderr what run.json could not say: it is the run's record, and a status left at
@@ -381,17 +386,47 @@ fn check_source_addrs(fleet: &Fleet, cfg: &RunConfig) -> Result<(), RunError> {
     }
 }
 
-/// Prints the agents' warnings on stderr (whatever --quiet says: they explain a result, they are not
-/// progress) and returns them as notes, each naming its agent.
-fn announce(fleet: &Fleet, warnings: &[(usize, String)]) -> Vec<String> {
-    warnings
-        .iter()
-        .map(|(i, w)| {
-            let agent = &fleet.agents[*i].name;
-            eprintln!("stampede: warning from agent {agent}: {w}");
-            format!("agent {agent}: {w}")
-        })
-        .collect()
+/// The capacity risks (an agent's "may hold up to" warnings) already told on stderr in this run: an
+/// ordinary ramp has one on every step, and repeating them buries everything else.
+#[derive(Default)]
+struct Warned(std::collections::HashSet<(usize, &'static str)>);
+
+impl Warned {
+    /// Prints the agents' warnings on stderr (whatever --quiet says: they explain a result, they are
+    /// not progress), a capacity risk once per agent and run, and returns all of them as notes, each
+    /// naming its agent: every step's notes keep their own.
+    fn announce(&mut self, fleet: &Fleet, warnings: &[(usize, String)]) -> Vec<String> {
+        warnings
+            .iter()
+            .map(|(i, w)| {
+                let agent = &fleet.agents[*i].name;
+                let first = match risk(w) {
+                    Some(kind) => self.0.insert((*i, kind)),
+                    None => true,
+                };
+                if first {
+                    let later = if risk(w).is_some() {
+                        " (said once per run; later steps' notes name theirs)"
+                    } else {
+                        ""
+                    };
+                    eprintln!("stampede: warning from agent {agent}: {w}{later}");
+                }
+                format!("agent {agent}: {w}")
+            })
+            .collect()
+    }
+}
+
+/// Which capacity risk an agent's step warning is, by the failure it predicts.
+fn risk(warning: &str) -> Option<&'static str> {
+    if !warning.contains("may hold up to") {
+        return None;
+    }
+    ["fd-unavailable", "addr-unavailable"]
+        .into_iter()
+        .find(|class| warning.contains(class))
+        .or(Some("capacity"))
 }
 
 /// An agent's share of the load: its --agent-weights entry, or its cores.
@@ -498,7 +533,7 @@ async fn run_step(
         }
     };
     // What the agents warned of when they accepted the step goes on stderr now and into its notes.
-    let warnings = announce(fleet, &warnings);
+    let warnings = watch.warned.announce(fleet, &warnings);
     let mut lost: Vec<usize> = before.into_iter().filter(|i| !who.contains(i)).collect();
     fleet.sync_clocks(&who).await;
     if who.iter().any(|&i| !fleet.agents[i].alive) && !tolerate {
@@ -769,6 +804,7 @@ mod tests {
             breaches: Vec::new(),
             stop: None,
             baseline_p50_ms: None,
+            warned: Warned::default(),
         }
     }
 

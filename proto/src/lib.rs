@@ -97,6 +97,7 @@ impl From<&StepShare> for pb::PrepareStep {
                     count: s.count,
                 })
                 .collect(),
+            max_requests: s.max_requests.map_or(0, NonZeroU64::get),
         }
     }
 }
@@ -137,7 +138,8 @@ impl TryFrom<&pb::PrepareStep> for StepShare {
             limit,
             arrival,
             p.seed,
-        )?)
+        )?
+        .with_max_requests(p.max_requests)?)
     }
 }
 
@@ -480,6 +482,7 @@ mod tests {
             max_connections: NonZeroU32::new(100).unwrap(),
             limit: StepLimit::Connections(NonZeroU64::new(500).unwrap()),
             arrival: Arrival::Poisson,
+            max_requests: None,
             seed: 77,
         };
         let back = StepShare::try_from(&pb::PrepareStep::from(&s)).unwrap();

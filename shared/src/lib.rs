@@ -11,6 +11,7 @@ pub mod report;
 pub mod rng;
 pub mod schedule;
 pub mod status;
+pub mod usage;
 pub mod verdict;
 
 /// The stampede version every binary reports.

@@ -10,12 +10,6 @@ use crate::schedule::Slice;
 /// Everything that can be wrong with a plan, said so a person can fix it.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum PlanError {
-    #[error("unknown load model '{0}': use connections, requests or concurrency")]
-    UnknownModel(String),
-    #[error("unknown arrival '{0}': use uniform or poisson")]
-    UnknownArrival(String),
-    #[error("unknown URL order '{0}': use round-robin or random")]
-    UnknownUrlOrder(String),
     #[error("bad URL '{url}': {why}")]
     BadUrl { url: String, why: String },
     #[error("{what} must be a positive number, got {value}")]
@@ -46,12 +40,26 @@ pub enum PlanError {
     },
     #[error("bad header '{0}': write it as 'Name: value'")]
     BadHeader(String),
+    #[error(
+        "header 'Content-Length: {declared}' does not match the body's {actual} bytes: leave it out, stampede sets it from the body"
+    )]
+    ContentLength { declared: String, actual: usize },
+    #[error(
+        "header 'Transfer-Encoding: {0}' is not supported: stampede sends the body as given, framed by its Content-Length; leave it out"
+    )]
+    TransferEncoding(String),
     #[error("bad method '{0}': use a token such as GET or POST")]
     BadMethod(String),
     #[error("rate {0} is outside {MIN_RATE} to {MAX_RATE} per second")]
     RateRange(f64),
     #[error("a step would last {0:?}; at most 24 h is allowed")]
     StepTooLong(Duration),
+    #[error("--step-duration {0:?} is too short: a step lasts at least 1ms")]
+    StepTooShort(Duration),
+    #[error(
+        "a request count (-n) ends a closed loop: use --model concurrency (or -c N), not {0}; an open model's count is its rate times --step-duration"
+    )]
+    MaxRequestsWithoutConcurrency(&'static str),
     #[error("an open-model step share needs at least one slice of the arrivals")]
     NoSlices,
     #[error("slice {index} of {count} does not exist")]
@@ -70,13 +78,16 @@ pub enum PlanError {
     },
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+// The doc comments of these enums' variants are what `--help` shows beside each value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum LoadModel {
-    /// httperf/autobench: new connections at a rate, `num_call` requests each (open).
+    /// httperf/autobench: new connections per second, --num-call requests each; a new connection
+    /// per request by default (open)
     Connections,
-    /// wrk2/k6 arrival rate: requests at a rate over a keep-alive pool (open).
+    /// wrk2/k6 arrival rate: requests per second over a keep-alive pool (open)
     Requests,
-    /// ab/wrk: N connections each sending request after request (closed).
+    /// ab/wrk: N connections, each sending request after request (closed loop)
     Concurrency,
 }
 
@@ -86,15 +97,6 @@ impl LoadModel {
             LoadModel::Connections => "connections",
             LoadModel::Requests => "requests",
             LoadModel::Concurrency => "concurrency",
-        }
-    }
-
-    pub fn parse(s: &str) -> Result<Self, PlanError> {
-        match s {
-            "connections" => Ok(LoadModel::Connections),
-            "requests" => Ok(LoadModel::Requests),
-            "concurrency" => Ok(LoadModel::Concurrency),
-            other => Err(PlanError::UnknownModel(other.to_string())),
         }
     }
 
@@ -111,9 +113,16 @@ impl fmt::Display for LoadModel {
 }
 
 /// How arrivals are spaced in an open model.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum Arrival {
+    /// evenly spaced
+    #[value(alias = "constant")]
+    #[serde(alias = "constant")]
     Uniform,
+    /// exponential gaps, as independent users arrive
+    #[value(alias = "exponential")]
+    #[serde(alias = "exponential")]
     Poisson,
 }
 
@@ -124,19 +133,16 @@ impl Arrival {
             Arrival::Poisson => "poisson",
         }
     }
-
-    pub fn parse(s: &str) -> Result<Self, PlanError> {
-        match s {
-            "uniform" | "constant" => Ok(Arrival::Uniform),
-            "poisson" | "exponential" => Ok(Arrival::Poisson),
-            other => Err(PlanError::UnknownArrival(other.to_string())),
-        }
-    }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum UrlOrder {
+    /// each URL in turn
+    #[value(alias = "roundrobin", alias = "sequential")]
+    #[serde(alias = "roundrobin", alias = "sequential")]
     RoundRobin,
+    /// a random URL per request (--seed)
     Random,
 }
 
@@ -145,14 +151,6 @@ impl UrlOrder {
         match self {
             UrlOrder::RoundRobin => "round-robin",
             UrlOrder::Random => "random",
-        }
-    }
-
-    pub fn parse(s: &str) -> Result<Self, PlanError> {
-        match s {
-            "round-robin" | "roundrobin" | "sequential" => Ok(UrlOrder::RoundRobin),
-            "random" => Ok(UrlOrder::Random),
-            other => Err(PlanError::UnknownUrlOrder(other.to_string())),
         }
     }
 }
@@ -334,6 +332,19 @@ impl RequestSpec {
                     .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b));
             if !name_ok || value.bytes().any(|b| b == b'\r' || b == b'\n' || b == 0) {
                 return Err(PlanError::BadHeader(format!("{name}: {value}")));
+            }
+            // The agent sends the body as it is: a length or an encoding of the user's that says
+            // otherwise would desynchronise the connection (the server reads past or short of it).
+            if name.eq_ignore_ascii_case("content-length")
+                && value.trim().parse::<usize>().ok() != Some(body.len())
+            {
+                return Err(PlanError::ContentLength {
+                    declared: value.clone(),
+                    actual: body.len(),
+                });
+            }
+            if name.eq_ignore_ascii_case("transfer-encoding") {
+                return Err(PlanError::TransferEncoding(value.clone()));
             }
         }
         Ok(RequestSpec {
@@ -602,6 +613,9 @@ pub struct StepShare {
     pub limit: StepLimit,
     pub arrival: Arrival,
     pub seed: u64,
+    /// Concurrency model: this agent's part of the step's request count (ab's `-n`); the step ends
+    /// once it is sent, or at its limit, whichever comes first.
+    pub max_requests: Option<NonZeroU64>,
 }
 
 impl StepShare {
@@ -675,7 +689,17 @@ impl StepShare {
             limit,
             arrival,
             seed,
+            max_requests: None,
         })
+    }
+
+    /// Adds a request count to a received share (0: none); only a closed loop takes one.
+    pub fn with_max_requests(mut self, n: u64) -> Result<Self, PlanError> {
+        self.max_requests = NonZeroU64::new(n);
+        if self.max_requests.is_some() && self.model != LoadModel::Concurrency {
+            return Err(PlanError::MaxRequestsWithoutConcurrency(self.model.name()));
+        }
+        Ok(self)
     }
 
     /// The step's scheduled length: its duration, or the time for the whole fleet to open `num_conn`
@@ -699,6 +723,8 @@ pub struct Plan {
     pub max_connections: NonZeroU32,
     pub arrival: Arrival,
     pub workload: Workload,
+    /// Concurrency model: every step ends after this many requests (ab's `-n`), or at `limit`.
+    pub max_requests: Option<NonZeroU64>,
 }
 
 /// The most steps one run may have; a typo like `--rate-step 0.001` should not plan a week of load.
@@ -708,6 +734,8 @@ pub const MIN_RATE: f64 = 0.001;
 pub const MAX_RATE: f64 = 1e9;
 /// The longest one step may last.
 pub const MAX_STEP_DURATION: Duration = Duration::from_secs(24 * 3600);
+/// The shortest: the control protocol carries a step's length in whole milliseconds.
+pub const MIN_STEP_DURATION: Duration = Duration::from_millis(1);
 
 impl Plan {
     pub fn try_new(
@@ -750,6 +778,9 @@ impl Plan {
         }
         if let StepLimit::Duration(d) = limit {
             check_length(limit, 1.0).map_err(|_| PlanError::StepTooLong(d))?;
+            if d < MIN_STEP_DURATION {
+                return Err(PlanError::StepTooShort(d));
+            }
         }
         if matches!(limit, StepLimit::Connections(_)) && model != LoadModel::Connections {
             return Err(PlanError::NumConnWithoutConnections(model.name()));
@@ -762,7 +793,18 @@ impl Plan {
             max_connections,
             arrival,
             workload,
+            max_requests: None,
         })
+    }
+
+    /// Ends every step after `n` requests (split exactly among agents and their workers); only a
+    /// closed loop counts its requests this way, the open models are counted by their schedule.
+    pub fn with_max_requests(mut self, n: NonZeroU64) -> Result<Self, PlanError> {
+        if self.model != LoadModel::Concurrency {
+            return Err(PlanError::MaxRequestsWithoutConcurrency(self.model.name()));
+        }
+        self.max_requests = Some(n);
+        Ok(self)
     }
 
     /// The request rate the plan demands at a step value, or None for the closed model.
@@ -784,6 +826,10 @@ impl Plan {
         let connections = split_proportional(value as u64, weights);
         // Every agent needs at least one pool connection to send anything at all.
         let max_connections = split_proportional(u64::from(self.max_connections.get()), weights);
+        // A request count goes with the connections that send it: an agent without any sends none.
+        let max_requests = self
+            .max_requests
+            .map(|n| split_proportional(n.get(), &connections));
         let owners = interleave(weights);
         (0..weights.len())
             .map(|a| {
@@ -816,6 +862,7 @@ impl Plan {
                     limit: self.limit,
                     arrival: self.arrival,
                     seed,
+                    max_requests: max_requests.as_ref().and_then(|m| NonZeroU64::new(m[a])),
                 }
             })
             .collect()
@@ -958,6 +1005,34 @@ mod tests {
         );
         let u = Url::parse("http://h?q=1#frag").unwrap();
         assert_eq!(u.path, "/?q=1");
+    }
+
+    #[test]
+    fn user_content_length_overriding_the_body_length_is_refused() {
+        let spec = |h: &str, body: &[u8]| {
+            RequestSpec::try_new(
+                "POST",
+                "http://127.0.0.1:9/",
+                vec![parse_header(h).unwrap()],
+                body.to_vec(),
+            )
+        };
+        assert_eq!(
+            spec("Content-Length: 99", b"1234567")
+                .unwrap_err()
+                .to_string(),
+            "header 'Content-Length: 99' does not match the body's 7 bytes: leave it out, stampede sets it from the body"
+        );
+        assert!(matches!(
+            spec("content-length: x", b""),
+            Err(PlanError::ContentLength { .. })
+        ));
+        // One that tells the truth is harmless: the agent then adds none of its own.
+        assert!(spec("Content-Length: 7", b"1234567").is_ok());
+        assert_eq!(
+            spec("Transfer-Encoding: chunked", b"hello").unwrap_err(),
+            PlanError::TransferEncoding("chunked".into())
+        );
     }
 
     #[test]

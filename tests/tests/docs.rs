@@ -73,6 +73,11 @@ fn every_documented_subcommand_and_flag_exists() {
         "--body-file",
         "--insecure",
         "--source-addrs",
+        "--connections",
+        "--rate",
+        "--max-requests",
+        "--duration",
+        "--on-agent-loss",
     ] {
         assert!(run.contains(flag), "run --help lacks {flag}");
         assert!(
@@ -90,4 +95,106 @@ fn every_documented_subcommand_and_flag_exists() {
         .output()
         .unwrap();
     assert!(text(&agent.stdout).contains("--listen"));
+}
+
+fn help_of(bin_name: &str, args: &[&str]) -> String {
+    let o = std::process::Command::new(bin(bin_name))
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{args:?}: {}", text(&o.stderr));
+    text(&o.stdout)
+}
+
+#[test]
+fn run_help_was_one_unsorted_list_without_defaults() {
+    let run = help_of("stampede", &["run", "--help"]);
+    let mut at = 0;
+    for group in [
+        "Target and request:",
+        "Load shape:",
+        "Output:",
+        "Distributed:",
+        "Examples:",
+    ] {
+        let i = run[at..]
+            .find(group)
+            .unwrap_or_else(|| panic!("run --help lacks '{group}' after byte {at}"));
+        at += i;
+    }
+    let examples = run.split("Examples:").nth(1).unwrap();
+    assert_eq!(examples.matches("stampede run ").count(), 3, "{examples}");
+    for default in [
+        "[default: GET]",
+        "[default: connections]",
+        "[default: uniform]",
+        "[default: round-robin]",
+        "[default: 10s]",
+        "[default: 5s]",
+        "[default: 1]",
+        "[default: 1000]",
+        "[default: tsv]",
+        "[default: degrade]",
+        "[default: 60s]",
+        "[default: one per core]",
+    ] {
+        assert!(run.contains(default), "run --help lacks {default}");
+    }
+    assert!(run.contains("The default opens a new connection per request"));
+    // The enums' values are listed, from the types themselves.
+    for value in [
+        "connections:",
+        "requests:",
+        "concurrency:",
+        "poisson:",
+        "csv:",
+        "abort:",
+    ] {
+        assert!(run.contains(value), "run --help lacks the value {value}");
+    }
+    let agent = help_of("stampede-agent", &["--help"]);
+    for flag in [
+        "--listen",
+        "--join",
+        "--allow-target",
+        "--max-rate",
+        "[default: 127.0.0.1:7700]",
+        "[default: one per core]",
+    ] {
+        assert!(agent.contains(flag), "stampede-agent --help lacks {flag}");
+    }
+}
+
+#[test]
+fn a_documented_flag_could_be_missing_from_the_binary() {
+    let run = help_of("stampede", &["run", "--help"]);
+    let agent = help_of("stampede-agent", &["--help"]);
+    let readme = readme();
+    let mut checked = 0;
+    // Commands in code blocks and in table cells alike.
+    for cell in readme.lines().flat_map(|l| l.split(" | ")) {
+        let (help, command) = if let Some((_, c)) = cell.split_once("stampede run ") {
+            (&run, c)
+        } else if let Some((_, c)) = cell.split_once("stampede-agent ") {
+            (&agent, c)
+        } else {
+            continue;
+        };
+        let line = cell;
+        for word in command.split(|c: char| c.is_whitespace() || c == '`' || c == '(') {
+            let Some(flag) = word.strip_prefix("--") else {
+                continue;
+            };
+            let flag = flag.split('=').next().unwrap().replace('_', "-");
+            if flag.is_empty() {
+                continue;
+            }
+            assert!(
+                help.contains(&format!("--{flag}")),
+                "README line '{line}' uses --{flag}, which --help does not list"
+            );
+            checked += 1;
+        }
+    }
+    assert!(checked > 40, "only {checked} flags found in the README");
 }

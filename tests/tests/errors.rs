@@ -125,8 +125,8 @@ fn zero_negative_and_inverted_rates() {
 #[test]
 fn unknown_flag_and_bad_plan_file() {
     refused(
-        &["run", "http://127.0.0.1:1/", "--rate", "5"],
-        "unexpected argument '--rate'",
+        &["run", "http://127.0.0.1:1/", "--bogus", "5"],
+        "stampede: unknown option --bogus (--help lists the options)",
     );
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path().join("plan.toml");

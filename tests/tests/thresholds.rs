@@ -14,7 +14,7 @@ fn steps(target: &Target, steps: &str, extra: &[&str], out: &Path) -> Output {
         "1s",
         "--out",
         out.to_str().unwrap(),
-        "-q",
+        "--quiet",
     ]);
     args.extend(extra);
     stampede(&args)

@@ -1,0 +1,108 @@
+//! How the binaries word a command-line error: one line naming the problem, never clap's block of
+//! tips and usage (its "to pass '-c' as a value, use '-- -c'" misleads anyone who meant a flag).
+use clap::error::{ContextKind, ContextValue, ErrorKind};
+
+/// Whether clap's error is a request for help or the version, which clap prints itself.
+pub fn is_display(e: &clap::Error) -> bool {
+    matches!(
+        e.kind(),
+        ErrorKind::DisplayHelp
+            | ErrorKind::DisplayVersion
+            | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+    )
+}
+
+fn context(e: &clap::Error, kind: ContextKind) -> Option<String> {
+    match e.get(kind)? {
+        ContextValue::String(s) => Some(s.clone()),
+        ContextValue::Strings(v) => Some(match v.as_slice() {
+            [] => String::new(),
+            [one] => one.clone(),
+            [init @ .., last] => format!("{} or {last}", init.join(", ")),
+        }),
+        other => Some(other.to_string()),
+    }
+}
+
+/// One line for a clap error. `hint` may answer an unknown option a user brought from another tool.
+pub fn one_line(e: &clap::Error, hint: impl Fn(&str) -> Option<String>) -> String {
+    // clap names an argument as '--steps <STEPS>'; the flag is enough.
+    let arg = context(e, ContextKind::InvalidArg)
+        .map(|a| a.split(' ').next().unwrap_or_default().to_string());
+    let value = context(e, ContextKind::InvalidValue);
+    match (e.kind(), arg, value) {
+        (ErrorKind::UnknownArgument, Some(arg), _) => {
+            hint(&arg).unwrap_or_else(|| match context(e, ContextKind::SuggestedArg) {
+                Some(s) => format!("unknown option {arg}: did you mean {s}?"),
+                None => format!("unknown option {arg} (--help lists the options)"),
+            })
+        }
+        (ErrorKind::InvalidValue, Some(arg), Some(value)) => {
+            match context(e, ContextKind::ValidValue) {
+                Some(valid) if value.is_empty() => format!("{arg} needs a value: use {valid}"),
+                Some(valid) => format!("{arg}: unknown value '{value}': use {valid}"),
+                None => format!("{arg} needs a value"),
+            }
+        }
+        (ErrorKind::ValueValidation, Some(arg), Some(value)) => {
+            let why = std::error::Error::source(e)
+                .map(ToString::to_string)
+                .unwrap_or_else(|| "not a valid value".into());
+            format!("{arg} '{value}': {why}")
+        }
+        _ => {
+            // Everything else: clap's first line, without its "error: " and styling.
+            let rendered = e.render().to_string();
+            let first = rendered.lines().next().unwrap_or_default();
+            first.trim_start_matches("error: ").to_string()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Debug, Parser)]
+    struct Args {
+        #[arg(long)]
+        count: Option<u32>,
+        #[arg(long, value_parser = ["a", "b", "c"])]
+        pick: Option<String>,
+    }
+
+    fn error(argv: &[&str]) -> String {
+        let e = Args::try_parse_from(argv).unwrap_err();
+        one_line(&e, |a| (a == "-k").then(|| "keep-alive is a model".into()))
+    }
+
+    #[test]
+    fn a_clap_error_is_one_line_without_the_dash_dash_tip() {
+        assert_eq!(
+            error(&["x", "-z"]),
+            "unknown option -z (--help lists the options)"
+        );
+        assert_eq!(error(&["x", "-k"]), "keep-alive is a model");
+        assert_eq!(
+            error(&["x", "--coun", "1"]),
+            "unknown option --coun: did you mean --count?"
+        );
+        assert_eq!(
+            error(&["x", "--pick", "d"]),
+            "--pick: unknown value 'd': use a, b or c"
+        );
+        assert_eq!(
+            error(&["x", "--count", "x"]),
+            "--count 'x': invalid digit found in string"
+        );
+        for argv in [
+            &["x", "-z"][..],
+            &["x", "--count"],
+            &["x", "--count", "1", "y"],
+        ] {
+            let line = error(argv);
+            assert!(!line.contains('\n') && !line.contains("tip"), "{line}");
+        }
+    }
+}
