@@ -129,7 +129,7 @@ def parse_stampede(path):
         "tool_requests": s.get("requests"),
         "tool_duration_s": s.get("duration_s"),
         "errors": errors,
-        "verdict": s.get("verdict"),
+        "verdict": s.get("trust"),
         "gen_cpu_pct": (s.get("generator") or {}).get("cpu_pct"),
         "lag_p99_ms": (s.get("generator") or {}).get("lag_p99_ms"),
         "unsent": s.get("unsent"),
@@ -354,8 +354,8 @@ def cmd_report(a):
                 notes.append(f"output not parsed: {r['parse_error']}")
             if r.get("errors"):
                 notes.append(f"{r['errors']} errors")
-            if r.get("verdict") not in (None, "valid"):
-                notes.append(f"stampede verdict {r['verdict']}: {'; '.join(r.get('reasons') or [])}")
+            if r.get("trust") not in (None, "valid"):
+                notes.append(f"stampede trust {r['trust']}: {'; '.join(r.get('reasons') or [])}")
             if notes:
                 p(f"  note: rep {r['rep']} {r['tool']}: {', '.join(notes)}")
         p("")

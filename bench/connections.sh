@@ -89,7 +89,7 @@ for n in "$@"; do
     facts=$(python3 -c '
 import json, sys
 s = json.load(open(sys.argv[1]))["steps"][0]
-print(s["connections"], round(s["reply_rate"]["avg"]), s["verdict"])
+print(s["connections"], round(s["reply_rate"]["avg"]), s["trust"])
 ' "$out/run.json")
     set -- $facts
     per=$(awk -v h="$held" -v i="$idle" -v n="$n" 'BEGIN { printf "%.1f", (h - i) / n }')

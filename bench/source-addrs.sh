@@ -104,8 +104,8 @@ for sources in "" "$SOURCE_ADDRS"; do
     python3 -c '
 import json, sys
 s = json.load(open(sys.argv[1]))["steps"][0]
-print("  connections opened %d, addr-unavailable %d, verdict %s %s" % (
-    s["connections"], s["errors"]["addr-unavailable"], s["verdict"], s["reasons"]))
+print("  connections opened %d, addr-unavailable %d, trust %s %s" % (
+    s["connections"], s["errors"]["addr-unavailable"], s["trust"], s["reasons"]))
 ' "$out/run.json"
     sleep 5
 done

@@ -219,3 +219,34 @@ fn the_run_ends_with_where_the_server_broke() {
     assert_ne!(ran.step(2)["server"], "ok", "{}", ran.step(2));
     assert_eq!(ran.step(0)["server"], "ok", "{}", ran.step(0));
 }
+
+#[test]
+fn demo_did_not_say_where_its_target_broke() {
+    // The demo's target serves at most 400 req/s; the ramp runs 100 to 600.
+    let out = tempfile::tempdir().unwrap();
+    let o = tests::stampede(&[
+        "demo",
+        "--step-duration",
+        "2s",
+        "--quiet",
+        "--out",
+        out.path().to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", tests::text(&o.stderr));
+    let run = tests::run_json(out.path());
+    assert_eq!(
+        f(&run["summary"]["kept_up_to"]),
+        400.0,
+        "{}",
+        run["summary"]
+    );
+    let stdout = tests::text(&o.stdout);
+    assert!(
+        stdout.contains("answer: kept up to 400 req/s (p99 "),
+        "{stdout}"
+    );
+    // Past the knee the served rate is the capacity, not the demand.
+    let last = &run["steps"][5];
+    assert!(f(&last["ok_rate"]) < 450.0, "{last}");
+    assert_ne!(last["server"], "ok", "{last}");
+}
