@@ -27,9 +27,11 @@ pub struct Tick {
     pub value: f64,
     /// Requests sent per second over the step so far (counted as they leave, as the table's).
     pub sent: f64,
-    pub replies: f64,
+    /// Replies with an expected status per second, over the last interval.
+    pub served: f64,
     pub p99_ms: f64,
-    pub errors: u64,
+    /// Of the requests due in the step so far.
+    pub failed_pct: f64,
 }
 
 /// A duration as people say it: `200 ms`, `10 s`, `1.5 s`, `2 min 30 s`, `1 h 5 min`.
@@ -114,7 +116,7 @@ fn live_line(t: &Tick, run_elapsed: Duration, run_total: Duration) -> String {
         format!("{} req/s", rate(d))
     });
     format!(
-        "step {}/{} {}/{}  run {}/{}  demanded {demanded}  sent {}/s  replies {}/s  p99 {:.1} ms  errors {}",
+        "step {}/{} {}/{}  run {}/{}  demanded {demanded}  sent {}/s  served {}/s  p99 {:.1} ms  failed {}%",
         t.number,
         t.steps,
         clock(t.elapsed),
@@ -122,9 +124,9 @@ fn live_line(t: &Tick, run_elapsed: Duration, run_total: Duration) -> String {
         clock(run_elapsed),
         clock(run_total),
         rate(t.sent),
-        rate(t.replies),
+        rate(t.served),
         t.p99_ms,
-        t.errors
+        pct(t.failed_pct)
     )
 }
 
@@ -302,9 +304,9 @@ mod tests {
             demanded: Some(1000.0),
             value: 1000.0,
             sent: 998.4,
-            replies: 997.0,
+            served: 997.0,
             p99_ms: 1.25,
-            errors: 0,
+            failed_pct: 0.0,
         }
     }
 

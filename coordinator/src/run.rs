@@ -598,9 +598,8 @@ async fn run_step(
                         if merged.reports == waiting.len() && !merged.tail && progress.wants_ticks()
                             && let Some(seq) = merge.progress(merged.seq)?
                         {
-                            let errors = merge.counters().errors_total();
-                            let sent = merge.counters().requests;
-                            show_progress(progress, &seq, errors, sent, index, plan.steps.len(), demanded, plan.steps[index], scheduled);
+                            let so_far = *merge.counters();
+                            show_progress(progress, &seq, &so_far, index, plan.steps.len(), demanded, plan.steps[index], scheduled);
                         }
                     }
                     Some(Up::StepReport(r)) => {
@@ -743,8 +742,7 @@ async fn run_step(
 fn show_progress(
     progress: &Progress,
     seq: &SeqProgress,
-    errors: u64,
-    sent: u64,
+    so_far: &shared::metrics::Counters,
     index: usize,
     steps: usize,
     demanded: Option<f64>,
@@ -761,10 +759,15 @@ fn show_progress(
         demanded,
         value,
         // Over the step so far, as the table's figure is over the whole step.
-        sent: sent as f64 / elapsed.as_secs_f64().max(1e-9),
-        replies: seq.counters.replies as f64 / secs,
+        sent: so_far.requests as f64 / elapsed.as_secs_f64().max(1e-9),
+        served: seq.counters.ok as f64 / secs,
         p99_ms: histogram::us_to_ms(seq.p99_us),
-        errors,
+        // Of the requests due so far: the same share as the step's `failed_pct`.
+        failed_pct: if so_far.due() == 0 {
+            0.0
+        } else {
+            so_far.failed() as f64 * 100.0 / so_far.due() as f64
+        },
     });
 }
 

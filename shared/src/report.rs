@@ -459,6 +459,7 @@ pub fn summarize(input: &StepInput<'_>) -> StepResult {
         aborted: input.aborted,
         lost_agents,
         concurrency: (input.model == LoadModel::Concurrency).then_some(input.value as u64),
+        messages: t.messages.clone(),
     });
     let latency = LatencyStats::with_censored(&t.hist.latency, &t.hist.censored);
     let unexpected_latency = LatencyStats::of(&t.hist.unexpected);

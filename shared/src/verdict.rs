@@ -4,7 +4,7 @@
 //! saturated load tool is never mistaken for a slow server, nor a trusted step for a healthy server.
 use serde::Serialize;
 
-use crate::metrics::{Counters, ErrorClass};
+use crate::metrics::{Counters, ErrorClass, FirstErrors};
 use crate::status::{StatusCodes, StatusSet};
 
 /// Any generator thread busier than this may be limiting the load (Hyperfoil's watchdog uses 80 %).
@@ -65,6 +65,8 @@ pub struct Facts {
     pub lost_agents: Vec<String>,
     /// The closed model's demanded connection count (None for the open models).
     pub concurrency: Option<u64>,
+    /// Each error class's first message, to say what went wrong in words.
+    pub messages: FirstErrors,
 }
 
 /// The verdict, the reasons for it, and notes that explain the numbers without blaming the generator.
@@ -114,11 +116,18 @@ pub fn judge(f: &Facts) -> Judgement {
             .copied()
             .unwrap_or(ErrorClass::Other);
         if c.error(worst) > 0 {
-            reasons.push(format!(
-                "no replies: {} {} errors (is the target up and reachable?)",
-                c.error(worst),
-                worst.name()
-            ));
+            reasons.push(match f.messages.get(worst) {
+                Some(words) => format!(
+                    "no replies: {} {} errors, the first: {words}",
+                    c.error(worst),
+                    worst.name()
+                ),
+                None => format!(
+                    "no replies: {} {} errors (is the target up and reachable?)",
+                    c.error(worst),
+                    worst.name()
+                ),
+            });
         } else {
             reasons.push("no replies".to_string());
         }
@@ -445,6 +454,14 @@ mod tests {
             j.reasons[0].starts_with("no replies: 30 conn-refused"),
             "{:?}",
             j.reasons
+        );
+        // With the first error's words, the reason says them rather than guess.
+        f.messages.keep(ErrorClass::ConnRefused, || {
+            "connection refused by 127.0.0.1:1: is the target up?".into()
+        });
+        assert_eq!(
+            judge(&f).reasons[0],
+            "no replies: 30 conn-refused errors, the first: connection refused by 127.0.0.1:1: is the target up?"
         );
     }
 
