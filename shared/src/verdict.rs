@@ -176,16 +176,23 @@ pub fn judge(f: &Facts) -> Judgement {
             ratio * 100.0
         ));
     } else if let Some(ratio) = shortfall {
-        if cpu_high || lag_high {
+        // Arrivals dropped after waiting for a connection the target held are the target's doing,
+        // however busy the generator was.
+        if (cpu_high || lag_high) && c.dropped == 0 {
             verdict.worsen(Verdict::Invalid);
             reasons.push(format!(
                 "sent {:.0}% of the requests due: the generator could not keep its schedule",
                 ratio * 100.0
             ));
         } else if c.replies > 0 {
-            // The generator kept its schedule; what was not sent waited on the target.
+            // What was not sent waited on the target.
+            let why = if cpu_high || lag_high {
+                "the rest waited for a connection the target held until the step ended"
+            } else {
+                "the generator kept its schedule"
+            };
             notes.push(format!(
-                "sent {:.0}% of the requests due: the target did not keep up (the generator kept its schedule)",
+                "sent {:.0}% of the requests due: the target did not keep up ({why})",
                 ratio * 100.0
             ));
         }
@@ -558,6 +565,21 @@ mod tests {
         let mut c = served;
         c.waited = 50;
         assert_eq!(server(c, &none, 2.0, None).state, Server::Saturated);
+    }
+
+    #[test]
+    fn arrivals_dropped_for_a_full_pool_are_not_blamed_on_a_lagging_generator() {
+        let mut f = healthy();
+        f.lag_p99_ms = 9.9;
+        f.counters.unsent = 300;
+        f.counters.dropped = 300;
+        let j = judge(&f);
+        assert_eq!(j.verdict, Verdict::Degraded, "{:?}", j.reasons);
+        assert!(
+            j.notes
+                .iter()
+                .any(|n| n.contains("the target did not keep up"))
+        );
     }
 
     #[test]
