@@ -234,15 +234,24 @@ pub fn table(results: &[StepResult]) -> String {
     let mut rows: Vec<Vec<String>> = vec![head.iter().map(|s| s.to_string()).collect()];
     for r in results {
         let l = &r.latency_ms;
+        // No latency measured (nothing served, nothing given up): say so rather than print zeros.
+        let none = r.ok == 0 && r.given_up == 0;
+        let ms = |name: &str, v: f64| {
+            if none {
+                "-".to_string()
+            } else {
+                ms_cell(l, name, v)
+            }
+        };
         rows.push(vec![
             r.number.to_string(),
             r.demanded_rate.map_or(format!("{}c", r.step_value), rate),
             rate(r.achieved_request_rate),
             rate(r.ok_rate),
-            ms_cell(l, "p50", l.p50),
-            ms_cell(l, "p90", l.p90),
-            ms_cell(l, "p99", l.p99),
-            ms_cell(l, "max", l.max),
+            ms("p50", l.p50),
+            ms("p90", l.p90),
+            ms("p99", l.p99),
+            ms("max", l.max),
             format!("{}%", pct(r.failed_pct)),
             format!("{:.0}%", r.generator.cpu_pct),
             format!("{:.2}", r.generator.lag_p99_ms),

@@ -743,12 +743,20 @@ fn answer(
             } else {
                 String::new()
             };
-            s.push_str(&format!(
-                "; at {} it served {}/s with p99 {}{why}",
-                step_value(model, b.step_value),
-                human(b.ok_rate),
-                human_ms(b.p99_ms, b.p99_lower_bound)
-            ));
+            if b.ok_rate > 0.0 || b.p99_ms > 0.0 {
+                s.push_str(&format!(
+                    "; at {} it served {}/s with p99 {}{why}",
+                    step_value(model, b.step_value),
+                    human(b.ok_rate),
+                    human_ms(b.p99_ms, b.p99_lower_bound)
+                ));
+            } else {
+                // No latency at all: nothing served and nothing given up, so no p99 to speak of.
+                s.push_str(&format!(
+                    "; at {} it served nothing{why}",
+                    step_value(model, b.step_value)
+                ));
+            }
         }
         None if kept.is_some() => {
             s.push_str(": every step kept up, so the limit lies beyond this ramp")
@@ -1261,6 +1269,14 @@ mod tests {
         );
         let json = serde_json::to_value(&s).unwrap();
         assert!(json["kept_up_to"].is_null());
+        // A server that answered only errors has no p99 to report, not one of 0 ms.
+        let mut dead = ramp_step(1, 100.0, 0.0, 0.0, Verdict::Valid);
+        dead.latency_ms = LatencyStats::default();
+        let s = summarize_run(&[dead]);
+        assert_eq!(
+            s.answer,
+            "kept up with no step; at 100 req/s it served nothing, 100% failed"
+        );
     }
 
     #[test]
