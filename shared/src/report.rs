@@ -763,7 +763,9 @@ fn answer(
         }
         None => {}
     }
-    if let (Some(from), true) = (plateau_from, beyond.is_some() && peak > 0.0) {
+    // A plateau needs a step past where it began.
+    let last = steps.iter().map(|r| r.step_value).fold(f64::MIN, f64::max);
+    if let Some(from) = plateau_from.filter(|f| beyond.is_some() && peak > 0.0 && *f < last) {
         s.push_str(&format!(
             "; the served rate plateaued at {}/s from {}",
             human(peak),

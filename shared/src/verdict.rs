@@ -219,12 +219,7 @@ pub fn judge(f: &Facts) -> Judgement {
             c.dropped
         ));
     }
-    let timeouts = c.error(ErrorClass::ClientTimeout);
-    if timeouts > 0 {
-        notes.push(format!(
-            "{timeouts} requests got no reply within the timeout"
-        ));
-    }
+    // Client timeouts are said by the error notes (count and first words) and the given-up note.
     Judgement {
         verdict,
         reasons,
