@@ -902,6 +902,23 @@ mod tests {
         s
     }
 
+    /// Agent "a" that measured all of `s` on `threads` of `cores` over `wall`.
+    fn agent_input(s: &Snapshot, threads: u32, cores: u32, wall: Duration) -> AgentInput {
+        AgentInput {
+            name: "a".into(),
+            threads,
+            cores,
+            wall,
+            counters: s.counters,
+            cpu_ns: s.cpu_ns,
+            latency_ms: LatencyStats::of(&s.hist.latency),
+            start_delay: None,
+            lost: false,
+            clock_offset_ns: 0,
+            rtt: Duration::ZERO,
+        }
+    }
+
     /// One agent's step of `total` over `secs`, in the requests model at `rate`.
     fn one_agent(total: &Snapshot, secs: f64, rate: f64, f: impl FnOnce(&StepResult)) {
         let duration = Duration::from_secs_f64(secs);
@@ -919,19 +936,7 @@ mod tests {
             duration,
             total,
             series: &series,
-            agents: vec![AgentInput {
-                name: "a".into(),
-                threads: 1,
-                cores: 2,
-                wall: duration,
-                counters: total.counters,
-                cpu_ns: 0,
-                latency_ms: LatencyStats::of(&total.hist.latency),
-                start_delay: None,
-                lost: false,
-                clock_offset_ns: 0,
-                rtt: Duration::ZERO,
-            }],
+            agents: vec![agent_input(total, 1, 2, duration)],
             aborted: false,
             mark_lost: true,
             start_skew: None,
@@ -1076,16 +1081,7 @@ mod tests {
         }; 2];
         let agent = |name: &str, s: &Snapshot| AgentInput {
             name: name.to_string(),
-            threads: 1,
-            cores: 2,
-            wall: Duration::from_secs(2),
-            counters: s.counters,
-            cpu_ns: s.cpu_ns,
-            latency_ms: LatencyStats::of(&s.hist.latency),
-            start_delay: None,
-            lost: false,
-            clock_offset_ns: 0,
-            rtt: Duration::ZERO,
+            ..agent_input(s, 1, 2, Duration::from_secs(2))
         };
         let ok = StatusSet::default();
         let input = StepInput {
@@ -1169,17 +1165,8 @@ mod tests {
                 total: &total,
                 series: &series,
                 agents: vec![AgentInput {
-                    name: "a".into(),
-                    threads,
-                    cores,
-                    wall: second,
-                    counters: s.counters,
                     cpu_ns: used,
-                    latency_ms: LatencyStats::of(&s.hist.latency),
-                    start_delay: None,
-                    lost: false,
-                    clock_offset_ns: 0,
-                    rtt: Duration::ZERO,
+                    ..agent_input(&s, threads, cores, second)
                 }],
                 aborted: false,
                 mark_lost: true,

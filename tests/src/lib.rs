@@ -431,24 +431,34 @@ pub struct HostileServer {
     stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
 
+/// Listens on 127.0.0.1:0 and runs `serve` on a thread of its own for every connection, until the
+/// returned flag is set.
+fn accept_each(
+    serve: impl Fn(TcpStream, &std::sync::atomic::AtomicBool) + Send + Sync + 'static,
+) -> (SocketAddr, std::sync::Arc<std::sync::atomic::AtomicBool>) {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let addr = listener.local_addr().unwrap();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let stop2 = stop.clone();
+    let serve = std::sync::Arc::new(serve);
+    std::thread::spawn(move || {
+        while !stop2.load(std::sync::atomic::Ordering::Relaxed) {
+            match listener.accept() {
+                Ok((conn, _)) => {
+                    let (stop, serve) = (stop2.clone(), serve.clone());
+                    std::thread::spawn(move || serve(conn, &stop));
+                }
+                Err(_) => std::thread::sleep(Duration::from_millis(2)),
+            }
+        }
+    });
+    (addr, stop)
+}
+
 impl HostileServer {
     pub fn start(how: Hostile) -> HostileServer {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        listener.set_nonblocking(true).unwrap();
-        let addr = listener.local_addr().unwrap();
-        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let stop2 = stop.clone();
-        std::thread::spawn(move || {
-            while !stop2.load(std::sync::atomic::Ordering::Relaxed) {
-                match listener.accept() {
-                    Ok((conn, _)) => {
-                        let stop = stop2.clone();
-                        std::thread::spawn(move || misbehave(conn, how, &stop));
-                    }
-                    Err(_) => std::thread::sleep(Duration::from_millis(2)),
-                }
-            }
-        });
+        let (addr, stop) = accept_each(move |conn, stop| misbehave(conn, how, stop));
         HostileServer { addr, stop }
     }
 
@@ -540,46 +550,30 @@ pub struct StatusServer {
 
 impl StatusServer {
     pub fn every(nth: u64, code: u16) -> StatusServer {
-        use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        listener.set_nonblocking(true).unwrap();
-        let addr = listener.local_addr().unwrap();
-        let stop = std::sync::Arc::new(AtomicBool::new(false));
-        let count = std::sync::Arc::new(AtomicU64::new(0));
-        let stop2 = stop.clone();
-        std::thread::spawn(move || {
-            while !stop2.load(Ordering::Relaxed) {
-                match listener.accept() {
-                    Ok((conn, _)) => {
-                        let count = count.clone();
-                        std::thread::spawn(move || {
-                            let _ = conn.set_nonblocking(false);
-                            let _ = conn.set_read_timeout(Some(Duration::from_secs(30)));
-                            let mut writer = conn.try_clone().unwrap();
-                            let mut reader = BufReader::new(conn);
-                            loop {
-                                // A bodiless request: its head ends with an empty line.
-                                let mut line = String::new();
-                                loop {
-                                    line.clear();
-                                    if reader.read_line(&mut line).unwrap_or(0) == 0 {
-                                        return;
-                                    }
-                                    if line.trim_end().is_empty() {
-                                        break;
-                                    }
-                                }
-                                let n = count.fetch_add(1, Ordering::Relaxed) + 1;
-                                let status = if n.is_multiple_of(nth) { code } else { 200 };
-                                let reply =
-                                    format!("HTTP/1.1 {status} X\r\ncontent-length: 2\r\n\r\nok");
-                                if writer.write_all(reply.as_bytes()).is_err() {
-                                    return;
-                                }
-                            }
-                        });
+        use std::sync::atomic::{AtomicU64, Ordering};
+        let count = AtomicU64::new(0);
+        let (addr, stop) = accept_each(move |conn, _| {
+            let _ = conn.set_nonblocking(false);
+            let _ = conn.set_read_timeout(Some(Duration::from_secs(30)));
+            let mut writer = conn.try_clone().unwrap();
+            let mut reader = BufReader::new(conn);
+            loop {
+                // A bodiless request: its head ends with an empty line.
+                let mut line = String::new();
+                loop {
+                    line.clear();
+                    if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                        return;
                     }
-                    Err(_) => std::thread::sleep(Duration::from_millis(2)),
+                    if line.trim_end().is_empty() {
+                        break;
+                    }
+                }
+                let n = count.fetch_add(1, Ordering::Relaxed) + 1;
+                let status = if n.is_multiple_of(nth) { code } else { 200 };
+                let reply = format!("HTTP/1.1 {status} X\r\ncontent-length: 2\r\n\r\nok");
+                if writer.write_all(reply.as_bytes()).is_err() {
+                    return;
                 }
             }
         });
