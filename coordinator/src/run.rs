@@ -420,7 +420,14 @@ impl Warned {
 
 /// Which capacity risk an agent's step warning is, by the failure it predicts.
 fn risk(warning: &str) -> Option<&'static str> {
-    if !warning.contains("may hold up to") {
+    // The agent's capacity risks (agent::capacity): per step, each naming what would fail.
+    if !warning.starts_with("step ") {
+        return None;
+    }
+    if warning.contains("may fall behind its schedule") {
+        return Some("dispatch");
+    }
+    if !warning.contains("the rest would fail as") {
         return None;
     }
     ["fd-unavailable", "addr-unavailable"]
@@ -809,6 +816,31 @@ mod tests {
             baseline_p50_ms: None,
             warned: Warned::default(),
         }
+    }
+
+    #[test]
+    fn every_capacity_risk_the_agent_words_is_told_once() {
+        for (w, kind) in [
+            (
+                "step 3 may hold up to 2000 connections open if the target stops answering (...), more than the 924 this agent can open (...); the rest would fail as fd-unavailable",
+                "fd-unavailable",
+            ),
+            (
+                "step 3 may need up to 200 concurrent connections if the target stops answering (...), more than the 48 this agent can open (...); the rest would fail as fd-unavailable",
+                "fd-unavailable",
+            ),
+            (
+                "step 2 may need up to 30000 concurrent connections to one destination if ..., more than the 28232 local ports this agent has (...); the rest would fail as addr-unavailable",
+                "addr-unavailable",
+            ),
+            (
+                "step 1 needs 3000000 requests/s from this agent, more than its 2 worker threads will likely dispatch (...); it may fall behind its schedule",
+                "dispatch",
+            ),
+        ] {
+            assert_eq!(risk(w), Some(kind), "{w}");
+        }
+        assert_eq!(risk("source address 10.0.0.9 is not on this machine"), None);
     }
 
     #[test]

@@ -323,3 +323,31 @@ fn bad_source_addrs_are_refused_with_the_reason() {
         "it lists no address",
     );
 }
+
+#[test]
+fn a_capacity_risk_was_warned_again_on_every_step() {
+    // The fd risk of the test above, on each of three steps: stderr says it once, every step's notes
+    // keep it.
+    let target = tests::Target::start(&["--delay", "500ms"]);
+    let out = tempfile::tempdir().unwrap();
+    let o = run_with_fd_limit(
+        64,
+        &target,
+        "--model requests --steps 400,400,400 --max-connections 200 --timeout 3s --step-duration 1s --threads 1",
+        out.path(),
+    );
+    let err = text(&o.stderr);
+    let warning = "more than the 48 this agent can open (RLIMIT_NOFILE 64 minus 16 reserved)";
+    assert_eq!(err.matches(warning).count(), 1, "{err}");
+    let run = run_json(out.path());
+    for step in run["steps"].as_array().unwrap() {
+        assert!(
+            step["notes"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|n| n.as_str().unwrap().contains(warning)),
+            "{step}"
+        );
+    }
+}
