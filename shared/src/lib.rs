@@ -11,6 +11,7 @@ pub mod report;
 pub mod rng;
 pub mod schedule;
 pub mod status;
+#[cfg(feature = "cli")]
 pub mod usage;
 pub mod verdict;
 

@@ -79,7 +79,8 @@ pub enum PlanError {
 }
 
 // The doc comments of these enums' variants are what `--help` shows beside each value.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize)]
+#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
 #[serde(rename_all = "kebab-case")]
 pub enum LoadModel {
     /// httperf/autobench: new connections per second, --num-call requests each; a new connection
@@ -113,15 +114,16 @@ impl fmt::Display for LoadModel {
 }
 
 /// How arrivals are spaced in an open model.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize)]
+#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
 #[serde(rename_all = "kebab-case")]
 pub enum Arrival {
     /// evenly spaced
-    #[value(alias = "constant")]
+    #[cfg_attr(feature = "cli", value(alias = "constant"))]
     #[serde(alias = "constant")]
     Uniform,
     /// exponential gaps, as independent users arrive
-    #[value(alias = "exponential")]
+    #[cfg_attr(feature = "cli", value(alias = "exponential"))]
     #[serde(alias = "exponential")]
     Poisson,
 }
@@ -135,11 +137,12 @@ impl Arrival {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize)]
+#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
 #[serde(rename_all = "kebab-case")]
 pub enum UrlOrder {
     /// each URL in turn
-    #[value(alias = "roundrobin", alias = "sequential")]
+    #[cfg_attr(feature = "cli", value(alias = "roundrobin", alias = "sequential"))]
     #[serde(alias = "roundrobin", alias = "sequential")]
     RoundRobin,
     /// a random URL per request (--seed)
