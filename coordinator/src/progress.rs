@@ -73,9 +73,12 @@ pub fn plan_line(plan: &Plan, total: Duration, dir: &Path) -> String {
         LoadModel::Requests => "req/s".to_string(),
         LoadModel::Concurrency => "connections".to_string(),
     };
-    let each = match plan.limit {
-        StepLimit::Duration(d) => format!("{} each", span(d)),
-        StepLimit::Connections(c) => format!("{c} connections each"),
+    let each = match (plan.limit, plan.max_requests) {
+        (StepLimit::Duration(d), Some(n)) => {
+            format!("{n} requests each (or {}, if that comes first)", span(d))
+        }
+        (StepLimit::Duration(d), None) => format!("{} each", span(d)),
+        (StepLimit::Connections(c), _) => format!("{c} connections each"),
     };
     format!(
         "plan: {} model, {n} step{} {values} {unit}, {each}, ~{} in all; results in {}",

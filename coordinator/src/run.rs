@@ -715,10 +715,17 @@ async fn run_step(
             clock_offset_ns: fleet.agents[i].clock_offset_ns,
             rtt: Duration::from_nanos(fleet.agents[i].rtt_ns.max(0) as u64),
         })
-        .collect();
-    // An aborted step is summarised over the time it ran until the abort, not the drain after it.
+        .collect::<Vec<AgentInput>>();
+    // An aborted step is summarised over the time it ran until the abort, not the drain after it; a
+    // closed loop that spent its request count (`-n`) over the time its agents took, as ab reports.
     let duration = match aborted_at {
         Some(at) => at.saturating_duration_since(began).min(scheduled),
+        None if plan.max_requests.is_some() => agents
+            .iter()
+            .map(|a| a.wall)
+            .max()
+            .unwrap_or(scheduled)
+            .min(scheduled),
         None => scheduled,
     };
     let mut result = report::summarize(&StepInput {
@@ -769,11 +776,13 @@ fn show_progress(
         sent: so_far.requests as f64 / elapsed.as_secs_f64().max(1e-9),
         served: seq.counters.ok as f64 / secs,
         p99_ms: histogram::us_to_ms(seq.p99_us),
-        // Of the requests due so far: the same share as the step's `failed_pct`.
+        // Of the requests due so far, those known to have failed: a request still in flight is
+        // neither served nor failed yet (the step's `failed_pct` counts every one, once all are in).
         failed_pct: if so_far.due() == 0 {
             0.0
         } else {
-            so_far.failed() as f64 * 100.0 / so_far.due() as f64
+            (so_far.unexpected() + so_far.target_errors() + so_far.dropped) as f64 * 100.0
+                / so_far.due() as f64
         },
     });
 }

@@ -591,12 +591,15 @@ pub const PLATEAU_RATIO: f64 = 0.98;
 pub struct Beyond {
     pub step: u32,
     pub step_value: f64,
+    pub demanded_rate: Option<f64>,
     pub ok_rate: f64,
     pub p99_ms: f64,
     pub p99_lower_bound: bool,
     pub failed_pct: f64,
     pub server: Server,
     pub trust: Verdict,
+    /// Interrupted (Ctrl-C, a lost agent under `abort`) before it finished.
+    pub aborted: bool,
 }
 
 /// The run's answer: how far the target kept up, where its served rate plateaued, how p99 moved.
@@ -695,12 +698,14 @@ pub fn summarize_run(steps: &[StepResult]) -> RunSummary {
     let beyond = beyond.map(|r| Beyond {
         step: r.number,
         step_value: r.step_value,
+        demanded_rate: r.demanded_rate,
         ok_rate: r.ok_rate,
         p99_ms: r.latency_ms.p99,
         p99_lower_bound: r.latency_ms.lower_bounds.contains("p99"),
         failed_pct: r.failed_pct,
         server: r.server,
         trust: r.trust,
+        aborted: r.aborted,
     });
     let answer = answer(steps, kept, beyond.as_ref(), peak, plateau_from);
     RunSummary {
@@ -726,27 +731,42 @@ fn answer(
         return "no step ran".to_string();
     };
     let model = first.model;
+    // The connections model's step is in conn/s; what the tables show beside it is requests/s.
+    let offered = |value: f64, demanded: Option<f64>| match demanded {
+        Some(d) if model == "connections" => {
+            format!("{} = {} req/s", step_value(model, value), human(d))
+        }
+        _ => step_value(model, value),
+    };
     let mut s = match kept {
-        Some(k) => format!(
-            "kept up to {} (p99 {})",
-            step_value(model, k.step_value),
-            human_ms(k.latency_ms.p99, k.latency_ms.lower_bounds.contains("p99"))
-        ),
+        Some(k) => {
+            let mut doubt = String::new();
+            if k.trust == Verdict::Degraded {
+                doubt = format!("; trust degraded there: {}", k.reasons.join("; "));
+            }
+            format!(
+                "kept up to {} (p99 {}{doubt})",
+                offered(k.step_value, k.demanded_rate),
+                human_ms(k.latency_ms.p99, k.latency_ms.lower_bounds.contains("p99"))
+            )
+        }
         None => "kept up with no step".to_string(),
     };
     match beyond {
         Some(b) => {
-            let why = if b.trust == Verdict::Invalid {
-                " (the generator could not be trusted there)".to_string()
-            } else if b.failed_pct > verdict::FAILING_PCT {
-                format!(", {}% failed", human(b.failed_pct))
-            } else {
-                String::new()
-            };
+            let mut why = String::new();
+            if b.failed_pct > verdict::FAILING_PCT {
+                why.push_str(&format!(", {}% failed", human(b.failed_pct)));
+            }
+            if b.aborted {
+                why.push_str(" (the step was interrupted before it finished)");
+            } else if b.trust == Verdict::Invalid {
+                why.push_str(" (the generator could not be trusted there)");
+            }
             if b.ok_rate > 0.0 || b.p99_ms > 0.0 {
                 s.push_str(&format!(
                     "; at {} it served {}/s with p99 {}{why}",
-                    step_value(model, b.step_value),
+                    offered(b.step_value, b.demanded_rate),
                     human(b.ok_rate),
                     human_ms(b.p99_ms, b.p99_lower_bound)
                 ));
@@ -754,7 +774,7 @@ fn answer(
                 // No latency at all: nothing served and nothing given up, so no p99 to speak of.
                 s.push_str(&format!(
                     "; at {} it served nothing{why}",
-                    step_value(model, b.step_value)
+                    offered(b.step_value, b.demanded_rate)
                 ));
             }
         }
@@ -860,16 +880,9 @@ pub fn table_row(r: &StepResult) -> Vec<String> {
     ] {
         row.push(f(v));
     }
-    // Percentiles that are lower bounds, by name; the numbers stay numbers for plotting.
-    row.push(
-        r.latency_ms
-            .lower_bounds
-            .names()
-            .into_iter()
-            .filter(|n| *n != "mean")
-            .collect::<Vec<_>>()
-            .join(","),
-    );
+    // Statistics that are lower bounds (the mean is resp_time), by name; the numbers stay numbers
+    // for plotting.
+    row.push(r.latency_ms.lower_bounds.names().join(","));
     row.extend(r.status.0.iter().map(|(_, v)| v.to_string()));
     row.extend(r.errors.0.iter().map(|(_, v)| v.to_string()));
     row.push(f(r.generator.cpu_pct));
@@ -1020,7 +1033,7 @@ mod tests {
             let row = table_row(r);
             let head = table_header("h", LoadModel::Requests);
             let at = head.iter().position(|h| h == "lower_bound").unwrap();
-            assert_eq!(row[at], "p90,p99,p999,max");
+            assert_eq!(row[at], "mean,p90,p99,p999,max");
         });
         // A given-up request younger than every reply leaves the percentiles below the top exact:
         // enough real latencies lie at or under them, whatever its true value.
@@ -1258,6 +1271,31 @@ mod tests {
         );
         let json = serde_json::to_value(&s).unwrap();
         assert!(json["kept_up_to"].is_null());
+        // An interrupted step is said to be one, not blamed on the generator; a degraded step kept up
+        // with says its doubt.
+        let mut stopped = steps[..3].to_vec();
+        stopped[1].trust = Verdict::Degraded;
+        stopped[1].reasons = vec!["lag p99 36.6 ms: 2172 requests left more than 1 ms late".into()];
+        stopped[2].trust = Verdict::Invalid;
+        stopped[2].aborted = true;
+        let s = summarize_run(&stopped);
+        assert_eq!(
+            s.answer,
+            "kept up to 200 req/s (p99 2.1 ms; trust degraded there: lag p99 36.6 ms: 2172 requests left more than 1 ms late); at 400 req/s it served 398/s with p99 9.3 ms (the step was interrupted before it finished)"
+        );
+        // The connections model's step is in conn/s, the table's rate in req/s: both are said.
+        let mut conns = steps[..2].to_vec();
+        for r in &mut conns {
+            r.model = "connections";
+            r.demanded_rate = Some(r.step_value * 10.0);
+        }
+        let s = summarize_run(&conns);
+        assert!(
+            s.answer
+                .starts_with("kept up to 200 conn/s = 2,000 req/s (p99 "),
+            "{}",
+            s.answer
+        );
         // A server that answered only errors has no p99 to report, not one of 0 ms.
         let mut dead = ramp_step(1, 100.0, 0.0, 0.0, Verdict::Valid);
         dead.latency_ms = LatencyStats::default();

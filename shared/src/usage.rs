@@ -38,10 +38,14 @@ pub fn one_line(e: &clap::Error, hint: impl Fn(&str) -> Option<String>) -> Strin
             })
         }
         (ErrorKind::InvalidValue, Some(arg), Some(value)) => {
-            match context(e, ContextKind::ValidValue) {
-                Some(valid) if value.is_empty() => format!("{arg} needs a value: use {valid}"),
-                Some(valid) => format!("{arg}: unknown value '{value}': use {valid}"),
-                None => format!("{arg} needs a value"),
+            // clap gives an empty list of valid values for a free-form argument.
+            match (
+                context(e, ContextKind::ValidValue).filter(|v| !v.is_empty()),
+                value.is_empty(),
+            ) {
+                (Some(valid), true) => format!("{arg} needs a value: use {valid}"),
+                (Some(valid), false) => format!("{arg}: unknown value '{value}': use {valid}"),
+                (None, _) => format!("{arg} needs a value"),
             }
         }
         (ErrorKind::ValueValidation, Some(arg), Some(value)) => {
@@ -96,6 +100,8 @@ mod tests {
             error(&["x", "--count", "x"]),
             "--count 'x': invalid digit found in string"
         );
+        // A free-form argument left without its value: no dangling "use".
+        assert_eq!(error(&["x", "--count"]), "--count needs a value");
         for argv in [
             &["x", "-z"][..],
             &["x", "--count"],

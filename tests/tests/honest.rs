@@ -250,3 +250,19 @@ fn demo_did_not_say_where_its_target_broke() {
     assert!(f(&last["ok_rate"]) < 450.0, "{last}");
     assert_ne!(last["server"], "ok", "{last}");
 }
+
+#[test]
+fn ab_n_rates_were_divided_by_the_nominal_step_length() {
+    // ab -n 300 -c 3 against a 2 ms target: done in a fraction of the 10 s default step.
+    let target = Target::start(&["--delay", "2ms"]);
+    let ran = run_ok(&["-n", "300", "-c", "3", &target.url()]);
+    let step = ran.step(0);
+    assert_eq!(step["requests"], 300, "{step}");
+    let secs = f(&step["duration_s"]);
+    assert!(secs < 5.0, "the step took {secs} s of its 10: {step}");
+    let rate = f(&step["achieved_request_rate"]);
+    assert!(
+        (rate * secs / 300.0 - 1.0).abs() < 0.01 && rate > 60.0,
+        "{rate} req/s over {secs} s: {step}"
+    );
+}
