@@ -96,13 +96,13 @@ impl Ctx {
 
     /// Sends one due request: connects first if needed, and reconnects once if the server had closed
     /// the kept-alive connection. Returns the connection when it can be reused, and whether the
-    /// request was written (a failure before writing is counted as unsent).
+    /// request was written (a failure before writing is counted as unsent, and `Unsent` says why).
     async fn request(
         &self,
         conn: Option<Conn>,
         intended: Instant,
         last: bool,
-    ) -> (Option<Conn>, bool) {
+    ) -> (Option<Conn>, Result<(), Unsent>) {
         let mut conn = conn;
         // Chosen once: a resend after a stale connection is the same request.
         let template = self.template();
@@ -116,7 +116,7 @@ impl Ctx {
                         if class == ErrorClass::ConnectTimeout {
                             self.rec.given_up(intended.elapsed());
                         }
-                        return (None, false);
+                        return (None, Err(Unsent(class)));
                     }
                 },
             };
@@ -124,10 +124,10 @@ impl Ctx {
                 .send(template, last, intended, self.target.timeout, &self.rec)
                 .await
             {
-                Ok(()) => return (Some(c), true),
+                Ok(()) => return (Some(c), Ok(())),
                 Err(SendError::Failed(class)) => {
                     self.rec.error(class);
-                    return (None, true);
+                    return (None, Ok(()));
                 }
                 Err(SendError::Stale) if attempt == 0 => continue,
                 Err(SendError::Stale) => break,
@@ -135,7 +135,7 @@ impl Ctx {
         }
         // A fresh connection that closes before it can take a request.
         self.rec.unsent(ErrorClass::ConnReset);
-        (None, false)
+        (None, Err(Unsent(ErrorClass::ConnReset)))
     }
 
     async fn connect(&self) -> Result<Conn, ErrorClass> {
@@ -148,6 +148,10 @@ impl Ctx {
         self.cancel.is_cancelled() || Instant::now() >= self.deadline
     }
 }
+
+/// Why a due request was not written.
+#[derive(Debug, Clone, Copy)]
+struct Unsent(ErrorClass);
 
 /// Counts a task in flight until dropped, so the worker can wait for the drain.
 struct Flight(Rc<Ctx>);
@@ -381,12 +385,21 @@ async fn connection(ctx: &Ctx, intended: Instant, calls: u32) {
             Instant::now()
         };
         match ctx.request(conn.take(), from, call + 1 == calls).await {
-            (Some(c), true) => conn = Some(c),
+            (Some(c), Ok(())) => conn = Some(c),
             // Not sent, or failed with the connection: the calls after this one were due and will
-            // never be sent (this one is already counted, as unsent or as its error).
-            _ => {
-                ctx.rec
-                    .with(|s| s.counters.unsent += u64::from(calls - call - 1));
+            // never be sent (this one is already counted, as unsent or as its error). When the
+            // generator itself could not connect (fds, ports), they are its failures too, each
+            // counted in that class, so none is charged to the target.
+            (_, outcome) => {
+                let rest = u64::from(calls - call - 1);
+                ctx.rec.with(|s| {
+                    s.counters.unsent += rest;
+                    if let Err(Unsent(class)) = outcome
+                        && class.is_generator_resource()
+                    {
+                        s.counters.errors[class.index()] += rest;
+                    }
+                });
                 return;
             }
         }

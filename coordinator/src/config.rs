@@ -801,6 +801,16 @@ mod tests {
     }
 
     #[test]
+    fn ab_n_below_its_connections_left_connections_without_a_count() {
+        let e = command_line("run http://127.0.0.1:9/ -n 1 -c 2").unwrap_err();
+        assert!(
+            e.starts_with("-n 1 is fewer requests than the 2 connections of a step"),
+            "{e}"
+        );
+        assert!(command_line("run http://127.0.0.1:9/ -n 2 -c 2").is_ok());
+    }
+
+    #[test]
     fn ok_status_from_the_flag_or_the_plan_file() {
         let c = command_line("run http://127.0.0.1:9/ --steps 1 --ok-status 200,404").unwrap();
         assert!(c.plan.workload.ok_status.contains(404));

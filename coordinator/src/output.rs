@@ -276,14 +276,14 @@ impl Output {
         self.write_json()
     }
 
-    /// Writes the run's final status and end time. Whatever else failed, run.json must not keep
-    /// saying "running" after the process is gone: if the whole file cannot be rewritten, the status
-    /// is overwritten in place in the bytes already on disk, which needs no new space.
     /// Sets a top-level field of run.json (written with the next step or the finish).
     pub fn record(&mut self, key: &str, value: &impl serde::Serialize) {
         self.doc[key] = serde_json::to_value(value).expect("run.json fields always serialize");
     }
 
+    /// Writes the run's final status and end time. Whatever else failed, run.json must not keep
+    /// saying "running" after the process is gone: if the whole file cannot be rewritten, the status
+    /// is overwritten in place in the bytes already on disk, which needs no new space.
     pub fn finish(&mut self, status: &str) -> Result<Finished, OutputError> {
         self.doc["status"] = status.into();
         self.doc["finished_at"] = humantime::format_rfc3339_millis(SystemTime::now())

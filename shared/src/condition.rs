@@ -63,7 +63,7 @@ pub enum Metric {
     Latency(Latency),
     /// Requests that failed (transport errors, unexpected statuses, due but never sent), % of due.
     Failed,
-    /// Transport errors, % of attempts (autobench's `errors_<host>`).
+    /// The target's transport errors, % of the requests due (autobench's `errors_<host>`).
     Errors,
     /// Replies per second with an expected status: absolute, or % of the demanded rate.
     OkRate,
@@ -222,8 +222,9 @@ impl fmt::Display for Condition {
 /// [`Observed::of`], so the grammar does not depend on how a result is laid out.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Observed {
-    /// p50, p90, p99, p999, max and mean in ms, in [`Latency::ALL`] order.
-    pub latency_ms: [f64; 6],
+    /// p50, p90, p99, p999, max and mean in ms, in [`Latency::ALL`] order; `None` when the step
+    /// measured no latency at all (nothing served, nothing given up), which no threshold can judge.
+    pub latency_ms: Option<[f64; 6]>,
     /// Per entry of `latency_ms`: only a lower bound of the true value (a censored percentile).
     pub latency_lower_bound: [bool; 6],
     pub failed_pct: f64,
@@ -241,7 +242,8 @@ impl Observed {
         let l = &r.latency_ms;
         let bound = |name| l.lower_bounds.contains(name);
         Observed {
-            latency_ms: [l.p50, l.p90, l.p99, l.p999, l.max, l.mean],
+            latency_ms: (r.ok > 0 || r.given_up > 0)
+                .then_some([l.p50, l.p90, l.p99, l.p999, l.max, l.mean]),
             latency_lower_bound: [
                 bound("p50"),
                 bound("p90"),
@@ -289,8 +291,8 @@ impl Condition {
             })
         };
         match self.metric {
-            Metric::Latency(l) => Some(Reading {
-                value: o.latency_ms[l.index()],
+            Metric::Latency(l) => o.latency_ms.map(|ms| Reading {
+                value: ms[l.index()],
                 lower_bound: o.latency_lower_bound[l.index()],
             }),
             Metric::Failed => exact(o.failed_pct),
@@ -645,7 +647,7 @@ mod tests {
 
     fn observed() -> Observed {
         Observed {
-            latency_ms: [1.0, 5.0, 812.0, 1500.0, 2000.0, 40.0],
+            latency_ms: Some([1.0, 5.0, 812.0, 1500.0, 2000.0, 40.0]),
             latency_lower_bound: [false; 6],
             failed_pct: 12.5,
             errors_pct: 2.0,
@@ -768,7 +770,7 @@ mod tests {
     #[test]
     fn a_censored_percentile_proves_a_breach_but_never_a_pass() {
         let mut o = observed();
-        o.latency_ms[Latency::P99.index()] = 1000.0;
+        o.latency_ms.as_mut().unwrap()[Latency::P99.index()] = 1000.0;
         o.latency_lower_bound[Latency::P99.index()] = true;
         let t = |s: &str| parse(s).unwrap().evaluate(&o);
         // The true p99 is at least 1000 ms.
@@ -813,6 +815,15 @@ mod tests {
     }
 
     #[test]
+    fn a_step_without_latency_decides_no_latency_threshold() {
+        let mut o = observed();
+        o.latency_ms = None;
+        assert_eq!(parse("p99>500ms").unwrap().evaluate(&o), Truth::Unknown);
+        assert_eq!(parse("p99<500ms").unwrap().evaluate(&o), Truth::Unknown);
+        assert_eq!(parse("failed>5%").unwrap().evaluate(&o), Truth::True);
+    }
+
+    #[test]
     fn observed_from_a_step_result() {
         let mut s = crate::metrics::Snapshot::default();
         s.counters.requests = 100;
@@ -850,8 +861,9 @@ mod tests {
         assert_eq!(o.demanded_rate, Some(50.0));
         assert_eq!(o.failed_pct, 20.0);
         assert_eq!(o.errors_pct, 10.0);
-        assert!((o.latency_ms[Latency::P50.index()] - 20.0).abs() < 0.1);
-        assert!(o.latency_ms[Latency::P99.index()] >= 1000.0);
+        let ms = o.latency_ms.unwrap();
+        assert!((ms[Latency::P50.index()] - 20.0).abs() < 0.1);
+        assert!(ms[Latency::P99.index()] >= 1000.0);
         assert_eq!(
             o.latency_lower_bound,
             [false, true, true, true, true, true],

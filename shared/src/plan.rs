@@ -60,6 +60,10 @@ pub enum PlanError {
         "a request count (-n) ends a closed loop: use --model concurrency (or -c N), not {0}; an open model's count is its rate times --step-duration"
     )]
     MaxRequestsWithoutConcurrency(&'static str),
+    #[error(
+        "-n {requests} is fewer requests than the {connections} connections of a step: give each connection one at least (ab refuses this too)"
+    )]
+    MaxRequestsBelowConnections { requests: u64, connections: u64 },
     #[error("an open-model step share needs at least one slice of the arrivals")]
     NoSlices,
     #[error("slice {index} of {count} does not exist")]
@@ -805,6 +809,14 @@ impl Plan {
     pub fn with_max_requests(mut self, n: NonZeroU64) -> Result<Self, PlanError> {
         if self.model != LoadModel::Concurrency {
             return Err(PlanError::MaxRequestsWithoutConcurrency(self.model.name()));
+        }
+        // As ab refuses a concurrency above its request count: a connection without a request of
+        // its own would have no count to stop it.
+        if let Some(&c) = self.steps.iter().find(|c| **c > n.get() as f64) {
+            return Err(PlanError::MaxRequestsBelowConnections {
+                requests: n.get(),
+                connections: c as u64,
+            });
         }
         self.max_requests = Some(n);
         Ok(self)

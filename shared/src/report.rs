@@ -292,6 +292,9 @@ pub struct StepResult {
     pub generator: Generator,
     /// Whether the numbers can be trusted (the generator's judgement of itself), and why not.
     pub trust: Verdict,
+    /// The generator itself was the limit (its fds or ports, or a schedule it could not keep): the
+    /// step says nothing about the server.
+    pub generator_bound: bool,
     pub reasons: Vec<String>,
     /// How the server fared, and why.
     pub server: Server,
@@ -473,18 +476,24 @@ pub fn summarize(input: &StepInput<'_>) -> StepResult {
     let mut notes = judgement.notes;
     notes.extend(error_notes(c, &t.messages));
     notes.extend(failure_notes(input, &latency));
-    // Served over the time the step really took, its drain included: replies a queueing server
-    // delivers after the schedule ended were served at its pace, not the schedule's.
+    // Served over the window the replies came in: the step's run, drain included, less the fastest
+    // reply's latency (no reply can come sooner after the start). A queueing server's replies after
+    // the schedule ended count at its pace, not the schedule's; a healthy one's drain is its latency.
     let served_over = if input.aborted {
         input.duration
     } else {
-        input
+        let ran = input
             .agents
             .iter()
             .map(|a| a.wall)
             .max()
-            .unwrap_or(input.duration)
-            .max(input.duration)
+            .unwrap_or(input.duration);
+        let fastest = Duration::from_micros(if t.hist.latency.is_empty() {
+            0
+        } else {
+            t.hist.latency.min()
+        });
+        ran.saturating_sub(fastest).max(input.duration)
     };
     StepResult {
         number: input.number,
@@ -525,6 +534,7 @@ pub fn summarize(input: &StepInput<'_>) -> StepResult {
         reply_rate_series: series,
         generator,
         trust: judgement.verdict,
+        generator_bound: judgement.generator_bound,
         reasons: judgement.reasons,
         server: server.state,
         server_reasons: server.reasons,
@@ -598,6 +608,7 @@ pub struct Beyond {
     pub failed_pct: f64,
     pub server: Server,
     pub trust: Verdict,
+    pub generator_bound: bool,
     /// Interrupted (Ctrl-C, a lost agent under `abort`) before it finished.
     pub aborted: bool,
 }
@@ -619,16 +630,16 @@ pub struct RunSummary {
     pub answer: String,
 }
 
-/// Whether the target kept up with a step: it served at the pace the schedule offered (the closed
-/// model: what was due), failed little, and the numbers are not untrustworthy.
+/// Whether the target kept up with a step: it served what its schedule held (a Poisson schedule
+/// holds more or less than the plan's rate; the closed model what was due), failed little, without
+/// making requests queue (a server that serves everything, late, is saturated), and the numbers are
+/// not untrustworthy.
 pub fn kept_up(r: &StepResult) -> bool {
-    let served = match r.demanded_rate {
-        // The schedule's own arrivals over its length: a Poisson schedule offers more or less than
-        // the plan's rate.
-        Some(_) => r.ok_rate >= KEPT_UP_RATIO * (r.due as f64 / r.duration_s.max(1e-9)),
-        None => r.ok as f64 >= KEPT_UP_RATIO * r.due as f64,
-    };
-    r.trust != Verdict::Invalid && r.due > 0 && r.failed_pct <= verdict::FAILING_PCT && served
+    r.trust != Verdict::Invalid
+        && r.due > 0
+        && r.failed_pct <= verdict::FAILING_PCT
+        && r.ok as f64 >= KEPT_UP_RATIO * r.due as f64
+        && r.server != Server::Saturated
 }
 
 /// `12345.6` as `12,346`; below 100 with one decimal when it has one.
@@ -705,6 +716,7 @@ pub fn summarize_run(steps: &[StepResult]) -> RunSummary {
         failed_pct: r.failed_pct,
         server: r.server,
         trust: r.trust,
+        generator_bound: r.generator_bound,
         aborted: r.aborted,
     });
     let answer = answer(steps, kept, beyond.as_ref(), peak, plateau_from);
@@ -760,7 +772,7 @@ fn answer(
             }
             if b.aborted {
                 why.push_str(" (the step was interrupted before it finished)");
-            } else if b.trust == Verdict::Invalid {
+            } else if b.generator_bound {
                 why.push_str(" (the generator could not be trusted there)");
             }
             if b.ok_rate > 0.0 || b.p99_ms > 0.0 {
@@ -882,7 +894,8 @@ pub fn table_row(r: &StepResult) -> Vec<String> {
     }
     // Statistics that are lower bounds (the mean is resp_time), by name; the numbers stay numbers
     // for plotting.
-    row.push(r.latency_ms.lower_bounds.names().join(","));
+    // Space-separated: a comma would split the cell in steps.csv.
+    row.push(r.latency_ms.lower_bounds.names().join(" "));
     row.extend(r.status.0.iter().map(|(_, v)| v.to_string()));
     row.extend(r.errors.0.iter().map(|(_, v)| v.to_string()));
     row.push(f(r.generator.cpu_pct));
@@ -1033,7 +1046,7 @@ mod tests {
             let row = table_row(r);
             let head = table_header("h", LoadModel::Requests);
             let at = head.iter().position(|h| h == "lower_bound").unwrap();
-            assert_eq!(row[at], "mean,p90,p99,p999,max");
+            assert_eq!(row[at], "mean p90 p99 p999 max");
         });
         // A given-up request younger than every reply leaves the percentiles below the top exact:
         // enough real latencies lie at or under them, whatever its true value.
@@ -1247,6 +1260,7 @@ mod tests {
         // A step the generator could not be trusted on does not count as kept up.
         let mut untrusted = steps.clone();
         untrusted[2].trust = Verdict::Invalid;
+        untrusted[2].generator_bound = true;
         let s = summarize_run(&untrusted);
         assert_eq!(s.kept_up_to, Some(200.0));
         assert_eq!(s.untrusted_steps, [3]);

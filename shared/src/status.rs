@@ -134,13 +134,15 @@ impl StatusCodes {
         if !(LOWEST..=HIGHEST).contains(&code) {
             return false;
         }
-        self.0[usize::from(code - LOWEST)] += n;
+        // Counts come from the network: a hostile peer's cannot overflow into a panic.
+        let slot = &mut self.0[usize::from(code - LOWEST)];
+        *slot = slot.saturating_add(n);
         true
     }
 
     pub fn add(&mut self, o: &StatusCodes) {
         for (a, b) in self.0.iter_mut().zip(o.0.iter()) {
-            *a += b;
+            *a = a.saturating_add(*b);
         }
     }
 

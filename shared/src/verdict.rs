@@ -75,12 +75,17 @@ pub struct Judgement {
     pub verdict: Verdict,
     pub reasons: Vec<String>,
     pub notes: Vec<String>,
+    /// The generator itself was the limit (its fds or ports, or a schedule it could not keep): the
+    /// step says nothing of the server. Not so for an aborted step or one without replies, which
+    /// are `invalid` too.
+    pub generator_bound: bool,
 }
 
 pub fn judge(f: &Facts) -> Judgement {
     let mut verdict = Verdict::Valid;
     let mut reasons = Vec::new();
     let mut notes = Vec::new();
+    let mut generator_bound = false;
     let c = &f.counters;
 
     if f.aborted {
@@ -104,6 +109,7 @@ pub fn judge(f: &Facts) -> Judgement {
         let n = c.error(class);
         if n > 0 {
             verdict.worsen(Verdict::Invalid);
+            generator_bound = true;
             reasons.push(format!("{n} {} errors: {what}", class.name()));
         }
     }
@@ -143,6 +149,11 @@ pub fn judge(f: &Facts) -> Judgement {
         .filter(|d| *d > 0.0 && c.attempts() > 0)
         .map(|_| c.requests as f64 / c.attempts() as f64)
         .filter(|r| *r < ACHIEVED_MIN_RATIO);
+    // Of what was not sent, what the target may account for: arrivals it kept waiting until the
+    // end, and unsent requests its own errors (refused, timed out connecting) explain.
+    let target_unsent = (c.dropped + c.target_errors()).min(c.unsent);
+    let generator_shortfall = c.attempts() > 0
+        && ((c.requests + target_unsent) as f64 / c.attempts() as f64) < ACHIEVED_MIN_RATIO;
     let lost_shortfall = f
         .demanded_rate
         .filter(|d| *d > 0.0)
@@ -178,8 +189,9 @@ pub fn judge(f: &Facts) -> Judgement {
     } else if let Some(ratio) = shortfall {
         // Arrivals dropped after waiting for a connection the target held are the target's doing,
         // however busy the generator was.
-        if (cpu_high || lag_high) && c.dropped == 0 {
+        if (cpu_high || lag_high) && generator_shortfall {
             verdict.worsen(Verdict::Invalid);
+            generator_bound = true;
             reasons.push(format!(
                 "sent {:.0}% of the requests due: the generator could not keep its schedule",
                 ratio * 100.0
@@ -224,6 +236,7 @@ pub fn judge(f: &Facts) -> Judgement {
         verdict,
         reasons,
         notes,
+        generator_bound,
     }
 }
 
@@ -406,6 +419,7 @@ mod tests {
                 "412 addr-unavailable errors: generator out of local ports, or a --source-addrs address it does not have"
             ]
         );
+        assert!(j.generator_bound);
     }
 
     #[test]
@@ -452,6 +466,8 @@ mod tests {
         f.achieved_rate = 0.0;
         let j = judge(&f);
         assert_eq!(j.verdict, Verdict::Invalid);
+        // No reply at all is the target's state, not the generator's limit.
+        assert!(!j.generator_bound);
         assert!(
             j.reasons[0].starts_with("no replies: 30 conn-refused"),
             "{:?}",
