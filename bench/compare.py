@@ -113,7 +113,7 @@ def parse_oha(path):
 def parse_stampede(path):
     with open(path) as f:
         d = json.load(f)
-    if d.get("schema") != "stampede.run/1":
+    if d.get("schema") != "stampede.run/2":
         raise SystemExit(f"compare.py: {path}: unknown schema {d.get('schema')!r}")
     steps = d.get("steps") or []
     if not steps:
@@ -129,7 +129,7 @@ def parse_stampede(path):
         "tool_requests": s.get("requests"),
         "tool_duration_s": s.get("duration_s"),
         "errors": errors,
-        "verdict": s.get("trust"),
+        "trust": s.get("trust"),
         "gen_cpu_pct": (s.get("generator") or {}).get("cpu_pct"),
         "lag_p99_ms": (s.get("generator") or {}).get("lag_p99_ms"),
         "unsent": s.get("unsent"),
@@ -369,7 +369,7 @@ def cmd_report(a):
     fields = ["case", "rep", "position", "tool", "target_rate", "rc", "nginx_requests", "nginx_connections",
               "duration_s", "duration_source", "wall_s", "req_s", "conn_s", "p50_ms", "p99_ms", "mean_ms",
               "conn_time_median_ms", "aborted_at_deadline",
-              "user_s", "sys_s", "cpu_s", "req_per_cpu_s", "maxrss_kib", "tool_requests", "errors", "verdict",
+              "user_s", "sys_s", "cpu_s", "req_per_cpu_s", "maxrss_kib", "tool_requests", "errors", "trust",
               "gen_cpu_pct", "lag_p99_ms", "cmd"]
     with open(os.path.join(a.outdir, "runs.tsv"), "w") as f:
         f.write("\t".join(fields) + "\n")
