@@ -99,7 +99,7 @@ impl Recorder {
 
     pub fn replied(&self, status: u16, ttfb: Duration, latency: Duration) {
         let ok = self.ok.contains(status);
-        if !(100..=599).contains(&status) {
+        if !(shared::status::LOWEST..=shared::status::HIGHEST).contains(&status) {
             // Counted as an `other` error by record_status.
             self.note(ErrorClass::Other, || {
                 format!("reply status {status} is outside 100-599: not an HTTP status").into()

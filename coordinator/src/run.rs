@@ -778,12 +778,7 @@ fn show_progress(
         p99_ms: histogram::us_to_ms(seq.p99_us),
         // Of the requests due so far, those known to have failed: a request still in flight is
         // neither served nor failed yet (the step's `failed_pct` counts every one, once all are in).
-        failed_pct: if so_far.due() == 0 {
-            0.0
-        } else {
-            (so_far.unexpected() + so_far.target_errors() + so_far.dropped) as f64 * 100.0
-                / so_far.due() as f64
-        },
+        failed_pct: shared::verdict::pct(so_far.known_failed(), so_far.due()),
     });
 }
 

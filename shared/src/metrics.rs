@@ -147,7 +147,9 @@ impl Counters {
     /// Counts a reply's status code into its class; codes outside 100..=599 count as `other` errors.
     pub fn record_status(&mut self, code: u16) {
         match code {
-            100..=599 => self.status[usize::from(code / 100 - 1)] += 1,
+            crate::status::LOWEST..=crate::status::HIGHEST => {
+                self.status[usize::from(code / 100 - 1)] += 1
+            }
             _ => self.record_error(ErrorClass::Other),
         }
     }
@@ -193,6 +195,12 @@ impl Counters {
     /// Replies whose status was not expected.
     pub fn unexpected(&self) -> u64 {
         self.replies.saturating_sub(self.ok)
+    }
+
+    /// Of the requests due, those already known to have failed while some may still be in flight
+    /// (an interval's view; at a step's end every due request is `ok` or [`Counters::failed`]).
+    pub fn known_failed(&self) -> u64 {
+        self.unexpected() + self.target_errors() + self.dropped
     }
 }
 

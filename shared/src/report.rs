@@ -373,11 +373,7 @@ fn cpu_pct(cpu_ns: u64, wall: Duration, threads: u32) -> f64 {
 }
 
 fn share_pct(part: u64, whole: u64) -> f64 {
-    if whole == 0 {
-        0.0
-    } else {
-        round3(part as f64 * 100.0 / whole as f64)
-    }
+    round3(verdict::pct(part, whole))
 }
 
 /// One note per error class that has a message: how many, and the first in words ("10 other

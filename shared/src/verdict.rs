@@ -279,7 +279,8 @@ pub struct ServerJudgement {
     pub reasons: Vec<String>,
 }
 
-fn pct(part: u64, whole: u64) -> f64 {
+/// `part` as a percent of `whole` (0 of nothing).
+pub fn pct(part: u64, whole: u64) -> f64 {
     if whole == 0 {
         0.0
     } else {

@@ -138,6 +138,18 @@ impl Drop for Target {
     }
 }
 
+impl Target {
+    /// Stalls the target for `for_ms` once `after` has passed, from a thread of its own (join it
+    /// after the run): the test's own injected latency.
+    pub fn stall_after(&self, after: Duration, for_ms: u64) -> std::thread::JoinHandle<()> {
+        let addr = self.addr;
+        std::thread::spawn(move || {
+            std::thread::sleep(after);
+            http_get(addr, &format!("/_stampede/stall?ms={for_ms}"));
+        })
+    }
+}
+
 /// A one-shot HTTP/1.1 GET on a fresh connection; returns the body.
 pub fn http_get(addr: SocketAddr, path: &str) -> String {
     let mut s =

@@ -210,22 +210,33 @@ fn run_with_fd_limit(
         .unwrap()
 }
 
-#[test]
-fn generator_out_of_file_descriptors_is_named_and_not_blamed_on_the_target() {
-    // Replies take 500 ms, so 400 req/s want about 200 connections; the pool may open 200, and a hard
-    // limit of 64 descriptors cannot hold them. That is only a risk when the step is prepared (a faster
-    // target would need few connections), so the step runs, warned, and its failures are the generator's.
+/// The fd risk both tests below meet: replies take 500 ms, so 400 req/s want about 200 connections;
+/// the pool may open 200, and a hard limit of 64 descriptors cannot hold them.
+const FD_RISK: &str = "more than the 48 this agent can open (RLIMIT_NOFILE 64 minus 16 reserved)";
+
+/// `--steps STEPS` of that risk, under `ulimit -n 64`; the output and the results directory.
+fn fd_starved_run(steps: &str) -> (std::process::Output, tempfile::TempDir) {
     let target = tests::Target::start(&["--delay", "500ms"]);
     let out = tempfile::tempdir().unwrap();
     let o = run_with_fd_limit(
         64,
         &target,
-        "--model requests --steps 400 --max-connections 200 --timeout 3s --step-duration 1s --threads 1",
+        &format!(
+            "--model requests --steps {steps} --max-connections 200 --timeout 3s --step-duration 1s --threads 1"
+        ),
         out.path(),
     );
+    (o, out)
+}
+
+#[test]
+fn generator_out_of_file_descriptors_is_named_and_not_blamed_on_the_target() {
+    // That is only a risk when the step is prepared (a faster target would need few connections), so
+    // the step runs, warned, and its failures are the generator's.
+    let (o, out) = fd_starved_run("400");
     let err = text(&o.stderr);
     assert_eq!(o.status.code(), Some(0), "{err}");
-    let warning = "more than the 48 this agent can open (RLIMIT_NOFILE 64 minus 16 reserved)";
+    let warning = FD_RISK;
     assert!(err.contains(warning), "{err}");
     let step = &run_json(out.path())["steps"][0];
     assert!(
@@ -326,18 +337,10 @@ fn bad_source_addrs_are_refused_with_the_reason() {
 
 #[test]
 fn a_capacity_risk_was_warned_again_on_every_step() {
-    // The fd risk of the test above, on each of three steps: stderr says it once, every step's notes
-    // keep it.
-    let target = tests::Target::start(&["--delay", "500ms"]);
-    let out = tempfile::tempdir().unwrap();
-    let o = run_with_fd_limit(
-        64,
-        &target,
-        "--model requests --steps 400,400,400 --max-connections 200 --timeout 3s --step-duration 1s --threads 1",
-        out.path(),
-    );
+    // The fd risk on each of three steps: stderr says it once, every step's notes keep it.
+    let (o, out) = fd_starved_run("400,400,400");
     let err = text(&o.stderr);
-    let warning = "more than the 48 this agent can open (RLIMIT_NOFILE 64 minus 16 reserved)";
+    let warning = FD_RISK;
     assert_eq!(err.matches(warning).count(), 1, "{err}");
     let run = run_json(out.path());
     for step in run["steps"].as_array().unwrap() {

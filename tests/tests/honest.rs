@@ -1,10 +1,9 @@
 //! Answers a person reads off a run, checked against servers whose truth the test knows: failures
 //! counted as failures, requests given up kept in the latency as lower bounds, short steps, Poisson
 //! schedules, the server's column and the run's one-sentence answer.
-use std::thread;
 use std::time::Duration;
 
-use tests::{StatusServer, Target, http_get, run_ok};
+use tests::{StatusServer, Target, run_ok};
 
 fn f(v: &serde_json::Value) -> f64 {
     v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))
@@ -105,11 +104,7 @@ fn bad_ok_status_is_refused_naming_the_part() {
 fn requests_never_completed_vanish_from_the_latency() {
     // The target stops answering for 2 s inside a 4 s step; the timeout is 1 s.
     let target = Target::start(&[]);
-    let addr = target.addr;
-    let staller = thread::spawn(move || {
-        thread::sleep(Duration::from_millis(1000));
-        http_get(addr, "/_stampede/stall?ms=2000");
-    });
+    let staller = target.stall_after(Duration::from_millis(1000), 2000);
     let ran = run_ok(&[
         &target.url(),
         "--model",

@@ -1,9 +1,8 @@
 //! Latency the test injects itself: a fixed server delay, and a 500 ms stall that only an open model
 //! measured from the intended send time can see (coordinated omission).
-use std::thread;
 use std::time::Duration;
 
-use tests::{Target, http_get, run_ok};
+use tests::{Target, run_ok};
 
 #[test]
 fn serve_delay_20ms_reports_p50_between_20_and_25_ms() {
@@ -24,12 +23,8 @@ fn serve_delay_20ms_reports_p50_between_20_and_25_ms() {
 #[test]
 fn coordinated_omission_stall_shows_in_p99() {
     let target = Target::start(&[]);
-    let addr = target.addr;
     // Stall the target for 500 ms, one second into the step.
-    let staller = thread::spawn(move || {
-        thread::sleep(Duration::from_millis(1100));
-        http_get(addr, "/_stampede/stall?ms=500");
-    });
+    let staller = target.stall_after(Duration::from_millis(1100), 500);
     let ran = run_ok(&[
         &target.url(),
         "--model",
