@@ -635,7 +635,10 @@ pub fn kept_up(r: &StepResult) -> bool {
         && r.due > 0
         && r.failed_pct <= verdict::FAILING_PCT
         && r.ok as f64 >= KEPT_UP_RATIO * r.due as f64
-        && r.server != Server::Saturated
+        // Queueing is not keeping up once it costs throughput: a server at exactly its capacity
+        // queues a little and still serves the pace offered.
+        && (r.server != Server::Saturated
+            || r.ok_rate >= KEPT_UP_RATIO * (r.due as f64 / r.duration_s.max(1e-9)))
 }
 
 /// `12345.6` as `12,346`; below 100 with one decimal when it has one.
