@@ -17,6 +17,7 @@ use tokio_util::sync::CancellationToken;
 use crate::capacity::{Capacity, Route};
 use crate::client::Target;
 use crate::engine::Engine;
+use crate::link::{self, AgentEnd, Closed, CoordinatorEnd, Link, LinkTx};
 use crate::policy::Policy;
 use crate::system;
 use crate::worker::{self, INTERVAL, Job, Report};
@@ -28,6 +29,8 @@ pub enum SessionError {
     Version { theirs: u32, ours: u32 },
     #[error("the coordinator's stream closed")]
     Closed,
+    #[error("the coordinator's stream broke: {0}")]
+    Broken(String),
     #[error("nothing heard from the coordinator for {0:?}; stopped all load")]
     Silent(Duration),
     #[error("{0}")]
@@ -36,29 +39,15 @@ pub enum SessionError {
     Engine(#[from] crate::engine::EngineError),
 }
 
-/// The two ends a coordinator holds to drive one agent.
-pub struct Link {
-    pub tx: mpsc::Sender<pb::CoordinatorMessage>,
-    pub rx: mpsc::Receiver<pb::AgentMessage>,
-}
-
-/// Bound on queued control messages each way; a coordinator that stops reading slows the agent's
-/// reports, it does not grow memory.
-pub const LINK_CAPACITY: usize = 64;
-
-/// Starts an agent session in this process and returns the coordinator's ends of its link.
-pub fn embedded(engine: Arc<Engine>, shutdown: CancellationToken) -> Link {
-    let (down_tx, down_rx) = mpsc::channel(LINK_CAPACITY);
-    let (up_tx, up_rx) = mpsc::channel(LINK_CAPACITY);
+/// Starts an agent session in this process and returns the coordinator's end of its link.
+pub fn embedded(engine: Arc<Engine>, shutdown: CancellationToken) -> CoordinatorEnd {
+    let (coordinator, agent) = link::pair();
     tokio::spawn(async move {
-        if let Err(e) = serve(engine, Arc::new(Rules::default()), down_rx, up_tx, shutdown).await {
+        if let Err(e) = serve(engine, Arc::new(Rules::default()), agent, shutdown).await {
             tracing::warn!(error = %e, "Embedded agent session ended");
         }
     });
-    Link {
-        tx: down_tx,
-        rx: up_rx,
-    }
+    coordinator
 }
 
 struct Running {
@@ -106,7 +95,7 @@ struct Session {
     rules: Arc<Rules>,
     /// Scheduled time of the steps started in this session, for --max-run-duration.
     used: Duration,
-    out: mpsc::Sender<pb::AgentMessage>,
+    out: LinkTx<pb::AgentMessage>,
     greeted: bool,
     target: Option<Target>,
     prepared: Option<Arc<StepShare>>,
@@ -124,10 +113,13 @@ fn unix_ns_now() -> i64 {
 pub async fn serve(
     engine: Arc<Engine>,
     rules: Arc<Rules>,
-    mut inbound: mpsc::Receiver<pb::CoordinatorMessage>,
-    out: mpsc::Sender<pb::AgentMessage>,
+    link: AgentEnd,
     shutdown: CancellationToken,
 ) -> Result<(), SessionError> {
+    let Link {
+        tx: out,
+        rx: mut inbound,
+    } = link;
     let mut s = Session {
         engine,
         rules,
@@ -160,19 +152,20 @@ pub async fn serve(
                 }
             }
             msg = inbound.recv(), if !closing => match msg {
-                Some(m) => {
+                Ok(m) => {
                     heard = Instant::now();
                     s.handle(m).await?
                 }
-                None => {
-                    // The coordinator is gone. Between steps that is a normal goodbye; during one,
-                    // all load stops now.
-                    return match &s.running {
-                        Some(r) => {
-                            r.cancel.cancel();
-                            Err(SessionError::Closed)
-                        }
-                        None => Ok(()),
+                Err(why) => {
+                    // The coordinator is gone. Between steps a clean end is a normal goodbye;
+                    // during one, all load stops now. A broken stream says why, either way.
+                    if let Some(r) = &s.running {
+                        r.cancel.cancel();
+                    }
+                    return match why {
+                        Closed::Broken(words) => Err(SessionError::Broken(words)),
+                        Closed::Ended if s.running.is_some() => Err(SessionError::Closed),
+                        Closed::Ended => Ok(()),
                     };
                 }
             },
@@ -553,8 +546,7 @@ mod tests {
     async fn a_heartbeat_before_the_hello_is_answered_not_refused() {
         // Regression: the coordinator's first heartbeat could overtake its hello and fail the run.
         let engine = Arc::new(Engine::start(1).unwrap());
-        let link = embedded(engine, CancellationToken::new());
-        let Link { tx, mut rx } = link;
+        let Link { tx, mut rx } = embedded(engine, CancellationToken::new());
         tx.send(proto::to_agent(Down::Ping(pb::Ping { id: 0 })))
             .await
             .unwrap();

@@ -35,8 +35,12 @@ pub enum RunError {
     Unreachable { agent: String, why: String },
     #[error("agent {agent} refused: {message}")]
     Refused { agent: String, message: String },
-    #[error("agent {agent} disconnected while {doing}")]
-    Lost { agent: String, doing: String },
+    #[error("agent {agent} disconnected while {doing}{}", cause(why))]
+    Lost {
+        agent: String,
+        doing: String,
+        why: agent::link::Closed,
+    },
     #[error("agent {agent} did not answer within {secs} s while {doing}")]
     Silent {
         agent: String,
@@ -59,6 +63,14 @@ pub enum RunError {
     Spill(#[from] SpillError),
     #[error("cannot start the embedded agent: {0}")]
     Engine(#[from] agent::engine::EngineError),
+}
+
+/// What a closed stream adds to "disconnected": nothing when it simply ended.
+fn cause(why: &agent::link::Closed) -> String {
+    match why {
+        agent::link::Closed::Ended => String::new(),
+        agent::link::Closed::Broken(words) => format!(": {words}"),
+    }
 }
 
 impl RunError {
@@ -548,7 +560,7 @@ async fn run_step(
             .iter()
             .find(|&&i| !fleet.agents[i].alive)
             .expect("found above");
-        return Err(fleet.lost(i, &doing));
+        return Err(fleet.lost(i, &doing, agent::link::Closed::Ended));
     }
 
     let started = SystemTime::now() + START_LEAD;
@@ -587,13 +599,13 @@ async fn run_step(
                 if !waiting.contains(i) {
                     continue;
                 }
-                match msg.and_then(|m| m.kind) {
-                    None => newly_lost.push((i, "its stream closed".into())),
-                    Some(Up::Refusal(r)) => {
+                match msg {
+                    Err(why) => newly_lost.push((i, why.to_string())),
+                    Ok(Up::Refusal(r)) => {
                         let agent = fleet.agents[i].name.clone();
                         return Err(RunError::Refused { agent, message: r.message });
                     }
-                    Some(Up::Interval(report)) => {
+                    Ok(Up::Interval(report)) => {
                         let merged = merge.interval(i, report).map_err(|e| match e {
                             IntervalError::Report(e) => RunError::Protocol {
                                 agent: fleet.agents[i].name.clone(),
@@ -609,7 +621,7 @@ async fn run_step(
                             show_progress(progress, &seq, &so_far, index, plan.steps.len(), demanded, plan.steps[index], scheduled);
                         }
                     }
-                    Some(Up::StepReport(r)) => {
+                    Ok(Up::StepReport(r)) => {
                         if r.aborted && !abort_sent {
                             // Stopped on its own (SIGTERM drains an agent): its data counts, but it
                             // left the run.
@@ -618,7 +630,7 @@ async fn run_step(
                         reports[i] = Some(r);
                         waiting.remove(i);
                     }
-                    Some(_) => {}
+                    Ok(_) => {}
                 }
             }
             _ = check.tick() => {
