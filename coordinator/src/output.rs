@@ -247,7 +247,8 @@ impl Output {
         &self.dir
     }
 
-    /// Appends the step to every output and makes it durable before the next step starts. `agents`
+    /// Appends the step to the table and the hlog, durably, and to run.json's steps, which are
+    /// written with the summary that follows ([`Output::summarize`]): run.json once per step. `agents`
     /// names the agents that `hlog` refers to by index; `hlog` is read as in [`write_hlog`].
     pub fn write_step<E>(
         &mut self,
@@ -267,10 +268,10 @@ impl Output {
         if let Some(steps) = self.doc["steps"].as_array_mut() {
             steps.push(value);
         }
-        self.write_json()
+        Ok(())
     }
 
-    /// Puts the run's answer so far into run.json.
+    /// Puts the run's answer so far into run.json, and writes it (with the steps appended since).
     pub fn summarize(&mut self, summary: &RunSummary) -> Result<(), OutputError> {
         self.doc["summary"] = serde_json::to_value(summary).expect("a summary always serializes");
         self.write_json()

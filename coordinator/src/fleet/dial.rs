@@ -1,0 +1,271 @@
+//! Dialing the agents: embedded, `host:port`, `dns://`, or accepting joins; each becomes a `Link`.
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use agent::Engine;
+use agent::link::{self, CoordinatorEnd, Link, MAX_MESSAGE_BYTES};
+use agent::tls::host_of;
+use proto::pb;
+use proto::pb::agent_client::AgentClient;
+use proto::pb::coordinator_server::Coordinator as CoordinatorSvc;
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::{Fleet, FleetError};
+use crate::config::{AgentSpec, RunConfig};
+
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long to keep dialing an agent that does not accept connections yet.
+const DIAL_WAIT: Duration = Duration::from_secs(10);
+
+/// Connects to the configured agents, waits for joining ones, or starts the embedded one.
+pub async fn connect(cfg: &RunConfig) -> Result<Fleet, FleetError> {
+    if let Some(join) = &cfg.join {
+        let stop = CancellationToken::new();
+        let links = accept_joins(join, cfg.tls.as_ref(), stop.clone()).await?;
+        // The join server lives as long as the fleet: its streams are the agents' links.
+        return Ok(Fleet::new(links, stop));
+    }
+    if cfg.agents.is_empty() {
+        let engine = Arc::new(Engine::start(cfg.threads)?);
+        // The embedded agent stops when its link is dropped at the end of the run, like a remote one.
+        let link = agent::embedded(engine, CancellationToken::new());
+        return Ok(Fleet::new(
+            vec![("embedded".to_string(), link)],
+            CancellationToken::new(),
+        ));
+    }
+    // (name, address, the name its certificate must carry)
+    let mut addrs: Vec<(String, SocketAddr, String)> = Vec::new();
+    for spec in &cfg.agents {
+        match spec {
+            AgentSpec::Addr(a) => {
+                let addr = tokio::net::lookup_host(a.as_str())
+                    .await
+                    .ok()
+                    .and_then(|mut it| it.next())
+                    .ok_or_else(|| FleetError::Unreachable {
+                        agent: a.clone(),
+                        why: "the name does not resolve".into(),
+                    })?;
+                addrs.push((a.clone(), addr, host_of(a).to_string()));
+            }
+            AgentSpec::Dns(name) => {
+                let lookup = || async {
+                    tokio::net::lookup_host(name.as_str())
+                        .await
+                        .map(|it| it.collect::<Vec<SocketAddr>>())
+                };
+                let mut found =
+                    patiently(lookup, |_| true)
+                        .await
+                        .map_err(|e| FleetError::Unreachable {
+                            agent: format!("dns://{name}"),
+                            why: e.to_string(),
+                        })?;
+                found.sort();
+                found.dedup();
+                if found.is_empty() {
+                    return Err(FleetError::Unreachable {
+                        agent: format!("dns://{name}"),
+                        why: "no A or AAAA record".into(),
+                    });
+                }
+                let host = host_of(name);
+                addrs.extend(
+                    found
+                        .into_iter()
+                        .map(|a| (a.to_string(), a, host.to_string())),
+                );
+            }
+        }
+    }
+    let mut links = Vec::with_capacity(addrs.len());
+    for (name, addr, domain) in addrs {
+        let link = patiently(
+            || remote(&name, addr, &domain, cfg.tls.as_ref()),
+            |e| matches!(e, FleetError::Unreachable { .. }),
+        )
+        .await?;
+        links.push((name, link));
+    }
+    Ok(Fleet::new(links, CancellationToken::new()))
+}
+
+/// Runs `attempt` again every 250 ms while it fails in a way `retry` accepts, for up to `DIAL_WAIT`,
+/// then gives its last result. Agents started together with the coordinator (docker compose) may
+/// need a moment before their name resolves and before they listen.
+async fn patiently<T, E, F: std::future::Future<Output = Result<T, E>>>(
+    mut attempt: impl FnMut() -> F,
+    retry: impl Fn(&E) -> bool,
+) -> Result<T, E> {
+    let deadline = Instant::now() + DIAL_WAIT;
+    loop {
+        match attempt().await {
+            Err(e) if retry(&e) && Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(250)).await;
+            }
+            done => return done,
+        }
+    }
+}
+
+/// A connect error as a person says it: the OS's reason ("connection refused") where there is one,
+/// else the innermost cause, never the Debug print of tonic's and hyper's wrappers.
+fn in_words(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut cause = e;
+    loop {
+        if let Some(io) = cause.downcast_ref::<std::io::Error>() {
+            let kind = io.kind().to_string();
+            return if kind.ends_with("other error") || kind.starts_with("uncategorized") {
+                io.to_string()
+            } else {
+                kind
+            };
+        }
+        match cause.source() {
+            Some(next) => cause = next,
+            None => return cause.to_string(),
+        }
+    }
+}
+
+/// Opens the control stream to a listening agent and adapts it to a `Link`.
+async fn remote(
+    name: &str,
+    addr: SocketAddr,
+    domain: &str,
+    tls: Option<&agent::tls::TlsFiles>,
+) -> Result<CoordinatorEnd, FleetError> {
+    let unreachable = |why: String| FleetError::Unreachable {
+        agent: name.to_string(),
+        why,
+    };
+    let scheme = if tls.is_some() { "https" } else { "http" };
+    let mut endpoint = tonic::transport::Endpoint::from_shared(format!("{scheme}://{addr}"))
+        .map_err(|e| unreachable(e.to_string()))?
+        .connect_timeout(CONNECT_TIMEOUT)
+        .tcp_nodelay(true);
+    if let Some(tls) = tls {
+        let config = tls.client(domain).map_err(setup_error)?;
+        endpoint = endpoint
+            .tls_config(config)
+            .map_err(|e| unreachable(e.to_string()))?;
+    }
+    let channel = endpoint
+        .connect()
+        .await
+        .map_err(|e| unreachable(in_words(&e)))?;
+    let mut client = AgentClient::new(channel)
+        .max_decoding_message_size(MAX_MESSAGE_BYTES)
+        .max_encoding_message_size(MAX_MESSAGE_BYTES);
+    let (down_tx, down_rx) = link::channel();
+    let response = client
+        .control(link::request_stream(down_rx))
+        .await
+        .map_err(|status| FleetError::Refused {
+            agent: name.to_string(),
+            message: match tls {
+                // Refused below gRPC (a TLS alert or a dropped handshake), not by the agent's session.
+                Some(_) if std::error::Error::source(&status).is_some() => format!(
+                    "{} (mutual TLS: the agent takes a certificate signed by its --tls-ca, valid now, given with --tls-cert and --tls-key)",
+                    link::status_in_words(&status)
+                ),
+                _ => link::status_in_words(&status),
+            },
+        })?;
+    Ok(Link {
+        tx: down_tx,
+        rx: link::read_stream(response.into_inner()),
+    })
+}
+
+/// The coordinator's side of `Coordinator.Join`: each joining agent's stream becomes a `Link`.
+struct JoinService {
+    joined: mpsc::Sender<(String, CoordinatorEnd)>,
+}
+
+#[tonic::async_trait]
+impl CoordinatorSvc for JoinService {
+    type JoinStream = link::ResponseStream<pb::CoordinatorMessage>;
+
+    async fn join(
+        &self,
+        request: tonic::Request<tonic::Streaming<pb::AgentMessage>>,
+    ) -> Result<tonic::Response<Self::JoinStream>, tonic::Status> {
+        let name = request
+            .remote_addr()
+            .map_or_else(|| "joined agent".to_string(), |a| a.to_string());
+        let permit = self.joined.clone().try_reserve_owned().map_err(|_| {
+            tonic::Status::resource_exhausted("this run has all the agents it expects")
+        })?;
+        let (down_tx, down_rx) = link::channel();
+        permit.send((
+            name,
+            Link {
+                tx: down_tx,
+                rx: link::read_stream(request.into_inner()),
+            },
+        ));
+        Ok(tonic::Response::new(link::response_stream(down_rx)))
+    }
+}
+
+/// Serves `Coordinator.Join` until `expect` agents have joined, or fails after `wait`.
+async fn accept_joins(
+    join: &crate::config::JoinSpec,
+    tls: Option<&agent::tls::TlsFiles>,
+    stop: CancellationToken,
+) -> Result<Vec<(String, CoordinatorEnd)>, FleetError> {
+    let mut builder = tonic::transport::Server::builder();
+    if let Some(tls) = tls {
+        builder = builder
+            .tls_config(tls.server().map_err(setup_error)?)
+            .map_err(setup_error)?;
+    }
+    let listener = tokio::net::TcpListener::bind(join.listen)
+        .await
+        .map_err(|e| setup_error(format!("cannot listen on {}: {e}", join.listen)))?;
+    let (joined_tx, mut joined_rx) = mpsc::channel(join.expect);
+    let server =
+        proto::pb::coordinator_server::CoordinatorServer::new(JoinService { joined: joined_tx })
+            .max_decoding_message_size(MAX_MESSAGE_BYTES)
+            .max_encoding_message_size(MAX_MESSAGE_BYTES);
+    let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
+    let shutdown = stop.clone();
+    tokio::spawn(async move {
+        let served = builder
+            .add_service(server)
+            .serve_with_incoming_shutdown(incoming, shutdown.cancelled())
+            .await;
+        if let Err(e) = served {
+            tracing::warn!(error = %e, "Join server failed");
+        }
+    });
+    eprintln!(
+        "stampede: waiting for {} agents to join on {}",
+        join.expect, join.listen
+    );
+    let deadline = Instant::now() + join.wait;
+    let mut links = Vec::with_capacity(join.expect);
+    while links.len() < join.expect {
+        match tokio::time::timeout_at(deadline, joined_rx.recv()).await {
+            Ok(Some(link)) => links.push(link),
+            _ => {
+                stop.cancel();
+                return Err(FleetError::Unreachable {
+                    agent: format!("{} expected on {}", join.expect, join.listen),
+                    why: format!("only {} joined within {:?}", links.len(), join.wait),
+                });
+            }
+        }
+    }
+    Ok(links)
+}
+
+/// A local setup problem (unreadable certificates, a bad TLS configuration): the user's to fix, exit 2.
+fn setup_error(e: impl std::fmt::Display) -> FleetError {
+    FleetError::Setup(e.to_string())
+}

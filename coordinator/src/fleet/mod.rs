@@ -1,0 +1,548 @@
+//! The agents of a run as the run task sees them: who they are (name, role, announced limits), whether
+//! they are alive, their clocks, and the coordinator's side of the protocol that is not about one step:
+//! hello, configure, acknowledgements, clock offsets, heartbeats. Every agent's messages arrive on one
+//! channel that the run task owns; the step asks the fleet questions instead of reaching into it.
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use agent::link::{Closed, CoordinatorEnd, Link, LinkTx};
+use proto::pb::agent_message::Kind as Up;
+use proto::pb::coordinator_message::Kind as Down;
+use proto::{PROTOCOL_VERSION, pb, to_agent};
+use shared::plan::StepShare;
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::output::AgentInfo;
+
+mod dial;
+mod waiting;
+
+pub use dial::connect;
+pub use waiting::Waiting;
+
+/// How long an agent may take to answer hello, configure or prepare.
+pub const ANSWER_TIMEOUT: Duration = Duration::from_secs(15);
+/// Heartbeat period: the agent's dead-man switch fires after a few missed beats.
+pub const HEARTBEAT: Duration = Duration::from_millis(500);
+/// Clock-offset samples per step; the one with the smallest round trip is kept.
+const CLOCK_SAMPLES: u32 = 5;
+/// How long one round of clock samples waits for its pongs.
+const CLOCK_WAIT: Duration = Duration::from_secs(2);
+
+pub fn unix_ns(t: SystemTime) -> i64 {
+    t.duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as i64)
+}
+
+/// What went wrong with an agent, or with reaching one.
+#[derive(Debug, thiserror::Error)]
+pub enum FleetError {
+    #[error("agent {agent} is unreachable: {why}")]
+    Unreachable { agent: String, why: String },
+    #[error("agent {agent} refused: {message}")]
+    Refused { agent: String, message: String },
+    #[error("agent {agent} disconnected while {doing}{}", cause(why))]
+    Lost {
+        agent: String,
+        doing: String,
+        why: Closed,
+    },
+    #[error("agent {agent} did not answer within {secs} s while {doing}")]
+    Silent {
+        agent: String,
+        secs: u64,
+        doing: String,
+    },
+    #[error("agent {agent} sent an invalid message: {why}")]
+    Protocol { agent: String, why: String },
+    #[error("agent {agent} would refuse this plan: {message}")]
+    Limit { agent: String, message: String },
+    /// A local setup problem (unreadable certificates, a bad TLS configuration, a port taken).
+    #[error("{0}")]
+    Setup(String),
+    #[error("cannot start the embedded agent: {0}")]
+    Engine(#[from] agent::engine::EngineError),
+}
+
+impl FleetError {
+    /// Whether the user must fix something before running (exit 2) rather than the run failing.
+    pub fn is_usage(&self) -> bool {
+        matches!(self, FleetError::Limit { .. } | FleetError::Setup(_))
+    }
+}
+
+/// What a closed stream adds to "disconnected": nothing when it simply ended.
+fn cause(why: &Closed) -> String {
+    match why {
+        Closed::Ended => String::new(),
+        Closed::Broken(words) => format!(": {words}"),
+    }
+}
+
+/// What an agent is in the run for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// Sends the load: gets a share of every step.
+    Load,
+    /// Watches the server, read-only: never gets a share, never acknowledges a step.
+    Monitor,
+}
+
+/// One agent as the run sees it.
+struct AgentHandle {
+    name: String,
+    role: Role,
+    tx: LinkTx<pb::CoordinatorMessage>,
+    info: Option<AgentInfo>,
+    /// False once lost; a lost agent gets no more work.
+    alive: bool,
+    /// Agent clock minus coordinator clock, and the round trip it was measured over.
+    clock_offset_ns: i64,
+    rtt_ns: i64,
+    /// When anything was last heard from it.
+    last_heard: Instant,
+    /// The limits it announced; a plan over them is refused before any load is sent.
+    policy: agent::policy::Policy,
+    /// Its socket limits (fd limit, ports, TIME_WAIT reuse), if it announced them.
+    capacity: Option<agent::capacity::Capacity>,
+    /// Whether it binds connections to `--source-addrs` (an older agent would ignore them).
+    binds_sources: bool,
+}
+
+pub struct Fleet {
+    agents: Vec<AgentHandle>,
+    events: mpsc::Receiver<(usize, Result<pb::AgentMessage, Closed>)>,
+    /// Stops the heartbeat tasks when the run ends.
+    stop: CancellationToken,
+}
+
+impl Drop for Fleet {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}
+
+impl Fleet {
+    /// Load agents over these links. `stop` is cancelled when the fleet is dropped: it ends the
+    /// heartbeats (and a join server).
+    pub fn new(links: Vec<(String, CoordinatorEnd)>, stop: CancellationToken) -> Fleet {
+        let (tx, events) = mpsc::channel(256);
+        let agents = links
+            .into_iter()
+            .enumerate()
+            .map(|(i, (name, link))| {
+                let Link { tx: cmd, mut rx } = link;
+                let events = tx.clone();
+                tokio::spawn(async move {
+                    loop {
+                        let heard = rx.recv().await;
+                        let gone = heard.is_err();
+                        if events.send((i, heard)).await.is_err() || gone {
+                            return;
+                        }
+                    }
+                });
+                tokio::spawn(heartbeat(cmd.clone(), stop.clone()));
+                AgentHandle {
+                    name,
+                    role: Role::Load,
+                    tx: cmd,
+                    info: None,
+                    alive: true,
+                    clock_offset_ns: 0,
+                    rtt_ns: 0,
+                    last_heard: Instant::now(),
+                    policy: agent::policy::Policy::default(),
+                    capacity: None,
+                    binds_sources: false,
+                }
+            })
+            .collect();
+        Fleet {
+            agents,
+            events,
+            stop,
+        }
+    }
+
+    /// How many agents the run began with, lost ones included: the range of every agent index.
+    pub fn len(&self) -> usize {
+        self.agents.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.agents.is_empty()
+    }
+
+    /// The live load agents, in fleet order: who a step is split among.
+    pub fn live(&self) -> Vec<usize> {
+        (0..self.agents.len())
+            .filter(|&i| self.agents[i].alive && self.agents[i].role == Role::Load)
+            .collect()
+    }
+
+    pub fn is_alive(&self, i: usize) -> bool {
+        self.agents[i].alive
+    }
+
+    pub fn role(&self, i: usize) -> Role {
+        self.agents[i].role
+    }
+
+    pub fn name(&self, i: usize) -> &str {
+        &self.agents[i].name
+    }
+
+    /// Every agent's name, in fleet order.
+    pub fn names(&self) -> Vec<String> {
+        self.agents.iter().map(|a| a.name.clone()).collect()
+    }
+
+    /// Its clock minus the coordinator's, as last measured.
+    pub fn offset_ns(&self, i: usize) -> i64 {
+        self.agents[i].clock_offset_ns
+    }
+
+    /// The round trip its clock offset was measured over.
+    pub fn rtt(&self, i: usize) -> Duration {
+        Duration::from_nanos(self.agents[i].rtt_ns.max(0) as u64)
+    }
+
+    /// How long since anything was heard from it.
+    pub fn silent_for(&self, i: usize) -> Duration {
+        self.agents[i].last_heard.elapsed()
+    }
+
+    pub fn infos(&self) -> Vec<AgentInfo> {
+        self.agents.iter().filter_map(|a| a.info.clone()).collect()
+    }
+
+    pub fn threads(&self, i: usize) -> u32 {
+        self.agents[i].info.as_ref().map_or(1, |a| a.threads)
+    }
+
+    pub fn cores(&self, i: usize) -> u32 {
+        self.agents[i].info.as_ref().map_or(1, |a| a.cores)
+    }
+
+    /// Each agent's part of the load, for those in `who`: its `--agent-weights` entry, or its cores.
+    pub fn weights(&self, who: &[usize], agent_weights: Option<&[u64]>) -> Vec<u64> {
+        who.iter()
+            .map(|&i| match agent_weights {
+                Some(w) => w[i],
+                None => u64::from(self.cores(i)),
+            })
+            .collect()
+    }
+
+    /// Whether agent `i` would take this share, by what it announced: its policy (`used` is the
+    /// scheduled time of the steps before) and its sockets.
+    pub fn check_share(
+        &self,
+        i: usize,
+        share: &StepShare,
+        used: Duration,
+        route: &agent::capacity::Route,
+    ) -> Result<(), FleetError> {
+        let agent = &self.agents[i];
+        let limit = |message| FleetError::Limit {
+            agent: agent.name.clone(),
+            message,
+        };
+        agent.policy.check_step(share, used).map_err(limit)?;
+        if let Some(capacity) = &agent.capacity {
+            capacity.check_step(share, route).map_err(limit)?;
+        }
+        Ok(())
+    }
+
+    /// An agent too old to bind `--source-addrs` would send from its default address without a word.
+    pub fn check_source_addrs(&self) -> Result<(), FleetError> {
+        match self.agents.iter().find(|a| !a.binds_sources) {
+            Some(a) => Err(FleetError::Limit {
+                agent: a.name.clone(),
+                message: "it does not support --source-addrs (an older stampede-agent); upgrade it"
+                    .into(),
+            }),
+            None => Ok(()),
+        }
+    }
+
+    pub async fn send(&self, i: usize, kind: Down) -> Result<(), Closed> {
+        self.agents[i].tx.send(to_agent(kind)).await
+    }
+
+    /// The next message from any agent, or why its stream ended. Empty messages say nothing and
+    /// are passed over (but count as heard).
+    pub async fn next_event(&mut self) -> (usize, Result<Up, Closed>) {
+        loop {
+            match self.events.recv().await {
+                Some((i, heard)) => {
+                    self.agents[i].last_heard = Instant::now();
+                    match heard {
+                        Ok(pb::AgentMessage { kind: Some(kind) }) => return (i, Ok(kind)),
+                        Ok(pb::AgentMessage { kind: None }) => {}
+                        Err(why) => return (i, Err(why)),
+                    }
+                }
+                // The forwarders hold senders as long as the fleet lives; unreachable in practice.
+                None => std::future::pending().await,
+            }
+        }
+    }
+
+    /// Waits for one answer from each agent in `who`; the others' messages are passed over. A refusal
+    /// is always an error. A lost agent is an error unless `tolerate_loss`, in which case it is marked
+    /// dead and left out.
+    pub async fn answers(
+        &mut self,
+        who: &[usize],
+        doing: &str,
+        tolerate_loss: bool,
+    ) -> Result<Vec<(usize, Up)>, FleetError> {
+        let mut got: Vec<(usize, Up)> = Vec::with_capacity(who.len());
+        let mut waiting = Waiting::new(self.agents.len(), who.iter().copied());
+        let deadline = Instant::now() + ANSWER_TIMEOUT;
+        while !waiting.is_empty() {
+            let Ok((i, msg)) = tokio::time::timeout_at(deadline, self.next_event()).await else {
+                self.unanswered(&waiting, doing, tolerate_loss)?;
+                break;
+            };
+            if !waiting.contains(i) {
+                continue;
+            }
+            match msg {
+                Err(why) if tolerate_loss => {
+                    self.mark_lost(i, &format!("{why} while {doing}"));
+                    waiting.remove(i);
+                }
+                Err(why) => return Err(self.lost(i, doing, why)),
+                Ok(Up::Refusal(r)) => {
+                    return Err(FleetError::Refused {
+                        agent: self.agents[i].name.clone(),
+                        message: r.message,
+                    });
+                }
+                Ok(Up::Pong(_)) | Ok(Up::Interval(_)) | Ok(Up::StepReport(_)) => {}
+                Ok(other) => {
+                    got.push((i, other));
+                    waiting.remove(i);
+                }
+            }
+        }
+        Ok(got)
+    }
+
+    /// The answer timeout passed with `waiting` still silent: they are lost, or the first is an error.
+    fn unanswered(
+        &mut self,
+        waiting: &Waiting,
+        doing: &str,
+        tolerate_loss: bool,
+    ) -> Result<(), FleetError> {
+        if !tolerate_loss {
+            let first = waiting
+                .iter()
+                .next()
+                .expect("called while some are waiting");
+            return Err(FleetError::Silent {
+                agent: self.agents[first].name.clone(),
+                secs: ANSWER_TIMEOUT.as_secs(),
+                doing: doing.to_string(),
+            });
+        }
+        let why = format!(
+            "it did not answer within {} s while {doing}",
+            ANSWER_TIMEOUT.as_secs()
+        );
+        for i in waiting.iter() {
+            self.mark_lost(i, &why);
+        }
+        Ok(())
+    }
+
+    pub fn mark_lost(&mut self, i: usize, why: &str) {
+        if self.agents[i].alive {
+            tracing::warn!(agent = %self.agents[i].name, why, "Agent lost");
+            self.agents[i].alive = false;
+        }
+    }
+
+    pub fn lost(&self, i: usize, doing: &str, why: Closed) -> FleetError {
+        FleetError::Lost {
+            agent: self.agents[i].name.clone(),
+            doing: doing.to_string(),
+            why,
+        }
+    }
+
+    pub async fn hello(&mut self, token: Option<&str>) -> Result<(), FleetError> {
+        let all: Vec<usize> = (0..self.agents.len()).collect();
+        for &i in &all {
+            let hello = pb::Hello {
+                protocol_version: PROTOCOL_VERSION,
+                coordinator_version: shared::VERSION.to_string(),
+                token: token.unwrap_or_default().to_string(),
+            };
+            self.send(i, Down::Hello(hello))
+                .await
+                .map_err(|why| self.lost(i, "greeting it", why))?;
+        }
+        for (i, answer) in self.answers(&all, "greeting it", false).await? {
+            let Up::HelloReply(h) = answer else {
+                return Err(FleetError::Protocol {
+                    agent: self.agents[i].name.clone(),
+                    why: "expected a hello reply".into(),
+                });
+            };
+            self.introduce(i, h)?;
+        }
+        Ok(())
+    }
+
+    /// Keeps what an agent's hello reply announced: its limits, sockets and machine.
+    fn introduce(&mut self, i: usize, h: pb::HelloReply) -> Result<(), FleetError> {
+        let a = &mut self.agents[i];
+        let caps = h.capabilities.unwrap_or_default();
+        if let Some(limits) = &caps.limits {
+            a.policy =
+                agent::policy::Policy::try_from(limits).map_err(|e| FleetError::Protocol {
+                    agent: a.name.clone(),
+                    why: e.to_string(),
+                })?;
+        }
+        a.capacity = agent::capacity::Capacity::from_capabilities(&caps);
+        a.binds_sources = caps.source_addrs;
+        a.info = Some(AgentInfo {
+            name: a.name.clone(),
+            version: h.agent_version,
+            hostname: caps.hostname,
+            cores: caps.cores.max(1),
+            threads: caps.threads.max(1),
+            fd_limit: caps.fd_limit,
+            port_range: [caps.port_range_low, caps.port_range_high],
+        });
+        Ok(())
+    }
+
+    /// Sends the same command to each agent in `who` and waits for every acknowledgement. Returns the
+    /// warnings the agents acknowledged with, each as (agent, warning).
+    pub async fn command_all(
+        &mut self,
+        who: &[usize],
+        make: impl Fn(usize) -> Down,
+        doing: &str,
+        tolerate_loss: bool,
+    ) -> Result<Vec<(usize, String)>, FleetError> {
+        let mut sent = Vec::with_capacity(who.len());
+        for &i in who {
+            match self.send(i, make(i)).await {
+                Ok(()) => sent.push(i),
+                Err(why) if tolerate_loss => self.mark_lost(i, &format!("{why} while {doing}")),
+                Err(why) => return Err(self.lost(i, doing, why)),
+            }
+        }
+        let mut warnings = Vec::new();
+        for (i, answer) in self.answers(&sent, doing, tolerate_loss).await? {
+            let Up::Ack(ack) = answer else {
+                return Err(FleetError::Protocol {
+                    agent: self.agents[i].name.clone(),
+                    why: format!("expected an acknowledgement while {doing}"),
+                });
+            };
+            warnings.extend(ack.warnings.into_iter().map(|w| (i, w)));
+        }
+        Ok(warnings)
+    }
+
+    /// Measures each agent's clock offset (Cristian: offset = t_agent - (t_send + t_recv) / 2) over
+    /// several pings, keeping the sample with the smallest round trip; its error is at most RTT / 2.
+    pub async fn sync_clocks(&mut self, who: &[usize]) {
+        let mut best: Vec<Option<(i64, i64)>> = vec![None; self.agents.len()];
+        for round in 1..=u64::from(CLOCK_SAMPLES) {
+            self.clock_round(who, round, &mut best).await;
+        }
+        for &i in who {
+            if let Some((offset, rtt)) = best[i] {
+                self.agents[i].clock_offset_ns = offset;
+                self.agents[i].rtt_ns = rtt;
+            }
+        }
+    }
+
+    /// One ping to each agent in `who`; keeps its (offset, round trip) in `best` when the round trip
+    /// is the shortest yet.
+    async fn clock_round(&mut self, who: &[usize], round: u64, best: &mut [Option<(i64, i64)>]) {
+        let mut sent_at = vec![0i64; self.agents.len()];
+        let mut pending = Waiting::new(self.agents.len(), []);
+        for &i in who {
+            sent_at[i] = unix_ns(SystemTime::now());
+            if self
+                .send(i, Down::Ping(pb::Ping { id: round }))
+                .await
+                .is_ok()
+            {
+                pending.insert(i);
+            }
+        }
+        let deadline = Instant::now() + CLOCK_WAIT;
+        while !pending.is_empty() {
+            let Ok((i, msg)) = tokio::time::timeout_at(deadline, self.next_event()).await else {
+                break;
+            };
+            let msg = match msg {
+                Ok(msg) => msg,
+                Err(why) => {
+                    // Its stream ended: the step will find it lost; stop waiting for it here.
+                    self.mark_lost(i, &format!("{why} while measuring its clock"));
+                    pending.remove(i);
+                    continue;
+                }
+            };
+            if let Up::Pong(p) = msg
+                && p.id == round
+                && pending.contains(i)
+            {
+                let recv = unix_ns(SystemTime::now());
+                let rtt = recv - sent_at[i];
+                let offset = p.agent_unix_nanos - (sent_at[i] + recv) / 2;
+                if best[i].is_none_or(|(_, r)| rtt < r) {
+                    best[i] = Some((offset, rtt));
+                }
+                pending.remove(i);
+            }
+        }
+    }
+
+    pub async fn abort_all(&self, who: &[usize], reason: &str) {
+        for &i in who {
+            let _ = self
+                .send(
+                    i,
+                    Down::Abort(pb::Abort {
+                        reason: reason.to_string(),
+                    }),
+                )
+                .await;
+        }
+    }
+}
+
+/// Keeps the agent's dead-man switch from firing while the run is busy elsewhere.
+async fn heartbeat(beat: LinkTx<pb::CoordinatorMessage>, stop: CancellationToken) {
+    let mut tick = tokio::time::interval_at(Instant::now() + HEARTBEAT, HEARTBEAT);
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = stop.cancelled() => return,
+        }
+        if beat
+            .send(to_agent(Down::Ping(pb::Ping { id: 0 })))
+            .await
+            .is_err()
+        {
+            return;
+        }
+    }
+}

@@ -1,0 +1,552 @@
+//! One step, owned by one task, as a state machine: prepare (split among the live load agents, acks,
+//! clocks), start (one instant, in each agent's clock), collect (merge the streamed intervals; the
+//! events it consumes are a closed enum; an abort, whatever its cause, is one transition from running
+//! to stopping), summarise. Each phase hands the next a typed result.
+use std::path::Path;
+use std::time::{Duration, SystemTime};
+
+use agent::link::Closed;
+use proto::pb;
+use proto::pb::agent_message::Kind as Up;
+use proto::pb::coordinator_message::Kind as Down;
+use shared::histogram;
+use shared::plan::StepShare;
+use shared::report::{self, AgentInput, StepInput, StepResult};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::source::{self, StepSpec};
+use super::warned::Warned;
+use super::{RunError, Watch};
+use crate::config::{LossPolicy, RunConfig};
+use crate::fleet::{Fleet, FleetError, Waiting, unix_ns};
+use crate::merge::{Hlog, IntervalError, SeqProgress, StepMerge, StepTotals};
+use crate::output::Output;
+use crate::progress::{self, Progress, Tick};
+
+/// How far ahead of "now" a step's start instant is set, so every agent has it before it passes.
+const START_LEAD: Duration = Duration::from_millis(200);
+/// Extra time past a step's schedule and timeout before an agent counts as stuck.
+pub const STEP_GRACE: Duration = Duration::from_secs(5);
+/// An agent silent this long during a step is lost (it is pinged every 500 ms and reports every 1 s).
+pub const LOSS_SILENCE: Duration = Duration::from_secs(3);
+/// How often the step looks for silent agents.
+const SILENCE_CHECK: Duration = Duration::from_millis(250);
+
+/// What a step needs from the run around it.
+pub struct StepCx<'a> {
+    pub cfg: &'a RunConfig,
+    pub progress: &'a Progress,
+    /// The first Ctrl-C: aborts the step; its requests in flight may finish.
+    pub drain: &'a CancellationToken,
+}
+
+/// Why the run must end after this step, whatever the step's result says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EndCause {
+    /// An agent was lost under `--on-agent-loss abort`.
+    AgentLost,
+}
+
+/// A finished step, written, and whether the run goes on.
+pub struct StepOutcome {
+    pub result: StepResult,
+    pub end_run: Option<EndCause>,
+}
+
+/// The step split and acknowledged: who runs it, their shares (in `who`'s order), the notes their
+/// warnings make, and which agents were lost before it started.
+struct Prepared {
+    who: Vec<usize>,
+    shares: Vec<StepShare>,
+    notes: Vec<String>,
+    lost_before: Vec<usize>,
+}
+
+/// The step started: its agreed instant on the wall clock (and in ns since the epoch) and on the
+/// monotonic clock, and the time it is scheduled for.
+struct Started {
+    started: SystemTime,
+    start_ns: i64,
+    began: Instant,
+    scheduled: Duration,
+}
+
+/// What the agents sent, once none is awaited any more.
+struct Collected {
+    reports: Vec<Option<pb::StepReport>>,
+    /// Indexed like the fleet: lost during this step.
+    lost: Vec<bool>,
+    /// When the step was told to stop, if it was.
+    aborted_at: Option<Instant>,
+    end_run: Option<EndCause>,
+    totals: StepTotals,
+}
+
+/// Why a running step was told to stop.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum StopCause {
+    Deadline,
+    Interrupted,
+    AgentLost,
+}
+
+impl StopCause {
+    /// The reason the agents read in their `Abort`.
+    fn reason(self) -> &'static str {
+        match self {
+            StopCause::Deadline => "step deadline passed",
+            StopCause::Interrupted => "interrupted",
+            StopCause::AgentLost => "an agent was lost",
+        }
+    }
+}
+
+enum Phase {
+    /// Until its deadline (schedule + timeout + grace).
+    Running { deadline: Instant },
+    /// Told to stop: its agents have until `deadline` (one more timeout + grace) to report.
+    Stopping { cause: StopCause, deadline: Instant },
+}
+
+/// Everything the collecting step reacts to. Each lives for one turn of the loop, on the stack: the
+/// size of an agent's message is no cost worth a box per message.
+#[allow(clippy::large_enum_variant)]
+enum Event {
+    Agent(usize, Result<Up, Closed>),
+    /// Time to look for silent agents.
+    Tick,
+    Deadline,
+    /// The first Ctrl-C.
+    Cancel,
+    AgentLost(usize, String),
+}
+
+/// Runs one step through its phases and writes it; `watch` carries what the run knows across steps.
+pub async fn run_step(
+    fleet: &mut Fleet,
+    cx: &StepCx<'_>,
+    spec: StepSpec,
+    out: &mut Output,
+    watch: &mut Watch<'_>,
+) -> Result<StepOutcome, RunError> {
+    let prepared = prepare(fleet, cx, spec, &mut watch.warned).await?;
+    let started = start(fleet, spec, &prepared).await;
+    let collected = Collecting::new(fleet, cx, spec, &prepared, &started, out.dir())?
+        .run()
+        .await?;
+    let end_run = collected.end_run;
+    let (mut result, hlog) = summarise(fleet, cx, spec, prepared, &started, collected, watch);
+    let steps = cx.cfg.plan.steps.len();
+    watch.judge(&mut result, spec.index + 1);
+    cx.progress.step_done(&result, steps);
+    out.write_step(&result, started.started, hlog.intervals(), &fleet.names())?;
+    Ok(StepOutcome { result, end_run })
+}
+
+/// Splits the step among the live load agents and has each acknowledge its share; if one is lost
+/// meanwhile, splits again among the rest. Then measures their clocks.
+async fn prepare(
+    fleet: &mut Fleet,
+    cx: &StepCx<'_>,
+    spec: StepSpec,
+    warned: &mut Warned,
+) -> Result<Prepared, RunError> {
+    let cfg = cx.cfg;
+    let tolerate = cfg.on_agent_loss != LossPolicy::Abort;
+    let doing = format!("preparing step {}", spec.index + 1);
+    let before = fleet.live();
+    let (who, shares, warnings) = loop {
+        let who = fleet.live();
+        if who.is_empty() {
+            return Err(RunError::NoAgents {
+                step: spec.index + 1,
+            });
+        }
+        let weights = fleet.weights(&who, cfg.agent_weights.as_deref());
+        let seed = cfg.seed.wrapping_add(spec.index as u64);
+        let shares = source::shares(cfg, spec.index, seed, &weights);
+        let mut k_of = vec![0; fleet.len()];
+        for (k, &i) in who.iter().enumerate() {
+            k_of[i] = k;
+        }
+        let prepare = |i: usize| Down::PrepareStep((&shares[k_of[i]]).into());
+        let warnings = fleet.command_all(&who, prepare, &doing, tolerate).await?;
+        if fleet.live().len() == who.len() {
+            break (who, shares, warnings);
+        }
+    };
+    // What the agents warned of when they accepted the step goes on stderr now and into its notes.
+    let notes = warned.announce(fleet, &warnings);
+    let lost_before = before.into_iter().filter(|i| !who.contains(i)).collect();
+    fleet.sync_clocks(&who).await;
+    if !tolerate && let Some(&i) = who.iter().find(|&&i| !fleet.is_alive(i)) {
+        return Err(fleet.lost(i, &doing, Closed::Ended).into());
+    }
+    Ok(Prepared {
+        who,
+        shares,
+        notes,
+        lost_before,
+    })
+}
+
+/// Sends each agent the start instant, `START_LEAD` from now, in its own clock.
+async fn start(fleet: &mut Fleet, spec: StepSpec, p: &Prepared) -> Started {
+    let started = SystemTime::now() + START_LEAD;
+    let start_ns = unix_ns(started);
+    for &i in &p.who {
+        let start = pb::StartStep {
+            step: spec.index as u32,
+            start_unix_nanos: start_ns + fleet.offset_ns(i),
+        };
+        if fleet.send(i, Down::StartStep(start)).await.is_err() {
+            fleet.mark_lost(i, "its stream closed at the start of the step");
+        }
+    }
+    Started {
+        started,
+        start_ns,
+        began: Instant::now() + START_LEAD,
+        scheduled: p.shares[0].scheduled_duration(),
+    }
+}
+
+/// The step while its agents run it: the one owner of its merge, its waiting list and its phase.
+struct Collecting<'a> {
+    fleet: &'a mut Fleet,
+    cx: &'a StepCx<'a>,
+    spec: StepSpec,
+    phase: Phase,
+    waiting: Waiting,
+    merge: StepMerge,
+    reports: Vec<Option<pb::StepReport>>,
+    lost: Vec<bool>,
+    aborted_at: Option<Instant>,
+    end_run: Option<EndCause>,
+    scheduled: Duration,
+    timeout: Duration,
+    demanded: Option<f64>,
+}
+
+impl<'a> Collecting<'a> {
+    fn new(
+        fleet: &'a mut Fleet,
+        cx: &'a StepCx<'a>,
+        spec: StepSpec,
+        p: &Prepared,
+        s: &Started,
+        dir: &Path,
+    ) -> Result<Collecting<'a>, RunError> {
+        let n = fleet.len();
+        let plan = &cx.cfg.plan;
+        let timeout = plan.workload.timeout;
+        let waiting = Waiting::new(n, p.who.iter().copied().filter(|&i| fleet.is_alive(i)));
+        let mut lost = vec![false; n];
+        for &i in p.lost_before.iter().chain(&p.who) {
+            lost[i] = !fleet.is_alive(i);
+        }
+        Ok(Collecting {
+            phase: Phase::Running {
+                deadline: s.began + s.scheduled + timeout + STEP_GRACE,
+            },
+            waiting,
+            merge: StepMerge::new(n, dir)?,
+            reports: vec![None; n],
+            lost,
+            aborted_at: None,
+            end_run: None,
+            scheduled: s.scheduled,
+            timeout,
+            demanded: plan.demanded_request_rate(spec.value),
+            fleet,
+            cx,
+            spec,
+        })
+    }
+
+    /// Until no agent is awaited: each has reported, or was lost.
+    async fn run(mut self) -> Result<Collected, RunError> {
+        let mut check = tokio::time::interval(SILENCE_CHECK);
+        while !self.waiting.is_empty() {
+            let (deadline, running) = match self.phase {
+                Phase::Running { deadline } => (deadline, true),
+                Phase::Stopping { deadline, .. } => (deadline, false),
+            };
+            let event = tokio::select! {
+                (i, msg) = self.fleet.next_event() => Event::Agent(i, msg),
+                _ = check.tick() => Event::Tick,
+                _ = tokio::time::sleep_until(deadline) => Event::Deadline,
+                _ = self.cx.drain.cancelled(), if running => Event::Cancel,
+            };
+            for follow in self.on(event).await? {
+                self.on(follow).await?;
+            }
+        }
+        Ok(Collected {
+            reports: self.reports,
+            lost: self.lost,
+            aborted_at: self.aborted_at,
+            end_run: self.end_run,
+            totals: self.merge.finish()?,
+        })
+    }
+
+    /// One event; returns the losses it revealed, to be handled next.
+    async fn on(&mut self, event: Event) -> Result<Vec<Event>, RunError> {
+        match event {
+            Event::Agent(i, _) if !self.waiting.contains(i) => {}
+            Event::Agent(i, msg) => {
+                return self.on_message(i, msg).map(|l| l.into_iter().collect());
+            }
+            Event::Tick => {
+                return Ok(self
+                    .waiting
+                    .iter()
+                    .filter(|&i| self.fleet.silent_for(i) > LOSS_SILENCE)
+                    .map(|i| {
+                        Event::AgentLost(i, format!("silent for {} s", LOSS_SILENCE.as_secs()))
+                    })
+                    .collect());
+            }
+            Event::Deadline => match self.phase {
+                Phase::Running { .. } => self.stop(StopCause::Deadline).await,
+                Phase::Stopping { .. } => return Err(self.silent()),
+            },
+            Event::Cancel => {
+                eprintln!(
+                    "stampede: interrupted; waiting up to {} (--timeout) for the requests in flight; Ctrl-C again stops at once, keeping the steps before this one",
+                    progress::span(self.timeout)
+                );
+                self.stop(StopCause::Interrupted).await;
+            }
+            Event::AgentLost(i, why) => self.lose(i, &why).await,
+        }
+        Ok(Vec::new())
+    }
+
+    /// A message from an awaited agent; a loss it reveals is returned.
+    fn on_message(&mut self, i: usize, msg: Result<Up, Closed>) -> Result<Option<Event>, RunError> {
+        match msg {
+            Err(why) => return Ok(Some(Event::AgentLost(i, why.to_string()))),
+            Ok(Up::Refusal(r)) => {
+                return Err(FleetError::Refused {
+                    agent: self.fleet.name(i).to_string(),
+                    message: r.message,
+                }
+                .into());
+            }
+            Ok(Up::Interval(report)) => self.interval(i, report)?,
+            Ok(Up::StepReport(r)) => {
+                let drained = r.aborted && matches!(self.phase, Phase::Running { .. });
+                self.reports[i] = Some(r);
+                self.waiting.remove(i);
+                if drained {
+                    // Stopped on its own (SIGTERM drains an agent): its data counts, but it left the run.
+                    let why = "it stopped mid-step (shut down)".to_string();
+                    return Ok(Some(Event::AgentLost(i, why)));
+                }
+            }
+            Ok(_) => {}
+        }
+        Ok(None)
+    }
+
+    fn interval(&mut self, i: usize, report: pb::IntervalReport) -> Result<(), RunError> {
+        let merged = self.merge.interval(i, report).map_err(|e| match e {
+            IntervalError::Report(e) => RunError::from(FleetError::Protocol {
+                agent: self.fleet.name(i).to_string(),
+                why: e.to_string(),
+            }),
+            IntervalError::Spill(e) => e.into(),
+        })?;
+        // The interval's merged p99 costs a pass over its reports: only for a watcher.
+        if merged.reports == self.waiting.len()
+            && !merged.tail
+            && self.cx.progress.wants_ticks()
+            && let Some(seq) = self.merge.progress(merged.seq)?
+        {
+            let so_far = *self.merge.counters();
+            show_progress(
+                self.cx,
+                self.spec,
+                &seq,
+                &so_far,
+                self.demanded,
+                self.scheduled,
+            );
+        }
+        Ok(())
+    }
+
+    /// The one transition from running to stopping: the agents still awaited are told to stop, and
+    /// get one more timeout (and the grace) to report what they have.
+    async fn stop(&mut self, cause: StopCause) {
+        self.fleet
+            .abort_all(&self.waiting.list(), cause.reason())
+            .await;
+        let now = Instant::now();
+        self.aborted_at = Some(now);
+        self.phase = Phase::Stopping {
+            cause,
+            deadline: now + self.timeout + STEP_GRACE,
+        };
+    }
+
+    async fn lose(&mut self, i: usize, why: &str) {
+        self.fleet.mark_lost(i, why);
+        self.waiting.remove(i);
+        self.lost[i] = true;
+        if self.cx.cfg.on_agent_loss == LossPolicy::Abort
+            && matches!(self.phase, Phase::Running { .. })
+        {
+            self.end_run = Some(EndCause::AgentLost);
+            self.stop(StopCause::AgentLost).await;
+        }
+    }
+
+    /// Told to stop, an agent did not report within one more timeout: the run cannot go on.
+    fn silent(&self) -> RunError {
+        let first = self
+            .waiting
+            .iter()
+            .next()
+            .expect("collecting while some are waiting");
+        if let Phase::Stopping { cause, .. } = self.phase {
+            tracing::warn!(step = self.spec.index + 1, ?cause, agent = %self.fleet.name(first), "No report after the step was stopped");
+        }
+        FleetError::Silent {
+            agent: self.fleet.name(first).to_string(),
+            secs: (self.scheduled + self.timeout + STEP_GRACE).as_secs(),
+            doing: format!("running step {}", self.spec.index + 1),
+        }
+        .into()
+    }
+}
+
+/// The step's result from what was collected, and its latency per interval for the hlog.
+fn summarise(
+    fleet: &Fleet,
+    cx: &StepCx<'_>,
+    spec: StepSpec,
+    p: Prepared,
+    s: &Started,
+    c: Collected,
+    watch: &Watch<'_>,
+) -> (StepResult, Hlog) {
+    let plan = &cx.cfg.plan;
+    let delays = start_delays(fleet, s, &c.reports);
+    let sent: Vec<Duration> = delays.iter().flatten().copied().collect();
+    let start_skew = sent
+        .iter()
+        .max()
+        .zip(sent.iter().min())
+        .map(|(max, min)| *max - *min);
+    let StepTotals {
+        total,
+        series,
+        agents: sums,
+        hlog,
+    } = c.totals;
+    let members = p.who.iter().chain(&p.lost_before);
+    let agents = members
+        .map(|&i| AgentInput {
+            name: fleet.name(i).to_string(),
+            threads: fleet.threads(i),
+            cores: fleet.cores(i),
+            wall: c.reports[i]
+                .as_ref()
+                .map_or(s.scheduled, |r| Duration::from_micros(r.wall_us)),
+            counters: sums[i].counters,
+            cpu_ns: sums[i].cpu_ns,
+            latency_ms: sums[i].latency_ms,
+            start_delay: delays[i],
+            lost: c.lost[i],
+            clock_offset_ns: fleet.offset_ns(i),
+            rtt: fleet.rtt(i),
+        })
+        .collect::<Vec<AgentInput>>();
+    let mut result = report::summarize(&StepInput {
+        // Counted from 1 in everything people read; `index` stays the protocol's.
+        number: spec.index as u32 + 1,
+        model: plan.model,
+        value: spec.value,
+        demanded_rate: plan.demanded_request_rate(spec.value),
+        duration: measured(cx.cfg, s, c.aborted_at, &agents),
+        total: &total,
+        series: &series,
+        agents,
+        aborted: c.aborted_at.is_some(),
+        mark_lost: cx.cfg.on_agent_loss != LossPolicy::Continue,
+        start_skew,
+        ok_status: &plan.workload.ok_status,
+        baseline_p50_ms: watch.baseline_p50_ms,
+    });
+    result.notes.extend(p.notes);
+    (result, hlog)
+}
+
+/// When each agent began, on the coordinator's clock, from the agreed start instant.
+fn start_delays(
+    fleet: &Fleet,
+    s: &Started,
+    reports: &[Option<pb::StepReport>],
+) -> Vec<Option<Duration>> {
+    (0..fleet.len())
+        .map(|i| {
+            let r = reports[i].as_ref()?;
+            (r.began_unix_nanos > 0).then(|| {
+                let ns = r.began_unix_nanos - fleet.offset_ns(i) - s.start_ns;
+                Duration::from_nanos(ns.max(0) as u64)
+            })
+        })
+        .collect()
+}
+
+/// The time a step is summarised over. An aborted step: the time it ran until the abort, not the
+/// drain after it; a closed loop that spent its request count (`-n`): the time its agents took, as
+/// ab reports.
+fn measured(
+    cfg: &RunConfig,
+    s: &Started,
+    aborted_at: Option<Instant>,
+    agents: &[AgentInput],
+) -> Duration {
+    match aborted_at {
+        Some(at) => at.saturating_duration_since(s.began).min(s.scheduled),
+        None if cfg.plan.max_requests.is_some() => agents
+            .iter()
+            .map(|a| a.wall)
+            .max()
+            .unwrap_or(s.scheduled)
+            .min(s.scheduled),
+        None => s.scheduled,
+    }
+}
+
+fn show_progress(
+    cx: &StepCx<'_>,
+    spec: StepSpec,
+    seq: &SeqProgress,
+    so_far: &shared::metrics::Counters,
+    demanded: Option<f64>,
+    length: Duration,
+) {
+    let secs = seq.length.as_secs_f64().max(1e-9);
+    let elapsed = seq.offset + seq.length;
+    cx.progress.tick(&Tick {
+        number: spec.index as u32 + 1,
+        steps: cx.cfg.plan.steps.len(),
+        elapsed,
+        length,
+        demanded,
+        value: spec.value,
+        // Over the step so far, as the table's figure is over the whole step.
+        sent: so_far.requests as f64 / elapsed.as_secs_f64().max(1e-9),
+        served: seq.counters.ok as f64 / secs,
+        p99_ms: histogram::us_to_ms(seq.p99_us),
+        // Of the requests due so far, those known to have failed: a request still in flight is
+        // neither served nor failed yet (the step's `failed_pct` counts every one, once all are in).
+        failed_pct: shared::verdict::pct(so_far.known_failed(), so_far.due()),
+    });
+}
