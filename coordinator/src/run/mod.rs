@@ -18,6 +18,10 @@ use crate::merge::SpillError;
 use crate::output::{self, DirError, Finished, Output, OutputError};
 use crate::progress::{self, Progress};
 
+#[cfg(test)]
+mod control_tests;
+#[cfg(test)]
+mod fake_agent;
 mod source;
 mod step;
 mod warned;

@@ -1,0 +1,344 @@
+//! The control plane driven in-process: scripted agents over in-process links, tokio's paused clock
+//! (a step's seconds pass at once, exactly), a temporary output directory.
+use std::path::Path;
+use std::time::Duration;
+
+use proto::pb::coordinator_message::Kind as Down;
+use shared::verdict::Verdict;
+use tokio::time::Instant;
+
+use super::fake_agent::{self, Log, Prepare, Script, Start};
+use super::*;
+
+/// `stampede run` of 2 s steps (10 and 20 requests/s unless `extra` says --steps; 1 s timeout) into
+/// `dir`, plus `extra`.
+fn config(dir: &Path, extra: &str) -> RunConfig {
+    let steps = if extra.contains("--steps") {
+        ""
+    } else {
+        "--steps 10,20"
+    };
+    let length = if extra.contains("--step-duration") {
+        ""
+    } else {
+        "--step-duration 2s"
+    };
+    let line = format!(
+        "run http://127.0.0.1:9/ --model requests {steps} {length} --timeout 1s --quiet --out {} {extra}",
+        dir.display()
+    );
+    let argv =
+        std::iter::once("stampede".to_string()).chain(line.split_whitespace().map(String::from));
+    match crate::cli::parse_from(argv)
+        .expect("a valid command line")
+        .command
+    {
+        crate::cli::Command::Run(a) => crate::config::resolve(*a).expect("a valid run"),
+        _ => unreachable!("a run command line"),
+    }
+}
+
+/// Runs `cfg` over agents named a, b, ... playing `scripts`.
+async fn run_scripted(
+    cfg: RunConfig,
+    scripts: Vec<Script>,
+    stop: Stop,
+) -> (Result<RunOutcome, RunError>, Vec<Log>) {
+    let mut links = Vec::new();
+    let mut logs = Vec::new();
+    for (k, script) in scripts.into_iter().enumerate() {
+        let (link, log) = fake_agent::spawn(script);
+        links.push((((b'a' + k as u8) as char).to_string(), link));
+        logs.push(log);
+    }
+    (run_with(cfg, stop, Some(links)).await, logs)
+}
+
+/// When the agent was first sent a message like this one, and the message.
+fn first(log: &Log, like: impl Fn(&Down) -> bool) -> Option<(Instant, Down)> {
+    log.lock().unwrap().iter().find(|(_, d)| like(d)).cloned()
+}
+
+fn starts(d: &Down) -> bool {
+    matches!(d, Down::StartStep(_))
+}
+
+/// The reasons of every abort the agent was sent.
+fn aborts(log: &Log) -> Vec<String> {
+    let log = log.lock().unwrap();
+    log.iter()
+        .filter_map(|(_, d)| match d {
+            Down::Abort(a) => Some(a.reason.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The (step, part of its arrivals) of every share the agent was asked to prepare.
+fn prepared(log: &Log) -> Vec<(u32, f64)> {
+    let log = log.lock().unwrap();
+    log.iter()
+        .filter_map(|(_, d)| match d {
+            Down::PrepareStep(p) => {
+                let part = p.slices.iter().map(|s| 1.0 / s.count as f64).sum();
+                Some((p.step, part))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+fn run_json(dir: &Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(dir.join("run.json")).unwrap()).unwrap()
+}
+
+fn secs(d: Duration) -> f64 {
+    d.as_secs_f64()
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_agent_silent_for_3_s_during_a_step_is_lost() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(
+        dir.path(),
+        "--steps 10 --step-duration 10s --on-agent-loss abort",
+    );
+    let silent = Script::default().start(0, Start::SilentAfter(Duration::from_secs(1)));
+    let (outcome, logs) = run_scripted(cfg, vec![Script::default(), silent], Stop::default()).await;
+    let outcome = outcome.unwrap();
+    let (started, _) = first(&logs[0], starts).unwrap();
+    let (aborted, _) = first(&logs[0], |d| matches!(d, Down::Abort(_))).unwrap();
+    // Last heard at its last pong (heartbeats every 500 ms), found on a 250 ms check.
+    let after = secs(aborted - started);
+    assert!((3.5..=4.3).contains(&after), "lost {after} s into the step");
+    assert_eq!(aborts(&logs[0]), vec!["an agent was lost"]);
+    let step = &outcome.steps[0];
+    assert!(outcome.aborted && step.aborted);
+    assert!(step.agents.iter().any(|a| a.agent == "b" && a.lost));
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_agent_that_does_not_ack_its_share_within_15_s_fails_the_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path(), "--on-agent-loss abort");
+    let mute = Script::default().prepare(0, Prepare::Ignore);
+    let (outcome, logs) = run_scripted(cfg, vec![mute], Stop::default()).await;
+    let ended = Instant::now();
+    let e = outcome.err().expect("the run fails");
+    assert_eq!(
+        e.to_string(),
+        "agent a did not answer within 15 s while preparing step 1"
+    );
+    assert_eq!(e.exit_code(), 1);
+    let (asked, _) = first(&logs[0], |d| matches!(d, Down::PrepareStep(_))).unwrap();
+    assert_eq!(ended - asked, fleet::ANSWER_TIMEOUT);
+    assert_eq!(run_json(dir.path())["status"], "failed");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_step_past_its_deadline_is_aborted_then_fails_after_one_more_timeout() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path(), "--steps 10");
+    let stuck = Script::default().start(0, Start::Hang);
+    let (outcome, logs) = run_scripted(cfg, vec![stuck], Stop::default()).await;
+    let ended = Instant::now();
+    let e = outcome.err().expect("the run fails");
+    assert_eq!(
+        e.to_string(),
+        "agent a did not answer within 8 s while running step 1"
+    );
+    let (started, _) = first(&logs[0], starts).unwrap();
+    let (aborted, _) = first(&logs[0], |d| matches!(d, Down::Abort(_))).unwrap();
+    // 200 ms start lead + 2 s schedule + 1 s timeout + 5 s grace; then 1 s timeout + 5 s grace.
+    assert_eq!(aborted - started, Duration::from_millis(8200));
+    assert_eq!(ended - aborted, Duration::from_secs(1) + STEP_GRACE);
+    assert_eq!(aborts(&logs[0]), vec!["step deadline passed"]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_loss_during_prepare_is_split_again_among_the_rest_under_continue() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path(), "--steps 10 --on-agent-loss continue");
+    let gone = Script::default().prepare(0, Prepare::Close);
+    let (outcome, logs) = run_scripted(cfg, vec![Script::default(), gone], Stop::default()).await;
+    let outcome = outcome.unwrap();
+    assert_eq!(
+        prepared(&logs[0]),
+        vec![(0, 0.5), (0, 1.0)],
+        "half, then all"
+    );
+    assert_eq!(prepared(&logs[1]), vec![(0, 0.5)]);
+    assert!(
+        first(&logs[1], starts).is_none(),
+        "the lost agent is not started"
+    );
+    let step = &outcome.steps[0];
+    assert!(!outcome.aborted && !step.aborted);
+    assert!(step.agents.iter().any(|a| a.agent == "b" && a.lost));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_loss_during_prepare_fails_the_run_under_abort() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path(), "--on-agent-loss abort");
+    let gone = Script::default().prepare(0, Prepare::Close);
+    let (outcome, logs) = run_scripted(cfg, vec![Script::default(), gone], Stop::default()).await;
+    let e = outcome.err().expect("the run fails");
+    assert_eq!(e.to_string(), "agent b disconnected while preparing step 1");
+    assert!(first(&logs[0], starts).is_none(), "nothing was started");
+}
+
+/// Two steps; agent b drops its link 1 s into the first.
+async fn lose_b_mid_step(policy: &str) -> (RunOutcome, Vec<Log>, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path(), &format!("--on-agent-loss {policy}"));
+    let gone = Script::default().start(0, Start::CloseAfter(Duration::from_secs(1)));
+    let (outcome, logs) = run_scripted(cfg, vec![Script::default(), gone], Stop::default()).await;
+    (outcome.unwrap(), logs, dir)
+}
+
+fn lost_reason(r: &StepResult) -> bool {
+    r.reasons
+        .iter()
+        .any(|w| w == "agent b was lost during the step")
+}
+
+#[tokio::test(start_paused = true)]
+async fn under_abort_a_lost_agent_ends_the_run_after_its_step() {
+    let (outcome, logs, dir) = lose_b_mid_step("abort").await;
+    assert!(outcome.aborted);
+    assert_eq!(outcome.steps.len(), 1);
+    assert!(outcome.steps[0].aborted);
+    assert_eq!(aborts(&logs[0]), vec!["an agent was lost"]);
+    assert_eq!(prepared(&logs[0]), vec![(0, 0.5)], "step 2 is not prepared");
+    assert_eq!(run_json(dir.path())["status"], "aborted");
+}
+
+#[tokio::test(start_paused = true)]
+async fn under_continue_a_lost_agent_is_left_out_without_a_mark() {
+    let (outcome, logs, _dir) = lose_b_mid_step("continue").await;
+    assert!(!outcome.aborted);
+    assert_eq!(outcome.steps.len(), 2);
+    let step = &outcome.steps[0];
+    assert!(!step.aborted && !lost_reason(step), "{:?}", step.reasons);
+    assert!(step.agents.iter().any(|a| a.agent == "b" && a.lost));
+    assert!(aborts(&logs[0]).is_empty());
+    assert_eq!(
+        prepared(&logs[0]),
+        vec![(0, 0.5), (1, 1.0)],
+        "step 2 all on a"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn under_degrade_a_lost_agent_marks_its_step() {
+    let (outcome, logs, _dir) = lose_b_mid_step("degrade").await;
+    assert!(!outcome.aborted);
+    assert_eq!(outcome.steps.len(), 2);
+    let step = &outcome.steps[0];
+    assert!(lost_reason(step), "{:?}", step.reasons);
+    assert!(step.trust != Verdict::Valid);
+    assert!(!lost_reason(&outcome.steps[1]));
+    assert_eq!(prepared(&logs[0]), vec![(0, 0.5), (1, 1.0)]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_agent_that_stops_on_its_own_mid_step_is_lost_but_counted() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path(), "--on-agent-loss degrade");
+    let drained = Script::default().start(0, Start::DrainAfter(Duration::from_secs(1)));
+    let (outcome, logs) =
+        run_scripted(cfg, vec![Script::default(), drained], Stop::default()).await;
+    let outcome = outcome.unwrap();
+    let step = &outcome.steps[0];
+    assert!(!step.aborted && lost_reason(step), "{:?}", step.reasons);
+    assert!(aborts(&logs[0]).is_empty(), "the others go on");
+    assert_eq!(prepared(&logs[1]), vec![(0, 0.5)], "not given step 2");
+}
+
+/// Cancels `stop.drain` after `after`.
+fn drain_after(stop: &Stop, after: Duration) {
+    let drain = stop.drain.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(after).await;
+        drain.cancel();
+    });
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_interrupt_while_preparing_aborts_the_step_as_it_starts() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path(), "");
+    let slow = Script::default().prepare(0, Prepare::AckAfter(Duration::from_secs(1)));
+    let stop = Stop::default();
+    drain_after(&stop, Duration::from_millis(500));
+    let (outcome, logs) = run_scripted(cfg, vec![slow], stop).await;
+    let outcome = outcome.unwrap();
+    assert!(outcome.aborted && outcome.steps.len() == 1 && outcome.steps[0].aborted);
+    let (started, _) = first(&logs[0], starts).unwrap();
+    let (aborted, _) = first(&logs[0], |d| matches!(d, Down::Abort(_))).unwrap();
+    assert_eq!(aborted, started, "stopped as soon as it started");
+    assert_eq!(aborts(&logs[0]), vec!["interrupted"]);
+    assert_eq!(outcome.steps[0].duration_s, 0.0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_interrupt_while_running_aborts_the_step_and_the_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path(), "");
+    let stop = Stop::default();
+    drain_after(&stop, Duration::from_millis(1200));
+    let (outcome, logs) = run_scripted(cfg, vec![Script::default()], stop).await;
+    let outcome = outcome.unwrap();
+    assert!(outcome.aborted && outcome.steps.len() == 1 && outcome.steps[0].aborted);
+    assert_eq!(aborts(&logs[0]), vec!["interrupted"]);
+    // Summarised over the second it ran after its 200 ms lead, not its 2 s schedule.
+    assert!((outcome.steps[0].duration_s - 1.0).abs() < 0.01);
+    assert_eq!(prepared(&logs[0]).len(), 1, "step 2 is not prepared");
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_interrupt_while_stopping_changes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path(), "--on-agent-loss abort");
+    let slow = Script::default().abort_delay(Duration::from_secs(3));
+    let gone = Script::default().start(0, Start::CloseAfter(Duration::from_millis(500)));
+    let stop = Stop::default();
+    drain_after(&stop, Duration::from_secs(1));
+    let (outcome, logs) = run_scripted(cfg, vec![slow, gone], stop).await;
+    let outcome = outcome.unwrap();
+    assert_eq!(
+        aborts(&logs[0]),
+        vec!["an agent was lost"],
+        "one abort, its cause kept"
+    );
+    assert!(outcome.aborted && outcome.steps.len() == 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_step_source_ends_the_run_after_its_last_step() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path(), "--steps 10,20,30");
+    let (outcome, logs) = run_scripted(cfg, vec![Script::default()], Stop::default()).await;
+    let outcome = outcome.unwrap();
+    assert!(!outcome.aborted && outcome.stopped.is_none());
+    let values: Vec<f64> = outcome.steps.iter().map(|r| r.step_value).collect();
+    assert_eq!(values, vec![10.0, 20.0, 30.0]);
+    assert_eq!(prepared(&logs[0]), vec![(0, 1.0), (1, 1.0), (2, 1.0)]);
+    let json = run_json(dir.path());
+    assert_eq!(json["status"], "completed");
+    assert_eq!(json["steps"].as_array().map(Vec::len), Some(3));
+    assert!(json["summary"].is_object());
+}
+
+#[tokio::test(start_paused = true)]
+async fn stop_on_ends_the_ramp_and_names_the_steps_not_run() {
+    let dir = tempfile::tempdir().unwrap();
+    // Nothing is served by a scripted agent: every step's ok rate breaches.
+    let cfg = config(dir.path(), "--steps 10,20,30 --stop-on ok_rate<50%");
+    let (outcome, logs) = run_scripted(cfg, vec![Script::default()], Stop::default()).await;
+    let outcome = outcome.unwrap();
+    let stopped = outcome.stopped.expect("--stop-on ended the ramp");
+    assert_eq!((stopped.after_step, stopped.not_run), (1, vec![20.0, 30.0]));
+    assert_eq!(prepared(&logs[0]).len(), 1);
+}
