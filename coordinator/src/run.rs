@@ -7,14 +7,14 @@ use std::time::{Duration, SystemTime};
 use proto::pb;
 use proto::pb::agent_message::Kind as Up;
 use proto::pb::coordinator_message::Kind as Down;
-use shared::condition::{Condition, Observed};
+use shared::condition::Observed;
 use shared::histogram;
 use shared::report::{self, AgentInput, StepInput, StepResult};
 use shared::verdict::{Server, Verdict};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::config::{ConfigError, LossPolicy, RunConfig};
+use crate::config::{ConfigError, LossPolicy, RunConfig, Thresholds};
 use crate::fleet::{self, Fleet, unix_ns};
 use crate::merge::{IntervalError, SeqProgress, SpillError, StepMerge, StepTotals};
 use crate::output::{self, DirError, Finished, Output, OutputError};
@@ -69,7 +69,9 @@ pub enum RunError {
 fn cause(why: &agent::link::Closed) -> String {
     match why {
         agent::link::Closed::Ended => String::new(),
-        agent::link::Closed::Broken(words) => format!(": {words}"),
+        agent::link::Closed::Dropped(words) | agent::link::Closed::Broken(words) => {
+            format!(": {words}")
+        }
     }
 }
 
@@ -91,15 +93,6 @@ pub struct RunOutcome {
     pub stopped: Option<Stopped>,
     /// Every --fail-on expression a step breached, in step order.
     pub breaches: Vec<Breach>,
-}
-
-/// `--stop-on`, `--stop-after` and `--fail-on`, resolved.
-#[derive(Debug, Clone)]
-pub struct Thresholds {
-    pub stop_on: Vec<Condition>,
-    /// Steps in a row that must breach some `stop_on` condition (at least 1).
-    pub stop_after: u32,
-    pub fail_on: Vec<Condition>,
 }
 
 /// Why the ramp ended early (run.json's `stopped`).
