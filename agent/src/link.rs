@@ -21,12 +21,32 @@ pub const MAX_MESSAGE_BYTES: usize = 16 * 1024 * 1024;
 /// Why a link's inbound side ended.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Closed {
-    /// The far end finished its stream, or went away without a word.
+    /// The far end finished its stream.
     #[error("its stream closed")]
     Ended,
-    /// The transport failed with a reason: what it said, in words.
+    /// The connection went away without a clean end (a process gone, a reset): how it went.
+    #[error("its connection dropped ({0})")]
+    Dropped(String),
+    /// Something was refused on the way (a message too large or undecodable, a status the far end
+    /// sent): what was said, in words.
     #[error("its stream broke: {0}")]
     Broken(String),
+}
+
+impl Closed {
+    /// A stream's failure status, sorted: a connection that went away is not a refusal.
+    pub fn of_status(status: &tonic::Status) -> Closed {
+        use tonic::Code;
+        let words = status_in_words(status);
+        match status.code() {
+            // tonic says Internal for an h2 reset too; only its decoder's Internal names the message.
+            Code::Internal if status.message().contains("decode") => Closed::Broken(words),
+            Code::Unknown | Code::Internal | Code::Cancelled | Code::Unavailable => {
+                Closed::Dropped(words)
+            }
+            _ => Closed::Broken(words),
+        }
+    }
 }
 
 /// What travels on a link's channels: a message, or the reason the stream stopped.
@@ -133,7 +153,7 @@ pub fn read_stream<M: Send + 'static>(mut inbound: tonic::Streaming<M>) -> LinkR
             let frame = match inbound.message().await {
                 Ok(Some(msg)) => Ok(msg),
                 Ok(None) => return,
-                Err(status) => Err(Closed::Broken(status_in_words(&status))),
+                Err(status) => Err(Closed::of_status(&status)),
             };
             let last = frame.is_err();
             if tx.send(frame).await.is_err() || last {
@@ -153,6 +173,7 @@ pub fn response_stream<M: Send + 'static>(rx: LinkRx<M>) -> ResponseStream<M> {
     Box::pin(ReceiverStream::new(rx.0).map(|frame| {
         frame.map_err(|why| match why {
             Closed::Ended => tonic::Status::cancelled("the session ended"),
+            Closed::Dropped(words) => tonic::Status::cancelled(words),
             Closed::Broken(words) => tonic::Status::aborted(words),
         })
     }))
@@ -185,6 +206,19 @@ mod tests {
             Err(Closed::Ended),
             "closed after the reason"
         );
+    }
+
+    #[test]
+    fn a_refused_message_is_told_apart_from_a_connection_gone() {
+        let too_large = tonic::Status::out_of_range("decoded message length too large");
+        assert!(
+            matches!(Closed::of_status(&too_large), Closed::Broken(w) if w.contains("too large"))
+        );
+        let undecodable = tonic::Status::internal("failed to decode Protobuf message");
+        assert!(matches!(Closed::of_status(&undecodable), Closed::Broken(_)));
+        let reset =
+            tonic::Status::unknown("h2 protocol error: error reading a body from connection");
+        assert!(matches!(Closed::of_status(&reset), Closed::Dropped(_)));
     }
 
     #[tokio::test]

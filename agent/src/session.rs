@@ -164,7 +164,13 @@ pub async fn serve(
                     }
                     return match why {
                         Closed::Broken(words) => Err(SessionError::Broken(words)),
-                        Closed::Ended if s.running.is_some() => Err(SessionError::Closed),
+                        Closed::Dropped(_) | Closed::Ended if s.running.is_some() => {
+                            Err(SessionError::Closed)
+                        }
+                        Closed::Dropped(words) => {
+                            tracing::debug!(how = %words, "The coordinator's connection dropped");
+                            Ok(())
+                        }
                         Closed::Ended => Ok(()),
                     };
                 }

@@ -76,7 +76,7 @@ impl FleetError {
 fn cause(why: &Closed) -> String {
     match why {
         Closed::Ended => String::new(),
-        Closed::Broken(words) => format!(": {words}"),
+        Closed::Dropped(words) | Closed::Broken(words) => format!(": {words}"),
     }
 }
 

@@ -7,12 +7,12 @@ use std::time::Duration;
 use agent::link::CoordinatorEnd;
 use proto::pb;
 use proto::pb::coordinator_message::Kind as Down;
-use shared::condition::{Condition, Observed};
+use shared::condition::Observed;
 use shared::report::{self, StepResult};
 use shared::verdict::{Server, Verdict};
 use tokio_util::sync::CancellationToken;
 
-use crate::config::{ConfigError, RunConfig};
+use crate::config::{ConfigError, RunConfig, Thresholds};
 use crate::fleet::{self, Fleet, FleetError};
 use crate::merge::SpillError;
 use crate::output::{self, DirError, Finished, Output, OutputError};
@@ -68,15 +68,6 @@ pub struct RunOutcome {
     pub stopped: Option<Stopped>,
     /// Every --fail-on expression a step breached, in step order.
     pub breaches: Vec<Breach>,
-}
-
-/// `--stop-on`, `--stop-after` and `--fail-on`, resolved.
-#[derive(Debug, Clone)]
-pub struct Thresholds {
-    pub stop_on: Vec<Condition>,
-    /// Steps in a row that must breach some `stop_on` condition (at least 1).
-    pub stop_after: u32,
-    pub fail_on: Vec<Condition>,
 }
 
 /// Why the ramp ended early (run.json's `stopped`).
