@@ -9,6 +9,7 @@
 use std::time::Duration;
 
 use shared::plan::{LoadModel, StepShare};
+use shared::warning::{Warning, WarningKind};
 
 use crate::system;
 
@@ -167,7 +168,7 @@ impl Capacity {
 
     /// Checks one step share: `Err` with the numbers when the step certainly cannot be carried, else
     /// the warnings (possibly none) for what might not be.
-    pub fn check_step(&self, share: &StepShare, route: &Route) -> Result<Vec<String>, String> {
+    pub fn check_step(&self, share: &StepShare, route: &Route) -> Result<Vec<Warning>, String> {
         let n = share.step + 1;
         let fds = self.usable_fds();
         let ports = self.ports(route.sources);
@@ -209,16 +210,16 @@ impl Capacity {
                     num(life.as_secs_f64())
                 );
                 if worst > fds {
-                    warnings.push(format!(
+                    warnings.push(Warning::new(WarningKind::FdUnavailable, format!(
                         "step {n} may need up to {worst} concurrent connections {why}, more than the {fds} this agent can open ({}); the rest would fail as fd-unavailable",
                         self.fds_text()
-                    ));
+                    )));
                 }
                 if worst > ports {
-                    warnings.push(format!(
+                    warnings.push(Warning::new(WarningKind::AddrUnavailable, format!(
                         "step {n} may need up to {worst} concurrent connections to one destination {why}, more than the {ports} local ports this agent has ({}); the rest would fail as addr-unavailable",
                         self.ports_text(route.sources)
-                    ));
+                    )));
                 }
             }
             LoadModel::Connections => {
@@ -229,17 +230,17 @@ impl Capacity {
                     num(life.as_secs_f64())
                 );
                 if worst > fds {
-                    warnings.push(format!(
+                    warnings.push(Warning::new(WarningKind::FdUnavailable, format!(
                         "step {n} may hold up to {worst} connections open {why}, more than the {fds} this agent can open ({}); the rest would fail as fd-unavailable",
                         self.fds_text()
-                    ));
+                    )));
                 }
                 if route.server_closes {
                     if worst > ports {
-                        warnings.push(format!(
+                        warnings.push(Warning::new(WarningKind::AddrUnavailable, format!(
                             "step {n} may hold up to {worst} connections to one destination open {why}, more than the {ports} local ports this agent has ({}); the rest would fail as addr-unavailable: {port_advice}",
                             self.ports_text(route.sources)
-                        ));
+                        )));
                     }
                     return Ok(warnings);
                 }
@@ -274,13 +275,13 @@ impl Capacity {
                 // each other without a pause), with the target stalled on top.
                 let risky = ceil(rate * hold.as_secs_f64()) + worst;
                 if risky > ports {
-                    warnings.push(format!(
+                    warnings.push(Warning::new(WarningKind::AddrUnavailable, format!(
                         "step {n} may need {risky} local ports to one destination: {} for the connections closed in the last {} s ({}; {sysctl}), the step before's included, plus {worst} open if the target stops answering; this agent has {ports} ({}), and connections past them would fail as addr-unavailable: {port_advice}",
                         risky - worst,
                         num(hold.as_secs_f64()),
                         if reuse { "until tcp_tw_reuse may take them back" } else { "TIME_WAIT" },
                         self.ports_text(route.sources)
-                    ));
+                    )));
                 }
             }
         }
@@ -295,7 +296,7 @@ impl Capacity {
         &self,
         share: &StepShare,
         rate: f64,
-        warnings: &mut Vec<String>,
+        warnings: &mut Vec<Warning>,
     ) -> Option<String> {
         let (what, per_arrival, floor, likely) = match share.model {
             LoadModel::Concurrency => return None,
@@ -340,12 +341,12 @@ impl Capacity {
         }
         let likely_most = (workers / likely).floor();
         if rate > likely_most {
-            warnings.push(format!(
+            warnings.push(Warning::new(WarningKind::Dispatch, format!(
                 "step {n} needs {} {what} from this agent, more than its {threads} will likely dispatch ({} at {} µs of a thread's CPU for {per_arrival}, five times faster than measured); it may fall behind its schedule",
                 num(rate),
                 num(likely_most),
                 num(likely * 1e6),
-            ));
+            )));
         }
         None
     }
@@ -490,7 +491,7 @@ mod tests {
         };
         let w = off.check_step(&s, &closes).unwrap();
         assert_eq!(w.len(), 1, "{w:?}");
-        assert!(w[0].starts_with("step 3 may hold up to 30000 connections to one destination open if the target stops answering"), "{w:?}");
+        assert!(w[0].text.starts_with("step 3 may hold up to 30000 connections to one destination open if the target stops answering"), "{w:?}");
         let calm = share(LoadModel::Connections, 100.0, 0, 1, 10);
         assert_eq!(off.check_step(&calm, &closes), Ok(vec![]));
     }
@@ -505,20 +506,21 @@ mod tests {
         // Two sources carry the step, but a longer one (or the next) would not: a warning.
         let w = off.check_step(&s, &route(2, Some(false))).unwrap();
         assert_eq!(w.len(), 1, "{w:?}");
-        assert!(w[0].contains("may need 210000 local ports"), "{w:?}");
+        assert!(w[0].text.contains("may need 210000 local ports"), "{w:?}");
+        assert_eq!(w[0].kind, WarningKind::AddrUnavailable);
         // The default (2) reuses TIME_WAIT ports on loopback only.
         let lo = cap(1_000_000, TwReuse::LoopbackOnly);
         let w = lo.check_step(&s, &route(1, Some(true))).unwrap();
         // Still a risk: 3000 conn/s into a stalled target hold 30000 ports open.
         assert_eq!(w.len(), 1, "{w:?}");
-        assert!(w[0].starts_with("step 3 may need 33000 local ports to one destination: 3000 for the connections closed in the last 1 s (until tcp_tw_reuse may take them back; net.ipv4.tcp_tw_reuse is 2), the step before's included, plus 30000 open if the target stops answering; this agent has 28232"), "{w:?}");
+        assert!(w[0].text.starts_with("step 3 may need 33000 local ports to one destination: 3000 for the connections closed in the last 1 s (until tcp_tw_reuse may take them back; net.ipv4.tcp_tw_reuse is 2), the step before's included, plus 30000 open if the target stops answering; this agent has 28232"), "{w:?}");
         assert!(lo.check_step(&s, &route(1, Some(false))).is_err());
         // Not knowing (a coordinator before resolution) is not a reason to refuse.
         assert!(lo.check_step(&s, &route(1, None)).is_ok());
         // A short step is judged on its own length.
         let short = share(LoadModel::Connections, 3000.0, 0, 1, 5);
         let w = off.check_step(&short, &route(1, Some(false))).unwrap();
-        assert!(w[0].contains("may need 210000 local ports"), "{w:?}");
+        assert!(w[0].text.contains("may need 210000 local ports"), "{w:?}");
     }
 
     #[test]
@@ -532,8 +534,9 @@ mod tests {
             )
             .unwrap();
         assert_eq!(w.len(), 1, "{w:?}");
+        assert_eq!(w[0].kind, WarningKind::FdUnavailable);
         assert_eq!(
-            w[0],
+            w[0].text,
             "step 3 may hold up to 2000 connections open if the target stops answering (200 connections/s × 10 s of connect timeout plus timeout), more than the 924 this agent can open (RLIMIT_NOFILE 1024 minus 100 reserved); the rest would fail as fd-unavailable"
         );
         // The requests model's pool is capped by --max-connections.
@@ -541,7 +544,7 @@ mod tests {
         assert_eq!(c.check_step(&s, &route(1, Some(true))), Ok(vec![]));
         let s = share(LoadModel::Requests, 200.0, 0, 5000, 10);
         let w = c.check_step(&s, &route(1, Some(true))).unwrap();
-        assert!(w[0].starts_with("step 3 may need up to 2000 concurrent connections if the target stops answering (200 requests/s × 10 s of connect timeout plus timeout, at most --max-connections 5000)"), "{w:?}");
+        assert!(w[0].text.starts_with("step 3 may need up to 2000 concurrent connections if the target stops answering (200 requests/s × 10 s of connect timeout plus timeout, at most --max-connections 5000)"), "{w:?}");
         // A slow rate is no risk at all.
         let s = share(LoadModel::Connections, 10.0, 0, 1, 10);
         assert_eq!(
@@ -573,7 +576,11 @@ mod tests {
         let near = share(LoadModel::Requests, 1e7, 0, 100, 10);
         let w = c.check_step(&near, &closes).unwrap();
         assert_eq!(
-            w,
+            w.iter().map(|w| w.kind).collect::<Vec<_>>(),
+            [WarningKind::Dispatch]
+        );
+        assert_eq!(
+            w.iter().map(|w| w.text.as_str()).collect::<Vec<_>>(),
             [
                 "step 3 needs 10000000 requests/s from this agent, more than its 2 worker threads will likely dispatch (1176470 at 1.7 µs of a thread's CPU for a request, five times faster than measured); it may fall behind its schedule"
             ]

@@ -10,6 +10,7 @@ use proto::pb::coordinator_message::Kind as Down;
 use proto::{PROTOCOL_VERSION, from_agent, pb};
 use shared::metrics::{Interval, Snapshot};
 use shared::plan::{StepShare, Workload};
+use shared::warning::{Warning, WarningKind};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -294,7 +295,7 @@ impl Session {
                         self.send(Up::Ack(pb::Ack {
                             what: "configure".into(),
                             step: 0,
-                            warnings,
+                            warnings: warnings.iter().map(pb::Warning::from).collect(),
                         }))
                         .await
                     }
@@ -333,7 +334,7 @@ impl Session {
                         self.send(Up::Ack(pb::Ack {
                             what: "prepare".into(),
                             step: p.step,
-                            warnings,
+                            warnings: warnings.iter().map(pb::Warning::from).collect(),
                         }))
                         .await
                     }
@@ -501,7 +502,7 @@ impl Session {
 
 /// A warning naming the source addresses this machine does not have: every connection from them would
 /// fail as addr-unavailable. Not a refusal: that is the run's result to report, in its error class.
-fn missing_sources(target: &Target) -> Vec<String> {
+fn missing_sources(target: &Target) -> Vec<Warning> {
     let mut missing = Vec::new();
     let mut why = String::new();
     for &source in target.sources.iter() {
@@ -523,14 +524,16 @@ fn missing_sources(target: &Target) -> Vec<String> {
     } else {
         missing.join(", ")
     };
-    vec![format!(
+    // Not a capacity risk of a step: it comes once, with the configure ack.
+    let text = format!(
         "this agent cannot bind --source-addrs {list} ({why}); connections from {} will fail as addr-unavailable",
         if missing.len() + more == 1 {
             "it"
         } else {
             "them"
         }
-    )]
+    );
+    vec![Warning::new(WarningKind::Other, text)]
 }
 
 /// Re-exported so the agent binary and tests see one name for the interval length.

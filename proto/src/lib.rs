@@ -14,6 +14,7 @@ use shared::plan::{
 };
 use shared::schedule::Slice;
 use shared::status::{StatusCodes, StatusSet};
+use shared::warning::{Warning, WarningKind};
 
 pub mod pb {
     #![allow(clippy::all, clippy::pedantic, missing_docs)]
@@ -21,7 +22,37 @@ pub mod pb {
 }
 
 /// Bumped whenever a message changes meaning; peers with another version are refused.
-pub const PROTOCOL_VERSION: u32 = 2;
+pub const PROTOCOL_VERSION: u32 = 3;
+
+impl From<&Warning> for pb::Warning {
+    fn from(w: &Warning) -> pb::Warning {
+        let kind = match w.kind {
+            WarningKind::Dispatch => pb::WarningKind::Dispatch,
+            WarningKind::FdUnavailable => pb::WarningKind::FdUnavailable,
+            WarningKind::AddrUnavailable => pb::WarningKind::AddrUnavailable,
+            WarningKind::Capacity => pb::WarningKind::Capacity,
+            WarningKind::Other => pb::WarningKind::Other,
+        };
+        pb::Warning {
+            kind: kind as i32,
+            text: w.text.clone(),
+        }
+    }
+}
+
+/// A kind this side does not know (a newer peer's) is still a warning, said every time.
+impl From<pb::Warning> for Warning {
+    fn from(w: pb::Warning) -> Warning {
+        let kind = match pb::WarningKind::try_from(w.kind) {
+            Ok(pb::WarningKind::Dispatch) => WarningKind::Dispatch,
+            Ok(pb::WarningKind::FdUnavailable) => WarningKind::FdUnavailable,
+            Ok(pb::WarningKind::AddrUnavailable) => WarningKind::AddrUnavailable,
+            Ok(pb::WarningKind::Capacity) => WarningKind::Capacity,
+            Ok(pb::WarningKind::Other) | Err(_) => WarningKind::Other,
+        };
+        Warning { kind, text: w.text }
+    }
+}
 
 /// A message that does not convert into a valid domain value.
 #[derive(Debug, thiserror::Error)]

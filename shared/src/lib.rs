@@ -14,6 +14,7 @@ pub mod status;
 #[cfg(feature = "cli")]
 pub mod usage;
 pub mod verdict;
+pub mod warning;
 
 /// The stampede version every binary reports.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");

@@ -9,6 +9,7 @@ use proto::pb::agent_message::Kind as Up;
 use proto::pb::coordinator_message::Kind as Down;
 use proto::{PROTOCOL_VERSION, pb, to_agent};
 use shared::plan::StepShare;
+use shared::warning::Warning;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -434,7 +435,7 @@ impl Fleet {
         make: impl Fn(usize) -> Down,
         doing: &str,
         tolerate_loss: bool,
-    ) -> Result<Vec<(usize, String)>, FleetError> {
+    ) -> Result<Vec<(usize, Warning)>, FleetError> {
         let mut sent = Vec::with_capacity(who.len());
         for &i in who {
             match self.send(i, make(i)).await {
@@ -451,7 +452,7 @@ impl Fleet {
                     why: format!("expected an acknowledgement while {doing}"),
                 });
             };
-            warnings.extend(ack.warnings.into_iter().map(|w| (i, w)));
+            warnings.extend(ack.warnings.into_iter().map(|w| (i, Warning::from(w))));
         }
         Ok(warnings)
     }
