@@ -183,6 +183,11 @@ impl Fleet {
             .collect()
     }
 
+    /// Makes agent `i` a monitor (or a load agent again); before the run splits its first step.
+    pub fn set_role(&mut self, i: usize, role: Role) {
+        self.agents[i].role = role;
+    }
+
     pub fn is_alive(&self, i: usize) -> bool {
         self.agents[i].alive
     }
@@ -260,7 +265,8 @@ impl Fleet {
 
     /// An agent too old to bind `--source-addrs` would send from its default address without a word.
     pub fn check_source_addrs(&self) -> Result<(), FleetError> {
-        match self.agents.iter().find(|a| !a.binds_sources) {
+        let mut load = self.agents.iter().filter(|a| a.role == Role::Load);
+        match load.find(|a| !a.binds_sources) {
             Some(a) => Err(FleetError::Limit {
                 agent: a.name.clone(),
                 message: "it does not support --source-addrs (an older stampede-agent); upgrade it"
@@ -545,5 +551,40 @@ async fn heartbeat(beat: LinkTx<pb::CoordinatorMessage>, stop: CancellationToken
         {
             return;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ack(step: u32) -> pb::AgentMessage {
+        pb::AgentMessage {
+            kind: Some(Up::Ack(pb::Ack {
+                what: "prepare".into(),
+                step,
+                warnings: Vec::new(),
+            })),
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_monitor_gets_no_share_and_its_messages_answer_nothing() {
+        let (load, load_end) = agent::link::pair();
+        let (monitor, monitor_end) = agent::link::pair();
+        let links = vec![("load".to_string(), load), ("monitor".to_string(), monitor)];
+        let mut fleet = Fleet::new(links, CancellationToken::new());
+        fleet.set_role(1, Role::Monitor);
+        assert_eq!(fleet.live(), vec![0], "only load agents are split among");
+        assert_eq!(fleet.weights(&fleet.live(), None), vec![1]);
+        // The monitor's ack comes first; the answer awaited is the load agent's.
+        monitor_end.tx.send(ack(7)).await.unwrap();
+        load_end.tx.send(ack(3)).await.unwrap();
+        let got = fleet
+            .answers(&fleet.live(), "preparing step 1", false)
+            .await
+            .unwrap();
+        assert_eq!(got.len(), 1);
+        assert!(matches!(&got[0], (0, Up::Ack(a)) if a.step == 3), "{got:?}");
     }
 }
