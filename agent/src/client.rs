@@ -120,32 +120,32 @@ pub struct Target {
 impl Target {
     pub async fn prepare(w: &Workload) -> Result<Target, PrepareError> {
         let origin = w.origin();
-        let resolved = tokio::net::lookup_host((origin.host.as_str(), origin.port))
+        let resolved = tokio::net::lookup_host((origin.host(), origin.port()))
             .await
             .map_err(|source| PrepareError::Resolve {
-                host: origin.host.clone(),
+                host: origin.host().to_string(),
                 source,
             })?;
         let addr =
-            crate::socket::choose(resolved, &w.source_addrs).map_err(|family| match family {
-                None => PrepareError::NoAddress(origin.host.clone()),
+            crate::socket::choose(resolved, w.source_addrs()).map_err(|family| match family {
+                None => PrepareError::NoAddress(origin.host().to_string()),
                 Some(family) => PrepareError::NoSourceFamily {
-                    host: origin.host.clone(),
+                    host: origin.host().to_string(),
                     family,
                 },
             })?;
-        let host_value = if origin.port == default_port(origin.scheme) {
-            if origin.host.contains(':') {
-                format!("[{}]", origin.host)
+        let host_value = if origin.port() == default_port(origin.scheme()) {
+            if origin.host().contains(':') {
+                format!("[{}]", origin.host())
             } else {
-                origin.host.clone()
+                origin.host().to_string()
             }
         } else {
             origin.authority()
         };
         let user_agent = format!("stampede/{}", shared::VERSION);
-        let mut templates = Vec::with_capacity(w.requests.len());
-        for (i, r) in w.requests.iter().enumerate() {
+        let mut templates = Vec::with_capacity(w.requests().len());
+        for (i, r) in w.requests().iter().enumerate() {
             let bad = |why: String| PrepareError::Request { index: i + 1, why };
             let mut headers = HeaderMap::new();
             headers.insert(
@@ -156,7 +156,7 @@ impl Target {
                 USER_AGENT,
                 HeaderValue::from_str(&user_agent).map_err(|e| bad(e.to_string()))?,
             );
-            for (name, value) in &r.headers {
+            for (name, value) in r.headers() {
                 let name = HeaderName::from_bytes(name.as_bytes())
                     .map_err(|e| bad(format!("header {name}: {e}")))?;
                 let value =
@@ -168,17 +168,22 @@ impl Target {
                     headers.append(name, value);
                 }
             }
-            let method = Method::from_bytes(r.method.as_bytes()).map_err(|e| bad(e.to_string()))?;
-            let uri = r.url.path.parse::<Uri>().map_err(|e| bad(e.to_string()))?;
-            templates.push(Template::new(&method, &uri, &headers, &r.body));
+            let method =
+                Method::from_bytes(r.method().as_bytes()).map_err(|e| bad(e.to_string()))?;
+            let uri = r
+                .url()
+                .path()
+                .parse::<Uri>()
+                .map_err(|e| bad(e.to_string()))?;
+            templates.push(Template::new(&method, &uri, &headers, r.body()));
         }
-        let tls = match origin.scheme {
+        let tls = match origin.scheme() {
             Scheme::Http => None,
             Scheme::Https => {
-                let name = rustls::pki_types::ServerName::try_from(origin.host.clone())
-                    .map_err(|_| PrepareError::ServerName(origin.host.clone()))?;
+                let name = rustls::pki_types::ServerName::try_from(origin.host().to_string())
+                    .map_err(|_| PrepareError::ServerName(origin.host().to_string()))?;
                 Some((
-                    tokio_rustls::TlsConnector::from(Arc::new(tls_config(w.insecure_tls))),
+                    tokio_rustls::TlsConnector::from(Arc::new(tls_config(w.insecure_tls()))),
                     name,
                 ))
             }
@@ -187,12 +192,12 @@ impl Target {
             addr,
             templates: Arc::new(templates),
             tls,
-            timeout: w.timeout,
-            connect_timeout: w.connect_timeout,
-            random_order: w.url_order == shared::plan::UrlOrder::Random,
-            sources: w.source_addrs.clone().into(),
+            timeout: w.timeout(),
+            connect_timeout: w.connect_timeout(),
+            random_order: w.url_order() == shared::plan::UrlOrder::Random,
+            sources: w.source_addrs().to_vec().into(),
             server_closes: w.server_closes_last(),
-            ok_status: w.ok_status.clone(),
+            ok_status: w.ok_status().clone(),
         })
     }
 }

@@ -277,7 +277,7 @@ impl Session {
                         Ok(t) => self
                             .rules
                             .policy
-                            .check_target(&w.origin().host, t.addr.ip())
+                            .check_target(w.origin().host(), t.addr.ip())
                             .map(|()| t),
                         Err(e) => Err(e.to_string()),
                     },
@@ -361,11 +361,11 @@ impl Session {
                 .refuse(format!("step {} was not prepared", st.step + 1))
                 .await;
         };
-        if share.step != st.step {
+        if share.step() != st.step {
             return self
                 .refuse(format!(
                     "step {} was prepared, not step {}",
-                    share.step + 1,
+                    share.step() + 1,
                     st.step + 1
                 ))
                 .await;

@@ -9,6 +9,7 @@ use proto::pb::agent_message::Kind as Up;
 use proto::pb::coordinator_message::Kind as Down;
 use shared::condition::{Condition, Observed};
 use shared::histogram;
+use shared::plan::StepShare;
 use shared::report::{self, AgentInput, StepInput, StepResult};
 use shared::verdict::{Server, Verdict};
 use tokio::time::Instant;
@@ -212,7 +213,7 @@ async fn run_in(cfg: RunConfig, stop: Stop) -> Result<RunOutcome, RunError> {
     };
     let mut stopped = None;
     let outcome = async {
-        for index in 0..cfg.plan.steps.len() {
+        for index in 0..cfg.plan.steps().len() {
             if stop.drain.is_cancelled() || stop.now.is_cancelled() {
                 aborted = true;
                 break;
@@ -235,12 +236,12 @@ async fn run_in(cfg: RunConfig, stop: Stop) -> Result<RunOutcome, RunError> {
             if aborted {
                 break;
             }
-            let not_run = &cfg.plan.steps[index + 1..];
+            let not_run = &cfg.plan.steps()[index + 1..];
             if let Some(because) = because.filter(|_| !not_run.is_empty()) {
                 eprintln!(
                     "stampede: stopping after step {} of {} (--stop-on): {because}; not run: {}",
                     index + 1,
-                    cfg.plan.steps.len(),
+                    cfg.plan.steps().len(),
                     not_run
                         .iter()
                         .map(f64::to_string)
@@ -284,7 +285,7 @@ async fn ready_fleet(cfg: &RunConfig) -> Result<(Fleet, Vec<String>, Warned), Ru
     fleet.hello(cfg.token.as_deref()).await?;
     let all = fleet.alive();
     check_source_addrs(&fleet, cfg)?;
-    let configure: pb::Configure = (&cfg.plan.workload).into();
+    let configure: pb::Configure = cfg.plan.workload().into();
     let warnings = fleet
         .command_all(
             &all,
@@ -322,8 +323,8 @@ fn tell_unfinished(dir: &std::path::Path, status: &str, finished: &Result<Finish
 
 /// The plan's scheduled time, step after step (without the moments between steps).
 fn plan_total(cfg: &RunConfig) -> Duration {
-    (0..cfg.plan.steps.len())
-        .map(|i| cfg.plan.step_shares(i, cfg.seed, &[1])[0].scheduled_duration())
+    (0..cfg.plan.steps().len())
+        .map(|i| cfg.plan.shares_of_step(i, cfg.seed, &[1])[0].scheduled_duration())
         .sum()
 }
 
@@ -332,11 +333,10 @@ fn plan_total(cfg: &RunConfig) -> Duration {
 /// resolved target and say them when each step is prepared.
 fn check_limits(fleet: &Fleet, cfg: &RunConfig) -> Result<(), RunError> {
     let who = fleet.alive();
-    let weights: Vec<u64> = who.iter().map(|&i| weight(fleet, cfg, i)).collect();
     let route = route(cfg);
     let mut used = Duration::ZERO;
-    for index in 0..cfg.plan.steps.len() {
-        let shares = cfg.plan.step_shares(index, cfg.seed, &weights);
+    for index in 0..cfg.plan.steps().len() {
+        let shares = step_shares(fleet, cfg, &who, index);
         for (k, &i) in who.iter().enumerate() {
             let agent = &fleet.agents[i];
             let limit = |message| RunError::Limit {
@@ -356,12 +356,12 @@ fn check_limits(fleet: &Fleet, cfg: &RunConfig) -> Result<(), RunError> {
 /// The route as the coordinator knows it: it does not resolve the target, so a host name's
 /// loopback-ness is left open (the agent checks again with the resolved address).
 fn route(cfg: &RunConfig) -> agent::capacity::Route {
-    let w = &cfg.plan.workload;
-    let host = &w.origin().host;
+    let w = cfg.plan.workload();
+    let host = w.origin().host();
     agent::capacity::Route {
-        timeout: w.timeout,
-        connect_timeout: w.connect_timeout,
-        sources: w.source_addrs.len(),
+        timeout: w.timeout(),
+        connect_timeout: w.connect_timeout(),
+        sources: w.source_addrs().len(),
         loopback: match host.parse::<std::net::IpAddr>() {
             Ok(ip) => Some(ip.is_loopback()),
             Err(_) if host.eq_ignore_ascii_case("localhost") => Some(true),
@@ -373,7 +373,7 @@ fn route(cfg: &RunConfig) -> agent::capacity::Route {
 
 /// An agent too old to bind `--source-addrs` would send from its default address without a word.
 fn check_source_addrs(fleet: &Fleet, cfg: &RunConfig) -> Result<(), RunError> {
-    if cfg.plan.workload.source_addrs.is_empty() {
+    if cfg.plan.workload().source_addrs().is_empty() {
         return Ok(());
     }
     match fleet.agents.iter().find(|a| !a.binds_sources) {
@@ -442,6 +442,13 @@ fn weight(fleet: &Fleet, cfg: &RunConfig, i: usize) -> u64 {
         Some(w) => w[i],
         None => u64::from(fleet.cores(i)),
     }
+}
+
+/// Step `index`'s shares for the agents `who`: the one computation that both the check before the
+/// run and the step itself call, so what was checked is what runs.
+fn step_shares(fleet: &Fleet, cfg: &RunConfig, who: &[usize], index: usize) -> Vec<StepShare> {
+    let weights: Vec<u64> = who.iter().map(|&i| weight(fleet, cfg, i)).collect();
+    cfg.plan.shares_of_step(index, cfg.seed, &weights)
 }
 
 /// The agents a step still waits for. Every message from every agent asks whether its sender is one,
@@ -525,8 +532,7 @@ async fn run_step(
         if who.is_empty() {
             return Err(RunError::NoAgents { step: index + 1 });
         }
-        let weights: Vec<u64> = who.iter().map(|&i| weight(fleet, cfg, i)).collect();
-        let shares = plan.step_shares(index, cfg.seed.wrapping_add(index as u64), &weights);
+        let shares = step_shares(fleet, cfg, &who, index);
         let prepare = |i: usize| {
             let k = who
                 .iter()
@@ -565,7 +571,7 @@ async fn run_step(
     }
     let began = Instant::now() + START_LEAD;
     let scheduled = shares[0].scheduled_duration();
-    let timeout = plan.workload.timeout;
+    let timeout = plan.workload().timeout();
     let mut deadline = Instant::now() + START_LEAD + scheduled + timeout + STEP_GRACE;
 
     let n = fleet.agents.len();
@@ -577,7 +583,7 @@ async fn run_step(
     let mut aborted_at: Option<Instant> = None;
     let mut aborted = false;
     let mut stop_run = false;
-    let demanded = plan.demanded_request_rate(plan.steps[index]);
+    let demanded = plan.demanded_request_rate(plan.steps()[index]);
     let mut check = tokio::time::interval(Duration::from_millis(250));
 
     while !waiting.is_empty() {
@@ -606,7 +612,7 @@ async fn run_step(
                             && let Some(seq) = merge.progress(merged.seq)?
                         {
                             let so_far = *merge.counters();
-                            show_progress(progress, &seq, &so_far, index, plan.steps.len(), demanded, plan.steps[index], scheduled);
+                            show_progress(progress, &seq, &so_far, index, plan.steps().len(), demanded, plan.steps()[index], scheduled);
                         }
                     }
                     Some(Up::StepReport(r)) => {
@@ -720,7 +726,7 @@ async fn run_step(
     // closed loop that spent its request count (`-n`) over the time its agents took, as ab reports.
     let duration = match aborted_at {
         Some(at) => at.saturating_duration_since(began).min(scheduled),
-        None if plan.max_requests.is_some() => agents
+        None if plan.max_requests().is_some() => agents
             .iter()
             .map(|a| a.wall)
             .max()
@@ -731,8 +737,8 @@ async fn run_step(
     let mut result = report::summarize(&StepInput {
         // Counted from 1 in everything people read; `index` stays the protocol's.
         number: index as u32 + 1,
-        model: plan.model,
-        value: plan.steps[index],
+        model: plan.model(),
+        value: plan.steps()[index],
         demanded_rate: demanded,
         duration,
         total: &total,
@@ -741,12 +747,12 @@ async fn run_step(
         aborted,
         mark_lost: policy != LossPolicy::Continue,
         start_skew,
-        ok_status: &plan.workload.ok_status,
+        ok_status: plan.workload().ok_status(),
         baseline_p50_ms: watch.baseline_p50_ms,
     });
     result.notes.extend(warnings);
     watch.judge(&mut result, index + 1);
-    progress.step_done(&result, plan.steps.len());
+    progress.step_done(&result, plan.steps().len());
     let names: Vec<String> = fleet.agents.iter().map(|a| a.name.clone()).collect();
     out.write_step(&result, started, hlog.intervals(), &names)?;
     Ok((result, stop_run))
