@@ -185,3 +185,46 @@ impl StepShare {
         self.max_requests
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::{RequestSpec, UrlOrder, Workload};
+
+    fn plan(model: LoadModel, steps: Vec<f64>) -> Plan {
+        let request = RequestSpec::try_new("GET", "http://127.0.0.1:9/", vec![], vec![]).unwrap();
+        let second = Duration::from_secs(1);
+        let workload =
+            Workload::try_new(vec![request], UrlOrder::RoundRobin, second, second, false).unwrap();
+        let limit = StepLimit::Duration(second);
+        let max = NonZeroU32::new(10).unwrap();
+        Plan::try_new(
+            model,
+            steps,
+            limit,
+            NonZeroU32::MIN,
+            max,
+            Arrival::Uniform,
+            workload,
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn a_billion_to_one_step_splits_into_small_shares_that_add_up() {
+        let p = plan(LoadModel::Requests, vec![200.0]);
+        let shares = p.shares_of_step(0, 9, &[1_000_000_000, 1]);
+        assert_eq!(shares.len(), 2);
+        assert!(shares.iter().all(|s| s.slice().forks().len() == 1));
+        assert_eq!(shares[1].slice().arrival(0), Some(1_000_000_000));
+        // Each agent's pool has a connection at least; the step's seed is the run's plus its index.
+        let pools: Vec<u32> = shares.iter().map(|s| s.max_connections().get()).collect();
+        assert_eq!(pools, [10, 1]);
+        assert!(shares.iter().all(|s| s.seed() == 9 && s.rate() == 200.0));
+        let closed = plan(LoadModel::Concurrency, vec![5.0, 7.0]);
+        let shares = closed.shares_of_step(1, 9, &[3, 1, 1_000_000_000]);
+        let connections: u32 = shares.iter().map(StepShare::connections).sum();
+        assert_eq!(connections, 7);
+        assert!(shares.iter().all(|s| s.seed() == 10 && s.rate() == 0.0));
+    }
+}
