@@ -58,13 +58,17 @@ impl Fork {
     /// The parent's index of this side's `j`-th arrival, or None past `u64` (no schedule gets there).
     fn up(&self, j: u64) -> Option<u64> {
         let (j, w) = (u128::from(j), u128::from(self.total()));
-        let k = match self.side {
+        let (numerator, divisor) = match self.side {
             // The j-th k with ceil((k+1) L / W) > ceil(k L / W): k = floor(j W / L).
-            Side::Left => j * w / u128::from(self.left),
+            Side::Left => (j * w, self.left),
             // The j-th k with floor((k+1) R / W) > floor(k R / W): k = ceil((j+1) W / R) - 1.
-            Side::Right => ((j + 1) * w - 1) / u128::from(self.right),
+            Side::Right => ((j + 1) * w - 1, self.right),
         };
-        u64::try_from(k).ok()
+        // A 64-bit division where it fits (every arrival of a real step): a 128-bit one costs more.
+        match u64::try_from(numerator) {
+            Ok(n) => Some(n / divisor),
+            Err(_) => u64::try_from(numerator / u128::from(divisor)).ok(),
+        }
     }
 
     /// How many of the parent's first `n` arrivals fall on this side.
@@ -135,8 +139,7 @@ impl Slice {
 
     /// The step's index of this slice's `j`-th arrival, or None past `u64`. Increasing in `j`.
     pub fn arrival(&self, j: u64) -> Option<u64> {
-        let own = u128::from(self.index) + u128::from(self.count) * u128::from(j);
-        let mut k = u64::try_from(own).ok()?;
+        let mut k = self.count.checked_mul(j)?.checked_add(self.index)?;
         for fork in self.forks.iter().rev() {
             k = fork.up(k)?;
         }
