@@ -914,6 +914,14 @@ mod tests {
         })
     }
 
+    /// A greeted session with the scripted lookup, and a heartbeat keeping it alive.
+    async fn beating() -> (Coordinator, JoinHandle<()>) {
+        let mut c = session(Rules::default(), scripted_lookup());
+        c.greet().await;
+        let beat = c.heartbeat();
+        (c, beat)
+    }
+
     /// Answers every message that arrives before `until` with its pong, and fails on anything else.
     async fn only_pongs_until(c: &mut Coordinator, until: Instant) {
         while let Ok(up) = tokio::time::timeout_at(until, c.next()).await {
@@ -1013,9 +1021,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_newer_configure_wins_over_one_still_looking_up() {
-        let mut c = session(Rules::default(), scripted_lookup());
-        c.greet().await;
-        let _beat = c.heartbeat();
+        let (mut c, _beat) = beating().await;
         let asked = Instant::now();
         c.send(configure(SLOW)).await;
         c.send(configure(FAST)).await;
@@ -1032,9 +1038,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_prepare_during_a_configure_is_refused_until_its_ack() {
-        let mut c = session(Rules::default(), scripted_lookup());
-        c.greet().await;
-        let _beat = c.heartbeat();
+        let (mut c, _beat) = beating().await;
         c.send(configure(SLOW)).await;
         c.send(prepare(0, 10.0)).await;
         assert!(c.refused().await.contains("still being configured"));
@@ -1045,9 +1049,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn an_abort_during_a_configure_drops_it() {
-        let mut c = session(Rules::default(), scripted_lookup());
-        c.greet().await;
-        let _beat = c.heartbeat();
+        let (mut c, _beat) = beating().await;
         let asked = Instant::now();
         c.send(configure(SLOW)).await;
         c.send(Down::Abort(pb::Abort {
@@ -1121,9 +1123,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_heartbeat_only_coordinator_keeps_the_session_alive() {
-        let mut c = session(Rules::default(), scripted_lookup());
-        c.greet().await;
-        let _beat = c.heartbeat();
+        let (mut c, _beat) = beating().await;
         let began = Instant::now();
         only_pongs_until(&mut c, began + Duration::from_secs(600)).await;
         assert!(!c.session.is_finished());
