@@ -7,19 +7,15 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use proto::pb;
 use proto::pb::agent_server::{Agent, AgentServer};
 use proto::pb::coordinator_client::CoordinatorClient;
-use tokio::sync::mpsc;
-use tokio_stream::wrappers::{ReceiverStream, TcpListenerStream};
+use tokio_stream::wrappers::TcpListenerStream;
 use tokio_util::sync::CancellationToken;
 use tonic::{Request, Response, Status, Streaming};
 
 use crate::engine::Engine;
+use crate::link::{self, Link, MAX_MESSAGE_BYTES};
 use crate::policy::Policy;
-use crate::session::{self, LINK_CAPACITY, Rules};
+use crate::session::{self, Rules};
 use crate::tls::TlsFiles;
-
-/// The largest control message accepted or sent. Interval reports are a few KiB; a plan with a long URL
-/// list is the largest message and still far below this.
-pub const MAX_MESSAGE_BYTES: usize = 16 * 1024 * 1024;
 
 #[derive(Debug, Clone)]
 pub struct DaemonConfig {
@@ -79,7 +75,7 @@ impl Drop for Release {
 
 #[tonic::async_trait]
 impl Agent for Service {
-    type ControlStream = ReceiverStream<Result<pb::AgentMessage, Status>>;
+    type ControlStream = link::ResponseStream<pb::AgentMessage>;
 
     async fn control(
         &self,
@@ -92,54 +88,22 @@ impl Agent for Service {
         }
         let release = Release(self.busy.clone());
         let peer = request.remote_addr();
-        let mut inbound = request.into_inner();
-        let (down_tx, down_rx) = mpsc::channel(LINK_CAPACITY);
-        let (up_tx, mut up_rx) = mpsc::channel(LINK_CAPACITY);
-        let (out_tx, out_rx) = mpsc::channel(LINK_CAPACITY);
-        // Coordinator -> session. A broken or finished stream drops `down_tx`, which the session
-        // treats as the coordinator being gone.
-        tokio::spawn(async move {
-            loop {
-                match inbound.message().await {
-                    Ok(Some(msg)) => {
-                        if down_tx.send(msg).await.is_err() {
-                            break;
-                        }
-                    }
-                    Ok(None) => break,
-                    Err(status) if refused_message(&status) => {
-                        // Oversized or undecodable: the session ends, the daemon keeps serving.
-                        tracing::warn!(peer = ?peer, %status, "Refused a message from the coordinator");
-                        break;
-                    }
-                    Err(status) => {
-                        // The coordinator went away (its process ended, its connection closed):
-                        // the ordinary end of a session, not a warning.
-                        tracing::debug!(peer = ?peer, %status, "Coordinator stream closed");
-                        break;
-                    }
-                }
-            }
-        });
-        // Session -> coordinator.
-        tokio::spawn(async move {
-            while let Some(msg) = up_rx.recv().await {
-                if out_tx.send(Ok(msg)).await.is_err() {
-                    break;
-                }
-            }
-        });
+        let (out_tx, out_rx) = link::channel();
+        let end = Link {
+            tx: out_tx,
+            rx: link::read_stream(request.into_inner()),
+        };
         let engine = self.engine.clone();
         let rules = self.rules.clone();
         let shutdown = self.shutdown.clone();
         tokio::spawn(async move {
             let _release = release;
-            match session::serve(engine, rules, down_rx, up_tx, shutdown).await {
+            match session::serve(engine, rules, end, shutdown).await {
                 Ok(()) => tracing::info!(peer = ?peer, "Coordinator session ended"),
                 Err(e) => tracing::warn!(peer = ?peer, error = %e, "Coordinator session ended"),
             }
         });
-        Ok(Response::new(ReceiverStream::new(out_rx)))
+        Ok(Response::new(link::response_stream(out_rx)))
     }
 }
 
@@ -240,21 +204,16 @@ async fn join_once(
     let mut client = CoordinatorClient::new(channel)
         .max_decoding_message_size(MAX_MESSAGE_BYTES)
         .max_encoding_message_size(MAX_MESSAGE_BYTES);
-    let (up_tx, up_rx) = mpsc::channel(LINK_CAPACITY);
-    let (down_tx, down_rx) = mpsc::channel(LINK_CAPACITY);
+    let (up_tx, up_rx) = link::channel();
     let response = client
-        .join(ReceiverStream::new(up_rx))
+        .join(link::request_stream(up_rx))
         .await
-        .map_err(|s| s.message().to_string())?;
-    let mut inbound = response.into_inner();
-    tokio::spawn(async move {
-        while let Ok(Some(msg)) = inbound.message().await {
-            if down_tx.send(msg).await.is_err() {
-                break;
-            }
-        }
-    });
-    session::serve(engine.clone(), rules, down_rx, up_tx, shutdown)
+        .map_err(|s| link::status_in_words(&s))?;
+    let end = Link {
+        tx: up_tx,
+        rx: link::read_stream(response.into_inner()),
+    };
+    session::serve(engine.clone(), rules, end, shutdown)
         .await
         .map_err(|e| e.to_string())
 }
@@ -279,23 +238,14 @@ pub async fn run(cfg: DaemonConfig, shutdown: CancellationToken) -> Result<(), D
     serve(listener, &cfg, shutdown).await
 }
 
-/// Whether a stream error is a message the agent refused (too large, not protobuf), as opposed to the
-/// stream simply ending.
-fn refused_message(status: &tonic::Status) -> bool {
-    // tonic reports an h2 reset as Internal too; only its decoder's Internal names the message.
-    match status.code() {
-        tonic::Code::OutOfRange => true,
-        tonic::Code::Internal => status.message().contains("decode"),
-        _ => false,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use proto::pb::agent_client::AgentClient;
     use proto::pb::agent_message::Kind as Up;
     use proto::pb::coordinator_message::Kind as Down;
+    use tokio::sync::mpsc;
+    use tokio_stream::wrappers::ReceiverStream;
 
     async fn start_with(token: Option<&str>) -> (String, CancellationToken) {
         let shutdown = CancellationToken::new();

@@ -4,6 +4,7 @@ pub mod capacity;
 pub mod client;
 pub mod daemon;
 pub mod engine;
+pub mod link;
 pub mod policy;
 pub mod recorder;
 pub mod response;
@@ -15,7 +16,8 @@ pub mod tls;
 pub mod worker;
 
 pub use engine::Engine;
-pub use session::{Link, embedded, serve};
+pub use link::{CoordinatorEnd, Link};
+pub use session::{embedded, serve};
 
 /// Installs the one rustls crypto provider stampede uses, before any TLS is set up, so feature
 /// unification can never leave rustls to pick (and panic).

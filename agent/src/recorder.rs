@@ -196,4 +196,17 @@ mod tests {
             Some("reply status 999 is outside 100-599: not an HTTP status")
         );
     }
+
+    #[test]
+    fn a_stale_request_taken_back_after_a_swap_still_counts_once() {
+        let rec = Recorder::default();
+        rec.sent();
+        let first = rec.swap();
+        // It turned out stale after its interval left; it is resent in the next one.
+        rec.unsend();
+        rec.sent();
+        rec.sent();
+        let second = rec.swap();
+        assert_eq!(first.counters.requests + second.counters.requests, 2);
+    }
 }

@@ -204,41 +204,15 @@ pub async fn run(job: Job) {
     // A count-limited step can end before its deadline; the ticker then stops with the work.
     let finished = CancellationToken::new();
 
-    // Intervals: swap the snapshot at start + 1 s, + 2 s, ... up to the deadline.
-    let ticker = {
-        let (rec, out, cancel, worker) =
-            (rec.clone(), job.out.clone(), job.cancel.clone(), job.worker);
-        let finished = finished.clone();
-        let start = job.start;
-        tokio::task::spawn_local(async move {
-            // Whatever happened before the start instant (nothing should) belongs to the first interval.
-            let mut seq = 0u32;
-            loop {
-                let tick = start + INTERVAL * (seq + 1);
-                if tick > deadline {
-                    break;
-                }
-                tokio::select! {
-                    _ = sleep_until(tick) => {}
-                    _ = cancel.cancelled() => break,
-                    _ = finished.cancelled() => break,
-                }
-                let snapshot = rec.swap();
-                if out
-                    .send(Report::Interval {
-                        worker,
-                        seq,
-                        snapshot,
-                    })
-                    .await
-                    .is_err()
-                {
-                    break;
-                }
-                seq += 1;
-            }
-        })
-    };
+    let ticker = tokio::task::spawn_local(tick(
+        rec.clone(),
+        job.out.clone(),
+        job.worker,
+        job.start,
+        deadline,
+        job.cancel.clone(),
+        finished.clone(),
+    ));
 
     // Waiting for the start on the precise timer keeps agents' starts within microseconds, not a tick.
     let timer = Timer::new();
@@ -294,25 +268,7 @@ pub async fn run(job: Job) {
         }
     }
 
-    // Drain: no new requests after the deadline; those in flight finish or time out.
-    while ctx.in_flight.get() > 0 {
-        let idle = ctx.idle.notified();
-        if ctx.in_flight.get() == 0 {
-            break;
-        }
-        tokio::select! {
-            _ = idle => {}
-            _ = job.cancel.cancelled() => {
-                // An abort still waits for in-flight requests, but only as long as a timeout.
-                let _ = tokio::time::timeout(ctx.target.timeout, async {
-                    while ctx.in_flight.get() > 0 {
-                        ctx.idle.notified().await;
-                    }
-                }).await;
-                break;
-            }
-        }
-    }
+    drain(&ctx, &job.cancel).await;
     finished.cancel();
     let _ = ticker.await;
     let snapshot = rec.swap();
@@ -325,6 +281,66 @@ pub async fn run(job: Job) {
             end: Instant::now(),
         })
         .await;
+}
+
+/// Swaps the worker's snapshot out as an interval at start + 1 s, + 2 s, ... up to the deadline;
+/// whatever happened before the start instant (nothing should) belongs to the first interval.
+async fn tick(
+    rec: Rc<Recorder>,
+    out: mpsc::Sender<Report>,
+    worker: u64,
+    start: Instant,
+    deadline: Instant,
+    cancel: CancellationToken,
+    finished: CancellationToken,
+) {
+    let mut seq = 0u32;
+    loop {
+        let tick = start + INTERVAL * (seq + 1);
+        if tick > deadline {
+            break;
+        }
+        tokio::select! {
+            _ = sleep_until(tick) => {}
+            _ = cancel.cancelled() => break,
+            _ = finished.cancelled() => break,
+        }
+        let snapshot = rec.swap();
+        if out
+            .send(Report::Interval {
+                worker,
+                seq,
+                snapshot,
+            })
+            .await
+            .is_err()
+        {
+            break;
+        }
+        seq += 1;
+    }
+}
+
+/// No new requests after the deadline; those in flight finish or time out. An abort still waits for
+/// them, but only as long as a timeout.
+async fn drain(ctx: &Ctx, cancel: &CancellationToken) {
+    while ctx.in_flight.get() > 0 {
+        let idle = ctx.idle.notified();
+        if ctx.in_flight.get() == 0 {
+            break;
+        }
+        tokio::select! {
+            _ = idle => {}
+            _ = cancel.cancelled() => {
+                let _ = tokio::time::timeout(ctx.target.timeout, async {
+                    while ctx.in_flight.get() > 0 {
+                        ctx.idle.notified().await;
+                    }
+                }).await;
+                break;
+            }
+        }
+    }
 }
 
 /// Dispatches this worker's arrivals at their intended times; a late wake-up dispatches every due

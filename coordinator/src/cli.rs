@@ -6,8 +6,6 @@ use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 use serde::Deserialize;
 use shared::plan::{Arrival, LoadModel, UrlOrder};
 
-use crate::config::{Format, LossPolicy};
-
 #[derive(Debug, Parser)]
 #[command(
     name = "stampede",
@@ -498,4 +496,50 @@ pub struct DemoArgs {
     /// No progress on stderr.
     #[arg(long, short = 'q')]
     pub quiet: bool,
+}
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Format {
+    /// tab-separated, autobench's columns first
+    Tsv,
+    /// comma-separated
+    Csv,
+}
+
+impl Format {
+    pub fn separator(self) -> char {
+        match self {
+            Format::Tsv => '\t',
+            Format::Csv => ',',
+        }
+    }
+
+    pub fn file_name(self) -> &'static str {
+        match self {
+            Format::Tsv => "steps.tsv",
+            Format::Csv => "steps.csv",
+        }
+    }
+}
+
+/// What happens when an agent is lost mid-run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum LossPolicy {
+    /// stop the run
+    Abort,
+    /// finish the step without it, mark the step degraded, re-split later steps
+    Degrade,
+    /// re-split without marking
+    Continue,
+}
+
+impl LossPolicy {
+    pub fn name(self) -> &'static str {
+        match self {
+            LossPolicy::Abort => "abort",
+            LossPolicy::Degrade => "degrade",
+            LossPolicy::Continue => "continue",
+        }
+    }
 }

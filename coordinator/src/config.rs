@@ -4,7 +4,6 @@ use std::num::{NonZeroU32, NonZeroU64};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use serde::Deserialize;
 use shared::plan::{
     self, LoadModel, Plan, PlanError, RequestSpec, StepLimit, Workload, parse_header,
     parse_url_list,
@@ -53,51 +52,15 @@ pub enum ConfigError {
     },
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Format {
-    /// tab-separated, autobench's columns first
-    Tsv,
-    /// comma-separated
-    Csv,
-}
+pub use crate::cli::{Format, LossPolicy};
 
-impl Format {
-    pub fn separator(self) -> char {
-        match self {
-            Format::Tsv => '\t',
-            Format::Csv => ',',
-        }
-    }
-
-    pub fn file_name(self) -> &'static str {
-        match self {
-            Format::Tsv => "steps.tsv",
-            Format::Csv => "steps.csv",
-        }
-    }
-}
-
-/// What happens when an agent is lost mid-run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum LossPolicy {
-    /// stop the run
-    Abort,
-    /// finish the step without it, mark the step degraded, re-split later steps
-    Degrade,
-    /// re-split without marking
-    Continue,
-}
-
-impl LossPolicy {
-    pub fn name(self) -> &'static str {
-        match self {
-            LossPolicy::Abort => "abort",
-            LossPolicy::Degrade => "degrade",
-            LossPolicy::Continue => "continue",
-        }
-    }
+/// `--stop-on`, `--stop-after` and `--fail-on`, resolved.
+#[derive(Debug, Clone)]
+pub struct Thresholds {
+    pub stop_on: Vec<shared::condition::Condition>,
+    /// Steps in a row that must breach some `stop_on` condition (at least 1).
+    pub stop_after: u32,
+    pub fail_on: Vec<shared::condition::Condition>,
 }
 
 /// Where the agents are.
@@ -177,7 +140,7 @@ pub struct RunConfig {
     /// The plan as the user gave it, echoed into run.json.
     pub echo: serde_json::Value,
     /// --stop-on, --stop-after, --fail-on.
-    pub thresholds: crate::run::Thresholds,
+    pub thresholds: Thresholds,
 }
 
 /// Parses "10s", "500ms", "2m" or a bare number of seconds.
@@ -341,6 +304,70 @@ const DEFAULTED: &str = "filled in by RunArgs::defaults()";
 
 /// Builds the validated configuration from flags and, if given, a plan file.
 pub fn resolve(args: RunArgs) -> Result<RunConfig, ConfigError> {
+    let (args, given_duration) = merged(args)?;
+    let requests = requests(&args)?;
+    let workload = workload(&args, requests)?;
+    let plan = plan(&args, workload, given_duration)?;
+    let threads = args.threads.unwrap_or_else(agent::system::cores);
+    if threads == 0 || threads > 1024 {
+        return Err(PlanError::NotPositive {
+            what: "--threads (1 to 1024)",
+            value: threads.to_string(),
+        }
+        .into());
+    }
+    let format = args.format.expect(DEFAULTED);
+    let out_default = args.out.is_none();
+    let out = args.out.clone().unwrap_or_else(default_out_dir);
+    let agents = match &args.agents {
+        Some(a) => parse_agents(a)?,
+        None => Vec::new(),
+    };
+    let token = token(&args)?;
+    let on_agent_loss = args.on_agent_loss.expect(DEFAULTED);
+    let tls = agent::tls::TlsFiles::from_flags(
+        args.tls_cert.clone(),
+        args.tls_key.clone(),
+        args.tls_ca.clone(),
+    )
+    .map_err(|e| ConfigError::Conflict(e.to_string()))?;
+    let join = join(&args, token.as_deref(), tls.as_ref())?;
+    check_weights(&args, &agents)?;
+    let host = plan.workload().origin().host().to_string();
+    let mut echo = echo(&plan, threads);
+    let thresholds = thresholds(&args.stop_on, args.stop_after, &args.fail_on, &plan)?;
+    echo["stop_on"] = thresholds.stop_on.iter().map(ToString::to_string).collect();
+    echo["stop_after"] = thresholds.stop_after.into();
+    echo["fail_on"] = thresholds.fail_on.iter().map(ToString::to_string).collect();
+    Ok(RunConfig {
+        agents,
+        join,
+        token,
+        tls,
+        on_agent_loss,
+        agent_weights: args.agent_weights,
+        plan,
+        out,
+        out_default,
+        force: args.force,
+        format,
+        quiet: args.quiet,
+        threads,
+        seed: args.seed.expect(DEFAULTED),
+        host,
+        echo,
+        thresholds,
+    })
+}
+
+/// A duration flag's text, parsed; `flag` names it in the error.
+fn dur(flag: &'static str, v: &Option<DurationText>) -> Result<Option<Duration>, ConfigError> {
+    v.as_ref().map(|v| parse_duration(flag, &v.0)).transpose()
+}
+
+/// Flags over the plan file (its paths taken relative to it) over the defaults, with other tools'
+/// habits mapped; and whether a step duration was given at all (not just defaulted).
+fn merged(args: RunArgs) -> Result<(RunArgs, bool), ConfigError> {
     let (file, file_dir, url_arg) = match &args.plan_or_url {
         Some(s) if s.starts_with("http://") || s.starts_with("https://") => {
             (RunArgs::default(), None, Some(s.clone()))
@@ -402,6 +429,11 @@ pub fn resolve(args: RunArgs) -> Result<RunConfig, ConfigError> {
     let given_duration = given.step_duration.is_some();
     let args = given.over(RunArgs::defaults());
 
+    Ok((args, given_duration))
+}
+
+/// The requests to send: the URL, or each line of the --urls file, with the headers and body.
+fn requests(args: &RunArgs) -> Result<Vec<RequestSpec>, ConfigError> {
     let url = args.url.clone();
     let urls_file = args.urls.clone();
     if url.is_some() && urls_file.is_some() {
@@ -449,9 +481,11 @@ pub fn resolve(args: RunArgs) -> Result<RunConfig, ConfigError> {
         (None, None) => return Err(PlanError::NoRequests.into()),
     };
 
-    let dur = |flag, v: &Option<DurationText>| -> Result<Option<Duration>, ConfigError> {
-        v.as_ref().map(|v| parse_duration(flag, &v.0)).transpose()
-    };
+    Ok(requests)
+}
+
+/// What every request of the run shares: timeouts, URL order, source addresses, expected statuses.
+fn workload(args: &RunArgs, requests: Vec<RequestSpec>) -> Result<Workload, ConfigError> {
     let timeout = dur("--timeout", &args.timeout)?.expect(DEFAULTED);
     let connect_timeout = dur("--connect-timeout", &args.connect_timeout)?.unwrap_or(timeout);
     let url_order = args.urls_order.expect(DEFAULTED);
@@ -466,6 +500,11 @@ pub fn resolve(args: RunArgs) -> Result<RunConfig, ConfigError> {
         None => workload,
     };
 
+    Ok(workload)
+}
+
+/// The load model and its steps: an explicit list or a ramp, and what ends each step.
+fn plan(args: &RunArgs, workload: Workload, given_duration: bool) -> Result<Plan, ConfigError> {
     let model = args.model.expect(DEFAULTED);
     let arrival = args.arrival.expect(DEFAULTED);
     let explicit = args.steps.clone().map(|s| s.0);
@@ -535,24 +574,14 @@ pub fn resolve(args: RunArgs) -> Result<RunConfig, ConfigError> {
         None => plan,
     };
 
-    let threads = args.threads.unwrap_or_else(agent::system::cores);
-    if threads == 0 || threads > 1024 {
-        return Err(PlanError::NotPositive {
-            what: "--threads (1 to 1024)",
-            value: threads.to_string(),
-        }
-        .into());
-    }
-    let format = args.format.expect(DEFAULTED);
-    let out_default = args.out.is_none();
-    let out = args.out.clone().unwrap_or_else(default_out_dir);
-    let agents = match args.agents {
-        Some(a) => parse_agents(&a)?,
-        None => Vec::new(),
-    };
-    let token = match args.token_file {
+    Ok(plan)
+}
+
+/// The token to present to agents: --token-file's first line, else STAMPEDE_TOKEN.
+fn token(args: &RunArgs) -> Result<Option<String>, ConfigError> {
+    Ok(match &args.token_file {
         Some(path) => {
-            let raw = read_file("token file", &path)?;
+            let raw = read_file("token file", path)?;
             let t = String::from_utf8(raw)
                 .map_err(|_| {
                     ConfigError::Conflict(format!(
@@ -574,11 +603,17 @@ pub fn resolve(args: RunArgs) -> Result<RunConfig, ConfigError> {
             .ok()
             .filter(|t| !t.trim().is_empty())
             .map(|t| t.trim().to_string()),
-    };
-    let on_agent_loss = args.on_agent_loss.expect(DEFAULTED);
-    let tls = agent::tls::TlsFiles::from_flags(args.tls_cert, args.tls_key, args.tls_ca)
-        .map_err(|e| ConfigError::Conflict(e.to_string()))?;
-    let join = match (args.listen, args.expect_agents) {
+    })
+}
+
+/// `--listen` + `--expect-agents`: accepting agents that join, refused beyond loopback unless
+/// authenticated and encrypted.
+fn join(
+    args: &RunArgs,
+    token: Option<&str>,
+    tls: Option<&agent::tls::TlsFiles>,
+) -> Result<Option<JoinSpec>, ConfigError> {
+    Ok(match (args.listen, args.expect_agents) {
         (Some(listen), Some(expect)) => {
             if expect == 0 {
                 return Err(PlanError::NotPositive {
@@ -611,7 +646,11 @@ pub fn resolve(args: RunArgs) -> Result<RunConfig, ConfigError> {
             ));
         }
         _ => None,
-    };
+    })
+}
+
+/// --agent-weights: one positive weight per agent listed one by one.
+fn check_weights(args: &RunArgs, agents: &[AgentSpec]) -> Result<(), ConfigError> {
     if let Some(w) = &args.agent_weights {
         if agents.iter().any(|a| matches!(a, AgentSpec::Dns(_))) {
             return Err(ConfigError::Conflict(
@@ -626,31 +665,7 @@ pub fn resolve(args: RunArgs) -> Result<RunConfig, ConfigError> {
             )));
         }
     }
-    let host = plan.workload().origin().host().to_string();
-    let mut echo = echo(&plan, threads);
-    let thresholds = thresholds(&args.stop_on, args.stop_after, &args.fail_on, &plan)?;
-    echo["stop_on"] = thresholds.stop_on.iter().map(ToString::to_string).collect();
-    echo["stop_after"] = thresholds.stop_after.into();
-    echo["fail_on"] = thresholds.fail_on.iter().map(ToString::to_string).collect();
-    Ok(RunConfig {
-        agents,
-        join,
-        token,
-        tls,
-        on_agent_loss,
-        agent_weights: args.agent_weights,
-        plan,
-        out,
-        out_default,
-        force: args.force,
-        format,
-        quiet: args.quiet,
-        threads,
-        seed: args.seed.expect(DEFAULTED),
-        host,
-        echo,
-        thresholds,
-    })
+    Ok(())
 }
 
 /// --stop-on, --stop-after and --fail-on (the plan file's and the flags'), parsed and checked against
@@ -660,7 +675,7 @@ fn thresholds(
     stop_after: Option<u32>,
     fail_on: &[String],
     plan: &Plan,
-) -> Result<crate::run::Thresholds, ConfigError> {
+) -> Result<Thresholds, ConfigError> {
     let parse = |flag: &'static str, list: &[String]| {
         list.iter()
             .map(|text| {
@@ -695,7 +710,7 @@ fn thresholds(
         }
         Some(n) => n,
     };
-    Ok(crate::run::Thresholds {
+    Ok(Thresholds {
         stop_on,
         stop_after,
         fail_on,

@@ -5,10 +5,9 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use agent::daemon::MAX_MESSAGE_BYTES;
-use agent::session::LINK_CAPACITY;
+use agent::Engine;
+use agent::link::{self, Closed, CoordinatorEnd, Link, LinkTx, MAX_MESSAGE_BYTES};
 use agent::tls::host_of;
-use agent::{Engine, Link};
 use proto::pb::agent_client::AgentClient;
 use proto::pb::agent_message::Kind as Up;
 use proto::pb::coordinator_message::Kind as Down;
@@ -16,7 +15,6 @@ use proto::pb::coordinator_server::Coordinator as CoordinatorSvc;
 use proto::{PROTOCOL_VERSION, pb, to_agent};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
-use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{AgentSpec, RunConfig};
@@ -41,7 +39,7 @@ pub fn unix_ns(t: SystemTime) -> i64 {
 /// One agent as the run sees it.
 pub struct AgentHandle {
     pub name: String,
-    tx: mpsc::Sender<pb::CoordinatorMessage>,
+    tx: LinkTx<pb::CoordinatorMessage>,
     pub info: Option<AgentInfo>,
     /// False once lost; a lost agent gets no more work.
     pub alive: bool,
@@ -60,7 +58,7 @@ pub struct AgentHandle {
 
 pub struct Fleet {
     pub agents: Vec<AgentHandle>,
-    events: mpsc::Receiver<(usize, Option<pb::AgentMessage>)>,
+    events: mpsc::Receiver<(usize, Result<pb::AgentMessage, Closed>)>,
     /// Stops the heartbeat tasks when the run ends.
     stop: CancellationToken,
 }
@@ -189,7 +187,7 @@ async fn remote(
     addr: SocketAddr,
     domain: &str,
     tls: Option<&agent::tls::TlsFiles>,
-) -> Result<Link, RunError> {
+) -> Result<CoordinatorEnd, RunError> {
     let unreachable = |why: String| RunError::Unreachable {
         agent: name.to_string(),
         why,
@@ -212,10 +210,9 @@ async fn remote(
     let mut client = AgentClient::new(channel)
         .max_decoding_message_size(MAX_MESSAGE_BYTES)
         .max_encoding_message_size(MAX_MESSAGE_BYTES);
-    let (down_tx, down_rx) = mpsc::channel(LINK_CAPACITY);
-    let (up_tx, up_rx) = mpsc::channel(LINK_CAPACITY);
+    let (down_tx, down_rx) = link::channel();
     let response = client
-        .control(ReceiverStream::new(down_rx))
+        .control(link::request_stream(down_rx))
         .await
         .map_err(|status| RunError::Refused {
             agent: name.to_string(),
@@ -223,33 +220,25 @@ async fn remote(
                 // Refused below gRPC (a TLS alert or a dropped handshake), not by the agent's session.
                 Some(_) if std::error::Error::source(&status).is_some() => format!(
                     "{} (mutual TLS: the agent takes a certificate signed by its --tls-ca, valid now, given with --tls-cert and --tls-key)",
-                    with_causes(&status)
+                    link::status_in_words(&status)
                 ),
-                _ => with_causes(&status),
+                _ => link::status_in_words(&status),
             },
         })?;
-    let mut inbound = response.into_inner();
-    tokio::spawn(async move {
-        while let Ok(Some(msg)) = inbound.message().await {
-            if up_tx.send(msg).await.is_err() {
-                return;
-            }
-        }
-    });
     Ok(Link {
         tx: down_tx,
-        rx: up_rx,
+        rx: link::read_stream(response.into_inner()),
     })
 }
 
 /// The coordinator's side of `Coordinator.Join`: each joining agent's stream becomes a `Link`.
 struct JoinService {
-    joined: mpsc::Sender<(String, Link)>,
+    joined: mpsc::Sender<(String, CoordinatorEnd)>,
 }
 
 #[tonic::async_trait]
 impl CoordinatorSvc for JoinService {
-    type JoinStream = ReceiverStream<Result<pb::CoordinatorMessage, tonic::Status>>;
+    type JoinStream = link::ResponseStream<pb::CoordinatorMessage>;
 
     async fn join(
         &self,
@@ -261,32 +250,15 @@ impl CoordinatorSvc for JoinService {
         let permit = self.joined.clone().try_reserve_owned().map_err(|_| {
             tonic::Status::resource_exhausted("this run has all the agents it expects")
         })?;
-        let mut inbound = request.into_inner();
-        let (up_tx, up_rx) = mpsc::channel(LINK_CAPACITY);
-        let (down_tx, mut down_rx) = mpsc::channel::<pb::CoordinatorMessage>(LINK_CAPACITY);
-        let (out_tx, out_rx) = mpsc::channel(LINK_CAPACITY);
-        tokio::spawn(async move {
-            while let Ok(Some(msg)) = inbound.message().await {
-                if up_tx.send(msg).await.is_err() {
-                    return;
-                }
-            }
-        });
-        tokio::spawn(async move {
-            while let Some(msg) = down_rx.recv().await {
-                if out_tx.send(Ok(msg)).await.is_err() {
-                    return;
-                }
-            }
-        });
+        let (down_tx, down_rx) = link::channel();
         permit.send((
             name,
             Link {
                 tx: down_tx,
-                rx: up_rx,
+                rx: link::read_stream(request.into_inner()),
             },
         ));
-        Ok(tonic::Response::new(ReceiverStream::new(out_rx)))
+        Ok(tonic::Response::new(link::response_stream(down_rx)))
     }
 }
 
@@ -295,7 +267,7 @@ async fn accept_joins(
     join: &crate::config::JoinSpec,
     tls: Option<&agent::tls::TlsFiles>,
     stop: CancellationToken,
-) -> Result<Vec<(String, Link)>, RunError> {
+) -> Result<Vec<(String, CoordinatorEnd)>, RunError> {
     let mut builder = tonic::transport::Server::builder();
     if let Some(tls) = tls {
         builder = builder
@@ -347,24 +319,9 @@ fn setup_error(e: impl std::fmt::Display) -> RunError {
     RunError::Config(crate::config::ConfigError::Conflict(e.to_string()))
 }
 
-/// A gRPC status with the chain of causes under it: a TLS refusal says why only down there.
-fn with_causes(status: &tonic::Status) -> String {
-    let mut text = status.message().to_string();
-    let mut source = std::error::Error::source(status);
-    while let Some(s) = source {
-        let more = s.to_string();
-        if !text.contains(&more) {
-            text.push_str(": ");
-            text.push_str(&more);
-        }
-        source = s.source();
-    }
-    text
-}
-
 impl Fleet {
     /// `stop` is cancelled when the fleet is dropped: it ends the heartbeats (and a join server).
-    fn new(links: Vec<(String, Link)>, stop: CancellationToken) -> Fleet {
+    fn new(links: Vec<(String, CoordinatorEnd)>, stop: CancellationToken) -> Fleet {
         let (tx, events) = mpsc::channel(256);
         let agents = links
             .into_iter()
@@ -373,12 +330,13 @@ impl Fleet {
                 let Link { tx: cmd, mut rx } = link;
                 let events = tx.clone();
                 tokio::spawn(async move {
-                    while let Some(msg) = rx.recv().await {
-                        if events.send((i, Some(msg))).await.is_err() {
+                    loop {
+                        let heard = rx.recv().await;
+                        let gone = heard.is_err();
+                        if events.send((i, heard)).await.is_err() || gone {
                             return;
                         }
                     }
-                    let _ = events.send((i, None)).await;
                 });
                 // Heartbeats keep the agent's dead-man switch from firing while the run is busy elsewhere.
                 let beat = cmd.clone();
@@ -426,19 +384,26 @@ impl Fleet {
             .collect()
     }
 
-    pub async fn send(&self, i: usize, kind: Down) -> Result<(), ()> {
-        self.agents[i].tx.send(to_agent(kind)).await.map_err(|_| ())
+    pub async fn send(&self, i: usize, kind: Down) -> Result<(), Closed> {
+        self.agents[i].tx.send(to_agent(kind)).await
     }
 
-    /// The next message from any agent; `None` in the message means that agent's stream ended.
-    pub async fn next_event(&mut self) -> (usize, Option<pb::AgentMessage>) {
-        match self.events.recv().await {
-            Some((i, msg)) => {
-                self.agents[i].last_heard = Instant::now();
-                (i, msg)
+    /// The next message from any agent, or why its stream ended. Empty messages say nothing and
+    /// are passed over (but count as heard).
+    pub async fn next_event(&mut self) -> (usize, Result<Up, Closed>) {
+        loop {
+            match self.events.recv().await {
+                Some((i, heard)) => {
+                    self.agents[i].last_heard = Instant::now();
+                    match heard {
+                        Ok(pb::AgentMessage { kind: Some(kind) }) => return (i, Ok(kind)),
+                        Ok(pb::AgentMessage { kind: None }) => {}
+                        Err(why) => return (i, Err(why)),
+                    }
+                }
+                // The forwarders hold senders as long as the fleet lives; unreachable in practice.
+                None => std::future::pending().await,
             }
-            // The forwarders hold senders as long as the fleet lives; this is unreachable in practice.
-            None => std::future::pending().await,
         }
     }
 
@@ -481,25 +446,26 @@ impl Fleet {
                 continue;
             }
             let agent = self.agents[i].name.clone();
-            match msg.and_then(|m| m.kind) {
-                None if tolerate_loss => {
-                    self.mark_lost(i, &format!("its stream closed while {doing}"));
+            match msg {
+                Err(why) if tolerate_loss => {
+                    self.mark_lost(i, &format!("{why} while {doing}"));
                     waiting.retain(|&w| w != i);
                 }
-                None => {
+                Err(why) => {
                     return Err(RunError::Lost {
                         agent,
                         doing: doing.to_string(),
+                        why,
                     });
                 }
-                Some(Up::Refusal(r)) => {
+                Ok(Up::Refusal(r)) => {
                     return Err(RunError::Refused {
                         agent,
                         message: r.message,
                     });
                 }
-                Some(Up::Pong(_)) | Some(Up::Interval(_)) | Some(Up::StepReport(_)) => {}
-                Some(other) => {
+                Ok(Up::Pong(_)) | Ok(Up::Interval(_)) | Ok(Up::StepReport(_)) => {}
+                Ok(other) => {
                     got.push((i, other));
                     waiting.retain(|&w| w != i);
                 }
@@ -525,7 +491,7 @@ impl Fleet {
             };
             self.send(i, Down::Hello(hello))
                 .await
-                .map_err(|_| self.lost(i, "greeting it"))?;
+                .map_err(|why| self.lost(i, "greeting it", why))?;
         }
         for (i, answer) in self.answers(&all, "greeting it", false).await? {
             let agent = self.agents[i].name.clone();
@@ -558,10 +524,11 @@ impl Fleet {
         Ok(())
     }
 
-    pub fn lost(&self, i: usize, doing: &str) -> RunError {
+    pub fn lost(&self, i: usize, doing: &str, why: Closed) -> RunError {
         RunError::Lost {
             agent: self.agents[i].name.clone(),
             doing: doing.to_string(),
+            why,
         }
     }
 
@@ -578,10 +545,8 @@ impl Fleet {
         for &i in who {
             match self.send(i, make(i)).await {
                 Ok(()) => sent.push(i),
-                Err(()) if tolerate_loss => {
-                    self.mark_lost(i, &format!("its stream closed while {doing}"))
-                }
-                Err(()) => return Err(self.lost(i, doing)),
+                Err(why) if tolerate_loss => self.mark_lost(i, &format!("{why} while {doing}")),
+                Err(why) => return Err(self.lost(i, doing, why)),
             }
         }
         let mut warnings = Vec::new();
@@ -620,13 +585,16 @@ impl Fleet {
                 else {
                     break;
                 };
-                let Some(msg) = msg else {
-                    // Its stream ended: the step will find it lost; stop waiting for it here.
-                    self.mark_lost(i, "its stream closed while measuring its clock");
-                    pending.retain(|&w| w != i);
-                    continue;
+                let msg = match msg {
+                    Ok(msg) => msg,
+                    Err(why) => {
+                        // Its stream ended: the step will find it lost; stop waiting for it here.
+                        self.mark_lost(i, &format!("{why} while measuring its clock"));
+                        pending.retain(|&w| w != i);
+                        continue;
+                    }
                 };
-                if let Some(Up::Pong(p)) = msg.kind
+                if let Up::Pong(p) = msg
                     && p.id == round
                     && pending.contains(&i)
                 {

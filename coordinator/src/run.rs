@@ -7,7 +7,7 @@ use std::time::{Duration, SystemTime};
 use proto::pb;
 use proto::pb::agent_message::Kind as Up;
 use proto::pb::coordinator_message::Kind as Down;
-use shared::condition::{Condition, Observed};
+use shared::condition::Observed;
 use shared::histogram;
 use shared::plan::StepShare;
 use shared::report::{self, AgentInput, StepInput, StepResult};
@@ -15,7 +15,7 @@ use shared::verdict::{Server, Verdict};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::config::{ConfigError, LossPolicy, RunConfig};
+use crate::config::{ConfigError, LossPolicy, RunConfig, Thresholds};
 use crate::fleet::{self, Fleet, unix_ns};
 use crate::merge::{IntervalError, SeqProgress, SpillError, StepMerge, StepTotals};
 use crate::output::{self, DirError, Finished, Output, OutputError};
@@ -36,8 +36,12 @@ pub enum RunError {
     Unreachable { agent: String, why: String },
     #[error("agent {agent} refused: {message}")]
     Refused { agent: String, message: String },
-    #[error("agent {agent} disconnected while {doing}")]
-    Lost { agent: String, doing: String },
+    #[error("agent {agent} disconnected while {doing}{}", cause(why))]
+    Lost {
+        agent: String,
+        doing: String,
+        why: agent::link::Closed,
+    },
     #[error("agent {agent} did not answer within {secs} s while {doing}")]
     Silent {
         agent: String,
@@ -62,6 +66,16 @@ pub enum RunError {
     Engine(#[from] agent::engine::EngineError),
 }
 
+/// What a closed stream adds to "disconnected": nothing when it simply ended.
+fn cause(why: &agent::link::Closed) -> String {
+    match why {
+        agent::link::Closed::Ended => String::new(),
+        agent::link::Closed::Dropped(words) | agent::link::Closed::Broken(words) => {
+            format!(": {words}")
+        }
+    }
+}
+
 impl RunError {
     /// 2 for what the user must fix before running, 1 for a run that failed.
     pub fn exit_code(&self) -> u8 {
@@ -80,15 +94,6 @@ pub struct RunOutcome {
     pub stopped: Option<Stopped>,
     /// Every --fail-on expression a step breached, in step order.
     pub breaches: Vec<Breach>,
-}
-
-/// `--stop-on`, `--stop-after` and `--fail-on`, resolved.
-#[derive(Debug, Clone)]
-pub struct Thresholds {
-    pub stop_on: Vec<Condition>,
-    /// Steps in a row that must breach some `stop_on` condition (at least 1).
-    pub stop_after: u32,
-    pub fail_on: Vec<Condition>,
 }
 
 /// Why the ramp ended early (run.json's `stopped`).
@@ -554,7 +559,7 @@ async fn run_step(
             .iter()
             .find(|&&i| !fleet.agents[i].alive)
             .expect("found above");
-        return Err(fleet.lost(i, &doing));
+        return Err(fleet.lost(i, &doing, agent::link::Closed::Ended));
     }
 
     let started = SystemTime::now() + START_LEAD;
@@ -593,13 +598,13 @@ async fn run_step(
                 if !waiting.contains(i) {
                     continue;
                 }
-                match msg.and_then(|m| m.kind) {
-                    None => newly_lost.push((i, "its stream closed".into())),
-                    Some(Up::Refusal(r)) => {
+                match msg {
+                    Err(why) => newly_lost.push((i, why.to_string())),
+                    Ok(Up::Refusal(r)) => {
                         let agent = fleet.agents[i].name.clone();
                         return Err(RunError::Refused { agent, message: r.message });
                     }
-                    Some(Up::Interval(report)) => {
+                    Ok(Up::Interval(report)) => {
                         let merged = merge.interval(i, report).map_err(|e| match e {
                             IntervalError::Report(e) => RunError::Protocol {
                                 agent: fleet.agents[i].name.clone(),
@@ -615,7 +620,7 @@ async fn run_step(
                             show_progress(progress, &seq, &so_far, index, plan.steps().len(), demanded, plan.steps()[index], scheduled);
                         }
                     }
-                    Some(Up::StepReport(r)) => {
+                    Ok(Up::StepReport(r)) => {
                         if r.aborted && !abort_sent {
                             // Stopped on its own (SIGTERM drains an agent): its data counts, but it
                             // left the run.
@@ -624,7 +629,7 @@ async fn run_step(
                         reports[i] = Some(r);
                         waiting.remove(i);
                     }
-                    Some(_) => {}
+                    Ok(_) => {}
                 }
             }
             _ = check.tick() => {

@@ -1,0 +1,203 @@
+//! A workload compiled once per run into what every send reuses: the resolved address, each request
+//! serialized to its bytes (and its `Connection: close` twin), the TLS connector and server name.
+use std::io;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::header::{
+    CONNECTION, CONTENT_LENGTH, HOST, HeaderName, HeaderValue, TRANSFER_ENCODING, USER_AGENT,
+};
+use http::{HeaderMap, Method, Uri};
+use shared::plan::{RequestSpec, Scheme, Workload};
+
+/// A workload that cannot be prepared for sending.
+#[derive(Debug, thiserror::Error)]
+pub enum PrepareError {
+    #[error("cannot resolve target host '{host}': {source}")]
+    Resolve { host: String, source: io::Error },
+    #[error("target host '{0}' resolves to no address")]
+    NoAddress(String),
+    #[error("target host '{host}' has no {family} address, the family of the --source-addrs")]
+    NoSourceFamily { host: String, family: &'static str },
+    #[error("request {index} cannot be built: {why}")]
+    Request { index: usize, why: String },
+    #[error("TLS server name '{0}' is not valid")]
+    ServerName(String),
+}
+
+/// One request, serialized once: every send writes these bytes as they are.
+#[derive(Debug, Clone)]
+pub struct Template {
+    pub(super) wire: Bytes,
+    /// The same request saying `Connection: close`, for the last call on a connection: the server
+    /// then closes first and keeps the TIME_WAIT, so the generator's ephemeral ports are not held
+    /// for a minute after every connection (at 1,000 connections/s that would exhaust them).
+    pub(super) last: Bytes,
+    /// A reply to HEAD has no body, whatever its headers announce.
+    pub(super) head: bool,
+}
+
+impl Template {
+    /// Serializes a request as hyper would: lower-case header names, a Content-Length for a body (or
+    /// for an empty POST/PUT/PATCH) unless the user framed the body themselves.
+    pub(super) fn new(method: &Method, uri: &Uri, headers: &HeaderMap, body: &[u8]) -> Template {
+        let target = uri.path_and_query().map_or("/", |p| p.as_str());
+        let mut wire = Vec::with_capacity(128 + body.len());
+        wire.extend_from_slice(method.as_str().as_bytes());
+        wire.push(b' ');
+        wire.extend_from_slice(target.as_bytes());
+        wire.extend_from_slice(b" HTTP/1.1\r\n");
+        for (name, value) in headers {
+            wire.extend_from_slice(name.as_str().as_bytes());
+            wire.extend_from_slice(b": ");
+            wire.extend_from_slice(value.as_bytes());
+            wire.extend_from_slice(b"\r\n");
+        }
+        let framed =
+            headers.contains_key(CONTENT_LENGTH) || headers.contains_key(TRANSFER_ENCODING);
+        let wants_length =
+            !body.is_empty() || matches!(*method, Method::POST | Method::PUT | Method::PATCH);
+        if wants_length && !framed {
+            wire.extend_from_slice(format!("content-length: {}\r\n", body.len()).as_bytes());
+        }
+        let mut last = wire.clone();
+        // A user's own Connection header is sent as given, on every call.
+        if !headers.contains_key(CONNECTION) {
+            last.extend_from_slice(b"connection: close\r\n");
+        }
+        for w in [&mut wire, &mut last] {
+            w.extend_from_slice(b"\r\n");
+            w.extend_from_slice(body);
+        }
+        Template {
+            wire: Bytes::from(wire),
+            last: Bytes::from(last),
+            head: *method == Method::HEAD,
+        }
+    }
+
+    /// Compiles the workload's request `index` (from 0), with our Host and User-Agent unless the user
+    /// gave their own.
+    fn compile(
+        r: &RequestSpec,
+        index: usize,
+        host: &str,
+        user_agent: &str,
+    ) -> Result<Template, PrepareError> {
+        let bad = |why: String| PrepareError::Request {
+            index: index + 1,
+            why,
+        };
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            HOST,
+            HeaderValue::from_str(host).map_err(|e| bad(e.to_string()))?,
+        );
+        headers.insert(
+            USER_AGENT,
+            HeaderValue::from_str(user_agent).map_err(|e| bad(e.to_string()))?,
+        );
+        for (name, value) in r.headers() {
+            let name = HeaderName::from_bytes(name.as_bytes())
+                .map_err(|e| bad(format!("header {name}: {e}")))?;
+            let value =
+                HeaderValue::from_str(value).map_err(|e| bad(format!("header {name}: {e}")))?;
+            // A user's Host or User-Agent replaces ours; other repeated names are kept.
+            if name == HOST || name == USER_AGENT {
+                headers.insert(name, value);
+            } else {
+                headers.append(name, value);
+            }
+        }
+        let method = Method::from_bytes(r.method().as_bytes()).map_err(|e| bad(e.to_string()))?;
+        let uri = r
+            .url()
+            .path()
+            .parse::<Uri>()
+            .map_err(|e| bad(e.to_string()))?;
+        Ok(Template::new(&method, &uri, &headers, r.body()))
+    }
+}
+
+/// Everything a worker needs to connect and send, shared read-only by all workers of the agent.
+#[derive(Clone)]
+pub struct Target {
+    pub addr: SocketAddr,
+    pub templates: Arc<Vec<Template>>,
+    pub tls: Option<(
+        tokio_rustls::TlsConnector,
+        rustls::pki_types::ServerName<'static>,
+    )>,
+    pub timeout: Duration,
+    pub connect_timeout: Duration,
+    pub random_order: bool,
+    /// `--source-addrs`: new connections leave from these in turn (see `socket`); empty: any.
+    pub sources: Arc<[IpAddr]>,
+    /// Every request's closing twin makes the server close first (see `Workload::server_closes_last`).
+    pub server_closes: bool,
+    /// The reply statuses that count as served.
+    pub ok_status: shared::status::StatusSet,
+}
+
+impl Target {
+    pub async fn prepare(w: &Workload) -> Result<Target, PrepareError> {
+        let origin = w.origin();
+        let resolved = tokio::net::lookup_host((origin.host(), origin.port()))
+            .await
+            .map_err(|source| PrepareError::Resolve {
+                host: origin.host().to_string(),
+                source,
+            })?;
+        let addr =
+            crate::socket::choose(resolved, w.source_addrs()).map_err(|family| match family {
+                None => PrepareError::NoAddress(origin.host().to_string()),
+                Some(family) => PrepareError::NoSourceFamily {
+                    host: origin.host().to_string(),
+                    family,
+                },
+            })?;
+        let host_value = if origin.port() == default_port(origin.scheme()) {
+            if origin.host().contains(':') {
+                format!("[{}]", origin.host())
+            } else {
+                origin.host().to_string()
+            }
+        } else {
+            origin.authority()
+        };
+        let user_agent = format!("stampede/{}", shared::VERSION);
+        let templates = w
+            .requests()
+            .iter()
+            .enumerate()
+            .map(|(i, r)| Template::compile(r, i, &host_value, &user_agent))
+            .collect::<Result<Vec<_>, _>>()?;
+        let tls = match origin.scheme() {
+            Scheme::Http => None,
+            Scheme::Https => Some(
+                super::tls::connector(origin.host(), w.insecure_tls())
+                    .map_err(|_| PrepareError::ServerName(origin.host().to_string()))?,
+            ),
+        };
+        Ok(Target {
+            addr,
+            templates: Arc::new(templates),
+            tls,
+            timeout: w.timeout(),
+            connect_timeout: w.connect_timeout(),
+            random_order: w.url_order() == shared::plan::UrlOrder::Random,
+            sources: w.source_addrs().to_vec().into(),
+            server_closes: w.server_closes_last(),
+            ok_status: w.ok_status().clone(),
+        })
+    }
+}
+
+fn default_port(s: Scheme) -> u16 {
+    match s {
+        Scheme::Http => 80,
+        Scheme::Https => 443,
+    }
+}

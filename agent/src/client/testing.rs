@@ -1,0 +1,59 @@
+//! What the client's tests share: a target on a loopback port, a TLS acceptor with a self-signed
+//! certificate, and a server's read of one request head.
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::time::Duration;
+
+use http::header::{HOST, HeaderValue};
+use http::{HeaderMap, Method};
+use tokio::io::{AsyncRead, AsyncReadExt};
+
+use super::target::{Target, Template};
+
+pub(super) fn target(addr: SocketAddr, tls: bool) -> Target {
+    let mut h = HeaderMap::new();
+    h.insert(HOST, HeaderValue::from_static("localhost"));
+    let t = Template::new(&Method::GET, &"/".parse().unwrap(), &h, b"");
+    Target {
+        addr,
+        templates: Arc::new(vec![t]),
+        tls: tls.then(|| {
+            (
+                tokio_rustls::TlsConnector::from(Arc::new(super::tls::config(true))),
+                rustls::pki_types::ServerName::try_from("localhost".to_string()).unwrap(),
+            )
+        }),
+        timeout: Duration::from_secs(2),
+        connect_timeout: Duration::from_secs(2),
+        random_order: false,
+        sources: Arc::from(Vec::<IpAddr>::new()),
+        server_closes: true,
+        ok_status: shared::status::StatusSet::default(),
+    }
+}
+
+pub(super) fn acceptor() -> tokio_rustls::TlsAcceptor {
+    let ck = rcgen::generate_simple_self_signed(vec!["localhost".into()]).unwrap();
+    let key = rustls::pki_types::PrivateKeyDer::Pkcs8(rustls::pki_types::PrivatePkcs8KeyDer::from(
+        ck.signing_key.serialize_der(),
+    ));
+    let cfg = rustls::ServerConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_no_client_auth()
+    .with_single_cert(vec![ck.cert.der().clone()], key)
+    .unwrap();
+    tokio_rustls::TlsAcceptor::from(Arc::new(cfg))
+}
+
+pub(super) async fn read_request<S: AsyncRead + Unpin>(s: &mut S) {
+    let mut b = Vec::new();
+    let mut x = [0u8; 1024];
+    while !b.windows(4).any(|w| w == b"\r\n\r\n") {
+        let n = s.read(&mut x).await.unwrap();
+        assert!(n > 0);
+        b.extend_from_slice(&x[..n]);
+    }
+}

@@ -1,0 +1,230 @@
+//! The link between a coordinator and one agent: a bounded channel each way carrying the protocol's
+//! messages, whatever carries them underneath (in-process for the embedded agent, a gRPC stream either
+//! way for remote ones), and why it closed. Every gRPC stream is adapted here, once, so a transport's
+//! reason for closing ("message too large", a TLS alert) reaches whoever reads the link.
+use std::pin::Pin;
+
+use proto::pb;
+use tokio::sync::mpsc;
+use tokio_stream::Stream;
+use tokio_stream::StreamExt;
+use tokio_stream::wrappers::ReceiverStream;
+
+/// Bound on queued control messages each way; a coordinator that stops reading slows the agent's
+/// reports, it does not grow memory.
+pub const LINK_CAPACITY: usize = 64;
+
+/// The largest control message accepted or sent. Interval reports are a few KiB; a plan with a long URL
+/// list is the largest message and still far below this.
+pub const MAX_MESSAGE_BYTES: usize = 16 * 1024 * 1024;
+
+/// Why a link's inbound side ended.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Closed {
+    /// The far end finished its stream.
+    #[error("its stream closed")]
+    Ended,
+    /// The connection went away without a clean end (a process gone, a reset): how it went.
+    #[error("its connection dropped ({0})")]
+    Dropped(String),
+    /// Something was refused on the way (a message too large or undecodable, a status the far end
+    /// sent): what was said, in words.
+    #[error("its stream broke: {0}")]
+    Broken(String),
+}
+
+impl Closed {
+    /// A stream's failure status, sorted: a connection that went away is not a refusal.
+    pub fn of_status(status: &tonic::Status) -> Closed {
+        use tonic::Code;
+        let words = status_in_words(status);
+        match status.code() {
+            // tonic says Internal for an h2 reset too; only its decoder's Internal names the message.
+            Code::Internal if status.message().contains("decode") => Closed::Broken(words),
+            Code::Unknown | Code::Internal | Code::Cancelled | Code::Unavailable => {
+                Closed::Dropped(words)
+            }
+            _ => Closed::Broken(words),
+        }
+    }
+}
+
+/// What travels on a link's channels: a message, or the reason the stream stopped.
+type Frame<M> = Result<M, Closed>;
+
+/// The sending half of a link. Clones send on the same stream (the heartbeat beside the run).
+pub struct LinkTx<M>(mpsc::Sender<Frame<M>>);
+
+impl<M> Clone for LinkTx<M> {
+    fn clone(&self) -> Self {
+        LinkTx(self.0.clone())
+    }
+}
+
+impl<M> LinkTx<M> {
+    /// Fails once the far end is gone.
+    pub async fn send(&self, msg: M) -> Result<(), Closed> {
+        self.0.send(Ok(msg)).await.map_err(|_| Closed::Ended)
+    }
+
+    /// Ends the stream with a reason the far end reads from its [`LinkRx::recv`].
+    pub async fn close(self, why: Closed) {
+        let _ = self.0.send(Err(why)).await;
+    }
+}
+
+/// The receiving half of a link.
+pub struct LinkRx<M>(mpsc::Receiver<Frame<M>>);
+
+impl<M> LinkRx<M> {
+    /// The next message, or why there will be none. After the first `Err`, every call says `Ended`.
+    pub async fn recv(&mut self) -> Result<M, Closed> {
+        match self.0.recv().await {
+            Some(Ok(msg)) => Ok(msg),
+            Some(Err(why)) => {
+                self.0.close();
+                Err(why)
+            }
+            None => Err(Closed::Ended),
+        }
+    }
+}
+
+/// One bounded channel of a link.
+pub fn channel<M>() -> (LinkTx<M>, LinkRx<M>) {
+    let (tx, rx) = mpsc::channel(LINK_CAPACITY);
+    (LinkTx(tx), LinkRx(rx))
+}
+
+/// One end of a link: what it sends, and what it receives.
+pub struct Link<Out, In> {
+    pub tx: LinkTx<Out>,
+    pub rx: LinkRx<In>,
+}
+
+/// The end a coordinator holds to drive one agent.
+pub type CoordinatorEnd = Link<pb::CoordinatorMessage, pb::AgentMessage>;
+/// The end an agent's session holds.
+pub type AgentEnd = Link<pb::AgentMessage, pb::CoordinatorMessage>;
+
+/// Both ends of an in-process link.
+pub fn pair() -> (CoordinatorEnd, AgentEnd) {
+    let (down_tx, down_rx) = channel();
+    let (up_tx, up_rx) = channel();
+    (
+        Link {
+            tx: down_tx,
+            rx: up_rx,
+        },
+        Link {
+            tx: up_tx,
+            rx: down_rx,
+        },
+    )
+}
+
+/// A gRPC status in words: its message, then the causes under it that it does not already say (a
+/// TLS refusal says why only down there).
+pub fn status_in_words(status: &tonic::Status) -> String {
+    let mut text = status.message().to_string();
+    let mut source = std::error::Error::source(status);
+    while let Some(s) = source {
+        let more = s.to_string();
+        if !text.contains(&more) {
+            if !text.is_empty() {
+                text.push_str(": ");
+            }
+            text.push_str(&more);
+        }
+        source = s.source();
+    }
+    if text.is_empty() {
+        text = format!("gRPC status {:?}", status.code());
+    }
+    text
+}
+
+/// Reads a gRPC stream into a link's receiving half. The stream's clean end is `Ended`; a status
+/// (an oversized or undecodable message, a reset, a TLS failure) is `Broken` with its words.
+pub fn read_stream<M: Send + 'static>(mut inbound: tonic::Streaming<M>) -> LinkRx<M> {
+    let (tx, rx) = mpsc::channel(LINK_CAPACITY);
+    tokio::spawn(async move {
+        loop {
+            let frame = match inbound.message().await {
+                Ok(Some(msg)) => Ok(msg),
+                Ok(None) => return,
+                Err(status) => Err(Closed::of_status(&status)),
+            };
+            let last = frame.is_err();
+            if tx.send(frame).await.is_err() || last {
+                return;
+            }
+        }
+    });
+    LinkRx(rx)
+}
+
+/// A gRPC server's response stream.
+pub type ResponseStream<M> = Pin<Box<dyn Stream<Item = Result<M, tonic::Status>> + Send>>;
+
+/// A link's receiving half as a gRPC server's response stream: a close with a reason ends it with
+/// that reason as the status the client reads.
+pub fn response_stream<M: Send + 'static>(rx: LinkRx<M>) -> ResponseStream<M> {
+    Box::pin(ReceiverStream::new(rx.0).map(|frame| {
+        frame.map_err(|why| match why {
+            Closed::Ended => tonic::Status::cancelled("the session ended"),
+            Closed::Dropped(words) => tonic::Status::cancelled(words),
+            Closed::Broken(words) => tonic::Status::aborted(words),
+        })
+    }))
+}
+
+/// A link's receiving half as a gRPC client's request stream: it ends at the first close.
+pub fn request_stream<M: Send + 'static>(rx: LinkRx<M>) -> impl Stream<Item = M> + Send + 'static {
+    ReceiverStream::new(rx.0).map_while(Result::ok)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_close_reason_reaches_the_reader_once() {
+        let (tx, mut rx) = channel::<u32>();
+        tx.send(7).await.unwrap();
+        tx.clone()
+            .close(Closed::Broken("message too large".into()))
+            .await;
+        assert_eq!(rx.recv().await, Ok(7));
+        assert_eq!(
+            rx.recv().await,
+            Err(Closed::Broken("message too large".into()))
+        );
+        assert_eq!(rx.recv().await, Err(Closed::Ended));
+        assert_eq!(
+            tx.send(8).await,
+            Err(Closed::Ended),
+            "closed after the reason"
+        );
+    }
+
+    #[test]
+    fn a_refused_message_is_told_apart_from_a_connection_gone() {
+        let too_large = tonic::Status::out_of_range("decoded message length too large");
+        assert!(
+            matches!(Closed::of_status(&too_large), Closed::Broken(w) if w.contains("too large"))
+        );
+        let undecodable = tonic::Status::internal("failed to decode Protobuf message");
+        assert!(matches!(Closed::of_status(&undecodable), Closed::Broken(_)));
+        let reset =
+            tonic::Status::unknown("h2 protocol error: error reading a body from connection");
+        assert!(matches!(Closed::of_status(&reset), Closed::Dropped(_)));
+    }
+
+    #[tokio::test]
+    async fn a_dropped_sender_reads_as_ended() {
+        let (tx, mut rx) = channel::<u32>();
+        drop(tx);
+        assert_eq!(rx.recv().await, Err(Closed::Ended));
+    }
+}
