@@ -169,7 +169,7 @@ impl Capacity {
     /// Checks one step share: `Err` with the numbers when the step certainly cannot be carried, else
     /// the warnings (possibly none) for what might not be.
     pub fn check_step(&self, share: &StepShare, route: &Route) -> Result<Vec<Warning>, String> {
-        let n = share.step + 1;
+        let n = share.step() + 1;
         let fds = self.usable_fds();
         let ports = self.ports(route.sources);
         // The longest a connection lives when the target stops answering: a connect that times out,
@@ -182,10 +182,10 @@ impl Capacity {
         }
         let fd_advice = "raise ulimit -n or add agents";
         let port_advice = "add --source-addrs, widen net.ipv4.ip_local_port_range, or add agents";
-        match share.model {
+        match share.model() {
             LoadModel::Concurrency => {
                 // Every one of these is opened at the start and held: no doubt about the need.
-                let need = u64::from(share.connections);
+                let need = u64::from(share.connections());
                 if need > fds {
                     return Err(format!(
                         "step {n} needs {need} concurrent connections but this agent can open {fds} ({}); {fd_advice}",
@@ -202,7 +202,7 @@ impl Capacity {
             LoadModel::Requests => {
                 // The pool only grows while arrivals find every connection busy: to its cap if the
                 // target stalls, never past the requests that can be in flight.
-                let cap = u64::from(share.max_connections.get());
+                let cap = u64::from(share.max_connections().get());
                 let worst = cap.min(ceil(rate * life.as_secs_f64()));
                 let why = format!(
                     "if the target stops answering ({} requests/s × {} s of connect timeout plus timeout, at most --max-connections {cap})",
@@ -298,10 +298,10 @@ impl Capacity {
         rate: f64,
         warnings: &mut Vec<Warning>,
     ) -> Option<String> {
-        let (what, per_arrival, floor, likely) = match share.model {
+        let (what, per_arrival, floor, likely) = match share.model() {
             LoadModel::Concurrency => return None,
             LoadModel::Connections => {
-                let calls = f64::from(share.num_call.get());
+                let calls = f64::from(share.num_call().get());
                 (
                     "new connections/s",
                     format!(
@@ -323,7 +323,7 @@ impl Capacity {
         if self.workers == 0 {
             return None;
         }
-        let n = share.step + 1;
+        let n = share.step() + 1;
         let workers = f64::from(self.workers);
         let threads = format!(
             "{} worker thread{}",
@@ -368,9 +368,9 @@ impl Route {
 /// Arrivals per second this agent's share sends: new connections (connections model) or requests
 /// (requests model); 0 for the closed model.
 pub fn arrival_rate(share: &StepShare) -> f64 {
-    let fraction: f64 = share.slices.iter().map(|s| 1.0 / s.count as f64).sum();
-    match share.model {
-        LoadModel::Connections | LoadModel::Requests => share.rate * fraction,
+    let fraction = share.slice().fraction();
+    match share.model() {
+        LoadModel::Connections | LoadModel::Requests => share.rate() * fraction,
         LoadModel::Concurrency => 0.0,
     }
 }
@@ -392,24 +392,35 @@ fn num(v: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use shared::plan::{Arrival, StepLimit};
-    use shared::schedule::Slice;
-    use std::num::NonZeroU32;
+    use shared::plan::{Arrival, Slice, StepLimit};
 
     fn share(model: LoadModel, rate: f64, connections: u32, max: u32, secs: u64) -> StepShare {
-        StepShare {
-            step: 2,
+        share_of(model, rate, connections, max, secs, 1, Slice::WHOLE)
+    }
+
+    fn share_of(
+        model: LoadModel,
+        rate: f64,
+        connections: u32,
+        max: u32,
+        secs: u64,
+        num_call: u32,
+        slice: Slice,
+    ) -> StepShare {
+        let limit = StepLimit::Duration(Duration::from_secs(secs));
+        StepShare::try_new(
+            2,
             model,
             rate,
-            slices: vec![Slice { index: 0, count: 1 }],
+            slice,
             connections,
-            num_call: NonZeroU32::new(1).unwrap(),
-            max_connections: NonZeroU32::new(max).unwrap(),
-            limit: StepLimit::Duration(Duration::from_secs(secs)),
-            arrival: Arrival::Uniform,
-            max_requests: None,
-            seed: 0,
-        }
+            num_call,
+            max,
+            limit,
+            Arrival::Uniform,
+            0,
+        )
+        .unwrap()
     }
 
     fn cap(fd_limit: u64, tw_reuse: TwReuse) -> Capacity {
@@ -567,8 +578,15 @@ mod tests {
             "step 3 needs 100000000 new connections/s from this agent but its 2 worker threads can dispatch at most 1666666 (each takes at least 1.2 µs of a thread's CPU for a connection and 1 request; it was measured at tens of times that); lower the rate (a typo?) or add agents"
         );
         // Keep-alive calls cost less than connections; requests less still.
-        let mut calls = share(LoadModel::Connections, 700_000.0, 0, 1, 10);
-        calls.num_call = NonZeroU32::new(10).unwrap();
+        let calls = share_of(
+            LoadModel::Connections,
+            700_000.0,
+            0,
+            1,
+            10,
+            10,
+            Slice::WHOLE,
+        );
         assert!(c.check_step(&calls, &closes).unwrap_err().contains("at most 666666 (each takes at least 3 µs of a thread's CPU for a connection and 10 requests"));
         let requests = share(LoadModel::Requests, 2e7, 0, 100, 10);
         assert!(c.check_step(&requests, &closes).unwrap_err().starts_with("step 3 needs 20000000 requests/s from this agent but its 2 worker threads can dispatch at most 10000000"));
@@ -594,8 +612,8 @@ mod tests {
 
     #[test]
     fn an_agent_share_counts_only_its_slices() {
-        let mut s = share(LoadModel::Connections, 1000.0, 0, 1, 10);
-        s.slices = vec![Slice { index: 0, count: 4 }, Slice { index: 2, count: 4 }];
+        let half = Slice::among(&[1, 1])[0].clone();
+        let s = share_of(LoadModel::Connections, 1000.0, 0, 1, 10, 1, half);
         assert_eq!(arrival_rate(&s), 500.0);
     }
 

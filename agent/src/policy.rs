@@ -123,12 +123,12 @@ impl Policy {
         if let Some(max) = self.max_rate.filter(|m| rate > *m) {
             return Err(format!(
                 "step {} asks this agent for {rate:.1} requests/s; its --max-rate is {max}",
-                share.step + 1
+                share.step() + 1
             ));
         }
-        let connections = match share.model {
-            LoadModel::Concurrency => Some(share.connections),
-            LoadModel::Requests => Some(share.max_connections.get()),
+        let connections = match share.model() {
+            LoadModel::Concurrency => Some(share.connections()),
+            LoadModel::Requests => Some(share.max_connections().get()),
             LoadModel::Connections => None,
         };
         if let (Some(max), Some(asked)) = (self.max_connections, connections)
@@ -136,20 +136,20 @@ impl Policy {
         {
             return Err(format!(
                 "step {} asks this agent for {asked} connections; its --max-connections is {max}",
-                share.step + 1
+                share.step() + 1
             ));
         }
         let length = share.scheduled_duration();
         if let Some(max) = self.max_step_duration.filter(|m| length > *m) {
             return Err(format!(
                 "step {} lasts {length:?}; this agent's --max-step-duration is {max:?}",
-                share.step + 1
+                share.step() + 1
             ));
         }
         if let Some(max) = self.max_run_duration.filter(|m| used + length > *m) {
             return Err(format!(
                 "step {} would bring this run to {:?}; this agent's --max-run-duration is {max:?}",
-                share.step + 1,
+                share.step() + 1,
                 used + length
             ));
         }
@@ -199,10 +199,10 @@ impl TryFrom<&proto::pb::Limits> for Policy {
 /// Requests per second this agent's share of a step sends (0 for the closed model, which is bounded by
 /// connections instead).
 pub fn request_rate(share: &StepShare) -> f64 {
-    let fraction: f64 = share.slices.iter().map(|s| 1.0 / s.count as f64).sum();
-    match share.model {
-        LoadModel::Connections => share.rate * fraction * f64::from(share.num_call.get()),
-        LoadModel::Requests => share.rate * fraction,
+    let fraction = share.slice().fraction();
+    match share.model() {
+        LoadModel::Connections => share.rate() * fraction * f64::from(share.num_call().get()),
+        LoadModel::Requests => share.rate() * fraction,
         LoadModel::Concurrency => 0.0,
     }
 }
@@ -210,24 +210,25 @@ pub fn request_rate(share: &StepShare) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use shared::plan::{Arrival, StepLimit};
-    use shared::schedule::Slice;
-    use std::num::NonZeroU32;
+    use shared::plan::{Arrival, Slice, StepLimit};
 
+    /// Half of a step's arrivals, as one of two equal agents.
     fn share(model: LoadModel, rate: f64, connections: u32, secs: u64) -> StepShare {
-        StepShare {
-            step: 2,
+        let half = Slice::among(&[1, 1])[0].clone();
+        let limit = StepLimit::Duration(Duration::from_secs(secs));
+        StepShare::try_new(
+            2,
             model,
             rate,
-            slices: vec![Slice { index: 0, count: 2 }],
+            half,
             connections,
-            num_call: NonZeroU32::new(1).unwrap(),
-            max_connections: NonZeroU32::new(10).unwrap(),
-            limit: StepLimit::Duration(Duration::from_secs(secs)),
-            arrival: Arrival::Uniform,
-            max_requests: None,
-            seed: 0,
-        }
+            1,
+            10,
+            limit,
+            Arrival::Uniform,
+            0,
+        )
+        .unwrap()
     }
 
     #[test]

@@ -1,7 +1,13 @@
-//! One control session with a coordinator. A single task owns the session's state and consumes two
-//! streams: commands from the coordinator and reports from the worker threads. The same code serves the
-//! embedded agent (in-process channels) and remote ones (a gRPC stream adapted to the same channels).
+//! One control session with a coordinator. A single task owns the session's [`State`] (greeting,
+//! unconfigured, configuring, idle with a target, a step prepared, a step running) and consumes a closed
+//! set of events: coordinator messages, stamped where they arrive; worker reports; the answer of a
+//! configure's lookup, which runs beside the loop; the dead-man deadline; shutdown. Each transition
+//! consumes the old state, so a step prepared for a target that a newer configure replaced cannot be
+//! represented. The same code serves the embedded agent (in-process link) and remote ones (a gRPC stream
+//! adapted onto the same link).
 use std::collections::BTreeMap;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -13,12 +19,13 @@ use shared::plan::{StepShare, Workload};
 use shared::warning::{Warning, WarningKind};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
-use tokio_util::sync::CancellationToken;
+use tokio_util::sync::{CancellationToken, DropGuard};
+use tokio_util::task::AbortOnDropHandle;
 
 use crate::capacity::{Capacity, Route};
 use crate::client::Target;
 use crate::engine::Engine;
-use crate::link::{self, AgentEnd, Closed, CoordinatorEnd, Link, LinkTx};
+use crate::link::{self, AgentEnd, Closed, CoordinatorEnd, LINK_CAPACITY, Link, LinkRx, LinkTx};
 use crate::policy::Policy;
 use crate::system;
 use crate::worker::{self, INTERVAL, Job, Report};
@@ -51,22 +58,6 @@ pub fn embedded(engine: Arc<Engine>, shutdown: CancellationToken) -> Coordinator
     coordinator
 }
 
-struct Running {
-    step: u32,
-    cancel: CancellationToken,
-    reports: mpsc::Receiver<Report>,
-    workers: usize,
-    start: Instant,
-    start_unix_ns: i64,
-    /// Intervals received from some workers but not yet all.
-    pending: BTreeMap<u32, (usize, Snapshot)>,
-    next_seq: u32,
-    done: usize,
-    tail: Snapshot,
-    began: Option<Instant>,
-    end: Instant,
-}
-
 /// Silence from the coordinator after which an agent stops all load. The coordinator pings every
 /// 500 ms, so this is three missed beats, and load stops within 2 s of losing the coordinator.
 pub const DEAD_MAN: Duration = Duration::from_millis(1500);
@@ -91,16 +82,115 @@ pub struct Rules {
     pub policy: Policy,
 }
 
+type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
+
+/// Turns a configured workload into the target its workers load. In service it is [`Target::prepare`],
+/// whose DNS lookup can take seconds; tests give one that takes its time on tokio's clock.
+pub(crate) type Prepare = Arc<dyn Fn(Workload) -> BoxFuture<Result<Target, String>> + Send + Sync>;
+
+fn lookup() -> Prepare {
+    Arc::new(|w| Box::pin(async move { Target::prepare(&w).await.map_err(|e| e.to_string()) }))
+}
+
+/// A configure's answer: the target, and the risks its ack reports.
+struct Configured {
+    target: Target,
+    warnings: Vec<Warning>,
+}
+
+/// Where a session is. Each variant holds exactly what that phase needs, so a step is prepared only
+/// against the target of the configure it followed, and runs only once prepared.
+#[derive(Default)]
+enum State {
+    /// No hello yet: only heartbeats are answered.
+    #[default]
+    Greeting,
+    /// Greeted; no workload, or the last configure was refused or aborted.
+    Unconfigured,
+    /// A configure's target is being prepared (its DNS lookup) beside the loop; dropping the handle
+    /// aborts it, so a newer configure, an abort or the session's end discards its answer.
+    Configuring(AbortOnDropHandle<Result<Configured, String>>),
+    Idle(Target),
+    Prepared {
+        target: Target,
+        share: Arc<StepShare>,
+    },
+    Running {
+        target: Target,
+        /// Boxed: its snapshots are large, and the state moves at every transition.
+        running: Box<Running>,
+    },
+}
+
+/// What the loop waits on besides the coordinator, depending on the state.
+// A report passes through once, straight from its channel to the step; boxing it would allocate per
+// report for nothing.
+#[allow(clippy::large_enum_variant)]
+enum Work {
+    /// A worker's report; `None` once every worker's sender is gone.
+    Report(Option<Report>),
+    /// A configure's lookup finished.
+    Configured(Result<Configured, String>),
+}
+
+impl State {
+    fn is_running(&self) -> bool {
+        matches!(self, State::Running { .. })
+    }
+
+    /// Stops a running step's load now; its final interval is still reported once its workers end.
+    fn stop_load(&self) {
+        if let State::Running { running, .. } = self {
+            running.cancel.cancel();
+        }
+    }
+
+    /// The next event of this state's own work; pending forever for a state that has none.
+    async fn work(&mut self) -> Work {
+        match self {
+            State::Running { running, .. } => Work::Report(running.reports.recv().await),
+            State::Configuring(lookup) => Work::Configured(
+                lookup
+                    .await
+                    .unwrap_or_else(|e| Err(format!("preparing the target failed: {e}"))),
+            ),
+            _ => std::future::pending().await,
+        }
+    }
+}
+
+/// A coordinator message, or why there will be none, with the instant it arrived.
+type Arrival = (Instant, Result<pb::CoordinatorMessage, Closed>);
+
+/// Reads the coordinator's side of the link beside the session loop and stamps each message as it
+/// arrives: a heartbeat that came while the loop was busy (sending to a slow reader, starting a step)
+/// counts from when it came, not from when the loop got to it, in both directions.
+fn stamp_arrivals(mut inbound: LinkRx<pb::CoordinatorMessage>) -> mpsc::Receiver<Arrival> {
+    let (tx, rx) = mpsc::channel(LINK_CAPACITY);
+    tokio::spawn(async move {
+        loop {
+            let frame = tokio::select! {
+                frame = inbound.recv() => frame,
+                // The session ended: stop reading, so the coordinator's sends fail as they should.
+                () = tx.closed() => return,
+            };
+            let last = frame.is_err();
+            if tx.send((Instant::now(), frame)).await.is_err() || last {
+                return;
+            }
+        }
+    });
+    rx
+}
+
 struct Session {
     engine: Arc<Engine>,
     rules: Arc<Rules>,
+    prepare: Prepare,
     /// Scheduled time of the steps started in this session, for --max-run-duration.
     used: Duration,
     out: LinkTx<pb::AgentMessage>,
-    greeted: bool,
-    target: Option<Target>,
-    prepared: Option<Arc<StepShare>>,
-    running: Option<Running>,
+    state: State,
 }
 
 fn unix_ns_now() -> i64 {
@@ -117,80 +207,73 @@ pub async fn serve(
     link: AgentEnd,
     shutdown: CancellationToken,
 ) -> Result<(), SessionError> {
-    let Link {
-        tx: out,
-        rx: mut inbound,
-    } = link;
+    serve_with(engine, rules, link, shutdown, lookup()).await
+}
+
+/// [`serve`] with the function that prepares a configure's target.
+pub(crate) async fn serve_with(
+    engine: Arc<Engine>,
+    rules: Arc<Rules>,
+    link: AgentEnd,
+    shutdown: CancellationToken,
+    prepare: Prepare,
+) -> Result<(), SessionError> {
+    let Link { tx: out, rx } = link;
+    let mut inbound = stamp_arrivals(rx);
     let mut s = Session {
         engine,
         rules,
+        prepare,
         used: Duration::ZERO,
         out,
-        greeted: false,
-        target: None,
-        prepared: None,
-        running: None,
+        state: State::Greeting,
     };
     let mut closing = false;
     let mut heard = Instant::now();
     loop {
-        if closing && s.running.is_none() {
+        if closing && !s.state.is_running() {
             return Ok(());
         }
+        // Biased, the dead-man switch last: it is judged only when no message is waiting, so
+        // silence is counted from the last arrival however busy the loop was.
         tokio::select! {
-            // The dead-man switch: a coordinator that pings every 500 ms and has not been heard from
-            // for longer than this is gone (crashed, or cut off without a FIN). Stop all load.
-            _ = tokio::time::sleep_until(heard + DEAD_MAN), if !closing => {
-                if let Some(r) = &s.running {
-                    r.cancel.cancel();
-                }
-                return Err(SessionError::Silent(DEAD_MAN));
-            }
-            _ = shutdown.cancelled(), if !closing => {
+            biased;
+            () = shutdown.cancelled(), if !closing => {
                 closing = true;
-                if let Some(r) = &s.running {
-                    r.cancel.cancel();
-                }
+                s.state.stop_load();
             }
-            msg = inbound.recv(), if !closing => match msg {
-                Ok(m) => {
-                    heard = Instant::now();
+            work = s.state.work() => s.on_work(work).await?,
+            arrival = inbound.recv(), if !closing => match arrival {
+                Some((at, Ok(m))) => {
+                    heard = at;
                     s.handle(m).await?
                 }
-                Err(why) => {
-                    // The coordinator is gone. Between steps a clean end is a normal goodbye;
-                    // during one, all load stops now. A broken stream says why, either way.
-                    if let Some(r) = &s.running {
-                        r.cancel.cancel();
-                    }
-                    return match why {
-                        Closed::Broken(words) => Err(SessionError::Broken(words)),
-                        Closed::Dropped(_) | Closed::Ended if s.running.is_some() => {
-                            Err(SessionError::Closed)
-                        }
-                        Closed::Dropped(words) => {
-                            tracing::debug!(how = %words, "The coordinator's connection dropped");
-                            Ok(())
-                        }
-                        Closed::Ended => Ok(()),
-                    };
-                }
+                Some((_, Err(why))) => return s.end(why),
+                None => return s.end(Closed::Ended),
             },
-            rep = next_report(&mut s.running), if s.running.is_some() => match rep {
-                Some(rep) => s.on_report(rep).await?,
-                // Every worker's sender is gone without a final report (a worker thread died):
-                // finish the step with what was reported rather than hang.
-                None => s.finish_step().await?,
-            },
+            // The dead-man switch: a coordinator that pings every 500 ms and has not been heard from
+            // for longer than this is gone (crashed, or cut off without a FIN). Stop all load.
+            () = tokio::time::sleep_until(heard + DEAD_MAN), if !closing => {
+                s.state.stop_load();
+                return Err(SessionError::Silent(DEAD_MAN));
+            }
         }
     }
 }
 
-async fn next_report(running: &mut Option<Running>) -> Option<Report> {
-    match running {
-        Some(r) => r.reports.recv().await,
-        None => std::future::pending().await,
-    }
+/// Builds a refusal, logged here because the coordinator's reading of it is out of our hands.
+fn refusal(message: impl Into<String>) -> Option<Up> {
+    let message = message.into();
+    tracing::warn!(%message, "Refused a coordinator request");
+    Some(Up::Refusal(pb::Refusal { message }))
+}
+
+fn ack(what: &str, step: u32, warnings: Vec<Warning>) -> Option<Up> {
+    Some(Up::Ack(pb::Ack {
+        what: what.into(),
+        step,
+        warnings: warnings.iter().map(pb::Warning::from).collect(),
+    }))
 }
 
 impl Session {
@@ -201,181 +284,243 @@ impl Session {
             .map_err(|_| SessionError::Closed)
     }
 
-    async fn refuse(&self, message: String) -> Result<(), SessionError> {
-        tracing::warn!(%message, "Refused a coordinator request");
-        self.send(Up::Refusal(pb::Refusal { message })).await
+    async fn reply(&self, reply: Option<Up>) -> Result<(), SessionError> {
+        match reply {
+            Some(kind) => self.send(kind).await,
+            None => Ok(()),
+        }
+    }
+
+    /// The coordinator is gone. Between steps a clean end is a normal goodbye; during one, all load
+    /// stops now. A broken stream says why, either way.
+    fn end(&self, why: Closed) -> Result<(), SessionError> {
+        self.state.stop_load();
+        match why {
+            Closed::Broken(words) => Err(SessionError::Broken(words)),
+            Closed::Dropped(_) | Closed::Ended if self.state.is_running() => {
+                Err(SessionError::Closed)
+            }
+            Closed::Dropped(words) => {
+                tracing::debug!(how = %words, "The coordinator's connection dropped");
+                Ok(())
+            }
+            Closed::Ended => Ok(()),
+        }
     }
 
     async fn handle(&mut self, msg: pb::CoordinatorMessage) -> Result<(), SessionError> {
         let Some(kind) = msg.kind else {
-            return self.refuse("empty message".into()).await;
+            return self.reply(refusal("empty message")).await;
         };
-        match kind {
+        let state = std::mem::take(&mut self.state);
+        let (state, reply) = match kind {
             Down::Hello(h) => {
-                if h.protocol_version != PROTOCOL_VERSION {
-                    let err = SessionError::Version {
-                        theirs: h.protocol_version,
-                        ours: PROTOCOL_VERSION,
-                    };
-                    self.refuse(err.to_string()).await?;
-                    return Err(err);
+                if let Err(e) = self.admit(&h) {
+                    // The session ends here; a running step's load stops with it.
+                    state.stop_load();
+                    self.reply(refusal(e.to_string())).await?;
+                    return Err(e);
                 }
-                if let Some(expected) = &self.rules.token {
-                    let refusal = if h.token.is_empty() {
-                        Some(
-                            "this agent requires a token: give the coordinator --token-file or STAMPEDE_TOKEN",
-                        )
-                    } else if !token_matches(&h.token, expected) {
-                        Some("the token does not match this agent's")
-                    } else {
-                        None
-                    };
-                    if let Some(why) = refusal {
-                        self.refuse(why.to_string()).await?;
-                        return Err(SessionError::Auth(why));
-                    }
-                }
-                self.greeted = true;
-                let policy = &self.rules.policy;
-                let capacity = Capacity::of_this_machine(self.engine.threads());
-                let (low, high) = capacity.port_range;
-                let reply = pb::HelloReply {
-                    protocol_version: PROTOCOL_VERSION,
-                    agent_version: shared::VERSION.to_string(),
-                    capabilities: Some(pb::Capabilities {
-                        cores: system::cores() as u32,
-                        threads: self.engine.threads() as u32,
-                        fd_limit: capacity.fd_limit,
-                        port_range_low: low,
-                        port_range_high: high,
-                        hostname: system::hostname(),
-                        limits: Some(policy.into()),
-                        tcp_tw_reuse: system::tcp_tw_reuse(),
-                        source_addrs: true,
-                    }),
+                let state = match state {
+                    State::Greeting => State::Unconfigured,
+                    other => other,
                 };
-                self.send(Up::HelloReply(reply)).await
+                (state, Some(Up::HelloReply(self.hello_reply())))
             }
             // Heartbeats may overtake the hello; answering them reveals nothing but the clock.
             Down::Ping(p) => {
-                self.send(Up::Pong(pb::Pong {
+                let pong = Up::Pong(pb::Pong {
                     id: p.id,
                     agent_unix_nanos: unix_ns_now(),
-                }))
-                .await
+                });
+                (state, Some(pong))
             }
-            _ if !self.greeted => self.refuse("say hello first".into()).await,
-            Down::Configure(c) => {
-                if self.running.is_some() {
-                    return self
-                        .refuse("cannot reconfigure while a step runs".into())
-                        .await;
-                }
-                let prepared = match Workload::try_from(&c) {
-                    Ok(w) => match Target::prepare(&w).await {
-                        // Checked on the resolved address, before any load is sent.
-                        Ok(t) => self
-                            .rules
-                            .policy
-                            .check_target(&w.origin().host, t.addr.ip())
-                            .map(|()| t),
-                        Err(e) => Err(e.to_string()),
-                    },
-                    Err(e) => Err(format!("invalid workload: {e}")),
-                };
-                match prepared {
-                    Ok(t) => {
-                        let warnings = missing_sources(&t);
-                        for w in &warnings {
-                            // Info, not warn: the coordinator prints it anyway, and in its process
-                            // (the embedded agent) warn would say it twice.
-                            tracing::info!(warning = %w, "Configured with a risk");
-                        }
-                        self.target = Some(t);
-                        self.send(Up::Ack(pb::Ack {
-                            what: "configure".into(),
-                            step: 0,
-                            warnings: warnings.iter().map(pb::Warning::from).collect(),
-                        }))
-                        .await
-                    }
-                    Err(e) => self.refuse(e).await,
-                }
+            _ if matches!(state, State::Greeting) => (state, refusal("say hello first")),
+            Down::Configure(c) => self.on_configure(state, &c),
+            Down::PrepareStep(p) => self.on_prepare(state, &p),
+            Down::StartStep(st) => self.on_start(state, &st).await?,
+            Down::Abort(a) => (on_abort(state, &a), None),
+        };
+        self.state = state;
+        self.reply(reply).await
+    }
+
+    async fn on_work(&mut self, work: Work) -> Result<(), SessionError> {
+        match work {
+            Work::Configured(answer) => {
+                let (state, reply) = on_configured(answer);
+                self.state = state;
+                self.reply(reply).await
             }
-            Down::PrepareStep(p) => {
-                let Some(target) = &self.target else {
-                    return self
-                        .refuse("configure the workload before preparing a step".into())
-                        .await;
-                };
-                let route = Route::of(target);
-                if self.running.is_some() {
-                    return self
-                        .refuse(format!("step {} is still running", p.step + 1))
-                        .await;
-                }
-                match StepShare::try_from(&p) {
-                    Ok(share) => {
-                        if let Err(why) = self.rules.policy.check_step(&share, self.used) {
-                            return self.refuse(why).await;
-                        }
-                        // The machine's limits are read now, not at hello: ulimit and sysctls can change.
-                        let warnings = match Capacity::of_this_machine(self.engine.threads())
-                            .check_step(&share, &route)
-                        {
-                            Ok(w) => w,
-                            Err(why) => return self.refuse(why).await,
-                        };
-                        for w in &warnings {
-                            // Info for the same reason as at configure.
-                            tracing::info!(step = p.step + 1, warning = %w, "Step accepted with a risk");
-                        }
-                        self.prepared = Some(Arc::new(share));
-                        self.send(Up::Ack(pb::Ack {
-                            what: "prepare".into(),
-                            step: p.step,
-                            warnings: warnings.iter().map(pb::Warning::from).collect(),
-                        }))
-                        .await
-                    }
-                    Err(e) => {
-                        self.refuse(format!("invalid step {}: {e}", p.step + 1))
-                            .await
-                    }
-                }
-            }
-            Down::StartStep(st) => self.start(st).await,
-            Down::Abort(a) => {
-                if let Some(r) = &self.running {
-                    tracing::info!(step = r.step + 1, reason = %a.reason, "Step aborted by the coordinator");
-                    r.cancel.cancel();
-                }
-                Ok(())
-            }
+            Work::Report(Some(rep)) => self.on_report(rep).await,
+            // Every worker's sender is gone without a final report (a worker thread died): finish
+            // the step with what was reported rather than hang.
+            Work::Report(None) => self.finish_step().await,
         }
     }
 
-    async fn start(&mut self, st: pb::StartStep) -> Result<(), SessionError> {
-        let (Some(share), Some(target)) = (self.prepared.take(), self.target.clone()) else {
-            return self
-                .refuse(format!("step {} was not prepared", st.step + 1))
-                .await;
-        };
-        if share.step != st.step {
-            return self
-                .refuse(format!(
-                    "step {} was prepared, not step {}",
-                    share.step + 1,
-                    st.step + 1
-                ))
-                .await;
+    /// Checks a hello's protocol version and token.
+    fn admit(&self, h: &pb::Hello) -> Result<(), SessionError> {
+        if h.protocol_version != PROTOCOL_VERSION {
+            return Err(SessionError::Version {
+                theirs: h.protocol_version,
+                ours: PROTOCOL_VERSION,
+            });
         }
+        let Some(expected) = &self.rules.token else {
+            return Ok(());
+        };
+        if h.token.is_empty() {
+            Err(SessionError::Auth(
+                "this agent requires a token: give the coordinator --token-file or STAMPEDE_TOKEN",
+            ))
+        } else if !token_matches(&h.token, expected) {
+            Err(SessionError::Auth("the token does not match this agent's"))
+        } else {
+            Ok(())
+        }
+    }
+
+    fn hello_reply(&self) -> pb::HelloReply {
+        let capacity = Capacity::of_this_machine(self.engine.threads());
+        let (low, high) = capacity.port_range;
+        pb::HelloReply {
+            protocol_version: PROTOCOL_VERSION,
+            agent_version: shared::VERSION.to_string(),
+            capabilities: Some(pb::Capabilities {
+                cores: system::cores() as u32,
+                threads: self.engine.threads() as u32,
+                fd_limit: capacity.fd_limit,
+                port_range_low: low,
+                port_range_high: high,
+                hostname: system::hostname(),
+                limits: Some((&self.rules.policy).into()),
+                tcp_tw_reuse: system::tcp_tw_reuse(),
+                source_addrs: true,
+            }),
+        }
+    }
+
+    /// A configure replaces the workload the moment it arrives: any target and prepared step go with
+    /// the old state, and a lookup still under way for an older configure is aborted, so the newest
+    /// configure wins. Its ack or refusal comes when its own lookup ends (see [`on_configured`]).
+    fn on_configure(&self, state: State, c: &pb::Configure) -> (State, Option<Up>) {
+        if state.is_running() {
+            return (state, refusal("cannot reconfigure while a step runs"));
+        }
+        drop(state);
+        let w = match Workload::try_from(c) {
+            Ok(w) => w,
+            Err(e) => {
+                return (
+                    State::Unconfigured,
+                    refusal(format!("invalid workload: {e}")),
+                );
+            }
+        };
+        let (prepare, rules) = (self.prepare.clone(), self.rules.clone());
+        let lookup = tokio::spawn(async move {
+            let host = w.origin().host().to_string();
+            let target = prepare(w).await?;
+            // Checked on the resolved address, before any load is sent.
+            rules.policy.check_target(&host, target.addr.ip())?;
+            let warnings = missing_sources(&target);
+            Ok(Configured { target, warnings })
+        });
+        (State::Configuring(AbortOnDropHandle::new(lookup)), None)
+    }
+
+    /// A prepare replaces any step prepared before it; refused, it leaves none.
+    fn on_prepare(&self, state: State, p: &pb::PrepareStep) -> (State, Option<Up>) {
+        let target = match state {
+            State::Idle(target) | State::Prepared { target, .. } => target,
+            State::Running { running, target } => {
+                let words = format!("step {} is still running", running.step + 1);
+                return (State::Running { running, target }, refusal(words));
+            }
+            // Refused, not queued: the coordinator prepares only after the configure's ack, so a
+            // prepare now is out of order, and its answer would otherwise wait on DNS.
+            State::Configuring(_) => {
+                let words = "the workload is still being configured (its target is being looked up): \
+                             prepare a step after the configure's ack";
+                return (state, refusal(words));
+            }
+            State::Greeting | State::Unconfigured => {
+                return (
+                    state,
+                    refusal("configure the workload before preparing a step"),
+                );
+            }
+        };
+        match self.check_step(&target, p) {
+            Ok((share, warnings)) => {
+                for w in &warnings {
+                    // Info, not warn: the coordinator prints it anyway, and in its process (the
+                    // embedded agent) warn would say it twice.
+                    tracing::info!(step = p.step + 1, warning = %w, "Step accepted with a risk");
+                }
+                let share = Arc::new(share);
+                (
+                    State::Prepared { target, share },
+                    ack("prepare", p.step, warnings),
+                )
+            }
+            Err(why) => (State::Idle(target), refusal(why)),
+        }
+    }
+
+    /// Whether this agent can and may run a step against `target`: its share, and the risks to warn of.
+    fn check_step(
+        &self,
+        target: &Target,
+        p: &pb::PrepareStep,
+    ) -> Result<(StepShare, Vec<Warning>), String> {
+        let share =
+            StepShare::try_from(p).map_err(|e| format!("invalid step {}: {e}", p.step + 1))?;
+        self.rules.policy.check_step(&share, self.used)?;
+        // The machine's limits are read now, not at hello: ulimit and sysctls can change.
+        let warnings = Capacity::of_this_machine(self.engine.threads())
+            .check_step(&share, &Route::of(target))?;
+        Ok((share, warnings))
+    }
+
+    /// Starts the prepared step, if it is the one named; any other start leaves nothing prepared.
+    async fn on_start(
+        &mut self,
+        state: State,
+        st: &pb::StartStep,
+    ) -> Result<(State, Option<Up>), SessionError> {
+        let (target, share) = match state {
+            State::Prepared { target, share } if share.step() == st.step => (target, share),
+            State::Prepared { target, share } => {
+                let words = format!(
+                    "step {} was prepared, not step {}",
+                    share.step() + 1,
+                    st.step + 1
+                );
+                return Ok((State::Idle(target), refusal(words)));
+            }
+            other => {
+                let words = format!("step {} was not prepared", st.step + 1);
+                return Ok((other, refusal(words)));
+            }
+        };
+        let running = self.launch(&target, share, st.start_unix_nanos).await?;
+        Ok((State::Running { target, running }, None))
+    }
+
+    /// Hands each worker its job for the step, to start at the coordinator's instant.
+    async fn launch(
+        &mut self,
+        target: &Target,
+        share: Arc<StepShare>,
+        start_unix_nanos: i64,
+    ) -> Result<Box<Running>, SessionError> {
         // The start instant comes on the wall clock; waiting happens on the monotonic clock.
         let now = Instant::now();
         let now_unix = unix_ns_now();
         // A start in the past means now; one more than a minute ahead is a clock problem, not a plan.
-        let ahead_ns = st
-            .start_unix_nanos
+        let ahead_ns = start_unix_nanos
             .saturating_sub(now_unix)
             .clamp(0, 60_000_000_000);
         let start = now + Duration::from_nanos(ahead_ns as u64);
@@ -395,8 +540,9 @@ impl Session {
             })
             .collect();
         self.engine.dispatch(jobs).await?;
-        self.running = Some(Running {
-            step: st.step,
+        Ok(Box::new(Running {
+            step: share.step(),
+            _stop: cancel.clone().drop_guard(),
             cancel,
             reports: rx,
             workers,
@@ -408,38 +554,113 @@ impl Session {
             tail: Snapshot::default(),
             began: None,
             end: start,
-        });
-        Ok(())
+        }))
     }
 
     async fn on_report(&mut self, rep: Report) -> Result<(), SessionError> {
-        let Some(r) = &mut self.running else {
+        let State::Running { running, .. } = &mut self.state else {
             return Ok(());
         };
+        let ready = running.absorb(rep);
+        let finished = running.finished();
+        for i in &ready {
+            self.send(Up::Interval(i.into())).await?;
+        }
+        if finished {
+            self.finish_step().await?;
+        }
+        Ok(())
+    }
+
+    /// Every worker is done (or gone): the tail interval and the step report, and the session is
+    /// idle with its target again.
+    async fn finish_step(&mut self) -> Result<(), SessionError> {
+        let State::Running { target, running } = std::mem::take(&mut self.state) else {
+            return Ok(());
+        };
+        self.state = State::Idle(target);
+        let (tail, report) = running.finish();
+        self.send(Up::Interval((&tail).into())).await?;
+        self.send(Up::StepReport(report)).await
+    }
+}
+
+/// A configure's lookup ended: idle with its target, or refused and unconfigured.
+fn on_configured(answer: Result<Configured, String>) -> (State, Option<Up>) {
+    match answer {
+        Ok(Configured { target, warnings }) => {
+            for w in &warnings {
+                // Info for the same reason as at prepare.
+                tracing::info!(warning = %w, "Configured with a risk");
+            }
+            (State::Idle(target), ack("configure", 0, warnings))
+        }
+        Err(why) => (State::Unconfigured, refusal(why)),
+    }
+}
+
+/// An abort stops a running step (its tail and report still follow). One during a configure drops
+/// the configure: the run that asked for it is over, and the coordinator reads no answer to it.
+fn on_abort(state: State, a: &pb::Abort) -> State {
+    match state {
+        State::Running { running, target } => {
+            tracing::info!(step = running.step + 1, reason = %a.reason, "Step aborted by the coordinator");
+            running.cancel.cancel();
+            State::Running { running, target }
+        }
+        State::Configuring(_) => {
+            tracing::info!(reason = %a.reason, "Configure aborted by the coordinator");
+            State::Unconfigured
+        }
+        other => other,
+    }
+}
+
+/// A running step: its workers' reports assembled into whole intervals.
+struct Running {
+    step: u32,
+    cancel: CancellationToken,
+    /// However the session ends (an error, a broken stream, a dropped task), its step's load stops.
+    _stop: DropGuard,
+    reports: mpsc::Receiver<Report>,
+    workers: usize,
+    start: Instant,
+    start_unix_ns: i64,
+    /// Intervals received from some workers but not yet all.
+    pending: BTreeMap<u32, (usize, Snapshot)>,
+    next_seq: u32,
+    done: usize,
+    tail: Snapshot,
+    began: Option<Instant>,
+    end: Instant,
+}
+
+impl Running {
+    /// Takes one worker's report in; returns, in order, every interval all workers have now reported.
+    fn absorb(&mut self, rep: Report) -> Vec<Interval> {
         let mut ready = Vec::new();
         match rep {
             Report::Interval { seq, snapshot, .. } => {
-                let slot = r
+                let slot = self
                     .pending
                     .entry(seq)
                     .or_insert_with(|| (0, Snapshot::default()));
                 slot.0 += 1;
                 slot.1.add(&snapshot);
-                // Emit, in order, every interval all workers have reported.
-                while let Some(entry) = r.pending.first_entry() {
-                    if *entry.key() != r.next_seq || entry.get().0 < r.workers {
+                while let Some(entry) = self.pending.first_entry() {
+                    if *entry.key() != self.next_seq || entry.get().0 < self.workers {
                         break;
                     }
                     let (seq, (_, snapshot)) = entry.remove_entry();
                     ready.push(Interval {
-                        step: r.step,
+                        step: self.step,
                         seq,
                         offset: INTERVAL * seq,
                         length: INTERVAL,
                         tail: false,
                         snapshot,
                     });
-                    r.next_seq += 1;
+                    self.next_seq += 1;
                 }
             }
             Report::Done {
@@ -448,55 +669,48 @@ impl Session {
                 end,
                 ..
             } => {
-                r.done += 1;
-                r.tail.add(&snapshot);
-                r.began = match (r.began, began) {
+                self.done += 1;
+                self.tail.add(&snapshot);
+                self.began = match (self.began, began) {
                     (Some(a), Some(b)) => Some(a.min(b)),
                     (a, b) => a.or(b),
                 };
-                r.end = r.end.max(end);
+                self.end = self.end.max(end);
             }
         }
-        for i in &ready {
-            self.send(Up::Interval(i.into())).await?;
-        }
-        let r = self.running.as_mut().expect("checked above");
-        if r.done < r.workers {
-            return Ok(());
-        }
-        self.finish_step().await
+        ready
     }
 
-    /// Every worker is done: whatever was not reported as a full interval is the tail, so nothing
-    /// measured is ever dropped. Then the step report.
-    async fn finish_step(&mut self) -> Result<(), SessionError> {
-        let Some(mut r) = self.running.take() else {
-            return Ok(());
-        };
-        for (_, (_, snap)) in std::mem::take(&mut r.pending) {
-            r.tail.add(&snap);
+    fn finished(&self) -> bool {
+        self.done >= self.workers
+    }
+
+    /// Whatever was not reported as a full interval is the tail, so nothing measured is ever
+    /// dropped; then the step's report.
+    fn finish(mut self: Box<Self>) -> (Interval, pb::StepReport) {
+        for (_, (_, snap)) in std::mem::take(&mut self.pending) {
+            self.tail.add(&snap);
         }
-        let offset = INTERVAL * r.next_seq;
-        let tail = Interval {
-            step: r.step,
-            seq: r.next_seq,
-            offset,
-            length: r.end.saturating_duration_since(r.start + offset),
-            tail: true,
-            snapshot: r.tail,
-        };
-        self.send(Up::Interval((&tail).into())).await?;
-        let began_unix_nanos = r.began.map_or(0, |f| {
-            r.start_unix_ns + f.saturating_duration_since(r.start).as_nanos() as i64
+        let offset = INTERVAL * self.next_seq;
+        let began_unix_nanos = self.began.map_or(0, |f| {
+            self.start_unix_ns + f.saturating_duration_since(self.start).as_nanos() as i64
         });
-        self.send(Up::StepReport(pb::StepReport {
-            step: r.step,
+        let report = pb::StepReport {
+            step: self.step,
             began_unix_nanos,
-            wall_us: r.end.saturating_duration_since(r.start).as_micros() as u64,
-            aborted: r.cancel.is_cancelled() || r.done < r.workers,
-            intervals: r.next_seq + 1,
-        }))
-        .await
+            wall_us: self.end.saturating_duration_since(self.start).as_micros() as u64,
+            aborted: self.cancel.is_cancelled() || self.done < self.workers,
+            intervals: self.next_seq + 1,
+        };
+        let tail = Interval {
+            step: self.step,
+            seq: self.next_seq,
+            offset,
+            length: self.end.saturating_duration_since(self.start + offset),
+            tail: true,
+            snapshot: self.tail,
+        };
+        (tail, report)
     }
 }
 
@@ -541,14 +755,182 @@ pub use worker::INTERVAL as REPORT_INTERVAL;
 
 #[cfg(test)]
 mod tests {
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::task::JoinHandle;
+
     use super::*;
 
-    fn hello() -> Down {
+    /// The test's side of a session: the coordinator's link end and the session's task.
+    struct Coordinator {
+        tx: LinkTx<pb::CoordinatorMessage>,
+        rx: LinkRx<pb::AgentMessage>,
+        session: JoinHandle<Result<(), SessionError>>,
+    }
+
+    fn session(rules: Rules, prepare: Prepare) -> Coordinator {
+        let engine = Arc::new(Engine::start(1).unwrap());
+        let (Link { tx, rx }, agent) = link::pair();
+        let shutdown = CancellationToken::new();
+        let session = tokio::spawn(serve_with(
+            engine,
+            Arc::new(rules),
+            agent,
+            shutdown,
+            prepare,
+        ));
+        Coordinator { tx, rx, session }
+    }
+
+    impl Coordinator {
+        async fn send(&self, kind: Down) {
+            self.tx.send(proto::to_agent(kind)).await.unwrap();
+        }
+
+        /// The next message, heartbeat answers included.
+        async fn next(&mut self) -> Up {
+            self.rx.recv().await.unwrap().kind.unwrap()
+        }
+
+        /// The next message that is not a heartbeat's answer.
+        async fn answer(&mut self) -> Up {
+            loop {
+                match self.next().await {
+                    Up::Pong(_) => continue,
+                    other => return other,
+                }
+            }
+        }
+
+        async fn refused(&mut self) -> String {
+            match self.answer().await {
+                Up::Refusal(r) => r.message,
+                other => panic!("expected a refusal, read {other:?}"),
+            }
+        }
+
+        async fn acked(&mut self, what: &str) {
+            match self.answer().await {
+                Up::Ack(a) => assert_eq!(a.what, what),
+                other => panic!("expected the {what} ack, read {other:?}"),
+            }
+        }
+
+        async fn greet(&mut self) {
+            self.send(hello("")).await;
+            assert!(matches!(self.answer().await, Up::HelloReply(_)));
+        }
+
+        /// Pings every 500 ms, as a coordinator does, until the session is gone.
+        fn heartbeat(&self) -> JoinHandle<()> {
+            let tx = self.tx.clone();
+            tokio::spawn(async move {
+                for id in 0.. {
+                    if tx.send(proto::to_agent(ping(id))).await.is_err() {
+                        return;
+                    }
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                }
+            })
+        }
+
+        /// Reads until the session ends, and says how it did.
+        async fn ended(mut self) -> Result<(), SessionError> {
+            while self.rx.recv().await.is_ok() {}
+            self.session.await.unwrap()
+        }
+    }
+
+    fn hello(token: &str) -> Down {
         Down::Hello(pb::Hello {
             protocol_version: PROTOCOL_VERSION,
             coordinator_version: "test".into(),
-            token: String::new(),
+            token: token.into(),
         })
+    }
+
+    fn ping(id: u64) -> Down {
+        Down::Ping(pb::Ping { id })
+    }
+
+    fn configure(url: &str) -> Down {
+        Down::Configure(pb::Configure {
+            requests: vec![pb::RequestTemplate {
+                method: "GET".into(),
+                url: url.into(),
+                headers: Vec::new(),
+                body: Vec::new(),
+            }],
+            url_order: pb::UrlOrder::RoundRobin as i32,
+            timeout_ms: 1000,
+            connect_timeout_ms: 1000,
+            insecure_tls: false,
+            source_addrs: Vec::new(),
+            ok_status: Vec::new(),
+        })
+    }
+
+    /// A 10 s open-model step at `rate` requests a second, all of it this agent's.
+    fn prepare(step: u32, rate: f64) -> Down {
+        Down::PrepareStep(pb::PrepareStep {
+            step,
+            model: pb::LoadModel::Requests as i32,
+            rate,
+            connections: 0,
+            num_call: 1,
+            max_connections: 4,
+            duration_ms: 10_000,
+            num_conns: 0,
+            arrival: pb::Arrival::Uniform as i32,
+            seed: 1,
+            // No path: the whole step, as a lone agent is sent.
+            path: Vec::new(),
+            max_requests: 0,
+        })
+    }
+
+    fn start(step: u32) -> Down {
+        Down::StartStep(pb::StartStep {
+            step,
+            start_unix_nanos: 0,
+        })
+    }
+
+    /// Targets the scripted lookup knows: one it cannot resolve, one that takes 2 s, one at once.
+    const UNRESOLVABLE: &str = "http://127.0.0.1:1/";
+    const SLOW: &str = "http://127.0.0.1:2/";
+    const FAST: &str = "http://127.0.0.1:3/";
+    const SLOW_LOOKUP: Duration = Duration::from_secs(2);
+
+    /// `Target::prepare` behind a lookup that takes [`SLOW_LOOKUP`] of tokio time for [`SLOW`] and
+    /// fails for [`UNRESOLVABLE`]; an IP literal's own lookup is immediate.
+    fn scripted_lookup() -> Prepare {
+        Arc::new(|w: Workload| {
+            Box::pin(async move {
+                match w.origin().port() {
+                    1 => return Err("cannot resolve 127.0.0.1: no such host".into()),
+                    2 => tokio::time::sleep(SLOW_LOOKUP).await,
+                    _ => {}
+                }
+                Target::prepare(&w).await.map_err(|e| e.to_string())
+            })
+        })
+    }
+
+    /// A greeted session with the scripted lookup, and a heartbeat keeping it alive.
+    async fn beating() -> (Coordinator, JoinHandle<()>) {
+        let mut c = session(Rules::default(), scripted_lookup());
+        c.greet().await;
+        let beat = c.heartbeat();
+        (c, beat)
+    }
+
+    /// Answers every message that arrives before `until` with its pong, and fails on anything else.
+    async fn only_pongs_until(c: &mut Coordinator, until: Instant) {
+        while let Ok(up) = tokio::time::timeout_at(until, c.next()).await {
+            assert!(matches!(up, Up::Pong(_)), "read {up:?}");
+        }
     }
 
     #[tokio::test]
@@ -556,10 +938,8 @@ mod tests {
         // Regression: the coordinator's first heartbeat could overtake its hello and fail the run.
         let engine = Arc::new(Engine::start(1).unwrap());
         let Link { tx, mut rx } = embedded(engine, CancellationToken::new());
-        tx.send(proto::to_agent(Down::Ping(pb::Ping { id: 0 })))
-            .await
-            .unwrap();
-        tx.send(proto::to_agent(hello())).await.unwrap();
+        tx.send(proto::to_agent(ping(0))).await.unwrap();
+        tx.send(proto::to_agent(hello(""))).await.unwrap();
         assert!(matches!(rx.recv().await.unwrap().kind, Some(Up::Pong(_))));
         assert!(matches!(
             rx.recv().await.unwrap().kind,
@@ -567,26 +947,13 @@ mod tests {
         ));
     }
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn a_refusal_named_the_step_counted_from_0() {
         // The protocol's step ids are indexes; a person reads the step the table calls 2.
-        let engine = Arc::new(Engine::start(1).unwrap());
-        let Link { tx, mut rx } = embedded(engine, CancellationToken::new());
-        tx.send(proto::to_agent(hello())).await.unwrap();
-        assert!(matches!(
-            rx.recv().await.unwrap().kind,
-            Some(Up::HelloReply(_))
-        ));
-        tx.send(proto::to_agent(Down::StartStep(pb::StartStep {
-            step: 1,
-            start_unix_nanos: 0,
-        })))
-        .await
-        .unwrap();
-        match rx.recv().await.unwrap().kind {
-            Some(Up::Refusal(r)) => assert_eq!(r.message, "step 2 was not prepared"),
-            other => panic!("{other:?}"),
-        }
+        let mut c = session(Rules::default(), scripted_lookup());
+        c.greet().await;
+        c.send(start(1)).await;
+        assert_eq!(c.refused().await, "step 2 was not prepared");
     }
 
     #[test]
@@ -596,5 +963,330 @@ mod tests {
         assert!(!token_matches("s3cret!", "s3cret"));
         assert!(!token_matches("S3cret", "s3cret"));
         assert!(!token_matches("", "s3cret"));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_second_configure_drops_the_prepared_step() {
+        // Regression: a step prepared for the first workload stayed prepared, and would have run
+        // against the second target without being checked against it.
+        let mut c = session(Rules::default(), scripted_lookup());
+        c.greet().await;
+        c.send(configure(FAST)).await;
+        c.acked("configure").await;
+        c.send(prepare(0, 10.0)).await;
+        c.acked("prepare").await;
+        c.send(configure("http://127.0.0.1:4/")).await;
+        c.acked("configure").await;
+        c.send(start(0)).await;
+        assert_eq!(c.refused().await, "step 1 was not prepared");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_prepare_is_checked_against_the_current_target_not_one_a_refused_configure_replaced()
+    {
+        let mut c = session(Rules::default(), scripted_lookup());
+        c.greet().await;
+        c.send(configure(FAST)).await;
+        c.acked("configure").await;
+        c.send(configure(UNRESOLVABLE)).await;
+        assert!(c.refused().await.contains("no such host"));
+        c.send(prepare(0, 10.0)).await;
+        assert_eq!(
+            c.refused().await,
+            "configure the workload before preparing a step"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_configure_whose_lookup_takes_2s_does_not_trip_the_dead_man_switch() {
+        // Regression: the lookup ran on the session's loop, so a live coordinator's heartbeats went
+        // unanswered for 2 s and the 1.5 s switch could fire.
+        let mut c = session(Rules::default(), scripted_lookup());
+        c.greet().await;
+        let asked = Instant::now();
+        c.send(configure(SLOW)).await;
+        let _beat = c.heartbeat();
+        let mut pongs = 0;
+        loop {
+            match c.next().await {
+                Up::Pong(_) => pongs += 1,
+                Up::Ack(a) if a.what == "configure" => break,
+                other => panic!("read {other:?}"),
+            }
+        }
+        assert_eq!(asked.elapsed(), SLOW_LOOKUP);
+        // Beats at 0, 0.5, 1 and 1.5 s were answered while the lookup ran.
+        assert!(pongs >= 4, "{pongs} pongs during the lookup");
+        only_pongs_until(&mut c, asked + Duration::from_secs(5)).await;
+        assert!(!c.session.is_finished());
+        c.send(prepare(0, 10.0)).await;
+        c.acked("prepare").await;
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_newer_configure_wins_over_one_still_looking_up() {
+        let (mut c, _beat) = beating().await;
+        let asked = Instant::now();
+        c.send(configure(SLOW)).await;
+        c.send(configure(FAST)).await;
+        c.acked("configure").await;
+        assert!(
+            asked.elapsed() < SLOW_LOOKUP,
+            "the newer answer waited on the older lookup"
+        );
+        // The older lookup would have answered at 2 s: it was aborted, so nothing comes.
+        only_pongs_until(&mut c, asked + SLOW_LOOKUP * 2).await;
+        c.send(prepare(0, 10.0)).await;
+        c.acked("prepare").await;
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_prepare_during_a_configure_is_refused_until_its_ack() {
+        let (mut c, _beat) = beating().await;
+        c.send(configure(SLOW)).await;
+        c.send(prepare(0, 10.0)).await;
+        assert!(c.refused().await.contains("still being configured"));
+        c.acked("configure").await;
+        c.send(prepare(0, 10.0)).await;
+        c.acked("prepare").await;
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_abort_during_a_configure_drops_it() {
+        let (mut c, _beat) = beating().await;
+        let asked = Instant::now();
+        c.send(configure(SLOW)).await;
+        c.send(Down::Abort(pb::Abort {
+            reason: "interrupted".into(),
+        }))
+        .await;
+        only_pongs_until(&mut c, asked + SLOW_LOOKUP * 2).await;
+        c.send(prepare(0, 10.0)).await;
+        assert_eq!(
+            c.refused().await,
+            "configure the workload before preparing a step"
+        );
+    }
+
+    /// Queues `n` heartbeats at once without reading their answers, so the session blocks sending.
+    async fn flood_unread(c: &Coordinator, n: u64) {
+        for id in 0..n {
+            c.send(ping(id)).await;
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn liveness_is_stamped_where_a_message_arrives_so_a_busy_session_keeps_a_live_coordinator()
+     {
+        // Regression: a message was stamped when the loop got to it. A session blocked for 3 s
+        // (here: sending to a coordinator that reads nothing) then found its deadline passed beside
+        // the heartbeats that had come meanwhile, and the loop's pick between the two could stop a
+        // live coordinator's run. Five rounds, since that pick was a coin toss.
+        let mut c = session(Rules::default(), scripted_lookup());
+        c.greet().await;
+        for _ in 0..5 {
+            flood_unread(&c, LINK_CAPACITY as u64 + 1).await;
+            for _ in 0..6 {
+                tokio::time::sleep(Duration::from_millis(500)).await;
+                c.send(ping(0)).await;
+            }
+            let drained = Instant::now() + Duration::from_millis(100);
+            only_pongs_until(&mut c, drained).await;
+            assert!(!c.session.is_finished(), "{:?}", c.session.await);
+        }
+        c.send(hello("")).await;
+        assert!(matches!(c.answer().await, Up::HelloReply(_)));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn liveness_is_stamped_where_a_message_arrives_so_silence_counts_from_the_last_arrival() {
+        let c = session(Rules::default(), scripted_lookup());
+        let last = Instant::now();
+        // The first LINK_CAPACITY answers fill the link; the session blocks sending the next, and the
+        // beats behind it wait, stamped when they came.
+        flood_unread(&c, LINK_CAPACITY as u64 + 10).await;
+        // 3 s of silence while the session waits to send; then the coordinator reads again.
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        let reading = Instant::now();
+        assert!(matches!(c.ended().await, Err(SessionError::Silent(_))));
+        // Counted from the heartbeats' arrival, the deadline passed while the session was stuck:
+        // it fires as soon as the session can tell, not 1.5 s after it read the old beats.
+        assert_eq!(reading - last, Duration::from_secs(3));
+        assert_eq!(reading.elapsed(), Duration::ZERO);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_dead_man_switch_fires_after_1_5s_of_silence() {
+        let mut c = session(Rules::default(), scripted_lookup());
+        c.greet().await;
+        let last = Instant::now();
+        let err = c.ended().await.unwrap_err();
+        assert!(matches!(err, SessionError::Silent(DEAD_MAN)), "{err}");
+        assert_eq!(last.elapsed(), DEAD_MAN);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_heartbeat_only_coordinator_keeps_the_session_alive() {
+        let (mut c, _beat) = beating().await;
+        let began = Instant::now();
+        only_pongs_until(&mut c, began + Duration::from_secs(600)).await;
+        assert!(!c.session.is_finished());
+        c.send(configure(FAST)).await;
+        c.acked("configure").await;
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn hellos_of_another_version_or_without_the_token_are_refused() {
+        let rules = || Rules {
+            token: Some("s3cret".into()),
+            policy: Policy::default(),
+        };
+        let mut c = session(rules(), scripted_lookup());
+        c.send(Down::Hello(pb::Hello {
+            protocol_version: PROTOCOL_VERSION + 1,
+            coordinator_version: "future".into(),
+            token: "s3cret".into(),
+        }))
+        .await;
+        assert!(c.refused().await.contains("protocol version"));
+        assert!(matches!(c.ended().await, Err(SessionError::Version { .. })));
+
+        for (token, words) in [
+            ("", "this agent requires a token"),
+            ("guess", "the token does not match"),
+        ] {
+            let mut c = session(rules(), scripted_lookup());
+            c.send(hello(token)).await;
+            assert!(c.refused().await.starts_with(words));
+            assert!(matches!(c.ended().await, Err(SessionError::Auth(_))));
+        }
+
+        let mut c = session(rules(), scripted_lookup());
+        c.send(hello("s3cret")).await;
+        assert!(matches!(c.answer().await, Up::HelloReply(_)));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn commands_out_of_order_are_refused() {
+        let mut c = session(Rules::default(), scripted_lookup());
+        c.send(configure(FAST)).await;
+        assert_eq!(c.refused().await, "say hello first");
+        c.greet().await;
+        c.send(prepare(0, 10.0)).await;
+        assert_eq!(
+            c.refused().await,
+            "configure the workload before preparing a step"
+        );
+        c.send(configure(FAST)).await;
+        c.acked("configure").await;
+        c.send(prepare(0, 10.0)).await;
+        c.acked("prepare").await;
+        c.send(start(1)).await;
+        assert_eq!(c.refused().await, "step 1 was prepared, not step 2");
+        // A wrong start leaves nothing prepared.
+        c.send(start(0)).await;
+        assert_eq!(c.refused().await, "step 1 was not prepared");
+    }
+
+    // The tests below run a step: the worker threads run on their own runtimes and the real clock,
+    // so these run on it too, against a local server, for well under the step's 10 s.
+
+    /// A local HTTP server answering 200 to every request and counting them; it lives as long as the
+    /// test's runtime.
+    async fn counting_server() -> (String, Arc<AtomicU64>) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/", listener.local_addr().unwrap());
+        let served = Arc::new(AtomicU64::new(0));
+        let count = served.clone();
+        tokio::spawn(async move {
+            while let Ok((mut conn, _)) = listener.accept().await {
+                let count = count.clone();
+                tokio::spawn(async move {
+                    let mut buf = [0u8; 4096];
+                    while let Ok(n @ 1..) = conn.read(&mut buf).await {
+                        // GETs without bodies: a request ends at each blank line.
+                        let requests = buf[..n].windows(4).filter(|w| w == b"\r\n\r\n").count();
+                        count.fetch_add(requests as u64, Ordering::Relaxed);
+                        let reply =
+                            b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n".repeat(requests);
+                        if conn.write_all(&reply).await.is_err() {
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+        (url, served)
+    }
+
+    /// A greeted session running step 1 at 100 requests a second against a counting server, once the
+    /// server has seen its first request.
+    async fn running_step() -> (Coordinator, Arc<AtomicU64>, JoinHandle<()>) {
+        let (url, served) = counting_server().await;
+        let mut c = session(Rules::default(), lookup());
+        let beat = c.heartbeat();
+        c.greet().await;
+        c.send(configure(&url)).await;
+        c.acked("configure").await;
+        c.send(prepare(0, 100.0)).await;
+        c.acked("prepare").await;
+        c.send(start(0)).await;
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while served.load(Ordering::Relaxed) == 0 {
+            assert!(Instant::now() < deadline, "the step sent nothing in 5 s");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        (c, served, beat)
+    }
+
+    /// Once requests in flight settled, none arrive for 300 ms: 30 at the step's rate.
+    async fn assert_load_stopped(served: &AtomicU64) {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let settled = served.load(Ordering::Relaxed);
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert_eq!(served.load(Ordering::Relaxed), settled, "load went on");
+    }
+
+    #[tokio::test]
+    async fn an_abort_while_running_reports_a_tail_and_an_aborted_step() {
+        let (mut c, served, _beat) = running_step().await;
+        c.send(Down::Abort(pb::Abort {
+            reason: "interrupted".into(),
+        }))
+        .await;
+        let mut tail = false;
+        let report = loop {
+            match c.answer().await {
+                Up::Interval(i) => tail = i.tail,
+                Up::StepReport(r) => break r,
+                other => panic!("read {other:?}"),
+            }
+        };
+        assert!(tail, "the last interval before the report is the tail");
+        assert!(report.aborted);
+        assert_load_stopped(&served).await;
+        assert!(!c.session.is_finished(), "the session outlives the step");
+    }
+
+    #[tokio::test]
+    async fn the_dead_man_switch_stops_a_running_step() {
+        let (c, served, beat) = running_step().await;
+        beat.abort();
+        let err = c.ended().await.unwrap_err();
+        assert!(matches!(err, SessionError::Silent(DEAD_MAN)), "{err}");
+        assert_load_stopped(&served).await;
+    }
+
+    #[tokio::test]
+    async fn a_broken_stream_during_a_step_stops_it_and_ends_the_session_with_its_reason() {
+        let (c, served, _beat) = running_step().await;
+        c.tx.clone()
+            .close(Closed::Broken("message too large".into()))
+            .await;
+        match c.ended().await {
+            Err(SessionError::Broken(words)) => assert_eq!(words, "message too large"),
+            other => panic!("{other:?}"),
+        }
+        assert_load_stopped(&served).await;
     }
 }

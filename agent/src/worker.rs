@@ -8,9 +8,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use shared::metrics::{ErrorClass, Snapshot};
+use shared::plan::Slice;
 use shared::plan::{LoadModel, StepShare, split_proportional};
 use shared::rng::Rng;
-use shared::schedule::{Merged, Slice, even_share};
+use shared::schedule::{Schedule, even_share};
 use tokio::sync::{Notify, mpsc};
 use tokio::time::{Instant, sleep_until};
 use tokio_util::sync::CancellationToken;
@@ -193,7 +194,7 @@ pub async fn run(job: Job) {
         cancel: job.cancel.clone(),
         next_url: Cell::new(job.worker as usize),
         rng: RefCell::new(Rng::new(
-            share.seed ^ job.worker.wrapping_mul(0x2545_F491_4F6C_DD1D),
+            share.seed() ^ job.worker.wrapping_mul(0x2545_F491_4F6C_DD1D),
         )),
         began: Cell::new(None),
         in_flight: Cell::new(0),
@@ -223,16 +224,12 @@ pub async fn run(job: Job) {
     // Reset the CPU mark and drop anything measured while waiting for the start.
     rec.swap();
 
-    // This worker's part of each of the agent's slices of the step.
-    let slices: Vec<Slice> = share
-        .slices
-        .iter()
-        .map(|s| s.part(job.worker, job.workers))
-        .collect();
-    match share.model {
+    // This worker's part of the agent's slice of the step.
+    let slice = share.slice().part(job.worker, job.workers);
+    match share.model() {
         LoadModel::Connections => {
-            open_loop(&ctx, &timer, &share, &slices, job.start, |intended| {
-                let calls = share.num_call.get();
+            open_loop(&ctx, &timer, &share, &slice, job.start, |intended| {
+                let calls = share.num_call().get();
                 let task_ctx = ctx.clone();
                 spawn_tracked(
                     &ctx,
@@ -243,13 +240,13 @@ pub async fn run(job: Job) {
         }
         LoadModel::Requests => {
             let max = even_share(
-                u64::from(share.max_connections.get()),
+                u64::from(share.max_connections().get()),
                 job.workers,
                 job.worker,
             )
             .max(1) as usize;
             let pool = Rc::new(Pool::new(max));
-            open_loop(&ctx, &timer, &share, &slices, job.start, |intended| {
+            open_loop(&ctx, &timer, &share, &slice, job.start, |intended| {
                 pool.clone().arrive(&ctx, intended)
             })
             .await;
@@ -257,9 +254,9 @@ pub async fn run(job: Job) {
         }
         LoadModel::Concurrency => {
             let per_worker: Vec<u64> = (0..job.workers)
-                .map(|w| even_share(u64::from(share.connections), job.workers, w))
+                .map(|w| even_share(u64::from(share.connections()), job.workers, w))
                 .collect();
-            if let Some(total) = share.max_requests {
+            if let Some(total) = share.max_requests() {
                 // In proportion to the connections, so the workers' counts add up to the share.
                 ctx.budget
                     .set(split_proportional(total.get(), &per_worker)[job.worker as usize]);
@@ -352,11 +349,17 @@ async fn open_loop(
     ctx: &Rc<Ctx>,
     timer: &Timer,
     share: &StepShare,
-    slices: &[Slice],
+    slice: &Slice,
     start: Instant,
     mut dispatch: impl FnMut(Instant),
 ) {
-    let schedule = Merged::new(share.rate, share.arrival, share.limit, slices, share.seed);
+    let schedule = Schedule::new(
+        share.rate(),
+        share.arrival(),
+        share.limit(),
+        slice,
+        share.seed(),
+    );
     let mut behind = 0u32;
     let mut woke = start;
     for offset in schedule {

@@ -220,7 +220,7 @@ pub fn default_out_dir() -> PathBuf {
 fn schemeless_url(arg: &str) -> Option<String> {
     let guess = format!("http://{arg}");
     let url = plan::Url::parse(&guess).ok()?;
-    let named_port = arg.contains(':') || url.host == "localhost";
+    let named_port = arg.contains(':') || url.host() == "localhost";
     (named_port && !arg.ends_with(".toml")).then_some(guess)
 }
 
@@ -333,7 +333,7 @@ pub fn resolve(args: RunArgs) -> Result<RunConfig, ConfigError> {
     .map_err(|e| ConfigError::Conflict(e.to_string()))?;
     let join = join(&args, token.as_deref(), tls.as_ref())?;
     check_weights(&args, &agents)?;
-    let host = plan.workload.origin().host.clone();
+    let host = plan.workload().origin().host().to_string();
     let mut echo = echo(&plan, threads);
     let thresholds = thresholds(&args.stop_on, args.stop_after, &args.fail_on, &plan)?;
     echo["stop_on"] = thresholds.stop_on.iter().map(ToString::to_string).collect();
@@ -681,7 +681,7 @@ fn thresholds(
             .map(|text| {
                 let c = shared::condition::parse(text)
                     .map_err(|source| ConfigError::Condition { flag, source })?;
-                if c.needs_demanded_rate() && plan.model == LoadModel::Concurrency {
+                if c.needs_demanded_rate() && plan.model() == LoadModel::Concurrency {
                     return Err(ConfigError::Conflict(format!(
                         "{flag} '{text}': the concurrency model demands no rate; write ok_rate in /s (e.g. {}<{}/s)",
                         c.metric.name(),
@@ -727,29 +727,29 @@ fn read_file(what: &'static str, path: &Path) -> Result<Vec<u8>, ConfigError> {
 
 /// The resolved plan as run.json records it.
 fn echo(plan: &Plan, threads: usize) -> serde_json::Value {
-    let w = &plan.workload;
-    let (limit_key, limit_value) = match plan.limit {
+    let w = plan.workload();
+    let (limit_key, limit_value) = match plan.limit() {
         StepLimit::Duration(d) => ("step_duration_s", serde_json::json!(d.as_secs_f64())),
         StepLimit::Connections(n) => ("num_conn", serde_json::json!(n.get())),
     };
     let mut v = serde_json::json!({
-        "max_requests": plan.max_requests.map(NonZeroU64::get),
-        "model": plan.model.name(),
-        "arrival": plan.arrival.name(),
-        "steps": plan.steps,
-        "num_call": plan.num_call.get(),
-        "max_connections": plan.max_connections.get(),
-        "timeout_s": w.timeout.as_secs_f64(),
-        "connect_timeout_s": w.connect_timeout.as_secs_f64(),
-        "urls_order": w.url_order.name(),
-        "source_addrs": w.source_addrs.iter().map(ToString::to_string).collect::<Vec<_>>(),
-        "ok_status": w.ok_status.to_string(),
+        "max_requests": plan.max_requests().map(NonZeroU64::get),
+        "model": plan.model().name(),
+        "arrival": plan.arrival().name(),
+        "steps": plan.steps(),
+        "num_call": plan.num_call().get(),
+        "max_connections": plan.max_connections().get(),
+        "timeout_s": w.timeout().as_secs_f64(),
+        "connect_timeout_s": w.connect_timeout().as_secs_f64(),
+        "urls_order": w.url_order().name(),
+        "source_addrs": w.source_addrs().iter().map(ToString::to_string).collect::<Vec<_>>(),
+        "ok_status": w.ok_status().to_string(),
         "threads": threads,
-        "requests": w.requests.iter().map(|r| serde_json::json!({
-            "method": r.method,
-            "url": format!("{}{}", r.url.origin(), r.url.path),
-            "headers": r.headers.iter().map(|(n, v)| format!("{n}: {v}")).collect::<Vec<_>>(),
-            "body_bytes": r.body.len(),
+        "requests": w.requests().iter().map(|r| serde_json::json!({
+            "method": r.method(),
+            "url": format!("{}{}", r.url().origin(), r.url().path()),
+            "headers": r.headers().iter().map(|(n, v)| format!("{n}: {v}")).collect::<Vec<_>>(),
+            "body_bytes": r.body().len(),
         })).collect::<Vec<_>>(),
     });
     v[limit_key] = limit_value;
@@ -828,8 +828,8 @@ mod tests {
     #[test]
     fn ok_status_from_the_flag_or_the_plan_file() {
         let c = command_line("run http://127.0.0.1:9/ --steps 1 --ok-status 200,404").unwrap();
-        assert!(c.plan.workload.ok_status.contains(404));
-        assert!(!c.plan.workload.ok_status.contains(201));
+        assert!(c.plan.workload().ok_status().contains(404));
+        assert!(!c.plan.workload().ok_status().contains(201));
         assert_eq!(c.echo["ok_status"], "200,404");
         let c = command_line("run http://127.0.0.1:9/ --steps 1").unwrap();
         assert_eq!(c.echo["ok_status"], "200-399");
@@ -845,7 +845,7 @@ mod tests {
         a.rate_step = Some(10.0);
         a.num_call = Some(10);
         let c = resolve(a).unwrap();
-        assert_eq!(c.plan.steps, vec![10.0, 20.0, 30.0]);
+        assert_eq!(c.plan.steps(), vec![10.0, 20.0, 30.0]);
         assert_eq!(c.plan.demanded_request_rate(20.0), Some(200.0));
         assert_eq!(c.host, "127.0.0.1");
     }
@@ -900,9 +900,9 @@ mod tests {
         let mut a = args(p.to_str().unwrap());
         a.steps = Some(Steps(vec![7.0]));
         let c = resolve(a).unwrap();
-        assert_eq!(c.plan.model, LoadModel::Requests);
-        assert_eq!(c.plan.steps, vec![7.0]);
-        assert_eq!(c.plan.limit, StepLimit::Duration(Duration::from_secs(3)));
+        assert_eq!(c.plan.model(), LoadModel::Requests);
+        assert_eq!(c.plan.steps(), vec![7.0]);
+        assert_eq!(c.plan.limit(), StepLimit::Duration(Duration::from_secs(3)));
     }
 
     #[test]
@@ -911,7 +911,7 @@ mod tests {
         a.steps = Some(Steps(vec![1.0]));
         a.source_addrs = Some(StringOrList::One("127.0.0.1-127.0.0.3".into()));
         let c = resolve(a).unwrap();
-        assert_eq!(c.plan.workload.source_addrs.len(), 3);
+        assert_eq!(c.plan.workload().source_addrs().len(), 3);
         assert_eq!(c.echo["source_addrs"][2], "127.0.0.3");
 
         let dir = tempfile::tempdir().unwrap();
@@ -931,8 +931,8 @@ mod tests {
             let c = resolve(args(p.to_str().unwrap())).unwrap();
             let got: Vec<String> = c
                 .plan
-                .workload
-                .source_addrs
+                .workload()
+                .source_addrs()
                 .iter()
                 .map(ToString::to_string)
                 .collect();
@@ -941,7 +941,7 @@ mod tests {
         // The flag overrides the file.
         let mut a = args(p.to_str().unwrap());
         a.source_addrs = Some(StringOrList::One("127.0.0.9".into()));
-        assert_eq!(resolve(a).unwrap().plan.workload.source_addrs.len(), 1);
+        assert_eq!(resolve(a).unwrap().plan.workload().source_addrs().len(), 1);
 
         let mut a = args("http://[::1]:9/");
         a.steps = Some(Steps(vec![1.0]));

@@ -215,7 +215,7 @@ impl Output {
             .open(&table_path)
             .map_err(at(&table_path))?;
         let sep = cfg.format.separator();
-        let header = table_header(&cfg.host, cfg.plan.model).join(&sep.to_string());
+        let header = table_header(&cfg.host, cfg.plan.model()).join(&sep.to_string());
         writeln!(table, "{header}").map_err(at(&table_path))?;
         let doc = serde_json::json!({
             "schema": RUN_SCHEMA,
@@ -223,7 +223,7 @@ impl Output {
             "status": RUNNING,
             "started_at": humantime::format_rfc3339_millis(SystemTime::now()).to_string(),
             "finished_at": null,
-            "target": cfg.plan.workload.origin().origin(),
+            "target": cfg.plan.workload().origin().origin(),
             "plan": cfg.echo,
             "agents": agents,
             "warnings": warnings,

@@ -58,22 +58,22 @@ pub fn span(d: Duration) -> String {
 /// the results go, e.g. `plan: requests model, 4 steps 1000..10000 req/s, 10 s each, ~40 s in all;
 /// results in stampede-results/20261130T201500Z`.
 pub fn plan_line(plan: &Plan, total: Duration, dir: &Path) -> String {
-    let n = plan.steps.len();
+    let n = plan.steps().len();
     // As they were given: 10, 2.5 (not the rates' 10.0).
-    let values: Vec<String> = plan.steps.iter().map(|v| format!("{v}")).collect();
+    let values: Vec<String> = plan.steps().iter().map(|v| format!("{v}")).collect();
     let values = match values.as_slice() {
         [a, .., b] if n > 3 => format!("{a}..{b}"),
         _ => values.join(","),
     };
-    let unit = match plan.model {
-        LoadModel::Connections if plan.num_call.get() > 1 => {
-            format!("conn/s x {} requests", plan.num_call)
+    let unit = match plan.model() {
+        LoadModel::Connections if plan.num_call().get() > 1 => {
+            format!("conn/s x {} requests", plan.num_call())
         }
         LoadModel::Connections => "conn/s".to_string(),
         LoadModel::Requests => "req/s".to_string(),
         LoadModel::Concurrency => "connections".to_string(),
     };
-    let each = match (plan.limit, plan.max_requests) {
+    let each = match (plan.limit(), plan.max_requests()) {
         (StepLimit::Duration(d), Some(n)) => {
             format!("{n} requests each (or {}, if that comes first)", span(d))
         }
@@ -82,7 +82,7 @@ pub fn plan_line(plan: &Plan, total: Duration, dir: &Path) -> String {
     };
     format!(
         "plan: {} model, {n} step{} {values} {unit}, {each}, ~{} in all; results in {}",
-        plan.model.name(),
+        plan.model().name(),
         if n == 1 { "" } else { "s" },
         span(total),
         dir.display()

@@ -10,9 +10,9 @@ use shared::metrics::{
     Snapshot,
 };
 use shared::plan::{
-    Arrival, LoadModel, PlanError, RequestSpec, StepLimit, StepShare, UrlOrder, Workload,
+    Arrival, Fork, LoadModel, PlanError, RequestSpec, Side, Slice, StepLimit, StepShare, UrlOrder,
+    Workload,
 };
-use shared::schedule::Slice;
 use shared::status::{StatusCodes, StatusSet};
 use shared::warning::{Warning, WarningKind};
 
@@ -22,7 +22,7 @@ pub mod pb {
 }
 
 /// Bumped whenever a message changes meaning; peers with another version are refused.
-pub const PROTOCOL_VERSION: u32 = 3;
+pub const PROTOCOL_VERSION: u32 = 4;
 
 impl From<&Warning> for pb::Warning {
     fn from(w: &Warning) -> pb::Warning {
@@ -102,33 +102,35 @@ fn model_from_pb(v: i32) -> Result<LoadModel, ConvertError> {
 
 impl From<&StepShare> for pb::PrepareStep {
     fn from(s: &StepShare) -> Self {
-        let (duration_ms, num_conns) = match s.limit {
+        let (duration_ms, num_conns) = match s.limit() {
             StepLimit::Duration(d) => (d.as_millis() as u64, 0),
             StepLimit::Connections(n) => (0, n.get()),
         };
         pb::PrepareStep {
-            step: s.step,
-            model: model_to_pb(s.model) as i32,
-            rate: s.rate,
-            connections: s.connections,
-            num_call: s.num_call.get(),
-            max_connections: s.max_connections.get(),
+            step: s.step(),
+            model: model_to_pb(s.model()) as i32,
+            rate: s.rate(),
+            connections: s.connections(),
+            num_call: s.num_call().get(),
+            max_connections: s.max_connections().get(),
             duration_ms,
             num_conns,
-            arrival: match s.arrival {
+            arrival: match s.arrival() {
                 Arrival::Uniform => pb::Arrival::Uniform,
                 Arrival::Poisson => pb::Arrival::Poisson,
             } as i32,
-            seed: s.seed,
-            slices: s
-                .slices
+            seed: s.seed(),
+            path: s
+                .slice()
+                .forks()
                 .iter()
-                .map(|s| pb::Slice {
-                    index: s.index,
-                    count: s.count,
+                .map(|f| pb::Fork {
+                    left: f.left(),
+                    right: f.right(),
+                    right_side: f.side() == Side::Right,
                 })
                 .collect(),
-            max_requests: s.max_requests.map_or(0, NonZeroU64::get),
+            max_requests: s.max_requests().map_or(0, NonZeroU64::get),
         }
     }
 }
@@ -152,17 +154,23 @@ impl TryFrom<&pb::PrepareStep> for StepShare {
                 });
             }
         };
+        let forks = p
+            .path
+            .iter()
+            .map(|f| {
+                let side = if f.right_side {
+                    Side::Right
+                } else {
+                    Side::Left
+                };
+                Fork::try_new(f.left, f.right, side)
+            })
+            .collect::<Result<Vec<_>, _>>()?;
         Ok(StepShare::try_new(
             p.step,
             model_from_pb(p.model)?,
             p.rate,
-            p.slices
-                .iter()
-                .map(|s| Slice {
-                    index: s.index,
-                    count: s.count,
-                })
-                .collect(),
+            Slice::try_from_forks(forks)?,
             p.connections,
             p.num_call,
             p.max_connections,
@@ -178,32 +186,32 @@ impl From<&Workload> for pb::Configure {
     fn from(w: &Workload) -> Self {
         pb::Configure {
             requests: w
-                .requests
+                .requests()
                 .iter()
                 .map(|r| pb::RequestTemplate {
-                    method: r.method.clone(),
-                    url: format!("{}{}", r.url.origin(), r.url.path),
+                    method: r.method().to_string(),
+                    url: format!("{}{}", r.url().origin(), r.url().path()),
                     headers: r
-                        .headers
+                        .headers()
                         .iter()
                         .map(|(name, value)| pb::Header {
                             name: name.clone(),
                             value: value.clone(),
                         })
                         .collect(),
-                    body: r.body.clone(),
+                    body: r.body().to_vec(),
                 })
                 .collect(),
-            url_order: match w.url_order {
+            url_order: match w.url_order() {
                 UrlOrder::RoundRobin => pb::UrlOrder::RoundRobin,
                 UrlOrder::Random => pb::UrlOrder::Random,
             } as i32,
-            timeout_ms: w.timeout.as_millis() as u64,
-            connect_timeout_ms: w.connect_timeout.as_millis() as u64,
-            insecure_tls: w.insecure_tls,
-            source_addrs: w.source_addrs.iter().map(ToString::to_string).collect(),
+            timeout_ms: w.timeout().as_millis() as u64,
+            connect_timeout_ms: w.connect_timeout().as_millis() as u64,
+            insecure_tls: w.insecure_tls(),
+            source_addrs: w.source_addrs().iter().map(ToString::to_string).collect(),
             ok_status: w
-                .ok_status
+                .ok_status()
                 .ranges()
                 .iter()
                 .map(|&(low, high)| pb::StatusRange {
@@ -499,29 +507,37 @@ pub fn from_agent(kind: pb::agent_message::Kind) -> pb::AgentMessage {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::num::NonZeroU32;
 
     #[test]
     fn step_share_roundtrips() {
-        let s = StepShare {
-            step: 3,
-            model: LoadModel::Connections,
-            rate: 12.5,
-            slices: vec![Slice { index: 1, count: 3 }],
-            connections: 0,
-            num_call: NonZeroU32::new(10).unwrap(),
-            max_connections: NonZeroU32::new(100).unwrap(),
-            limit: StepLimit::Connections(NonZeroU64::new(500).unwrap()),
-            arrival: Arrival::Poisson,
-            max_requests: None,
-            seed: 77,
-        };
-        let back = StepShare::try_from(&pb::PrepareStep::from(&s)).unwrap();
+        let slice = Slice::among(&[5, 1_000_000_000, 2])[1].clone();
+        assert_eq!(slice.forks().len(), 2);
+        let s = StepShare::try_new(
+            3,
+            LoadModel::Connections,
+            12.5,
+            slice,
+            0,
+            10,
+            100,
+            StepLimit::Connections(NonZeroU64::new(500).unwrap()),
+            Arrival::Poisson,
+            77,
+        )
+        .unwrap();
+        let p = pb::PrepareStep::from(&s);
+        assert_eq!(p.path.len(), 2);
+        let back = StepShare::try_from(&p).unwrap();
         assert_eq!(back, s);
     }
 
     #[test]
     fn invalid_prepare_is_refused() {
+        let fork = |left, right| pb::Fork {
+            left,
+            right,
+            right_side: true,
+        };
         let mut p = pb::PrepareStep {
             model: pb::LoadModel::Requests as i32,
             rate: 10.0,
@@ -529,20 +545,24 @@ mod tests {
             max_connections: 1,
             duration_ms: 1000,
             arrival: pb::Arrival::Uniform as i32,
-            slices: vec![pb::Slice { index: 0, count: 1 }],
+            path: vec![fork(1, 3)],
             ..Default::default()
         };
         assert!(StepShare::try_from(&p).is_ok());
-        p.slices[0].index = 1;
-        assert!(
-            StepShare::try_from(&p)
-                .unwrap_err()
-                .to_string()
-                .contains("slice 1 of 1")
-        );
-        p.slices.clear();
-        assert!(StepShare::try_from(&p).is_err());
-        p.slices = vec![pb::Slice { index: 0, count: 1 }];
+        for (left, right) in [(0, 1), (1, 0), (u64::MAX, 1)] {
+            p.path[0] = fork(left, right);
+            let e = StepShare::try_from(&p).unwrap_err().to_string();
+            assert!(
+                e.contains(&format!("a split of the arrivals {left}:{right}")),
+                "{e}"
+            );
+        }
+        p.path = vec![fork(1, 1); 65];
+        let e = StepShare::try_from(&p).unwrap_err().to_string();
+        assert!(e.contains("path of 65 forks"), "{e}");
+        // No path is the whole step, as a lone agent is sent.
+        p.path.clear();
+        assert!(StepShare::try_from(&p).is_ok());
         p.num_conns = 5;
         assert!(matches!(StepShare::try_from(&p), Err(ConvertError::Limit)));
         p.num_conns = 0;
@@ -551,7 +571,7 @@ mod tests {
             StepShare::try_from(&p)
                 .unwrap_err()
                 .to_string()
-                .contains("rate must be a positive")
+                .contains("rate -1 is outside")
         );
         p.rate = 1.0;
         p.model = 42;

@@ -410,7 +410,9 @@ pub fn summarize(input: &StepInput<'_>) -> StepResult {
             ok: a.counters.ok,
             errors: a.counters.target_errors(),
             failed_pct: share_pct(a.counters.failed(), a.counters.due()),
-            cpu_pct: cpu_pct(a.cpu_ns, a.wall, a.threads.min(a.cores)),
+            // Over the step at least: an agent whose share had no arrivals ends at once, and its
+            // few microseconds of CPU over a near-zero wall read as a saturated generator.
+            cpu_pct: cpu_pct(a.cpu_ns, a.wall.max(input.duration), a.threads.min(a.cores)),
             latency_ms: LatencyStats {
                 censored: a.counters.given_up > 0,
                 ..a.latency_ms
@@ -1202,6 +1204,42 @@ mod tests {
             assert_eq!(r.generator.cpu_pct, pct, "{threads} threads, {cores} cores");
             assert_eq!(r.agents[0].cpu_pct, pct);
         }
+    }
+
+    #[test]
+    fn an_agent_without_arrivals_read_as_a_saturated_generator() {
+        // 50 µs of CPU over the 40 µs its idle workers took: 125% of one thread, "degraded" though
+        // the agent sent nothing. Over the 1 s step it is what it is: next to nothing.
+        let second = Duration::from_secs(1);
+        let s = snapshot(10, &[1_000; 10]);
+        let idle = Snapshot::default();
+        let r = summarize(&StepInput {
+            number: 1,
+            model: LoadModel::Requests,
+            value: 10.0,
+            demanded_rate: Some(10.0),
+            duration: second,
+            total: &s,
+            series: &[],
+            agents: vec![
+                agent_input(&s, 1, 1, second),
+                AgentInput {
+                    cpu_ns: 50_000,
+                    ..agent_input(&idle, 1, 1, Duration::from_micros(40))
+                },
+            ],
+            aborted: false,
+            mark_lost: true,
+            start_skew: None,
+            ok_status: &StatusSet::default(),
+            baseline_p50_ms: None,
+        });
+        assert!(r.agents[1].cpu_pct < 1.0, "{}", r.agents[1].cpu_pct);
+        assert!(
+            !r.reasons.iter().any(|w| w.contains("CPU")),
+            "{:?}",
+            r.reasons
+        );
     }
 
     #[test]

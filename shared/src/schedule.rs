@@ -1,37 +1,10 @@
 //! When requests (or connections) start in an open model: the arrival offsets of one worker's slice of
-//! a step. Slices partition the step's arrivals exactly, so shares add up to the whole over the step.
+//! a step. Slices partition the step's arrivals exactly (see [`crate::plan::split`]), so the workers
+//! of all agents add up to the whole over the step.
 use std::time::Duration;
 
-use crate::plan::{Arrival, StepLimit};
+use crate::plan::{Arrival, Slice, StepLimit};
 use crate::rng::Rng;
-
-/// A worker's part of a step's arrival sequence: every `count`-th arrival, starting at `index`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Slice {
-    pub index: u64,
-    pub count: u64,
-}
-
-impl Slice {
-    pub const WHOLE: Slice = Slice { index: 0, count: 1 };
-
-    /// Part `index` of `count` parts of this slice.
-    pub fn part(self, index: u64, count: u64) -> Slice {
-        Slice {
-            index: self.index + self.count * index,
-            count: self.count * count,
-        }
-    }
-
-    /// How many of `total` items (0..total) fall in this slice.
-    pub fn share_of(self, total: u64) -> u64 {
-        if total <= self.index {
-            0
-        } else {
-            (total - self.index).div_ceil(self.count)
-        }
-    }
-}
 
 /// An iterator of arrival offsets from the step's start, in order.
 #[derive(Debug, Clone)]
@@ -43,9 +16,10 @@ pub struct Schedule {
 
 #[derive(Debug, Clone)]
 enum Kind {
-    /// Global arrival g is at g / rate; this slice takes g = index, index + count, ...
-    Uniform { rate: f64, next: u64, stride: u64 },
-    /// A Poisson process of rate/count: the sum of the slices' processes is one of the whole rate.
+    /// Arrival g of the step is at g / rate; this slice takes its own, the j-th at `slice.arrival(j)`.
+    Uniform { rate: f64, slice: Slice, next: u64 },
+    /// A Poisson process at the slice's fraction of the rate: the slices' processes are independent,
+    /// so their sum is one Poisson process of the whole rate (superposition; no earlier gap needed).
     Poisson { rng: Rng, mean_gap_s: f64, t_s: f64 },
     /// A Poisson process conditioned on its count (a `num_conn` step): exactly `left` arrivals, as sorted
     /// uniform points over the step's length, so the step still ends on time.
@@ -59,21 +33,27 @@ enum Kind {
 
 impl Schedule {
     /// `rate` is the whole step's rate; `limit` the whole step's limit.
-    pub fn new(rate: f64, arrival: Arrival, limit: StepLimit, slice: Slice, seed: u64) -> Schedule {
+    pub fn new(
+        rate: f64,
+        arrival: Arrival,
+        limit: StepLimit,
+        slice: &Slice,
+        seed: u64,
+    ) -> Schedule {
         let (horizon, remaining) = match limit {
             StepLimit::Duration(d) => (Some(d), None),
             StepLimit::Connections(n) => (None, Some(slice.share_of(n.get()))),
         };
-        let rng = Rng::new(seed ^ slice.index.wrapping_mul(0xA24B_AED4_963E_E407));
+        let rng = Rng::new(seed ^ slice.key().wrapping_mul(0xA24B_AED4_963E_E407));
         let kind = match (arrival, limit) {
             (Arrival::Uniform, _) => Kind::Uniform {
                 rate,
-                next: slice.index,
-                stride: slice.count,
+                slice: slice.clone(),
+                next: 0,
             },
             (Arrival::Poisson, StepLimit::Duration(_)) => Kind::Poisson {
                 rng,
-                mean_gap_s: slice.count as f64 / rate,
+                mean_gap_s: 1.0 / (rate * slice.fraction()),
                 t_s: 0.0,
             },
             (Arrival::Poisson, StepLimit::Connections(n)) => Kind::PoissonCount {
@@ -99,10 +79,14 @@ impl Iterator for Schedule {
             return None;
         }
         let offset = match &mut self.kind {
-            Kind::Uniform { rate, next, stride } => {
-                let at = *next as f64 / *rate;
-                *next += *stride;
-                at
+            Kind::Uniform { rate, slice, next } => {
+                // Past u64 no horizon is reached: 2^64 arrivals at the highest rate are 584 years.
+                let Some(g) = slice.arrival(*next) else {
+                    self.remaining = Some(0);
+                    return None;
+                };
+                *next += 1;
+                g as f64 / *rate
             }
             Kind::Poisson {
                 rng,
@@ -137,48 +121,6 @@ impl Iterator for Schedule {
     }
 }
 
-/// The arrivals of several slices, in time order: an agent's share is a few slices of the step, and
-/// each of its workers takes its part of every one of them.
-#[derive(Debug, Clone)]
-pub struct Merged {
-    heads: Vec<(Option<Duration>, Schedule)>,
-}
-
-impl Merged {
-    pub fn new(
-        rate: f64,
-        arrival: Arrival,
-        limit: StepLimit,
-        slices: &[Slice],
-        seed: u64,
-    ) -> Merged {
-        let heads = slices
-            .iter()
-            .map(|s| {
-                let mut sched = Schedule::new(rate, arrival, limit, *s, seed);
-                (sched.next(), sched)
-            })
-            .collect();
-        Merged { heads }
-    }
-}
-
-impl Iterator for Merged {
-    type Item = Duration;
-
-    fn next(&mut self) -> Option<Duration> {
-        let (_, (head, sched)) = self
-            .heads
-            .iter_mut()
-            .enumerate()
-            .filter(|(_, (h, _))| h.is_some())
-            .min_by_key(|(i, (h, _))| (*h, *i))?;
-        let at = *head;
-        *head = sched.next();
-        at
-    }
-}
-
 /// Splits `total` items over `parts` as evenly as possible; part `i` gets the returned count.
 pub fn even_share(total: u64, parts: u64, i: u64) -> u64 {
     total / parts + u64::from(i < total % parts)
@@ -196,7 +138,8 @@ mod tests {
 
     #[test]
     fn uniform_is_evenly_spaced_and_exact() {
-        let offs: Vec<_> = Schedule::new(4.0, Arrival::Uniform, secs(1), Slice::WHOLE, 0).collect();
+        let offs: Vec<_> =
+            Schedule::new(4.0, Arrival::Uniform, secs(1), &Slice::WHOLE, 0).collect();
         assert_eq!(
             offs,
             vec![0, 250, 500, 750]
@@ -213,7 +156,7 @@ mod tests {
             100.0,
             Arrival::Uniform,
             StepLimit::Connections(n),
-            Slice::WHOLE,
+            &Slice::WHOLE,
             0,
         )
         .collect();
@@ -224,7 +167,7 @@ mod tests {
                     100.0,
                     Arrival::Poisson,
                     StepLimit::Connections(n),
-                    Slice::WHOLE.part(i, 3),
+                    &Slice::WHOLE.part(i, 3),
                     9,
                 )
                 .count()
@@ -244,7 +187,7 @@ mod tests {
                         20.0,
                         Arrival::Poisson,
                         StepLimit::Connections(n),
-                        Slice::WHOLE.part(i, 4),
+                        &Slice::WHOLE.part(i, 4),
                         seed,
                     )
                 })
@@ -259,7 +202,7 @@ mod tests {
             20.0,
             Arrival::Poisson,
             StepLimit::Connections(n),
-            Slice::WHOLE,
+            &Slice::WHOLE,
             3,
         )
         .collect();
@@ -278,7 +221,7 @@ mod tests {
             1e-20,
             Arrival::Uniform,
             secs(10),
-            Slice::WHOLE.part(1, 2),
+            &Slice::WHOLE.part(1, 2),
             0,
         )
         .collect();
@@ -293,7 +236,7 @@ mod tests {
                     1000.0,
                     Arrival::Poisson,
                     secs(20),
-                    Slice::WHOLE.part(i, 2),
+                    &Slice::WHOLE.part(i, 2),
                     42,
                 )
                 .count()
@@ -302,16 +245,34 @@ mod tests {
         assert!((19_000..21_000).contains(&n), "{n}");
     }
 
+    #[test]
+    fn poisson_shares_keep_their_weights() {
+        // Each agent's workers are Poisson processes at its share of the rate: weights 3:1 send 3:1.
+        let sent: Vec<usize> = Slice::among(&[3, 1])
+            .iter()
+            .map(|agent| {
+                (0..2)
+                    .map(|w| {
+                        let p = agent.part(w, 2);
+                        Schedule::new(1000.0, Arrival::Poisson, secs(20), &p, 5).count()
+                    })
+                    .sum()
+            })
+            .collect();
+        assert!((14_400..15_600).contains(&sent[0]), "{sent:?}");
+        assert!((4_700..5_300).contains(&sent[1]), "{sent:?}");
+    }
+
     proptest! {
         // Slices partition the arrivals: the parts together are exactly the whole schedule.
         #[test]
         fn slices_partition_the_whole(rate in 0.5f64..5000.0, ms in 1u64..3000, outer in 1u64..5, inner in 1u64..9) {
             let limit = StepLimit::Duration(Duration::from_millis(ms));
-            let whole: Vec<_> = Schedule::new(rate, Arrival::Uniform, limit, Slice::WHOLE, 0).collect();
+            let whole: Vec<_> = Schedule::new(rate, Arrival::Uniform, limit, &Slice::WHOLE, 0).collect();
             let mut parts = Vec::new();
             for a in 0..outer {
                 for w in 0..inner {
-                    let s = Slice::WHOLE.part(a, outer).part(w, inner);
+                    let s = &Slice::WHOLE.part(a, outer).part(w, inner);
                     parts.extend(Schedule::new(rate, Arrival::Uniform, limit, s, 0));
                 }
             }
@@ -319,28 +280,33 @@ mod tests {
             prop_assert_eq!(parts, whole);
         }
 
-        // Agents weighted 1..4 and their workers: the merged parts are exactly the whole schedule.
+        // Weighted agents and their workers, uniform or Poisson, by time or by count: the agents'
+        // workers together send exactly the whole schedule's arrivals (uniform: the very same offsets).
         #[test]
         fn weighted_agents_partition_the_whole(rate in 0.5f64..3000.0, ms in 1u64..2000,
-                                               weights in proptest::collection::vec(1u64..4, 1..5),
-                                               workers in 1u64..4) {
+                                               weights in proptest::collection::vec(prop_oneof![1u64..4, Just(1_000_000_000)], 1..5),
+                                               workers in 1u64..4, n in 1u64..3000) {
+            let parts = |limit| -> Vec<Vec<Duration>> {
+                Slice::among(&weights)
+                    .iter()
+                    .flat_map(|agent| (0..workers).map(move |t| agent.part(t, workers)))
+                    .map(|p| Schedule::new(rate, Arrival::Uniform, limit, &p, 0).collect())
+                    .collect()
+            };
             let limit = StepLimit::Duration(Duration::from_millis(ms));
-            let whole: Vec<_> = Schedule::new(rate, Arrival::Uniform, limit, Slice::WHOLE, 0).collect();
-            let total: u64 = weights.iter().sum();
-            let mut first = 0;
-            let mut parts = Vec::new();
-            for w in &weights {
-                let agent: Vec<Slice> = (first..first + w).map(|index| Slice { index, count: total }).collect();
-                first += w;
-                for t in 0..workers {
-                    let mine: Vec<Slice> = agent.iter().map(|s| s.part(t, workers)).collect();
-                    let got: Vec<_> = Merged::new(rate, Arrival::Uniform, limit, &mine, 0).collect();
-                    prop_assert!(got.windows(2).all(|p| p[0] <= p[1]), "in time order");
-                    parts.extend(got);
-                }
+            let whole: Vec<_> = Schedule::new(rate, Arrival::Uniform, limit, &Slice::WHOLE, 0).collect();
+            let mut got: Vec<Duration> = parts(limit).into_iter().flatten().collect();
+            got.sort();
+            prop_assert_eq!(got, whole);
+            let count = StepLimit::Connections(NonZeroU64::new(n).unwrap());
+            for arrival in [Arrival::Uniform, Arrival::Poisson] {
+                let sent: usize = Slice::among(&weights)
+                    .iter()
+                    .flat_map(|agent| (0..workers).map(move |t| agent.part(t, workers)))
+                    .map(|p| Schedule::new(rate, arrival, count, &p, 7).count())
+                    .sum();
+                prop_assert_eq!(sent as u64, n);
             }
-            parts.sort();
-            prop_assert_eq!(parts, whole);
         }
 
         #[test]
@@ -352,7 +318,7 @@ mod tests {
         #[test]
         fn share_of_matches_counting(total in 0u64..10_000, index in 0u64..7, count in 1u64..7) {
             prop_assume!(index < count);
-            let s = Slice { index, count };
+            let s = Slice::WHOLE.part(index, count);
             let counted = (0..total).filter(|g| g % count == index).count() as u64;
             prop_assert_eq!(s.share_of(total), counted);
         }

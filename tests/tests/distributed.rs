@@ -31,6 +31,16 @@ fn agents_arg(agents: &[AgentProc]) -> String {
         .join(",")
 }
 
+/// Each agent's request count in one step of run.json, in the order the agents were listed.
+fn per_agent_requests(step: &serde_json::Value) -> Vec<u64> {
+    step["agents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["requests"].as_u64().unwrap())
+        .collect()
+}
+
 #[test]
 fn three_agents_merge_losslessly_and_start_together() {
     let _serial = tests::serial();
@@ -50,12 +60,7 @@ fn three_agents_merge_losslessly_and_start_together() {
     assert_eq!(ran.run["agents"].as_array().unwrap().len(), 3);
     let mut reported = 0;
     for s in ran.steps() {
-        let per_agent: Vec<u64> = s["agents"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|a| a["requests"].as_u64().unwrap())
-            .collect();
+        let per_agent = per_agent_requests(s);
         assert_eq!(per_agent.len(), 3, "{s}");
         // Lossless: the merged total is the sum of the agents' totals, and the split is exact.
         assert_eq!(
@@ -109,13 +114,47 @@ fn agent_weights_split_the_load() {
         "--step-duration",
         "1s",
     ]);
-    let a = ran.step(0)["agents"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|a| a["requests"].as_u64().unwrap())
-        .collect::<Vec<_>>();
-    assert_eq!(a, vec![50, 150]);
+    assert_eq!(per_agent_requests(ran.step(0)), vec![50, 150]);
+}
+
+#[test]
+fn weights_of_a_billion_to_one_run_promptly_in_little_memory() {
+    // Regression: the split once dealt out sum(weights) positions, one slice each: 1e9 + 1 of them
+    // made the coordinator allocate 8 GB (23 GB seen) and hang before the first step.
+    let _serial = tests::serial();
+    let target = Target::start(&[]);
+    let agents: Vec<AgentProc> = (0..2).map(|_| AgentProc::start(&[], &[])).collect();
+    let out = tempfile::tempdir().unwrap();
+    let args = [
+        "--agents",
+        &agents_arg(&agents),
+        "--agent-weights",
+        "1000000000,1",
+        "--model",
+        "requests",
+        "--steps",
+        "200",
+        "--step-duration",
+        "1s",
+    ];
+    let mut child = in_background(&target, &args, out.path());
+    let began = Instant::now();
+    let mut peak_kib = 0;
+    while child.try_wait().unwrap().is_none() {
+        peak_kib = peak_kib.max(tests::peak_rss_kib(child.id()));
+        assert!(
+            began.elapsed() < Duration::from_secs(30),
+            "the run must end"
+        );
+        sleep(Duration::from_millis(20));
+    }
+    assert!(child.wait().unwrap().success());
+    assert!(peak_kib < 256 * 1024, "coordinator peak RSS {peak_kib} KiB");
+    let step = run_json(out.path())["steps"][0].clone();
+    // The light agent's first arrival is the step's 1,000,000,001st: none of it in these 200.
+    assert_eq!(per_agent_requests(&step), vec![200, 0], "{step}");
+    assert_eq!(step["requests"], 200, "{step}");
+    assert_eq!(target.requests(), 200);
 }
 
 #[test]

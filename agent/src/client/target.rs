@@ -99,7 +99,7 @@ impl Template {
             USER_AGENT,
             HeaderValue::from_str(user_agent).map_err(|e| bad(e.to_string()))?,
         );
-        for (name, value) in &r.headers {
+        for (name, value) in r.headers() {
             let name = HeaderName::from_bytes(name.as_bytes())
                 .map_err(|e| bad(format!("header {name}: {e}")))?;
             let value =
@@ -111,9 +111,13 @@ impl Template {
                 headers.append(name, value);
             }
         }
-        let method = Method::from_bytes(r.method.as_bytes()).map_err(|e| bad(e.to_string()))?;
-        let uri = r.url.path.parse::<Uri>().map_err(|e| bad(e.to_string()))?;
-        Ok(Template::new(&method, &uri, &headers, &r.body))
+        let method = Method::from_bytes(r.method().as_bytes()).map_err(|e| bad(e.to_string()))?;
+        let uri = r
+            .url()
+            .path()
+            .parse::<Uri>()
+            .map_err(|e| bad(e.to_string()))?;
+        Ok(Template::new(&method, &uri, &headers, r.body()))
     }
 }
 
@@ -140,53 +144,53 @@ pub struct Target {
 impl Target {
     pub async fn prepare(w: &Workload) -> Result<Target, PrepareError> {
         let origin = w.origin();
-        let resolved = tokio::net::lookup_host((origin.host.as_str(), origin.port))
+        let resolved = tokio::net::lookup_host((origin.host(), origin.port()))
             .await
             .map_err(|source| PrepareError::Resolve {
-                host: origin.host.clone(),
+                host: origin.host().to_string(),
                 source,
             })?;
         let addr =
-            crate::socket::choose(resolved, &w.source_addrs).map_err(|family| match family {
-                None => PrepareError::NoAddress(origin.host.clone()),
+            crate::socket::choose(resolved, w.source_addrs()).map_err(|family| match family {
+                None => PrepareError::NoAddress(origin.host().to_string()),
                 Some(family) => PrepareError::NoSourceFamily {
-                    host: origin.host.clone(),
+                    host: origin.host().to_string(),
                     family,
                 },
             })?;
-        let host_value = if origin.port == default_port(origin.scheme) {
-            if origin.host.contains(':') {
-                format!("[{}]", origin.host)
+        let host_value = if origin.port() == default_port(origin.scheme()) {
+            if origin.host().contains(':') {
+                format!("[{}]", origin.host())
             } else {
-                origin.host.clone()
+                origin.host().to_string()
             }
         } else {
             origin.authority()
         };
         let user_agent = format!("stampede/{}", shared::VERSION);
         let templates = w
-            .requests
+            .requests()
             .iter()
             .enumerate()
             .map(|(i, r)| Template::compile(r, i, &host_value, &user_agent))
             .collect::<Result<Vec<_>, _>>()?;
-        let tls = match origin.scheme {
+        let tls = match origin.scheme() {
             Scheme::Http => None,
             Scheme::Https => Some(
-                super::tls::connector(&origin.host, w.insecure_tls)
-                    .map_err(|_| PrepareError::ServerName(origin.host.clone()))?,
+                super::tls::connector(origin.host(), w.insecure_tls())
+                    .map_err(|_| PrepareError::ServerName(origin.host().to_string()))?,
             ),
         };
         Ok(Target {
             addr,
             templates: Arc::new(templates),
             tls,
-            timeout: w.timeout,
-            connect_timeout: w.connect_timeout,
-            random_order: w.url_order == shared::plan::UrlOrder::Random,
-            sources: w.source_addrs.clone().into(),
+            timeout: w.timeout(),
+            connect_timeout: w.connect_timeout(),
+            random_order: w.url_order() == shared::plan::UrlOrder::Random,
+            sources: w.source_addrs().to_vec().into(),
             server_closes: w.server_closes_last(),
-            ok_status: w.ok_status.clone(),
+            ok_status: w.ok_status().clone(),
         })
     }
 }

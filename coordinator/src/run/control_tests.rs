@@ -80,7 +80,11 @@ fn prepared(log: &Log) -> Vec<(u32, f64)> {
     log.iter()
         .filter_map(|(_, d)| match d {
             Down::PrepareStep(p) => {
-                let part = p.slices.iter().map(|s| 1.0 / s.count as f64).sum();
+                // Down the tree of forks, each taking its side's weight of what is left.
+                let part = p.path.iter().fold(1.0, |part, f| {
+                    let side = if f.right_side { f.right } else { f.left };
+                    part * side as f64 / (f.left + f.right) as f64
+                });
                 Some((p.step, part))
             }
             _ => None,

@@ -214,7 +214,7 @@ async fn run_in(
         progress: &progress,
         drain: &stop.drain,
     };
-    let mut source = Planned::new(&cfg.plan.steps);
+    let mut source = Planned::new(cfg.plan.steps());
     let outcome = ramp(
         &mut fleet,
         &cx,
@@ -257,7 +257,7 @@ async fn ramp(
     watch: &mut Watch<'_>,
     results: &mut Vec<StepResult>,
 ) -> Result<Ramped, RunError> {
-    let planned = cx.cfg.plan.steps.len();
+    let planned = cx.cfg.plan.steps().len();
     while let Some(spec) = source.next(results.last()) {
         if stop.drain.is_cancelled() || stop.now.is_cancelled() {
             return Ok(Ramped {
@@ -322,10 +322,10 @@ async fn ready_fleet(
     };
     fleet.hello(cfg.token.as_deref()).await?;
     let all = fleet.live();
-    if !cfg.plan.workload.source_addrs.is_empty() {
+    if !cfg.plan.workload().source_addrs().is_empty() {
         fleet.check_source_addrs()?;
     }
-    let configure: pb::Configure = (&cfg.plan.workload).into();
+    let configure: pb::Configure = cfg.plan.workload().into();
     let warnings = fleet
         .command_all(
             &all,
@@ -363,8 +363,8 @@ fn tell_unfinished(dir: &std::path::Path, status: &str, finished: &Result<Finish
 
 /// The plan's scheduled time, step after step (without the moments between steps).
 fn plan_total(cfg: &RunConfig) -> Duration {
-    (0..cfg.plan.steps.len())
-        .map(|i| source::shares(cfg, i, cfg.seed, &[1])[0].scheduled_duration())
+    (0..cfg.plan.steps().len())
+        .map(|i| source::shares(cfg, i, &[1])[0].scheduled_duration())
         .sum()
 }
 
@@ -376,8 +376,8 @@ fn check_limits(fleet: &Fleet, cfg: &RunConfig) -> Result<(), RunError> {
     let weights = fleet.weights(&who, cfg.agent_weights.as_deref());
     let route = route(cfg);
     let mut used = Duration::ZERO;
-    for index in 0..cfg.plan.steps.len() {
-        let shares = source::shares(cfg, index, cfg.seed, &weights);
+    for index in 0..cfg.plan.steps().len() {
+        let shares = source::shares(cfg, index, &weights);
         for (k, &i) in who.iter().enumerate() {
             fleet.check_share(i, &shares[k], used, &route)?;
         }
@@ -389,12 +389,12 @@ fn check_limits(fleet: &Fleet, cfg: &RunConfig) -> Result<(), RunError> {
 /// The route as the coordinator knows it: it does not resolve the target, so a host name's
 /// loopback-ness is left open (the agent checks again with the resolved address).
 fn route(cfg: &RunConfig) -> agent::capacity::Route {
-    let w = &cfg.plan.workload;
-    let host = &w.origin().host;
+    let w = cfg.plan.workload();
+    let host = w.origin().host();
     agent::capacity::Route {
-        timeout: w.timeout,
-        connect_timeout: w.connect_timeout,
-        sources: w.source_addrs.len(),
+        timeout: w.timeout(),
+        connect_timeout: w.connect_timeout(),
+        sources: w.source_addrs().len(),
         loopback: match host.parse::<std::net::IpAddr>() {
             Ok(ip) => Some(ip.is_loopback()),
             Err(_) if host.eq_ignore_ascii_case("localhost") => Some(true),

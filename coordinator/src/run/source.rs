@@ -53,8 +53,8 @@ impl StepSource for Planned {
 
 /// Step `index` split among agents of these weights: the one place a step is split, so the check
 /// before the run and the run itself split alike.
-pub fn shares(cfg: &RunConfig, index: usize, seed: u64, weights: &[u64]) -> Vec<StepShare> {
-    cfg.plan.step_shares(index, seed, weights)
+pub fn shares(cfg: &RunConfig, index: usize, weights: &[u64]) -> Vec<StepShare> {
+    cfg.plan.shares_of_step(index, cfg.seed, weights)
 }
 
 #[cfg(test)]

@@ -137,7 +137,7 @@ pub async fn run_step(
         .await?;
     let end_run = collected.end_run;
     let (mut result, hlog) = summarise(fleet, cx, spec, prepared, &started, collected, watch);
-    let steps = cx.cfg.plan.steps.len();
+    let steps = cx.cfg.plan.steps().len();
     watch.judge(&mut result, spec.index + 1);
     cx.progress.step_done(&result, steps);
     out.write_step(&result, started.started, hlog.intervals(), &fleet.names())?;
@@ -164,8 +164,7 @@ async fn prepare(
             });
         }
         let weights = fleet.weights(&who, cfg.agent_weights.as_deref());
-        let seed = cfg.seed.wrapping_add(spec.index as u64);
-        let shares = source::shares(cfg, spec.index, seed, &weights);
+        let shares = source::shares(cfg, spec.index, &weights);
         let mut k_of = vec![0; fleet.len()];
         for (k, &i) in who.iter().enumerate() {
             k_of[i] = k;
@@ -240,7 +239,7 @@ impl<'a> Collecting<'a> {
     ) -> Result<Collecting<'a>, RunError> {
         let n = fleet.len();
         let plan = &cx.cfg.plan;
-        let timeout = plan.workload.timeout;
+        let timeout = plan.workload().timeout();
         let waiting = Waiting::new(n, p.who.iter().copied().filter(|&i| fleet.is_alive(i)));
         let mut lost = vec![false; n];
         for &i in p.lost_before.iter().chain(&p.who) {
@@ -469,7 +468,7 @@ fn summarise(
     let mut result = report::summarize(&StepInput {
         // Counted from 1 in everything people read; `index` stays the protocol's.
         number: spec.index as u32 + 1,
-        model: plan.model,
+        model: plan.model(),
         value: spec.value,
         demanded_rate: plan.demanded_request_rate(spec.value),
         duration: measured(cx.cfg, s, c.aborted_at, &agents),
@@ -479,7 +478,7 @@ fn summarise(
         aborted: c.aborted_at.is_some(),
         mark_lost: cx.cfg.on_agent_loss != LossPolicy::Continue,
         start_skew,
-        ok_status: &plan.workload.ok_status,
+        ok_status: plan.workload().ok_status(),
         baseline_p50_ms: watch.baseline_p50_ms,
     });
     result.notes.extend(p.notes);
@@ -514,7 +513,7 @@ fn measured(
 ) -> Duration {
     match aborted_at {
         Some(at) => at.saturating_duration_since(s.began).min(s.scheduled),
-        None if cfg.plan.max_requests.is_some() => agents
+        None if cfg.plan.max_requests().is_some() => agents
             .iter()
             .map(|a| a.wall)
             .max()
@@ -536,7 +535,7 @@ fn show_progress(
     let elapsed = seq.offset + seq.length;
     cx.progress.tick(&Tick {
         number: spec.index as u32 + 1,
-        steps: cx.cfg.plan.steps.len(),
+        steps: cx.cfg.plan.steps().len(),
         elapsed,
         length,
         demanded,

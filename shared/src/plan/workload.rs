@@ -1,0 +1,230 @@
+//! What to send, fixed for the run: the requests, their order, the timeouts, where connections leave
+//! from and which statuses count as served.
+use std::net::IpAddr;
+use std::time::Duration;
+
+use crate::status::StatusSet;
+
+use super::source_addrs::{check_source_addrs, family};
+use super::{PlanError, RequestSpec, Url};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize)]
+#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
+#[serde(rename_all = "kebab-case")]
+pub enum UrlOrder {
+    /// each URL in turn
+    #[cfg_attr(feature = "cli", value(alias = "roundrobin", alias = "sequential"))]
+    #[serde(alias = "roundrobin", alias = "sequential")]
+    RoundRobin,
+    /// a random URL per request (--seed)
+    Random,
+}
+
+impl UrlOrder {
+    pub fn name(self) -> &'static str {
+        match self {
+            UrlOrder::RoundRobin => "round-robin",
+            UrlOrder::Random => "random",
+        }
+    }
+}
+
+/// What to send, fixed for the run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Workload {
+    requests: Vec<RequestSpec>,
+    url_order: UrlOrder,
+    timeout: Duration,
+    connect_timeout: Duration,
+    insecure_tls: bool,
+    source_addrs: Vec<IpAddr>,
+    ok_status: StatusSet,
+}
+
+impl Workload {
+    /// The requests to send, at least one, all of one origin.
+    pub fn requests(&self) -> &[RequestSpec] {
+        &self.requests
+    }
+
+    pub fn url_order(&self) -> UrlOrder {
+        self.url_order
+    }
+
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    pub fn connect_timeout(&self) -> Duration {
+        self.connect_timeout
+    }
+
+    pub fn insecure_tls(&self) -> bool {
+        self.insecure_tls
+    }
+
+    /// Local addresses new connections leave from, round robin per worker thread (`--source-addrs`);
+    /// empty lets the kernel choose. More addresses, more local ports per destination.
+    pub fn source_addrs(&self) -> &[IpAddr] {
+        &self.source_addrs
+    }
+
+    /// Reply statuses that count as served (`--ok-status`, 200-399 unless set).
+    pub fn ok_status(&self) -> &StatusSet {
+        &self.ok_status
+    }
+
+    /// Whether the server closes every connections-model connection first (see
+    /// [`RequestSpec::server_closes_last`]): then the TIME_WAIT is the server's, not the agent's ports.
+    pub fn server_closes_last(&self) -> bool {
+        self.requests.iter().all(RequestSpec::server_closes_last)
+    }
+
+    /// Checks the invariants the agent relies on: at least one request, one origin for all.
+    pub fn try_new(
+        requests: Vec<RequestSpec>,
+        url_order: UrlOrder,
+        timeout: Duration,
+        connect_timeout: Duration,
+        insecure_tls: bool,
+    ) -> Result<Self, PlanError> {
+        let first = requests.first().ok_or(PlanError::NoRequests)?;
+        let origin = first.url().origin();
+        for (i, r) in requests.iter().enumerate().skip(1) {
+            if r.url().origin() != origin {
+                return Err(PlanError::MixedOrigins {
+                    first: origin,
+                    index: i + 1,
+                    other: r.url().origin(),
+                });
+            }
+        }
+        for (what, d) in [
+            ("--timeout", timeout),
+            ("--connect-timeout", connect_timeout),
+        ] {
+            if d.is_zero() {
+                return Err(PlanError::NotPositive {
+                    what,
+                    value: "0".into(),
+                });
+            }
+        }
+        Ok(Workload {
+            requests,
+            url_order,
+            timeout,
+            connect_timeout,
+            insecure_tls,
+            source_addrs: Vec::new(),
+            ok_status: StatusSet::default(),
+        })
+    }
+
+    /// Sets the reply statuses that count as served.
+    pub fn with_ok_status(mut self, ok: StatusSet) -> Self {
+        self.ok_status = ok;
+        self
+    }
+
+    /// Sets the source addresses: a valid list, of the target's family when the target is an address
+    /// (a host name is checked by the agent, once it has resolved it).
+    pub fn with_source_addrs(mut self, addrs: Vec<IpAddr>) -> Result<Self, PlanError> {
+        if addrs.is_empty() {
+            self.source_addrs = addrs;
+            return Ok(self);
+        }
+        check_source_addrs(&addrs).map_err(|why| PlanError::BadSourceAddrs {
+            input: addrs
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(","),
+            why,
+        })?;
+        let origin = self.origin();
+        if let Ok(target) = origin.host().parse::<IpAddr>()
+            && family(target) != family(addrs[0])
+        {
+            return Err(PlanError::SourceFamily {
+                source_family: family(addrs[0]),
+                target: origin.authority(),
+                target_family: family(target),
+            });
+        }
+        self.source_addrs = addrs;
+        Ok(self)
+    }
+
+    pub fn origin(&self) -> &Url {
+        self.requests[0].url()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::parse_source_addrs;
+
+    #[test]
+    fn mixed_origins_are_refused() {
+        let a = RequestSpec::try_new("GET", "http://a:1/", vec![], vec![]).unwrap();
+        let b = RequestSpec::try_new("GET", "http://b:1/", vec![], vec![]).unwrap();
+        let e = Workload::try_new(
+            vec![a, b],
+            UrlOrder::RoundRobin,
+            Duration::from_secs(1),
+            Duration::from_secs(1),
+            false,
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("URL 2 is http://b:1"), "{e}");
+    }
+
+    #[test]
+    fn source_addrs_must_match_the_target_family() {
+        let w = |url: &str| {
+            Workload::try_new(
+                vec![RequestSpec::try_new("GET", url, vec![], vec![]).unwrap()],
+                UrlOrder::RoundRobin,
+                Duration::from_secs(1),
+                Duration::from_secs(1),
+                false,
+            )
+            .unwrap()
+        };
+        let v4 = parse_source_addrs("127.0.0.2,127.0.0.3").unwrap();
+        let v6 = parse_source_addrs("::1").unwrap();
+        assert_eq!(
+            w("http://127.0.0.1:8080/")
+                .with_source_addrs(v4.clone())
+                .unwrap()
+                .source_addrs,
+            v4
+        );
+        let e = w("http://127.0.0.1:8080/")
+            .with_source_addrs(v6.clone())
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            e,
+            "--source-addrs are IPv6 but the target 127.0.0.1:8080 is IPv4: connections leave from an address of the target's family"
+        );
+        assert!(
+            w("http://[::1]:8080/")
+                .with_source_addrs(v4.clone())
+                .is_err()
+        );
+        // A name is resolved by the agent, which checks then.
+        assert!(w("http://localhost:8080/").with_source_addrs(v6).is_ok());
+        // A list that did not come through the parser (a coordinator's message) is checked too.
+        let twice = vec![v4[0], v4[0]];
+        assert!(
+            w("http://127.0.0.1/")
+                .with_source_addrs(twice)
+                .unwrap_err()
+                .to_string()
+                .contains("listed twice")
+        );
+    }
+}
