@@ -112,6 +112,8 @@ pub struct JoinSpec {
     pub listen: std::net::SocketAddr,
     pub expect: usize,
     pub wait: Duration,
+    /// Where to say the join port is bound (`--ready-file`).
+    pub ready_file: Option<PathBuf>,
 }
 
 /// Everything `run` needs, valid by construction.
@@ -638,11 +640,18 @@ fn join(
                 listen,
                 expect,
                 wait,
+                ready_file: args.ready_file.clone(),
             })
         }
         (None, Some(_)) => {
             return Err(ConfigError::Conflict(
                 "--expect-agents goes with --listen ADDR".into(),
+            ));
+        }
+        // Only the join port is a port of `run`'s to be ready on.
+        _ if args.ready_file.is_some() => {
+            return Err(ConfigError::Conflict(
+                "--ready-file goes with --listen ADDR".into(),
             ));
         }
         _ => None,

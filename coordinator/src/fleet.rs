@@ -6,18 +6,17 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use agent::Engine;
-use agent::link::{self, Closed, CoordinatorEnd, Link, LinkTx, MAX_MESSAGE_BYTES};
+use agent::link::{Closed, CoordinatorEnd, Link, LinkTx};
 use agent::tls::host_of;
-use proto::pb::agent_client::AgentClient;
 use proto::pb::agent_message::Kind as Up;
 use proto::pb::coordinator_message::Kind as Down;
-use proto::pb::coordinator_server::Coordinator as CoordinatorSvc;
 use proto::{PROTOCOL_VERSION, pb, to_agent};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{AgentSpec, RunConfig};
+use crate::dial::{accept_joins, patiently, remote};
 use crate::output::AgentInfo;
 use crate::run::RunError;
 
@@ -27,9 +26,6 @@ const ANSWER_TIMEOUT: Duration = Duration::from_secs(15);
 pub const HEARTBEAT: Duration = Duration::from_millis(500);
 /// Clock-offset samples per step; the one with the smallest round trip is kept.
 const CLOCK_SAMPLES: u32 = 5;
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
-/// How long to keep dialing an agent that does not accept connections yet.
-const DIAL_WAIT: Duration = Duration::from_secs(10);
 
 pub fn unix_ns(t: SystemTime) -> i64 {
     t.duration_since(UNIX_EPOCH)
@@ -141,182 +137,6 @@ pub async fn connect(cfg: &RunConfig) -> Result<Fleet, RunError> {
         links.push((name, link));
     }
     Ok(Fleet::new(links, CancellationToken::new()))
-}
-
-/// Runs `attempt` again every 250 ms while it fails in a way `retry` accepts, for up to `DIAL_WAIT`,
-/// then gives its last result. Agents started together with the coordinator (docker compose) may
-/// need a moment before their name resolves and before they listen.
-async fn patiently<T, E, F: std::future::Future<Output = Result<T, E>>>(
-    mut attempt: impl FnMut() -> F,
-    retry: impl Fn(&E) -> bool,
-) -> Result<T, E> {
-    let deadline = Instant::now() + DIAL_WAIT;
-    loop {
-        match attempt().await {
-            Err(e) if retry(&e) && Instant::now() < deadline => {
-                tokio::time::sleep(Duration::from_millis(250)).await;
-            }
-            done => return done,
-        }
-    }
-}
-
-/// A connect error as a person says it: the OS's reason ("connection refused") where there is one,
-/// else the innermost cause, never the Debug print of tonic's and hyper's wrappers.
-fn in_words(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut cause = e;
-    loop {
-        if let Some(io) = cause.downcast_ref::<std::io::Error>() {
-            let kind = io.kind().to_string();
-            return if kind.ends_with("other error") || kind.starts_with("uncategorized") {
-                io.to_string()
-            } else {
-                kind
-            };
-        }
-        match cause.source() {
-            Some(next) => cause = next,
-            None => return cause.to_string(),
-        }
-    }
-}
-
-/// Opens the control stream to a listening agent and adapts it to a `Link`.
-async fn remote(
-    name: &str,
-    addr: SocketAddr,
-    domain: &str,
-    tls: Option<&agent::tls::TlsFiles>,
-) -> Result<CoordinatorEnd, RunError> {
-    let unreachable = |why: String| RunError::Unreachable {
-        agent: name.to_string(),
-        why,
-    };
-    let scheme = if tls.is_some() { "https" } else { "http" };
-    let mut endpoint = tonic::transport::Endpoint::from_shared(format!("{scheme}://{addr}"))
-        .map_err(|e| unreachable(e.to_string()))?
-        .connect_timeout(CONNECT_TIMEOUT)
-        .tcp_nodelay(true);
-    if let Some(tls) = tls {
-        let config = tls.client(domain).map_err(setup_error)?;
-        endpoint = endpoint
-            .tls_config(config)
-            .map_err(|e| unreachable(e.to_string()))?;
-    }
-    let channel = endpoint
-        .connect()
-        .await
-        .map_err(|e| unreachable(in_words(&e)))?;
-    let mut client = AgentClient::new(channel)
-        .max_decoding_message_size(MAX_MESSAGE_BYTES)
-        .max_encoding_message_size(MAX_MESSAGE_BYTES);
-    let (down_tx, down_rx) = link::channel();
-    let response = client
-        .control(link::request_stream(down_rx))
-        .await
-        .map_err(|status| RunError::Refused {
-            agent: name.to_string(),
-            message: match tls {
-                // Refused below gRPC (a TLS alert or a dropped handshake), not by the agent's session.
-                Some(_) if std::error::Error::source(&status).is_some() => format!(
-                    "{} (mutual TLS: the agent takes a certificate signed by its --tls-ca, valid now, given with --tls-cert and --tls-key)",
-                    link::status_in_words(&status)
-                ),
-                _ => link::status_in_words(&status),
-            },
-        })?;
-    Ok(Link {
-        tx: down_tx,
-        rx: link::read_stream(response.into_inner()),
-    })
-}
-
-/// The coordinator's side of `Coordinator.Join`: each joining agent's stream becomes a `Link`.
-struct JoinService {
-    joined: mpsc::Sender<(String, CoordinatorEnd)>,
-}
-
-#[tonic::async_trait]
-impl CoordinatorSvc for JoinService {
-    type JoinStream = link::ResponseStream<pb::CoordinatorMessage>;
-
-    async fn join(
-        &self,
-        request: tonic::Request<tonic::Streaming<pb::AgentMessage>>,
-    ) -> Result<tonic::Response<Self::JoinStream>, tonic::Status> {
-        let name = request
-            .remote_addr()
-            .map_or_else(|| "joined agent".to_string(), |a| a.to_string());
-        let permit = self.joined.clone().try_reserve_owned().map_err(|_| {
-            tonic::Status::resource_exhausted("this run has all the agents it expects")
-        })?;
-        let (down_tx, down_rx) = link::channel();
-        permit.send((
-            name,
-            Link {
-                tx: down_tx,
-                rx: link::read_stream(request.into_inner()),
-            },
-        ));
-        Ok(tonic::Response::new(link::response_stream(down_rx)))
-    }
-}
-
-/// Serves `Coordinator.Join` until `expect` agents have joined, or fails after `wait`.
-async fn accept_joins(
-    join: &crate::config::JoinSpec,
-    tls: Option<&agent::tls::TlsFiles>,
-    stop: CancellationToken,
-) -> Result<Vec<(String, CoordinatorEnd)>, RunError> {
-    let mut builder = tonic::transport::Server::builder();
-    if let Some(tls) = tls {
-        builder = builder
-            .tls_config(tls.server().map_err(setup_error)?)
-            .map_err(setup_error)?;
-    }
-    let listener = tokio::net::TcpListener::bind(join.listen)
-        .await
-        .map_err(|e| setup_error(format!("cannot listen on {}: {e}", join.listen)))?;
-    let (joined_tx, mut joined_rx) = mpsc::channel(join.expect);
-    let server =
-        proto::pb::coordinator_server::CoordinatorServer::new(JoinService { joined: joined_tx })
-            .max_decoding_message_size(MAX_MESSAGE_BYTES)
-            .max_encoding_message_size(MAX_MESSAGE_BYTES);
-    let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
-    let shutdown = stop.clone();
-    tokio::spawn(async move {
-        let served = builder
-            .add_service(server)
-            .serve_with_incoming_shutdown(incoming, shutdown.cancelled())
-            .await;
-        if let Err(e) = served {
-            tracing::warn!(error = %e, "Join server failed");
-        }
-    });
-    eprintln!(
-        "stampede: waiting for {} agents to join on {}",
-        join.expect, join.listen
-    );
-    let deadline = Instant::now() + join.wait;
-    let mut links = Vec::with_capacity(join.expect);
-    while links.len() < join.expect {
-        match tokio::time::timeout_at(deadline, joined_rx.recv()).await {
-            Ok(Some(link)) => links.push(link),
-            _ => {
-                stop.cancel();
-                return Err(RunError::Unreachable {
-                    agent: format!("{} expected on {}", join.expect, join.listen),
-                    why: format!("only {} joined within {:?}", links.len(), join.wait),
-                });
-            }
-        }
-    }
-    Ok(links)
-}
-
-/// A local setup problem (unreadable certificates, a bad TLS configuration): the user's to fix, exit 2.
-fn setup_error(e: impl std::fmt::Display) -> RunError {
-    RunError::Config(crate::config::ConfigError::Conflict(e.to_string()))
 }
 
 impl Fleet {

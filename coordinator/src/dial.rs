@@ -1,0 +1,181 @@
+//! The coordinator's ends of the control channel's transport: dialing listening agents (`remote`,
+//! retried `patiently` while they come up) and serving `Coordinator.Join` for agents that dial in
+//! (`accept_joins`), each stream adapted to a `Link`. The endpoint setup and the words for a
+//! failure are `agent::link::dial`'s, shared with the agent's `--join`; every agent the join port
+//! refuses is logged (`Refused an agent`).
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use agent::link::accept::{self, Peer, log_refused};
+use agent::link::dial::{DialError, Dialer};
+use agent::link::{self, CoordinatorEnd, Link, MAX_MESSAGE_BYTES, Role};
+use proto::pb;
+use proto::pb::coordinator_server::Coordinator as CoordinatorSvc;
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::run::RunError;
+
+/// How long to keep dialing an agent that does not accept connections yet.
+const DIAL_WAIT: Duration = Duration::from_secs(10);
+
+/// Runs `attempt` again every 250 ms while it fails in a way `retry` accepts, for up to `DIAL_WAIT`,
+/// then gives its last result. Agents started together with the coordinator (docker compose) may
+/// need a moment before their name resolves and before they listen.
+pub(crate) async fn patiently<T, E, F: std::future::Future<Output = Result<T, E>>>(
+    mut attempt: impl FnMut() -> F,
+    retry: impl Fn(&E) -> bool,
+) -> Result<T, E> {
+    let deadline = Instant::now() + DIAL_WAIT;
+    loop {
+        match attempt().await {
+            Err(e) if retry(&e) && Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(250)).await;
+            }
+            done => return done,
+        }
+    }
+}
+
+/// Opens the control stream to a listening agent and adapts it to a `Link`. Only an agent that
+/// does not answer yet is `Unreachable` (worth dialing again); one that answers and disagrees (TLS
+/// on one side only, a certificate) is `Refused`.
+pub(crate) async fn remote(
+    name: &str,
+    addr: SocketAddr,
+    domain: &str,
+    tls: Option<&agent::tls::TlsFiles>,
+) -> Result<CoordinatorEnd, RunError> {
+    let dialer = Dialer::new(Role::Agent, &addr.to_string(), domain, tls).map_err(|e| match e {
+        DialError::Tls(e) => setup_error(e),
+        e => RunError::Unreachable {
+            agent: name.to_string(),
+            why: e.to_string(),
+        },
+    })?;
+    let refused = |message: String| RunError::Refused {
+        agent: name.to_string(),
+        message,
+    };
+    let mut client = dialer.agent().await.map_err(|e| match e {
+        DialError::Refused(why) => refused(why),
+        e => RunError::Unreachable {
+            agent: name.to_string(),
+            why: e.to_string(),
+        },
+    })?;
+    let (down_tx, down_rx) = link::channel();
+    let response = client
+        .control(link::request_stream(down_rx))
+        .await
+        .map_err(|status| refused(dialer.refused(&status)))?;
+    Ok(Link {
+        tx: down_tx,
+        rx: link::read_stream(response.into_inner()),
+    })
+}
+
+/// The coordinator's side of `Coordinator.Join`: each joining agent's stream becomes a `Link`.
+pub(crate) struct JoinService {
+    joined: mpsc::Sender<(String, CoordinatorEnd)>,
+}
+
+#[tonic::async_trait]
+impl CoordinatorSvc for JoinService {
+    type JoinStream = link::ResponseStream<pb::CoordinatorMessage>;
+
+    async fn join(
+        &self,
+        request: tonic::Request<tonic::Streaming<pb::AgentMessage>>,
+    ) -> Result<tonic::Response<Self::JoinStream>, tonic::Status> {
+        let peer = Peer::of(&request);
+        // Plain text on a TLS port: refused in words (and logged when it connected).
+        peer.as_ref().map_or(Ok(()), Peer::check)?;
+        let name = peer.map_or_else(|| "joined agent".to_string(), |p| p.addr.to_string());
+        let permit = self.joined.clone().try_reserve_owned().map_err(|_| {
+            let why = "this run has all the agents it expects";
+            log_refused(Role::Coordinator, &name, &why);
+            tonic::Status::resource_exhausted(why)
+        })?;
+        let (down_tx, down_rx) = link::channel();
+        let label = name.clone();
+        let inbound = link::read_stream_then(request.into_inner(), move |status| {
+            // tonic's word for a message over the size limit.
+            if status.code() == tonic::Code::OutOfRange {
+                log_refused(Role::Coordinator, &label, &link::status_in_words(status));
+            }
+        });
+        permit.send((
+            name,
+            Link {
+                tx: down_tx,
+                rx: inbound,
+            },
+        ));
+        Ok(tonic::Response::new(link::response_stream(down_rx)))
+    }
+}
+
+/// Serves `Coordinator.Join` until `expect` agents have joined, or fails after `wait`.
+pub(crate) async fn accept_joins(
+    join: &crate::config::JoinSpec,
+    tls: Option<&agent::tls::TlsFiles>,
+    stop: CancellationToken,
+) -> Result<Vec<(String, CoordinatorEnd)>, RunError> {
+    let tls = tls
+        .map(agent::tls::TlsFiles::server)
+        .transpose()
+        .map_err(setup_error)?;
+    let listener = tokio::net::TcpListener::bind(join.listen)
+        .await
+        .map_err(|e| setup_error(format!("cannot listen on {}: {e}", join.listen)))?;
+    // The bound address: the port the kernel chose for `:0`.
+    let listen = listener.local_addr().unwrap_or(join.listen);
+    let (joined_tx, mut joined_rx) = mpsc::channel(join.expect);
+    let server =
+        proto::pb::coordinator_server::CoordinatorServer::new(JoinService { joined: joined_tx })
+            .max_decoding_message_size(MAX_MESSAGE_BYTES)
+            .max_encoding_message_size(MAX_MESSAGE_BYTES);
+    let incoming = accept::incoming(listener, tls, Role::Coordinator);
+    let shutdown = stop.clone();
+    tokio::spawn(async move {
+        let served = tonic::transport::Server::builder()
+            .add_service(server)
+            .serve_with_incoming_shutdown(incoming, shutdown.cancelled())
+            .await;
+        if let Err(e) = served {
+            tracing::warn!(error = %e, "Join server failed");
+        }
+    });
+    eprintln!(
+        "stampede: waiting for {} agents to join on {listen}",
+        join.expect
+    );
+    if let Some(path) = &join.ready_file {
+        shared::ready::write(path, listen).map_err(|e| {
+            stop.cancel();
+            setup_error(e)
+        })?;
+    }
+    let deadline = Instant::now() + join.wait;
+    let mut links = Vec::with_capacity(join.expect);
+    while links.len() < join.expect {
+        match tokio::time::timeout_at(deadline, joined_rx.recv()).await {
+            Ok(Some(link)) => links.push(link),
+            _ => {
+                stop.cancel();
+                return Err(RunError::Unreachable {
+                    agent: format!("{} expected on {listen}", join.expect),
+                    why: format!("only {} joined within {:?}", links.len(), join.wait),
+                });
+            }
+        }
+    }
+    Ok(links)
+}
+
+/// A local setup problem (unreadable certificates, a bad TLS configuration): the user's to fix, exit 2.
+fn setup_error(e: impl std::fmt::Display) -> RunError {
+    RunError::Config(crate::config::ConfigError::Conflict(e.to_string()))
+}
