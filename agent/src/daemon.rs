@@ -351,8 +351,36 @@ mod tests {
         shutdown.cancel();
     }
 
+    /// Log lines written on this thread, for a test to read.
+    #[derive(Clone, Default)]
+    struct Captured(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Captured {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Captured {
+        type Writer = Captured;
+        fn make_writer(&'a self) -> Captured {
+            self.clone()
+        }
+    }
+
     #[tokio::test]
     async fn an_oversized_message_is_refused_and_the_daemon_keeps_serving() {
+        // A current-thread runtime: the server's tasks log on this thread, into `logs`.
+        let logs = Captured::default();
+        let subscriber = tracing_subscriber::fmt()
+            .with_writer(logs.clone())
+            .with_ansi(false)
+            .finish();
+        let _logging = tracing::subscriber::set_default(subscriber);
         let (endpoint, shutdown) = start().await;
         let mut client = AgentClient::connect(endpoint.clone()).await.unwrap();
         let (tx, rx) = mpsc::channel(4);
@@ -398,6 +426,12 @@ mod tests {
         }
         let msgs = answered.expect("served again within 5 s");
         assert!(matches!(msgs[0].kind, Some(Up::HelloReply(_))), "{msgs:?}");
+        let log = String::from_utf8_lossy(&logs.0.lock().unwrap()).into_owned();
+        assert!(
+            log.contains("Refused a coordinator peer=127.0.0.1:")
+                && log.contains("decoded message length too large"),
+            "the oversized message's sender is not in the log: {log}"
+        );
         shutdown.cancel();
     }
 
