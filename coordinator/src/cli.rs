@@ -341,7 +341,7 @@ settings! {
         /// With --listen: once the port is bound, write one line of JSON,
         /// {"listen":"127.0.0.1:PORT","pid":N}, to PATH (atomically: a temporary file renamed over
         /// it), a ready signal for scripts.
-        #[arg(long, value_name = "PATH", requires = "listen", help_heading = DISTRIBUTED)]
+        #[arg(long, value_name = "PATH", help_heading = DISTRIBUTED)]
         pub ready_file: Option<PathBuf>,
         /// Certificate for mutual TLS with remote agents (from `stampede certs init`).
         #[arg(long, help_heading = DISTRIBUTED)]

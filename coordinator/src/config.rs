@@ -1018,6 +1018,19 @@ mod tests {
     }
 
     #[test]
+    fn a_ready_file_goes_with_a_join_port() {
+        let mut a = args("http://127.0.0.1:1/");
+        a.steps = Some(Steps(vec![1.0]));
+        a.ready_file = Some("ready.json".into());
+        let e = resolve(a.clone()).unwrap_err().to_string();
+        assert!(e.contains("--ready-file goes with --listen ADDR"), "{e}");
+        a.listen = Some("127.0.0.1:0".parse().unwrap());
+        a.expect_agents = Some(1);
+        let join = resolve(a).unwrap().join.expect("a join port");
+        assert_eq!(join.ready_file, Some("ready.json".into()));
+    }
+
+    #[test]
     fn durations_parse_both_ways() {
         assert_eq!(parse_duration("x", "10s").unwrap(), Duration::from_secs(10));
         assert_eq!(
