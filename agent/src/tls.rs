@@ -86,7 +86,7 @@ impl TlsFiles {
         Ok(Certificate::from_pem(read("CA certificate", &self.ca)?))
     }
 
-    /// The listening side, for a handshake done by hand ([`crate::link::accept`], so a refused peer
+    /// The listening side, for a handshake done by hand (by the link's `accept`, so a refused peer
     /// is logged): presents its certificate, requires one from the peer signed by the CA, and
     /// speaks h2 (tonic's client refuses a connection without it).
     pub fn server(&self) -> Result<Arc<rustls::ServerConfig>, TlsError> {
