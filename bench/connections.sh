@@ -37,30 +37,31 @@ kib() { # field of /proc/PID/status, in KiB (0 once the process is gone)
     awk -v f="$2:" '$1 == f { print $2; found = 1 } END { if (!found) print 0 }' "/proc/$1/status" 2>/dev/null || echo 0
 }
 
-# The first stderr line names the address; wait for it (bounded: 10 s).
-address_of() { # file, pattern before the address
+# The address a process wrote to its --ready-file once bound; wait for it (bounded: 10 s).
+ready_of() { # ready file, the process's stderr (shown if it never gets ready)
     i=0
     while [ $i -lt 100 ]; do
-        a=$(sed -n "s#.*$2\([0-9.:]*\).*#\1#p" "$1" 2>/dev/null | head -n 1)
+        a=$(sed -n 's/.*"listen":"\([^"]*\)".*/\1/p' "$1" 2>/dev/null)
         if [ -n "$a" ]; then echo "$a"; return 0; fi
         sleep 0.1
         i=$((i + 1))
     done
-    echo "no address in $1: $(cat "$1")" >&2
+    echo "not ready: $(cat "$2")" >&2
     return 1
 }
 
-"$BIN/stampede" serve --listen 127.0.0.1:0 --delay "$DELAY" 2>"$work/target.err" &
+"$BIN/stampede" serve --listen 127.0.0.1:0 --delay "$DELAY" --ready-file "$work/target.ready" 2>"$work/target.err" &
 target_pid=$!
-target=$(address_of "$work/target.err" "http://")
+target=$(ready_of "$work/target.ready" "$work/target.err")
 echo "target http://$target/ (delay $DELAY), step $STEP, source addresses ${SOURCE_ADDRS:-(kernel's choice)}"
 echo "fd limit here: $(ulimit -n); ip_local_port_range: $(cat /proc/sys/net/ipv4/ip_local_port_range | tr '\t' '-'); tcp_tw_reuse: $(cat /proc/sys/net/ipv4/tcp_tw_reuse)"
 printf '%8s %10s %12s %12s %10s %12s %10s %s\n' N idle_KiB held_KiB VmHWM_KiB KiB/conn connections replies/s verdict
 
 for n in "$@"; do
-    STAMPEDE_LOG=warn "$BIN/stampede-agent" --listen 127.0.0.1:0 --threads 1 2>"$work/agent.err" &
+    rm -f "$work/agent.ready"
+    STAMPEDE_LOG=warn "$BIN/stampede-agent" --listen 127.0.0.1:0 --threads 1 --ready-file "$work/agent.ready" 2>"$work/agent.err" &
     agent_pid=$!
-    agent=$(address_of "$work/agent.err" "listening on ")
+    agent=$(ready_of "$work/agent.ready" "$work/agent.err")
     sleep 1
     idle=$(kib "$agent_pid" VmRSS)
     out="$work/run-$n"

@@ -68,11 +68,11 @@ sleep 1
 
 agents=
 for i in 1 2; do
-    STAMPEDE_LOG=warn "$BIN/stampede-agent" --listen 127.0.0.1:0 --threads 1 2>"$work/agent-$i.err" &
+    STAMPEDE_LOG=warn "$BIN/stampede-agent" --listen 127.0.0.1:0 --threads 1 --ready-file "$work/agent-$i.ready" 2>"$work/agent-$i.err" &
     pids="$pids $!"
     j=0
-    while [ $j -lt 100 ] && ! grep -q "listening on " "$work/agent-$i.err"; do sleep 0.1; j=$((j + 1)); done
-    a=$(sed -n 's/.*listening on \([0-9.:]*\).*/\1/p' "$work/agent-$i.err" | head -n 1)
+    while [ $j -lt 100 ] && [ ! -e "$work/agent-$i.ready" ]; do sleep 0.1; j=$((j + 1)); done
+    a=$(sed -n 's/.*"listen":"\([^"]*\)".*/\1/p' "$work/agent-$i.ready" 2>/dev/null)
     agents="${agents:+$agents,}$a"
 done
 echo "$N connections to 127.0.0.1:$port from agents $agents; fd limit $(ulimit -n); ports $(tr '\t' '-' </proc/sys/net/ipv4/ip_local_port_range)"

@@ -1,18 +1,20 @@
 //! `stampede-agent --listen`: the control session served over gRPC. The stream is adapted to the same
 //! in-process channels the embedded agent uses, so a remote run takes exactly the local code path.
+//! Every coordinator it refuses is logged with its address and why (`Refused a coordinator`).
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use proto::pb;
 use proto::pb::agent_server::{Agent, AgentServer};
-use proto::pb::coordinator_client::CoordinatorClient;
-use tokio_stream::wrappers::TcpListenerStream;
 use tokio_util::sync::CancellationToken;
 use tonic::{Request, Response, Status, Streaming};
 
 use crate::engine::Engine;
-use crate::link::{self, Link, MAX_MESSAGE_BYTES};
+use crate::link::accept::{self, Peer, log_refused};
+use crate::link::dial::{DialError, Dialer};
+use crate::link::{self, Link, MAX_MESSAGE_BYTES, Role};
 use crate::policy::Policy;
 use crate::session::{self, Rules};
 use crate::tls::TlsFiles;
@@ -27,6 +29,8 @@ pub struct DaemonConfig {
     pub policy: Policy,
     /// Mutual TLS on the control channel.
     pub tls: Option<TlsFiles>,
+    /// Where to say, once the port is bound, that the agent is ready (`--ready-file`).
+    pub ready_file: Option<PathBuf>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -54,6 +58,8 @@ pub enum DaemonError {
     Join(String),
     #[error(transparent)]
     Tls(#[from] crate::tls::TlsError),
+    #[error(transparent)]
+    Ready(#[from] shared::ready::ReadyError),
 }
 
 struct Service {
@@ -81,26 +87,36 @@ impl Agent for Service {
         &self,
         request: Request<Streaming<pb::CoordinatorMessage>>,
     ) -> Result<Response<Self::ControlStream>, Status> {
+        let peer = Peer::of(&request);
+        // Plain text on a TLS port: refused in words (and logged when it connected).
+        peer.as_ref().map_or(Ok(()), Peer::check)?;
+        let peer = peer.map_or_else(|| "an unknown peer".to_string(), |p| p.addr.to_string());
         if self.busy.swap(true, Ordering::AcqRel) {
-            return Err(Status::resource_exhausted(
-                "this agent is serving another coordinator",
-            ));
+            let why = "this agent is serving another coordinator";
+            log_refused(Role::Agent, &peer, &why);
+            return Err(Status::resource_exhausted(why));
         }
         let release = Release(self.busy.clone());
-        let peer = request.remote_addr();
         let (out_tx, out_rx) = link::channel();
+        let label = peer.clone();
+        let inbound = link::read_stream_then(request.into_inner(), move |status| {
+            // tonic's word for a message over the size limit.
+            if status.code() == tonic::Code::OutOfRange {
+                log_refused(Role::Agent, &label, &link::status_in_words(status));
+            }
+        });
         let end = Link {
             tx: out_tx,
-            rx: link::read_stream(request.into_inner()),
+            rx: inbound,
         };
         let engine = self.engine.clone();
         let rules = self.rules.clone();
         let shutdown = self.shutdown.clone();
         tokio::spawn(async move {
             let _release = release;
-            match session::serve(engine, rules, end, shutdown).await {
-                Ok(()) => tracing::info!(peer = ?peer, "Coordinator session ended"),
-                Err(e) => tracing::warn!(peer = ?peer, error = %e, "Coordinator session ended"),
+            match session::serve(engine, rules, end, peer.clone(), shutdown).await {
+                Ok(()) => tracing::info!(%peer, "Coordinator session ended"),
+                Err(e) => tracing::warn!(%peer, error = %e, "Coordinator session ended"),
             }
         });
         Ok(Response::new(link::response_stream(out_rx)))
@@ -144,13 +160,13 @@ pub async fn serve(
     let server = AgentServer::new(service)
         .max_decoding_message_size(MAX_MESSAGE_BYTES)
         .max_encoding_message_size(MAX_MESSAGE_BYTES);
-    let mut builder = tonic::transport::Server::builder();
-    if let Some(tls) = &cfg.tls {
-        builder = builder.tls_config(tls.server()?)?;
-    }
-    builder
+    let tls = cfg.tls.as_ref().map(TlsFiles::server).transpose()?;
+    tonic::transport::Server::builder()
         .add_service(server)
-        .serve_with_incoming_shutdown(TcpListenerStream::new(listener), shutdown.cancelled())
+        .serve_with_incoming_shutdown(
+            accept::incoming(listener, tls, Role::Agent),
+            shutdown.cancelled(),
+        )
         .await?;
     Ok(())
 }
@@ -169,21 +185,25 @@ pub async fn join(
         token: cfg.token.clone(),
         policy: cfg.policy.clone(),
     });
-    let scheme = if cfg.tls.is_some() { "https" } else { "http" };
-    let mut endpoint = tonic::transport::Endpoint::from_shared(format!("{scheme}://{coordinator}"))
-        .map_err(|e| DaemonError::Join(format!("{coordinator}: {e}")))?
-        .connect_timeout(std::time::Duration::from_secs(5))
-        .tcp_nodelay(true);
-    if let Some(tls) = &cfg.tls {
-        endpoint = endpoint.tls_config(tls.client(crate::tls::host_of(&coordinator))?)?;
-    }
+    let dialer = Dialer::new(
+        Role::Coordinator,
+        &coordinator,
+        crate::tls::host_of(&coordinator),
+        cfg.tls.as_ref(),
+    )
+    .map_err(|e| DaemonError::Join(format!("{coordinator}: {e}")))?;
     eprintln!(
         "stampede-agent: joining the coordinator at {coordinator} with {} worker threads",
         cfg.threads
     );
     while !shutdown.is_cancelled() {
-        match join_once(&endpoint, &engine, rules.clone(), shutdown.clone()).await {
+        let session = join_once(&dialer, &coordinator, &engine, &rules, shutdown.clone());
+        match session.await {
             Ok(()) => tracing::info!(%coordinator, "Coordinator session ended"),
+            // Both ends are up and disagree (TLS on one side only, a certificate): the user's to fix.
+            Err(Joined::Dial(DialError::Refused(why))) => {
+                tracing::warn!(%coordinator, reason = %why, "The coordinator refused this agent")
+            }
             Err(e) => tracing::info!(%coordinator, error = %e, "No session with the coordinator"),
         }
         tokio::select! {
@@ -194,28 +214,34 @@ pub async fn join(
     Ok(())
 }
 
+/// How one attempt to join ended.
+#[derive(Debug, thiserror::Error)]
+enum Joined {
+    #[error(transparent)]
+    Dial(#[from] DialError),
+    #[error(transparent)]
+    Session(#[from] session::SessionError),
+}
+
 async fn join_once(
-    endpoint: &tonic::transport::Endpoint,
+    dialer: &Dialer,
+    coordinator: &str,
     engine: &Arc<Engine>,
-    rules: Arc<Rules>,
+    rules: &Arc<Rules>,
     shutdown: CancellationToken,
-) -> Result<(), String> {
-    let channel = endpoint.connect().await.map_err(|e| e.to_string())?;
-    let mut client = CoordinatorClient::new(channel)
-        .max_decoding_message_size(MAX_MESSAGE_BYTES)
-        .max_encoding_message_size(MAX_MESSAGE_BYTES);
+) -> Result<(), Joined> {
+    let mut client = dialer.coordinator().await?;
     let (up_tx, up_rx) = link::channel();
     let response = client
         .join(link::request_stream(up_rx))
         .await
-        .map_err(|s| link::status_in_words(&s))?;
+        .map_err(|s| DialError::Refused(dialer.refused(&s)))?;
     let end = Link {
         tx: up_tx,
         rx: link::read_stream(response.into_inner()),
     };
-    session::serve(engine.clone(), rules, end, shutdown)
-        .await
-        .map_err(|e| e.to_string())
+    let peer = coordinator.to_string();
+    Ok(session::serve(engine.clone(), rules.clone(), end, peer, shutdown).await?)
 }
 
 /// `stampede-agent --listen`'s library entry point.
@@ -235,6 +261,9 @@ pub async fn run(cfg: DaemonConfig, shutdown: CancellationToken) -> Result<(), D
             ""
         }
     );
+    if let Some(path) = &cfg.ready_file {
+        shared::ready::write(path, addr)?;
+    }
     serve(listener, &cfg, shutdown).await
 }
 
@@ -255,6 +284,7 @@ mod tests {
             token: token.map(str::to_string),
             policy: Policy::default(),
             tls: None,
+            ready_file: None,
         };
         let listener = bind(&cfg).await.unwrap();
         let addr = listener.local_addr().unwrap();
@@ -321,8 +351,36 @@ mod tests {
         shutdown.cancel();
     }
 
+    /// Log lines written on this thread, for a test to read.
+    #[derive(Clone, Default)]
+    struct Captured(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Captured {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Captured {
+        type Writer = Captured;
+        fn make_writer(&'a self) -> Captured {
+            self.clone()
+        }
+    }
+
     #[tokio::test]
     async fn an_oversized_message_is_refused_and_the_daemon_keeps_serving() {
+        // A current-thread runtime: the server's tasks log on this thread, into `logs`.
+        let logs = Captured::default();
+        let subscriber = tracing_subscriber::fmt()
+            .with_writer(logs.clone())
+            .with_ansi(false)
+            .finish();
+        let _logging = tracing::subscriber::set_default(subscriber);
         let (endpoint, shutdown) = start().await;
         let mut client = AgentClient::connect(endpoint.clone()).await.unwrap();
         let (tx, rx) = mpsc::channel(4);
@@ -368,6 +426,12 @@ mod tests {
         }
         let msgs = answered.expect("served again within 5 s");
         assert!(matches!(msgs[0].kind, Some(Up::HelloReply(_))), "{msgs:?}");
+        let log = String::from_utf8_lossy(&logs.0.lock().unwrap()).into_owned();
+        assert!(
+            log.contains("Refused a coordinator peer=127.0.0.1:")
+                && log.contains("decoded message length too large"),
+            "the oversized message's sender is not in the log: {log}"
+        );
         shutdown.cancel();
     }
 
@@ -379,6 +443,7 @@ mod tests {
             token: None,
             policy: Policy::default(),
             tls: None,
+            ready_file: None,
         })
         .await
         .unwrap_err();

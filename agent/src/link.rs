@@ -1,7 +1,8 @@
 //! The link between a coordinator and one agent: a bounded channel each way carrying the protocol's
 //! messages, whatever carries them underneath (in-process for the embedded agent, a gRPC stream either
 //! way for remote ones), and why it closed. Every gRPC stream is adapted here, once, so a transport's
-//! reason for closing ("message too large", a TLS alert) reaches whoever reads the link.
+//! reason for closing ("message too large", a TLS alert) reaches whoever reads the link. Dialing a
+//! control port is [`dial`]; accepting one, with every refused peer logged, is [`accept`].
 use std::pin::Pin;
 
 use proto::pb;
@@ -9,6 +10,34 @@ use tokio::sync::mpsc;
 use tokio_stream::Stream;
 use tokio_stream::StreamExt;
 use tokio_stream::wrappers::ReceiverStream;
+
+pub mod accept;
+pub mod dial;
+
+/// The two ends of the control protocol, for words that name the other side ("the agent listens in
+/// plain text") and the flags to give it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    Agent,
+    Coordinator,
+}
+
+impl Role {
+    pub fn name(self) -> &'static str {
+        match self {
+            Role::Agent => "agent",
+            Role::Coordinator => "coordinator",
+        }
+    }
+
+    /// The far end of a link whose near end is `self`.
+    pub fn other(self) -> Role {
+        match self {
+            Role::Agent => Role::Coordinator,
+            Role::Coordinator => Role::Agent,
+        }
+    }
+}
 
 /// Bound on queued control messages each way; a coordinator that stops reading slows the agent's
 /// reports, it does not grow memory.
@@ -146,14 +175,30 @@ pub fn status_in_words(status: &tonic::Status) -> String {
 
 /// Reads a gRPC stream into a link's receiving half. The stream's clean end is `Ended`; a status
 /// (an oversized or undecodable message, a reset, a TLS failure) is `Broken` with its words.
-pub fn read_stream<M: Send + 'static>(mut inbound: tonic::Streaming<M>) -> LinkRx<M> {
+pub fn read_stream<M: Send + 'static>(inbound: tonic::Streaming<M>) -> LinkRx<M> {
+    read_stream_then(inbound, |_| ())
+}
+
+/// [`read_stream`], telling `on_status` the status that broke the stream before the reader hears of
+/// it: a listener logs a peer it refused (an oversized message) with the peer's address, which the
+/// reader of the link does not know.
+pub fn read_stream_then<M: Send + 'static>(
+    mut inbound: tonic::Streaming<M>,
+    on_status: impl FnOnce(&tonic::Status) + Send + 'static,
+) -> LinkRx<M> {
     let (tx, rx) = mpsc::channel(LINK_CAPACITY);
+    let mut on_status = Some(on_status);
     tokio::spawn(async move {
         loop {
             let frame = match inbound.message().await {
                 Ok(Some(msg)) => Ok(msg),
                 Ok(None) => return,
-                Err(status) => Err(Closed::of_status(&status)),
+                Err(status) => {
+                    if let Some(tell) = on_status.take() {
+                        tell(&status);
+                    }
+                    Err(Closed::of_status(&status))
+                }
             };
             let last = frame.is_err();
             if tx.send(frame).await.is_err() || last {

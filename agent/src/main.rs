@@ -45,6 +45,10 @@ struct Args {
     /// The fleet's CA certificate: peers must present a certificate it signed.
     #[arg(long)]
     tls_ca: Option<std::path::PathBuf>,
+    /// Once the port is bound, write one line of JSON, {"listen":"127.0.0.1:PORT","pid":N}, to this
+    /// file (atomically: a temporary file renamed over it): a ready signal for scripts.
+    #[arg(long, value_name = "PATH", conflicts_with = "join")]
+    ready_file: Option<std::path::PathBuf>,
     /// Worker threads [default: one per core].
     #[arg(long)]
     threads: Option<usize>,
@@ -136,6 +140,7 @@ fn main() -> ExitCode {
         token,
         policy,
         tls,
+        ready_file: args.ready_file,
     };
     let result = rt.block_on(async {
         let shutdown = CancellationToken::new();

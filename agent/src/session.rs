@@ -25,7 +25,10 @@ use tokio_util::task::AbortOnDropHandle;
 use crate::capacity::{Capacity, Route};
 use crate::client::Target;
 use crate::engine::Engine;
-use crate::link::{self, AgentEnd, Closed, CoordinatorEnd, LINK_CAPACITY, Link, LinkRx, LinkTx};
+use crate::link::accept::log_refused;
+use crate::link::{
+    self, AgentEnd, Closed, CoordinatorEnd, LINK_CAPACITY, Link, LinkRx, LinkTx, Role,
+};
 use crate::policy::Policy;
 use crate::system;
 use crate::worker::{self, INTERVAL, Job, Report};
@@ -51,7 +54,15 @@ pub enum SessionError {
 pub fn embedded(engine: Arc<Engine>, shutdown: CancellationToken) -> CoordinatorEnd {
     let (coordinator, agent) = link::pair();
     tokio::spawn(async move {
-        if let Err(e) = serve(engine, Arc::new(Rules::default()), agent, shutdown).await {
+        if let Err(e) = serve(
+            engine,
+            Arc::new(Rules::default()),
+            agent,
+            "embedded".into(),
+            shutdown,
+        )
+        .await
+        {
             tracing::warn!(error = %e, "Embedded agent session ended");
         }
     });
@@ -187,6 +198,8 @@ struct Session {
     engine: Arc<Engine>,
     rules: Arc<Rules>,
     prepare: Prepare,
+    /// The coordinator, as the log names it.
+    peer: String,
     /// Scheduled time of the steps started in this session, for --max-run-duration.
     used: Duration,
     out: LinkTx<pb::AgentMessage>,
@@ -200,14 +213,16 @@ fn unix_ns_now() -> i64 {
 }
 
 /// Serves one coordinator until it says goodbye, its stream ends, or `shutdown` fires. On shutdown
-/// the running step stops sending new requests and its final interval is still reported.
+/// the running step stops sending new requests and its final interval is still reported. `peer`
+/// names the coordinator in the log (its address), for a refusal.
 pub async fn serve(
     engine: Arc<Engine>,
     rules: Arc<Rules>,
     link: AgentEnd,
+    peer: String,
     shutdown: CancellationToken,
 ) -> Result<(), SessionError> {
-    serve_with(engine, rules, link, shutdown, lookup()).await
+    serve_with(engine, rules, link, peer, shutdown, lookup()).await
 }
 
 /// [`serve`] with the function that prepares a configure's target.
@@ -215,6 +230,7 @@ pub(crate) async fn serve_with(
     engine: Arc<Engine>,
     rules: Arc<Rules>,
     link: AgentEnd,
+    peer: String,
     shutdown: CancellationToken,
     prepare: Prepare,
 ) -> Result<(), SessionError> {
@@ -224,6 +240,7 @@ pub(crate) async fn serve_with(
         engine,
         rules,
         prepare,
+        peer,
         used: Duration::ZERO,
         out,
         state: State::Greeting,
@@ -316,6 +333,7 @@ impl Session {
         let (state, reply) = match kind {
             Down::Hello(h) => {
                 if let Err(e) = self.admit(&h) {
+                    log_refused(Role::Agent, &self.peer, &e);
                     // The session ends here; a running step's load stops with it.
                     state.stop_load();
                     self.reply(refusal(e.to_string())).await?;
@@ -777,6 +795,7 @@ mod tests {
             engine,
             Arc::new(rules),
             agent,
+            "test".into(),
             shutdown,
             prepare,
         ));

@@ -1,8 +1,11 @@
 //! Mutual TLS for the control channel: both sides present a certificate from the fleet's CA (made by
 //! `stampede certs init`) and require the peer's. The token stays as a second factor.
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
-use tonic::transport::{Certificate, ClientTlsConfig, Identity, ServerTlsConfig};
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use tonic::transport::{Certificate, ClientTlsConfig, Identity};
 
 #[derive(Debug, thiserror::Error)]
 pub enum TlsError {
@@ -14,6 +17,12 @@ pub enum TlsError {
     },
     #[error("{0}")]
     Incomplete(&'static str),
+    #[error("{what} {path} is not usable: {why}")]
+    Invalid {
+        what: &'static str,
+        path: PathBuf,
+        why: String,
+    },
 }
 
 /// The host of `host:port` (brackets of an IPv6 literal removed): the name a peer's certificate must carry.
@@ -77,15 +86,39 @@ impl TlsFiles {
         Ok(Certificate::from_pem(read("CA certificate", &self.ca)?))
     }
 
-    /// The listening side: presents its certificate and requires one from the peer, signed by the CA.
-    pub fn server(&self) -> Result<ServerTlsConfig, TlsError> {
-        let identity = self.identity()?.ok_or(TlsError::Incomplete(
-            "a TLS listener needs --tls-cert and --tls-key",
-        ))?;
-        Ok(ServerTlsConfig::new()
-            .identity(identity)
-            .client_ca_root(self.ca()?)
-            .timeout(std::time::Duration::from_secs(5)))
+    /// The listening side, for a handshake done by hand (by the link's `accept`, so a refused peer
+    /// is logged): presents its certificate, requires one from the peer signed by the CA, and
+    /// speaks h2 (tonic's client refuses a connection without it).
+    pub fn server(&self) -> Result<Arc<rustls::ServerConfig>, TlsError> {
+        let (Some(cert), Some(key)) = (&self.cert, &self.key) else {
+            return Err(TlsError::Incomplete(
+                "a TLS listener needs --tls-cert and --tls-key",
+            ));
+        };
+        let certs = pem_certs("certificate", cert)?;
+        let key = PrivateKeyDer::from_pem_slice(&read("key", key)?)
+            .map_err(|e| invalid("key", key, e))?;
+        let mut roots = rustls::RootCertStore::empty();
+        for ca in pem_certs("CA certificate", &self.ca)? {
+            roots
+                .add(ca)
+                .map_err(|e| invalid("CA certificate", &self.ca, e))?;
+        }
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
+            Arc::new(roots),
+            provider.clone(),
+        )
+        .build()
+        .map_err(|e| invalid("CA certificate", &self.ca, e))?;
+        let mut config = rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .map_err(|e| invalid("certificate", cert, e))?
+            .with_client_cert_verifier(verifier)
+            .with_single_cert(certs, key)
+            .map_err(|e| invalid("certificate", cert, e))?;
+        config.alpn_protocols = vec![b"h2".to_vec()];
+        Ok(Arc::new(config))
     }
 
     /// The dialing side: verifies the peer as `domain` against the CA, and presents its own certificate.
@@ -98,6 +131,25 @@ impl TlsFiles {
         }
         Ok(config)
     }
+}
+
+fn invalid(what: &'static str, path: &Path, why: impl std::fmt::Display) -> TlsError {
+    TlsError::Invalid {
+        what,
+        path: path.to_path_buf(),
+        why: why.to_string(),
+    }
+}
+
+/// Every certificate of a PEM file; none is an error (an empty or mistaken file).
+fn pem_certs(what: &'static str, path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
+    let certs = CertificateDer::pem_slice_iter(&read(what, path)?)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| invalid(what, path, e))?;
+    if certs.is_empty() {
+        return Err(invalid(what, path, "it holds no PEM certificate"));
+    }
+    Ok(certs)
 }
 
 #[cfg(test)]

@@ -338,6 +338,11 @@ settings! {
         /// How long to wait for them.
         #[arg(long, default_value = "60s", allow_hyphen_values = true, help_heading = DISTRIBUTED)]
         pub wait_agents: Option<DurationText>,
+        /// With --listen: once the port is bound, write one line of JSON,
+        /// {"listen":"127.0.0.1:PORT","pid":N}, to PATH (atomically: a temporary file renamed over
+        /// it), a ready signal for scripts.
+        #[arg(long, value_name = "PATH", help_heading = DISTRIBUTED)]
+        pub ready_file: Option<PathBuf>,
         /// Certificate for mutual TLS with remote agents (from `stampede certs init`).
         #[arg(long, help_heading = DISTRIBUTED)]
         pub tls_cert: Option<PathBuf>,
@@ -483,6 +488,10 @@ pub struct ServeArgs {
     /// Serve HTTPS with a self-signed certificate made at start (clients need --insecure).
     #[arg(long)]
     pub tls: bool,
+    /// Once the port is bound, write one line of JSON, {"listen":"127.0.0.1:PORT","pid":N}, to PATH
+    /// (atomically: a temporary file renamed over it), a ready signal for scripts.
+    #[arg(long, value_name = "PATH")]
+    pub ready_file: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]

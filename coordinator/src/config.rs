@@ -112,6 +112,8 @@ pub struct JoinSpec {
     pub listen: std::net::SocketAddr,
     pub expect: usize,
     pub wait: Duration,
+    /// Where to say the join port is bound (`--ready-file`).
+    pub ready_file: Option<PathBuf>,
 }
 
 /// Everything `run` needs, valid by construction.
@@ -638,11 +640,18 @@ fn join(
                 listen,
                 expect,
                 wait,
+                ready_file: args.ready_file.clone(),
             })
         }
         (None, Some(_)) => {
             return Err(ConfigError::Conflict(
                 "--expect-agents goes with --listen ADDR".into(),
+            ));
+        }
+        // Only the join port is a port of `run`'s to be ready on.
+        _ if args.ready_file.is_some() => {
+            return Err(ConfigError::Conflict(
+                "--ready-file goes with --listen ADDR".into(),
             ));
         }
         _ => None,
@@ -1006,6 +1015,19 @@ mod tests {
             let e = resolve(a).unwrap_err().to_string();
             assert!(e.contains("without a token: add --token-file FILE"), "{e}");
         }
+    }
+
+    #[test]
+    fn a_ready_file_goes_with_a_join_port() {
+        let mut a = args("http://127.0.0.1:1/");
+        a.steps = Some(Steps(vec![1.0]));
+        a.ready_file = Some("ready.json".into());
+        let e = resolve(a.clone()).unwrap_err().to_string();
+        assert!(e.contains("--ready-file goes with --listen ADDR"), "{e}");
+        a.listen = Some("127.0.0.1:0".parse().unwrap());
+        a.expect_agents = Some(1);
+        let join = resolve(a).unwrap().join.expect("a join port");
+        assert_eq!(join.ready_file, Some("ready.json".into()));
     }
 
     #[test]

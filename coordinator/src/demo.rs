@@ -23,6 +23,7 @@ pub async fn run(args: DemoArgs, shutdown: Stop) -> Result<RunOutcome, RunError>
             capacity: Some(DEMO_CAPACITY),
             body: Bytes::from_static(b"I am a stupid HTTP server!\n"),
             tls: false,
+            ready_file: None,
         },
         target_stop.clone(),
     )

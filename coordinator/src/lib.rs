@@ -87,6 +87,7 @@ pub async fn execute(command: Command, stop: Stop) -> u8 {
                 capacity: args.capacity,
                 body: Bytes::from(args.body.into_bytes()),
                 tls: args.tls,
+                ready_file: args.ready_file,
             };
             match serve::run(cfg, stop.drain).await {
                 Ok(()) => 0,
@@ -94,7 +95,9 @@ pub async fn execute(command: Command, stop: Stop) -> u8 {
                     eprintln!("stampede: {e}");
                     match e {
                         serve::ServeError::Capacity(_) => 2,
-                        serve::ServeError::Bind { .. } | serve::ServeError::Tls(_) => 1,
+                        serve::ServeError::Bind { .. }
+                        | serve::ServeError::Tls(_)
+                        | serve::ServeError::Ready(_) => 1,
                     }
                 }
             }

@@ -28,6 +28,8 @@ pub struct ServeConfig {
     pub body: Bytes,
     /// Serve HTTPS with a fresh self-signed certificate (clients need --insecure).
     pub tls: bool,
+    /// Where to say the port is bound (`--ready-file`).
+    pub ready_file: Option<std::path::PathBuf>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -41,6 +43,8 @@ pub enum ServeError {
     Capacity(f64),
     #[error("cannot set up TLS: {0}")]
     Tls(String),
+    #[error(transparent)]
+    Ready(#[from] shared::ready::ReadyError),
 }
 
 /// A TLS acceptor with a certificate made at start for localhost, 127.0.0.1 and ::1.
@@ -290,6 +294,9 @@ pub async fn run(cfg: ServeConfig, shutdown: CancellationToken) -> Result<(), Se
         cfg.capacity
             .map_or("unlimited".to_string(), |c| format!("{c} req/s"))
     );
+    if let Some(path) = &cfg.ready_file {
+        shared::ready::write(path, addr)?;
+    }
     let _ = task.await;
     Ok(())
 }
@@ -308,6 +315,7 @@ mod tests {
             capacity,
             body: Bytes::from_static(b"ok"),
             tls: false,
+            ready_file: None,
         };
         let stop = CancellationToken::new();
         let (addr, _task) = start(cfg, stop.clone()).await.unwrap();

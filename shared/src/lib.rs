@@ -7,6 +7,7 @@ pub mod condition;
 pub mod histogram;
 pub mod metrics;
 pub mod plan;
+pub mod ready;
 pub mod report;
 pub mod rng;
 pub mod schedule;

@@ -93,28 +93,21 @@ pub struct Target {
 
 impl Target {
     pub fn start(extra: &[&str]) -> Target {
+        let ready = tempfile::tempdir().expect("temp dir");
+        let file = ready.path().join("ready.json");
         let mut child = Command::new(bin("stampede"))
             .args(["serve", "--listen", "127.0.0.1:0", "--threads", "1"])
+            .arg("--ready-file")
+            .arg(&file)
             .args(extra)
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()
             .expect("stampede serve starts");
-        let stderr = child.stderr.take().expect("piped stderr");
-        let mut lines = BufReader::new(stderr).lines();
-        let line = lines
-            .next()
-            .expect("serve prints where it listens")
-            .expect("stderr is text");
-        let addr = line
-            .split("://")
-            .nth(1)
-            .and_then(|rest| rest.split('/').next())
-            .and_then(|a| a.parse().ok())
-            .unwrap_or_else(|| panic!("no address in serve's first line: {line}"));
         // Keep draining stderr so the server never blocks on a full pipe.
-        std::thread::spawn(move || for _ in lines {});
-        let tls = line.contains("https://");
+        let log = Lines::of(&mut child);
+        let addr = ready_addr(&file, &mut child, &log);
+        let tls = extra.contains(&"--tls");
         Target { child, addr, tls }
     }
 
@@ -367,16 +360,89 @@ pub fn run_ok(args: &[&str]) -> Ran {
     }
 }
 
-/// A `stampede-agent --listen 127.0.0.1:0` process, killed when dropped.
+/// The address a process wrote to its `--ready-file` once its port was bound. Waits up to 60 s (a
+/// cold debug binary on a busy machine), and fails at once, with what the process said, if it exits
+/// first.
+pub fn ready_addr(file: &Path, child: &mut Child, log: &Lines) -> SocketAddr {
+    let began = std::time::Instant::now();
+    while began.elapsed() < Duration::from_secs(60) {
+        // Written atomically (renamed into place): whatever is there is whole.
+        if let Ok(line) = std::fs::read_to_string(file) {
+            let v: serde_json::Value = serde_json::from_str(&line)
+                .unwrap_or_else(|e| panic!("the ready file is not JSON ({e}): {line:?}"));
+            assert_eq!(v["pid"].as_u64(), Some(u64::from(child.id())), "{line}");
+            return v["listen"]
+                .as_str()
+                .and_then(|a| a.parse().ok())
+                .unwrap_or_else(|| panic!("no address in the ready file: {line}"));
+        }
+        if let Some(status) = child.try_wait().expect("the child can be waited for") {
+            // Give the reader thread a moment to take the last words.
+            std::thread::sleep(Duration::from_millis(100));
+            panic!("exited ({status}) before it was ready: {}", log.text());
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    panic!("not ready within 60 s: {}", log.text());
+}
+
+/// A child's stderr, read on a thread as it comes, so a test can wait for a line while the child
+/// runs (and the child never blocks on a full pipe).
+#[derive(Clone)]
+pub struct Lines(std::sync::Arc<std::sync::Mutex<String>>);
+
+impl Lines {
+    pub fn of(child: &mut Child) -> Lines {
+        let seen = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+        let mut err = child.stderr.take().expect("piped stderr");
+        let into = seen.clone();
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = err.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                into.lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .push_str(&String::from_utf8_lossy(&buf[..n]));
+            }
+        });
+        Lines(seen)
+    }
+
+    pub fn text(&self) -> String {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Waits up to `limit` for `what` on stderr; whether it came.
+    pub fn wait_for(&self, what: &str, limit: Duration) -> bool {
+        let began = std::time::Instant::now();
+        while began.elapsed() < limit {
+            if self.text().contains(what) {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        false
+    }
+}
+
+/// A `stampede-agent --listen 127.0.0.1:0` process, killed when dropped; its stderr (log level
+/// warn) in `log`.
 pub struct AgentProc {
     pub child: Child,
     pub addr: SocketAddr,
+    pub log: Lines,
 }
 
 impl AgentProc {
     pub fn start(extra: &[&str], env: &[(&str, &str)]) -> AgentProc {
+        let ready = tempfile::tempdir().expect("temp dir");
+        let file = ready.path().join("ready.json");
         let mut child = Command::new(bin("stampede-agent"))
             .args(["--listen", "127.0.0.1:0", "--threads", "1"])
+            .arg("--ready-file")
+            .arg(&file)
             .args(extra)
             .envs(env.iter().copied())
             .env("STAMPEDE_LOG", "warn")
@@ -384,20 +450,9 @@ impl AgentProc {
             .stderr(Stdio::piped())
             .spawn()
             .expect("stampede-agent starts");
-        let stderr = child.stderr.take().expect("piped stderr");
-        let mut lines = BufReader::new(stderr).lines();
-        let line = lines
-            .next()
-            .expect("the agent prints where it listens")
-            .expect("text");
-        let addr = line
-            .split("listening on ")
-            .nth(1)
-            .and_then(|rest| rest.split_whitespace().next())
-            .and_then(|a| a.parse().ok())
-            .unwrap_or_else(|| panic!("no address in the agent's first line: {line}"));
-        std::thread::spawn(move || for _ in lines {});
-        AgentProc { child, addr }
+        let log = Lines::of(&mut child);
+        let addr = ready_addr(&file, &mut child, &log);
+        AgentProc { child, addr, log }
     }
 
     /// SIGKILL: the process dies at once, its sockets closed by the kernel.

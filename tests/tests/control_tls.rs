@@ -1,8 +1,10 @@
 //! Mutual TLS on the control channel: certificates from `stampede certs init`, a ramp over TLS, and
-//! refusals of a certificate from another CA, an expired one, and none at all.
+//! refusals of a certificate from another CA, an expired one, and none at all, each in the agent's
+//! log; TLS on one side only, either way and in both directions, said in words naming the flags.
 use std::path::Path;
+use std::time::Duration;
 
-use tests::{AgentProc, Target, run_ok, stampede, text};
+use tests::{AgentProc, Lines, Target, run_ok, stampede, text};
 
 fn certs(dir: &Path) {
     let o = stampede(&[
@@ -100,6 +102,16 @@ fn mutual_tls_runs_a_ramp_and_refuses_bad_client_certificates() {
         );
         err
     };
+    let logged = |reason: &str| {
+        assert!(
+            agent.log.wait_for(
+                &format!("reason={reason}"),
+                std::time::Duration::from_secs(5)
+            ),
+            "the agent did not log '{reason}': {}",
+            agent.log.text()
+        );
+    };
     // A client certificate from another CA.
     refused(&[
         "--tls-cert",
@@ -109,6 +121,7 @@ fn mutual_tls_runs_a_ramp_and_refuses_bad_client_certificates() {
         "--tls-ca",
         &f(&pki, "ca.crt"),
     ]);
+    logged("its certificate is not signed by this agent's --tls-ca");
     // An expired one from the right CA.
     refused(&[
         "--tls-cert",
@@ -118,8 +131,12 @@ fn mutual_tls_runs_a_ramp_and_refuses_bad_client_certificates() {
         "--tls-ca",
         &f(&pki, "ca.crt"),
     ]);
+    logged("its certificate has expired");
     // None at all.
     refused(&["--tls-ca", &f(&pki, "ca.crt")]);
+    logged(
+        "it presented no certificate (mutual TLS: give the coordinator --tls-cert and --tls-key)",
+    );
     // And plain text to a TLS agent.
     let out = tempfile::tempdir().unwrap();
     let o = stampede(&[
@@ -207,4 +224,201 @@ fn mutual_tls_also_covers_agents_that_join() {
     let _ = joiner.wait();
     assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
     assert_eq!(target.requests(), 30);
+}
+
+/// A fresh CA with certificates for an agent and a coordinator both named 127.0.0.1, and the flags
+/// that give them: (the directory, the agent's flags, the coordinator's flags).
+fn pki() -> (tempfile::TempDir, Vec<String>, Vec<String>) {
+    let root = tempfile::tempdir().unwrap();
+    let o = stampede(&[
+        "certs",
+        "init",
+        root.path().to_str().unwrap(),
+        "--agent",
+        "127.0.0.1",
+        "--coordinator",
+        "127.0.0.1",
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let flags = |name: &str| -> Vec<String> {
+        let f = |file: &str| root.path().join(file).to_str().unwrap().to_string();
+        vec![
+            "--tls-cert".into(),
+            f(&format!("{name}.crt")),
+            "--tls-key".into(),
+            f(&format!("{name}.key")),
+            "--tls-ca".into(),
+            f("ca.crt"),
+        ]
+    };
+    let (agent, coordinator) = (flags("agent-127.0.0.1"), flags("coordinator"));
+    (root, agent, coordinator)
+}
+
+fn strs(v: &[String]) -> Vec<&str> {
+    v.iter().map(String::as_str).collect()
+}
+
+/// `stampede run` against a listening agent with `tls` flags: its exit code and stderr.
+fn dial(agent: &AgentProc, tls: &[&str]) -> (Option<i32>, String) {
+    let out = tempfile::tempdir().unwrap();
+    let agents = agent.addr.to_string();
+    let mut args = vec![
+        "run",
+        "http://127.0.0.1:9/",
+        "--agents",
+        &agents,
+        "--steps",
+        "5",
+        "--step-duration",
+        "1s",
+        "--quiet",
+        "--out",
+        out.path().to_str().unwrap(),
+    ];
+    args.extend_from_slice(tls);
+    let o = stampede(&args);
+    (o.status.code(), text(&o.stderr))
+}
+
+#[test]
+fn plain_text_to_a_tls_agent_read_as_frame_with_invalid_size() {
+    let (_pki, agent_tls, _) = pki();
+    let agent = AgentProc::start(&strs(&agent_tls), &[]);
+    let (code, err) = dial(&agent, &[]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains(&format!(
+            "agent {} refused: this agent takes mutual TLS only: give the coordinator --tls-cert, \
+             --tls-key and --tls-ca",
+            agent.addr
+        )),
+        "{err}"
+    );
+    assert!(!err.contains("frame with invalid size"), "{err}");
+    assert!(
+        agent.log.wait_for(
+            "reason=it speaks plain text; this agent takes TLS only",
+            Duration::from_secs(5)
+        ),
+        "{}",
+        agent.log.text()
+    );
+    assert!(
+        agent
+            .log
+            .text()
+            .contains("Refused a coordinator peer=127.0.0.1:")
+    );
+}
+
+#[test]
+fn tls_to_a_plain_agent_read_as_invalid_data() {
+    let (_pki, _, coordinator_tls) = pki();
+    let agent = AgentProc::start(&[], &[]);
+    let (code, err) = dial(&agent, &strs(&coordinator_tls));
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains(&format!(
+            "agent {} refused: it answers in plain text, not TLS: the agent listens without TLS; \
+             give it --tls-cert, --tls-key and --tls-ca too, or this coordinator none of them",
+            agent.addr
+        )),
+        "{err}"
+    );
+    assert!(!err.contains("invalid data"), "{err}");
+    assert!(
+        agent.log.wait_for(
+            "reason=it speaks TLS; this agent listens in plain text",
+            Duration::from_secs(5)
+        ),
+        "{}",
+        agent.log.text()
+    );
+}
+
+/// A coordinator waiting on 127.0.0.1:0 for one agent to join, and an agent dialing it, each with
+/// its own TLS flags; waits for `agent_says` in the agent's log and `coordinator_says` in the
+/// coordinator's, then stops both.
+fn join_mismatch(
+    coordinator_tls: &[&str],
+    agent_tls: &[&str],
+    agent_says: &str,
+    coordinator_says: &str,
+) {
+    let ready = tempfile::tempdir().unwrap();
+    let file = ready.path().join("ready.json");
+    let out = tempfile::tempdir().unwrap();
+    let mut args = vec![
+        "run",
+        "http://127.0.0.1:9/",
+        "--listen",
+        "127.0.0.1:0",
+        "--ready-file",
+        file.to_str().unwrap(),
+        "--expect-agents",
+        "1",
+        "--wait-agents",
+        "30s",
+        "--steps",
+        "5",
+        "--quiet",
+        "--out",
+        out.path().to_str().unwrap(),
+    ];
+    args.extend_from_slice(coordinator_tls);
+    let mut coordinator = tests::spawn_stampede(&args);
+    let coordinator_log = Lines::of(&mut coordinator);
+    let listen = tests::ready_addr(&file, &mut coordinator, &coordinator_log).to_string();
+    let mut joiner = std::process::Command::new(tests::bin("stampede-agent"))
+        .args(["--join", &listen, "--threads", "1"])
+        .args(agent_tls)
+        .env("STAMPEDE_LOG", "warn")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let agent_log = Lines::of(&mut joiner);
+    let told = agent_log.wait_for(agent_says, Duration::from_secs(20));
+    let logged = coordinator_log.wait_for(coordinator_says, Duration::from_secs(5));
+    for child in [&mut joiner, &mut coordinator] {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    assert!(told, "the agent said: {}", agent_log.text());
+    assert!(logged, "the coordinator said: {}", coordinator_log.text());
+    assert!(
+        agent_log
+            .text()
+            .contains("The coordinator refused this agent coordinator=127.0.0.1:")
+    );
+    assert!(
+        coordinator_log
+            .text()
+            .contains("Refused an agent peer=127.0.0.1:")
+    );
+}
+
+#[test]
+fn a_plain_agent_joining_a_tls_coordinator_read_frame_with_invalid_size() {
+    let (_pki, _, coordinator_tls) = pki();
+    join_mismatch(
+        &strs(&coordinator_tls),
+        &[],
+        "reason=this coordinator takes mutual TLS only: give the agent --tls-cert, --tls-key and \
+         --tls-ca",
+        "reason=it speaks plain text; this coordinator takes TLS only",
+    );
+}
+
+#[test]
+fn a_tls_agent_joining_a_plain_coordinator_read_transport_error() {
+    let (_pki, agent_tls, _) = pki();
+    join_mismatch(
+        &[],
+        &strs(&agent_tls),
+        "reason=it answers in plain text, not TLS: the coordinator listens without TLS; give it \
+         --tls-cert, --tls-key and --tls-ca too, or this agent none of them",
+        "reason=it speaks TLS; this coordinator listens in plain text",
+    );
 }

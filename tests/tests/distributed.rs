@@ -201,6 +201,18 @@ fn handshake_refusals_name_the_problem() {
     );
     let (code, err) = run(&["--token-file", token.to_str().unwrap()], &[]);
     assert_eq!(code, Some(0), "the right token is accepted: {err}");
+    // Each refused coordinator is in the agent's log, with its address.
+    let log = agent.log.text();
+    for reason in [
+        "this agent requires a token",
+        "the token does not match this agent's",
+    ] {
+        assert!(
+            log.contains("Refused a coordinator peer=127.0.0.1:")
+                && log.contains(&format!("reason={reason}")),
+            "the agent did not log '{reason}': {log}"
+        );
+    }
     // An agent refuses to listen beyond loopback without a token.
     let o = Command::new(bin("stampede-agent"))
         .args(["--listen", "0.0.0.0:0"])
@@ -230,6 +242,49 @@ fn handshake_refusals_name_the_problem() {
     assert!(
         err.contains("in plain text") && err.contains("add --tls-cert, --tls-key and --tls-ca"),
         "{err}"
+    );
+}
+
+#[test]
+fn a_second_coordinator_was_refused_without_a_line_in_the_agent_log() {
+    let _serial = tests::serial();
+    let target = Target::start(&[]);
+    let agent = AgentProc::start(&[], &[]);
+    let out = tempfile::tempdir().unwrap();
+    let agents = agent.addr.to_string();
+    let mut first = in_background(
+        &target,
+        &[
+            "--agents",
+            &agents,
+            "--steps",
+            "20",
+            "--step-duration",
+            "20s",
+        ],
+        out.path(),
+    );
+    // Its load arriving says its session holds the agent.
+    let began = Instant::now();
+    while target.requests() == 0 && began.elapsed() < Duration::from_secs(30) {
+        sleep(Duration::from_millis(50));
+    }
+    let (o, _dir) = tests::run_quiet(&[&target.url(), "--agents", &agents, "--steps", "5"]);
+    let _ = first.kill();
+    let _ = first.wait();
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("refused: this agent is serving another coordinator"),
+        "{err}"
+    );
+    assert!(
+        agent.log.wait_for(
+            "reason=this agent is serving another coordinator",
+            Duration::from_secs(5)
+        ),
+        "{}",
+        agent.log.text()
     );
 }
 

@@ -86,7 +86,7 @@ fn every_documented_subcommand_and_flag_exists() {
         );
     }
     let serve = help(&["serve", "--help"]);
-    for flag in ["--delay", "--capacity", "--tls", "--listen"] {
+    for flag in ["--delay", "--capacity", "--tls", "--listen", "--ready-file"] {
         assert!(serve.contains(flag), "serve --help lacks {flag}");
     }
     assert!(help(&["--version"]).starts_with("stampede "));
@@ -158,11 +158,21 @@ fn run_help_was_one_unsorted_list_without_defaults() {
         "--join",
         "--allow-target",
         "--max-rate",
+        "--ready-file",
         "[default: 127.0.0.1:7700]",
         "[default: one per core]",
     ] {
         assert!(agent.contains(flag), "stampede-agent --help lacks {flag}");
     }
+    // The ready file's format, where each of its flags is described.
+    let serve = help_of("stampede", &["serve", "--help"]);
+    for help in [&run, &agent, &serve] {
+        assert!(
+            help.contains(r#"{"listen":"127.0.0.1:PORT","pid":N}"#),
+            "--ready-file's format is not in: {help}"
+        );
+    }
+    assert!(readme().contains(r#"`{"listen":"127.0.0.1:PORT","pid":N}`"#));
 }
 
 #[test]

@@ -182,20 +182,20 @@ fn unreachable_agent_was_a_rust_debug_print() {
 
 #[test]
 fn agent_logs_were_coloured_off_a_terminal() {
-    use std::io::{BufRead, BufReader, Read};
     let target = Target::start(&[]);
+    let ready = tempfile::tempdir().unwrap();
+    let file = ready.path().join("ready.json");
     let mut agent = std::process::Command::new(tests::bin("stampede-agent"))
         .args(["--listen", "127.0.0.1:0", "--threads", "1"])
+        .arg("--ready-file")
+        .arg(&file)
         .env("STAMPEDE_LOG", "info")
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    let mut stderr = BufReader::new(agent.stderr.take().unwrap());
-    let mut first = String::new();
-    stderr.read_line(&mut first).unwrap();
-    let addr = first.split("listening on ").nth(1).unwrap();
-    let addr = addr.split_whitespace().next().unwrap().to_string();
+    let log = tests::Lines::of(&mut agent);
+    let addr = tests::ready_addr(&file, &mut agent, &log).to_string();
     let ran = run_ok(&[
         &target.url(),
         "--steps",
@@ -209,8 +209,7 @@ fn agent_logs_were_coloured_off_a_terminal() {
     std::thread::sleep(std::time::Duration::from_millis(500));
     let _ = agent.kill();
     let _ = agent.wait();
-    let mut rest = String::new();
-    stderr.read_to_string(&mut rest).unwrap();
+    let rest = log.text();
     // stderr is a pipe: the session's log lines are there, without escape codes, none a warning.
     assert!(rest.contains("Coordinator session ended"), "{rest}");
     assert!(!rest.contains('\u{1b}'), "ANSI escapes in: {rest}");

@@ -2,7 +2,7 @@
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use tests::{Target, bin, run_json, stampede, text};
+use tests::{Lines, Target, bin, run_json, stampede, text};
 
 #[test]
 fn demo_runs_past_the_knee_and_writes_everything() {
@@ -88,46 +88,6 @@ fn requests_run(url: &str, steps: &str, length: &str, out: &std::path::Path) -> 
         .args(["--step-duration", length, "--out", out.to_str().unwrap()])
         .stdin(Stdio::null());
     c
-}
-
-/// Reads a child's stderr on a thread, so a test can wait for a line while the child runs.
-struct Lines(std::sync::Arc<std::sync::Mutex<String>>);
-
-impl Lines {
-    fn of(child: &mut std::process::Child) -> Lines {
-        use std::io::Read;
-        let seen = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
-        let mut err = child.stderr.take().expect("piped stderr");
-        let into = seen.clone();
-        std::thread::spawn(move || {
-            let mut buf = [0u8; 4096];
-            while let Ok(n) = err.read(&mut buf) {
-                if n == 0 {
-                    break;
-                }
-                into.lock()
-                    .unwrap()
-                    .push_str(&String::from_utf8_lossy(&buf[..n]));
-            }
-        });
-        Lines(seen)
-    }
-
-    fn text(&self) -> String {
-        self.0.lock().unwrap().clone()
-    }
-
-    /// Waits up to `limit` for `what` on stderr; whether it came.
-    fn wait_for(&self, what: &str, limit: Duration) -> bool {
-        let began = Instant::now();
-        while began.elapsed() < limit {
-            if self.text().contains(what) {
-                return true;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        false
-    }
 }
 
 /// Waits up to `limit` for the child to exit; kills it past that.

@@ -1,13 +1,18 @@
-//! Dialing the agents: embedded, `host:port`, `dns://`, or accepting joins; each becomes a `Link`.
+//! The coordinator's ends of the control channel's transport: dialing listening agents (`remote`,
+//! retried `patiently` while they come up) and serving `Coordinator.Join` for agents that dial in
+//! (`accept_joins`), each stream adapted to a `Link`. The endpoint setup and the words for a
+//! failure are `agent::link::dial`'s, shared with the agent's `--join`; every agent the join port
+//! refuses is logged (`Refused an agent`).
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use agent::Engine;
-use agent::link::{self, CoordinatorEnd, Link, MAX_MESSAGE_BYTES};
+use agent::link::accept::{self, Peer, log_refused};
+use agent::link::dial::{DialError, Dialer};
+use agent::link::{self, CoordinatorEnd, Link, MAX_MESSAGE_BYTES, Role};
 use agent::tls::host_of;
 use proto::pb;
-use proto::pb::agent_client::AgentClient;
 use proto::pb::coordinator_server::Coordinator as CoordinatorSvc;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
@@ -16,7 +21,6 @@ use tokio_util::sync::CancellationToken;
 use super::{Fleet, FleetError};
 use crate::config::{AgentSpec, RunConfig};
 
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long to keep dialing an agent that does not accept connections yet.
 const DIAL_WAIT: Duration = Duration::from_secs(10);
 
@@ -97,7 +101,7 @@ pub async fn connect(cfg: &RunConfig) -> Result<Fleet, FleetError> {
 /// Runs `attempt` again every 250 ms while it fails in a way `retry` accepts, for up to `DIAL_WAIT`,
 /// then gives its last result. Agents started together with the coordinator (docker compose) may
 /// need a moment before their name resolves and before they listen.
-async fn patiently<T, E, F: std::future::Future<Output = Result<T, E>>>(
+pub(crate) async fn patiently<T, E, F: std::future::Future<Output = Result<T, E>>>(
     mut attempt: impl FnMut() -> F,
     retry: impl Fn(&E) -> bool,
 ) -> Result<T, E> {
@@ -112,70 +116,38 @@ async fn patiently<T, E, F: std::future::Future<Output = Result<T, E>>>(
     }
 }
 
-/// A connect error as a person says it: the OS's reason ("connection refused") where there is one,
-/// else the innermost cause, never the Debug print of tonic's and hyper's wrappers.
-fn in_words(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut cause = e;
-    loop {
-        if let Some(io) = cause.downcast_ref::<std::io::Error>() {
-            let kind = io.kind().to_string();
-            return if kind.ends_with("other error") || kind.starts_with("uncategorized") {
-                io.to_string()
-            } else {
-                kind
-            };
-        }
-        match cause.source() {
-            Some(next) => cause = next,
-            None => return cause.to_string(),
-        }
-    }
-}
-
-/// Opens the control stream to a listening agent and adapts it to a `Link`.
-async fn remote(
+/// Opens the control stream to a listening agent and adapts it to a `Link`. Only an agent that
+/// does not answer yet is `Unreachable` (worth dialing again); one that answers and disagrees (TLS
+/// on one side only, a certificate) is `Refused`.
+pub(crate) async fn remote(
     name: &str,
     addr: SocketAddr,
     domain: &str,
     tls: Option<&agent::tls::TlsFiles>,
 ) -> Result<CoordinatorEnd, FleetError> {
-    let unreachable = |why: String| FleetError::Unreachable {
+    let dialer = Dialer::new(Role::Agent, &addr.to_string(), domain, tls).map_err(|e| match e {
+        DialError::Tls(e) => setup_error(e),
+        e => FleetError::Unreachable {
+            agent: name.to_string(),
+            why: e.to_string(),
+        },
+    })?;
+    let refused = |message: String| FleetError::Refused {
         agent: name.to_string(),
-        why,
+        message,
     };
-    let scheme = if tls.is_some() { "https" } else { "http" };
-    let mut endpoint = tonic::transport::Endpoint::from_shared(format!("{scheme}://{addr}"))
-        .map_err(|e| unreachable(e.to_string()))?
-        .connect_timeout(CONNECT_TIMEOUT)
-        .tcp_nodelay(true);
-    if let Some(tls) = tls {
-        let config = tls.client(domain).map_err(setup_error)?;
-        endpoint = endpoint
-            .tls_config(config)
-            .map_err(|e| unreachable(e.to_string()))?;
-    }
-    let channel = endpoint
-        .connect()
-        .await
-        .map_err(|e| unreachable(in_words(&e)))?;
-    let mut client = AgentClient::new(channel)
-        .max_decoding_message_size(MAX_MESSAGE_BYTES)
-        .max_encoding_message_size(MAX_MESSAGE_BYTES);
+    let mut client = dialer.agent().await.map_err(|e| match e {
+        DialError::Refused(why) => refused(why),
+        e => FleetError::Unreachable {
+            agent: name.to_string(),
+            why: e.to_string(),
+        },
+    })?;
     let (down_tx, down_rx) = link::channel();
     let response = client
         .control(link::request_stream(down_rx))
         .await
-        .map_err(|status| FleetError::Refused {
-            agent: name.to_string(),
-            message: match tls {
-                // Refused below gRPC (a TLS alert or a dropped handshake), not by the agent's session.
-                Some(_) if std::error::Error::source(&status).is_some() => format!(
-                    "{} (mutual TLS: the agent takes a certificate signed by its --tls-ca, valid now, given with --tls-cert and --tls-key)",
-                    link::status_in_words(&status)
-                ),
-                _ => link::status_in_words(&status),
-            },
-        })?;
+        .map_err(|status| refused(dialer.refused(&status)))?;
     Ok(Link {
         tx: down_tx,
         rx: link::read_stream(response.into_inner()),
@@ -183,7 +155,7 @@ async fn remote(
 }
 
 /// The coordinator's side of `Coordinator.Join`: each joining agent's stream becomes a `Link`.
-struct JoinService {
+pub(crate) struct JoinService {
     joined: mpsc::Sender<(String, CoordinatorEnd)>,
 }
 
@@ -195,18 +167,28 @@ impl CoordinatorSvc for JoinService {
         &self,
         request: tonic::Request<tonic::Streaming<pb::AgentMessage>>,
     ) -> Result<tonic::Response<Self::JoinStream>, tonic::Status> {
-        let name = request
-            .remote_addr()
-            .map_or_else(|| "joined agent".to_string(), |a| a.to_string());
+        let peer = Peer::of(&request);
+        // Plain text on a TLS port: refused in words (and logged when it connected).
+        peer.as_ref().map_or(Ok(()), Peer::check)?;
+        let name = peer.map_or_else(|| "joined agent".to_string(), |p| p.addr.to_string());
         let permit = self.joined.clone().try_reserve_owned().map_err(|_| {
-            tonic::Status::resource_exhausted("this run has all the agents it expects")
+            let why = "this run has all the agents it expects";
+            log_refused(Role::Coordinator, &name, &why);
+            tonic::Status::resource_exhausted(why)
         })?;
         let (down_tx, down_rx) = link::channel();
+        let label = name.clone();
+        let inbound = link::read_stream_then(request.into_inner(), move |status| {
+            // tonic's word for a message over the size limit.
+            if status.code() == tonic::Code::OutOfRange {
+                log_refused(Role::Coordinator, &label, &link::status_in_words(status));
+            }
+        });
         permit.send((
             name,
             Link {
                 tx: down_tx,
-                rx: link::read_stream(request.into_inner()),
+                rx: inbound,
             },
         ));
         Ok(tonic::Response::new(link::response_stream(down_rx)))
@@ -214,29 +196,29 @@ impl CoordinatorSvc for JoinService {
 }
 
 /// Serves `Coordinator.Join` until `expect` agents have joined, or fails after `wait`.
-async fn accept_joins(
+pub(crate) async fn accept_joins(
     join: &crate::config::JoinSpec,
     tls: Option<&agent::tls::TlsFiles>,
     stop: CancellationToken,
 ) -> Result<Vec<(String, CoordinatorEnd)>, FleetError> {
-    let mut builder = tonic::transport::Server::builder();
-    if let Some(tls) = tls {
-        builder = builder
-            .tls_config(tls.server().map_err(setup_error)?)
-            .map_err(setup_error)?;
-    }
+    let tls = tls
+        .map(agent::tls::TlsFiles::server)
+        .transpose()
+        .map_err(setup_error)?;
     let listener = tokio::net::TcpListener::bind(join.listen)
         .await
         .map_err(|e| setup_error(format!("cannot listen on {}: {e}", join.listen)))?;
+    // The bound address: the port the kernel chose for `:0`.
+    let listen = listener.local_addr().unwrap_or(join.listen);
     let (joined_tx, mut joined_rx) = mpsc::channel(join.expect);
     let server =
         proto::pb::coordinator_server::CoordinatorServer::new(JoinService { joined: joined_tx })
             .max_decoding_message_size(MAX_MESSAGE_BYTES)
             .max_encoding_message_size(MAX_MESSAGE_BYTES);
-    let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
+    let incoming = accept::incoming(listener, tls, Role::Coordinator);
     let shutdown = stop.clone();
     tokio::spawn(async move {
-        let served = builder
+        let served = tonic::transport::Server::builder()
             .add_service(server)
             .serve_with_incoming_shutdown(incoming, shutdown.cancelled())
             .await;
@@ -245,9 +227,15 @@ async fn accept_joins(
         }
     });
     eprintln!(
-        "stampede: waiting for {} agents to join on {}",
-        join.expect, join.listen
+        "stampede: waiting for {} agents to join on {listen}",
+        join.expect
     );
+    if let Some(path) = &join.ready_file {
+        shared::ready::write(path, listen).map_err(|e| {
+            stop.cancel();
+            setup_error(e)
+        })?;
+    }
     let deadline = Instant::now() + join.wait;
     let mut links = Vec::with_capacity(join.expect);
     while links.len() < join.expect {
@@ -256,7 +244,7 @@ async fn accept_joins(
             _ => {
                 stop.cancel();
                 return Err(FleetError::Unreachable {
-                    agent: format!("{} expected on {}", join.expect, join.listen),
+                    agent: format!("{} expected on {listen}", join.expect),
                     why: format!("only {} joined within {:?}", links.len(), join.wait),
                 });
             }
