@@ -87,10 +87,8 @@ impl Agent for Service {
         &self,
         request: Request<Streaming<pb::CoordinatorMessage>>,
     ) -> Result<Response<Self::ControlStream>, Status> {
-        let peer = Peer::of(&request);
         // Plain text on a TLS port: refused in words (and logged when it connected).
-        peer.as_ref().map_or(Ok(()), Peer::check)?;
-        let peer = peer.map_or_else(|| "an unknown peer".to_string(), |p| p.addr.to_string());
+        let peer = Peer::admit(&request)?.addr.to_string();
         if self.busy.swap(true, Ordering::AcqRel) {
             let why = "this agent is serving another coordinator";
             log_refused(Role::Agent, &peer, &why);

@@ -43,13 +43,21 @@ pub struct Peer {
 }
 
 impl Peer {
-    /// The peer of a request that came through [`incoming`].
-    pub fn of<T>(request: &tonic::Request<T>) -> Option<Peer> {
-        request.extensions().get::<Peer>().cloned()
+    /// The peer of a request that came through [`incoming`], checked: a request from a plain-text
+    /// connection to a listener that takes TLS is refused, and so is one that did not come through
+    /// [`incoming`] at all (fail closed: nothing reaches a session without passing the check).
+    pub fn admit<T>(request: &tonic::Request<T>) -> Result<Peer, tonic::Status> {
+        let peer = request
+            .extensions()
+            .get::<Peer>()
+            .cloned()
+            .ok_or_else(|| tonic::Status::internal("a connection accepted without its peer"))?;
+        peer.check()?;
+        Ok(peer)
     }
 
     /// Refuses a request from a connection that should not have been plain text.
-    pub fn check(&self) -> Result<(), tonic::Status> {
+    fn check(&self) -> Result<(), tonic::Status> {
         match &self.refusal {
             Some(words) => Err(tonic::Status::unauthenticated(words.clone())),
             None => Ok(()),

@@ -167,10 +167,8 @@ impl CoordinatorSvc for JoinService {
         &self,
         request: tonic::Request<tonic::Streaming<pb::AgentMessage>>,
     ) -> Result<tonic::Response<Self::JoinStream>, tonic::Status> {
-        let peer = Peer::of(&request);
         // Plain text on a TLS port: refused in words (and logged when it connected).
-        peer.as_ref().map_or(Ok(()), Peer::check)?;
-        let name = peer.map_or_else(|| "joined agent".to_string(), |p| p.addr.to_string());
+        let name = Peer::admit(&request)?.addr.to_string();
         let permit = self.joined.clone().try_reserve_owned().map_err(|_| {
             let why = "this run has all the agents it expects";
             log_refused(Role::Coordinator, &name, &why);
