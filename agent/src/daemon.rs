@@ -14,7 +14,7 @@ use tonic::{Request, Response, Status, Streaming};
 use crate::engine::Engine;
 use crate::link::accept::{self, Peer, log_refused};
 use crate::link::dial::{DialError, Dialer};
-use crate::link::{self, Link, MAX_MESSAGE_BYTES, Role};
+use crate::link::{self, Link, MAX_MESSAGE_BYTES, Side};
 use crate::policy::Policy;
 use crate::session::{self, Rules};
 use crate::tls::TlsFiles;
@@ -91,7 +91,7 @@ impl Agent for Service {
         let peer = Peer::admit(&request)?.addr.to_string();
         if self.busy.swap(true, Ordering::AcqRel) {
             let why = "this agent is serving another coordinator";
-            log_refused(Role::Agent, &peer, &why);
+            log_refused(Side::Agent, &peer, &why);
             return Err(Status::resource_exhausted(why));
         }
         let release = Release(self.busy.clone());
@@ -100,7 +100,7 @@ impl Agent for Service {
         let inbound = link::read_stream_then(request.into_inner(), move |status| {
             // tonic's word for a message over the size limit.
             if status.code() == tonic::Code::OutOfRange {
-                log_refused(Role::Agent, &label, &link::status_in_words(status));
+                log_refused(Side::Agent, &label, &link::status_in_words(status));
             }
         });
         let end = Link {
@@ -162,7 +162,7 @@ pub async fn serve(
     tonic::transport::Server::builder()
         .add_service(server)
         .serve_with_incoming_shutdown(
-            accept::incoming(listener, tls, Role::Agent),
+            accept::incoming(listener, tls, Side::Agent),
             shutdown.cancelled(),
         )
         .await?;
@@ -184,7 +184,7 @@ pub async fn join(
         policy: cfg.policy.clone(),
     });
     let dialer = Dialer::new(
-        Role::Coordinator,
+        Side::Coordinator,
         &coordinator,
         crate::tls::host_of(&coordinator),
         cfg.tls.as_ref(),

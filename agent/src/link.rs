@@ -17,24 +17,24 @@ pub mod dial;
 /// The two ends of the control protocol, for words that name the other side ("the agent listens in
 /// plain text") and the flags to give it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Role {
+pub enum Side {
     Agent,
     Coordinator,
 }
 
-impl Role {
+impl Side {
     pub fn name(self) -> &'static str {
         match self {
-            Role::Agent => "agent",
-            Role::Coordinator => "coordinator",
+            Side::Agent => "agent",
+            Side::Coordinator => "coordinator",
         }
     }
 
     /// The far end of a link whose near end is `self`.
-    pub fn other(self) -> Role {
+    pub fn other(self) -> Side {
         match self {
-            Role::Agent => Role::Coordinator,
-            Role::Coordinator => Role::Agent,
+            Side::Agent => Side::Coordinator,
+            Side::Coordinator => Side::Agent,
         }
     }
 }

@@ -27,7 +27,7 @@ use crate::client::Target;
 use crate::engine::Engine;
 use crate::link::accept::log_refused;
 use crate::link::{
-    self, AgentEnd, Closed, CoordinatorEnd, LINK_CAPACITY, Link, LinkRx, LinkTx, Role,
+    self, AgentEnd, Closed, CoordinatorEnd, LINK_CAPACITY, Link, LinkRx, LinkTx, Side,
 };
 use crate::policy::Policy;
 use crate::system;
@@ -333,7 +333,7 @@ impl Session {
         let (state, reply) = match kind {
             Down::Hello(h) => {
                 if let Err(e) = self.admit(&h) {
-                    log_refused(Role::Agent, &self.peer, &e);
+                    log_refused(Side::Agent, &self.peer, &e);
                     // The session ends here; a running step's load stops with it.
                     state.stop_load();
                     self.reply(refusal(e.to_string())).await?;

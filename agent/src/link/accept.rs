@@ -17,7 +17,7 @@ use tokio_rustls::server::TlsStream;
 use tokio_stream::Stream;
 use tokio_stream::wrappers::ReceiverStream;
 
-use super::Role;
+use super::Side;
 
 /// How long a peer has to send its first byte and finish its TLS handshake (tonic's server used 5 s).
 const HANDSHAKE: Duration = Duration::from_secs(5);
@@ -27,10 +27,10 @@ const TLS_HANDSHAKE: u8 = 0x16;
 const BACKLOG: usize = 16;
 
 /// Logs a peer that `me` refused: the one line every refusal gets, wherever it is decided.
-pub fn log_refused(me: Role, peer: &dyn std::fmt::Display, why: &dyn std::fmt::Display) {
+pub fn log_refused(me: Side, peer: &dyn std::fmt::Display, why: &dyn std::fmt::Display) {
     match me {
-        Role::Agent => tracing::warn!(peer = %peer, reason = %why, "Refused a coordinator"),
-        Role::Coordinator => tracing::warn!(peer = %peer, reason = %why, "Refused an agent"),
+        Side::Agent => tracing::warn!(peer = %peer, reason = %why, "Refused a coordinator"),
+        Side::Coordinator => tracing::warn!(peer = %peer, reason = %why, "Refused an agent"),
     }
 }
 
@@ -157,7 +157,7 @@ impl AsyncWrite for Conn {
 pub fn incoming(
     listener: TcpListener,
     tls: Option<Arc<rustls::ServerConfig>>,
-    me: Role,
+    me: Side,
 ) -> impl Stream<Item = Result<Conn, io::Error>> {
     let (tx, rx) = mpsc::channel(BACKLOG);
     let acceptor = tls.map(tokio_rustls::TlsAcceptor::from);
@@ -192,7 +192,7 @@ async fn open(
     tcp: TcpStream,
     addr: SocketAddr,
     acceptor: Option<&tokio_rustls::TlsAcceptor>,
-    me: Role,
+    me: Side,
 ) -> Option<Conn> {
     let _ = tcp.set_nodelay(true);
     let mut first = [0u8; 1];
@@ -263,7 +263,7 @@ async fn open(
 }
 
 /// Why a peer's TLS handshake failed, as the listener says it.
-fn handshake_words(e: &io::Error, me: Role) -> String {
+fn handshake_words(e: &io::Error, me: Side) -> String {
     let other = me.other().name();
     let Some(tls) = e.get_ref().and_then(|i| i.downcast_ref::<rustls::Error>()) else {
         return format!("its TLS handshake failed: {e}");

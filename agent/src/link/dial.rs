@@ -7,7 +7,7 @@ use proto::pb::agent_client::AgentClient;
 use proto::pb::coordinator_client::CoordinatorClient;
 use tonic::transport::{Channel, Endpoint};
 
-use super::{MAX_MESSAGE_BYTES, Role};
+use super::{MAX_MESSAGE_BYTES, Side};
 use crate::tls::TlsFiles;
 
 /// How long a TCP connect may take before the peer counts as unreachable.
@@ -34,7 +34,7 @@ pub enum DialError {
 pub struct Dialer {
     endpoint: Endpoint,
     /// Whom it dials, for the words of a failure.
-    peer: Role,
+    peer: Side,
     /// The name its certificate must carry.
     domain: String,
     tls: bool,
@@ -43,7 +43,7 @@ pub struct Dialer {
 impl Dialer {
     /// `authority` is `host:port`; with `tls`, the peer's certificate must name `domain`.
     pub fn new(
-        peer: Role,
+        peer: Side,
         authority: &str,
         domain: &str,
         tls: Option<&TlsFiles>,

@@ -10,7 +10,7 @@ use std::time::Duration;
 use agent::Engine;
 use agent::link::accept::{self, Peer, log_refused};
 use agent::link::dial::{DialError, Dialer};
-use agent::link::{self, CoordinatorEnd, Link, MAX_MESSAGE_BYTES, Role};
+use agent::link::{self, CoordinatorEnd, Link, MAX_MESSAGE_BYTES, Side};
 use agent::tls::host_of;
 use proto::pb;
 use proto::pb::coordinator_server::Coordinator as CoordinatorSvc;
@@ -125,7 +125,7 @@ pub(crate) async fn remote(
     domain: &str,
     tls: Option<&agent::tls::TlsFiles>,
 ) -> Result<CoordinatorEnd, FleetError> {
-    let dialer = Dialer::new(Role::Agent, &addr.to_string(), domain, tls).map_err(|e| match e {
+    let dialer = Dialer::new(Side::Agent, &addr.to_string(), domain, tls).map_err(|e| match e {
         DialError::Tls(e) => setup_error(e),
         e => FleetError::Unreachable {
             agent: name.to_string(),
@@ -171,7 +171,7 @@ impl CoordinatorSvc for JoinService {
         let name = Peer::admit(&request)?.addr.to_string();
         let permit = self.joined.clone().try_reserve_owned().map_err(|_| {
             let why = "this run has all the agents it expects";
-            log_refused(Role::Coordinator, &name, &why);
+            log_refused(Side::Coordinator, &name, &why);
             tonic::Status::resource_exhausted(why)
         })?;
         let (down_tx, down_rx) = link::channel();
@@ -179,7 +179,7 @@ impl CoordinatorSvc for JoinService {
         let inbound = link::read_stream_then(request.into_inner(), move |status| {
             // tonic's word for a message over the size limit.
             if status.code() == tonic::Code::OutOfRange {
-                log_refused(Role::Coordinator, &label, &link::status_in_words(status));
+                log_refused(Side::Coordinator, &label, &link::status_in_words(status));
             }
         });
         permit.send((
@@ -213,7 +213,7 @@ pub(crate) async fn accept_joins(
         proto::pb::coordinator_server::CoordinatorServer::new(JoinService { joined: joined_tx })
             .max_decoding_message_size(MAX_MESSAGE_BYTES)
             .max_encoding_message_size(MAX_MESSAGE_BYTES);
-    let incoming = accept::incoming(listener, tls, Role::Coordinator);
+    let incoming = accept::incoming(listener, tls, Side::Coordinator);
     let shutdown = stop.clone();
     tokio::spawn(async move {
         let served = tonic::transport::Server::builder()
