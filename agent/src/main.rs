@@ -74,6 +74,14 @@ fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .init();
     agent::install_crypto_provider();
+    let join = args.join.clone();
+    let config = match config(args) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("stampede-agent: {e}");
+            return ExitCode::from(2);
+        }
+    };
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -84,77 +92,10 @@ fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    let token = match &args.token_file {
-        Some(path) => match std::fs::read_to_string(path) {
-            Ok(t) if !t.trim().is_empty() => Some(t.trim().to_string()),
-            Ok(_) => {
-                eprintln!("stampede-agent: token file {} is empty", path.display());
-                return ExitCode::from(2);
-            }
-            Err(e) => {
-                eprintln!(
-                    "stampede-agent: cannot read token file {}: {e}",
-                    path.display()
-                );
-                return ExitCode::from(2);
-            }
-        },
-        None => std::env::var("STAMPEDE_TOKEN")
-            .ok()
-            .map(|t| t.trim().to_string())
-            .filter(|t| !t.is_empty()),
-    };
-    let allow = match args
-        .allow_target
-        .iter()
-        .map(|a| agent::policy::Allow::parse(a))
-        .collect::<Result<Vec<_>, _>>()
-    {
-        Ok(a) => a,
-        Err(e) => {
-            eprintln!("stampede-agent: {e}");
-            return ExitCode::from(2);
-        }
-    };
-    if let Some(r) = args.max_rate.filter(|r| !(r.is_finite() && *r > 0.0)) {
-        eprintln!("stampede-agent: --max-rate must be a positive number, got {r}");
-        return ExitCode::from(2);
-    }
-    let policy = agent::policy::Policy {
-        allow,
-        max_rate: args.max_rate,
-        max_connections: args.max_connections,
-        max_step_duration: args.max_step_duration.map(Into::into),
-        max_run_duration: args.max_run_duration.map(Into::into),
-    };
-    let tls = match agent::tls::TlsFiles::from_flags(args.tls_cert, args.tls_key, args.tls_ca) {
-        Ok(t) => t,
-        Err(e) => {
-            eprintln!("stampede-agent: {e}");
-            return ExitCode::from(2);
-        }
-    };
-    let config = agent::daemon::DaemonConfig {
-        listen: args.listen,
-        threads: args.threads.unwrap_or_else(agent::system::cores).max(1),
-        token,
-        policy,
-        tls,
-        ready_file: args.ready_file,
-    };
     let result = rt.block_on(async {
         let shutdown = CancellationToken::new();
-        let on_signal = shutdown.clone();
-        tokio::spawn(async move {
-            let mut term =
-                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
-            tokio::select! {
-                _ = tokio::signal::ctrl_c() => {}
-                _ = async { match term.as_mut() { Some(t) => { t.recv().await; } None => std::future::pending().await } } => {}
-            }
-            on_signal.cancel();
-        });
-        match args.join {
+        tokio::spawn(cancel_on_signal(shutdown.clone()));
+        match join {
             Some(coordinator) => agent::daemon::join(coordinator, config, shutdown).await,
             None => agent::daemon::run(config, shutdown).await,
         }
@@ -171,4 +112,64 @@ fn main() -> ExitCode {
             })
         }
     }
+}
+
+/// SIGINT or SIGTERM drains: the running step stops sending and its final interval is still sent.
+async fn cancel_on_signal(shutdown: CancellationToken) {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate()).ok();
+    let terminated = async {
+        match term.as_mut() {
+            Some(t) => {
+                t.recv().await;
+            }
+            None => std::future::pending().await,
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = terminated => {}
+    }
+    shutdown.cancel();
+}
+
+/// The flags as the daemon's configuration; an error is the user's to fix (exit 2).
+fn config(args: Args) -> Result<agent::daemon::DaemonConfig, String> {
+    let token = match &args.token_file {
+        Some(path) => match std::fs::read_to_string(path) {
+            Ok(t) if !t.trim().is_empty() => Some(t.trim().to_string()),
+            Ok(_) => return Err(format!("token file {} is empty", path.display())),
+            Err(e) => return Err(format!("cannot read token file {}: {e}", path.display())),
+        },
+        None => std::env::var("STAMPEDE_TOKEN")
+            .ok()
+            .map(|t| t.trim().to_string())
+            .filter(|t| !t.is_empty()),
+    };
+    let allow = args
+        .allow_target
+        .iter()
+        .map(|a| agent::policy::Allow::parse(a))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| e.to_string())?;
+    if let Some(r) = args.max_rate.filter(|r| !(r.is_finite() && *r > 0.0)) {
+        return Err(format!("--max-rate must be a positive number, got {r}"));
+    }
+    let policy = agent::policy::Policy {
+        allow,
+        max_rate: args.max_rate,
+        max_connections: args.max_connections,
+        max_step_duration: args.max_step_duration.map(Into::into),
+        max_run_duration: args.max_run_duration.map(Into::into),
+    };
+    let tls = agent::tls::TlsFiles::from_flags(args.tls_cert, args.tls_key, args.tls_ca)
+        .map_err(|e| e.to_string())?;
+    Ok(agent::daemon::DaemonConfig {
+        listen: args.listen,
+        threads: args.threads.unwrap_or_else(agent::system::cores).max(1),
+        token,
+        policy,
+        tls,
+        ready_file: args.ready_file,
+    })
 }
