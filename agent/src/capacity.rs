@@ -169,124 +169,158 @@ impl Capacity {
     /// Checks one step share: `Err` with the numbers when the step certainly cannot be carried, else
     /// the warnings (possibly none) for what might not be.
     pub fn check_step(&self, share: &StepShare, route: &Route) -> Result<Vec<Warning>, String> {
-        let n = share.step() + 1;
-        let fds = self.usable_fds();
-        let ports = self.ports(route.sources);
-        // The longest a connection lives when the target stops answering: a connect that times out,
-        // or a connect and a first request that times out (after which the connection is closed).
-        let life = route.connect_timeout + route.timeout;
         let rate = arrival_rate(share);
+        let c = Step {
+            n: share.step() + 1,
+            share,
+            route,
+            rate,
+            // The longest a connection lives when the target stops answering: a connect that times
+            // out, or a connect and a first request that times out (after which it is closed).
+            life: route.connect_timeout + route.timeout,
+            fds: self.usable_fds(),
+            ports: self.ports(route.sources),
+        };
         let mut warnings = Vec::new();
         if let Some(refusal) = self.check_dispatch(share, rate, &mut warnings) {
             return Err(refusal);
         }
-        let fd_advice = "raise ulimit -n or add agents";
-        let port_advice = "add --source-addrs, widen net.ipv4.ip_local_port_range, or add agents";
         match share.model() {
-            LoadModel::Concurrency => {
-                // Every one of these is opened at the start and held: no doubt about the need.
-                let need = u64::from(share.connections());
-                if need > fds {
-                    return Err(format!(
-                        "step {n} needs {need} concurrent connections but this agent can open {fds} ({}); {fd_advice}",
-                        self.fds_text()
-                    ));
-                }
-                if need > ports {
-                    return Err(format!(
-                        "step {n} needs {need} concurrent connections to one destination but this agent has {ports} local ports for it ({}); {port_advice}",
-                        self.ports_text(route.sources)
-                    ));
-                }
-            }
-            LoadModel::Requests => {
-                // The pool only grows while arrivals find every connection busy: to its cap if the
-                // target stalls, never past the requests that can be in flight.
-                let cap = u64::from(share.max_connections().get());
-                let worst = cap.min(ceil(rate * life.as_secs_f64()));
-                let why = format!(
-                    "if the target stops answering ({} requests/s × {} s of connect timeout plus timeout, at most --max-connections {cap})",
-                    num(rate),
-                    num(life.as_secs_f64())
-                );
-                if worst > fds {
-                    warnings.push(Warning::new(WarningKind::FdUnavailable, format!(
-                        "step {n} may need up to {worst} concurrent connections {why}, more than the {fds} this agent can open ({}); the rest would fail as fd-unavailable",
-                        self.fds_text()
-                    )));
-                }
-                if worst > ports {
-                    warnings.push(Warning::new(WarningKind::AddrUnavailable, format!(
-                        "step {n} may need up to {worst} concurrent connections to one destination {why}, more than the {ports} local ports this agent has ({}); the rest would fail as addr-unavailable",
-                        self.ports_text(route.sources)
-                    )));
-                }
-            }
-            LoadModel::Connections => {
-                let worst = ceil(rate * life.as_secs_f64());
-                let why = format!(
-                    "if the target stops answering ({} connections/s × {} s of connect timeout plus timeout)",
-                    num(rate),
-                    num(life.as_secs_f64())
-                );
-                if worst > fds {
-                    warnings.push(Warning::new(WarningKind::FdUnavailable, format!(
-                        "step {n} may hold up to {worst} connections open {why}, more than the {fds} this agent can open ({}); the rest would fail as fd-unavailable",
-                        self.fds_text()
-                    )));
-                }
-                if route.server_closes {
-                    if worst > ports {
-                        warnings.push(Warning::new(WarningKind::AddrUnavailable, format!(
-                            "step {n} may hold up to {worst} connections to one destination open {why}, more than the {ports} local ports this agent has ({}); the rest would fail as addr-unavailable: {port_advice}",
-                            self.ports_text(route.sources)
-                        )));
-                    }
-                    return Ok(warnings);
-                }
-                // The client closes each connection first (the user's own Connection header said
-                // so), so its port stays in TIME_WAIT on this side unless tcp_tw_reuse lets
-                // connect() take it back.
-                let reuse = self.tw_reuse.applies(route.loopback);
-                let hold = if reuse { TW_REUSE_AFTER } else { TIME_WAIT };
-                let sysctl = format!("net.ipv4.tcp_tw_reuse is {}", self.tw_reuse.sysctl());
-                let within = share.scheduled_duration().min(hold);
-                let certain = ceil(rate * within.as_secs_f64());
-                if certain > ports {
-                    return Err(format!(
-                        "step {n} opens {} connections/s on this agent and each closed one keeps its local port for {} s ({}; {sysctl}), so within {} s it needs {certain} local ports to one destination but has {ports} ({}); add --source-addrs, {}use keep-alive (--num-call, or the requests model), or add agents",
-                        num(rate),
-                        num(hold.as_secs_f64()),
-                        if reuse {
-                            "until tcp_tw_reuse may take it back"
-                        } else {
-                            "TIME_WAIT"
-                        },
-                        num(within.as_secs_f64()),
-                        self.ports_text(route.sources),
-                        if reuse {
-                            ""
-                        } else {
-                            "set net.ipv4.tcp_tw_reuse=1, "
-                        },
-                    ));
-                }
-                // A step longer than the hold, or ports still held from the step before (steps follow
-                // each other without a pause), with the target stalled on top.
-                let risky = ceil(rate * hold.as_secs_f64()) + worst;
-                if risky > ports {
-                    warnings.push(Warning::new(WarningKind::AddrUnavailable, format!(
-                        "step {n} may need {risky} local ports to one destination: {} for the connections closed in the last {} s ({}; {sysctl}), the step before's included, plus {worst} open if the target stops answering; this agent has {ports} ({}), and connections past them would fail as addr-unavailable: {port_advice}",
-                        risky - worst,
-                        num(hold.as_secs_f64()),
-                        if reuse { "until tcp_tw_reuse may take them back" } else { "TIME_WAIT" },
-                        self.ports_text(route.sources)
-                    )));
-                }
-            }
+            LoadModel::Concurrency => self.check_held(&c)?,
+            LoadModel::Requests => self.check_pool(&c, &mut warnings),
+            LoadModel::Connections => self.check_opened(&c, &mut warnings)?,
         }
         Ok(warnings)
     }
+
+    /// The concurrency model: every connection is opened at the start and held, no doubt about it.
+    fn check_held(&self, c: &Step<'_>) -> Result<(), String> {
+        let (n, fds, ports) = (c.n, c.fds, c.ports);
+        let need = u64::from(c.share.connections());
+        if need > fds {
+            return Err(format!(
+                "step {n} needs {need} concurrent connections but this agent can open {fds} ({}); {FD_ADVICE}",
+                self.fds_text()
+            ));
+        }
+        if need > ports {
+            return Err(format!(
+                "step {n} needs {need} concurrent connections to one destination but this agent has {ports} local ports for it ({}); {PORT_ADVICE}",
+                self.ports_text(c.route.sources)
+            ));
+        }
+        Ok(())
+    }
+
+    /// The requests model: the pool only grows while arrivals find every connection busy: to its cap
+    /// if the target stalls, never past the requests that can be in flight.
+    fn check_pool(&self, c: &Step<'_>, warnings: &mut Vec<Warning>) {
+        let (n, fds, ports, rate, life) = (c.n, c.fds, c.ports, c.rate, c.life);
+        // The pool only grows while arrivals find every connection busy: to its cap if the
+        // target stalls, never past the requests that can be in flight.
+        let cap = u64::from(c.share.max_connections().get());
+        let worst = cap.min(ceil(rate * life.as_secs_f64()));
+        let why = format!(
+            "if the target stops answering ({} requests/s × {} s of connect timeout plus timeout, at most --max-connections {cap})",
+            num(rate),
+            num(life.as_secs_f64())
+        );
+        if worst > fds {
+            warnings.push(Warning::new(WarningKind::FdUnavailable, format!(
+                "step {n} may need up to {worst} concurrent connections {why}, more than the {fds} this agent can open ({}); the rest would fail as fd-unavailable",
+                self.fds_text()
+            )));
+        }
+        if worst > ports {
+            warnings.push(Warning::new(WarningKind::AddrUnavailable, format!(
+                "step {n} may need up to {worst} concurrent connections to one destination {why}, more than the {ports} local ports this agent has ({}); the rest would fail as addr-unavailable",
+                self.ports_text(c.route.sources)
+            )));
+        }
+    }
+
+    /// The connections model: a connection per arrival, closed after its calls; when the client
+    /// closes first, its port stays in TIME_WAIT on this side.
+    fn check_opened(&self, c: &Step<'_>, warnings: &mut Vec<Warning>) -> Result<(), String> {
+        let (n, fds, ports, rate, life, route) = (c.n, c.fds, c.ports, c.rate, c.life, c.route);
+        let worst = ceil(rate * life.as_secs_f64());
+        let why = format!(
+            "if the target stops answering ({} connections/s × {} s of connect timeout plus timeout)",
+            num(rate),
+            num(life.as_secs_f64())
+        );
+        if worst > fds {
+            warnings.push(Warning::new(WarningKind::FdUnavailable, format!(
+                "step {n} may hold up to {worst} connections open {why}, more than the {fds} this agent can open ({}); the rest would fail as fd-unavailable",
+                self.fds_text()
+            )));
+        }
+        if route.server_closes {
+            if worst > ports {
+                warnings.push(Warning::new(WarningKind::AddrUnavailable, format!(
+                    "step {n} may hold up to {worst} connections to one destination open {why}, more than the {ports} local ports this agent has ({}); the rest would fail as addr-unavailable: {PORT_ADVICE}",
+                    self.ports_text(route.sources)
+                )));
+            }
+            return Ok(());
+        }
+        // The client closes each connection first (the user's own Connection header said
+        // so), so its port stays in TIME_WAIT on this side unless tcp_tw_reuse lets
+        // connect() take it back.
+        let reuse = self.tw_reuse.applies(route.loopback);
+        let hold = if reuse { TW_REUSE_AFTER } else { TIME_WAIT };
+        let sysctl = format!("net.ipv4.tcp_tw_reuse is {}", self.tw_reuse.sysctl());
+        let within = c.share.scheduled_duration().min(hold);
+        let certain = ceil(rate * within.as_secs_f64());
+        if certain > ports {
+            return Err(format!(
+                "step {n} opens {} connections/s on this agent and each closed one keeps its local port for {} s ({}; {sysctl}), so within {} s it needs {certain} local ports to one destination but has {ports} ({}); add --source-addrs, {}use keep-alive (--num-call, or the requests model), or add agents",
+                num(rate),
+                num(hold.as_secs_f64()),
+                if reuse {
+                    "until tcp_tw_reuse may take it back"
+                } else {
+                    "TIME_WAIT"
+                },
+                num(within.as_secs_f64()),
+                self.ports_text(route.sources),
+                if reuse {
+                    ""
+                } else {
+                    "set net.ipv4.tcp_tw_reuse=1, "
+                },
+            ));
+        }
+        // A step longer than the hold, or ports still held from the step before (steps follow
+        // each other without a pause), with the target stalled on top.
+        let risky = ceil(rate * hold.as_secs_f64()) + worst;
+        if risky > ports {
+            warnings.push(Warning::new(WarningKind::AddrUnavailable, format!(
+                "step {n} may need {risky} local ports to one destination: {} for the connections closed in the last {} s ({}; {sysctl}), the step before's included, plus {worst} open if the target stops answering; this agent has {ports} ({}), and connections past them would fail as addr-unavailable: {PORT_ADVICE}",
+                risky - worst,
+                num(hold.as_secs_f64()),
+                if reuse { "until tcp_tw_reuse may take them back" } else { "TIME_WAIT" },
+                self.ports_text(route.sources)
+            )));
+        }
+        Ok(())
+    }
+}
+
+const FD_ADVICE: &str = "raise ulimit -n or add agents";
+const PORT_ADVICE: &str = "add --source-addrs, widen net.ipv4.ip_local_port_range, or add agents";
+
+/// One step as the capacity checks see it.
+struct Step<'a> {
+    /// Counted from 1, as people read it.
+    n: u32,
+    share: &'a StepShare,
+    route: &'a Route,
+    /// Arrivals per second on this agent.
+    rate: f64,
+    life: Duration,
+    fds: u64,
+    ports: u64,
 }
 
 impl Capacity {
