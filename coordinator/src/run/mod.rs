@@ -363,8 +363,8 @@ fn tell_unfinished(dir: &std::path::Path, status: &str, finished: &Result<Finish
 
 /// The plan's scheduled time, step after step (without the moments between steps).
 fn plan_total(cfg: &RunConfig) -> Duration {
-    (0..cfg.plan.steps().len())
-        .map(|i| source::shares(cfg, i, &[1])[0].scheduled_duration())
+    source::planned(cfg)
+        .map(|spec| source::shares(cfg, spec, &[1])[0].scheduled_duration())
         .sum()
 }
 
@@ -376,8 +376,8 @@ fn check_limits(fleet: &Fleet, cfg: &RunConfig) -> Result<(), RunError> {
     let weights = fleet.weights(&who, cfg.agent_weights.as_deref());
     let route = route(cfg);
     let mut used = Duration::ZERO;
-    for index in 0..cfg.plan.steps().len() {
-        let shares = source::shares(cfg, index, &weights);
+    for spec in source::planned(cfg) {
+        let shares = source::shares(cfg, spec, &weights);
         for (k, &i) in who.iter().enumerate() {
             fleet.check_share(i, &shares[k], used, &route)?;
         }

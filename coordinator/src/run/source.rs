@@ -51,10 +51,20 @@ impl StepSource for Planned {
     }
 }
 
-/// Step `index` split among agents of these weights: the one place a step is split, so the check
-/// before the run and the run itself split alike.
-pub fn shares(cfg: &RunConfig, index: usize, weights: &[u64]) -> Vec<StepShare> {
-    cfg.plan.shares_of_step(index, cfg.seed, weights)
+/// A step split among agents of these weights: the one place a step is split, so the check before
+/// the run and the run itself split alike. The value is the spec's: a source may choose it.
+pub fn shares(cfg: &RunConfig, spec: StepSpec, weights: &[u64]) -> Vec<StepShare> {
+    cfg.plan
+        .shares_of(spec.index, spec.value, cfg.seed, weights)
+}
+
+/// The plan's own steps, as specs.
+pub fn planned(cfg: &RunConfig) -> impl Iterator<Item = StepSpec> + '_ {
+    cfg.plan
+        .steps()
+        .iter()
+        .enumerate()
+        .map(|(index, &value)| StepSpec { index, value })
 }
 
 #[cfg(test)]

@@ -164,7 +164,7 @@ async fn prepare(
             });
         }
         let weights = fleet.weights(&who, cfg.agent_weights.as_deref());
-        let shares = source::shares(cfg, spec.index, &weights);
+        let shares = source::shares(cfg, spec, &weights);
         let mut k_of = vec![0; fleet.len()];
         for (k, &i) in who.iter().enumerate() {
             k_of[i] = k;

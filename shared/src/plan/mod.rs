@@ -137,7 +137,19 @@ impl Plan {
     /// computation of a step's shares, for the check before the run and for the run alike. Each
     /// step's seed is the run's `seed` plus its index. See [`StepShare`] for how the parts add up.
     pub fn shares_of_step(&self, index: usize, seed: u64, weights: &[u64]) -> Vec<StepShare> {
-        share::shares_of_step(self, index, seed.wrapping_add(index as u64), weights)
+        self.shares_of(index, self.steps[index], seed, weights)
+    }
+
+    /// As [`Plan::shares_of_step`], for step `index` at `value`, which a step source (a capacity
+    /// search) may have chosen rather than the plan's list.
+    pub fn shares_of(
+        &self,
+        index: usize,
+        value: f64,
+        seed: u64,
+        weights: &[u64],
+    ) -> Vec<StepShare> {
+        share::shares_of_step(self, index, value, seed.wrapping_add(index as u64), weights)
     }
 
     pub fn model(&self) -> LoadModel {

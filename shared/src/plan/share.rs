@@ -30,10 +30,10 @@ pub struct StepShare {
 pub(super) fn shares_of_step(
     plan: &Plan,
     index: usize,
+    value: f64,
     seed: u64,
     weights: &[u64],
 ) -> Vec<StepShare> {
-    let value = plan.steps[index];
     let closed = plan.model == LoadModel::Concurrency;
     let connections = split_proportional(value as u64, weights);
     // Every agent needs at least one pool connection to send anything at all.
@@ -226,5 +226,24 @@ mod tests {
         let connections: u32 = shares.iter().map(StepShare::connections).sum();
         assert_eq!(connections, 7);
         assert!(shares.iter().all(|s| s.seed() == 10 && s.rate() == 0.0));
+    }
+
+    #[test]
+    fn a_step_chosen_by_its_source_is_split_at_its_own_value_not_the_plans() {
+        // A capacity search decides the next value itself: the split must not read the plan's list.
+        let p = plan(LoadModel::Requests, vec![200.0]);
+        let shares = p.shares_of(3, 350.0, 9, &[1, 1]);
+        assert!(
+            shares
+                .iter()
+                .all(|s| s.rate() == 350.0 && s.step() == 3 && s.seed() == 12)
+        );
+        let closed = plan(LoadModel::Concurrency, vec![5.0]);
+        let held: u32 = closed
+            .shares_of(1, 12.0, 9, &[1, 2])
+            .iter()
+            .map(StepShare::connections)
+            .sum();
+        assert_eq!(held, 12);
     }
 }
