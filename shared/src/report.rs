@@ -2,6 +2,7 @@
 //! table row. Everything a report says is derived here, once, so TSV, JSON and the terminal agree.
 use std::time::Duration;
 
+use serde::de::{self, Deserialize, Deserializer};
 use serde::ser::{Serialize, SerializeMap, Serializer};
 
 use crate::histogram::{Histogram, us_to_ms};
@@ -76,6 +77,67 @@ impl Serialize for LatencyStats {
     }
 }
 
+/// The inverse of [`LatencyStats`]'s `Serialize`: the lower bounds come back from their names.
+impl<'de> Deserialize<'de> for LatencyStats {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(serde::Deserialize)]
+        struct Wire {
+            mean: f64,
+            p50: f64,
+            p90: f64,
+            p99: f64,
+            p999: f64,
+            max: f64,
+            censored: bool,
+            lower_bound: Vec<String>,
+        }
+        let w = Wire::deserialize(d)?;
+        let mut lower_bounds = LowerBounds::default();
+        for name in &w.lower_bound {
+            let i = LowerBounds::NAMES
+                .iter()
+                .position(|n| n == name)
+                .ok_or_else(|| de::Error::unknown_variant(name, &LowerBounds::NAMES))?;
+            lower_bounds.set(i);
+        }
+        Ok(LatencyStats {
+            mean: w.mean,
+            p50: w.p50,
+            p90: w.p90,
+            p99: w.p99,
+            p999: w.p999,
+            max: w.max,
+            censored: w.censored,
+            lower_bounds,
+        })
+    }
+}
+
+/// A JSON object's entries in the order they were written (a `HashMap` would lose it, and the
+/// order of named counts is the reader's to choose).
+pub(crate) fn entries<'de, D, K, V>(d: D) -> Result<Vec<(K, V)>, D::Error>
+where
+    D: Deserializer<'de>,
+    K: Deserialize<'de>,
+    V: Deserialize<'de>,
+{
+    struct Entries<K, V>(std::marker::PhantomData<(K, V)>);
+    impl<'de, K: Deserialize<'de>, V: Deserialize<'de>> de::Visitor<'de> for Entries<K, V> {
+        type Value = Vec<(K, V)>;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("an object")
+        }
+        fn visit_map<A: de::MapAccess<'de>>(self, mut m: A) -> Result<Self::Value, A::Error> {
+            let mut out = Vec::with_capacity(m.size_hint().unwrap_or(0));
+            while let Some(entry) = m.next_entry()? {
+                out.push(entry);
+            }
+            Ok(out)
+        }
+    }
+    d.deserialize_map(Entries(std::marker::PhantomData))
+}
+
 /// The quantiles of [`LatencyStats`] after the mean, in order.
 const QUANTILES: [f64; 4] = [0.5, 0.9, 0.99, 0.999];
 
@@ -131,7 +193,7 @@ impl LatencyStats {
 }
 
 /// Statistics over the 1 s reply-rate samples (autobench's min/avg/max/stddev_rep_rate).
-#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct RateStats {
     pub min: f64,
     pub avg: f64,
@@ -179,9 +241,24 @@ impl Serialize for Codes {
     }
 }
 
+/// The inverse of [`Codes`]'s `Serialize`: only the codes seen are there, each a number as a key.
+impl<'de> Deserialize<'de> for Codes {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut codes = Vec::new();
+        for (k, v) in entries::<D, String, u64>(d)? {
+            let code = k
+                .parse::<u16>()
+                .map_err(|_| de::Error::invalid_value(de::Unexpected::Str(&k), &"a status code"))?;
+            codes.push((code, v));
+        }
+        codes.sort_unstable();
+        Ok(Codes(codes))
+    }
+}
+
 /// Named counts that keep their order in JSON.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Counts(pub Vec<(&'static str, u64)>);
+pub struct Counts(pub Vec<(String, u64)>);
 
 impl Counts {
     pub fn get(&self, name: &str) -> u64 {
@@ -202,7 +279,13 @@ impl Serialize for Counts {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+impl<'de> Deserialize<'de> for Counts {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        entries(d).map(Counts)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Generator {
     /// The busiest agent's worker-thread CPU, percent of what its worker threads can use: a core
     /// each, and no more than its machine's cores.
@@ -218,7 +301,7 @@ pub struct Generator {
 }
 
 /// One agent's part of a step, kept so nobody has to trust an average.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct AgentStep {
     pub agent: String,
     pub threads: u32,
@@ -237,12 +320,12 @@ pub struct AgentStep {
     pub lost: bool,
 }
 
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct StepResult {
     /// The step's number as people read it, counted from 1 (run.json `step`, the table, hlog/).
     #[serde(rename = "step")]
     pub number: u32,
-    pub model: &'static str,
+    pub model: String,
     /// The step's value as planned: conn/s, req/s, or connections for the closed model.
     pub step_value: f64,
     /// Requests per second the plan demands; null for the closed model.
@@ -495,7 +578,7 @@ pub fn summarize(input: &StepInput<'_>) -> StepResult {
     };
     StepResult {
         number: input.number,
-        model: input.model.name(),
+        model: input.model.name().to_string(),
         step_value: input.value,
         demanded_rate: input.demanded_rate,
         duration_s: round3(secs),
@@ -515,12 +598,18 @@ pub fn summarize(input: &StepInput<'_>) -> StepResult {
         bytes_in: c.bytes_in,
         bytes_out: c.bytes_out,
         net_io_kb_s: round3((c.bytes_in + c.bytes_out) as f64 / 1024.0 / secs),
-        status: Counts(STATUS_CLASSES.iter().copied().zip(c.status).collect()),
+        status: Counts(
+            STATUS_CLASSES
+                .iter()
+                .map(|c| c.to_string())
+                .zip(c.status)
+                .collect(),
+        ),
         status_codes: Codes(t.codes.nonzero().collect()),
         errors: Counts(
             ErrorClass::ALL
                 .iter()
-                .map(|e| (e.name(), c.error(*e)))
+                .map(|e| (e.name().to_string(), c.error(*e)))
                 .collect(),
         ),
         errors_pct: share_pct(c.target_errors(), c.due()),
@@ -595,7 +684,7 @@ pub const KEPT_UP_RATIO: f64 = 0.98;
 pub const PLATEAU_RATIO: f64 = 0.98;
 
 /// The step past the highest one kept up with: what the target did there.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Beyond {
     pub step: u32,
     pub step_value: f64,
@@ -612,7 +701,7 @@ pub struct Beyond {
 }
 
 /// The run's answer: how far the target kept up, where its served rate plateaued, how p99 moved.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct RunSummary {
     /// The highest step value (rate, or connections) kept up with (see [`kept_up`]). Null when no
     /// step was.
@@ -743,7 +832,7 @@ fn answer(
     let Some(first) = steps.first() else {
         return "no step ran".to_string();
     };
-    let model = first.model;
+    let model = first.model.as_str();
     // The connections model's step is in conn/s; what the tables show beside it is requests/s.
     let offered = |value: f64, demanded: Option<f64>| match demanded {
         Some(d) if model == "connections" => {
@@ -1337,7 +1426,7 @@ mod tests {
         // The connections model's step is in conn/s, the table's rate in req/s: both are said.
         let mut conns = steps[..2].to_vec();
         for r in &mut conns {
-            r.model = "connections";
+            r.model = "connections".into();
             r.demanded_rate = Some(r.step_value * 10.0);
         }
         let s = summarize_run(&conns);
