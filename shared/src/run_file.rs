@@ -7,6 +7,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::report::{RUN_SCHEMA, RunSummary, StepResult};
 
+/// The status run.json says while the run goes on.
+pub const RUNNING: &str = "running";
+
 /// One run's run.json. The keys are written sorted at every level (see [`RunFile::to_json`]), as
 /// run.json has always had them.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -115,7 +118,7 @@ impl RunFile {
                 name: "stampede".into(),
                 version: crate::VERSION.into(),
             },
-            status: "running".into(),
+            status: RUNNING.into(),
             started_at,
             finished_at: None,
             target,
