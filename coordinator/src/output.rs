@@ -7,7 +7,7 @@ use std::time::{Duration, SystemTime};
 
 use hdrhistogram::serialization::interval_log::{IntervalLogWriterBuilder, Tag};
 use shared::histogram::{Deflater, Encoded, Merger};
-use shared::report::{RunSummary, StepResult, table_header, table_row};
+use shared::report::{RunSummary, StepResult, StepTable};
 pub use shared::run_file::AgentInfo;
 use shared::run_file::{Breach, RUNNING, RunFile, Stopped};
 
@@ -42,6 +42,7 @@ pub struct Output {
     dir: PathBuf,
     table: File,
     table_path: PathBuf,
+    columns: StepTable,
     separator: char,
     json_path: PathBuf,
     doc: RunFile,
@@ -205,7 +206,8 @@ impl Output {
             .open(&table_path)
             .map_err(at(&table_path))?;
         let sep = cfg.format.separator();
-        let header = table_header(&cfg.host, cfg.plan.model()).join(&sep.to_string());
+        let columns = StepTable::new(&cfg.host, cfg.plan.model());
+        let header = columns.header().join(&sep.to_string());
         writeln!(table, "{header}").map_err(at(&table_path))?;
         let doc = RunFile::start(
             now(),
@@ -218,6 +220,7 @@ impl Output {
             dir,
             table,
             table_path,
+            columns,
             separator: sep,
             json_path: cfg.out.join("run.json"),
             doc,
@@ -244,7 +247,7 @@ impl Output {
     where
         E: std::error::Error + Send + Sync + 'static,
     {
-        let row = table_row(r).join(&self.separator.to_string());
+        let row = self.columns.row(r).join(&self.separator.to_string());
         writeln!(self.table, "{row}").map_err(at(&self.table_path))?;
         self.table.sync_data().map_err(at(&self.table_path))?;
         write_hlog(&self.dir, r.number, started, hlog, agents)?;

@@ -897,105 +897,112 @@ fn answer(
     s
 }
 
-/// The table's header: autobench's columns first (with the host suffix), then stampede's.
-pub fn table_header(host: &str, model: LoadModel) -> Vec<String> {
-    // The closed model has no demanded rate; its x axis is the connection count.
-    let first = if model == LoadModel::Concurrency {
-        "connections"
-    } else {
-        "dem_req_rate"
-    };
-    let mut h = vec![first.to_string()];
-    for col in [
-        "req_rate",
-        "con_rate",
-        "min_rep_rate",
-        "avg_rep_rate",
-        "max_rep_rate",
-        "stddev_rep_rate",
-        "resp_time",
-        "net_io",
-        "errors",
-    ] {
-        h.push(format!("{col}_{host}"));
+/// One cell of the step table, from a step.
+type Cell = Box<dyn Fn(&StepResult) -> String + Send + Sync>;
+
+/// The step table (steps.tsv/csv): one list of (name, cell) columns, so the header and every row
+/// come from the same place and cannot drift apart. Autobench's columns first (with the host
+/// suffix), then stampede's.
+pub struct StepTable(Vec<(String, Cell)>);
+
+impl StepTable {
+    pub fn new(host: &str, model: LoadModel) -> StepTable {
+        let mut t: Vec<(String, Cell)> = Vec::new();
+        let mut num = |name: String, v: fn(&StepResult) -> f64| {
+            t.push((name, Box::new(move |r| cell(v(r)))));
+        };
+        // The closed model has no demanded rate; its x axis is the connection count.
+        let first = if model == LoadModel::Concurrency {
+            "connections"
+        } else {
+            "dem_req_rate"
+        };
+        num(first.into(), |r| r.demanded_rate.unwrap_or(r.step_value));
+        let autobench: [(&str, fn(&StepResult) -> f64); 9] = [
+            ("req_rate", |r| r.achieved_request_rate),
+            ("con_rate", |r| r.connection_rate),
+            ("min_rep_rate", |r| r.reply_rate.min),
+            ("avg_rep_rate", |r| r.reply_rate.avg),
+            ("max_rep_rate", |r| r.reply_rate.max),
+            ("stddev_rep_rate", |r| r.reply_rate.stddev),
+            ("resp_time", |r| r.latency_ms.mean),
+            ("net_io", |r| r.net_io_kb_s),
+            ("errors", |r| r.errors_pct),
+        ];
+        for (name, v) in autobench {
+            num(format!("{name}_{host}"), v);
+        }
+        let ours: [(&str, fn(&StepResult) -> f64); 7] = [
+            ("ok_rate", |r| r.ok_rate),
+            ("failed_pct", |r| r.failed_pct),
+            ("p50_ms", |r| r.latency_ms.p50),
+            ("p90_ms", |r| r.latency_ms.p90),
+            ("p99_ms", |r| r.latency_ms.p99),
+            ("p999_ms", |r| r.latency_ms.p999),
+            ("max_ms", |r| r.latency_ms.max),
+        ];
+        for (name, v) in ours {
+            num(name.into(), v);
+        }
+        // Statistics that are lower bounds (the mean is resp_time), by name; the numbers stay
+        // numbers for plotting. Space-separated: a comma would split the cell in steps.csv.
+        t.push((
+            "lower_bound".into(),
+            Box::new(|r| r.latency_ms.lower_bounds.names().join(" ")),
+        ));
+        for class in STATUS_CLASSES {
+            t.push((
+                format!("status_{class}"),
+                Box::new(move |r| r.status.get(class).to_string()),
+            ));
+        }
+        for e in ErrorClass::ALL {
+            t.push((
+                e.column(),
+                Box::new(move |r| r.errors.get(e.name()).to_string()),
+            ));
+        }
+        t.push((
+            "gen_cpu_pct".into(),
+            Box::new(|r| cell(r.generator.cpu_pct)),
+        ));
+        t.push((
+            "lag_p99_ms".into(),
+            Box::new(|r| cell(r.generator.lag_p99_ms)),
+        ));
+        t.push((
+            "start_skew_ms".into(),
+            Box::new(|r| r.start_skew_ms.map_or(String::new(), cell)),
+        ));
+        t.push(("trust".into(), Box::new(|r| r.trust.name().to_string())));
+        t.push(("server".into(), Box::new(|r| r.server.name().to_string())));
+        // A free-text last column: no separators in it.
+        t.push((
+            "server_reason".into(),
+            Box::new(|r| r.server_reasons.join("; ").replace(['\t', ','], " ")),
+        ));
+        StepTable(t)
     }
-    for col in [
-        "ok_rate",
-        "failed_pct",
-        "p50_ms",
-        "p90_ms",
-        "p99_ms",
-        "p999_ms",
-        "max_ms",
-        "lower_bound",
-    ] {
-        h.push(col.to_string());
+
+    pub fn header(&self) -> Vec<String> {
+        self.0.iter().map(|(name, _)| name.clone()).collect()
     }
-    for class in STATUS_CLASSES {
-        h.push(format!("status_{class}"));
+
+    /// One step as a row, in the header's order.
+    pub fn row(&self, r: &StepResult) -> Vec<String> {
+        self.0.iter().map(|(_, cell)| cell(r)).collect()
     }
-    for e in ErrorClass::ALL {
-        h.push(e.column());
-    }
-    for col in [
-        "gen_cpu_pct",
-        "lag_p99_ms",
-        "start_skew_ms",
-        "trust",
-        "server",
-        "server_reason",
-    ] {
-        h.push(col.to_string());
-    }
-    h
 }
 
-/// One step as a table row, matching [`table_header`].
-pub fn table_row(r: &StepResult) -> Vec<String> {
-    let f = |v: f64| {
-        let s = format!("{v:.3}");
-        let s = s.trim_end_matches('0').trim_end_matches('.');
-        if s.is_empty() || s == "-0" {
-            "0".to_string()
-        } else {
-            s.to_string()
-        }
-    };
-    let mut row = vec![f(r.demanded_rate.unwrap_or(r.step_value))];
-    for v in [
-        r.achieved_request_rate,
-        r.connection_rate,
-        r.reply_rate.min,
-        r.reply_rate.avg,
-        r.reply_rate.max,
-        r.reply_rate.stddev,
-        r.latency_ms.mean,
-        r.net_io_kb_s,
-        r.errors_pct,
-        r.ok_rate,
-        r.failed_pct,
-        r.latency_ms.p50,
-        r.latency_ms.p90,
-        r.latency_ms.p99,
-        r.latency_ms.p999,
-        r.latency_ms.max,
-    ] {
-        row.push(f(v));
+/// A number as the table writes it: at most three decimals, no trailing zeros.
+fn cell(v: f64) -> String {
+    let s = format!("{v:.3}");
+    let s = s.trim_end_matches('0').trim_end_matches('.');
+    if s.is_empty() || s == "-0" {
+        "0".to_string()
+    } else {
+        s.to_string()
     }
-    // Statistics that are lower bounds (the mean is resp_time), by name; the numbers stay numbers
-    // for plotting.
-    // Space-separated: a comma would split the cell in steps.csv.
-    row.push(r.latency_ms.lower_bounds.names().join(" "));
-    row.extend(r.status.0.iter().map(|(_, v)| v.to_string()));
-    row.extend(r.errors.0.iter().map(|(_, v)| v.to_string()));
-    row.push(f(r.generator.cpu_pct));
-    row.push(f(r.generator.lag_p99_ms));
-    row.push(r.start_skew_ms.map_or(String::new(), f));
-    row.push(r.trust.name().to_string());
-    row.push(r.server.name().to_string());
-    // A free-text last column: no separators in it.
-    row.push(r.server_reasons.join("; ").replace(['\t', ','], " "));
-    row
 }
 
 #[cfg(test)]
@@ -1095,8 +1102,8 @@ mod tests {
             // The fast 503s are not mixed into the served latency.
             assert_eq!(r.latency_ms.p50, 1.0);
             assert_eq!(r.unexpected_latency_ms.p50, 0.2);
-            let row = table_row(r);
-            let head = table_header("h", LoadModel::Requests);
+            let table = StepTable::new("h", LoadModel::Requests);
+            let (row, head) = (table.row(r), table.header());
             let col = |name: &str| &row[head.iter().position(|h| h == name).unwrap()];
             assert_eq!(col("failed_pct"), "33.333");
             assert_eq!(col("ok_rate"), "66.667");
@@ -1133,8 +1140,8 @@ mod tests {
                 json["latency_ms"]["lower_bound"],
                 serde_json::json!(["mean", "p90", "p99", "p999", "max"])
             );
-            let row = table_row(r);
-            let head = table_header("h", LoadModel::Requests);
+            let table = StepTable::new("h", LoadModel::Requests);
+            let (row, head) = (table.row(r), table.header());
             let at = head.iter().position(|h| h == "lower_bound").unwrap();
             assert_eq!(row[at], "mean p90 p99 p999 max");
         });
@@ -1231,8 +1238,8 @@ mod tests {
         assert_eq!(r.agents[1].requests, 100);
         assert!(r.agents[1].latency_ms.p50 > r.agents[0].latency_ms.p50);
         assert_eq!(r.status.get("2xx"), 200);
-        let row = table_row(&r);
-        let head = table_header("h", LoadModel::Requests);
+        let table = StepTable::new("h", LoadModel::Requests);
+        let (row, head) = (table.row(&r), table.header());
         assert_eq!(row.len(), head.len());
         assert_eq!(row[0], "100");
         let trust = head.iter().position(|h| h == "trust").unwrap();
@@ -1333,7 +1340,7 @@ mod tests {
 
     #[test]
     fn header_keeps_autobench_names_in_order() {
-        let h = table_header("web1", LoadModel::Connections);
+        let h = StepTable::new("web1", LoadModel::Connections).header();
         assert_eq!(
             &h[..10],
             &[

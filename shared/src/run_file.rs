@@ -264,6 +264,19 @@ mod tests {
         assert!(e.contains("tests/golden/run.json"), "{e}");
     }
 
+    /// steps.tsv of the same run as the golden run.json: the table made from the steps read back is
+    /// the one written while the run went on (the counts come back keyed, whatever their order).
+    #[test]
+    fn golden_steps_give_back_the_golden_table() {
+        let run = RunFile::parse(GOLDEN, golden_path()).unwrap();
+        let table = crate::report::StepTable::new("127.0.0.1", crate::plan::LoadModel::Requests);
+        let mut tsv = table.header().join("\t") + "\n";
+        for r in &run.steps {
+            tsv += &(table.row(r).join("\t") + "\n");
+        }
+        assert_eq!(tsv, include_str!("../tests/golden/steps.tsv"));
+    }
+
     #[test]
     fn censored_latency_and_sparse_codes_survive_the_round_trip() {
         let mut run = RunFile::parse(GOLDEN, golden_path()).unwrap();
