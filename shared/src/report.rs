@@ -900,6 +900,9 @@ fn answer(
 /// One cell of the step table, from a step.
 type Cell = Box<dyn Fn(&StepResult) -> String + Send + Sync>;
 
+/// A numeric column: its name and the step's number in it.
+type Numeric = (&'static str, fn(&StepResult) -> f64);
+
 /// The step table (steps.tsv/csv): one list of (name, cell) columns, so the header and every row
 /// come from the same place and cannot drift apart. Autobench's columns first (with the host
 /// suffix), then stampede's.
@@ -918,7 +921,7 @@ impl StepTable {
             "dem_req_rate"
         };
         num(first.into(), |r| r.demanded_rate.unwrap_or(r.step_value));
-        let autobench: [(&str, fn(&StepResult) -> f64); 9] = [
+        let autobench: [Numeric; 9] = [
             ("req_rate", |r| r.achieved_request_rate),
             ("con_rate", |r| r.connection_rate),
             ("min_rep_rate", |r| r.reply_rate.min),
@@ -932,7 +935,7 @@ impl StepTable {
         for (name, v) in autobench {
             num(format!("{name}_{host}"), v);
         }
-        let ours: [(&str, fn(&StepResult) -> f64); 7] = [
+        let ours: [Numeric; 7] = [
             ("ok_rate", |r| r.ok_rate),
             ("failed_pct", |r| r.failed_pct),
             ("p50_ms", |r| r.latency_ms.p50),
