@@ -261,7 +261,9 @@ impl serde::Serialize for FirstErrors {
 impl<'de> serde::Deserialize<'de> for FirstErrors {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut out = FirstErrors::default();
-        for (name, message) in crate::report::entries::<D, String, String>(d)? {
+        // Keyed by class: the file's order does not matter.
+        let written = std::collections::BTreeMap::<String, String>::deserialize(d)?;
+        for (name, message) in written {
             let class = ErrorClass::ALL
                 .into_iter()
                 .find(|c| c.name() == name)

@@ -115,7 +115,7 @@ impl<'de> Deserialize<'de> for LatencyStats {
 
 /// A JSON object's entries in the order they were written (a `HashMap` would lose it, and the
 /// order of named counts is the reader's to choose).
-pub(crate) fn entries<'de, D, K, V>(d: D) -> Result<Vec<(K, V)>, D::Error>
+fn entries<'de, D, K, V>(d: D) -> Result<Vec<(K, V)>, D::Error>
 where
     D: Deserializer<'de>,
     K: Deserialize<'de>,
