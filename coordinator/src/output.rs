@@ -7,7 +7,9 @@ use std::time::{Duration, SystemTime};
 
 use hdrhistogram::serialization::interval_log::{IntervalLogWriterBuilder, Tag};
 use shared::histogram::{Deflater, Encoded, Merger};
-use shared::report::{RUN_SCHEMA, RunSummary, StepResult, table_header, table_row};
+use shared::report::{RunSummary, StepResult, StepTable};
+pub use shared::run_file::AgentInfo;
+use shared::run_file::{Breach, RUNNING, RunFile, Stopped};
 
 use crate::config::RunConfig;
 
@@ -25,18 +27,6 @@ fn at(path: &Path) -> impl FnOnce(io::Error) -> OutputError + '_ {
     }
 }
 
-/// What run.json says about an agent.
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct AgentInfo {
-    pub name: String,
-    pub version: String,
-    pub hostname: String,
-    pub cores: u32,
-    pub threads: u32,
-    pub fd_limit: u64,
-    pub port_range: [u32; 2],
-}
-
 /// One interval's latency for the .hlog: each agent's histogram as it arrived (checked V2 bytes, small),
 /// merged only while the file is written, so a long step does not hold full histograms in memory. The
 /// writer takes them one at a time (see [`write_hlog`]), so a long step need not hold them all either.
@@ -52,9 +42,10 @@ pub struct Output {
     dir: PathBuf,
     table: File,
     table_path: PathBuf,
+    columns: StepTable,
     separator: char,
     json_path: PathBuf,
-    doc: serde_json::Value,
+    doc: RunFile,
     /// Where the status value starts in run.json as last written, for [`Output::finish`]'s
     /// in-place fallback.
     status_at: Option<u64>,
@@ -215,25 +206,21 @@ impl Output {
             .open(&table_path)
             .map_err(at(&table_path))?;
         let sep = cfg.format.separator();
-        let header = table_header(&cfg.host, cfg.plan.model()).join(&sep.to_string());
+        let columns = StepTable::new(&cfg.host, cfg.plan.model());
+        let header = columns.header().join(&sep.to_string());
         writeln!(table, "{header}").map_err(at(&table_path))?;
-        let doc = serde_json::json!({
-            "schema": RUN_SCHEMA,
-            "tool": { "name": "stampede", "version": shared::VERSION },
-            "status": RUNNING,
-            "started_at": humantime::format_rfc3339_millis(SystemTime::now()).to_string(),
-            "finished_at": null,
-            "target": cfg.plan.workload().origin().origin(),
-            "plan": cfg.echo,
-            "agents": agents,
-            "warnings": warnings,
-            "summary": null,
-            "steps": [],
-        });
+        let doc = RunFile::start(
+            now(),
+            cfg.plan.workload().origin().origin().to_string(),
+            cfg.echo.clone(),
+            agents.to_vec(),
+            warnings.to_vec(),
+        );
         let mut out = Output {
             dir,
             table,
             table_path,
+            columns,
             separator: sep,
             json_path: cfg.out.join("run.json"),
             doc,
@@ -260,36 +247,33 @@ impl Output {
     where
         E: std::error::Error + Send + Sync + 'static,
     {
-        let row = table_row(r).join(&self.separator.to_string());
+        let row = self.columns.row(r).join(&self.separator.to_string());
         writeln!(self.table, "{row}").map_err(at(&self.table_path))?;
         self.table.sync_data().map_err(at(&self.table_path))?;
         write_hlog(&self.dir, r.number, started, hlog, agents)?;
-        let value = serde_json::to_value(r).expect("a StepResult always serializes");
-        if let Some(steps) = self.doc["steps"].as_array_mut() {
-            steps.push(value);
-        }
+        self.doc.steps.push(r.clone());
         Ok(())
     }
 
     /// Puts the run's answer so far into run.json, and writes it (with the steps appended since).
     pub fn summarize(&mut self, summary: &RunSummary) -> Result<(), OutputError> {
-        self.doc["summary"] = serde_json::to_value(summary).expect("a summary always serializes");
+        self.doc.summary = Some(summary.clone());
         self.write_json()
     }
 
-    /// Sets a top-level field of run.json (written with the next step or the finish).
-    pub fn record(&mut self, key: &str, value: &impl serde::Serialize) {
-        self.doc[key] = serde_json::to_value(value).expect("run.json fields always serialize");
+    /// Records how the ramp ended: why it stopped early, and the --fail-on breaches (written with
+    /// the finish).
+    pub fn record_end(&mut self, stopped: Option<Stopped>, breaches: Vec<Breach>) {
+        self.doc.stopped = Some(stopped);
+        self.doc.fail_on = Some(breaches);
     }
 
     /// Writes the run's final status and end time. Whatever else failed, run.json must not keep
     /// saying "running" after the process is gone: if the whole file cannot be rewritten, the status
     /// is overwritten in place in the bytes already on disk, which needs no new space.
     pub fn finish(&mut self, status: &str) -> Result<Finished, OutputError> {
-        self.doc["status"] = status.into();
-        self.doc["finished_at"] = humantime::format_rfc3339_millis(SystemTime::now())
-            .to_string()
-            .into();
+        self.doc.status = status.to_string();
+        self.doc.finished_at = Some(now());
         let whole = match self.write_json() {
             Ok(()) => return Ok(Finished::Whole),
             Err(e) => e,
@@ -320,7 +304,7 @@ impl Output {
     /// Replaces run.json atomically: readers see the old or the new file, never half of one.
     fn write_json(&mut self) -> Result<(), OutputError> {
         let tmp = self.json_path.with_extension("json.tmp");
-        let text = serde_json::to_string_pretty(&self.doc).expect("run.json always serializes");
+        let text = self.doc.to_json();
         replace(&self.json_path, &tmp, |mut f| {
             f.write_all(text.as_bytes())
                 .and_then(|()| f.write_all(b"\n"))
@@ -329,15 +313,17 @@ impl Output {
         })?;
         // The top-level key is the only one indented by two spaces.
         let key = "\n  \"status\": ";
-        self.status_at = (self.doc["status"] == RUNNING)
+        self.status_at = (self.doc.status == RUNNING)
             .then(|| text.find(key).map(|i| (i + key.len()) as u64))
             .flatten();
         Ok(())
     }
 }
 
-/// The status run.json says while the run goes on.
-const RUNNING: &str = "running";
+/// The wall clock as run.json writes it.
+fn now() -> String {
+    humantime::format_rfc3339_millis(SystemTime::now()).to_string()
+}
 
 /// Writes `dir/hlog/step-NNN.hlog`: per interval, the fleet's merged latency (untagged), then each
 /// agent's (tagged with its name from `agents`). One scratch histogram is reused for every line, so

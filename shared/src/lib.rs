@@ -10,6 +10,7 @@ pub mod plan;
 pub mod ready;
 pub mod report;
 pub mod rng;
+pub mod run_file;
 pub mod schedule;
 pub mod status;
 #[cfg(feature = "cli")]

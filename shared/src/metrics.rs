@@ -257,6 +257,23 @@ impl serde::Serialize for FirstErrors {
     }
 }
 
+/// The inverse of its `Serialize`; a class stampede does not know is refused, by name.
+impl<'de> serde::Deserialize<'de> for FirstErrors {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut out = FirstErrors::default();
+        // Keyed by class: the file's order does not matter.
+        let written = std::collections::BTreeMap::<String, String>::deserialize(d)?;
+        for (name, message) in written {
+            let class = ErrorClass::ALL
+                .into_iter()
+                .find(|c| c.name() == name)
+                .ok_or_else(|| serde::de::Error::custom(format!("unknown error class `{name}`")))?;
+            out.0[class.index()] = Some(Cow::Owned(message));
+        }
+        Ok(out)
+    }
+}
+
 fn cut(m: Cow<'static, str>) -> Cow<'static, str> {
     if m.len() <= FirstErrors::MAX_LEN {
         return m;

@@ -2,6 +2,7 @@
 //! table row. Everything a report says is derived here, once, so TSV, JSON and the terminal agree.
 use std::time::Duration;
 
+use serde::de::{self, Deserialize, Deserializer};
 use serde::ser::{Serialize, SerializeMap, Serializer};
 
 use crate::histogram::{Histogram, us_to_ms};
@@ -76,6 +77,67 @@ impl Serialize for LatencyStats {
     }
 }
 
+/// The inverse of [`LatencyStats`]'s `Serialize`: the lower bounds come back from their names.
+impl<'de> Deserialize<'de> for LatencyStats {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(serde::Deserialize)]
+        struct Wire {
+            mean: f64,
+            p50: f64,
+            p90: f64,
+            p99: f64,
+            p999: f64,
+            max: f64,
+            censored: bool,
+            lower_bound: Vec<String>,
+        }
+        let w = Wire::deserialize(d)?;
+        let mut lower_bounds = LowerBounds::default();
+        for name in &w.lower_bound {
+            let i = LowerBounds::NAMES
+                .iter()
+                .position(|n| n == name)
+                .ok_or_else(|| de::Error::unknown_variant(name, &LowerBounds::NAMES))?;
+            lower_bounds.set(i);
+        }
+        Ok(LatencyStats {
+            mean: w.mean,
+            p50: w.p50,
+            p90: w.p90,
+            p99: w.p99,
+            p999: w.p999,
+            max: w.max,
+            censored: w.censored,
+            lower_bounds,
+        })
+    }
+}
+
+/// A JSON object's entries in the order they were written (a `HashMap` would lose it, and the
+/// order of named counts is the reader's to choose).
+fn entries<'de, D, K, V>(d: D) -> Result<Vec<(K, V)>, D::Error>
+where
+    D: Deserializer<'de>,
+    K: Deserialize<'de>,
+    V: Deserialize<'de>,
+{
+    struct Entries<K, V>(std::marker::PhantomData<(K, V)>);
+    impl<'de, K: Deserialize<'de>, V: Deserialize<'de>> de::Visitor<'de> for Entries<K, V> {
+        type Value = Vec<(K, V)>;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("an object")
+        }
+        fn visit_map<A: de::MapAccess<'de>>(self, mut m: A) -> Result<Self::Value, A::Error> {
+            let mut out = Vec::with_capacity(m.size_hint().unwrap_or(0));
+            while let Some(entry) = m.next_entry()? {
+                out.push(entry);
+            }
+            Ok(out)
+        }
+    }
+    d.deserialize_map(Entries(std::marker::PhantomData))
+}
+
 /// The quantiles of [`LatencyStats`] after the mean, in order.
 const QUANTILES: [f64; 4] = [0.5, 0.9, 0.99, 0.999];
 
@@ -131,7 +193,7 @@ impl LatencyStats {
 }
 
 /// Statistics over the 1 s reply-rate samples (autobench's min/avg/max/stddev_rep_rate).
-#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct RateStats {
     pub min: f64,
     pub avg: f64,
@@ -179,9 +241,24 @@ impl Serialize for Codes {
     }
 }
 
+/// The inverse of [`Codes`]'s `Serialize`: only the codes seen are there, each a number as a key.
+impl<'de> Deserialize<'de> for Codes {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut codes = Vec::new();
+        for (k, v) in entries::<D, String, u64>(d)? {
+            let code = k
+                .parse::<u16>()
+                .map_err(|_| de::Error::invalid_value(de::Unexpected::Str(&k), &"a status code"))?;
+            codes.push((code, v));
+        }
+        codes.sort_unstable();
+        Ok(Codes(codes))
+    }
+}
+
 /// Named counts that keep their order in JSON.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Counts(pub Vec<(&'static str, u64)>);
+pub struct Counts(pub Vec<(String, u64)>);
 
 impl Counts {
     pub fn get(&self, name: &str) -> u64 {
@@ -202,7 +279,13 @@ impl Serialize for Counts {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+impl<'de> Deserialize<'de> for Counts {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        entries(d).map(Counts)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Generator {
     /// The busiest agent's worker-thread CPU, percent of what its worker threads can use: a core
     /// each, and no more than its machine's cores.
@@ -218,7 +301,7 @@ pub struct Generator {
 }
 
 /// One agent's part of a step, kept so nobody has to trust an average.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct AgentStep {
     pub agent: String,
     pub threads: u32,
@@ -237,12 +320,12 @@ pub struct AgentStep {
     pub lost: bool,
 }
 
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct StepResult {
     /// The step's number as people read it, counted from 1 (run.json `step`, the table, hlog/).
     #[serde(rename = "step")]
     pub number: u32,
-    pub model: &'static str,
+    pub model: String,
     /// The step's value as planned: conn/s, req/s, or connections for the closed model.
     pub step_value: f64,
     /// Requests per second the plan demands; null for the closed model.
@@ -495,7 +578,7 @@ pub fn summarize(input: &StepInput<'_>) -> StepResult {
     };
     StepResult {
         number: input.number,
-        model: input.model.name(),
+        model: input.model.name().to_string(),
         step_value: input.value,
         demanded_rate: input.demanded_rate,
         duration_s: round3(secs),
@@ -515,12 +598,18 @@ pub fn summarize(input: &StepInput<'_>) -> StepResult {
         bytes_in: c.bytes_in,
         bytes_out: c.bytes_out,
         net_io_kb_s: round3((c.bytes_in + c.bytes_out) as f64 / 1024.0 / secs),
-        status: Counts(STATUS_CLASSES.iter().copied().zip(c.status).collect()),
+        status: Counts(
+            STATUS_CLASSES
+                .iter()
+                .map(|c| c.to_string())
+                .zip(c.status)
+                .collect(),
+        ),
         status_codes: Codes(t.codes.nonzero().collect()),
         errors: Counts(
             ErrorClass::ALL
                 .iter()
-                .map(|e| (e.name(), c.error(*e)))
+                .map(|e| (e.name().to_string(), c.error(*e)))
                 .collect(),
         ),
         errors_pct: share_pct(c.target_errors(), c.due()),
@@ -595,7 +684,7 @@ pub const KEPT_UP_RATIO: f64 = 0.98;
 pub const PLATEAU_RATIO: f64 = 0.98;
 
 /// The step past the highest one kept up with: what the target did there.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Beyond {
     pub step: u32,
     pub step_value: f64,
@@ -612,7 +701,7 @@ pub struct Beyond {
 }
 
 /// The run's answer: how far the target kept up, where its served rate plateaued, how p99 moved.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct RunSummary {
     /// The highest step value (rate, or connections) kept up with (see [`kept_up`]). Null when no
     /// step was.
@@ -743,7 +832,7 @@ fn answer(
     let Some(first) = steps.first() else {
         return "no step ran".to_string();
     };
-    let model = first.model;
+    let model = first.model.as_str();
     // The connections model's step is in conn/s; what the tables show beside it is requests/s.
     let offered = |value: f64, demanded: Option<f64>| match demanded {
         Some(d) if model == "connections" => {
@@ -808,105 +897,115 @@ fn answer(
     s
 }
 
-/// The table's header: autobench's columns first (with the host suffix), then stampede's.
-pub fn table_header(host: &str, model: LoadModel) -> Vec<String> {
-    // The closed model has no demanded rate; its x axis is the connection count.
-    let first = if model == LoadModel::Concurrency {
-        "connections"
-    } else {
-        "dem_req_rate"
-    };
-    let mut h = vec![first.to_string()];
-    for col in [
-        "req_rate",
-        "con_rate",
-        "min_rep_rate",
-        "avg_rep_rate",
-        "max_rep_rate",
-        "stddev_rep_rate",
-        "resp_time",
-        "net_io",
-        "errors",
-    ] {
-        h.push(format!("{col}_{host}"));
+/// One cell of the step table, from a step.
+type Cell = Box<dyn Fn(&StepResult) -> String + Send + Sync>;
+
+/// A numeric column: its name and the step's number in it.
+type Numeric = (&'static str, fn(&StepResult) -> f64);
+
+/// The step table (steps.tsv/csv): one list of (name, cell) columns, so the header and every row
+/// come from the same place and cannot drift apart. Autobench's columns first (with the host
+/// suffix), then stampede's.
+pub struct StepTable(Vec<(String, Cell)>);
+
+impl StepTable {
+    pub fn new(host: &str, model: LoadModel) -> StepTable {
+        let mut t: Vec<(String, Cell)> = Vec::new();
+        let mut num = |name: String, v: fn(&StepResult) -> f64| {
+            t.push((name, Box::new(move |r| cell(v(r)))));
+        };
+        // The closed model has no demanded rate; its x axis is the connection count.
+        let first = if model == LoadModel::Concurrency {
+            "connections"
+        } else {
+            "dem_req_rate"
+        };
+        num(first.into(), |r| r.demanded_rate.unwrap_or(r.step_value));
+        let autobench: [Numeric; 9] = [
+            ("req_rate", |r| r.achieved_request_rate),
+            ("con_rate", |r| r.connection_rate),
+            ("min_rep_rate", |r| r.reply_rate.min),
+            ("avg_rep_rate", |r| r.reply_rate.avg),
+            ("max_rep_rate", |r| r.reply_rate.max),
+            ("stddev_rep_rate", |r| r.reply_rate.stddev),
+            ("resp_time", |r| r.latency_ms.mean),
+            ("net_io", |r| r.net_io_kb_s),
+            ("errors", |r| r.errors_pct),
+        ];
+        for (name, v) in autobench {
+            num(format!("{name}_{host}"), v);
+        }
+        let ours: [Numeric; 7] = [
+            ("ok_rate", |r| r.ok_rate),
+            ("failed_pct", |r| r.failed_pct),
+            ("p50_ms", |r| r.latency_ms.p50),
+            ("p90_ms", |r| r.latency_ms.p90),
+            ("p99_ms", |r| r.latency_ms.p99),
+            ("p999_ms", |r| r.latency_ms.p999),
+            ("max_ms", |r| r.latency_ms.max),
+        ];
+        for (name, v) in ours {
+            num(name.into(), v);
+        }
+        // Statistics that are lower bounds (the mean is resp_time), by name; the numbers stay
+        // numbers for plotting. Space-separated: a comma would split the cell in steps.csv.
+        t.push((
+            "lower_bound".into(),
+            Box::new(|r| r.latency_ms.lower_bounds.names().join(" ")),
+        ));
+        for class in STATUS_CLASSES {
+            t.push((
+                format!("status_{class}"),
+                Box::new(move |r| r.status.get(class).to_string()),
+            ));
+        }
+        for e in ErrorClass::ALL {
+            t.push((
+                e.column(),
+                Box::new(move |r| r.errors.get(e.name()).to_string()),
+            ));
+        }
+        t.push((
+            "gen_cpu_pct".into(),
+            Box::new(|r| cell(r.generator.cpu_pct)),
+        ));
+        t.push((
+            "lag_p99_ms".into(),
+            Box::new(|r| cell(r.generator.lag_p99_ms)),
+        ));
+        t.push((
+            "start_skew_ms".into(),
+            Box::new(|r| r.start_skew_ms.map_or(String::new(), cell)),
+        ));
+        t.push(("trust".into(), Box::new(|r| r.trust.name().to_string())));
+        t.push(("server".into(), Box::new(|r| r.server.name().to_string())));
+        // A free-text last column: no separators in it.
+        t.push((
+            "server_reason".into(),
+            Box::new(|r| r.server_reasons.join("; ").replace(['\t', ','], " ")),
+        ));
+        StepTable(t)
     }
-    for col in [
-        "ok_rate",
-        "failed_pct",
-        "p50_ms",
-        "p90_ms",
-        "p99_ms",
-        "p999_ms",
-        "max_ms",
-        "lower_bound",
-    ] {
-        h.push(col.to_string());
+
+    pub fn header(&self) -> Vec<String> {
+        self.0.iter().map(|(name, _)| name.clone()).collect()
     }
-    for class in STATUS_CLASSES {
-        h.push(format!("status_{class}"));
+
+    /// One step as a row, in the header's order.
+    pub fn row(&self, r: &StepResult) -> Vec<String> {
+        self.0.iter().map(|(_, cell)| cell(r)).collect()
     }
-    for e in ErrorClass::ALL {
-        h.push(e.column());
-    }
-    for col in [
-        "gen_cpu_pct",
-        "lag_p99_ms",
-        "start_skew_ms",
-        "trust",
-        "server",
-        "server_reason",
-    ] {
-        h.push(col.to_string());
-    }
-    h
 }
 
-/// One step as a table row, matching [`table_header`].
-pub fn table_row(r: &StepResult) -> Vec<String> {
-    let f = |v: f64| {
-        let s = format!("{v:.3}");
-        let s = s.trim_end_matches('0').trim_end_matches('.');
-        if s.is_empty() || s == "-0" {
-            "0".to_string()
-        } else {
-            s.to_string()
-        }
-    };
-    let mut row = vec![f(r.demanded_rate.unwrap_or(r.step_value))];
-    for v in [
-        r.achieved_request_rate,
-        r.connection_rate,
-        r.reply_rate.min,
-        r.reply_rate.avg,
-        r.reply_rate.max,
-        r.reply_rate.stddev,
-        r.latency_ms.mean,
-        r.net_io_kb_s,
-        r.errors_pct,
-        r.ok_rate,
-        r.failed_pct,
-        r.latency_ms.p50,
-        r.latency_ms.p90,
-        r.latency_ms.p99,
-        r.latency_ms.p999,
-        r.latency_ms.max,
-    ] {
-        row.push(f(v));
+/// A number as the table writes it: at most three decimals, no trailing zeros.
+fn cell(v: f64) -> String {
+    let s = format!("{v:.3}");
+    let s = s.trim_end_matches('0').trim_end_matches('.');
+    if s.is_empty() || s == "-0" {
+        "0".to_string()
+    } else {
+        s.to_string()
     }
-    // Statistics that are lower bounds (the mean is resp_time), by name; the numbers stay numbers
-    // for plotting.
-    // Space-separated: a comma would split the cell in steps.csv.
-    row.push(r.latency_ms.lower_bounds.names().join(" "));
-    row.extend(r.status.0.iter().map(|(_, v)| v.to_string()));
-    row.extend(r.errors.0.iter().map(|(_, v)| v.to_string()));
-    row.push(f(r.generator.cpu_pct));
-    row.push(f(r.generator.lag_p99_ms));
-    row.push(r.start_skew_ms.map_or(String::new(), f));
-    row.push(r.trust.name().to_string());
-    row.push(r.server.name().to_string());
-    // A free-text last column: no separators in it.
-    row.push(r.server_reasons.join("; ").replace(['\t', ','], " "));
-    row
 }
 
 #[cfg(test)]
@@ -1006,8 +1105,8 @@ mod tests {
             // The fast 503s are not mixed into the served latency.
             assert_eq!(r.latency_ms.p50, 1.0);
             assert_eq!(r.unexpected_latency_ms.p50, 0.2);
-            let row = table_row(r);
-            let head = table_header("h", LoadModel::Requests);
+            let table = StepTable::new("h", LoadModel::Requests);
+            let (row, head) = (table.row(r), table.header());
             let col = |name: &str| &row[head.iter().position(|h| h == name).unwrap()];
             assert_eq!(col("failed_pct"), "33.333");
             assert_eq!(col("ok_rate"), "66.667");
@@ -1044,8 +1143,8 @@ mod tests {
                 json["latency_ms"]["lower_bound"],
                 serde_json::json!(["mean", "p90", "p99", "p999", "max"])
             );
-            let row = table_row(r);
-            let head = table_header("h", LoadModel::Requests);
+            let table = StepTable::new("h", LoadModel::Requests);
+            let (row, head) = (table.row(r), table.header());
             let at = head.iter().position(|h| h == "lower_bound").unwrap();
             assert_eq!(row[at], "mean p90 p99 p999 max");
         });
@@ -1142,8 +1241,8 @@ mod tests {
         assert_eq!(r.agents[1].requests, 100);
         assert!(r.agents[1].latency_ms.p50 > r.agents[0].latency_ms.p50);
         assert_eq!(r.status.get("2xx"), 200);
-        let row = table_row(&r);
-        let head = table_header("h", LoadModel::Requests);
+        let table = StepTable::new("h", LoadModel::Requests);
+        let (row, head) = (table.row(&r), table.header());
         assert_eq!(row.len(), head.len());
         assert_eq!(row[0], "100");
         let trust = head.iter().position(|h| h == "trust").unwrap();
@@ -1244,7 +1343,7 @@ mod tests {
 
     #[test]
     fn header_keeps_autobench_names_in_order() {
-        let h = table_header("web1", LoadModel::Connections);
+        let h = StepTable::new("web1", LoadModel::Connections).header();
         assert_eq!(
             &h[..10],
             &[
@@ -1337,7 +1436,7 @@ mod tests {
         // The connections model's step is in conn/s, the table's rate in req/s: both are said.
         let mut conns = steps[..2].to_vec();
         for r in &mut conns {
-            r.model = "connections";
+            r.model = "connections".into();
             r.demanded_rate = Some(r.step_value * 10.0);
         }
         let s = summarize_run(&conns);

@@ -2,7 +2,7 @@
 //! trusted (`trust`: the generator judges itself — CPU, lag, achieved rate, its own resource errors)
 //! and how the server fared (`server`: ok, saturated or failing), each with its reasons in words, so a
 //! saturated load tool is never mistaken for a slow server, nor a trusted step for a healthy server.
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::metrics::{Counters, ErrorClass, FirstErrors};
 use crate::status::{StatusCodes, StatusSet};
@@ -24,7 +24,7 @@ pub const QUEUED_PCT: f64 = 1.0;
 pub const QUEUEING_FACTOR: f64 = 4.0;
 pub const QUEUEING_MIN_MS: f64 = 1.0;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Verdict {
     Valid,
@@ -241,7 +241,7 @@ pub fn judge(f: &Facts) -> Judgement {
 }
 
 /// How the server fared in a step, whatever the generator's trust.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Server {
     /// Served what was due, without queueing.

@@ -70,24 +70,7 @@ pub struct RunOutcome {
     pub breaches: Vec<Breach>,
 }
 
-/// Why the ramp ended early (run.json's `stopped`).
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct Stopped {
-    /// Counted from 1, as the table counts.
-    pub after_step: usize,
-    pub because: String,
-    /// The values of the steps that were planned but not run.
-    pub not_run: Vec<f64>,
-}
-
-/// A --fail-on expression that a step breached (run.json's `fail_on`).
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct Breach {
-    pub step: usize,
-    pub step_value: f64,
-    pub expression: String,
-    pub because: String,
-}
+pub use shared::run_file::{Breach, Stopped};
 
 /// What the run carries from step to step: the thresholds and the count of breaching steps in a
 /// row, the breaches, the latency baseline, the warnings already said.
@@ -226,8 +209,7 @@ async fn run_in(
     )
     .await;
     let stopped = outcome.as_ref().ok().and_then(|r| r.stopped.clone());
-    out.record("stopped", &stopped);
-    out.record("fail_on", &watch.breaches);
+    out.record_end(stopped, watch.breaches.clone());
     let status = match &outcome {
         Ok(r) if r.aborted => "aborted",
         Ok(_) => "completed",

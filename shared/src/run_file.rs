@@ -1,0 +1,299 @@
+//! run.json as a type: what the coordinator writes after each step and what a reader (a report, a
+//! comparison) reads back, so the two cannot disagree on the schema.
+use std::io;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::report::{RUN_SCHEMA, RunSummary, StepResult};
+
+/// The status run.json says while the run goes on.
+pub const RUNNING: &str = "running";
+
+/// One run's run.json. The keys are written sorted at every level (see [`RunFile::to_json`]), as
+/// run.json has always had them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunFile {
+    pub schema: String,
+    pub tool: Tool,
+    /// `running` until the run ends, then `completed`, `aborted` or `failed`.
+    pub status: String,
+    /// RFC 3339, to the millisecond.
+    pub started_at: String,
+    pub finished_at: Option<String>,
+    /// The target's origin (`http://host:port`).
+    pub target: String,
+    /// The plan as the user gave it: its shape is the command line's, not a type of ours to keep in
+    /// step with it.
+    pub plan: serde_json::Value,
+    pub agents: Vec<AgentInfo>,
+    /// The agents' warnings about the whole run, each prefixed with its agent.
+    pub warnings: Vec<String>,
+    /// The run's answer so far; null before the first step.
+    pub summary: Option<RunSummary>,
+    pub steps: Vec<StepResult>,
+    /// Why --stop-on ended the ramp early (null: it did not). The key is absent while the run goes
+    /// on, so outer `None` is "not yet known", as the file says.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "present"
+    )]
+    pub stopped: Option<Option<Stopped>>,
+    /// The --fail-on expressions breached; absent while the run goes on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fail_on: Option<Vec<Breach>>,
+}
+
+/// A key that is there, even as null, is `Some`: serde's own `Option` reads null as absent.
+fn present<'de, D, T>(d: D) -> Result<Option<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    T::deserialize(d).map(Some)
+}
+
+/// Which program wrote the file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Tool {
+    pub name: String,
+    pub version: String,
+}
+
+/// What run.json says about an agent.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AgentInfo {
+    pub name: String,
+    pub version: String,
+    pub hostname: String,
+    pub cores: u32,
+    pub threads: u32,
+    pub fd_limit: u64,
+    pub port_range: [u32; 2],
+}
+
+/// Why the ramp ended early (run.json's `stopped`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Stopped {
+    /// Counted from 1, as the table counts.
+    pub after_step: usize,
+    pub because: String,
+    /// The values of the steps that were planned but not run.
+    pub not_run: Vec<f64>,
+}
+
+/// A --fail-on expression that a step breached (run.json's `fail_on`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Breach {
+    pub step: usize,
+    pub step_value: f64,
+    pub expression: String,
+    pub because: String,
+}
+
+/// Why a run.json could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum RunFileError {
+    #[error("cannot read {path}: {source}")]
+    Read { path: PathBuf, source: io::Error },
+    #[error("{path} is not a readable run.json: {message}")]
+    Damaged { path: PathBuf, message: String },
+    #[error("{path} is a run of schema `{found}`; this stampede reads `{RUN_SCHEMA}`")]
+    Schema { path: PathBuf, found: String },
+}
+
+impl RunFile {
+    /// A run that has just started: no step, no summary, no end.
+    pub fn start(
+        started_at: String,
+        target: String,
+        plan: serde_json::Value,
+        agents: Vec<AgentInfo>,
+        warnings: Vec<String>,
+    ) -> RunFile {
+        RunFile {
+            schema: RUN_SCHEMA.to_string(),
+            tool: Tool {
+                name: "stampede".into(),
+                version: crate::VERSION.into(),
+            },
+            status: RUNNING.into(),
+            started_at,
+            finished_at: None,
+            target,
+            plan,
+            agents,
+            warnings,
+            summary: None,
+            steps: Vec::new(),
+            stopped: None,
+            fail_on: None,
+        }
+    }
+
+    /// The file's text (without the final newline): pretty, keys sorted at every level. The sorting
+    /// comes from going through `serde_json::Value`, whose map is ordered by key: that is how run.json
+    /// has always been written, and readers (bench/compare.py, diffs of two runs) see the same bytes.
+    pub fn to_json(&self) -> String {
+        let value =
+            serde_json::to_value(self).expect("a RunFile has string keys and no failing field");
+        serde_json::to_string_pretty(&value).expect("a serde_json::Value always serializes")
+    }
+
+    /// Reads `path`; the error names the file, and the field and line where it went wrong.
+    pub fn read(path: &Path) -> Result<RunFile, RunFileError> {
+        let text = std::fs::read_to_string(path).map_err(|source| RunFileError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        RunFile::parse(&text, path)
+    }
+
+    /// Parses run.json's `text`, read from `path` (named in the error).
+    pub fn parse(text: &str, path: &Path) -> Result<RunFile, RunFileError> {
+        #[derive(Deserialize)]
+        struct Head {
+            schema: String,
+        }
+        let damaged = |e: serde_json::Error| RunFileError::Damaged {
+            path: path.to_path_buf(),
+            message: described(&e, text),
+        };
+        let head: Head = serde_json::from_str(text).map_err(damaged)?;
+        if head.schema != RUN_SCHEMA {
+            return Err(RunFileError::Schema {
+                path: path.to_path_buf(),
+                found: head.schema,
+            });
+        }
+        serde_json::from_str(text).map_err(damaged)
+    }
+}
+
+/// serde_json's message names a missing field but not the one whose value has the wrong type; it
+/// does give the line, and run.json has one key per line, so the key on that line is named too.
+fn described(e: &serde_json::Error, text: &str) -> String {
+    let key = text
+        .lines()
+        .nth(e.line().saturating_sub(1))
+        .and_then(|l| l.trim_start().strip_prefix('"'))
+        .and_then(|l| l.split_once("\":"))
+        .map(|(k, _)| k);
+    match key {
+        Some(k) if !e.to_string().contains(&format!("`{k}`")) => format!("field `{k}`: {e}"),
+        _ => e.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOLDEN: &str = include_str!("../tests/golden/run.json");
+
+    fn golden_path() -> &'static Path {
+        Path::new("tests/golden/run.json")
+    }
+
+    #[test]
+    fn golden_run_json_reads_and_writes_back_byte_for_byte() {
+        let run = RunFile::parse(GOLDEN, golden_path()).unwrap();
+        assert!(!run.steps.is_empty(), "the golden run has steps");
+        assert_eq!(format!("{}\n", run.to_json()), GOLDEN);
+    }
+
+    /// The golden file's text with `from` (which must occur) replaced by `to`.
+    fn damaged(from: &str, to: &str) -> String {
+        assert!(GOLDEN.contains(from), "{from}");
+        GOLDEN.replacen(from, to, 1)
+    }
+
+    #[test]
+    fn a_missing_field_is_named() {
+        let text = damaged("\"ok_rate\": ", "\"ok_rate_was\": ");
+        let e = RunFile::parse(&text, golden_path())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("tests/golden/run.json") && e.contains("missing field `ok_rate`"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_value_of_the_wrong_type_names_its_field() {
+        let text = damaged("\"p99\": ", "\"p99\": \"fast\", \"was\": ");
+        let e = RunFile::parse(&text, golden_path())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("field `p99`") && e.contains("line"), "{e}");
+    }
+
+    #[test]
+    fn an_unknown_lower_bound_or_status_code_is_refused() {
+        let text = damaged("\"lower_bound\": []", "\"lower_bound\": [\"p42\"]");
+        let e = RunFile::parse(&text, golden_path())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("p42"), "{e}");
+        let text = damaged("\"status_codes\": {", "\"status_codes\": {\"2x0\": 1,");
+        let e = RunFile::parse(&text, golden_path())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("2x0") && e.contains("status code"), "{e}");
+    }
+
+    #[test]
+    fn a_foreign_schema_is_refused_by_its_id() {
+        let text = damaged(RUN_SCHEMA, "stampede.run/1");
+        let e = RunFile::parse(&text, golden_path())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("schema `stampede.run/1`") && e.contains(RUN_SCHEMA),
+            "{e}"
+        );
+        let e = RunFile::parse("{\"status\": \"starting\"}\n", golden_path())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("missing field `schema`"), "{e}");
+        let e = RunFile::parse("[1, 2", golden_path())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("tests/golden/run.json"), "{e}");
+    }
+
+    /// steps.tsv of the same run as the golden run.json: the table made from the steps read back is
+    /// the one written while the run went on (the counts come back keyed, whatever their order).
+    #[test]
+    fn golden_steps_give_back_the_golden_table() {
+        let run = RunFile::parse(GOLDEN, golden_path()).unwrap();
+        let table = crate::report::StepTable::new("127.0.0.1", crate::plan::LoadModel::Requests);
+        let mut tsv = table.header().join("\t") + "\n";
+        for r in &run.steps {
+            tsv += &(table.row(r).join("\t") + "\n");
+        }
+        assert_eq!(tsv, include_str!("../tests/golden/steps.tsv"));
+    }
+
+    #[test]
+    fn censored_latency_and_sparse_codes_survive_the_round_trip() {
+        let mut run = RunFile::parse(GOLDEN, golden_path()).unwrap();
+        let step = &mut run.steps[0];
+        step.latency_ms = crate::report::LatencyStats {
+            censored: true,
+            ..step.latency_ms
+        };
+        step.latency_ms.lower_bounds.set(0);
+        step.latency_ms.lower_bounds.set(3);
+        step.status_codes = crate::report::Codes(vec![(200, 5), (404, 1), (503, 2)]);
+        run.stopped = Some(None);
+        let back = RunFile::parse(&run.to_json(), golden_path()).unwrap();
+        assert_eq!(back, run);
+        assert_eq!(
+            back.steps[0].latency_ms.lower_bounds.names(),
+            ["mean", "p99"]
+        );
+    }
+}
