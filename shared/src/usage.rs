@@ -48,6 +48,24 @@ pub fn one_line(e: &clap::Error, hint: impl Fn(&str) -> Option<String>) -> Strin
                 (None, _) => format!("{arg} needs a value"),
             }
         }
+        (ErrorKind::MissingRequiredArgument, _, _) => {
+            // clap puts the list on the lines after its first; each as '--flag <VALUE>'.
+            let missing: Vec<String> = match e.get(ContextKind::InvalidArg) {
+                Some(ContextValue::Strings(v)) => v
+                    .iter()
+                    .map(|a| a.split(' ').next().unwrap_or_default().to_string())
+                    .collect(),
+                _ => Vec::new(),
+            };
+            match missing.as_slice() {
+                [] => "a required argument was not given (--help lists them)".to_string(),
+                [one] => format!("{one} is required here (--help says what it takes)"),
+                many => format!(
+                    "{} are required here (--help says what they take)",
+                    many.join(", ")
+                ),
+            }
+        }
         (ErrorKind::ValueValidation, Some(arg), Some(value)) => {
             let why = std::error::Error::source(e)
                 .map(ToString::to_string)
@@ -70,6 +88,8 @@ mod tests {
 
     #[derive(Debug, Parser)]
     struct Args {
+        #[arg(long, requires = "count")]
+        listen: Option<u32>,
         #[arg(long)]
         count: Option<u32>,
         #[arg(long, value_parser = ["a", "b", "c"])]
@@ -79,6 +99,15 @@ mod tests {
     fn error(argv: &[&str]) -> String {
         let e = Args::try_parse_from(argv).unwrap_err();
         one_line(&e, |a| (a == "-k").then(|| "keep-alive is a model".into()))
+    }
+
+    #[test]
+    fn a_missing_required_argument_was_a_sentence_ending_in_a_colon() {
+        // clap's first line is "the following required arguments were not provided:", the list below.
+        assert_eq!(
+            error(&["t", "--listen", "1"]),
+            "--count is required here (--help says what it takes)"
+        );
     }
 
     #[test]
