@@ -96,13 +96,7 @@ impl Agent for Service {
         }
         let release = Release(self.busy.clone());
         let (out_tx, out_rx) = link::channel();
-        let label = peer.clone();
-        let inbound = link::read_stream_then(request.into_inner(), move |status| {
-            // tonic's word for a message over the size limit.
-            if status.code() == tonic::Code::OutOfRange {
-                log_refused(Side::Agent, &label, &link::status_in_words(status));
-            }
-        });
+        let inbound = link::read_peer_stream(request.into_inner(), Side::Agent, peer.clone());
         let end = Link {
             tx: out_tx,
             rx: inbound,

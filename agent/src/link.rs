@@ -173,29 +173,38 @@ pub fn status_in_words(status: &tonic::Status) -> String {
     text
 }
 
-/// Reads a gRPC stream into a link's receiving half. The stream's clean end is `Ended`; a status
-/// (an oversized or undecodable message, a reset, a TLS failure) is `Broken` with its words.
+/// Reads a gRPC stream into a link's receiving half. The stream's clean end is `Ended`; a status is
+/// sorted by [`Closed::of_status`]: a connection gone is `Dropped`, a refused message `Broken`.
 pub fn read_stream<M: Send + 'static>(inbound: tonic::Streaming<M>) -> LinkRx<M> {
-    read_stream_then(inbound, |_| ())
+    read(inbound, None)
 }
 
-/// [`read_stream`], telling `on_status` the status that broke the stream before the reader hears of
-/// it: a listener logs a peer it refused (an oversized message) with the peer's address, which the
-/// reader of the link does not know.
-pub fn read_stream_then<M: Send + 'static>(
+/// [`read_stream`] for a listener: a message it refused for its size is logged as a refused peer
+/// (`me` refused `peer`), which the reader of the link, not knowing the address, could not do.
+pub fn read_peer_stream<M: Send + 'static>(
+    inbound: tonic::Streaming<M>,
+    me: Side,
+    peer: String,
+) -> LinkRx<M> {
+    read(inbound, Some((me, peer)))
+}
+
+fn read<M: Send + 'static>(
     mut inbound: tonic::Streaming<M>,
-    on_status: impl FnOnce(&tonic::Status) + Send + 'static,
+    mut listener: Option<(Side, String)>,
 ) -> LinkRx<M> {
     let (tx, rx) = mpsc::channel(LINK_CAPACITY);
-    let mut on_status = Some(on_status);
     tokio::spawn(async move {
         loop {
             let frame = match inbound.message().await {
                 Ok(Some(msg)) => Ok(msg),
                 Ok(None) => return,
                 Err(status) => {
-                    if let Some(tell) = on_status.take() {
-                        tell(&status);
+                    // tonic's word for a message over the size limit.
+                    if status.code() == tonic::Code::OutOfRange
+                        && let Some((me, peer)) = listener.take()
+                    {
+                        accept::log_refused(me, &peer, &status_in_words(&status));
                     }
                     Err(Closed::of_status(&status))
                 }

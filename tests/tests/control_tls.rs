@@ -281,28 +281,36 @@ fn dial(agent: &AgentProc, tls: &[&str]) -> (Option<i32>, String) {
     (o.status.code(), text(&o.stderr))
 }
 
+/// Dials `agent` with the coordinator's `tls` flags and checks the refusal: exit 1, the coordinator
+/// says `says` after "agent ADDR refused: " and not the transport's `not_said`, and the agent logs
+/// why it refused the peer (`reason`).
+fn refused_in_words(agent: &AgentProc, tls: &[&str], says: &str, not_said: &str, reason: &str) {
+    let (code, err) = dial(agent, tls);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains(&format!("agent {} refused: {says}", agent.addr)),
+        "{err}"
+    );
+    assert!(!err.contains(not_said), "{err}");
+    assert!(
+        agent
+            .log
+            .wait_for(&format!("reason={reason}"), Duration::from_secs(5)),
+        "{}",
+        agent.log.text()
+    );
+}
+
 #[test]
 fn plain_text_to_a_tls_agent_read_as_frame_with_invalid_size() {
     let (_pki, agent_tls, _) = pki();
     let agent = AgentProc::start(&strs(&agent_tls), &[]);
-    let (code, err) = dial(&agent, &[]);
-    assert_eq!(code, Some(1), "{err}");
-    assert!(
-        err.contains(&format!(
-            "agent {} refused: this agent takes mutual TLS only: give the coordinator --tls-cert, \
-             --tls-key and --tls-ca",
-            agent.addr
-        )),
-        "{err}"
-    );
-    assert!(!err.contains("frame with invalid size"), "{err}");
-    assert!(
-        agent.log.wait_for(
-            "reason=it speaks plain text; this agent takes TLS only",
-            Duration::from_secs(5)
-        ),
-        "{}",
-        agent.log.text()
+    refused_in_words(
+        &agent,
+        &[],
+        "this agent takes mutual TLS only: give the coordinator --tls-cert, --tls-key and --tls-ca",
+        "frame with invalid size",
+        "it speaks plain text; this agent takes TLS only",
     );
     assert!(
         agent
@@ -316,24 +324,13 @@ fn plain_text_to_a_tls_agent_read_as_frame_with_invalid_size() {
 fn tls_to_a_plain_agent_read_as_invalid_data() {
     let (_pki, _, coordinator_tls) = pki();
     let agent = AgentProc::start(&[], &[]);
-    let (code, err) = dial(&agent, &strs(&coordinator_tls));
-    assert_eq!(code, Some(1), "{err}");
-    assert!(
-        err.contains(&format!(
-            "agent {} refused: it answers in plain text, not TLS: the agent listens without TLS; \
-             give it --tls-cert, --tls-key and --tls-ca too, or this coordinator none of them",
-            agent.addr
-        )),
-        "{err}"
-    );
-    assert!(!err.contains("invalid data"), "{err}");
-    assert!(
-        agent.log.wait_for(
-            "reason=it speaks TLS; this agent listens in plain text",
-            Duration::from_secs(5)
-        ),
-        "{}",
-        agent.log.text()
+    refused_in_words(
+        &agent,
+        &strs(&coordinator_tls),
+        "it answers in plain text, not TLS: the agent listens without TLS; give it --tls-cert, \
+         --tls-key and --tls-ca too, or this coordinator none of them",
+        "invalid data",
+        "it speaks TLS; this agent listens in plain text",
     );
 }
 

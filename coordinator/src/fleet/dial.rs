@@ -175,13 +175,7 @@ impl CoordinatorSvc for JoinService {
             tonic::Status::resource_exhausted(why)
         })?;
         let (down_tx, down_rx) = link::channel();
-        let label = name.clone();
-        let inbound = link::read_stream_then(request.into_inner(), move |status| {
-            // tonic's word for a message over the size limit.
-            if status.code() == tonic::Code::OutOfRange {
-                log_refused(Side::Coordinator, &label, &link::status_in_words(status));
-            }
-        });
+        let inbound = link::read_peer_stream(request.into_inner(), Side::Coordinator, name.clone());
         permit.send((
             name,
             Link {
