@@ -4,6 +4,7 @@
 //! Nothing here knows about tokio, tonic or prost; `proto` converts its messages into these types.
 
 pub mod condition;
+pub mod distribution;
 pub mod histogram;
 pub mod metrics;
 pub mod plan;

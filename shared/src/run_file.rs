@@ -5,7 +5,8 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::report::{RUN_SCHEMA, RunSummary, StepResult};
+use crate::plan::LoadModel;
+use crate::report::{RUN_SCHEMA, RunSummary, StepResult, StepTable};
 
 /// The status run.json says while the run goes on.
 pub const RUNNING: &str = "running";
@@ -23,6 +24,10 @@ pub struct RunFile {
     pub finished_at: Option<String>,
     /// The target's origin (`http://host:port`).
     pub target: String,
+    /// What the user called this run (`--label`, or `NAME=` before its URL): how the report and
+    /// `stampede compare` name it. Null: unnamed, and a reader names it by its directory.
+    #[serde(default)]
+    pub label: Option<String>,
     /// The plan as the user gave it: its shape is the command line's, not a type of ours to keep in
     /// step with it.
     pub plan: serde_json::Value,
@@ -122,6 +127,7 @@ impl RunFile {
             started_at,
             finished_at: None,
             target,
+            label: None,
             plan,
             agents,
             warnings,
@@ -139,6 +145,33 @@ impl RunFile {
         let value =
             serde_json::to_value(self).expect("a RunFile has string keys and no failing field");
         serde_json::to_string_pretty(&value).expect("a serde_json::Value always serializes")
+    }
+
+    /// The model the run's plan names (`requests` when the plan names none this build knows).
+    pub fn model(&self) -> LoadModel {
+        self.plan
+            .get("model")
+            .and_then(|m| m.as_str())
+            .and_then(LoadModel::from_name)
+            .unwrap_or(LoadModel::Requests)
+    }
+
+    /// The target's host, as the step table's autobench columns are suffixed with it.
+    pub fn host(&self) -> &str {
+        let rest = self
+            .target
+            .split_once("://")
+            .map_or(self.target.as_str(), |(_, r)| r);
+        let authority = rest.split('/').next().unwrap_or(rest);
+        match authority.strip_prefix('[') {
+            Some(v6) => v6.split(']').next().unwrap_or(v6),
+            None => authority.rsplit_once(':').map_or(authority, |(h, _)| h),
+        }
+    }
+
+    /// The run's steps as steps.tsv tabulates them.
+    pub fn step_table(&self) -> StepTable {
+        StepTable::new(self.host(), self.model())
     }
 
     /// Reads `path`; the error names the file, and the field and line where it went wrong.
@@ -269,7 +302,11 @@ mod tests {
     #[test]
     fn golden_steps_give_back_the_golden_table() {
         let run = RunFile::parse(GOLDEN, golden_path()).unwrap();
-        let table = crate::report::StepTable::new("127.0.0.1", crate::plan::LoadModel::Requests);
+        let table = run.step_table();
+        assert_eq!(
+            (run.host(), run.model()),
+            ("127.0.0.1", LoadModel::Requests)
+        );
         let mut tsv = table.header().join("\t") + "\n";
         for r in &run.steps {
             tsv += &(table.row(r).join("\t") + "\n");

@@ -26,6 +26,17 @@ impl LoadModel {
         }
     }
 
+    /// The model `name` names (as [`LoadModel::name`] writes it).
+    pub fn from_name(name: &str) -> Option<LoadModel> {
+        [
+            LoadModel::Connections,
+            LoadModel::Requests,
+            LoadModel::Concurrency,
+        ]
+        .into_iter()
+        .find(|m| m.name() == name)
+    }
+
     /// Open models send on a schedule whatever the replies do, so latency counts from the intended send.
     pub fn is_open(self) -> bool {
         !matches!(self, LoadModel::Concurrency)
