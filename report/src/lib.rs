@@ -14,6 +14,7 @@
 //! - once the page's script has run, `<html data-ready="1">`; a script error sets `data-errors` on
 //!   `<html>` to its message.
 
+pub mod chart;
 pub mod escape;
 mod input;
 mod page;
