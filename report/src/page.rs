@@ -6,7 +6,9 @@ use crate::escape;
 const STYLE: &str = "body{font:14px/1.4 system-ui,sans-serif;margin:1.5em auto;max-width:72em;padding:0 1em;color:#222}\
 table{border-collapse:collapse;font-variant-numeric:tabular-nums}td,th{padding:2px 6px;border-bottom:1px solid #ddd;text-align:right}\
 th{position:sticky;top:0;background:#fff}figure.chart{margin:1em 0}figure.empty{border:1px dashed #aaa;padding:2em;color:#666}\
-.answer{font-size:1.2em}";
+.answer{font-size:1.2em}.meta{display:flex;flex-wrap:wrap;gap:0 1.5em;margin:0}.meta div{display:flex;gap:.4em}\
+.meta dt{color:#666}.meta dd{margin:0}.strip{display:grid;grid-template-columns:repeat(auto-fit,minmax(20em,1fr));gap:0 1em}\
+.wide{overflow-x:auto}#steps td,#agents td{white-space:nowrap}#plan th{text-align:left}#plan td{text-align:left;font-family:monospace;word-break:break-all}";
 
 /// The page's script, inline and plain (no library): hover readout of the nearest point, legend
 /// entries that hide what they name, the log/linear switch. It marks the page ready, and any error

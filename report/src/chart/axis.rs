@@ -162,8 +162,15 @@ impl Fitted {
     /// `axis` fitted to `values` (non-finite ones ignored), drawn from pixel `from` to `to`.
     pub fn new(axis: &Axis, values: impl Iterator<Item = f64>, from: f64, to: f64) -> Fitted {
         let (mut lo, mut hi) = (f64::INFINITY, f64::NEG_INFINITY);
+        // A quantile of 1 (the maximum) is drawn at the far end whatever it is, so it does not
+        // decide where that end is.
+        let counts = |v: f64| match axis.scale {
+            Scale::Linear => true,
+            Scale::Log => v > 0.0,
+            Scale::Percentile => v < 1.0,
+        };
         for v in values.filter(|v| v.is_finite()) {
-            if axis.scale == Scale::Linear || v > 0.0 {
+            if counts(v) {
                 lo = lo.min(v);
                 hi = hi.max(v);
             }
@@ -172,6 +179,7 @@ impl Fitted {
             (lo, hi) = (a, b);
         }
         let (lo, hi, ticks) = match axis.scale {
+            Scale::Linear if axis.range.is_some() && hi > lo => fixed_ticks(lo, hi),
             Scale::Linear => linear_ticks(lo, hi, axis.from_zero),
             Scale::Log => log_ticks(lo, hi),
             Scale::Percentile => percentile_ticks(hi),
@@ -257,6 +265,15 @@ fn linear_ticks(lo: f64, hi: f64, from_zero: bool) -> (f64, f64, Vec<f64>) {
     (lo, hi, ticks)
 }
 
+/// A fixed range ends where it was told to, not on a tick: its ticks are the round values within.
+fn fixed_ticks(lo: f64, hi: f64) -> (f64, f64, Vec<f64>) {
+    let step = nice_step(hi - lo, 5.0);
+    let first = (lo / step).ceil() as i64;
+    let last = (hi / step + 1e-9).floor() as i64;
+    let ticks = (first..=last).map(|i| tidy(i as f64 * step)).collect();
+    (lo, hi, ticks)
+}
+
 /// Rounds away the float noise of adding steps (0.30000000000000004).
 fn tidy(v: f64) -> f64 {
     (v * 1e9).round() / 1e9
@@ -298,8 +315,8 @@ fn tidy_sig(t: f64) -> f64 {
 fn percentile_ticks(hi_q: f64) -> (f64, f64, Vec<f64>) {
     // 90 % … 99.999 % at least; further while the data go further (a distribution of many values).
     let far = if hi_q.is_finite() && hi_q < 1.0 {
-        (1.0 / (1.0 - hi_q))
-            .log10()
+        // 1 - 0.99999 is not exactly 1e-5: a hair over five nines is five.
+        ((1.0 / (1.0 - hi_q)).log10() - 1e-6)
             .ceil()
             .clamp(5.0, PERCENTILE_FAR.log10())
     } else {
@@ -336,6 +353,14 @@ mod tests {
             labels(&a, &[0.3, 0.9]),
             ["0.2 s", "0.4 s", "0.6 s", "0.8 s", "1 s"]
         );
+    }
+
+    #[test]
+    fn a_fixed_range_ends_where_told_with_round_ticks_within() {
+        let a = Axis::linear("rate", Unit::Si).with_range(0.0, 650.0);
+        assert_eq!(labels(&a, &[100.0, 600.0]), ["0", "200", "400", "600"]);
+        let f = Fitted::new(&a, std::iter::empty(), 0.0, 650.0);
+        assert_eq!(f.px(650.0), 650.0);
     }
 
     #[test]

@@ -187,9 +187,15 @@ fn grid(c: &Chart, x: &Fitted, y: &Fitted, f: &Frame) -> String {
     }
     for (v, label) in x.ticks() {
         let px = x.px(v);
+        // A label at the right end would stand half outside the drawing.
+        let anchor = if px > f.right - 3.0 * label.chars().count() as f64 {
+            "end"
+        } else {
+            "middle"
+        };
         let _ = write!(
             out,
-            "<path class=\"ax\" d=\"M{} {}v4\"/><text class=\"tk\" x=\"{}\" y=\"{}\" text-anchor=\"middle\">{}</text>",
+            "<path class=\"ax\" d=\"M{} {}v4\"/><text class=\"tk\" x=\"{}\" y=\"{}\" text-anchor=\"{anchor}\">{}</text>",
             Px(px),
             Px(f.bottom),
             Px(px),
