@@ -12,7 +12,7 @@ const STEPS: usize = 100;
 const AGENTS: usize = 10;
 
 fn large() -> RunReport {
-    let mut run = fixture::run();
+    let mut run = fixture::report().run;
     let template = run.steps.clone();
     let agent = run.agents[0].clone();
     run.agents = (0..AGENTS)
