@@ -316,7 +316,7 @@ pub fn distribution(run: &RunFile, distributions: &[Distribution]) -> String {
             "No step has a merged distribution (hlog/step-NNN.hgrm) to draw.",
         );
     }
-    let shown = spread(distributions.len(), MAX_DISTRIBUTIONS);
+    let shown = chosen(run, distributions);
     let mut c = Chart::new(
         "distribution",
         title,
@@ -353,6 +353,35 @@ pub fn distribution(run: &RunFile, distributions: &[Distribution]) -> String {
         ));
     }
     c.note(&note).render()
+}
+
+/// Which distributions to draw: the knee's two steps (the last kept up with, the first beyond),
+/// the first and the last, and the rest spread over the run, at most [`MAX_DISTRIBUTIONS`], in step
+/// order.
+fn chosen(run: &RunFile, distributions: &[Distribution]) -> Vec<usize> {
+    let knee: Vec<u32> = run
+        .summary
+        .iter()
+        .flat_map(|s| [s.kept_up_step, s.beyond.as_ref().map(|b| b.step)])
+        .flatten()
+        .collect();
+    let n = distributions.len();
+    let mut out: Vec<usize> = distributions
+        .iter()
+        .enumerate()
+        .filter(|(i, d)| knee.contains(&d.step) || *i == 0 || *i + 1 == n)
+        .map(|(i, _)| i)
+        .collect();
+    for i in spread(distributions.len(), MAX_DISTRIBUTIONS) {
+        if out.len() >= MAX_DISTRIBUTIONS {
+            break;
+        }
+        if !out.contains(&i) {
+            out.push(i);
+        }
+    }
+    out.sort_unstable();
+    out
 }
 
 /// `max` indices out of `0..n`, evenly spread, the first and the last among them.
@@ -426,7 +455,82 @@ pub fn timeline(run: &RunFile) -> Chart {
 
 #[cfg(test)]
 mod tests {
+    use std::path::Path;
+
     use super::*;
+
+    fn golden() -> RunFile {
+        let text = include_str!("../../../shared/tests/golden/run.json");
+        RunFile::parse(text, Path::new("run.json")).unwrap()
+    }
+
+    #[test]
+    fn a_demanded_rate_that_is_not_the_step_value_is_its_own_line() {
+        let mut run = golden();
+        run.plan["model"] = serde_json::json!("connections");
+        for s in &mut run.steps {
+            s.demanded_rate = Some(10.0 * s.step_value);
+        }
+        let c = rates(&run);
+        assert!(c.ideal.is_none());
+        let demanded = c
+            .series
+            .iter()
+            .find(|s| s.name == "demanded requests/s")
+            .unwrap();
+        assert_eq!(demanded.marks[0].y, 10.0 * run.steps[0].step_value);
+        assert!(
+            rates(&golden()).ideal.is_some(),
+            "req/s steps are their own demand: y = x"
+        );
+    }
+
+    #[test]
+    fn every_step_value_chart_shares_one_x_axis_past_the_last_step() {
+        let run = golden();
+        let axes = [
+            rates(&run).x,
+            latency(&run).x,
+            failures(&run).x,
+            status(&run).x,
+        ];
+        assert!(axes.iter().all(|a| *a == axes[0]));
+        assert_eq!(axes[0].range, Some((0.0, 650.0)));
+    }
+
+    #[test]
+    fn the_knee_s_distributions_are_among_those_drawn() {
+        let mut run = golden();
+        let template = run.steps[0].clone();
+        run.steps = (1..=40)
+            .map(|n| StepResult {
+                number: n,
+                step_value: 100.0 * n as f64,
+                ..template.clone()
+            })
+            .collect();
+        let summary = run.summary.as_mut().unwrap();
+        summary.kept_up_step = Some(17);
+        summary.beyond.as_mut().unwrap().step = 18;
+        let ds: Vec<Distribution> = run
+            .steps
+            .iter()
+            .map(|s| Distribution {
+                step: s.number,
+                total: 1,
+                mean_ms: 1.0,
+                max_ms: 1.0,
+                points: Vec::new(),
+            })
+            .collect();
+        let shown: Vec<u32> = chosen(&run, &ds).iter().map(|i| ds[*i].step).collect();
+        assert_eq!(shown.len(), MAX_DISTRIBUTIONS);
+        assert!(
+            shown.contains(&17) && shown.contains(&18) && shown.contains(&40),
+            "{shown:?}"
+        );
+        assert!(shown.windows(2).all(|w| w[0] < w[1]));
+    }
 
     #[test]
     fn a_spread_keeps_the_first_and_the_last() {
