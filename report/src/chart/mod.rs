@@ -473,6 +473,61 @@ mod tests {
     }
 
     #[test]
+    fn lines_and_bands_run_along_x_whatever_the_order_given() {
+        let marks = |xs: &[f64]| xs.iter().map(|x| Mark::at(*x, *x)).collect::<Vec<_>>();
+        let chart = |xs: &[f64]| {
+            let band = xs.iter().map(|x| (*x, x - 1.0, x + 1.0)).collect();
+            Chart::new(
+                "c",
+                "c",
+                Axis::linear("x", Unit::Si),
+                Axis::linear("y", Unit::Si),
+            )
+            .series(Series::new("s", Colour::nth(0), marks(xs)))
+            .band(Band {
+                name: "b".into(),
+                colour: Colour::nth(0),
+                points: band,
+            })
+        };
+        let paths = |out: String| {
+            out.split("<path d=\"")
+                .skip(1)
+                .map(|p| p.split('"').next().unwrap().to_string())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            paths(chart(&[30.0, 10.0, 20.0]).render()),
+            paths(chart(&[10.0, 20.0, 30.0]).render())
+        );
+    }
+
+    #[test]
+    fn stacked_layers_sit_on_the_ones_below() {
+        let layers = || {
+            vec![
+                Layer::new("a", Colour::nth(0), vec![(1.0, 2.0), (2.0, 2.0)]),
+                Layer::new("b", Colour::nth(1), vec![(1.0, 3.0), (2.0, 0.0)]).hatched(),
+            ]
+        };
+        let axes = || (Axis::linear("x", Unit::Si), Axis::linear("y", Unit::Si));
+        let (x, y) = axes();
+        let bars = Chart::new("f", "f", x, y)
+            .stack(Stack::bars(layers()))
+            .render();
+        // b's bar at x = 1 stands on a's: from 2 up to 5 on a 0..5 axis; b's zero at x = 2 is no bar.
+        assert_eq!(bars.matches("<rect x=").count(), 3);
+        assert!(bars.contains("data-v=\"1 3\"") && !bars.contains("data-v=\"2 0\""));
+        assert!(bars.contains("fill=\"url(#h-f-1)\"") && bars.contains("<pattern id=\"h-f-1\""));
+        let (x, y) = axes();
+        let area = Chart::new("a", "a", x, y)
+            .stack(Stack::area(layers()))
+            .render();
+        assert_eq!(area.matches("Z\"/>").count(), 2, "one closed shape a layer");
+        assert!(!area.contains("<rect x="));
+    }
+
+    #[test]
     fn an_empty_place_says_why() {
         let out = empty("server", "Server CPU", "filled by <the> monitor");
         assert!(out.starts_with("<figure class=\"chart empty\" data-chart=\"server\">"));

@@ -234,8 +234,10 @@ fn plotted(c: &Chart, x: &Fitted, y: &Fitted, f: &Frame) -> String {
     let mut out = String::new();
     let mut key = 0;
     for b in &c.bands {
-        let upper = b.points.iter().map(|p| (x.px(p.0), y.px(p.2)));
-        let lower = b.points.iter().rev().map(|p| (x.px(p.0), y.px(p.1)));
+        let mut points = b.points.clone();
+        points.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let upper = points.iter().map(|p| (x.px(p.0), y.px(p.2)));
+        let lower = points.iter().rev().map(|p| (x.px(p.0), y.px(p.1)));
         let _ = writeln!(
             out,
             "<g class=\"band\" data-s=\"{key}\" style=\"color:{}\"><path d=\"{}Z\"/></g>",
@@ -271,7 +273,10 @@ fn plotted(c: &Chart, x: &Fitted, y: &Fitted, f: &Frame) -> String {
             s.colour.0
         );
         if s.joined {
-            let d = path(s.marks.iter().map(|m| (x.px(m.x), y.px(m.y))));
+            // Joined along x, whatever order the steps ran in (a ramp down, steps given unsorted).
+            let mut along: Vec<&super::Mark> = s.marks.iter().collect();
+            along.sort_by(|a, b| a.x.total_cmp(&b.x));
+            let d = path(along.iter().map(|m| (x.px(m.x), y.px(m.y))));
             let _ = write!(out, "<path d=\"{d}\"/>");
         }
         for m in s.marks.iter().filter(|m| m.marker != Marker::None) {
