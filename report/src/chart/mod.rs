@@ -363,10 +363,18 @@ impl Chart {
                 "<button type=\"button\" class=\"scale\" aria-pressed=\"false\">{name}</button>"
             ));
         }
-        if self.shades.iter().any(|s| s.verdict != Verdict::Valid) {
-            out.push_str(
-                "<span class=\"shade-key\"><i class=\"t-degraded\"></i>degraded <i class=\"t-invalid\"></i>invalid (hover for why)</span>",
-            );
+        // Only the verdicts shaded here are explained here.
+        let shaded: Vec<&str> = [Verdict::Degraded, Verdict::Invalid]
+            .into_iter()
+            .filter(|v| self.shades.iter().any(|s| s.verdict == *v))
+            .map(Verdict::name)
+            .collect();
+        if !shaded.is_empty() {
+            out.push_str("<span class=\"shade-key\">");
+            for v in shaded {
+                out.push_str(&format!("<i class=\"t-{v}\"></i>{v} "));
+            }
+            out.push_str("(hover for why)</span>");
         }
         out.push_str("</div>\n");
         out
@@ -461,7 +469,11 @@ mod tests {
             !out.contains("<title>fine</title>"),
             "a valid step is not shaded"
         );
-        assert!(out.contains("shade-key"));
+        assert!(out.contains("shade-key") && out.contains("invalid (hover"));
+        assert!(
+            !out.contains("degraded"),
+            "no degraded step, no key for one"
+        );
     }
 
     #[test]

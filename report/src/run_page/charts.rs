@@ -447,10 +447,16 @@ pub fn timeline(run: &RunFile) -> Chart {
     if !demanded.is_empty() {
         c = c.series(Series::new("demanded", Colour::GREY, demanded).dash(Dash::Dotted));
     }
+    let unit = match run.model() {
+        LoadModel::Connections => "new connections/s",
+        LoadModel::Requests => "requests/s",
+        LoadModel::Concurrency => "connections",
+    };
+    let mut note = format!("Dashed lines: each step's start, labelled with its value ({unit}).");
     if run.steps.iter().any(|s| s.trust != Verdict::Valid) {
-        c = c.note("Shaded: steps the generator did not fully trust (hover for why).");
+        note.push_str(" Shaded: steps the generator did not fully trust (hover for why).");
     }
-    c
+    c.note(&note)
 }
 
 #[cfg(test)]
