@@ -23,13 +23,18 @@ const MAX_TIMELINE_DOTS: usize = 300;
 /// every such chart of a run so their steps line up: from zero to half a step past the last, so the
 /// last step's bars and shading are inside.
 pub fn step_axis(run: &RunFile) -> Axis {
-    let label = match run.model() {
+    step_axis_over(run.model(), run.steps.iter().map(|s| s.step_value))
+}
+
+/// The step-value axis over `values` (a comparison: the union of its runs' steps).
+pub fn step_axis_over(model: LoadModel, values: impl Iterator<Item = f64>) -> Axis {
+    let label = match model {
         LoadModel::Connections => "offered (new connections/s)",
         LoadModel::Requests => "offered (requests/s)",
         LoadModel::Concurrency => "connections (closed loop)",
     };
     let axis = Axis::linear(label, Unit::Si);
-    let mut values: Vec<f64> = run.steps.iter().map(|s| s.step_value).collect();
+    let mut values: Vec<f64> = values.filter(|v| v.is_finite()).collect();
     values.sort_by(f64::total_cmp);
     values.dedup();
     let (Some(first), Some(last)) = (values.first(), values.last()) else {
