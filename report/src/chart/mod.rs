@@ -406,7 +406,7 @@ figure.chart figcaption{font-weight:600}.ax{stroke:#444;fill:none}.grid{stroke:#
 .key.dash::before{border-top-style:dashed}.key.dot::before{border-top-style:dotted}\
 .key.fill::before,.key.hatch::before,.key.band::before{height:10px;border:0;background:var(--c)}\
 .key.band::before{opacity:.3}.key.hatch::before{background:repeating-linear-gradient(45deg,var(--c) 0 2px,#fff 2px 4px)}\
-.key.hidden{opacity:.35;text-decoration:line-through}.scale{font:inherit;cursor:pointer}\
+.key.hidden{opacity:.35;text-decoration:line-through}.scale{font:inherit;cursor:pointer}.scale[aria-pressed=true]{background:#333;color:#fff}\
 .shade-key i.t-degraded{background:#fdf0c4}.shade-key i.t-invalid{background:#f9d0d0}.shade-key i{display:inline-block;width:12px;height:10px;margin:0 3px 0 6px;vertical-align:middle}\
 figure.chart .note{margin:.2em 0;color:#555;font-size:12px}";
 

@@ -11,7 +11,7 @@ use super::{Chart, Dash, Marker, StackKind};
 use crate::escape::html;
 
 /// Room for the tick labels and axis names around the plot.
-const LEFT: f64 = 58.0;
+const LEFT: f64 = 66.0;
 const RIGHT: f64 = 14.0;
 const TOP: f64 = 16.0;
 const BOTTOM: f64 = 36.0;
@@ -206,7 +206,7 @@ fn grid(c: &Chart, x: &Fitted, y: &Fitted, f: &Frame) -> String {
     let _ = write!(
         out,
         "\n<path class=\"ax\" d=\"M{} {}V{}H{}\"/>\n<text class=\"lbl\" x=\"{}\" y=\"{}\" text-anchor=\"middle\">{}</text>\
-         <text class=\"lbl\" transform=\"translate(13 {}) rotate(-90)\" text-anchor=\"middle\">{}</text>\n",
+         <text class=\"lbl\" transform=\"translate(12 {}) rotate(-90)\" text-anchor=\"middle\">{}</text>\n",
         Px(f.left),
         Px(f.top),
         Px(f.bottom),

@@ -5,7 +5,7 @@ use shared::metrics::{ErrorClass, STATUS_CLASSES};
 use shared::plan::LoadModel;
 use shared::report::{LowerBounds, StepResult, step_value};
 use shared::run_file::RunFile;
-use shared::verdict::Verdict;
+use shared::verdict::{self, Verdict};
 
 use crate::chart::{
     self, Axis, Band, Boundary, Chart, Colour, Dash, Layer, Mark, Marker, Scale, Series, Shade,
@@ -285,13 +285,15 @@ pub fn trust_strip(run: &RunFile) -> Vec<Chart> {
             "Generator CPU (busiest agent)",
             Axis::linear("CPU", Unit::Percent).with_range(0.0, 100.0),
             &|s| s.generator.cpu_pct,
-        ),
+        )
+        .series(limit(run, "degraded above", verdict::CPU_DEGRADED_PCT)),
         small(
             "trust-lag",
             "Scheduling lag p99",
             Axis::linear("lag", Unit::Ms),
             &|s| s.generator.lag_p99_ms,
-        ),
+        )
+        .series(limit(run, "degraded above", verdict::LAG_DEGRADED_MS)),
         small(
             "trust-skew",
             "Agents' start skew",
@@ -299,6 +301,15 @@ pub fn trust_strip(run: &RunFile) -> Vec<Chart> {
             &|s| s.start_skew_ms.unwrap_or(0.0),
         ),
     ]
+}
+
+/// The verdict's threshold as a dotted line across the step axis, so a point is read against it.
+fn limit(run: &RunFile, name: &str, at: f64) -> Series {
+    let marks = match step_axis(run).range {
+        Some((lo, hi)) => vec![Mark::plain(lo, at), Mark::plain(hi, at)],
+        None => Vec::new(),
+    };
+    Series::new(name, Colour::GREY, marks).dash(Dash::Dotted)
 }
 
 /// The server's CPU and memory: a labelled place until the server monitor fills it.
