@@ -14,7 +14,7 @@
 //!   `data-v="X Y"` (the values, not pixels) inside a `<g data-n="SERIES">`;
 //! - the steps table is `<table id="steps">`, its cells `<td data-col="COLUMN">` named and formatted as
 //!   steps.tsv names and formats them; a run's other tables are `#agents` (its header cells
-//!   `<th data-col="COLUMN">`), `#plan`, `#fail-on`, and the lists `#warnings` and `#stopped`;
+//!   `<th data-col="COLUMN">`), `#plan`, `#fail-on`, `#warnings` and `#stopped`;
 //! - once the page's script has run, `<html data-ready="1">`; a script error sets `data-errors` on
 //!   `<html>` to its message.
 

@@ -213,6 +213,17 @@ impl Fitted {
         self.from + (t - self.lo) / span * (self.to - self.from)
     }
 
+    /// How the page's script turns a pixel back into a value (a line's readout between points):
+    /// `SCALE LO HI FROM TO`, the scale `l`inear, lo`g` or `p`ercentile, its ends transformed.
+    pub fn mapping(&self) -> String {
+        let scale = match self.scale {
+            Scale::Linear => 'l',
+            Scale::Log => 'g',
+            Scale::Percentile => 'p',
+        };
+        format!("{scale} {} {} {} {}", self.lo, self.hi, self.from, self.to)
+    }
+
     /// The tick values (in data units) and their labels.
     pub fn ticks(&self) -> Vec<(f64, String)> {
         self.ticks
