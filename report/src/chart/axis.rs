@@ -414,6 +414,36 @@ mod tests {
     }
 
     #[test]
+    fn the_mapping_takes_a_pixel_back_to_its_value() {
+        let back = |f: &Fitted, px: f64| {
+            let m: Vec<String> = f.mapping().split(' ').map(str::to_string).collect();
+            let n = |i: usize| m[i].parse::<f64>().unwrap();
+            let t = n(1) + (px - n(3)) / (n(4) - n(3)) * (n(2) - n(1));
+            match m[0].as_str() {
+                "g" => 10f64.powf(t),
+                "p" => 1.0 - 10f64.powf(-t),
+                _ => t,
+            }
+        };
+        let log = Fitted::new(
+            &Axis::log("l", Unit::Ms),
+            [2.0, 300.0].into_iter(),
+            200.0,
+            10.0,
+        );
+        let pct = Fitted::new(&Axis::percentile("q"), [0.5].into_iter(), 0.0, 500.0);
+        let lin = Fitted::new(
+            &Axis::linear("r", Unit::Si),
+            [7.0, 90.0].into_iter(),
+            10.0,
+            300.0,
+        );
+        for (f, v) in [(&log, 42.0), (&pct, 0.999), (&lin, 63.0)] {
+            assert!((back(f, f.px(v)) - v).abs() < 1e-9 * v.max(1.0), "{v}");
+        }
+    }
+
+    #[test]
     fn short_numbers_keep_three_digits() {
         assert_eq!(short(0.25), "0.25");
         assert_eq!(short(12.3456), "12.3");
