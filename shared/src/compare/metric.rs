@@ -203,6 +203,20 @@ pub enum Class {
     Missing,
 }
 
+impl Class {
+    /// The class as compare.json and the page name it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Class::Baseline => "baseline",
+            Class::Noise => "noise",
+            Class::Better => "better",
+            Class::Worse => "worse",
+            Class::Undecided => "undecided",
+            Class::Missing => "missing",
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -275,6 +289,14 @@ mod tests {
         // Above 1 % the change is relative to the baseline's share.
         assert_eq!(failed.delta_pct(20.0, 21.0), Some(5.0));
         assert_eq!(failed.class(exact(20.0), exact(15.0), 5.0), Class::Better);
+    }
+
+    #[test]
+    fn a_class_is_named_as_compare_json_names_it() {
+        use Class::*;
+        for c in [Baseline, Noise, Better, Worse, Undecided, Missing] {
+            assert_eq!(serde_json::to_value(c).unwrap(), c.name());
+        }
     }
 
     #[test]
