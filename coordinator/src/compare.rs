@@ -177,13 +177,14 @@ pub fn regressions(c: &Comparison) -> String {
     if c.regressions.is_empty() {
         return format!("no trusted step got worse than {base}'s beyond {threshold}%\n");
     }
-    let n = c.regressions.len();
+    let lines = c.regressions_by_step();
+    let n = lines.len();
     let mut out = format!(
-        "{n} regression{} against {base} (a trusted step worse beyond {threshold}%):\n",
+        "{n} step{} regressed against {base} (trusted, worse beyond {threshold}%):\n",
         if n == 1 { "" } else { "s" }
     );
-    for r in &c.regressions {
-        out.push_str(&format!("  {}\n", r.sentence));
+    for line in lines {
+        out.push_str(&format!("  {line}\n"));
     }
     out
 }

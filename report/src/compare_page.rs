@@ -18,7 +18,7 @@ pub const COMPARE_CHARTS: [&str; 4] = ["rates", "latency-p99", "latency-p50", "f
 /// The comparison's own CSS: the banner, the run swatches, the delta table's classes.
 const STYLE: &str = ".banner{background:#fff6d6;border:1px solid #e0c040;padding:.5em .5em .5em 2em}\
 .swatch{display:inline-block;width:.8em;height:.8em;background:var(--c);margin-right:.4em}\
-#compare td{white-space:nowrap}#compare tr.first>*{border-top:2px solid #aaa}\
+#compare td{white-space:nowrap}#compare .d{display:block;font-size:85%}#compare td[colspan]{text-align:left}#compare tr.first>*{border-top:2px solid #aaa}\
 #compare .c-noise,#compare .c-missing{color:#999}#compare .c-better{color:#060}#compare .c-worse{color:#a40}\
 #compare .regression{color:#fff;background:#c62828;font-weight:600}#compare .c-undecided{color:#86a}\
 #compare .untrusted::after{content:' \\2020';color:#c62828}#compare .bound{text-decoration:underline dotted}\
@@ -106,15 +106,16 @@ fn regressions(c: &Comparison) -> String {
             human(c.threshold_pct)
         );
     }
+    let lines = c.regressions_by_step();
     let mut out = format!(
-        "<p class=\"verdict regressed\">{} regression{} against {} (a trusted step worse beyond {}%):</p>\n<ul id=\"regressions\">\n",
-        c.regressions.len(),
-        if c.regressions.len() == 1 { "" } else { "s" },
+        "<p class=\"verdict regressed\">{} step{} regressed against {} (trusted, worse beyond {}%):</p>\n<ul id=\"regressions\">\n",
+        lines.len(),
+        if lines.len() == 1 { "" } else { "s" },
         html(&c.baseline),
         human(c.threshold_pct)
     );
-    for r in &c.regressions {
-        let _ = writeln!(out, "<li>{}</li>", html(&r.sentence));
+    for line in &lines {
+        let _ = writeln!(out, "<li>{}</li>", html(line));
     }
     out.push_str("</ul>\n");
     out
@@ -307,14 +308,12 @@ fn delta_cell(m: &Metric, cell: &CellEntry, baseline: &str) -> String {
             m.name
         );
     };
-    let mut text = in_unit(m, v, cell.lower_bound);
-    match (cell.class, cell.delta_pct) {
-        (Class::Baseline, _) => {}
-        (_, Some(d)) => {
-            let _ = write!(text, " ({d:+.1}%)");
-        }
-        (_, None) => text.push_str(" (from 0)"),
-    }
+    let value = html(&in_unit(m, v, cell.lower_bound));
+    let delta = match (cell.class, cell.delta_pct) {
+        (Class::Baseline | Class::Missing, _) => String::new(),
+        (_, Some(d)) => format!("<span class=\"d\">{d:+.1}%</span>"),
+        (_, None) => "<span class=\"d\">from 0</span>".to_string(),
+    };
     let mut why = Vec::new();
     let mut classes = vec![format!("c-{}", cell.class.name())];
     if cell.untrusted {
@@ -350,7 +349,7 @@ fn delta_cell(m: &Metric, cell: &CellEntry, baseline: &str) -> String {
         },
         classes.join(" "),
         html(&why.join("; ")),
-        html(&text),
+        value + &delta,
     )
 }
 
@@ -435,7 +434,7 @@ mod tests {
         let worse = td(&page, "300", "app", "p99_ms");
         assert!(
             worse.contains("data-class=\"worse\" data-regression=\"1\"")
-                && worse.contains("(+100.0%)"),
+                && worse.contains("<span class=\"d\">+100.0%</span>"),
             "{worse}"
         );
         let noise = td(&page, "300", "app", "p50_ms");

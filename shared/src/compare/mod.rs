@@ -198,8 +198,17 @@ pub struct Regression {
     pub baseline_value: f64,
     pub candidate_value: f64,
     pub delta_pct: Option<f64>,
-    /// In words: "app at 400 req/s (step 4): p99_ms 12.3 ms against 5.1 ms (+141%)".
-    pub sentence: String,
+    /// Where, in words: "app at 400 req/s (step 4)".
+    pub at: String,
+    /// What, in words: "p99_ms 12.3 ms against 5.1 ms (+141.2%)".
+    pub change: String,
+}
+
+impl Regression {
+    /// "app at 400 req/s (step 4): p99_ms 12.3 ms against 5.1 ms (+141.2%)".
+    pub fn sentence(&self) -> String {
+        format!("{}: {}", self.at, self.change)
+    }
 }
 
 /// The value a step is joined on: steps.tsv's first column (demanded requests/s, or the
@@ -276,6 +285,22 @@ impl Comparison {
     /// compare.json's text: pretty, in the field order above.
     pub fn to_json(&self) -> String {
         serde_json::to_string_pretty(self).expect("a Comparison has string keys and finite numbers")
+    }
+
+    /// The regressions in words, a line per step that regressed: "app at 400 req/s (step 4):
+    /// p50_ms …; p99_ms …".
+    pub fn regressions_by_step(&self) -> Vec<String> {
+        let mut lines: Vec<(&str, Vec<&str>)> = Vec::new();
+        for r in &self.regressions {
+            match lines.last_mut() {
+                Some((at, changes)) if *at == r.at => changes.push(&r.change),
+                _ => lines.push((&r.at, vec![&r.change])),
+            }
+        }
+        lines
+            .into_iter()
+            .map(|(at, changes)| format!("{at}: {}", changes.join("; ")))
+            .collect()
     }
 
     /// The baseline's index in [`Comparison::runs`].
@@ -407,11 +432,14 @@ fn regressions(runs: &[Labelled], rows: &[StepRow], base: usize) -> Vec<Regressi
                     baseline_value: then,
                     candidate_value: now,
                     delta_pct: cell.delta_pct,
-                    sentence: format!(
-                        "{} at {} (step {}): {} {} against {} ({})",
+                    at: format!(
+                        "{} at {} (step {})",
                         runs[i].label,
                         step_value(model, s.step_value),
-                        s.step,
+                        s.step
+                    ),
+                    change: format!(
+                        "{} {} against {} ({})",
                         m.name,
                         in_unit(m, now, cell.lower_bound),
                         in_unit(m, then, base_cell.lower_bound),

@@ -117,8 +117,12 @@ fn a_slower_candidate_is_worse_and_a_regression_and_a_small_change_is_noise() {
         .collect();
     assert_eq!(found, [("b", 300.0, "p99_ms"), ("b", 500.0, "ok_rate")]);
     assert_eq!(
-        c.regressions[0].sentence,
+        c.regressions[0].sentence(),
         "b at 300 req/s (step 3): p99_ms 3.6 ms against 1.8 ms (+100.0%)"
+    );
+    assert_eq!(
+        c.regressions_by_step()[1],
+        "b at 500 req/s (step 5): ok_rate 200/s against 401/s (-50.0%)"
     );
     // The other way round the same changes are improvements, and nothing regressed.
     let c = compare(
@@ -163,11 +167,19 @@ fn a_lower_bound_is_marked_and_decides_only_one_way() {
     s.latency_ms.p99 = 2000.0;
     s.latency_ms.censored = true;
     s.latency_ms.lower_bounds.set(3); // p99
+    s.latency_ms.p50 *= 2.0;
     let c = compared(vec![a, b]);
     let p99 = cell(&c, 600.0, 1, "p99_ms");
     assert!(p99.lower_bound && !p99.baseline_lower_bound);
     assert_eq!(p99.class, Class::Worse);
-    assert_eq!(c.regressions.len(), 1);
+    assert_eq!(c.regressions.len(), 2);
+    // One line for the step, its changes in the table's order, the bound written as such.
+    assert_eq!(
+        c.regressions_by_step(),
+        [
+            "b at 600 req/s (step 6): p50_ms 505 ms against 253 ms (+100.0%); p99_ms ≥2.0 s against 498 ms (+301.9%)"
+        ]
+    );
     // As the baseline, its bound cannot be beaten by a higher exact value.
     let mut a = run("a");
     a.run.steps[5].latency_ms = c.inputs()[1].run.steps[5].latency_ms;
