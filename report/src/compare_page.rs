@@ -19,8 +19,8 @@ pub const COMPARE_CHARTS: [&str; 4] = ["rates", "latency-p99", "latency-p50", "f
 const STYLE: &str = ".banner{background:#fff6d6;border:1px solid #e0c040;padding:.5em .5em .5em 2em}\
 .swatch{display:inline-block;width:.8em;height:.8em;background:var(--c);margin-right:.4em}\
 #compare td{white-space:nowrap}#compare .d{display:block;font-size:85%}#compare td[colspan]{text-align:left}#compare tr.first>*{border-top:2px solid #aaa}\
-#compare .c-noise,#compare .c-missing{color:#999}#compare .c-better{color:#060}#compare .c-worse{color:#a40}\
-#compare .regression{color:#fff;background:#c62828;font-weight:600}#compare .c-undecided{color:#86a}\
+#compare [data-class=noise],#compare .c-missing,#compare [data-class=missing]{color:#999}#compare [data-class=better]{color:#060}\
+#compare [data-class=worse]{color:#a40}#compare .regression{color:#fff;background:#c62828;font-weight:600}#compare [data-class=undecided]{color:#86a}\
 #compare .untrusted::after{content:' \\2020';color:#c62828}#compare .bound{text-decoration:underline dotted}\
 td.t-degraded{background:#fdf0c4}td.t-invalid{background:#f9d0d0}.verdict.regressed{color:#c62828;font-weight:600}\
 .key-of-table span{margin-right:1.2em}";
@@ -50,7 +50,7 @@ pub fn render_compare(c: &Comparison) -> String {
     body.push_str("</div>\n");
     let _ = writeln!(
         body,
-        "<p class=\"key-of-table\"><span class=\"c-noise\">grey: noise, a change of at most {}%</span>\
+        "<p class=\"key-of-table\"><span>grey: noise, a change of at most {}%</span>\
          <span>red: a regression</span><span>green: better</span><span>purple: undecided, a lower bound \
          could overturn it</span><span>†: a step of the row was not trusted (trust invalid), never a \
          regression</span><span>dotted: a lower bound on either side (≥: this one)</span></p>",
@@ -304,7 +304,7 @@ fn delta_table(c: &Comparison) -> String {
 fn delta_cell(m: &Metric, cell: &CellEntry, baseline: &str) -> String {
     let Some(v) = cell.value else {
         return format!(
-            "<td data-metric=\"{}\" data-class=\"missing\" class=\"c-missing\">–</td>",
+            "<td data-metric=\"{}\" data-class=\"missing\">–</td>",
             m.name
         );
     };
@@ -315,41 +315,44 @@ fn delta_cell(m: &Metric, cell: &CellEntry, baseline: &str) -> String {
         (_, None) => "<span class=\"d\">from 0</span>".to_string(),
     };
     let mut why = Vec::new();
-    let mut classes = vec![format!("c-{}", cell.class.name())];
+    let mut classes: Vec<&str> = Vec::new();
     if cell.untrusted {
         why.push(
             "a step of this row was not trusted (trust invalid): not a regression".to_string(),
         );
-        classes.push("untrusted".into());
+        classes.push("untrusted");
     }
     if cell.lower_bound {
         why.push("this value is a lower bound".to_string());
-        classes.push("bound".into());
+        classes.push("bound");
     }
     if cell.baseline_lower_bound {
         why.push(format!("{baseline}'s value is a lower bound"));
-        classes.push("bound".into());
+        classes.push("bound");
     }
     if cell.class == Class::Undecided {
         why.push("a lower bound could overturn the change either way".to_string());
     }
     let regression = cell.class == Class::Worse && !cell.untrusted;
     if regression {
-        classes.push("regression".into());
+        classes.push("regression");
     }
     classes.dedup();
+    // Only what a cell has: the page holds one per metric of every run's step.
+    let mut attrs = String::new();
+    if regression {
+        attrs.push_str(" data-regression=\"1\"");
+    }
+    if !classes.is_empty() {
+        let _ = write!(attrs, " class=\"{}\"", classes.join(" "));
+    }
+    if !why.is_empty() {
+        let _ = write!(attrs, " title=\"{}\"", html(&why.join("; ")));
+    }
     format!(
-        "<td data-metric=\"{}\" data-class=\"{}\"{} class=\"{}\" title=\"{}\">{}</td>",
+        "<td data-metric=\"{}\" data-class=\"{}\"{attrs}>{value}{delta}</td>",
         m.name,
         cell.class.name(),
-        if regression {
-            " data-regression=\"1\""
-        } else {
-            ""
-        },
-        classes.join(" "),
-        html(&why.join("; ")),
-        value + &delta,
     )
 }
 
@@ -433,20 +436,21 @@ mod tests {
         let page = render_compare(&c);
         let worse = td(&page, "300", "app", "p99_ms");
         assert!(
-            worse.contains("data-class=\"worse\" data-regression=\"1\"")
+            worse.contains("data-class=\"worse\" data-regression=\"1\" class=\"regression\"")
                 && worse.contains("<span class=\"d\">+100.0%</span>"),
             "{worse}"
         );
         let noise = td(&page, "300", "app", "p50_ms");
-        assert!(noise.contains("class=\"c-noise\""), "{noise}");
+        assert!(noise.contains("data-class=\"noise\">"), "{noise}");
         let untrusted = td(&page, "200", "app", "p99_ms");
         assert!(
-            untrusted.contains("c-worse untrusted") && !untrusted.contains("data-regression"),
+            untrusted.contains("data-class=\"worse\" class=\"untrusted\"")
+                && !untrusted.contains("data-regression"),
             "{untrusted}"
         );
         assert!(untrusted.contains("not trusted"), "{untrusted}");
         let base = td(&page, "300", "nginx", "p99_ms");
-        assert!(base.contains("c-baseline"), "{base}");
+        assert!(base.contains("data-class=\"baseline\">"), "{base}");
         assert!(page.contains("no such step"));
         assert_eq!(
             page.matches("data-regression=\"1\"").count(),
@@ -454,6 +458,32 @@ mod tests {
         );
         assert!(page.contains("<ul id=\"regressions\">"));
         assert!(page.contains("app has no step at 600 req/s."));
+    }
+
+    /// Issue 12's budget: a comparison of 5 runs × 20 steps in under 300 KB.
+    #[test]
+    fn five_runs_of_twenty_steps_fit_in_300_kb() {
+        let runs: Vec<Labelled> = (0..5)
+            .map(|i| {
+                let mut r = run(&format!("run-{i}"));
+                let template = r.run.steps.clone();
+                r.run.steps = (0..20)
+                    .map(|k| {
+                        let mut s = template[k % template.len()].clone();
+                        s.number = k as u32 + 1;
+                        s.step_value = 100.0 * (k + 1) as f64;
+                        s.demanded_rate = Some(s.step_value);
+                        s.latency_ms.p99 *= 1.0 + 0.1 * i as f64;
+                        s
+                    })
+                    .collect();
+                r
+            })
+            .collect();
+        let c = compare(runs, None, Threshold::default()).unwrap();
+        assert_eq!(c.steps.len(), 20);
+        let page = render_compare(&c);
+        assert!(page.len() < 300 * 1024, "{} bytes", page.len());
     }
 
     #[test]

@@ -136,8 +136,8 @@ impl Metric {
         })
     }
 
-    /// The change from `base` to `value` in %, relative to what this metric's scale says; none when
-    /// it has no finite size (a rate or latency rising from 0).
+    /// The change from `base` to `value` in % (to three decimals), relative to what this metric's
+    /// scale says; none when it has no finite size (a rate or latency rising from 0).
     pub fn delta_pct(&self, base: f64, value: f64) -> Option<f64> {
         let against = match self.scale {
             Scale::Share => base.max(FAILING_PCT),
@@ -146,7 +146,8 @@ impl Metric {
         if value == base {
             Some(0.0)
         } else if against > 0.0 {
-            Some((value - base) / against * 100.0)
+            // To three decimals, as the tables write numbers: the class is of the change shown.
+            Some(((value - base) / against * 100_000.0).round() / 1000.0)
         } else {
             None
         }

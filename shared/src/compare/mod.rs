@@ -175,17 +175,32 @@ pub struct RunStep {
 }
 
 /// One metric of one run's step, against the baseline's in the same row.
+///
+/// compare.json leaves out what is none or false (a cell is written for every metric of every
+/// run's step, and the page embeds them all): an absent `value` or `delta_pct` is none, an absent
+/// flag false.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct CellEntry {
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub value: Option<f64>,
     /// This value is a lower bound.
+    #[serde(skip_serializing_if = "is_false")]
     pub lower_bound: bool,
     /// The baseline's value in this row is a lower bound.
+    #[serde(skip_serializing_if = "is_false")]
     pub baseline_lower_bound: bool,
     /// This step or the baseline's was not trusted (`trust` invalid).
+    #[serde(skip_serializing_if = "is_false")]
     pub untrusted: bool,
+    /// The change against the baseline, in % to three decimals (none: the baseline itself, no
+    /// value to compare with, or a rise from 0 that has no finite size).
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub delta_pct: Option<f64>,
     pub class: Class,
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
 }
 
 /// A trusted step that got worse beyond the threshold.
