@@ -8,9 +8,12 @@ use shared::compare::{CellEntry, Class, Comparison, METRICS, Metric, in_unit};
 use shared::report::human;
 use shared::verdict::Verdict;
 
-use crate::chart::{Axis, Chart, Colour, Dash, Mark, Scale, Series, Shade, Unit};
+use shared::plan::LoadModel;
+
+use crate::chart::{Axis, Chart, Colour, Dash, Mark, Scale, Series, Shade, Titles, Unit};
 use crate::escape::html;
 use crate::page::styled_page;
+use crate::run_page::charts::{distinct, step_axis_over, stretch};
 
 /// The `data-chart` names of a comparison's page, in page order (the page contract, `lib.rs`).
 pub const COMPARE_CHARTS: [&str; 4] = ["rates", "latency-p99", "latency-p50", "failures"];
@@ -42,8 +45,9 @@ pub fn render_compare(c: &Comparison) -> String {
     body.push_str(&headlines(c));
     body.push_str(&regressions(c));
     body.push_str("<h2>Against the offered load</h2>\n");
+    let mut titles = Titles::default();
     for chart in charts(c) {
-        body.push_str(&chart.render());
+        body.push_str(&chart.render_in(&mut titles));
     }
     body.push_str("<h2>Step by step, against the baseline</h2>\n<div class=\"wide\">\n");
     body.push_str(&delta_table(c));
@@ -148,19 +152,15 @@ fn against(c: &Comparison, name: &str, title: &str, metric: &str, unit: Unit) ->
         .iter()
         .position(|m| m.name == metric)
         .expect("a compared metric");
-    let values: Vec<f64> = c.steps.iter().map(|r| r.value).collect();
-    let x_label = if c.axis == "connections" {
-        "connections (closed loop)"
+    // The joined value is demanded requests/s whatever the open model (a connections run's
+    // rate × --num-call), or a closed loop's connections: the axis is named for that.
+    let joined = if c.axis == "connections" {
+        LoadModel::Concurrency
     } else {
-        "offered (requests/s)"
+        LoadModel::Requests
     };
-    let (lo, hi) = span(&values);
-    let mut chart = Chart::new(
-        name,
-        title,
-        Axis::linear(x_label, Unit::Si).with_range(lo, hi),
-        Axis::linear(metric, unit),
-    );
+    let x = step_axis_over(joined, c.steps.iter().map(|r| r.value));
+    let mut chart = Chart::new(name, title, x, Axis::linear(metric, unit));
     let mut any_bound = false;
     for (i, run) in c.runs.iter().enumerate() {
         let marks: Vec<Mark> = c
@@ -191,37 +191,13 @@ fn against(c: &Comparison, name: &str, title: &str, metric: &str, unit: Unit) ->
              true value is higher still.",
         );
     }
-    chart.note(&note).shades(shades(c, &values))
-}
-
-/// Where the charts' x runs: half the smallest gap beyond the first and last value (from 0 when
-/// that is lower), so every step's shading fits inside.
-fn span(values: &[f64]) -> (f64, f64) {
-    let (Some(first), Some(last)) = (values.first(), values.last()) else {
-        return (0.0, 1.0);
-    };
-    let half = half_gap(values, *last);
-    ((first - half).min(0.0), last + half)
-}
-
-/// Half the smallest gap between the (ascending) values; a lone value gets a tenth of itself.
-fn half_gap(values: &[f64], lone: f64) -> f64 {
-    let gap = values
-        .windows(2)
-        .map(|w| w[1] - w[0])
-        .filter(|g| *g > 0.0)
-        .fold(f64::INFINITY, f64::min);
-    if gap.is_finite() {
-        gap / 2.0
-    } else {
-        (lone.abs() * 0.1).max(0.5)
-    }
+    chart.note(&note).shades(shades(c))
 }
 
 /// A shade over each row in which some run's step was not valid, in the worst verdict there, its
 /// title naming the runs and their verdicts.
-fn shades(c: &Comparison, values: &[f64]) -> Vec<Shade> {
-    let half = values.last().map_or(0.5, |last| half_gap(values, *last));
+fn shades(c: &Comparison) -> Vec<Shade> {
+    let values = distinct(c.steps.iter().map(|r| r.value));
     c.steps
         .iter()
         .filter_map(|row| {
@@ -239,9 +215,10 @@ fn shades(c: &Comparison, values: &[f64]) -> Vec<Shade> {
                 .map(|(v, _)| *v)
                 .max_by_key(|v| *v == Verdict::Invalid)?;
             let said: Vec<&str> = doubts.iter().map(|(_, s)| s.as_str()).collect();
+            let (below, above) = stretch(&values, row.value);
             Some(Shade {
-                from: row.value - half,
-                to: row.value + half,
+                from: row.value - below,
+                to: row.value + above,
                 verdict: worst,
                 title: format!("{}: {}", human(row.value), said.join(", ")),
             })
@@ -426,8 +403,9 @@ mod tests {
         // app's step at 200 is drawn at its doubled p99; its last step was not run.
         assert!(p99.contains("data-v=\"200 3.9\""), "{p99}");
         assert!(!p99.contains("data-v=\"600 995"));
-        // The untrusted step of app is shaded, and says whose.
-        assert!(p99.contains("200: app invalid"), "{p99}");
+        // The untrusted step of app is shaded in every chart, and says whose once on the page.
+        assert!(p99.contains("<rect class=\"t-invalid\""), "{p99}");
+        assert_eq!(page.matches("<title>200: app invalid</title>").count(), 1);
     }
 
     #[test]

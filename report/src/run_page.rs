@@ -1,11 +1,13 @@
 //! The report of one run: its answer and what it ran, then the charts against the step value, the
 //! timeline, and the tables.
-mod charts;
+/// Also what a comparison draws its step-value axis and shading with.
+pub(crate) mod charts;
 mod tables;
 
 use std::fmt::Write;
 
 use crate::RunReport;
+use crate::chart::Titles;
 use crate::escape::html;
 use crate::page::page;
 
@@ -29,28 +31,29 @@ pub fn render_run(r: &RunReport) -> String {
     let run = &r.run;
     let name = run.label.as_deref().unwrap_or(&run.target);
     let mut body = header(r);
+    let mut titles = Titles::default();
     body.push_str("<h2>Against the offered load</h2>\n");
-    body.push_str(&charts::rates(run).render());
-    body.push_str(&charts::latency(run).render());
-    body.push_str(&charts::failures(run).render());
-    body.push_str(&charts::status(run).render());
+    body.push_str(&charts::rates(run).render_in(&mut titles));
+    body.push_str(&charts::latency(run).render_in(&mut titles));
+    body.push_str(&charts::failures(run).render_in(&mut titles));
+    body.push_str(&charts::status(run).render_in(&mut titles));
     body.push_str("<h2>Can the numbers be trusted?</h2>\n<div class=\"strip\">\n");
     for c in charts::trust_strip(run) {
-        body.push_str(&c.render());
+        body.push_str(&c.render_in(&mut titles));
     }
     body.push_str("</div>\n<h2>The server</h2>\n");
     body.push_str(&charts::server());
     body.push_str("<h2>Each step's latency distribution</h2>\n");
     body.push_str(&charts::distribution(run, &r.distributions));
     body.push_str("<h2>Over time</h2>\n");
-    body.push_str(&charts::timeline(run).render());
+    body.push_str(&charts::timeline(run).render_in(&mut titles));
     body.push_str("<h2>Steps</h2>\n");
     body.push_str(&tables::steps(run));
     body.push_str(&tables::agents(run));
     body.push_str(&tables::plan(run));
     body.push_str(&tables::warnings_and_notes(run));
     body.push_str(&tables::ending(run));
-    page(&format!("stampede: {name}"), &body, &run.to_json())
+    page(&format!("stampede: {name}"), &body, &data(run))
 }
 
 /// The run's name, its answer in one sentence, and what ran: target, label, model, when, which
@@ -92,4 +95,12 @@ fn header(r: &RunReport) -> String {
     }
     out.push_str("</dl>\n");
     out
+}
+
+/// The embedded data: run.json's content, its keys sorted as the file has them, without the
+/// file's indentation (in a report of many steps and agents, that is most of the page).
+fn data(run: &shared::run_file::RunFile) -> String {
+    serde_json::to_value(run)
+        .and_then(|v| serde_json::to_string(&v))
+        .expect("a RunFile has string keys and no failing field")
 }

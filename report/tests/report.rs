@@ -110,7 +110,7 @@ fn a_run_s_markup_is_shown_as_text() {
     let escaped = "&lt;/script&gt;&lt;img src=x onerror=alert(1)&gt;";
     for place in [
         "<h1>stampede: ",
-        "<td data-col=\"agent\">",
+        "<td>",
         "<title>step 1 · 100 req/s: degraded: ",
     ] {
         assert!(page.contains(&format!("{place}{escaped}")), "{place}");
@@ -125,4 +125,34 @@ fn a_run_s_markup_is_shown_as_text() {
     assert_eq!(back["agents"][0]["name"], PAYLOAD);
     assert_eq!(back["steps"][0]["notes"][0], PAYLOAD);
     assert_eq!(back["steps"][0]["agents"][0]["agent"], PAYLOAD);
+}
+
+#[test]
+fn a_run_without_a_step_yet_still_has_every_place() {
+    let mut r = fixture::report();
+    r.run.steps.clear();
+    r.run.summary = None;
+    r.run.stopped = None;
+    r.distributions.clear();
+    let page = render_run(&r);
+    for name in RUN_CHARTS {
+        assert!(page.contains(&format!("data-chart=\"{name}\"")), "{name}");
+    }
+    assert!(page.contains("No step has finished yet."));
+    assert!(
+        !page.contains("NaN") && !page.contains("922337203685477"),
+        "no number made from nothing"
+    );
+}
+
+#[test]
+fn a_closed_loop_run_is_drawn_against_connections_without_an_ideal_line() {
+    let mut r = fixture::report();
+    r.run.plan["model"] = serde_json::json!("concurrency");
+    for s in &mut r.run.steps {
+        s.demanded_rate = None;
+    }
+    let page = render_run(&r);
+    assert!(page.contains("connections (closed loop)"));
+    assert!(!page.contains("ideal: served = offered"));
 }

@@ -8,6 +8,8 @@ mod plot;
 mod svg;
 
 pub use axis::{Axis, Scale, Unit, short, trimmed};
+use std::collections::HashMap;
+
 use shared::verdict::Verdict;
 
 use crate::escape::html;
@@ -212,6 +214,25 @@ pub struct Boundary {
     pub label: String,
 }
 
+/// The shadings' hover texts a page already holds. A step's reasons shade every chart of a run
+/// alike: written out once (`<rect id="shade-N"><title>…`), each later shading with the same text
+/// points at it (`data-t="N"`) and the page's script copies the title over, so a long run's page
+/// carries its reasons once, not once per chart.
+#[derive(Debug, Default)]
+pub struct Titles(HashMap<String, usize>);
+
+impl Titles {
+    /// `Ok(n)`: the text is new to the page and is number `n`; `Err(n)`: it already is, as `n`.
+    fn seen(&mut self, text: &str) -> Result<usize, usize> {
+        if let Some(n) = self.0.get(text) {
+            return Err(*n);
+        }
+        let n = self.0.len();
+        self.0.insert(text.to_string(), n);
+        Ok(n)
+    }
+}
+
 /// One chart: what to draw and how its axes read.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Chart {
@@ -299,14 +320,20 @@ impl Chart {
         self
     }
 
-    /// The chart as a `<figure>`: caption, SVG, legend, note.
+    /// The chart as a `<figure>`: caption, SVG, legend, note; on its own, every hover text in it.
     pub fn render(&self) -> String {
+        self.render_in(&mut Titles::default())
+    }
+
+    /// The chart as one of a page's: a shading's hover text already on the page is not written
+    /// again (see [`Titles`]).
+    pub fn render_in(&self, titles: &mut Titles) -> String {
         let mut out = format!(
             "<figure class=\"chart\" data-chart=\"{}\">\n<figcaption>{}</figcaption>\n",
             html(&self.name),
             html(&self.title)
         );
-        out.push_str(&plot::svg(self));
+        out.push_str(&plot::svg(self, titles));
         out.push_str(&self.legend());
         if let Some(n) = &self.note {
             out.push_str(&format!("<p class=\"note\">{}</p>\n", html(n)));
@@ -363,10 +390,18 @@ impl Chart {
                 "<button type=\"button\" class=\"scale\" aria-pressed=\"false\">{name}</button>"
             ));
         }
-        if self.shades.iter().any(|s| s.verdict != Verdict::Valid) {
-            out.push_str(
-                "<span class=\"shade-key\"><i class=\"t-degraded\"></i>degraded <i class=\"t-invalid\"></i>invalid (hover for why)</span>",
-            );
+        // Only the verdicts shaded here are explained here.
+        let shaded: Vec<&str> = [Verdict::Degraded, Verdict::Invalid]
+            .into_iter()
+            .filter(|v| self.shades.iter().any(|s| s.verdict == *v))
+            .map(Verdict::name)
+            .collect();
+        if !shaded.is_empty() {
+            out.push_str("<span class=\"shade-key\">");
+            for v in shaded {
+                out.push_str(&format!("<i class=\"t-{v}\"></i>{v} "));
+            }
+            out.push_str("(hover for why)</span>");
         }
         out.push_str("</div>\n");
         out
@@ -398,7 +433,7 @@ figure.chart figcaption{font-weight:600}.ax{stroke:#444;fill:none}.grid{stroke:#
 .key.dash::before{border-top-style:dashed}.key.dot::before{border-top-style:dotted}\
 .key.fill::before,.key.hatch::before,.key.band::before{height:10px;border:0;background:var(--c)}\
 .key.band::before{opacity:.3}.key.hatch::before{background:repeating-linear-gradient(45deg,var(--c) 0 2px,#fff 2px 4px)}\
-.key.hidden{opacity:.35;text-decoration:line-through}.scale{font:inherit;cursor:pointer}\
+.key.hidden{opacity:.35;text-decoration:line-through}.scale{font:inherit;cursor:pointer}.scale[aria-pressed=true]{background:#333;color:#fff}\
 .shade-key i.t-degraded{background:#fdf0c4}.shade-key i.t-invalid{background:#f9d0d0}.shade-key i{display:inline-block;width:12px;height:10px;margin:0 3px 0 6px;vertical-align:middle}\
 figure.chart .note{margin:.2em 0;color:#555;font-size:12px}";
 
@@ -461,7 +496,34 @@ mod tests {
             !out.contains("<title>fine</title>"),
             "a valid step is not shaded"
         );
-        assert!(out.contains("shade-key"));
+        assert!(out.contains("shade-key") && out.contains("invalid (hover"));
+        assert!(
+            !out.contains("degraded"),
+            "no degraded step, no key for one"
+        );
+    }
+
+    #[test]
+    fn a_page_carries_each_hover_text_once() {
+        let shaded = |name: &str| {
+            let mut c = rates();
+            c.name = name.into();
+            c.shades(vec![Shade {
+                from: 150.0,
+                to: 250.0,
+                verdict: Verdict::Degraded,
+                title: "lag".into(),
+            }])
+        };
+        let mut titles = Titles::default();
+        let first = shaded("a").render_in(&mut titles);
+        let second = shaded("b").render_in(&mut titles);
+        assert!(first.contains("id=\"shade-0\"><title>lag</title>"));
+        assert!(second.contains("data-t=\"0\"/>") && !second.contains("<title>"));
+        assert!(
+            shaded("c").render().contains("<title>lag</title>"),
+            "alone, it has its own"
+        );
     }
 
     #[test]
@@ -470,6 +532,61 @@ mod tests {
         assert_eq!(out.matches("class=\"plot lin\"").count(), 1);
         assert_eq!(out.matches("class=\"plot log off\"").count(), 1);
         assert!(out.contains("class=\"scale\""));
+    }
+
+    #[test]
+    fn lines_and_bands_run_along_x_whatever_the_order_given() {
+        let marks = |xs: &[f64]| xs.iter().map(|x| Mark::at(*x, *x)).collect::<Vec<_>>();
+        let chart = |xs: &[f64]| {
+            let band = xs.iter().map(|x| (*x, x - 1.0, x + 1.0)).collect();
+            Chart::new(
+                "c",
+                "c",
+                Axis::linear("x", Unit::Si),
+                Axis::linear("y", Unit::Si),
+            )
+            .series(Series::new("s", Colour::nth(0), marks(xs)))
+            .band(Band {
+                name: "b".into(),
+                colour: Colour::nth(0),
+                points: band,
+            })
+        };
+        let paths = |out: String| {
+            out.split("<path d=\"")
+                .skip(1)
+                .map(|p| p.split('"').next().unwrap().to_string())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            paths(chart(&[30.0, 10.0, 20.0]).render()),
+            paths(chart(&[10.0, 20.0, 30.0]).render())
+        );
+    }
+
+    #[test]
+    fn stacked_layers_sit_on_the_ones_below() {
+        let layers = || {
+            vec![
+                Layer::new("a", Colour::nth(0), vec![(1.0, 2.0), (2.0, 2.0)]),
+                Layer::new("b", Colour::nth(1), vec![(1.0, 3.0), (2.0, 0.0)]).hatched(),
+            ]
+        };
+        let axes = || (Axis::linear("x", Unit::Si), Axis::linear("y", Unit::Si));
+        let (x, y) = axes();
+        let bars = Chart::new("f", "f", x, y)
+            .stack(Stack::bars(layers()))
+            .render();
+        // b's bar at x = 1 stands on a's: from 2 up to 5 on a 0..5 axis; b's zero at x = 2 is no bar.
+        assert_eq!(bars.matches("<rect x=").count(), 3);
+        assert!(bars.contains("data-v=\"1 3\"") && !bars.contains("data-v=\"2 0\""));
+        assert!(bars.contains("fill=\"url(#h-f-1)\"") && bars.contains("<pattern id=\"h-f-1\""));
+        let (x, y) = axes();
+        let area = Chart::new("a", "a", x, y)
+            .stack(Stack::area(layers()))
+            .render();
+        assert_eq!(area.matches("Z\"/>").count(), 2, "one closed shape a layer");
+        assert!(!area.contains("<rect x="));
     }
 
     #[test]

@@ -7,11 +7,11 @@ use shared::verdict::Verdict;
 
 use super::axis::{Fitted, Scale, Unit, short};
 use super::svg::{Px, path};
-use super::{Chart, Dash, Marker, StackKind};
+use super::{Chart, Dash, Marker, StackKind, Titles};
 use crate::escape::html;
 
 /// Room for the tick labels and axis names around the plot.
-const LEFT: f64 = 58.0;
+const LEFT: f64 = 66.0;
 const RIGHT: f64 = 14.0;
 const TOP: f64 = 16.0;
 const BOTTOM: f64 = 36.0;
@@ -25,7 +25,7 @@ struct Frame {
     bottom: f64,
 }
 
-pub fn svg(c: &Chart) -> String {
+pub fn svg(c: &Chart, titles: &mut Titles) -> String {
     let (w, h) = c.size;
     let f = Frame {
         left: LEFT,
@@ -35,15 +35,16 @@ pub fn svg(c: &Chart) -> String {
     };
     let x = Fitted::new(&c.x, xs(c), f.left, f.right);
     let mut out = format!(
-        "<svg viewBox=\"0 0 {} {}\" role=\"img\" aria-label=\"{}\" data-xu=\"{}\" data-yu=\"{}\">\n",
+        "<svg viewBox=\"0 0 {} {}\" role=\"img\" aria-label=\"{}\" data-xu=\"{}\" data-yu=\"{}\" data-x=\"{}\">\n",
         Px(w),
         Px(h),
         html(&c.title),
         c.x.unit.code(),
-        c.y.unit.code()
+        c.y.unit.code(),
+        x.mapping()
     );
     out.push_str(&patterns(c));
-    out.push_str(&shading(c, &x, &f));
+    out.push_str(&shading(c, &x, &f, titles));
     let mut scales = vec![(c.y.scale, "")];
     if let Some(other) = c.switch_scale.filter(|s| *s != c.y.scale) {
         scales.push((other, " off"));
@@ -60,7 +61,11 @@ pub fn svg(c: &Chart) -> String {
         };
         let y = Fitted::new(&axis, ys(c), f.bottom, f.top);
         let name = if scale == Scale::Linear { "lin" } else { "log" };
-        let _ = writeln!(out, "<g class=\"plot {name}{off}\">");
+        let _ = writeln!(
+            out,
+            "<g class=\"plot {name}{off}\" data-y=\"{}\">",
+            y.mapping()
+        );
         out.push_str(&grid(c, &x, &y, &f));
         out.push_str(&plotted(c, &x, &y, &f));
         out.push_str("</g>\n");
@@ -143,7 +148,7 @@ fn patterns(c: &Chart) -> String {
 
 /// The steps the generator did not fully trust, shaded behind everything; a valid step is the
 /// background itself.
-fn shading(c: &Chart, x: &Fitted, f: &Frame) -> String {
+fn shading(c: &Chart, x: &Fitted, f: &Frame, titles: &mut Titles) -> String {
     let mut out = String::new();
     for s in c.shades.iter().filter(|s| s.verdict != Verdict::Valid) {
         let a = x.px(s.from).max(f.left);
@@ -153,14 +158,25 @@ fn shading(c: &Chart, x: &Fitted, f: &Frame) -> String {
         }
         let _ = write!(
             out,
-            "<rect class=\"t-{}\" x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\"><title>{}</title></rect>",
+            "<rect class=\"t-{}\" x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\"",
             s.verdict.name(),
             Px(a),
             Px(f.top),
             Px(b - a),
             Px(f.bottom - f.top),
-            html(&s.title)
         );
+        match titles.seen(&s.title) {
+            Ok(first) => {
+                let _ = write!(
+                    out,
+                    " id=\"shade-{first}\"><title>{}</title></rect>",
+                    html(&s.title)
+                );
+            }
+            Err(earlier) => {
+                let _ = write!(out, " data-t=\"{earlier}\"/>");
+            }
+        }
     }
     if out.is_empty() {
         out
@@ -206,7 +222,7 @@ fn grid(c: &Chart, x: &Fitted, y: &Fitted, f: &Frame) -> String {
     let _ = write!(
         out,
         "\n<path class=\"ax\" d=\"M{} {}V{}H{}\"/>\n<text class=\"lbl\" x=\"{}\" y=\"{}\" text-anchor=\"middle\">{}</text>\
-         <text class=\"lbl\" transform=\"translate(13 {}) rotate(-90)\" text-anchor=\"middle\">{}</text>\n",
+         <text class=\"lbl\" transform=\"translate(12 {}) rotate(-90)\" text-anchor=\"middle\">{}</text>\n",
         Px(f.left),
         Px(f.top),
         Px(f.bottom),
@@ -234,8 +250,10 @@ fn plotted(c: &Chart, x: &Fitted, y: &Fitted, f: &Frame) -> String {
     let mut out = String::new();
     let mut key = 0;
     for b in &c.bands {
-        let upper = b.points.iter().map(|p| (x.px(p.0), y.px(p.2)));
-        let lower = b.points.iter().rev().map(|p| (x.px(p.0), y.px(p.1)));
+        let mut points = b.points.clone();
+        points.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let upper = points.iter().map(|p| (x.px(p.0), y.px(p.2)));
+        let lower = points.iter().rev().map(|p| (x.px(p.0), y.px(p.1)));
         let _ = writeln!(
             out,
             "<g class=\"band\" data-s=\"{key}\" style=\"color:{}\"><path d=\"{}Z\"/></g>",
@@ -271,8 +289,17 @@ fn plotted(c: &Chart, x: &Fitted, y: &Fitted, f: &Frame) -> String {
             s.colour.0
         );
         if s.joined {
-            let d = path(s.marks.iter().map(|m| (x.px(m.x), y.px(m.y))));
-            let _ = write!(out, "<path d=\"{d}\"/>");
+            // Joined along x, whatever order the steps ran in (a ramp down, steps given unsorted).
+            let mut along: Vec<&super::Mark> = s.marks.iter().collect();
+            along.sort_by(|a, b| a.x.total_cmp(&b.x));
+            let d = path(along.iter().map(|m| (x.px(m.x), y.px(m.y))));
+            // Unmarked points are read from the line's own vertices.
+            let class = if s.marks.iter().any(|m| m.marker == Marker::None) {
+                " class=\"ln\""
+            } else {
+                ""
+            };
+            let _ = write!(out, "<path{class} d=\"{d}\"/>");
         }
         for m in s.marks.iter().filter(|m| m.marker != Marker::None) {
             let class = if m.marker == Marker::Hollow {

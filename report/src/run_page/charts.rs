@@ -5,7 +5,7 @@ use shared::metrics::{ErrorClass, STATUS_CLASSES};
 use shared::plan::LoadModel;
 use shared::report::{LowerBounds, StepResult, step_value};
 use shared::run_file::RunFile;
-use shared::verdict::Verdict;
+use shared::verdict::{self, Verdict};
 
 use crate::chart::{
     self, Axis, Band, Boundary, Chart, Colour, Dash, Layer, Mark, Marker, Scale, Series, Shade,
@@ -23,56 +23,58 @@ const MAX_TIMELINE_DOTS: usize = 300;
 /// every such chart of a run so their steps line up: from zero to half a step past the last, so the
 /// last step's bars and shading are inside.
 pub fn step_axis(run: &RunFile) -> Axis {
-    let label = match run.model() {
+    step_axis_over(run.model(), run.steps.iter().map(|s| s.step_value))
+}
+
+/// The step-value axis over `values` (a comparison: the union of its runs' steps).
+pub fn step_axis_over(model: LoadModel, values: impl Iterator<Item = f64>) -> Axis {
+    let label = match model {
         LoadModel::Connections => "offered (new connections/s)",
         LoadModel::Requests => "offered (requests/s)",
         LoadModel::Concurrency => "connections (closed loop)",
     };
     let axis = Axis::linear(label, Unit::Si);
-    let mut values: Vec<f64> = run.steps.iter().map(|s| s.step_value).collect();
-    values.sort_by(f64::total_cmp);
-    values.dedup();
-    let (Some(first), Some(last)) = (values.first(), values.last()) else {
+    let values = distinct(values);
+    let (Some(&first), Some(&last)) = (values.first(), values.last()) else {
         return axis;
     };
-    let gap = values
-        .windows(2)
-        .map(|w| w[1] - w[0])
-        .fold(f64::INFINITY, f64::min);
-    let half = if gap.is_finite() {
-        gap / 2.0
-    } else {
-        (last.abs() * 0.1).max(0.5)
-    };
-    axis.with_range((first - half).min(0.0), last + half)
+    let lo = first - stretch(&values, first).0;
+    axis.with_range(lo.min(0.0), last + stretch(&values, last).1)
+}
+
+/// The finite values, rising, each once.
+pub(crate) fn distinct(values: impl Iterator<Item = f64>) -> Vec<f64> {
+    let mut v: Vec<f64> = values.filter(|v| v.is_finite()).collect();
+    v.sort_by(f64::total_cmp);
+    v.dedup();
+    v
+}
+
+/// How far the stretch of the step at `v` reaches below and above it: halfway to each neighbour
+/// among `values` (rising, distinct), on an end as far as on its other side, a tenth of the value
+/// for a lone step.
+pub(crate) fn stretch(values: &[f64], v: f64) -> (f64, f64) {
+    let i = values.partition_point(|x| *x < v);
+    let below = i.checked_sub(1).map(|j| (v - values[j]) / 2.0);
+    let above = values.get(i + 1).map(|n| (n - v) / 2.0);
+    let lone = (v.abs() * 0.1).max(0.5);
+    (
+        below.or(above).unwrap_or(lone),
+        above.or(below).unwrap_or(lone),
+    )
 }
 
 /// Each step's stretch of a step-value axis (halfway to its neighbours) shaded by its verdict, its
 /// reasons as hover text.
 pub fn trust_shades(run: &RunFile) -> Vec<Shade> {
-    let mut values: Vec<f64> = run.steps.iter().map(|s| s.step_value).collect();
-    values.sort_by(f64::total_cmp);
-    values.dedup();
+    let values = distinct(run.steps.iter().map(|s| s.step_value));
     run.steps
         .iter()
         .map(|s| {
-            let i = values.iter().position(|v| *v == s.step_value).unwrap_or(0);
-            let gap = |a: Option<&f64>, b: Option<&f64>| match (a, b) {
-                (Some(a), Some(b)) => (b - a).abs() / 2.0,
-                _ => f64::NAN,
-            };
-            let before = gap(i.checked_sub(1).and_then(|j| values.get(j)), values.get(i));
-            let after = gap(values.get(i), values.get(i + 1));
-            let lone = (s.step_value.abs() * 0.1).max(0.5);
-            let before = if before.is_nan() { after } else { before };
-            let after = if after.is_nan() { before } else { after };
-            let (before, after) = (
-                if before.is_nan() { lone } else { before },
-                if after.is_nan() { lone } else { after },
-            );
+            let (below, above) = stretch(&values, s.step_value);
             Shade {
-                from: s.step_value - before,
-                to: s.step_value + after,
+                from: s.step_value - below,
+                to: s.step_value + above,
                 verdict: s.trust,
                 title: shade_title(run, s),
             }
@@ -280,13 +282,15 @@ pub fn trust_strip(run: &RunFile) -> Vec<Chart> {
             "Generator CPU (busiest agent)",
             Axis::linear("CPU", Unit::Percent).with_range(0.0, 100.0),
             &|s| s.generator.cpu_pct,
-        ),
+        )
+        .series(limit(run, "degraded above", verdict::CPU_DEGRADED_PCT)),
         small(
             "trust-lag",
             "Scheduling lag p99",
             Axis::linear("lag", Unit::Ms),
             &|s| s.generator.lag_p99_ms,
-        ),
+        )
+        .series(limit(run, "degraded above", verdict::LAG_DEGRADED_MS)),
         small(
             "trust-skew",
             "Agents' start skew",
@@ -294,6 +298,15 @@ pub fn trust_strip(run: &RunFile) -> Vec<Chart> {
             &|s| s.start_skew_ms.unwrap_or(0.0),
         ),
     ]
+}
+
+/// The verdict's threshold as a dotted line across the step axis, so a point is read against it.
+fn limit(run: &RunFile, name: &str, at: f64) -> Series {
+    let marks = match step_axis(run).range {
+        Some((lo, hi)) => vec![Mark::plain(lo, at), Mark::plain(hi, at)],
+        None => Vec::new(),
+    };
+    Series::new(name, Colour::GREY, marks).dash(Dash::Dotted)
 }
 
 /// The server's CPU and memory: a labelled place until the server monitor fills it.
@@ -316,7 +329,7 @@ pub fn distribution(run: &RunFile, distributions: &[Distribution]) -> String {
             "No step has a merged distribution (hlog/step-NNN.hgrm) to draw.",
         );
     }
-    let shown = spread(distributions.len(), MAX_DISTRIBUTIONS);
+    let shown = chosen(run, distributions);
     let mut c = Chart::new(
         "distribution",
         title,
@@ -353,6 +366,35 @@ pub fn distribution(run: &RunFile, distributions: &[Distribution]) -> String {
         ));
     }
     c.note(&note).render()
+}
+
+/// Which distributions to draw: the knee's two steps (the last kept up with, the first beyond),
+/// the first and the last, and the rest spread over the run, at most [`MAX_DISTRIBUTIONS`], in step
+/// order.
+fn chosen(run: &RunFile, distributions: &[Distribution]) -> Vec<usize> {
+    let knee: Vec<u32> = run
+        .summary
+        .iter()
+        .flat_map(|s| [s.kept_up_step, s.beyond.as_ref().map(|b| b.step)])
+        .flatten()
+        .collect();
+    let n = distributions.len();
+    let mut out: Vec<usize> = distributions
+        .iter()
+        .enumerate()
+        .filter(|(i, d)| knee.contains(&d.step) || *i == 0 || *i + 1 == n)
+        .map(|(i, _)| i)
+        .collect();
+    for i in spread(distributions.len(), MAX_DISTRIBUTIONS) {
+        if out.len() >= MAX_DISTRIBUTIONS {
+            break;
+        }
+        if !out.contains(&i) {
+            out.push(i);
+        }
+    }
+    out.sort_unstable();
+    out
 }
 
 /// `max` indices out of `0..n`, evenly spread, the first and the last among them.
@@ -418,15 +460,110 @@ pub fn timeline(run: &RunFile) -> Chart {
     if !demanded.is_empty() {
         c = c.series(Series::new("demanded", Colour::GREY, demanded).dash(Dash::Dotted));
     }
+    let unit = match run.model() {
+        LoadModel::Connections => "new connections/s",
+        LoadModel::Requests => "requests/s",
+        LoadModel::Concurrency => "connections",
+    };
+    let mut note = format!("Dashed lines: each step's start, labelled with its value ({unit}).");
     if run.steps.iter().any(|s| s.trust != Verdict::Valid) {
-        c = c.note("Shaded: steps the generator did not fully trust (hover for why).");
+        note.push_str(" Shaded: steps the generator did not fully trust (hover for why).");
     }
-    c
+    c.note(&note)
 }
 
 #[cfg(test)]
 mod tests {
+    use std::path::Path;
+
     use super::*;
+
+    fn golden() -> RunFile {
+        let text = include_str!("../../../shared/tests/golden/run.json");
+        RunFile::parse(text, Path::new("run.json")).unwrap()
+    }
+
+    #[test]
+    fn a_demanded_rate_that_is_not_the_step_value_is_its_own_line() {
+        let mut run = golden();
+        run.plan["model"] = serde_json::json!("connections");
+        for s in &mut run.steps {
+            s.demanded_rate = Some(10.0 * s.step_value);
+        }
+        let c = rates(&run);
+        assert!(c.ideal.is_none());
+        let demanded = c
+            .series
+            .iter()
+            .find(|s| s.name == "demanded requests/s")
+            .unwrap();
+        assert_eq!(demanded.marks[0].y, 10.0 * run.steps[0].step_value);
+        assert!(
+            rates(&golden()).ideal.is_some(),
+            "req/s steps are their own demand: y = x"
+        );
+    }
+
+    #[test]
+    fn every_step_value_chart_shares_one_x_axis_past_the_last_step() {
+        let run = golden();
+        let axes = [
+            rates(&run).x,
+            latency(&run).x,
+            failures(&run).x,
+            status(&run).x,
+        ];
+        assert!(axes.iter().all(|a| *a == axes[0]));
+        assert_eq!(axes[0].range, Some((0.0, 650.0)));
+    }
+
+    #[test]
+    fn the_knee_s_distributions_are_among_those_drawn() {
+        let mut run = golden();
+        let template = run.steps[0].clone();
+        run.steps = (1..=40)
+            .map(|n| StepResult {
+                number: n,
+                step_value: 100.0 * n as f64,
+                ..template.clone()
+            })
+            .collect();
+        let summary = run.summary.as_mut().unwrap();
+        summary.kept_up_step = Some(17);
+        summary.beyond.as_mut().unwrap().step = 18;
+        let ds: Vec<Distribution> = run
+            .steps
+            .iter()
+            .map(|s| Distribution {
+                step: s.number,
+                total: 1,
+                mean_ms: 1.0,
+                max_ms: 1.0,
+                points: Vec::new(),
+            })
+            .collect();
+        let shown: Vec<u32> = chosen(&run, &ds).iter().map(|i| ds[*i].step).collect();
+        assert_eq!(shown.len(), MAX_DISTRIBUTIONS);
+        assert!(
+            shown.contains(&17) && shown.contains(&18) && shown.contains(&40),
+            "{shown:?}"
+        );
+        assert!(shown.windows(2).all(|w| w[0] < w[1]));
+    }
+
+    #[test]
+    fn a_step_s_stretch_reaches_halfway_to_its_neighbours() {
+        let v = [100.0, 200.0, 400.0];
+        assert_eq!(stretch(&v, 100.0), (50.0, 50.0));
+        assert_eq!(stretch(&v, 200.0), (50.0, 100.0));
+        assert_eq!(stretch(&v, 400.0), (100.0, 100.0));
+        assert_eq!(stretch(&[50.0], 50.0), (5.0, 5.0));
+        let axis = step_axis_over(
+            LoadModel::Requests,
+            [400.0, 100.0, 200.0, 200.0].into_iter(),
+        );
+        assert_eq!(axis.range, Some((0.0, 500.0)));
+    }
 
     #[test]
     fn a_spread_keeps_the_first_and_the_last() {

@@ -28,7 +28,7 @@ fn row(cells: &[(&str, String)]) -> String {
 fn head(id: &str, cols: &[&str]) -> String {
     let mut out = format!("<div class=\"wide\"><table id=\"{id}\">\n<thead><tr>");
     for c in cols {
-        let _ = write!(out, "<th>{}</th>", html(c));
+        let _ = write!(out, "<th data-col=\"{0}\">{0}</th>", html(c));
     }
     out.push_str("</tr></thead>\n<tbody>\n");
     out
@@ -102,8 +102,12 @@ pub fn agents(run: &RunFile) -> String {
                 num(a.clock_offset_ms),
                 if a.lost { "lost" } else { "" }.to_string(),
             ];
-            let cells: Vec<(&str, String)> = COLS.iter().copied().zip(cells).collect();
-            out.push_str(&row(&cells));
+            // Plain cells, named by their column's header: a long run has thousands of rows.
+            out.push_str("<tr>");
+            for c in cells {
+                let _ = write!(out, "<td>{}</td>", html(&c));
+            }
+            out.push_str("</tr>\n");
         }
     }
     out.push_str(FOOT);
@@ -166,7 +170,10 @@ pub fn warnings_and_notes(run: &RunFile) -> String {
 pub fn ending(run: &RunFile) -> String {
     let mut out = String::from("<h2>How the run ended</h2>\n<p id=\"stopped\">");
     match &run.stopped {
-        None => out.push_str(&format!("Run {}: no end recorded yet.", html(&run.status))),
+        None => out.push_str(&format!(
+            "Not ended yet (the run is {}).",
+            html(&run.status)
+        )),
         Some(None) => out.push_str("The ramp ran to its end."),
         Some(Some(s)) => {
             let not_run: Vec<String> = s.not_run.iter().map(|v| short(*v)).collect();
