@@ -29,6 +29,17 @@ pub enum Command {
     /// Make certificates for mutual TLS on the control channel.
     #[command(subcommand)]
     Certs(CertsCommand),
+    /// Rebuild a run's report.html from its results directory (run.json and hlog/).
+    Report(ReportArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// A results directory: the one holding the run's run.json.
+    pub dir: PathBuf,
+    /// Where to write the page [default: DIR/report.html]; - for stdout.
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    pub output: Option<PathBuf>,
 }
 
 #[derive(Debug, Subcommand)]
