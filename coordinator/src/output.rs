@@ -272,16 +272,9 @@ impl Output {
         self.write_report()
     }
 
-    /// Rewrites report.html from the run's files as they are on disk now (run.json, the steps'
-    /// distributions), as `stampede report` would: the page a run leaves is the one rebuilt from its
-    /// files. Replaced atomically, so a browser refreshing it mid-run never reads half a page.
+    /// Rewrites report.html (see [`write_report`]).
     pub fn write_report(&self) -> Result<(), OutputError> {
-        let path = self.dir.join(REPORT);
-        let html = report_file::render(&self.dir).map_err(|e| OutputError {
-            path: path.clone(),
-            source: io::Error::other(e.to_string()),
-        })?;
-        write_file(&path, &html)
+        write_report(&self.dir)
     }
 
     /// Records how the ramp ended: why it stopped early, and the --fail-on breaches (written with
@@ -371,6 +364,18 @@ where
         hlog_lines(&mut out, &path, step, started, intervals, agents)?;
         out.flush().map_err(at(&path))
     })
+}
+
+/// Rewrites `dir/report.html` from the run's files as they are on disk now (run.json, the steps'
+/// distributions), as `stampede report` would: the page a run leaves is the one rebuilt from its
+/// files. Replaced atomically, so a browser refreshing it mid-run never reads half a page.
+pub fn write_report(dir: &Path) -> Result<(), OutputError> {
+    let path = dir.join(REPORT);
+    let html = report_file::render(dir).map_err(|e| OutputError {
+        path: path.clone(),
+        source: io::Error::other(e.to_string()),
+    })?;
+    write_file(&path, &html)
 }
 
 /// Writes `text` to `path` through a temporary file beside it (see [`replace`]); an error names
