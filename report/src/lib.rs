@@ -9,15 +9,18 @@
 //! - the data drawn is embedded as JSON in `<script type="application/json" id="stampede-data">`;
 //! - every chart is a `<figure class="chart" data-chart="NAME">` holding one `<svg>`; a chart with
 //!   nothing to draw yet is `<figure class="chart empty" data-chart="NAME">` with a caption saying why;
+//!   a run's report has every chart of [`RUN_CHARTS`], in that order; a drawn chart's points carry
+//!   `data-v="X Y"` (the values, not pixels) inside a `<g data-n="SERIES">`;
 //! - the steps table is `<table id="steps">`, its cells `<td data-col="COLUMN">` named and formatted as
 //!   steps.tsv names and formats them;
 //! - once the page's script has run, `<html data-ready="1">`; a script error sets `data-errors` on
 //!   `<html>` to its message.
 
+pub mod chart;
 pub mod escape;
 mod input;
 mod page;
 mod run_page;
 
 pub use input::{InputError, RunReport};
-pub use run_page::render_run;
+pub use run_page::{RUN_CHARTS, render_run};

@@ -1,17 +1,44 @@
 //! The HTML around the charts: head, inline CSS and script, the embedded data.
+use crate::chart::STYLE as CHART_STYLE;
 use crate::escape;
 
 /// The page's own CSS, inline.
 const STYLE: &str = "body{font:14px/1.4 system-ui,sans-serif;margin:1.5em auto;max-width:72em;padding:0 1em;color:#222}\
 table{border-collapse:collapse;font-variant-numeric:tabular-nums}td,th{padding:2px 6px;border-bottom:1px solid #ddd;text-align:right}\
 th{position:sticky;top:0;background:#fff}figure.chart{margin:1em 0}figure.empty{border:1px dashed #aaa;padding:2em;color:#666}\
-.answer{font-size:1.2em}";
+.answer{font-size:1.2em}.meta{display:flex;flex-wrap:wrap;gap:0 1.5em;margin:0}.meta div{display:flex;gap:.4em}\
+.meta dt{color:#666}.meta dd{margin:0}.strip{display:grid;grid-template-columns:repeat(auto-fit,minmax(20em,1fr));gap:0 1em}\
+.wide{overflow-x:auto}#steps td,#agents td{white-space:nowrap}#plan th{text-align:left}#plan td{text-align:left;font-family:monospace;word-break:break-all}";
 
-/// The page's script, inline: it marks the page ready, and any error it meets on the page.
-const SCRIPT: &str = "(function(){var d=document.documentElement;\
-window.addEventListener('error',function(e){d.setAttribute('data-errors',String(e.message))});\
-JSON.parse(document.getElementById('stampede-data').textContent);\
-d.setAttribute('data-ready','1');})();";
+/// The page's script, inline and plain (no library): hover readout of the nearest point, legend
+/// entries that hide what they name, the log/linear switch. It marks the page ready, and any error
+/// it meets on the page. Numbers are written as the charts' ticks write them (`chart::Unit::label`).
+const SCRIPT: &str = r#"(function(){var d=document.documentElement;
+window.addEventListener('error',function(e){d.setAttribute('data-errors',String(e.message))});
+JSON.parse(document.getElementById('stampede-data').textContent);
+function s(x){if(!x||!isFinite(x))return'0';var p=Math.max(0,Math.min(6,2-Math.floor(Math.log10(Math.abs(x)))));return String(+x.toFixed(p))}
+function fmt(v,u){v=+v;var a=Math.abs(v);
+if(u=='ms')return a>=1000?s(v/1000)+' s':s(v)+' ms';
+if(u=='s')return a>=120?s(v/60)+' min':s(v)+' s';
+if(u=='pct')return s(v)+' %';
+if(u=='q')return String(+(100*v).toFixed(5))+' %';
+return a>=1e9?s(v/1e9)+'G':a>=1e6?s(v/1e6)+'M':a>=1e3?s(v/1e3)+'k':s(v)}
+function chart(f){var svg=f.querySelector('svg');if(!svg)return;
+var ro=svg.querySelector('.ro'),xu=svg.getAttribute('data-xu'),yu=svg.getAttribute('data-yu'),hl=null;
+f.querySelectorAll('.key').forEach(function(k){k.addEventListener('click',function(){var h=k.classList.toggle('hidden');
+f.querySelectorAll('svg [data-s="'+k.getAttribute('data-s')+'"]').forEach(function(g){g.classList.toggle('off',h)})})});
+var sw=f.querySelector('.scale');if(sw)sw.addEventListener('click',function(){sw.setAttribute('aria-pressed',sw.getAttribute('aria-pressed')!='true');
+f.querySelectorAll('.plot').forEach(function(p){p.classList.toggle('off')})});
+function clear(){ro.textContent='';if(hl)hl.classList.remove('hl');hl=null}
+svg.addEventListener('mousemove',function(e){var m=svg.getScreenCTM();if(!m)return;var p=svg.createSVGPoint();p.x=e.clientX;p.y=e.clientY;p=p.matrixTransform(m.inverse());
+var best=null,bd=900;svg.querySelectorAll('.plot:not(.off) [data-s]:not(.off) [data-v]').forEach(function(el){var x,y;
+if(el.tagName=='circle'){x=+el.getAttribute('cx');y=+el.getAttribute('cy')}else{x=+el.getAttribute('x')+el.getAttribute('width')/2;y=+el.getAttribute('y')}
+var dd=(x-p.x)*(x-p.x)+(y-p.y)*(y-p.y);if(dd<bd){bd=dd;best=el}});
+clear();if(!best)return;hl=best;best.classList.add('hl');var v=best.getAttribute('data-v').split(' ');
+ro.textContent=best.parentNode.getAttribute('data-n')+': '+fmt(v[1],yu)+' at '+fmt(v[0],xu)});
+svg.addEventListener('mouseleave',clear)}
+document.querySelectorAll('figure.chart').forEach(chart);
+d.setAttribute('data-ready','1');})();"#;
 
 /// A whole page: `title` (text), `body` (markup built from escaped values), `data` (the JSON it
 /// embeds, as serialized).
@@ -19,7 +46,7 @@ pub fn page(title: &str, body: &str, data: &str) -> String {
     format!(
         "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
          <meta name=\"viewport\" content=\"width=device-width,initial-scale=1\">\n\
-         <title>{title}</title>\n<style>{STYLE}</style>\n</head>\n<body>\n{body}\n\
+         <title>{title}</title>\n<style>{STYLE}{CHART_STYLE}</style>\n</head>\n<body>\n{body}\n\
          <script type=\"application/json\" id=\"stampede-data\">{data}</script>\n\
          <script>{SCRIPT}</script>\n</body>\n</html>\n",
         title = escape::html(title),

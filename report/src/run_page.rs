@@ -1,45 +1,103 @@
-//! The report of one run.
+//! The report of one run: its answer and what it ran, then the charts against the step value, the
+//! timeline, and the tables.
+mod charts;
+mod tables;
+
 use std::fmt::Write;
 
 use crate::RunReport;
 use crate::escape::html;
 use crate::page::page;
 
+/// The `data-chart` names of a run's report, in page order (the page contract, `lib.rs`). Each is
+/// there for every run: drawn, or an empty labelled place.
+pub const RUN_CHARTS: [&str; 10] = [
+    "rates",
+    "latency",
+    "failures",
+    "status",
+    "trust-cpu",
+    "trust-lag",
+    "trust-skew",
+    "server",
+    "distribution",
+    "timeline",
+];
+
 /// The HTML report of one run.
 pub fn render_run(r: &RunReport) -> String {
     let run = &r.run;
-    let mut body = String::new();
     let name = run.label.as_deref().unwrap_or(&run.target);
-    let _ = write!(
-        body,
-        "<h1>stampede: {}</h1>\n<p class=\"meta\">{} · started {}</p>\n",
-        html(name),
-        html(&run.target),
-        html(&run.started_at)
-    );
-    if let Some(s) = &run.summary {
-        let _ = writeln!(body, "<p class=\"answer\">{}</p>", html(&s.answer));
+    let mut body = header(r);
+    body.push_str("<h2>Against the offered load</h2>\n");
+    body.push_str(&charts::rates(run).render());
+    body.push_str(&charts::latency(run).render());
+    body.push_str(&charts::failures(run).render());
+    body.push_str(&charts::status(run).render());
+    body.push_str("<h2>Can the numbers be trusted?</h2>\n<div class=\"strip\">\n");
+    for c in charts::trust_strip(run) {
+        body.push_str(&c.render());
     }
-    body.push_str(&steps_table(r));
-    page(&format!("stampede: {name}"), &body, &run.to_json())
+    body.push_str("</div>\n<h2>The server</h2>\n");
+    body.push_str(&charts::server());
+    body.push_str("<h2>Each step's latency distribution</h2>\n");
+    body.push_str(&charts::distribution(run, &r.distributions));
+    body.push_str("<h2>Over time</h2>\n");
+    body.push_str(&charts::timeline(run).render());
+    body.push_str("<h2>Steps</h2>\n");
+    body.push_str(&tables::steps(run));
+    body.push_str(&tables::agents(run));
+    body.push_str(&tables::plan(run));
+    body.push_str(&tables::warnings_and_notes(run));
+    body.push_str(&tables::ending(run));
+    page(&format!("stampede: {name}"), &body, &data(run))
 }
 
-/// The steps, as steps.tsv has them.
-fn steps_table(r: &RunReport) -> String {
-    let mut out = String::from("<table id=\"steps\">\n<thead><tr>");
-    let table = r.run.step_table();
-    for name in table.header() {
-        let _ = write!(out, "<th>{}</th>", html(&name));
-    }
-    out.push_str("</tr></thead>\n<tbody>\n");
-    let header = table.header();
-    for step in &r.run.steps {
-        out.push_str("<tr>");
-        for (name, cell) in header.iter().zip(table.row(step)) {
-            let _ = write!(out, "<td data-col=\"{}\">{}</td>", html(name), html(&cell));
+/// The run's name, its answer in one sentence, and what ran: target, label, model, when, which
+/// version, how many agents.
+fn header(r: &RunReport) -> String {
+    let run = &r.run;
+    let name = run.label.as_deref().unwrap_or(&run.target);
+    let mut out = format!("<h1>stampede: {}</h1>\n", html(name));
+    match &run.summary {
+        Some(s) => {
+            let _ = writeln!(out, "<p class=\"answer\">{}</p>", html(&s.answer));
         }
-        out.push_str("</tr>\n");
+        None => out.push_str("<p class=\"answer\">No step has finished yet.</p>\n"),
     }
-    out.push_str("</tbody>\n</table>\n");
+    let mut facts = vec![
+        ("target", run.target.clone()),
+        ("model", run.model().name().to_string()),
+        ("started", run.started_at.clone()),
+        ("status", run.status.clone()),
+        (
+            "stampede",
+            format!("{} {}", run.tool.name, run.tool.version),
+        ),
+        ("agents", run.agents.len().to_string()),
+    ];
+    if let Some(l) = &run.label {
+        facts.insert(0, ("label", l.clone()));
+    }
+    if let Some(f) = &run.finished_at {
+        facts.insert(4, ("finished", f.clone()));
+    }
+    out.push_str("<dl class=\"meta\">");
+    for (k, v) in facts {
+        let _ = write!(
+            out,
+            "<div><dt>{k}</dt><dd data-key=\"{k}\">{}</dd></div>",
+            html(&v)
+        );
+    }
+    out.push_str("</dl>\n");
     out
+}
+
+/// The embedded data: run.json's content, its keys sorted as the file has them, without the
+/// file's indentation (in a report of many steps and agents, that is most of the page).
+fn data(run: &shared::run_file::RunFile) -> String {
+    serde_json::to_value(run)
+        .and_then(|v| serde_json::to_string(&v))
+        .expect("a RunFile has string keys and no failing field")
 }

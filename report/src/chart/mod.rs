@@ -1,0 +1,536 @@
+//! Charts as SVG text, drawn from data by our own code: same data, same bytes. One [`Chart`] is one
+//! `<figure class="chart" data-chart="NAME">` of the page contract: an XY plot of line series (point
+//! markers, hollow for lower bounds), min–max bands, stacked bars or areas, the ideal y = x line,
+//! vertical boundaries, background shading of steps by trust verdict (reasons on hover), and a legend
+//! whose entries toggle what they name. Nothing here knows a run: the pages say what to draw.
+mod axis;
+mod plot;
+mod svg;
+
+pub use axis::{Axis, Scale, Unit, short, trimmed};
+use shared::verdict::Verdict;
+
+use crate::escape::html;
+
+/// A colour of a series, as CSS takes it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Colour(pub &'static str);
+
+/// Colours told apart by most eyes (Tableau 10), in the order series take them.
+const PALETTE: [&str; 10] = [
+    "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
+    "#bcbd22", "#17becf",
+];
+
+impl Colour {
+    /// The `i`th colour of the palette (it repeats after ten): one per series, or one per run.
+    pub fn nth(i: usize) -> Colour {
+        Colour(PALETTE[i % PALETTE.len()])
+    }
+
+    pub const GREY: Colour = Colour("#888");
+}
+
+/// How a series' line is drawn: a comparison draws its baseline solid and the other runs dashed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Dash {
+    #[default]
+    Solid,
+    Dashed,
+    Dotted,
+}
+
+/// How one point is marked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Marker {
+    /// A filled dot.
+    Dot,
+    /// A hollow dot: the value is a lower bound (the true one is higher).
+    Hollow,
+    /// On the line, unmarked.
+    None,
+}
+
+/// One point of a series.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Mark {
+    pub x: f64,
+    pub y: f64,
+    pub marker: Marker,
+}
+
+impl Mark {
+    pub fn at(x: f64, y: f64) -> Mark {
+        Mark {
+            x,
+            y,
+            marker: Marker::Dot,
+        }
+    }
+
+    /// A value that is only a lower bound, drawn hollow.
+    pub fn lower_bound(x: f64, y: f64) -> Mark {
+        Mark {
+            x,
+            y,
+            marker: Marker::Hollow,
+        }
+    }
+
+    pub fn plain(x: f64, y: f64) -> Mark {
+        Mark {
+            x,
+            y,
+            marker: Marker::None,
+        }
+    }
+}
+
+/// A line through points.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Series {
+    pub name: String,
+    pub colour: Colour,
+    pub dash: Dash,
+    /// Whether the points are joined (false: a scatter of markers).
+    pub joined: bool,
+    pub marks: Vec<Mark>,
+}
+
+impl Series {
+    pub fn new(name: &str, colour: Colour, marks: Vec<Mark>) -> Series {
+        Series {
+            name: name.to_string(),
+            colour,
+            dash: Dash::Solid,
+            joined: true,
+            marks,
+        }
+    }
+
+    pub fn dash(mut self, dash: Dash) -> Series {
+        self.dash = dash;
+        self
+    }
+
+    pub fn scatter(mut self) -> Series {
+        self.joined = false;
+        self
+    }
+}
+
+/// A shaded range between a low and a high value at each x (the 1 s min–max of a rate).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Band {
+    pub name: String,
+    pub colour: Colour,
+    /// (x, low, high), x rising.
+    pub points: Vec<(f64, f64, f64)>,
+}
+
+/// One layer of a stack: its value at each x.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Layer {
+    pub name: String,
+    pub colour: Colour,
+    /// Drawn hatched: set apart from the plain layers (the generator's own failures, not the server's).
+    pub hatched: bool,
+    pub values: Vec<(f64, f64)>,
+}
+
+impl Layer {
+    pub fn new(name: &str, colour: Colour, values: Vec<(f64, f64)>) -> Layer {
+        Layer {
+            name: name.to_string(),
+            colour,
+            hatched: false,
+            values,
+        }
+    }
+
+    pub fn hatched(mut self) -> Layer {
+        self.hatched = true;
+        self
+    }
+}
+
+/// How a stack is drawn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StackKind {
+    Bars,
+    Area,
+}
+
+/// Layers drawn one on another, each x's values added up. Bars of several stacks stand side by
+/// side at each x: `slot` of `slots`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Stack {
+    pub kind: StackKind,
+    pub layers: Vec<Layer>,
+    pub slot: usize,
+    pub slots: usize,
+}
+
+impl Stack {
+    pub fn bars(layers: Vec<Layer>) -> Stack {
+        Stack {
+            kind: StackKind::Bars,
+            layers,
+            slot: 0,
+            slots: 1,
+        }
+    }
+
+    pub fn area(layers: Vec<Layer>) -> Stack {
+        Stack {
+            kind: StackKind::Area,
+            ..Stack::bars(layers)
+        }
+    }
+
+    /// Bars standing `slot`th of `slots` side by side at each x.
+    pub fn beside(mut self, slot: usize, slots: usize) -> Stack {
+        self.slots = slots.max(1);
+        self.slot = slot.min(self.slots - 1);
+        self
+    }
+}
+
+/// A range of x shaded by the trust verdict of the step it covers; `title` is its hover text.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Shade {
+    pub from: f64,
+    pub to: f64,
+    pub verdict: Verdict,
+    pub title: String,
+}
+
+/// A vertical line at `x` (a step's start on a timeline), with a short label.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Boundary {
+    pub x: f64,
+    pub label: String,
+}
+
+/// One chart: what to draw and how its axes read.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Chart {
+    /// `data-chart`, the name the page contract lists.
+    pub name: String,
+    pub title: String,
+    pub x: Axis,
+    pub y: Axis,
+    pub series: Vec<Series>,
+    pub bands: Vec<Band>,
+    pub stacks: Vec<Stack>,
+    pub shades: Vec<Shade>,
+    pub boundaries: Vec<Boundary>,
+    /// The ideal y = x line, with its legend name.
+    pub ideal: Option<String>,
+    /// Also drawn on the other y scale, with a switch between the two (latency: log and linear).
+    pub switch_scale: Option<Scale>,
+    /// Words under the chart (what hollow points mean, what was left out).
+    pub note: Option<String>,
+    /// The drawing's size in SVG units (it scales to the page's width).
+    pub size: (f64, f64),
+}
+
+impl Chart {
+    pub fn new(name: &str, title: &str, x: Axis, y: Axis) -> Chart {
+        Chart {
+            name: name.to_string(),
+            title: title.to_string(),
+            x,
+            y,
+            series: Vec::new(),
+            bands: Vec::new(),
+            stacks: Vec::new(),
+            shades: Vec::new(),
+            boundaries: Vec::new(),
+            ideal: None,
+            switch_scale: None,
+            note: None,
+            size: (720.0, 260.0),
+        }
+    }
+
+    pub fn series(mut self, s: Series) -> Chart {
+        self.series.push(s);
+        self
+    }
+
+    pub fn band(mut self, b: Band) -> Chart {
+        self.bands.push(b);
+        self
+    }
+
+    pub fn stack(mut self, s: Stack) -> Chart {
+        self.stacks.push(s);
+        self
+    }
+
+    pub fn shades(mut self, shades: Vec<Shade>) -> Chart {
+        self.shades = shades;
+        self
+    }
+
+    pub fn boundaries(mut self, b: Vec<Boundary>) -> Chart {
+        self.boundaries = b;
+        self
+    }
+
+    pub fn ideal(mut self, name: &str) -> Chart {
+        self.ideal = Some(name.to_string());
+        self
+    }
+
+    pub fn switch_scale(mut self, other: Scale) -> Chart {
+        self.switch_scale = Some(other);
+        self
+    }
+
+    pub fn note(mut self, note: &str) -> Chart {
+        self.note = Some(note.to_string());
+        self
+    }
+
+    pub fn size(mut self, width: f64, height: f64) -> Chart {
+        self.size = (width, height);
+        self
+    }
+
+    /// The chart as a `<figure>`: caption, SVG, legend, note.
+    pub fn render(&self) -> String {
+        let mut out = format!(
+            "<figure class=\"chart\" data-chart=\"{}\">\n<figcaption>{}</figcaption>\n",
+            html(&self.name),
+            html(&self.title)
+        );
+        out.push_str(&plot::svg(self));
+        out.push_str(&self.legend());
+        if let Some(n) = &self.note {
+            out.push_str(&format!("<p class=\"note\">{}</p>\n", html(n)));
+        }
+        out.push_str("</figure>\n");
+        out
+    }
+
+    /// What the legend lists, in the order the plot numbers them (`data-s`): bands, stack layers,
+    /// series, and the ideal line last.
+    fn keys(&self) -> Vec<(String, Colour, &'static str)> {
+        let mut keys: Vec<(String, Colour, &'static str)> = Vec::new();
+        for b in &self.bands {
+            keys.push((b.name.clone(), b.colour, "band"));
+        }
+        for s in &self.stacks {
+            for l in &s.layers {
+                keys.push((
+                    l.name.clone(),
+                    l.colour,
+                    if l.hatched { "hatch" } else { "fill" },
+                ));
+            }
+        }
+        for s in &self.series {
+            let kind = match s.dash {
+                Dash::Solid => "line",
+                Dash::Dashed => "dash",
+                Dash::Dotted => "dot",
+            };
+            keys.push((s.name.clone(), s.colour, kind));
+        }
+        if let Some(i) = &self.ideal {
+            keys.push((i.clone(), Colour::GREY, "dot"));
+        }
+        keys
+    }
+
+    fn legend(&self) -> String {
+        let mut out = String::from("<div class=\"legend\">");
+        for (i, (name, colour, kind)) in self.keys().into_iter().enumerate() {
+            out.push_str(&format!(
+                "<button type=\"button\" class=\"key {kind}\" data-s=\"{i}\" style=\"--c:{}\">{}</button>",
+                colour.0,
+                html(&name)
+            ));
+        }
+        if let Some(other) = self.switch_scale {
+            let name = match other {
+                Scale::Log | Scale::Percentile => "log scale",
+                Scale::Linear => "linear scale",
+            };
+            out.push_str(&format!(
+                "<button type=\"button\" class=\"scale\" aria-pressed=\"false\">{name}</button>"
+            ));
+        }
+        if self.shades.iter().any(|s| s.verdict != Verdict::Valid) {
+            out.push_str(
+                "<span class=\"shade-key\"><i class=\"t-degraded\"></i>degraded <i class=\"t-invalid\"></i>invalid (hover for why)</span>",
+            );
+        }
+        out.push_str("</div>\n");
+        out
+    }
+}
+
+/// A chart with nothing to draw yet: its labelled place, saying `why`.
+pub fn empty(name: &str, title: &str, why: &str) -> String {
+    format!(
+        "<figure class=\"chart empty\" data-chart=\"{}\">\n<figcaption>{}</figcaption>\n<p>{}</p>\n</figure>\n",
+        html(name),
+        html(title),
+        html(why)
+    )
+}
+
+/// The charts' CSS, for the page that holds them.
+pub const STYLE: &str = "figure.chart svg{width:100%;height:auto;display:block;font:11px system-ui,sans-serif}\
+figure.chart figcaption{font-weight:600}.ax{stroke:#444;fill:none}.grid{stroke:#e4e4e4}\
+.tk{fill:#444}.lbl{fill:#222;font-size:12px}.s path{fill:none;stroke:currentColor;stroke-width:1.6}\
+.s circle{fill:currentColor;stroke:currentColor}.s circle.lb{fill:#fff;stroke-width:1.5}\
+.dash path{stroke-dasharray:6 4}.dot path{stroke-dasharray:2 3}.ideal{stroke:#888;stroke-dasharray:2 3;fill:none}\
+.band path{fill:currentColor;fill-opacity:.18;stroke:none}.bnd{stroke:#999;stroke-dasharray:3 3}\
+.bndl{fill:#777;font-size:10px}.t-degraded{fill:#fdf0c4}.t-invalid{fill:#f9d0d0}.off{display:none}\
+.ro{fill:#000;font-weight:600}.hl{stroke:#000!important;stroke-width:2}\
+.legend{display:flex;flex-wrap:wrap;gap:4px 12px;align-items:center;font-size:12px}\
+.key{border:0;background:none;padding:0 2px;cursor:pointer;font:inherit}\
+.key::before{content:'';display:inline-block;width:18px;height:0;border-top:2px solid var(--c);vertical-align:middle;margin-right:4px}\
+.key.dash::before{border-top-style:dashed}.key.dot::before{border-top-style:dotted}\
+.key.fill::before,.key.hatch::before,.key.band::before{height:10px;border:0;background:var(--c)}\
+.key.band::before{opacity:.3}.key.hatch::before{background:repeating-linear-gradient(45deg,var(--c) 0 2px,#fff 2px 4px)}\
+.key.hidden{opacity:.35;text-decoration:line-through}.scale{font:inherit;cursor:pointer}\
+.shade-key i.t-degraded{background:#fdf0c4}.shade-key i.t-invalid{background:#f9d0d0}.shade-key i{display:inline-block;width:12px;height:10px;margin:0 3px 0 6px;vertical-align:middle}\
+figure.chart .note{margin:.2em 0;color:#555;font-size:12px}";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rates() -> Chart {
+        Chart::new(
+            "rates",
+            "served <b>",
+            Axis::linear("offered", Unit::Si),
+            Axis::linear("served", Unit::Si),
+        )
+        .series(Series::new(
+            "ok_rate",
+            Colour::nth(0),
+            vec![Mark::at(100.0, 100.0), Mark::lower_bound(200.0, 150.0)],
+        ))
+        .ideal("ideal")
+    }
+
+    #[test]
+    fn the_same_chart_gives_the_same_bytes() {
+        assert_eq!(rates().render(), rates().render());
+    }
+
+    #[test]
+    fn a_chart_is_a_named_figure_with_one_svg_and_escaped_words() {
+        let out = rates().render();
+        assert!(out.starts_with("<figure class=\"chart\" data-chart=\"rates\">"));
+        assert_eq!(out.matches("<svg").count(), 1);
+        assert!(out.contains("served &lt;b&gt;") && !out.contains("<b>"));
+        assert_eq!(out.matches("class=\"lb\"").count(), 1, "one hollow point");
+        assert!(
+            out.contains("data-s=\"1\""),
+            "the ideal line is a legend key"
+        );
+    }
+
+    #[test]
+    fn shading_says_why_and_the_legend_explains_it() {
+        let c = rates().shades(vec![
+            Shade {
+                from: 50.0,
+                to: 150.0,
+                verdict: Verdict::Valid,
+                title: "fine".into(),
+            },
+            Shade {
+                from: 150.0,
+                to: 250.0,
+                verdict: Verdict::Invalid,
+                title: "cpu 99 % <hot>".into(),
+            },
+        ]);
+        let out = c.render();
+        assert!(out.contains("<title>cpu 99 % &lt;hot&gt;</title>"));
+        assert!(
+            !out.contains("<title>fine</title>"),
+            "a valid step is not shaded"
+        );
+        assert!(out.contains("shade-key"));
+    }
+
+    #[test]
+    fn a_switched_chart_draws_both_scales() {
+        let out = rates().switch_scale(Scale::Log).render();
+        assert_eq!(out.matches("class=\"plot lin\"").count(), 1);
+        assert_eq!(out.matches("class=\"plot log off\"").count(), 1);
+        assert!(out.contains("class=\"scale\""));
+    }
+
+    #[test]
+    fn lines_and_bands_run_along_x_whatever_the_order_given() {
+        let marks = |xs: &[f64]| xs.iter().map(|x| Mark::at(*x, *x)).collect::<Vec<_>>();
+        let chart = |xs: &[f64]| {
+            let band = xs.iter().map(|x| (*x, x - 1.0, x + 1.0)).collect();
+            Chart::new(
+                "c",
+                "c",
+                Axis::linear("x", Unit::Si),
+                Axis::linear("y", Unit::Si),
+            )
+            .series(Series::new("s", Colour::nth(0), marks(xs)))
+            .band(Band {
+                name: "b".into(),
+                colour: Colour::nth(0),
+                points: band,
+            })
+        };
+        let paths = |out: String| {
+            out.split("<path d=\"")
+                .skip(1)
+                .map(|p| p.split('"').next().unwrap().to_string())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            paths(chart(&[30.0, 10.0, 20.0]).render()),
+            paths(chart(&[10.0, 20.0, 30.0]).render())
+        );
+    }
+
+    #[test]
+    fn stacked_layers_sit_on_the_ones_below() {
+        let layers = || {
+            vec![
+                Layer::new("a", Colour::nth(0), vec![(1.0, 2.0), (2.0, 2.0)]),
+                Layer::new("b", Colour::nth(1), vec![(1.0, 3.0), (2.0, 0.0)]).hatched(),
+            ]
+        };
+        let axes = || (Axis::linear("x", Unit::Si), Axis::linear("y", Unit::Si));
+        let (x, y) = axes();
+        let bars = Chart::new("f", "f", x, y)
+            .stack(Stack::bars(layers()))
+            .render();
+        // b's bar at x = 1 stands on a's: from 2 up to 5 on a 0..5 axis; b's zero at x = 2 is no bar.
+        assert_eq!(bars.matches("<rect x=").count(), 3);
+        assert!(bars.contains("data-v=\"1 3\"") && !bars.contains("data-v=\"2 0\""));
+        assert!(bars.contains("fill=\"url(#h-f-1)\"") && bars.contains("<pattern id=\"h-f-1\""));
+        let (x, y) = axes();
+        let area = Chart::new("a", "a", x, y)
+            .stack(Stack::area(layers()))
+            .render();
+        assert_eq!(area.matches("Z\"/>").count(), 2, "one closed shape a layer");
+        assert!(!area.contains("<rect x="));
+    }
+
+    #[test]
+    fn an_empty_place_says_why() {
+        let out = empty("server", "Server CPU", "filled by <the> monitor");
+        assert!(out.starts_with("<figure class=\"chart empty\" data-chart=\"server\">"));
+        assert!(out.contains("filled by &lt;the&gt; monitor"));
+    }
+}

@@ -1,0 +1,402 @@
+//! The SVG of one chart: its shading, then per y scale the grid, axes and everything plotted, and
+//! the readout the page's script writes into.
+use std::collections::BTreeMap;
+use std::fmt::Write;
+
+use shared::verdict::Verdict;
+
+use super::axis::{Fitted, Scale, Unit, short};
+use super::svg::{Px, path};
+use super::{Chart, Dash, Marker, StackKind};
+use crate::escape::html;
+
+/// Room for the tick labels and axis names around the plot.
+const LEFT: f64 = 58.0;
+const RIGHT: f64 = 14.0;
+const TOP: f64 = 16.0;
+const BOTTOM: f64 = 36.0;
+const MARKER_R: f64 = 2.8;
+
+/// The plot box, in SVG units.
+struct Frame {
+    left: f64,
+    right: f64,
+    top: f64,
+    bottom: f64,
+}
+
+pub fn svg(c: &Chart) -> String {
+    let (w, h) = c.size;
+    let f = Frame {
+        left: LEFT,
+        right: w - RIGHT,
+        top: TOP,
+        bottom: h - BOTTOM,
+    };
+    let x = Fitted::new(&c.x, xs(c), f.left, f.right);
+    let mut out = format!(
+        "<svg viewBox=\"0 0 {} {}\" role=\"img\" aria-label=\"{}\" data-xu=\"{}\" data-yu=\"{}\">\n",
+        Px(w),
+        Px(h),
+        html(&c.title),
+        c.x.unit.code(),
+        c.y.unit.code()
+    );
+    out.push_str(&patterns(c));
+    out.push_str(&shading(c, &x, &f));
+    let mut scales = vec![(c.y.scale, "")];
+    if let Some(other) = c.switch_scale.filter(|s| *s != c.y.scale) {
+        scales.push((other, " off"));
+    }
+    for (scale, off) in scales {
+        let axis = c.y.with_scale(scale);
+        let axis = if c.y.range.is_some() || !c.y.from_zero {
+            super::Axis {
+                from_zero: c.y.from_zero && scale == Scale::Linear,
+                ..axis
+            }
+        } else {
+            axis
+        };
+        let y = Fitted::new(&axis, ys(c), f.bottom, f.top);
+        let name = if scale == Scale::Linear { "lin" } else { "log" };
+        let _ = writeln!(out, "<g class=\"plot {name}{off}\">");
+        out.push_str(&grid(c, &x, &y, &f));
+        out.push_str(&plotted(c, &x, &y, &f));
+        out.push_str("</g>\n");
+    }
+    let _ = writeln!(
+        out,
+        "<text class=\"ro\" x=\"{}\" y=\"11\" text-anchor=\"end\"></text>\n</svg>",
+        Px(f.right)
+    );
+    out
+}
+
+/// Every x the chart draws at.
+fn xs(c: &Chart) -> impl Iterator<Item = f64> + '_ {
+    let series = c.series.iter().flat_map(|s| s.marks.iter().map(|m| m.x));
+    let bands = c.bands.iter().flat_map(|b| b.points.iter().map(|p| p.0));
+    let layers = c
+        .stacks
+        .iter()
+        .flat_map(|s| s.layers.iter().flat_map(|l| l.values.iter().map(|v| v.0)));
+    let boundaries = c.boundaries.iter().map(|b| b.x);
+    series.chain(bands).chain(layers).chain(boundaries)
+}
+
+/// Every y the chart draws at: a stack's tops, and with the ideal line, the x values too (y = x
+/// must be on the chart to be read against).
+fn ys(c: &Chart) -> impl Iterator<Item = f64> + '_ {
+    let series = c.series.iter().flat_map(|s| s.marks.iter().map(|m| m.y));
+    let bands = c
+        .bands
+        .iter()
+        .flat_map(|b| b.points.iter().flat_map(|p| [p.1, p.2]));
+    let tops = c
+        .stacks
+        .iter()
+        .flat_map(|s| stacked(s).into_values().flatten());
+    let ideal = c
+        .ideal
+        .iter()
+        .flat_map(|_| c.series.iter().flat_map(|s| s.marks.iter().map(|m| m.x)));
+    series.chain(bands).chain(tops).chain(ideal)
+}
+
+/// A stack's running totals at each x (by its bits, so equal floats meet), one per layer.
+fn stacked(s: &super::Stack) -> BTreeMap<u64, Vec<f64>> {
+    let mut tops: BTreeMap<u64, Vec<f64>> = BTreeMap::new();
+    for l in &s.layers {
+        for (x, v) in &l.values {
+            let col = tops.entry(x.to_bits()).or_default();
+            let below = col.last().copied().unwrap_or(0.0);
+            col.push(below + v.max(0.0));
+        }
+    }
+    tops
+}
+
+/// The hatch of each hatched layer, in its colour; ids carry the chart's name, unique on a page.
+fn patterns(c: &Chart) -> String {
+    let mut out = String::new();
+    let mut i = c.bands.len();
+    for s in &c.stacks {
+        for l in &s.layers {
+            if l.hatched {
+                let _ = write!(
+                    out,
+                    "<pattern id=\"h-{}-{i}\" width=\"6\" height=\"6\" patternUnits=\"userSpaceOnUse\" patternTransform=\"rotate(45)\"><rect width=\"6\" height=\"6\" fill=\"#fff\"/><rect width=\"3\" height=\"6\" fill=\"{}\"/></pattern>",
+                    html(&c.name),
+                    l.colour.0
+                );
+            }
+            i += 1;
+        }
+    }
+    if out.is_empty() {
+        out
+    } else {
+        format!("<defs>{out}</defs>\n")
+    }
+}
+
+/// The steps the generator did not fully trust, shaded behind everything; a valid step is the
+/// background itself.
+fn shading(c: &Chart, x: &Fitted, f: &Frame) -> String {
+    let mut out = String::new();
+    for s in c.shades.iter().filter(|s| s.verdict != Verdict::Valid) {
+        let a = x.px(s.from).max(f.left);
+        let b = x.px(s.to).min(f.right);
+        if b <= a {
+            continue;
+        }
+        let _ = write!(
+            out,
+            "<rect class=\"t-{}\" x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\"><title>{}</title></rect>",
+            s.verdict.name(),
+            Px(a),
+            Px(f.top),
+            Px(b - a),
+            Px(f.bottom - f.top),
+            html(&s.title)
+        );
+    }
+    if out.is_empty() {
+        out
+    } else {
+        format!("<g class=\"shade\">{out}</g>\n")
+    }
+}
+
+/// Grid lines, ticks and their labels, the axes' names.
+fn grid(c: &Chart, x: &Fitted, y: &Fitted, f: &Frame) -> String {
+    let mut out = String::new();
+    for (v, label) in y.ticks() {
+        let py = y.px(v);
+        let _ = write!(
+            out,
+            "<path class=\"grid\" d=\"M{} {}H{}\"/><text class=\"tk\" x=\"{}\" y=\"{}\" text-anchor=\"end\">{}</text>",
+            Px(f.left),
+            Px(py),
+            Px(f.right),
+            Px(f.left - 5.0),
+            Px(py + 3.5),
+            html(&label)
+        );
+    }
+    for (v, label) in x.ticks() {
+        let px = x.px(v);
+        // A label at the right end would stand half outside the drawing.
+        let anchor = if px > f.right - 3.0 * label.chars().count() as f64 {
+            "end"
+        } else {
+            "middle"
+        };
+        let _ = write!(
+            out,
+            "<path class=\"ax\" d=\"M{} {}v4\"/><text class=\"tk\" x=\"{}\" y=\"{}\" text-anchor=\"{anchor}\">{}</text>",
+            Px(px),
+            Px(f.bottom),
+            Px(px),
+            Px(f.bottom + 15.0),
+            html(&label)
+        );
+    }
+    let _ = write!(
+        out,
+        "\n<path class=\"ax\" d=\"M{} {}V{}H{}\"/>\n<text class=\"lbl\" x=\"{}\" y=\"{}\" text-anchor=\"middle\">{}</text>\
+         <text class=\"lbl\" transform=\"translate(13 {}) rotate(-90)\" text-anchor=\"middle\">{}</text>\n",
+        Px(f.left),
+        Px(f.top),
+        Px(f.bottom),
+        Px(f.right),
+        Px((f.left + f.right) / 2.0),
+        Px(f.bottom + 31.0),
+        html(&c.x.label),
+        Px((f.top + f.bottom) / 2.0),
+        html(&c.y.label)
+    );
+    out
+}
+
+/// A data value as the page's readout takes it: short, a quantile with all its nines.
+fn datum(v: f64, unit: Unit) -> String {
+    if unit == Unit::Quantile {
+        super::axis::trimmed(&format!("{v:.7}"))
+    } else {
+        short(v)
+    }
+}
+
+/// Bands, stacks, boundaries, the ideal line and the series, numbered as the legend numbers them.
+fn plotted(c: &Chart, x: &Fitted, y: &Fitted, f: &Frame) -> String {
+    let mut out = String::new();
+    let mut key = 0;
+    for b in &c.bands {
+        let mut points = b.points.clone();
+        points.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let upper = points.iter().map(|p| (x.px(p.0), y.px(p.2)));
+        let lower = points.iter().rev().map(|p| (x.px(p.0), y.px(p.1)));
+        let _ = writeln!(
+            out,
+            "<g class=\"band\" data-s=\"{key}\" style=\"color:{}\"><path d=\"{}Z\"/></g>",
+            b.colour.0,
+            path(upper.chain(lower))
+        );
+        key += 1;
+    }
+    for s in &c.stacks {
+        out.push_str(&stack(c, s, &mut key, x, y, f));
+    }
+    for b in &c.boundaries {
+        let px = x.px(b.x);
+        let _ = write!(
+            out,
+            "<path class=\"bnd\" d=\"M{} {}V{}\"/>",
+            Px(px),
+            Px(f.top),
+            Px(f.bottom)
+        );
+    }
+    out.push_str(&boundary_labels(c, x, f));
+    for s in &c.series {
+        let dash = match s.dash {
+            Dash::Solid => "",
+            Dash::Dashed => " dash",
+            Dash::Dotted => " dot",
+        };
+        let _ = write!(
+            out,
+            "<g class=\"s{dash}\" data-s=\"{key}\" data-n=\"{}\" style=\"color:{}\">",
+            html(&s.name),
+            s.colour.0
+        );
+        if s.joined {
+            // Joined along x, whatever order the steps ran in (a ramp down, steps given unsorted).
+            let mut along: Vec<&super::Mark> = s.marks.iter().collect();
+            along.sort_by(|a, b| a.x.total_cmp(&b.x));
+            let d = path(along.iter().map(|m| (x.px(m.x), y.px(m.y))));
+            let _ = write!(out, "<path d=\"{d}\"/>");
+        }
+        for m in s.marks.iter().filter(|m| m.marker != Marker::None) {
+            let class = if m.marker == Marker::Hollow {
+                " class=\"lb\""
+            } else {
+                ""
+            };
+            let _ = write!(
+                out,
+                "<circle{class} cx=\"{}\" cy=\"{}\" r=\"{MARKER_R}\" data-v=\"{} {}\"/>",
+                Px(x.px(m.x)),
+                Px(y.px(m.y)),
+                datum(m.x, c.x.unit),
+                datum(m.y, c.y.unit)
+            );
+        }
+        out.push_str("</g>\n");
+        key += 1;
+    }
+    if c.ideal.is_some() {
+        let (x0, x1) = x.ends();
+        let (y0, y1) = y.ends();
+        let (a, b) = (x0.max(y0), x1.min(y1));
+        if b > a {
+            let _ = writeln!(
+                out,
+                "<g data-s=\"{key}\"><path class=\"ideal\" d=\"{}\"/></g>",
+                path([(x.px(a), y.px(a)), (x.px(b), y.px(b))])
+            );
+        }
+    }
+    out
+}
+
+/// A stack's layers as bars (side by side with the other stacks' at each x) or areas.
+fn stack(
+    c: &Chart,
+    s: &super::Stack,
+    key: &mut usize,
+    x: &Fitted,
+    y: &Fitted,
+    f: &Frame,
+) -> String {
+    let tops = stacked(s);
+    let columns: Vec<f64> = tops.keys().map(|b| x.px(f64::from_bits(*b))).collect();
+    let mut sorted = columns.clone();
+    sorted.sort_by(f64::total_cmp);
+    let spacing = sorted
+        .windows(2)
+        .map(|w| w[1] - w[0])
+        .filter(|d| *d > 0.5)
+        .fold((f.right - f.left) / 8.0, f64::min);
+    let width = spacing * 0.8 / s.slots as f64;
+    let mut out = String::new();
+    let mut level: BTreeMap<u64, usize> = BTreeMap::new();
+    for l in &s.layers {
+        let fill = if l.hatched {
+            format!("url(#h-{}-{})", html(&c.name), *key)
+        } else {
+            l.colour.0.to_string()
+        };
+        let _ = write!(
+            out,
+            "<g data-s=\"{}\" data-n=\"{}\" fill=\"{fill}\">",
+            *key,
+            html(&l.name)
+        );
+        let mut edge = Vec::new();
+        for (vx, v) in &l.values {
+            let at = level.entry(vx.to_bits()).or_default();
+            let col = &tops[&vx.to_bits()];
+            let top = col[*at];
+            let bottom = if *at == 0 { 0.0 } else { col[*at - 1] };
+            *at += 1;
+            edge.push((*vx, bottom, top));
+            if s.kind == StackKind::Bars && top > bottom {
+                let left = x.px(*vx) - spacing * 0.4 + width * s.slot as f64;
+                let (py0, py1) = (y.px(bottom), y.px(top));
+                let _ = write!(
+                    out,
+                    "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" data-v=\"{} {}\"/>",
+                    Px(left),
+                    Px(py1),
+                    Px(width),
+                    Px((py0 - py1).max(0.5)),
+                    datum(*vx, c.x.unit),
+                    datum(*v, c.y.unit)
+                );
+            }
+        }
+        if s.kind == StackKind::Area && !edge.is_empty() {
+            let upper = edge.iter().map(|e| (x.px(e.0), y.px(e.2)));
+            let lower = edge.iter().rev().map(|e| (x.px(e.0), y.px(e.1)));
+            let _ = write!(out, "<path d=\"{}Z\"/>", path(upper.chain(lower)));
+        }
+        out.push_str("</g>\n");
+        *key += 1;
+    }
+    out
+}
+
+/// The boundaries' labels at the top, leaving out one that would overlap the one before.
+fn boundary_labels(c: &Chart, x: &Fitted, f: &Frame) -> String {
+    let mut out = String::new();
+    let mut last = f64::NEG_INFINITY;
+    for b in &c.boundaries {
+        let px = x.px(b.x);
+        let room = 7.0 * b.label.chars().count() as f64 + 4.0;
+        if b.label.is_empty() || px - last < room {
+            continue;
+        }
+        let _ = write!(
+            out,
+            "<text class=\"bndl\" x=\"{}\" y=\"{}\">{}</text>",
+            Px(px + 2.0),
+            Px(f.top - 3.0),
+            html(&b.label)
+        );
+        last = px;
+    }
+    out
+}

@@ -1,0 +1,543 @@
+//! The charts of one run, from its run.json and distributions: what each of the page contract's
+//! charts draws.
+use shared::distribution::Distribution;
+use shared::metrics::{ErrorClass, STATUS_CLASSES};
+use shared::plan::LoadModel;
+use shared::report::{LowerBounds, StepResult, step_value};
+use shared::run_file::RunFile;
+use shared::verdict::Verdict;
+
+use crate::chart::{
+    self, Axis, Band, Boundary, Chart, Colour, Dash, Layer, Mark, Marker, Scale, Series, Shade,
+    Stack, Unit,
+};
+
+/// At most this many steps' distributions share the percentile chart: more lines than colours
+/// cannot be told apart.
+pub const MAX_DISTRIBUTIONS: usize = 12;
+
+/// Up to this many seconds, the timeline marks each one (to hover); past it, only the line.
+const MAX_TIMELINE_DOTS: usize = 300;
+
+/// The x axis of a chart against the step value (the offered rate, or connections), the same for
+/// every such chart of a run so their steps line up: from zero to half a step past the last, so the
+/// last step's bars and shading are inside.
+pub fn step_axis(run: &RunFile) -> Axis {
+    let label = match run.model() {
+        LoadModel::Connections => "offered (new connections/s)",
+        LoadModel::Requests => "offered (requests/s)",
+        LoadModel::Concurrency => "connections (closed loop)",
+    };
+    let axis = Axis::linear(label, Unit::Si);
+    let mut values: Vec<f64> = run.steps.iter().map(|s| s.step_value).collect();
+    values.sort_by(f64::total_cmp);
+    values.dedup();
+    let (Some(first), Some(last)) = (values.first(), values.last()) else {
+        return axis;
+    };
+    let gap = values
+        .windows(2)
+        .map(|w| w[1] - w[0])
+        .fold(f64::INFINITY, f64::min);
+    let half = if gap.is_finite() {
+        gap / 2.0
+    } else {
+        (last.abs() * 0.1).max(0.5)
+    };
+    axis.with_range((first - half).min(0.0), last + half)
+}
+
+/// Each step's stretch of a step-value axis (halfway to its neighbours) shaded by its verdict, its
+/// reasons as hover text.
+pub fn trust_shades(run: &RunFile) -> Vec<Shade> {
+    let mut values: Vec<f64> = run.steps.iter().map(|s| s.step_value).collect();
+    values.sort_by(f64::total_cmp);
+    values.dedup();
+    run.steps
+        .iter()
+        .map(|s| {
+            let i = values.iter().position(|v| *v == s.step_value).unwrap_or(0);
+            let gap = |a: Option<&f64>, b: Option<&f64>| match (a, b) {
+                (Some(a), Some(b)) => (b - a).abs() / 2.0,
+                _ => f64::NAN,
+            };
+            let before = gap(i.checked_sub(1).and_then(|j| values.get(j)), values.get(i));
+            let after = gap(values.get(i), values.get(i + 1));
+            let lone = (s.step_value.abs() * 0.1).max(0.5);
+            let before = if before.is_nan() { after } else { before };
+            let after = if after.is_nan() { before } else { after };
+            let (before, after) = (
+                if before.is_nan() { lone } else { before },
+                if after.is_nan() { lone } else { after },
+            );
+            Shade {
+                from: s.step_value - before,
+                to: s.step_value + after,
+                verdict: s.trust,
+                title: shade_title(run, s),
+            }
+        })
+        .collect()
+}
+
+/// `step 3 · 300 req/s: degraded: reason; reason`.
+fn shade_title(run: &RunFile, s: &StepResult) -> String {
+    let mut t = format!(
+        "step {} · {}: {}",
+        s.number,
+        step_value(run.model().name(), s.step_value),
+        s.trust.name()
+    );
+    if !s.reasons.is_empty() {
+        t.push_str(": ");
+        t.push_str(&s.reasons.join("; "));
+    }
+    t
+}
+
+fn points(run: &RunFile, y: impl Fn(&StepResult) -> f64) -> Vec<Mark> {
+    run.steps
+        .iter()
+        .map(|s| Mark::at(s.step_value, y(s)))
+        .collect()
+}
+
+/// Served and reply rate against offered, the 1 s min–max band, and what was demanded: y = x when
+/// the step value is the demanded rate, else the demanded rate's own line.
+pub fn rates(run: &RunFile) -> Chart {
+    let mut c = Chart::new(
+        "rates",
+        "Served and reply rate",
+        step_axis(run),
+        Axis::linear("replies/s", Unit::Si),
+    )
+    .band(Band {
+        name: "reply rate, 1 s min–max".into(),
+        colour: Colour::nth(0),
+        points: run
+            .steps
+            .iter()
+            .map(|s| (s.step_value, s.reply_rate.min, s.reply_rate.max))
+            .collect(),
+    })
+    .series(Series::new(
+        "reply rate (avg of 1 s)",
+        Colour::nth(0),
+        points(run, |s| s.reply_rate.avg),
+    ))
+    .series(Series::new(
+        "served (ok_rate)",
+        Colour::nth(2),
+        points(run, |s| s.ok_rate),
+    ));
+    let demanded: Vec<(f64, f64)> = run
+        .steps
+        .iter()
+        .filter_map(|s| s.demanded_rate.map(|d| (s.step_value, d)))
+        .collect();
+    if !demanded.is_empty() && demanded.iter().all(|(x, d)| x == d) {
+        c = c.ideal("ideal: served = offered");
+    } else if !demanded.is_empty() {
+        let marks = demanded.iter().map(|(x, d)| Mark::plain(*x, *d)).collect();
+        c = c.series(Series::new("demanded requests/s", Colour::GREY, marks).dash(Dash::Dotted));
+    }
+    c.shades(trust_shades(run))
+}
+
+/// The latency percentiles against offered; a lower bound is hollow.
+pub fn latency(run: &RunFile) -> Chart {
+    const SHOWN: [(&str, &str); 5] = [
+        ("p50", "p50"),
+        ("p90", "p90"),
+        ("p99", "p99"),
+        ("p999", "p99.9"),
+        ("max", "max"),
+    ];
+    let mut c = Chart::new(
+        "latency",
+        "Latency",
+        step_axis(run),
+        Axis::linear("latency", Unit::Ms),
+    )
+    .switch_scale(Scale::Log);
+    let mut any_bound = false;
+    for (k, (key, name)) in SHOWN.iter().enumerate() {
+        let i = LowerBounds::NAMES
+            .iter()
+            .position(|n| n == key)
+            .expect("a name of LowerBounds::NAMES");
+        let marks = run
+            .steps
+            .iter()
+            .map(|s| {
+                let v = s.latency_ms.values()[i];
+                if s.latency_ms.lower_bounds.contains(key) {
+                    any_bound = true;
+                    Mark::lower_bound(s.step_value, v)
+                } else {
+                    Mark::at(s.step_value, v)
+                }
+            })
+            .collect();
+        c = c.series(Series::new(name, Colour::nth(k), marks));
+    }
+    if any_bound {
+        c = c.note(
+            "Hollow points are lower bounds: requests given up (timed out, or dropped at the step's end) \
+             enter at their age then, so the true latency is higher still.",
+        );
+    }
+    c.shades(trust_shades(run))
+}
+
+/// Failures per second against offered, by class: the target's (transport errors, unexpected
+/// statuses) in one bar, the generator's own (no fd, no port) hatched in the bar beside it.
+pub fn failures(run: &RunFile) -> Chart {
+    let per_s = |s: &StepResult, n: u64| n as f64 / s.duration_s.max(1e-9);
+    let layer = |name: &str, colour: Colour, n: &dyn Fn(&StepResult) -> u64| {
+        let values = run
+            .steps
+            .iter()
+            .map(|s| (s.step_value, per_s(s, n(s))))
+            .collect();
+        Layer::new(name, colour, values)
+    };
+    let mut target = Vec::new();
+    let mut generator = Vec::new();
+    for (i, class) in ErrorClass::ALL.iter().enumerate() {
+        let name = class.name();
+        if class.is_generator_resource() {
+            let l = layer(&format!("{name} (generator)"), Colour::nth(i), &|s| {
+                s.errors.get(name)
+            });
+            generator.push(l.hatched());
+        } else {
+            target.push(layer(name, Colour::nth(i), &|s| s.errors.get(name)));
+        }
+    }
+    target.push(layer("unexpected status", Colour::nth(8), &|s| {
+        s.replies.saturating_sub(s.ok)
+    }));
+    Chart::new(
+        "failures",
+        "Failures by class",
+        step_axis(run),
+        Axis::linear("failures/s", Unit::Si),
+    )
+    .stack(Stack::bars(target).beside(0, 2))
+    .stack(Stack::bars(generator).beside(1, 2))
+    .note("Left bar: the target's failures. Right bar, hatched: the generator's own (out of file descriptors or local ports); those say nothing about the server.")
+    .shades(trust_shades(run))
+}
+
+/// Replies per second against offered, by status class.
+pub fn status(run: &RunFile) -> Chart {
+    const COLOURS: [Colour; 5] = [
+        Colour("#aaa"),
+        Colour("#2ca02c"),
+        Colour("#1f77b4"),
+        Colour("#ff7f0e"),
+        Colour("#d62728"),
+    ];
+    let layers = STATUS_CLASSES
+        .iter()
+        .zip(COLOURS)
+        .map(|(class, colour)| {
+            let values = run
+                .steps
+                .iter()
+                .map(|s| {
+                    (
+                        s.step_value,
+                        s.status.get(class) as f64 / s.duration_s.max(1e-9),
+                    )
+                })
+                .collect();
+            Layer::new(class, colour, values)
+        })
+        .collect();
+    Chart::new(
+        "status",
+        "Replies by status class",
+        step_axis(run),
+        Axis::linear("replies/s", Unit::Si),
+    )
+    .stack(Stack::bars(layers))
+    .shades(trust_shades(run))
+}
+
+/// The generator's judgement of itself, three small charts: its CPU, its lag, the agents' start skew.
+pub fn trust_strip(run: &RunFile) -> Vec<Chart> {
+    let small = |name: &str, title: &str, y: Axis, v: &dyn Fn(&StepResult) -> f64| {
+        Chart::new(name, title, step_axis(run), y)
+            .series(Series::new(title, Colour::nth(4), points(run, v)))
+            .shades(trust_shades(run))
+            .size(360.0, 200.0)
+    };
+    vec![
+        small(
+            "trust-cpu",
+            "Generator CPU (busiest agent)",
+            Axis::linear("CPU", Unit::Percent).with_range(0.0, 100.0),
+            &|s| s.generator.cpu_pct,
+        ),
+        small(
+            "trust-lag",
+            "Scheduling lag p99",
+            Axis::linear("lag", Unit::Ms),
+            &|s| s.generator.lag_p99_ms,
+        ),
+        small(
+            "trust-skew",
+            "Agents' start skew",
+            Axis::linear("skew", Unit::Ms),
+            &|s| s.start_skew_ms.unwrap_or(0.0),
+        ),
+    ]
+}
+
+/// The server's CPU and memory: a labelled place until the server monitor fills it.
+pub fn server() -> String {
+    chart::empty(
+        "server",
+        "Server CPU and memory",
+        "Filled by the server monitor: this run had none.",
+    )
+}
+
+/// Each step's percentile distribution (HdrHistogram's plot: x = 1/(1-q)), its maximum a marker at
+/// the far end; at most [`MAX_DISTRIBUTIONS`] steps, spread over the run and always the last.
+pub fn distribution(run: &RunFile, distributions: &[Distribution]) -> String {
+    let title = "Latency by percentile, per step";
+    if distributions.is_empty() {
+        return chart::empty(
+            "distribution",
+            title,
+            "No step has a merged distribution (hlog/step-NNN.hgrm) to draw.",
+        );
+    }
+    let shown = chosen(run, distributions);
+    let mut c = Chart::new(
+        "distribution",
+        title,
+        Axis::percentile("percentile"),
+        Axis::linear("latency", Unit::Ms),
+    )
+    .switch_scale(Scale::Log);
+    for (k, &i) in shown.iter().enumerate() {
+        let d = &distributions[i];
+        let mut marks: Vec<Mark> = d
+            .points
+            .iter()
+            .filter(|p| p.quantile < 1.0)
+            .map(|p| Mark::plain(p.quantile, p.value_ms))
+            .collect();
+        marks.push(Mark::at(1.0, d.max_ms));
+        let value = run
+            .steps
+            .iter()
+            .find(|s| s.number == d.step)
+            .map(|s| step_value(run.model().name(), s.step_value));
+        let name = match value {
+            Some(v) => format!("step {} ({v})", d.step),
+            None => format!("step {}", d.step),
+        };
+        c = c.series(Series::new(&name, Colour::nth(k), marks));
+    }
+    let mut note = String::from("The dot at the right end of each line is the step's maximum.");
+    if shown.len() < distributions.len() {
+        note.push_str(&format!(
+            " {} of the {} steps are drawn, spread over the run.",
+            shown.len(),
+            distributions.len()
+        ));
+    }
+    c.note(&note).render()
+}
+
+/// Which distributions to draw: the knee's two steps (the last kept up with, the first beyond),
+/// the first and the last, and the rest spread over the run, at most [`MAX_DISTRIBUTIONS`], in step
+/// order.
+fn chosen(run: &RunFile, distributions: &[Distribution]) -> Vec<usize> {
+    let knee: Vec<u32> = run
+        .summary
+        .iter()
+        .flat_map(|s| [s.kept_up_step, s.beyond.as_ref().map(|b| b.step)])
+        .flatten()
+        .collect();
+    let n = distributions.len();
+    let mut out: Vec<usize> = distributions
+        .iter()
+        .enumerate()
+        .filter(|(i, d)| knee.contains(&d.step) || *i == 0 || *i + 1 == n)
+        .map(|(i, _)| i)
+        .collect();
+    for i in spread(distributions.len(), MAX_DISTRIBUTIONS) {
+        if out.len() >= MAX_DISTRIBUTIONS {
+            break;
+        }
+        if !out.contains(&i) {
+            out.push(i);
+        }
+    }
+    out.sort_unstable();
+    out
+}
+
+/// `max` indices out of `0..n`, evenly spread, the first and the last among them.
+fn spread(n: usize, max: usize) -> Vec<usize> {
+    if n <= max {
+        return (0..n).collect();
+    }
+    let mut out: Vec<usize> = (0..max)
+        .map(|k| (k * (n - 1) + (max - 1) / 2) / (max - 1))
+        .collect();
+    out.dedup();
+    out
+}
+
+/// The 1 s served rate over the whole run, the steps' series laid end to end, what was demanded
+/// as a staircase, step boundaries, each step shaded by its verdict.
+pub fn timeline(run: &RunFile) -> Chart {
+    let mut served = Vec::new();
+    let mut demanded = Vec::new();
+    let mut boundaries = Vec::new();
+    let mut shades = Vec::new();
+    let mut t = 0.0;
+    for s in &run.steps {
+        boundaries.push(Boundary {
+            x: t,
+            label: chart::short(s.step_value),
+        });
+        for (i, v) in s.reply_rate_series.iter().enumerate() {
+            served.push(Mark::plain(t + i as f64 + 1.0, *v));
+        }
+        if let Some(d) = s.demanded_rate {
+            demanded.push(Mark::plain(t, d));
+            demanded.push(Mark::plain(t + s.duration_s, d));
+        }
+        shades.push(Shade {
+            from: t,
+            to: t + s.duration_s,
+            verdict: s.trust,
+            title: shade_title(run, s),
+        });
+        t += s.duration_s;
+    }
+    // A long run's seconds are a line; a short one's are points to hover.
+    if served.len() <= MAX_TIMELINE_DOTS {
+        for m in &mut served {
+            m.marker = Marker::Dot;
+        }
+    }
+    let mut c = Chart::new(
+        "timeline",
+        "Served rate over the run (1 s samples)",
+        Axis::linear("time into the run", Unit::Seconds),
+        Axis::linear("replies/s", Unit::Si),
+    )
+    .series(Series::new(
+        "replies/s, each second",
+        Colour::nth(0),
+        served,
+    ))
+    .boundaries(boundaries)
+    .shades(shades)
+    .size(720.0, 220.0);
+    if !demanded.is_empty() {
+        c = c.series(Series::new("demanded", Colour::GREY, demanded).dash(Dash::Dotted));
+    }
+    if run.steps.iter().any(|s| s.trust != Verdict::Valid) {
+        c = c.note("Shaded: steps the generator did not fully trust (hover for why).");
+    }
+    c
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::*;
+
+    fn golden() -> RunFile {
+        let text = include_str!("../../../shared/tests/golden/run.json");
+        RunFile::parse(text, Path::new("run.json")).unwrap()
+    }
+
+    #[test]
+    fn a_demanded_rate_that_is_not_the_step_value_is_its_own_line() {
+        let mut run = golden();
+        run.plan["model"] = serde_json::json!("connections");
+        for s in &mut run.steps {
+            s.demanded_rate = Some(10.0 * s.step_value);
+        }
+        let c = rates(&run);
+        assert!(c.ideal.is_none());
+        let demanded = c
+            .series
+            .iter()
+            .find(|s| s.name == "demanded requests/s")
+            .unwrap();
+        assert_eq!(demanded.marks[0].y, 10.0 * run.steps[0].step_value);
+        assert!(
+            rates(&golden()).ideal.is_some(),
+            "req/s steps are their own demand: y = x"
+        );
+    }
+
+    #[test]
+    fn every_step_value_chart_shares_one_x_axis_past_the_last_step() {
+        let run = golden();
+        let axes = [
+            rates(&run).x,
+            latency(&run).x,
+            failures(&run).x,
+            status(&run).x,
+        ];
+        assert!(axes.iter().all(|a| *a == axes[0]));
+        assert_eq!(axes[0].range, Some((0.0, 650.0)));
+    }
+
+    #[test]
+    fn the_knee_s_distributions_are_among_those_drawn() {
+        let mut run = golden();
+        let template = run.steps[0].clone();
+        run.steps = (1..=40)
+            .map(|n| StepResult {
+                number: n,
+                step_value: 100.0 * n as f64,
+                ..template.clone()
+            })
+            .collect();
+        let summary = run.summary.as_mut().unwrap();
+        summary.kept_up_step = Some(17);
+        summary.beyond.as_mut().unwrap().step = 18;
+        let ds: Vec<Distribution> = run
+            .steps
+            .iter()
+            .map(|s| Distribution {
+                step: s.number,
+                total: 1,
+                mean_ms: 1.0,
+                max_ms: 1.0,
+                points: Vec::new(),
+            })
+            .collect();
+        let shown: Vec<u32> = chosen(&run, &ds).iter().map(|i| ds[*i].step).collect();
+        assert_eq!(shown.len(), MAX_DISTRIBUTIONS);
+        assert!(
+            shown.contains(&17) && shown.contains(&18) && shown.contains(&40),
+            "{shown:?}"
+        );
+        assert!(shown.windows(2).all(|w| w[0] < w[1]));
+    }
+
+    #[test]
+    fn a_spread_keeps_the_first_and_the_last() {
+        assert_eq!(spread(5, 12), [0, 1, 2, 3, 4]);
+        let s = spread(100, 12);
+        assert_eq!(s.len(), 12);
+        assert_eq!((s[0], s[11]), (0, 99));
+        assert!(s.windows(2).all(|w| w[0] < w[1]));
+    }
+}

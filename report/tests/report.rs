@@ -1,0 +1,158 @@
+//! The one-run page: same input, same bytes (a golden file), every chart of the contract there,
+//! and a run's hostile strings shown as text.
+mod fixture;
+
+use std::path::Path;
+
+use report::{RUN_CHARTS, render_run};
+
+const PAYLOAD: &str = "</script><img src=x onerror=alert(1)>";
+
+/// `STAMPEDE_BLESS=1` rewrites the golden file instead of comparing with it.
+#[test]
+fn the_fixture_run_renders_the_golden_page_byte_for_byte() {
+    let page = render_run(&fixture::report());
+    let golden = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/report.html");
+    if std::env::var_os("STAMPEDE_BLESS").is_some() {
+        std::fs::write(&golden, &page).unwrap();
+        return;
+    }
+    let want = std::fs::read_to_string(&golden)
+        .expect("tests/golden/report.html (STAMPEDE_BLESS=1 writes it)");
+    assert!(
+        page == want,
+        "report.html differs from {}; STAMPEDE_BLESS=1 rewrites it after a look",
+        golden.display()
+    );
+    assert_eq!(
+        render_run(&fixture::report()),
+        page,
+        "rendered twice, the same bytes"
+    );
+}
+
+#[test]
+fn every_chart_of_the_contract_is_drawn_for_the_fixture() {
+    let page = render_run(&fixture::report());
+    let mut at = 0;
+    for name in RUN_CHARTS {
+        let key = format!("data-chart=\"{name}\"");
+        assert_eq!(page.matches(&key).count(), 1, "{name}");
+        let here = page.find(&key).unwrap();
+        assert!(here > at, "{name} in contract order");
+        at = here;
+        let figure = &page[here..here + page[here..].find("</figure>").unwrap()];
+        if name == "server" {
+            assert!(
+                page[..here].ends_with("<figure class=\"chart empty\" "),
+                "{name} is an empty place"
+            );
+        } else {
+            assert!(figure.contains("<svg"), "{name} is drawn");
+        }
+    }
+    let latency = &page[page.find("data-chart=\"latency\"").unwrap()..];
+    let latency = &latency[..latency.find("</figure>").unwrap()];
+    assert!(
+        latency.contains("<circle class=\"lb\""),
+        "the censored step's lower bounds are hollow"
+    );
+    assert!(latency.contains("lower bounds"), "and said to be");
+    assert!(
+        page.contains("class=\"t-invalid\""),
+        "the invalid step is shaded"
+    );
+    assert!(
+        page.contains("ran out of file descriptors</title>"),
+        "with its reasons on hover"
+    );
+}
+
+#[test]
+fn no_distribution_leaves_a_labelled_place() {
+    let mut r = fixture::report();
+    r.distributions.clear();
+    let page = render_run(&r);
+    assert!(page.contains("<figure class=\"chart empty\" data-chart=\"distribution\">"));
+}
+
+/// The embedded data, parsed back.
+fn data(page: &str) -> serde_json::Value {
+    let open = "<script type=\"application/json\" id=\"stampede-data\">";
+    let start = page.find(open).unwrap() + open.len();
+    let len = page[start..].find("</script>").unwrap();
+    serde_json::from_str(&page[start..start + len]).unwrap()
+}
+
+#[test]
+fn a_run_s_markup_is_shown_as_text() {
+    let mut r = fixture::report();
+    let header = format!("X-Evil: {PAYLOAD}");
+    r.run.label = Some(PAYLOAD.into());
+    r.run.plan["requests"][0]["headers"] = serde_json::json!([header]);
+    r.run.agents[0].name = PAYLOAD.into();
+    r.run.warnings = vec![PAYLOAD.into()];
+    for s in &mut r.run.steps {
+        s.notes = vec![PAYLOAD.into()];
+        s.reasons = vec![PAYLOAD.into()];
+        for a in &mut s.agents {
+            a.agent = PAYLOAD.into();
+        }
+    }
+    r.run.steps[0].trust = shared::verdict::Verdict::Degraded;
+    let page = render_run(&r);
+    assert!(!page.contains("<img"), "no element from a run's text");
+    assert_eq!(
+        page.matches("</script>").count(),
+        2,
+        "only the page's own scripts end"
+    );
+    let escaped = "&lt;/script&gt;&lt;img src=x onerror=alert(1)&gt;";
+    for place in [
+        "<h1>stampede: ",
+        "<td>",
+        "<title>step 1 · 100 req/s: degraded: ",
+    ] {
+        assert!(page.contains(&format!("{place}{escaped}")), "{place}");
+    }
+    assert!(
+        page.contains(&format!("X-Evil: {escaped}")),
+        "the header, in the plan table"
+    );
+    let back = data(&page);
+    assert_eq!(back["label"], PAYLOAD);
+    assert_eq!(back["plan"]["requests"][0]["headers"][0], header.as_str());
+    assert_eq!(back["agents"][0]["name"], PAYLOAD);
+    assert_eq!(back["steps"][0]["notes"][0], PAYLOAD);
+    assert_eq!(back["steps"][0]["agents"][0]["agent"], PAYLOAD);
+}
+
+#[test]
+fn a_run_without_a_step_yet_still_has_every_place() {
+    let mut r = fixture::report();
+    r.run.steps.clear();
+    r.run.summary = None;
+    r.run.stopped = None;
+    r.distributions.clear();
+    let page = render_run(&r);
+    for name in RUN_CHARTS {
+        assert!(page.contains(&format!("data-chart=\"{name}\"")), "{name}");
+    }
+    assert!(page.contains("No step has finished yet."));
+    assert!(
+        !page.contains("NaN") && !page.contains("922337203685477"),
+        "no number made from nothing"
+    );
+}
+
+#[test]
+fn a_closed_loop_run_is_drawn_against_connections_without_an_ideal_line() {
+    let mut r = fixture::report();
+    r.run.plan["model"] = serde_json::json!("concurrency");
+    for s in &mut r.run.steps {
+        s.demanded_rate = None;
+    }
+    let page = render_run(&r);
+    assert!(page.contains("connections (closed loop)"));
+    assert!(!page.contains("ideal: served = offered"));
+}
