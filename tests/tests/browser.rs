@@ -8,14 +8,26 @@ use tests::browser::{self, Loaded};
 use tests::dom::{Dom, El};
 use tests::{Target, bin, run_ok, text};
 
-/// SVG elements that draw something.
-const SHAPES: [&str; 6] = ["path", "circle", "rect", "line", "polyline", "polygon"];
+/// The charts whose x is not the step value: time in the run, a percentile.
+const X_NOT_STEP: [&str; 2] = ["timeline", "distribution"];
 
 /// What every report must show in a browser, whatever its run: the script ran and said nothing,
 /// nothing outside the file is referenced, every chart not marked empty draws data, and the data
 /// is embedded. Returns the parsed DOM and the embedded data for the caller's own questions.
 fn assert_sound_page(page: &Loaded) -> (Dom, serde_json::Value) {
     let dom = page.dom();
+    let embedded = dom
+        .by_id("stampede-data")
+        .expect("the embedded #stampede-data");
+    assert_eq!(embedded.attr("type"), Some("application/json"));
+    let data: serde_json::Value =
+        serde_json::from_str(&embedded.text()).expect("the embedded data is JSON");
+    let steps: Vec<f64> = data["steps"]
+        .as_array()
+        .expect("steps")
+        .iter()
+        .map(|s| s["step_value"].as_f64().expect("a step value"))
+        .collect();
     let html = dom.first("html").expect("an <html> element");
     assert_eq!(
         html.attr("data-errors"),
@@ -35,9 +47,12 @@ fn assert_sound_page(page: &Loaded) -> (Dom, serde_json::Value) {
         .into_iter()
         .filter(|e| e.name() == "figure" && e.has_class("chart"))
         .collect();
-    for chart in &charts {
-        let name = chart.attr("data-chart").unwrap_or("");
-        assert!(!name.is_empty(), "a chart without its data-chart name");
+    let names: Vec<&str> = charts
+        .iter()
+        .map(|c| c.attr("data-chart").unwrap_or(""))
+        .collect();
+    assert_eq!(names, report::RUN_CHARTS, "the report's charts, in order");
+    for (chart, name) in charts.iter().zip(names) {
         if chart.has_class("empty") {
             assert!(
                 chart.all("svg").is_empty() && !chart.text().trim().is_empty(),
@@ -45,40 +60,46 @@ fn assert_sound_page(page: &Loaded) -> (Dom, serde_json::Value) {
             );
             continue;
         }
-        let svgs = chart.all("svg");
-        assert_eq!(svgs.len(), 1, "chart {name} holds one <svg>");
-        let marks = drawn_marks(svgs[0]);
-        assert!(marks > 0, "chart {name} draws no data");
+        assert_eq!(chart.all("svg").len(), 1, "chart {name} holds one <svg>");
+        let points = points(*chart);
+        assert!(!points.is_empty(), "chart {name} draws no data");
+        if !X_NOT_STEP.contains(&name) {
+            for (x, y) in points {
+                assert!(
+                    steps.contains(&x),
+                    "chart {name} draws ({x}, {y}) at no step's value: {steps:?}"
+                );
+            }
+        }
     }
-    let embedded = dom
-        .by_id("stampede-data")
-        .expect("the embedded #stampede-data");
-    assert_eq!(embedded.attr("type"), Some("application/json"));
-    let data = serde_json::from_str(&embedded.text()).expect("the embedded data is JSON");
     (dom, data)
 }
 
-/// The data marks of a chart: shapes inside a legend-keyed series (`data-s`) or carrying a data
-/// value (`data-v`), that have something to draw (a path's `d`, a circle's radius).
-fn drawn_marks(svg: El) -> usize {
-    let series: Vec<El> = svg
+/// A drawn chart's points, as the page contract has them: `data-v="X Y"` (values, not pixels)
+/// inside a series `<g data-n="NAME">`. A value that is not a number fails the test.
+fn points(chart: El) -> Vec<(f64, f64)> {
+    let series = chart
         .descendants()
         .into_iter()
-        .filter(|e| e.attr("data-s").is_some())
-        .collect();
-    let in_series = series.iter().flat_map(|g| g.descendants()).chain(
-        svg.descendants()
-            .into_iter()
-            .filter(|e| e.attr("data-v").is_some()),
-    );
-    in_series
-        .filter(|e| SHAPES.contains(&e.name()))
-        .filter(|e| match e.name() {
-            "path" => e.attr("d").is_some_and(|d| d.trim().len() > 1),
-            "circle" => e.attr("r").is_some_and(|r| r != "0"),
-            _ => true,
+        .filter(|e| e.name() == "g" && e.attr("data-n").is_some());
+    series
+        .flat_map(|g| g.descendants())
+        .filter_map(|e| e.attr("data-v"))
+        .map(|v| {
+            let xy: Vec<f64> = v
+                .split_whitespace()
+                .map(|n| {
+                    n.parse()
+                        .unwrap_or_else(|_| panic!("data-v=\"{v}\" is not numbers"))
+                })
+                .collect();
+            assert!(
+                xy.len() == 2 && xy.iter().all(|n: &f64| n.is_finite()),
+                "data-v=\"{v}\" is not X Y"
+            );
+            (xy[0], xy[1])
         })
-        .count()
+        .collect()
 }
 
 /// The `#steps` table as (header, rows of (data-col, text)).
@@ -116,7 +137,9 @@ fn a_real_ramps_report_runs_in_chromium_and_shows_steps_tsv() {
     else {
         return;
     };
-    // A knee at 150 req/s inside the ramp, so latency and served rate have something to show.
+    // A knee at 150 req/s inside the ramp, and a timeout shorter than the queue the last step
+    // builds, so every chart has something to draw: latency rising, the served rate flattening,
+    // failures (client-timeout).
     let target = Target::start(&["--delay", "1ms", "--capacity", "150"]);
     let ran = run_ok(&[
         &target.url(),
@@ -127,7 +150,7 @@ fn a_real_ramps_report_runs_in_chromium_and_shows_steps_tsv() {
         "--step-duration",
         "1s",
         "--timeout",
-        "2s",
+        "150ms",
     ]);
     let dir = ran.dir.path();
     assert!(
@@ -164,10 +187,18 @@ fn a_killed_run_kept_a_report_of_its_finished_steps() {
     else {
         return;
     };
-    let target = Target::start(&[]);
+    // Twice what the target serves, timed out soon: every step has failures to draw.
+    let target = Target::start(&["--capacity", "10"]);
     let out = tempfile::tempdir().unwrap();
     let mut child = Command::new(bin("stampede"))
-        .args(["run", &target.url(), "--model", "requests"])
+        .args([
+            "run",
+            &target.url(),
+            "--model",
+            "requests",
+            "--timeout",
+            "300ms",
+        ])
         .args(["--steps", "20,20,20,20", "--step-duration", "1s", "--quiet"])
         .arg("--out")
         .arg(out.path())
