@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::dom::Dom;
+use crate::dom::{Dom, El};
 
 /// How long a page may take to load and run its script.
 const PAGE_TIME: Duration = Duration::from_secs(60);
@@ -24,6 +24,85 @@ impl Loaded {
     pub fn dom(&self) -> Dom {
         Dom::parse(&self.html)
     }
+}
+
+/// Asserts what any page of ours must show once loaded: its script finished (`data-ready="1"`)
+/// without an error (`data-errors`), it said nothing on the console, and it references nothing
+/// outside itself. Returns its DOM.
+pub fn assert_clean(page: &Loaded) -> Dom {
+    let dom = page.dom();
+    let html = dom.first("html").expect("an <html> element");
+    assert_eq!(
+        html.attr("data-errors"),
+        None,
+        "the page's script failed; console: {:?}",
+        page.console
+    );
+    assert_eq!(
+        html.attr("data-ready"),
+        Some("1"),
+        "the page's script did not finish"
+    );
+    assert!(page.console.is_empty(), "console: {:?}", page.console);
+    assert_eq!(dom.external_references(), Vec::<String>::new());
+    dom
+}
+
+/// The data the page embeds (`<script type="application/json" id="stampede-data">`), parsed.
+pub fn embedded_data(dom: &Dom) -> serde_json::Value {
+    let embedded = dom
+        .by_id("stampede-data")
+        .expect("the embedded #stampede-data");
+    assert_eq!(embedded.attr("type"), Some("application/json"));
+    serde_json::from_str(&embedded.text()).expect("the embedded data is JSON")
+}
+
+/// The page's charts (`<figure class="chart" data-chart="NAME">`), named, in order.
+pub fn charts<'a>(dom: &'a Dom) -> Vec<(&'a str, El<'a>)> {
+    dom.elements()
+        .into_iter()
+        .filter(|e| e.name() == "figure" && e.has_class("chart"))
+        .map(|e| (e.attr("data-chart").unwrap_or(""), e))
+        .collect()
+}
+
+/// Asserts that chart `name` is drawn, or marked `empty` and saying why (no `<svg>`, a caption);
+/// returns the points drawn (none for an empty chart). Drawn is the page contract's: one `<svg>`,
+/// points `data-v="X Y"` (values, not pixels, finite numbers) inside a series `<g data-n="NAME">`.
+pub fn assert_drawn(name: &str, chart: El) -> Vec<(f64, f64)> {
+    assert!(!name.is_empty(), "a chart without its data-chart name");
+    if chart.has_class("empty") {
+        assert!(
+            chart.all("svg").is_empty() && !chart.text().trim().is_empty(),
+            "the empty chart {name} must say why, and draw nothing"
+        );
+        return Vec::new();
+    }
+    assert_eq!(chart.all("svg").len(), 1, "chart {name} holds one <svg>");
+    let series = chart
+        .descendants()
+        .into_iter()
+        .filter(|e| e.name() == "g" && e.attr("data-n").is_some());
+    let points: Vec<(f64, f64)> = series
+        .flat_map(|g| g.descendants())
+        .filter_map(|e| e.attr("data-v"))
+        .map(|v| {
+            let xy: Vec<f64> = v
+                .split_whitespace()
+                .map(|n| {
+                    n.parse()
+                        .unwrap_or_else(|_| panic!("chart {name}: data-v=\"{v}\" is not numbers"))
+                })
+                .collect();
+            assert!(
+                xy.len() == 2 && xy.iter().all(|n: &f64| n.is_finite()),
+                "chart {name}: data-v=\"{v}\" is not X Y"
+            );
+            (xy[0], xy[1])
+        })
+        .collect();
+    assert!(!points.is_empty(), "chart {name} draws no data");
+    points
 }
 
 /// The Chromium to use: `STAMPEDE_CHROMIUM`, else `chromium` or `chromium-browser` on PATH; the

@@ -11,58 +11,24 @@ use tests::{Target, bin, run_ok, text};
 /// The charts whose x is not the step value: time in the run, a percentile.
 const X_NOT_STEP: [&str; 2] = ["timeline", "distribution"];
 
-/// What every report must show in a browser, whatever its run: the script ran and said nothing,
-/// nothing outside the file is referenced, every chart not marked empty draws data, and the data
-/// is embedded. Returns the parsed DOM and the embedded data for the caller's own questions.
+/// What every report must show in a browser, whatever its run: a clean page (see
+/// [`browser::assert_clean`]) with the charts of [`report::RUN_CHARTS`] in order, each drawn or
+/// saying why not, the points of those against the offered load at the run's step values. Returns
+/// the parsed DOM and the embedded data for the caller's own questions.
 fn assert_sound_page(page: &Loaded) -> (Dom, serde_json::Value) {
-    let dom = page.dom();
-    let embedded = dom
-        .by_id("stampede-data")
-        .expect("the embedded #stampede-data");
-    assert_eq!(embedded.attr("type"), Some("application/json"));
-    let data: serde_json::Value =
-        serde_json::from_str(&embedded.text()).expect("the embedded data is JSON");
+    let dom = browser::assert_clean(page);
+    let data = browser::embedded_data(&dom);
     let steps: Vec<f64> = data["steps"]
         .as_array()
         .expect("steps")
         .iter()
         .map(|s| s["step_value"].as_f64().expect("a step value"))
         .collect();
-    let html = dom.first("html").expect("an <html> element");
-    assert_eq!(
-        html.attr("data-errors"),
-        None,
-        "the page's script failed; console: {:?}",
-        page.console
-    );
-    assert_eq!(
-        html.attr("data-ready"),
-        Some("1"),
-        "the page's script did not finish"
-    );
-    assert!(page.console.is_empty(), "console: {:?}", page.console);
-    assert_eq!(dom.external_references(), Vec::<String>::new());
-    let charts: Vec<El> = dom
-        .elements()
-        .into_iter()
-        .filter(|e| e.name() == "figure" && e.has_class("chart"))
-        .collect();
-    let names: Vec<&str> = charts
-        .iter()
-        .map(|c| c.attr("data-chart").unwrap_or(""))
-        .collect();
+    let charts = browser::charts(&dom);
+    let names: Vec<&str> = charts.iter().map(|(name, _)| *name).collect();
     assert_eq!(names, report::RUN_CHARTS, "the report's charts, in order");
-    for (chart, name) in charts.iter().zip(names) {
-        if chart.has_class("empty") {
-            assert!(
-                chart.all("svg").is_empty() && !chart.text().trim().is_empty(),
-                "the empty chart {name} must say why, and draw nothing"
-            );
-            continue;
-        }
-        assert_eq!(chart.all("svg").len(), 1, "chart {name} holds one <svg>");
-        let points = points(*chart);
-        assert!(!points.is_empty(), "chart {name} draws no data");
+    for (name, chart) in charts {
+        let points = browser::assert_drawn(name, chart);
         if !X_NOT_STEP.contains(&name) {
             for (x, y) in points {
                 assert!(
@@ -73,33 +39,6 @@ fn assert_sound_page(page: &Loaded) -> (Dom, serde_json::Value) {
         }
     }
     (dom, data)
-}
-
-/// A drawn chart's points, as the page contract has them: `data-v="X Y"` (values, not pixels)
-/// inside a series `<g data-n="NAME">`. A value that is not a number fails the test.
-fn points(chart: El) -> Vec<(f64, f64)> {
-    let series = chart
-        .descendants()
-        .into_iter()
-        .filter(|e| e.name() == "g" && e.attr("data-n").is_some());
-    series
-        .flat_map(|g| g.descendants())
-        .filter_map(|e| e.attr("data-v"))
-        .map(|v| {
-            let xy: Vec<f64> = v
-                .split_whitespace()
-                .map(|n| {
-                    n.parse()
-                        .unwrap_or_else(|_| panic!("data-v=\"{v}\" is not numbers"))
-                })
-                .collect();
-            assert!(
-                xy.len() == 2 && xy.iter().all(|n: &f64| n.is_finite()),
-                "data-v=\"{v}\" is not X Y"
-            );
-            (xy[0], xy[1])
-        })
-        .collect()
 }
 
 /// The `#steps` table as (header, rows of (data-col, text)).
