@@ -6,13 +6,15 @@
 //! Depends on `shared` only: no tokio, no tonic.
 //!
 //! The page's contract with its readers (the browser test, scripts that scrape a report):
-//! - the data drawn is embedded as JSON in `<script type="application/json" id="stampede-data">`;
+//! - the data drawn is embedded as JSON in `<script type="application/json" id="stampede-data">`
+//!   (a run's report: run.json's content, keys sorted, without its indentation);
 //! - every chart is a `<figure class="chart" data-chart="NAME">` holding one `<svg>`; a chart with
 //!   nothing to draw yet is `<figure class="chart empty" data-chart="NAME">` with a caption saying why;
 //!   a run's report has every chart of [`RUN_CHARTS`], in that order; a drawn chart's points carry
 //!   `data-v="X Y"` (the values, not pixels) inside a `<g data-n="SERIES">`;
 //! - the steps table is `<table id="steps">`, its cells `<td data-col="COLUMN">` named and formatted as
-//!   steps.tsv names and formats them;
+//!   steps.tsv names and formats them; a run's other tables are `#agents` (its header cells
+//!   `<th data-col="COLUMN">`), `#plan`, `#fail-on`, `#warnings` and `#stopped`;
 //! - once the page's script has run, `<html data-ready="1">`; a script error sets `data-errors` on
 //!   `<html>` to its message.
 

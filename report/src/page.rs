@@ -23,6 +23,7 @@ if(u=='s')return a>=120?s(v/60)+' min':s(v)+' s';
 if(u=='pct')return s(v)+' %';
 if(u=='q')return String(+(100*v).toFixed(5))+' %';
 return a>=1e9?s(v/1e9)+'G':a>=1e6?s(v/1e6)+'M':a>=1e3?s(v/1e3)+'k':s(v)}
+function inv(m,px){m=m.split(' ');var t=+m[1]+(px-m[3])/(m[4]-m[3])*(m[2]-m[1]);return m[0]=='g'?Math.pow(10,t):m[0]=='p'?1-Math.pow(10,-t):t}
 function chart(f){var svg=f.querySelector('svg');if(!svg)return;
 var ro=svg.querySelector('.ro'),xu=svg.getAttribute('data-xu'),yu=svg.getAttribute('data-yu'),hl=null;
 f.querySelectorAll('.key').forEach(function(k){k.addEventListener('click',function(){var h=k.classList.toggle('hidden');
@@ -31,10 +32,13 @@ var sw=f.querySelector('.scale');if(sw)sw.addEventListener('click',function(){sw
 f.querySelectorAll('.plot').forEach(function(p){p.classList.toggle('off')})});
 function clear(){ro.textContent='';if(hl)hl.classList.remove('hl');hl=null}
 svg.addEventListener('mousemove',function(e){var m=svg.getScreenCTM();if(!m)return;var p=svg.createSVGPoint();p.x=e.clientX;p.y=e.clientY;p=p.matrixTransform(m.inverse());
-var best=null,bd=900;svg.querySelectorAll('.plot:not(.off) [data-s]:not(.off) [data-v]').forEach(function(el){var x,y;
+var pl=svg.querySelector('.plot:not(.off)');if(!pl)return;var best=null,bd=900,at=null;
+pl.querySelectorAll('[data-s]:not(.off) [data-v]').forEach(function(el){var x,y;
 if(el.tagName=='circle'){x=+el.getAttribute('cx');y=+el.getAttribute('cy')}else{x=+el.getAttribute('x')+el.getAttribute('width')/2;y=+el.getAttribute('y')}
 var dd=(x-p.x)*(x-p.x)+(y-p.y)*(y-p.y);if(dd<bd){bd=dd;best=el}});
-clear();if(!best)return;hl=best;best.classList.add('hl');var v=best.getAttribute('data-v').split(' ');
+pl.querySelectorAll('[data-s]:not(.off) path.ln').forEach(function(el){el.getAttribute('d').slice(1).split(/[ML]/).forEach(function(q){q=q.split(' ');
+var dd=(q[0]-p.x)*(q[0]-p.x)+(q[1]-p.y)*(q[1]-p.y);if(dd<bd){bd=dd;best=el;at=[inv(svg.getAttribute('data-x'),+q[0]),inv(pl.getAttribute('data-y'),+q[1])]}})});
+clear();if(!best)return;var v=at;if(best.tagName!='path'){hl=best;best.classList.add('hl');v=best.getAttribute('data-v').split(' ')}
 ro.textContent=best.parentNode.getAttribute('data-n')+': '+fmt(v[1],yu)+' at '+fmt(v[0],xu)});
 svg.addEventListener('mouseleave',clear)}
 document.querySelectorAll('figure.chart').forEach(chart);

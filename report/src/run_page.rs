@@ -1,6 +1,7 @@
 //! The report of one run: its answer and what it ran, then the charts against the step value, the
 //! timeline, and the tables.
-mod charts;
+/// Also what a comparison draws its step-value axis and shading with.
+pub(crate) mod charts;
 mod tables;
 
 use std::fmt::Write;

@@ -213,6 +213,17 @@ impl Fitted {
         self.from + (t - self.lo) / span * (self.to - self.from)
     }
 
+    /// How the page's script turns a pixel back into a value (a line's readout between points):
+    /// `SCALE LO HI FROM TO`, the scale `l`inear, lo`g` or `p`ercentile, its ends transformed.
+    pub fn mapping(&self) -> String {
+        let scale = match self.scale {
+            Scale::Linear => 'l',
+            Scale::Log => 'g',
+            Scale::Percentile => 'p',
+        };
+        format!("{scale} {} {} {} {}", self.lo, self.hi, self.from, self.to)
+    }
+
     /// The tick values (in data units) and their labels.
     pub fn ticks(&self) -> Vec<(f64, String)> {
         self.ticks
@@ -400,6 +411,36 @@ mod tests {
         let f = Fitted::new(&a, [0.0].into_iter(), 0.0, 50.0);
         assert!((f.px(0.9) - 10.0).abs() < 1e-9 && (f.px(0.99) - 20.0).abs() < 1e-9);
         assert_eq!(f.px(1.0), 50.0, "the maximum sits at the far end");
+    }
+
+    #[test]
+    fn the_mapping_takes_a_pixel_back_to_its_value() {
+        let back = |f: &Fitted, px: f64| {
+            let m: Vec<String> = f.mapping().split(' ').map(str::to_string).collect();
+            let n = |i: usize| m[i].parse::<f64>().unwrap();
+            let t = n(1) + (px - n(3)) / (n(4) - n(3)) * (n(2) - n(1));
+            match m[0].as_str() {
+                "g" => 10f64.powf(t),
+                "p" => 1.0 - 10f64.powf(-t),
+                _ => t,
+            }
+        };
+        let log = Fitted::new(
+            &Axis::log("l", Unit::Ms),
+            [2.0, 300.0].into_iter(),
+            200.0,
+            10.0,
+        );
+        let pct = Fitted::new(&Axis::percentile("q"), [0.5].into_iter(), 0.0, 500.0);
+        let lin = Fitted::new(
+            &Axis::linear("r", Unit::Si),
+            [7.0, 90.0].into_iter(),
+            10.0,
+            300.0,
+        );
+        for (f, v) in [(&log, 42.0), (&pct, 0.999), (&lin, 63.0)] {
+            assert!((back(f, f.px(v)) - v).abs() < 1e-9 * v.max(1.0), "{v}");
+        }
     }
 
     #[test]

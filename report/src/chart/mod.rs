@@ -363,10 +363,18 @@ impl Chart {
                 "<button type=\"button\" class=\"scale\" aria-pressed=\"false\">{name}</button>"
             ));
         }
-        if self.shades.iter().any(|s| s.verdict != Verdict::Valid) {
-            out.push_str(
-                "<span class=\"shade-key\"><i class=\"t-degraded\"></i>degraded <i class=\"t-invalid\"></i>invalid (hover for why)</span>",
-            );
+        // Only the verdicts shaded here are explained here.
+        let shaded: Vec<&str> = [Verdict::Degraded, Verdict::Invalid]
+            .into_iter()
+            .filter(|v| self.shades.iter().any(|s| s.verdict == *v))
+            .map(Verdict::name)
+            .collect();
+        if !shaded.is_empty() {
+            out.push_str("<span class=\"shade-key\">");
+            for v in shaded {
+                out.push_str(&format!("<i class=\"t-{v}\"></i>{v} "));
+            }
+            out.push_str("(hover for why)</span>");
         }
         out.push_str("</div>\n");
         out
@@ -398,7 +406,7 @@ figure.chart figcaption{font-weight:600}.ax{stroke:#444;fill:none}.grid{stroke:#
 .key.dash::before{border-top-style:dashed}.key.dot::before{border-top-style:dotted}\
 .key.fill::before,.key.hatch::before,.key.band::before{height:10px;border:0;background:var(--c)}\
 .key.band::before{opacity:.3}.key.hatch::before{background:repeating-linear-gradient(45deg,var(--c) 0 2px,#fff 2px 4px)}\
-.key.hidden{opacity:.35;text-decoration:line-through}.scale{font:inherit;cursor:pointer}\
+.key.hidden{opacity:.35;text-decoration:line-through}.scale{font:inherit;cursor:pointer}.scale[aria-pressed=true]{background:#333;color:#fff}\
 .shade-key i.t-degraded{background:#fdf0c4}.shade-key i.t-invalid{background:#f9d0d0}.shade-key i{display:inline-block;width:12px;height:10px;margin:0 3px 0 6px;vertical-align:middle}\
 figure.chart .note{margin:.2em 0;color:#555;font-size:12px}";
 
@@ -461,7 +469,11 @@ mod tests {
             !out.contains("<title>fine</title>"),
             "a valid step is not shaded"
         );
-        assert!(out.contains("shade-key"));
+        assert!(out.contains("shade-key") && out.contains("invalid (hover"));
+        assert!(
+            !out.contains("degraded"),
+            "no degraded step, no key for one"
+        );
     }
 
     #[test]

@@ -11,7 +11,7 @@ use super::{Chart, Dash, Marker, StackKind};
 use crate::escape::html;
 
 /// Room for the tick labels and axis names around the plot.
-const LEFT: f64 = 58.0;
+const LEFT: f64 = 66.0;
 const RIGHT: f64 = 14.0;
 const TOP: f64 = 16.0;
 const BOTTOM: f64 = 36.0;
@@ -35,12 +35,13 @@ pub fn svg(c: &Chart) -> String {
     };
     let x = Fitted::new(&c.x, xs(c), f.left, f.right);
     let mut out = format!(
-        "<svg viewBox=\"0 0 {} {}\" role=\"img\" aria-label=\"{}\" data-xu=\"{}\" data-yu=\"{}\">\n",
+        "<svg viewBox=\"0 0 {} {}\" role=\"img\" aria-label=\"{}\" data-xu=\"{}\" data-yu=\"{}\" data-x=\"{}\">\n",
         Px(w),
         Px(h),
         html(&c.title),
         c.x.unit.code(),
-        c.y.unit.code()
+        c.y.unit.code(),
+        x.mapping()
     );
     out.push_str(&patterns(c));
     out.push_str(&shading(c, &x, &f));
@@ -60,7 +61,11 @@ pub fn svg(c: &Chart) -> String {
         };
         let y = Fitted::new(&axis, ys(c), f.bottom, f.top);
         let name = if scale == Scale::Linear { "lin" } else { "log" };
-        let _ = writeln!(out, "<g class=\"plot {name}{off}\">");
+        let _ = writeln!(
+            out,
+            "<g class=\"plot {name}{off}\" data-y=\"{}\">",
+            y.mapping()
+        );
         out.push_str(&grid(c, &x, &y, &f));
         out.push_str(&plotted(c, &x, &y, &f));
         out.push_str("</g>\n");
@@ -206,7 +211,7 @@ fn grid(c: &Chart, x: &Fitted, y: &Fitted, f: &Frame) -> String {
     let _ = write!(
         out,
         "\n<path class=\"ax\" d=\"M{} {}V{}H{}\"/>\n<text class=\"lbl\" x=\"{}\" y=\"{}\" text-anchor=\"middle\">{}</text>\
-         <text class=\"lbl\" transform=\"translate(13 {}) rotate(-90)\" text-anchor=\"middle\">{}</text>\n",
+         <text class=\"lbl\" transform=\"translate(12 {}) rotate(-90)\" text-anchor=\"middle\">{}</text>\n",
         Px(f.left),
         Px(f.top),
         Px(f.bottom),
@@ -277,7 +282,13 @@ fn plotted(c: &Chart, x: &Fitted, y: &Fitted, f: &Frame) -> String {
             let mut along: Vec<&super::Mark> = s.marks.iter().collect();
             along.sort_by(|a, b| a.x.total_cmp(&b.x));
             let d = path(along.iter().map(|m| (x.px(m.x), y.px(m.y))));
-            let _ = write!(out, "<path d=\"{d}\"/>");
+            // Unmarked points are read from the line's own vertices.
+            let class = if s.marks.iter().any(|m| m.marker == Marker::None) {
+                " class=\"ln\""
+            } else {
+                ""
+            };
+            let _ = write!(out, "<path{class} d=\"{d}\"/>");
         }
         for m in s.marks.iter().filter(|m| m.marker != Marker::None) {
             let class = if m.marker == Marker::Hollow {

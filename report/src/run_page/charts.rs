@@ -5,7 +5,7 @@ use shared::metrics::{ErrorClass, STATUS_CLASSES};
 use shared::plan::LoadModel;
 use shared::report::{LowerBounds, StepResult, step_value};
 use shared::run_file::RunFile;
-use shared::verdict::Verdict;
+use shared::verdict::{self, Verdict};
 
 use crate::chart::{
     self, Axis, Band, Boundary, Chart, Colour, Dash, Layer, Mark, Marker, Scale, Series, Shade,
@@ -23,13 +23,18 @@ const MAX_TIMELINE_DOTS: usize = 300;
 /// every such chart of a run so their steps line up: from zero to half a step past the last, so the
 /// last step's bars and shading are inside.
 pub fn step_axis(run: &RunFile) -> Axis {
-    let label = match run.model() {
+    step_axis_over(run.model(), run.steps.iter().map(|s| s.step_value))
+}
+
+/// The step-value axis over `values` (a comparison: the union of its runs' steps).
+pub fn step_axis_over(model: LoadModel, values: impl Iterator<Item = f64>) -> Axis {
+    let label = match model {
         LoadModel::Connections => "offered (new connections/s)",
         LoadModel::Requests => "offered (requests/s)",
         LoadModel::Concurrency => "connections (closed loop)",
     };
     let axis = Axis::linear(label, Unit::Si);
-    let mut values: Vec<f64> = run.steps.iter().map(|s| s.step_value).collect();
+    let mut values: Vec<f64> = values.filter(|v| v.is_finite()).collect();
     values.sort_by(f64::total_cmp);
     values.dedup();
     let (Some(first), Some(last)) = (values.first(), values.last()) else {
@@ -280,13 +285,15 @@ pub fn trust_strip(run: &RunFile) -> Vec<Chart> {
             "Generator CPU (busiest agent)",
             Axis::linear("CPU", Unit::Percent).with_range(0.0, 100.0),
             &|s| s.generator.cpu_pct,
-        ),
+        )
+        .series(limit(run, "degraded above", verdict::CPU_DEGRADED_PCT)),
         small(
             "trust-lag",
             "Scheduling lag p99",
             Axis::linear("lag", Unit::Ms),
             &|s| s.generator.lag_p99_ms,
-        ),
+        )
+        .series(limit(run, "degraded above", verdict::LAG_DEGRADED_MS)),
         small(
             "trust-skew",
             "Agents' start skew",
@@ -294,6 +301,15 @@ pub fn trust_strip(run: &RunFile) -> Vec<Chart> {
             &|s| s.start_skew_ms.unwrap_or(0.0),
         ),
     ]
+}
+
+/// The verdict's threshold as a dotted line across the step axis, so a point is read against it.
+fn limit(run: &RunFile, name: &str, at: f64) -> Series {
+    let marks = match step_axis(run).range {
+        Some((lo, hi)) => vec![Mark::plain(lo, at), Mark::plain(hi, at)],
+        None => Vec::new(),
+    };
+    Series::new(name, Colour::GREY, marks).dash(Dash::Dotted)
 }
 
 /// The server's CPU and memory: a labelled place until the server monitor fills it.
@@ -447,10 +463,16 @@ pub fn timeline(run: &RunFile) -> Chart {
     if !demanded.is_empty() {
         c = c.series(Series::new("demanded", Colour::GREY, demanded).dash(Dash::Dotted));
     }
+    let unit = match run.model() {
+        LoadModel::Connections => "new connections/s",
+        LoadModel::Requests => "requests/s",
+        LoadModel::Concurrency => "connections",
+    };
+    let mut note = format!("Dashed lines: each step's start, labelled with its value ({unit}).");
     if run.steps.iter().any(|s| s.trust != Verdict::Valid) {
-        c = c.note("Shaded: steps the generator did not fully trust (hover for why).");
+        note.push_str(" Shaded: steps the generator did not fully trust (hover for why).");
     }
-    c
+    c.note(&note)
 }
 
 #[cfg(test)]

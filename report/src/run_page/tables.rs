@@ -170,7 +170,10 @@ pub fn warnings_and_notes(run: &RunFile) -> String {
 pub fn ending(run: &RunFile) -> String {
     let mut out = String::from("<h2>How the run ended</h2>\n<p id=\"stopped\">");
     match &run.stopped {
-        None => out.push_str(&format!("Run {}: no end recorded yet.", html(&run.status))),
+        None => out.push_str(&format!(
+            "Not ended yet (the run is {}).",
+            html(&run.status)
+        )),
         Some(None) => out.push_str("The ramp ran to its end."),
         Some(Some(s)) => {
             let not_run: Vec<String> = s.not_run.iter().map(|v| short(*v)).collect();
