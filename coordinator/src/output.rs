@@ -1,11 +1,13 @@
-//! The run's files: the step table (TSV/CSV), run.json, report.html and one HdrHistogram interval log
-//! per step. Each is written as its step finishes, so a killed run keeps every finished step.
+//! The run's files: the step table (TSV/CSV), run.json, report.html, and per step an HdrHistogram
+//! interval log and its merged percentile distribution (`.hgrm`). Each is written as its step
+//! finishes, so a killed run keeps every finished step.
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
 use hdrhistogram::serialization::interval_log::{IntervalLogWriterBuilder, Tag};
+use shared::distribution::Distribution;
 use shared::histogram::{Deflater, Encoded, Merger};
 use shared::report::{RunSummary, StepResult, StepTable};
 pub use shared::run_file::AgentInfo;
@@ -159,8 +161,8 @@ fn run_files(dir: &Path) -> io::Result<Vec<PathBuf>> {
         for entry in fs::read_dir(&hlog)? {
             let path = entry?.path();
             let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
-            if name.starts_with("step-") && (name.ends_with(".hlog") || name.ends_with(".hlog.tmp"))
-            {
+            let ours = [".hlog", ".hlog.tmp", ".hgrm", ".hgrm.tmp"];
+            if name.starts_with("step-") && ours.iter().any(|end| name.ends_with(end)) {
                 logs.push(path);
             }
         }
@@ -243,15 +245,17 @@ impl Output {
         &self.dir
     }
 
-    /// Appends the step to the table and the hlog, durably, and to run.json's steps, which are
-    /// written with the summary that follows ([`Output::summarize`]): run.json once per step. `agents`
-    /// names the agents that `hlog` refers to by index; `hlog` is read as in [`write_hlog`].
+    /// Appends the step to the table, writes its hlog and .hgrm, durably, and appends it to run.json's
+    /// steps, which are written with the summary that follows ([`Output::summarize`]): run.json once
+    /// per step. `agents` names the agents that `hlog` refers to by index; `hlog` is read as in
+    /// [`write_hlog`]; `distribution` is the step's merged latency.
     pub fn write_step<E>(
         &mut self,
         r: &StepResult,
         started: SystemTime,
         hlog: impl IntoIterator<Item = Result<HlogInterval, E>>,
         agents: &[String],
+        distribution: &Distribution,
     ) -> Result<(), OutputError>
     where
         E: std::error::Error + Send + Sync + 'static,
@@ -260,6 +264,7 @@ impl Output {
         writeln!(self.table, "{row}").map_err(at(&self.table_path))?;
         self.table.sync_data().map_err(at(&self.table_path))?;
         write_hlog(&self.dir, r.number, started, hlog, agents)?;
+        write_hgrm(&self.dir, distribution)?;
         self.doc.steps.push(r.clone());
         Ok(())
     }
@@ -393,6 +398,13 @@ pub fn write_file(path: &Path, text: &str) -> Result<(), OutputError> {
             .map_err(named)
     })
     .map_err(|e| named(e.source))
+}
+
+/// Writes `dir/hlog/step-NNN.hgrm`, the step's merged latency as HdrHistogram's percentile
+/// distribution (what its plotFiles and gnuplot scripts read), through a temporary file like the hlog.
+pub fn write_hgrm(dir: &Path, d: &Distribution) -> Result<(), OutputError> {
+    let path = dir.join("hlog").join(format!("step-{:03}.hgrm", d.step));
+    write_file(&path, &d.to_hgrm())
 }
 
 /// Writes `path` through `tmp` beside it, then renames it into place: a reader sees the old file or
@@ -554,6 +566,42 @@ mod tests {
                 "20261130T201500Z-3"
             ]
         );
+    }
+
+    #[test]
+    fn hgrm_is_the_steps_distribution_and_leaves_no_temporary_file() {
+        let dir = tempfile::tempdir().unwrap();
+        fs::create_dir_all(dir.path().join("hlog")).unwrap();
+        let mut h = histogram::new();
+        h.record_n(20_000, 9).unwrap();
+        h.record(80_000).unwrap();
+        let d = Distribution::of(7, &h);
+        write_hgrm(dir.path(), &d).unwrap();
+        let text = fs::read_to_string(dir.path().join("hlog/step-007.hgrm")).unwrap();
+        assert_eq!(text, d.to_hgrm());
+        let back = Distribution::parse_hgrm(7, &text).unwrap();
+        let top_ms = h.highest_equivalent(80_000) as f64 / 1000.0;
+        assert_eq!((back.step, back.total, back.max_ms), (7, 10, top_ms));
+        let names: Vec<_> = fs::read_dir(dir.path().join("hlog"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, ["step-007.hgrm"]);
+    }
+
+    #[test]
+    fn a_reused_out_directory_holding_only_hgrm_files_was_taken_as_empty() {
+        let dir = tempfile::tempdir().unwrap();
+        fs::create_dir_all(dir.path().join("hlog")).unwrap();
+        fs::write(dir.path().join("hlog/step-001.hgrm"), b"old").unwrap();
+        fs::write(dir.path().join("hlog/step-002.hgrm.tmp"), b"old").unwrap();
+        let e = claim(dir.path(), false, false).unwrap_err().to_string();
+        assert!(
+            e.contains("hlog/step-001.hgrm, hlog/step-002.hgrm.tmp"),
+            "{e}"
+        );
+        claim(dir.path(), false, true).unwrap();
+        assert_eq!(fs::read_dir(dir.path().join("hlog")).unwrap().count(), 0);
     }
 
     #[test]
