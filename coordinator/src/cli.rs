@@ -29,9 +29,20 @@ pub enum Command {
     /// Make certificates for mutual TLS on the control channel.
     #[command(subcommand)]
     Certs(CertsCommand),
+    /// Rebuild a run's report.html from its results directory (run.json and hlog/).
+    Report(ReportArgs),
     /// Compare runs side by side: steps joined on their value, each against a baseline run.
     #[command(after_help = COMPARE_EXAMPLES)]
     Compare(CompareArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// A results directory: the one holding the run's run.json.
+    pub dir: PathBuf,
+    /// Where to write the page [default: DIR/report.html]; - for stdout.
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    pub output: Option<PathBuf>,
 }
 
 const COMPARE_EXAMPLES: &str = "Examples:

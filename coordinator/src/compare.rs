@@ -112,14 +112,14 @@ pub fn run(cfg: CompareConfig) -> Result<Outcome, CompareError> {
     }
     let comparison = compare::compare(runs, cfg.baseline.as_deref(), cfg.threshold)?;
     let mut written = Vec::new();
-    output::write_text(&cfg.html, &report::render_compare(&comparison))?;
+    output::write_file(&cfg.html, &report::render_compare(&comparison))?;
     written.push(cfg.html);
     if let Some(path) = cfg.tsv {
-        output::write_text(&path, &comparison.tsv())?;
+        output::write_file(&path, &comparison.tsv())?;
         written.push(path);
     }
     if let Some(path) = cfg.json {
-        output::write_text(&path, &(comparison.to_json() + "\n"))?;
+        output::write_file(&path, &(comparison.to_json() + "\n"))?;
         written.push(path);
     }
     Ok(Outcome {

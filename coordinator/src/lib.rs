@@ -9,6 +9,7 @@ pub mod fleet;
 pub mod merge;
 pub mod output;
 pub mod progress;
+pub mod report_file;
 pub mod run;
 pub mod serve;
 
@@ -70,6 +71,7 @@ pub async fn execute(command: Command, stop: Stop) -> u8 {
                 }
             }
         }
+        Command::Report(args) => report(&args),
         Command::Serve(args) => {
             let delay = match args
                 .delay
@@ -147,6 +149,30 @@ fn compared(args: cli::CompareArgs) -> u8 {
     0
 }
 
+/// `stampede report`: the page rebuilt; where it went is said on stdout (a script's next argument).
+/// A wrong directory or a damaged file is the user's to fix (2); an unwritable output fails (1).
+fn report(args: &cli::ReportArgs) -> u8 {
+    let fail = |code: u8, e: &dyn std::fmt::Display| {
+        eprintln!("stampede: {e}");
+        code
+    };
+    let html = match report_file::render(&args.dir) {
+        Ok(html) => html,
+        Err(e) => return fail(2, &e),
+    };
+    let said = match report_file::Destination::of(args.output.as_deref(), &args.dir) {
+        report_file::Destination::Stdout => print_out(&html),
+        report_file::Destination::File(path) => match output::write_file(&path, &html) {
+            Ok(()) => print_out(&format!("{}\n", path.display())),
+            Err(e) => return fail(1, &e),
+        },
+    };
+    match said {
+        Ok(()) => 0,
+        Err(e) => fail(1, &e),
+    }
+}
+
 /// Writes to stdout, as an error instead of `print!`'s panic when it cannot be written
 /// (`> /dev/full`, a closed pipe).
 fn print_out(text: &str) -> Result<(), StdoutError> {
@@ -174,9 +200,10 @@ fn finish(outcome: Result<run::RunOutcome, run::RunError>) -> u8 {
                 ));
             }
             text.push_str(&format!(
-                "answer: {}\nresults: {}\n",
+                "answer: {}\nresults: {}\nreport: {}\n",
                 shared::report::summarize_run(&o.steps).answer,
-                o.dir.display()
+                o.dir.display(),
+                o.dir.join(report_file::REPORT).display()
             ));
             if let Err(e) = print_out(&text) {
                 eprintln!("stampede: {e}; the results are in {}", o.dir.display());

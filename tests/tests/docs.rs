@@ -44,7 +44,7 @@ fn every_documented_subcommand_and_flag_exists() {
         text(&o.stdout)
     };
     let top = help(&["--help"]);
-    for sub in ["run", "serve", "demo", "compare"] {
+    for sub in ["run", "serve", "demo", "report", "compare"] {
         assert!(top.contains(sub), "{top}");
     }
     let run = help(&["run", "--help"]);

@@ -538,7 +538,10 @@ mod tests {
                 step: s.number,
                 total: 1,
                 mean_ms: 1.0,
+                stddev_ms: 0.0,
                 max_ms: 1.0,
+                buckets: 1,
+                sub_buckets: 2048,
                 points: Vec::new(),
             })
             .collect();
