@@ -156,8 +156,14 @@ pub fn summary(o: &Outcome) -> String {
     let mut out = String::new();
     for r in &c.runs {
         let role = if r.baseline { " (baseline)" } else { "" };
+        let vs = r
+            .headline
+            .kept_up_vs_baseline_pct
+            .map_or(String::new(), |d| {
+                format!(", {d:+.1}% against {}", c.baseline)
+            });
         out.push_str(&format!(
-            "{}{role}: {} [{}]\n",
+            "{}{role}: {}{vs} [{}]\n",
             r.label, r.headline.sentence, r.source
         ));
     }

@@ -80,16 +80,19 @@ fn banners(c: &Comparison) -> String {
 /// Every run's answer in a line, and where it came from.
 fn headlines(c: &Comparison) -> String {
     let mut out = String::from(
-        "<table id=\"headlines\">\n<thead><tr><th>run</th><th>answer</th><th>target</th>\
-         <th>started</th><th>results</th></tr></thead>\n<tbody>\n",
+        "<table id=\"headlines\">\n<thead><tr><th>run</th><th>answer</th><th>kept up, against the baseline</th>\
+         <th>target</th><th>started</th><th>results</th></tr></thead>\n<tbody>\n",
     );
     for (i, r) in c.runs.iter().enumerate() {
         let role = if r.baseline { " (baseline)" } else { "" };
         let _ = writeln!(
             out,
             "<tr data-run=\"{label}\"><th><i class=\"swatch\" style=\"--c:{colour}\"></i>{label}{role}</th>\
-             <td class=\"answer\" title=\"{answer}\">{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+             <td class=\"answer\" title=\"{answer}\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
             html(&r.headline.sentence),
+            r.headline
+                .kept_up_vs_baseline_pct
+                .map_or(String::new(), |d| format!("{d:+.1}%")),
             html(&r.target),
             html(&r.started_at),
             html(&r.source),

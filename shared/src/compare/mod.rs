@@ -13,7 +13,7 @@ use serde::Serialize;
 pub use metric::{Better, Class, METRICS, Metric, Reading};
 
 use crate::plan::LoadModel;
-use crate::report::{StepResult, human, human_ms, step_value};
+use crate::report::{RunSummary, StepResult, human, human_ms, step_value};
 use crate::run_file::RunFile;
 use crate::verdict::{Server, Verdict};
 
@@ -145,6 +145,9 @@ pub struct Headline {
     pub kept_up_to: Option<f64>,
     pub kept_up_p99_ms: Option<f64>,
     pub kept_up_p99_lower_bound: bool,
+    /// How much further (or less far) it kept up than the baseline, in % of the baseline's value;
+    /// none for the baseline, or when either kept up with no step.
+    pub kept_up_vs_baseline_pct: Option<f64>,
     pub peak_ok_rate: f64,
     /// "kept up to 400 req/s (p99 5.5 ms)", or "kept up with no step".
     pub sentence: String,
@@ -282,7 +285,7 @@ pub fn compare(
         runs: runs
             .iter()
             .enumerate()
-            .map(|(i, r)| entry(r, i == base))
+            .map(|(i, r)| entry(r, i == base, runs[base].run.summary.as_ref()))
             .collect(),
         banners,
         steps,
@@ -477,7 +480,7 @@ pub fn in_unit(m: &Metric, v: f64, lower_bound: bool) -> String {
     }
 }
 
-fn entry(r: &Labelled, baseline: bool) -> RunEntry {
+fn entry(r: &Labelled, baseline: bool, base: Option<&RunSummary>) -> RunEntry {
     let run = &r.run;
     let model = run.model().name();
     let summary = run.summary.as_ref();
@@ -511,6 +514,12 @@ fn entry(r: &Labelled, baseline: bool) -> RunEntry {
             kept_up_to,
             kept_up_p99_ms,
             kept_up_p99_lower_bound: p99_bound,
+            kept_up_vs_baseline_pct: match (kept_up_to, base.and_then(|b| b.kept_up_to)) {
+                (Some(v), Some(b)) if !baseline && b > 0.0 => {
+                    Some(((v - b) / b * 100_000.0).round() / 1000.0)
+                }
+                _ => None,
+            },
             peak_ok_rate: summary.map_or(0.0, |s| s.peak_ok_rate),
             sentence,
             answer: summary.map_or_else(|| "no step ran".to_string(), |s| s.answer.clone()),

@@ -282,6 +282,13 @@ fn every_run_has_its_headline_from_its_summary() {
         ]
     );
     assert_eq!(c.runs[0].headline.kept_up_to, Some(400.0));
+    // b kept up to 300 where the baseline kept up to 400; a run without steps, to nothing.
+    let vs: Vec<Option<f64>> = c
+        .runs
+        .iter()
+        .map(|r| r.headline.kept_up_vs_baseline_pct)
+        .collect();
+    assert_eq!(vs, [None, Some(-25.0), None]);
     assert!(c.runs[0].baseline && !c.runs[1].baseline);
 }
 
