@@ -26,7 +26,7 @@ const STYLE: &str = ".banner{background:#fff6d6;border:1px solid #e0c040;padding
 #compare [data-class=worse]{color:#a40}#compare .regression{color:#fff;background:#c62828;font-weight:600}#compare [data-class=undecided]{color:#86a}\
 #compare .untrusted::after{content:' \\2020';color:#c62828}#compare .bound{text-decoration:underline dotted}\
 td.t-degraded{background:#fdf0c4}td.t-invalid{background:#f9d0d0}.verdict.regressed{color:#c62828;font-weight:600}\
-.key-of-table span{margin-right:1.2em}";
+.key-of-table span{margin-right:1.2em}#headlines th,#headlines td{text-align:left}#headlines .answer{font-size:1em}";
 
 /// The HTML page of a comparison.
 pub fn render_compare(c: &Comparison) -> String {
@@ -80,7 +80,7 @@ fn banners(c: &Comparison) -> String {
 /// Every run's answer in a line, and where it came from.
 fn headlines(c: &Comparison) -> String {
     let mut out = String::from(
-        "<table id=\"headlines\">\n<thead><tr><th>run</th><th>answer</th><th>kept up, against the baseline</th>\
+        "<table id=\"headlines\">\n<thead><tr><th>run</th><th>answer</th><th>kept up vs baseline</th>\
          <th>target</th><th>started</th><th>results</th></tr></thead>\n<tbody>\n",
     );
     for (i, r) in c.runs.iter().enumerate() {
