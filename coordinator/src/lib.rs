@@ -2,12 +2,14 @@
 //! drives agents step by step and writes the results; `serve` is the reference target; `demo` joins both.
 pub mod certs;
 pub mod cli;
+pub mod compare;
 pub mod config;
 pub mod demo;
 pub mod fleet;
 pub mod merge;
 pub mod output;
 pub mod progress;
+pub mod report_file;
 pub mod run;
 pub mod serve;
 
@@ -32,6 +34,7 @@ pub async fn execute(command: Command, stop: Stop) -> u8 {
             }
         },
         Command::Demo(args) => finish(demo::run(args, stop).await),
+        Command::Compare(args) => compared(args),
         Command::Certs(cmd) => {
             let made = match cmd {
                 cli::CertsCommand::Init {
@@ -68,6 +71,7 @@ pub async fn execute(command: Command, stop: Stop) -> u8 {
                 }
             }
         }
+        Command::Report(args) => report(&args),
         Command::Serve(args) => {
             let delay = match args
                 .delay
@@ -105,6 +109,70 @@ pub async fn execute(command: Command, stop: Stop) -> u8 {
     }
 }
 
+/// `stampede compare`: 0 compared, 1 a file not written, 2 bad input, 3 a regression under
+/// --fail-on-regression (said on stderr after every file is written).
+fn compared(args: cli::CompareArgs) -> u8 {
+    let threshold = match shared::compare::Threshold::parse(&args.threshold) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("stampede: {e}");
+            return 2;
+        }
+    };
+    let cfg = compare::CompareConfig {
+        dirs: args.dirs,
+        labels: args.labels,
+        baseline: args.baseline,
+        threshold,
+        html: args.output,
+        tsv: args.tsv,
+        json: args.json,
+    };
+    let outcome = match compare::run(cfg) {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("stampede: {e}");
+            return e.exit_code();
+        }
+    };
+    if let Err(e) = print_out(&compare::summary(&outcome)) {
+        eprintln!("stampede: {e}");
+        return 1;
+    }
+    if args.fail_on_regression && !outcome.regressions().is_empty() {
+        eprint!(
+            "stampede: --fail-on-regression: {}",
+            compare::regressions(&outcome.comparison)
+        );
+        return 3;
+    }
+    0
+}
+
+/// `stampede report`: the page rebuilt; where it went is said on stdout (a script's next argument).
+/// A wrong directory or a damaged file is the user's to fix (2); an unwritable output fails (1).
+fn report(args: &cli::ReportArgs) -> u8 {
+    let fail = |code: u8, e: &dyn std::fmt::Display| {
+        eprintln!("stampede: {e}");
+        code
+    };
+    let html = match report_file::render(&args.dir) {
+        Ok(html) => html,
+        Err(e) => return fail(2, &e),
+    };
+    let said = match report_file::Destination::of(args.output.as_deref(), &args.dir) {
+        report_file::Destination::Stdout => print_out(&html),
+        report_file::Destination::File(path) => match output::write_file(&path, &html) {
+            Ok(()) => print_out(&format!("{}\n", path.display())),
+            Err(e) => return fail(1, &e),
+        },
+    };
+    match said {
+        Ok(()) => 0,
+        Err(e) => fail(1, &e),
+    }
+}
+
 /// Writes to stdout, as an error instead of `print!`'s panic when it cannot be written
 /// (`> /dev/full`, a closed pipe).
 fn print_out(text: &str) -> Result<(), StdoutError> {
@@ -132,9 +200,10 @@ fn finish(outcome: Result<run::RunOutcome, run::RunError>) -> u8 {
                 ));
             }
             text.push_str(&format!(
-                "answer: {}\nresults: {}\n",
+                "answer: {}\nresults: {}\nreport: {}\n",
                 shared::report::summarize_run(&o.steps).answer,
-                o.dir.display()
+                o.dir.display(),
+                o.dir.join(report_file::REPORT).display()
             ));
             if let Err(e) = print_out(&text) {
                 eprintln!("stampede: {e}; the results are in {}", o.dir.display());

@@ -1,6 +1,6 @@
-//! The run's files: the step table (TSV/CSV), run.json, and per step an HdrHistogram interval log and
-//! its merged percentile distribution (`.hgrm`). Each is written as its step finishes, so a killed run
-//! keeps every finished step.
+//! The run's files: the step table (TSV/CSV), run.json, report.html, and per step an HdrHistogram
+//! interval log and its merged percentile distribution (`.hgrm`). Each is written as its step
+//! finishes, so a killed run keeps every finished step.
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
@@ -14,6 +14,7 @@ pub use shared::run_file::AgentInfo;
 use shared::run_file::{Breach, RUNNING, RunFile, Stopped};
 
 use crate::config::RunConfig;
+use crate::report_file::{self, REPORT};
 
 #[derive(Debug, thiserror::Error)]
 #[error("cannot write {path}: {source}")]
@@ -142,11 +143,18 @@ fn fresh_dir(base: &Path) -> io::Result<PathBuf> {
 
 /// The files in `dir` that a run writes (its own, or one left half-written by a killed run).
 fn run_files(dir: &Path) -> io::Result<Vec<PathBuf>> {
-    let mut found: Vec<PathBuf> = ["run.json", "run.json.tmp", "steps.tsv", "steps.csv"]
-        .iter()
-        .map(|f| dir.join(f))
-        .filter(|p| p.is_file())
-        .collect();
+    let mut found: Vec<PathBuf> = [
+        "run.json",
+        "run.json.tmp",
+        "steps.tsv",
+        "steps.csv",
+        REPORT,
+        "report.html.tmp",
+    ]
+    .iter()
+    .map(|f| dir.join(f))
+    .filter(|p| p.is_file())
+    .collect();
     let hlog = dir.join("hlog");
     if hlog.is_dir() {
         let mut logs = Vec::new();
@@ -229,6 +237,7 @@ impl Output {
             status_at: None,
         };
         out.write_json()?;
+        out.write_report()?;
         Ok(out)
     }
 
@@ -260,10 +269,17 @@ impl Output {
         Ok(())
     }
 
-    /// Puts the run's answer so far into run.json, and writes it (with the steps appended since).
+    /// Puts the run's answer so far into run.json, and writes it (with the steps appended since),
+    /// then report.html from it.
     pub fn summarize(&mut self, summary: &RunSummary) -> Result<(), OutputError> {
         self.doc.summary = Some(summary.clone());
-        self.write_json()
+        self.write_json()?;
+        self.write_report()
+    }
+
+    /// Rewrites report.html (see [`write_report`]).
+    pub fn write_report(&self) -> Result<(), OutputError> {
+        write_report(&self.dir)
     }
 
     /// Records how the ramp ended: why it stopped early, and the --fail-on breaches (written with
@@ -355,16 +371,40 @@ where
     })
 }
 
+/// Rewrites `dir/report.html` from the run's files as they are on disk now (run.json, the steps'
+/// distributions), as `stampede report` would: the page a run leaves is the one rebuilt from its
+/// files. Replaced atomically, so a browser refreshing it mid-run never reads half a page.
+pub fn write_report(dir: &Path) -> Result<(), OutputError> {
+    let path = dir.join(REPORT);
+    let html = report_file::render(dir).map_err(|e| OutputError {
+        path: path.clone(),
+        source: io::Error::other(e.to_string()),
+    })?;
+    write_file(&path, &html)
+}
+
+/// Writes `text` to `path` through a temporary file beside it (see [`replace`]); an error names
+/// `path`, the file asked for, not the temporary one.
+pub fn write_file(path: &Path, text: &str) -> Result<(), OutputError> {
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".tmp");
+    let named = |source| OutputError {
+        path: path.to_path_buf(),
+        source,
+    };
+    replace(path, Path::new(&tmp), |mut f| {
+        f.write_all(text.as_bytes())
+            .and_then(|()| f.sync_data())
+            .map_err(named)
+    })
+    .map_err(|e| named(e.source))
+}
+
 /// Writes `dir/hlog/step-NNN.hgrm`, the step's merged latency as HdrHistogram's percentile
 /// distribution (what its plotFiles and gnuplot scripts read), through a temporary file like the hlog.
 pub fn write_hgrm(dir: &Path, d: &Distribution) -> Result<(), OutputError> {
     let path = dir.join("hlog").join(format!("step-{:03}.hgrm", d.step));
-    let text = d.to_hgrm();
-    replace(&path, &path.with_extension("hgrm.tmp"), |mut f| {
-        f.write_all(text.as_bytes())
-            .and_then(|()| f.sync_data())
-            .map_err(at(&path))
-    })
+    write_file(&path, &d.to_hgrm())
 }
 
 /// Writes `path` through `tmp` beside it, then renames it into place: a reader sees the old file or
@@ -596,6 +636,35 @@ mod tests {
         assert!(claim(&out, false, false).is_err());
         release(&out);
         claim(&out, false, false).unwrap();
+    }
+
+    #[test]
+    fn a_file_that_cannot_be_written_is_named_not_its_temporary() {
+        let dir = tempfile::tempdir().unwrap();
+        let to = dir.path().join("no-such-dir").join("r.html");
+        let e = write_file(&to, "page").unwrap_err().to_string();
+        assert!(
+            e.starts_with(&format!("cannot write {}: ", to.display())),
+            "{e}"
+        );
+        let to = dir.path().join("r.html");
+        write_file(&to, "page").unwrap();
+        assert_eq!(fs::read_to_string(&to).unwrap(), "page");
+        assert_eq!(
+            fs::read_dir(dir.path()).unwrap().count(),
+            1,
+            "no temporary left"
+        );
+    }
+
+    #[test]
+    fn an_earlier_runs_report_alone_kept_the_directory() {
+        let dir = tempfile::tempdir().unwrap();
+        fs::write(dir.path().join(REPORT), b"old").unwrap();
+        let e = claim(dir.path(), false, false).unwrap_err().to_string();
+        assert!(e.contains("another run's files (report.html)"), "{e}");
+        claim(dir.path(), false, true).unwrap();
+        assert!(!dir.path().join(REPORT).exists());
     }
 
     fn config(out: &Path) -> RunConfig {

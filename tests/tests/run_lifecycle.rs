@@ -30,6 +30,60 @@ fn demo_runs_past_the_knee_and_writes_everything() {
     let p99 = |i: usize| steps[i]["latency_ms"]["p99"].as_f64().unwrap();
     assert!(p99(5) > 5.0 * p99(0), "no knee: {} vs {}", p99(5), p99(0));
     assert!(text(&o.stdout).contains(&format!("results: {}", out.path().display())));
+    let report = out.path().join("report.html");
+    assert!(text(&o.stdout).contains(&format!("report: {}", report.display())));
+    let page = std::fs::read_to_string(&report).unwrap();
+    assert!(page.contains("<table id=\"steps\">"), "{page}");
+}
+
+#[test]
+fn stampede_report_named_what_it_could_not_read_or_write() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("gone");
+    let o = stampede(&["report", missing.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+    assert_eq!(
+        text(&o.stderr),
+        format!(
+            "stampede: {}: no such results directory\n",
+            missing.display()
+        )
+    );
+    std::fs::write(dir.path().join("run.json"), "{\"schema\": 3}").unwrap();
+    let o = stampede(&["report", dir.path().to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        text(&o.stderr).contains("run.json is not a readable run.json"),
+        "{}",
+        text(&o.stderr)
+    );
+    let golden = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../shared/tests/golden/run.json"
+    );
+    std::fs::copy(golden, dir.path().join("run.json")).unwrap();
+    let to = missing.join("r.html");
+    let o = stampede(&[
+        "report",
+        dir.path().to_str().unwrap(),
+        "-o",
+        to.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        text(&o.stderr).starts_with(&format!("stampede: cannot write {}: ", to.display())),
+        "{}",
+        text(&o.stderr)
+    );
+    let o = stampede(&["report", dir.path().to_str().unwrap()]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let written = dir.path().join("report.html");
+    assert_eq!(text(&o.stdout), format!("{}\n", written.display()));
+    assert!(
+        std::fs::read_to_string(written)
+            .unwrap()
+            .starts_with("<!DOCTYPE html>")
+    );
 }
 
 #[test]

@@ -217,8 +217,11 @@ async fn run_in(
     };
     let finished = out.finish(status);
     tell_unfinished(out.dir(), status, &finished);
+    // After the finish, so the page says how the run ended.
+    let reported = out.write_report();
     let ramped = outcome?;
     finished?;
+    reported?;
     Ok(RunOutcome {
         dir: out.dir().to_path_buf(),
         steps: results,
