@@ -11,6 +11,7 @@ use shared::plan::{
 use shared::status::{StatusSet, StatusSetError};
 
 use crate::cli::{DurationText, Rate, RunArgs, Steps};
+use crate::targets::{self, Positionals, TargetError};
 
 /// A configuration the user must fix; exit code 2.
 #[derive(Debug, thiserror::Error)]
@@ -45,6 +46,8 @@ pub enum ConfigError {
     Format(String),
     #[error("{0}")]
     Conflict(String),
+    #[error(transparent)]
+    Target(#[from] TargetError),
     #[error("output directory {path} is not writable: {source}")]
     Output {
         path: PathBuf,
@@ -143,6 +146,8 @@ pub struct RunConfig {
     pub echo: serde_json::Value,
     /// --stop-on, --stop-after, --fail-on.
     pub thresholds: Thresholds,
+    /// What run.json, the report and `stampede compare` call this run (`--label`, `NAME=URL`).
+    pub label: Option<String>,
 }
 
 /// Parses "10s", "500ms", "2m" or a bare number of seconds.
@@ -216,14 +221,6 @@ fn utc_stamp() -> String {
 
 pub fn default_out_dir() -> PathBuf {
     PathBuf::from("stampede-results").join(utc_stamp())
-}
-
-/// Whether a `PLAN|URL` argument that is no file is a URL written without its scheme.
-fn schemeless_url(arg: &str) -> Option<String> {
-    let guess = format!("http://{arg}");
-    let url = plan::Url::parse(&guess).ok()?;
-    let named_port = arg.contains(':') || url.host() == "localhost";
-    (named_port && !arg.ends_with(".toml")).then_some(guess)
 }
 
 /// Turns the other tools' habits (wrk/ab/oha `-c`, wrk2/vegeta `-R`/`--rate`, oha `-q`, ab `-n`) into
@@ -304,9 +301,107 @@ fn habits(mut s: RunArgs, url: &str) -> Result<RunArgs, ConfigError> {
 /// Why a setting with a `default_value` in `cli::RunArgs` is never missing after the merge.
 const DEFAULTED: &str = "filled in by RunArgs::defaults()";
 
-/// Builds the validated configuration from flags and, if given, a plan file.
+/// What `stampede run`'s command line asks for: one run, or several targets side by side.
+#[derive(Debug, Clone)]
+pub enum Runs {
+    One(Box<RunConfig>),
+    Side(SideBySide),
+}
+
+/// Several targets run side by side over one fleet: every step on each in turn, each into its own
+/// results directory, `dir/LABEL`, beside the comparison of them all.
+#[derive(Debug, Clone)]
+pub struct SideBySide {
+    pub dir: PathBuf,
+    /// `dir` is the default stamped directory: the run takes the first free name from it.
+    pub dir_default: bool,
+    pub force: bool,
+    /// One per target, in the command line's order, each labelled; its `out` is `dir/LABEL`.
+    pub runs: Vec<RunConfig>,
+}
+
+/// Builds the validated configuration of one target from flags and, if given, a plan file; several
+/// targets are refused here (see [`resolve_runs`]).
 pub fn resolve(args: RunArgs) -> Result<RunConfig, ConfigError> {
-    let (args, given_duration) = merged(args)?;
+    match resolve_runs(args)? {
+        Runs::One(cfg) => Ok(*cfg),
+        Runs::Side(side) => Err(ConfigError::Conflict(format!(
+            "{} targets where one was expected",
+            side.runs.len()
+        ))),
+    }
+}
+
+/// Builds the validated configuration: one run, or with several `NAME=URL` targets one per target,
+/// each with the same flags and plan file, its own URL, label and directory under `--out`.
+pub fn resolve_runs(mut args: RunArgs) -> Result<Runs, ConfigError> {
+    let Positionals { plan, targets } = targets::split(&std::mem::take(&mut args.plan_or_url))?;
+    let plan = plan.as_deref();
+    if targets.len() <= 1 {
+        let target = targets.into_iter().next();
+        let label = match (target.as_ref().and_then(|t| t.label.clone()), &args.label) {
+            (Some(named), Some(flag)) if &named != flag => {
+                return Err(ConfigError::Conflict(format!(
+                    "the target is named twice, {named}= and --label {flag}: give one"
+                )));
+            }
+            (named, _) => named,
+        };
+        let url = target.map(|t| t.url);
+        return Ok(Runs::One(Box::new(resolve_one(
+            args,
+            plan,
+            url.as_deref(),
+            label,
+        )?)));
+    }
+    if args.label.is_some() {
+        return Err(ConfigError::Conflict(
+            "--label names a run of one target; several are named NAME=URL each".into(),
+        ));
+    }
+    if args.url.is_some() || args.urls.is_some() {
+        return Err(ConfigError::Conflict(
+            "give the targets as NAME=URL arguments, without --url or --urls: each target is one URL"
+                .into(),
+        ));
+    }
+    let mut runs = Vec::with_capacity(targets.len());
+    for t in targets {
+        let cfg = resolve_one(args.clone(), plan, Some(&t.url), t.label)?;
+        runs.push(cfg);
+    }
+    // The first one's directory holds them all: a default stamp is taken once, not per target.
+    let dir = runs[0].out.clone();
+    let dir_default = runs[0].out_default;
+    for cfg in &mut runs {
+        let label = cfg
+            .label
+            .clone()
+            .expect("several targets are each labelled");
+        cfg.out = dir.join(label);
+        cfg.out_default = false;
+    }
+    Ok(Runs::Side(SideBySide {
+        dir,
+        dir_default,
+        force: runs[0].force,
+        runs,
+    }))
+}
+
+/// One target's configuration; `label` (from `NAME=URL`) over the flag's and the plan file's.
+fn resolve_one(
+    args: RunArgs,
+    plan_file: Option<&Path>,
+    url: Option<&str>,
+    label: Option<String>,
+) -> Result<RunConfig, ConfigError> {
+    let (args, given_duration) = merged(args, plan_file, url)?;
+    let label = label.or_else(|| args.label.clone());
+    if let Some(l) = &label {
+        targets::check_label(l)?;
+    }
     let requests = requests(&args)?;
     let workload = workload(&args, requests)?;
     let plan = plan(&args, workload, given_duration)?;
@@ -342,6 +437,7 @@ pub fn resolve(args: RunArgs) -> Result<RunConfig, ConfigError> {
     echo["stop_after"] = thresholds.stop_after.into();
     echo["fail_on"] = thresholds.fail_on.iter().map(ToString::to_string).collect();
     Ok(RunConfig {
+        label,
         agents,
         join,
         token,
@@ -367,37 +463,19 @@ fn dur(flag: &'static str, v: &Option<DurationText>) -> Result<Option<Duration>,
     v.as_ref().map(|v| parse_duration(flag, &v.0)).transpose()
 }
 
-/// Flags over the plan file (its paths taken relative to it) over the defaults, with other tools'
-/// habits mapped; and whether a step duration was given at all (not just defaulted).
-fn merged(args: RunArgs) -> Result<(RunArgs, bool), ConfigError> {
-    let (file, file_dir, url_arg) = match &args.plan_or_url {
-        Some(s) if s.starts_with("http://") || s.starts_with("https://") => {
-            (RunArgs::default(), None, Some(s.clone()))
-        }
-        Some(s) if s.contains("://") => {
-            return Err(PlanError::BadUrl {
-                url: s.clone(),
-                why: "it must start with http:// or https://".into(),
-            }
-            .into());
-        }
-        Some(path) if !Path::new(path).exists() && schemeless_url(path).is_some() => {
-            return Err(PlanError::BadUrl {
-                url: path.clone(),
-                why: format!(
-                    "it has no scheme: did you mean {}?",
-                    schemeless_url(path).unwrap_or_default()
-                ),
-            }
-            .into());
-        }
-        Some(path) => {
-            let p = PathBuf::from(path);
-            let dir = p.parent().map(Path::to_path_buf);
-            (read_plan_file(&p)?, dir, None)
-        }
-        None => (RunArgs::default(), None, None),
+/// Flags (and the target `url` among the positional arguments) over the `plan` file (its paths taken
+/// relative to it) over the defaults, with other tools' habits mapped; and whether a step duration
+/// was given at all (not just defaulted).
+fn merged(
+    args: RunArgs,
+    plan: Option<&Path>,
+    url: Option<&str>,
+) -> Result<(RunArgs, bool), ConfigError> {
+    let (file, file_dir) = match plan {
+        Some(p) => (read_plan_file(p)?, p.parent().map(Path::to_path_buf)),
+        None => (RunArgs::default(), None),
     };
+    let url_arg = url.map(String::from);
     // Paths in a plan file are relative to the file.
     let rel = |p: Option<PathBuf>| {
         p.map(|p| match (&file_dir, p.is_relative()) {
@@ -783,7 +861,7 @@ mod tests {
 
     fn args(url: &str) -> RunArgs {
         RunArgs {
-            plan_or_url: Some(url.into()),
+            plan_or_url: vec![url.into()],
             ..RunArgs::default()
         }
     }

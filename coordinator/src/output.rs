@@ -106,6 +106,40 @@ pub fn claim(dir: &Path, fresh: bool, force: bool) -> Result<PathBuf, DirError> 
     Ok(dir)
 }
 
+/// The files a side-by-side run writes beside its targets' directories.
+pub const BESIDE_FILES: [&str; 3] = ["compare.html", "compare.tsv", "compare.json"];
+
+/// Takes the directory of a side-by-side run, which holds one directory per target (each then taken
+/// by [`claim`]) and the comparison. A default stamped `dir` takes the first free name, as a run's
+/// does; a given one that holds another comparison, or a run's own files, is refused unless `force`,
+/// which removes them.
+pub fn claim_beside(dir: &Path, fresh: bool, force: bool) -> Result<PathBuf, DirError> {
+    let unwritable = |source| DirError::Unwritable {
+        path: dir.to_path_buf(),
+        source,
+    };
+    if fresh {
+        return fresh_dir(dir).map_err(unwritable);
+    }
+    fs::create_dir_all(dir).map_err(unwritable)?;
+    let mut old: Vec<PathBuf> = BESIDE_FILES
+        .iter()
+        .map(|f| dir.join(f))
+        .filter(|p| p.is_file())
+        .collect();
+    old.extend(run_files(dir).map_err(unwritable)?);
+    if !old.is_empty() && !force {
+        return Err(occupied(dir, &old));
+    }
+    for f in &old {
+        fs::remove_file(f).map_err(|source| DirError::Unwritable {
+            path: f.clone(),
+            source,
+        })?;
+    }
+    Ok(dir.to_path_buf())
+}
+
 /// Undoes [`claim`] for a run that ended before writing anything: its run.json would say nothing.
 pub fn release(dir: &Path) {
     let json = dir.join("run.json");
@@ -209,13 +243,14 @@ impl Output {
         let columns = StepTable::new(&cfg.host, cfg.plan.model());
         let header = columns.header().join(&sep.to_string());
         writeln!(table, "{header}").map_err(at(&table_path))?;
-        let doc = RunFile::start(
+        let mut doc = RunFile::start(
             now(),
             cfg.plan.workload().origin().origin().to_string(),
             cfg.echo.clone(),
             agents.to_vec(),
             warnings.to_vec(),
         );
+        doc.label = cfg.label.clone();
         let mut out = Output {
             dir,
             table,
@@ -547,7 +582,7 @@ mod tests {
 
     fn config(out: &Path) -> RunConfig {
         crate::config::resolve(crate::cli::RunArgs {
-            plan_or_url: Some("http://127.0.0.1:1/".into()),
+            plan_or_url: vec!["http://127.0.0.1:1/".into()],
             steps: Some(crate::cli::Steps(vec![10.0])),
             out: Some(out.to_path_buf()),
             ..Default::default()
