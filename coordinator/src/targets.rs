@@ -166,10 +166,12 @@ fn is_http(s: &str) -> bool {
     s.starts_with("http://") || s.starts_with("https://")
 }
 
-/// `NAME=REST` where NAME has nothing of a path or a URL in it (no '/', ':' or '=').
+/// `NAME=REST` where NAME is no URL's start (no ':'), and no path's unless a URL follows (so that
+/// `../b=http://…` is told its label is bad, and a missing `plans/a=b.toml` that it cannot be read).
 fn labelled(arg: &str) -> Option<(&str, &str)> {
     let (label, rest) = arg.split_once('=')?;
-    (!label.contains(['/', ':'])).then_some((label, rest))
+    let path_like = label.contains('/') && !rest.contains("://");
+    (!label.contains(':') && !path_like).then_some((label, rest))
 }
 
 /// A URL as a target's: http(s), or an error saying what to write (`prefix` is the `NAME=` it came
@@ -263,10 +265,12 @@ mod tests {
         let e = split_line(&format!("{plan_arg} {plan_arg}")).unwrap_err();
         assert!(e.starts_with("two plan files, "), "{e}");
         // A name that is no file is still taken for a plan, and its reading will say so.
-        assert_eq!(
-            split_line("missing.toml").unwrap().plan,
-            Some(PathBuf::from("missing.toml"))
-        );
+        for missing in ["missing.toml", "plans/a=b.toml"] {
+            assert_eq!(
+                split_line(missing).unwrap().plan,
+                Some(PathBuf::from(missing))
+            );
+        }
     }
 
     #[test]
@@ -300,6 +304,7 @@ mod tests {
             ("a b=http://a:1/", "letters, digits"),
             ("ngïnx=http://a:1/", "letters, digits"),
             ("a\\b=http://a:1/", "letters, digits"),
+            ("../b=http://a:1/", "letters, digits"),
         ] {
             // Not split on whitespace: the label itself may hold a space.
             let e = split(&[arg.to_string()]).unwrap_err().to_string();
