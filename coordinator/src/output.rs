@@ -591,6 +591,39 @@ mod tests {
     }
 
     #[test]
+    fn a_labelled_run_says_its_label_in_run_json() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut cfg = config(dir.path());
+        claim(&cfg.out, false, false).unwrap();
+        Output::create(&cfg, &[], &[]).unwrap();
+        let read = |d: &Path| RunFile::read(&d.join("run.json")).unwrap().label;
+        assert_eq!(read(dir.path()), None);
+        cfg.label = Some("nginx".into());
+        Output::create(&cfg, &[], &[]).unwrap();
+        assert_eq!(read(dir.path()).as_deref(), Some("nginx"));
+    }
+
+    #[test]
+    fn a_side_by_side_directory_kept_another_comparison() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("x");
+        assert_eq!(claim_beside(&out, false, false).unwrap(), out);
+        fs::write(out.join("compare.tsv"), b"old").unwrap();
+        fs::write(out.join("notes.txt"), b"the user's").unwrap();
+        let e = claim_beside(&out, false, false).unwrap_err().to_string();
+        assert!(
+            e.contains("holds another run's files (compare.tsv)") && e.contains("--force"),
+            "{e}"
+        );
+        claim_beside(&out, false, true).unwrap();
+        assert!(!out.join("compare.tsv").exists());
+        assert!(out.join("notes.txt").exists());
+        // A default name is never shared: the next one is suffixed.
+        let fresh = claim_beside(&out, true, false).unwrap();
+        assert_eq!(fresh, dir.path().join("x-2"));
+    }
+
+    #[test]
     fn run_json_stayed_running_when_it_could_not_be_rewritten() {
         let dir = tempfile::tempdir().unwrap();
         let cfg = config(dir.path());
