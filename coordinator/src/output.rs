@@ -385,6 +385,15 @@ where
     })
 }
 
+/// Writes `text` to `path` through a temporary file beside it (see [`replace`]).
+pub fn write_text(path: &Path, text: &str) -> Result<(), OutputError> {
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".tmp");
+    replace(path, Path::new(&tmp), |mut file| {
+        file.write_all(text.as_bytes()).map_err(at(path))
+    })
+}
+
 /// Writes `path` through `tmp` beside it, then renames it into place: a reader sees the old file or
 /// the whole new one, and a failed write (a full disk) leaves the old file and no half one beside it.
 fn replace(

@@ -14,10 +14,12 @@
 //! - once the page's script has run, `<html data-ready="1">`; a script error sets `data-errors` on
 //!   `<html>` to its message.
 
+mod compare_page;
 pub mod escape;
 mod input;
 mod page;
 mod run_page;
 
+pub use compare_page::render_compare;
 pub use input::{InputError, RunReport};
 pub use run_page::render_run;
