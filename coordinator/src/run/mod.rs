@@ -13,6 +13,7 @@ use shared::verdict::{Server, Verdict};
 use shared::warning::Warning;
 use tokio_util::sync::CancellationToken;
 
+use crate::compare::{self, CompareConfig, CompareError};
 use crate::config::{ConfigError, LossPolicy, RunConfig, SideBySide, Thresholds};
 use crate::fleet::{self, Fleet, FleetError};
 use crate::merge::SpillError;
@@ -440,14 +441,6 @@ fn check_limits(fleet: &Fleet, cfgs: &[RunConfig]) -> Result<(), RunError> {
     Ok(())
 }
 
-/// Why the comparison beside a side-by-side run's directories could not be written.
-#[derive(Debug, thiserror::Error)]
-#[error("cannot write the comparison in {}: {why}", dir.display())]
-pub struct CompareError {
-    pub dir: PathBuf,
-    pub why: String,
-}
-
 /// The comparison after a round of steps: a failure is said and the run goes on (its own
 /// directories are whole; the end of the run, or `stampede compare`, writes it again).
 fn compare_round(dir: &Path, lanes: &[Lane<'_>]) {
@@ -474,16 +467,19 @@ fn compare_beside(dir: &Path, runs: &[RunOutcome]) -> Result<(), CompareError> {
     write_comparison(dir, &runs)
 }
 
-/// THE CALL SITE of the comparison writer (compare.html, compare.tsv, compare.json in `dir`) for
-/// the runs (label, directory) beside it, the first one the baseline. Every side-by-side write
-/// goes through here.
+/// The one call of the comparison writer for a side-by-side run: compare.html, compare.tsv and
+/// compare.json in `dir`, of the runs (label, directory) beside it, the first one the baseline.
 fn write_comparison(dir: &Path, runs: &[(String, PathBuf)]) -> Result<(), CompareError> {
-    // Until the compare module is merged, there is nothing to call.
-    let _ = runs;
-    Err(CompareError {
-        dir: dir.to_path_buf(),
-        why: "this build has no comparison writer yet (stampede compare)".into(),
+    let (labels, dirs) = runs.iter().cloned().unzip();
+    let [html, tsv, json] = output::BESIDE_FILES.map(|f| dir.join(f));
+    compare::run(CompareConfig {
+        labels,
+        html,
+        tsv: Some(tsv),
+        json: Some(json),
+        ..CompareConfig::new(dirs)
     })
+    .map(drop)
 }
 
 /// The route as the coordinator knows it: it does not resolve the target, so a host name's
