@@ -251,3 +251,37 @@ fn an_interrupt_ended_every_target_and_kept_what_ran() {
     assert_eq!(a.requests(), replies(&runs[0]));
     assert_eq!(b.requests(), replies(&runs[1]));
 }
+
+#[test]
+fn an_agents_run_length_counted_every_targets_steps_in_the_order_they_run() {
+    let a = Target::start(&[]);
+    let b = Target::start(&[]);
+    let agent = AgentProc::start(&["--max-run-duration", "2s"], &[]);
+    let out = tempfile::tempdir().unwrap();
+    let o = stampede(&[
+        "run",
+        &format!("a={}", a.url()),
+        &format!("b={}", b.url()),
+        "--agents",
+        &agent.addr.to_string(),
+        "--steps",
+        "10,10",
+        "--step-duration",
+        "1s",
+        "--quiet",
+        "--out",
+        out.path().to_str().unwrap(),
+    ]);
+    // a's step 1 and b's step 1 fill the 2 s; a's step 2 would be the third second (run one
+    // target after the other, a's would fit and b's first be refused).
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o.stderr));
+    let origin = a.url().trim_end_matches('/').to_string();
+    assert_eq!(
+        text(&o.stderr),
+        format!(
+            "stampede: target a ({origin}): agent {} would refuse this plan: step 2 would bring this run to 3s; this agent's --max-run-duration is 2s\n",
+            agent.addr
+        )
+    );
+    assert_eq!(a.requests() + b.requests(), 0, "refused before any load");
+}
