@@ -40,10 +40,10 @@ pub enum RunError {
     Config(#[from] ConfigError),
     #[error(transparent)]
     Fleet(#[from] FleetError),
-    /// Side by side: a fleet's error with one target, named (boxed: it is rare, and a run's
-    /// every step returns this type).
-    #[error("target {}: {}", .0.0, .0.1)]
-    Target(Box<(String, FleetError)>),
+    /// Side by side: a fleet's error with one target (boxed: it is rare, and every step of a run
+    /// returns this type).
+    #[error(transparent)]
+    Target(Box<TargetFailure>),
     #[error("no agent is left to run step {step}")]
     NoAgents { step: usize },
     #[error("{0}")]
@@ -62,10 +62,18 @@ impl RunError {
         match self {
             RunError::Config(_) | RunError::Dir(_) => 2,
             RunError::Fleet(e) if e.is_usage() => 2,
-            RunError::Target(t) if t.1.is_usage() => 2,
+            RunError::Target(t) if t.source.is_usage() => 2,
             _ => 1,
         }
     }
+}
+
+/// A fleet's error, side by side, with the target it came with: `LABEL (ORIGIN)`.
+#[derive(Debug, thiserror::Error)]
+#[error("target {target}: {source}")]
+pub struct TargetFailure {
+    pub target: String,
+    pub source: FleetError,
 }
 
 pub struct RunOutcome {
@@ -377,10 +385,10 @@ async fn ready_fleet(
 /// A fleet's error as the run's: side by side, naming the target it came with.
 fn blame(side: bool, cfg: &RunConfig, e: FleetError) -> RunError {
     match &cfg.label {
-        Some(label) if side => RunError::Target(Box::new((
-            format!("{label} ({})", cfg.plan.workload().origin().origin()),
-            e,
-        ))),
+        Some(label) if side => RunError::Target(Box::new(TargetFailure {
+            target: format!("{label} ({})", cfg.plan.workload().origin().origin()),
+            source: e,
+        })),
         _ => e.into(),
     }
 }
