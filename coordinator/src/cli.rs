@@ -20,7 +20,8 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Run a ramp against a target (a URL, a plan file, or both; flags override the file).
+    /// Run a ramp against a target, or several side by side (URLs or NAME=URLs, a plan file, or both;
+    /// flags override the file).
     Run(Box<RunArgs>),
     /// Serve the reference target: a fixed body, an optional delay and capacity, its own request counter.
     Serve(ServeArgs),
