@@ -20,7 +20,8 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Run a ramp against a target (a URL, a plan file, or both; flags override the file).
+    /// Run a ramp against a target, or several side by side (URLs or NAME=URLs, a plan file, or both;
+    /// flags override the file).
     Run(Box<RunArgs>),
     /// Serve the reference target: a fixed body, an optional delay and capacity, its own request counter.
     Serve(ServeArgs),
@@ -256,10 +257,12 @@ settings! {
     #[derive(Debug, Clone, Args, Default, Deserialize)]
     #[serde(deny_unknown_fields)]
     pub struct RunArgs {
-        /// A plan file (TOML) or a target URL (http:// or https://).
-        #[arg(value_name = "PLAN|URL")]
+        /// A plan file (TOML) and/or target URLs (http:// or https://). Several targets, each named
+        /// NAME=URL (e.g. nginx=http://a:8080/ app=http://b:8081/), run side by side: every step on
+        /// each in turn, one results directory per NAME under --out, and a comparison beside them.
+        #[arg(value_name = "PLAN|URL|NAME=URL")]
         #[serde(skip)]
-        pub plan_or_url: Option<String>,
+        pub plan_or_url: Vec<String>,
 
         /// Target URL.
         #[arg(long, short = 'u', help_heading = TARGET)]
@@ -352,6 +355,10 @@ settings! {
         /// taken]. One holding another run's files is refused unless --force.
         #[arg(long, help_heading = OUTPUT)]
         pub out: Option<PathBuf>,
+        /// Name this run in its report and in `stampede compare` (letters, digits, '_', '.', '-');
+        /// with several targets, name each NAME=URL instead.
+        #[arg(long, value_name = "NAME", help_heading = OUTPUT)]
+        pub label: Option<String>,
         /// Replace another run's files (run.json, steps.tsv/csv, hlog/) in --out instead of refusing.
         #[arg(long, help_heading = OUTPUT)]
         #[serde(default)]

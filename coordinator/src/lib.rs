@@ -12,8 +12,10 @@ pub mod progress;
 pub mod report_file;
 pub mod run;
 pub mod serve;
+pub mod targets;
 
 use std::io::Write;
+use std::path::Path;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -26,8 +28,9 @@ use crate::run::Stop;
 /// Ctrl-C, `stop.now` the second (see [`Stop`]).
 pub async fn execute(command: Command, stop: Stop) -> u8 {
     match command {
-        Command::Run(args) => match config::resolve(*args) {
-            Ok(cfg) => finish(run::run(cfg, stop).await),
+        Command::Run(args) => match config::resolve_runs(*args) {
+            Ok(config::Runs::One(cfg)) => finish(run::run(*cfg, stop).await),
+            Ok(config::Runs::Side(side)) => finish_side(run::run_side(side, stop).await),
             Err(e) => {
                 eprintln!("stampede: {e}");
                 2
@@ -189,48 +192,106 @@ struct StdoutError(std::io::Error);
 fn finish(outcome: Result<run::RunOutcome, run::RunError>) -> u8 {
     match outcome {
         Ok(o) => {
-            let mut text = progress::table(&o.steps);
-            if let Some(s) = &o.stopped {
-                let not_run: Vec<String> = s.not_run.iter().map(f64::to_string).collect();
-                text.push_str(&format!(
-                    "stopped after step {} (--stop-on): {}; not run: {}\n",
-                    s.after_step,
-                    s.because,
-                    not_run.join(", ")
-                ));
-            }
-            text.push_str(&format!(
-                "answer: {}\nresults: {}\nreport: {}\n",
-                shared::report::summarize_run(&o.steps).answer,
+            let text = told(&o, "");
+            let report = o.dir.join(report_file::REPORT);
+            let text = format!(
+                "{text}results: {}\nreport: {}\n",
                 o.dir.display(),
-                o.dir.join(report_file::REPORT).display()
-            ));
+                report.display()
+            );
             if let Err(e) = print_out(&text) {
                 eprintln!("stampede: {e}; the results are in {}", o.dir.display());
                 return 1;
             }
-            // Printed after the outputs are written, so CI keeps them whatever the exit code.
-            for b in &o.breaches {
-                eprintln!(
-                    "stampede: --fail-on {}: step {} ({}): {}",
-                    b.expression, b.step, b.step_value, b.because
-                );
-            }
-            if o.aborted {
-                eprintln!(
-                    "stampede: run aborted; finished steps are in {}",
-                    o.dir.display()
-                );
-                1
-            } else if !o.breaches.is_empty() {
-                3
-            } else {
-                0
-            }
+            exit_code(std::slice::from_ref(&o))
         }
         Err(e) => {
             eprintln!("stampede: {e}");
             e.exit_code()
         }
+    }
+}
+
+/// A side-by-side run's end: each target's table and answer under its label, where the results and
+/// the comparison are; the exit code is the worst of the targets'.
+fn finish_side(outcome: Result<run::SideOutcome, run::RunError>) -> u8 {
+    let side = match outcome {
+        Ok(side) => side,
+        Err(e) => {
+            eprintln!("stampede: {e}");
+            return e.exit_code();
+        }
+    };
+    let mut text = String::new();
+    for o in &side.runs {
+        let label = o.label.as_deref().unwrap_or_default();
+        text.push_str(&format!("== {label} ({}) ==\n", o.dir.display()));
+        text.push_str(&told(o, &format!(" ({label})")));
+    }
+    let compare = side.dir.join(output::BESIDE_FILES[0]);
+    match &side.compared {
+        Ok(()) => text.push_str(&format!("compare: {}\n", compare.display())),
+        Err(e) => eprintln!("stampede: {e}"),
+    }
+    text.push_str(&format!("results: {}\n", side.dir.display()));
+    if let Err(e) = print_out(&text) {
+        eprintln!("stampede: {e}; the results are in {}", side.dir.display());
+        return 1;
+    }
+    match exit_code(&side.runs) {
+        0 if side.compared.is_err() => 1,
+        code => code,
+    }
+}
+
+/// One run's table, why --stop-on ended it, and its answer (`whose` after "answer"), for stdout.
+fn told(o: &run::RunOutcome, whose: &str) -> String {
+    let mut text = progress::table(&o.steps);
+    if let Some(s) = &o.stopped {
+        let not_run: Vec<String> = s.not_run.iter().map(f64::to_string).collect();
+        text.push_str(&format!(
+            "stopped after step {} (--stop-on): {}; not run: {}\n",
+            s.after_step,
+            s.because,
+            not_run.join(", ")
+        ));
+    }
+    text.push_str(&format!(
+        "answer{whose}: {}\n",
+        shared::report::summarize_run(&o.steps).answer
+    ));
+    text
+}
+
+/// After the outputs are written: the --fail-on breaches on stderr, and the exit code of the runs
+/// together (1 if any was aborted, else 3 if any breached, else 0).
+fn exit_code(runs: &[run::RunOutcome]) -> u8 {
+    // Printed after the outputs are written, so CI keeps them whatever the exit code.
+    for o in runs {
+        let whose = o
+            .label
+            .as_deref()
+            .map_or(String::new(), |l| format!("{l}: "));
+        for b in &o.breaches {
+            eprintln!(
+                "stampede: {whose}--fail-on {}: step {} ({}): {}",
+                b.expression, b.step, b.step_value, b.because
+            );
+        }
+    }
+    if let Some(o) = runs.iter().find(|o| o.aborted) {
+        let dir = match runs {
+            [_] => o.dir.clone(),
+            _ => o.dir.parent().map_or(o.dir.clone(), Path::to_path_buf),
+        };
+        eprintln!(
+            "stampede: run aborted; finished steps are in {}",
+            dir.display()
+        );
+        1
+    } else if runs.iter().any(|o| !o.breaches.is_empty()) {
+        3
+    } else {
+        0
     }
 }

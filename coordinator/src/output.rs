@@ -109,6 +109,40 @@ pub fn claim(dir: &Path, fresh: bool, force: bool) -> Result<PathBuf, DirError> 
     Ok(dir)
 }
 
+/// The files a side-by-side run writes beside its targets' directories.
+pub const BESIDE_FILES: [&str; 3] = ["compare.html", "compare.tsv", "compare.json"];
+
+/// Takes the directory of a side-by-side run, which holds one directory per target (each then taken
+/// by [`claim`]) and the comparison. A default stamped `dir` takes the first free name, as a run's
+/// does; a given one that holds another comparison, or a run's own files, is refused unless `force`,
+/// which removes them.
+pub fn claim_beside(dir: &Path, fresh: bool, force: bool) -> Result<PathBuf, DirError> {
+    let unwritable = |source| DirError::Unwritable {
+        path: dir.to_path_buf(),
+        source,
+    };
+    if fresh {
+        return fresh_dir(dir).map_err(unwritable);
+    }
+    fs::create_dir_all(dir).map_err(unwritable)?;
+    let mut old: Vec<PathBuf> = BESIDE_FILES
+        .iter()
+        .map(|f| dir.join(f))
+        .filter(|p| p.is_file())
+        .collect();
+    old.extend(run_files(dir).map_err(unwritable)?);
+    if !old.is_empty() && !force {
+        return Err(occupied(dir, &old));
+    }
+    for f in &old {
+        fs::remove_file(f).map_err(|source| DirError::Unwritable {
+            path: f.clone(),
+            source,
+        })?;
+    }
+    Ok(dir.to_path_buf())
+}
+
 /// Undoes [`claim`] for a run that ended before writing anything: its run.json would say nothing.
 pub fn release(dir: &Path) {
     let json = dir.join("run.json");
@@ -219,13 +253,14 @@ impl Output {
         let columns = StepTable::new(&cfg.host, cfg.plan.model());
         let header = columns.header().join(&sep.to_string());
         writeln!(table, "{header}").map_err(at(&table_path))?;
-        let doc = RunFile::start(
+        let mut doc = RunFile::start(
             now(),
             cfg.plan.workload().origin().origin().to_string(),
             cfg.echo.clone(),
             agents.to_vec(),
             warnings.to_vec(),
         );
+        doc.label = cfg.label.clone();
         let mut out = Output {
             dir,
             table,
@@ -669,12 +704,45 @@ mod tests {
 
     fn config(out: &Path) -> RunConfig {
         crate::config::resolve(crate::cli::RunArgs {
-            plan_or_url: Some("http://127.0.0.1:1/".into()),
+            plan_or_url: vec!["http://127.0.0.1:1/".into()],
             steps: Some(crate::cli::Steps(vec![10.0])),
             out: Some(out.to_path_buf()),
             ..Default::default()
         })
         .unwrap()
+    }
+
+    #[test]
+    fn a_labelled_run_says_its_label_in_run_json() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut cfg = config(dir.path());
+        claim(&cfg.out, false, false).unwrap();
+        Output::create(&cfg, &[], &[]).unwrap();
+        let read = |d: &Path| RunFile::read(&d.join("run.json")).unwrap().label;
+        assert_eq!(read(dir.path()), None);
+        cfg.label = Some("nginx".into());
+        Output::create(&cfg, &[], &[]).unwrap();
+        assert_eq!(read(dir.path()).as_deref(), Some("nginx"));
+    }
+
+    #[test]
+    fn a_side_by_side_directory_kept_another_comparison() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("x");
+        assert_eq!(claim_beside(&out, false, false).unwrap(), out);
+        fs::write(out.join("compare.tsv"), b"old").unwrap();
+        fs::write(out.join("notes.txt"), b"the user's").unwrap();
+        let e = claim_beside(&out, false, false).unwrap_err().to_string();
+        assert!(
+            e.contains("holds another run's files (compare.tsv)") && e.contains("--force"),
+            "{e}"
+        );
+        claim_beside(&out, false, true).unwrap();
+        assert!(!out.join("compare.tsv").exists());
+        assert!(out.join("notes.txt").exists());
+        // A default name is never shared: the next one is suffixed.
+        let fresh = claim_beside(&out, true, false).unwrap();
+        assert_eq!(fresh, dir.path().join("x-2"));
     }
 
     #[test]

@@ -78,6 +78,7 @@ fn every_documented_subcommand_and_flag_exists() {
         "--max-requests",
         "--duration",
         "--on-agent-loss",
+        "--label",
     ] {
         assert!(run.contains(flag), "run --help lacks {flag}");
         assert!(
