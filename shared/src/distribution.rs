@@ -122,9 +122,10 @@ impl Distribution {
         s
     }
 
-    /// Reads a `.hgrm` back: ours, or one another HdrHistogram printer wrote (Java's, C's, Python's,
-    /// wrk2's). Text before the header (wrk2's summary) and after the footer is left alone; between
-    /// them every line must be a row or a footer line, and the rows must rise.
+    /// Reads a `.hgrm` back: ours, or one another HdrHistogram printer wrote (Java's; the Python
+    /// package's, whose count reads `TotalCount = N.000`; any column alignment). Text before the
+    /// header and after the footer (a load tool's summary around it, as wrk2 prints) is left alone;
+    /// between them every line must be a row or a footer line, and the rows must rise.
     pub fn parse_hgrm(step: u32, text: &str) -> Result<Distribution, HgrmError> {
         let mut lines = text.lines().enumerate().map(|(i, l)| (i + 1, l));
         let mut header = None;
@@ -659,6 +660,27 @@ mod tests {
             let back = Distribution::parse_hgrm(1, &d.to_hgrm()).unwrap();
             assert_close(&back, &d);
             prop_assert_eq!(back.to_hgrm(), Distribution::parse_hgrm(1, &back.to_hgrm()).unwrap().to_hgrm());
+        }
+
+        #[test]
+        fn a_damaged_file_is_an_error_or_reads_back_never_a_panic(
+            at in 0usize..4000, len in 0usize..40, with in "[0-9a-z.#\\[\\]=, \n-]{0,40}", wide in any::<bool>()
+        ) {
+            let good = golden(if wide { "wide.hgrm" } else { "tie.hgrm" });
+            let at = good.floor_char_boundary(at.min(good.len()));
+            let to = good.floor_char_boundary((at + len).min(good.len()));
+            let text = format!("{}{with}{}", &good[..at], &good[to..]);
+            match Distribution::parse_hgrm(1, &text) {
+                Ok(d) => {
+                    let back = Distribution::parse_hgrm(1, &d.to_hgrm()).unwrap();
+                    prop_assert_eq!(back.total, d.total);
+                    prop_assert_eq!(back.points.len(), d.points.len());
+                }
+                Err(HgrmError::Line { line, .. }) => {
+                    prop_assert!((1..=text.lines().count()).contains(&line));
+                }
+                Err(_) => {}
+            }
         }
     }
 }

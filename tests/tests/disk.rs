@@ -148,7 +148,8 @@ fn two_runs_started_in_the_same_second_mixed_their_files() {
                 n + 1,
                 "steps.tsv and run.json of one run"
             );
-            assert_eq!(std::fs::read_dir(d.join("hlog")).unwrap().count(), n);
+            // An hlog and its .hgrm per step.
+            assert_eq!(std::fs::read_dir(d.join("hlog")).unwrap().count(), 2 * n);
             n
         })
         .collect();
@@ -167,7 +168,7 @@ fn a_reused_out_kept_the_earlier_runs_hlog_files() {
     assert_eq!(again.status.code(), Some(2), "{err}");
     assert_eq!(
         err,
-        "stampede: output directory today holds another run's files (run.json, steps.tsv, hlog/step-001.hlog, hlog/step-002.hlog, 1 more): give another --out, or add --force to replace them\n"
+        "stampede: output directory today holds another run's files (run.json, steps.tsv, hlog/step-001.hgrm, hlog/step-001.hlog, 4 more): give another --out, or add --force to replace them\n"
     );
     assert_eq!(
         tests::run_json(&cwd.path().join("today"))["steps"]
@@ -183,13 +184,14 @@ fn a_reused_out_kept_the_earlier_runs_hlog_files() {
         &["--out", "today", "--force"],
     );
     assert!(forced.status.success(), "{}", text(&forced.stderr));
-    let hlogs: Vec<_> = std::fs::read_dir(cwd.path().join("today/hlog"))
+    let mut hlogs: Vec<_> = std::fs::read_dir(cwd.path().join("today/hlog"))
         .unwrap()
         .map(|e| e.unwrap().file_name())
         .collect();
+    hlogs.sort();
     assert_eq!(
         hlogs,
-        ["step-001.hlog"],
+        ["step-001.hgrm", "step-001.hlog"],
         "nothing of the earlier run is left"
     );
     assert_eq!(

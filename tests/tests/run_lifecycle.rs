@@ -225,7 +225,15 @@ fn step_numbers_started_at_0_in_run_json_and_hlog() {
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .collect();
     logs.sort();
-    assert_eq!(logs, ["step-001.hlog", "step-002.hlog"]);
+    assert_eq!(
+        logs,
+        [
+            "step-001.hgrm",
+            "step-001.hlog",
+            "step-002.hgrm",
+            "step-002.hlog"
+        ]
+    );
     let log = std::fs::read_to_string(out.path().join("hlog/step-002.hlog")).unwrap();
     assert!(log.contains(" step 2: latency"), "{log}");
     assert!(
