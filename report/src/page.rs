@@ -41,6 +41,7 @@ var dd=(q[0]-p.x)*(q[0]-p.x)+(q[1]-p.y)*(q[1]-p.y);if(dd<bd){bd=dd;best=el;at=[i
 clear();if(!best)return;var v=at;if(best.tagName!='path'){hl=best;best.classList.add('hl');v=best.getAttribute('data-v').split(' ')}
 ro.textContent=best.parentNode.getAttribute('data-n')+': '+fmt(v[1],yu)+' at '+fmt(v[0],xu)});
 svg.addEventListener('mouseleave',clear)}
+document.querySelectorAll('rect[data-t]').forEach(function(r){var t=document.getElementById('shade-'+r.getAttribute('data-t'));if(t&&t.firstChild)r.appendChild(t.firstChild.cloneNode(true))});
 document.querySelectorAll('figure.chart').forEach(chart);
 d.setAttribute('data-ready','1');})();"#;
 

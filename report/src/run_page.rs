@@ -7,6 +7,7 @@ mod tables;
 use std::fmt::Write;
 
 use crate::RunReport;
+use crate::chart::Titles;
 use crate::escape::html;
 use crate::page::page;
 
@@ -30,21 +31,22 @@ pub fn render_run(r: &RunReport) -> String {
     let run = &r.run;
     let name = run.label.as_deref().unwrap_or(&run.target);
     let mut body = header(r);
+    let mut titles = Titles::default();
     body.push_str("<h2>Against the offered load</h2>\n");
-    body.push_str(&charts::rates(run).render());
-    body.push_str(&charts::latency(run).render());
-    body.push_str(&charts::failures(run).render());
-    body.push_str(&charts::status(run).render());
+    body.push_str(&charts::rates(run).render_in(&mut titles));
+    body.push_str(&charts::latency(run).render_in(&mut titles));
+    body.push_str(&charts::failures(run).render_in(&mut titles));
+    body.push_str(&charts::status(run).render_in(&mut titles));
     body.push_str("<h2>Can the numbers be trusted?</h2>\n<div class=\"strip\">\n");
     for c in charts::trust_strip(run) {
-        body.push_str(&c.render());
+        body.push_str(&c.render_in(&mut titles));
     }
     body.push_str("</div>\n<h2>The server</h2>\n");
     body.push_str(&charts::server());
     body.push_str("<h2>Each step's latency distribution</h2>\n");
     body.push_str(&charts::distribution(run, &r.distributions));
     body.push_str("<h2>Over time</h2>\n");
-    body.push_str(&charts::timeline(run).render());
+    body.push_str(&charts::timeline(run).render_in(&mut titles));
     body.push_str("<h2>Steps</h2>\n");
     body.push_str(&tables::steps(run));
     body.push_str(&tables::agents(run));

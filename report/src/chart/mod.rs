@@ -8,6 +8,8 @@ mod plot;
 mod svg;
 
 pub use axis::{Axis, Scale, Unit, short, trimmed};
+use std::collections::HashMap;
+
 use shared::verdict::Verdict;
 
 use crate::escape::html;
@@ -212,6 +214,25 @@ pub struct Boundary {
     pub label: String,
 }
 
+/// The shadings' hover texts a page already holds. A step's reasons shade every chart of a run
+/// alike: written out once (`<rect id="shade-N"><title>…`), each later shading with the same text
+/// points at it (`data-t="N"`) and the page's script copies the title over, so a long run's page
+/// carries its reasons once, not once per chart.
+#[derive(Debug, Default)]
+pub struct Titles(HashMap<String, usize>);
+
+impl Titles {
+    /// `Ok(n)`: the text is new to the page and is number `n`; `Err(n)`: it already is, as `n`.
+    fn seen(&mut self, text: &str) -> Result<usize, usize> {
+        if let Some(n) = self.0.get(text) {
+            return Err(*n);
+        }
+        let n = self.0.len();
+        self.0.insert(text.to_string(), n);
+        Ok(n)
+    }
+}
+
 /// One chart: what to draw and how its axes read.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Chart {
@@ -299,14 +320,20 @@ impl Chart {
         self
     }
 
-    /// The chart as a `<figure>`: caption, SVG, legend, note.
+    /// The chart as a `<figure>`: caption, SVG, legend, note; on its own, every hover text in it.
     pub fn render(&self) -> String {
+        self.render_in(&mut Titles::default())
+    }
+
+    /// The chart as one of a page's: a shading's hover text already on the page is not written
+    /// again (see [`Titles`]).
+    pub fn render_in(&self, titles: &mut Titles) -> String {
         let mut out = format!(
             "<figure class=\"chart\" data-chart=\"{}\">\n<figcaption>{}</figcaption>\n",
             html(&self.name),
             html(&self.title)
         );
-        out.push_str(&plot::svg(self));
+        out.push_str(&plot::svg(self, titles));
         out.push_str(&self.legend());
         if let Some(n) = &self.note {
             out.push_str(&format!("<p class=\"note\">{}</p>\n", html(n)));
@@ -473,6 +500,29 @@ mod tests {
         assert!(
             !out.contains("degraded"),
             "no degraded step, no key for one"
+        );
+    }
+
+    #[test]
+    fn a_page_carries_each_hover_text_once() {
+        let shaded = |name: &str| {
+            let mut c = rates();
+            c.name = name.into();
+            c.shades(vec![Shade {
+                from: 150.0,
+                to: 250.0,
+                verdict: Verdict::Degraded,
+                title: "lag".into(),
+            }])
+        };
+        let mut titles = Titles::default();
+        let first = shaded("a").render_in(&mut titles);
+        let second = shaded("b").render_in(&mut titles);
+        assert!(first.contains("id=\"shade-0\"><title>lag</title>"));
+        assert!(second.contains("data-t=\"0\"/>") && !second.contains("<title>"));
+        assert!(
+            shaded("c").render().contains("<title>lag</title>"),
+            "alone, it has its own"
         );
     }
 

@@ -7,7 +7,7 @@ use shared::verdict::Verdict;
 
 use super::axis::{Fitted, Scale, Unit, short};
 use super::svg::{Px, path};
-use super::{Chart, Dash, Marker, StackKind};
+use super::{Chart, Dash, Marker, StackKind, Titles};
 use crate::escape::html;
 
 /// Room for the tick labels and axis names around the plot.
@@ -25,7 +25,7 @@ struct Frame {
     bottom: f64,
 }
 
-pub fn svg(c: &Chart) -> String {
+pub fn svg(c: &Chart, titles: &mut Titles) -> String {
     let (w, h) = c.size;
     let f = Frame {
         left: LEFT,
@@ -44,7 +44,7 @@ pub fn svg(c: &Chart) -> String {
         x.mapping()
     );
     out.push_str(&patterns(c));
-    out.push_str(&shading(c, &x, &f));
+    out.push_str(&shading(c, &x, &f, titles));
     let mut scales = vec![(c.y.scale, "")];
     if let Some(other) = c.switch_scale.filter(|s| *s != c.y.scale) {
         scales.push((other, " off"));
@@ -148,7 +148,7 @@ fn patterns(c: &Chart) -> String {
 
 /// The steps the generator did not fully trust, shaded behind everything; a valid step is the
 /// background itself.
-fn shading(c: &Chart, x: &Fitted, f: &Frame) -> String {
+fn shading(c: &Chart, x: &Fitted, f: &Frame, titles: &mut Titles) -> String {
     let mut out = String::new();
     for s in c.shades.iter().filter(|s| s.verdict != Verdict::Valid) {
         let a = x.px(s.from).max(f.left);
@@ -158,14 +158,25 @@ fn shading(c: &Chart, x: &Fitted, f: &Frame) -> String {
         }
         let _ = write!(
             out,
-            "<rect class=\"t-{}\" x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\"><title>{}</title></rect>",
+            "<rect class=\"t-{}\" x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\"",
             s.verdict.name(),
             Px(a),
             Px(f.top),
             Px(b - a),
             Px(f.bottom - f.top),
-            html(&s.title)
         );
+        match titles.seen(&s.title) {
+            Ok(first) => {
+                let _ = write!(
+                    out,
+                    " id=\"shade-{first}\"><title>{}</title></rect>",
+                    html(&s.title)
+                );
+            }
+            Err(earlier) => {
+                let _ = write!(out, " data-t=\"{earlier}\"/>");
+            }
+        }
     }
     if out.is_empty() {
         out

@@ -34,50 +34,47 @@ pub fn step_axis_over(model: LoadModel, values: impl Iterator<Item = f64>) -> Ax
         LoadModel::Concurrency => "connections (closed loop)",
     };
     let axis = Axis::linear(label, Unit::Si);
-    let mut values: Vec<f64> = values.filter(|v| v.is_finite()).collect();
-    values.sort_by(f64::total_cmp);
-    values.dedup();
-    let (Some(first), Some(last)) = (values.first(), values.last()) else {
+    let values = distinct(values);
+    let (Some(&first), Some(&last)) = (values.first(), values.last()) else {
         return axis;
     };
-    let gap = values
-        .windows(2)
-        .map(|w| w[1] - w[0])
-        .fold(f64::INFINITY, f64::min);
-    let half = if gap.is_finite() {
-        gap / 2.0
-    } else {
-        (last.abs() * 0.1).max(0.5)
-    };
-    axis.with_range((first - half).min(0.0), last + half)
+    let lo = first - stretch(&values, first).0;
+    axis.with_range(lo.min(0.0), last + stretch(&values, last).1)
+}
+
+/// The finite values, rising, each once.
+fn distinct(values: impl Iterator<Item = f64>) -> Vec<f64> {
+    let mut v: Vec<f64> = values.filter(|v| v.is_finite()).collect();
+    v.sort_by(f64::total_cmp);
+    v.dedup();
+    v
+}
+
+/// How far the stretch of the step at `v` reaches below and above it: halfway to each neighbour
+/// among `values` (rising, distinct), on an end as far as on its other side, a tenth of the value
+/// for a lone step.
+fn stretch(values: &[f64], v: f64) -> (f64, f64) {
+    let i = values.partition_point(|x| *x < v);
+    let below = i.checked_sub(1).map(|j| (v - values[j]) / 2.0);
+    let above = values.get(i + 1).map(|n| (n - v) / 2.0);
+    let lone = (v.abs() * 0.1).max(0.5);
+    (
+        below.or(above).unwrap_or(lone),
+        above.or(below).unwrap_or(lone),
+    )
 }
 
 /// Each step's stretch of a step-value axis (halfway to its neighbours) shaded by its verdict, its
 /// reasons as hover text.
 pub fn trust_shades(run: &RunFile) -> Vec<Shade> {
-    let mut values: Vec<f64> = run.steps.iter().map(|s| s.step_value).collect();
-    values.sort_by(f64::total_cmp);
-    values.dedup();
+    let values = distinct(run.steps.iter().map(|s| s.step_value));
     run.steps
         .iter()
         .map(|s| {
-            let i = values.iter().position(|v| *v == s.step_value).unwrap_or(0);
-            let gap = |a: Option<&f64>, b: Option<&f64>| match (a, b) {
-                (Some(a), Some(b)) => (b - a).abs() / 2.0,
-                _ => f64::NAN,
-            };
-            let before = gap(i.checked_sub(1).and_then(|j| values.get(j)), values.get(i));
-            let after = gap(values.get(i), values.get(i + 1));
-            let lone = (s.step_value.abs() * 0.1).max(0.5);
-            let before = if before.is_nan() { after } else { before };
-            let after = if after.is_nan() { before } else { after };
-            let (before, after) = (
-                if before.is_nan() { lone } else { before },
-                if after.is_nan() { lone } else { after },
-            );
+            let (below, above) = stretch(&values, s.step_value);
             Shade {
-                from: s.step_value - before,
-                to: s.step_value + after,
+                from: s.step_value - below,
+                to: s.step_value + above,
                 verdict: s.trust,
                 title: shade_title(run, s),
             }
@@ -541,7 +538,10 @@ mod tests {
                 step: s.number,
                 total: 1,
                 mean_ms: 1.0,
+                stddev_ms: 0.0,
                 max_ms: 1.0,
+                buckets: 0,
+                sub_buckets: 0,
                 points: Vec::new(),
             })
             .collect();
@@ -552,6 +552,20 @@ mod tests {
             "{shown:?}"
         );
         assert!(shown.windows(2).all(|w| w[0] < w[1]));
+    }
+
+    #[test]
+    fn a_step_s_stretch_reaches_halfway_to_its_neighbours() {
+        let v = [100.0, 200.0, 400.0];
+        assert_eq!(stretch(&v, 100.0), (50.0, 50.0));
+        assert_eq!(stretch(&v, 200.0), (50.0, 100.0));
+        assert_eq!(stretch(&v, 400.0), (100.0, 100.0));
+        assert_eq!(stretch(&[50.0], 50.0), (5.0, 5.0));
+        let axis = step_axis_over(
+            LoadModel::Requests,
+            [400.0, 100.0, 200.0, 200.0].into_iter(),
+        );
+        assert_eq!(axis.range, Some((0.0, 500.0)));
     }
 
     #[test]
