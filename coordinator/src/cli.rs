@@ -31,6 +31,9 @@ pub enum Command {
     Certs(CertsCommand),
     /// Rebuild a run's report.html from its results directory (run.json and hlog/).
     Report(ReportArgs),
+    /// Compare runs side by side: steps joined on their value, each against a baseline run.
+    #[command(after_help = COMPARE_EXAMPLES)]
+    Compare(CompareArgs),
 }
 
 #[derive(Debug, Args)]
@@ -40,6 +43,48 @@ pub struct ReportArgs {
     /// Where to write the page [default: DIR/report.html]; - for stdout.
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     pub output: Option<PathBuf>,
+}
+
+const COMPARE_EXAMPLES: &str = "Examples:
+  stampede compare results/nginx results/app                 # compare.html here, nginx the baseline
+  stampede compare old new --baseline old --threshold 3% --tsv compare.tsv --json compare.json
+  stampede compare main pr --fail-on-regression              # exit 3 when a trusted step got worse (CI)
+
+Exit codes: 0 compared, 1 a file could not be written, 2 usage or a run.json that cannot be read, 3 --fail-on-regression and a trusted step got worse beyond the threshold.";
+
+#[derive(Debug, Args, Clone)]
+pub struct CompareArgs {
+    /// Results directories (each holding a run.json) or run.json files; the first is the baseline
+    /// unless --baseline names another.
+    #[arg(required = true, value_name = "DIR")]
+    pub dirs: Vec<PathBuf>,
+    /// A run's name, in the order of the directories (repeatable); unnamed runs go by run.json's
+    /// label, else their directory's name.
+    #[arg(long = "label", value_name = "NAME")]
+    pub labels: Vec<String>,
+    /// The label of the run the others are compared with (default: the first).
+    #[arg(long, value_name = "LABEL")]
+    pub baseline: Option<String>,
+    /// A change of at most this much is noise, e.g. 5% or 2.5%.
+    #[arg(long, default_value = "5%", allow_hyphen_values = true)]
+    pub threshold: String,
+    /// The HTML page to write.
+    #[arg(
+        short = 'o',
+        long = "output",
+        value_name = "FILE",
+        default_value = "compare.html"
+    )]
+    pub output: PathBuf,
+    /// Also write the comparison as autobench-shaped TSV (dem_req_rate, then every column suffixed _LABEL).
+    #[arg(long, value_name = "FILE")]
+    pub tsv: Option<PathBuf>,
+    /// Also write the whole comparison as JSON (schema stampede.compare/1).
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    /// Exit 3 when a trusted step got worse than the baseline's beyond the threshold.
+    #[arg(long)]
+    pub fail_on_regression: bool,
 }
 
 #[derive(Debug, Subcommand)]

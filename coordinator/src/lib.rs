@@ -2,6 +2,7 @@
 //! drives agents step by step and writes the results; `serve` is the reference target; `demo` joins both.
 pub mod certs;
 pub mod cli;
+pub mod compare;
 pub mod config;
 pub mod demo;
 pub mod fleet;
@@ -33,6 +34,7 @@ pub async fn execute(command: Command, stop: Stop) -> u8 {
             }
         },
         Command::Demo(args) => finish(demo::run(args, stop).await),
+        Command::Compare(args) => compared(args),
         Command::Certs(cmd) => {
             let made = match cmd {
                 cli::CertsCommand::Init {
@@ -105,6 +107,46 @@ pub async fn execute(command: Command, stop: Stop) -> u8 {
             }
         }
     }
+}
+
+/// `stampede compare`: 0 compared, 1 a file not written, 2 bad input, 3 a regression under
+/// --fail-on-regression (said on stderr after every file is written).
+fn compared(args: cli::CompareArgs) -> u8 {
+    let threshold = match shared::compare::Threshold::parse(&args.threshold) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("stampede: {e}");
+            return 2;
+        }
+    };
+    let cfg = compare::CompareConfig {
+        dirs: args.dirs,
+        labels: args.labels,
+        baseline: args.baseline,
+        threshold,
+        html: args.output,
+        tsv: args.tsv,
+        json: args.json,
+    };
+    let outcome = match compare::run(cfg) {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("stampede: {e}");
+            return e.exit_code();
+        }
+    };
+    if let Err(e) = print_out(&compare::summary(&outcome)) {
+        eprintln!("stampede: {e}");
+        return 1;
+    }
+    if args.fail_on_regression && !outcome.regressions().is_empty() {
+        eprint!(
+            "stampede: --fail-on-regression: {}",
+            compare::regressions(&outcome.comparison)
+        );
+        return 3;
+    }
+    0
 }
 
 /// `stampede report`: the page rebuilt; where it went is said on stdout (a script's next argument).

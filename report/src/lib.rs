@@ -12,6 +12,10 @@
 //!   nothing to draw yet is `<figure class="chart empty" data-chart="NAME">` with a caption saying why;
 //!   a run's report has every chart of [`RUN_CHARTS`], in that order; a drawn chart's points carry
 //!   `data-v="X Y"` (the values, not pixels) inside a `<g data-n="SERIES">`;
+//! - a comparison's page (`stampede compare`) has every chart of [`COMPARE_CHARTS`], in that order,
+//!   a series per run (`data-n` its label); its delta table is `<table id="compare">`, a row
+//!   `<tr data-value="V" data-run="LABEL">` per step value and run, its cells `<td data-metric="NAME"
+//!   data-class="CLASS">` (compare.json's classes), `data-regression="1"` on a regression;
 //! - the steps table is `<table id="steps">`, its cells `<td data-col="COLUMN">` named and formatted as
 //!   steps.tsv names and formats them; a run's other tables are `#agents` (its header cells
 //!   `<th data-col="COLUMN">`), `#plan`, `#fail-on`, `#warnings` and `#stopped`;
@@ -19,10 +23,12 @@
 //!   `<html>` to its message.
 
 pub mod chart;
+mod compare_page;
 pub mod escape;
 mod input;
 mod page;
 mod run_page;
 
+pub use compare_page::{COMPARE_CHARTS, render_compare};
 pub use input::{InputError, RunReport};
 pub use run_page::{RUN_CHARTS, render_run};
