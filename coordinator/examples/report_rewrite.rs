@@ -7,14 +7,16 @@
 //! ```
 //!
 //! The steps are the golden run's (`shared/tests/golden/run.json`, a real demo run), cloned in turn
-//! with their step number and value moved on and their agent entry repeated under new names. After
-//! each step, as `Output` does: run.json is rewritten (not timed: the run did it before the report
-//! existed), then report.html rendered from the directory and replaced (timed: `output::write_report`,
-//! what `Output` calls).
+//! with their step number and value moved on and their agent entry repeated under new names; each
+//! has its `.hgrm` (a latency histogram spread over 1 ms to 1 s). After each step, as `Output` does:
+//! its .hgrm and run.json are written (not timed: the run did it before the report existed), then
+//! report.html is rendered from the directory and replaced (timed: `output::write_report`, what
+//! `Output` calls).
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 use coordinator::output;
+use shared::distribution::Distribution;
 use shared::run_file::RunFile;
 
 fn arg(name: &str, default: usize) -> usize {
@@ -36,6 +38,14 @@ fn main() {
     let text = std::fs::read_to_string(&golden).expect("the golden run.json");
     let template = RunFile::parse(&text, &golden).expect("the golden run.json parses");
     let dir = tempfile::tempdir().expect("a temporary directory");
+    std::fs::create_dir(dir.path().join("hlog")).expect("hlog/");
+    let mut latency = shared::histogram::new();
+    for i in 0..10_000u64 {
+        // 1 ms to 1 s, denser at the low end, as a latency distribution is.
+        latency
+            .record(1000 + i * i / 100)
+            .expect("in the histogram's range");
+    }
     let mut run = template.clone();
     run.steps.clear();
     run.agents = (0..agents)
@@ -58,6 +68,8 @@ fn main() {
                 a
             })
             .collect();
+        output::write_hgrm(dir.path(), &Distribution::of(step.number, &latency))
+            .expect(".hgrm written");
         run.steps.push(step);
         std::fs::write(dir.path().join("run.json"), run.to_json()).expect("run.json written");
         let began = Instant::now();

@@ -184,6 +184,55 @@ pub fn load(chromium: &Path, page: &Path) -> Result<Loaded, String> {
     })
 }
 
+/// Opens `page` in a frame of a page of ours and, once both have loaded, runs `script` on it: the
+/// body of a JavaScript function of the framed page's `doc` and `win` that returns a JSON value
+/// (what a person's clicks and pointer did, say). Returns that value (an exception thrown becomes
+/// `{"exception": "..."}`) and the console of both pages. Chromium is allowed to let a file:// page
+/// read another (`--allow-file-access-from-files`), and only here.
+pub fn interact(
+    chromium: &Path,
+    page: &Path,
+    script: &str,
+) -> Result<(serde_json::Value, Vec<String>), String> {
+    let page = page
+        .canonicalize()
+        .map_err(|e| format!("{}: {e}", page.display()))?;
+    let frame_dir = tempfile::tempdir().map_err(|e| format!("a frame directory: {e}"))?;
+    let frame = frame_dir.path().join("frame.html");
+    let src = serde_json::to_string(&format!("file://{}", page.display())).expect("a string");
+    let html = format!(
+        "<!DOCTYPE html><html><body>\
+         <iframe id=\"page\" style=\"width:1200px;height:900px;border:0\"></iframe><pre id=\"out\"></pre>\
+         <script>var f=document.getElementById('page');\
+         window.addEventListener('load',function(){{var out;\
+         try{{out=(function(doc,win){{{script}}})(f.contentDocument,f.contentWindow)}}\
+         catch(e){{out={{exception:String(e)}}}}\
+         document.getElementById('out').textContent=JSON.stringify(out===undefined?null:out)}});\
+         f.src={src};</script></body></html>"
+    );
+    std::fs::write(&frame, html).map_err(|e| format!("{}: {e}", frame.display()))?;
+    let profile = tempfile::tempdir().map_err(|e| format!("a profile directory: {e}"))?;
+    let mut cmd = command(chromium, profile.path());
+    cmd.args([
+        "--allow-file-access-from-files",
+        "--enable-logging=stderr",
+        "--v=0",
+        "--dump-dom",
+    ])
+    .arg(format!("file://{}", frame.display()));
+    let (status, stdout, stderr) = run_bounded(cmd)?;
+    if !status.success() {
+        return Err(format!("chromium exited {status}: {}", tail(&stderr, 2000)));
+    }
+    let out = Dom::parse(&stdout)
+        .by_id("out")
+        .map(|e| e.text())
+        .unwrap_or_default();
+    let value = serde_json::from_str(&out)
+        .map_err(|e| format!("the frame's script left no result ({e}): {out:?}"))?;
+    Ok((value, console_messages(&stderr)))
+}
+
 /// Runs `cmd` in a process group of its own, reading its output as it comes, and kills the whole
 /// group (Chromium's renderer and GPU processes too) if it has not finished within [`PAGE_TIME`].
 fn run_bounded(mut cmd: Command) -> Result<(std::process::ExitStatus, String, String), String> {

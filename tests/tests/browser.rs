@@ -113,11 +113,71 @@ fn a_real_ramps_report_runs_in_chromium_and_shows_steps_tsv() {
             .collect();
         assert_eq!(row, &want, "a row of the table differs from steps.tsv's");
     }
+    a_person_can_read_and_toggle_the_latency_chart(&chromium, &dir.join("report.html"));
     // `stampede report` rebuilds the same page from the directory.
     let run_page = std::fs::read(dir.join("report.html")).unwrap();
     let o = tests::stampede(&["report", dir.to_str().unwrap(), "-o", "-"]);
     assert!(o.status.success(), "{}", text(&o.stderr));
     assert_eq!(o.stdout, run_page);
+}
+
+/// What a person does with the latency chart, in the browser: the pointer on its highest point
+/// (the readout names that point's series), a click on the first legend key (its series hidden),
+/// a click on the log/linear switch (the other plot shown).
+const LATENCY_BY_HAND: &str = r#"
+var f = doc.querySelector('figure[data-chart="latency"]');
+f.scrollIntoView();
+var top = null;
+f.querySelectorAll('.plot:not(.off) circle[data-v]').forEach(function (c) {
+  if (!top || +c.getAttribute('cy') < +top.getAttribute('cy')) top = c;
+});
+var r = top.getBoundingClientRect();
+f.querySelector('svg').dispatchEvent(new win.MouseEvent('mousemove',
+  {clientX: r.x + r.width / 2, clientY: r.y + r.height / 2, bubbles: true}));
+var readout = f.querySelector('.ro').textContent;
+var key = f.querySelector('.key');
+key.click();
+var hidden = Array.prototype.map.call(
+  f.querySelectorAll('svg [data-s="' + key.getAttribute('data-s') + '"]'),
+  function (g) { return g.classList.contains('off'); });
+var plots = function () {
+  return Array.prototype.map.call(f.querySelectorAll('.plot'),
+    function (p) { return !p.classList.contains('off'); });
+};
+var before = plots();
+f.querySelector('.scale').click();
+return {series: top.parentNode.getAttribute('data-n'), readout: readout, hidden: hidden,
+  before: before, after: plots(), errors: doc.documentElement.getAttribute('data-errors')};
+"#;
+
+fn a_person_can_read_and_toggle_the_latency_chart(chromium: &Path, report: &Path) {
+    let (seen, console) = browser::interact(chromium, report, LATENCY_BY_HAND).unwrap();
+    assert!(console.is_empty(), "console: {console:?}");
+    assert_eq!(seen["exception"], serde_json::Value::Null, "{seen}");
+    assert_eq!(seen["errors"], serde_json::Value::Null, "{seen}");
+    let series = seen["series"].as_str().expect("a series under the pointer");
+    let readout = seen["readout"].as_str().unwrap();
+    assert!(
+        readout.starts_with(&format!("{series}: ")) && readout.contains(" at "),
+        "the readout names the point under the pointer: {seen}"
+    );
+    let hidden = seen["hidden"].as_array().unwrap();
+    assert!(
+        !hidden.is_empty() && hidden.iter().all(|h| h == true),
+        "the legend key hid its series: {seen}"
+    );
+    let flipped: Vec<bool> = seen["before"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| !b.as_bool().unwrap())
+        .collect();
+    assert_eq!(flipped.len(), 2, "a linear and a log plot: {seen}");
+    assert_eq!(
+        seen["after"],
+        serde_json::json!(flipped),
+        "the switch showed the other plot: {seen}"
+    );
 }
 
 #[test]

@@ -25,7 +25,9 @@ fn fill_the_disk_mid_run() -> Option<(
     let mnt = dir.path().join("tiny");
     std::fs::create_dir(&mnt).unwrap();
     let mounted = Command::new("mount")
-        .args(["-t", "tmpfs", "-o", "size=40k", "tmpfs"])
+        // Room for a step or two: run.json, report.html and the copy of each made to replace it
+        // grow by some KB a step.
+        .args(["-t", "tmpfs", "-o", "size=150k", "tmpfs"])
         .arg(&mnt)
         .output()
         .unwrap();
@@ -72,10 +74,9 @@ fn a_full_disk_mid_run_fails_loudly_and_keeps_finished_steps() {
         err.contains("the steps finished before this are kept in"),
         "{err}"
     );
-    assert!(
-        !out.join("run.json.tmp").exists(),
-        "no half-written file is left"
-    );
+    for tmp in ["run.json.tmp", "report.html.tmp"] {
+        assert!(!out.join(tmp).exists(), "no half-written {tmp} is left");
+    }
     let run: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("run.json")).unwrap())
             .expect("run.json stays valid");
@@ -168,7 +169,7 @@ fn a_reused_out_kept_the_earlier_runs_hlog_files() {
     assert_eq!(again.status.code(), Some(2), "{err}");
     assert_eq!(
         err,
-        "stampede: output directory today holds another run's files (run.json, steps.tsv, hlog/step-001.hgrm, hlog/step-001.hlog, 4 more): give another --out, or add --force to replace them\n"
+        "stampede: output directory today holds another run's files (run.json, steps.tsv, report.html, hlog/step-001.hgrm, 5 more): give another --out, or add --force to replace them\n"
     );
     assert_eq!(
         tests::run_json(&cwd.path().join("today"))["steps"]

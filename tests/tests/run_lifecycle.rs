@@ -133,6 +133,10 @@ fn interrupt_keeps_finished_steps_and_marks_the_partial_one_aborted() {
     // Everything that was sent, also in the aborted step, is reported.
     let reported: u64 = steps.iter().map(|s| s["requests"].as_u64().unwrap()).sum();
     assert_eq!(reported, target.requests());
+    // The report was rewritten after the finish: it says how the run ended.
+    let page = std::fs::read_to_string(out.path().join("report.html")).unwrap();
+    let data = tests::browser::embedded_data(&tests::dom::Dom::parse(&page));
+    assert_eq!(data, run, "the report embeds the finished run.json");
 }
 
 /// `stampede run URL --model requests --steps STEPS --step-duration LENGTH --out OUT`, to add to.
