@@ -547,13 +547,6 @@ pub fn summarize(input: &StepInput<'_>) -> StepResult {
     });
     let latency = LatencyStats::with_censored(&t.hist.latency, &t.hist.censored);
     let unexpected_latency = LatencyStats::of(&t.hist.unexpected);
-    let server = verdict::judge_server(&ServerFacts {
-        counters: *c,
-        codes: &t.codes,
-        ok_status: input.ok_status,
-        p50_ms: latency.p50,
-        baseline_p50_ms: input.baseline_p50_ms,
-    });
     let mut notes = judgement.notes;
     notes.extend(error_notes(c, &t.messages));
     notes.extend(failure_notes(input, &latency));
@@ -576,6 +569,16 @@ pub fn summarize(input: &StepInput<'_>) -> StepResult {
         });
         ran.saturating_sub(fastest).max(input.duration)
     };
+    let ok_rate = c.ok as f64 / served_over.as_secs_f64().max(1e-9);
+    let server = verdict::judge_server(&ServerFacts {
+        counters: *c,
+        codes: &t.codes,
+        ok_status: input.ok_status,
+        p50_ms: latency.p50,
+        baseline_p50_ms: input.baseline_p50_ms,
+        served_per_s: ok_rate,
+        due_per_s: c.due() as f64 / secs.max(1e-9),
+    });
     StepResult {
         number: input.number,
         model: input.model.name().to_string(),
@@ -590,7 +593,7 @@ pub fn summarize(input: &StepInput<'_>) -> StepResult {
         due: c.due(),
         failed: c.failed(),
         failed_pct: share_pct(c.failed(), c.due()),
-        ok_rate: round3(c.ok as f64 / served_over.as_secs_f64().max(1e-9)),
+        ok_rate: round3(ok_rate),
         given_up: c.given_up,
         achieved_request_rate: achieved,
         connection_rate: round3(c.connections as f64 / secs),

@@ -23,6 +23,10 @@ pub const QUEUED_PCT: f64 = 1.0;
 /// requests queued: the server is saturated even if it still answers them all.
 pub const QUEUEING_FACTOR: f64 = 4.0;
 pub const QUEUEING_MIN_MS: f64 = 1.0;
+/// Served at under this share of the pace it was due, the server fell behind: it queued what it did
+/// not serve in time, however many it answered in the end. Not tighter: a healthy step's replies
+/// arrive over its length plus its latency spread, which lowers the pace a little.
+pub const QUEUEING_PACE: f64 = 0.9;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -271,6 +275,10 @@ pub struct ServerFacts<'a> {
     pub p50_ms: f64,
     /// The lowest median of the run's earlier steps whose server was ok: queueing shows against it.
     pub baseline_p50_ms: Option<f64>,
+    /// Served (ok) replies per second over the window they came in, and what was due per second of
+    /// the step: a server that falls behind shows here even when no earlier step gives a baseline.
+    pub served_per_s: f64,
+    pub due_per_s: f64,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -350,6 +358,12 @@ pub fn judge_server(f: &ServerFacts<'_>) -> ServerJudgement {
             f.p50_ms,
             f.p50_ms / best,
             best
+        ));
+    }
+    if f.due_per_s > 0.0 && f.served_per_s < QUEUEING_PACE * f.due_per_s {
+        reasons.push(format!(
+            "served {:.0}/s of the {:.0}/s due: requests queued",
+            f.served_per_s, f.due_per_s
         ));
     }
     ServerJudgement {
@@ -537,7 +551,38 @@ mod tests {
             ok_status: &StatusSet::default(),
             p50_ms: p50,
             baseline_p50_ms: best,
+            served_per_s: 0.0,
+            due_per_s: 0.0,
         })
+    }
+
+    #[test]
+    fn a_server_that_fell_behind_its_pace_is_saturated_without_a_baseline() {
+        let c = Counters {
+            requests: 1000,
+            replies: 1000,
+            ok: 1000,
+            ..Counters::default()
+        };
+        let codes = StatusCodes::default();
+        let judged = |served: f64| {
+            judge_server(&ServerFacts {
+                counters: c,
+                codes: &codes,
+                ok_status: &StatusSet::default(),
+                p50_ms: 300.0,
+                baseline_p50_ms: None,
+                served_per_s: served,
+                due_per_s: 500.0,
+            })
+        };
+        let behind = judged(300.0);
+        assert_eq!(behind.state, Server::Saturated);
+        assert_eq!(
+            behind.reasons,
+            ["served 300/s of the 500/s due: requests queued"]
+        );
+        assert_eq!(judged(470.0).state, Server::Ok);
     }
 
     #[test]

@@ -508,12 +508,14 @@ fn route(cfg: &RunConfig) -> agent::capacity::Route {
     }
 }
 
-/// The lowest median latency among the finished steps whose server was ok and whose numbers can be
-/// trusted: what a later step's queueing is measured against.
+/// The lowest median latency among the finished steps whose server was ok and whose numbers are not
+/// untrusted: what a later step's queueing is measured against. A degraded step counts: its lag only
+/// raises the median, which makes the check less eager, while on a busy generator every step may be
+/// degraded and none would give a baseline.
 fn baseline_p50(results: &[StepResult]) -> Option<f64> {
     results
         .iter()
-        .filter(|r| r.server == Server::Ok && r.trust == Verdict::Valid && r.ok > 0)
+        .filter(|r| r.server == Server::Ok && r.trust != Verdict::Invalid && r.ok > 0)
         .map(|r| r.latency_ms.p50)
         .min_by(f64::total_cmp)
 }
