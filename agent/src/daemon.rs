@@ -4,6 +4,7 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use proto::pb;
@@ -31,6 +32,8 @@ pub struct DaemonConfig {
     pub tls: Option<TlsFiles>,
     /// Where to say, once the port is bound, that the agent is ready (`--ready-file`).
     pub ready_file: Option<PathBuf>,
+    /// `--exit-after-run`: end after the first coordinator session (an agent run as a Job).
+    pub exit_after_run: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -60,6 +63,34 @@ pub enum DaemonError {
     Tls(#[from] crate::tls::TlsError),
     #[error(transparent)]
     Ready(#[from] shared::ready::ReadyError),
+    #[error("the coordinator session ended in error (--exit-after-run): {0}")]
+    Session(String),
+}
+
+/// `--exit-after-run`: the first coordinator session's end ends the daemon, with an error when the
+/// session ended in one, so that an agent can run as a Kubernetes Job (which completes on exit 0).
+#[derive(Debug, Clone, Default)]
+struct AfterRun {
+    ended: CancellationToken,
+    error: Arc<Mutex<Option<String>>>,
+}
+
+impl AfterRun {
+    fn end(&self, outcome: Result<(), String>) {
+        if let Err(e) = outcome {
+            let mut error = self.error.lock().unwrap_or_else(|p| p.into_inner());
+            error.get_or_insert(e);
+        }
+        self.ended.cancel();
+    }
+
+    /// How the daemon ends: as its session did, or (no session ended: a signal) well.
+    fn result(&self) -> Result<(), DaemonError> {
+        match self.error.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            Some(e) => Err(DaemonError::Session(e)),
+            None => Ok(()),
+        }
+    }
 }
 
 struct Service {
@@ -68,6 +99,7 @@ struct Service {
     /// One coordinator at a time: a second one is refused, not interleaved.
     busy: Arc<AtomicBool>,
     shutdown: CancellationToken,
+    after_run: Option<AfterRun>,
 }
 
 /// Clears the busy flag when a session ends, however it ends.
@@ -104,11 +136,16 @@ impl Agent for Service {
         let engine = self.engine.clone();
         let rules = self.rules.clone();
         let shutdown = self.shutdown.clone();
+        let after_run = self.after_run.clone();
         tokio::spawn(async move {
             let _release = release;
-            match session::serve(engine, rules, end, peer.clone(), shutdown).await {
+            let outcome = session::serve(engine, rules, end, peer.clone(), shutdown).await;
+            match &outcome {
                 Ok(()) => tracing::info!(%peer, "Coordinator session ended"),
                 Err(e) => tracing::warn!(%peer, error = %e, "Coordinator session ended"),
+            }
+            if let Some(after_run) = after_run {
+                after_run.end(outcome.map_err(|e| e.to_string()));
             }
         });
         Ok(Response::new(link::response_stream(out_rx)))
@@ -148,6 +185,18 @@ pub async fn serve(
         }),
         busy: Arc::new(AtomicBool::new(false)),
         shutdown: shutdown.clone(),
+        after_run: cfg.exit_after_run.then(AfterRun::default),
+    };
+    let after_run = service.after_run.clone();
+    let ended = after_run.as_ref().map(|a| a.ended.clone());
+    let stop = async move {
+        match ended {
+            Some(ended) => tokio::select! {
+                _ = shutdown.cancelled() => {}
+                _ = ended.cancelled() => {}
+            },
+            None => shutdown.cancelled().await,
+        }
     };
     let server = AgentServer::new(service)
         .max_decoding_message_size(MAX_MESSAGE_BYTES)
@@ -155,12 +204,9 @@ pub async fn serve(
     let tls = cfg.tls.as_ref().map(TlsFiles::server).transpose()?;
     tonic::transport::Server::builder()
         .add_service(server)
-        .serve_with_incoming_shutdown(
-            accept::incoming(listener, tls, Side::Agent),
-            shutdown.cancelled(),
-        )
+        .serve_with_incoming_shutdown(accept::incoming(listener, tls, Side::Agent), stop)
         .await?;
-    Ok(())
+    after_run.map_or(Ok(()), |a| a.result())
 }
 
 /// `stampede-agent --join ADDR`: dial the coordinator (no listening port on the agent, so it works
@@ -190,7 +236,13 @@ pub async fn join(
     );
     while !shutdown.is_cancelled() {
         let session = join_once(&dialer, &coordinator, &engine, &rules, shutdown.clone());
-        match session.await {
+        let outcome = session.await;
+        if cfg.exit_after_run
+            && let Some(end) = end_after_run(&outcome)
+        {
+            return end;
+        }
+        match outcome {
             Ok(()) => tracing::info!(%coordinator, "Coordinator session ended"),
             // Both ends are up and disagree (TLS on one side only, a certificate): the user's to fix.
             Err(Joined::Dial(DialError::Refused(why))) => {
@@ -204,6 +256,16 @@ pub async fn join(
         }
     }
     Ok(())
+}
+
+/// With `--exit-after-run`, how a joining agent ends after an attempt: after a session (well or not), or
+/// not yet (the coordinator did not answer, or refused: it may be starting, or fixed meanwhile).
+fn end_after_run(outcome: &Result<(), Joined>) -> Option<Result<(), DaemonError>> {
+    match outcome {
+        Ok(()) => Some(Ok(())),
+        Err(Joined::Session(e)) => Some(Err(DaemonError::Session(e.to_string()))),
+        Err(Joined::Dial(_)) => None,
+    }
 }
 
 /// How one attempt to join ended.
@@ -268,16 +330,22 @@ mod tests {
     use tokio::sync::mpsc;
     use tokio_stream::wrappers::ReceiverStream;
 
-    async fn start_with(token: Option<&str>) -> (String, CancellationToken) {
-        let shutdown = CancellationToken::new();
-        let cfg = DaemonConfig {
+    /// A loopback agent's configuration, with no limits and no TLS.
+    fn loopback(token: Option<&str>, exit_after_run: bool) -> DaemonConfig {
+        DaemonConfig {
             listen: "127.0.0.1:0".parse().unwrap(),
             threads: 1,
             token: token.map(str::to_string),
             policy: Policy::default(),
             tls: None,
             ready_file: None,
-        };
+            exit_after_run,
+        }
+    }
+
+    async fn start_with(token: Option<&str>) -> (String, CancellationToken) {
+        let shutdown = CancellationToken::new();
+        let cfg = loopback(token, false);
         let listener = bind(&cfg).await.unwrap();
         let addr = listener.local_addr().unwrap();
         let stop = shutdown.clone();
@@ -311,6 +379,65 @@ mod tests {
         let first = stream.message().await?.expect("an answer");
         drop(tx);
         Ok(vec![first])
+    }
+
+    /// An `--exit-after-run` agent on a loopback port, and its `serve` to await.
+    async fn start_once() -> (
+        String,
+        tokio::task::JoinHandle<Result<(), DaemonError>>,
+        CancellationToken,
+    ) {
+        let shutdown = CancellationToken::new();
+        let cfg = loopback(None, true);
+        let listener = bind(&cfg).await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let stop = shutdown.clone();
+        let served = tokio::spawn(async move { serve(listener, &cfg, stop).await });
+        (format!("http://{addr}"), served, shutdown)
+    }
+
+    #[tokio::test]
+    async fn exit_after_run_ends_the_daemon_with_its_first_session() {
+        let (endpoint, served, shutdown) = start_once().await;
+        let msgs = hello(&endpoint, proto::PROTOCOL_VERSION).await.unwrap();
+        assert!(matches!(msgs[0].kind, Some(Up::HelloReply(_))), "{msgs:?}");
+        // The coordinator hung up after its hello: the session ended well, and so does the daemon.
+        let ended = tokio::time::timeout(std::time::Duration::from_secs(10), served).await;
+        let result = ended
+            .expect("the daemon still serves after its session")
+            .unwrap();
+        assert!(result.is_ok(), "{result:?}");
+        assert!(!shutdown.is_cancelled(), "no signal was needed");
+    }
+
+    #[tokio::test]
+    async fn exit_after_run_fails_when_its_session_ended_in_error() {
+        // This thread's own subscriber: the refusal's log callsite, first reached here without one,
+        // would otherwise be cached as unwanted while the oversized-message test captures it.
+        let _logging = tracing::subscriber::set_default(
+            tracing_subscriber::fmt()
+                .with_writer(std::io::sink)
+                .finish(),
+        );
+        let (endpoint, served, _shutdown) = start_once().await;
+        let msgs = hello(&endpoint, 99).await.unwrap();
+        assert!(matches!(msgs[0].kind, Some(Up::Refusal(_))), "{msgs:?}");
+        let ended = tokio::time::timeout(std::time::Duration::from_secs(10), served).await;
+        let e = ended
+            .expect("the daemon still serves")
+            .unwrap()
+            .unwrap_err();
+        assert!(e.to_string().contains("--exit-after-run"), "{e}");
+    }
+
+    #[tokio::test]
+    async fn without_exit_after_run_the_daemon_outlives_a_session() {
+        let (endpoint, shutdown) = start().await;
+        hello(&endpoint, proto::PROTOCOL_VERSION).await.unwrap();
+        // A second coordinator after the first one's session is served too.
+        let msgs = hello(&endpoint, proto::PROTOCOL_VERSION).await.unwrap();
+        assert!(matches!(msgs[0].kind, Some(Up::HelloReply(_))), "{msgs:?}");
+        shutdown.cancel();
     }
 
     #[tokio::test]
@@ -436,6 +563,7 @@ mod tests {
             policy: Policy::default(),
             tls: None,
             ready_file: None,
+            exit_after_run: false,
         })
         .await
         .unwrap_err();

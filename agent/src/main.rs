@@ -52,6 +52,10 @@ struct Args {
     /// Worker threads [default: one per core].
     #[arg(long)]
     threads: Option<usize>,
+    /// Exit after the first coordinator's run: 0 when its session ended well, 1 when it ended in
+    /// error (for agents run as Jobs, e.g. on Kubernetes, which complete on exit 0).
+    #[arg(long)]
+    exit_after_run: bool,
 }
 
 fn main() -> ExitCode {
@@ -171,5 +175,6 @@ fn config(args: Args) -> Result<agent::daemon::DaemonConfig, String> {
         policy,
         tls,
         ready_file: args.ready_file,
+        exit_after_run: args.exit_after_run,
     })
 }
