@@ -395,7 +395,8 @@ settings! {
         /// Wait for agents to join (`stampede-agent --join`) on this address instead of dialing them.
         #[arg(long, conflicts_with = "agents", requires = "expect_agents", help_heading = DISTRIBUTED)]
         pub listen: Option<std::net::SocketAddr>,
-        /// How many agents must join before the run starts (with --listen).
+        /// How many agents must join before the run starts (with --listen), or answer (with --agents:
+        /// the names looked up again until they give that many, as a dns:// fleet starts).
         #[arg(long, help_heading = DISTRIBUTED)]
         pub expect_agents: Option<usize>,
         /// How long to wait for them.

@@ -119,12 +119,22 @@ pub struct JoinSpec {
     pub ready_file: Option<PathBuf>,
 }
 
+/// `--agents` with `--expect-agents N`: look the agents up again (a `dns://` name's records grow as a
+/// fleet starts) and dial them until N answer, within `wait`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DialWait {
+    pub expect: usize,
+    pub wait: Duration,
+}
+
 /// Everything `run` needs, valid by construction.
 #[derive(Debug, Clone)]
 pub struct RunConfig {
     /// Remote agents; empty (and no `join`) means the embedded agent.
     pub agents: Vec<AgentSpec>,
     pub join: Option<JoinSpec>,
+    /// How many dialed agents to wait for (`--expect-agents` with `--agents`).
+    pub dial_wait: Option<DialWait>,
     pub token: Option<String>,
     /// Mutual TLS with remote agents.
     pub tls: Option<agent::tls::TlsFiles>,
@@ -429,6 +439,7 @@ fn resolve_one(
     )
     .map_err(|e| ConfigError::Conflict(e.to_string()))?;
     let join = join(&args, token.as_deref(), tls.as_ref())?;
+    let dial_wait = dial_wait(&args)?;
     check_weights(&args, &agents)?;
     let host = plan.workload().origin().host().to_string();
     let mut echo = echo(&plan, threads);
@@ -440,6 +451,7 @@ fn resolve_one(
         label,
         agents,
         join,
+        dial_wait,
         token,
         tls,
         on_agent_loss,
@@ -721,9 +733,11 @@ fn join(
                 ready_file: args.ready_file.clone(),
             })
         }
+        // Dialed agents waited for: `dial_wait`.
+        (None, Some(_)) if args.agents.is_some() => None,
         (None, Some(_)) => {
             return Err(ConfigError::Conflict(
-                "--expect-agents goes with --listen ADDR".into(),
+                "--expect-agents goes with --listen ADDR or --agents".into(),
             ));
         }
         // Only the join port is a port of `run`'s to be ready on.
@@ -734,6 +748,22 @@ fn join(
         }
         _ => None,
     })
+}
+
+/// `--expect-agents N` with `--agents`: the run starts once N agents answer (`--wait-agents` at most).
+fn dial_wait(args: &RunArgs) -> Result<Option<DialWait>, ConfigError> {
+    let (Some(expect), None, Some(_)) = (args.expect_agents, args.listen, &args.agents) else {
+        return Ok(None);
+    };
+    if expect == 0 {
+        return Err(PlanError::NotPositive {
+            what: "--expect-agents",
+            value: "0".into(),
+        }
+        .into());
+    }
+    let wait = dur("--wait-agents", &args.wait_agents)?.expect(DEFAULTED);
+    Ok(Some(DialWait { expect, wait }))
 }
 
 /// --agent-weights: one positive weight per agent listed one by one.
@@ -1093,6 +1123,34 @@ mod tests {
             let e = resolve(a).unwrap_err().to_string();
             assert!(e.contains("without a token: add --token-file FILE"), "{e}");
         }
+    }
+
+    #[test]
+    fn expect_agents_with_dialed_agents_waits_for_them() {
+        let mut a = args("http://127.0.0.1:1/");
+        a.steps = Some(Steps(vec![1.0]));
+        a.agents = Some("dns://agents.internal:7700".into());
+        a.expect_agents = Some(3);
+        a.wait_agents = Some(DurationText("90s".into()));
+        let cfg = resolve(a.clone()).unwrap();
+        assert_eq!(
+            cfg.dial_wait,
+            Some(DialWait {
+                expect: 3,
+                wait: Duration::from_secs(90)
+            })
+        );
+        assert_eq!(cfg.join, None);
+        a.expect_agents = Some(0);
+        let e = resolve(a.clone()).unwrap_err().to_string();
+        assert!(e.contains("--expect-agents"), "{e}");
+        a.agents = None;
+        a.expect_agents = Some(3);
+        let e = resolve(a).unwrap_err().to_string();
+        assert!(
+            e.contains("--expect-agents goes with --listen ADDR or --agents"),
+            "{e}"
+        );
     }
 
     #[test]

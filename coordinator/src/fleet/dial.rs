@@ -19,7 +19,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::{Fleet, FleetError};
-use crate::config::{AgentSpec, RunConfig};
+use crate::config::{AgentSpec, DialWait, RunConfig};
 
 /// How long to keep dialing an agent that does not accept connections yet.
 const DIAL_WAIT: Duration = Duration::from_secs(10);
@@ -41,9 +41,31 @@ pub async fn connect(cfg: &RunConfig) -> Result<Fleet, FleetError> {
             CancellationToken::new(),
         ));
     }
-    // (name, address, the name its certificate must carry)
-    let mut addrs: Vec<(String, SocketAddr, String)> = Vec::new();
-    for spec in &cfg.agents {
+    let deadline = Instant::now() + cfg.dial_wait.map_or(DIAL_WAIT, |w| w.wait);
+    let addrs = match cfg.dial_wait {
+        Some(wait) => expected(&cfg.agents, wait, deadline).await?,
+        None => resolve(&cfg.agents).await?,
+    };
+    let mut links = Vec::with_capacity(addrs.len());
+    for (name, addr, domain) in addrs {
+        let link = patiently_until(
+            deadline,
+            || remote(&name, addr, &domain, cfg.tls.as_ref()),
+            |e| matches!(e, FleetError::Unreachable { .. }),
+        )
+        .await?;
+        links.push((name, link));
+    }
+    Ok(Fleet::new(links, CancellationToken::new()))
+}
+
+/// An agent to dial: its name, its address, and the name its certificate must carry.
+type Dialed = (String, SocketAddr, String);
+
+/// The agents `--agents` names, looked up once (a `dns://` name retried while it does not resolve).
+async fn resolve(agents: &[AgentSpec]) -> Result<Vec<Dialed>, FleetError> {
+    let mut addrs: Vec<Dialed> = Vec::new();
+    for spec in agents {
         match spec {
             AgentSpec::Addr(a) => {
                 let addr = tokio::net::lookup_host(a.as_str())
@@ -86,26 +108,66 @@ pub async fn connect(cfg: &RunConfig) -> Result<Fleet, FleetError> {
             }
         }
     }
-    let mut links = Vec::with_capacity(addrs.len());
-    for (name, addr, domain) in addrs {
-        let link = patiently(
-            || remote(&name, addr, &domain, cfg.tls.as_ref()),
-            |e| matches!(e, FleetError::Unreachable { .. }),
-        )
-        .await?;
-        links.push((name, link));
+    Ok(addrs)
+}
+
+/// `--expect-agents N` with `--agents`: the agents looked up again every 500 ms until there are at
+/// least N, until `deadline`. A `dns://` name of a fleet still starting (a StatefulSet whose pods
+/// are not all ready) has fewer records than it will have: taking the first lookup would run short.
+async fn expected(
+    agents: &[AgentSpec],
+    wait: DialWait,
+    deadline: Instant,
+) -> Result<Vec<Dialed>, FleetError> {
+    loop {
+        let (found, why) = match resolve(agents).await {
+            Ok(found) if found.len() >= wait.expect => return Ok(found),
+            Ok(found) => (found.len(), None),
+            Err(e @ FleetError::Unreachable { .. }) => (0, Some(e.to_string())),
+            Err(e) => return Err(e),
+        };
+        if Instant::now() >= deadline {
+            let last = why.map_or_else(String::new, |w| format!(" (last lookup: {w})"));
+            return Err(FleetError::Unreachable {
+                agent: format!("{} expected at {}", wait.expect, names(agents)),
+                why: format!(
+                    "{found} found within --wait-agents {}{last}",
+                    humantime::format_duration(wait.wait)
+                ),
+            });
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
     }
-    Ok(Fleet::new(links, CancellationToken::new()))
+}
+
+/// `--agents` as a person wrote it, for a message.
+fn names(agents: &[AgentSpec]) -> String {
+    let names: Vec<String> = agents
+        .iter()
+        .map(|a| match a {
+            AgentSpec::Addr(a) => a.clone(),
+            AgentSpec::Dns(name) => format!("dns://{name}"),
+        })
+        .collect();
+    names.join(",")
 }
 
 /// Runs `attempt` again every 250 ms while it fails in a way `retry` accepts, for up to `DIAL_WAIT`,
 /// then gives its last result. Agents started together with the coordinator (docker compose) may
 /// need a moment before their name resolves and before they listen.
 pub(crate) async fn patiently<T, E, F: std::future::Future<Output = Result<T, E>>>(
+    attempt: impl FnMut() -> F,
+    retry: impl Fn(&E) -> bool,
+) -> Result<T, E> {
+    patiently_until(Instant::now() + DIAL_WAIT, attempt, retry).await
+}
+
+/// [`patiently`] until `deadline` (`--wait-agents` when the run waits for its agents).
+async fn patiently_until<T, E, F: std::future::Future<Output = Result<T, E>>>(
+    deadline: Instant,
     mut attempt: impl FnMut() -> F,
     retry: impl Fn(&E) -> bool,
 ) -> Result<T, E> {
-    let deadline = Instant::now() + DIAL_WAIT;
     loop {
         match attempt().await {
             Err(e) if retry(&e) && Instant::now() < deadline => {
@@ -248,4 +310,41 @@ pub(crate) async fn accept_joins(
 /// A local setup problem (unreadable certificates, a bad TLS configuration): the user's to fix, exit 2.
 fn setup_error(e: impl std::fmt::Display) -> FleetError {
     FleetError::Setup(e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `expected` for two loopback agents with `--expect-agents expect --wait-agents 5s`, and how long
+    /// it took (in paused time).
+    async fn expect_of_two(expect: usize) -> (Result<Vec<Dialed>, FleetError>, Duration) {
+        let agents = ["127.0.0.1:9", "[::1]:9"].map(|a| AgentSpec::Addr(a.to_string()));
+        let wait = DialWait {
+            expect,
+            wait: Duration::from_secs(5),
+        };
+        let started = Instant::now();
+        let found = expected(&agents, wait, started + wait.wait).await;
+        (found, started.elapsed())
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn expected_agents_are_waited_for_until_the_deadline_then_counted_in_words() {
+        let (found, took) = expect_of_two(3).await;
+        let e = found.unwrap_err().to_string();
+        assert!(took >= Duration::from_secs(5), "gave up early: {e}");
+        assert_eq!(
+            e,
+            "agent 3 expected at 127.0.0.1:9,[::1]:9 is unreachable: 2 found within --wait-agents 5s"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn expected_agents_found_end_the_wait_at_once() {
+        let (found, took) = expect_of_two(2).await;
+        assert_eq!(took, Duration::ZERO);
+        let names: Vec<String> = found.unwrap().into_iter().map(|(n, _, _)| n).collect();
+        assert_eq!(names, ["127.0.0.1:9", "[::1]:9"]);
+    }
 }
