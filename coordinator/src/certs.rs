@@ -30,6 +30,11 @@ pub enum CertsError {
     Rcgen(#[from] rcgen::Error),
     #[error("bad name '{0}': use a host name or an IP address")]
     Name(String),
+    #[error(
+        "--kubernetes takes exactly one --agent, the name the coordinator dials the agents' Service by \
+         (e.g. --agent stampede-agent); got {0}"
+    )]
+    KubernetesAgents(usize),
 }
 
 /// Each CA gets its own name, so a certificate from another fleet's CA is refused as an unknown issuer
@@ -136,6 +141,58 @@ pub fn init(
     Ok(files)
 }
 
+/// The Secrets deploy/kubernetes mounts: the agents' and the coordinator's certificate, key and CA.
+pub const AGENT_SECRET: &str = "stampede-agent-tls";
+pub const COORDINATOR_SECRET: &str = "stampede-coordinator-tls";
+
+/// `stampede certs init DIR --agent NAME --kubernetes`: `init`, and its certificates as the Secret
+/// manifests deploy/kubernetes mounts (`kubernetes.io/tls`, with `ca.crt`; `stringData`, so the PEM is
+/// as written, no base64 to make by hand). One agent certificate for every replica: the coordinator
+/// dials them all by the Service's name. The CA's key stays in DIR, out of the cluster.
+pub fn init_for_kubernetes(
+    dir: &Path,
+    coordinator: &str,
+    agents: &[String],
+    days: i64,
+) -> Result<(Vec<PathBuf>, String), CertsError> {
+    let [agent] = agents else {
+        return Err(CertsError::KubernetesAgents(agents.len()));
+    };
+    let files = init(dir, coordinator, agents, days)?;
+    let read = |name: &str| {
+        let path = dir.join(name);
+        fs::read_to_string(&path).map_err(|source| CertsError::Read { path, source })
+    };
+    let ca = read("ca.crt")?;
+    let mut yaml = String::new();
+    for (secret, component, file) in [
+        (AGENT_SECRET, "agent", format!("agent-{agent}")),
+        (COORDINATOR_SECRET, "coordinator", "coordinator".to_string()),
+    ] {
+        let cert = read(&format!("{file}.crt"))?;
+        let key = read(&format!("{file}.key"))?;
+        yaml.push_str(&secret_manifest(secret, component, &cert, &key, &ca));
+    }
+    Ok((files, yaml))
+}
+
+/// One `kubernetes.io/tls` Secret, its PEM texts as YAML literal blocks.
+fn secret_manifest(name: &str, component: &str, cert: &str, key: &str, ca: &str) -> String {
+    let block = |pem: &str| -> String {
+        pem.lines()
+            .map(|l| format!("    {l}\n"))
+            .collect::<String>()
+    };
+    format!(
+        "---\napiVersion: v1\nkind: Secret\nmetadata:\n  name: {name}\n  labels:\n    \
+         app.kubernetes.io/name: stampede\n    app.kubernetes.io/component: {component}\n\
+         type: kubernetes.io/tls\nstringData:\n  tls.crt: |\n{}  tls.key: |\n{}  ca.crt: |\n{}",
+        block(cert),
+        block(key),
+        block(ca)
+    )
+}
+
 /// `stampede certs issue DIR NAME`: one more certificate from DIR's CA. `backdate_days` (hidden) moves its
 /// validity into the past, to test that expired certificates are refused.
 pub fn issue_more(
@@ -202,5 +259,52 @@ mod tests {
         ));
         issue_more(dir.path(), "late", "late", 1, 0).unwrap();
         assert!(dir.path().join("late.key").exists());
+    }
+
+    #[test]
+    fn kubernetes_secrets_hold_the_files_as_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let (files, yaml) =
+            init_for_kubernetes(dir.path(), "coord", &["stampede-agent".into()], 30).unwrap();
+        assert_eq!(files.len(), 3);
+        // Documents start at a line of just `---` (a PEM's `-----END ...-----` line is not one).
+        let docs: Vec<&str> = yaml
+            .strip_prefix("---\n")
+            .unwrap()
+            .split("\n---\n")
+            .collect();
+        assert_eq!(docs.len(), 2);
+        for (doc, file) in docs.iter().zip(["agent-stampede-agent", "coordinator"]) {
+            assert!(doc.contains("type: kubernetes.io/tls\n"), "{doc}");
+            // Each PEM comes back whole from its literal block, as a YAML reader would take it.
+            for (key, name) in [
+                ("tls.crt", format!("{file}.crt")),
+                ("tls.key", format!("{file}.key")),
+                ("ca.crt", "ca.crt".into()),
+            ] {
+                let written = fs::read_to_string(dir.path().join(name)).unwrap();
+                let start = doc.find(&format!("  {key}: |\n")).unwrap() + key.len() + 6;
+                let block: String = doc[start..]
+                    .lines()
+                    .take_while(|l| l.starts_with("    "))
+                    .map(|l| format!("{}\n", &l[4..]))
+                    .collect();
+                assert_eq!(block, written, "{key} of {file}");
+            }
+        }
+        assert!(docs[0].contains("name: stampede-agent-tls\n"));
+        assert!(docs[1].contains("name: stampede-coordinator-tls\n"));
+        assert!(!yaml.contains("PRIVATE KEY-----\n    -----BEGIN") && !yaml.contains("ca.key"));
+    }
+
+    #[test]
+    fn kubernetes_secrets_take_one_agent_name_and_write_nothing_otherwise() {
+        let dir = tempfile::tempdir().unwrap();
+        let two = ["a".to_string(), "b".to_string()];
+        let e = init_for_kubernetes(dir.path(), "c", &two, 30).unwrap_err();
+        assert!(matches!(e, CertsError::KubernetesAgents(2)), "{e}");
+        assert!(!dir.path().join("ca.key").exists());
+        let e = init_for_kubernetes(dir.path(), "c", &[], 30).unwrap_err();
+        assert!(e.to_string().contains("exactly one --agent"), "{e}");
     }
 }

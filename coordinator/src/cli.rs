@@ -102,6 +102,11 @@ pub enum CertsCommand {
         /// Validity in days.
         #[arg(long, default_value_t = 365)]
         days: i64,
+        /// Also print the certificates as the Kubernetes Secret manifests deploy/kubernetes mounts
+        /// (stampede-agent-tls, stampede-coordinator-tls) on stdout, the files written on stderr. Takes
+        /// one --agent: the name the coordinator dials the agents' Service by.
+        #[arg(long)]
+        kubernetes: bool,
     },
     /// Issue one more certificate from DIR's CA, written to DIR/FILE.crt and DIR/FILE.key.
     Issue {

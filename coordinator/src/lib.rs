@@ -45,6 +45,14 @@ pub async fn execute(command: Command, stop: Stop) -> u8 {
                     agents,
                     coordinator,
                     days,
+                    kubernetes: true,
+                } => return certs_for_kubernetes(&dir, &coordinator, &agents, days),
+                cli::CertsCommand::Init {
+                    dir,
+                    agents,
+                    coordinator,
+                    days,
+                    kubernetes: false,
                 } => certs::init(&dir, &coordinator, &agents, days),
                 cli::CertsCommand::Issue {
                     dir,
@@ -178,6 +186,33 @@ fn report(args: &cli::ReportArgs) -> u8 {
 
 /// Writes to stdout, as an error instead of `print!`'s panic when it cannot be written
 /// (`> /dev/full`, a closed pipe).
+/// `stampede certs init --kubernetes`: the Secret manifests on stdout (for `kubectl apply -f -`), the
+/// files written on stderr; a wrong number of agents is a usage error.
+fn certs_for_kubernetes(dir: &Path, coordinator: &str, agents: &[String], days: i64) -> u8 {
+    match certs::init_for_kubernetes(dir, coordinator, agents, days) {
+        Ok((files, yaml)) => {
+            for f in files {
+                eprintln!("{}", f.display());
+            }
+            match print_out(&yaml) {
+                Ok(()) => 0,
+                Err(e) => {
+                    eprintln!("stampede: {e}");
+                    1
+                }
+            }
+        }
+        Err(e) => {
+            eprintln!("stampede: {e}");
+            if matches!(e, certs::CertsError::KubernetesAgents(_)) {
+                2
+            } else {
+                1
+            }
+        }
+    }
+}
+
 fn print_out(text: &str) -> Result<(), StdoutError> {
     let mut out = std::io::stdout().lock();
     out.write_all(text.as_bytes())
