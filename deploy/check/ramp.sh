@@ -8,15 +8,26 @@
 #
 # Usage: ramp.sh WORK BIN AGENT_ARGV... [-- COORDINATOR_ARGV]
 #   WORK              a fresh directory (logs, results; pki/ and token in it, from `stampede certs init`;
-#                     hosts, if there, bound over /etc/hosts: the namespace's names)
+#                     hosts, if there, bound over /etc/hosts: the namespace's names; agent-N.root/run
+#                     and coordinator.root/run, if there, bound over /run for that process alone (in
+#                     a mount namespace of its own): the files its pod's Secret volumes mount there)
 #   BIN               the directory of stampede and stampede-agent
 #   AGENT_ARGV        files of NUL-separated words, one agent each (deploy/check/exec_args.py's output)
 #   COORDINATOR_ARGV  a file of the coordinator's words; without it, one is made: dialing the agents'
 #                     --listen port, or listening on the port their --join names
 # The words are used as they are but for: the program (argv[0], replaced by BIN's binary of that name),
 # --allow-target (moved to 127.0.0.1, where the target is) and the host of --join and of the target URL
-# (moved to 127.0.0.1, the ports kept). Names an artifact dials are resolved by WORK/hosts.
+# (moved to 127.0.0.1, the ports kept); of a given coordinator's, --expect-agents (the agents started
+# here: one per port on loopback) and --step-duration (1s: the check is of the wiring, not the ramp).
+# Names an artifact dials are resolved by WORK/hosts.
 set -euo pipefail
+
+# Internal: one process's own /run (ramp.sh --with-run DIR COMMAND...), in the mount namespace made for it.
+if [ "${1:-}" = --with-run ]; then
+    mount --bind "$2" /run
+    shift 2
+    exec "$@"
+fi
 
 die() {
     echo "ramp.sh: $*" >&2
@@ -50,6 +61,17 @@ ip link set lo up
 if [ -f "$work/hosts" ]; then
     mount --bind "$work/hosts" /etc/hosts
 fi
+
+# Runs a command with DIR bound over /run if DIR exists (unshare execs it: the same process id).
+with_run() {
+    local dir="$1"
+    shift
+    if [ -d "$dir" ]; then
+        unshare --mount -- "$0" --with-run "$dir" "$@"
+    else
+        "$@"
+    fi
+}
 
 # Waits for a --ready-file (bounded: 20 s), naming the log of a process that exits or never gets ready.
 ready() {
@@ -119,11 +141,11 @@ start_agent() {
     local -n words="agent$1"
     local log="$work/agent-$1.log"
     if [ -z "$(flag "agent$1" --join)" ]; then
-        "${words[@]}" --ready-file "$work/agent-$1.ready" >"$log" 2>&1 &
+        with_run "$work/agent-$1.root/run" "${words[@]}" --ready-file "$work/agent-$1.ready" >"$log" 2>&1 &
         pids+=($!)
         ready "$work/agent-$1.ready" "$!" "$log" >/dev/null
     else
-        "${words[@]}" >"$log" 2>&1 &
+        with_run "$work/agent-$1.root/run" "${words[@]}" >"$log" 2>&1 &
         pids+=($!)
     fi
 }
@@ -139,9 +161,13 @@ if [ -n "$coordinator_file" ]; then
             ;;
         esac
     done
-    # The artifact's results directory stays as written (a volume in a container); ours is WORK's.
+    # The artifact's results directory (a volume in a container) is WORK's here.
     for i in "${!coordinator[@]}"; do
-        [ "${coordinator[i]}" = --out ] && coordinator[i + 1]="$results"
+        case "${coordinator[i]}" in
+            --out) coordinator[i + 1]="$results" ;;
+            --expect-agents) coordinator[i + 1]="$n" ;;
+            --step-duration) coordinator[i + 1]=1s ;;
+        esac
     done
 else
     pki="$work/pki"
@@ -161,7 +187,7 @@ if [ -z "$join_port" ]; then
     for ((i = 1; i <= n; i++)); do start_agent "$i"; done
 fi
 coordinator_log="$work/coordinator.log"
-"${coordinator[@]}" >"$coordinator_log" 2>&1 &
+with_run "$work/coordinator.root/run" "${coordinator[@]}" >"$coordinator_log" 2>&1 &
 coordinator_pid=$!
 pids+=("$coordinator_pid")
 if [ -n "$join_port" ]; then
