@@ -183,14 +183,21 @@ else
     fi
 fi
 
-if [ -z "$join_port" ]; then
+# Agents started after the coordinator: those that join, and dialed ones it waits for (--expect-agents),
+# a second later, as a fleet that is still starting.
+late=false
+if [ -n "$join_port" ] || [ -n "$(flag coordinator --expect-agents)" ]; then
+    late=true
+fi
+if ! $late; then
     for ((i = 1; i <= n; i++)); do start_agent "$i"; done
 fi
 coordinator_log="$work/coordinator.log"
 with_run "$work/coordinator.root/run" "${coordinator[@]}" >"$coordinator_log" 2>&1 &
 coordinator_pid=$!
 pids+=("$coordinator_pid")
-if [ -n "$join_port" ]; then
+if $late; then
+    [ -n "$join_port" ] || sleep 1
     for ((i = 1; i <= n; i++)); do start_agent "$i"; done
 fi
 # Bounded: the coordinator's own deadlines end a run; past 120 s something hangs.
