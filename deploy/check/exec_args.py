@@ -10,7 +10,8 @@
   exec_args.py pod-files YAML KIND NAME SECRETS ROOT   the Secret volumes of that container, written
                                       under ROOT at their mount paths, from the Secret manifests in
                                       SECRETS (stringData or data), as the kubelet mounts them
-  exec_args.py cloud-init USER_DATA PATH   the content of the write_files entry for PATH
+  exec_args.py cloud-init-files USER_DATA ROOT   every write_files entry written under ROOT, with
+                                      its permissions, as cloud-init writes them
 
 Prints the words NUL-separated (or the file's content), so that no word is split again by a shell. Any
 syntax this does not model (systemd specifiers, an env var from a Secret in a word) is an error: the
@@ -171,21 +172,24 @@ def pod_files(yaml_path, kind, name, secrets_path, root):
             dest.write_bytes(data[item["key"]])
 
 
-def cloud_init_file(user_data, path):
+def cloud_init_files(user_data, root):
     import yaml
 
     text = Path(user_data).read_text()
     if not text.startswith("#cloud-config"):
         die(f"{user_data} does not start with #cloud-config")
     for f in yaml.safe_load(text).get("write_files", []):
-        if f.get("path") == path:
-            return f["content"]
-    die(f"{user_data} writes no {path}")
+        if f.get("encoding") not in (None, "text/plain"):
+            die(f"{f['path']}: encoding {f['encoding']} is not modelled")
+        dest = Path(str(root) + f["path"])
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        dest.write_text(f.get("content", ""))
+        dest.chmod(int(f.get("permissions", "0644"), 8))
 
 
 def main(argv):
-    if len(argv) >= 2 and argv[1] == "cloud-init" and len(argv) == 4:
-        sys.stdout.write(cloud_init_file(argv[2], argv[3]))
+    if len(argv) == 4 and argv[1] == "cloud-init-files":
+        cloud_init_files(argv[2], Path(argv[3]))
         return
     if len(argv) == 5 and argv[1] == "unit":
         words = unit(argv[2], Path(argv[3]), Path(argv[4]))
