@@ -230,7 +230,7 @@ cloud_init() {
 # install-agent.sh installs a binary whose SHA-256 matches and refuses one that does not; and the unit
 # it writes, with its credentials, started as the exact check does.
 check_cloud_init() {
-    section "cloud-init $(cloud_init --version 2>&1 | awk '{ print $NF }')"
+    section "cloud-init $(cloud_init --version 2>&1 | tail -n 1 | awk '{ print $NF }')"
     local variant dir unit words sha extra installer dest
     sha="$(sha256sum "$BIN/stampede-agent" | cut -d' ' -f1)"
     for variant in listen join; do
