@@ -10,6 +10,7 @@
 #             must come back with every step trusted
 #   cloud-init  deploy/cloud-init/make-user-data.sh's output against cloud-init's schema, its SHA-256
 #             check of the binary, and the unit it writes started as the exact check does
+#   ansible   deploy/ansible's playbook and role: --syntax-check, ansible-lint --offline
 #   kubernetes  `kubectl kustomize deploy/kubernetes` (and with components/cert-manager) validated by
 #             kubernetes-validate --strict against two Kubernetes versions, any warning failing but for
 #             cert-manager's kinds; the StatefulSet's replicas equal to the Job's --expect-agents; and the
@@ -35,6 +36,7 @@ KUBERNETES_VERSIONS=(1.30.0 1.37.0)
 # cloud-init's own schema check: Debian's package (bookworm's 22.4.2, unpacked under target/, never
 # installed: it would hook into this machine's boot) and the Python packages it imports, pinned.
 CLOUD_INIT_PYPI=(requests==2.32.3 jinja2==3.1.4 configobj==5.0.9 jsonpatch==1.33)
+ANSIBLE_PYPI=(ansible-core==2.19.14 ansible-lint==26.10.1)
 THRESHOLD=2.0
 
 die() {
@@ -271,7 +273,21 @@ check_cloud_init() {
     done
 }
 
-SECTIONS=(systemd lint exact kubernetes cloud-init)
+# ansible: the playbook and role with `ansible-playbook --syntax-check` (the example inventory) and
+# `ansible-lint --offline` (its production profile, nothing fetched).
+check_ansible() {
+    "$venv/bin/pip" install --quiet --disable-pip-version-check "${ANSIBLE_PYPI[@]}" ||
+        die "pip install ${ANSIBLE_PYPI[*]} failed"
+    section "ansible: $("$venv/bin/ansible-playbook" --version | head -n 1), $("$venv/bin/ansible-lint" --offline --version 2>/dev/null | head -n 1 | cut -d' ' -f1-2)"
+    local out
+    out="$(cd deploy/ansible && PATH="$venv/bin:$PATH" ansible-playbook -i inventory.example.yml --syntax-check site.yml 2>&1)" ||
+        die "ansible-playbook --syntax-check deploy/ansible/site.yml:"$'\n'"$out"
+    out="$(cd deploy/ansible && PATH="$venv/bin:$PATH" ansible-lint --offline --strict --nocolor site.yml roles 2>&1)" ||
+        die "ansible-lint deploy/ansible:"$'\n'"$out"
+    echo "deploy/ansible: syntax-check and ansible-lint ($(grep -o "profile that met the validation criteria was '[a-z]*'" <<<"$out" | cut -d"'" -f2) profile) clean"
+}
+
+SECTIONS=(systemd lint exact kubernetes cloud-init ansible)
 ALL=("${SECTIONS[@]}")
 [ $# -gt 0 ] && SECTIONS=("$@")
 tools
@@ -279,6 +295,7 @@ for s in "${SECTIONS[@]}"; do
     case "$s" in
         systemd | lint | exact | kubernetes) "check_$s" ;;
         cloud-init) check_cloud_init ;;
+        ansible) check_ansible ;;
         *) die "unknown section '$s' (sections: ${ALL[*]})" ;;
     esac
 done
