@@ -278,7 +278,7 @@ check_cloud_init() {
 check_ansible() {
     "$venv/bin/pip" install --quiet --disable-pip-version-check "${ANSIBLE_PYPI[@]}" ||
         die "pip install ${ANSIBLE_PYPI[*]} failed"
-    section "ansible: $("$venv/bin/ansible-playbook" --version | head -n 1), $("$venv/bin/ansible-lint" --offline --version 2>/dev/null | head -n 1 | cut -d' ' -f1-2)"
+    section "ansible: $("$venv/bin/ansible-playbook" --version | head -n 1), $(NO_COLOR=1 "$venv/bin/ansible-lint" --offline --version 2>/dev/null | head -n 1 | cut -d' ' -f1-2)"
     local out
     out="$(cd deploy/ansible && PATH="$venv/bin:$PATH" ansible-playbook -i inventory.example.yml --syntax-check site.yml 2>&1)" ||
         die "ansible-playbook --syntax-check deploy/ansible/site.yml:"$'\n'"$out"
