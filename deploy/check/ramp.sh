@@ -50,9 +50,17 @@ while [ $# -gt 0 ]; do
 done
 
 pids=()
+# Every process this started ends with it: SIGTERM (an agent drains), then SIGKILL after 5 s.
 cleanup() {
     local p
     for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+    for _ in $(seq 1 50); do
+        local alive=false
+        for p in "${pids[@]}"; do kill -0 "$p" 2>/dev/null && alive=true; done
+        $alive || break
+        sleep 0.1
+    done
+    for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null || true; done
     for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
 }
 trap cleanup EXIT
@@ -62,14 +70,15 @@ if [ -f "$work/hosts" ]; then
     mount --bind "$work/hosts" /etc/hosts
 fi
 
-# Runs a command with DIR bound over /run if DIR exists (unshare execs it: the same process id).
+# Runs a command with DIR bound over /run if DIR exists. Called in the background (`with_run ... &`):
+# it execs, so the process id $! names is the command's own, and cleanup's kill reaches it.
 with_run() {
     local dir="$1"
     shift
     if [ -d "$dir" ]; then
-        unshare --mount -- "$0" --with-run "$dir" "$@"
+        exec unshare --mount -- "$0" --with-run "$dir" "$@"
     else
-        "$@"
+        exec "$@"
     fi
 }
 
