@@ -7,7 +7,8 @@
 #   exact     the check no linter makes: each unit's ExecStart= (Environment=, LoadCredential= expanded as
 #             systemd does) started as it is written, with certificates from `stampede certs init`, in a
 #             network namespace whose only interface is loopback, against `stampede serve`; a short ramp
-#             must come back with every step trusted
+#             must come back with every step trusted; every system call the agent made meanwhile (strace
+#             -f) must pass the unit's SystemCallFilter=
 #   cloud-init  deploy/cloud-init/make-user-data.sh's output against cloud-init's schema, its SHA-256
 #             check of the binary, and the unit it writes started as the exact check does
 #   ansible   deploy/ansible's playbook and role: --syntax-check, ansible-lint --offline
@@ -54,12 +55,15 @@ tools() {
     [ -x "$venv/bin/python" ] || python3 -m venv "$venv" || die "python3 -m venv $venv failed"
     "$venv/bin/pip" install --quiet --disable-pip-version-check "${PYPI_TOOLS[@]}" ||
         die "pip install ${PYPI_TOOLS[*]} failed"
-    if ! command -v systemd-analyze >/dev/null; then
+    local need=()
+    command -v systemd-analyze >/dev/null || need+=(systemd)
+    command -v strace >/dev/null || need+=(strace)
+    if [ ${#need[@]} -gt 0 ]; then
         if [ "${CI:-}" = true ] || [ "$(id -u)" = 0 ]; then
-            (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq systemd) >/dev/null ||
-                die "apt-get install systemd (for systemd-analyze) failed"
+            (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}") >/dev/null ||
+                die "apt-get install ${need[*]} failed"
         else
-            die "systemd-analyze not found: install Debian's systemd package (or run as root / under CI=true)"
+            die "${need[*]} not installed: install Debian's package(s) ${need[*]} (or run as root / under CI=true)"
         fi
     fi
     if [ -z "${BIN:-}" ]; then
@@ -148,8 +152,15 @@ check_exact() {
         "$venv/bin/python" deploy/check/exec_args.py unit "$unit" "$dir/root" "$dir/credentials" >"$dir/agent.argv" ||
             die "$unit: its ExecStart= could not be expanded"
         printf '127.0.0.1 localhost\n' >"$dir/hosts"
-        ramp "$dir" "$BIN" "$dir/agent.argv" || die "$unit: the agent it starts did not carry a trusted ramp (logs in $dir)"
+        RAMP_STRACE=1 ramp "$dir" "$BIN" "$dir/agent.argv" ||
+            die "$unit: the agent it starts did not carry a trusted ramp (logs in $dir)"
         echo "$unit: $(tr '\0' ' ' <"$dir/agent.argv")"
+        # Every system call the agent made in that ramp, TLS and all, passes the unit's filter.
+        systemd-analyze syscall-filter >"$dir/syscall-groups.txt" 2>/dev/null
+        local calls
+        calls="$("$venv/bin/python" deploy/check/exec_args.py syscalls "$unit" "$dir/syscall-groups.txt" "$dir"/agent-*.strace)" ||
+            die "$unit: its SystemCallFilter= refuses system calls the agent made in the ramp:"$'\n'"$calls"
+        echo "$unit: SystemCallFilter= allows all $calls system calls the agent made in the ramp (strace -f)"
     done
 }
 

@@ -10,6 +10,9 @@
   exec_args.py pod-files YAML KIND NAME SECRETS ROOT   the Secret volumes of that container, written
                                       under ROOT at their mount paths, from the Secret manifests in
                                       SECRETS (stringData or data), as the kubelet mounts them
+  exec_args.py syscalls UNIT GROUPS TRACE...   the system calls in strace -f logs TRACE that the
+                                      unit's SystemCallFilter= refuses (GROUPS: `systemd-analyze
+                                      syscall-filter`'s output, which defines the @groups), one a line
   exec_args.py cloud-init-files USER_DATA ROOT   every write_files entry written under ROOT, with
                                       its permissions, as cloud-init writes them
 
@@ -172,6 +175,59 @@ def pod_files(yaml_path, kind, name, secrets_path, root):
             dest.write_bytes(data[item["key"]])
 
 
+def syscall_groups(path):
+    groups, current = {}, None
+    for line in Path(path).read_text().splitlines():
+        if line.startswith("@"):
+            current = groups.setdefault(line.strip(), [])
+        elif line.startswith("    ") and current is not None and not line.strip().startswith("#"):
+            current.append(line.strip())
+    return groups
+
+
+def syscall_filter(unit_path, groups):
+    """The set a unit's SystemCallFilter= lines allow, in order: the first decides allow- or deny-list,
+    later ones add (or, with ~, remove) calls, as systemd.exec(5) says."""
+
+    def expand(name):
+        if not name.startswith("@"):
+            return {name}
+        if name not in groups:
+            die(f"{unit_path}: unknown system call group {name}")
+        return set().union(*(expand(n) for n in groups[name]))
+
+    allowed = None
+    for section, key, value in unit_entries(Path(unit_path).read_text()):
+        if section != "Service" or key != "SystemCallFilter":
+            continue
+        deny = value.startswith("~")
+        names = set().union(*(expand(n) for n in value.lstrip("~").split()))
+        if allowed is None:
+            if deny:
+                die(f"{unit_path}: a deny-list SystemCallFilter= first is not modelled")
+            allowed = names
+        elif deny:
+            allowed -= names
+        else:
+            allowed |= names
+    if allowed is None:
+        die(f"{unit_path} has no SystemCallFilter=")
+    return allowed
+
+
+def refused_syscalls(unit_path, groups_path, traces):
+    allowed = syscall_filter(unit_path, syscall_groups(groups_path))
+    used = set()
+    for trace in traces:
+        for line in Path(trace).read_text().splitlines():
+            m = re.match(r"(?:\[pid +\d+\] |\d+ +)?([a-z_0-9]+)\(", line)
+            if m:
+                used.add(m.group(1))
+    if not used:
+        die(f"no system call in {' '.join(traces)}")
+    return sorted(used - allowed), len(used)
+
+
 def cloud_init_files(user_data, root):
     import yaml
 
@@ -188,6 +244,10 @@ def cloud_init_files(user_data, root):
 
 
 def main(argv):
+    if len(argv) >= 5 and argv[1] == "syscalls":
+        refused, used = refused_syscalls(argv[2], argv[3], argv[4:])
+        print("\n".join(refused) if refused else used)
+        sys.exit(1 if refused else 0)
     if len(argv) == 4 and argv[1] == "cloud-init-files":
         cloud_init_files(argv[2], Path(argv[3]))
         return

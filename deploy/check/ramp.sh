@@ -20,6 +20,7 @@
 # (moved to 127.0.0.1, the ports kept); of a given coordinator's, --expect-agents (the agents started
 # here: one per port on loopback) and --step-duration (1s: the check is of the wiring, not the ramp).
 # Names an artifact dials are resolved by WORK/hosts.
+# Environment: RAMP_STRACE=1 runs each agent under `strace -f`, its system calls in WORK/agent-N.strace.
 set -euo pipefail
 
 # Internal: one process's own /run (ramp.sh --with-run DIR COMMAND...), in the mount namespace made for it.
@@ -50,9 +51,13 @@ while [ $# -gt 0 ]; do
 done
 
 pids=()
-# Every process this started ends with it: SIGTERM (an agent drains), then SIGKILL after 5 s.
+# Every process this started ends with it: SIGTERM (an agent drains), then SIGKILL after 5 s. A traced
+# agent is strace's child, and strace does not pass SIGTERM on: the children of each process too.
 cleanup() {
-    local p
+    local p c
+    for p in "${pids[@]}"; do
+        for c in $(ps -o pid= --ppid "$p" 2>/dev/null); do pids+=("$c"); done
+    done
     for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
     for _ in $(seq 1 50); do
         local alive=false
@@ -149,12 +154,16 @@ done
 start_agent() {
     local -n words="agent$1"
     local log="$work/agent-$1.log"
+    local trace=()
+    if [ -n "${RAMP_STRACE:-}" ]; then
+        trace=(strace -f -qq -o "$work/agent-$1.strace")
+    fi
     if [ -z "$(flag "agent$1" --join)" ]; then
-        with_run "$work/agent-$1.root/run" "${words[@]}" --ready-file "$work/agent-$1.ready" >"$log" 2>&1 &
+        with_run "$work/agent-$1.root/run" "${trace[@]}" "${words[@]}" --ready-file "$work/agent-$1.ready" >"$log" 2>&1 &
         pids+=($!)
         ready "$work/agent-$1.ready" "$!" "$log" >/dev/null
     else
-        with_run "$work/agent-$1.root/run" "${words[@]}" >"$log" 2>&1 &
+        with_run "$work/agent-$1.root/run" "${trace[@]}" "${words[@]}" >"$log" 2>&1 &
         pids+=($!)
     fi
 }
