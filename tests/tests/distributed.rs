@@ -564,18 +564,100 @@ fn garbage_and_silent_peers_on_the_agent_port_do_not_take_it_down() {
     signal(&frozen, libc::SIGSTOP);
     sleep(Duration::from_millis(2500));
     // The daemon still serves a real coordinator.
-    let ran = run_ok(&[
+    let ran = twenty_requests(&target, &agent.addr.to_string());
+    assert_eq!(ran.step(0)["requests"], 20);
+    let _ = frozen.kill();
+    let _ = frozen.wait();
+}
+
+/// A run of one 1 s step of 20 requests over `agents`, which must succeed.
+fn twenty_requests(target: &Target, agents: &str) -> tests::Ran {
+    run_ok(&[
         &target.url(),
         "--agents",
-        &agent.addr.to_string(),
+        agents,
         "--model",
         "requests",
         "--steps",
         "20",
         "--step-duration",
         "1s",
-    ]);
-    assert_eq!(ran.step(0)["requests"], 20);
-    let _ = frozen.kill();
-    let _ = frozen.wait();
+    ])
+}
+
+/// Waits up to `limit` for a process this test started to exit.
+fn exited_within(
+    child: &mut std::process::Child,
+    limit: Duration,
+) -> Option<std::process::ExitStatus> {
+    let deadline = Instant::now() + limit;
+    while Instant::now() < deadline {
+        if let Some(status) = child.try_wait().unwrap() {
+            return Some(status);
+        }
+        sleep(Duration::from_millis(100));
+    }
+    None
+}
+
+#[test]
+fn an_agent_with_exit_after_run_exits_0_once_its_coordinator_has_run() {
+    let _serial = tests::serial();
+    let target = Target::start(&[]);
+    let mut once = AgentProc::start(&["--exit-after-run"], &[]);
+    let mut serving = AgentProc::start(&[], &[]);
+    twenty_requests(&target, &format!("{},{}", once.addr, serving.addr));
+    let status = exited_within(&mut once.child, Duration::from_secs(15))
+        .unwrap_or_else(|| panic!("--exit-after-run still runs: {}", once.log.text()));
+    assert!(status.success(), "{status}: {}", once.log.text());
+    assert!(
+        serving.child.try_wait().unwrap().is_none(),
+        "an agent without --exit-after-run serves on after a run"
+    );
+}
+
+#[test]
+fn a_dialing_coordinator_with_expect_agents_waits_for_an_agent_that_starts_late() {
+    let _serial = tests::serial();
+    let target = Target::start(&[]);
+    let port = closed_port();
+    let out = tempfile::tempdir().unwrap();
+    let agent_addr = format!("127.0.0.1:{port}");
+    // Past the 10 s a dial is retried without --expect-agents: only the wait can carry it.
+    let mut run = in_background(
+        &target,
+        &[
+            "--agents",
+            &agent_addr,
+            "--expect-agents",
+            "1",
+            "--wait-agents",
+            "60s",
+            "--steps",
+            "20",
+            "--step-duration",
+            "1s",
+        ],
+        out.path(),
+    );
+    sleep(Duration::from_secs(12));
+    assert!(
+        run.try_wait().unwrap().is_none(),
+        "the coordinator gave up before its agent started"
+    );
+    let mut agent = Command::new(bin("stampede-agent"))
+        .args(["--listen", &agent_addr, "--threads", "1"])
+        .env("STAMPEDE_LOG", "warn")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let status = exited_within(&mut run, Duration::from_secs(60));
+    let _ = agent.kill();
+    let _ = agent.wait();
+    let status = status.expect("the run ends once its agent answers");
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(run.stderr.as_mut().unwrap(), &mut stderr).unwrap();
+    assert!(status.success(), "{status}: {stderr}");
+    assert_eq!(run_json(out.path())["agents"].as_array().unwrap().len(), 1);
 }
