@@ -11,6 +11,7 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
+pub mod notes;
 pub mod step;
 
 /// What a monitor watches besides the host (which it always reports).
