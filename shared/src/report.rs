@@ -911,10 +911,13 @@ type Cell = Box<dyn Fn(&StepResult) -> String + Send + Sync>;
 /// A numeric column: its name and the step's number in it.
 type Numeric = (&'static str, fn(&StepResult) -> f64);
 
+/// A monitor's cell: its number for the step, if it saw the step and has one.
+type MonitorCell = fn(&StepServer) -> Option<f64>;
+
 /// A monitor's columns: the CPU of the watched processes (% of one core, and of the cores they may
 /// use), the busiest thread's share of a core, the memory at its highest, the host's CPU and softirq,
 /// and the kernel's drops and retransmits over the step.
-const MONITOR_COLUMNS: [(&str, fn(&StepServer) -> Option<f64>); 8] = [
+const MONITOR_COLUMNS: [(&str, MonitorCell); 8] = [
     ("srv_cpu_pct", |m| m.target.as_ref().map(|t| t.cpu_pct)),
     ("srv_cpu_util_pct", |m| {
         m.target.as_ref().map(|t| t.cpu_util_pct)

@@ -45,7 +45,7 @@ fn server_notes(m: &StepServer, step: &StepResult, earlier: &[StepResult]) -> Ve
         let at_limit = t.cpu_util_pct >= CPU_LIMIT_PCT;
         if at_limit {
             let cores = match t.usable_cores {
-                c if c == 1.0 => "its 1 core".to_string(),
+                1.0 => "its 1 core".to_string(),
                 c => format!("its {} cores", human(c)),
             };
             let since = limit_since(&m.monitor, step.number, earlier);
