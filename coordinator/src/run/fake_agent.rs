@@ -198,6 +198,7 @@ fn hello() -> Up {
             hostname: "fake".into(),
             ..Default::default()
         }),
+        ..Default::default()
     })
 }
 
