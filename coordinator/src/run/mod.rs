@@ -252,7 +252,7 @@ async fn run_in(
     let side = cfgs.len() > 1;
     let mut lanes = Vec::with_capacity(cfgs.len());
     for (cfg, (warnings, warned)) in cfgs.iter().zip(announced) {
-        let out = Output::create(cfg, &fleet.infos(), &warnings)?;
+        let out = Output::create(cfg, &fleet.infos(), &fleet.monitor_infos(), &warnings)?;
         let label = cfg.label.as_deref().filter(|_| side);
         if !cfg.quiet {
             let line = progress::plan_line(&cfg.plan, plan_total(cfg), out.dir());
@@ -364,6 +364,21 @@ async fn ready_fleet(
         None => fleet::connect(first).await?,
     };
     fleet.hello(first.token.as_deref()).await?;
+    if let Some(join) = &first.join {
+        fleet.check_joined(join.expect, join.monitors)?;
+    }
+    let shared: Vec<String> = fleet
+        .sharing_a_host()
+        .into_iter()
+        .map(|m| {
+            format!(
+                "generator and target share this host: the server monitor {m} watches it beside the embedded agent, whose CPU competes with the target's"
+            )
+        })
+        .collect();
+    for w in &shared {
+        eprintln!("stampede: {w}");
+    }
     if cfgs
         .iter()
         .any(|c| !c.plan.workload().source_addrs().is_empty())
@@ -375,7 +390,8 @@ async fn ready_fleet(
         let blame = |e| blame(cfgs.len() > 1, cfg, e);
         let warnings = configure(&mut fleet, cfg, false).await.map_err(blame)?;
         let mut warned = Warned::default();
-        let warnings = warned.announce(&fleet, &warnings);
+        let mut warnings = warned.announce(&fleet, &warnings);
+        warnings.extend(shared.iter().cloned());
         announced.push((warnings, warned));
     }
     check_limits(&fleet, cfgs)?;
