@@ -135,7 +135,7 @@ impl TargetSample {
 }
 
 /// A cgroup v2's own accounting. A file of a controller the cgroup lacks (memory, cpu) is `None`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct CgroupSample {
     /// Counters from cpu.stat (µs there, ns here).
     pub usage_ns: u64,
@@ -341,16 +341,9 @@ mod tests {
         assert_eq!(target.memory_bytes(), 10);
         assert_eq!(target.cpu_ns(), 3);
         target.cgroup = Some(CgroupSample {
-            usage_ns: 0,
-            user_ns: 0,
-            system_ns: 0,
-            periods: None,
-            throttled_periods: None,
-            throttled_ns: None,
             memory_current_bytes: Some(50),
             working_set_bytes: Some(40),
-            memory_peak_bytes: None,
-            oom_kills: None,
+            ..CgroupSample::default()
         });
         assert_eq!(target.memory_bytes(), 40);
     }
