@@ -48,6 +48,9 @@ pub enum SessionError {
     Auth(&'static str),
     #[error(transparent)]
     Engine(#[from] crate::engine::EngineError),
+    /// A monitor cannot read what it watches (the process is gone): the probe's words.
+    #[error("this monitor cannot watch what it was started for: {0}")]
+    Watch(String),
 }
 
 /// Starts an agent session in this process and returns the coordinator's end of its link.

@@ -1,5 +1,6 @@
-//! The server monitor's measuring side: what it reads of the target and the host (`probe`). The
-//! monitor role's session, which streams these samples, is beside it.
+//! The server monitor: what it reads of the target and the host (`probe`), and the monitor role's
+//! session, which streams those readings to a coordinator and refuses every load command (`session`).
 pub mod probe;
+pub mod session;
 
 pub use probe::{Probe, ProbeError};
