@@ -115,7 +115,10 @@ fn parse_peers(flag: &str, arg: &str) -> Result<Vec<AgentSpec>, ConfigError> {
         out.push(spec);
     }
     if out.is_empty() {
-        return Err(ConfigError::Conflict(format!("{flag} names no {}", &what[..what.len() - 1])));
+        return Err(ConfigError::Conflict(format!(
+            "{flag} names no {}",
+            &what[..what.len() - 1]
+        )));
     }
     Ok(out)
 }
@@ -765,7 +768,11 @@ fn join(
 fn embedded_monitor(args: &RunArgs) -> Result<Option<shared::monitor::Watch>, ConfigError> {
     use shared::monitor::Watch;
     let bad = |m: String| Err(ConfigError::Conflict(m));
-    match (args.monitor_pid, &args.monitor_process, &args.monitor_cgroup) {
+    match (
+        args.monitor_pid,
+        &args.monitor_process,
+        &args.monitor_cgroup,
+    ) {
         (Some(0), ..) => bad("--monitor-pid 0: a process id is 1 or more".into()),
         (Some(pid), ..) => Ok(Some(Watch::Pid(pid))),
         (_, Some(name), _) if name.is_empty() || name.contains('/') => bad(format!(

@@ -333,9 +333,12 @@ impl Fleet {
                     self.agents[i].last_heard = Instant::now();
                     // A monitor's samples and its loss are the fleet's to keep: no step waits on it.
                     let heard = match (self.agents[i].monitor.as_mut(), heard) {
-                        (Some(m), Ok(pb::AgentMessage {
-                            kind: Some(Up::MonitorSample(s)),
-                        })) => {
+                        (
+                            Some(m),
+                            Ok(pb::AgentMessage {
+                                kind: Some(Up::MonitorSample(s)),
+                            }),
+                        ) => {
                             m.receive(&s);
                             continue;
                         }
