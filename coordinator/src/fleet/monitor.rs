@@ -140,7 +140,7 @@ mod tests {
     #[test]
     fn samples_out_of_order_are_refused_and_old_ones_let_go_after_a_step() {
         let mut w = Watched::new(info());
-        for t in 0..20 {
+        for t in 1..=20 {
             w.receive(&sample(t, t as u64));
         }
         w.receive(&sample(5, 0));

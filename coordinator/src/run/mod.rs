@@ -15,7 +15,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::compare::{self, CompareConfig, CompareError};
 use crate::config::{ConfigError, LossPolicy, RunConfig, SideBySide, Thresholds};
-use crate::fleet::{self, Fleet, FleetError};
+use crate::fleet::{self, Expect, Fleet, FleetError};
 use crate::merge::SpillError;
 use crate::output::{self, DirError, Finished, Output, OutputError};
 use crate::progress::{self, Progress};
@@ -192,7 +192,7 @@ pub async fn run_side(mut side: SideBySide, stop: Stop) -> Result<SideOutcome, R
 async fn run_with(
     cfg: RunConfig,
     stop: Stop,
-    links: Option<Vec<(String, CoordinatorEnd)>>,
+    links: Option<Vec<(String, Expect, CoordinatorEnd)>>,
 ) -> Result<RunOutcome, RunError> {
     let mut runs = run_lanes(vec![cfg], stop, links, None).await?;
     Ok(runs.remove(0))
@@ -203,7 +203,7 @@ async fn run_with(
 async fn run_lanes(
     mut cfgs: Vec<RunConfig>,
     stop: Stop,
-    links: Option<Vec<(String, CoordinatorEnd)>>,
+    links: Option<Vec<(String, Expect, CoordinatorEnd)>>,
     beside: Option<&Path>,
 ) -> Result<Vec<RunOutcome>, RunError> {
     let mut dirs: Vec<PathBuf> = Vec::with_capacity(cfgs.len());
@@ -241,7 +241,7 @@ struct Ramped {
 async fn run_in(
     cfgs: &[RunConfig],
     stop: Stop,
-    links: Option<Vec<(String, CoordinatorEnd)>>,
+    links: Option<Vec<(String, Expect, CoordinatorEnd)>>,
     beside: Option<&Path>,
 ) -> Result<Vec<RunOutcome>, RunError> {
     let (mut fleet, announced) = tokio::select! {
@@ -356,11 +356,11 @@ async fn configure(
 /// checks every lane's plan against what they announced. Returns each lane's warnings, said.
 async fn ready_fleet(
     cfgs: &[RunConfig],
-    links: Option<Vec<(String, CoordinatorEnd)>>,
+    links: Option<Vec<(String, Expect, CoordinatorEnd)>>,
 ) -> Result<(Fleet, Vec<(Vec<String>, Warned)>), RunError> {
     let first = &cfgs[0];
     let mut fleet = match links {
-        Some(links) => Fleet::new(links, CancellationToken::new()),
+        Some(links) => Fleet::with_roles(links, CancellationToken::new()),
         None => fleet::connect(first).await?,
     };
     fleet.hello(first.token.as_deref()).await?;
