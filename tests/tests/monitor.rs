@@ -1,0 +1,98 @@
+//! The server monitor from the coordinator's side, with the real binaries on loopback: an embedded
+//! monitor watching `stampede serve` by its pid puts the server's CPU in every step's row and run.json,
+//! and it grows with the rate.
+use tests::{Target, run_ok, run_quiet, text};
+
+/// CPU seconds a process has used, from /proc/PID/stat read here (fields 14 and 15, utime and
+/// stime, in clock ticks; the command name in parentheses may hold spaces).
+fn cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("the target runs");
+    let after_name = &stat[stat.rfind(')').expect("a comm field") + 2..];
+    let fields: Vec<&str> = after_name.split_whitespace().collect();
+    // After the name: state is field 3, so utime (14) and stime (15) are at 11 and 12.
+    let ticks: u64 = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
+    // SAFETY: sysconf only reads a configuration value.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    ticks as f64 / hz
+}
+
+#[test]
+fn an_embedded_monitor_shows_the_targets_cpu_grow_with_the_rate() {
+    let target = Target::start(&[]);
+    let pid = target.pid();
+    let before = cpu_seconds(pid);
+    let ran = run_ok(&[
+        &target.url(),
+        "--model",
+        "requests",
+        "--steps",
+        "50,2000",
+        "--step-duration",
+        "3s",
+        "--monitor-pid",
+        &pid.to_string(),
+    ]);
+    let used = cpu_seconds(pid) - before;
+    let name = format!("pid-{pid}");
+    let monitors = ran.run["monitors"]
+        .as_array()
+        .expect("run.json has monitors[]");
+    assert_eq!(monitors.len(), 1);
+    assert_eq!(monitors[0]["name"], name.as_str());
+    let view = |i: usize| &ran.step(i)["server_monitors"][0];
+    let cpu = |i: usize| view(i)["target"]["cpu_pct"].as_f64().expect("a CPU share");
+    let (light, heavy) = (cpu(0), cpu(1));
+    assert!(
+        heavy > 5.0 && heavy > 3.0 * light,
+        "the server's CPU at 2000 req/s ({heavy} %) is not far above its CPU at 50 ({light} %)"
+    );
+    for i in 0..2 {
+        let v = view(i);
+        assert_eq!(v["monitor"], name.as_str());
+        assert_eq!(v["partial"], false, "{v}");
+        let series = v["series"].as_array().expect("a 1 s series");
+        assert!(series.len() >= 3, "{} seconds in a 3 s step", series.len());
+        assert!(series.iter().all(|p| p["cpu_pct"].is_number()), "{v}");
+        assert!(v["target"]["memory_bytes"]["max"].as_f64().unwrap() > 1e6);
+    }
+    // What the monitor counted inside the steps is no more than what the kernel says the process
+    // used over the whole run (read here, not through the probe), less a clock tick per reading.
+    let counted: f64 = (0..2)
+        .map(|i| cpu(i) / 100.0 * view(i)["rated_s"].as_f64().unwrap())
+        .sum();
+    assert!(
+        counted <= used + 0.05 && counted >= 0.4 * used,
+        "monitored {counted:.3} CPU s in the steps; the process used {used:.3} s over the run"
+    );
+    // steps.tsv: the monitor's columns last, suffixed with its name, holding run.json's numbers.
+    let tsv = std::fs::read_to_string(ran.dir.path().join("steps.tsv")).unwrap();
+    let mut lines = tsv.lines();
+    let header: Vec<&str> = lines.next().unwrap().split('\t').collect();
+    let col = header
+        .iter()
+        .position(|h| *h == format!("srv_cpu_pct_{name}"))
+        .expect("a srv_cpu_pct column");
+    assert_eq!(header.last(), Some(&format!("tcp_retrans_{name}").as_str()));
+    let cells: Vec<f64> = lines
+        .map(|l| l.split('\t').nth(col).unwrap().parse().unwrap())
+        .collect();
+    assert_eq!(cells, [light, heavy]);
+}
+
+#[test]
+fn a_bad_monitor_pid_is_an_error_at_start() {
+    let target = Target::start(&[]);
+    let (o, _dir) = run_quiet(&[
+        &target.url(),
+        "--steps",
+        "10",
+        "--step-duration",
+        "1s",
+        "--monitor-pid",
+        "999999999",
+    ]);
+    let stderr = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("--monitor-pid"), "{stderr}");
+    assert_eq!(target.requests(), 0, "no load before the refusal");
+}
