@@ -446,7 +446,7 @@ pub struct StepInput<'a> {
     pub baseline_p50_ms: Option<f64>,
 }
 
-pub(crate) fn round3(v: f64) -> f64 {
+fn round3(v: f64) -> f64 {
     (v * 1000.0).round() / 1000.0
 }
 

@@ -521,7 +521,7 @@ async fn observe_server(
     });
     result.server_monitors = views;
     result.notes.extend(lost);
-    let explained = shared::monitor::notes::notes(result, earlier);
+    let explained = shared::server_notes::notes(result, earlier);
     result.notes.extend(explained);
 }
 

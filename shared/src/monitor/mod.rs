@@ -11,7 +11,6 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-pub mod notes;
 pub mod step;
 
 /// What a monitor watches besides the host (which it always reports).

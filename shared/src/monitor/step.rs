@@ -17,7 +17,6 @@
 use serde::{Deserialize, Serialize};
 
 use super::{Cores, CpuStates, InterfaceCounters, Sample, TargetSample, TcpCounters};
-use crate::report::round3;
 
 /// A step's span on the coordinator's wall clock, in ns since the epoch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -181,6 +180,11 @@ impl Pairs {
             partial: late || early,
         })
     }
+}
+
+/// To three decimals, as run.json's other numbers are.
+fn round3(v: f64) -> f64 {
+    (v * 1000.0).round() / 1000.0
 }
 
 fn secs(ns: i64) -> f64 {

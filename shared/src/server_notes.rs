@@ -1,8 +1,8 @@
 //! Notes that explain a step by its server's resources: a CPU at its limit, a listen queue that
 //! overflowed, one thread at 100 % of a core, a throttled container. They are notes only: a step's
 //! trust is the generator judging itself, and what the server did never changes it.
-use super::step::StepServer;
 use crate::metrics::ErrorClass;
+use crate::monitor::step::StepServer;
 use crate::report::{StepResult, human};
 
 /// A server's CPU at or above this share of what it may use is at its limit.

@@ -9,7 +9,7 @@ use crate::run_file::RunFile;
 /// A step of the golden run, numbered `number`, watched by monitor `web` seeing `cpu_util_pct` of
 /// `cores`, and the rest of `extra` (a StepServer's fields) over the defaults.
 fn step(number: u32, cpu_util_pct: f64, cores: f64, extra: serde_json::Value) -> StepResult {
-    let golden = include_str!("../../../tests/golden/run.json");
+    let golden = include_str!("../../tests/golden/run.json");
     let run = RunFile::parse(golden, Path::new("run.json")).unwrap();
     let mut step = run.steps[0].clone();
     step.number = number;
