@@ -376,7 +376,7 @@ async fn ready_fleet(
             )
         })
         .collect();
-    for w in &shared {
+    for w in shared.iter().filter(|_| !first.quiet) {
         eprintln!("stampede: {w}");
     }
     if cfgs
