@@ -11,8 +11,8 @@ use tokio_util::sync::CancellationToken;
 #[derive(Debug, Parser)]
 #[command(name = "stampede-agent", version)]
 struct Args {
-    /// Address to listen on for a coordinator [default: 127.0.0.1:7700; a monitor listens only when
-    /// told]. Beyond loopback a token and mutual TLS are required.
+    /// Address to listen on for a coordinator [default: 127.0.0.1:7700] (a monitor listens only when
+    /// given this). Beyond loopback a token and mutual TLS are required.
     #[arg(long, conflicts_with = "join")]
     listen: Option<SocketAddr>,
     /// Dial the coordinator at HOST:PORT instead of listening (works behind NAT; it runs
