@@ -12,9 +12,11 @@ use tokio_util::sync::CancellationToken;
 use tonic::{Request, Response, Status, Streaming};
 
 use crate::engine::Engine;
+use crate::link::AgentEnd;
 use crate::link::accept::{self, Peer, log_refused};
 use crate::link::dial::{DialError, Dialer};
 use crate::link::{self, Link, MAX_MESSAGE_BYTES, Side};
+use crate::monitor::session::Monitor;
 use crate::policy::Policy;
 use crate::session::{self, Rules};
 use crate::tls::TlsFiles;
@@ -31,6 +33,49 @@ pub struct DaemonConfig {
     pub tls: Option<TlsFiles>,
     /// Where to say, once the port is bound, that the agent is ready (`--ready-file`).
     pub ready_file: Option<PathBuf>,
+    /// `--monitor`: watch the server instead of sending load (no worker threads are started).
+    pub monitor: Option<Monitor>,
+}
+
+/// What this daemon's sessions do: send load, or watch the server read-only.
+#[derive(Clone)]
+enum Duty {
+    Load(Arc<Engine>),
+    Monitor(Arc<Monitor>),
+}
+
+impl Duty {
+    fn start(cfg: &DaemonConfig) -> Result<Duty, DaemonError> {
+        Ok(match &cfg.monitor {
+            Some(m) => Duty::Monitor(Arc::new(m.clone())),
+            None => Duty::Load(Arc::new(Engine::start(cfg.threads)?)),
+        })
+    }
+
+    async fn serve(
+        &self,
+        rules: Arc<Rules>,
+        end: AgentEnd,
+        peer: String,
+        shutdown: CancellationToken,
+    ) -> Result<(), session::SessionError> {
+        match self {
+            Duty::Load(engine) => session::serve(engine.clone(), rules, end, peer, shutdown).await,
+            Duty::Monitor(m) => {
+                crate::monitor::session::serve(m.clone(), rules, end, peer, shutdown).await
+            }
+        }
+    }
+}
+
+impl DaemonConfig {
+    /// For the start-up line: "with 4 worker threads", "as a monitor".
+    fn duty_words(&self) -> String {
+        match &self.monitor {
+            None => format!("with {} worker threads", self.threads),
+            Some(_) => "as a monitor (read-only: it runs no load)".into(),
+        }
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -63,7 +108,7 @@ pub enum DaemonError {
 }
 
 struct Service {
-    engine: Arc<Engine>,
+    duty: Duty,
     rules: Arc<Rules>,
     /// One coordinator at a time: a second one is refused, not interleaved.
     busy: Arc<AtomicBool>,
@@ -101,12 +146,12 @@ impl Agent for Service {
             tx: out_tx,
             rx: inbound,
         };
-        let engine = self.engine.clone();
+        let duty = self.duty.clone();
         let rules = self.rules.clone();
         let shutdown = self.shutdown.clone();
         tokio::spawn(async move {
             let _release = release;
-            match session::serve(engine, rules, end, peer.clone(), shutdown).await {
+            match duty.serve(rules, end, peer.clone(), shutdown).await {
                 Ok(()) => tracing::info!(%peer, "Coordinator session ended"),
                 Err(e) => tracing::warn!(%peer, error = %e, "Coordinator session ended"),
             }
@@ -139,9 +184,8 @@ pub async fn serve(
     cfg: &DaemonConfig,
     shutdown: CancellationToken,
 ) -> Result<(), DaemonError> {
-    let engine = Arc::new(Engine::start(cfg.threads)?);
     let service = Service {
-        engine,
+        duty: Duty::start(cfg)?,
         rules: Arc::new(Rules {
             token: cfg.token.clone(),
             policy: cfg.policy.clone(),
@@ -172,7 +216,7 @@ pub async fn join(
     shutdown: CancellationToken,
 ) -> Result<(), DaemonError> {
     crate::system::raise_fd_limit();
-    let engine = Arc::new(Engine::start(cfg.threads)?);
+    let duty = Duty::start(&cfg)?;
     let rules = Arc::new(Rules {
         token: cfg.token.clone(),
         policy: cfg.policy.clone(),
@@ -185,11 +229,11 @@ pub async fn join(
     )
     .map_err(|e| DaemonError::Join(format!("{coordinator}: {e}")))?;
     eprintln!(
-        "stampede-agent: joining the coordinator at {coordinator} with {} worker threads",
-        cfg.threads
+        "stampede-agent: joining the coordinator at {coordinator} {}",
+        cfg.duty_words()
     );
     while !shutdown.is_cancelled() {
-        let session = join_once(&dialer, &coordinator, &engine, &rules, shutdown.clone());
+        let session = join_once(&dialer, &coordinator, &duty, &rules, shutdown.clone());
         match session.await {
             Ok(()) => tracing::info!(%coordinator, "Coordinator session ended"),
             // Both ends are up and disagree (TLS on one side only, a certificate): the user's to fix.
@@ -218,7 +262,7 @@ enum Joined {
 async fn join_once(
     dialer: &Dialer,
     coordinator: &str,
-    engine: &Arc<Engine>,
+    duty: &Duty,
     rules: &Arc<Rules>,
     shutdown: CancellationToken,
 ) -> Result<(), Joined> {
@@ -233,7 +277,7 @@ async fn join_once(
         rx: link::read_stream(response.into_inner()),
     };
     let peer = coordinator.to_string();
-    Ok(session::serve(engine.clone(), rules.clone(), end, peer, shutdown).await?)
+    Ok(duty.serve(rules.clone(), end, peer, shutdown).await?)
 }
 
 /// `stampede-agent --listen`'s library entry point.
@@ -245,8 +289,8 @@ pub async fn run(cfg: DaemonConfig, shutdown: CancellationToken) -> Result<(), D
         source,
     })?;
     eprintln!(
-        "stampede-agent: listening on {addr} with {} worker threads{}",
-        cfg.threads,
+        "stampede-agent: listening on {addr} {}{}",
+        cfg.duty_words(),
         if cfg.token.is_some() {
             ", token required"
         } else {
@@ -277,6 +321,7 @@ mod tests {
             policy: Policy::default(),
             tls: None,
             ready_file: None,
+            monitor: None,
         };
         let listener = bind(&cfg).await.unwrap();
         let addr = listener.local_addr().unwrap();
@@ -436,6 +481,7 @@ mod tests {
             policy: Policy::default(),
             tls: None,
             ready_file: None,
+            monitor: None,
         })
         .await
         .unwrap_err();

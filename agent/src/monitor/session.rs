@@ -11,7 +11,7 @@ use std::time::Duration;
 use proto::pb::agent_message::Kind as Up;
 use proto::pb::coordinator_message::Kind as Down;
 use proto::{PROTOCOL_VERSION, from_agent, pb};
-use shared::monitor::{MonitorInfo, Sample};
+use shared::monitor::{MonitorInfo, Sample, Watch};
 use tokio::sync::mpsc;
 use tokio::time::{Instant, MissedTickBehavior};
 use tokio_util::sync::CancellationToken;
@@ -36,6 +36,25 @@ pub trait Sampler: Send + Sync + 'static {
     fn info(&self, name: Option<String>) -> MonitorInfo;
     /// One reading; an error is logged and the second skipped.
     fn sample(&mut self) -> Result<Sample, String>;
+}
+
+impl Sampler for super::Probe {
+    fn info(&self, name: Option<String>) -> MonitorInfo {
+        super::Probe::info(self, name)
+    }
+
+    fn sample(&mut self) -> Result<Sample, String> {
+        super::Probe::sample(self).map_err(|e| e.to_string())
+    }
+}
+
+/// Opens the probe of `watch` anew for each session.
+pub fn opener(watch: Watch) -> Open {
+    Arc::new(move || {
+        super::Probe::open(&watch)
+            .map(|p| Box::new(p) as Box<dyn Sampler>)
+            .map_err(|e| e.to_string())
+    })
 }
 
 /// Opens a fresh sampler for each session: a pid gone since the last one is refused at the hello, in
