@@ -1,7 +1,8 @@
 //! The server monitor from the coordinator's side, with the real binaries on loopback: an embedded
 //! monitor watching `stampede serve` by its pid puts the server's CPU in every step's row and run.json,
-//! and it grows with the rate.
-use tests::{Target, run_ok, run_quiet, text};
+//! and it grows with the rate; a remote one (`stampede-agent --monitor`) dialed with --monitors does the
+//! same, and named among --agents it is refused by its role.
+use tests::{AgentProc, Target, run_ok, run_quiet, text};
 
 /// CPU seconds a process has used, from /proc/PID/stat read here (fields 14 and 15, utime and
 /// stime, in clock ticks; the command name in parentheses may hold spaces).
@@ -95,4 +96,74 @@ fn a_bad_monitor_pid_is_an_error_at_start() {
     assert_eq!(o.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("--monitor-pid"), "{stderr}");
     assert_eq!(target.requests(), 0, "no load before the refusal");
+}
+
+/// `stampede-agent --monitor --name web --pid PID --listen 127.0.0.1:0`.
+fn remote_monitor(pid: u32) -> AgentProc {
+    let pid = pid.to_string();
+    let args = [
+        "--monitor",
+        "--name",
+        "web",
+        "--pid",
+        &pid,
+        "--listen",
+        "127.0.0.1:0",
+    ];
+    AgentProc::with_args(&args, &[])
+}
+
+#[test]
+fn a_remote_monitor_dialed_with_monitors_fills_its_columns() {
+    let target = Target::start(&[]);
+    let monitor = remote_monitor(target.pid());
+    let addr = monitor.addr.to_string();
+    let ran = run_ok(&[
+        &target.url(),
+        "--model",
+        "requests",
+        "--steps",
+        "2000",
+        "--step-duration",
+        "3s",
+        "--monitors",
+        &addr,
+    ]);
+    assert_eq!(ran.run["monitors"][0]["name"], "web");
+    // The monitor's machine id is this machine's, where the embedded agent runs.
+    let warnings = ran.run["warnings"].to_string();
+    assert!(
+        warnings.contains("generator and target share this host: the server monitor web"),
+        "{warnings}"
+    );
+    let view = &ran.step(0)["server_monitors"][0];
+    assert_eq!(view["monitor"], "web");
+    let cpu = view["target"]["cpu_pct"].as_f64().unwrap();
+    assert!(
+        cpu > 3.0,
+        "the target served 2000 req/s on {cpu} % of a core: {view}"
+    );
+    assert!(view["series"].as_array().unwrap().len() >= 3, "{view}");
+    let tsv = std::fs::read_to_string(ran.dir.path().join("steps.tsv")).unwrap();
+    assert!(
+        tsv.lines()
+            .next()
+            .unwrap()
+            .ends_with("\ttcp_listen_drops_web\ttcp_retrans_web")
+    );
+}
+
+#[test]
+fn a_monitor_named_among_the_agents_is_refused_by_its_role() {
+    let target = Target::start(&[]);
+    let monitor = remote_monitor(target.pid());
+    let addr = monitor.addr.to_string();
+    let (o, _dir) = run_quiet(&[&target.url(), "--steps", "10", "--agents", &addr]);
+    let stderr = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains(&format!("{addr} is a monitor")) && stderr.contains("--monitors"),
+        "{stderr}"
+    );
+    assert_eq!(target.requests(), 0, "no load was sent");
 }

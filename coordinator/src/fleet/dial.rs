@@ -76,7 +76,7 @@ fn embedded_monitor(
             .file_name()
             .map_or("cgroup".into(), |n| n.to_string_lossy().into_owned()),
     };
-    let open = opener(watch.clone());
+    let open = session::opener(watch.clone());
     open().map_err(|e| FleetError::Setup(format!("{flag}: {e}")))?;
     let monitor = Arc::new(Monitor {
         name: Some(name.clone()),
@@ -91,27 +91,6 @@ fn embedded_monitor(
         }
     });
     Ok((name, coordinator))
-}
-
-// TODO(mrole): `agent::monitor::session::opener` once it is committed; until then the probe is
-// adapted here.
-struct Probed(agent::monitor::Probe);
-
-impl agent::monitor::session::Sampler for Probed {
-    fn info(&self, name: Option<String>) -> shared::monitor::MonitorInfo {
-        self.0.info(name)
-    }
-    fn sample(&mut self) -> Result<shared::monitor::Sample, String> {
-        self.0.sample().map_err(|e| e.to_string())
-    }
-}
-
-fn opener(watch: shared::monitor::Watch) -> agent::monitor::session::Open {
-    Arc::new(move || {
-        agent::monitor::Probe::open(&watch)
-            .map(|p| Box::new(Probed(p)) as Box<dyn agent::monitor::session::Sampler>)
-            .map_err(|e| e.to_string())
-    })
 }
 
 /// Dials the peers `specs` names (agents or monitors alike), each as a `Link` named by its address.
