@@ -167,3 +167,84 @@ fn a_monitor_named_among_the_agents_is_refused_by_its_role() {
     );
     assert_eq!(target.requests(), 0, "no load was sent");
 }
+
+/// A listener with a backlog of one that never accepts: once its queue is full, the kernel drops
+/// the SYNs of every further connection, which the clients see as connect timeouts.
+struct FullListener {
+    fd: i32,
+    port: u16,
+}
+
+impl FullListener {
+    fn bind() -> FullListener {
+        // SAFETY: plain socket calls on a descriptor this function owns; every result is checked.
+        unsafe {
+            let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM, 0);
+            assert!(fd >= 0, "socket");
+            let mut addr: libc::sockaddr_in = std::mem::zeroed();
+            addr.sin_family = libc::AF_INET as libc::sa_family_t;
+            addr.sin_addr.s_addr = u32::from(std::net::Ipv4Addr::LOCALHOST).to_be();
+            let len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+            let bound = libc::bind(fd, (&raw const addr).cast(), len);
+            assert_eq!(bound, 0, "bind");
+            assert_eq!(libc::listen(fd, 1), 0, "listen");
+            let mut got: libc::sockaddr_in = std::mem::zeroed();
+            let mut got_len = len;
+            libc::getsockname(fd, (&raw mut got).cast(), &mut got_len);
+            FullListener {
+                fd,
+                port: u16::from_be(got.sin_port),
+            }
+        }
+    }
+}
+
+impl Drop for FullListener {
+    fn drop(&mut self) {
+        // SAFETY: the descriptor is ours and closed once.
+        unsafe { libc::close(self.fd) };
+    }
+}
+
+#[test]
+fn a_full_listen_queue_is_noted_as_the_syns_the_server_dropped() {
+    let listener = FullListener::bind();
+    // The TCP counters are the network namespace's: any process here will do to watch.
+    let me = std::process::id().to_string();
+    let url = format!("http://127.0.0.1:{}/", listener.port);
+    let (o, dir) = run_quiet(&[
+        &url,
+        "--model",
+        "connections",
+        "--steps",
+        "50",
+        "--step-duration",
+        "2s",
+        "--connect-timeout",
+        "300ms",
+        "--timeout",
+        "500ms",
+        "--monitor-pid",
+        &me,
+    ]);
+    assert!(o.status.code().is_some(), "{}", text(&o.stderr));
+    let run = tests::run_json(dir.path());
+    let step = &run["steps"][0];
+    let drops = step["server_monitors"][0]["tcp"]["listen_overflows"]
+        .as_u64()
+        .unwrap();
+    assert!(drops > 0, "no listen-queue overflow counted: {step}");
+    assert!(
+        step["errors"]["connect-timeout"].as_u64().unwrap() > 0,
+        "{step}"
+    );
+    let notes = step["notes"].to_string();
+    assert!(
+        notes.contains("listen queue overflowed")
+            && notes.contains("the connect timeouts are SYNs the server dropped"),
+        "{notes}"
+    );
+    // A step with no reply is not trusted, by the generator's own rule; the drops are no reason.
+    let reasons = step["reasons"].to_string();
+    assert!(!reasons.contains("listen"), "{reasons}");
+}
