@@ -248,3 +248,68 @@ fn a_full_listen_queue_is_noted_as_the_syns_the_server_dropped() {
     let reasons = step["reasons"].to_string();
     assert!(!reasons.contains("listen"), "{reasons}");
 }
+
+#[test]
+fn a_monitor_joins_beside_the_agents_and_is_counted_by_its_role() {
+    let target = Target::start(&[]);
+    let dir = tempfile::tempdir().unwrap();
+    let ready = dir.path().join("ready.json");
+    let out = dir.path().join("out");
+    let mut coordinator = tests::spawn_stampede(&[
+        "run",
+        &target.url(),
+        "--listen",
+        "127.0.0.1:0",
+        "--expect-agents",
+        "1",
+        "--expect-monitors",
+        "1",
+        "--wait-agents",
+        "20s",
+        "--ready-file",
+        ready.to_str().unwrap(),
+        "--model",
+        "requests",
+        "--steps",
+        "500",
+        "--step-duration",
+        "2s",
+        "--quiet",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let log = tests::Lines::of(&mut coordinator);
+    let listen = tests::ready_addr(&ready, &mut coordinator, &log).to_string();
+    let pid = target.pid().to_string();
+    let spawn = |args: &[&str]| {
+        std::process::Command::new(tests::bin("stampede-agent"))
+            .args(args)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap()
+    };
+    let mut joined = [
+        spawn(&["--join", &listen, "--threads", "1"]),
+        spawn(&[
+            "--monitor",
+            "--name",
+            "web",
+            "--pid",
+            &pid,
+            "--join",
+            &listen,
+        ]),
+    ];
+    let status = coordinator.wait().unwrap();
+    for j in &mut joined {
+        let _ = j.kill();
+        let _ = j.wait();
+    }
+    assert!(status.success(), "{}", log.text());
+    let run = tests::run_json(&out);
+    assert_eq!(run["agents"].as_array().unwrap().len(), 1, "{run}");
+    assert_eq!(run["monitors"][0]["name"], "web");
+    let view = &run["steps"][0]["server_monitors"][0];
+    assert!(view["target"]["cpu_pct"].as_f64().unwrap() > 0.0, "{view}");
+}

@@ -479,3 +479,23 @@ async fn a_monitor_lost_mid_run_is_a_note_and_the_run_goes_on() {
     let header = std::fs::read_to_string(dir.path().join("steps.tsv")).unwrap();
     assert!(header.lines().next().unwrap().ends_with("\ttcp_retrans_m"));
 }
+
+#[tokio::test(start_paused = true)]
+async fn peers_that_joined_are_counted_by_the_role_their_hello_says() {
+    let (a, _log) = fake_agent::spawn(Script::default());
+    let m = fake_agent::spawn_monitor("m", None);
+    let links = vec![
+        ("a".to_string(), Expect::Either, a),
+        ("m".to_string(), Expect::Either, m),
+    ];
+    let mut fleet = Fleet::with_roles(links, CancellationToken::new());
+    fleet.hello(None).await.unwrap();
+    assert_eq!((fleet.live(), fleet.monitors()), (vec![0], vec![1]));
+    fleet.check_joined(1, 1).unwrap();
+    let e = fleet.check_joined(2, 0).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "2 peers joined: 1 load agents (a) and 1 monitors (m), where --expect-agents 2 and --expect-monitors 0 were asked for"
+    );
+    assert!(e.is_usage());
+}
