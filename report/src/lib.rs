@@ -6,19 +6,30 @@
 //! Depends on `shared` only: no tokio, no tonic.
 //!
 //! The page's contract with its readers (the browser test, scripts that scrape a report):
-//! - the data drawn is embedded as JSON in `<script type="application/json" id="stampede-data">`
-//!   (a run's report: run.json's content, keys sorted, without its indentation);
+//! - the run's numbers are embedded as JSON in `<script type="application/json" id="stampede-data">`,
+//!   schema `stampede.report-data/1` (`data.rs`): `schema`, `target`, `label`, `model`, `status`,
+//!   `agents` (the agents' names), and two sets of columns, each an object of equal-length arrays by
+//!   column name: `steps` (one entry per step: `step`, `step_value`, then steps.tsv's columns, each
+//!   cell as steps.tsv writes it, a number where it is one) and `agent_steps` (one entry per step and
+//!   agent: the `#agents` table's columns, `agent` an index into `agents`, and `lower_bound`, which
+//!   latencies are lower bounds, space-separated). Numbers have at most three decimals; a missing one
+//!   is null. The whole run.json stays beside the report (`stampede report DIR` rebuilds from it);
 //! - every chart is a `<figure class="chart" data-chart="NAME">` holding one `<svg>`; a chart with
 //!   nothing to draw yet is `<figure class="chart empty" data-chart="NAME">` with a caption saying why;
 //!   a run's report has every chart of [`RUN_CHARTS`], in that order; a drawn chart's points carry
 //!   `data-v="X Y"` (the values, not pixels) inside a `<g data-n="SERIES">`;
-//! - the steps table is `<table id="steps">`, its cells `<td data-col="COLUMN">` named and formatted as
-//!   steps.tsv names and formats them; a run's other tables are `#agents` (its header cells
-//!   `<th data-col="COLUMN">`), `#plan`, `#fail-on`, `#warnings` and `#stopped`;
+//! - the steps table is `<table id="steps">`: its header cells `<th data-col="COLUMN">` name the
+//!   columns as steps.tsv does, and the n-th `<td>` of a row is the n-th column's cell, formatted as
+//!   steps.tsv formats it. A run's other tables are `#agents` (header cells `<th data-col="COLUMN">`,
+//!   cells by place as in `#steps`, a lower bound written `≥N`, none `-`), `#plan`, `#fail-on`,
+//!   `#warnings` and `#stopped`. Past 200 rows, `#agents` is `<table id="agents"
+//!   data-fill="agent_steps">` with an empty body that the page's script fills from the embedded
+//!   `agent_steps` (a `<noscript>` line says so);
 //! - once the page's script has run, `<html data-ready="1">`; a script error sets `data-errors` on
 //!   `<html>` to its message.
 
 pub mod chart;
+mod data;
 pub mod escape;
 mod input;
 mod page;

@@ -10,12 +10,19 @@ th{position:sticky;top:0;background:#fff}figure.chart{margin:1em 0}figure.empty{
 .meta dt{color:#666}.meta dd{margin:0}.strip{display:grid;grid-template-columns:repeat(auto-fit,minmax(20em,1fr));gap:0 1em}\
 .wide{overflow-x:auto}#steps td,#agents td{white-space:nowrap}#plan th{text-align:left}#plan td{text-align:left;font-family:monospace;word-break:break-all}";
 
-/// The page's script, inline and plain (no library): hover readout of the nearest point, legend
-/// entries that hide what they name, the log/linear switch. It marks the page ready, and any error
+/// The page's script, inline and plain (no library): a `table[data-fill]` built from the embedded
+/// columns it names (each cell as `data::text` writes it, `≥` before a lower bound), hover readout
+/// of the nearest point, legend entries that hide what they name, the log/linear switch. It marks the page ready, and any error
 /// it meets on the page. Numbers are written as the charts' ticks write them (`chart::Unit::label`).
 const SCRIPT: &str = r#"(function(){var d=document.documentElement;
 window.addEventListener('error',function(e){d.setAttribute('data-errors',String(e.message))});
-JSON.parse(document.getElementById('stampede-data').textContent);
+var D=JSON.parse(document.getElementById('stampede-data').textContent);
+document.querySelectorAll('table[data-fill]').forEach(function(t){var a=D[t.getAttribute('data-fill')],f=document.createDocumentFragment(),
+cols=[].map.call(t.querySelectorAll('th[data-col]'),function(h){return h.getAttribute('data-col')});
+for(var i=0;i<a[cols[0]].length;i++){var tr=document.createElement('tr'),lb=a.lower_bound?a.lower_bound[i].split(' '):[];
+cols.forEach(function(c){var v=a[c][i],td=document.createElement('td');if(c=='agent'&&typeof v=='number')v=D.agents[v];
+td.textContent=(lb.indexOf(c.replace(/_ms$/,''))>=0?'\u2265':'')+(v===null?'-':String(v));tr.appendChild(td)});f.appendChild(tr)}
+t.querySelector('tbody').appendChild(f)});
 function s(x){if(!x||!isFinite(x))return'0';var p=Math.max(0,Math.min(6,2-Math.floor(Math.log10(Math.abs(x)))));return String(+x.toFixed(p))}
 function fmt(v,u){v=+v;var a=Math.abs(v);
 if(u=='ms')return a>=1000?s(v/1000)+' s':s(v)+' ms';

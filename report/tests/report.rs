@@ -121,10 +121,72 @@ fn a_run_s_markup_is_shown_as_text() {
     );
     let back = data(&page);
     assert_eq!(back["label"], PAYLOAD);
-    assert_eq!(back["plan"]["requests"][0]["headers"][0], header.as_str());
-    assert_eq!(back["agents"][0]["name"], PAYLOAD);
-    assert_eq!(back["steps"][0]["notes"][0], PAYLOAD);
-    assert_eq!(back["steps"][0]["agents"][0]["agent"], PAYLOAD);
+    assert_eq!(back["agents"][0], PAYLOAD);
+    assert_eq!(back["agent_steps"]["agent"][0], 0, "the agent by its index");
+}
+
+/// The fixture's steps and agent repeated into a run of `steps` steps of `agents` agents.
+fn many(steps: usize, agents: usize) -> report::RunReport {
+    let mut r = fixture::report();
+    let step = r.run.steps[0].clone();
+    let agent = r.run.agents[0].clone();
+    r.run.agents = (0..agents)
+        .map(|a| shared::run_file::AgentInfo {
+            name: format!("agent-{a}"),
+            ..agent.clone()
+        })
+        .collect();
+    r.run.steps = (0..steps)
+        .map(|i| {
+            let mut s = step.clone();
+            s.number = i as u32 + 1;
+            s.step_value = 100.0 * (i + 1) as f64;
+            let share = s.agents[0].clone();
+            s.agents = (0..agents)
+                .map(|a| shared::report::AgentStep {
+                    agent: format!("agent-{a}"),
+                    requests: (i * agents + a) as u64,
+                    ..share.clone()
+                })
+                .collect();
+            s
+        })
+        .collect();
+    r
+}
+
+#[test]
+fn a_long_agents_table_is_built_by_the_page_from_its_data() {
+    let page = render_run(&many(21, 10));
+    let table = &page[page.find("<table id=\"agents\"").unwrap()..];
+    let table = &table[..table.find("</table>").unwrap()];
+    assert!(table.contains("data-fill=\"agent_steps\""), "{table}");
+    assert!(!table.contains("<td"), "no row in the page: {table}");
+    assert!(page.contains("<noscript><p>The 210 rows of this table"));
+    let back = data(&page);
+    let requests: Vec<u64> = back["agent_steps"]["requests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_u64().unwrap())
+        .collect();
+    assert_eq!(
+        requests,
+        (0..210).collect::<Vec<u64>>(),
+        "every row, in order"
+    );
+    assert_eq!(back["agent_steps"]["agent"][13], 3);
+    assert_eq!(back["steps"]["step_value"][20], 2100);
+
+    let page = render_run(&many(20, 10));
+    let table = &page[page.find("<table id=\"agents\">").unwrap()..];
+    let table = &table[..table.find("</table>").unwrap()];
+    assert_eq!(
+        table.matches("<tr><td>").count(),
+        200,
+        "200 rows are written"
+    );
+    assert!(table.contains("<tr><td>14</td><td>agent-3</td>"));
 }
 
 #[test]
