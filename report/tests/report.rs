@@ -54,7 +54,7 @@ fn every_chart_of_the_contract_is_drawn_for_the_fixture() {
     let latency = &page[page.find("data-chart=\"latency\"").unwrap()..];
     let latency = &latency[..latency.find("</figure>").unwrap()];
     assert!(
-        latency.contains("<circle class=\"lb\""),
+        latency.contains("<path class=\"mk lb\""),
         "the censored step's lower bounds are hollow"
     );
     assert!(latency.contains("lower bounds"), "and said to be");
