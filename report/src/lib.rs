@@ -16,8 +16,9 @@
 //!   is null. The whole run.json stays beside the report (`stampede report DIR` rebuilds from it);
 //! - every chart is a `<figure class="chart" data-chart="NAME">` holding one `<svg>`; a chart with
 //!   nothing to draw yet is `<figure class="chart empty" data-chart="NAME">` with a caption saying why;
-//!   a run's report has every chart of [`RUN_CHARTS`], in that order; a drawn chart's points carry
-//!   `data-v="X Y"` (the values, not pixels) inside a `<g data-n="SERIES">`;
+//!   a run's report has every chart of [`RUN_CHARTS`], in that order; a drawn chart's points are
+//!   `<path d="M…" data-v="X Y,X Y,…">` inside a `<g data-n="SERIES">` (a series' markers, a layer's
+//!   bars): one "X Y" (the values, not pixels) for each `M` of the path, in order;
 //! - the steps table is `<table id="steps">`: its header cells `<th data-col="COLUMN">` name the
 //!   columns as steps.tsv does, and the n-th `<td>` of a row is the n-th column's cell, formatted as
 //!   steps.tsv formats it. A run's other tables are `#agents` (header cells `<th data-col="COLUMN">`,
