@@ -12,7 +12,7 @@ th{position:sticky;top:0;background:#fff}figure.chart{margin:1em 0}figure.empty{
 
 /// The page's script, inline and plain (no library): a `table[data-fill]` built from the embedded
 /// columns it names (each cell as `data::text` writes it, `≥` before a lower bound), hover readout
-/// of the nearest point, legend entries that hide what they name, the log/linear switch. It marks the page ready, and any error
+/// of the nearest point (a line's vertices from its path data: `M x y` then steps `l dx dy …`), legend entries that hide what they name, the log/linear switch. It marks the page ready, and any error
 /// it meets on the page. Numbers are written as the charts' ticks write them (`chart::Unit::label`).
 const SCRIPT: &str = r#"(function(){var d=document.documentElement;
 window.addEventListener('error',function(e){d.setAttribute('data-errors',String(e.message))});
@@ -44,8 +44,8 @@ var pl=svg.querySelector('.plot:not(.off)');if(!pl)return;var best=null,bd=900,v
 function near(x,y,el,val){var dd=(x-p.x)*(x-p.x)+(y-p.y)*(y-p.y);if(dd<bd){bd=dd;best=el;at=[x,y];v=val}}
 pl.querySelectorAll('[data-s]:not(.off) [data-v]').forEach(function(el){var vs=el.getAttribute('data-v').split(',');
 el.getAttribute('d').split('M').slice(1).forEach(function(q,i){q=q.split(' ');near(parseFloat(q[0]),parseFloat(q[1]),el,vs[i].split(' '))})});
-pl.querySelectorAll('[data-s]:not(.off) path.ln').forEach(function(el){el.getAttribute('d').slice(1).split(/[ML]/).forEach(function(q){q=q.split(' ');
-near(+q[0],+q[1],el,[inv(svg.getAttribute('data-x'),+q[0]),inv(pl.getAttribute('data-y'),+q[1])])})});
+pl.querySelectorAll('[data-s]:not(.off) path.ln').forEach(function(el){var n=el.getAttribute('d').match(/-?[\d.]+/g),x=+n[0],y=+n[1];
+for(var i=0;i+1<n.length;i+=2){if(i){x+=+n[i];y+=+n[i+1]}near(x,y,el,[inv(svg.getAttribute('data-x'),x),inv(pl.getAttribute('data-y'),y)])}});
 clear();if(!best)return;hl.setAttribute('cx',at[0]);hl.setAttribute('cy',at[1]);hl.classList.remove('off');
 ro.textContent=best.parentNode.getAttribute('data-n')+': '+fmt(v[1],yu)+' at '+fmt(v[0],xu)});
 svg.addEventListener('mouseleave',clear)}

@@ -265,15 +265,14 @@ fn plotted(c: &Chart, x: &Fitted, y: &Fitted, f: &Frame) -> String {
     for s in &c.stacks {
         out.push_str(&stack(c, s, &mut key, x, y, f));
     }
-    for b in &c.boundaries {
-        let px = x.px(b.x);
-        let _ = write!(
-            out,
-            "<path class=\"bnd\" d=\"M{} {}V{}\"/>",
-            Px(px),
-            Px(f.top),
-            Px(f.bottom)
-        );
+    // One path for every boundary: a long run has a hundred.
+    let lines: String = c
+        .boundaries
+        .iter()
+        .map(|b| format!("M{} {}V{}", Px(x.px(b.x)), Px(f.top), Px(f.bottom)))
+        .collect();
+    if !lines.is_empty() {
+        let _ = write!(out, "<path class=\"bnd\" d=\"{lines}\"/>");
     }
     out.push_str(&boundary_labels(c, x, f));
     for s in &c.series {
