@@ -125,39 +125,19 @@ fn a_run_s_markup_is_shown_as_text() {
     assert_eq!(back["agent_steps"]["agent"][0], 0, "the agent by its index");
 }
 
-/// The fixture's steps and agent repeated into a run of `steps` steps of `agents` agents.
-fn many(steps: usize, agents: usize) -> report::RunReport {
-    let mut r = fixture::report();
-    let step = r.run.steps[0].clone();
-    let agent = r.run.agents[0].clone();
-    r.run.agents = (0..agents)
-        .map(|a| shared::run_file::AgentInfo {
-            name: format!("agent-{a}"),
-            ..agent.clone()
-        })
-        .collect();
-    r.run.steps = (0..steps)
-        .map(|i| {
-            let mut s = step.clone();
-            s.number = i as u32 + 1;
-            s.step_value = 100.0 * (i + 1) as f64;
-            let share = s.agents[0].clone();
-            s.agents = (0..agents)
-                .map(|a| shared::report::AgentStep {
-                    agent: format!("agent-{a}"),
-                    requests: (i * agents + a) as u64,
-                    ..share.clone()
-                })
-                .collect();
-            s
-        })
-        .collect();
-    r
-}
-
 #[test]
 fn a_long_agents_table_is_built_by_the_page_from_its_data() {
-    let page = render_run(&many(21, 10));
+    let mut r = fixture::large(21, 10);
+    for (k, a) in r
+        .run
+        .steps
+        .iter_mut()
+        .flat_map(|s| &mut s.agents)
+        .enumerate()
+    {
+        a.requests = k as u64;
+    }
+    let page = render_run(&r);
     let table = &page[page.find("<table id=\"agents\"").unwrap()..];
     let table = &table[..table.find("</table>").unwrap()];
     assert!(table.contains("data-fill=\"agent_steps\""), "{table}");
@@ -176,9 +156,10 @@ fn a_long_agents_table_is_built_by_the_page_from_its_data() {
         "every row, in order"
     );
     assert_eq!(back["agent_steps"]["agent"][13], 3);
+    assert_eq!(back["agents"][3], "10.0.0.14:7700");
     assert_eq!(back["steps"]["step_value"][20], 2100);
 
-    let page = render_run(&many(20, 10));
+    let page = render_run(&fixture::large(20, 10));
     let table = &page[page.find("<table id=\"agents\">").unwrap()..];
     let table = &table[..table.find("</table>").unwrap()];
     assert_eq!(
@@ -186,7 +167,15 @@ fn a_long_agents_table_is_built_by_the_page_from_its_data() {
         200,
         "200 rows are written"
     );
-    assert!(table.contains("<tr><td>14</td><td>agent-3</td>"));
+    assert!(table.contains("<tr><td>14</td><td>10.0.0.14:7700</td>"));
+}
+
+/// Issue 12's budget: a report of 100 steps of 10 agents under 300 KB (`examples/report_size.rs`
+/// prints the size and the time).
+#[test]
+fn a_report_of_100_steps_of_10_agents_is_under_300_kb() {
+    let page = render_run(&fixture::large(100, 10));
+    assert!(page.len() < 300 * 1024, "{} bytes", page.len());
 }
 
 #[test]
