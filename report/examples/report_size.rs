@@ -1,7 +1,9 @@
 //! How big and how slow a large report is: 100 steps of 10 agents each (`fixture::large`),
 //! rendered; prints bytes and milliseconds. Goal: under 300 KB and 1 s (tests/report.rs holds the
 //! size). `cargo run --release -p report --example report_size [OUT.html]`
+// The tests' fixture, of which this example needs only `large`.
 #[path = "../tests/fixture/mod.rs"]
+#[allow(dead_code)]
 mod fixture;
 
 use std::time::Instant;
