@@ -20,7 +20,8 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Run a ramp against a target (a URL, a plan file, or both; flags override the file).
+    /// Run a ramp against a target, or several side by side (URLs or NAME=URLs, a plan file, or both;
+    /// flags override the file).
     Run(Box<RunArgs>),
     /// Serve the reference target: a fixed body, an optional delay and capacity, its own request counter.
     Serve(ServeArgs),
@@ -29,6 +30,62 @@ pub enum Command {
     /// Make certificates for mutual TLS on the control channel.
     #[command(subcommand)]
     Certs(CertsCommand),
+    /// Rebuild a run's report.html from its results directory (run.json and hlog/).
+    Report(ReportArgs),
+    /// Compare runs side by side: steps joined on their value, each against a baseline run.
+    #[command(after_help = COMPARE_EXAMPLES)]
+    Compare(CompareArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// A results directory: the one holding the run's run.json.
+    pub dir: PathBuf,
+    /// Where to write the page [default: DIR/report.html]; - for stdout.
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    pub output: Option<PathBuf>,
+}
+
+const COMPARE_EXAMPLES: &str = "Examples:
+  stampede compare results/nginx results/app                 # compare.html here, nginx the baseline
+  stampede compare old new --baseline old --threshold 3% --tsv compare.tsv --json compare.json
+  stampede compare main pr --fail-on-regression              # exit 3 when a trusted step got worse (CI)
+
+Exit codes: 0 compared, 1 a file could not be written, 2 usage or a run.json that cannot be read, 3 --fail-on-regression and a trusted step got worse beyond the threshold.";
+
+#[derive(Debug, Args, Clone)]
+pub struct CompareArgs {
+    /// Results directories (each holding a run.json) or run.json files; the first is the baseline
+    /// unless --baseline names another.
+    #[arg(required = true, value_name = "DIR")]
+    pub dirs: Vec<PathBuf>,
+    /// A run's name, in the order of the directories (repeatable); unnamed runs go by run.json's
+    /// label, else their directory's name.
+    #[arg(long = "label", value_name = "NAME")]
+    pub labels: Vec<String>,
+    /// The label of the run the others are compared with (default: the first).
+    #[arg(long, value_name = "LABEL")]
+    pub baseline: Option<String>,
+    /// A change of at most this much is noise, e.g. 5% or 2.5%.
+    #[arg(long, default_value = "5%", allow_hyphen_values = true)]
+    pub threshold: String,
+    /// The HTML page to write.
+    #[arg(
+        short = 'o',
+        long = "output",
+        value_name = "FILE",
+        default_value = "compare.html"
+    )]
+    pub output: PathBuf,
+    /// Also write the comparison as autobench-shaped TSV (dem_req_rate, then every column suffixed _LABEL).
+    #[arg(long, value_name = "FILE")]
+    pub tsv: Option<PathBuf>,
+    /// Also write the whole comparison as JSON (schema stampede.compare/1).
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    /// Exit 3 when a trusted step got worse than the baseline's beyond the threshold.
+    #[arg(long)]
+    pub fail_on_regression: bool,
 }
 
 #[derive(Debug, Subcommand)]
@@ -200,10 +257,12 @@ settings! {
     #[derive(Debug, Clone, Args, Default, Deserialize)]
     #[serde(deny_unknown_fields)]
     pub struct RunArgs {
-        /// A plan file (TOML) or a target URL (http:// or https://).
-        #[arg(value_name = "PLAN|URL")]
+        /// A plan file (TOML) and/or target URLs (http:// or https://). Several targets, each named
+        /// NAME=URL (e.g. nginx=http://a:8080/ app=http://b:8081/), run side by side: every step on
+        /// each in turn, one results directory per NAME under --out, and a comparison beside them.
+        #[arg(value_name = "PLAN|URL|NAME=URL")]
         #[serde(skip)]
-        pub plan_or_url: Option<String>,
+        pub plan_or_url: Vec<String>,
 
         /// Target URL.
         #[arg(long, short = 'u', help_heading = TARGET)]
@@ -296,6 +355,10 @@ settings! {
         /// taken]. One holding another run's files is refused unless --force.
         #[arg(long, help_heading = OUTPUT)]
         pub out: Option<PathBuf>,
+        /// Name this run in its report and in `stampede compare` (letters, digits, '_', '.', '-');
+        /// with several targets, name each NAME=URL instead.
+        #[arg(long, value_name = "NAME", help_heading = OUTPUT)]
+        pub label: Option<String>,
         /// Replace another run's files (run.json, steps.tsv/csv, hlog/) in --out instead of refusing.
         #[arg(long, help_heading = OUTPUT)]
         #[serde(default)]

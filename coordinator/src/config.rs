@@ -11,6 +11,7 @@ use shared::plan::{
 use shared::status::{StatusSet, StatusSetError};
 
 use crate::cli::{DurationText, Rate, RunArgs, Steps};
+use crate::targets::{self, Positionals, TargetError};
 
 /// A configuration the user must fix; exit code 2.
 #[derive(Debug, thiserror::Error)]
@@ -45,6 +46,8 @@ pub enum ConfigError {
     Format(String),
     #[error("{0}")]
     Conflict(String),
+    #[error(transparent)]
+    Target(#[from] TargetError),
     #[error("output directory {path} is not writable: {source}")]
     Output {
         path: PathBuf,
@@ -143,6 +146,8 @@ pub struct RunConfig {
     pub echo: serde_json::Value,
     /// --stop-on, --stop-after, --fail-on.
     pub thresholds: Thresholds,
+    /// What run.json, the report and `stampede compare` call this run (`--label`, `NAME=URL`).
+    pub label: Option<String>,
 }
 
 /// Parses "10s", "500ms", "2m" or a bare number of seconds.
@@ -216,14 +221,6 @@ fn utc_stamp() -> String {
 
 pub fn default_out_dir() -> PathBuf {
     PathBuf::from("stampede-results").join(utc_stamp())
-}
-
-/// Whether a `PLAN|URL` argument that is no file is a URL written without its scheme.
-fn schemeless_url(arg: &str) -> Option<String> {
-    let guess = format!("http://{arg}");
-    let url = plan::Url::parse(&guess).ok()?;
-    let named_port = arg.contains(':') || url.host() == "localhost";
-    (named_port && !arg.ends_with(".toml")).then_some(guess)
 }
 
 /// Turns the other tools' habits (wrk/ab/oha `-c`, wrk2/vegeta `-R`/`--rate`, oha `-q`, ab `-n`) into
@@ -304,9 +301,107 @@ fn habits(mut s: RunArgs, url: &str) -> Result<RunArgs, ConfigError> {
 /// Why a setting with a `default_value` in `cli::RunArgs` is never missing after the merge.
 const DEFAULTED: &str = "filled in by RunArgs::defaults()";
 
-/// Builds the validated configuration from flags and, if given, a plan file.
+/// What `stampede run`'s command line asks for: one run, or several targets side by side.
+#[derive(Debug, Clone)]
+pub enum Runs {
+    One(Box<RunConfig>),
+    Side(SideBySide),
+}
+
+/// Several targets run side by side over one fleet: every step on each in turn, each into its own
+/// results directory, `dir/LABEL`, beside the comparison of them all.
+#[derive(Debug, Clone)]
+pub struct SideBySide {
+    pub dir: PathBuf,
+    /// `dir` is the default stamped directory: the run takes the first free name from it.
+    pub dir_default: bool,
+    pub force: bool,
+    /// One per target, in the command line's order, each labelled; its `out` is `dir/LABEL`.
+    pub runs: Vec<RunConfig>,
+}
+
+/// Builds the validated configuration of one target from flags and, if given, a plan file; several
+/// targets are refused here (see [`resolve_runs`]).
 pub fn resolve(args: RunArgs) -> Result<RunConfig, ConfigError> {
-    let (args, given_duration) = merged(args)?;
+    match resolve_runs(args)? {
+        Runs::One(cfg) => Ok(*cfg),
+        Runs::Side(side) => Err(ConfigError::Conflict(format!(
+            "{} targets where one was expected",
+            side.runs.len()
+        ))),
+    }
+}
+
+/// Builds the validated configuration: one run, or with several `NAME=URL` targets one per target,
+/// each with the same flags and plan file, its own URL, label and directory under `--out`.
+pub fn resolve_runs(mut args: RunArgs) -> Result<Runs, ConfigError> {
+    let Positionals { plan, targets } = targets::split(&std::mem::take(&mut args.plan_or_url))?;
+    let plan = plan.as_deref();
+    if targets.len() <= 1 {
+        let target = targets.into_iter().next();
+        let label = match (target.as_ref().and_then(|t| t.label.clone()), &args.label) {
+            (Some(named), Some(flag)) if &named != flag => {
+                return Err(ConfigError::Conflict(format!(
+                    "the target is named twice, {named}= and --label {flag}: give one"
+                )));
+            }
+            (named, _) => named,
+        };
+        let url = target.map(|t| t.url);
+        return Ok(Runs::One(Box::new(resolve_one(
+            args,
+            plan,
+            url.as_deref(),
+            label,
+        )?)));
+    }
+    if args.label.is_some() {
+        return Err(ConfigError::Conflict(
+            "--label names a run of one target; several are named NAME=URL each".into(),
+        ));
+    }
+    if args.url.is_some() || args.urls.is_some() {
+        return Err(ConfigError::Conflict(
+            "give the targets as NAME=URL arguments, without --url or --urls: each target is one URL"
+                .into(),
+        ));
+    }
+    let mut runs = Vec::with_capacity(targets.len());
+    for t in targets {
+        let cfg = resolve_one(args.clone(), plan, Some(&t.url), t.label)?;
+        runs.push(cfg);
+    }
+    // The first one's directory holds them all: a default stamp is taken once, not per target.
+    let dir = runs[0].out.clone();
+    let dir_default = runs[0].out_default;
+    for cfg in &mut runs {
+        let label = cfg
+            .label
+            .clone()
+            .expect("several targets are each labelled");
+        cfg.out = dir.join(label);
+        cfg.out_default = false;
+    }
+    Ok(Runs::Side(SideBySide {
+        dir,
+        dir_default,
+        force: runs[0].force,
+        runs,
+    }))
+}
+
+/// One target's configuration; `label` (from `NAME=URL`) over the flag's and the plan file's.
+fn resolve_one(
+    args: RunArgs,
+    plan_file: Option<&Path>,
+    url: Option<&str>,
+    label: Option<String>,
+) -> Result<RunConfig, ConfigError> {
+    let (args, given_duration) = merged(args, plan_file, url)?;
+    let label = label.or_else(|| args.label.clone());
+    if let Some(l) = &label {
+        targets::check_label(l)?;
+    }
     let requests = requests(&args)?;
     let workload = workload(&args, requests)?;
     let plan = plan(&args, workload, given_duration)?;
@@ -342,6 +437,7 @@ pub fn resolve(args: RunArgs) -> Result<RunConfig, ConfigError> {
     echo["stop_after"] = thresholds.stop_after.into();
     echo["fail_on"] = thresholds.fail_on.iter().map(ToString::to_string).collect();
     Ok(RunConfig {
+        label,
         agents,
         join,
         token,
@@ -367,37 +463,19 @@ fn dur(flag: &'static str, v: &Option<DurationText>) -> Result<Option<Duration>,
     v.as_ref().map(|v| parse_duration(flag, &v.0)).transpose()
 }
 
-/// Flags over the plan file (its paths taken relative to it) over the defaults, with other tools'
-/// habits mapped; and whether a step duration was given at all (not just defaulted).
-fn merged(args: RunArgs) -> Result<(RunArgs, bool), ConfigError> {
-    let (file, file_dir, url_arg) = match &args.plan_or_url {
-        Some(s) if s.starts_with("http://") || s.starts_with("https://") => {
-            (RunArgs::default(), None, Some(s.clone()))
-        }
-        Some(s) if s.contains("://") => {
-            return Err(PlanError::BadUrl {
-                url: s.clone(),
-                why: "it must start with http:// or https://".into(),
-            }
-            .into());
-        }
-        Some(path) if !Path::new(path).exists() && schemeless_url(path).is_some() => {
-            return Err(PlanError::BadUrl {
-                url: path.clone(),
-                why: format!(
-                    "it has no scheme: did you mean {}?",
-                    schemeless_url(path).unwrap_or_default()
-                ),
-            }
-            .into());
-        }
-        Some(path) => {
-            let p = PathBuf::from(path);
-            let dir = p.parent().map(Path::to_path_buf);
-            (read_plan_file(&p)?, dir, None)
-        }
-        None => (RunArgs::default(), None, None),
+/// Flags (and the target `url` among the positional arguments) over the `plan` file (its paths taken
+/// relative to it) over the defaults, with other tools' habits mapped; and whether a step duration
+/// was given at all (not just defaulted).
+fn merged(
+    args: RunArgs,
+    plan: Option<&Path>,
+    url: Option<&str>,
+) -> Result<(RunArgs, bool), ConfigError> {
+    let (file, file_dir) = match plan {
+        Some(p) => (read_plan_file(p)?, p.parent().map(Path::to_path_buf)),
+        None => (RunArgs::default(), None),
     };
+    let url_arg = url.map(String::from);
     // Paths in a plan file are relative to the file.
     let rel = |p: Option<PathBuf>| {
         p.map(|p| match (&file_dir, p.is_relative()) {
@@ -783,7 +861,7 @@ mod tests {
 
     fn args(url: &str) -> RunArgs {
         RunArgs {
-            plan_or_url: Some(url.into()),
+            plan_or_url: vec![url.into()],
             ..RunArgs::default()
         }
     }
@@ -1028,6 +1106,179 @@ mod tests {
         a.expect_agents = Some(1);
         let join = resolve(a).unwrap().join.expect("a join port");
         assert_eq!(join.ready_file, Some("ready.json".into()));
+    }
+
+    /// A command line as [`resolve_runs`] takes it, its error as the binary prints it.
+    fn runs_of(line: &str) -> Result<Runs, String> {
+        let argv = std::iter::once("stampede").chain(line.split_whitespace());
+        let cli = crate::cli::parse_from(argv)
+            .map_err(|e| shared::usage::one_line(&e, crate::cli::habit_hint))?;
+        match cli.command {
+            crate::cli::Command::Run(a) => resolve_runs(*a).map_err(|e| e.to_string()),
+            _ => unreachable!("a run command line"),
+        }
+    }
+
+    #[test]
+    fn named_targets_run_side_by_side_each_into_its_label() {
+        let Runs::Side(side) = runs_of(
+            "run nginx=http://127.0.0.1:8080/a?x=1 app=http://localhost:8081/b --steps 5,10 -H X-A:1 --out res/x",
+        )
+        .unwrap() else {
+            panic!("two targets run side by side");
+        };
+        assert_eq!(side.dir, PathBuf::from("res/x"));
+        assert!(!side.dir_default);
+        let got: Vec<_> = side
+            .runs
+            .iter()
+            .map(|c| {
+                (
+                    c.label.as_deref().unwrap(),
+                    c.out.display().to_string(),
+                    c.host.as_str(),
+                    c.echo["requests"][0]["url"].as_str().unwrap().to_string(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                (
+                    "nginx",
+                    "res/x/nginx".into(),
+                    "127.0.0.1",
+                    "http://127.0.0.1:8080/a?x=1".into()
+                ),
+                (
+                    "app",
+                    "res/x/app".into(),
+                    "localhost",
+                    "http://localhost:8081/b".into()
+                ),
+            ]
+        );
+        // The same workload flags for every target: only the URL differs.
+        for c in &side.runs {
+            assert_eq!(c.plan.steps(), vec![5.0, 10.0]);
+            assert_eq!(c.echo["requests"][0]["headers"][0], "X-A: 1");
+            assert!(!c.out_default);
+        }
+        let Runs::Side(side) = runs_of("run a=http://h:1/ b=http://h:2/ --steps 1").unwrap() else {
+            panic!("two targets");
+        };
+        assert!(side.dir_default);
+        assert!(side.dir.starts_with("stampede-results"));
+        assert_eq!(side.runs[1].out, side.dir.join("b"), "one stamp for all");
+    }
+
+    #[test]
+    fn a_single_target_is_named_by_its_label() {
+        let one = |line: &str| match runs_of(line) {
+            Ok(Runs::One(c)) => Ok(c.label),
+            Ok(Runs::Side(_)) => panic!("one target: {line}"),
+            Err(e) => Err(e),
+        };
+        assert_eq!(one("run http://h:1/ --steps 1").unwrap(), None);
+        assert_eq!(
+            one("run http://h:1/ --steps 1 --label nginx-1.27")
+                .unwrap()
+                .as_deref(),
+            Some("nginx-1.27")
+        );
+        assert_eq!(
+            one("run nginx=http://h:1/ --steps 1").unwrap().as_deref(),
+            Some("nginx")
+        );
+        assert_eq!(
+            one("run nginx=http://h:1/ --steps 1 --label nginx")
+                .unwrap()
+                .as_deref(),
+            Some("nginx"),
+            "the same name twice is one name"
+        );
+        let e = one("run nginx=http://h:1/ --steps 1 --label app").unwrap_err();
+        assert_eq!(
+            e,
+            "the target is named twice, nginx= and --label app: give one"
+        );
+        let e = one("run http://h:1/ --steps 1 --label ..").unwrap_err();
+        assert!(
+            e.starts_with("label '..' is not a valid directory name"),
+            "{e}"
+        );
+        // A plan file's label, and the flag's over it.
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("plan.toml");
+        std::fs::write(
+            &p,
+            "url = \"http://h:1/\"\nsteps = [1]\nlabel = \"from-file\"\n",
+        )
+        .unwrap();
+        let plan = p.display();
+        assert_eq!(
+            one(&format!("run {plan}")).unwrap().as_deref(),
+            Some("from-file")
+        );
+        assert_eq!(
+            one(&format!("run {plan} --label flag")).unwrap().as_deref(),
+            Some("flag")
+        );
+        std::fs::write(&p, "url = \"http://h:1/\"\nsteps = [1]\nlabel = \"a/b\"\n").unwrap();
+        let e = one(&format!("run {plan}")).unwrap_err();
+        assert!(
+            e.starts_with("label 'a/b' is not a valid directory name"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn several_targets_refuse_what_names_one() {
+        let e = runs_of("run a=http://h:1/ b=http://h:2/ --steps 1 --label x")
+            .err()
+            .unwrap();
+        assert_eq!(
+            e,
+            "--label names a run of one target; several are named NAME=URL each"
+        );
+        let e = runs_of("run a=http://h:1/ b=http://h:2/ --steps 1 --url http://h:3/")
+            .err()
+            .unwrap();
+        assert!(
+            e.starts_with("give the targets as NAME=URL arguments, without --url or --urls"),
+            "{e}"
+        );
+        let e = runs_of("run a=http://h:1/ http://h:2/ --steps 1")
+            .err()
+            .unwrap();
+        assert!(e.starts_with("target 2 (http://h:2/) has no label"), "{e}");
+        let e = runs_of("run a=http://h:1/ a=http://h:2/ --steps 1")
+            .err()
+            .unwrap();
+        assert_eq!(
+            e,
+            "label 'a' names targets 1 and 2: each target needs its own"
+        );
+        // Every target's own configuration is checked: a bad URL is named.
+        let e = runs_of("run a=http://h:1/ b=http://h:x/ --steps 1")
+            .err()
+            .unwrap();
+        assert!(e.contains("http://h:x/"), "{e}");
+        // A plan file with several targets: its url is theirs to replace.
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("plan.toml");
+        std::fs::write(
+            &p,
+            "url = \"http://h:1/\"\nsteps = [1]\nmodel = \"requests\"\n",
+        )
+        .unwrap();
+        let Runs::Side(side) =
+            runs_of(&format!("run {} a=http://h:7/ b=http://h:8/", p.display())).unwrap()
+        else {
+            panic!("two targets");
+        };
+        assert_eq!(side.runs[1].echo["requests"][0]["url"], "http://h:8/");
+        assert_eq!(side.runs[1].plan.model(), LoadModel::Requests);
     }
 
     #[test]

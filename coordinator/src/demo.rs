@@ -35,7 +35,7 @@ pub async fn run(args: DemoArgs, shutdown: Stop) -> Result<RunOutcome, RunError>
         );
     }
     let cfg = config::resolve(RunArgs {
-        plan_or_url: Some(format!("http://{addr}/")),
+        plan_or_url: vec![format!("http://{addr}/")],
         model: Some(LoadModel::Requests),
         low_rate: Some(100.0),
         high_rate: Some(600.0),

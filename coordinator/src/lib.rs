@@ -2,16 +2,20 @@
 //! drives agents step by step and writes the results; `serve` is the reference target; `demo` joins both.
 pub mod certs;
 pub mod cli;
+pub mod compare;
 pub mod config;
 pub mod demo;
 pub mod fleet;
 pub mod merge;
 pub mod output;
 pub mod progress;
+pub mod report_file;
 pub mod run;
 pub mod serve;
+pub mod targets;
 
 use std::io::Write;
+use std::path::Path;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -24,14 +28,16 @@ use crate::run::Stop;
 /// Ctrl-C, `stop.now` the second (see [`Stop`]).
 pub async fn execute(command: Command, stop: Stop) -> u8 {
     match command {
-        Command::Run(args) => match config::resolve(*args) {
-            Ok(cfg) => finish(run::run(cfg, stop).await),
+        Command::Run(args) => match config::resolve_runs(*args) {
+            Ok(config::Runs::One(cfg)) => finish(run::run(*cfg, stop).await),
+            Ok(config::Runs::Side(side)) => finish_side(run::run_side(side, stop).await),
             Err(e) => {
                 eprintln!("stampede: {e}");
                 2
             }
         },
         Command::Demo(args) => finish(demo::run(args, stop).await),
+        Command::Compare(args) => compared(args),
         Command::Certs(cmd) => {
             let made = match cmd {
                 cli::CertsCommand::Init {
@@ -68,6 +74,7 @@ pub async fn execute(command: Command, stop: Stop) -> u8 {
                 }
             }
         }
+        Command::Report(args) => report(&args),
         Command::Serve(args) => {
             let delay = match args
                 .delay
@@ -105,6 +112,70 @@ pub async fn execute(command: Command, stop: Stop) -> u8 {
     }
 }
 
+/// `stampede compare`: 0 compared, 1 a file not written, 2 bad input, 3 a regression under
+/// --fail-on-regression (said on stderr after every file is written).
+fn compared(args: cli::CompareArgs) -> u8 {
+    let threshold = match shared::compare::Threshold::parse(&args.threshold) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("stampede: {e}");
+            return 2;
+        }
+    };
+    let cfg = compare::CompareConfig {
+        dirs: args.dirs,
+        labels: args.labels,
+        baseline: args.baseline,
+        threshold,
+        html: args.output,
+        tsv: args.tsv,
+        json: args.json,
+    };
+    let outcome = match compare::run(cfg) {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("stampede: {e}");
+            return e.exit_code();
+        }
+    };
+    if let Err(e) = print_out(&compare::summary(&outcome)) {
+        eprintln!("stampede: {e}");
+        return 1;
+    }
+    if args.fail_on_regression && !outcome.regressions().is_empty() {
+        eprint!(
+            "stampede: --fail-on-regression: {}",
+            compare::regressions(&outcome.comparison)
+        );
+        return 3;
+    }
+    0
+}
+
+/// `stampede report`: the page rebuilt; where it went is said on stdout (a script's next argument).
+/// A wrong directory or a damaged file is the user's to fix (2); an unwritable output fails (1).
+fn report(args: &cli::ReportArgs) -> u8 {
+    let fail = |code: u8, e: &dyn std::fmt::Display| {
+        eprintln!("stampede: {e}");
+        code
+    };
+    let html = match report_file::render(&args.dir) {
+        Ok(html) => html,
+        Err(e) => return fail(2, &e),
+    };
+    let said = match report_file::Destination::of(args.output.as_deref(), &args.dir) {
+        report_file::Destination::Stdout => print_out(&html),
+        report_file::Destination::File(path) => match output::write_file(&path, &html) {
+            Ok(()) => print_out(&format!("{}\n", path.display())),
+            Err(e) => return fail(1, &e),
+        },
+    };
+    match said {
+        Ok(()) => 0,
+        Err(e) => fail(1, &e),
+    }
+}
+
 /// Writes to stdout, as an error instead of `print!`'s panic when it cannot be written
 /// (`> /dev/full`, a closed pipe).
 fn print_out(text: &str) -> Result<(), StdoutError> {
@@ -121,47 +192,106 @@ struct StdoutError(std::io::Error);
 fn finish(outcome: Result<run::RunOutcome, run::RunError>) -> u8 {
     match outcome {
         Ok(o) => {
-            let mut text = progress::table(&o.steps);
-            if let Some(s) = &o.stopped {
-                let not_run: Vec<String> = s.not_run.iter().map(f64::to_string).collect();
-                text.push_str(&format!(
-                    "stopped after step {} (--stop-on): {}; not run: {}\n",
-                    s.after_step,
-                    s.because,
-                    not_run.join(", ")
-                ));
-            }
-            text.push_str(&format!(
-                "answer: {}\nresults: {}\n",
-                shared::report::summarize_run(&o.steps).answer,
-                o.dir.display()
-            ));
+            let text = told(&o, "");
+            let report = o.dir.join(report_file::REPORT);
+            let text = format!(
+                "{text}results: {}\nreport: {}\n",
+                o.dir.display(),
+                report.display()
+            );
             if let Err(e) = print_out(&text) {
                 eprintln!("stampede: {e}; the results are in {}", o.dir.display());
                 return 1;
             }
-            // Printed after the outputs are written, so CI keeps them whatever the exit code.
-            for b in &o.breaches {
-                eprintln!(
-                    "stampede: --fail-on {}: step {} ({}): {}",
-                    b.expression, b.step, b.step_value, b.because
-                );
-            }
-            if o.aborted {
-                eprintln!(
-                    "stampede: run aborted; finished steps are in {}",
-                    o.dir.display()
-                );
-                1
-            } else if !o.breaches.is_empty() {
-                3
-            } else {
-                0
-            }
+            exit_code(std::slice::from_ref(&o))
         }
         Err(e) => {
             eprintln!("stampede: {e}");
             e.exit_code()
         }
+    }
+}
+
+/// A side-by-side run's end: each target's table and answer under its label, where the results and
+/// the comparison are; the exit code is the worst of the targets'.
+fn finish_side(outcome: Result<run::SideOutcome, run::RunError>) -> u8 {
+    let side = match outcome {
+        Ok(side) => side,
+        Err(e) => {
+            eprintln!("stampede: {e}");
+            return e.exit_code();
+        }
+    };
+    let mut text = String::new();
+    for o in &side.runs {
+        let label = o.label.as_deref().unwrap_or_default();
+        text.push_str(&format!("== {label} ({}) ==\n", o.dir.display()));
+        text.push_str(&told(o, &format!(" ({label})")));
+    }
+    let compare = side.dir.join(output::BESIDE_FILES[0]);
+    match &side.compared {
+        Ok(()) => text.push_str(&format!("compare: {}\n", compare.display())),
+        Err(e) => eprintln!("stampede: {e}"),
+    }
+    text.push_str(&format!("results: {}\n", side.dir.display()));
+    if let Err(e) = print_out(&text) {
+        eprintln!("stampede: {e}; the results are in {}", side.dir.display());
+        return 1;
+    }
+    match exit_code(&side.runs) {
+        0 if side.compared.is_err() => 1,
+        code => code,
+    }
+}
+
+/// One run's table, why --stop-on ended it, and its answer (`whose` after "answer"), for stdout.
+fn told(o: &run::RunOutcome, whose: &str) -> String {
+    let mut text = progress::table(&o.steps);
+    if let Some(s) = &o.stopped {
+        let not_run: Vec<String> = s.not_run.iter().map(f64::to_string).collect();
+        text.push_str(&format!(
+            "stopped after step {} (--stop-on): {}; not run: {}\n",
+            s.after_step,
+            s.because,
+            not_run.join(", ")
+        ));
+    }
+    text.push_str(&format!(
+        "answer{whose}: {}\n",
+        shared::report::summarize_run(&o.steps).answer
+    ));
+    text
+}
+
+/// After the outputs are written: the --fail-on breaches on stderr, and the exit code of the runs
+/// together (1 if any was aborted, else 3 if any breached, else 0).
+fn exit_code(runs: &[run::RunOutcome]) -> u8 {
+    // Printed after the outputs are written, so CI keeps them whatever the exit code.
+    for o in runs {
+        let whose = o
+            .label
+            .as_deref()
+            .map_or(String::new(), |l| format!("{l}: "));
+        for b in &o.breaches {
+            eprintln!(
+                "stampede: {whose}--fail-on {}: step {} ({}): {}",
+                b.expression, b.step, b.step_value, b.because
+            );
+        }
+    }
+    if let Some(o) = runs.iter().find(|o| o.aborted) {
+        let dir = match runs {
+            [_] => o.dir.clone(),
+            _ => o.dir.parent().map_or(o.dir.clone(), Path::to_path_buf),
+        };
+        eprintln!(
+            "stampede: run aborted; finished steps are in {}",
+            dir.display()
+        );
+        1
+    } else if runs.iter().any(|o| !o.breaches.is_empty()) {
+        3
+    } else {
+        0
     }
 }

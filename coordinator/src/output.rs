@@ -1,17 +1,20 @@
-//! The run's files: the step table (TSV/CSV), run.json and one HdrHistogram interval log per step. Each
-//! is written as its step finishes, so a killed run keeps every finished step.
+//! The run's files: the step table (TSV/CSV), run.json, report.html, and per step an HdrHistogram
+//! interval log and its merged percentile distribution (`.hgrm`). Each is written as its step
+//! finishes, so a killed run keeps every finished step.
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
 use hdrhistogram::serialization::interval_log::{IntervalLogWriterBuilder, Tag};
+use shared::distribution::Distribution;
 use shared::histogram::{Deflater, Encoded, Merger};
 use shared::report::{RunSummary, StepResult, StepTable};
 pub use shared::run_file::AgentInfo;
 use shared::run_file::{Breach, RUNNING, RunFile, Stopped};
 
 use crate::config::RunConfig;
+use crate::report_file::{self, REPORT};
 
 #[derive(Debug, thiserror::Error)]
 #[error("cannot write {path}: {source}")]
@@ -106,6 +109,40 @@ pub fn claim(dir: &Path, fresh: bool, force: bool) -> Result<PathBuf, DirError> 
     Ok(dir)
 }
 
+/// The files a side-by-side run writes beside its targets' directories.
+pub const BESIDE_FILES: [&str; 3] = ["compare.html", "compare.tsv", "compare.json"];
+
+/// Takes the directory of a side-by-side run, which holds one directory per target (each then taken
+/// by [`claim`]) and the comparison. A default stamped `dir` takes the first free name, as a run's
+/// does; a given one that holds another comparison, or a run's own files, is refused unless `force`,
+/// which removes them.
+pub fn claim_beside(dir: &Path, fresh: bool, force: bool) -> Result<PathBuf, DirError> {
+    let unwritable = |source| DirError::Unwritable {
+        path: dir.to_path_buf(),
+        source,
+    };
+    if fresh {
+        return fresh_dir(dir).map_err(unwritable);
+    }
+    fs::create_dir_all(dir).map_err(unwritable)?;
+    let mut old: Vec<PathBuf> = BESIDE_FILES
+        .iter()
+        .map(|f| dir.join(f))
+        .filter(|p| p.is_file())
+        .collect();
+    old.extend(run_files(dir).map_err(unwritable)?);
+    if !old.is_empty() && !force {
+        return Err(occupied(dir, &old));
+    }
+    for f in &old {
+        fs::remove_file(f).map_err(|source| DirError::Unwritable {
+            path: f.clone(),
+            source,
+        })?;
+    }
+    Ok(dir.to_path_buf())
+}
+
 /// Undoes [`claim`] for a run that ended before writing anything: its run.json would say nothing.
 pub fn release(dir: &Path) {
     let json = dir.join("run.json");
@@ -140,19 +177,26 @@ fn fresh_dir(base: &Path) -> io::Result<PathBuf> {
 
 /// The files in `dir` that a run writes (its own, or one left half-written by a killed run).
 fn run_files(dir: &Path) -> io::Result<Vec<PathBuf>> {
-    let mut found: Vec<PathBuf> = ["run.json", "run.json.tmp", "steps.tsv", "steps.csv"]
-        .iter()
-        .map(|f| dir.join(f))
-        .filter(|p| p.is_file())
-        .collect();
+    let mut found: Vec<PathBuf> = [
+        "run.json",
+        "run.json.tmp",
+        "steps.tsv",
+        "steps.csv",
+        REPORT,
+        "report.html.tmp",
+    ]
+    .iter()
+    .map(|f| dir.join(f))
+    .filter(|p| p.is_file())
+    .collect();
     let hlog = dir.join("hlog");
     if hlog.is_dir() {
         let mut logs = Vec::new();
         for entry in fs::read_dir(&hlog)? {
             let path = entry?.path();
             let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
-            if name.starts_with("step-") && (name.ends_with(".hlog") || name.ends_with(".hlog.tmp"))
-            {
+            let ours = [".hlog", ".hlog.tmp", ".hgrm", ".hgrm.tmp"];
+            if name.starts_with("step-") && ours.iter().any(|end| name.ends_with(end)) {
                 logs.push(path);
             }
         }
@@ -209,13 +253,14 @@ impl Output {
         let columns = StepTable::new(&cfg.host, cfg.plan.model());
         let header = columns.header().join(&sep.to_string());
         writeln!(table, "{header}").map_err(at(&table_path))?;
-        let doc = RunFile::start(
+        let mut doc = RunFile::start(
             now(),
             cfg.plan.workload().origin().origin().to_string(),
             cfg.echo.clone(),
             agents.to_vec(),
             warnings.to_vec(),
         );
+        doc.label = cfg.label.clone();
         let mut out = Output {
             dir,
             table,
@@ -227,6 +272,7 @@ impl Output {
             status_at: None,
         };
         out.write_json()?;
+        out.write_report()?;
         Ok(out)
     }
 
@@ -234,15 +280,17 @@ impl Output {
         &self.dir
     }
 
-    /// Appends the step to the table and the hlog, durably, and to run.json's steps, which are
-    /// written with the summary that follows ([`Output::summarize`]): run.json once per step. `agents`
-    /// names the agents that `hlog` refers to by index; `hlog` is read as in [`write_hlog`].
+    /// Appends the step to the table, writes its hlog and .hgrm, durably, and appends it to run.json's
+    /// steps, which are written with the summary that follows ([`Output::summarize`]): run.json once
+    /// per step. `agents` names the agents that `hlog` refers to by index; `hlog` is read as in
+    /// [`write_hlog`]; `distribution` is the step's merged latency.
     pub fn write_step<E>(
         &mut self,
         r: &StepResult,
         started: SystemTime,
         hlog: impl IntoIterator<Item = Result<HlogInterval, E>>,
         agents: &[String],
+        distribution: &Distribution,
     ) -> Result<(), OutputError>
     where
         E: std::error::Error + Send + Sync + 'static,
@@ -251,14 +299,22 @@ impl Output {
         writeln!(self.table, "{row}").map_err(at(&self.table_path))?;
         self.table.sync_data().map_err(at(&self.table_path))?;
         write_hlog(&self.dir, r.number, started, hlog, agents)?;
+        write_hgrm(&self.dir, distribution)?;
         self.doc.steps.push(r.clone());
         Ok(())
     }
 
-    /// Puts the run's answer so far into run.json, and writes it (with the steps appended since).
+    /// Puts the run's answer so far into run.json, and writes it (with the steps appended since),
+    /// then report.html from it.
     pub fn summarize(&mut self, summary: &RunSummary) -> Result<(), OutputError> {
         self.doc.summary = Some(summary.clone());
-        self.write_json()
+        self.write_json()?;
+        self.write_report()
+    }
+
+    /// Rewrites report.html (see [`write_report`]).
+    pub fn write_report(&self) -> Result<(), OutputError> {
+        write_report(&self.dir)
     }
 
     /// Records how the ramp ended: why it stopped early, and the --fail-on breaches (written with
@@ -348,6 +404,42 @@ where
         hlog_lines(&mut out, &path, step, started, intervals, agents)?;
         out.flush().map_err(at(&path))
     })
+}
+
+/// Rewrites `dir/report.html` from the run's files as they are on disk now (run.json, the steps'
+/// distributions), as `stampede report` would: the page a run leaves is the one rebuilt from its
+/// files. Replaced atomically, so a browser refreshing it mid-run never reads half a page.
+pub fn write_report(dir: &Path) -> Result<(), OutputError> {
+    let path = dir.join(REPORT);
+    let html = report_file::render(dir).map_err(|e| OutputError {
+        path: path.clone(),
+        source: io::Error::other(e.to_string()),
+    })?;
+    write_file(&path, &html)
+}
+
+/// Writes `text` to `path` through a temporary file beside it (see [`replace`]); an error names
+/// `path`, the file asked for, not the temporary one.
+pub fn write_file(path: &Path, text: &str) -> Result<(), OutputError> {
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".tmp");
+    let named = |source| OutputError {
+        path: path.to_path_buf(),
+        source,
+    };
+    replace(path, Path::new(&tmp), |mut f| {
+        f.write_all(text.as_bytes())
+            .and_then(|()| f.sync_data())
+            .map_err(named)
+    })
+    .map_err(|e| named(e.source))
+}
+
+/// Writes `dir/hlog/step-NNN.hgrm`, the step's merged latency as HdrHistogram's percentile
+/// distribution (what its plotFiles and gnuplot scripts read), through a temporary file like the hlog.
+pub fn write_hgrm(dir: &Path, d: &Distribution) -> Result<(), OutputError> {
+    let path = dir.join("hlog").join(format!("step-{:03}.hgrm", d.step));
+    write_file(&path, &d.to_hgrm())
 }
 
 /// Writes `path` through `tmp` beside it, then renames it into place: a reader sees the old file or
@@ -512,6 +604,42 @@ mod tests {
     }
 
     #[test]
+    fn hgrm_is_the_steps_distribution_and_leaves_no_temporary_file() {
+        let dir = tempfile::tempdir().unwrap();
+        fs::create_dir_all(dir.path().join("hlog")).unwrap();
+        let mut h = histogram::new();
+        h.record_n(20_000, 9).unwrap();
+        h.record(80_000).unwrap();
+        let d = Distribution::of(7, &h);
+        write_hgrm(dir.path(), &d).unwrap();
+        let text = fs::read_to_string(dir.path().join("hlog/step-007.hgrm")).unwrap();
+        assert_eq!(text, d.to_hgrm());
+        let back = Distribution::parse_hgrm(7, &text).unwrap();
+        let top_ms = h.highest_equivalent(80_000) as f64 / 1000.0;
+        assert_eq!((back.step, back.total, back.max_ms), (7, 10, top_ms));
+        let names: Vec<_> = fs::read_dir(dir.path().join("hlog"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, ["step-007.hgrm"]);
+    }
+
+    #[test]
+    fn a_reused_out_directory_holding_only_hgrm_files_was_taken_as_empty() {
+        let dir = tempfile::tempdir().unwrap();
+        fs::create_dir_all(dir.path().join("hlog")).unwrap();
+        fs::write(dir.path().join("hlog/step-001.hgrm"), b"old").unwrap();
+        fs::write(dir.path().join("hlog/step-002.hgrm.tmp"), b"old").unwrap();
+        let e = claim(dir.path(), false, false).unwrap_err().to_string();
+        assert!(
+            e.contains("hlog/step-001.hgrm, hlog/step-002.hgrm.tmp"),
+            "{e}"
+        );
+        claim(dir.path(), false, true).unwrap();
+        assert_eq!(fs::read_dir(dir.path().join("hlog")).unwrap().count(), 0);
+    }
+
+    #[test]
     fn a_reused_out_directory_kept_the_earlier_runs_files() {
         let dir = tempfile::tempdir().unwrap();
         let out = dir.path().join("today");
@@ -545,14 +673,76 @@ mod tests {
         claim(&out, false, false).unwrap();
     }
 
+    #[test]
+    fn a_file_that_cannot_be_written_is_named_not_its_temporary() {
+        let dir = tempfile::tempdir().unwrap();
+        let to = dir.path().join("no-such-dir").join("r.html");
+        let e = write_file(&to, "page").unwrap_err().to_string();
+        assert!(
+            e.starts_with(&format!("cannot write {}: ", to.display())),
+            "{e}"
+        );
+        let to = dir.path().join("r.html");
+        write_file(&to, "page").unwrap();
+        assert_eq!(fs::read_to_string(&to).unwrap(), "page");
+        assert_eq!(
+            fs::read_dir(dir.path()).unwrap().count(),
+            1,
+            "no temporary left"
+        );
+    }
+
+    #[test]
+    fn an_earlier_runs_report_alone_kept_the_directory() {
+        let dir = tempfile::tempdir().unwrap();
+        fs::write(dir.path().join(REPORT), b"old").unwrap();
+        let e = claim(dir.path(), false, false).unwrap_err().to_string();
+        assert!(e.contains("another run's files (report.html)"), "{e}");
+        claim(dir.path(), false, true).unwrap();
+        assert!(!dir.path().join(REPORT).exists());
+    }
+
     fn config(out: &Path) -> RunConfig {
         crate::config::resolve(crate::cli::RunArgs {
-            plan_or_url: Some("http://127.0.0.1:1/".into()),
+            plan_or_url: vec!["http://127.0.0.1:1/".into()],
             steps: Some(crate::cli::Steps(vec![10.0])),
             out: Some(out.to_path_buf()),
             ..Default::default()
         })
         .unwrap()
+    }
+
+    #[test]
+    fn a_labelled_run_says_its_label_in_run_json() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut cfg = config(dir.path());
+        claim(&cfg.out, false, false).unwrap();
+        Output::create(&cfg, &[], &[]).unwrap();
+        let read = |d: &Path| RunFile::read(&d.join("run.json")).unwrap().label;
+        assert_eq!(read(dir.path()), None);
+        cfg.label = Some("nginx".into());
+        Output::create(&cfg, &[], &[]).unwrap();
+        assert_eq!(read(dir.path()).as_deref(), Some("nginx"));
+    }
+
+    #[test]
+    fn a_side_by_side_directory_kept_another_comparison() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("x");
+        assert_eq!(claim_beside(&out, false, false).unwrap(), out);
+        fs::write(out.join("compare.tsv"), b"old").unwrap();
+        fs::write(out.join("notes.txt"), b"the user's").unwrap();
+        let e = claim_beside(&out, false, false).unwrap_err().to_string();
+        assert!(
+            e.contains("holds another run's files (compare.tsv)") && e.contains("--force"),
+            "{e}"
+        );
+        claim_beside(&out, false, true).unwrap();
+        assert!(!out.join("compare.tsv").exists());
+        assert!(out.join("notes.txt").exists());
+        // A default name is never shared: the next one is suffixed.
+        let fresh = claim_beside(&out, true, false).unwrap();
+        assert_eq!(fresh, dir.path().join("x-2"));
     }
 
     #[test]

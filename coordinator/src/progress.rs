@@ -8,6 +8,8 @@ use shared::plan::{LoadModel, Plan, StepLimit};
 use shared::report::{LatencyStats, StepResult, human_ms};
 
 pub struct Progress {
+    /// Side by side: the target whose steps this shows, named before each of its lines.
+    label: Option<String>,
     quiet: bool,
     live: bool,
     started: Instant,
@@ -89,6 +91,17 @@ pub fn plan_line(plan: &Plan, total: Duration, dir: &Path) -> String {
     )
 }
 
+/// What a side-by-side run does, in one line after each target's plan line: `side by side: nginx,
+/// app, each step on every target in turn, ~1 min 20 s in all; comparison in results/x`.
+pub fn side_line(labels: &[&str], total: Duration, dir: &Path) -> String {
+    format!(
+        "side by side: {}, each step on every target in turn, ~{} in all; comparison in {}",
+        labels.join(", "),
+        span(total),
+        dir.display()
+    )
+}
+
 /// The terminal's width in columns: the window size of stderr, else `COLUMNS`, else 80.
 fn terminal_width() -> usize {
     // SAFETY: TIOCGWINSZ writes a `winsize` into the struct we own; fd 2 is stderr.
@@ -156,11 +169,29 @@ fn rate(v: f64) -> String {
 impl Progress {
     pub fn new(quiet: bool, total: Duration) -> Progress {
         Progress {
+            label: None,
             quiet,
             live: std::io::stderr().is_terminal(),
             started: Instant::now(),
             total,
         }
+    }
+
+    /// Names the target before each line (side by side, where the lines of several alternate).
+    pub fn labelled(mut self, label: Option<&str>) -> Progress {
+        self.label = label.map(String::from);
+        self
+    }
+
+    pub fn label(&self) -> Option<&str> {
+        self.label.as_deref()
+    }
+
+    /// `LABEL: ` before a line, or nothing.
+    fn who(&self) -> String {
+        self.label
+            .as_ref()
+            .map_or(String::new(), |l| format!("{l}: "))
     }
 
     /// Whether [`Progress::tick`] shows anything, so its numbers are worth computing.
@@ -173,7 +204,7 @@ impl Progress {
         if !self.wants_ticks() {
             return;
         }
-        let line = live_line(t, self.started.elapsed(), self.total);
+        let line = self.who() + &live_line(t, self.started.elapsed(), self.total);
         eprint!("\r\x1b[2K{}", fit(&line, terminal_width()));
         let _ = std::io::stderr().flush();
     }
@@ -199,7 +230,8 @@ impl Progress {
             judged.push_str(&format!(" ({})", r.server_reasons.join("; ")));
         }
         eprintln!(
-            "step {}/{}  demanded {demanded}  sent {} req/s  served {}/s  p99 {}  failed {}%  {judged}",
+            "{}step {}/{}  demanded {demanded}  sent {} req/s  served {}/s  p99 {}  failed {}%  {judged}",
+            self.who(),
             r.number,
             steps,
             rate(r.achieved_request_rate),

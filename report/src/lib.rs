@@ -6,8 +6,9 @@
 //! Depends on `shared` only: no tokio, no tonic.
 //!
 //! The page's contract with its readers (the browser test, scripts that scrape a report):
-//! - the run's numbers are embedded as JSON in `<script type="application/json" id="stampede-data">`,
-//!   schema `stampede.report-data/1` (`data.rs`): `schema`, `target`, `label`, `model`, `status`,
+//! - the data is embedded as JSON in `<script type="application/json" id="stampede-data">`: a
+//!   comparison's page, compare.json's content; a run's report, the run's numbers in the schema
+//!   `stampede.report-data/1` (`data.rs`): `schema`, `target`, `label`, `model`, `status`,
 //!   `agents` (the agents' names), and two sets of columns, each an object of equal-length arrays by
 //!   column name: `steps` (one entry per step: `step`, `step_value`, then steps.tsv's columns, each
 //!   cell as steps.tsv writes it, a number where it is one) and `agent_steps` (one entry per step and
@@ -19,6 +20,10 @@
 //!   a run's report has every chart of [`RUN_CHARTS`], in that order; a drawn chart's points are
 //!   `<path d="M…" data-v="X Y,X Y,…">` inside a `<g data-n="SERIES">` (a series' markers, a layer's
 //!   bars): one "X Y" (the values, not pixels) for each `M` of the path, in order;
+//! - a comparison's page (`stampede compare`) has every chart of [`COMPARE_CHARTS`], in that order,
+//!   a series per run (`data-n` its label); its delta table is `<table id="compare">`, a row
+//!   `<tr data-value="V" data-run="LABEL">` per step value and run, its cells `<td data-metric="NAME"
+//!   data-class="CLASS">` (compare.json's classes), `data-regression="1"` on a regression;
 //! - the steps table is `<table id="steps">`: its header cells `<th data-col="COLUMN">` name the
 //!   columns as steps.tsv does, and the n-th `<td>` of a row is the n-th column's cell, formatted as
 //!   steps.tsv formats it. A run's other tables are `#agents` (header cells `<th data-col="COLUMN">`,
@@ -30,11 +35,13 @@
 //!   `<html>` to its message.
 
 pub mod chart;
+mod compare_page;
 mod data;
 pub mod escape;
 mod input;
 mod page;
 mod run_page;
 
+pub use compare_page::{COMPARE_CHARTS, render_compare};
 pub use input::{InputError, RunReport};
 pub use run_page::{RUN_CHARTS, render_run};

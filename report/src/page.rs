@@ -56,10 +56,15 @@ d.setAttribute('data-ready','1');})();"#;
 /// A whole page: `title` (text), `body` (markup built from escaped values), `data` (the JSON it
 /// embeds, as serialized).
 pub fn page(title: &str, body: &str, data: &str) -> String {
+    styled_page(title, "", body, data)
+}
+
+/// A [`page`] with `style`, CSS of its own, after the shared one.
+pub fn styled_page(title: &str, style: &str, body: &str, data: &str) -> String {
     format!(
         "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
          <meta name=\"viewport\" content=\"width=device-width,initial-scale=1\">\n\
-         <title>{title}</title>\n<style>{STYLE}{CHART_STYLE}</style>\n</head>\n<body>\n{body}\n\
+         <title>{title}</title>\n<style>{STYLE}{CHART_STYLE}{style}</style>\n</head>\n<body>\n{body}\n\
          <script type=\"application/json\" id=\"stampede-data\">{data}</script>\n\
          <script>{SCRIPT}</script>\n</body>\n</html>\n",
         title = escape::html(title),

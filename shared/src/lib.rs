@@ -3,6 +3,7 @@
 //!
 //! Nothing here knows about tokio, tonic or prost; `proto` converts its messages into these types.
 
+pub mod compare;
 pub mod condition;
 pub mod distribution;
 pub mod histogram;

@@ -910,6 +910,24 @@ pub struct StepTable(Vec<(String, Cell)>);
 
 impl StepTable {
     pub fn new(host: &str, model: LoadModel) -> StepTable {
+        StepTable::build(host, model, false)
+    }
+
+    /// The same columns with every one after the first suffixed `_LABEL`, as autobench names a
+    /// compared host's (`req_rate_host1`, `req_rate_host2`): one run's part of compare.tsv.
+    pub fn labelled(label: &str, model: LoadModel) -> StepTable {
+        StepTable::build(label, model, true)
+    }
+
+    fn build(host: &str, model: LoadModel, suffix_all: bool) -> StepTable {
+        // stampede's own columns carry no host in steps.tsv (one host per file).
+        let ours = |name: &str| {
+            if suffix_all {
+                format!("{name}_{host}")
+            } else {
+                name.to_string()
+            }
+        };
         let mut t: Vec<(String, Cell)> = Vec::new();
         let mut num = |name: String, v: fn(&StepResult) -> f64| {
             t.push((name, Box::new(move |r| cell(v(r)))));
@@ -935,7 +953,7 @@ impl StepTable {
         for (name, v) in autobench {
             num(format!("{name}_{host}"), v);
         }
-        let ours: [Numeric; 7] = [
+        let our_numbers: [Numeric; 7] = [
             ("ok_rate", |r| r.ok_rate),
             ("failed_pct", |r| r.failed_pct),
             ("p50_ms", |r| r.latency_ms.p50),
@@ -944,44 +962,41 @@ impl StepTable {
             ("p999_ms", |r| r.latency_ms.p999),
             ("max_ms", |r| r.latency_ms.max),
         ];
-        for (name, v) in ours {
-            num(name.into(), v);
+        for (name, v) in our_numbers {
+            num(ours(name), v);
         }
         // Statistics that are lower bounds (the mean is resp_time), by name; the numbers stay
         // numbers for plotting. Space-separated: a comma would split the cell in steps.csv.
         t.push((
-            "lower_bound".into(),
+            ours("lower_bound"),
             Box::new(|r| r.latency_ms.lower_bounds.names().join(" ")),
         ));
         for class in STATUS_CLASSES {
             t.push((
-                format!("status_{class}"),
+                ours(&format!("status_{class}")),
                 Box::new(move |r| r.status.get(class).to_string()),
             ));
         }
         for e in ErrorClass::ALL {
             t.push((
-                e.column(),
+                ours(&e.column()),
                 Box::new(move |r| r.errors.get(e.name()).to_string()),
             ));
         }
+        t.push((ours("gen_cpu_pct"), Box::new(|r| cell(r.generator.cpu_pct))));
         t.push((
-            "gen_cpu_pct".into(),
-            Box::new(|r| cell(r.generator.cpu_pct)),
-        ));
-        t.push((
-            "lag_p99_ms".into(),
+            ours("lag_p99_ms"),
             Box::new(|r| cell(r.generator.lag_p99_ms)),
         ));
         t.push((
-            "start_skew_ms".into(),
+            ours("start_skew_ms"),
             Box::new(|r| r.start_skew_ms.map_or(String::new(), cell)),
         ));
-        t.push(("trust".into(), Box::new(|r| r.trust.name().to_string())));
-        t.push(("server".into(), Box::new(|r| r.server.name().to_string())));
+        t.push((ours("trust"), Box::new(|r| r.trust.name().to_string())));
+        t.push((ours("server"), Box::new(|r| r.server.name().to_string())));
         // A free-text last column: no separators in it.
         t.push((
-            "server_reason".into(),
+            ours("server_reason"),
             Box::new(|r| r.server_reasons.join("; ").replace(['\t', ','], " ")),
         ));
         StepTable(t)

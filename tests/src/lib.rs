@@ -1,6 +1,8 @@
 //! The end-to-end harness: builds and finds the real binaries, starts the reference target on
 //! 127.0.0.1:0, runs the coordinator, and always cleans up the processes it started.
+pub mod browser;
 pub mod docker;
+pub mod dom;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};

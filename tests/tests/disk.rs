@@ -25,7 +25,9 @@ fn fill_the_disk_mid_run() -> Option<(
     let mnt = dir.path().join("tiny");
     std::fs::create_dir(&mnt).unwrap();
     let mounted = Command::new("mount")
-        .args(["-t", "tmpfs", "-o", "size=40k", "tmpfs"])
+        // Room for a step or two: run.json, report.html and the copy of each made to replace it
+        // grow by some KB a step.
+        .args(["-t", "tmpfs", "-o", "size=150k", "tmpfs"])
         .arg(&mnt)
         .output()
         .unwrap();
@@ -72,10 +74,9 @@ fn a_full_disk_mid_run_fails_loudly_and_keeps_finished_steps() {
         err.contains("the steps finished before this are kept in"),
         "{err}"
     );
-    assert!(
-        !out.join("run.json.tmp").exists(),
-        "no half-written file is left"
-    );
+    for tmp in ["run.json.tmp", "report.html.tmp"] {
+        assert!(!out.join(tmp).exists(), "no half-written {tmp} is left");
+    }
     let run: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("run.json")).unwrap())
             .expect("run.json stays valid");
@@ -148,7 +149,8 @@ fn two_runs_started_in_the_same_second_mixed_their_files() {
                 n + 1,
                 "steps.tsv and run.json of one run"
             );
-            assert_eq!(std::fs::read_dir(d.join("hlog")).unwrap().count(), n);
+            // An hlog and its .hgrm per step.
+            assert_eq!(std::fs::read_dir(d.join("hlog")).unwrap().count(), 2 * n);
             n
         })
         .collect();
@@ -167,7 +169,7 @@ fn a_reused_out_kept_the_earlier_runs_hlog_files() {
     assert_eq!(again.status.code(), Some(2), "{err}");
     assert_eq!(
         err,
-        "stampede: output directory today holds another run's files (run.json, steps.tsv, hlog/step-001.hlog, hlog/step-002.hlog, 1 more): give another --out, or add --force to replace them\n"
+        "stampede: output directory today holds another run's files (run.json, steps.tsv, report.html, hlog/step-001.hgrm, 5 more): give another --out, or add --force to replace them\n"
     );
     assert_eq!(
         tests::run_json(&cwd.path().join("today"))["steps"]
@@ -183,13 +185,14 @@ fn a_reused_out_kept_the_earlier_runs_hlog_files() {
         &["--out", "today", "--force"],
     );
     assert!(forced.status.success(), "{}", text(&forced.stderr));
-    let hlogs: Vec<_> = std::fs::read_dir(cwd.path().join("today/hlog"))
+    let mut hlogs: Vec<_> = std::fs::read_dir(cwd.path().join("today/hlog"))
         .unwrap()
         .map(|e| e.unwrap().file_name())
         .collect();
+    hlogs.sort();
     assert_eq!(
         hlogs,
-        ["step-001.hlog"],
+        ["step-001.hgrm", "step-001.hlog"],
         "nothing of the earlier run is left"
     );
     assert_eq!(

@@ -44,7 +44,7 @@ fn every_documented_subcommand_and_flag_exists() {
         text(&o.stdout)
     };
     let top = help(&["--help"]);
-    for sub in ["run", "serve", "demo"] {
+    for sub in ["run", "serve", "demo", "report", "compare"] {
         assert!(top.contains(sub), "{top}");
     }
     let run = help(&["run", "--help"]);
@@ -78,12 +78,26 @@ fn every_documented_subcommand_and_flag_exists() {
         "--max-requests",
         "--duration",
         "--on-agent-loss",
+        "--label",
     ] {
         assert!(run.contains(flag), "run --help lacks {flag}");
         assert!(
             readme().contains(flag.trim_start_matches('-')),
             "README does not mention {flag}"
         );
+    }
+    let compare = help(&["compare", "--help"]);
+    for flag in [
+        "--label",
+        "--baseline",
+        "--threshold",
+        "--output",
+        "--tsv",
+        "--json",
+        "--fail-on-regression",
+    ] {
+        assert!(compare.contains(flag), "compare --help lacks {flag}");
+        assert!(readme().contains(flag), "README does not mention {flag}");
     }
     let serve = help(&["serve", "--help"]);
     for flag in ["--delay", "--capacity", "--tls", "--listen", "--ready-file"] {
@@ -179,12 +193,15 @@ fn run_help_was_one_unsorted_list_without_defaults() {
 fn a_documented_flag_could_be_missing_from_the_binary() {
     let run = help_of("stampede", &["run", "--help"]);
     let agent = help_of("stampede-agent", &["--help"]);
+    let compare = help_of("stampede", &["compare", "--help"]);
     let readme = readme();
     let mut checked = 0;
     // Commands in code blocks and in table cells alike.
     for cell in readme.lines().flat_map(|l| l.split(" | ")) {
         let (help, command) = if let Some((_, c)) = cell.split_once("stampede run ") {
             (&run, c)
+        } else if let Some((_, c)) = cell.split_once("stampede compare ") {
+            (&compare, c)
         } else if let Some((_, c)) = cell.split_once("stampede-agent ") {
             (&agent, c)
         } else {

@@ -30,6 +30,60 @@ fn demo_runs_past_the_knee_and_writes_everything() {
     let p99 = |i: usize| steps[i]["latency_ms"]["p99"].as_f64().unwrap();
     assert!(p99(5) > 5.0 * p99(0), "no knee: {} vs {}", p99(5), p99(0));
     assert!(text(&o.stdout).contains(&format!("results: {}", out.path().display())));
+    let report = out.path().join("report.html");
+    assert!(text(&o.stdout).contains(&format!("report: {}", report.display())));
+    let page = std::fs::read_to_string(&report).unwrap();
+    assert!(page.contains("<table id=\"steps\">"), "{page}");
+}
+
+#[test]
+fn stampede_report_named_what_it_could_not_read_or_write() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("gone");
+    let o = stampede(&["report", missing.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+    assert_eq!(
+        text(&o.stderr),
+        format!(
+            "stampede: {}: no such results directory\n",
+            missing.display()
+        )
+    );
+    std::fs::write(dir.path().join("run.json"), "{\"schema\": 3}").unwrap();
+    let o = stampede(&["report", dir.path().to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        text(&o.stderr).contains("run.json is not a readable run.json"),
+        "{}",
+        text(&o.stderr)
+    );
+    let golden = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../shared/tests/golden/run.json"
+    );
+    std::fs::copy(golden, dir.path().join("run.json")).unwrap();
+    let to = missing.join("r.html");
+    let o = stampede(&[
+        "report",
+        dir.path().to_str().unwrap(),
+        "-o",
+        to.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        text(&o.stderr).starts_with(&format!("stampede: cannot write {}: ", to.display())),
+        "{}",
+        text(&o.stderr)
+    );
+    let o = stampede(&["report", dir.path().to_str().unwrap()]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let written = dir.path().join("report.html");
+    assert_eq!(text(&o.stdout), format!("{}\n", written.display()));
+    assert!(
+        std::fs::read_to_string(written)
+            .unwrap()
+            .starts_with("<!DOCTYPE html>")
+    );
 }
 
 #[test]
@@ -79,6 +133,10 @@ fn interrupt_keeps_finished_steps_and_marks_the_partial_one_aborted() {
     // Everything that was sent, also in the aborted step, is reported.
     let reported: u64 = steps.iter().map(|s| s["requests"].as_u64().unwrap()).sum();
     assert_eq!(reported, target.requests());
+    // The report was rewritten after the finish: it says how the run ended.
+    let page = std::fs::read_to_string(out.path().join("report.html")).unwrap();
+    let data = tests::browser::embedded_data(&tests::dom::Dom::parse(&page));
+    assert_eq!(data, run, "the report embeds the finished run.json");
 }
 
 /// `stampede run URL --model requests --steps STEPS --step-duration LENGTH --out OUT`, to add to.
@@ -171,7 +229,15 @@ fn step_numbers_started_at_0_in_run_json_and_hlog() {
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .collect();
     logs.sort();
-    assert_eq!(logs, ["step-001.hlog", "step-002.hlog"]);
+    assert_eq!(
+        logs,
+        [
+            "step-001.hgrm",
+            "step-001.hlog",
+            "step-002.hgrm",
+            "step-002.hlog"
+        ]
+    );
     let log = std::fs::read_to_string(out.path().join("hlog/step-002.hlog")).unwrap();
     assert!(log.contains(" step 2: latency"), "{log}");
     assert!(

@@ -346,3 +346,67 @@ async fn stop_on_ends_the_ramp_and_names_the_steps_not_run() {
     assert_eq!((stopped.after_step, stopped.not_run), (1, vec![20.0, 30.0]));
     assert_eq!(prepared(&logs[0]).len(), 1);
 }
+
+/// What the agent was sent to configure and prepare, in order: `configure PATH` (the workload's first
+/// request's path) and `prepare STEP` (the protocol's 0-based index).
+fn configured_and_prepared(log: &Log) -> Vec<String> {
+    let log = log.lock().unwrap();
+    log.iter()
+        .filter_map(|(_, d)| match d {
+            Down::Configure(c) => {
+                let url = &c.requests[0].url;
+                Some(format!("configure {}", &url[url.rfind('/').unwrap()..]))
+            }
+            Down::PrepareStep(p) => Some(format!("prepare {}", p.step)),
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test(start_paused = true)]
+async fn side_by_side_each_step_ran_on_every_target_in_turn_with_its_own_workload() {
+    let dir = tempfile::tempdir().unwrap();
+    let line = format!(
+        "stampede run a=http://127.0.0.1:9/x b=http://127.0.0.1:9/y --model requests --steps 10,20 \
+         --step-duration 2s --timeout 1s --quiet --out {}",
+        dir.path().display()
+    );
+    let cli = crate::cli::parse_from(line.split_whitespace()).expect("a valid command line");
+    let crate::cli::Command::Run(args) = cli.command else {
+        unreachable!("a run command line")
+    };
+    let Ok(crate::config::Runs::Side(side)) = crate::config::resolve_runs(*args) else {
+        panic!("two targets run side by side")
+    };
+    let (link, log) = fake_agent::spawn(Script::default());
+    let links = vec![("agent".to_string(), link)];
+    let runs = run_lanes(side.runs, Stop::default(), Some(links), None)
+        .await
+        .unwrap();
+    // Both checked before any load; then each step on a, then on b, each after its own configure
+    // (the check left b's workload on the agent, so the first step reconfigures a).
+    assert_eq!(
+        configured_and_prepared(&log),
+        [
+            "configure /x",
+            "configure /y",
+            "configure /x",
+            "prepare 0",
+            "configure /y",
+            "prepare 0",
+            "configure /x",
+            "prepare 1",
+            "configure /y",
+            "prepare 1"
+        ]
+    );
+    for (run, label) in runs.iter().zip(["a", "b"]) {
+        assert_eq!(run.label.as_deref(), Some(label));
+        assert_eq!(run.dir, dir.path().join(label));
+        assert_eq!(run.steps.len(), 2);
+        let doc = run_json(&run.dir);
+        assert_eq!(doc["label"], label);
+        assert_eq!(doc["status"], "completed");
+        assert_eq!(doc["steps"].as_array().unwrap().len(), 2);
+    }
+}

@@ -1,18 +1,20 @@
 //! Drives a run: for each step, splits it among the live agents, prepares it, measures their clocks,
 //! starts it at one instant, merges the streamed intervals, handles lost agents by policy, summarises
 //! and writes. This task alone owns the run's state; agents' messages reach it through the fleet.
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use agent::link::CoordinatorEnd;
 use proto::pb;
 use proto::pb::coordinator_message::Kind as Down;
 use shared::condition::Observed;
-use shared::report::{self, StepResult};
+use shared::report::StepResult;
 use shared::verdict::{Server, Verdict};
+use shared::warning::Warning;
 use tokio_util::sync::CancellationToken;
 
-use crate::config::{ConfigError, RunConfig, Thresholds};
+use crate::compare::{self, CompareConfig, CompareError};
+use crate::config::{ConfigError, LossPolicy, RunConfig, SideBySide, Thresholds};
 use crate::fleet::{self, Fleet, FleetError};
 use crate::merge::SpillError;
 use crate::output::{self, DirError, Finished, Output, OutputError};
@@ -22,13 +24,14 @@ use crate::progress::{self, Progress};
 mod control_tests;
 #[cfg(test)]
 mod fake_agent;
+mod lane;
 mod source;
 mod step;
 mod warned;
 
+use lane::{After, Lane};
 pub use source::{Planned, StepSource, StepSpec};
 pub use step::{EndCause, LOSS_SILENCE, STEP_GRACE, StepOutcome};
-use step::{StepCx, run_step};
 use warned::Warned;
 
 #[derive(Debug, thiserror::Error)]
@@ -37,6 +40,10 @@ pub enum RunError {
     Config(#[from] ConfigError),
     #[error(transparent)]
     Fleet(#[from] FleetError),
+    /// Side by side: a fleet's error with one target (boxed: it is rare, and every step of a run
+    /// returns this type).
+    #[error(transparent)]
+    Target(Box<TargetFailure>),
     #[error("no agent is left to run step {step}")]
     NoAgents { step: usize },
     #[error("{0}")]
@@ -55,13 +62,24 @@ impl RunError {
         match self {
             RunError::Config(_) | RunError::Dir(_) => 2,
             RunError::Fleet(e) if e.is_usage() => 2,
+            RunError::Target(t) if t.source.is_usage() => 2,
             _ => 1,
         }
     }
 }
 
+/// A fleet's error, side by side, with the target it came with: `LABEL (ORIGIN)`.
+#[derive(Debug, thiserror::Error)]
+#[error("target {target}: {source}")]
+pub struct TargetFailure {
+    pub target: String,
+    pub source: FleetError,
+}
+
 pub struct RunOutcome {
     pub dir: PathBuf,
+    /// `--label`, or `NAME=` of its target.
+    pub label: Option<String>,
     pub steps: Vec<StepResult>,
     pub aborted: bool,
     /// Why --stop-on ended the ramp before its last step.
@@ -140,186 +158,239 @@ pub async fn run(cfg: RunConfig, stop: Stop) -> Result<RunOutcome, RunError> {
     run_with(cfg, stop, None).await
 }
 
+/// A side-by-side run as it ended: the directory holding the targets' own, and each one's outcome
+/// in the command line's order.
+pub struct SideOutcome {
+    pub dir: PathBuf,
+    pub runs: Vec<RunOutcome>,
+    /// The comparison written beside them at the end, or why it could not be.
+    pub compared: Result<(), CompareError>,
+}
+
+/// Runs several targets side by side over one fleet: each step on every target in turn (as
+/// autobench alternates its two hosts, so a drift of the network or the generator hits all alike),
+/// each into its own directory under `side.dir`, and the comparison beside them after every round
+/// of steps, so a killed run keeps one. A target whose `--stop-on` ends its ramp is left out of the
+/// later rounds while the others go on; Ctrl-C, an error or a lost agent under `abort` ends them all.
+pub async fn run_side(mut side: SideBySide, stop: Stop) -> Result<SideOutcome, RunError> {
+    let dir = output::claim_beside(&side.dir, side.dir_default, side.force)?;
+    for cfg in &mut side.runs {
+        let label = cfg.label.clone().unwrap_or_default();
+        cfg.out = dir.join(label);
+    }
+    let runs = run_lanes(side.runs, stop, None, Some(&dir)).await?;
+    let compared = compare_beside(&dir, &runs);
+    Ok(SideOutcome {
+        dir,
+        runs,
+        compared,
+    })
+}
+
 /// [`run`], over `links` when given (agents already connected: the tests' scripted agents) instead
 /// of dialing the configured ones.
 async fn run_with(
-    mut cfg: RunConfig,
+    cfg: RunConfig,
     stop: Stop,
     links: Option<Vec<(String, CoordinatorEnd)>>,
 ) -> Result<RunOutcome, RunError> {
-    cfg.out = output::claim(&cfg.out, cfg.out_default, cfg.force)?;
-    let dir = cfg.out.clone();
-    let outcome = run_in(cfg, stop, links).await;
+    let mut runs = run_lanes(vec![cfg], stop, links, None).await?;
+    Ok(runs.remove(0))
+}
+
+/// Runs one lane per configuration, each into the directory it claims, side by side (`beside`: the
+/// directory the comparison goes to) when there are several.
+async fn run_lanes(
+    mut cfgs: Vec<RunConfig>,
+    stop: Stop,
+    links: Option<Vec<(String, CoordinatorEnd)>>,
+    beside: Option<&Path>,
+) -> Result<Vec<RunOutcome>, RunError> {
+    let mut dirs: Vec<PathBuf> = Vec::with_capacity(cfgs.len());
+    for cfg in &mut cfgs {
+        match output::claim(&cfg.out, cfg.out_default, cfg.force) {
+            Ok(dir) => cfg.out = dir.clone(),
+            Err(e) => {
+                dirs.iter().for_each(|d| output::release(d));
+                return Err(e.into());
+            }
+        }
+        dirs.push(cfg.out.clone());
+    }
+    let outcome = run_in(&cfgs, stop, links, beside).await;
     if let Err(e) = &outcome {
-        output::release(&dir);
+        dirs.iter().for_each(|d| output::release(d));
         if let RunError::Output(_) | RunError::Spill(_) = e {
+            let kept: Vec<String> = dirs.iter().map(|d| d.display().to_string()).collect();
             eprintln!(
                 "stampede: the steps finished before this are kept in {}",
-                dir.display()
+                kept.join(", ")
             );
         }
     }
     outcome
 }
 
-/// How the ramp ended, when no error ended it.
+/// How a lane's ramp ended, when no error ended it.
+#[derive(Debug, Clone, Default)]
 struct Ramped {
     aborted: bool,
     stopped: Option<Stopped>,
 }
 
 async fn run_in(
-    cfg: RunConfig,
+    cfgs: &[RunConfig],
     stop: Stop,
     links: Option<Vec<(String, CoordinatorEnd)>>,
-) -> Result<RunOutcome, RunError> {
-    let (mut fleet, warnings, warned) = tokio::select! {
-        ready = ready_fleet(&cfg, links) => ready?,
+    beside: Option<&Path>,
+) -> Result<Vec<RunOutcome>, RunError> {
+    let (mut fleet, announced) = tokio::select! {
+        ready = ready_fleet(cfgs, links) => ready?,
         _ = stop.now.cancelled() => return Err(RunError::Interrupted),
     };
-    let mut out = Output::create(&cfg, &fleet.infos(), &warnings)?;
-    let total = plan_total(&cfg);
-    if !cfg.quiet {
-        eprintln!("{}", progress::plan_line(&cfg.plan, total, out.dir()));
+    let total: Duration = cfgs.iter().map(plan_total).sum();
+    let side = cfgs.len() > 1;
+    let mut lanes = Vec::with_capacity(cfgs.len());
+    for (cfg, (warnings, warned)) in cfgs.iter().zip(announced) {
+        let out = Output::create(cfg, &fleet.infos(), &warnings)?;
+        let label = cfg.label.as_deref().filter(|_| side);
+        if !cfg.quiet {
+            let line = progress::plan_line(&cfg.plan, plan_total(cfg), out.dir());
+            eprintln!(
+                "{}{line}",
+                label.map_or(String::new(), |l| format!("{l}: "))
+            );
+        }
+        let progress = Progress::new(cfg.quiet, total).labelled(label);
+        lanes.push(Lane::new(cfg, out, warned, progress));
     }
-    let progress = Progress::new(cfg.quiet, total);
-    let mut results = Vec::new();
-    let mut watch = Watch {
-        thresholds: &cfg.thresholds,
-        streak: 0,
-        breaches: Vec::new(),
-        stop: None,
-        baseline_p50_ms: None,
-        warned,
-    };
-    let cx = StepCx {
-        cfg: &cfg,
-        progress: &progress,
-        drain: &stop.drain,
-    };
-    let mut source = Planned::new(cfg.plan.steps());
-    let outcome = ramp(
-        &mut fleet,
-        &cx,
-        &mut source,
-        &stop,
-        &mut out,
-        &mut watch,
-        &mut results,
-    )
-    .await;
-    let stopped = outcome.as_ref().ok().and_then(|r| r.stopped.clone());
-    out.record_end(stopped, watch.breaches.clone());
-    let status = match &outcome {
-        Ok(r) if r.aborted => "aborted",
-        Ok(_) => "completed",
-        Err(_) => "failed",
-    };
-    let finished = out.finish(status);
-    tell_unfinished(out.dir(), status, &finished);
-    let ramped = outcome?;
+    if let Some(dir) = beside.filter(|_| !cfgs[0].quiet) {
+        let labels: Vec<&str> = cfgs.iter().filter_map(|c| c.label.as_deref()).collect();
+        eprintln!("{}", progress::side_line(&labels, total, dir));
+    }
+    let outcome = ramp(&mut fleet, &mut lanes, &stop, beside).await;
+    let mut finished = Ok(());
+    for lane in &mut lanes {
+        let done = lane.finish(outcome.is_err());
+        finished = finished.and(done);
+    }
+    outcome?;
     finished?;
-    Ok(RunOutcome {
-        dir: out.dir().to_path_buf(),
-        steps: results,
-        aborted: ramped.aborted,
-        stopped: ramped.stopped,
-        breaches: watch.breaches,
-    })
+    Ok(lanes.into_iter().map(Lane::outcome).collect())
 }
 
-/// Runs the steps the source gives, each written before the next, until it gives none, one is
-/// aborted, or --stop-on ends the ramp.
+/// Runs the steps the lanes' sources give, round by round: each round one step of every lane whose
+/// ramp goes on, in the lanes' order, each written before the next. A lane ends when its source gives
+/// no more or --stop-on ends it; all end when a step is aborted. With several lanes, the fleet is
+/// configured with a lane's workload before its step, and the comparison rewritten after each round.
 async fn ramp(
     fleet: &mut Fleet,
-    cx: &StepCx<'_>,
-    source: &mut dyn StepSource,
+    lanes: &mut [Lane<'_>],
     stop: &Stop,
-    out: &mut Output,
-    watch: &mut Watch<'_>,
-    results: &mut Vec<StepResult>,
-) -> Result<Ramped, RunError> {
-    let planned = cx.cfg.plan.steps().len();
-    while let Some(spec) = source.next(results.last()) {
-        if stop.drain.is_cancelled() || stop.now.is_cancelled() {
-            return Ok(Ramped {
-                aborted: true,
-                stopped: None,
-            });
-        }
-        // Dropping the step at an await leaves no half of it on disk: it is written in one
-        // synchronous stretch at its end (its row and hlog, then run.json with the summary).
-        watch.baseline_p50_ms = baseline_p50(results);
-        let StepOutcome { result, end_run } = tokio::select! {
-            step = run_step(fleet, cx, spec, out, watch) => step?,
-            _ = stop.now.cancelled() => return Ok(Ramped { aborted: true, stopped: None }),
-        };
-        let aborted = result.aborted || end_run.is_some();
-        let because = watch.stop.take();
-        results.push(result);
-        out.summarize(&report::summarize_run(results))?;
-        if aborted {
-            return Ok(Ramped {
-                aborted,
-                stopped: None,
-            });
-        }
-        let not_run = source.not_run();
-        if let Some(because) = because.filter(|_| !not_run.is_empty()) {
-            eprintln!(
-                "stampede: stopping after step {} of {planned} (--stop-on): {because}; not run: {}",
-                spec.index + 1,
-                not_run
-                    .iter()
-                    .map(f64::to_string)
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            );
-            let stopped = Stopped {
-                after_step: spec.index + 1,
-                because,
-                not_run,
+    beside: Option<&Path>,
+) -> Result<(), RunError> {
+    // The check before the run configured every lane's workload in turn: the last one holds.
+    let mut configured = lanes.len() - 1;
+    loop {
+        let mut ran = false;
+        for k in 0..lanes.len() {
+            let lane = &mut lanes[k];
+            if lane.ended.is_some() {
+                continue;
+            }
+            let Some(spec) = lane.source.next(lane.results.last()) else {
+                lane.ended = Some(Ramped::default());
+                continue;
             };
-            return Ok(Ramped {
-                aborted: false,
-                stopped: Some(stopped),
-            });
+            if stop.drain.is_cancelled() || stop.now.is_cancelled() {
+                lanes.iter_mut().for_each(Lane::abort);
+                return Ok(());
+            }
+            if configured != k {
+                let tolerate = lane.cfg.on_agent_loss != LossPolicy::Abort;
+                tokio::select! {
+                    done = configure(fleet, lane.cfg, tolerate) => { done.map_err(lane.blame())?; }
+                    _ = stop.now.cancelled() => {
+                        lanes.iter_mut().for_each(Lane::abort);
+                        return Ok(());
+                    }
+                }
+                configured = k;
+            }
+            ran = true;
+            if lane.step(fleet, spec, stop).await? == After::AbortAll {
+                lanes.iter_mut().for_each(Lane::abort);
+                return Ok(());
+            }
+        }
+        if !ran {
+            return Ok(());
+        }
+        if let Some(dir) = beside {
+            compare_round(dir, lanes);
         }
     }
-    Ok(Ramped {
-        aborted: false,
-        stopped: None,
-    })
 }
 
-/// Reaches (or takes the `links` to), greets and configures the agents, and checks the plan against
-/// what they announced.
-async fn ready_fleet(
+/// Sends every live agent `cfg`'s workload and waits for their acknowledgements (with the warnings
+/// they came with).
+async fn configure(
+    fleet: &mut Fleet,
     cfg: &RunConfig,
-    links: Option<Vec<(String, CoordinatorEnd)>>,
-) -> Result<(Fleet, Vec<String>, Warned), RunError> {
-    let mut fleet = match links {
-        Some(links) => Fleet::new(links, CancellationToken::new()),
-        None => fleet::connect(cfg).await?,
-    };
-    fleet.hello(cfg.token.as_deref()).await?;
-    let all = fleet.live();
-    if !cfg.plan.workload().source_addrs().is_empty() {
-        fleet.check_source_addrs()?;
-    }
+    tolerate_loss: bool,
+) -> Result<Vec<(usize, Warning)>, FleetError> {
     let configure: pb::Configure = cfg.plan.workload().into();
-    let warnings = fleet
+    let live = fleet.live();
+    fleet
         .command_all(
-            &all,
+            &live,
             |_| Down::Configure(configure.clone()),
             "configuring it",
-            false,
+            tolerate_loss,
         )
-        .await?;
-    let mut warned = Warned::default();
-    let warnings = warned.announce(&fleet, &warnings);
-    check_limits(&fleet, cfg)?;
-    Ok((fleet, warnings, warned))
+        .await
+}
+
+/// Reaches (or takes the `links` to), greets and configures the agents with every lane's workload in
+/// turn, so that an agent's refusal of any target (its --allow-target) comes before any load, and
+/// checks every lane's plan against what they announced. Returns each lane's warnings, said.
+async fn ready_fleet(
+    cfgs: &[RunConfig],
+    links: Option<Vec<(String, CoordinatorEnd)>>,
+) -> Result<(Fleet, Vec<(Vec<String>, Warned)>), RunError> {
+    let first = &cfgs[0];
+    let mut fleet = match links {
+        Some(links) => Fleet::new(links, CancellationToken::new()),
+        None => fleet::connect(first).await?,
+    };
+    fleet.hello(first.token.as_deref()).await?;
+    if cfgs
+        .iter()
+        .any(|c| !c.plan.workload().source_addrs().is_empty())
+    {
+        fleet.check_source_addrs()?;
+    }
+    let mut announced = Vec::with_capacity(cfgs.len());
+    for cfg in cfgs {
+        let blame = |e| blame(cfgs.len() > 1, cfg, e);
+        let warnings = configure(&mut fleet, cfg, false).await.map_err(blame)?;
+        let mut warned = Warned::default();
+        let warnings = warned.announce(&fleet, &warnings);
+        announced.push((warnings, warned));
+    }
+    check_limits(&fleet, cfgs)?;
+    Ok((fleet, announced))
+}
+
+/// A fleet's error as the run's: side by side, naming the target it came with.
+fn blame(side: bool, cfg: &RunConfig, e: FleetError) -> RunError {
+    match &cfg.label {
+        Some(label) if side => RunError::Target(Box::new(TargetFailure {
+            target: format!("{label} ({})", cfg.plan.workload().origin().origin()),
+            source: e,
+        })),
+        _ => e.into(),
+    }
 }
 
 /// Says on stderr what run.json could not say: it is the run's record, and a status left at
@@ -350,22 +421,73 @@ fn plan_total(cfg: &RunConfig) -> Duration {
         .sum()
 }
 
-/// Refuses, before any load, a plan that some agent's announced limits would refuse at some step:
-/// its policy, or its sockets (fd limit, ports). Warnings are left to the agents, which know the
-/// resolved target and say them when each step is prepared.
-fn check_limits(fleet: &Fleet, cfg: &RunConfig) -> Result<(), RunError> {
+/// Refuses, before any load, a plan that some agent's announced limits would refuse at some step of
+/// some lane, the lanes' steps taken in the order they will run (an agent's --max-run-duration counts
+/// them all): its policy, or its sockets (fd limit, ports). Warnings are left to the agents, which
+/// know the resolved target and say them when each step is prepared.
+fn check_limits(fleet: &Fleet, cfgs: &[RunConfig]) -> Result<(), RunError> {
     let who = fleet.live();
-    let weights = fleet.weights(&who, cfg.agent_weights.as_deref());
-    let route = route(cfg);
+    let weights = fleet.weights(&who, cfgs[0].agent_weights.as_deref());
+    let planned: Vec<Vec<StepSpec>> = cfgs.iter().map(|c| source::planned(c).collect()).collect();
+    let rounds = planned.iter().map(Vec::len).max().unwrap_or(0);
     let mut used = Duration::ZERO;
-    for spec in source::planned(cfg) {
-        let shares = source::shares(cfg, spec, &weights);
-        for (k, &i) in who.iter().enumerate() {
-            fleet.check_share(i, &shares[k], used, &route)?;
+    for round in 0..rounds {
+        for (cfg, specs) in cfgs.iter().zip(&planned) {
+            let Some(&spec) = specs.get(round) else {
+                continue;
+            };
+            let shares = source::shares(cfg, spec, &weights);
+            let route = route(cfg);
+            for (k, &i) in who.iter().enumerate() {
+                fleet
+                    .check_share(i, &shares[k], used, &route)
+                    .map_err(|e| blame(cfgs.len() > 1, cfg, e))?;
+            }
+            used += shares[0].scheduled_duration();
         }
-        used += shares[0].scheduled_duration();
     }
     Ok(())
+}
+
+/// The comparison after a round of steps: a failure is said and the run goes on (its own
+/// directories are whole; the end of the run, or `stampede compare`, writes it again).
+fn compare_round(dir: &Path, lanes: &[Lane<'_>]) {
+    let runs: Vec<(String, PathBuf)> = lanes
+        .iter()
+        .map(|l| {
+            (
+                l.cfg.label.clone().unwrap_or_default(),
+                l.out.dir().to_path_buf(),
+            )
+        })
+        .collect();
+    if let Err(e) = write_comparison(dir, &runs) {
+        eprintln!("stampede: {e}");
+    }
+}
+
+/// The comparison at the end of a side-by-side run, from what each target's run.json says now.
+fn compare_beside(dir: &Path, runs: &[RunOutcome]) -> Result<(), CompareError> {
+    let runs: Vec<(String, PathBuf)> = runs
+        .iter()
+        .map(|r| (r.label.clone().unwrap_or_default(), r.dir.clone()))
+        .collect();
+    write_comparison(dir, &runs)
+}
+
+/// The one call of the comparison writer for a side-by-side run: compare.html, compare.tsv and
+/// compare.json in `dir`, of the runs (label, directory) beside it, the first one the baseline.
+fn write_comparison(dir: &Path, runs: &[(String, PathBuf)]) -> Result<(), CompareError> {
+    let (labels, dirs) = runs.iter().cloned().unzip();
+    let [html, tsv, json] = output::BESIDE_FILES.map(|f| dir.join(f));
+    compare::run(CompareConfig {
+        labels,
+        html,
+        tsv: Some(tsv),
+        json: Some(json),
+        ..CompareConfig::new(dirs)
+    })
+    .map(drop)
 }
 
 /// The route as the coordinator knows it: it does not resolve the target, so a host name's
@@ -400,7 +522,7 @@ fn baseline_p50(results: &[StepResult]) -> Option<f64> {
 mod tests {
     use super::*;
     use shared::metrics::Snapshot;
-    use shared::report::StepInput;
+    use shared::report::{self, StepInput};
 
     /// A finished step of 100 requests, all answered in `latency_ms`.
     fn step(latency_ms: u64) -> StepResult {

@@ -9,6 +9,7 @@ use agent::link::Closed;
 use proto::pb;
 use proto::pb::agent_message::Kind as Up;
 use proto::pb::coordinator_message::Kind as Down;
+use shared::distribution::Distribution;
 use shared::histogram;
 use shared::plan::StepShare;
 use shared::report::{self, AgentInput, StepInput, StepResult};
@@ -136,11 +137,18 @@ pub async fn run_step(
         .run()
         .await?;
     let end_run = collected.end_run;
-    let (mut result, hlog) = summarise(fleet, cx, spec, prepared, &started, collected, watch);
+    let (mut result, hlog, distribution) =
+        summarise(fleet, cx, spec, prepared, &started, collected, watch);
     let steps = cx.cfg.plan.steps().len();
     watch.judge(&mut result, spec.index + 1);
     cx.progress.step_done(&result, steps);
-    out.write_step(&result, started.started, hlog.intervals(), &fleet.names())?;
+    out.write_step(
+        &result,
+        started.started,
+        hlog.intervals(),
+        &fleet.names(),
+        &distribution,
+    )?;
     Ok(StepOutcome { result, end_run })
 }
 
@@ -423,7 +431,8 @@ impl<'a> Collecting<'a> {
     }
 }
 
-/// The step's result from what was collected, and its latency per interval for the hlog.
+/// The step's result from what was collected, its latency per interval for the hlog, and its merged
+/// latency's percentile distribution for the .hgrm.
 fn summarise(
     fleet: &Fleet,
     cx: &StepCx<'_>,
@@ -432,7 +441,7 @@ fn summarise(
     s: &Started,
     c: Collected,
     watch: &Watch<'_>,
-) -> (StepResult, Hlog) {
+) -> (StepResult, Hlog, Distribution) {
     let plan = &cx.cfg.plan;
     let delays = start_delays(fleet, s, &c.reports);
     let sent: Vec<Duration> = delays.iter().flatten().copied().collect();
@@ -482,7 +491,8 @@ fn summarise(
         baseline_p50_ms: watch.baseline_p50_ms,
     });
     result.notes.extend(p.notes);
-    (result, hlog)
+    let distribution = Distribution::of(result.number, &total.hist.latency);
+    (result, hlog, distribution)
 }
 
 /// When each agent began, on the coordinator's clock, from the agreed start instant.

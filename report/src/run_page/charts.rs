@@ -43,7 +43,7 @@ pub fn step_axis_over(model: LoadModel, values: impl Iterator<Item = f64>) -> Ax
 }
 
 /// The finite values, rising, each once.
-fn distinct(values: impl Iterator<Item = f64>) -> Vec<f64> {
+pub(crate) fn distinct(values: impl Iterator<Item = f64>) -> Vec<f64> {
     let mut v: Vec<f64> = values.filter(|v| v.is_finite()).collect();
     v.sort_by(f64::total_cmp);
     v.dedup();
@@ -53,7 +53,7 @@ fn distinct(values: impl Iterator<Item = f64>) -> Vec<f64> {
 /// How far the stretch of the step at `v` reaches below and above it: halfway to each neighbour
 /// among `values` (rising, distinct), on an end as far as on its other side, a tenth of the value
 /// for a lone step.
-fn stretch(values: &[f64], v: f64) -> (f64, f64) {
+pub(crate) fn stretch(values: &[f64], v: f64) -> (f64, f64) {
     let i = values.partition_point(|x| *x < v);
     let below = i.checked_sub(1).map(|j| (v - values[j]) / 2.0);
     let above = values.get(i + 1).map(|n| (n - v) / 2.0);
@@ -538,7 +538,10 @@ mod tests {
                 step: s.number,
                 total: 1,
                 mean_ms: 1.0,
+                stddev_ms: 0.0,
                 max_ms: 1.0,
+                buckets: 1,
+                sub_buckets: 2048,
                 points: Vec::new(),
             })
             .collect();

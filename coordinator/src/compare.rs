@@ -1,0 +1,309 @@
+//! `stampede compare`: results directories read back, named, compared (`shared::compare`) and
+//! written as compare.html, and on request compare.tsv and compare.json. [`run`] is also how a
+//! two-host run writes the comparison beside its runs.
+use std::path::{Path, PathBuf};
+
+use shared::compare::{self, Comparison, Labelled, Regression, Threshold};
+use shared::run_file::{RunFile, RunFileError};
+
+use crate::output::{self, OutputError};
+
+/// What to compare and where to write it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CompareConfig {
+    /// Results directories (each holding a run.json), or run.json files themselves.
+    pub dirs: Vec<PathBuf>,
+    /// The first runs' labels, in order; a run beyond them goes by its run.json's label, else by
+    /// its directory's name.
+    pub labels: Vec<String>,
+    /// The baseline's label; none: the first run.
+    pub baseline: Option<String>,
+    pub threshold: Threshold,
+    pub html: PathBuf,
+    pub tsv: Option<PathBuf>,
+    pub json: Option<PathBuf>,
+}
+
+impl CompareConfig {
+    /// `dirs` compared against the first, at the default threshold, into `compare.html` here.
+    pub fn new(dirs: Vec<PathBuf>) -> CompareConfig {
+        CompareConfig {
+            dirs,
+            labels: Vec::new(),
+            baseline: None,
+            threshold: Threshold::default(),
+            html: PathBuf::from("compare.html"),
+            tsv: None,
+            json: None,
+        }
+    }
+}
+
+/// What a comparison made.
+#[derive(Debug)]
+pub struct Outcome {
+    pub comparison: Comparison,
+    /// The files written, compare.html first.
+    pub written: Vec<PathBuf>,
+}
+
+impl Outcome {
+    /// Trusted steps that got worse than the baseline's beyond the threshold.
+    pub fn regressions(&self) -> &[Regression] {
+        &self.comparison.regressions
+    }
+}
+
+/// Why a comparison was not made or not written.
+#[derive(Debug, thiserror::Error)]
+pub enum CompareError {
+    #[error("{labels} --label given for {dirs} runs; give at most one per run, in their order")]
+    TooManyLabels { labels: usize, dirs: usize },
+    #[error(transparent)]
+    Read(#[from] RunFileError),
+    #[error(transparent)]
+    Compare(#[from] compare::CompareError),
+    #[error(transparent)]
+    Write(#[from] OutputError),
+}
+
+impl CompareError {
+    /// 2 for what the user gave (flags, labels, a run.json that cannot be read), 1 for a file
+    /// that could not be written.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            CompareError::Write(_) => 1,
+            CompareError::TooManyLabels { .. }
+            | CompareError::Read(_)
+            | CompareError::Compare(_) => 2,
+        }
+    }
+}
+
+/// Reads every run, compares them and writes the files `cfg` names. Nothing is written unless
+/// every run was read and the comparison made.
+pub fn run(cfg: CompareConfig) -> Result<Outcome, CompareError> {
+    if cfg.labels.len() > cfg.dirs.len() {
+        return Err(CompareError::TooManyLabels {
+            labels: cfg.labels.len(),
+            dirs: cfg.dirs.len(),
+        });
+    }
+    let mut runs = Vec::with_capacity(cfg.dirs.len());
+    for (i, dir) in cfg.dirs.iter().enumerate() {
+        // A path that is not a file is a directory, so a missing one is named with its run.json.
+        let file = if dir.is_file() {
+            dir.clone()
+        } else {
+            dir.join("run.json")
+        };
+        let run = RunFile::read(&file)?;
+        let label = cfg
+            .labels
+            .get(i)
+            .cloned()
+            .or_else(|| run.label.clone())
+            .unwrap_or_else(|| directory_name(dir));
+        runs.push(Labelled {
+            label,
+            source: dir.display().to_string(),
+            run,
+        });
+    }
+    let comparison = compare::compare(runs, cfg.baseline.as_deref(), cfg.threshold)?;
+    let mut written = Vec::new();
+    output::write_file(&cfg.html, &report::render_compare(&comparison))?;
+    written.push(cfg.html);
+    if let Some(path) = cfg.tsv {
+        output::write_file(&path, &comparison.tsv())?;
+        written.push(path);
+    }
+    if let Some(path) = cfg.json {
+        output::write_file(&path, &(comparison.to_json() + "\n"))?;
+        written.push(path);
+    }
+    Ok(Outcome {
+        comparison,
+        written,
+    })
+}
+
+/// The name a run goes by when nothing names it: its directory's (the one holding run.json when
+/// given the file), as the path was written or, for `.` and `..`, as it resolves.
+fn directory_name(given: &Path) -> String {
+    let dir = if given.is_file() {
+        given
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."))
+    } else {
+        given
+    };
+    let named = |p: &Path| {
+        p.file_name()
+            .filter(|n| *n != "." && *n != "..")
+            .map(|n| n.to_string_lossy().into_owned())
+    };
+    named(dir)
+        .or_else(|| dir.canonicalize().ok().as_deref().and_then(named))
+        .unwrap_or_else(|| dir.display().to_string())
+}
+
+/// What the command prints on stdout: the baseline, every run's headline, the banners, the
+/// regressions, the files written.
+pub fn summary(o: &Outcome) -> String {
+    let c = &o.comparison;
+    let mut out = String::new();
+    for r in &c.runs {
+        let role = if r.baseline { " (baseline)" } else { "" };
+        let vs = r
+            .headline
+            .kept_up_vs_baseline_pct
+            .map_or(String::new(), |d| {
+                format!(", {d:+.1}% against {}", c.baseline)
+            });
+        out.push_str(&format!(
+            "{}{role}: {}{vs} [{}]\n",
+            r.label, r.headline.sentence, r.source
+        ));
+    }
+    for b in &c.banners {
+        out.push_str(&format!("note: {b}\n"));
+    }
+    out.push_str(&regressions(c));
+    let files: Vec<String> = o.written.iter().map(|p| p.display().to_string()).collect();
+    out.push_str(&format!("wrote: {}\n", files.join(", ")));
+    out
+}
+
+/// The regressions in words, or that there is none.
+pub fn regressions(c: &Comparison) -> String {
+    let base = &c.baseline;
+    let threshold = c.threshold_pct;
+    if c.regressions.is_empty() {
+        return format!("no trusted step got worse than {base}'s beyond {threshold}%\n");
+    }
+    let lines = c.regressions_by_step();
+    let n = lines.len();
+    let mut out = format!(
+        "{n} step{} regressed against {base} (trusted, worse beyond {threshold}%):\n",
+        if n == 1 { "" } else { "s" }
+    );
+    for line in lines {
+        out.push_str(&format!("  {line}\n"));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOLDEN: &str = include_str!("../../shared/tests/golden/run.json");
+
+    /// A results directory `name` under `root` holding the golden run, labelled `label`.
+    fn results(root: &Path, name: &str, label: Option<&str>) -> PathBuf {
+        let dir = root.join(name);
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut run = RunFile::parse(GOLDEN, Path::new("run.json")).unwrap();
+        run.label = label.map(str::to_string);
+        std::fs::write(dir.join("run.json"), run.to_json()).unwrap();
+        dir
+    }
+
+    fn config(root: &Path, dirs: Vec<PathBuf>) -> CompareConfig {
+        CompareConfig {
+            html: root.join("compare.html"),
+            ..CompareConfig::new(dirs)
+        }
+    }
+
+    #[test]
+    fn labels_come_from_the_flags_then_run_json_then_the_directory() {
+        let root = tempfile::tempdir().unwrap();
+        let a = results(root.path(), "first", None);
+        let b = results(root.path(), "second", Some("named"));
+        let c = results(root.path(), "third", None);
+        let mut cfg = config(root.path(), vec![a, b.clone(), c]);
+        let o = run(cfg.clone()).unwrap();
+        let labels: Vec<&str> = o.comparison.runs.iter().map(|r| r.label.as_str()).collect();
+        assert_eq!(labels, ["first", "named", "third"]);
+        cfg.labels = vec!["x".into()];
+        // A run.json file stands for its directory.
+        cfg.dirs[2] = cfg.dirs[2].join("run.json");
+        let o = run(cfg).unwrap();
+        let labels: Vec<&str> = o.comparison.runs.iter().map(|r| r.label.as_str()).collect();
+        assert_eq!(labels, ["x", "named", "third"]);
+        assert_eq!(o.written, [root.path().join("compare.html")]);
+        // `.` is named as it resolves.
+        assert_eq!(directory_name(&b.join(".")), "second");
+    }
+
+    #[test]
+    fn the_same_name_twice_is_refused_and_nothing_is_written() {
+        let root = tempfile::tempdir().unwrap();
+        let a = results(&root.path().join("x"), "same", None);
+        let b = results(&root.path().join("y"), "same", None);
+        let mut cfg = config(root.path(), vec![a, b]);
+        cfg.tsv = Some(root.path().join("compare.tsv"));
+        let e = run(cfg.clone()).unwrap_err();
+        assert_eq!(e.exit_code(), 2);
+        assert!(
+            e.to_string().contains("two runs are labelled `same`"),
+            "{e}"
+        );
+        assert!(!cfg.html.exists() && !root.path().join("compare.tsv").exists());
+        cfg.labels = vec!["1".into(), "2".into(), "3".into()];
+        let e = run(cfg).unwrap_err().to_string();
+        assert_eq!(
+            e,
+            "3 --label given for 2 runs; give at most one per run, in their order"
+        );
+    }
+
+    #[test]
+    fn a_damaged_run_json_is_named_with_its_field() {
+        let root = tempfile::tempdir().unwrap();
+        let a = results(root.path(), "a", None);
+        let b = results(root.path(), "b", None);
+        let text = GOLDEN.replacen("\"ok_rate\": ", "\"ok_rate\": \"fast\", \"was\": ", 1);
+        std::fs::write(b.join("run.json"), text).unwrap();
+        let e = run(config(root.path(), vec![a, b.clone()])).unwrap_err();
+        let said = e.to_string();
+        assert!(
+            said.contains(&b.join("run.json").display().to_string())
+                && said.contains("field `ok_rate`"),
+            "{said}"
+        );
+        assert_eq!(e.exit_code(), 2);
+        let e = run(config(
+            root.path(),
+            vec![root.path().join("a"), root.path().join("gone")],
+        ))
+        .unwrap_err();
+        assert!(e.to_string().contains("gone/run.json"), "{e}");
+    }
+
+    #[test]
+    fn the_files_asked_for_are_written_and_an_unwritable_one_is_exit_1() {
+        let root = tempfile::tempdir().unwrap();
+        let a = results(root.path(), "a", None);
+        let b = results(root.path(), "b", None);
+        let mut cfg = config(root.path(), vec![a, b]);
+        cfg.tsv = Some(root.path().join("c.tsv"));
+        cfg.json = Some(root.path().join("c.json"));
+        let o = run(cfg.clone()).unwrap();
+        assert_eq!(o.written.len(), 3);
+        let tsv = std::fs::read_to_string(root.path().join("c.tsv")).unwrap();
+        assert_eq!(tsv, o.comparison.tsv());
+        let json: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(root.path().join("c.json")).unwrap())
+                .unwrap();
+        assert_eq!(json["schema"], compare::COMPARE_SCHEMA);
+        assert!(summary(&o).contains("a (baseline): kept up to 400 req/s (p99 4.6 ms)"));
+        cfg.html = root.path().join("missing-dir").join("compare.html");
+        let e = run(cfg).unwrap_err();
+        assert_eq!(e.exit_code(), 1);
+        assert!(e.to_string().contains("missing-dir/compare.html"), "{e}");
+    }
+}

@@ -1,0 +1,161 @@
+//! One target's side of a run: its configuration, results directory, thresholds, steps so far and
+//! how its ramp ended. A run of one target has one lane; a side-by-side run one per target, driven
+//! over one fleet in turn by `ramp`.
+use shared::report::{self, StepResult};
+
+use super::step::{StepCx, run_step};
+use super::warned::Warned;
+use super::{
+    Planned, RunError, RunOutcome, StepOutcome, StepSource, StepSpec, Stop, Stopped, Watch,
+    baseline_p50, blame, tell_unfinished,
+};
+use crate::config::RunConfig;
+use crate::fleet::{Fleet, FleetError};
+use crate::output::{Output, OutputError};
+use crate::progress::Progress;
+
+pub(super) struct Lane<'a> {
+    pub cfg: &'a RunConfig,
+    pub out: Output,
+    pub watch: Watch<'a>,
+    pub results: Vec<StepResult>,
+    pub source: Planned,
+    pub progress: Progress,
+    /// How its ramp ended; `None` while it goes on.
+    pub ended: Option<super::Ramped>,
+}
+
+/// What a lane's step means for the run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum After {
+    /// This lane goes on, or its own ramp ended (--stop-on, or its last step).
+    Next,
+    /// The step was aborted (an interrupt, a lost agent under `abort`): every lane ends.
+    AbortAll,
+}
+
+impl<'a> Lane<'a> {
+    pub fn new(cfg: &'a RunConfig, out: Output, warned: Warned, progress: Progress) -> Lane<'a> {
+        Lane {
+            cfg,
+            out,
+            watch: Watch {
+                thresholds: &cfg.thresholds,
+                streak: 0,
+                breaches: Vec::new(),
+                stop: None,
+                baseline_p50_ms: None,
+                warned,
+            },
+            results: Vec::new(),
+            source: Planned::new(cfg.plan.steps()),
+            progress,
+            ended: None,
+        }
+    }
+
+    /// How a fleet's error reads in this lane: naming its target when there are others.
+    pub fn blame(&self) -> impl FnOnce(FleetError) -> RunError + '_ {
+        let side = self.progress.label().is_some();
+        move |e| blame(side, self.cfg, e)
+    }
+
+    /// Runs one step of this lane and writes it; ends the lane's ramp when --stop-on says so.
+    // Dropping the step at an await leaves no half of it on disk: it is written in one synchronous
+    // stretch at its end (its row and hlog, then run.json with the summary).
+    pub async fn step(
+        &mut self,
+        fleet: &mut Fleet,
+        spec: StepSpec,
+        stop: &Stop,
+    ) -> Result<After, RunError> {
+        self.watch.baseline_p50_ms = baseline_p50(&self.results);
+        let cx = StepCx {
+            cfg: self.cfg,
+            progress: &self.progress,
+            drain: &stop.drain,
+        };
+        let StepOutcome { result, end_run } = tokio::select! {
+            step = run_step(fleet, &cx, spec, &mut self.out, &mut self.watch) => step?,
+            _ = stop.now.cancelled() => return Ok(After::AbortAll),
+        };
+        let aborted = result.aborted || end_run.is_some();
+        let because = self.watch.stop.take();
+        self.results.push(result);
+        self.out.summarize(&report::summarize_run(&self.results))?;
+        if aborted {
+            return Ok(After::AbortAll);
+        }
+        let not_run = self.source.not_run();
+        if let Some(because) = because.filter(|_| !not_run.is_empty()) {
+            self.stop_ramp(spec, because, not_run);
+        }
+        Ok(After::Next)
+    }
+
+    /// Ends this lane's ramp after `spec` (--stop-on), saying so; other lanes go on.
+    fn stop_ramp(&mut self, spec: StepSpec, because: String, not_run: Vec<f64>) {
+        let planned = self.cfg.plan.steps().len();
+        let (who, others) = match self.progress.label() {
+            Some(l) => (format!("{l}: "), "; the other targets go on"),
+            None => (String::new(), ""),
+        };
+        eprintln!(
+            "stampede: {who}stopping after step {} of {planned} (--stop-on): {because}; not run: {}{others}",
+            spec.index + 1,
+            not_run
+                .iter()
+                .map(f64::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        self.ended = Some(super::Ramped {
+            aborted: false,
+            stopped: Some(Stopped {
+                after_step: spec.index + 1,
+                because,
+                not_run,
+            }),
+        });
+    }
+
+    /// Ends the lane's ramp as aborted, unless it had ended already.
+    pub fn abort(&mut self) {
+        if self.ended.is_none() {
+            self.ended = Some(super::Ramped {
+                aborted: true,
+                stopped: None,
+            });
+        }
+    }
+
+    /// Writes how the lane ended into its run.json: `failed` when an error ended the run.
+    pub fn finish(&mut self, failed: bool) -> Result<(), OutputError> {
+        let ramped = self.ended.clone().unwrap_or_default();
+        self.out
+            .record_end(ramped.stopped.clone(), self.watch.breaches.clone());
+        let status = match () {
+            () if failed => "failed",
+            () if ramped.aborted => "aborted",
+            () => "completed",
+        };
+        let finished = self.out.finish(status);
+        tell_unfinished(self.out.dir(), status, &finished);
+        // After the finish, so the page says how the run ended.
+        let reported = self.out.write_report();
+        finished?;
+        reported
+    }
+
+    pub fn outcome(self) -> RunOutcome {
+        let ramped = self.ended.unwrap_or_default();
+        RunOutcome {
+            dir: self.out.dir().to_path_buf(),
+            label: self.cfg.label.clone(),
+            steps: self.results,
+            aborted: ramped.aborted,
+            stopped: ramped.stopped,
+            breaches: self.watch.breaches,
+        }
+    }
+}

@@ -1,0 +1,242 @@
+//! A run's report.html opened in a real browser (Chromium headless): its script runs without an
+//! error, every chart it says it draws is drawn, and the steps table shows steps.tsv's numbers.
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use tests::browser::{self, Loaded};
+use tests::dom::{Dom, El};
+use tests::{Target, bin, run_ok, text};
+
+/// The charts whose x is not the step value: time in the run, a percentile.
+const X_NOT_STEP: [&str; 2] = ["timeline", "distribution"];
+
+/// What every report must show in a browser, whatever its run: a clean page (see
+/// [`browser::assert_clean`]) with the charts of [`report::RUN_CHARTS`] in order, each drawn or
+/// saying why not, the points of those against the offered load at the run's step values. Returns
+/// the parsed DOM and the embedded data for the caller's own questions.
+fn assert_sound_page(page: &Loaded) -> (Dom, serde_json::Value) {
+    let dom = browser::assert_clean(page);
+    let data = browser::embedded_data(&dom);
+    let steps: Vec<f64> = data["steps"]
+        .as_array()
+        .expect("steps")
+        .iter()
+        .map(|s| s["step_value"].as_f64().expect("a step value"))
+        .collect();
+    let charts = browser::charts(&dom);
+    let names: Vec<&str> = charts.iter().map(|(name, _)| *name).collect();
+    assert_eq!(names, report::RUN_CHARTS, "the report's charts, in order");
+    for (name, chart) in charts {
+        let points = browser::assert_drawn(name, chart);
+        if !X_NOT_STEP.contains(&name) {
+            for (x, y) in points {
+                assert!(
+                    steps.contains(&x),
+                    "chart {name} draws ({x}, {y}) at no step's value: {steps:?}"
+                );
+            }
+        }
+    }
+    (dom, data)
+}
+
+/// The `#steps` table as (header, rows of (data-col, text)).
+fn steps_table(dom: &Dom) -> (Vec<String>, Vec<Vec<(String, String)>>) {
+    let table = dom.by_id("steps").expect("a <table id=\"steps\">");
+    let header = table.all("th").iter().map(El::text).collect();
+    let rows = table
+        .all("tr")
+        .iter()
+        .filter(|tr| !tr.all("td").is_empty())
+        .map(|tr| {
+            tr.all("td")
+                .iter()
+                .map(|td| (td.attr("data-col").unwrap_or("").to_string(), td.text()))
+                .collect()
+        })
+        .collect();
+    (header, rows)
+}
+
+/// steps.tsv as (header, rows).
+fn tsv(dir: &Path) -> (Vec<String>, Vec<Vec<String>>) {
+    let text = std::fs::read_to_string(dir.join("steps.tsv")).expect("steps.tsv");
+    let mut lines = text
+        .lines()
+        .map(|l| l.split('\t').map(str::to_string).collect::<Vec<String>>());
+    let header = lines.next().expect("a header line");
+    (header, lines.collect())
+}
+
+#[test]
+fn a_real_ramps_report_runs_in_chromium_and_shows_steps_tsv() {
+    let Some(chromium) =
+        browser::available("a_real_ramps_report_runs_in_chromium_and_shows_steps_tsv")
+    else {
+        return;
+    };
+    // A knee at 150 req/s inside the ramp, and a timeout shorter than the queue the last step
+    // builds, so every chart has something to draw: latency rising, the served rate flattening,
+    // failures (client-timeout).
+    let target = Target::start(&["--delay", "1ms", "--capacity", "150"]);
+    let ran = run_ok(&[
+        &target.url(),
+        "--model",
+        "requests",
+        "--steps",
+        "50,100,200",
+        "--step-duration",
+        "1s",
+        "--timeout",
+        "150ms",
+    ]);
+    let dir = ran.dir.path();
+    assert!(
+        ran.stdout
+            .contains(&format!("report: {}", dir.join("report.html").display())),
+        "{}",
+        ran.stdout
+    );
+    let page = browser::load(&chromium, &dir.join("report.html")).unwrap();
+    let (dom, data) = assert_sound_page(&page);
+    assert_eq!(data, ran.run, "the page embeds run.json");
+    let (tsv_header, tsv_rows) = tsv(dir);
+    let (header, rows) = steps_table(&dom);
+    assert_eq!(header, tsv_header, "the table's columns are steps.tsv's");
+    assert_eq!(rows.len(), 3, "one row per step");
+    for (row, tsv_row) in rows.iter().zip(&tsv_rows) {
+        let want: Vec<(String, String)> = tsv_header
+            .iter()
+            .cloned()
+            .zip(tsv_row.iter().cloned())
+            .collect();
+        assert_eq!(row, &want, "a row of the table differs from steps.tsv's");
+    }
+    a_person_can_read_and_toggle_the_latency_chart(&chromium, &dir.join("report.html"));
+    // `stampede report` rebuilds the same page from the directory.
+    let run_page = std::fs::read(dir.join("report.html")).unwrap();
+    let o = tests::stampede(&["report", dir.to_str().unwrap(), "-o", "-"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert_eq!(o.stdout, run_page);
+}
+
+/// What a person does with the latency chart, in the browser: the pointer on its highest point
+/// (the readout names that point's series), a click on the first legend key (its series hidden),
+/// a click on the log/linear switch (the other plot shown).
+const LATENCY_BY_HAND: &str = r#"
+var f = doc.querySelector('figure[data-chart="latency"]');
+f.scrollIntoView();
+var top = null;
+f.querySelectorAll('.plot:not(.off) circle[data-v]').forEach(function (c) {
+  if (!top || +c.getAttribute('cy') < +top.getAttribute('cy')) top = c;
+});
+var r = top.getBoundingClientRect();
+f.querySelector('svg').dispatchEvent(new win.MouseEvent('mousemove',
+  {clientX: r.x + r.width / 2, clientY: r.y + r.height / 2, bubbles: true}));
+var readout = f.querySelector('.ro').textContent;
+var key = f.querySelector('.key');
+key.click();
+var hidden = Array.prototype.map.call(
+  f.querySelectorAll('svg [data-s="' + key.getAttribute('data-s') + '"]'),
+  function (g) { return g.classList.contains('off'); });
+var plots = function () {
+  return Array.prototype.map.call(f.querySelectorAll('.plot'),
+    function (p) { return !p.classList.contains('off'); });
+};
+var before = plots();
+f.querySelector('.scale').click();
+return {series: top.parentNode.getAttribute('data-n'), readout: readout, hidden: hidden,
+  before: before, after: plots(), errors: doc.documentElement.getAttribute('data-errors')};
+"#;
+
+fn a_person_can_read_and_toggle_the_latency_chart(chromium: &Path, report: &Path) {
+    let (seen, console) = browser::interact(chromium, report, LATENCY_BY_HAND).unwrap();
+    assert!(console.is_empty(), "console: {console:?}");
+    assert_eq!(seen["exception"], serde_json::Value::Null, "{seen}");
+    assert_eq!(seen["errors"], serde_json::Value::Null, "{seen}");
+    let series = seen["series"].as_str().expect("a series under the pointer");
+    let readout = seen["readout"].as_str().unwrap();
+    assert!(
+        readout.starts_with(&format!("{series}: ")) && readout.contains(" at "),
+        "the readout names the point under the pointer: {seen}"
+    );
+    let hidden = seen["hidden"].as_array().unwrap();
+    assert!(
+        !hidden.is_empty() && hidden.iter().all(|h| h == true),
+        "the legend key hid its series: {seen}"
+    );
+    let flipped: Vec<bool> = seen["before"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| !b.as_bool().unwrap())
+        .collect();
+    assert_eq!(flipped.len(), 2, "a linear and a log plot: {seen}");
+    assert_eq!(
+        seen["after"],
+        serde_json::json!(flipped),
+        "the switch showed the other plot: {seen}"
+    );
+}
+
+#[test]
+fn a_killed_run_kept_a_report_of_its_finished_steps() {
+    let Some(chromium) = browser::available("a_killed_run_kept_a_report_of_its_finished_steps")
+    else {
+        return;
+    };
+    // Twice what the target serves, timed out soon: every step has failures to draw.
+    let target = Target::start(&["--capacity", "10"]);
+    let out = tempfile::tempdir().unwrap();
+    let mut child = Command::new(bin("stampede"))
+        .args([
+            "run",
+            &target.url(),
+            "--model",
+            "requests",
+            "--timeout",
+            "300ms",
+        ])
+        .args(["--steps", "20,20,20,20", "--step-duration", "1s", "--quiet"])
+        .arg("--out")
+        .arg(out.path())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let report = out.path().join("report.html");
+    let rows = |html: &str| {
+        Dom::parse(html)
+            .by_id("steps")
+            .map_or(0, |t| t.all("tr").len())
+    };
+    // The header row and one step's.
+    let began = Instant::now();
+    while !std::fs::read_to_string(&report).is_ok_and(|h| rows(&h) >= 2) {
+        assert!(
+            began.elapsed() < Duration::from_secs(30),
+            "no step in report.html after 30 s"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let run = tests::run_json(out.path());
+    let finished = run["steps"].as_array().unwrap().len();
+    assert!((1..4).contains(&finished), "{finished} steps");
+    let page = browser::load(&chromium, &report).unwrap();
+    let (dom, data) = assert_sound_page(&page);
+    assert_eq!(data["status"], "running", "killed: nothing marked it");
+    // The kill may fall between run.json's rewrite and the report's: the page is then one step
+    // behind, and whole.
+    let shown = data["steps"].as_array().unwrap().len();
+    assert!(
+        shown == finished || shown + 1 == finished,
+        "{shown} steps shown of {finished}"
+    );
+    assert_eq!(data["steps"][shown - 1], run["steps"][shown - 1]);
+    let (_, table) = steps_table(&dom);
+    assert_eq!(table.len(), shown);
+}

@@ -1,0 +1,169 @@
+//! `stampede compare` end to end: two real runs against targets that differ only in their `--delay`,
+//! compared; compare.tsv holds each run's steps.tsv values under its label, compare.json and
+//! compare.html are written, and `--fail-on-regression` fails the slower run as the candidate only.
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use tests::{Target, run_ok, stampede, text};
+
+/// A TSV file as rows of (column name → cell).
+fn table(path: &Path) -> Vec<BTreeMap<String, String>> {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let mut lines = text.lines();
+    let header: Vec<&str> = lines.next().expect("a header").split('\t').collect();
+    lines
+        .map(|l| {
+            let cells: Vec<&str> = l.split('\t').collect();
+            assert_eq!(cells.len(), header.len(), "{l}");
+            header
+                .iter()
+                .zip(cells)
+                .map(|(h, c)| (h.to_string(), c.to_string()))
+                .collect()
+        })
+        .collect()
+}
+
+/// A 2-step requests-model ramp of 1 s steps against a target delaying every reply by `delay`.
+fn ramp(delay: &str) -> (Target, tests::Ran) {
+    let target = Target::start(&["--delay", delay]);
+    let url = target.url();
+    let ran = run_ok(&[
+        &url,
+        "--model",
+        "requests",
+        "--steps",
+        "50,100",
+        "--step-duration",
+        "1s",
+    ]);
+    (target, ran)
+}
+
+#[test]
+fn two_runs_compared_on_their_steps_and_the_slower_one_fails_as_candidate() {
+    let (_fast_target, fast) = ramp("1ms");
+    let (_slow_target, slow) = ramp("200ms");
+    let out = tempfile::tempdir().unwrap();
+    let file = |name: &str| out.path().join(name).to_str().unwrap().to_string();
+    let (html, tsv, json) = (
+        file("compare.html"),
+        file("compare.tsv"),
+        file("compare.json"),
+    );
+    let fast_dir = fast.dir.path().to_str().unwrap();
+    let slow_dir = slow.dir.path().to_str().unwrap();
+    let o = stampede(&[
+        "compare", fast_dir, slow_dir, "--label", "fast", "--label", "slow", "-o", &html, "--tsv",
+        &tsv, "--json", &json,
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let said = text(&o.stdout);
+    assert!(said.contains("fast (baseline): kept up to"), "{said}");
+    let step_1 = said
+        .lines()
+        .find(|l| l.trim_start().starts_with("slow at 50 req/s (step 1): "))
+        .unwrap_or_else(|| panic!("{said}"));
+    assert!(
+        step_1.contains("p99_ms") && step_1.contains("p50_ms"),
+        "{step_1}"
+    );
+
+    // compare.tsv: dem_req_rate, then each run's steps.tsv columns under its label, same values.
+    let compared = table(Path::new(&tsv));
+    assert_eq!(compared.len(), 2);
+    for (label, ran) in [("fast", &fast), ("slow", &slow)] {
+        let own = table(&ran.dir.path().join("steps.tsv"));
+        assert_eq!(own.len(), 2);
+        for (row, steps_row) in compared.iter().zip(&own) {
+            assert_eq!(row["dem_req_rate"], steps_row["dem_req_rate"]);
+            for (column, value) in steps_row.iter().filter(|(c, _)| *c != "dem_req_rate") {
+                let bare = column.strip_suffix("_127.0.0.1").unwrap_or(column);
+                let name = format!("{bare}_{label}");
+                assert_eq!(row.get(&name), Some(value), "{name}");
+            }
+        }
+    }
+    let header: Vec<&String> = compared[0].keys().collect();
+    assert!(
+        header.iter().any(|h| *h == "req_rate_fast") && header.iter().any(|h| *h == "p99_ms_slow")
+    );
+
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(json["schema"], "stampede.compare/1");
+    assert_eq!(json["baseline"], "fast");
+    assert!(!json["regressions"].as_array().unwrap().is_empty());
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(page.contains("<table id=\"compare\">") && page.contains("data-regression=\"1\""));
+
+    // CI: the slower run as the candidate fails, naming where; the other way round it passes.
+    let o = stampede(&[
+        "compare",
+        fast_dir,
+        slow_dir,
+        "--label",
+        "fast",
+        "--label",
+        "slow",
+        "-o",
+        &html,
+        "--fail-on-regression",
+    ]);
+    assert_eq!(o.status.code(), Some(3), "{}", text(&o.stderr));
+    let err = text(&o.stderr);
+    assert!(
+        err.contains("--fail-on-regression") && err.contains("slow at 100 req/s (step 2): "),
+        "{err}"
+    );
+    let o = stampede(&[
+        "compare",
+        slow_dir,
+        fast_dir,
+        "--label",
+        "slow",
+        "--label",
+        "fast",
+        "-o",
+        &html,
+        "--fail-on-regression",
+    ]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}{}",
+        text(&o.stdout),
+        text(&o.stderr)
+    );
+    assert!(text(&o.stdout).contains("no trusted step got worse than slow's"));
+}
+
+#[test]
+fn a_run_that_cannot_be_read_or_a_bad_threshold_is_refused_in_words() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+    std::fs::create_dir_all(&a).unwrap();
+    std::fs::create_dir_all(&b).unwrap();
+    std::fs::write(a.join("run.json"), "{\"schema\": \"stampede.run/2\"}").unwrap();
+    let html = dir.path().join("compare.html");
+    let args = |x: &Path, y: &Path| {
+        vec![
+            "compare".to_string(),
+            x.display().to_string(),
+            y.display().to_string(),
+            "-o".into(),
+            html.display().to_string(),
+        ]
+    };
+    let o = stampede(&args(&a, &b).iter().map(String::as_str).collect::<Vec<_>>());
+    assert_eq!(o.status.code(), Some(2));
+    let err = text(&o.stderr);
+    assert!(
+        err.contains(&a.join("run.json").display().to_string()) && err.contains("missing field"),
+        "{err}"
+    );
+    let o = stampede(&["compare", "x", "y", "--threshold", "lots"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(text(&o.stderr).contains("--threshold lots: not a number"));
+    assert!(!html.exists());
+}
