@@ -53,7 +53,11 @@ pub fn render_run(r: &RunReport) -> String {
     body.push_str(&tables::plan(run));
     body.push_str(&tables::warnings_and_notes(run));
     body.push_str(&tables::ending(run));
-    page(&format!("stampede: {name}"), &body, &data(run))
+    page(
+        &format!("stampede: {name}"),
+        &body,
+        &crate::data::embedded(run),
+    )
 }
 
 /// The run's name, its answer in one sentence, and what ran: target, label, model, when, which
@@ -95,12 +99,4 @@ fn header(r: &RunReport) -> String {
     }
     out.push_str("</dl>\n");
     out
-}
-
-/// The embedded data: run.json's content, its keys sorted as the file has them, without the
-/// file's indentation (in a report of many steps and agents, that is most of the page).
-fn data(run: &shared::run_file::RunFile) -> String {
-    serde_json::to_value(run)
-        .and_then(|v| serde_json::to_string(&v))
-        .expect("a RunFile has string keys and no failing field")
 }
