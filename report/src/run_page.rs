@@ -7,7 +7,7 @@ mod tables;
 use std::fmt::Write;
 
 use crate::RunReport;
-use crate::chart::Titles;
+use crate::chart::{self, Titles};
 use crate::escape::html;
 use crate::page::page;
 
@@ -35,7 +35,15 @@ pub fn render_run(r: &RunReport) -> String {
     body.push_str("<h2>Against the offered load</h2>\n");
     body.push_str(&charts::rates(run).render_in(&mut titles));
     body.push_str(&charts::latency(run).render_in(&mut titles));
-    body.push_str(&charts::failures(run).render_in(&mut titles));
+    if charts::any_failure(run) {
+        body.push_str(&charts::failures(run).render_in(&mut titles));
+    } else {
+        body.push_str(&chart::empty(
+            "failures",
+            "Failures by class",
+            "No request failed in this run, on the target's side or the generator's: nothing to draw.",
+        ));
+    }
     body.push_str(&charts::status(run).render_in(&mut titles));
     body.push_str("<h2>Can the numbers be trusted?</h2>\n<div class=\"strip\">\n");
     for c in charts::trust_strip(run) {

@@ -207,3 +207,36 @@ fn a_closed_loop_run_is_drawn_against_connections_without_an_ideal_line() {
     assert!(page.contains("connections (closed loop)"));
     assert!(!page.contains("ideal: served = offered"));
 }
+
+#[test]
+fn a_run_without_failures_says_so_instead_of_drawing_empty_axes() {
+    let mut r = fixture::report();
+    assert!(render_run(&r).contains("<figure class=\"chart\" data-chart=\"failures\">"));
+    for s in &mut r.run.steps {
+        s.failed = 0;
+        s.replies = s.ok;
+        for (_, n) in &mut s.errors.0 {
+            *n = 0;
+        }
+    }
+    let page = render_run(&r);
+    assert!(
+        page.contains("<figure class=\"chart empty\" data-chart=\"failures\">")
+            && page.contains("No request failed in this run"),
+        "the failures chart of a run without failures"
+    );
+}
+
+#[test]
+fn the_knee_is_marked_where_the_summary_puts_it() {
+    let r = fixture::report();
+    let s = r.run.summary.as_ref().unwrap();
+    let kept = s.kept_up_to.expect("the fixture kept up somewhere");
+    let page = render_run(&r);
+    let rates = &page[page.find("data-chart=\"rates\"").unwrap()..];
+    let rates = &rates[..rates.find("</figure>").unwrap()];
+    assert!(
+        rates.contains(&format!("kept up to {}", report::chart::short(kept))),
+        "{rates}"
+    );
+}
