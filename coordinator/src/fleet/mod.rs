@@ -546,17 +546,20 @@ impl Fleet {
             let Some(m) = a.monitor.as_mut() else {
                 continue;
             };
+            // Named as its columns are, and where it is when that says more.
+            let who = match &m.info.name {
+                name if *name == a.name => name.clone(),
+                name => format!("{name} ({})", a.name),
+            };
             if let Some(why) = m.lost_unsaid.take() {
                 notes.push(format!(
-                    "server monitor {} lost ({why}): its columns are empty from here on",
-                    a.name
+                    "server monitor {who} lost ({why}): its columns are empty from here on"
                 ));
             }
             match m.view(window, a.clock_offset_ns) {
                 Some(v) => views.push(v),
                 None if a.alive => notes.push(format!(
-                    "server monitor {} sent no samples around this step: its columns are empty",
-                    a.name
+                    "server monitor {who} sent no samples around this step: its columns are empty"
                 )),
                 None => {}
             }
@@ -625,6 +628,21 @@ impl Fleet {
                 agent: a.name.clone(),
                 why: e.to_string(),
             })?;
+            // Its name suffixes its columns: two alike would make two columns of one name.
+            let twin = self
+                .agents
+                .iter()
+                .find(|b| b.monitor.as_ref().is_some_and(|m| m.info.name == info.name));
+            if let Some(twin) = twin {
+                return Err(FleetError::Role {
+                    agent: self.agents[i].name.clone(),
+                    message: format!(
+                        "is a monitor named {}, as {} is: give each its own --name (its steps.tsv columns are suffixed with it)",
+                        info.name, twin.name
+                    ),
+                });
+            }
+            let a = &mut self.agents[i];
             a.role = Role::Monitor;
             a.monitor = Some(Watched::new(info));
             return Ok(());

@@ -493,6 +493,24 @@ async fn peers_that_joined_are_counted_by_the_role_their_hello_says() {
     assert_eq!((fleet.live(), fleet.monitors()), (vec![0], vec![1]));
     fleet.check_joined(1, 1).unwrap();
     let e = fleet.check_joined(2, 0).unwrap_err();
+    // Two monitors of one name would make two columns of one name.
+    let twin = fake_agent::spawn_monitor("m", None);
+    let mut two = Fleet::with_roles(
+        vec![
+            (
+                "x".to_string(),
+                Expect::Monitor,
+                fake_agent::spawn_monitor("m", None),
+            ),
+            ("y".to_string(), Expect::Monitor, twin),
+        ],
+        CancellationToken::new(),
+    );
+    let refused = two.hello(None).await.unwrap_err().to_string();
+    assert!(
+        refused.starts_with("y is a monitor named m, as x is: give each its own --name"),
+        "{refused}"
+    );
     assert_eq!(
         e.to_string(),
         "2 peers joined: 1 load agents (a) and 1 monitors (m), where --expect-agents 2 and --expect-monitors 0 were asked for"
