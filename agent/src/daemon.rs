@@ -81,10 +81,10 @@ impl DaemonConfig {
 #[derive(Debug, thiserror::Error)]
 pub enum DaemonError {
     #[error(
-        "refusing to listen on {0} without a token: anyone who can reach it could aim load anywhere; \
+        "refusing to listen on {0} without a token: anyone who can reach it could {1}; \
          add --token-file FILE (or set STAMPEDE_TOKEN), or listen on 127.0.0.1"
     )]
-    NotLoopback(SocketAddr),
+    NotLoopback(SocketAddr, &'static str),
     #[error(
         "refusing to listen on {0} in plain text: beyond loopback the control channel needs mutual TLS; \
          add --tls-cert, --tls-key and --tls-ca (make them with `stampede certs init`), or listen on 127.0.0.1"
@@ -164,7 +164,11 @@ impl Agent for Service {
 pub async fn bind(cfg: &DaemonConfig) -> Result<tokio::net::TcpListener, DaemonError> {
     if !cfg.listen.ip().is_loopback() {
         if cfg.token.is_none() {
-            return Err(DaemonError::NotLoopback(cfg.listen));
+            let harm = match cfg.monitor {
+                None => "aim load anywhere",
+                Some(_) => "read what this host and its server are doing",
+            };
+            return Err(DaemonError::NotLoopback(cfg.listen, harm));
         }
         if cfg.tls.is_none() {
             return Err(DaemonError::PlainText(cfg.listen));

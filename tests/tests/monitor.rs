@@ -323,7 +323,10 @@ fn bad_monitor_flags_are_refused_at_start_in_one_line() {
         "{err}"
     );
     let err = agent_fails(&["--monitor", "--pid", &me, "--listen", "0.0.0.0:0"]);
-    assert!(err.contains("without a token"), "{err}");
+    assert!(
+        err.contains("without a token: anyone who can reach it could read what this host"),
+        "{err}"
+    );
     let err = agent_fails(&["--pid", &me]);
     assert!(err.contains("add --monitor"), "{err}");
 }
