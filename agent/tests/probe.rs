@@ -465,7 +465,7 @@ fn listen_queue_overflows_of_a_listener_that_never_accepts() {
     let (fd, addr) = unaccepting_listener();
     let mut probe = Probe::open(&Watch::Pid(std::process::id())).unwrap();
     let before = probe.sample().unwrap().tcp;
-    let with_nstat = has("nstat");
+    let with_nstat = runnable(has("nstat"), "nstat (iproute2) for the cross-check part");
     let nstat_before = with_nstat.then(|| nstat("TcpExtListenOverflows"));
     // Hammer it for at most a second: the first two connections fill its queue, later SYNs are dropped.
     let deadline = Instant::now() + Duration::from_secs(1);

@@ -2,4 +2,5 @@
 //! monitor role's session, which streams these samples, is beside it.
 pub mod probe;
 
+pub use probe::host::machine_id;
 pub use probe::{Probe, ProbeError};

@@ -440,6 +440,69 @@ fn parse_error(path: &std::path::Path, err: procfs::ParseError) -> ProbeError {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    /// Every parser of outside text, run on one input: each may refuse it, none may panic.
+    fn parse_everything(text: &str) {
+        let _ = process::parse_stat(text);
+        let _ = process::parse_switches(text);
+        let _ = host::parse_stat(text, 10_000_000);
+        let _ = host::parse_meminfo(text);
+        let _ = host::parse_cpu_list(text);
+        let _ = net::parse_dev(text);
+        let _ = tcp::counters(text, text);
+        let _ = cgroup::parse_mountinfo(text);
+        let _ = cgroup::parse_cpu_max(text);
+        let _ = cgroup::parse_cpu_stat(text);
+        let _ = cgroup::parse_procs(text);
+        let _ = procfs::colon_fields(text, ["MemTotal", "Name"]);
+    }
+
+    /// This machine's own files, as the seeds the mutations start from.
+    fn seeds() -> Vec<String> {
+        [
+            "/proc/self/stat",
+            "/proc/self/status",
+            "/proc/stat",
+            "/proc/meminfo",
+            "/proc/net/dev",
+            "/proc/net/netstat",
+            "/proc/net/snmp",
+            "/proc/self/mountinfo",
+            "/sys/devices/system/cpu/online",
+        ]
+        .iter()
+        .filter_map(|p| std::fs::read_to_string(p).ok())
+        .collect()
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(512))]
+
+        #[test]
+        fn no_parser_panics_on_any_text(text in "\\PC{0,200}") {
+            parse_everything(&text);
+        }
+
+        #[test]
+        fn no_parser_panics_on_a_real_file_damaged(
+            seed in any::<prop::sample::Index>(),
+            edits in prop::collection::vec((any::<prop::sample::Index>(), any::<u8>(), 0u8..3), 1..8),
+        ) {
+            let seeds = seeds();
+            let mut bytes = seeds[seed.index(seeds.len())].clone().into_bytes();
+            for (at, byte, kind) in edits {
+                let i = at.index(bytes.len() + 1);
+                match kind {
+                    0 => bytes.insert(i, byte),
+                    1 if i < bytes.len() => { bytes.remove(i); }
+                    _ if i < bytes.len() => bytes[i] = byte,
+                    _ => {}
+                }
+            }
+            parse_everything(&String::from_utf8_lossy(&bytes));
+        }
+    }
 
     #[test]
     fn bad_watches_are_refused_in_words() {
