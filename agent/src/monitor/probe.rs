@@ -116,24 +116,20 @@ impl Probe {
         if let (Watch::Process(name), true) = (watch, pids.is_empty()) {
             return Err(ProbeError::NoSuchProcess(name.clone()));
         }
-        let mut warnings = Vec::new();
         let cores = cores_of(cgroup_dir.as_deref(), pids.first().copied())?;
         let scope = match pids.first().and_then(|pid| net::own_namespace(*pid)) {
             Some(_) => NetScope::Target,
             None => NetScope::Host,
         };
-        let (_, missing) = read_tcp(net::ours())?;
-        if !missing.0.is_empty() {
-            warnings.push(format!(
-                "this kernel has no TCP counter {}: reported as 0",
-                missing.0.join(", ")
-            ));
-        }
+        let warnings = warnings_about(pids.first().copied())?;
+        let count = match pids.len() {
+            1 => "1 pid".to_string(),
+            n => format!("{n} pids"),
+        };
         let watching = match (&cgroup_dir, watch) {
-            (Some(dir), Watch::Container(_)) => {
-                format!("{watch} (cgroup {}, {} pids)", dir.display(), pids.len())
-            }
-            _ => format!("{watch} ({} pids)", pids.len()),
+            (Some(dir), Watch::Cgroup(path)) if dir == path => format!("{watch} ({count})"),
+            (Some(dir), _) => format!("{watch} (cgroup {}, {count})", dir.display()),
+            (None, _) => format!("{watch} ({count})"),
         };
         Ok(Probe {
             target: Some(Target {
@@ -343,6 +339,33 @@ impl Target {
             cgroup,
         })
     }
+}
+
+/// What the probe will not read as asked, said once when it opens: a TCP counter this kernel lacks,
+/// an fd table it may not read.
+fn warnings_about(first: Option<u32>) -> Result<Vec<String>, ProbeError> {
+    let mut warnings = Vec::new();
+    let (_, missing) = read_tcp(net::ours())?;
+    if !missing.0.is_empty() {
+        warnings.push(format!(
+            "this kernel has no TCP counter {}: reported as 0",
+            missing.0.join(", ")
+        ));
+    }
+    // Another user's fd table needs privilege; say so once rather than report 0 fds as a fact.
+    if let Some(pid) = first {
+        let fd = PathBuf::from(format!("/proc/{pid}/fd"));
+        if let Err(err) = std::fs::read_dir(&fd)
+            && err.kind() == std::io::ErrorKind::PermissionDenied
+        {
+            warnings.push(format!(
+                "cannot read {} ({err}): open fds are counted only for the processes whose table \
+                 can be read; run the monitor as the target's user or as root",
+                fd.display()
+            ));
+        }
+    }
+    Ok(warnings)
 }
 
 /// A `--process` name must be one /proc/PID/comm can hold.
