@@ -645,3 +645,33 @@ fn a_probe_can_move_between_threads() {
     .join()
     .unwrap();
 }
+
+#[test]
+fn host_busy_share_agrees_with_vmstat_over_the_same_second() {
+    if !runnable(has("vmstat"), "vmstat (procps)") {
+        return;
+    }
+    let mut probe = Probe::open(&Watch::Pid(std::process::id())).unwrap();
+    // vmstat's second line covers its first second; our samples bracket that second within the few
+    // ms vmstat takes to start and to print.
+    let a = probe.sample().unwrap();
+    let out = output("vmstat", &["-n", "1", "2"]);
+    let b = probe.sample().unwrap();
+    let header: Vec<&str> = out.lines().nth(1).unwrap().split_whitespace().collect();
+    let values: Vec<f64> = out
+        .lines()
+        .nth(3)
+        .unwrap()
+        .split_whitespace()
+        .map(|v| v.parse().unwrap())
+        .collect();
+    let column = |name: &str| values[header.iter().position(|h| *h == name).unwrap()];
+    let theirs = 100.0 - column("id") - column("wa");
+    let ours = b.host.cpu.since(&a.host.cpu).busy_pct().unwrap();
+    let wall_s = (b.at_unix_ns - a.at_unix_ns) as f64 / 1e9;
+    // vmstat rounds to whole points; our window is up to a few % longer than its second.
+    assert!(
+        (ours - theirs).abs() <= 8.0,
+        "ours {ours:.1} %, vmstat {theirs} % ({out}); {wall_s:.3} s"
+    );
+}
