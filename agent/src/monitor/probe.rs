@@ -33,6 +33,8 @@ pub enum ProbeError {
         "no running process is named {0:?} (the name is the one `ps -e -o comm` and /proc/PID/comm show)"
     )]
     NoSuchProcess(String),
+    #[error("{tid} is a thread of process {process}, not a process: give --pid {process}")]
+    ThreadNotProcess { tid: u32, process: u64 },
     #[error("{name:?} cannot be a process name: {why}")]
     BadProcessName { name: String, why: String },
     #[error(
@@ -93,12 +95,7 @@ impl Probe {
         }
         let mount = || cgroup::mount();
         let (selector, cgroup_dir) = match watch {
-            Watch::Pid(pid) => {
-                if *pid == 0 || !PathBuf::from(format!("/proc/{pid}/stat")).exists() {
-                    return Err(ProbeError::NoSuchPid(*pid));
-                }
-                (Selector::Tree(*pid), None)
-            }
+            Watch::Pid(pid) => (Selector::Tree(*pid, process::root(*pid)?), None),
             Watch::Process(name) => {
                 check_name(name)?;
                 (Selector::Name(name.clone()), None)
@@ -532,6 +529,22 @@ mod tests {
         let err = |watch: Watch| Probe::open(&watch).err().expect("refused").to_string();
         assert!(err(Watch::Pid(0)).contains("no process has pid 0"));
         assert!(err(Watch::Pid(u32::MAX)).contains("is it running"));
+        let thread = std::thread::spawn(|| {
+            // SAFETY: gettid has no preconditions.
+            let tid = unsafe { libc::gettid() } as u32;
+            Probe::open(&Watch::Pid(tid))
+                .err()
+                .expect("refused")
+                .to_string()
+        });
+        let words = thread.join().unwrap();
+        let me = std::process::id();
+        assert!(
+            words.contains(&format!(
+                "a thread of process {me}, not a process: give --pid {me}"
+            )),
+            "{words}"
+        );
         assert!(err(Watch::Process(String::new())).contains("empty"));
         let long = err(Watch::Process("gunicorn: worker [app]".into()));
         assert!(long.contains("try \"gunicorn: worke\""), "{long}");
