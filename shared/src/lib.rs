@@ -8,6 +8,7 @@ pub mod condition;
 pub mod distribution;
 pub mod histogram;
 pub mod metrics;
+pub mod monitor;
 pub mod plan;
 pub mod ready;
 pub mod report;
