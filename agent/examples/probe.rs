@@ -7,8 +7,10 @@
 //! cargo run -p agent --example probe -- --container 3f2a
 //! ```
 //!
-//! It opens the probe, samples twice one second apart and prints what the second sample says over
-//! that second (the rates a step row would show), then, with `--json`, both samples as they travel.
+//! It opens the probe, samples `--samples N` times (2 by default) one second apart and prints what
+//! the last second says (the rates a step row would show) and what the probe itself cost per sample,
+//! then, with `--json`, the last two samples as they travel. Measure its cost with a release build:
+//! `cargo run --release -p agent --example probe -- --process nginx --samples 60`.
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -18,11 +20,23 @@ use shared::monitor::{Sample, Watch};
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let json = args.iter().any(|a| a == "--json");
-    let rest: Vec<&str> = args
+    let mut rest: Vec<&str> = args
         .iter()
         .map(String::as_str)
         .filter(|a| *a != "--json")
         .collect();
+    let mut count = 2u32;
+    if let Some(at) = rest.iter().position(|a| *a == "--samples") {
+        match rest
+            .get(at + 1)
+            .and_then(|n| n.parse().ok())
+            .filter(|n| *n >= 2)
+        {
+            Some(n) => count = n,
+            None => return usage("--samples takes a count of at least 2"),
+        }
+        rest.drain(at..at + 2);
+    }
     let watch = match rest[..] {
         ["--pid", pid] => match pid.parse() {
             Ok(pid) => Watch::Pid(pid),
@@ -44,17 +58,20 @@ fn main() -> ExitCode {
         eprintln!("probe: warning: {warning}");
     }
     let info = probe.info(None);
-    let samples = probe.sample().and_then(|first| {
-        std::thread::sleep(Duration::from_secs(1));
-        Ok((first, probe.sample()?))
-    });
-    let (first, second) = match samples {
-        Ok(pair) => pair,
-        Err(err) => {
-            eprintln!("probe: {err}");
-            return ExitCode::from(1);
+    let mut samples = Vec::with_capacity(count as usize);
+    for i in 0..count {
+        if i > 0 {
+            std::thread::sleep(Duration::from_secs(1));
         }
-    };
+        match probe.sample() {
+            Ok(sample) => samples.push(sample),
+            Err(err) => {
+                eprintln!("probe: {err}");
+                return ExitCode::from(1);
+            }
+        }
+    }
+    let (first, second) = (&samples[samples.len() - 2], &samples[samples.len() - 1]);
     println!(
         "{} on {} (machine {}), cores {:?} → {:.2} usable",
         info.watching,
@@ -63,7 +80,12 @@ fn main() -> ExitCode {
         info.cores,
         info.cores.usable()
     );
-    print!("{}", summary(&first, &second));
+    print!("{}", summary(first, second));
+    let own_ms = second.monitor_cpu_ns as f64 / 1e6 / f64::from(count);
+    println!(
+        "the probe's own CPU: {own_ms:.3} ms per sample over {count} samples ({:.3} % of a core at 1 s)",
+        own_ms / 10.0
+    );
     if json {
         println!(
             "{}",
@@ -71,14 +93,14 @@ fn main() -> ExitCode {
         );
         println!(
             "{}",
-            serde_json::to_string_pretty(&[&first, &second]).expect("plain data")
+            serde_json::to_string_pretty(&[first, second]).expect("plain data")
         );
     }
     ExitCode::SUCCESS
 }
 
 fn usage(why: &str) -> ExitCode {
-    eprintln!("probe: {why} [--json]");
+    eprintln!("probe: {why} [--samples N] [--json]");
     ExitCode::from(2)
 }
 
@@ -159,10 +181,6 @@ fn summary(a: &Sample, b: &Sample) -> String {
         tb.out_rsts - ta.out_rsts,
         tb.aborts() - ta.aborts(),
         tb.curr_estab
-    );
-    out += &format!(
-        "monitor's own cpu: {:.3} ms for this sample\n",
-        (b.monitor_cpu_ns - a.monitor_cpu_ns) as f64 / 1e6
     );
     out
 }

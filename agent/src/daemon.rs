@@ -81,10 +81,10 @@ impl DaemonConfig {
 #[derive(Debug, thiserror::Error)]
 pub enum DaemonError {
     #[error(
-        "refusing to listen on {0} without a token: anyone who can reach it could aim load anywhere; \
+        "refusing to listen on {0} without a token: anyone who can reach it could {1}; \
          add --token-file FILE (or set STAMPEDE_TOKEN), or listen on 127.0.0.1"
     )]
-    NotLoopback(SocketAddr),
+    NotLoopback(SocketAddr, &'static str),
     #[error(
         "refusing to listen on {0} in plain text: beyond loopback the control channel needs mutual TLS; \
          add --tls-cert, --tls-key and --tls-ca (make them with `stampede certs init`), or listen on 127.0.0.1"
@@ -164,7 +164,11 @@ impl Agent for Service {
 pub async fn bind(cfg: &DaemonConfig) -> Result<tokio::net::TcpListener, DaemonError> {
     if !cfg.listen.ip().is_loopback() {
         if cfg.token.is_none() {
-            return Err(DaemonError::NotLoopback(cfg.listen));
+            let harm = match cfg.monitor {
+                None => "aim load anywhere",
+                Some(_) => "read what this host and its server are doing",
+            };
+            return Err(DaemonError::NotLoopback(cfg.listen, harm));
         }
         if cfg.tls.is_none() {
             return Err(DaemonError::PlainText(cfg.listen));
@@ -519,5 +523,119 @@ mod tests {
             .unwrap();
         assert!(matches!(ok[0].kind, Some(Up::HelloReply(_))), "{ok:?}");
         shutdown.cancel();
+    }
+
+    /// A coordinator's `Coordinator.Join` port that hands each joining agent's streams to the test.
+    struct JoinPort(mpsc::Sender<Joined>);
+
+    type Joined = (
+        Streaming<pb::AgentMessage>,
+        mpsc::Sender<Result<pb::CoordinatorMessage, Status>>,
+    );
+
+    #[tonic::async_trait]
+    impl pb::coordinator_server::Coordinator for JoinPort {
+        type JoinStream = ReceiverStream<Result<pb::CoordinatorMessage, Status>>;
+
+        async fn join(
+            &self,
+            request: Request<Streaming<pb::AgentMessage>>,
+        ) -> Result<Response<Self::JoinStream>, Status> {
+            let (down, rx) = mpsc::channel(16);
+            let _ = self.0.send((request.into_inner(), down)).await;
+            Ok(Response::new(ReceiverStream::new(rx)))
+        }
+    }
+
+    #[tokio::test]
+    async fn a_monitor_joins_with_the_token_streams_samples_and_refuses_load() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (joined_tx, mut joined) = mpsc::channel(4);
+        tokio::spawn(
+            tonic::transport::Server::builder()
+                .add_service(pb::coordinator_server::CoordinatorServer::new(JoinPort(
+                    joined_tx,
+                )))
+                .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener)),
+        );
+        let cfg = DaemonConfig {
+            listen: "127.0.0.1:0".parse().unwrap(),
+            threads: 1,
+            token: Some("s3cret".into()),
+            policy: Policy::default(),
+            tls: None,
+            ready_file: None,
+            monitor: Some(Monitor {
+                name: Some("self".into()),
+                open: crate::monitor::session::opener(shared::monitor::Watch::Pid(
+                    std::process::id(),
+                )),
+            }),
+        };
+        let shutdown = CancellationToken::new();
+        let daemon = tokio::spawn(join(addr.to_string(), cfg, shutdown.clone()));
+        let patience = std::time::Duration::from_secs(10);
+        let (mut up, down) = tokio::time::timeout(patience, joined.recv())
+            .await
+            .expect("the monitor joins within 10 s")
+            .unwrap();
+        let send = |kind| down.send(Ok(proto::to_agent(kind)));
+        let mut next = async || {
+            let msg = tokio::time::timeout(patience, up.message()).await;
+            msg.expect("an answer within 10 s")
+                .unwrap()
+                .unwrap()
+                .kind
+                .unwrap()
+        };
+        send(Down::Hello(pb::Hello {
+            protocol_version: proto::PROTOCOL_VERSION,
+            coordinator_version: "test".into(),
+            token: "s3cret".into(),
+        }))
+        .await
+        .unwrap();
+        let Up::HelloReply(reply) = next().await else {
+            panic!("expected the hello reply");
+        };
+        assert_eq!(reply.role, pb::Role::Monitor as i32);
+        assert_eq!(reply.monitor.unwrap().name, "self");
+        // Heartbeats, as a coordinator sends them, keep the dead-man switch quiet.
+        let pinger = down.clone();
+        let _beat = tokio_util::task::AbortOnDropHandle::new(tokio::spawn(async move {
+            for id in 0.. {
+                let ping = Ok(proto::to_agent(Down::Ping(pb::Ping { id })));
+                if pinger.send(ping).await.is_err() {
+                    return;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+            }
+        }));
+        let Up::MonitorSample(first) = next().await else {
+            panic!("expected a sample");
+        };
+        send(Down::Configure(pb::Configure::default()))
+            .await
+            .unwrap();
+        let mut refused = None;
+        let mut second = None;
+        while refused.is_none() || second.is_none() {
+            match next().await {
+                Up::Refusal(r) => refused = Some(r.message),
+                Up::MonitorSample(s) => second = Some(s),
+                Up::Pong(_) => {}
+                other => panic!("read {other:?}"),
+            }
+        }
+        assert_eq!(refused.unwrap(), crate::monitor::session::NO_LOAD);
+        let gap = second.unwrap().at_unix_nanos - first.at_unix_nanos;
+        assert!(
+            (800_000_000..1_200_000_000).contains(&gap),
+            "{gap} ns apart"
+        );
+        shutdown.cancel();
+        let ended = tokio::time::timeout(patience, daemon).await;
+        assert!(matches!(ended, Ok(Ok(Ok(())))), "{ended:?}");
     }
 }

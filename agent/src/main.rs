@@ -133,7 +133,7 @@ fn main() -> ExitCode {
         Err(e) => {
             eprintln!("stampede-agent: {e}");
             ExitCode::from(match e {
-                agent::daemon::DaemonError::NotLoopback(_)
+                agent::daemon::DaemonError::NotLoopback(..)
                 | agent::daemon::DaemonError::PlainText(_)
                 | agent::daemon::DaemonError::Tls(_) => 2,
                 _ => 1,

@@ -598,4 +598,50 @@ mod tests {
         assert_eq!(back.net[0].name.len(), MAX_TEXT);
         assert_eq!(back.target.unwrap().busiest_thread.unwrap().len(), MAX_TEXT);
     }
+
+    mod fuzz {
+        use proptest::prelude::*;
+        use prost::Message;
+
+        use super::*;
+
+        /// Whatever a peer sends converts or is refused, never panics; what is accepted converts back
+        /// to the same sample.
+        fn convert(bytes: &[u8]) {
+            let Ok(p) = pb::MonitorSample::decode(bytes) else {
+                return;
+            };
+            if let Ok(s) = Sample::try_from(&p) {
+                let again = Sample::try_from(&pb::MonitorSample::from(&s)).unwrap();
+                assert_eq!(again, s);
+            }
+            if let Ok(p) = pb::MonitorInfo::decode(bytes)
+                && let Ok(i) = MonitorInfo::try_from(&p)
+            {
+                assert_eq!(
+                    MonitorInfo::try_from(&pb::MonitorInfo::from(&i)).unwrap(),
+                    i
+                );
+            }
+        }
+
+        proptest! {
+            #[test]
+            fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..512)) {
+                convert(&bytes);
+            }
+
+            #[test]
+            fn a_valid_sample_with_bytes_changed_never_panics(
+                edits in proptest::collection::vec((any::<usize>(), any::<u8>()), 1..8)
+            ) {
+                let mut bytes = pb::MonitorSample::from(&super::sample()).encode_to_vec();
+                for (at, byte) in edits {
+                    let i = at % bytes.len();
+                    bytes[i] = byte;
+                }
+                convert(&bytes);
+            }
+        }
+    }
 }

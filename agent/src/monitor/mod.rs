@@ -3,4 +3,5 @@
 pub mod probe;
 pub mod session;
 
+pub use probe::host::machine_id;
 pub use probe::{Probe, ProbeError};

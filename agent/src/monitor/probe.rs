@@ -33,6 +33,8 @@ pub enum ProbeError {
         "no running process is named {0:?} (the name is the one `ps -e -o comm` and /proc/PID/comm show)"
     )]
     NoSuchProcess(String),
+    #[error("{tid} is a thread of process {process}, not a process: give --pid {process}")]
+    ThreadNotProcess { tid: u32, process: u64 },
     #[error("{name:?} cannot be a process name: {why}")]
     BadProcessName { name: String, why: String },
     #[error(
@@ -93,12 +95,7 @@ impl Probe {
         }
         let mount = || cgroup::mount();
         let (selector, cgroup_dir) = match watch {
-            Watch::Pid(pid) => {
-                if *pid == 0 || !PathBuf::from(format!("/proc/{pid}/stat")).exists() {
-                    return Err(ProbeError::NoSuchPid(*pid));
-                }
-                (Selector::Tree(*pid), None)
-            }
+            Watch::Pid(pid) => (Selector::Tree(*pid, process::root(*pid)?), None),
             Watch::Process(name) => {
                 check_name(name)?;
                 (Selector::Name(name.clone()), None)
@@ -116,24 +113,20 @@ impl Probe {
         if let (Watch::Process(name), true) = (watch, pids.is_empty()) {
             return Err(ProbeError::NoSuchProcess(name.clone()));
         }
-        let mut warnings = Vec::new();
         let cores = cores_of(cgroup_dir.as_deref(), pids.first().copied())?;
         let scope = match pids.first().and_then(|pid| net::own_namespace(*pid)) {
             Some(_) => NetScope::Target,
             None => NetScope::Host,
         };
-        let (_, missing) = read_tcp(net::ours())?;
-        if !missing.0.is_empty() {
-            warnings.push(format!(
-                "this kernel has no TCP counter {}: reported as 0",
-                missing.0.join(", ")
-            ));
-        }
+        let warnings = warnings_about(pids.first().copied())?;
+        let count = match pids.len() {
+            1 => "1 pid".to_string(),
+            n => format!("{n} pids"),
+        };
         let watching = match (&cgroup_dir, watch) {
-            (Some(dir), Watch::Container(_)) => {
-                format!("{watch} (cgroup {}, {} pids)", dir.display(), pids.len())
-            }
-            _ => format!("{watch} ({} pids)", pids.len()),
+            (Some(dir), Watch::Cgroup(path)) if dir == path => format!("{watch} ({count})"),
+            (Some(dir), _) => format!("{watch} (cgroup {}, {count})", dir.display()),
+            (None, _) => format!("{watch} ({count})"),
         };
         Ok(Probe {
             target: Some(Target {
@@ -345,6 +338,33 @@ impl Target {
     }
 }
 
+/// What the probe will not read as asked, said once when it opens: a TCP counter this kernel lacks,
+/// an fd table it may not read.
+fn warnings_about(first: Option<u32>) -> Result<Vec<String>, ProbeError> {
+    let mut warnings = Vec::new();
+    let (_, missing) = read_tcp(net::ours())?;
+    if !missing.0.is_empty() {
+        warnings.push(format!(
+            "this kernel has no TCP counter {}: reported as 0",
+            missing.0.join(", ")
+        ));
+    }
+    // Another user's fd table needs privilege; say so once rather than report 0 fds as a fact.
+    if let Some(pid) = first {
+        let fd = PathBuf::from(format!("/proc/{pid}/fd"));
+        if let Err(err) = std::fs::read_dir(&fd)
+            && err.kind() == std::io::ErrorKind::PermissionDenied
+        {
+            warnings.push(format!(
+                "cannot read {} ({err}): open fds are counted only for the processes whose table \
+                 can be read; run the monitor as the target's user or as root",
+                fd.display()
+            ));
+        }
+    }
+    Ok(warnings)
+}
+
 /// A `--process` name must be one /proc/PID/comm can hold.
 fn check_name(name: &str) -> Result<(), ProbeError> {
     let why = if name.is_empty() {
@@ -440,12 +460,91 @@ fn parse_error(path: &std::path::Path, err: procfs::ParseError) -> ProbeError {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    /// Every parser of outside text, run on one input: each may refuse it, none may panic.
+    fn parse_everything(text: &str) {
+        let _ = process::parse_stat(text);
+        let _ = process::parse_switches(text);
+        let _ = host::parse_stat(text, 10_000_000);
+        let _ = host::parse_meminfo(text);
+        let _ = host::parse_cpu_list(text);
+        let _ = net::parse_dev(text);
+        let _ = tcp::counters(text, text);
+        let _ = cgroup::parse_mountinfo(text);
+        let _ = cgroup::parse_cpu_max(text);
+        let _ = cgroup::parse_cpu_stat(text);
+        let _ = cgroup::parse_procs(text);
+        let _ = procfs::colon_fields(text, ["MemTotal", "Name"]);
+    }
+
+    /// This machine's own files, as the seeds the mutations start from.
+    fn seeds() -> Vec<String> {
+        [
+            "/proc/self/stat",
+            "/proc/self/status",
+            "/proc/stat",
+            "/proc/meminfo",
+            "/proc/net/dev",
+            "/proc/net/netstat",
+            "/proc/net/snmp",
+            "/proc/self/mountinfo",
+            "/sys/devices/system/cpu/online",
+        ]
+        .iter()
+        .filter_map(|p| std::fs::read_to_string(p).ok())
+        .collect()
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(512))]
+
+        #[test]
+        fn no_parser_panics_on_any_text(text in "\\PC{0,200}") {
+            parse_everything(&text);
+        }
+
+        #[test]
+        fn no_parser_panics_on_a_real_file_damaged(
+            seed in any::<prop::sample::Index>(),
+            edits in prop::collection::vec((any::<prop::sample::Index>(), any::<u8>(), 0u8..3), 1..8),
+        ) {
+            let seeds = seeds();
+            let mut bytes = seeds[seed.index(seeds.len())].clone().into_bytes();
+            for (at, byte, kind) in edits {
+                let i = at.index(bytes.len() + 1);
+                match kind {
+                    0 => bytes.insert(i, byte),
+                    1 if i < bytes.len() => { bytes.remove(i); }
+                    _ if i < bytes.len() => bytes[i] = byte,
+                    _ => {}
+                }
+            }
+            parse_everything(&String::from_utf8_lossy(&bytes));
+        }
+    }
 
     #[test]
     fn bad_watches_are_refused_in_words() {
         let err = |watch: Watch| Probe::open(&watch).err().expect("refused").to_string();
         assert!(err(Watch::Pid(0)).contains("no process has pid 0"));
         assert!(err(Watch::Pid(u32::MAX)).contains("is it running"));
+        let thread = std::thread::spawn(|| {
+            // SAFETY: gettid has no preconditions.
+            let tid = unsafe { libc::gettid() } as u32;
+            Probe::open(&Watch::Pid(tid))
+                .err()
+                .expect("refused")
+                .to_string()
+        });
+        let words = thread.join().unwrap();
+        let me = std::process::id();
+        assert!(
+            words.contains(&format!(
+                "a thread of process {me}, not a process: give --pid {me}"
+            )),
+            "{words}"
+        );
         assert!(err(Watch::Process(String::new())).contains("empty"));
         let long = err(Watch::Process("gunicorn: worker [app]".into()));
         assert!(long.contains("try \"gunicorn: worke\""), "{long}");

@@ -48,12 +48,15 @@ fn unescape(field: &str) -> String {
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;
     while i < bytes.len() {
+        // Three octal digits, at most \377: anything else is not an escape and is kept as it is.
         let octal = bytes
             .get(i + 1..i + 4)
-            .filter(|d| d.iter().all(|b| (b'0'..=b'7').contains(b)));
+            .filter(|d| d.iter().all(|b| (b'0'..=b'7').contains(b)))
+            .map(|d| d.iter().fold(0u16, |v, b| v * 8 + u16::from(b - b'0')))
+            .and_then(|v| u8::try_from(v).ok());
         match (bytes[i], octal) {
-            (b'\\', Some(d)) => {
-                out.push((d[0] - b'0') * 64 + (d[1] - b'0') * 8 + (d[2] - b'0'));
+            (b'\\', Some(byte)) => {
+                out.push(byte);
                 i += 4;
             }
             (b, _) => {
@@ -321,6 +324,9 @@ mod tests {
         );
         let escaped = "41 31 0:38 / /mnt/a\\040b rw - cgroup2 none rw\n";
         assert_eq!(parse_mountinfo(escaped).unwrap(), Some("/mnt/a b".into()));
+        // Not an escape: a byte's value is at most \\377.
+        let big = "41 31 0:38 / /mnt/a\\777 rw - cgroup2 none rw\n";
+        assert_eq!(parse_mountinfo(big).unwrap(), Some("/mnt/a\\777".into()));
         assert_eq!(
             parse_mountinfo("1 2 3 / /proc rw - proc proc rw\n").unwrap(),
             None

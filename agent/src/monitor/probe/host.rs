@@ -100,7 +100,7 @@ pub fn parse_cpu_list(text: &str) -> Result<u32, ParseError> {
                 format!("the range {range} runs backwards"),
             ));
         }
-        count = count.saturating_add(hi - lo + 1);
+        count = count.saturating_add((hi - lo).saturating_add(1));
     }
     Ok(count)
 }
@@ -210,6 +210,7 @@ softirq 556677 1 2 3 4 5 6 7 8 9 10
         assert_eq!(parse_cpu_list("0-3,8,10-11").unwrap(), 7);
         assert_eq!(parse_cpu_list("\n").unwrap(), 0);
         assert!(parse_cpu_list("3-1").is_err());
+        assert_eq!(parse_cpu_list("0-4294967295").unwrap(), u32::MAX);
         assert!(parse_cpu_list("a").is_err());
     }
 

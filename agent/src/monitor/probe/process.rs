@@ -14,8 +14,9 @@ use super::procfs::{self, ParseError, number};
 /// How the set of processes is found.
 #[derive(Debug, Clone)]
 pub enum Selector {
-    /// The process and its descendants.
-    Tree(u32),
+    /// The process (its pid and start time: a pid reused by another process after it exits is not
+    /// it) and its descendants.
+    Tree(u32, u64),
     /// Every process of this `comm`.
     Name(String),
     /// Every process of the cgroup and those below it.
@@ -29,7 +30,7 @@ impl Selector {
     /// The current pids, sorted.
     pub fn pids(&self) -> Result<Vec<u32>, ProbeError> {
         match self {
-            Selector::Tree(root) => tree(*root),
+            Selector::Tree(root, start) => tree(*root, *start),
             Selector::Name(name) => named(name),
             Selector::Cgroup(dir) => cgroup::pids(dir),
         }
@@ -63,7 +64,7 @@ fn named(name: &str) -> Result<Vec<u32>, ProbeError> {
 
 /// The root and every process whose parent chain reaches it. Without CONFIG_PROC_CHILDREN the only
 /// way is every process's parent, from its stat.
-fn tree(root: u32) -> Result<Vec<u32>, ProbeError> {
+fn tree(root: u32, start: u64) -> Result<Vec<u32>, ProbeError> {
     let mut children: HashMap<u32, Vec<u32>> = HashMap::new();
     let mut root_alive = false;
     for pid in all_pids()? {
@@ -72,7 +73,7 @@ fn tree(root: u32) -> Result<Vec<u32>, ProbeError> {
             continue;
         };
         let stat = procfs::parse(&path, &text, parse_stat)?;
-        root_alive |= pid == root;
+        root_alive |= pid == root && stat.start == start;
         children.entry(stat.ppid).or_default().push(pid);
     }
     if !root_alive {
@@ -182,6 +183,24 @@ impl<const N: usize> Tally<N> {
         }
         self.seen = seen;
     }
+}
+
+/// The process `pid` is, for `--pid`: its start time, or why it cannot be watched (no such
+/// process; a thread's id, whose process is the one to give).
+pub fn root(pid: u32) -> Result<u64, ProbeError> {
+    let base = PathBuf::from(format!("/proc/{pid}"));
+    let path = base.join("status");
+    let status = match procfs::read_alive(&path)? {
+        Some(text) if pid != 0 => text,
+        _ => return Err(ProbeError::NoSuchPid(pid)),
+    };
+    let [tgid] = procfs::parse(&path, &status, |t| procfs::colon_fields(t, ["Tgid"]))?;
+    if let Some(process) = tgid.filter(|tgid| *tgid != u64::from(pid)) {
+        return Err(ProbeError::ThreadNotProcess { tid: pid, process });
+    }
+    let path = base.join("stat");
+    let text = procfs::read_alive(&path)?.ok_or(ProbeError::NoSuchPid(pid))?;
+    Ok(procfs::parse(&path, &text, parse_stat)?.start)
 }
 
 /// One thread as read this sample.
@@ -328,11 +347,17 @@ mod tests {
         assert!(!me.threads.is_empty());
         assert_eq!(Process::read(u32::MAX).unwrap().map(|p| p.pid), None);
         assert!(
-            Selector::Tree(std::process::id())
+            Selector::Tree(std::process::id(), me.stat.start)
                 .pids()
                 .unwrap()
                 .contains(&std::process::id())
         );
-        assert_eq!(Selector::Tree(u32::MAX).pids().unwrap(), Vec::<u32>::new());
+        assert_eq!(
+            Selector::Tree(u32::MAX, 0).pids().unwrap(),
+            Vec::<u32>::new()
+        );
+        // Our pid with another start time is another process, one that is not running.
+        let reused = Selector::Tree(std::process::id(), me.stat.start + 1);
+        assert_eq!(reused.pids().unwrap(), Vec::<u32>::new());
     }
 }
