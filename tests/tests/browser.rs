@@ -257,3 +257,99 @@ fn a_killed_run_kept_a_report_of_its_finished_steps() {
     let (_, table) = steps_table(&dom);
     assert_eq!(table.len(), shown);
 }
+
+/// An agent's name a page must show as text and never read as markup: the end of a script, an
+/// element with a handler, the end of an attribute, a comment, an entity. The handlers do not
+/// `alert`: a dialog would hold headless Chromium until the time limit, and the failure would say
+/// only that.
+fn hostile_name(i: usize) -> String {
+    match i % 5 {
+        0 => format!("</script><img src=x onerror=window.injected={i}>"),
+        1 => format!("\"><img src=x onerror=window.injected={i}>"),
+        2 => format!("' onmouseover='window.injected={i}"),
+        3 => format!("<!--{i}"),
+        _ => format!("&lt;img src=x&gt; {i}"),
+    }
+}
+
+#[test]
+fn hostile_agent_names_in_the_table_the_script_fills_are_shown_as_text() {
+    let Some(chromium) =
+        browser::available("hostile_agent_names_in_the_table_the_script_fills_are_shown_as_text")
+    else {
+        return;
+    };
+    // Twice the target's capacity and more, timed out soon: failures to draw too.
+    let target = Target::start(&["--capacity", "10"]);
+    let ran = run_ok(&[
+        &target.url(),
+        "--model",
+        "requests",
+        "--steps",
+        "20,40",
+        "--step-duration",
+        "1s",
+        "--timeout",
+        "100ms",
+    ]);
+    let dir = ran.dir.path();
+    // The run's one agent made 105, in each of its 2 steps: 210 rows, past the 200 the page
+    // writes itself, so its script builds the table.
+    let names: Vec<String> = (0..105).map(hostile_name).collect();
+    let mut run = ran.run.clone();
+    let renamed = |of: &serde_json::Value, key: &str| -> serde_json::Value {
+        names
+            .iter()
+            .map(|n| {
+                let mut a = of.clone();
+                a[key] = n.as_str().into();
+                a
+            })
+            .collect()
+    };
+    run["agents"] = renamed(&ran.run["agents"][0], "name");
+    for step in run["steps"].as_array_mut().unwrap() {
+        step["agents"] = renamed(&step["agents"][0], "agent");
+    }
+    std::fs::write(dir.join("run.json"), run.to_string()).unwrap();
+    let o = tests::stampede(&["report", dir.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+
+    let page = browser::load(&chromium, &dir.join("report.html")).unwrap();
+    let (dom, data) = assert_sound_page(&page);
+    assert_eq!(browser::assert_embeds_run(&data, dir), 2);
+    let table = dom.by_id("agents").expect("a <table id=\"agents\">");
+    assert_eq!(
+        table.attr("data-fill"),
+        Some("agent_steps"),
+        "the script fills the table"
+    );
+    let cols: Vec<&str> = table
+        .all("th")
+        .iter()
+        .map(|th| th.attr("data-col").unwrap_or(""))
+        .collect();
+    let at = cols
+        .iter()
+        .position(|c| *c == "agent")
+        .expect("an agent column");
+    let shown: Vec<String> = table
+        .all("tr")
+        .iter()
+        .map(|tr| tr.all("td"))
+        .filter(|tds| !tds.is_empty())
+        .map(|tds| {
+            assert_eq!(tds.len(), cols.len(), "a row has a cell per column");
+            tds[at].text()
+        })
+        .collect();
+    let want: Vec<String> = names.iter().chain(&names).cloned().collect();
+    assert_eq!(shown, want, "each agent's name, as text, in its rows");
+    let injected: Vec<String> = dom
+        .elements()
+        .iter()
+        .filter(|e| e.name() == "img" || e.attrs().iter().any(|(k, _)| k.starts_with("on")))
+        .map(|e| format!("<{} {:?}>", e.name(), e.attrs()))
+        .collect();
+    assert_eq!(injected, Vec::<String>::new(), "a name became markup");
+}
