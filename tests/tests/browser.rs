@@ -1,5 +1,6 @@
 //! A run's report.html opened in a real browser (Chromium headless): its script runs without an
-//! error, every chart it says it draws is drawn, and the steps table shows steps.tsv's numbers.
+//! error, every chart it says it draws is drawn, the steps table shows steps.tsv's numbers, and an
+//! agent's name is text wherever the page or its script writes it.
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
