@@ -581,13 +581,19 @@ mod tests {
             .expect("the monitor joins within 10 s")
             .unwrap();
         let send = |kind| down.send(Ok(proto::to_agent(kind)));
-        let mut next = async || {
+        // The next message that is not a heartbeat's answer.
+        let mut next = async || loop {
             let msg = tokio::time::timeout(patience, up.message()).await;
-            msg.expect("an answer within 10 s")
+            match msg
+                .expect("an answer within 10 s")
                 .unwrap()
                 .unwrap()
                 .kind
                 .unwrap()
+            {
+                Up::Pong(_) => continue,
+                other => return other,
+            }
         };
         send(Down::Hello(pb::Hello {
             protocol_version: proto::PROTOCOL_VERSION,
@@ -624,7 +630,6 @@ mod tests {
             match next().await {
                 Up::Refusal(r) => refused = Some(r.message),
                 Up::MonitorSample(s) => second = Some(s),
-                Up::Pong(_) => {}
                 other => panic!("read {other:?}"),
             }
         }
