@@ -372,6 +372,11 @@ mod tests {
         let caps = r.capabilities.as_ref().unwrap();
         assert_eq!(caps.threads, 1);
         assert!(caps.fd_limit > 0);
+        assert_eq!(r.role, pb::Role::Load as i32);
+        // The id a monitor on this host reports, so a coordinator can tell they share it.
+        let probe = crate::monitor::Probe::open(&shared::monitor::Watch::Pid(std::process::id()));
+        assert_eq!(caps.machine_id, probe.unwrap().info(None).machine_id);
+        assert_eq!(caps.machine_id.len(), 16, "{}", caps.machine_id);
         shutdown.cancel();
     }
 
