@@ -54,7 +54,15 @@ pub fn render_run(r: &RunReport) -> String {
     body.push_str("<h2>Each step's latency distribution</h2>\n");
     body.push_str(&charts::distribution(run, &r.distributions));
     body.push_str("<h2>Over time</h2>\n");
-    body.push_str(&charts::timeline(run).render_in(&mut titles));
+    if run.steps.iter().any(|s| !s.reply_rate_series.is_empty()) {
+        body.push_str(&charts::timeline(run).render_in(&mut titles));
+    } else {
+        body.push_str(&chart::empty(
+            "timeline",
+            "Served rate over the run (1 s samples)",
+            "No step has a 1 s sample yet (a step shorter than a second has none): nothing to draw.",
+        ));
+    }
     body.push_str("<h2>Steps</h2>\n");
     body.push_str(&tables::steps(run));
     body.push_str(&tables::agents(run));

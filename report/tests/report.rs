@@ -240,3 +240,16 @@ fn the_knee_is_marked_where_the_summary_puts_it() {
         "{rates}"
     );
 }
+
+#[test]
+fn a_run_without_1_s_samples_leaves_the_timeline_a_labelled_place() {
+    let mut r = fixture::report();
+    for s in &mut r.run.steps {
+        s.reply_rate_series.clear();
+    }
+    let page = render_run(&r);
+    assert!(
+        page.contains("<figure class=\"chart empty\" data-chart=\"timeline\">"),
+        "the timeline of a run without 1 s samples"
+    );
+}

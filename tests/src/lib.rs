@@ -118,6 +118,11 @@ impl Target {
         format!("{scheme}://{}/", self.addr)
     }
 
+    /// Its process id (a server monitor's `--pid`).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// The target's own count of requests served (its stats endpoint is not counted).
     pub fn requests(&self) -> u64 {
         let body = http_get(self.addr, "/_stampede/stats");

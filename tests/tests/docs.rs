@@ -79,6 +79,11 @@ fn every_documented_subcommand_and_flag_exists() {
         "--duration",
         "--on-agent-loss",
         "--label",
+        "--monitors",
+        "--expect-monitors",
+        "--monitor-pid",
+        "--monitor-process",
+        "--monitor-cgroup",
     ] {
         assert!(run.contains(flag), "run --help lacks {flag}");
         assert!(
