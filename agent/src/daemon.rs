@@ -13,9 +13,11 @@ use tokio_util::sync::CancellationToken;
 use tonic::{Request, Response, Status, Streaming};
 
 use crate::engine::Engine;
+use crate::link::AgentEnd;
 use crate::link::accept::{self, Peer, log_refused};
 use crate::link::dial::{DialError, Dialer};
 use crate::link::{self, Link, MAX_MESSAGE_BYTES, Side};
+use crate::monitor::session::Monitor;
 use crate::policy::Policy;
 use crate::session::{self, Rules};
 use crate::tls::TlsFiles;
@@ -34,15 +36,58 @@ pub struct DaemonConfig {
     pub ready_file: Option<PathBuf>,
     /// `--exit-after-run`: end after the first coordinator session (an agent run as a Job).
     pub exit_after_run: bool,
+    /// `--monitor`: watch the server instead of sending load (no worker threads are started).
+    pub monitor: Option<Monitor>,
+}
+
+/// What this daemon's sessions do: send load, or watch the server read-only.
+#[derive(Clone)]
+enum Duty {
+    Load(Arc<Engine>),
+    Monitor(Arc<Monitor>),
+}
+
+impl Duty {
+    fn start(cfg: &DaemonConfig) -> Result<Duty, DaemonError> {
+        Ok(match &cfg.monitor {
+            Some(m) => Duty::Monitor(Arc::new(m.clone())),
+            None => Duty::Load(Arc::new(Engine::start(cfg.threads)?)),
+        })
+    }
+
+    async fn serve(
+        &self,
+        rules: Arc<Rules>,
+        end: AgentEnd,
+        peer: String,
+        shutdown: CancellationToken,
+    ) -> Result<(), session::SessionError> {
+        match self {
+            Duty::Load(engine) => session::serve(engine.clone(), rules, end, peer, shutdown).await,
+            Duty::Monitor(m) => {
+                crate::monitor::session::serve(m.clone(), rules, end, peer, shutdown).await
+            }
+        }
+    }
+}
+
+impl DaemonConfig {
+    /// For the start-up line: "with 4 worker threads", "as a monitor".
+    fn duty_words(&self) -> String {
+        match &self.monitor {
+            None => format!("with {} worker threads", self.threads),
+            Some(_) => "as a monitor (read-only: it runs no load)".into(),
+        }
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
 pub enum DaemonError {
     #[error(
-        "refusing to listen on {0} without a token: anyone who can reach it could aim load anywhere; \
+        "refusing to listen on {0} without a token: anyone who can reach it could {1}; \
          add --token-file FILE (or set STAMPEDE_TOKEN), or listen on 127.0.0.1"
     )]
-    NotLoopback(SocketAddr),
+    NotLoopback(SocketAddr, &'static str),
     #[error(
         "refusing to listen on {0} in plain text: beyond loopback the control channel needs mutual TLS; \
          add --tls-cert, --tls-key and --tls-ca (make them with `stampede certs init`), or listen on 127.0.0.1"
@@ -94,7 +139,7 @@ impl AfterRun {
 }
 
 struct Service {
-    engine: Arc<Engine>,
+    duty: Duty,
     rules: Arc<Rules>,
     /// One coordinator at a time: a second one is refused, not interleaved.
     busy: Arc<AtomicBool>,
@@ -133,13 +178,13 @@ impl Agent for Service {
             tx: out_tx,
             rx: inbound,
         };
-        let engine = self.engine.clone();
+        let duty = self.duty.clone();
         let rules = self.rules.clone();
         let shutdown = self.shutdown.clone();
         let after_run = self.after_run.clone();
         tokio::spawn(async move {
             let _release = release;
-            let outcome = session::serve(engine, rules, end, peer.clone(), shutdown).await;
+            let outcome = duty.serve(rules, end, peer.clone(), shutdown).await;
             match &outcome {
                 Ok(()) => tracing::info!(%peer, "Coordinator session ended"),
                 Err(e) => tracing::warn!(%peer, error = %e, "Coordinator session ended"),
@@ -156,7 +201,11 @@ impl Agent for Service {
 pub async fn bind(cfg: &DaemonConfig) -> Result<tokio::net::TcpListener, DaemonError> {
     if !cfg.listen.ip().is_loopback() {
         if cfg.token.is_none() {
-            return Err(DaemonError::NotLoopback(cfg.listen));
+            let harm = match cfg.monitor {
+                None => "aim load anywhere",
+                Some(_) => "read what this host and its server are doing",
+            };
+            return Err(DaemonError::NotLoopback(cfg.listen, harm));
         }
         if cfg.tls.is_none() {
             return Err(DaemonError::PlainText(cfg.listen));
@@ -176,9 +225,8 @@ pub async fn serve(
     cfg: &DaemonConfig,
     shutdown: CancellationToken,
 ) -> Result<(), DaemonError> {
-    let engine = Arc::new(Engine::start(cfg.threads)?);
     let service = Service {
-        engine,
+        duty: Duty::start(cfg)?,
         rules: Arc::new(Rules {
             token: cfg.token.clone(),
             policy: cfg.policy.clone(),
@@ -218,7 +266,7 @@ pub async fn join(
     shutdown: CancellationToken,
 ) -> Result<(), DaemonError> {
     crate::system::raise_fd_limit();
-    let engine = Arc::new(Engine::start(cfg.threads)?);
+    let duty = Duty::start(&cfg)?;
     let rules = Arc::new(Rules {
         token: cfg.token.clone(),
         policy: cfg.policy.clone(),
@@ -231,11 +279,11 @@ pub async fn join(
     )
     .map_err(|e| DaemonError::Join(format!("{coordinator}: {e}")))?;
     eprintln!(
-        "stampede-agent: joining the coordinator at {coordinator} with {} worker threads",
-        cfg.threads
+        "stampede-agent: joining the coordinator at {coordinator} {}",
+        cfg.duty_words()
     );
     while !shutdown.is_cancelled() {
-        let session = join_once(&dialer, &coordinator, &engine, &rules, shutdown.clone());
+        let session = join_once(&dialer, &coordinator, &duty, &rules, shutdown.clone());
         let outcome = session.await;
         if cfg.exit_after_run
             && let Some(end) = end_after_run(&outcome)
@@ -280,7 +328,7 @@ enum Joined {
 async fn join_once(
     dialer: &Dialer,
     coordinator: &str,
-    engine: &Arc<Engine>,
+    duty: &Duty,
     rules: &Arc<Rules>,
     shutdown: CancellationToken,
 ) -> Result<(), Joined> {
@@ -295,7 +343,7 @@ async fn join_once(
         rx: link::read_stream(response.into_inner()),
     };
     let peer = coordinator.to_string();
-    Ok(session::serve(engine.clone(), rules.clone(), end, peer, shutdown).await?)
+    Ok(duty.serve(rules.clone(), end, peer, shutdown).await?)
 }
 
 /// `stampede-agent --listen`'s library entry point.
@@ -307,8 +355,8 @@ pub async fn run(cfg: DaemonConfig, shutdown: CancellationToken) -> Result<(), D
         source,
     })?;
     eprintln!(
-        "stampede-agent: listening on {addr} with {} worker threads{}",
-        cfg.threads,
+        "stampede-agent: listening on {addr} {}{}",
+        cfg.duty_words(),
         if cfg.token.is_some() {
             ", token required"
         } else {
@@ -339,6 +387,7 @@ mod tests {
             policy: Policy::default(),
             tls: None,
             ready_file: None,
+            monitor: None,
             exit_after_run,
         }
     }
@@ -450,6 +499,11 @@ mod tests {
         let caps = r.capabilities.as_ref().unwrap();
         assert_eq!(caps.threads, 1);
         assert!(caps.fd_limit > 0);
+        assert_eq!(r.role, pb::Role::Load as i32);
+        // The id a monitor on this host reports, so a coordinator can tell they share it.
+        let probe = crate::monitor::Probe::open(&shared::monitor::Watch::Pid(std::process::id()));
+        assert_eq!(caps.machine_id, probe.unwrap().info(None).machine_id);
+        assert_eq!(caps.machine_id.len(), 16, "{}", caps.machine_id);
         shutdown.cancel();
     }
 
@@ -500,6 +554,9 @@ mod tests {
             .with_ansi(false)
             .finish();
         let _logging = tracing::subscriber::set_default(subscriber);
+        // A callsite first reached by a parallel test, on a thread with no subscriber, may have
+        // cached "never" as its interest; asked again, it counts this thread's subscriber too.
+        tracing::callsite::rebuild_interest_cache();
         let (endpoint, shutdown) = start().await;
         let mut client = AgentClient::connect(endpoint.clone()).await.unwrap();
         let (tx, rx) = mpsc::channel(4);
@@ -563,6 +620,7 @@ mod tests {
             policy: Policy::default(),
             tls: None,
             ready_file: None,
+            monitor: None,
             exit_after_run: false,
         })
         .await
@@ -601,5 +659,125 @@ mod tests {
             .unwrap();
         assert!(matches!(ok[0].kind, Some(Up::HelloReply(_))), "{ok:?}");
         shutdown.cancel();
+    }
+
+    /// A coordinator's `Coordinator.Join` port that hands each joining agent's streams to the test.
+    struct JoinPort(mpsc::Sender<Joined>);
+
+    type Joined = (
+        Streaming<pb::AgentMessage>,
+        mpsc::Sender<Result<pb::CoordinatorMessage, Status>>,
+    );
+
+    #[tonic::async_trait]
+    impl pb::coordinator_server::Coordinator for JoinPort {
+        type JoinStream = ReceiverStream<Result<pb::CoordinatorMessage, Status>>;
+
+        async fn join(
+            &self,
+            request: Request<Streaming<pb::AgentMessage>>,
+        ) -> Result<Response<Self::JoinStream>, Status> {
+            let (down, rx) = mpsc::channel(16);
+            let _ = self.0.send((request.into_inner(), down)).await;
+            Ok(Response::new(ReceiverStream::new(rx)))
+        }
+    }
+
+    #[tokio::test]
+    async fn a_monitor_joins_with_the_token_streams_samples_and_refuses_load() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (joined_tx, mut joined) = mpsc::channel(4);
+        tokio::spawn(
+            tonic::transport::Server::builder()
+                .add_service(pb::coordinator_server::CoordinatorServer::new(JoinPort(
+                    joined_tx,
+                )))
+                .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener)),
+        );
+        let cfg = DaemonConfig {
+            listen: "127.0.0.1:0".parse().unwrap(),
+            threads: 1,
+            token: Some("s3cret".into()),
+            policy: Policy::default(),
+            tls: None,
+            ready_file: None,
+            monitor: Some(Monitor {
+                name: Some("self".into()),
+                open: crate::monitor::session::opener(shared::monitor::Watch::Pid(
+                    std::process::id(),
+                )),
+            }),
+            exit_after_run: false,
+        };
+        let shutdown = CancellationToken::new();
+        let daemon = tokio::spawn(join(addr.to_string(), cfg, shutdown.clone()));
+        let patience = std::time::Duration::from_secs(10);
+        let (mut up, down) = tokio::time::timeout(patience, joined.recv())
+            .await
+            .expect("the monitor joins within 10 s")
+            .unwrap();
+        let send = |kind| down.send(Ok(proto::to_agent(kind)));
+        // The next message that is not a heartbeat's answer.
+        let mut next = async || loop {
+            let msg = tokio::time::timeout(patience, up.message()).await;
+            match msg
+                .expect("an answer within 10 s")
+                .unwrap()
+                .unwrap()
+                .kind
+                .unwrap()
+            {
+                Up::Pong(_) => continue,
+                other => return other,
+            }
+        };
+        send(Down::Hello(pb::Hello {
+            protocol_version: proto::PROTOCOL_VERSION,
+            coordinator_version: "test".into(),
+            token: "s3cret".into(),
+        }))
+        .await
+        .unwrap();
+        let Up::HelloReply(reply) = next().await else {
+            panic!("expected the hello reply");
+        };
+        assert_eq!(reply.role, pb::Role::Monitor as i32);
+        assert_eq!(reply.monitor.unwrap().name, "self");
+        // Heartbeats, as a coordinator sends them, keep the dead-man switch quiet.
+        let pinger = down.clone();
+        let _beat = tokio_util::task::AbortOnDropHandle::new(tokio::spawn(async move {
+            for id in 0.. {
+                let ping = Ok(proto::to_agent(Down::Ping(pb::Ping { id })));
+                if pinger.send(ping).await.is_err() {
+                    return;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+            }
+        }));
+        let Up::MonitorSample(first) = next().await else {
+            panic!("expected a sample");
+        };
+        send(Down::Configure(pb::Configure::default()))
+            .await
+            .unwrap();
+        let mut refused = None;
+        let mut second = None;
+        while refused.is_none() || second.is_none() {
+            match next().await {
+                Up::Refusal(r) => refused = Some(r.message),
+                Up::MonitorSample(s) => second = Some(s),
+                other => panic!("read {other:?}"),
+            }
+        }
+        assert_eq!(refused.unwrap(), crate::monitor::session::NO_LOAD);
+        let gap = second.unwrap().at_unix_nanos - first.at_unix_nanos;
+        assert!(
+            (800_000_000..1_200_000_000).contains(&gap),
+            "{gap} ns apart"
+        );
+        shutdown.cancel();
+        let ended = tokio::time::timeout(patience, daemon).await;
+        assert!(matches!(ended, Ok(Ok(Ok(())))), "{ended:?}");
     }
 }

@@ -5,6 +5,7 @@ pub mod client;
 pub mod daemon;
 pub mod engine;
 pub mod link;
+pub mod monitor;
 pub mod policy;
 pub mod recorder;
 pub mod response;

@@ -48,6 +48,9 @@ pub enum SessionError {
     Auth(&'static str),
     #[error(transparent)]
     Engine(#[from] crate::engine::EngineError),
+    /// A monitor cannot read what it watches (the process is gone): the probe's words.
+    #[error("this monitor cannot watch what it was started for: {0}")]
+    Watch(String),
 }
 
 /// Starts an agent session in this process and returns the coordinator's end of its link.
@@ -91,6 +94,30 @@ fn token_matches(presented: &str, expected: &str) -> bool {
 pub struct Rules {
     pub token: Option<String>,
     pub policy: Policy,
+}
+
+impl Rules {
+    /// Checks a hello's protocol version and token: the same door for a load agent and a monitor.
+    pub(crate) fn admit(&self, h: &pb::Hello) -> Result<(), SessionError> {
+        if h.protocol_version != PROTOCOL_VERSION {
+            return Err(SessionError::Version {
+                theirs: h.protocol_version,
+                ours: PROTOCOL_VERSION,
+            });
+        }
+        let Some(expected) = &self.token else {
+            return Ok(());
+        };
+        if h.token.is_empty() {
+            Err(SessionError::Auth(
+                "this agent requires a token: give the coordinator --token-file or STAMPEDE_TOKEN",
+            ))
+        } else if !token_matches(&h.token, expected) {
+            Err(SessionError::Auth("the token does not match this agent's"))
+        } else {
+            Ok(())
+        }
+    }
 }
 
 type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
@@ -171,12 +198,14 @@ impl State {
 }
 
 /// A coordinator message, or why there will be none, with the instant it arrived.
-type Arrival = (Instant, Result<pb::CoordinatorMessage, Closed>);
+pub(crate) type Arrival = (Instant, Result<pb::CoordinatorMessage, Closed>);
 
 /// Reads the coordinator's side of the link beside the session loop and stamps each message as it
 /// arrives: a heartbeat that came while the loop was busy (sending to a slow reader, starting a step)
 /// counts from when it came, not from when the loop got to it, in both directions.
-fn stamp_arrivals(mut inbound: LinkRx<pb::CoordinatorMessage>) -> mpsc::Receiver<Arrival> {
+pub(crate) fn stamp_arrivals(
+    mut inbound: LinkRx<pb::CoordinatorMessage>,
+) -> mpsc::Receiver<Arrival> {
     let (tx, rx) = mpsc::channel(LINK_CAPACITY);
     tokio::spawn(async move {
         loop {
@@ -206,7 +235,7 @@ struct Session {
     state: State,
 }
 
-fn unix_ns_now() -> i64 {
+pub(crate) fn unix_ns_now() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos() as i64)
@@ -279,7 +308,7 @@ pub(crate) async fn serve_with(
 }
 
 /// Builds a refusal, logged here because the coordinator's reading of it is out of our hands.
-fn refusal(message: impl Into<String>) -> Option<Up> {
+pub(crate) fn refusal(message: impl Into<String>) -> Option<Up> {
     let message = message.into();
     tracing::warn!(%message, "Refused a coordinator request");
     Some(Up::Refusal(pb::Refusal { message }))
@@ -332,7 +361,7 @@ impl Session {
         let state = std::mem::take(&mut self.state);
         let (state, reply) = match kind {
             Down::Hello(h) => {
-                if let Err(e) = self.admit(&h) {
+                if let Err(e) = self.rules.admit(&h) {
                     log_refused(Side::Agent, &self.peer, &e);
                     // The session ends here; a running step's load stops with it.
                     state.stop_load();
@@ -377,28 +406,6 @@ impl Session {
         }
     }
 
-    /// Checks a hello's protocol version and token.
-    fn admit(&self, h: &pb::Hello) -> Result<(), SessionError> {
-        if h.protocol_version != PROTOCOL_VERSION {
-            return Err(SessionError::Version {
-                theirs: h.protocol_version,
-                ours: PROTOCOL_VERSION,
-            });
-        }
-        let Some(expected) = &self.rules.token else {
-            return Ok(());
-        };
-        if h.token.is_empty() {
-            Err(SessionError::Auth(
-                "this agent requires a token: give the coordinator --token-file or STAMPEDE_TOKEN",
-            ))
-        } else if !token_matches(&h.token, expected) {
-            Err(SessionError::Auth("the token does not match this agent's"))
-        } else {
-            Ok(())
-        }
-    }
-
     fn hello_reply(&self) -> pb::HelloReply {
         let capacity = Capacity::of_this_machine(self.engine.threads());
         let (low, high) = capacity.port_range;
@@ -415,7 +422,10 @@ impl Session {
                 limits: Some((&self.rules.policy).into()),
                 tcp_tw_reuse: system::tcp_tw_reuse(),
                 source_addrs: true,
+                machine_id: system::machine_id(),
             }),
+            role: pb::Role::Load as i32,
+            monitor: None,
         }
     }
 

@@ -433,6 +433,28 @@ settings! {
         /// Worker threads of the embedded agent (wrk -t) [default: one per core].
         #[arg(long, short = 't', help_heading = DISTRIBUTED)]
         pub threads: Option<usize>,
+
+        /// Server monitors to dial (`stampede-agent --monitor --listen`), as --agents lists agents:
+        /// host:port,... | @FILE | dns://NAME:PORT. Each adds the server's CPU, memory and the kernel's
+        /// drops to every step, as steps.tsv columns suffixed with its name.
+        #[arg(long, help_heading = MONITOR)]
+        pub monitors: Option<String>,
+        /// How many monitors must join (`stampede-agent --monitor --join`) with --listen, beside
+        /// --expect-agents.
+        #[arg(long, value_name = "N", requires = "listen", help_heading = MONITOR)]
+        pub expect_monitors: Option<usize>,
+        /// Watch this process (its threads and children) from this machine, in-process: a monitor
+        /// named `server` (a pid changes from run to run; the columns should not).
+        #[arg(long, value_name = "PID", conflicts_with_all = ["monitor_process", "monitor_cgroup"], help_heading = MONITOR)]
+        pub monitor_pid: Option<u32>,
+        /// Watch every process of this name (nginx's master and workers), in-process: a monitor named
+        /// NAME.
+        #[arg(long, value_name = "NAME", conflicts_with = "monitor_cgroup", help_heading = MONITOR)]
+        pub monitor_process: Option<String>,
+        /// Watch this cgroup v2 directory (cpu.stat, memory, throttling), in-process: a monitor named
+        /// by its last component.
+        #[arg(long, value_name = "PATH", help_heading = MONITOR)]
+        pub monitor_cgroup: Option<PathBuf>,
     }
 }
 
@@ -440,6 +462,7 @@ const TARGET: &str = "Target and request";
 const LOAD: &str = "Load shape";
 const OUTPUT: &str = "Output";
 const DISTRIBUTED: &str = "Distributed";
+const MONITOR: &str = "Server monitor";
 
 const RUN_EXAMPLES: &str = "\
 Examples:

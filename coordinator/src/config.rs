@@ -77,9 +77,20 @@ pub enum AgentSpec {
 
 /// Parses `--agents`: a comma list, `@file` (one per line, `#` comments), or `dns://name:port` entries.
 pub fn parse_agents(arg: &str) -> Result<Vec<AgentSpec>, ConfigError> {
+    parse_peers("--agents", arg)
+}
+
+/// Parses a list of peers given as `flag` (`--agents`, `--monitors`): the same grammar for both.
+fn parse_peers(flag: &str, arg: &str) -> Result<Vec<AgentSpec>, ConfigError> {
+    let what = flag.trim_start_matches('-');
+    let file = if flag == "--monitors" {
+        "monitors file"
+    } else {
+        "agents file"
+    };
     let text = match arg.strip_prefix('@') {
-        Some(path) => String::from_utf8(read_file("agents file", Path::new(path))?)
-            .map_err(|_| ConfigError::Conflict(format!("agents file {path} is not UTF-8 text")))?,
+        Some(path) => String::from_utf8(read_file(file, Path::new(path))?)
+            .map_err(|_| ConfigError::Conflict(format!("{what} file {path} is not UTF-8 text")))?,
         None => arg.replace(',', "\n"),
     };
     let mut out = Vec::new();
@@ -89,7 +100,7 @@ pub fn parse_agents(arg: &str) -> Result<Vec<AgentSpec>, ConfigError> {
             continue;
         }
         let bad =
-            |why: &str| ConfigError::Conflict(format!("--agents entry {} '{line}': {why}", i + 1));
+            |why: &str| ConfigError::Conflict(format!("{flag} entry {} '{line}': {why}", i + 1));
         let (spec, hostport) = match line.strip_prefix("dns://") {
             Some(rest) => (AgentSpec::Dns(rest.to_string()), rest),
             None if line.contains("://") => return Err(bad("use host:port or dns://name:port")),
@@ -104,7 +115,10 @@ pub fn parse_agents(arg: &str) -> Result<Vec<AgentSpec>, ConfigError> {
         out.push(spec);
     }
     if out.is_empty() {
-        return Err(ConfigError::Conflict("--agents names no agent".into()));
+        return Err(ConfigError::Conflict(format!(
+            "{flag} names no {}",
+            &what[..what.len() - 1]
+        )));
     }
     Ok(out)
 }
@@ -113,7 +127,9 @@ pub fn parse_agents(arg: &str) -> Result<Vec<AgentSpec>, ConfigError> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct JoinSpec {
     pub listen: std::net::SocketAddr,
+    /// Load agents to join, and monitors beside them.
     pub expect: usize,
+    pub monitors: usize,
     pub wait: Duration,
     /// Where to say the join port is bound (`--ready-file`).
     pub ready_file: Option<PathBuf>,
@@ -133,6 +149,9 @@ pub struct RunConfig {
     /// Remote agents; empty (and no `join`) means the embedded agent.
     pub agents: Vec<AgentSpec>,
     pub join: Option<JoinSpec>,
+    /// Server monitors to dial, and the one to run in-process.
+    pub monitors: Vec<AgentSpec>,
+    pub monitor: Option<shared::monitor::Watch>,
     /// How many dialed agents to wait for (`--expect-agents` with `--agents`).
     pub dial_wait: Option<DialWait>,
     pub token: Option<String>,
@@ -439,6 +458,11 @@ fn resolve_one(
     )
     .map_err(|e| ConfigError::Conflict(e.to_string()))?;
     let join = join(&args, token.as_deref(), tls.as_ref())?;
+    let monitors = match &args.monitors {
+        Some(m) => parse_peers("--monitors", m)?,
+        None => Vec::new(),
+    };
+    let monitor = embedded_monitor(&args)?;
     let dial_wait = dial_wait(&args)?;
     check_weights(&args, &agents)?;
     let host = plan.workload().origin().host().to_string();
@@ -451,6 +475,8 @@ fn resolve_one(
         label,
         agents,
         join,
+        monitors,
+        monitor,
         dial_wait,
         token,
         tls,
@@ -729,6 +755,7 @@ fn join(
             Some(JoinSpec {
                 listen,
                 expect,
+                monitors: args.expect_monitors.unwrap_or(0),
                 wait,
                 ready_file: args.ready_file.clone(),
             })
@@ -764,6 +791,31 @@ fn dial_wait(args: &RunArgs) -> Result<Option<DialWait>, ConfigError> {
     }
     let wait = dur("--wait-agents", &args.wait_agents)?.expect(DEFAULTED);
     Ok(Some(DialWait { expect, wait }))
+}
+
+/// What the in-process monitor watches (`--monitor-pid`, `--monitor-process`, `--monitor-cgroup`),
+/// checked for what can be told before it is opened; the probe says the rest when it opens it.
+fn embedded_monitor(args: &RunArgs) -> Result<Option<shared::monitor::Watch>, ConfigError> {
+    use shared::monitor::Watch;
+    let bad = |m: String| Err(ConfigError::Conflict(m));
+    match (
+        args.monitor_pid,
+        &args.monitor_process,
+        &args.monitor_cgroup,
+    ) {
+        (Some(0), ..) => bad("--monitor-pid 0: a process id is 1 or more".into()),
+        (Some(pid), ..) => Ok(Some(Watch::Pid(pid))),
+        (_, Some(name), _) if name.is_empty() || name.contains('/') => bad(format!(
+            "--monitor-process '{name}': give a process name as ps -o comm shows it (no '/')"
+        )),
+        (_, Some(name), _) => Ok(Some(Watch::Process(name.clone()))),
+        (.., Some(path)) if !path.is_absolute() => bad(format!(
+            "--monitor-cgroup {}: give the cgroup's absolute directory, e.g. /sys/fs/cgroup/system.slice/nginx.service",
+            path.display()
+        )),
+        (.., Some(path)) => Ok(Some(Watch::Cgroup(path.clone()))),
+        _ => Ok(None),
+    }
 }
 
 /// --agent-weights: one positive weight per agent listed one by one.

@@ -31,7 +31,8 @@ pub async fn run(args: DemoArgs, shutdown: Stop) -> Result<RunOutcome, RunError>
     .map_err(|e| RunError::Config(config::ConfigError::Conflict(e.to_string())))?;
     if !args.quiet {
         eprintln!(
-            "stampede demo: reference target on http://{addr}/ serving at most {DEMO_CAPACITY} req/s; ramping the requests model from 100 to 600 req/s"
+            "stampede demo: reference target on http://{addr}/ serving at most {DEMO_CAPACITY} req/s; ramping the requests model from 100 to 600 req/s; a server monitor watches this process (pid {}: the target, and the generator beside it)",
+            std::process::id()
         );
     }
     let cfg = config::resolve(RunArgs {
@@ -44,6 +45,9 @@ pub async fn run(args: DemoArgs, shutdown: Stop) -> Result<RunOutcome, RunError>
         timeout: Some(Duration::from_secs(2).into()),
         out: args.out,
         quiet: args.quiet,
+        // The target serves from this process's runtime, beside the embedded agent: no pid is the
+        // target's alone, so the monitor watches the whole process (the run says they share a host).
+        monitor_pid: Some(std::process::id()),
         ..RunArgs::default()
     })?;
     let outcome = run::run(cfg, shutdown).await;

@@ -9,6 +9,7 @@ use std::time::{Duration, SystemTime};
 use hdrhistogram::serialization::interval_log::{IntervalLogWriterBuilder, Tag};
 use shared::distribution::Distribution;
 use shared::histogram::{Deflater, Encoded, Merger};
+use shared::monitor::MonitorInfo;
 use shared::report::{RunSummary, StepResult, StepTable};
 pub use shared::run_file::AgentInfo;
 use shared::run_file::{Breach, RUNNING, RunFile, Stopped};
@@ -235,10 +236,11 @@ pub enum Finished {
 
 impl Output {
     /// `warnings` are the agents' warnings about the whole run (e.g. a source address they lack), each
-    /// prefixed with its agent.
+    /// prefixed with its agent; `monitors` the server monitors that watch it (each gains its columns).
     pub fn create(
         cfg: &RunConfig,
         agents: &[AgentInfo],
+        monitors: &[MonitorInfo],
         warnings: &[String],
     ) -> Result<Output, OutputError> {
         let dir = cfg.out.clone();
@@ -250,7 +252,8 @@ impl Output {
             .open(&table_path)
             .map_err(at(&table_path))?;
         let sep = cfg.format.separator();
-        let columns = StepTable::new(&cfg.host, cfg.plan.model());
+        let names: Vec<String> = monitors.iter().map(|m| m.name.clone()).collect();
+        let columns = StepTable::new(&cfg.host, cfg.plan.model()).with_monitors(&names);
         let header = columns.header().join(&sep.to_string());
         writeln!(table, "{header}").map_err(at(&table_path))?;
         let mut doc = RunFile::start(
@@ -261,6 +264,7 @@ impl Output {
             warnings.to_vec(),
         );
         doc.label = cfg.label.clone();
+        doc.monitors = monitors.to_vec();
         let mut out = Output {
             dir,
             table,
@@ -717,11 +721,11 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let mut cfg = config(dir.path());
         claim(&cfg.out, false, false).unwrap();
-        Output::create(&cfg, &[], &[]).unwrap();
+        Output::create(&cfg, &[], &[], &[]).unwrap();
         let read = |d: &Path| RunFile::read(&d.join("run.json")).unwrap().label;
         assert_eq!(read(dir.path()), None);
         cfg.label = Some("nginx".into());
-        Output::create(&cfg, &[], &[]).unwrap();
+        Output::create(&cfg, &[], &[], &[]).unwrap();
         assert_eq!(read(dir.path()).as_deref(), Some("nginx"));
     }
 
@@ -750,7 +754,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let cfg = config(dir.path());
         claim(&cfg.out, false, false).unwrap();
-        let mut out = Output::create(&cfg, &[], &[]).unwrap();
+        let mut out = Output::create(&cfg, &[], &[], &[]).unwrap();
         // No room for the copy beside it (as on a full disk): the rewrite fails.
         fs::create_dir(dir.path().join("run.json.tmp")).unwrap();
         let done = out.finish("aborted").unwrap();

@@ -16,6 +16,8 @@ use shared::plan::{
 use shared::status::{StatusCodes, StatusSet};
 use shared::warning::{Warning, WarningKind};
 
+pub mod monitor;
+
 pub mod pb {
     #![allow(clippy::all, clippy::pedantic, missing_docs)]
     tonic::include_proto!("stampede.v1");

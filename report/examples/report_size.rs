@@ -1,54 +1,21 @@
-//! How big and how slow a large report is: 100 steps of 10 agents each (the fixture's steps and
-//! agent cloned and renumbered, ten 1 s samples a step), rendered; prints bytes and milliseconds.
-//! Goal: under 300 KB and 1 s. `cargo run --release -p report --example report_size [OUT.html]`
+//! How big and how slow a large report is: 100 steps of 10 agents each (`fixture::large`),
+//! rendered, and a comparison of 5 runs of 20 steps; prints bytes and milliseconds. Goal: under
+//! 300 KB and 1 s each (tests/report.rs and compare_page's tests hold the sizes). `cargo run --release -p report --example report_size [OUT.html]`
+// The tests' fixture, of which this example needs only `large`.
 #[path = "../tests/fixture/mod.rs"]
+#[allow(dead_code)]
 mod fixture;
 
 use std::time::Instant;
 
-use report::{RunReport, render_run};
+use report::{render_compare, render_run};
+use shared::compare::{Labelled, Threshold, compare};
 
 const STEPS: usize = 100;
 const AGENTS: usize = 10;
 
-fn large() -> RunReport {
-    let mut run = fixture::report().run;
-    let template = run.steps.clone();
-    let agent = run.agents[0].clone();
-    run.agents = (0..AGENTS)
-        .map(|a| {
-            let mut info = agent.clone();
-            info.name = format!("10.0.0.{}:7700", a + 11);
-            info
-        })
-        .collect();
-    run.steps = (0..STEPS)
-        .map(|i| {
-            let mut s = template[i % template.len()].clone();
-            s.number = i as u32 + 1;
-            s.step_value = 100.0 * (i + 1) as f64;
-            s.demanded_rate = Some(s.step_value);
-            s.duration_s = 10.0;
-            let r = s.ok_rate * (1.0 + i as f64 / 10.0);
-            s.reply_rate_series = (0..10).map(|k| r * (0.98 + 0.004 * k as f64)).collect();
-            let one = s.agents[0].clone();
-            s.agents = (0..AGENTS)
-                .map(|a| {
-                    let mut share = one.clone();
-                    share.agent = run.agents[a].name.clone();
-                    share.requests /= AGENTS as u64;
-                    share
-                })
-                .collect();
-            s
-        })
-        .collect();
-    let distributions = fixture::distribution(&run);
-    RunReport { run, distributions }
-}
-
 fn main() {
-    let r = large();
+    let r = fixture::large(STEPS, AGENTS);
     let start = Instant::now();
     let page = render_run(&r);
     let took = start.elapsed();
@@ -57,6 +24,30 @@ fn main() {
         page.len(),
         page.len() as f64 / 1024.0,
         took.as_secs_f64() * 1000.0
+    );
+    // Five runs of twenty steps, each a little slower than the one before.
+    let runs: Vec<Labelled> = (0..5)
+        .map(|i| {
+            let mut run = fixture::large(20, 1).run;
+            for s in &mut run.steps {
+                s.latency_ms.p99 *= 1.0 + 0.1 * i as f64;
+            }
+            Labelled {
+                label: format!("run-{i}"),
+                source: format!("results/run-{i}"),
+                run,
+            }
+        })
+        .collect();
+    let c = compare(runs, None, Threshold::default()).expect("five distinct labels");
+    let start = Instant::now();
+    let compared = render_compare(&c);
+    let took_compare = start.elapsed();
+    println!(
+        "compare of 5 runs x 20 steps: {} bytes ({:.1} KB), rendered in {:.1} ms",
+        compared.len(),
+        compared.len() as f64 / 1024.0,
+        took_compare.as_secs_f64() * 1000.0
     );
     if let Some(out) = std::env::args().nth(1) {
         std::fs::write(&out, &page).expect("the output file is writable");

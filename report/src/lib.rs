@@ -6,24 +6,37 @@
 //! Depends on `shared` only: no tokio, no tonic.
 //!
 //! The page's contract with its readers (the browser test, scripts that scrape a report):
-//! - the data drawn is embedded as JSON in `<script type="application/json" id="stampede-data">`
-//!   (a run's report: run.json's content, keys sorted, without its indentation);
+//! - the data is embedded as JSON in `<script type="application/json" id="stampede-data">`: a
+//!   comparison's page, compare.json's content; a run's report, the run's numbers in the schema
+//!   `stampede.report-data/1` (`data.rs`): `schema`, `target`, `label`, `model`, `status`,
+//!   `agents` (the agents' names), and two sets of columns, each an object of equal-length arrays by
+//!   column name: `steps` (one entry per step: `step`, `step_value`, then steps.tsv's columns, each
+//!   cell as steps.tsv writes it, a number where it is one) and `agent_steps` (one entry per step and
+//!   agent: the `#agents` table's columns, `agent` an index into `agents`, and `lower_bound`, which
+//!   latencies are lower bounds, space-separated). Numbers have at most three decimals; a missing one
+//!   is null. The whole run.json stays beside the report (`stampede report DIR` rebuilds from it);
 //! - every chart is a `<figure class="chart" data-chart="NAME">` holding one `<svg>`; a chart with
 //!   nothing to draw yet is `<figure class="chart empty" data-chart="NAME">` with a caption saying why;
-//!   a run's report has every chart of [`RUN_CHARTS`], in that order; a drawn chart's points carry
-//!   `data-v="X Y"` (the values, not pixels) inside a `<g data-n="SERIES">`;
+//!   a run's report has every chart of [`RUN_CHARTS`], in that order; a drawn chart's points are
+//!   `<path d="M…" data-v="X Y,X Y,…">` inside a `<g data-n="SERIES">` (a series' markers, a layer's
+//!   bars): one "X Y" (the values, not pixels) for each `M` of the path, in order;
 //! - a comparison's page (`stampede compare`) has every chart of [`COMPARE_CHARTS`], in that order,
 //!   a series per run (`data-n` its label); its delta table is `<table id="compare">`, a row
 //!   `<tr data-value="V" data-run="LABEL">` per step value and run, its cells `<td data-metric="NAME"
 //!   data-class="CLASS">` (compare.json's classes), `data-regression="1"` on a regression;
-//! - the steps table is `<table id="steps">`, its cells `<td data-col="COLUMN">` named and formatted as
-//!   steps.tsv names and formats them; a run's other tables are `#agents` (its header cells
-//!   `<th data-col="COLUMN">`), `#plan`, `#fail-on`, `#warnings` and `#stopped`;
+//! - the steps table is `<table id="steps">`: its header cells `<th data-col="COLUMN">` name the
+//!   columns as steps.tsv does, and the n-th `<td>` of a row is the n-th column's cell, formatted as
+//!   steps.tsv formats it. A run's other tables are `#agents` (header cells `<th data-col="COLUMN">`,
+//!   cells by place as in `#steps`, a lower bound written `≥N`, none `-`), `#plan`, `#fail-on`,
+//!   `#warnings` and `#stopped`. Past 200 rows, `#agents` is `<table id="agents"
+//!   data-fill="agent_steps">` with an empty body that the page's script fills from the embedded
+//!   `agent_steps` (a `<noscript>` line says so);
 //! - once the page's script has run, `<html data-ready="1">`; a script error sets `data-errors` on
 //!   `<html>` to its message.
 
 pub mod chart;
 mod compare_page;
+mod data;
 pub mod escape;
 mod input;
 mod page;

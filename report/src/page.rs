@@ -10,12 +10,19 @@ th{position:sticky;top:0;background:#fff}figure.chart{margin:1em 0}figure.empty{
 .meta dt{color:#666}.meta dd{margin:0}.strip{display:grid;grid-template-columns:repeat(auto-fit,minmax(20em,1fr));gap:0 1em}\
 .wide{overflow-x:auto}#steps td,#agents td{white-space:nowrap}#plan th{text-align:left}#plan td{text-align:left;font-family:monospace;word-break:break-all}";
 
-/// The page's script, inline and plain (no library): hover readout of the nearest point, legend
-/// entries that hide what they name, the log/linear switch. It marks the page ready, and any error
+/// The page's script, inline and plain (no library): a `table[data-fill]` built from the embedded
+/// columns it names (each cell as `data::text` writes it, `≥` before a lower bound), hover readout
+/// of the nearest point (a line's vertices from its path data: `M x y` then steps `l dx dy …`), legend entries that hide what they name, the log/linear switch. It marks the page ready, and any error
 /// it meets on the page. Numbers are written as the charts' ticks write them (`chart::Unit::label`).
 const SCRIPT: &str = r#"(function(){var d=document.documentElement;
 window.addEventListener('error',function(e){d.setAttribute('data-errors',String(e.message))});
-JSON.parse(document.getElementById('stampede-data').textContent);
+var D=JSON.parse(document.getElementById('stampede-data').textContent);
+document.querySelectorAll('table[data-fill]').forEach(function(t){var a=D[t.getAttribute('data-fill')],f=document.createDocumentFragment(),
+cols=[].map.call(t.querySelectorAll('th[data-col]'),function(h){return h.getAttribute('data-col')});
+for(var i=0;i<a[cols[0]].length;i++){var tr=document.createElement('tr'),lb=a.lower_bound?a.lower_bound[i].split(' '):[];
+cols.forEach(function(c){var v=a[c][i],td=document.createElement('td');if(c=='agent'&&typeof v=='number')v=D.agents[v];
+td.textContent=(lb.indexOf(c.replace(/_ms$/,''))>=0?'\u2265':'')+(v===null?'-':String(v));tr.appendChild(td)});f.appendChild(tr)}
+t.querySelector('tbody').appendChild(f)});
 function s(x){if(!x||!isFinite(x))return'0';var p=Math.max(0,Math.min(6,2-Math.floor(Math.log10(Math.abs(x)))));return String(+x.toFixed(p))}
 function fmt(v,u){v=+v;var a=Math.abs(v);
 if(u=='ms')return a>=1000?s(v/1000)+' s':s(v)+' ms';
@@ -25,20 +32,21 @@ if(u=='q')return String(+(100*v).toFixed(5))+' %';
 return a>=1e9?s(v/1e9)+'G':a>=1e6?s(v/1e6)+'M':a>=1e3?s(v/1e3)+'k':s(v)}
 function inv(m,px){m=m.split(' ');var t=+m[1]+(px-m[3])/(m[4]-m[3])*(m[2]-m[1]);return m[0]=='g'?Math.pow(10,t):m[0]=='p'?1-Math.pow(10,-t):t}
 function chart(f){var svg=f.querySelector('svg');if(!svg)return;
-var ro=svg.querySelector('.ro'),xu=svg.getAttribute('data-xu'),yu=svg.getAttribute('data-yu'),hl=null;
+var ro=svg.querySelector('.ro'),xu=svg.getAttribute('data-xu'),yu=svg.getAttribute('data-yu'),
+hl=svg.appendChild(document.createElementNS('http://www.w3.org/2000/svg','circle'));hl.setAttribute('class','hl off');hl.setAttribute('r','4.5');
 f.querySelectorAll('.key').forEach(function(k){k.addEventListener('click',function(){var h=k.classList.toggle('hidden');
 f.querySelectorAll('svg [data-s="'+k.getAttribute('data-s')+'"]').forEach(function(g){g.classList.toggle('off',h)})})});
 var sw=f.querySelector('.scale');if(sw)sw.addEventListener('click',function(){sw.setAttribute('aria-pressed',sw.getAttribute('aria-pressed')!='true');
 f.querySelectorAll('.plot').forEach(function(p){p.classList.toggle('off')})});
-function clear(){ro.textContent='';if(hl)hl.classList.remove('hl');hl=null}
+function clear(){ro.textContent='';hl.classList.add('off')}
 svg.addEventListener('mousemove',function(e){var m=svg.getScreenCTM();if(!m)return;var p=svg.createSVGPoint();p.x=e.clientX;p.y=e.clientY;p=p.matrixTransform(m.inverse());
-var pl=svg.querySelector('.plot:not(.off)');if(!pl)return;var best=null,bd=900,at=null;
-pl.querySelectorAll('[data-s]:not(.off) [data-v]').forEach(function(el){var x,y;
-if(el.tagName=='circle'){x=+el.getAttribute('cx');y=+el.getAttribute('cy')}else{x=+el.getAttribute('x')+el.getAttribute('width')/2;y=+el.getAttribute('y')}
-var dd=(x-p.x)*(x-p.x)+(y-p.y)*(y-p.y);if(dd<bd){bd=dd;best=el}});
-pl.querySelectorAll('[data-s]:not(.off) path.ln').forEach(function(el){el.getAttribute('d').slice(1).split(/[ML]/).forEach(function(q){q=q.split(' ');
-var dd=(q[0]-p.x)*(q[0]-p.x)+(q[1]-p.y)*(q[1]-p.y);if(dd<bd){bd=dd;best=el;at=[inv(svg.getAttribute('data-x'),+q[0]),inv(pl.getAttribute('data-y'),+q[1])]}})});
-clear();if(!best)return;var v=at;if(best.tagName!='path'){hl=best;best.classList.add('hl');v=best.getAttribute('data-v').split(' ')}
+var pl=svg.querySelector('.plot:not(.off)');if(!pl)return;var best=null,bd=900,v,at;
+function near(x,y,el,val){var dd=(x-p.x)*(x-p.x)+(y-p.y)*(y-p.y);if(dd<bd){bd=dd;best=el;at=[x,y];v=val}}
+pl.querySelectorAll('[data-s]:not(.off) [data-v]').forEach(function(el){var vs=el.getAttribute('data-v').split(',');
+el.getAttribute('d').split('M').slice(1).forEach(function(q,i){q=q.split(' ');near(parseFloat(q[0]),parseFloat(q[1]),el,vs[i].split(' '))})});
+pl.querySelectorAll('[data-s]:not(.off) path.ln').forEach(function(el){var n=el.getAttribute('d').match(/-?[\d.]+/g),x=+n[0],y=+n[1];
+for(var i=0;i+1<n.length;i+=2){if(i){x+=+n[i];y+=+n[i+1]}near(x,y,el,[inv(svg.getAttribute('data-x'),x),inv(pl.getAttribute('data-y'),y)])}});
+clear();if(!best)return;hl.setAttribute('cx',at[0]);hl.setAttribute('cy',at[1]);hl.classList.remove('off');
 ro.textContent=best.parentNode.getAttribute('data-n')+': '+fmt(v[1],yu)+' at '+fmt(v[0],xu)});
 svg.addEventListener('mouseleave',clear)}
 document.querySelectorAll('rect[data-t]').forEach(function(r){var t=document.getElementById('shade-'+r.getAttribute('data-t'));if(t&&t.firstChild)r.appendChild(t.firstChild.cloneNode(true))});

@@ -7,7 +7,7 @@ mod tables;
 use std::fmt::Write;
 
 use crate::RunReport;
-use crate::chart::Titles;
+use crate::chart::{self, Titles};
 use crate::escape::html;
 use crate::page::page;
 
@@ -35,7 +35,15 @@ pub fn render_run(r: &RunReport) -> String {
     body.push_str("<h2>Against the offered load</h2>\n");
     body.push_str(&charts::rates(run).render_in(&mut titles));
     body.push_str(&charts::latency(run).render_in(&mut titles));
-    body.push_str(&charts::failures(run).render_in(&mut titles));
+    if charts::any_failure(run) {
+        body.push_str(&charts::failures(run).render_in(&mut titles));
+    } else {
+        body.push_str(&chart::empty(
+            "failures",
+            "Failures by class",
+            "No request failed in this run, on the target's side or the generator's: nothing to draw.",
+        ));
+    }
     body.push_str(&charts::status(run).render_in(&mut titles));
     body.push_str("<h2>Can the numbers be trusted?</h2>\n<div class=\"strip\">\n");
     for c in charts::trust_strip(run) {
@@ -46,14 +54,26 @@ pub fn render_run(r: &RunReport) -> String {
     body.push_str("<h2>Each step's latency distribution</h2>\n");
     body.push_str(&charts::distribution(run, &r.distributions));
     body.push_str("<h2>Over time</h2>\n");
-    body.push_str(&charts::timeline(run).render_in(&mut titles));
+    if run.steps.iter().any(|s| !s.reply_rate_series.is_empty()) {
+        body.push_str(&charts::timeline(run).render_in(&mut titles));
+    } else {
+        body.push_str(&chart::empty(
+            "timeline",
+            "Served rate over the run (1 s samples)",
+            "No step has a 1 s sample yet (a step shorter than a second has none): nothing to draw.",
+        ));
+    }
     body.push_str("<h2>Steps</h2>\n");
     body.push_str(&tables::steps(run));
     body.push_str(&tables::agents(run));
     body.push_str(&tables::plan(run));
     body.push_str(&tables::warnings_and_notes(run));
     body.push_str(&tables::ending(run));
-    page(&format!("stampede: {name}"), &body, &data(run))
+    page(
+        &format!("stampede: {name}"),
+        &body,
+        &crate::data::embedded(run),
+    )
 }
 
 /// The run's name, its answer in one sentence, and what ran: target, label, model, when, which
@@ -95,12 +115,4 @@ fn header(r: &RunReport) -> String {
     }
     out.push_str("</dl>\n");
     out
-}
-
-/// The embedded data: run.json's content, its keys sorted as the file has them, without the
-/// file's indentation (in a report of many steps and agents, that is most of the page).
-fn data(run: &shared::run_file::RunFile) -> String {
-    serde_json::to_value(run)
-        .and_then(|v| serde_json::to_string(&v))
-        .expect("a RunFile has string keys and no failing field")
 }

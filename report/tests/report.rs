@@ -54,7 +54,7 @@ fn every_chart_of_the_contract_is_drawn_for_the_fixture() {
     let latency = &page[page.find("data-chart=\"latency\"").unwrap()..];
     let latency = &latency[..latency.find("</figure>").unwrap()];
     assert!(
-        latency.contains("<circle class=\"lb\""),
+        latency.contains("<path class=\"mk lb\""),
         "the censored step's lower bounds are hollow"
     );
     assert!(latency.contains("lower bounds"), "and said to be");
@@ -121,10 +121,61 @@ fn a_run_s_markup_is_shown_as_text() {
     );
     let back = data(&page);
     assert_eq!(back["label"], PAYLOAD);
-    assert_eq!(back["plan"]["requests"][0]["headers"][0], header.as_str());
-    assert_eq!(back["agents"][0]["name"], PAYLOAD);
-    assert_eq!(back["steps"][0]["notes"][0], PAYLOAD);
-    assert_eq!(back["steps"][0]["agents"][0]["agent"], PAYLOAD);
+    assert_eq!(back["agents"][0], PAYLOAD);
+    assert_eq!(back["agent_steps"]["agent"][0], 0, "the agent by its index");
+}
+
+#[test]
+fn a_long_agents_table_is_built_by_the_page_from_its_data() {
+    let mut r = fixture::large(21, 10);
+    for (k, a) in r
+        .run
+        .steps
+        .iter_mut()
+        .flat_map(|s| &mut s.agents)
+        .enumerate()
+    {
+        a.requests = k as u64;
+    }
+    let page = render_run(&r);
+    let table = &page[page.find("<table id=\"agents\"").unwrap()..];
+    let table = &table[..table.find("</table>").unwrap()];
+    assert!(table.contains("data-fill=\"agent_steps\""), "{table}");
+    assert!(!table.contains("<td"), "no row in the page: {table}");
+    assert!(page.contains("<noscript><p>The 210 rows of this table"));
+    let back = data(&page);
+    let requests: Vec<u64> = back["agent_steps"]["requests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_u64().unwrap())
+        .collect();
+    assert_eq!(
+        requests,
+        (0..210).collect::<Vec<u64>>(),
+        "every row, in order"
+    );
+    assert_eq!(back["agent_steps"]["agent"][13], 3);
+    assert_eq!(back["agents"][3], "10.0.0.14:7700");
+    assert_eq!(back["steps"]["step_value"][20], 2100);
+
+    let page = render_run(&fixture::large(20, 10));
+    let table = &page[page.find("<table id=\"agents\">").unwrap()..];
+    let table = &table[..table.find("</table>").unwrap()];
+    assert_eq!(
+        table.matches("<tr><td>").count(),
+        200,
+        "200 rows are written"
+    );
+    assert!(table.contains("<tr><td>14</td><td>10.0.0.14:7700</td>"));
+}
+
+/// Issue 12's budget: a report of 100 steps of 10 agents under 300 KB (`examples/report_size.rs`
+/// prints the size and the time).
+#[test]
+fn a_report_of_100_steps_of_10_agents_is_under_300_kb() {
+    let page = render_run(&fixture::large(100, 10));
+    assert!(page.len() < 300 * 1024, "{} bytes", page.len());
 }
 
 #[test]
@@ -155,4 +206,50 @@ fn a_closed_loop_run_is_drawn_against_connections_without_an_ideal_line() {
     let page = render_run(&r);
     assert!(page.contains("connections (closed loop)"));
     assert!(!page.contains("ideal: served = offered"));
+}
+
+#[test]
+fn a_run_without_failures_says_so_instead_of_drawing_empty_axes() {
+    let mut r = fixture::report();
+    assert!(render_run(&r).contains("<figure class=\"chart\" data-chart=\"failures\">"));
+    for s in &mut r.run.steps {
+        s.failed = 0;
+        s.replies = s.ok;
+        for (_, n) in &mut s.errors.0 {
+            *n = 0;
+        }
+    }
+    let page = render_run(&r);
+    assert!(
+        page.contains("<figure class=\"chart empty\" data-chart=\"failures\">")
+            && page.contains("No request failed in this run"),
+        "the failures chart of a run without failures"
+    );
+}
+
+#[test]
+fn the_knee_is_marked_where_the_summary_puts_it() {
+    let r = fixture::report();
+    let s = r.run.summary.as_ref().unwrap();
+    let kept = s.kept_up_to.expect("the fixture kept up somewhere");
+    let page = render_run(&r);
+    let rates = &page[page.find("data-chart=\"rates\"").unwrap()..];
+    let rates = &rates[..rates.find("</figure>").unwrap()];
+    assert!(
+        rates.contains(&format!("kept up to {}", report::chart::short(kept))),
+        "{rates}"
+    );
+}
+
+#[test]
+fn a_run_without_1_s_samples_leaves_the_timeline_a_labelled_place() {
+    let mut r = fixture::report();
+    for s in &mut r.run.steps {
+        s.reply_rate_series.clear();
+    }
+    let page = render_run(&r);
+    assert!(
+        page.contains("<figure class=\"chart empty\" data-chart=\"timeline\">"),
+        "the timeline of a run without 1 s samples"
+    );
 }

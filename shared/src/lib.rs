@@ -8,12 +8,14 @@ pub mod condition;
 pub mod distribution;
 pub mod histogram;
 pub mod metrics;
+pub mod monitor;
 pub mod plan;
 pub mod ready;
 pub mod report;
 pub mod rng;
 pub mod run_file;
 pub mod schedule;
+pub mod server_notes;
 pub mod status;
 #[cfg(feature = "cli")]
 pub mod usage;

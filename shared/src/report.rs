@@ -7,6 +7,7 @@ use serde::ser::{Serialize, SerializeMap, Serializer};
 
 use crate::histogram::{Histogram, us_to_ms};
 use crate::metrics::{Counters, ErrorClass, FirstErrors, STATUS_CLASSES, Snapshot};
+use crate::monitor::step::StepServer;
 use crate::plan::LoadModel;
 use crate::status::StatusSet;
 use crate::verdict::{self, Facts, Server, ServerFacts, Verdict};
@@ -387,6 +388,9 @@ pub struct StepResult {
     /// Latest minus earliest first request over the agents, ms (0 for one agent).
     pub start_skew_ms: Option<f64>,
     pub agents: Vec<AgentStep>,
+    /// Each server monitor's view of the step; absent without monitors (and in older files).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub server_monitors: Vec<StepServer>,
 }
 
 /// One full interval of the merged fleet, for the reply-rate series.
@@ -632,6 +636,7 @@ pub fn summarize(input: &StepInput<'_>) -> StepResult {
         aborted: input.aborted,
         start_skew_ms: input.start_skew.map(|d| round3(d.as_secs_f64() * 1000.0)),
         agents,
+        server_monitors: Vec::new(),
     }
 }
 
@@ -906,6 +911,29 @@ type Cell = Box<dyn Fn(&StepResult) -> String + Send + Sync>;
 /// A numeric column: its name and the step's number in it.
 type Numeric = (&'static str, fn(&StepResult) -> f64);
 
+/// A monitor's cell: its number for the step, if it saw the step and has one.
+type MonitorCell = fn(&StepServer) -> Option<f64>;
+
+/// A monitor's columns: the CPU of the watched processes (% of one core, and of the cores they may
+/// use), the busiest thread's share of a core, the memory at its highest, the host's CPU and softirq,
+/// and the kernel's drops and retransmits over the step.
+const MONITOR_COLUMNS: [(&str, MonitorCell); 8] = [
+    ("srv_cpu_pct", |m| m.target.as_ref().map(|t| t.cpu_pct)),
+    ("srv_cpu_util_pct", |m| {
+        m.target.as_ref().map(|t| t.cpu_util_pct)
+    }),
+    ("srv_thread_max_pct", |m| m.target.as_ref()?.thread_max_pct),
+    ("srv_mem_mb", |m| {
+        m.target
+            .as_ref()
+            .map(|t| t.memory_bytes.max / (1024.0 * 1024.0))
+    }),
+    ("host_cpu_pct", |m| m.host.cpu_pct),
+    ("host_softirq_pct", |m| m.host.softirq_pct),
+    ("tcp_listen_drops", |m| Some(m.tcp.listen_drops as f64)),
+    ("tcp_retrans", |m| Some(m.tcp.retrans_segs as f64)),
+];
+
 /// The step table (steps.tsv/csv): one list of (name, cell) columns, so the header and every row
 /// come from the same place and cannot drift apart. Autobench's columns first (with the host
 /// suffix), then stampede's.
@@ -997,12 +1025,36 @@ impl StepTable {
         ));
         t.push((ours("trust"), Box::new(|r| r.trust.name().to_string())));
         t.push((ours("server"), Box::new(|r| r.server.name().to_string())));
-        // A free-text last column: no separators in it.
+        // A free-text column (the last but for monitors'): no separators in it.
         t.push((
             ours("server_reason"),
             Box::new(|r| r.server_reasons.join("; ").replace(['\t', ','], " ")),
         ));
         StepTable(t)
+    }
+
+    /// The same table with each monitor's columns after stampede's, suffixed with its name as
+    /// autobench suffixes hosts (`srv_cpu_pct_web1`): after every other column, so that a script
+    /// reading steps.tsv by position reads the same columns whether a monitor watched or not. A
+    /// cell is empty for a step the monitor did not see (it was lost, or joined late).
+    pub fn with_monitors(mut self, names: &[String]) -> StepTable {
+        for name in names {
+            let suffix = name.replace(['\t', ',', ' ', '\n'], "_");
+            for (column, value) in MONITOR_COLUMNS {
+                let name = name.clone();
+                self.0.push((
+                    format!("{column}_{suffix}"),
+                    Box::new(move |r| {
+                        r.server_monitors
+                            .iter()
+                            .find(|m| m.monitor == name)
+                            .and_then(value)
+                            .map_or(String::new(), cell)
+                    }),
+                ));
+            }
+        }
+        self
     }
 
     pub fn header(&self) -> Vec<String> {

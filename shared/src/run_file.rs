@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use crate::monitor::MonitorInfo;
 use crate::plan::LoadModel;
 use crate::report::{RUN_SCHEMA, RunSummary, StepResult, StepTable};
 
@@ -32,6 +33,9 @@ pub struct RunFile {
     /// step with it.
     pub plan: serde_json::Value,
     pub agents: Vec<AgentInfo>,
+    /// The server monitors that watched the run; absent without (and in older files).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub monitors: Vec<MonitorInfo>,
     /// The agents' warnings about the whole run, each prefixed with its agent.
     pub warnings: Vec<String>,
     /// The run's answer so far; null before the first step.
@@ -130,6 +134,7 @@ impl RunFile {
             label: None,
             plan,
             agents,
+            monitors: Vec::new(),
             warnings,
             summary: None,
             steps: Vec::new(),
@@ -171,7 +176,8 @@ impl RunFile {
 
     /// The run's steps as steps.tsv tabulates them.
     pub fn step_table(&self) -> StepTable {
-        StepTable::new(self.host(), self.model())
+        let monitors: Vec<String> = self.monitors.iter().map(|m| m.name.clone()).collect();
+        StepTable::new(self.host(), self.model()).with_monitors(&monitors)
     }
 
     /// Reads `path`; the error names the file, and the field and line where it went wrong.
@@ -312,6 +318,54 @@ mod tests {
             tsv += &(table.row(r).join("\t") + "\n");
         }
         assert_eq!(tsv, include_str!("../tests/golden/steps.tsv"));
+    }
+
+    /// With a monitor, run.json says who it is and each step its view, steps.tsv gains the
+    /// monitor's columns after every other (empty for a step it did not see), and it all reads back.
+    #[test]
+    fn a_monitored_run_gains_its_columns_and_reads_back() {
+        let mut run = RunFile::parse(GOLDEN, golden_path()).unwrap();
+        let plain = run.step_table().header();
+        run.monitors = vec![MonitorInfo {
+            name: "web1".into(),
+            hostname: "web1.example".into(),
+            watching: "process nginx (3 pids)".into(),
+            cores: crate::monitor::Cores {
+                online: 4,
+                cpuset: None,
+                quota: Some(1.0),
+            },
+            machine_id: "ab12".into(),
+        }];
+        let mut seen = crate::monitor::step::example("web1", 98.0, 1.0);
+        seen.tcp.listen_drops = 12;
+        run.steps[1].server_monitors = vec![seen];
+        let table = run.step_table();
+        let header = table.header();
+        assert_eq!(
+            header[..plain.len()],
+            plain[..],
+            "the columns before stay where they were"
+        );
+        assert_eq!(
+            header[plain.len()..],
+            [
+                "srv_cpu_pct_web1",
+                "srv_cpu_util_pct_web1",
+                "srv_thread_max_pct_web1",
+                "srv_mem_mb_web1",
+                "host_cpu_pct_web1",
+                "host_softirq_pct_web1",
+                "tcp_listen_drops_web1",
+                "tcp_retrans_web1",
+            ]
+        );
+        let row = |i: usize| table.row(&run.steps[i])[plain.len()..].to_vec();
+        assert!(row(0).iter().all(String::is_empty), "{:?}", row(0));
+        assert_eq!(row(1), ["98", "98", "", "0", "10", "1", "12", "0"]);
+        let text = run.to_json();
+        assert!(text.contains("\"monitors\": [") && text.contains("\"server_monitors\": ["));
+        assert_eq!(RunFile::parse(&text, golden_path()).unwrap(), run);
     }
 
     #[test]

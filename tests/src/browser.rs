@@ -6,6 +6,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use serde_json::Value;
+
 use crate::dom::{Dom, El};
 
 /// How long a page may take to load and run its script.
@@ -57,6 +59,142 @@ pub fn embedded_data(dom: &Dom) -> serde_json::Value {
     serde_json::from_str(&embedded.text()).expect("the embedded data is JSON")
 }
 
+/// steps.tsv of a results directory as (header, rows of cells).
+pub fn steps_tsv(dir: &Path) -> (Vec<String>, Vec<Vec<String>>) {
+    let text = std::fs::read_to_string(dir.join("steps.tsv")).expect("steps.tsv");
+    let mut lines = text
+        .lines()
+        .map(|l| l.split('\t').map(str::to_string).collect::<Vec<String>>());
+    let header = lines.next().expect("a header line");
+    (header, lines.collect())
+}
+
+/// Asserts that a run's page embeds its results directory's numbers (`stampede.report-data/1`, the
+/// contract in `report/src/lib.rs`): what ran as run.json says; each step it shows as run.json and
+/// steps.tsv have it, every steps.tsv column its cell (a number where the cell is one); each
+/// agent's share of those steps as run.json's `steps[].agents[]`. A page may show fewer steps than
+/// the files hold (a run killed between their writes: steps.tsv, run.json, then the page); returns
+/// how many it shows.
+pub fn assert_embeds_run(data: &Value, dir: &Path) -> usize {
+    let run = crate::run_json(dir);
+    assert_eq!(data["schema"], "stampede.report-data/1");
+    for key in ["target", "label", "status"] {
+        assert_eq!(data[key], run[key], "the page's {key} is run.json's");
+    }
+    assert_eq!(data["model"], run["plan"]["model"]);
+    let names: Vec<Value> = array(&run["agents"])
+        .iter()
+        .map(|a| a["name"].clone())
+        .collect();
+    assert_eq!(
+        data["agents"],
+        Value::from(names.clone()),
+        "the agents' names"
+    );
+    let steps = &run["steps"];
+    let shown = assert_steps_columns(&data["steps"], steps, dir);
+    assert_agent_columns(&data["agent_steps"], &array(steps)[..shown], &names);
+    shown
+}
+
+fn array(v: &Value) -> &Vec<Value> {
+    v.as_array().unwrap_or_else(|| panic!("an array, not {v}"))
+}
+
+/// The column `name` of a set of columns.
+fn column<'a>(cols: &'a Value, name: &str) -> &'a Vec<Value> {
+    cols[name]
+        .as_array()
+        .unwrap_or_else(|| panic!("no column {name} in {cols}"))
+}
+
+/// The page's `steps` columns against run.json's `steps` and steps.tsv; returns how many steps
+/// they hold.
+fn assert_steps_columns(cols: &Value, steps: &Value, dir: &Path) -> usize {
+    let (header, rows) = steps_tsv(dir);
+    let mut names: Vec<&str> = cols
+        .as_object()
+        .expect("steps: an object of columns")
+        .keys()
+        .map(String::as_str)
+        .collect();
+    let mut want: Vec<&str> = ["step", "step_value"]
+        .into_iter()
+        .chain(header.iter().map(String::as_str))
+        .collect();
+    names.sort_unstable();
+    want.sort_unstable();
+    assert_eq!(
+        names, want,
+        "the steps' columns: step, step_value, steps.tsv's"
+    );
+    let shown = column(cols, "step").len();
+    for name in &names {
+        assert_eq!(column(cols, name).len(), shown, "column {name}'s length");
+    }
+    let steps = array(steps);
+    assert!(
+        shown <= steps.len() && shown <= rows.len(),
+        "{shown} steps shown, run.json has {}, steps.tsv {}",
+        steps.len(),
+        rows.len()
+    );
+    for (i, (step, row)) in steps.iter().zip(&rows).take(shown).enumerate() {
+        assert_eq!(column(cols, "step")[i], step["step"], "step {i}'s number");
+        let value = column(cols, "step_value")[i]
+            .as_f64()
+            .expect("a step value");
+        let want = step["step_value"].as_f64().expect("run.json's step value");
+        assert!((value - want).abs() < 5e-4, "step {i}: {value} for {want}");
+        for (name, cell) in header.iter().zip(row) {
+            let got = &column(cols, name)[i];
+            match cell.parse::<f64>() {
+                Ok(n) if n.is_finite() => assert_eq!(
+                    got.as_f64(),
+                    Some(n),
+                    "step {i} {name}: {got} for steps.tsv's number {cell}"
+                ),
+                _ => assert_eq!(got, cell, "step {i} {name}: {got} for steps.tsv's {cell:?}"),
+            }
+        }
+    }
+    shown
+}
+
+/// The page's `agent_steps` columns against run.json's `steps[].agents[]`, `agent` an index into
+/// the agents' `names`.
+fn assert_agent_columns(cols: &Value, steps: &[Value], names: &[Value]) {
+    let mut k = 0;
+    for step in steps {
+        for share in array(&step["agents"]) {
+            let at = |name: &str| &column(cols, name)[k];
+            let agent = match at("agent") {
+                Value::Number(n) => &names[n.as_u64().expect("an index") as usize],
+                name => name,
+            };
+            assert_eq!(agent, &share["agent"], "row {k}'s agent");
+            assert_eq!(at("step"), &step["step"], "row {k}'s step");
+            for c in ["threads", "requests", "replies", "ok", "errors"] {
+                assert_eq!(at(c), &share[c], "row {k}'s {c}");
+            }
+            let bounds: Vec<&str> = array(&share["latency_ms"]["lower_bound"])
+                .iter()
+                .map(|b| b.as_str().expect("a percentile's name"))
+                .collect();
+            assert_eq!(
+                at("lower_bound"),
+                &bounds.join(" "),
+                "row {k}'s lower bounds"
+            );
+            let p99 = at("p99_ms").as_f64().expect("a p99");
+            let want = share["latency_ms"]["p99"].as_f64().expect("run.json's p99");
+            assert!((p99 - want).abs() < 5e-4, "row {k}: p99 {p99} for {want}");
+            k += 1;
+        }
+    }
+    assert_eq!(column(cols, "agent").len(), k, "one row per step and agent");
+}
+
 /// The page's charts (`<figure class="chart" data-chart="NAME">`), named, in order.
 pub fn charts<'a>(dom: &'a Dom) -> Vec<(&'a str, El<'a>)> {
     dom.elements()
@@ -68,7 +206,9 @@ pub fn charts<'a>(dom: &'a Dom) -> Vec<(&'a str, El<'a>)> {
 
 /// Asserts that chart `name` is drawn, or marked `empty` and saying why (no `<svg>`, a caption);
 /// returns the points drawn (none for an empty chart). Drawn is the page contract's: one `<svg>`,
-/// points `data-v="X Y"` (values, not pixels, finite numbers) inside a series `<g data-n="NAME">`.
+/// points as `<path d="M…" data-v="X Y,X Y,…">` (values, not pixels, finite numbers) inside a
+/// series `<g data-n="NAME">`, one "X Y" for each `M` of the path; and a marker (`path.mk`) is drawn
+/// where its values are, by the axis mappings its `<svg data-x>` and plot `<g data-y>` carry.
 pub fn assert_drawn(name: &str, chart: El) -> Vec<(f64, f64)> {
     assert!(!name.is_empty(), "a chart without its data-chart name");
     if chart.has_class("empty") {
@@ -78,31 +218,137 @@ pub fn assert_drawn(name: &str, chart: El) -> Vec<(f64, f64)> {
         );
         return Vec::new();
     }
-    assert_eq!(chart.all("svg").len(), 1, "chart {name} holds one <svg>");
+    let svg = chart.all("svg");
+    assert_eq!(svg.len(), 1, "chart {name} holds one <svg>");
     let series = chart
         .descendants()
         .into_iter()
         .filter(|e| e.name() == "g" && e.attr("data-n").is_some());
     let points: Vec<(f64, f64)> = series
         .flat_map(|g| g.descendants())
-        .filter_map(|e| e.attr("data-v"))
-        .map(|v| {
-            let xy: Vec<f64> = v
-                .split_whitespace()
-                .map(|n| {
-                    n.parse()
-                        .unwrap_or_else(|_| panic!("chart {name}: data-v=\"{v}\" is not numbers"))
-                })
-                .collect();
-            assert!(
-                xy.len() == 2 && xy.iter().all(|n: &f64| n.is_finite()),
-                "chart {name}: data-v=\"{v}\" is not X Y"
-            );
-            (xy[0], xy[1])
-        })
+        .filter(|e| e.attr("data-v").is_some())
+        .flat_map(|e| path_points(name, e))
+        .map(|(value, _)| value)
         .collect();
     assert!(!points.is_empty(), "chart {name} draws no data");
+    let x = Mapping::of(name, svg[0], "data-x");
+    for plot in chart.all("g").into_iter().filter(|g| g.has_class("plot")) {
+        let y = Mapping::of(name, plot, "data-y");
+        let markers = plot.all("path").into_iter().filter(|p| p.has_class("mk"));
+        for ((vx, vy), (px, py)) in markers.flat_map(|p| path_points(name, p)) {
+            assert!(
+                x.near(vx, px) && y.near(vy, py),
+                "chart {name}: the marker of ({vx}, {vy}) is drawn at ({px}, {py}), not at ({}, {})",
+                x.px(vx),
+                y.px(vy)
+            );
+        }
+    }
     points
+}
+
+/// "X Y": two finite numbers.
+fn pair(s: &str) -> Option<(f64, f64)> {
+    let xy: Vec<f64> = s
+        .split(' ')
+        .map(|n| n.parse().ok())
+        .collect::<Option<_>>()?;
+    match xy[..] {
+        [x, y] if x.is_finite() && y.is_finite() => Some((x, y)),
+        _ => None,
+    }
+}
+
+/// The points of a `<path d="M…" data-v="X Y,X Y,…">`: each `data-v` pair (the values) with where
+/// the `M` of its place moves to (the pixel).
+fn path_points(chart: &str, path: El) -> Vec<((f64, f64), (f64, f64))> {
+    let v = path.attr("data-v").unwrap_or("");
+    let d = path.attr("d").unwrap_or_else(|| {
+        panic!(
+            "chart {chart}: data-v=\"{v}\" on a <{}> without d",
+            path.name()
+        )
+    });
+    let values: Vec<(f64, f64)> = v
+        .split(',')
+        .map(|p| {
+            pair(p).unwrap_or_else(|| {
+                panic!("chart {chart}: \"{p}\" of data-v=\"{v}\" is not X Y, finite numbers")
+            })
+        })
+        .collect();
+    let moves: Vec<(f64, f64)> = d
+        .split('M')
+        .skip(1)
+        .map(|m| {
+            // "M x y" ends where the next command's letter starts.
+            let at = m
+                .split(|c: char| !(c.is_ascii_digit() || c == '.' || c == '-' || c == ' '))
+                .next()
+                .unwrap_or("");
+            pair(at).unwrap_or_else(|| {
+                panic!("chart {chart}: the move \"M{m}\" of d=\"{d}\" is not to X Y")
+            })
+        })
+        .collect();
+    assert_eq!(
+        values.len(),
+        moves.len(),
+        "chart {chart}: data-v=\"{v}\" has not one X Y per M of d=\"{d}\""
+    );
+    values.into_iter().zip(moves).collect()
+}
+
+/// An axis' mapping of values to pixels as a chart writes it for its script: `SCALE LO HI FROM TO`,
+/// the scale `l`inear, lo`g` or `p`ercentile (x = 1/(1-q)), its ends transformed.
+#[derive(Debug)]
+struct Mapping {
+    scale: char,
+    lo: f64,
+    hi: f64,
+    from: f64,
+    to: f64,
+}
+
+impl Mapping {
+    /// `el`'s mapping in attribute `attr`.
+    fn of(chart: &str, el: El, attr: &str) -> Mapping {
+        let text = el.attr(attr).unwrap_or("");
+        let parts: Vec<&str> = text.split(' ').collect();
+        let n: Option<Vec<f64>> = parts.iter().skip(1).map(|n| n.parse().ok()).collect();
+        match (parts.first().copied(), n.as_deref()) {
+            (Some(s @ ("l" | "g" | "p")), Some(&[lo, hi, from, to])) => Mapping {
+                scale: s.chars().next().unwrap_or('l'),
+                lo,
+                hi,
+                from,
+                to,
+            },
+            _ => panic!("chart {chart}: {attr}=\"{text}\" is not an axis mapping"),
+        }
+    }
+
+    /// The pixel of `v`; a value off the axis sits at its end.
+    fn px(&self, v: f64) -> f64 {
+        let t = match self.scale {
+            'g' if v > 0.0 => v.log10(),
+            'g' => self.lo,
+            'p' => -(1.0 - v.clamp(0.0, 1.0)).log10(),
+            _ => v,
+        };
+        let t = t.clamp(self.lo.min(self.hi), self.lo.max(self.hi));
+        self.from + (t - self.lo) / (self.hi - self.lo) * (self.to - self.from)
+    }
+
+    /// Whether pixel `px` is where `v` goes: coordinates are written to a tenth of a pixel, and
+    /// values to three significant digits (a quantile to seven decimals).
+    fn near(&self, v: f64, px: f64) -> bool {
+        let off = [v * 0.995 - 1e-7, v * 1.005 + 1e-7]
+            .iter()
+            .map(|w| (self.px(*w) - self.px(v)).abs())
+            .fold(0.0, f64::max);
+        (self.px(v) - px).abs() <= 0.06 + off
+    }
 }
 
 /// The Chromium to use: `STAMPEDE_CHROMIUM`, else `chromium` or `chromium-browser` on PATH; the
@@ -293,6 +539,62 @@ fn tail(s: &str, n: usize) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A chart of x 0..10 over pixels 0..100 and y 0..10 over 100..0 (linear, or y on decades
+    /// 1..100), holding `path`.
+    fn chart(y: &str, path: &str) -> Dom {
+        Dom::parse(&format!(
+            "<figure class=\"chart\" data-chart=\"c\"><svg data-x=\"l 0 10 0 100\">\
+             <g class=\"plot lin\" data-y=\"{y}\"><g data-s=\"0\" data-n=\"a\">{path}</g></g></svg></figure>"
+        ))
+    }
+
+    fn drawn(y: &str, path: &str) -> Vec<(f64, f64)> {
+        let dom = chart(y, path);
+        assert_drawn("c", dom.first("figure").unwrap())
+    }
+
+    #[test]
+    fn a_paths_values_are_one_pair_per_move() {
+        let markers = r#"<path class="mk" d="M10 90h0M50 50h0M-0 100m-3 0a3 3 0 1 0 6 0" data-v="1 1,5 5,0 0"/>"#;
+        assert_eq!(
+            drawn("l 0 10 100 0", markers),
+            [(1.0, 1.0), (5.0, 5.0), (0.0, 0.0)]
+        );
+        // On decades 1..100, 10 is half way up; a 0 sits at the axis' foot.
+        let log = r#"<path class="mk" d="M20 50h0M30 100h0" data-v="2 10,3 0"/>"#;
+        assert_eq!(drawn("g 0 2 100 0", log), [(2.0, 10.0), (3.0, 0.0)]);
+        // A bar is drawn from the middle of its top, not at its x: only its count is checked.
+        let bar = r#"<path d="M12 50h3V100h-6V50z" data-v="1 5"/>"#;
+        assert_eq!(drawn("l 0 10 100 0", bar), [(1.0, 5.0)]);
+    }
+
+    #[test]
+    #[should_panic(expected = "has not one X Y per M")]
+    fn a_value_without_its_move_is_refused() {
+        drawn(
+            "l 0 10 100 0",
+            r#"<path class="mk" d="M10 90h0" data-v="1 1,5 5"/>"#,
+        );
+    }
+
+    #[test]
+    #[should_panic(expected = "is not X Y, finite numbers")]
+    fn a_value_not_a_number_is_refused() {
+        drawn(
+            "l 0 10 100 0",
+            r#"<path class="mk" d="M10 90h0" data-v="1 NaN"/>"#,
+        );
+    }
+
+    #[test]
+    #[should_panic(expected = "the marker of (5, 5) is drawn at (10, 90)")]
+    fn a_marker_away_from_its_values_is_refused() {
+        drawn(
+            "l 0 10 100 0",
+            r#"<path class="mk" d="M10 90h0M50 50h0" data-v="5 5,1 1"/>"#,
+        );
+    }
 
     #[test]
     fn console_lines_are_told_from_chromiums_own() {

@@ -85,7 +85,7 @@ impl Dom {
                     continue;
                 }
                 if RAW.contains(&name.as_str()) {
-                    let end = find_ci(rest, &format!("</{name}")).unwrap_or(rest.len());
+                    let end = raw_end(rest, &name);
                     let text = &rest[..end];
                     // Script and style text is not escaped; a title's and a textarea's is.
                     let text = if name == "script" || name == "style" {
@@ -319,6 +319,23 @@ fn find_ci(hay: &str, needle: &str) -> Option<usize> {
     hay.to_ascii_lowercase().find(&needle.to_ascii_lowercase())
 }
 
+/// Where the raw text of a `name` element ends: at its end tag, `</name` followed by a space, `/`
+/// or `>` as an HTML parser reads it (`</script\u003e` in a script's JSON ends nothing), else at
+/// the end.
+fn raw_end(text: &str, name: &str) -> usize {
+    let tag = format!("</{name}");
+    let mut from = 0;
+    while let Some(at) = find_ci(&text[from..], &tag) {
+        let end = from + at;
+        let next = text[end + tag.len()..].chars().next();
+        if next.is_none_or(|c| matches!(c, '\t' | '\n' | '\x0c' | '\r' | ' ' | '/' | '>')) {
+            return end;
+        }
+        from = end + tag.len();
+    }
+    text.len()
+}
+
 /// Character references as a browser writes them: the few named ones it uses, and numeric ones.
 fn decode(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
@@ -372,7 +389,7 @@ mod tests {
             "<!DOCTYPE html>\n<html lang=\"en\" data-ready=\"1\"><head><meta charset=\"utf-8\">\
              <title>a &amp; b</title><style>a>b{c:url(#p)}</style></head><body>\
              <table id=\"steps\"><tr><td data-col=\"x\">1&nbsp;&lt;2</td><td data-col=\"y\"></td></tr></table>\
-             <!-- <td>not</td> --><script>if (a<b) x='</p>';</script>\
+             <!-- <td>not</td> --><script>if (a<b) x='</p></scripts</script\\u003e';</script >\
              <figure class=\"chart empty\" data-chart=\"server\"><svg><g data-s=\"0\"><path d=\"M0 0\"/><circle r=\"2\"></circle></g></svg></figure>\
              </body></html>",
         );
@@ -394,7 +411,10 @@ mod tests {
                 (Some("y"), String::new())
             ]
         );
-        assert_eq!(dom.first("script").unwrap().text(), "if (a<b) x='</p>';");
+        assert_eq!(
+            dom.first("script").unwrap().text(),
+            "if (a<b) x='</p></scripts</script\\u003e';"
+        );
         let fig = dom.first("figure").unwrap();
         assert!(fig.has_class("chart") && fig.has_class("empty") && !fig.has_class("char"));
         let g = fig.all("g");

@@ -118,6 +118,11 @@ impl Target {
         format!("{scheme}://{}/", self.addr)
     }
 
+    /// Its process id (a server monitor's `--pid`).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// The target's own count of requests served (its stats endpoint is not counted).
     pub fn requests(&self) -> u64 {
         let body = http_get(self.addr, "/_stampede/stats");
@@ -439,13 +444,19 @@ pub struct AgentProc {
 
 impl AgentProc {
     pub fn start(extra: &[&str], env: &[(&str, &str)]) -> AgentProc {
+        let mut args = vec!["--listen", "127.0.0.1:0", "--threads", "1"];
+        args.extend_from_slice(extra);
+        AgentProc::with_args(&args, env)
+    }
+
+    /// `stampede-agent ARGS --ready-file F`: ARGS say where it listens (a monitor takes no --threads).
+    pub fn with_args(args: &[&str], env: &[(&str, &str)]) -> AgentProc {
         let ready = tempfile::tempdir().expect("temp dir");
         let file = ready.path().join("ready.json");
         let mut child = Command::new(bin("stampede-agent"))
-            .args(["--listen", "127.0.0.1:0", "--threads", "1"])
+            .args(args)
             .arg("--ready-file")
             .arg(&file)
-            .args(extra)
             .envs(env.iter().copied())
             .env("STAMPEDE_LOG", "warn")
             .stdout(Stdio::null())

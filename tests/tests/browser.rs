@@ -1,5 +1,6 @@
 //! A run's report.html opened in a real browser (Chromium headless): its script runs without an
-//! error, every chart it says it draws is drawn, and the steps table shows steps.tsv's numbers.
+//! error, every chart it says it draws is drawn, the steps table shows steps.tsv's numbers, and an
+//! agent's name is text wherever the page or its script writes it.
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -18,11 +19,11 @@ const X_NOT_STEP: [&str; 2] = ["timeline", "distribution"];
 fn assert_sound_page(page: &Loaded) -> (Dom, serde_json::Value) {
     let dom = browser::assert_clean(page);
     let data = browser::embedded_data(&dom);
-    let steps: Vec<f64> = data["steps"]
+    let steps: Vec<f64> = data["steps"]["step_value"]
         .as_array()
-        .expect("steps")
+        .expect("the steps' step_value column")
         .iter()
-        .map(|s| s["step_value"].as_f64().expect("a step value"))
+        .map(|v| v.as_f64().expect("a step value"))
         .collect();
     let charts = browser::charts(&dom);
     let names: Vec<&str> = charts.iter().map(|(name, _)| *name).collect();
@@ -41,32 +42,34 @@ fn assert_sound_page(page: &Loaded) -> (Dom, serde_json::Value) {
     (dom, data)
 }
 
-/// The `#steps` table as (header, rows of (data-col, text)).
+/// The `#steps` table as (its header cells' `data-col`, rows of cells paired with the header by
+/// place). A row must have a cell for each column, no more.
 fn steps_table(dom: &Dom) -> (Vec<String>, Vec<Vec<(String, String)>>) {
     let table = dom.by_id("steps").expect("a <table id=\"steps\">");
-    let header = table.all("th").iter().map(El::text).collect();
+    let header: Vec<String> = table
+        .all("th")
+        .iter()
+        .map(|th| {
+            let col = th.attr("data-col").expect("a <th data-col>");
+            assert_eq!(th.text(), col, "a header cell shows its column's name");
+            col.to_string()
+        })
+        .collect();
     let rows = table
         .all("tr")
         .iter()
         .filter(|tr| !tr.all("td").is_empty())
         .map(|tr| {
-            tr.all("td")
+            let cells = tr.all("td");
+            assert_eq!(cells.len(), header.len(), "a row has a cell per column");
+            header
                 .iter()
-                .map(|td| (td.attr("data-col").unwrap_or("").to_string(), td.text()))
+                .cloned()
+                .zip(cells.iter().map(El::text))
                 .collect()
         })
         .collect();
     (header, rows)
-}
-
-/// steps.tsv as (header, rows).
-fn tsv(dir: &Path) -> (Vec<String>, Vec<Vec<String>>) {
-    let text = std::fs::read_to_string(dir.join("steps.tsv")).expect("steps.tsv");
-    let mut lines = text
-        .lines()
-        .map(|l| l.split('\t').map(str::to_string).collect::<Vec<String>>());
-    let header = lines.next().expect("a header line");
-    (header, lines.collect())
 }
 
 #[test]
@@ -100,8 +103,12 @@ fn a_real_ramps_report_runs_in_chromium_and_shows_steps_tsv() {
     );
     let page = browser::load(&chromium, &dir.join("report.html")).unwrap();
     let (dom, data) = assert_sound_page(&page);
-    assert_eq!(data, ran.run, "the page embeds run.json");
-    let (tsv_header, tsv_rows) = tsv(dir);
+    assert_eq!(
+        browser::assert_embeds_run(&data, dir),
+        3,
+        "every step embedded"
+    );
+    let (tsv_header, tsv_rows) = browser::steps_tsv(dir);
     let (header, rows) = steps_table(&dom);
     assert_eq!(header, tsv_header, "the table's columns are steps.tsv's");
     assert_eq!(rows.len(), 3, "one row per step");
@@ -121,19 +128,26 @@ fn a_real_ramps_report_runs_in_chromium_and_shows_steps_tsv() {
     assert_eq!(o.stdout, run_page);
 }
 
-/// What a person does with the latency chart, in the browser: the pointer on its highest point
-/// (the readout names that point's series), a click on the first legend key (its series hidden),
-/// a click on the log/linear switch (the other plot shown).
+/// What a person does with the latency chart, in the browser: the pointer on its highest marker
+/// (the readout names that marker's series), a click on the first legend key (its series hidden),
+/// a click on the log/linear switch (the other plot shown). A series' markers are one `path.mk`,
+/// a point's centre where each `M` of its `d` moves to, its values the `data-v` pair of that place.
 const LATENCY_BY_HAND: &str = r#"
 var f = doc.querySelector('figure[data-chart="latency"]');
 f.scrollIntoView();
-var top = null;
-f.querySelectorAll('.plot:not(.off) circle[data-v]').forEach(function (c) {
-  if (!top || +c.getAttribute('cy') < +top.getAttribute('cy')) top = c;
+var svg = f.querySelector('svg');
+var top = null, at = null, value = null, highest = null;
+f.querySelectorAll('.plot:not(.off) path.mk').forEach(function (p) {
+  var vs = p.getAttribute('data-v').split(',');
+  p.getAttribute('d').split('M').slice(1).forEach(function (m, i) {
+    var xy = m.match(/^(-?[\d.]+) (-?[\d.]+)/), y = +vs[i].split(' ')[1];
+    if (!at || +xy[2] < at[1]) { top = p; at = [+xy[1], +xy[2]]; value = y; }
+    if (highest === null || y > highest) highest = y;
+  });
 });
-var r = top.getBoundingClientRect();
-f.querySelector('svg').dispatchEvent(new win.MouseEvent('mousemove',
-  {clientX: r.x + r.width / 2, clientY: r.y + r.height / 2, bubbles: true}));
+var c = new win.DOMPoint(at[0], at[1]).matrixTransform(svg.getScreenCTM());
+svg.dispatchEvent(new win.MouseEvent('mousemove',
+  {clientX: c.x, clientY: c.y, bubbles: true}));
 var readout = f.querySelector('.ro').textContent;
 var key = f.querySelector('.key');
 key.click();
@@ -146,7 +160,8 @@ var plots = function () {
 };
 var before = plots();
 f.querySelector('.scale').click();
-return {series: top.parentNode.getAttribute('data-n'), readout: readout, hidden: hidden,
+return {series: top.parentNode.getAttribute('data-n'), value: value, highest: highest,
+  readout: readout, hidden: hidden,
   before: before, after: plots(), errors: doc.documentElement.getAttribute('data-errors')};
 "#;
 
@@ -156,6 +171,10 @@ fn a_person_can_read_and_toggle_the_latency_chart(chromium: &Path, report: &Path
     assert_eq!(seen["exception"], serde_json::Value::Null, "{seen}");
     assert_eq!(seen["errors"], serde_json::Value::Null, "{seen}");
     let series = seen["series"].as_str().expect("a series under the pointer");
+    assert!(
+        seen["value"].is_number() && seen["value"] == seen["highest"],
+        "the highest marker drawn is the highest value: {seen}"
+    );
     let readout = seen["readout"].as_str().unwrap();
     assert!(
         readout.starts_with(&format!("{series}: ")) && readout.contains(" at "),
@@ -231,12 +250,107 @@ fn a_killed_run_kept_a_report_of_its_finished_steps() {
     assert_eq!(data["status"], "running", "killed: nothing marked it");
     // The kill may fall between run.json's rewrite and the report's: the page is then one step
     // behind, and whole.
-    let shown = data["steps"].as_array().unwrap().len();
+    let shown = browser::assert_embeds_run(&data, out.path());
     assert!(
         shown == finished || shown + 1 == finished,
         "{shown} steps shown of {finished}"
     );
-    assert_eq!(data["steps"][shown - 1], run["steps"][shown - 1]);
     let (_, table) = steps_table(&dom);
     assert_eq!(table.len(), shown);
+}
+
+/// An agent's name a page must show as text and never read as markup: the end of a script, an
+/// element with a handler, the end of an attribute, a comment, an entity. The handlers do not
+/// `alert`: a dialog would hold headless Chromium until the time limit, and the failure would say
+/// only that.
+fn hostile_name(i: usize) -> String {
+    match i % 5 {
+        0 => format!("</script><img src=x onerror=window.injected={i}>"),
+        1 => format!("\"><img src=x onerror=window.injected={i}>"),
+        2 => format!("' onmouseover='window.injected={i}"),
+        3 => format!("<!--{i}"),
+        _ => format!("&lt;img src=x&gt; {i}"),
+    }
+}
+
+#[test]
+fn hostile_agent_names_in_the_table_the_script_fills_are_shown_as_text() {
+    let Some(chromium) =
+        browser::available("hostile_agent_names_in_the_table_the_script_fills_are_shown_as_text")
+    else {
+        return;
+    };
+    // Twice the target's capacity and more, timed out soon: failures to draw too.
+    let target = Target::start(&["--capacity", "10"]);
+    let ran = run_ok(&[
+        &target.url(),
+        "--model",
+        "requests",
+        "--steps",
+        "20,40",
+        "--step-duration",
+        "1s",
+        "--timeout",
+        "100ms",
+    ]);
+    let dir = ran.dir.path();
+    // The run's one agent made 105, in each of its 2 steps: 210 rows, past the 200 the page
+    // writes itself, so its script builds the table.
+    let names: Vec<String> = (0..105).map(hostile_name).collect();
+    let mut run = ran.run.clone();
+    let renamed = |of: &serde_json::Value, key: &str| -> serde_json::Value {
+        names
+            .iter()
+            .map(|n| {
+                let mut a = of.clone();
+                a[key] = n.as_str().into();
+                a
+            })
+            .collect()
+    };
+    run["agents"] = renamed(&ran.run["agents"][0], "name");
+    for step in run["steps"].as_array_mut().unwrap() {
+        step["agents"] = renamed(&step["agents"][0], "agent");
+    }
+    std::fs::write(dir.join("run.json"), run.to_string()).unwrap();
+    let o = tests::stampede(&["report", dir.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+
+    let page = browser::load(&chromium, &dir.join("report.html")).unwrap();
+    let (dom, data) = assert_sound_page(&page);
+    assert_eq!(browser::assert_embeds_run(&data, dir), 2);
+    let table = dom.by_id("agents").expect("a <table id=\"agents\">");
+    assert_eq!(
+        table.attr("data-fill"),
+        Some("agent_steps"),
+        "the script fills the table"
+    );
+    let cols: Vec<&str> = table
+        .all("th")
+        .iter()
+        .map(|th| th.attr("data-col").unwrap_or(""))
+        .collect();
+    let at = cols
+        .iter()
+        .position(|c| *c == "agent")
+        .expect("an agent column");
+    let shown: Vec<String> = table
+        .all("tr")
+        .iter()
+        .map(|tr| tr.all("td"))
+        .filter(|tds| !tds.is_empty())
+        .map(|tds| {
+            assert_eq!(tds.len(), cols.len(), "a row has a cell per column");
+            tds[at].text()
+        })
+        .collect();
+    let want: Vec<String> = names.iter().chain(&names).cloned().collect();
+    assert_eq!(shown, want, "each agent's name, as text, in its rows");
+    let injected: Vec<String> = dom
+        .elements()
+        .iter()
+        .filter(|e| e.name() == "img" || e.attrs().iter().any(|(k, _)| k.starts_with("on")))
+        .map(|e| format!("<{} {:?}>", e.name(), e.attrs()))
+        .collect();
+    assert_eq!(injected, Vec::<String>::new(), "a name became markup");
 }

@@ -79,6 +79,11 @@ fn every_documented_subcommand_and_flag_exists() {
         "--duration",
         "--on-agent-loss",
         "--label",
+        "--monitors",
+        "--expect-monitors",
+        "--monitor-pid",
+        "--monitor-process",
+        "--monitor-cgroup",
     ] {
         assert!(run.contains(flag), "run --help lacks {flag}");
         assert!(
@@ -108,7 +113,19 @@ fn every_documented_subcommand_and_flag_exists() {
         .arg("--help")
         .output()
         .unwrap();
-    assert!(text(&agent.stdout).contains("--listen"));
+    let agent = text(&agent.stdout);
+    assert!(agent.contains("--listen"));
+    for flag in [
+        "--monitor",
+        "--name",
+        "--pid",
+        "--process",
+        "--cgroup",
+        "--container",
+    ] {
+        assert!(agent.contains(flag), "stampede-agent --help lacks {flag}");
+        assert!(readme().contains(flag), "README does not mention {flag}");
+    }
 }
 
 fn help_of(bin_name: &str, args: &[&str]) -> String {

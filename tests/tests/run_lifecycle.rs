@@ -29,6 +29,16 @@ fn demo_runs_past_the_knee_and_writes_everything() {
     // The last step is past the 400 req/s knee: its p99 dwarfs the first step's.
     let p99 = |i: usize| steps[i]["latency_ms"]["p99"].as_f64().unwrap();
     assert!(p99(5) > 5.0 * p99(0), "no knee: {} vs {}", p99(5), p99(0));
+    // The demo watches its own process, the target's and the generator's CPU together.
+    assert_eq!(run["monitors"].as_array().map(Vec::len), Some(1), "{run}");
+    let cpu = |i: usize| steps[i]["server_monitors"][0]["target"]["cpu_pct"].as_f64();
+    assert!(cpu(5).is_some_and(|c| c > 0.0), "{}", steps[5]);
+    assert!(
+        tsv.lines()
+            .next()
+            .unwrap()
+            .contains("\tsrv_cpu_pct_server\t")
+    );
     assert!(text(&o.stdout).contains(&format!("results: {}", out.path().display())));
     let report = out.path().join("report.html");
     assert!(text(&o.stdout).contains(&format!("report: {}", report.display())));
@@ -136,7 +146,15 @@ fn interrupt_keeps_finished_steps_and_marks_the_partial_one_aborted() {
     // The report was rewritten after the finish: it says how the run ended.
     let page = std::fs::read_to_string(out.path().join("report.html")).unwrap();
     let data = tests::browser::embedded_data(&tests::dom::Dom::parse(&page));
-    assert_eq!(data, run, "the report embeds the finished run.json");
+    assert_eq!(
+        data["status"], "aborted",
+        "the report says how the run ended"
+    );
+    assert_eq!(
+        tests::browser::assert_embeds_run(&data, out.path()),
+        2,
+        "the report embeds the finished run.json's steps"
+    );
 }
 
 /// `stampede run URL --model requests --steps STEPS --step-duration LENGTH --out OUT`, to add to.

@@ -18,54 +18,114 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::{Fleet, FleetError};
+use super::{Expect, Fleet, FleetError};
 use crate::config::{AgentSpec, DialWait, RunConfig};
 
 /// How long to keep dialing an agent that does not accept connections yet.
 const DIAL_WAIT: Duration = Duration::from_secs(10);
 
-/// Connects to the configured agents, waits for joining ones, or starts the embedded one.
+/// Connects to the configured agents, waits for joining ones, or starts the embedded one; then the
+/// monitors: dialed, and the one in-process. Each link is given as what it was named as, so the
+/// hello can refuse a monitor among the agents and the other way round.
 pub async fn connect(cfg: &RunConfig) -> Result<Fleet, FleetError> {
+    // The embedded monitor's target checked first: a bad --monitor-pid is said before any waiting.
+    let monitor = cfg.monitor.as_ref().map(embedded_monitor).transpose()?;
+    let stop = CancellationToken::new();
+    let mut links: Vec<(String, Expect, CoordinatorEnd)> = Vec::new();
     if let Some(join) = &cfg.join {
-        let stop = CancellationToken::new();
-        let links = accept_joins(join, cfg.tls.as_ref(), stop.clone()).await?;
         // The join server lives as long as the fleet: its streams are the agents' links.
-        return Ok(Fleet::new(links, stop));
-    }
-    if cfg.agents.is_empty() {
+        let joined = accept_joins(join, cfg.tls.as_ref(), stop.clone()).await?;
+        links.extend(joined.into_iter().map(|(n, l)| (n, Expect::Either, l)));
+    } else if cfg.agents.is_empty() {
         let engine = Arc::new(Engine::start(cfg.threads)?);
         // The embedded agent stops when its link is dropped at the end of the run, like a remote one.
         let link = agent::embedded(engine, CancellationToken::new());
-        return Ok(Fleet::new(
-            vec![("embedded".to_string(), link)],
-            CancellationToken::new(),
-        ));
+        links.push((EMBEDDED.to_string(), Expect::Load, link));
+    } else {
+        let dialed = dial_all(&cfg.agents, cfg.tls.as_ref(), cfg.dial_wait).await?;
+        links.extend(dialed.into_iter().map(|(n, l)| (n, Expect::Load, l)));
     }
-    let deadline = Instant::now() + cfg.dial_wait.map_or(DIAL_WAIT, |w| w.wait);
-    let addrs = match cfg.dial_wait {
-        Some(wait) => expected(&cfg.agents, wait, deadline).await?,
-        None => resolve(&cfg.agents).await?,
+    let dialed = dial_all(&cfg.monitors, cfg.tls.as_ref(), None).await?;
+    links.extend(dialed.into_iter().map(|(n, l)| (n, Expect::Monitor, l)));
+    links.extend(monitor.map(|(name, l)| (name, Expect::Monitor, l)));
+    Ok(Fleet::with_roles(links, stop))
+}
+
+/// The embedded agent's name.
+pub const EMBEDDED: &str = "embedded";
+
+/// A monitor in this process watching `watch`, over a `Link` as the embedded agent is: the monitor
+/// role's own session, so it greets, samples and refuses load as a remote one does. Its target is
+/// opened once here, so that a pid that does not exist is an error before the run (the session
+/// opens it again for itself). Named as its columns will be: `server` for a pid (which changes from
+/// run to run, while scripts and `stampede compare` read columns by name), the process name, or the
+/// cgroup's last component.
+fn embedded_monitor(
+    watch: &shared::monitor::Watch,
+) -> Result<(String, CoordinatorEnd), FleetError> {
+    use agent::monitor::session::{self, Monitor};
+    use shared::monitor::Watch;
+    let flag = match watch {
+        Watch::Pid(_) => "--monitor-pid",
+        Watch::Process(_) => "--monitor-process",
+        Watch::Cgroup(_) | Watch::Container(_) => "--monitor-cgroup",
+    };
+    let name = match watch {
+        Watch::Pid(_) => "server".to_string(),
+        Watch::Process(name) | Watch::Container(name) => name.clone(),
+        Watch::Cgroup(path) => path
+            .file_name()
+            .map_or("cgroup".into(), |n| n.to_string_lossy().into_owned()),
+    };
+    let open = session::opener(watch.clone());
+    open().map_err(|e| FleetError::Setup(format!("{flag}: {e}")))?;
+    let monitor = Arc::new(Monitor {
+        name: Some(name.clone()),
+        open,
+    });
+    let (coordinator, end) = link::pair();
+    tokio::spawn(async move {
+        let rules = Arc::new(agent::session::Rules::default());
+        let shutdown = CancellationToken::new();
+        if let Err(e) = session::serve(monitor, rules, end, "embedded".into(), shutdown).await {
+            tracing::warn!(error = %e, "Embedded monitor session ended");
+        }
+    });
+    Ok((name, coordinator))
+}
+
+/// Dials the peers `specs` names (agents or monitors alike), each as a `Link` named by its address;
+/// with `wait` (`--expect-agents`), until that many answer.
+async fn dial_all(
+    specs: &[AgentSpec],
+    tls: Option<&agent::tls::TlsFiles>,
+    wait: Option<DialWait>,
+) -> Result<Vec<(String, CoordinatorEnd)>, FleetError> {
+    let deadline = Instant::now() + wait.map_or(DIAL_WAIT, |w| w.wait);
+    let addrs = match wait {
+        Some(wait) => expected(specs, wait, deadline).await?,
+        None => resolve(specs).await?,
     };
     let mut links = Vec::with_capacity(addrs.len());
     for (name, addr, domain) in addrs {
         let link = patiently_until(
             deadline,
-            || remote(&name, addr, &domain, cfg.tls.as_ref()),
+            || remote(&name, addr, &domain, tls),
             |e| matches!(e, FleetError::Unreachable { .. }),
         )
         .await?;
         links.push((name, link));
     }
-    Ok(Fleet::new(links, CancellationToken::new()))
+    Ok(links)
 }
 
 /// An agent to dial: its name, its address, and the name its certificate must carry.
 type Dialed = (String, SocketAddr, String);
 
-/// The agents `--agents` names, looked up once (a `dns://` name retried while it does not resolve).
-async fn resolve(agents: &[AgentSpec]) -> Result<Vec<Dialed>, FleetError> {
+/// The peers `specs` names, looked up once (a `dns://` name retried while it does not resolve).
+async fn resolve(specs: &[AgentSpec]) -> Result<Vec<Dialed>, FleetError> {
     let mut addrs: Vec<Dialed> = Vec::new();
-    for spec in agents {
+    for spec in specs {
         match spec {
             AgentSpec::Addr(a) => {
                 let addr = tokio::net::lookup_host(a.as_str())
@@ -110,7 +170,6 @@ async fn resolve(agents: &[AgentSpec]) -> Result<Vec<Dialed>, FleetError> {
     }
     Ok(addrs)
 }
-
 /// `--expect-agents N` with `--agents`: the agents looked up again every 500 ms until there are at
 /// least N, until `deadline`. A `dns://` name of a fleet still starting (a StatefulSet whose pods
 /// are not all ready) has fewer records than it will have: taking the first lookup would run short.
@@ -264,7 +323,9 @@ pub(crate) async fn accept_joins(
         .map_err(|e| setup_error(format!("cannot listen on {}: {e}", join.listen)))?;
     // The bound address: the port the kernel chose for `:0`.
     let listen = listener.local_addr().unwrap_or(join.listen);
-    let (joined_tx, mut joined_rx) = mpsc::channel(join.expect);
+    // Agents and monitors join alike; their hellos tell them apart (`Fleet::check_joined`).
+    let expect = join.expect + join.monitors;
+    let (joined_tx, mut joined_rx) = mpsc::channel(expect);
     let server =
         proto::pb::coordinator_server::CoordinatorServer::new(JoinService { joined: joined_tx })
             .max_decoding_message_size(MAX_MESSAGE_BYTES)
@@ -280,8 +341,13 @@ pub(crate) async fn accept_joins(
             tracing::warn!(error = %e, "Join server failed");
         }
     });
+    let monitors = match join.monitors {
+        0 => String::new(),
+        1 => " and 1 monitor".into(),
+        n => format!(" and {n} monitors"),
+    };
     eprintln!(
-        "stampede: waiting for {} agents to join on {listen}",
+        "stampede: waiting for {} agents{monitors} to join on {listen}",
         join.expect
     );
     if let Some(path) = &join.ready_file {
@@ -291,14 +357,14 @@ pub(crate) async fn accept_joins(
         })?;
     }
     let deadline = Instant::now() + join.wait;
-    let mut links = Vec::with_capacity(join.expect);
-    while links.len() < join.expect {
+    let mut links = Vec::with_capacity(expect);
+    while links.len() < expect {
         match tokio::time::timeout_at(deadline, joined_rx.recv()).await {
             Ok(Some(link)) => links.push(link),
             _ => {
                 stop.cancel();
                 return Err(FleetError::Unreachable {
-                    agent: format!("{} expected on {listen}", join.expect),
+                    agent: format!("{expect} expected on {listen}"),
                     why: format!("only {} joined within {:?}", links.len(), join.wait),
                 });
             }

@@ -8,6 +8,8 @@ use agent::link::{Closed, CoordinatorEnd, Link, LinkTx};
 use proto::pb::agent_message::Kind as Up;
 use proto::pb::coordinator_message::Kind as Down;
 use proto::{PROTOCOL_VERSION, pb, to_agent};
+use shared::monitor::MonitorInfo;
+use shared::monitor::step::{StepServer, Window};
 use shared::plan::StepShare;
 use shared::warning::Warning;
 use tokio::sync::mpsc;
@@ -17,9 +19,11 @@ use tokio_util::sync::CancellationToken;
 use crate::output::AgentInfo;
 
 mod dial;
+mod monitor;
 mod waiting;
 
-pub use dial::connect;
+pub use dial::{EMBEDDED, connect};
+use monitor::Watched;
 pub use waiting::Waiting;
 
 /// How long an agent may take to answer hello, configure or prepare.
@@ -30,6 +34,9 @@ pub const HEARTBEAT: Duration = Duration::from_millis(500);
 const CLOCK_SAMPLES: u32 = 5;
 /// How long one round of clock samples waits for its pongs.
 const CLOCK_WAIT: Duration = Duration::from_secs(2);
+/// How long after a step's end the monitors may take to send the sample that closes it: a second of
+/// sampling, and the way here.
+const SAMPLE_WAIT: Duration = Duration::from_millis(2500);
 
 pub fn unix_ns(t: SystemTime) -> i64 {
     t.duration_since(UNIX_EPOCH)
@@ -59,6 +66,9 @@ pub enum FleetError {
     Protocol { agent: String, why: String },
     #[error("agent {agent} would refuse this plan: {message}")]
     Limit { agent: String, message: String },
+    /// A monitor where a load agent was expected, or the other way round.
+    #[error("{agent} {message}")]
+    Role { agent: String, message: String },
     /// A local setup problem (unreadable certificates, a bad TLS configuration, a port taken).
     #[error("{0}")]
     Setup(String),
@@ -69,7 +79,10 @@ pub enum FleetError {
 impl FleetError {
     /// Whether the user must fix something before running (exit 2) rather than the run failing.
     pub fn is_usage(&self) -> bool {
-        matches!(self, FleetError::Limit { .. } | FleetError::Setup(_))
+        matches!(
+            self,
+            FleetError::Limit { .. } | FleetError::Setup(_) | FleetError::Role { .. }
+        )
     }
 }
 
@@ -90,10 +103,24 @@ pub enum Role {
     Monitor,
 }
 
+/// What a link was given as, so the role its hello says can be checked against it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Expect {
+    /// Named in `--agents`, or the embedded agent.
+    Load,
+    /// Named in `--monitors`, or the embedded monitor.
+    Monitor,
+    /// Joined the `--listen` port: either, counted after the hello.
+    Either,
+}
+
 /// One agent as the run sees it.
 struct AgentHandle {
     name: String,
     role: Role,
+    expect: Expect,
+    /// A monitor, once its hello reply said who it is.
+    monitor: Option<Watched>,
     tx: LinkTx<pb::CoordinatorMessage>,
     info: Option<AgentInfo>,
     /// False once lost; a lost agent gets no more work.
@@ -128,11 +155,23 @@ impl Fleet {
     /// Load agents over these links. `stop` is cancelled when the fleet is dropped: it ends the
     /// heartbeats (and a join server).
     pub fn new(links: Vec<(String, CoordinatorEnd)>, stop: CancellationToken) -> Fleet {
+        let links = links
+            .into_iter()
+            .map(|(name, link)| (name, Expect::Load, link))
+            .collect();
+        Fleet::with_roles(links, stop)
+    }
+
+    /// Agents and monitors over these links, each given as what it is expected to be.
+    pub fn with_roles(
+        links: Vec<(String, Expect, CoordinatorEnd)>,
+        stop: CancellationToken,
+    ) -> Fleet {
         let (tx, events) = mpsc::channel(256);
         let agents = links
             .into_iter()
             .enumerate()
-            .map(|(i, (name, link))| {
+            .map(|(i, (name, expect, link))| {
                 let Link { tx: cmd, mut rx } = link;
                 let events = tx.clone();
                 tokio::spawn(async move {
@@ -147,7 +186,12 @@ impl Fleet {
                 tokio::spawn(heartbeat(cmd.clone(), stop.clone()));
                 AgentHandle {
                     name,
-                    role: Role::Load,
+                    role: match expect {
+                        Expect::Monitor => Role::Monitor,
+                        Expect::Load | Expect::Either => Role::Load,
+                    },
+                    expect,
+                    monitor: None,
                     tx: cmd,
                     info: None,
                     alive: true,
@@ -287,6 +331,23 @@ impl Fleet {
             match self.events.recv().await {
                 Some((i, heard)) => {
                     self.agents[i].last_heard = Instant::now();
+                    // A monitor's samples and its loss are the fleet's to keep: no step waits on it.
+                    let heard = match (self.agents[i].monitor.as_mut(), heard) {
+                        (
+                            Some(m),
+                            Ok(pb::AgentMessage {
+                                kind: Some(Up::MonitorSample(s)),
+                            }),
+                        ) => {
+                            m.receive(&s);
+                            continue;
+                        }
+                        (Some(_), Err(why)) => {
+                            self.lose_monitor(i, &why.to_string());
+                            continue;
+                        }
+                        (_, heard) => heard,
+                    };
                     match heard {
                         Ok(pb::AgentMessage { kind: Some(kind) }) => return (i, Ok(kind)),
                         Ok(pb::AgentMessage { kind: None }) => {}
@@ -376,6 +437,136 @@ impl Fleet {
         }
     }
 
+    /// A monitor lost: the run goes on without it; the next step's notes say so.
+    fn lose_monitor(&mut self, i: usize, why: &str) {
+        let a = &mut self.agents[i];
+        if a.alive {
+            tracing::warn!(monitor = %a.name, why, "Monitor lost; the run goes on without it");
+            a.alive = false;
+            if let Some(m) = a.monitor.as_mut() {
+                m.lost_unsaid = Some(why.to_string());
+            }
+        }
+    }
+
+    /// The live monitors, in fleet order.
+    pub fn monitors(&self) -> Vec<usize> {
+        (0..self.agents.len())
+            .filter(|&i| self.agents[i].alive && self.agents[i].monitor.is_some())
+            .collect()
+    }
+
+    /// Who every monitor that greeted the run is, lost ones included.
+    pub fn monitor_infos(&self) -> Vec<MonitorInfo> {
+        self.agents
+            .iter()
+            .filter_map(|a| a.monitor.as_ref().map(|m| m.info.clone()))
+            .collect()
+    }
+
+    /// The peers that joined `--listen` said what they are in their hellos: as many load agents and
+    /// monitors as `--expect-agents` and `--expect-monitors` asked for, or an error naming them.
+    pub fn check_joined(&self, agents: usize, monitors: usize) -> Result<(), FleetError> {
+        let joined = || self.agents.iter().filter(|a| a.expect == Expect::Either);
+        let m = joined().filter(|a| a.monitor.is_some()).count();
+        let l = joined().count() - m;
+        if (l, m) == (agents, monitors) {
+            return Ok(());
+        }
+        let names = |monitor: bool| {
+            let n: Vec<&str> = joined()
+                .filter(|a| a.monitor.is_some() == monitor)
+                .map(|a| a.name.as_str())
+                .collect();
+            if n.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", n.join(", "))
+            }
+        };
+        Err(FleetError::Role {
+            agent: format!("{} peers joined:", l + m),
+            message: format!(
+                "{l} load agents{} and {m} monitors{}, where --expect-agents {agents} and --expect-monitors {monitors} were asked for",
+                names(false),
+                names(true)
+            ),
+        })
+    }
+
+    /// Monitors on the machine of the embedded agent (the same kernel: their machine ids are equal):
+    /// the generator's CPU there competes with the target's, and the run should say so.
+    pub fn sharing_a_host(&self) -> Vec<String> {
+        let embedded = self
+            .agents
+            .iter()
+            .any(|a| a.expect == Expect::Load && a.name == dial::EMBEDDED);
+        if !embedded {
+            return Vec::new();
+        }
+        let here = agent::monitor::probe::host::machine_id();
+        self.agents
+            .iter()
+            .filter_map(|a| a.monitor.as_ref())
+            .filter(|m| m.info.machine_id == here)
+            .map(|m| m.info.name.clone())
+            .collect()
+    }
+
+    /// Waits until every live monitor has sent a sample at or after `end_ns` (coordinator's clock),
+    /// the one that closes a step, or [`SAMPLE_WAIT`] has passed. The load agents' messages meanwhile
+    /// are passed over (every step report is in); one whose stream ended is lost.
+    pub async fn await_samples(&mut self, end_ns: i64) {
+        let deadline = Instant::now() + SAMPLE_WAIT;
+        let covered = |f: &Fleet| {
+            f.monitors().into_iter().all(|i| {
+                let a = &f.agents[i];
+                a.monitor
+                    .as_ref()
+                    .and_then(Watched::newest_ns)
+                    .is_some_and(|t| t - a.clock_offset_ns >= end_ns)
+            })
+        };
+        while !covered(self) {
+            let Ok((i, heard)) = tokio::time::timeout_at(deadline, self.next_event()).await else {
+                return;
+            };
+            if let Err(why) = heard {
+                self.mark_lost(i, &format!("{why} after a step"));
+            }
+        }
+    }
+
+    /// Every monitor's view of the step `window`, and the notes of monitors lost since the last step
+    /// (said once). A live monitor without a view (no sample bracketed the step) is noted too.
+    pub fn server_views(&mut self, window: Window) -> (Vec<StepServer>, Vec<String>) {
+        let mut views = Vec::new();
+        let mut notes = Vec::new();
+        for a in &mut self.agents {
+            let Some(m) = a.monitor.as_mut() else {
+                continue;
+            };
+            // Named as its columns are, and where it is when that says more.
+            let who = match &m.info.name {
+                name if *name == a.name => name.clone(),
+                name => format!("{name} ({})", a.name),
+            };
+            if let Some(why) = m.lost_unsaid.take() {
+                notes.push(format!(
+                    "server monitor {who} lost ({why}): its columns are empty from here on"
+                ));
+            }
+            match m.view(window, a.clock_offset_ns) {
+                Some(v) => views.push(v),
+                None if a.alive => notes.push(format!(
+                    "server monitor {who} sent no samples around this step: its columns are empty"
+                )),
+                None => {}
+            }
+        }
+        (views, notes)
+    }
+
     pub fn lost(&self, i: usize, doing: &str, why: Closed) -> FleetError {
         FleetError::Lost {
             agent: self.agents[i].name.clone(),
@@ -408,9 +599,54 @@ impl Fleet {
         Ok(())
     }
 
-    /// Keeps what an agent's hello reply announced: its limits, sockets and machine.
+    /// Keeps what an agent's hello reply announced: its role, and its limits, sockets and machine (a
+    /// load agent's) or who it is (a monitor's).
     fn introduce(&mut self, i: usize, h: pb::HelloReply) -> Result<(), FleetError> {
         let a = &mut self.agents[i];
+        let is_monitor = h.role() == pb::Role::Monitor;
+        let wrong = match (a.expect, is_monitor) {
+            (Expect::Load, true) => Some(
+                "is a monitor (stampede-agent --monitor), which runs no load: name it in --monitors, not --agents",
+            ),
+            (Expect::Monitor, false) => Some(
+                "is a load agent, not a monitor (stampede-agent --monitor): name it in --agents, not --monitors",
+            ),
+            _ => None,
+        };
+        if let Some(message) = wrong {
+            return Err(FleetError::Role {
+                agent: a.name.clone(),
+                message: message.into(),
+            });
+        }
+        if is_monitor {
+            let info = h.monitor.as_ref().ok_or_else(|| FleetError::Protocol {
+                agent: a.name.clone(),
+                why: "a monitor's hello reply without who it is".into(),
+            })?;
+            let info = MonitorInfo::try_from(info).map_err(|e| FleetError::Protocol {
+                agent: a.name.clone(),
+                why: e.to_string(),
+            })?;
+            // Its name suffixes its columns: two alike would make two columns of one name.
+            let twin = self
+                .agents
+                .iter()
+                .find(|b| b.monitor.as_ref().is_some_and(|m| m.info.name == info.name));
+            if let Some(twin) = twin {
+                return Err(FleetError::Role {
+                    agent: self.agents[i].name.clone(),
+                    message: format!(
+                        "is a monitor named {}, as {} is: give each its own --name (its steps.tsv columns are suffixed with it)",
+                        info.name, twin.name
+                    ),
+                });
+            }
+            let a = &mut self.agents[i];
+            a.role = Role::Monitor;
+            a.monitor = Some(Watched::new(info));
+            return Ok(());
+        }
         let caps = h.capabilities.unwrap_or_default();
         if let Some(limits) = &caps.limits {
             a.policy =

@@ -48,7 +48,7 @@ async fn run_scripted(
     let mut logs = Vec::new();
     for (k, script) in scripts.into_iter().enumerate() {
         let (link, log) = fake_agent::spawn(script);
-        links.push((((b'a' + k as u8) as char).to_string(), link));
+        links.push((((b'a' + k as u8) as char).to_string(), Expect::Load, link));
         logs.push(log);
     }
     (run_with(cfg, stop, Some(links)).await, logs)
@@ -379,7 +379,7 @@ async fn side_by_side_each_step_ran_on_every_target_in_turn_with_its_own_workloa
         panic!("two targets run side by side")
     };
     let (link, log) = fake_agent::spawn(Script::default());
-    let links = vec![("agent".to_string(), link)];
+    let links = vec![("agent".to_string(), Expect::Load, link)];
     let runs = run_lanes(side.runs, Stop::default(), Some(links), None)
         .await
         .unwrap();
@@ -409,4 +409,111 @@ async fn side_by_side_each_step_ran_on_every_target_in_turn_with_its_own_workloa
         assert_eq!(doc["status"], "completed");
         assert_eq!(doc["steps"].as_array().unwrap().len(), 2);
     }
+}
+
+/// Runs `cfg` over a scripted load agent `a` and the `others`, each given as what it was named as.
+async fn run_beside(
+    cfg: RunConfig,
+    others: Vec<(&str, Expect, agent::link::CoordinatorEnd)>,
+) -> Result<RunOutcome, RunError> {
+    let (a, _log) = fake_agent::spawn(Script::default());
+    let mut links = vec![("a".to_string(), Expect::Load, a)];
+    links.extend(others.into_iter().map(|(n, e, l)| (n.to_string(), e, l)));
+    run_with(cfg, Stop::default(), Some(links)).await
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_monitor_named_among_the_agents_is_refused_naming_its_role() {
+    let dir = tempfile::tempdir().unwrap();
+    let monitor = fake_agent::spawn_monitor("m", None);
+    let e = run_beside(config(dir.path(), ""), vec![("m", Expect::Load, monitor)])
+        .await
+        .err()
+        .expect("refused");
+    let words = e.to_string();
+    assert!(
+        words.starts_with("m is a monitor") && words.contains("name it in --monitors"),
+        "{words}"
+    );
+    assert_eq!(e.exit_code(), 2);
+    let (b, _) = fake_agent::spawn(Script::default());
+    let e = run_beside(
+        config(dir.path(), "--force"),
+        vec![("b", Expect::Monitor, b)],
+    )
+    .await
+    .err()
+    .expect("refused");
+    let words = e.to_string();
+    assert!(
+        words.starts_with("b is a load agent") && words.contains("name it in --agents"),
+        "{words}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_monitor_lost_mid_run_is_a_note_and_the_run_goes_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let monitor = fake_agent::spawn_monitor("m", Some(Duration::from_secs(1)));
+    let outcome = run_beside(
+        config(dir.path(), ""),
+        vec![("m", Expect::Monitor, monitor)],
+    )
+    .await
+    .expect("the run goes on without its monitor");
+    assert_eq!(outcome.steps.len(), 2);
+    assert!(!outcome.aborted);
+    let lost: Vec<&String> = outcome
+        .steps
+        .iter()
+        .flat_map(|s| &s.notes)
+        .filter(|n| n.starts_with("server monitor m lost"))
+        .collect();
+    assert_eq!(lost.len(), 1, "said once: {lost:?}");
+    assert!(
+        outcome.steps.iter().all(|s| s.trust != Verdict::Invalid),
+        "a monitor's loss judges nothing"
+    );
+    let run = shared::run_file::RunFile::read(&dir.path().join("run.json")).unwrap();
+    assert_eq!(run.monitors.len(), 1, "it watched the run, lost or not");
+    let header = std::fs::read_to_string(dir.path().join("steps.tsv")).unwrap();
+    assert!(header.lines().next().unwrap().ends_with("\ttcp_retrans_m"));
+}
+
+#[tokio::test(start_paused = true)]
+async fn peers_that_joined_are_counted_by_the_role_their_hello_says() {
+    let (a, _log) = fake_agent::spawn(Script::default());
+    let m = fake_agent::spawn_monitor("m", None);
+    let links = vec![
+        ("a".to_string(), Expect::Either, a),
+        ("m".to_string(), Expect::Either, m),
+    ];
+    let mut fleet = Fleet::with_roles(links, CancellationToken::new());
+    fleet.hello(None).await.unwrap();
+    assert_eq!((fleet.live(), fleet.monitors()), (vec![0], vec![1]));
+    fleet.check_joined(1, 1).unwrap();
+    let e = fleet.check_joined(2, 0).unwrap_err();
+    // Two monitors of one name would make two columns of one name.
+    let twin = fake_agent::spawn_monitor("m", None);
+    let mut two = Fleet::with_roles(
+        vec![
+            (
+                "x".to_string(),
+                Expect::Monitor,
+                fake_agent::spawn_monitor("m", None),
+            ),
+            ("y".to_string(), Expect::Monitor, twin),
+        ],
+        CancellationToken::new(),
+    );
+    let refused = two.hello(None).await.unwrap_err().to_string();
+    assert!(
+        refused.starts_with("y is a monitor named m, as x is: give each its own --name"),
+        "{refused}"
+    );
+    assert_eq!(
+        e.to_string(),
+        "2 peers joined: 1 load agents (a) and 1 monitors (m), where --expect-agents 2 and --expect-monitors 0 were asked for"
+    );
+    assert!(e.is_usage());
 }

@@ -198,6 +198,7 @@ fn hello() -> Up {
             hostname: "fake".into(),
             ..Default::default()
         }),
+        ..Default::default()
     })
 }
 
@@ -217,4 +218,101 @@ fn report(step: u32, wall: Duration, aborted: bool) -> Up {
         aborted,
         intervals: 0,
     })
+}
+
+/// Spawns a scripted monitor: it greets as a monitor named `name`, answers pings, refuses load, and
+/// sends a sample every second (on the wall clock, whose time is what the step's window is on) until
+/// `lost_after` has passed, when it drops its link.
+pub fn spawn_monitor(name: &str, lost_after: Option<Duration>) -> CoordinatorEnd {
+    let (coordinator, mut link) = agent::link::pair();
+    let name = name.to_string();
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(Duration::from_secs(1));
+        let gone = lost_after.map(|d| Instant::now() + d);
+        let mut greeted = false;
+        let mut n = 0u64;
+        loop {
+            let msg = tokio::select! {
+                msg = link.rx.recv() => msg,
+                _ = tick.tick(), if greeted => {
+                    n += 1;
+                    if send(&link, Up::MonitorSample(monitor_sample(n))).await.is_err() {
+                        return;
+                    }
+                    continue;
+                }
+                _ = sleep_until(gone) => return,
+            };
+            let Ok(pb::CoordinatorMessage { kind: Some(kind) }) = msg else {
+                return;
+            };
+            let answer = match kind {
+                Down::Hello(_) => {
+                    greeted = true;
+                    monitor_hello(&name)
+                }
+                Down::Ping(p) => Up::Pong(pb::Pong {
+                    id: p.id,
+                    agent_unix_nanos: unix_ns(SystemTime::now()),
+                }),
+                Down::Abort(_) => continue,
+                _ => Up::Refusal(pb::Refusal {
+                    message: "this is a monitor: it runs no load".into(),
+                }),
+            };
+            if send(&link, answer).await.is_err() {
+                return;
+            }
+        }
+    });
+    coordinator
+}
+
+fn monitor_hello(name: &str) -> Up {
+    let info = shared::monitor::MonitorInfo {
+        name: name.into(),
+        hostname: "fake".into(),
+        watching: "pid 1".into(),
+        cores: shared::monitor::Cores {
+            online: 1,
+            cpuset: None,
+            quota: None,
+        },
+        machine_id: "0123456789abcdef".into(),
+    };
+    Up::HelloReply(pb::HelloReply {
+        protocol_version: proto::PROTOCOL_VERSION,
+        agent_version: "scripted".into(),
+        role: pb::Role::Monitor.into(),
+        monitor: Some((&info).into()),
+        ..Default::default()
+    })
+}
+
+/// The `n`-th sample: a host-only reading whose counters grow by one a sample.
+fn monitor_sample(n: u64) -> pb::MonitorSample {
+    let sample = shared::monitor::Sample {
+        at_unix_ns: unix_ns(SystemTime::now()),
+        target: None,
+        host: shared::monitor::HostSample {
+            cpu: shared::monitor::CpuStates {
+                user_ns: n * 100,
+                idle_ns: n * 300,
+                ..Default::default()
+            },
+            cores: Vec::new(),
+            busiest_core_pct: None,
+            run_queue: 1,
+            mem_available_bytes: 1 << 30,
+            mem_total_bytes: 2 << 30,
+        },
+        net_scope: shared::monitor::NetScope::Host,
+        net: Vec::new(),
+        tcp: shared::monitor::TcpCounters {
+            listen_drops: n,
+            ..Default::default()
+        },
+        monitor_cpu_ns: n,
+    };
+    (&sample).into()
 }

@@ -74,6 +74,7 @@ impl<'a> Lane<'a> {
             cfg: self.cfg,
             progress: &self.progress,
             drain: &stop.drain,
+            earlier: &self.results,
         };
         let StepOutcome { result, end_run } = tokio::select! {
             step = run_step(fleet, &cx, spec, &mut self.out, &mut self.watch) => step?,

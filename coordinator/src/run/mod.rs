@@ -15,7 +15,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::compare::{self, CompareConfig, CompareError};
 use crate::config::{ConfigError, LossPolicy, RunConfig, SideBySide, Thresholds};
-use crate::fleet::{self, Fleet, FleetError};
+use crate::fleet::{self, Expect, Fleet, FleetError};
 use crate::merge::SpillError;
 use crate::output::{self, DirError, Finished, Output, OutputError};
 use crate::progress::{self, Progress};
@@ -192,7 +192,7 @@ pub async fn run_side(mut side: SideBySide, stop: Stop) -> Result<SideOutcome, R
 async fn run_with(
     cfg: RunConfig,
     stop: Stop,
-    links: Option<Vec<(String, CoordinatorEnd)>>,
+    links: Option<Vec<(String, Expect, CoordinatorEnd)>>,
 ) -> Result<RunOutcome, RunError> {
     let mut runs = run_lanes(vec![cfg], stop, links, None).await?;
     Ok(runs.remove(0))
@@ -203,7 +203,7 @@ async fn run_with(
 async fn run_lanes(
     mut cfgs: Vec<RunConfig>,
     stop: Stop,
-    links: Option<Vec<(String, CoordinatorEnd)>>,
+    links: Option<Vec<(String, Expect, CoordinatorEnd)>>,
     beside: Option<&Path>,
 ) -> Result<Vec<RunOutcome>, RunError> {
     let mut dirs: Vec<PathBuf> = Vec::with_capacity(cfgs.len());
@@ -241,7 +241,7 @@ struct Ramped {
 async fn run_in(
     cfgs: &[RunConfig],
     stop: Stop,
-    links: Option<Vec<(String, CoordinatorEnd)>>,
+    links: Option<Vec<(String, Expect, CoordinatorEnd)>>,
     beside: Option<&Path>,
 ) -> Result<Vec<RunOutcome>, RunError> {
     let (mut fleet, announced) = tokio::select! {
@@ -252,7 +252,7 @@ async fn run_in(
     let side = cfgs.len() > 1;
     let mut lanes = Vec::with_capacity(cfgs.len());
     for (cfg, (warnings, warned)) in cfgs.iter().zip(announced) {
-        let out = Output::create(cfg, &fleet.infos(), &warnings)?;
+        let out = Output::create(cfg, &fleet.infos(), &fleet.monitor_infos(), &warnings)?;
         let label = cfg.label.as_deref().filter(|_| side);
         if !cfg.quiet {
             let line = progress::plan_line(&cfg.plan, plan_total(cfg), out.dir());
@@ -356,14 +356,29 @@ async fn configure(
 /// checks every lane's plan against what they announced. Returns each lane's warnings, said.
 async fn ready_fleet(
     cfgs: &[RunConfig],
-    links: Option<Vec<(String, CoordinatorEnd)>>,
+    links: Option<Vec<(String, Expect, CoordinatorEnd)>>,
 ) -> Result<(Fleet, Vec<(Vec<String>, Warned)>), RunError> {
     let first = &cfgs[0];
     let mut fleet = match links {
-        Some(links) => Fleet::new(links, CancellationToken::new()),
+        Some(links) => Fleet::with_roles(links, CancellationToken::new()),
         None => fleet::connect(first).await?,
     };
     fleet.hello(first.token.as_deref()).await?;
+    if let Some(join) = &first.join {
+        fleet.check_joined(join.expect, join.monitors)?;
+    }
+    let shared: Vec<String> = fleet
+        .sharing_a_host()
+        .into_iter()
+        .map(|m| {
+            format!(
+                "generator and target share this host: the server monitor {m} watches it beside the embedded agent, whose CPU competes with the target's"
+            )
+        })
+        .collect();
+    for w in shared.iter().filter(|_| !first.quiet) {
+        eprintln!("stampede: {w}");
+    }
     if cfgs
         .iter()
         .any(|c| !c.plan.workload().source_addrs().is_empty())
@@ -375,7 +390,8 @@ async fn ready_fleet(
         let blame = |e| blame(cfgs.len() > 1, cfg, e);
         let warnings = configure(&mut fleet, cfg, false).await.map_err(blame)?;
         let mut warned = Warned::default();
-        let warnings = warned.announce(&fleet, &warnings);
+        let mut warnings = warned.announce(&fleet, &warnings);
+        warnings.extend(shared.iter().cloned());
         announced.push((warnings, warned));
     }
     check_limits(&fleet, cfgs)?;

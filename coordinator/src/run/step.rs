@@ -11,6 +11,7 @@ use proto::pb::agent_message::Kind as Up;
 use proto::pb::coordinator_message::Kind as Down;
 use shared::distribution::Distribution;
 use shared::histogram;
+use shared::monitor::step::Window;
 use shared::plan::StepShare;
 use shared::report::{self, AgentInput, StepInput, StepResult};
 use tokio::time::Instant;
@@ -40,6 +41,8 @@ pub struct StepCx<'a> {
     pub progress: &'a Progress,
     /// The first Ctrl-C: aborts the step; its requests in flight may finish.
     pub drain: &'a CancellationToken,
+    /// The lane's steps before this one (the monitors' notes say since when a CPU is at its limit).
+    pub earlier: &'a [StepResult],
 }
 
 /// Why the run must end after this step, whatever the step's result says.
@@ -139,6 +142,7 @@ pub async fn run_step(
     let end_run = collected.end_run;
     let (mut result, hlog, distribution) =
         summarise(fleet, cx, spec, prepared, &started, collected, watch);
+    observe_server(fleet, &mut result, &started, cx.earlier).await;
     let steps = cx.cfg.plan.steps().len();
     watch.judge(&mut result, spec.index + 1);
     cx.progress.step_done(&result, steps);
@@ -186,7 +190,9 @@ async fn prepare(
     // What the agents warned of when they accepted the step goes on stderr now and into its notes.
     let notes = warned.announce(fleet, &warnings);
     let lost_before = before.into_iter().filter(|i| !who.contains(i)).collect();
-    fleet.sync_clocks(&who).await;
+    // The monitors' clocks too: their samples are put on the step's clock by these offsets.
+    let clocks: Vec<usize> = who.iter().copied().chain(fleet.monitors()).collect();
+    fleet.sync_clocks(&clocks).await;
     if !tolerate && let Some(&i) = who.iter().find(|&&i| !fleet.is_alive(i)) {
         return Err(fleet.lost(i, &doing, Closed::Ended).into());
     }
@@ -493,6 +499,30 @@ fn summarise(
     result.notes.extend(p.notes);
     let distribution = Distribution::of(result.number, &total.hist.latency);
     (result, hlog, distribution)
+}
+
+/// Puts each monitor's view of the step into its result, with the notes they make (a CPU at its
+/// limit, dropped SYNs, a monitor lost), once every live monitor has sent the sample closing the step
+/// (a second at most after it). Notes only: the step's trust is not the server's to change.
+async fn observe_server(
+    fleet: &mut Fleet,
+    result: &mut StepResult,
+    s: &Started,
+    earlier: &[StepResult],
+) {
+    if fleet.monitor_infos().is_empty() {
+        return;
+    }
+    let end_ns = s.start_ns + (result.duration_s * 1e9) as i64;
+    fleet.await_samples(end_ns).await;
+    let (views, lost) = fleet.server_views(Window {
+        start_ns: s.start_ns,
+        end_ns,
+    });
+    result.server_monitors = views;
+    result.notes.extend(lost);
+    let explained = shared::server_notes::notes(result, earlier);
+    result.notes.extend(explained);
 }
 
 /// When each agent began, on the coordinator's clock, from the agreed start instant.

@@ -422,11 +422,11 @@ pub fn empty(name: &str, title: &str, why: &str) -> String {
 pub const STYLE: &str = "figure.chart svg{width:100%;height:auto;display:block;font:11px system-ui,sans-serif}\
 figure.chart figcaption{font-weight:600}.ax{stroke:#444;fill:none}.grid{stroke:#e4e4e4}\
 .tk{fill:#444}.lbl{fill:#222;font-size:12px}.s path{fill:none;stroke:currentColor;stroke-width:1.6}\
-.s circle{fill:currentColor;stroke:currentColor}.s circle.lb{fill:#fff;stroke-width:1.5}\
+.s path.mk{stroke-width:6.6;stroke-linecap:round;stroke-dasharray:none}.s path.lb{fill:#fff;stroke-width:1.5}\
 .dash path{stroke-dasharray:6 4}.dot path{stroke-dasharray:2 3}.ideal{stroke:#888;stroke-dasharray:2 3;fill:none}\
 .band path{fill:currentColor;fill-opacity:.18;stroke:none}.bnd{stroke:#999;stroke-dasharray:3 3}\
 .bndl{fill:#777;font-size:10px}.t-degraded{fill:#fdf0c4}.t-invalid{fill:#f9d0d0}.off{display:none}\
-.ro{fill:#000;font-weight:600}.hl{stroke:#000!important;stroke-width:2}\
+.ro{fill:#000;font-weight:600}.hl{fill:none;stroke:#000;stroke-width:2;pointer-events:none}\
 .legend{display:flex;flex-wrap:wrap;gap:4px 12px;align-items:center;font-size:12px}\
 .key{border:0;background:none;padding:0 2px;cursor:pointer;font:inherit}\
 .key::before{content:'';display:inline-block;width:18px;height:0;border-top:2px solid var(--c);vertical-align:middle;margin-right:4px}\
@@ -467,7 +467,11 @@ mod tests {
         assert!(out.starts_with("<figure class=\"chart\" data-chart=\"rates\">"));
         assert_eq!(out.matches("<svg").count(), 1);
         assert!(out.contains("served &lt;b&gt;") && !out.contains("<b>"));
-        assert_eq!(out.matches("class=\"lb\"").count(), 1, "one hollow point");
+        assert_eq!(
+            out.matches("class=\"mk lb\"").count(),
+            1,
+            "one hollow point"
+        );
         assert!(
             out.contains("data-s=\"1\""),
             "the ideal line is a legend key"
@@ -578,15 +582,21 @@ mod tests {
             .stack(Stack::bars(layers()))
             .render();
         // b's bar at x = 1 stands on a's: from 2 up to 5 on a 0..5 axis; b's zero at x = 2 is no bar.
-        assert_eq!(bars.matches("<rect x=").count(), 3);
-        assert!(bars.contains("data-v=\"1 3\"") && !bars.contains("data-v=\"2 0\""));
+        let shapes: usize = bars
+            .split("<path d=\"")
+            .skip(1)
+            .filter(|p| p.contains("data-v="))
+            .map(|p| p.split('"').next().unwrap().matches('z').count())
+            .sum();
+        assert_eq!(shapes, 3, "three bars: {bars}");
+        assert!(bars.contains("data-v=\"1 2,2 2\"") && bars.contains("data-v=\"1 3\""));
         assert!(bars.contains("fill=\"url(#h-f-1)\"") && bars.contains("<pattern id=\"h-f-1\""));
         let (x, y) = axes();
         let area = Chart::new("a", "a", x, y)
             .stack(Stack::area(layers()))
             .render();
         assert_eq!(area.matches("Z\"/>").count(), 2, "one closed shape a layer");
-        assert!(!area.contains("<rect x="));
+        assert!(!area.contains("data-v="), "no bar");
     }
 
     #[test]

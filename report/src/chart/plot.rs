@@ -265,15 +265,14 @@ fn plotted(c: &Chart, x: &Fitted, y: &Fitted, f: &Frame) -> String {
     for s in &c.stacks {
         out.push_str(&stack(c, s, &mut key, x, y, f));
     }
-    for b in &c.boundaries {
-        let px = x.px(b.x);
-        let _ = write!(
-            out,
-            "<path class=\"bnd\" d=\"M{} {}V{}\"/>",
-            Px(px),
-            Px(f.top),
-            Px(f.bottom)
-        );
+    // One path for every boundary: a long run has a hundred.
+    let lines: String = c
+        .boundaries
+        .iter()
+        .map(|b| format!("M{} {}V{}", Px(x.px(b.x)), Px(f.top), Px(f.bottom)))
+        .collect();
+    if !lines.is_empty() {
+        let _ = write!(out, "<path class=\"bnd\" d=\"{lines}\"/>");
     }
     out.push_str(&boundary_labels(c, x, f));
     for s in &c.series {
@@ -301,20 +300,9 @@ fn plotted(c: &Chart, x: &Fitted, y: &Fitted, f: &Frame) -> String {
             };
             let _ = write!(out, "<path{class} d=\"{d}\"/>");
         }
-        for m in s.marks.iter().filter(|m| m.marker != Marker::None) {
-            let class = if m.marker == Marker::Hollow {
-                " class=\"lb\""
-            } else {
-                ""
-            };
-            let _ = write!(
-                out,
-                "<circle{class} cx=\"{}\" cy=\"{}\" r=\"{MARKER_R}\" data-v=\"{} {}\"/>",
-                Px(x.px(m.x)),
-                Px(y.px(m.y)),
-                datum(m.x, c.x.unit),
-                datum(m.y, c.y.unit)
-            );
+        for marker in [Marker::Dot, Marker::Hollow] {
+            let marks: Vec<&super::Mark> = s.marks.iter().filter(|m| m.marker == marker).collect();
+            out.push_str(&markers(c, &marks, marker, x, y));
         }
         out.push_str("</g>\n");
         key += 1;
@@ -332,6 +320,36 @@ fn plotted(c: &Chart, x: &Fitted, y: &Fitted, f: &Frame) -> String {
         }
     }
     out
+}
+
+/// A series' markers of one kind as one path (a page of many steps had a thousand circles): each
+/// point is a subpath from its centre, a dot the round cap draws (`M x yh0`) or a ring of two arcs
+/// (a lower bound); `data-v` holds their values, one "X Y" per `M`, in order, for the readout.
+fn markers(c: &Chart, marks: &[&super::Mark], marker: Marker, x: &Fitted, y: &Fitted) -> String {
+    if marks.is_empty() {
+        return String::new();
+    }
+    let (class, shape) = match marker {
+        Marker::Hollow => (
+            "mk lb",
+            format!(
+                "m-{r} 0a{r} {r} 0 1 0 {d} 0a{r} {r} 0 1 0-{d} 0",
+                r = MARKER_R,
+                d = 2.0 * MARKER_R
+            ),
+        ),
+        _ => ("mk", "h0".to_string()),
+    };
+    let mut d = String::new();
+    let mut values = Vec::with_capacity(marks.len());
+    for m in marks {
+        let _ = write!(d, "M{} {}{shape}", Px(x.px(m.x)), Px(y.px(m.y)));
+        values.push(format!("{} {}", datum(m.x, c.x.unit), datum(m.y, c.y.unit)));
+    }
+    format!(
+        "<path class=\"{class}\" d=\"{d}\" data-v=\"{}\"/>",
+        values.join(",")
+    )
 }
 
 /// A stack's layers as bars (side by side with the other stacks' at each x) or areas.
@@ -368,6 +386,7 @@ fn stack(
             html(&l.name)
         );
         let mut edge = Vec::new();
+        let (mut bars, mut values) = (String::new(), Vec::new());
         for (vx, v) in &l.values {
             let at = level.entry(vx.to_bits()).or_default();
             let col = &tops[&vx.to_bits()];
@@ -376,19 +395,24 @@ fn stack(
             *at += 1;
             edge.push((*vx, bottom, top));
             if s.kind == StackKind::Bars && top > bottom {
-                let left = x.px(*vx) - spacing * 0.4 + width * s.slot as f64;
+                // From the middle of its top (the point the readout takes), round and closed.
+                let middle = x.px(*vx) - spacing * 0.4 + width * (s.slot as f64 + 0.5);
                 let (py0, py1) = (y.px(bottom), y.px(top));
                 let _ = write!(
-                    out,
-                    "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" data-v=\"{} {}\"/>",
-                    Px(left),
+                    bars,
+                    "M{} {}h{}V{}h-{}V{}z",
+                    Px(middle),
                     Px(py1),
+                    Px(width / 2.0),
+                    Px(py1 + (py0 - py1).max(0.5)),
                     Px(width),
-                    Px((py0 - py1).max(0.5)),
-                    datum(*vx, c.x.unit),
-                    datum(*v, c.y.unit)
+                    Px(py1)
                 );
+                values.push(format!("{} {}", datum(*vx, c.x.unit), datum(*v, c.y.unit)));
             }
+        }
+        if !bars.is_empty() {
+            let _ = write!(out, "<path d=\"{bars}\" data-v=\"{}\"/>", values.join(","));
         }
         if s.kind == StackKind::Area && !edge.is_empty() {
             let upper = edge.iter().map(|e| (x.px(e.0), y.px(e.2)));

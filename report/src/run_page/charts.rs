@@ -104,6 +104,46 @@ fn points(run: &RunFile, y: impl Fn(&StepResult) -> f64) -> Vec<Mark> {
         .collect()
 }
 
+/// The seconds a step's replies came in over: `ok_rate` is its ok replies over this window (the
+/// step, its drain, less the fastest reply), so a count per second over the same window adds up with
+/// it. A queueing server's replies arrive long after its step: over the step's length alone, a target
+/// serving 400/s of 600/s would draw 600 replies/s.
+fn served_window_s(s: &StepResult) -> f64 {
+    if s.ok > 0 && s.ok_rate > 0.0 {
+        s.ok as f64 / s.ok_rate
+    } else {
+        s.duration_s.max(1e-9)
+    }
+}
+
+/// Whether any step of the run failed a request, on either side.
+pub fn any_failure(run: &RunFile) -> bool {
+    run.steps
+        .iter()
+        .any(|s| s.failed > 0 || s.errors.0.iter().any(|(_, n)| *n > 0))
+}
+
+/// The knee as vertical lines: the highest step kept up with, and the first beyond it.
+fn knee(run: &RunFile) -> Vec<Boundary> {
+    let Some(summary) = &run.summary else {
+        return Vec::new();
+    };
+    let mut lines = Vec::new();
+    if let Some(kept) = summary.kept_up_to {
+        lines.push(Boundary {
+            x: kept,
+            label: format!("kept up to {}", chart::short(kept)),
+        });
+    }
+    if let Some(b) = &summary.beyond {
+        lines.push(Boundary {
+            x: b.step_value,
+            label: format!("beyond: {}", chart::short(b.step_value)),
+        });
+    }
+    lines
+}
+
 /// Served and reply rate against offered, the 1 s min–max band, and what was demanded: y = x when
 /// the step value is the demanded rate, else the demanded rate's own line.
 pub fn rates(run: &RunFile) -> Chart {
@@ -143,7 +183,7 @@ pub fn rates(run: &RunFile) -> Chart {
         let marks = demanded.iter().map(|(x, d)| Mark::plain(*x, *d)).collect();
         c = c.series(Series::new("demanded requests/s", Colour::GREY, marks).dash(Dash::Dotted));
     }
-    c.shades(trust_shades(run))
+    c.boundaries(knee(run)).shades(trust_shades(run))
 }
 
 /// The latency percentiles against offered; a lower bound is hollow.
@@ -189,13 +229,13 @@ pub fn latency(run: &RunFile) -> Chart {
              enter at their age then, so the true latency is higher still.",
         );
     }
-    c.shades(trust_shades(run))
+    c.boundaries(knee(run)).shades(trust_shades(run))
 }
 
 /// Failures per second against offered, by class: the target's (transport errors, unexpected
 /// statuses) in one bar, the generator's own (no fd, no port) hatched in the bar beside it.
 pub fn failures(run: &RunFile) -> Chart {
-    let per_s = |s: &StepResult, n: u64| n as f64 / s.duration_s.max(1e-9);
+    let per_s = |s: &StepResult, n: u64| n as f64 / served_window_s(s);
     let layer = |name: &str, colour: Colour, n: &dyn Fn(&StepResult) -> u64| {
         let values = run
             .steps
@@ -251,7 +291,7 @@ pub fn status(run: &RunFile) -> Chart {
                 .map(|s| {
                     (
                         s.step_value,
-                        s.status.get(class) as f64 / s.duration_s.max(1e-9),
+                        s.status.get(class) as f64 / served_window_s(s),
                     )
                 })
                 .collect();

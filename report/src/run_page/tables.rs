@@ -6,6 +6,7 @@ use shared::report::StepResult;
 use shared::run_file::RunFile;
 
 use crate::chart::short;
+use crate::data;
 use crate::escape::html;
 
 /// A number as steps.tsv writes one: at most three decimals, no trailing zeros.
@@ -24,9 +25,10 @@ fn row(cells: &[(&str, String)]) -> String {
     out
 }
 
-/// A table's start, in a box that scrolls sideways when the table is wider than the page.
-fn head(id: &str, cols: &[&str]) -> String {
-    let mut out = format!("<div class=\"wide\"><table id=\"{id}\">\n<thead><tr>");
+/// A table's start (`attrs`: its element's attributes), in a box that scrolls sideways when the
+/// table is wider than the page.
+fn head(attrs: &str, cols: &[&str]) -> String {
+    let mut out = format!("<div class=\"wide\"><table {attrs}>\n<thead><tr>");
     for c in cols {
         let _ = write!(out, "<th data-col=\"{0}\">{0}</th>", html(c));
     }
@@ -36,79 +38,77 @@ fn head(id: &str, cols: &[&str]) -> String {
 
 const FOOT: &str = "</tbody>\n</table></div>\n";
 
-/// The steps, as steps.tsv has them.
+/// The steps, as steps.tsv has them. Only the header names its columns: a cell is its column's by
+/// its place in the row (a long run's table was mostly the names repeated in every cell).
 pub fn steps(run: &RunFile) -> String {
     let table = run.step_table();
     let header = table.header();
     let names: Vec<&str> = header.iter().map(String::as_str).collect();
-    let mut out = head("steps", &names);
+    let mut out = head("id=\"steps\"", &names);
     for step in &run.steps {
-        let cells: Vec<(&str, String)> = header
-            .iter()
-            .map(String::as_str)
-            .zip(table.row(step))
-            .collect();
-        out.push_str(&row(&cells));
+        out.push_str(&plain_row(&table.row(step)));
     }
     out.push_str(FOOT);
     out
 }
 
-/// Each step's share by agent (run.json `steps[].agents[]`).
+/// One row of plain `<td>` cells.
+fn plain_row(cells: &[String]) -> String {
+    let mut out = String::from("<tr>");
+    for c in cells {
+        let _ = write!(out, "<td>{}</td>", html(c));
+    }
+    out.push_str("</tr>\n");
+    out
+}
+
+/// Up to this many rows, the agents table is written in the page; past it the page's script
+/// builds it from the embedded data (a run of 100 steps of 10 agents made it a fifth of the page).
+pub const AGENT_ROWS_IN_HTML: usize = 200;
+
+/// Each step's share by agent (run.json `steps[].agents[]`), from the embedded `agent_steps`
+/// columns, so the table the page writes and the one its script builds say the same.
 pub fn agents(run: &RunFile) -> String {
-    const COLS: [&str; 15] = [
-        "step",
-        "agent",
-        "threads",
-        "requests",
-        "replies",
-        "ok",
-        "errors",
-        "failed_pct",
-        "cpu_pct",
-        "p50_ms",
-        "p99_ms",
-        "max_ms",
-        "start_delay_ms",
-        "clock_offset_ms",
-        "lost",
-    ];
+    let cols = data::agent_steps(run);
     let mut out = String::from("<h2>Agents</h2>\n");
-    out.push_str(&head("agents", &COLS));
-    for s in &run.steps {
-        for a in &s.agents {
-            let bound = |name: &str, v: f64| {
-                let at_least = if a.latency_ms.lower_bounds.contains(name) {
-                    "≥"
-                } else {
-                    ""
-                };
-                format!("{at_least}{}", num(v))
-            };
-            let cells = [
-                s.number.to_string(),
-                a.agent.clone(),
-                a.threads.to_string(),
-                a.requests.to_string(),
-                a.replies.to_string(),
-                a.ok.to_string(),
-                a.errors.to_string(),
-                num(a.failed_pct),
-                num(a.cpu_pct),
-                bound("p50", a.latency_ms.p50),
-                bound("p99", a.latency_ms.p99),
-                bound("max", a.latency_ms.max),
-                a.start_delay_ms.map_or_else(|| "-".into(), num),
-                num(a.clock_offset_ms),
-                if a.lost { "lost" } else { "" }.to_string(),
-            ];
-            // Plain cells, named by their column's header: a long run has thousands of rows.
-            out.push_str("<tr>");
-            for c in cells {
-                let _ = write!(out, "<td>{}</td>", html(&c));
-            }
-            out.push_str("</tr>\n");
-        }
+    if cols.rows() > AGENT_ROWS_IN_HTML {
+        let _ = writeln!(
+            out,
+            "<noscript><p>The {} rows of this table are built by the page's script from its embedded data; \
+             run.json beside this report has them too.</p></noscript>",
+            cols.rows()
+        );
+    }
+    if cols.rows() > AGENT_ROWS_IN_HTML {
+        out.push_str(&head(
+            "id=\"agents\" data-fill=\"agent_steps\"",
+            &data::AGENT_COLS,
+        ));
+        out.push_str(FOOT);
+        return out;
+    }
+    out.push_str(&head("id=\"agents\"", &data::AGENT_COLS));
+    let column = |name: &str| cols.get(name).expect("an agent_steps column");
+    let bounds = column("lower_bound");
+    for (i, b) in bounds.iter().enumerate() {
+        let bound: Vec<&str> = b.as_str().unwrap_or("").split(' ').collect();
+        let cells: Vec<String> = data::AGENT_COLS
+            .iter()
+            .map(|c| {
+                let v = &column(c)[i];
+                match (*c, v) {
+                    ("agent", serde_json::Value::Number(n)) => n
+                        .as_u64()
+                        .and_then(|k| run.agents.get(k as usize))
+                        .map_or_else(|| data::text(v), |a| a.name.clone()),
+                    _ if bound.contains(&c.trim_end_matches("_ms")) => {
+                        format!("≥{}", data::text(v))
+                    }
+                    _ => data::text(v),
+                }
+            })
+            .collect();
+        out.push_str(&plain_row(&cells));
     }
     out.push_str(FOOT);
     out
@@ -196,7 +196,7 @@ pub fn ending(run: &RunFile) -> String {
         }
         Some(breaches) => {
             const COLS: [&str; 4] = ["step", "step_value", "expression", "because"];
-            out.push_str(&head("fail-on", &COLS));
+            out.push_str(&head("id=\"fail-on\"", &COLS));
             for b in breaches {
                 let cells = [
                     b.step.to_string(),

@@ -1,0 +1,315 @@
+//! The server monitor from the coordinator's side, with the real binaries on loopback: an embedded
+//! monitor watching `stampede serve` by its pid puts the server's CPU in every step's row and run.json,
+//! and it grows with the rate; a remote one (`stampede-agent --monitor`) dialed with --monitors does the
+//! same, and named among --agents it is refused by its role.
+use tests::{AgentProc, Target, run_ok, run_quiet, text};
+
+/// CPU seconds a process has used, from /proc/PID/stat read here (fields 14 and 15, utime and
+/// stime, in clock ticks; the command name in parentheses may hold spaces).
+fn cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("the target runs");
+    let after_name = &stat[stat.rfind(')').expect("a comm field") + 2..];
+    let fields: Vec<&str> = after_name.split_whitespace().collect();
+    // After the name: state is field 3, so utime (14) and stime (15) are at 11 and 12.
+    let ticks: u64 = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
+    // SAFETY: sysconf only reads a configuration value.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    ticks as f64 / hz
+}
+
+#[test]
+fn an_embedded_monitor_shows_the_targets_cpu_grow_with_the_rate() {
+    let target = Target::start(&[]);
+    let pid = target.pid();
+    let before = cpu_seconds(pid);
+    let ran = run_ok(&[
+        &target.url(),
+        "--model",
+        "requests",
+        "--steps",
+        "50,2000",
+        "--step-duration",
+        "3s",
+        "--monitor-pid",
+        &pid.to_string(),
+    ]);
+    let used = cpu_seconds(pid) - before;
+    let name = "server".to_string();
+    let monitors = ran.run["monitors"]
+        .as_array()
+        .expect("run.json has monitors[]");
+    assert_eq!(monitors.len(), 1);
+    assert_eq!(monitors[0]["name"], name.as_str());
+    let view = |i: usize| &ran.step(i)["server_monitors"][0];
+    let cpu = |i: usize| view(i)["target"]["cpu_pct"].as_f64().expect("a CPU share");
+    let (light, heavy) = (cpu(0), cpu(1));
+    assert!(
+        heavy > 5.0 && heavy > 3.0 * light,
+        "the server's CPU at 2000 req/s ({heavy} %) is not far above its CPU at 50 ({light} %)"
+    );
+    for i in 0..2 {
+        let v = view(i);
+        assert_eq!(v["monitor"], name.as_str());
+        assert_eq!(v["partial"], false, "{v}");
+        let series = v["series"].as_array().expect("a 1 s series");
+        assert!(series.len() >= 3, "{} seconds in a 3 s step", series.len());
+        assert!(series.iter().all(|p| p["cpu_pct"].is_number()), "{v}");
+        assert!(v["target"]["memory_bytes"]["max"].as_f64().unwrap() > 1e6);
+    }
+    // What the monitor counted inside the steps is no more than what the kernel says the process
+    // used over the whole run (read here, not through the probe), less a clock tick per reading.
+    let counted: f64 = (0..2)
+        .map(|i| cpu(i) / 100.0 * view(i)["rated_s"].as_f64().unwrap())
+        .sum();
+    assert!(
+        counted <= used + 0.05 && counted >= 0.4 * used,
+        "monitored {counted:.3} CPU s in the steps; the process used {used:.3} s over the run"
+    );
+    // steps.tsv: the monitor's columns last, suffixed with its name, holding run.json's numbers.
+    let tsv = std::fs::read_to_string(ran.dir.path().join("steps.tsv")).unwrap();
+    let mut lines = tsv.lines();
+    let header: Vec<&str> = lines.next().unwrap().split('\t').collect();
+    let col = header
+        .iter()
+        .position(|h| *h == format!("srv_cpu_pct_{name}"))
+        .expect("a srv_cpu_pct column");
+    assert_eq!(header.last(), Some(&format!("tcp_retrans_{name}").as_str()));
+    let cells: Vec<f64> = lines
+        .map(|l| l.split('\t').nth(col).unwrap().parse().unwrap())
+        .collect();
+    assert_eq!(cells, [light, heavy]);
+}
+
+#[test]
+fn a_bad_monitor_pid_is_an_error_at_start() {
+    let target = Target::start(&[]);
+    let (o, _dir) = run_quiet(&[
+        &target.url(),
+        "--steps",
+        "10",
+        "--step-duration",
+        "1s",
+        "--monitor-pid",
+        "999999999",
+    ]);
+    let stderr = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("--monitor-pid"), "{stderr}");
+    assert_eq!(target.requests(), 0, "no load before the refusal");
+}
+
+/// `stampede-agent --monitor --name web --pid PID --listen 127.0.0.1:0`.
+fn remote_monitor(pid: u32) -> AgentProc {
+    let pid = pid.to_string();
+    let args = [
+        "--monitor",
+        "--name",
+        "web",
+        "--pid",
+        &pid,
+        "--listen",
+        "127.0.0.1:0",
+    ];
+    AgentProc::with_args(&args, &[])
+}
+
+#[test]
+fn a_remote_monitor_dialed_with_monitors_fills_its_columns() {
+    let target = Target::start(&[]);
+    let monitor = remote_monitor(target.pid());
+    let addr = monitor.addr.to_string();
+    let ran = run_ok(&[
+        &target.url(),
+        "--model",
+        "requests",
+        "--steps",
+        "2000",
+        "--step-duration",
+        "3s",
+        "--monitors",
+        &addr,
+    ]);
+    assert_eq!(ran.run["monitors"][0]["name"], "web");
+    // The monitor's machine id is this machine's, where the embedded agent runs.
+    let warnings = ran.run["warnings"].to_string();
+    assert!(
+        warnings.contains("generator and target share this host: the server monitor web"),
+        "{warnings}"
+    );
+    let view = &ran.step(0)["server_monitors"][0];
+    assert_eq!(view["monitor"], "web");
+    let cpu = view["target"]["cpu_pct"].as_f64().unwrap();
+    assert!(
+        cpu > 3.0,
+        "the target served 2000 req/s on {cpu} % of a core: {view}"
+    );
+    assert!(view["series"].as_array().unwrap().len() >= 3, "{view}");
+    let tsv = std::fs::read_to_string(ran.dir.path().join("steps.tsv")).unwrap();
+    assert!(
+        tsv.lines()
+            .next()
+            .unwrap()
+            .ends_with("\ttcp_listen_drops_web\ttcp_retrans_web")
+    );
+}
+
+#[test]
+fn a_monitor_named_among_the_agents_is_refused_by_its_role() {
+    let target = Target::start(&[]);
+    let monitor = remote_monitor(target.pid());
+    let addr = monitor.addr.to_string();
+    let (o, _dir) = run_quiet(&[&target.url(), "--steps", "10", "--agents", &addr]);
+    let stderr = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains(&format!("{addr} is a monitor")) && stderr.contains("--monitors"),
+        "{stderr}"
+    );
+    assert_eq!(target.requests(), 0, "no load was sent");
+}
+
+/// A listener with a backlog of one that never accepts: once its queue is full, the kernel drops
+/// the SYNs of every further connection, which the clients see as connect timeouts.
+struct FullListener {
+    fd: i32,
+    port: u16,
+}
+
+impl FullListener {
+    fn bind() -> FullListener {
+        // SAFETY: plain socket calls on a descriptor this function owns; every result is checked.
+        unsafe {
+            let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM, 0);
+            assert!(fd >= 0, "socket");
+            let mut addr: libc::sockaddr_in = std::mem::zeroed();
+            addr.sin_family = libc::AF_INET as libc::sa_family_t;
+            addr.sin_addr.s_addr = u32::from(std::net::Ipv4Addr::LOCALHOST).to_be();
+            let len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+            let bound = libc::bind(fd, (&raw const addr).cast(), len);
+            assert_eq!(bound, 0, "bind");
+            assert_eq!(libc::listen(fd, 1), 0, "listen");
+            let mut got: libc::sockaddr_in = std::mem::zeroed();
+            let mut got_len = len;
+            libc::getsockname(fd, (&raw mut got).cast(), &mut got_len);
+            FullListener {
+                fd,
+                port: u16::from_be(got.sin_port),
+            }
+        }
+    }
+}
+
+impl Drop for FullListener {
+    fn drop(&mut self) {
+        // SAFETY: the descriptor is ours and closed once.
+        unsafe { libc::close(self.fd) };
+    }
+}
+
+#[test]
+fn a_full_listen_queue_is_noted_as_the_syns_the_server_dropped() {
+    let listener = FullListener::bind();
+    // The TCP counters are the network namespace's: any process here will do to watch.
+    let me = std::process::id().to_string();
+    let url = format!("http://127.0.0.1:{}/", listener.port);
+    let (o, dir) = run_quiet(&[
+        &url,
+        "--model",
+        "connections",
+        "--steps",
+        "50",
+        "--step-duration",
+        "2s",
+        "--connect-timeout",
+        "300ms",
+        "--timeout",
+        "500ms",
+        "--monitor-pid",
+        &me,
+    ]);
+    assert!(o.status.code().is_some(), "{}", text(&o.stderr));
+    let run = tests::run_json(dir.path());
+    let step = &run["steps"][0];
+    let drops = step["server_monitors"][0]["tcp"]["listen_overflows"]
+        .as_u64()
+        .unwrap();
+    assert!(drops > 0, "no listen-queue overflow counted: {step}");
+    assert!(
+        step["errors"]["connect-timeout"].as_u64().unwrap() > 0,
+        "{step}"
+    );
+    let notes = step["notes"].to_string();
+    assert!(
+        notes.contains("listen queue overflowed")
+            && notes.contains("the connect timeouts are SYNs the server dropped"),
+        "{notes}"
+    );
+    // A step with no reply is not trusted, by the generator's own rule; the drops are no reason.
+    let reasons = step["reasons"].to_string();
+    assert!(!reasons.contains("listen"), "{reasons}");
+}
+
+#[test]
+fn a_monitor_joins_beside_the_agents_and_is_counted_by_its_role() {
+    let target = Target::start(&[]);
+    let dir = tempfile::tempdir().unwrap();
+    let ready = dir.path().join("ready.json");
+    let out = dir.path().join("out");
+    let mut coordinator = tests::spawn_stampede(&[
+        "run",
+        &target.url(),
+        "--listen",
+        "127.0.0.1:0",
+        "--expect-agents",
+        "1",
+        "--expect-monitors",
+        "1",
+        "--wait-agents",
+        "20s",
+        "--ready-file",
+        ready.to_str().unwrap(),
+        "--model",
+        "requests",
+        "--steps",
+        "500",
+        "--step-duration",
+        "2s",
+        "--quiet",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let log = tests::Lines::of(&mut coordinator);
+    let listen = tests::ready_addr(&ready, &mut coordinator, &log).to_string();
+    let pid = target.pid().to_string();
+    let spawn = |args: &[&str]| {
+        std::process::Command::new(tests::bin("stampede-agent"))
+            .args(args)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap()
+    };
+    let mut joined = [
+        spawn(&["--join", &listen, "--threads", "1"]),
+        spawn(&[
+            "--monitor",
+            "--name",
+            "web",
+            "--pid",
+            &pid,
+            "--join",
+            &listen,
+        ]),
+    ];
+    let status = coordinator.wait().unwrap();
+    for j in &mut joined {
+        let _ = j.kill();
+        let _ = j.wait();
+    }
+    assert!(status.success(), "{}", log.text());
+    let run = tests::run_json(&out);
+    assert_eq!(run["agents"].as_array().unwrap().len(), 1, "{run}");
+    assert_eq!(run["monitors"][0]["name"], "web");
+    let view = &run["steps"][0]["server_monitors"][0];
+    assert!(view["target"]["cpu_pct"].as_f64().unwrap() > 0.0, "{view}");
+}
