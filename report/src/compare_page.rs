@@ -195,8 +195,8 @@ fn server_cpu(c: &Comparison) -> Chart {
     chart.y = chart.y.with_range(0.0, top);
     chart
         .note(&format!(
-            "{} solid, the other runs dashed; a run without a monitor has no line. Hollow points: \
-             the monitor saw only part of that step.",
+            "{} solid, the other runs dashed; a run without a monitor has no line. Hollow: the \
+             monitor saw only part of the step.",
             c.baseline
         ))
         .shades(shades(c))
@@ -474,6 +474,46 @@ mod tests {
         // The untrusted step of app is shaded in every chart, and says whose once on the page.
         assert!(p99.contains("<rect class=\"t-invalid\""), "{p99}");
         assert_eq!(page.matches("<title>200: app invalid</title>").count(), 1);
+    }
+
+    #[test]
+    fn the_server_cpu_is_overlaid_per_run_that_had_a_monitor() {
+        assert!(
+            !render_compare(&comparison()).contains("data-chart=\"server\""),
+            "no monitor, no server chart"
+        );
+        let mut nginx = run("nginx");
+        for (i, s) in nginx.run.steps.iter_mut().enumerate() {
+            s.server_monitors = vec![server::example("web1", 20.0 * i as f64)];
+        }
+        nginx.run.steps[1].server_monitors[0].partial = true;
+        let c = compare(vec![nginx, run("app")], None, Threshold::default()).unwrap();
+        let page = render_compare(&c);
+        let key = "<figure class=\"chart\" data-chart=\"server\">";
+        let here = page.find(key).expect("a server chart");
+        let last = page.find("data-chart=\"failures\"").unwrap();
+        assert!(here > last, "after the others");
+        let figure = &page[here..here + page[here..].find("</figure>").unwrap()];
+        assert!(
+            !figure.contains("data-n=\"app"),
+            "app had no monitor: {figure}"
+        );
+        let g = &figure[figure.find("data-n=\"nginx: web1\"").unwrap()..];
+        let g = &g[..g.find("</g>").unwrap()];
+        let values: Vec<&str> = g
+            .split("data-v=\"")
+            .skip(1)
+            .map(|v| &v[..v.find('"').unwrap()])
+            .collect();
+        let all = values.join(",");
+        for (i, row) in c.steps.iter().enumerate() {
+            let want = format!("{} {}", row.value, 20.0 * i as f64);
+            assert!(all.split(',').any(|p| p == want), "{want} in {all}");
+        }
+        assert!(
+            g.contains("class=\"mk lb\""),
+            "the partial step hollow: {g}"
+        );
     }
 
     #[test]

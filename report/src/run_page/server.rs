@@ -33,24 +33,32 @@ pub fn seen<'a>(s: &'a StepResult, name: &str) -> Option<&'a StepServer> {
     s.server_monitors.iter().find(|m| m.monitor == name)
 }
 
+/// Up to this many steps, each step of a server line is a marked point; past it, only the line
+/// (and the hollow points): 100 steps' markers on a chart half the page wide overlap into a smear,
+/// and were a tenth of the page of a 100-step run. The readout still finds each step along the line.
+const MAX_MARKED_STEPS: usize = 40;
+
 /// A step's mark: hollow when the monitor saw only part of the step (it joined late or was lost),
-/// as a lower bound is.
-fn mark(x: f64, y: f64, m: &StepServer) -> Mark {
+/// as a lower bound is; else a dot, or on the line for a long run.
+fn mark(x: f64, y: f64, m: &StepServer, marked: bool) -> Mark {
     if m.partial {
         Mark::lower_bound(x, y)
-    } else {
+    } else if marked {
         Mark::at(x, y)
+    } else {
+        Mark::plain(x, y)
     }
 }
 
 /// One line of monitor `name`: the steps it saw that have the value, in step order.
 fn line(run: &RunFile, name: &str, v: impl Fn(&StepServer) -> Option<f64>) -> Vec<Mark> {
+    let marked = run.steps.len() <= MAX_MARKED_STEPS;
     run.steps
         .iter()
         .filter_map(|s| {
             let m = seen(s, name)?;
             v(m).filter(|y| y.is_finite())
-                .map(|y| mark(s.step_value, y, m))
+                .map(|y| mark(s.step_value, y, m, marked))
         })
         .collect()
 }
@@ -62,8 +70,7 @@ fn any_partial(run: &RunFile) -> bool {
         .any(|m| m.partial)
 }
 
-const PARTIAL_NOTE: &str =
-    " Hollow points: the monitor saw only part of that step (it joined late or was lost).";
+const PARTIAL_NOTE: &str = " Hollow: the monitor saw only part of the step.";
 
 /// The cores a monitor's target may use, as its CPU line's name says them: `1 core`, `2.5 cores`.
 fn cores(run: &RunFile, name: &str) -> Option<String> {
@@ -81,7 +88,7 @@ fn cores(run: &RunFile, name: &str) -> Option<String> {
 }
 
 /// The server's CPU against the step value: per monitor, its target's share of its usable cores
-/// (solid), the busiest thread's of one core (dashed), the host's CPU (dotted) and softirq (dots).
+/// (solid), the busiest thread's of one core (dashed), the host's CPU and softirq (dotted).
 pub fn cpu(run: &RunFile) -> Chart {
     let mut c = Chart::new(
         "server",
@@ -109,6 +116,12 @@ pub fn cpu(run: &RunFile) -> Chart {
                 Dash::Dotted,
                 line(run, name, |m| m.host.cpu_pct),
             ),
+            // Dotted as the host's CPU it is part of, and far below it.
+            (
+                format!("{name}: host softirq"),
+                Dash::Dotted,
+                line(run, name, |m| m.host.softirq_pct),
+            ),
         ];
         for (title, dash, marks) in lines {
             if !marks.is_empty() {
@@ -116,20 +129,11 @@ pub fn cpu(run: &RunFile) -> Chart {
                 c = c.series(Series::new(&title, colour, marks).dash(dash));
             }
         }
-        let softirq = line(run, name, |m| m.host.softirq_pct);
-        if !softirq.is_empty() {
-            let title = format!("{name}: host softirq");
-            c = c.series(
-                Series::new(&title, colour, softirq)
-                    .dash(Dash::Dotted)
-                    .scatter(),
-            );
-        }
     }
     c.y = c.y.with_range(0.0, top);
     let mut note = String::from(
-        "Each line is a share of what it saturates: the server's CPU of the cores it may use, its busiest \
-         thread of one core, the host's CPU and softirq of all its cores. At 100 that resource is used up.",
+        "Shares of what each saturates at 100: the cores the server may use, one core for its busiest \
+         thread, all the host's cores.",
     );
     if any_partial(run) {
         note.push_str(PARTIAL_NOTE);
@@ -180,6 +184,31 @@ pub fn memory(run: &RunFile) -> Chart {
     c.note(&note).shades(trust_shades(run)).size(360.0, 240.0)
 }
 
+/// Monitor `name`'s view of a step whose target used `cpu_util_pct` of its 2 cores, its busiest
+/// thread 45 % of one, 1–3 MB, the host 30 % busy and 2 % in softirq (for tests of what draws it).
+#[cfg(test)]
+pub(crate) fn example(name: &str, cpu_util_pct: f64) -> StepServer {
+    let gauge =
+        |min: f64, max: f64| serde_json::json!({"min": min, "avg": (min + max) / 2.0, "max": max});
+    serde_json::from_value(serde_json::json!({
+        "monitor": name, "counted_s": 5.0, "rated_s": 4.0, "partial": false, "samples": 4,
+        "target": {
+            "cpu_pct": 2.0 * cpu_util_pct, "cpu_user_pct": 0.0, "cpu_system_pct": 0.0,
+            "cpu_util_pct": cpu_util_pct, "usable_cores": 2.0, "thread_max_pct": 45.0,
+            "busiest_thread": "worker", "memory_bytes": gauge(MB, 3.0 * MB),
+            "threads": gauge(4.0, 4.0), "open_fds": gauge(9.0, 9.0), "processes": gauge(1.0, 1.0),
+            "voluntary_switches": 0, "involuntary_switches": 0,
+            "throttled_pct": null, "memory_peak_bytes": null, "oom_kills": null
+        },
+        "host": {"cpu_pct": 30.0, "softirq_pct": 2.0, "steal_pct": 0.0, "iowait_pct": 0.0,
+                 "busiest_core": 0, "busiest_core_pct": 60.0, "run_queue": null,
+                 "mem_available_bytes": null},
+        "net": [], "tcp": shared::monitor::TcpCounters::default(), "monitor_cpu_pct": 0.1,
+        "series": []
+    }))
+    .expect("the example is a StepServer")
+}
+
 #[cfg(test)]
 mod tests {
     use std::path::Path;
@@ -189,28 +218,8 @@ mod tests {
     fn monitored() -> RunFile {
         let text = include_str!("../../../shared/tests/golden/run.json");
         let mut run = RunFile::parse(text, Path::new("run.json")).unwrap();
-        let view: StepServer = serde_json::from_value(serde_json::json!({
-            "monitor": "web1", "counted_s": 5.0, "rated_s": 4.0, "partial": false, "samples": 4,
-            "target": {
-                "cpu_pct": 50.0, "cpu_user_pct": 40.0, "cpu_system_pct": 10.0,
-                "cpu_util_pct": 25.0, "usable_cores": 2.0, "thread_max_pct": 45.0,
-                "busiest_thread": "worker", "memory_bytes": {"min": 1048576.0, "avg": 2097152.0, "max": 3145728.0},
-                "threads": {"min": 4.0, "avg": 4.0, "max": 4.0},
-                "open_fds": {"min": 9.0, "avg": 9.0, "max": 9.0},
-                "processes": {"min": 1.0, "avg": 1.0, "max": 1.0},
-                "voluntary_switches": 0, "involuntary_switches": 0,
-                "throttled_pct": null, "memory_peak_bytes": null, "oom_kills": null
-            },
-            "host": {"cpu_pct": 30.0, "softirq_pct": 2.0, "steal_pct": 0.0, "iowait_pct": 0.0,
-                     "busiest_core": 0, "busiest_core_pct": 60.0, "run_queue": null,
-                     "mem_available_bytes": null},
-            "net": [], "tcp": shared::monitor::TcpCounters::default(), "monitor_cpu_pct": 0.1,
-            "series": []
-        }))
-        .unwrap();
         for (i, s) in run.steps.iter_mut().enumerate() {
-            let mut v = view.clone();
-            v.target.as_mut().unwrap().cpu_util_pct = 10.0 * (i + 1) as f64;
+            let mut v = example("web1", 10.0 * (i + 1) as f64);
             v.partial = i == 0;
             s.server_monitors = vec![v];
         }
@@ -228,12 +237,7 @@ mod tests {
         assert_eq!(ys, want);
         assert_eq!(srv.marks[0].marker, crate::chart::Marker::Hollow);
         assert_eq!(srv.marks[1].marker, crate::chart::Marker::Dot);
-        assert!(
-            c.note
-                .as_deref()
-                .unwrap()
-                .contains("only part of that step")
-        );
+        assert!(c.note.as_deref().unwrap().contains("only part of the step"));
         let names: Vec<&str> = c.series.iter().map(|s| s.name.as_str()).collect();
         assert_eq!(
             names[1..],
