@@ -372,6 +372,11 @@ mod tests {
         let caps = r.capabilities.as_ref().unwrap();
         assert_eq!(caps.threads, 1);
         assert!(caps.fd_limit > 0);
+        assert_eq!(r.role, pb::Role::Load as i32);
+        // The id a monitor on this host reports, so a coordinator can tell they share it.
+        let probe = crate::monitor::Probe::open(&shared::monitor::Watch::Pid(std::process::id()));
+        assert_eq!(caps.machine_id, probe.unwrap().info(None).machine_id);
+        assert_eq!(caps.machine_id.len(), 16, "{}", caps.machine_id);
         shutdown.cancel();
     }
 
@@ -581,13 +586,19 @@ mod tests {
             .expect("the monitor joins within 10 s")
             .unwrap();
         let send = |kind| down.send(Ok(proto::to_agent(kind)));
-        let mut next = async || {
+        // The next message that is not a heartbeat's answer.
+        let mut next = async || loop {
             let msg = tokio::time::timeout(patience, up.message()).await;
-            msg.expect("an answer within 10 s")
+            match msg
+                .expect("an answer within 10 s")
                 .unwrap()
                 .unwrap()
                 .kind
                 .unwrap()
+            {
+                Up::Pong(_) => continue,
+                other => return other,
+            }
         };
         send(Down::Hello(pb::Hello {
             protocol_version: proto::PROTOCOL_VERSION,
@@ -624,7 +635,6 @@ mod tests {
             match next().await {
                 Up::Refusal(r) => refused = Some(r.message),
                 Up::MonitorSample(s) => second = Some(s),
-                Up::Pong(_) => {}
                 other => panic!("read {other:?}"),
             }
         }

@@ -422,6 +422,7 @@ impl Session {
                 limits: Some((&self.rules.policy).into()),
                 tcp_tw_reuse: system::tcp_tw_reuse(),
                 source_addrs: true,
+                machine_id: system::machine_id(),
             }),
             role: pb::Role::Load as i32,
             monitor: None,

@@ -1,4 +1,5 @@
-//! Facts about the machine the agent runs on (cores, fd limit, port range) and the thread CPU clock.
+//! Facts about the machine the agent runs on (cores, fd limit, port range, the kernel's hashed id) and
+//! the thread CPU clock.
 
 /// Raises RLIMIT_NOFILE to its hard limit so connection counts are bounded by the machine, not a default
 /// of 1024. Returns the soft limit now in force.
@@ -65,6 +66,20 @@ pub fn thread_cpu_ns() -> u64 {
         return 0;
     }
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// A stable id of the running kernel: the boot id, hashed so no host identifier leaves the machine.
+/// Containers share their host's boot id, so a load agent in a container beside the target gets the
+/// same id as a monitor of it, which is what "generator and target share this host" asks.
+pub fn machine_id() -> String {
+    let raw = std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
+        .or_else(|_| std::fs::read_to_string("/etc/machine-id"))
+        .unwrap_or_default();
+    // FNV-1a: a hash every build of stampede computes alike, unlike std's hasher.
+    let hash = raw.trim().bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+    });
+    format!("{hash:016x}")
 }
 
 #[cfg(test)]

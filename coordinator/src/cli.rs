@@ -438,7 +438,7 @@ settings! {
         #[arg(long, value_name = "N", requires = "listen", help_heading = MONITOR)]
         pub expect_monitors: Option<usize>,
         /// Watch this process (its threads and children) from this machine, in-process: a monitor
-        /// named pid-PID.
+        /// named `server` (a pid changes from run to run; the columns should not).
         #[arg(long, value_name = "PID", conflicts_with_all = ["monitor_process", "monitor_cgroup"], help_heading = MONITOR)]
         pub monitor_pid: Option<u32>,
         /// Watch every process of this name (nginx's master and workers), in-process: a monitor named

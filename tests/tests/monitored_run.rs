@@ -34,7 +34,7 @@ fn an_embedded_monitor_shows_the_targets_cpu_grow_with_the_rate() {
         &pid.to_string(),
     ]);
     let used = cpu_seconds(pid) - before;
-    let name = format!("pid-{pid}");
+    let name = "server".to_string();
     let monitors = ran.run["monitors"]
         .as_array()
         .expect("run.json has monitors[]");

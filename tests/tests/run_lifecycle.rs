@@ -33,7 +33,12 @@ fn demo_runs_past_the_knee_and_writes_everything() {
     assert_eq!(run["monitors"].as_array().map(Vec::len), Some(1), "{run}");
     let cpu = |i: usize| steps[i]["server_monitors"][0]["target"]["cpu_pct"].as_f64();
     assert!(cpu(5).is_some_and(|c| c > 0.0), "{}", steps[5]);
-    assert!(tsv.lines().next().unwrap().contains("\tsrv_cpu_pct_pid-"));
+    assert!(
+        tsv.lines()
+            .next()
+            .unwrap()
+            .contains("\tsrv_cpu_pct_server\t")
+    );
     assert!(text(&o.stdout).contains(&format!("results: {}", out.path().display())));
     let report = out.path().join("report.html");
     assert!(text(&o.stdout).contains(&format!("report: {}", report.display())));

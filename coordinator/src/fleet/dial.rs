@@ -57,7 +57,8 @@ pub const EMBEDDED: &str = "embedded";
 /// A monitor in this process watching `watch`, over a `Link` as the embedded agent is: the monitor
 /// role's own session, so it greets, samples and refuses load as a remote one does. Its target is
 /// opened once here, so that a pid that does not exist is an error before the run (the session
-/// opens it again for itself). Named as its columns will be: `pid-PID`, the process name, or the
+/// opens it again for itself). Named as its columns will be: `server` for a pid (which changes from
+/// run to run, while scripts and `stampede compare` read columns by name), the process name, or the
 /// cgroup's last component.
 fn embedded_monitor(
     watch: &shared::monitor::Watch,
@@ -70,7 +71,7 @@ fn embedded_monitor(
         Watch::Cgroup(_) | Watch::Container(_) => "--monitor-cgroup",
     };
     let name = match watch {
-        Watch::Pid(pid) => format!("pid-{pid}"),
+        Watch::Pid(_) => "server".to_string(),
         Watch::Process(name) | Watch::Container(name) => name.clone(),
         Watch::Cgroup(path) => path
             .file_name()

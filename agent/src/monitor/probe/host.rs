@@ -129,19 +129,9 @@ pub fn page_size() -> u64 {
     u64::try_from(size).ok().filter(|s| *s > 0).unwrap_or(4096)
 }
 
-/// A stable id of the running kernel: the boot id, hashed so no host identifier leaves the machine.
-/// Containers share their host's boot id, so a load agent in a container beside the target gets the
-/// same id as a monitor of it, which is what "generator and target share this host" asks.
-pub fn machine_id() -> String {
-    let raw = std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
-        .or_else(|_| std::fs::read_to_string("/etc/machine-id"))
-        .unwrap_or_default();
-    // FNV-1a: a hash every build of stampede computes alike, unlike std's hasher.
-    let hash = raw.trim().bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
-    });
-    format!("{hash:016x}")
-}
+/// The running kernel's id, hashed: in `system` beside the machine's other facts, since a load agent's
+/// hello reports it too.
+pub use crate::system::machine_id;
 
 #[cfg(test)]
 mod tests {
