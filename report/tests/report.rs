@@ -325,10 +325,7 @@ fn a_monitored_run_draws_the_server_s_cpu_beside_its_memory() {
     ] {
         assert_eq!(values(cpu, series).len(), r.run.steps.len(), "{series}");
     }
-    assert!(
-        cpu.contains("only part of the step"),
-        "hollow is explained"
-    );
+    assert!(cpu.contains("only part of the step"), "hollow is explained");
     assert!(
         cpu.contains("class=\"t-invalid\""),
         "the trust shading as every chart"
