@@ -19,7 +19,8 @@ use crate::run_page::server;
 /// The `data-chart` names of a comparison's page, in page order (the page contract, `lib.rs`).
 pub const COMPARE_CHARTS: [&str; 4] = ["rates", "latency-p99", "latency-p50", "failures"];
 
-/// The charts a comparison also has, after the others, when any of its runs had a server monitor.
+/// The charts a comparison also has, after the others, when a server monitor measured the server's
+/// CPU in a step of any of its runs.
 pub const COMPARE_MONITOR_CHARTS: [&str; 1] = ["server"];
 
 /// The comparison's own CSS: the banner, the run swatches, the delta table's classes.
@@ -132,8 +133,8 @@ fn regressions(c: &Comparison) -> String {
     out
 }
 
-/// The charts of [`COMPARE_CHARTS`], in order, then [`COMPARE_MONITOR_CHARTS`] if a run had a
-/// monitor.
+/// The charts of [`COMPARE_CHARTS`], in order, then [`COMPARE_MONITOR_CHARTS`] if a monitor
+/// measured a run's server CPU.
 fn charts(c: &Comparison) -> Vec<Chart> {
     let offered = c.axis != "connections";
     let mut rates = against(c, "rates", "Served rate (ok_rate)", "ok_rate", Unit::Si);
@@ -151,11 +152,9 @@ fn charts(c: &Comparison) -> Vec<Chart> {
         Unit::Percent,
     );
     let mut charts = vec![rates, p99, p50, failed];
-    if c.inputs()
-        .iter()
-        .any(|r| !server::monitors(&r.run).is_empty())
-    {
-        charts.push(server_cpu(c));
+    let server = server_cpu(c);
+    if server.series.iter().any(|s| !s.marks.is_empty()) {
+        charts.push(server);
     }
     charts
 }

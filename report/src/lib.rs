@@ -11,8 +11,8 @@
 //!   `stampede.report-data/1` (`data.rs`): `schema`, `target`, `label`, `model`, `status`,
 //!   `agents` (the agents' names), and two sets of columns, each an object of equal-length arrays by
 //!   column name: `steps` (one entry per step: `step`, `step_value`, then steps.tsv's columns, each
-//!   cell as steps.tsv writes it, a number where it is one) and `agent_steps` (one entry per step and
-//!   agent: the `#agents` table's columns, `agent` an index into `agents`, and `lower_bound`, which
+//!   cell as steps.tsv writes it, a number where it is one; a monitor's among them,
+//!   `srv_cpu_pct_NAME`…) and `agent_steps` (one entry per step and agent: the `#agents` table's columns, `agent` an index into `agents`, and `lower_bound`, which
 //!   latencies are lower bounds, space-separated). Numbers have at most three decimals; a missing one
 //!   is null. The whole run.json stays beside the report (`stampede report DIR` rebuilds from it);
 //! - every chart is a `<figure class="chart" data-chart="NAME">` holding one `<svg>`; a chart with
@@ -24,9 +24,9 @@
 //!   `<path d="M…" data-v="X Y,X Y,…">` inside a `<g data-n="SERIES">` (a series' markers, a layer's
 //!   bars): one "X Y" (the values, not pixels) for each `M` of the path, in order;
 //! - a comparison's page (`stampede compare`) has every chart of [`COMPARE_CHARTS`], in that order,
-//!   a series per run (`data-n` its label), and when any run had a server monitor, then those of
-//!   [`COMPARE_MONITOR_CHARTS`] (`server`: a series per run and monitor, `data-n` `LABEL: MONITOR`);
-//!   its delta table is `<table id="compare">`, a row
+//!   a series per run (`data-n` its label), and when a monitor measured a run's server CPU, then
+//!   those of [`COMPARE_MONITOR_CHARTS`] (`server`: a series per run and monitor, `data-n`
+//!   `LABEL: MONITOR`); its delta table is `<table id="compare">`, a row
 //!   `<tr data-value="V" data-run="LABEL">` per step value and run, its cells `<td data-metric="NAME"
 //!   data-class="CLASS">` (compare.json's classes), `data-regression="1"` on a regression;
 //! - the steps table is `<table id="steps">`: its header cells `<th data-col="COLUMN">` name the

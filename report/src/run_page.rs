@@ -59,10 +59,7 @@ pub fn render_run(r: &RunReport) -> String {
     if server::monitors(run).is_empty() {
         body.push_str(&charts::server());
     } else {
-        body.push_str("<div class=\"strip\">\n");
-        body.push_str(&server::cpu(run).render_in(&mut titles));
-        body.push_str(&server::memory(run).render_in(&mut titles));
-        body.push_str("</div>\n");
+        body.push_str(&server::charts(run, &mut titles));
     }
     body.push_str("<h2>Each step's latency distribution</h2>\n");
     body.push_str(&charts::distribution(run, &r.distributions));

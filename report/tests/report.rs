@@ -407,3 +407,27 @@ fn a_monitor_s_name_is_shown_as_text() {
         "the column, by its name"
     );
 }
+
+#[test]
+fn a_monitor_that_saw_no_step_or_no_process_leaves_labelled_places() {
+    let mut r = fixture::monitored();
+    for s in &mut r.run.steps {
+        for m in &mut s.server_monitors {
+            m.target = None;
+        }
+    }
+    let page = render_run(&r);
+    assert!(
+        page.contains("<figure class=\"chart\" data-chart=\"server\">"),
+        "the host is drawn"
+    );
+    assert!(page.contains("<figure class=\"chart empty\" data-chart=\"server-memory\">"));
+    assert!(page.contains("watches the host alone"));
+    for s in &mut r.run.steps {
+        s.server_monitors.clear();
+    }
+    let page = render_run(&r);
+    assert!(page.contains("<figure class=\"chart empty\" data-chart=\"server\">"));
+    assert!(page.contains("has not reported a step yet"));
+    assert!(page.contains("<figure class=\"chart empty\" data-chart=\"server-memory\">"));
+}

@@ -12,7 +12,7 @@ use shared::report::StepResult;
 use shared::run_file::RunFile;
 
 use super::charts::{step_axis, trust_shades};
-use crate::chart::{self, Axis, Band, Chart, Colour, Dash, Mark, Series, Unit};
+use crate::chart::{self, Axis, Band, Chart, Colour, Dash, Mark, Series, Titles, Unit};
 
 const MB: f64 = 1024.0 * 1024.0;
 
@@ -85,6 +85,27 @@ fn cores(run: &RunFile, name: &str) -> Option<String> {
     } else {
         format!("{n} cores")
     })
+}
+
+/// The server's two charts side by side, each drawn, or its labelled place when it has nothing to
+/// draw: no step seen yet, or (memory) a monitor of the host alone.
+pub fn charts(run: &RunFile, titles: &mut Titles) -> String {
+    let mut out = String::from("<div class=\"strip\">\n");
+    for (c, why) in [
+        (cpu(run), "The monitor has not reported a step yet."),
+        (
+            memory(run),
+            "No step has the memory of watched processes: none reported yet, or the monitor watches the host alone.",
+        ),
+    ] {
+        if c.series.iter().all(|s| s.marks.is_empty()) && c.bands.is_empty() {
+            out.push_str(&chart::empty(&c.name, &c.title, why));
+        } else {
+            out.push_str(&c.render_in(titles));
+        }
+    }
+    out.push_str("</div>\n");
+    out
 }
 
 /// The server's CPU against the step value: per monitor, its target's share of its usable cores
