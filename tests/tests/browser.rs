@@ -202,14 +202,30 @@ fn a_monitored_run_s_report_draws_the_server_in_chromium() {
             "step {i}: drawn {y}, run.json {util}"
         );
     }
+    // The pointer on the server chart's highest marker reads it out, as on every chart.
+    let script = format!(
+        "var chart = 'server';{HOVER_HIGHEST}return {{series: top.parentNode.getAttribute('data-n'), \
+         value: value, highest: highest, readout: readout, \
+         errors: doc.documentElement.getAttribute('data-errors')}};"
+    );
+    let (seen, console) = browser::interact(&chromium, &dir.join("report.html"), &script).unwrap();
+    assert!(console.is_empty(), "console: {console:?}");
+    assert_eq!(seen["errors"], serde_json::Value::Null, "{seen}");
+    let series = seen["series"].as_str().expect("a series under the pointer");
+    assert!(series.starts_with("server: "), "{seen}");
+    let readout = seen["readout"].as_str().unwrap();
+    assert!(
+        readout.starts_with(&format!("{series}: ")) && readout.contains(" at "),
+        "the readout names the point under the pointer: {seen}"
+    );
 }
 
-/// What a person does with the latency chart, in the browser: the pointer on its highest marker
-/// (the readout names that marker's series), a click on the first legend key (its series hidden),
-/// a click on the log/linear switch (the other plot shown). A series' markers are one `path.mk`,
-/// a point's centre where each `M` of its `d` moves to, its values the `data-v` pair of that place.
-const LATENCY_BY_HAND: &str = r#"
-var f = doc.querySelector('figure[data-chart="latency"]');
+/// The pointer on the highest marker of the chart named by the script's `chart` (the readout it
+/// shows in `readout`, the marker's path in `top`, its value in `value`, the highest drawn in
+/// `highest`). A series' markers are one `path.mk`, a point's centre where each `M` of its `d`
+/// moves to, its values the `data-v` pair of that place.
+const HOVER_HIGHEST: &str = r#"
+var f = doc.querySelector('figure[data-chart="' + chart + '"]');
 f.scrollIntoView();
 var svg = f.querySelector('svg');
 var top = null, at = null, value = null, highest = null;
@@ -225,6 +241,12 @@ var c = new win.DOMPoint(at[0], at[1]).matrixTransform(svg.getScreenCTM());
 svg.dispatchEvent(new win.MouseEvent('mousemove',
   {clientX: c.x, clientY: c.y, bubbles: true}));
 var readout = f.querySelector('.ro').textContent;
+"#;
+
+/// What a person does with the latency chart, in the browser, after [`HOVER_HIGHEST`] (the readout
+/// names the highest marker's series): a click on the first legend key (its series hidden), a click
+/// on the log/linear switch (the other plot shown).
+const LATENCY_TOGGLES: &str = r#"
 var key = f.querySelector('.key');
 key.click();
 var hidden = Array.prototype.map.call(
@@ -242,7 +264,8 @@ return {series: top.parentNode.getAttribute('data-n'), value: value, highest: hi
 "#;
 
 fn a_person_can_read_and_toggle_the_latency_chart(chromium: &Path, report: &Path) {
-    let (seen, console) = browser::interact(chromium, report, LATENCY_BY_HAND).unwrap();
+    let script = format!("var chart = 'latency';{HOVER_HIGHEST}{LATENCY_TOGGLES}");
+    let (seen, console) = browser::interact(chromium, report, &script).unwrap();
     assert!(console.is_empty(), "console: {console:?}");
     assert_eq!(seen["exception"], serde_json::Value::Null, "{seen}");
     assert_eq!(seen["errors"], serde_json::Value::Null, "{seen}");
