@@ -427,6 +427,9 @@ mod tests {
             .with_ansi(false)
             .finish();
         let _logging = tracing::subscriber::set_default(subscriber);
+        // A callsite first reached by a parallel test, on a thread with no subscriber, may have
+        // cached "never" as its interest; asked again, it counts this thread's subscriber too.
+        tracing::callsite::rebuild_interest_cache();
         let (endpoint, shutdown) = start().await;
         let mut client = AgentClient::connect(endpoint.clone()).await.unwrap();
         let (tx, rx) = mpsc::channel(4);

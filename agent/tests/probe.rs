@@ -379,10 +379,13 @@ fn host_cpu_adds_up_to_the_wall_clock_on_every_core() {
     assert_eq!(cores as u32, probe.info(None).cores.online);
     // Every core accounts for every tick of wall time in one state or another (mpstat's arithmetic:
     // the states of an interval add up to it); USER_HZ ticks make that exact to ~2 ticks a core.
+    // The clock and /proc/stat are read a moment apart, and on a loaded machine this thread can be
+    // descheduled in between: 10 % and 50 ms leave room for that, and a state left out (idle is most
+    // of a second) still fails.
     for (i, (ca, cb)) in a.host.cores.iter().zip(&b.host.cores).enumerate() {
         let total = cb.since(ca).total_ns() as f64;
         assert!(
-            (total - wall).abs() <= 0.05 * wall + 2e7,
+            (total - wall).abs() <= 0.1 * wall + 5e7,
             "core {i}: {total} ns of states in {wall} ns"
         );
     }
