@@ -397,8 +397,10 @@ settings! {
         /// A/AAAA record is one agent). Without it, an embedded agent runs the load.
         #[arg(long, help_heading = DISTRIBUTED)]
         pub agents: Option<String>,
-        /// Wait for agents to join (`stampede-agent --join`) on this address instead of dialing them.
-        #[arg(long, conflicts_with = "agents", requires = "expect_agents", help_heading = DISTRIBUTED)]
+        /// Wait for agents to join (`stampede-agent --join`) on this address instead of dialing them
+        /// (with --expect-agents), or only monitors (with --expect-monitors alone: the embedded agent
+        /// sends the load).
+        #[arg(long, conflicts_with = "agents", help_heading = DISTRIBUTED)]
         pub listen: Option<std::net::SocketAddr>,
         /// How many agents must join before the run starts (with --listen), or answer (with --agents:
         /// the names looked up again until they give that many, as a dns:// fleet starts).
@@ -440,7 +442,7 @@ settings! {
         #[arg(long, help_heading = MONITOR)]
         pub monitors: Option<String>,
         /// How many monitors must join (`stampede-agent --monitor --join`) with --listen, beside
-        /// --expect-agents.
+        /// --expect-agents (without it, beside the embedded agent).
         #[arg(long, value_name = "N", requires = "listen", help_heading = MONITOR)]
         pub expect_monitors: Option<usize>,
         /// Watch this process (its threads and children) from this machine, in-process: a monitor

@@ -724,16 +724,27 @@ fn token(args: &RunArgs) -> Result<Option<String>, ConfigError> {
     })
 }
 
-/// `--listen` + `--expect-agents`: accepting agents that join, refused beyond loopback unless
+/// `--listen` + `--expect-agents` and/or `--expect-monitors`: accepting agents and monitors that
+/// join (monitors alone: the embedded agent sends the load), refused beyond loopback unless
 /// authenticated and encrypted.
 fn join(
     args: &RunArgs,
     token: Option<&str>,
     tls: Option<&agent::tls::TlsFiles>,
 ) -> Result<Option<JoinSpec>, ConfigError> {
-    Ok(match (args.listen, args.expect_agents) {
+    let monitors = args.expect_monitors.unwrap_or(0);
+    let agents = match args.expect_agents {
+        None if args.listen.is_some() && monitors > 0 => Some(0),
+        None if args.listen.is_some() => {
+            return Err(ConfigError::Conflict(
+                "--listen needs --expect-agents N (agents that join) or --expect-monitors N (monitors that join, beside the embedded agent)".into(),
+            ));
+        }
+        given => given,
+    };
+    Ok(match (args.listen, agents) {
         (Some(listen), Some(expect)) => {
-            if expect == 0 {
+            if expect == 0 && args.expect_agents.is_some() {
                 return Err(PlanError::NotPositive {
                     what: "--expect-agents",
                     value: "0".into(),
@@ -755,7 +766,7 @@ fn join(
             Some(JoinSpec {
                 listen,
                 expect,
-                monitors: args.expect_monitors.unwrap_or(0),
+                monitors,
                 wait,
                 ready_file: args.ready_file.clone(),
             })
@@ -1203,6 +1214,22 @@ mod tests {
             e.contains("--expect-agents goes with --listen ADDR or --agents"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn a_join_port_waits_for_agents_or_monitors() {
+        let mut a = args("http://127.0.0.1:1/");
+        a.steps = Some(Steps(vec![1.0]));
+        a.listen = Some("127.0.0.1:7800".parse().unwrap());
+        let e = resolve(a.clone()).unwrap_err().to_string();
+        assert!(
+            e.contains("--expect-agents N") && e.contains("--expect-monitors N"),
+            "{e}"
+        );
+        a.expect_monitors = Some(1);
+        let run = resolve(a).unwrap();
+        let join = run.join.expect("a join port");
+        assert_eq!((join.expect, join.monitors), (0, 1));
     }
 
     #[test]

@@ -4,7 +4,7 @@
 //! greyed, regressions red, untrusted cells and lower bounds marked).
 use std::fmt::Write;
 
-use shared::compare::{CellEntry, Class, Comparison, METRICS, Metric, in_unit};
+use shared::compare::{CellEntry, Class, Comparison, METRICS, Metric, RunEntry, in_unit};
 use shared::report::human;
 use shared::verdict::Verdict;
 
@@ -14,9 +14,14 @@ use crate::chart::{Axis, Chart, Colour, Dash, Mark, Scale, Series, Shade, Titles
 use crate::escape::html;
 use crate::page::styled_page;
 use crate::run_page::charts::{distinct, step_axis_over, stretch};
+use crate::run_page::server;
 
 /// The `data-chart` names of a comparison's page, in page order (the page contract, `lib.rs`).
 pub const COMPARE_CHARTS: [&str; 4] = ["rates", "latency-p99", "latency-p50", "failures"];
+
+/// The charts a comparison also has, after the others, when a server monitor measured the server's
+/// CPU in a step of any of its runs.
+pub const COMPARE_MONITOR_CHARTS: [&str; 1] = ["server"];
 
 /// The comparison's own CSS: the banner, the run swatches, the delta table's classes.
 const STYLE: &str = ".banner{background:#fff6d6;border:1px solid #e0c040;padding:.5em .5em .5em 2em}\
@@ -128,7 +133,8 @@ fn regressions(c: &Comparison) -> String {
     out
 }
 
-/// The charts of [`COMPARE_CHARTS`], in order.
+/// The charts of [`COMPARE_CHARTS`], in order, then [`COMPARE_MONITOR_CHARTS`] if a monitor
+/// measured a run's server CPU.
 fn charts(c: &Comparison) -> Vec<Chart> {
     let offered = c.axis != "connections";
     let mut rates = against(c, "rates", "Served rate (ok_rate)", "ok_rate", Unit::Si);
@@ -145,7 +151,74 @@ fn charts(c: &Comparison) -> Vec<Chart> {
         "failed_pct",
         Unit::Percent,
     );
-    vec![rates, p99, p50, failed]
+    let mut charts = vec![rates, p99, p50, failed];
+    let server = server_cpu(c);
+    if server.series.iter().any(|s| !s.marks.is_empty()) {
+        charts.push(server);
+    }
+    charts
+}
+
+/// The server's CPU (of the cores it may use) in every run that had a monitor: a line per run and
+/// monitor in the run's colour, the baseline solid, at each joined step value the run's step has.
+fn server_cpu(c: &Comparison) -> Chart {
+    let mut chart = Chart::new(
+        "server",
+        "Server CPU, % of the cores it may use (srv_cpu_util_pct)",
+        joined_axis(c),
+        Axis::linear("srv_cpu_util_pct", Unit::Percent),
+    );
+    let mut top: f64 = 100.0;
+    for (i, (run, input)) in c.runs.iter().zip(c.inputs()).enumerate() {
+        for name in server::monitors(&input.run) {
+            let marks: Vec<Mark> = c
+                .steps
+                .iter()
+                .filter_map(|row| {
+                    let n = row.runs[i].as_ref()?.step;
+                    let s = input.run.steps.iter().find(|s| s.number == n)?;
+                    let m = server::seen(s, &name)?;
+                    let v = m.target.as_ref()?.cpu_util_pct;
+                    top = top.max(v);
+                    Some(if m.partial {
+                        Mark::lower_bound(row.value, v)
+                    } else {
+                        Mark::at(row.value, v)
+                    })
+                })
+                .collect();
+            let title = format!("{}: {name}", run.label);
+            chart = chart.series(Series::new(&title, Colour::nth(i), marks).dash(dash_of(run)));
+        }
+    }
+    chart.y = chart.y.with_range(0.0, top);
+    chart
+        .note(&format!(
+            "{} solid, the other runs dashed; a run without a monitor has no line. Hollow: the \
+             monitor saw only part of the step.",
+            c.baseline
+        ))
+        .shades(shades(c))
+}
+
+/// A run's line: the baseline solid, the others dashed.
+fn dash_of(run: &RunEntry) -> Dash {
+    if run.baseline {
+        Dash::Solid
+    } else {
+        Dash::Dashed
+    }
+}
+
+/// The joined step value's axis: demanded requests/s whatever the open model (a connections run's
+/// rate × --num-call), or a closed loop's connections.
+fn joined_axis(c: &Comparison) -> Axis {
+    let joined = if c.axis == "connections" {
+        LoadModel::Concurrency
+    } else {
+        LoadModel::Requests
+    };
+    step_axis_over(joined, c.steps.iter().map(|r| r.value))
 }
 
 /// One metric of every run against the joined step value: a line per run in its colour (the
@@ -155,15 +228,7 @@ fn against(c: &Comparison, name: &str, title: &str, metric: &str, unit: Unit) ->
         .iter()
         .position(|m| m.name == metric)
         .expect("a compared metric");
-    // The joined value is demanded requests/s whatever the open model (a connections run's
-    // rate × --num-call), or a closed loop's connections: the axis is named for that.
-    let joined = if c.axis == "connections" {
-        LoadModel::Concurrency
-    } else {
-        LoadModel::Requests
-    };
-    let x = step_axis_over(joined, c.steps.iter().map(|r| r.value));
-    let mut chart = Chart::new(name, title, x, Axis::linear(metric, unit));
+    let mut chart = Chart::new(name, title, joined_axis(c), Axis::linear(metric, unit));
     let mut any_bound = false;
     for (i, run) in c.runs.iter().enumerate() {
         let marks: Vec<Mark> = c
@@ -180,12 +245,7 @@ fn against(c: &Comparison, name: &str, title: &str, metric: &str, unit: Unit) ->
                 })
             })
             .collect();
-        let dash = if run.baseline {
-            Dash::Solid
-        } else {
-            Dash::Dashed
-        };
-        chart = chart.series(Series::new(&run.label, Colour::nth(i), marks).dash(dash));
+        chart = chart.series(Series::new(&run.label, Colour::nth(i), marks).dash(dash_of(run)));
     }
     let mut note = format!("{} solid, the other runs dashed.", c.baseline);
     if any_bound {
@@ -413,6 +473,46 @@ mod tests {
         // The untrusted step of app is shaded in every chart, and says whose once on the page.
         assert!(p99.contains("<rect class=\"t-invalid\""), "{p99}");
         assert_eq!(page.matches("<title>200: app invalid</title>").count(), 1);
+    }
+
+    #[test]
+    fn the_server_cpu_is_overlaid_per_run_that_had_a_monitor() {
+        assert!(
+            !render_compare(&comparison()).contains("data-chart=\"server\""),
+            "no monitor, no server chart"
+        );
+        let mut nginx = run("nginx");
+        for (i, s) in nginx.run.steps.iter_mut().enumerate() {
+            s.server_monitors = vec![server::example("web1", 20.0 * i as f64)];
+        }
+        nginx.run.steps[1].server_monitors[0].partial = true;
+        let c = compare(vec![nginx, run("app")], None, Threshold::default()).unwrap();
+        let page = render_compare(&c);
+        let key = "<figure class=\"chart\" data-chart=\"server\">";
+        let here = page.find(key).expect("a server chart");
+        let last = page.find("data-chart=\"failures\"").unwrap();
+        assert!(here > last, "after the others");
+        let figure = &page[here..here + page[here..].find("</figure>").unwrap()];
+        assert!(
+            !figure.contains("data-n=\"app"),
+            "app had no monitor: {figure}"
+        );
+        let g = &figure[figure.find("data-n=\"nginx: web1\"").unwrap()..];
+        let g = &g[..g.find("</g>").unwrap()];
+        let values: Vec<&str> = g
+            .split("data-v=\"")
+            .skip(1)
+            .map(|v| &v[..v.find('"').unwrap()])
+            .collect();
+        let all = values.join(",");
+        for (i, row) in c.steps.iter().enumerate() {
+            let want = format!("{} {}", row.value, 20.0 * i as f64);
+            assert!(all.split(',').any(|p| p == want), "{want} in {all}");
+        }
+        assert!(
+            g.contains("class=\"mk lb\""),
+            "the partial step hollow: {g}"
+        );
     }
 
     #[test]

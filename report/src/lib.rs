@@ -11,17 +11,22 @@
 //!   `stampede.report-data/1` (`data.rs`): `schema`, `target`, `label`, `model`, `status`,
 //!   `agents` (the agents' names), and two sets of columns, each an object of equal-length arrays by
 //!   column name: `steps` (one entry per step: `step`, `step_value`, then steps.tsv's columns, each
-//!   cell as steps.tsv writes it, a number where it is one) and `agent_steps` (one entry per step and
-//!   agent: the `#agents` table's columns, `agent` an index into `agents`, and `lower_bound`, which
+//!   cell as steps.tsv writes it, a number where it is one; a monitor's among them,
+//!   `srv_cpu_pct_NAME`…) and `agent_steps` (one entry per step and agent: the `#agents` table's columns, `agent` an index into `agents`, and `lower_bound`, which
 //!   latencies are lower bounds, space-separated). Numbers have at most three decimals; a missing one
 //!   is null. The whole run.json stays beside the report (`stampede report DIR` rebuilds from it);
 //! - every chart is a `<figure class="chart" data-chart="NAME">` holding one `<svg>`; a chart with
 //!   nothing to draw yet is `<figure class="chart empty" data-chart="NAME">` with a caption saying why;
-//!   a run's report has every chart of [`RUN_CHARTS`], in that order; a drawn chart's points are
+//!   a run's report has every chart of [`RUN_CHARTS`], in that order, and a run with a server
+//!   monitor (run.json `monitors`, or a step's `server_monitors`) also those of
+//!   [`RUN_MONITOR_CHARTS`] right after `server` (`server` its CPU, a series per monitor and
+//!   measure named `MONITOR: …`; `server-memory` its memory); a drawn chart's points are
 //!   `<path d="M…" data-v="X Y,X Y,…">` inside a `<g data-n="SERIES">` (a series' markers, a layer's
 //!   bars): one "X Y" (the values, not pixels) for each `M` of the path, in order;
 //! - a comparison's page (`stampede compare`) has every chart of [`COMPARE_CHARTS`], in that order,
-//!   a series per run (`data-n` its label); its delta table is `<table id="compare">`, a row
+//!   a series per run (`data-n` its label), and when a monitor measured a run's server CPU, then
+//!   those of [`COMPARE_MONITOR_CHARTS`] (`server`: a series per run and monitor, `data-n`
+//!   `LABEL: MONITOR`); its delta table is `<table id="compare">`, a row
 //!   `<tr data-value="V" data-run="LABEL">` per step value and run, its cells `<td data-metric="NAME"
 //!   data-class="CLASS">` (compare.json's classes), `data-regression="1"` on a regression;
 //! - the steps table is `<table id="steps">`: its header cells `<th data-col="COLUMN">` name the
@@ -42,6 +47,6 @@ mod input;
 mod page;
 mod run_page;
 
-pub use compare_page::{COMPARE_CHARTS, render_compare};
+pub use compare_page::{COMPARE_CHARTS, COMPARE_MONITOR_CHARTS, render_compare};
 pub use input::{InputError, RunReport};
-pub use run_page::{RUN_CHARTS, render_run};
+pub use run_page::{RUN_CHARTS, RUN_MONITOR_CHARTS, render_run};

@@ -2,6 +2,8 @@
 //! timeline, and the tables.
 /// Also what a comparison draws its step-value axis and shading with.
 pub(crate) mod charts;
+/// Also what a comparison reads the monitors' view of a step with.
+pub(crate) mod server;
 mod tables;
 
 use std::fmt::Write;
@@ -25,6 +27,10 @@ pub const RUN_CHARTS: [&str; 10] = [
     "distribution",
     "timeline",
 ];
+
+/// The charts a run with a server monitor also has, right after `server` (the page contract): a
+/// run without one keeps the page it had.
+pub const RUN_MONITOR_CHARTS: [&str; 1] = ["server-memory"];
 
 /// The HTML report of one run.
 pub fn render_run(r: &RunReport) -> String {
@@ -50,7 +56,11 @@ pub fn render_run(r: &RunReport) -> String {
         body.push_str(&c.render_in(&mut titles));
     }
     body.push_str("</div>\n<h2>The server</h2>\n");
-    body.push_str(&charts::server());
+    if server::monitors(run).is_empty() {
+        body.push_str(&charts::server());
+    } else {
+        body.push_str(&server::charts(run, &mut titles));
+    }
     body.push_str("<h2>Each step's latency distribution</h2>\n");
     body.push_str(&charts::distribution(run, &r.distributions));
     body.push_str("<h2>Over time</h2>\n");

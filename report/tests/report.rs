@@ -4,7 +4,7 @@ mod fixture;
 
 use std::path::Path;
 
-use report::{RUN_CHARTS, render_run};
+use report::{RUN_CHARTS, RUN_MONITOR_CHARTS, render_run};
 
 const PAYLOAD: &str = "</script><img src=x onerror=alert(1)>";
 
@@ -252,4 +252,182 @@ fn a_run_without_1_s_samples_leaves_the_timeline_a_labelled_place() {
         page.contains("<figure class=\"chart empty\" data-chart=\"timeline\">"),
         "the timeline of a run without 1 s samples"
     );
+}
+
+/// The figure `data-chart="NAME"` of a page.
+fn figure<'a>(page: &'a str, name: &str) -> &'a str {
+    let at = page
+        .find(&format!("data-chart=\"{name}\""))
+        .unwrap_or_else(|| panic!("no chart {name}"));
+    &page[at..at + page[at..].find("</figure>").unwrap()]
+}
+
+/// The values of series `series` in a figure: every "X Y" of its paths' `data-v`, rounded to
+/// three decimals, sorted by x.
+fn values(figure: &str, series: &str) -> Vec<(f64, f64, bool)> {
+    let g = &figure[figure
+        .find(&format!("data-n=\"{series}\""))
+        .unwrap_or_else(|| panic!("no series {series} in {figure}"))..];
+    let g = &g[..g.find("</g>").unwrap()];
+    let mut out: Vec<(f64, f64, bool)> = Vec::new();
+    for path in g.split("<path").skip(1) {
+        let hollow = path.contains("class=\"mk lb\"");
+        let Some(v) = path.split("data-v=\"").nth(1) else {
+            continue;
+        };
+        for xy in v[..v.find('"').unwrap()].split(',') {
+            let (x, y) = xy.split_once(' ').unwrap();
+            out.push((x.parse().unwrap(), y.parse().unwrap(), hollow));
+        }
+    }
+    out.sort_by(|a, b| a.0.total_cmp(&b.0));
+    out
+}
+
+#[test]
+fn a_monitored_run_draws_the_server_s_cpu_beside_its_memory() {
+    let r = fixture::monitored();
+    let page = render_run(&r);
+    let mut names: Vec<&str> = RUN_CHARTS.to_vec();
+    let server = names.iter().position(|n| *n == "server").unwrap();
+    names.splice(server + 1..server + 1, RUN_MONITOR_CHARTS);
+    let mut at = 0;
+    for name in &names {
+        let key = format!("<figure class=\"chart\" data-chart=\"{name}\">");
+        assert_eq!(page.matches(&key).count(), 1, "{name} drawn, once");
+        let here = page.find(&key).unwrap();
+        assert!(here > at, "{name} in contract order");
+        at = here;
+    }
+    let cpu = figure(&page, "server");
+    let drawn = values(cpu, "web1: CPU, % of its 1 core");
+    let want: Vec<(f64, f64, bool)> = r
+        .run
+        .steps
+        .iter()
+        .map(|s| {
+            let m = &s.server_monitors[0];
+            (
+                s.step_value,
+                m.target.as_ref().unwrap().cpu_util_pct,
+                m.partial,
+            )
+        })
+        .collect();
+    assert_eq!(
+        drawn, want,
+        "each step's srv_cpu_util_pct, the partial step hollow"
+    );
+    for series in [
+        "web1: busiest thread, % of a core",
+        "web1: host CPU",
+        "web1: host softirq",
+    ] {
+        assert_eq!(values(cpu, series).len(), r.run.steps.len(), "{series}");
+    }
+    assert!(cpu.contains("only part of the step"), "hollow is explained");
+    assert!(
+        cpu.contains("class=\"t-invalid\""),
+        "the trust shading as every chart"
+    );
+    let memory = values(figure(&page, "server-memory"), "web1: highest");
+    let mb: Vec<f64> = r
+        .run
+        .steps
+        .iter()
+        .map(|s| {
+            s.server_monitors[0]
+                .target
+                .as_ref()
+                .unwrap()
+                .memory_bytes
+                .max
+                / (1024.0 * 1024.0)
+        })
+        .collect();
+    assert_eq!(memory.iter().map(|v| v.1).collect::<Vec<_>>(), mb);
+    assert_eq!(render_run(&r), page, "same input, same bytes");
+}
+
+#[test]
+fn a_monitored_run_s_data_carries_the_monitor_s_columns_as_steps_tsv_has_them() {
+    let r = fixture::monitored();
+    let back = data(&render_run(&r));
+    let table = r.run.step_table();
+    let header = table.header();
+    let ours: Vec<&String> = header.iter().filter(|c| c.ends_with("_web1")).collect();
+    assert_eq!(ours.len(), 8, "{header:?}");
+    for (i, s) in r.run.steps.iter().enumerate() {
+        let row = table.row(s);
+        for col in &ours {
+            let cell = &row[header.iter().position(|h| h == *col).unwrap()];
+            let v = &back["steps"][col.as_str()][i];
+            assert_eq!(
+                v.as_f64(),
+                cell.parse::<f64>().ok(),
+                "step {} {col}",
+                s.number
+            );
+        }
+    }
+    assert_eq!(back["steps"]["srv_cpu_util_pct_web1"][1], 30);
+}
+
+/// Issue 12's budget (300 KB for 100 steps of 10 agents) was set for a page without a monitor,
+/// which already takes 274 KB of it; a monitor adds 8 columns to each of the 100 rows of `#steps`
+/// and of the data (12 KB, the page contract) and two charts of 100 steps (17 KB, 5 of it the trust
+/// shading every chart has). So a monitored run may take 10 KB more, and no more.
+#[test]
+fn a_report_of_100_steps_of_10_agents_and_a_monitor_is_under_310_kb() {
+    let mut r = fixture::large(100, 10);
+    fixture::monitor(&mut r.run, "web1");
+    let page = render_run(&r);
+    assert!(page.contains("data-chart=\"server-memory\""));
+    assert!(page.len() < 310 * 1024, "{} bytes", page.len());
+}
+
+#[test]
+fn a_monitor_s_name_is_shown_as_text() {
+    let mut r = fixture::report();
+    fixture::monitor(&mut r.run, PAYLOAD);
+    let page = render_run(&r);
+    assert!(!page.contains("<img"), "no element from a monitor's name");
+    assert_eq!(
+        page.matches("</script>").count(),
+        2,
+        "only the page's own scripts end"
+    );
+    let escaped = "&lt;/script&gt;&lt;img src=x onerror=alert(1)&gt;";
+    assert!(page.contains(&format!("data-n=\"{escaped}: CPU, % of its 1 core\"")));
+    assert!(page.contains(&format!("{escaped}: highest")));
+    let back = data(&page);
+    let steps = back["steps"].as_object().unwrap();
+    assert!(
+        steps.keys().any(|k| k.starts_with("srv_cpu_pct_</script>")),
+        "the column, by its name"
+    );
+}
+
+#[test]
+fn a_monitor_that_saw_no_step_or_no_process_leaves_labelled_places() {
+    let mut r = fixture::monitored();
+    for s in &mut r.run.steps {
+        for m in &mut s.server_monitors {
+            m.target = None;
+        }
+    }
+    let page = render_run(&r);
+    assert!(
+        page.contains("<figure class=\"chart\" data-chart=\"server\">"),
+        "the host is drawn"
+    );
+    assert!(page.contains("<figure class=\"chart empty\" data-chart=\"server-memory\">"));
+    assert!(page.contains("watches the host alone"));
+    for s in &mut r.run.steps {
+        s.server_monitors.clear();
+    }
+    let page = render_run(&r);
+    assert!(page.contains("<figure class=\"chart empty\" data-chart=\"server\">"));
+    assert!(page.contains("has not reported a step yet"));
+    assert!(page.contains("<figure class=\"chart empty\" data-chart=\"server-memory\">"));
 }

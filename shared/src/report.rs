@@ -1037,9 +1037,19 @@ impl StepTable {
     /// autobench suffixes hosts (`srv_cpu_pct_web1`): after every other column, so that a script
     /// reading steps.tsv by position reads the same columns whether a monitor watched or not. A
     /// cell is empty for a step the monitor did not see (it was lost, or joined late).
-    pub fn with_monitors(mut self, names: &[String]) -> StepTable {
+    pub fn with_monitors(self, names: &[String]) -> StepTable {
+        self.monitor_columns(names, "")
+    }
+
+    /// [`StepTable::with_monitors`] for a comparison's run: each column suffixed with the monitor,
+    /// then the run's label (`srv_cpu_pct_server_nginx`), as `labelled` suffixes the others.
+    pub fn with_labelled_monitors(self, names: &[String], label: &str) -> StepTable {
+        self.monitor_columns(names, &format!("_{label}"))
+    }
+
+    fn monitor_columns(mut self, names: &[String], tail: &str) -> StepTable {
         for name in names {
-            let suffix = name.replace(['\t', ',', ' ', '\n'], "_");
+            let suffix = name.replace(['\t', ',', ' ', '\n'], "_") + tail;
             for (column, value) in MONITOR_COLUMNS {
                 let name = name.clone();
                 self.0.push((

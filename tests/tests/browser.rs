@@ -13,7 +13,8 @@ use tests::{Target, bin, run_ok, text};
 const X_NOT_STEP: [&str; 2] = ["timeline", "distribution"];
 
 /// What every report must show in a browser, whatever its run: a clean page (see
-/// [`browser::assert_clean`]) with the charts of [`report::RUN_CHARTS`] in order, each drawn or
+/// [`browser::assert_clean`]) with the charts of [`report::RUN_CHARTS`] in order (and, when a
+/// monitor's columns are in the data, [`report::RUN_MONITOR_CHARTS`] after `server`), each drawn or
 /// saying why not, the points of those against the offered load at the run's step values. Returns
 /// the parsed DOM and the embedded data for the caller's own questions.
 fn assert_sound_page(page: &Loaded) -> (Dom, serde_json::Value) {
@@ -27,7 +28,15 @@ fn assert_sound_page(page: &Loaded) -> (Dom, serde_json::Value) {
         .collect();
     let charts = browser::charts(&dom);
     let names: Vec<&str> = charts.iter().map(|(name, _)| *name).collect();
-    assert_eq!(names, report::RUN_CHARTS, "the report's charts, in order");
+    let mut want = report::RUN_CHARTS.to_vec();
+    let monitored = data["steps"]
+        .as_object()
+        .is_some_and(|cols| cols.keys().any(|c| c.starts_with("srv_cpu_pct_")));
+    if monitored {
+        let server = want.iter().position(|n| *n == "server").unwrap();
+        want.splice(server + 1..server + 1, report::RUN_MONITOR_CHARTS);
+    }
+    assert_eq!(names, want, "the report's charts, in order");
     for (name, chart) in charts {
         let points = browser::assert_drawn(name, chart);
         if !X_NOT_STEP.contains(&name) {
@@ -128,12 +137,95 @@ fn a_real_ramps_report_runs_in_chromium_and_shows_steps_tsv() {
     assert_eq!(o.stdout, run_page);
 }
 
-/// What a person does with the latency chart, in the browser: the pointer on its highest marker
-/// (the readout names that marker's series), a click on the first legend key (its series hidden),
-/// a click on the log/linear switch (the other plot shown). A series' markers are one `path.mk`,
-/// a point's centre where each `M` of its `d` moves to, its values the `data-v` pair of that place.
-const LATENCY_BY_HAND: &str = r#"
-var f = doc.querySelector('figure[data-chart="latency"]');
+/// A run watched by an embedded monitor (`--monitor-pid` on `stampede serve`): in Chromium its
+/// report draws the server's CPU beside its memory, every point at a step's value, the CPU line the
+/// monitor's `cpu_util_pct` of each step in run.json.
+#[test]
+fn a_monitored_run_s_report_draws_the_server_in_chromium() {
+    let Some(chromium) =
+        browser::available("a_monitored_run_s_report_draws_the_server_in_chromium")
+    else {
+        return;
+    };
+    let target = Target::start(&[]);
+    let ran = run_ok(&[
+        &target.url(),
+        "--model",
+        "requests",
+        "--steps",
+        "50,1000",
+        "--step-duration",
+        "2s",
+        "--monitor-pid",
+        &target.pid().to_string(),
+    ]);
+    let dir = ran.dir.path();
+    let page = browser::load(&chromium, &dir.join("report.html")).unwrap();
+    let (dom, data) = assert_sound_page(&page);
+    assert_eq!(
+        browser::assert_embeds_run(&data, dir),
+        2,
+        "every step embedded"
+    );
+    let cpu = browser::charts(&dom)
+        .into_iter()
+        .find(|(name, _)| *name == "server")
+        .map(|(_, c)| c)
+        .unwrap();
+    assert!(!cpu.has_class("empty"), "the server chart is drawn");
+    let series = cpu
+        .all("g")
+        .into_iter()
+        .find(|g| {
+            g.attr("data-n")
+                .is_some_and(|n| n.starts_with("server: CPU"))
+        })
+        .expect("the monitor's CPU line");
+    let drawn: Vec<String> = series
+        .all("path")
+        .iter()
+        .filter_map(|p| p.attr("data-v"))
+        .flat_map(|v| v.split(',').map(str::to_string).collect::<Vec<_>>())
+        .collect();
+    for (i, s) in ran.run["steps"].as_array().unwrap().iter().enumerate() {
+        let util = s["server_monitors"][0]["target"]["cpu_util_pct"]
+            .as_f64()
+            .unwrap();
+        let x = s["step_value"].as_f64().unwrap();
+        let at = drawn
+            .iter()
+            .find(|p| p.split(' ').next().unwrap().parse::<f64>().unwrap() == x)
+            .unwrap_or_else(|| panic!("step {i} not drawn: {drawn:?}"));
+        let y: f64 = at.split(' ').nth(1).unwrap().parse().unwrap();
+        assert!(
+            (y - util).abs() < 0.01,
+            "step {i}: drawn {y}, run.json {util}"
+        );
+    }
+    // The pointer on the server chart's highest marker reads it out, as on every chart.
+    let script = format!(
+        "var chart = 'server';{HOVER_HIGHEST}return {{series: top.parentNode.getAttribute('data-n'), \
+         value: value, highest: highest, readout: readout, \
+         errors: doc.documentElement.getAttribute('data-errors')}};"
+    );
+    let (seen, console) = browser::interact(&chromium, &dir.join("report.html"), &script).unwrap();
+    assert!(console.is_empty(), "console: {console:?}");
+    assert_eq!(seen["errors"], serde_json::Value::Null, "{seen}");
+    let series = seen["series"].as_str().expect("a series under the pointer");
+    assert!(series.starts_with("server: "), "{seen}");
+    let readout = seen["readout"].as_str().unwrap();
+    assert!(
+        readout.starts_with(&format!("{series}: ")) && readout.contains(" at "),
+        "the readout names the point under the pointer: {seen}"
+    );
+}
+
+/// The pointer on the highest marker of the chart named by the script's `chart` (the readout it
+/// shows in `readout`, the marker's path in `top`, its value in `value`, the highest drawn in
+/// `highest`). A series' markers are one `path.mk`, a point's centre where each `M` of its `d`
+/// moves to, its values the `data-v` pair of that place.
+const HOVER_HIGHEST: &str = r#"
+var f = doc.querySelector('figure[data-chart="' + chart + '"]');
 f.scrollIntoView();
 var svg = f.querySelector('svg');
 var top = null, at = null, value = null, highest = null;
@@ -149,6 +241,12 @@ var c = new win.DOMPoint(at[0], at[1]).matrixTransform(svg.getScreenCTM());
 svg.dispatchEvent(new win.MouseEvent('mousemove',
   {clientX: c.x, clientY: c.y, bubbles: true}));
 var readout = f.querySelector('.ro').textContent;
+"#;
+
+/// What a person does with the latency chart, in the browser, after [`HOVER_HIGHEST`] (the readout
+/// names the highest marker's series): a click on the first legend key (its series hidden), a click
+/// on the log/linear switch (the other plot shown).
+const LATENCY_TOGGLES: &str = r#"
 var key = f.querySelector('.key');
 key.click();
 var hidden = Array.prototype.map.call(
@@ -166,7 +264,8 @@ return {series: top.parentNode.getAttribute('data-n'), value: value, highest: hi
 "#;
 
 fn a_person_can_read_and_toggle_the_latency_chart(chromium: &Path, report: &Path) {
-    let (seen, console) = browser::interact(chromium, report, LATENCY_BY_HAND).unwrap();
+    let script = format!("var chart = 'latency';{HOVER_HIGHEST}{LATENCY_TOGGLES}");
+    let (seen, console) = browser::interact(chromium, report, &script).unwrap();
     assert!(console.is_empty(), "console: {console:?}");
     assert_eq!(seen["exception"], serde_json::Value::Null, "{seen}");
     assert_eq!(seen["errors"], serde_json::Value::Null, "{seen}");

@@ -249,19 +249,19 @@ fn a_full_listen_queue_is_noted_as_the_syns_the_server_dropped() {
     assert!(!reasons.contains("listen"), "{reasons}");
 }
 
-#[test]
-fn a_monitor_joins_beside_the_agents_and_is_counted_by_its_role() {
+/// A run on `--listen` that a monitor of the target joins, beside `agents` load agents that join
+/// too (none: the embedded agent sends the load); returns its run.json.
+fn run_joined_by_a_monitor(agents: usize) -> serde_json::Value {
     let target = Target::start(&[]);
     let dir = tempfile::tempdir().unwrap();
     let ready = dir.path().join("ready.json");
     let out = dir.path().join("out");
-    let mut coordinator = tests::spawn_stampede(&[
-        "run",
-        &target.url(),
-        "--listen",
-        "127.0.0.1:0",
-        "--expect-agents",
-        "1",
+    let (url, expect) = (target.url(), agents.to_string());
+    let mut args = vec!["run", &url, "--listen", "127.0.0.1:0"];
+    if agents > 0 {
+        args.extend(["--expect-agents", &expect]);
+    }
+    args.extend([
         "--expect-monitors",
         "1",
         "--wait-agents",
@@ -278,6 +278,7 @@ fn a_monitor_joins_beside_the_agents_and_is_counted_by_its_role() {
         "--out",
         out.to_str().unwrap(),
     ]);
+    let mut coordinator = tests::spawn_stampede(&args);
     let log = tests::Lines::of(&mut coordinator);
     let listen = tests::ready_addr(&ready, &mut coordinator, &log).to_string();
     let pid = target.pid().to_string();
@@ -289,18 +290,18 @@ fn a_monitor_joins_beside_the_agents_and_is_counted_by_its_role() {
             .spawn()
             .unwrap()
     };
-    let mut joined = [
-        spawn(&["--join", &listen, "--threads", "1"]),
-        spawn(&[
-            "--monitor",
-            "--name",
-            "web",
-            "--pid",
-            &pid,
-            "--join",
-            &listen,
-        ]),
-    ];
+    let mut joined: Vec<_> = (0..agents)
+        .map(|_| spawn(&["--join", &listen, "--threads", "1"]))
+        .collect();
+    joined.push(spawn(&[
+        "--monitor",
+        "--name",
+        "web",
+        "--pid",
+        &pid,
+        "--join",
+        &listen,
+    ]));
     let status = coordinator.wait().unwrap();
     for j in &mut joined {
         let _ = j.kill();
@@ -308,8 +309,24 @@ fn a_monitor_joins_beside_the_agents_and_is_counted_by_its_role() {
     }
     assert!(status.success(), "{}", log.text());
     let run = tests::run_json(&out);
-    assert_eq!(run["agents"].as_array().unwrap().len(), 1, "{run}");
     assert_eq!(run["monitors"][0]["name"], "web");
     let view = &run["steps"][0]["server_monitors"][0];
     assert!(view["target"]["cpu_pct"].as_f64().unwrap() > 0.0, "{view}");
+    run
+}
+
+#[test]
+fn a_monitor_joins_beside_the_agents_and_is_counted_by_its_role() {
+    let run = run_joined_by_a_monitor(1);
+    assert_eq!(run["agents"].as_array().unwrap().len(), 1, "{run}");
+    assert_ne!(run["agents"][0]["name"], "embedded", "{run}");
+}
+
+/// The server host's monitor dials out (it gets no listener), the load comes from here.
+#[test]
+fn a_monitor_joins_beside_the_embedded_agent() {
+    let run = run_joined_by_a_monitor(0);
+    assert_eq!(run["agents"].as_array().unwrap().len(), 1, "{run}");
+    assert_eq!(run["agents"][0]["name"], "embedded", "{run}");
+    assert_eq!(run["steps"][0]["ok"], 1000, "{run}");
 }

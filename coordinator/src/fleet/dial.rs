@@ -36,14 +36,17 @@ pub async fn connect(cfg: &RunConfig) -> Result<Fleet, FleetError> {
         // The join server lives as long as the fleet: its streams are the agents' links.
         let joined = accept_joins(join, cfg.tls.as_ref(), stop.clone()).await?;
         links.extend(joined.into_iter().map(|(n, l)| (n, Expect::Either, l)));
-    } else if cfg.agents.is_empty() {
+    }
+    // Only monitors joined (--expect-monitors without --expect-agents): the embedded agent loads.
+    let joined_load = cfg.join.as_ref().is_some_and(|j| j.expect > 0);
+    if !cfg.agents.is_empty() {
+        let dialed = dial_all(&cfg.agents, cfg.tls.as_ref(), cfg.dial_wait).await?;
+        links.extend(dialed.into_iter().map(|(n, l)| (n, Expect::Load, l)));
+    } else if !joined_load {
         let engine = Arc::new(Engine::start(cfg.threads)?);
         // The embedded agent stops when its link is dropped at the end of the run, like a remote one.
         let link = agent::embedded(engine, CancellationToken::new());
         links.push((EMBEDDED.to_string(), Expect::Load, link));
-    } else {
-        let dialed = dial_all(&cfg.agents, cfg.tls.as_ref(), cfg.dial_wait).await?;
-        links.extend(dialed.into_iter().map(|(n, l)| (n, Expect::Load, l)));
     }
     let dialed = dial_all(&cfg.monitors, cfg.tls.as_ref(), None).await?;
     links.extend(dialed.into_iter().map(|(n, l)| (n, Expect::Monitor, l)));
@@ -346,10 +349,11 @@ pub(crate) async fn accept_joins(
         1 => " and 1 monitor".into(),
         n => format!(" and {n} monitors"),
     };
-    eprintln!(
-        "stampede: waiting for {} agents{monitors} to join on {listen}",
-        join.expect
-    );
+    let waiting = match join.expect {
+        0 => format!("{} monitors", join.monitors).replace("1 monitors", "1 monitor"),
+        n => format!("{n} agents{monitors}"),
+    };
+    eprintln!("stampede: waiting for {waiting} to join on {listen}");
     if let Some(path) = &join.ready_file {
         shared::ready::write(path, listen).map_err(|e| {
             stop.cancel();

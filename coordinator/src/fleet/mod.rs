@@ -136,6 +136,9 @@ struct AgentHandle {
     capacity: Option<agent::capacity::Capacity>,
     /// Whether it binds connections to `--source-addrs` (an older agent would ignore them).
     binds_sources: bool,
+    /// The hashed boot id its hello gave (empty from an older agent): a monitor with the same one
+    /// watches the machine this agent loads from.
+    machine_id: String,
 }
 
 pub struct Fleet {
@@ -201,6 +204,7 @@ impl Fleet {
                     policy: agent::policy::Policy::default(),
                     capacity: None,
                     binds_sources: false,
+                    machine_id: String::new(),
                 }
             })
             .collect();
@@ -494,22 +498,19 @@ impl Fleet {
         })
     }
 
-    /// Monitors on the machine of the embedded agent (the same kernel: their machine ids are equal):
-    /// the generator's CPU there competes with the target's, and the run should say so.
-    pub fn sharing_a_host(&self) -> Vec<String> {
-        let embedded = self
-            .agents
-            .iter()
-            .any(|a| a.expect == Expect::Load && a.name == dial::EMBEDDED);
-        if !embedded {
-            return Vec::new();
-        }
-        let here = agent::monitor::probe::host::machine_id();
-        self.agents
-            .iter()
-            .filter_map(|a| a.monitor.as_ref())
-            .filter(|m| m.info.machine_id == here)
-            .map(|m| m.info.name.clone())
+    /// Each monitor that watches a machine a load agent sends from (the same kernel: their machine
+    /// ids are equal), with that agent: the generator's CPU there competes with the target's, and
+    /// the run should say so.
+    pub fn sharing_a_host(&self) -> Vec<(String, String)> {
+        let monitors = self.agents.iter().filter_map(|a| a.monitor.as_ref());
+        monitors
+            .flat_map(|m| {
+                self.agents
+                    .iter()
+                    .filter(|a| a.role == Role::Load && !a.machine_id.is_empty())
+                    .filter(move |a| a.machine_id == m.info.machine_id)
+                    .map(move |a| (m.info.name.clone(), a.name.clone()))
+            })
             .collect()
     }
 
@@ -657,6 +658,7 @@ impl Fleet {
         }
         a.capacity = agent::capacity::Capacity::from_capabilities(&caps);
         a.binds_sources = caps.source_addrs;
+        a.machine_id = caps.machine_id.clone();
         a.info = Some(AgentInfo {
             name: a.name.clone(),
             version: h.agent_version,

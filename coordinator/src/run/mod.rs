@@ -370,9 +370,9 @@ async fn ready_fleet(
     let shared: Vec<String> = fleet
         .sharing_a_host()
         .into_iter()
-        .map(|m| {
+        .map(|(m, a)| {
             format!(
-                "generator and target share this host: the server monitor {m} watches it beside the embedded agent, whose CPU competes with the target's"
+                "generator and target share this host: the server monitor {m} watches the machine agent {a} sends its load from, whose CPU competes with the target's"
             )
         })
         .collect();

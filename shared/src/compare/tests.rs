@@ -321,6 +321,34 @@ fn the_tsv_is_autobench_shaped_with_every_run_suffixed_by_its_label() {
 }
 
 #[test]
+fn a_monitored_run_s_columns_are_suffixed_with_its_monitor_and_its_label() {
+    let mut b = run("b");
+    b.run.monitors = vec![crate::monitor::MonitorInfo {
+        name: "web".into(),
+        hostname: "web.example".into(),
+        watching: "process nginx (3 pids)".into(),
+        cores: crate::monitor::Cores {
+            online: 2,
+            cpuset: None,
+            quota: None,
+        },
+        machine_id: "ab12".into(),
+    }];
+    b.run.steps[1].server_monitors = vec![crate::monitor::step::example("web", 98.0, 1.0)];
+    let tsv = compared(vec![run("a"), b]).tsv();
+    let lines: Vec<Vec<&str>> = tsv.lines().map(|l| l.split('\t').collect()).collect();
+    let at = lines[0]
+        .iter()
+        .position(|h| *h == "srv_cpu_pct_web_b")
+        .expect("the monitor's column, suffixed with it and the run's label");
+    assert!(
+        !lines[0].iter().any(|h| h.ends_with("_web_a")),
+        "a had no monitor"
+    );
+    assert_eq!((lines[1][at], lines[2][at]), ("", "98"));
+}
+
+#[test]
 fn the_json_carries_its_schema_and_classes_by_name() {
     let mut b = run("b");
     b.run.steps[0].ok_rate = 10.0;

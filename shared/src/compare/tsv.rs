@@ -12,7 +12,11 @@ impl Comparison {
         let tables: Vec<StepTable> = self
             .inputs
             .iter()
-            .map(|r| StepTable::labelled(&r.label, r.run.model()))
+            .map(|r| {
+                let monitors: Vec<String> = r.run.monitors.iter().map(|m| m.name.clone()).collect();
+                StepTable::labelled(&r.label, r.run.model())
+                    .with_labelled_monitors(&monitors, &r.label)
+            })
             .collect();
         let mut header = vec![self.axis.to_string()];
         for t in &tables {
