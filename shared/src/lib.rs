@@ -15,6 +15,7 @@ pub mod report;
 pub mod rng;
 pub mod run_file;
 pub mod schedule;
+pub mod search;
 pub mod server_notes;
 pub mod status;
 #[cfg(feature = "cli")]

@@ -1,0 +1,322 @@
+use proptest::prelude::*;
+
+use super::*;
+
+fn config() -> Config {
+    Config {
+        start: 100.0,
+        max_rate: 100_000.0,
+        probe_s: 2.0,
+        confirm_s: 6.0,
+        ..Config::default()
+    }
+}
+
+fn outcome(class: Class, rate: f64, duration_s: f64, target_errors: bool) -> Probed {
+    Probed {
+        class,
+        achieved: rate,
+        measured_s: duration_s,
+        target_errors,
+    }
+}
+
+/// Runs a search to its end against `server` (rate, role, probe number -> outcome); every probe
+/// it asked for, and the answer.
+fn drive(
+    config: Config,
+    mut server: impl FnMut(f64, f64, Role, usize) -> Probed,
+) -> (Vec<(f64, Role, Class)>, Answer) {
+    let mut search = Search::new(config).unwrap();
+    let mut probes = Vec::new();
+    let mut last = None;
+    let mut elapsed = 0.0;
+    loop {
+        match search.next(last.take(), elapsed) {
+            Next::Done(answer) => return (probes, answer),
+            Next::Probe {
+                rate,
+                duration_s,
+                role,
+            } => {
+                let p = server(rate, duration_s, role, probes.len());
+                probes.push((rate, role, p.class.clone()));
+                elapsed += duration_s;
+                last = Some(p);
+            }
+        }
+        assert!(probes.len() < 10_000, "the search does not end");
+    }
+}
+
+fn monotone(limit: f64) -> impl FnMut(f64, f64, Role, usize) -> Probed {
+    move |rate, d, _, _| {
+        let class = if rate <= limit {
+            Class::Pass
+        } else {
+            Class::Fail(Failure::Shortfall {
+                achieved: limit,
+                offered: rate,
+            })
+        };
+        outcome(class, rate.min(limit), d, false)
+    }
+}
+
+#[test]
+fn a_monotone_server_is_found_within_precision_and_both_bounds_confirmed() {
+    let (probes, a) = drive(config(), monotone(1234.0));
+    assert_eq!(a.status, Status::Resolved);
+    let max = a.max_rate.unwrap().offered;
+    let fail = a.lowest_fail.as_ref().unwrap().offered;
+    assert!(
+        max <= 1234.0 && fail > 1234.0 && fail / max <= 1.05,
+        "{a:?}"
+    );
+    assert_eq!(a.confirmations, 2);
+    assert_eq!(a.probes.confirm, 4);
+    assert_eq!(a.probes.total() as usize, probes.len());
+    // Ramp doubles from the start: 100, 200, ..., 1600 fails.
+    let ramp: Vec<f64> = probes
+        .iter()
+        .filter(|p| p.1 == Role::Ramp)
+        .map(|p| p.0)
+        .collect();
+    assert_eq!(ramp, [100.0, 200.0, 400.0, 800.0, 1600.0]);
+}
+
+#[test]
+fn a_fail_at_the_start_is_doomed() {
+    let (probes, a) = drive(config(), monotone(50.0));
+    assert_eq!(a.status, Status::Doomed);
+    assert_eq!(a.status.exit_code(), 6);
+    assert_eq!(probes.len(), 1);
+    assert!(a.max_rate.is_none());
+    assert_eq!(a.lowest_fail.unwrap().offered, 100.0);
+}
+
+#[test]
+fn a_pass_at_the_max_rate_is_a_lower_bound_only() {
+    let c = Config {
+        max_rate: 1000.0,
+        ..config()
+    };
+    let (probes, a) = drive(c, monotone(5000.0));
+    assert_eq!(a.status, Status::LowerBoundOnly);
+    assert_eq!(a.max_rate.unwrap().offered, 1000.0);
+    assert!(a.lowest_fail.is_none());
+    assert_eq!(probes.last().unwrap().0, 1000.0);
+}
+
+#[test]
+fn an_untrusted_generator_ends_generator_bound_at_least_the_last_pass() {
+    // Passes up to 400; at 800 the generator cannot keep up, however often it tries.
+    let (probes, a) = drive(config(), |rate, d, _, _| {
+        let class = if rate <= 400.0 {
+            Class::Pass
+        } else {
+            Class::Invalid
+        };
+        outcome(class, rate, d, false)
+    });
+    assert_eq!(a.status, Status::GeneratorBound);
+    assert_eq!(a.max_rate.unwrap().offered, 400.0);
+    assert!(a.lowest_fail.is_none(), "an invalid probe is no bound");
+    assert_eq!(a.probes.invalid, 3);
+    assert!(probes.iter().rev().take(3).all(|p| p.0 == 800.0));
+}
+
+#[test]
+fn a_server_that_does_not_come_back_is_unrecovered() {
+    // Above 1000 it times out, and from then on it answers nothing.
+    let mut broken = false;
+    let (probes, a) = drive(config(), |rate, d, _, _| {
+        broken |= rate > 1000.0;
+        if broken {
+            outcome(Class::Fail(Failure::Undecided), 0.0, d, true)
+        } else {
+            outcome(Class::Pass, rate, d, false)
+        }
+    });
+    assert_eq!(a.status, Status::ServerUnrecovered);
+    assert_eq!(a.max_rate.unwrap().offered, 800.0);
+    let last = probes.last().unwrap();
+    assert_eq!((last.0, last.1), (800.0, Role::Recovery));
+}
+
+#[test]
+fn a_server_that_recovers_is_bisected_after_the_check() {
+    let (probes, a) = drive(config(), |rate, d, _, _| {
+        if rate <= 1000.0 {
+            outcome(Class::Pass, rate, d, false)
+        } else {
+            let f = Failure::Slo {
+                slo: "failed<1%".into(),
+                value: 30.0,
+            };
+            outcome(Class::Fail(f), rate, d, true)
+        }
+    });
+    assert_eq!(a.status, Status::Resolved);
+    assert!(probes.iter().any(|p| p.1 == Role::Recovery));
+    assert!(probes.iter().any(|p| p.1 == Role::Bisect));
+    assert!(matches!(
+        a.lowest_fail.unwrap().failure,
+        Failure::Slo { value, .. } if value == 30.0
+    ));
+}
+
+#[test]
+fn undecided_probes_run_longer_then_count_as_fails() {
+    let (probes, a) = drive(config(), |rate, d, _, _| {
+        let class = if rate <= 400.0 {
+            Class::Pass
+        } else {
+            Class::Undecided
+        };
+        outcome(class, rate, d, false)
+    });
+    let at_800: Vec<_> = probes.iter().filter(|p| p.0 == 800.0).collect();
+    assert_eq!(at_800.len(), 3, "once, then twice longer");
+    let durations: Vec<f64> = probes
+        .iter()
+        .filter(|p| p.0 == 800.0)
+        .map(|p| p.0)
+        .collect();
+    assert_eq!(durations.len(), 3);
+    assert!(a.probes.undecided >= 3);
+    let fail = a.lowest_fail.unwrap();
+    assert!(fail.offered <= 800.0);
+    assert_eq!(a.status, Status::Resolved);
+}
+
+#[test]
+fn the_deadline_ends_with_the_bounds_known() {
+    let c = Config {
+        deadline_s: 9.0,
+        ..config()
+    };
+    let (probes, a) = drive(c, monotone(1234.0));
+    assert_eq!(a.status, Status::Deadline);
+    assert_eq!(
+        probes.len(),
+        4,
+        "four 2 s probes fit in 9 s, a fifth does not"
+    );
+    assert_eq!(a.max_rate.unwrap().offered, 800.0);
+}
+
+#[test]
+fn a_bad_configuration_is_an_error_not_a_panic() {
+    for c in [
+        Config {
+            start: 0.0,
+            ..config()
+        },
+        Config {
+            max_rate: 10.0,
+            ..config()
+        },
+        Config {
+            precision: f64::NAN,
+            ..config()
+        },
+        Config {
+            growth: 1.0,
+            ..config()
+        },
+        Config {
+            probe_s: -1.0,
+            ..config()
+        },
+        Config {
+            max_probes: 0,
+            ..config()
+        },
+    ] {
+        assert!(Search::new(c).is_err());
+    }
+}
+
+/// A server that passes iff the rate is at most its limit, except that each probe's outcome is
+/// flipped with the given chance (decided by the seed, so a failure replays).
+fn noisy(limit: f64, flip: f64, seed: u64) -> impl FnMut(f64, f64, Role, usize) -> Probed {
+    let mut rng = crate::rng::Rng::new(seed);
+    move |rate, d, _, _| {
+        let pass = (rate <= limit) != (rng.next_f64() < flip);
+        let class = if pass {
+            Class::Pass
+        } else {
+            Class::Fail(Failure::Undecided)
+        };
+        outcome(class, rate, d, false)
+    }
+}
+
+proptest! {
+    #[test]
+    fn it_converges_within_precision_of_any_monotone_limit(
+        limit in 100.0f64..90_000.0,
+        precision in 0.01f64..0.2,
+        growth in 1.5f64..4.0,
+    ) {
+        let c = Config { precision, growth, ..config() };
+        let (probes, a) = drive(c.clone(), monotone(limit));
+        prop_assert_eq!(a.status, Status::Resolved);
+        let max = a.max_rate.unwrap().offered;
+        let fail = a.lowest_fail.unwrap().offered;
+        prop_assert!(max <= limit && limit < fail);
+        prop_assert!(fail / max <= 1.0 + precision + 1e-9);
+        prop_assert!(probes.len() as u32 <= c.max_probes);
+    }
+
+    #[test]
+    fn with_noise_it_never_reports_a_maximum_above_a_rate_that_failed_confirmation(
+        limit in 100.0f64..90_000.0,
+        flip in 0.0f64..0.3,
+        seed in any::<u64>(),
+    ) {
+        let c = config();
+        let (probes, a) = drive(c.clone(), noisy(limit, flip, seed));
+        prop_assert!(probes.len() as u32 <= c.max_probes);
+        if let Some(max) = a.max_rate {
+            // Each confirmed rate's verdict by the majority of its measured seconds.
+            let mut rates: Vec<f64> = probes.iter().filter(|p| p.1 == Role::Confirm).map(|p| p.0).collect();
+            rates.dedup();
+            for rate in rates {
+                let seconds = |pass: bool| probes.iter()
+                    .filter(|p| p.0 == rate && (p.2 == Class::Pass) == pass)
+                    .map(|p| if p.1 == Role::Confirm { c.confirm_s } else { c.probe_s })
+                    .sum::<f64>();
+                if seconds(false) >= seconds(true) {
+                    prop_assert!(max.offered < rate, "max {} above {} which failed confirmation", max.offered, rate);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn it_never_ends_on_an_invalid_probe_unless_the_generator_is_the_limit(
+        limit in 100.0f64..90_000.0,
+        invalid in 0.0f64..0.6,
+        seed in any::<u64>(),
+    ) {
+        let mut rng = crate::rng::Rng::new(seed);
+        let mut server = monotone(limit);
+        let (probes, a) = drive(config(), |rate, d, role, n| {
+            if rng.next_f64() < invalid {
+                outcome(Class::Invalid, rate, d, false)
+            } else {
+                server(rate, d, role, n)
+            }
+        });
+        let ended_invalid = probes.last().is_some_and(|p| p.2 == Class::Invalid);
+        prop_assert_eq!(ended_invalid, a.status == Status::GeneratorBound);
+        if let Some(max) = a.max_rate {
+            prop_assert!(max.offered <= limit, "an invalid probe was taken for a pass");
+        }
+        if let Some(fail) = a.lowest_fail {
+            prop_assert!(fail.offered > limit, "an invalid probe was taken for a fail");
+        }
+    }
+}
