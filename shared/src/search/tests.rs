@@ -26,7 +26,7 @@ fn outcome(class: Class, rate: f64, duration_s: f64, target_errors: bool) -> Pro
 fn drive(
     config: Config,
     mut server: impl FnMut(f64, f64, Role, usize) -> Probed,
-) -> (Vec<(f64, Role, Class)>, Answer) {
+) -> (Vec<(f64, Role, Class, f64)>, Answer) {
     let mut search = Search::new(config).unwrap();
     let mut probes = Vec::new();
     let mut last = None;
@@ -40,7 +40,7 @@ fn drive(
                 role,
             } => {
                 let p = server(rate, duration_s, role, probes.len());
-                probes.push((rate, role, p.class.clone()));
+                probes.push((rate, role, p.class.clone(), duration_s));
                 elapsed += duration_s;
                 last = Some(p);
             }
@@ -178,16 +178,39 @@ fn undecided_probes_run_longer_then_count_as_fails() {
     });
     let at_800: Vec<_> = probes.iter().filter(|p| p.0 == 800.0).collect();
     assert_eq!(at_800.len(), 3, "once, then twice longer");
-    let durations: Vec<f64> = probes
-        .iter()
-        .filter(|p| p.0 == 800.0)
-        .map(|p| p.0)
-        .collect();
-    assert_eq!(durations.len(), 3);
+    let durations: Vec<f64> = at_800.iter().map(|p| p.3).collect();
+    assert_eq!(durations, [2.0, 4.0, 8.0]);
     assert!(a.probes.undecided >= 3);
     let fail = a.lowest_fail.unwrap();
     assert!(fail.offered <= 800.0);
     assert_eq!(a.status, Status::Resolved);
+}
+
+#[test]
+fn a_low_bound_that_fails_its_confirmations_is_given_up_and_the_search_goes_on() {
+    // Short probes pass up to 1000, but held for a confirmation's length nothing above 900 does.
+    let (probes, a) = drive(config(), |rate, d, role, _| {
+        let pass = rate <= 900.0 || (rate <= 1000.0 && role != Role::Confirm);
+        let class = if pass {
+            Class::Pass
+        } else {
+            Class::Fail(Failure::Undecided)
+        };
+        outcome(class, rate, d, false)
+    });
+    assert_eq!(a.status, Status::Resolved);
+    let max = a.max_rate.unwrap().offered;
+    let fail = a.lowest_fail.unwrap().offered;
+    assert!(max <= 900.0 && fail / max <= 1.05, "max {max}, fail {fail}");
+    let refuted = probes
+        .iter()
+        .filter(|p| p.1 == Role::Confirm && p.2 != Class::Pass)
+        .count();
+    assert!(
+        refuted >= 2,
+        "the first low bound was confirmed and refuted"
+    );
+    assert_eq!(a.confirmations, 2);
 }
 
 #[test]
