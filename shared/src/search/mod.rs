@@ -124,6 +124,8 @@ pub enum ConfigError {
     Length { probe: f64, confirm: f64 },
     #[error("the search needs a budget of at least one probe")]
     Budget,
+    #[error("--deadline {0}s must be above 0 seconds")]
+    Deadline(f64),
 }
 
 impl Config {
@@ -152,6 +154,10 @@ impl Config {
         }
         if self.max_probes == 0 {
             return Err(ConfigError::Budget);
+        }
+        // Infinity is allowed: no deadline but the probe budget.
+        if self.deadline_s.is_nan() || self.deadline_s <= 0.0 {
+            return Err(ConfigError::Deadline(self.deadline_s));
         }
         Ok(())
     }

@@ -256,6 +256,10 @@ fn a_bad_configuration_is_an_error_not_a_panic() {
             max_probes: 0,
             ..config()
         },
+        Config {
+            deadline_s: f64::NAN,
+            ..config()
+        },
     ] {
         assert!(Search::new(c).is_err());
     }
