@@ -184,8 +184,6 @@ fn report(args: &cli::ReportArgs) -> u8 {
     }
 }
 
-/// Writes to stdout, as an error instead of `print!`'s panic when it cannot be written
-/// (`> /dev/full`, a closed pipe).
 /// `stampede certs init --kubernetes`: the Secret manifests on stdout (for `kubectl apply -f -`), the
 /// files written on stderr; a wrong number of agents is a usage error.
 fn certs_for_kubernetes(dir: &Path, coordinator: &str, agents: &[String], days: i64) -> u8 {
@@ -213,6 +211,8 @@ fn certs_for_kubernetes(dir: &Path, coordinator: &str, agents: &[String], days: 
     }
 }
 
+/// Writes to stdout, as an error instead of `print!`'s panic when it cannot be written
+/// (`> /dev/full`, a closed pipe).
 fn print_out(text: &str) -> Result<(), StdoutError> {
     let mut out = std::io::stdout().lock();
     out.write_all(text.as_bytes())

@@ -12,7 +12,7 @@
 //!   `agents` (the agents' names), and two sets of columns, each an object of equal-length arrays by
 //!   column name: `steps` (one entry per step: `step`, `step_value`, then steps.tsv's columns, each
 //!   cell as steps.tsv writes it, a number where it is one; a monitor's among them,
-//!   `srv_cpu_pct_NAME`…) and `agent_steps` (one entry per step and agent: the `#agents` table's columns, `agent` an index into `agents`, and `lower_bound`, which
+//!   `srv_cpu_pct_NAME`…) and `agent_steps` (one entry per step and agent: the `#agents` table's columns, `agent` an index into `agents` (or its name, for an agent run.json does not list), and `lower_bound`, which
 //!   latencies are lower bounds, space-separated). Numbers have at most three decimals; a missing one
 //!   is null. The whole run.json stays beside the report (`stampede report DIR` rebuilds from it);
 //! - every chart is a `<figure class="chart" data-chart="NAME">` holding one `<svg>`; a chart with

@@ -581,7 +581,7 @@ pub fn summarize(input: &StepInput<'_>) -> StepResult {
         p50_ms: latency.p50,
         baseline_p50_ms: input.baseline_p50_ms,
         served_per_s: ok_rate,
-        due_per_s: c.due() as f64 / secs.max(1e-9),
+        due_per_s: c.due() as f64 / secs,
     });
     StepResult {
         number: input.number,
@@ -961,7 +961,7 @@ impl StepTable {
         };
         let mut t: Vec<(String, Cell)> = Vec::new();
         let mut num = |name: String, v: fn(&StepResult) -> f64| {
-            t.push((name, Box::new(move |r| cell(v(r)))));
+            t.push((name, Box::new(move |r| tsv_number(v(r)))));
         };
         // The closed model has no demanded rate; its x axis is the connection count.
         let first = if model == LoadModel::Concurrency {
@@ -1014,14 +1014,17 @@ impl StepTable {
                 Box::new(move |r| r.errors.get(e.name()).to_string()),
             ));
         }
-        t.push((ours("gen_cpu_pct"), Box::new(|r| cell(r.generator.cpu_pct))));
+        t.push((
+            ours("gen_cpu_pct"),
+            Box::new(|r| tsv_number(r.generator.cpu_pct)),
+        ));
         t.push((
             ours("lag_p99_ms"),
-            Box::new(|r| cell(r.generator.lag_p99_ms)),
+            Box::new(|r| tsv_number(r.generator.lag_p99_ms)),
         ));
         t.push((
             ours("start_skew_ms"),
-            Box::new(|r| r.start_skew_ms.map_or(String::new(), cell)),
+            Box::new(|r| r.start_skew_ms.map_or(String::new(), tsv_number)),
         ));
         t.push((ours("trust"), Box::new(|r| r.trust.name().to_string())));
         t.push((ours("server"), Box::new(|r| r.server.name().to_string())));
@@ -1059,7 +1062,7 @@ impl StepTable {
                             .iter()
                             .find(|m| m.monitor == name)
                             .and_then(value)
-                            .map_or(String::new(), cell)
+                            .map_or(String::new(), tsv_number)
                     }),
                 ));
             }
@@ -1077,8 +1080,9 @@ impl StepTable {
     }
 }
 
-/// A number as the table writes it: at most three decimals, no trailing zeros.
-fn cell(v: f64) -> String {
+/// A number as the table writes it: at most three decimals, no trailing zeros (the report's tables
+/// write theirs so too).
+pub fn tsv_number(v: f64) -> String {
     let s = format!("{v:.3}");
     let s = s.trim_end_matches('0').trim_end_matches('.');
     if s.is_empty() || s == "-0" {

@@ -161,23 +161,17 @@ impl RunFile {
             .unwrap_or(LoadModel::Requests)
     }
 
-    /// The target's host, as the step table's autobench columns are suffixed with it.
-    pub fn host(&self) -> &str {
-        let rest = self
-            .target
-            .split_once("://")
-            .map_or(self.target.as_str(), |(_, r)| r);
-        let authority = rest.split('/').next().unwrap_or(rest);
-        match authority.strip_prefix('[') {
-            Some(v6) => v6.split(']').next().unwrap_or(v6),
-            None => authority.rsplit_once(':').map_or(authority, |(h, _)| h),
-        }
+    /// The target's host, as the step table's autobench columns are suffixed with it: the
+    /// coordinator's own URL parser, as the run's table took it (the whole text if it is none).
+    pub fn host(&self) -> String {
+        crate::plan::Url::parse(&self.target)
+            .map_or_else(|_| self.target.clone(), |u| u.host().to_string())
     }
 
     /// The run's steps as steps.tsv tabulates them.
     pub fn step_table(&self) -> StepTable {
         let monitors: Vec<String> = self.monitors.iter().map(|m| m.name.clone()).collect();
-        StepTable::new(self.host(), self.model()).with_monitors(&monitors)
+        StepTable::new(&self.host(), self.model()).with_monitors(&monitors)
     }
 
     /// Reads `path`; the error names the file, and the field and line where it went wrong.
@@ -310,7 +304,7 @@ mod tests {
         let run = RunFile::parse(GOLDEN, golden_path()).unwrap();
         let table = run.step_table();
         assert_eq!(
-            (run.host(), run.model()),
+            (run.host().as_str(), run.model()),
             ("127.0.0.1", LoadModel::Requests)
         );
         let mut tsv = table.header().join("\t") + "\n";

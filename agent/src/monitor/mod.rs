@@ -3,5 +3,4 @@
 pub mod probe;
 pub mod session;
 
-pub use probe::host::machine_id;
 pub use probe::{Probe, ProbeError};

@@ -13,7 +13,7 @@ mod tcp;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::Instant;
 
 use shared::monitor::{
     CgroupSample, Cores, CpuStates, HostSample, InterfaceCounters, MonitorInfo, NetScope, Sample,
@@ -170,9 +170,7 @@ impl Probe {
     /// time since the previous call, and are `None` on the first.
     pub fn sample(&mut self) -> Result<Sample, ProbeError> {
         let cpu_before = crate::system::thread_cpu_ns();
-        let at_unix_ns = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX));
+        let at_unix_ns = crate::session::unix_ns_now();
         let now = Instant::now();
         let elapsed_ns = self
             .before

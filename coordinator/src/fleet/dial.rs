@@ -90,7 +90,7 @@ fn embedded_monitor(
     tokio::spawn(async move {
         let rules = Arc::new(agent::session::Rules::default());
         let shutdown = CancellationToken::new();
-        if let Err(e) = session::serve(monitor, rules, end, "embedded".into(), shutdown).await {
+        if let Err(e) = session::serve(monitor, rules, end, EMBEDDED.into(), shutdown).await {
             tracing::warn!(error = %e, "Embedded monitor session ended");
         }
     });

@@ -94,8 +94,6 @@ pub struct Series {
     pub name: String,
     pub colour: Colour,
     pub dash: Dash,
-    /// Whether the points are joined (false: a scatter of markers).
-    pub joined: bool,
     pub marks: Vec<Mark>,
 }
 
@@ -105,18 +103,12 @@ impl Series {
             name: name.to_string(),
             colour,
             dash: Dash::Solid,
-            joined: true,
             marks,
         }
     }
 
     pub fn dash(mut self, dash: Dash) -> Series {
         self.dash = dash;
-        self
-    }
-
-    pub fn scatter(mut self) -> Series {
-        self.joined = false;
         self
     }
 }

@@ -287,19 +287,17 @@ fn plotted(c: &Chart, x: &Fitted, y: &Fitted, f: &Frame) -> String {
             html(&s.name),
             s.colour.0
         );
-        if s.joined {
-            // Joined along x, whatever order the steps ran in (a ramp down, steps given unsorted).
-            let mut along: Vec<&super::Mark> = s.marks.iter().collect();
-            along.sort_by(|a, b| a.x.total_cmp(&b.x));
-            let d = path(along.iter().map(|m| (x.px(m.x), y.px(m.y))));
-            // Unmarked points are read from the line's own vertices.
-            let class = if s.marks.iter().any(|m| m.marker == Marker::None) {
-                " class=\"ln\""
-            } else {
-                ""
-            };
-            let _ = write!(out, "<path{class} d=\"{d}\"/>");
-        }
+        // Joined along x, whatever order the steps ran in (a ramp down, steps given unsorted).
+        let mut along: Vec<&super::Mark> = s.marks.iter().collect();
+        along.sort_by(|a, b| a.x.total_cmp(&b.x));
+        let d = path(along.iter().map(|m| (x.px(m.x), y.px(m.y))));
+        // Unmarked points are read from the line's own vertices.
+        let class = if s.marks.iter().any(|m| m.marker == Marker::None) {
+            " class=\"ln\""
+        } else {
+            ""
+        };
+        let _ = write!(out, "<path{class} d=\"{d}\"/>");
         for marker in [Marker::Dot, Marker::Hollow] {
             let marks: Vec<&super::Mark> = s.marks.iter().filter(|m| m.marker == marker).collect();
             out.push_str(&markers(c, &marks, marker, x, y));

@@ -9,12 +9,6 @@ use crate::chart::short;
 use crate::data;
 use crate::escape::html;
 
-/// A number as steps.tsv writes one: at most three decimals, no trailing zeros.
-fn num(v: f64) -> String {
-    let s = crate::chart::trimmed(&format!("{v:.3}"));
-    if s == "-0" { "0".into() } else { s }
-}
-
 /// One row of `<td data-col>` cells.
 fn row(cells: &[(&str, String)]) -> String {
     let mut out = String::from("<tr>");
@@ -78,8 +72,6 @@ pub fn agents(run: &RunFile) -> String {
              run.json beside this report has them too.</p></noscript>",
             cols.rows()
         );
-    }
-    if cols.rows() > AGENT_ROWS_IN_HTML {
         out.push_str(&head(
             "id=\"agents\" data-fill=\"agent_steps\"",
             &data::AGENT_COLS,
@@ -200,7 +192,7 @@ pub fn ending(run: &RunFile) -> String {
             for b in breaches {
                 let cells = [
                     b.step.to_string(),
-                    num(b.step_value),
+                    shared::report::tsv_number(b.step_value),
                     b.expression.clone(),
                     b.because.clone(),
                 ];

@@ -446,10 +446,11 @@ impl Search {
         let lowest_fail = hi.and_then(|hi| {
             self.records
                 .iter()
-                .find(|r| r.offered == hi && r.failure.is_some() && r.role != Role::Recovery)
-                .map(|r| FailedAt {
+                .filter(|r| r.offered == hi && r.role != Role::Recovery)
+                .find_map(|r| r.failure.clone())
+                .map(|failure| FailedAt {
                     offered: hi,
-                    failure: r.failure.clone().unwrap_or(Failure::Undecided),
+                    failure,
                 })
         });
         let achieved: Vec<f64> = lo
