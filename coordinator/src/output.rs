@@ -253,7 +253,8 @@ impl Output {
             .map_err(at(&table_path))?;
         let sep = cfg.format.separator();
         let names: Vec<String> = monitors.iter().map(|m| m.name.clone()).collect();
-        let columns = StepTable::new(&cfg.host, cfg.plan.model()).with_monitors(&names);
+        let search = cfg.echo.get(shared::run_file::SEARCH_KEY).is_some();
+        let columns = StepTable::of_run(&cfg.host, cfg.plan.model(), search, &names);
         let header = columns.header().join(&sep.to_string());
         writeln!(table, "{header}").map_err(at(&table_path))?;
         let mut doc = RunFile::start(

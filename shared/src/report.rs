@@ -391,6 +391,9 @@ pub struct StepResult {
     /// Each server monitor's view of the step; absent without monitors (and in older files).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub server_monitors: Vec<StepServer>,
+    /// A capacity search's probe: its role and class; absent in a planned run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub probe: Option<crate::search::ProbeMark>,
 }
 
 /// One full interval of the merged fleet, for the reply-rate series.
@@ -637,6 +640,7 @@ pub fn summarize(input: &StepInput<'_>) -> StepResult {
         start_skew_ms: input.start_skew.map(|d| round3(d.as_secs_f64() * 1000.0)),
         agents,
         server_monitors: Vec::new(),
+        probe: None,
     }
 }
 
@@ -944,6 +948,14 @@ impl StepTable {
         StepTable::build(host, model, false)
     }
 
+    /// A run's steps.tsv: a search's probe columns, then its monitors' (the one place the writer
+    /// and readers of run.json choose the same columns).
+    pub fn of_run(host: &str, model: LoadModel, search: bool, monitors: &[String]) -> StepTable {
+        let t = StepTable::new(host, model);
+        let t = if search { t.with_probes() } else { t };
+        t.with_monitors(monitors)
+    }
+
     /// The same columns with every one after the first suffixed `_LABEL`, as autobench names a
     /// compared host's (`req_rate_host1`, `req_rate_host2`): one run's part of compare.tsv.
     pub fn labelled(label: &str, model: LoadModel) -> StepTable {
@@ -1067,6 +1079,20 @@ impl StepTable {
                 ));
             }
         }
+        self
+    }
+
+    /// The same table with a capacity search's `role` and `class` columns (a step without a probe
+    /// mark leaves them empty): before the monitors' columns, which always come last.
+    pub fn with_probes(mut self) -> StepTable {
+        self.0.push((
+            "role".into(),
+            Box::new(|r| r.probe.as_ref().map_or("", |p| p.role.name()).to_string()),
+        ));
+        self.0.push((
+            "class".into(),
+            Box::new(|r| r.probe.as_ref().map_or("", |p| p.class.name()).to_string()),
+        ));
         self
     }
 

@@ -9,6 +9,9 @@ use crate::monitor::MonitorInfo;
 use crate::plan::LoadModel;
 use crate::report::{RUN_SCHEMA, RunSummary, StepResult, StepTable};
 
+/// The key of run.json's `plan` that holds a capacity search's settings (`stampede find-max`).
+pub const SEARCH_KEY: &str = "find_max";
+
 /// The status run.json says while the run goes on.
 pub const RUNNING: &str = "running";
 
@@ -52,6 +55,9 @@ pub struct RunFile {
     /// The --fail-on expressions breached; absent while the run goes on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fail_on: Option<Vec<Breach>>,
+    /// A capacity search's answer (`stampede find-max`); absent for a planned run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capacity: Option<crate::search::Capacity>,
 }
 
 /// A key that is there, even as null, is `Some`: serde's own `Option` reads null as absent.
@@ -140,7 +146,13 @@ impl RunFile {
             steps: Vec::new(),
             stopped: None,
             fail_on: None,
+            capacity: None,
         }
+    }
+
+    /// Whether the run was a capacity search: its plan holds the search's settings.
+    pub fn is_search(&self) -> bool {
+        self.plan.get(SEARCH_KEY).is_some()
     }
 
     /// The file's text (without the final newline): pretty, keys sorted at every level. The sorting
@@ -171,7 +183,7 @@ impl RunFile {
     /// The run's steps as steps.tsv tabulates them.
     pub fn step_table(&self) -> StepTable {
         let monitors: Vec<String> = self.monitors.iter().map(|m| m.name.clone()).collect();
-        StepTable::new(&self.host(), self.model()).with_monitors(&monitors)
+        StepTable::of_run(&self.host(), self.model(), self.is_search(), &monitors)
     }
 
     /// Reads `path`; the error names the file, and the field and line where it went wrong.

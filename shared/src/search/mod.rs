@@ -2,15 +2,21 @@
 //! names the next probe or the answer. No clock, no I/O: the coordinator runs the probes and passes
 //! the time in, so every path (doomed, a lower bound only, a generator at its limit, a server that
 //! did not come back, a deadline) is tested without a server.
+pub mod capacity;
 pub mod probe;
 
+use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
+pub use capacity::{Capacity, Ceiling, Mark, ProbeMark};
 pub use probe::{Class, Failure, ProbeFacts, classify};
 
-/// What a probe is for, as steps.tsv and run.json will name it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// What a probe is for, as steps.tsv and run.json name it. `Warmup` is the coordinator's: a probe
+/// at the start rate before the search, which the search never sees.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Role {
+    Warmup,
     Ramp,
     Bisect,
     Confirm,
@@ -20,6 +26,7 @@ pub enum Role {
 impl Role {
     pub fn name(self) -> &'static str {
         match self {
+            Role::Warmup => "warmup",
             Role::Ramp => "ramp",
             Role::Bisect => "bisect",
             Role::Confirm => "confirm",
@@ -29,8 +36,9 @@ impl Role {
 }
 
 /// How a search ended. Exit codes start past `run`'s 0-3 (1 failed, 2 usage, 3 --fail-on breached)
-/// so a script tells every ending apart.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// so a script tells every ending apart; an interrupted search exits 1, as an aborted run does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Status {
     Resolved,
     /// A pass at the highest rate allowed: the server takes at least that, maybe more.
@@ -43,6 +51,8 @@ pub enum Status {
     ServerUnrecovered,
     /// The time (or probe budget) ran out: the bounds known so far.
     Deadline,
+    /// Ctrl-C (or an aborted probe): the bounds known so far. The caller's, never `next`'s.
+    Interrupted,
 }
 
 impl Status {
@@ -54,6 +64,7 @@ impl Status {
             Status::Doomed => "doomed",
             Status::ServerUnrecovered => "server_unrecovered",
             Status::Deadline => "deadline",
+            Status::Interrupted => "interrupted",
         }
     }
 
@@ -65,6 +76,7 @@ impl Status {
             Status::Doomed => 6,
             Status::ServerUnrecovered => 7,
             Status::Deadline => 8,
+            Status::Interrupted => 1,
         }
     }
 }
@@ -198,7 +210,7 @@ pub struct FailedAt {
     pub failure: Failure,
 }
 
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ProbeCounts {
     pub ramp: u32,
     pub bisect: u32,
@@ -227,6 +239,8 @@ pub struct Answer {
     pub confirmations: u32,
     pub spread: Option<f64>,
     pub probes: ProbeCounts,
+    /// The rate of the last probe the generator could not be trusted on, if any.
+    pub invalid_at: Option<f64>,
 }
 
 /// One probe's outcome at a rate, kept to settle confirmations and to step back after one.
@@ -247,6 +261,7 @@ pub struct Search {
     invalid_in_row: u32,
     undecided_in_row: u32,
     probes: ProbeCounts,
+    invalid_at: Option<f64>,
     done: Option<Answer>,
 }
 
@@ -291,6 +306,7 @@ impl Search {
             invalid_in_row: 0,
             undecided_in_row: 0,
             probes: ProbeCounts::default(),
+            invalid_at: None,
             done: None,
         })
     }
@@ -325,6 +341,7 @@ impl Search {
                     Role::Bisect => self.probes.bisect += 1,
                     Role::Confirm => self.probes.confirm += 1,
                     Role::Recovery => self.probes.recovery += 1,
+                    Role::Warmup => {}
                 }
                 Next::Probe {
                     rate,
@@ -364,6 +381,7 @@ impl Search {
         let failure = match probed.class {
             Class::Invalid => {
                 self.probes.invalid += 1;
+                self.invalid_at = Some(rate);
                 self.invalid_in_row += 1;
                 if self.invalid_in_row > self.config.invalid_retries {
                     return Some(Err(Status::GeneratorBound));
@@ -471,7 +489,20 @@ impl Search {
             }),
             spread,
             probes: self.probes,
+            invalid_at: self.invalid_at,
         }
+    }
+
+    /// The answer as the records stand, for a search ended from outside (Ctrl-C, an aborted
+    /// probe): the bounds known so far, never nothing.
+    pub fn stop(&mut self, status: Status) -> Answer {
+        if let Some(answer) = &self.done {
+            return answer.clone();
+        }
+        let answer = self.answer(status);
+        self.pending = None;
+        self.done = Some(answer.clone());
+        answer
     }
 }
 

@@ -1,8 +1,8 @@
 //! A probe's class, from its facts alone: invalid (the generator cannot be trusted on it), fail (an SLO
 //! breached with enough evidence, or throughput short of the offer or collapsing), pass (every SLO met
 //! with enough evidence), or undecided (neither yet). Pure, so the search and its tests share it.
-use crate::condition::{Condition, Latency, Metric, Observed, Truth};
-use crate::report::StepResult;
+use crate::condition::{Condition, Latency, Metric, Observed, Reading, Truth, Unit};
+use crate::report::{StepResult, human, tsv_number};
 use crate::verdict::Verdict;
 
 /// Served below this share of the offered rate, the server did not keep up: a fail.
@@ -49,10 +49,12 @@ impl ProbeFacts {
 /// Why a probe failed, in numbers a person can check.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Failure {
-    /// An SLO breached, with the value seen (in the condition's canonical unit).
+    /// An SLO breached, with the value seen (in the condition's canonical unit) and as words
+    /// (`p99 71 ms`, `failed 2.5%`).
     Slo {
         slo: String,
         value: f64,
+        seen: String,
     },
     Shortfall {
         achieved: f64,
@@ -64,6 +66,44 @@ pub enum Failure {
     },
     /// Undecided after every longer probe allowed: counted as a fail, conservatively.
     Undecided,
+}
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Failure::Slo { slo, seen, .. } => write!(f, "{seen}, over the SLO {slo}"),
+            Failure::Shortfall { achieved, offered } => write!(
+                f,
+                "served {}/s of {}/s offered, below {}%",
+                human(*achieved),
+                human(*offered),
+                SHORTFALL_RATIO * 100.0
+            ),
+            Failure::Collapse { achieved, best } => write!(
+                f,
+                "served {}/s, below {}% of the best so far, {}/s: throughput collapsing",
+                human(*achieved),
+                COLLAPSE_RATIO * 100.0,
+                human(*best)
+            ),
+            Failure::Undecided => write!(
+                f,
+                "still undecided after every longer probe: counted as a fail"
+            ),
+        }
+    }
+}
+
+/// A breached SLO's value in words, in its metric's unit: `p99 71 ms` (`≥` for a lower bound),
+/// `failed 2.5%`, `ok_rate 812/s`.
+fn seen(slo: &Condition, r: Reading) -> String {
+    let bound = if r.lower_bound { "≥" } else { "" };
+    let unit = match slo.metric {
+        Metric::Latency(_) => " ms",
+        Metric::OkRate if slo.threshold.unit == Unit::PerSecond => "/s",
+        _ => "%",
+    };
+    format!("{} {bound}{}{unit}", slo.metric.name(), tsv_number(r.value))
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -102,10 +142,11 @@ pub fn classify(f: &ProbeFacts, slos: &[Condition], best: Option<f64>) -> Class 
             Truth::True => {}
             Truth::Unknown => undecided = true,
             Truth::False => {
-                let value = slo.read(&f.observed).map_or(f64::NAN, |r| r.value);
+                let reading = slo.read(&f.observed);
                 return Class::Fail(Failure::Slo {
                     slo: slo.to_string(),
-                    value,
+                    value: reading.map_or(f64::NAN, |r| r.value),
+                    seen: reading.map_or_else(String::new, |r| seen(slo, r)),
                 });
             }
         }

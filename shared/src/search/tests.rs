@@ -153,6 +153,7 @@ fn a_server_that_recovers_is_bisected_after_the_check() {
             let f = Failure::Slo {
                 slo: "failed<1%".into(),
                 value: 30.0,
+                seen: "failed 30%".into(),
             };
             outcome(Class::Fail(f), rate, d, true)
         }

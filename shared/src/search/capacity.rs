@@ -1,0 +1,321 @@
+//! What a search leaves in the files: each probe's mark on its step (steps.tsv's `role` and `class`,
+//! run.json's `steps[].probe`), and run.json's `capacity`, the answer with everything behind it.
+use serde::{Deserialize, Serialize};
+
+use super::{Answer, Class, ProbeCounts, Role, Status};
+use crate::report::{human, step_value};
+
+/// A probe's class as the files name it; `aborted` for a probe cut short (Ctrl-C), which the
+/// search never counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Mark {
+    Pass,
+    Fail,
+    Invalid,
+    Undecided,
+    Aborted,
+}
+
+impl Mark {
+    pub fn name(self) -> &'static str {
+        match self {
+            Mark::Pass => "pass",
+            Mark::Fail => "fail",
+            Mark::Invalid => "invalid",
+            Mark::Undecided => "undecided",
+            Mark::Aborted => "aborted",
+        }
+    }
+}
+
+/// One step's part in a search: what it was for, how it was classed, and why when it failed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ProbeMark {
+    pub role: Role,
+    pub class: Mark,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+impl ProbeMark {
+    pub fn of(role: Role, class: &Class) -> ProbeMark {
+        let (class, reason) = match class {
+            Class::Pass => (Mark::Pass, None),
+            Class::Fail(f) => (Mark::Fail, Some(f.to_string())),
+            Class::Invalid => (
+                Mark::Invalid,
+                Some("the generator could not be trusted on it".into()),
+            ),
+            Class::Undecided => (
+                Mark::Undecided,
+                Some("too few samples to judge every SLO: probed again, longer".into()),
+            ),
+        };
+        ProbeMark {
+            role,
+            class,
+            reason,
+        }
+    }
+}
+
+/// The highest rate the search may offer, and who set it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Ceiling {
+    pub rate: f64,
+    /// `--max-rate`, or the agent whose own `--max-rate` caps its share.
+    pub by: String,
+}
+
+/// A step value (in the model's unit) and the served replies per second it achieved.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Sustained {
+    pub offered: f64,
+    pub achieved: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Failed {
+    pub offered: f64,
+    /// Why, in words: the SLO and the value seen, or the throughput rule.
+    pub reason: String,
+    /// The SLO breached and its value (the SLO's unit), when an SLO decided it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slo: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value: Option<f64>,
+}
+
+/// run.json's `capacity`: the search's answer. Offered rates are step values in the model's unit
+/// (req/s, conn/s, or connections for the closed model); achieved rates are served replies/s.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Capacity {
+    pub status: Status,
+    pub exit_code: u8,
+    /// The answer in one sentence, as printed.
+    pub answer: String,
+    pub model: String,
+    pub slos: Vec<String>,
+    /// The highest offered rate that passed, with its (least) achieved rate.
+    pub max_rate: Option<Sustained>,
+    pub lowest_fail: Option<Failed>,
+    /// lowest fail / max rate - 1, in %, when both are known; and what was asked for.
+    pub precision_pct: Option<f64>,
+    pub target_precision_pct: f64,
+    pub confirmations: u32,
+    /// (highest - lowest) / lowest achieved over the max rate's passes, in %.
+    pub spread_pct: Option<f64>,
+    pub probes: ProbeCounts,
+    /// The rate of the last probe the generator could not be trusted on.
+    pub invalid_at: Option<f64>,
+    pub ceiling: Ceiling,
+    pub elapsed_s: f64,
+}
+
+impl Capacity {
+    pub fn of(
+        answer: &Answer,
+        model: &str,
+        slos: &[String],
+        target_precision: f64,
+        ceiling: Ceiling,
+        elapsed_s: f64,
+    ) -> Capacity {
+        let pct = |x: f64| x * 100.0;
+        let lowest_fail = answer.lowest_fail.as_ref().map(|f| {
+            let (slo, value) = match &f.failure {
+                super::Failure::Slo { slo, value, .. } => (Some(slo.clone()), Some(*value)),
+                _ => (None, None),
+            };
+            Failed {
+                offered: f.offered,
+                reason: f.failure.to_string(),
+                slo,
+                value: value.filter(|v| v.is_finite()),
+            }
+        });
+        let mut c = Capacity {
+            status: answer.status,
+            exit_code: answer.status.exit_code(),
+            answer: String::new(),
+            model: model.to_string(),
+            slos: slos.to_vec(),
+            max_rate: answer.max_rate.map(|r| Sustained {
+                offered: r.offered,
+                achieved: r.achieved,
+            }),
+            lowest_fail,
+            precision_pct: answer.precision.map(pct),
+            target_precision_pct: pct(target_precision),
+            confirmations: answer.confirmations,
+            spread_pct: answer.spread.map(pct),
+            probes: answer.probes,
+            invalid_at: answer.invalid_at,
+            ceiling,
+            elapsed_s,
+        };
+        c.answer = c.sentence();
+        c
+    }
+
+    /// The answer in words: the maximum with its achieved rate, the lowest fail and why, or what
+    /// ended the search and the bounds known when it did.
+    pub fn sentence(&self) -> String {
+        let v = |x: f64| step_value(&self.model, x);
+        let slos = if self.slos.is_empty() {
+            "keeping up with the offer".to_string()
+        } else {
+            self.slos.join(", ")
+        };
+        let max = self
+            .max_rate
+            .map(|m| format!("{} (served {}/s)", v(m.offered), human(m.achieved)));
+        let fail = self
+            .lowest_fail
+            .as_ref()
+            .map(|f| format!("{}: {}", v(f.offered), f.reason));
+        let bounds = match (&max, &fail) {
+            (Some(m), Some(f)) => format!("passed at {m}, failed at {f}"),
+            (Some(m), None) => format!("passed at {m}, no rate failed yet"),
+            (None, Some(f)) => format!("no rate passed; failed at {f}"),
+            (None, None) => "no probe was decided".to_string(),
+        };
+        match self.status {
+            Status::Resolved => {
+                let mut s = format!(
+                    "sustains {} under {slos}; fails at {}",
+                    max.unwrap_or_default(),
+                    fail.unwrap_or_default()
+                );
+                if let Some(p) = self.precision_pct {
+                    s.push_str(&format!(" (within {p:.1}%"));
+                    s.push_str(&format!(", confirmed {}×", self.confirmations));
+                    if let Some(spread) = self.spread_pct {
+                        s.push_str(&format!(", spread {spread:.1}%"));
+                    }
+                    s.push(')');
+                }
+                s
+            }
+            Status::LowerBoundOnly => format!(
+                "sustains at least {} under {slos}: the ceiling ({} {}) passed, so this is a lower bound, not a maximum",
+                max.unwrap_or_default(),
+                self.ceiling.by,
+                human(self.ceiling.rate)
+            ),
+            Status::GeneratorBound => format!(
+                "at least {}: the generator is the limit (untrusted at {}); add agents or threads",
+                max.map_or_else(|| "nothing proven".to_string(), |m| m),
+                self.invalid_at.map_or_else(String::new, v)
+            ),
+            Status::Doomed => format!(
+                "fails already at the start, {}; try a lower --start",
+                fail.unwrap_or_default()
+            ),
+            Status::ServerUnrecovered => format!(
+                "the server broke and did not come back: a rate that had passed failed after an overload with errors ({bounds})"
+            ),
+            Status::Deadline => format!("the deadline ended the search: {bounds}"),
+            Status::Interrupted => format!("interrupted: {bounds}"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{FailedAt, Failure, Rate};
+    use super::*;
+
+    fn answer(status: Status) -> Answer {
+        Answer {
+            status,
+            max_rate: Some(Rate {
+                offered: 1000.0,
+                achieved: 998.4,
+            }),
+            lowest_fail: Some(FailedAt {
+                offered: 1040.0,
+                failure: Failure::Slo {
+                    slo: "p99<50ms".into(),
+                    value: 71.2,
+                    seen: "p99 71.2 ms".into(),
+                },
+            }),
+            precision: Some(0.04),
+            confirmations: 2,
+            spread: Some(0.01),
+            probes: ProbeCounts {
+                ramp: 5,
+                bisect: 3,
+                confirm: 4,
+                ..ProbeCounts::default()
+            },
+            invalid_at: None,
+        }
+    }
+
+    fn ceiling() -> Ceiling {
+        Ceiling {
+            rate: 1e6,
+            by: "--max-rate".into(),
+        }
+    }
+
+    #[test]
+    fn a_resolved_answer_names_both_bounds_and_why_the_higher_failed() {
+        let c = Capacity::of(
+            &answer(Status::Resolved),
+            "requests",
+            &["p99<50ms".into()],
+            0.05,
+            ceiling(),
+            83.0,
+        );
+        assert_eq!(
+            c.answer,
+            "sustains 1,000 req/s (served 998/s) under p99<50ms; fails at 1,040 req/s: p99 71.2 ms, over the SLO p99<50ms (within 4.0%, confirmed 2×, spread 1.0%)"
+        );
+        let f = c.lowest_fail.as_ref().unwrap();
+        assert_eq!((f.slo.as_deref(), f.value), (Some("p99<50ms"), Some(71.2)));
+        let json = serde_json::to_value(&c).unwrap();
+        assert_eq!(json["status"], "resolved");
+        assert_eq!(json["exit_code"], 0);
+        assert_eq!(json["max_rate"]["offered"], 1000.0);
+        let back: Capacity = serde_json::from_value(json).unwrap();
+        assert_eq!(back, c);
+    }
+
+    #[test]
+    fn every_other_ending_says_so_and_keeps_the_bounds() {
+        let said =
+            |status| Capacity::of(&answer(status), "connections", &[], 0.05, ceiling(), 1.0).answer;
+        assert!(said(Status::Deadline).starts_with(
+            "the deadline ended the search: passed at 1,000 conn/s (served 998/s), failed at 1,040 conn/s"
+        ));
+        assert!(said(Status::Interrupted).starts_with("interrupted: passed at 1,000 conn/s"));
+        assert!(said(Status::LowerBoundOnly).contains("lower bound, not a maximum"));
+        assert!(said(Status::ServerUnrecovered).contains("did not come back"));
+    }
+
+    #[test]
+    fn a_probe_mark_carries_the_failure_in_words() {
+        let m = ProbeMark::of(
+            Role::Bisect,
+            &Class::Fail(Failure::Shortfall {
+                achieved: 812.0,
+                offered: 1000.0,
+            }),
+        );
+        assert_eq!(m.class, Mark::Fail);
+        assert_eq!(
+            m.reason.as_deref(),
+            Some("served 812/s of 1,000/s offered, below 95%")
+        );
+        let json = serde_json::to_string(&m).unwrap();
+        assert_eq!(
+            json,
+            r#"{"role":"bisect","class":"fail","reason":"served 812/s of 1,000/s offered, below 95%"}"#
+        );
+    }
+}
