@@ -311,6 +311,15 @@ impl Search {
         })
     }
 
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// The rate the search starts from.
+    pub fn start(&self) -> f64 {
+        self.config.start
+    }
+
     /// The highest throughput any probe achieved: the collapse rule's reference.
     pub fn best_achieved(&self) -> Option<f64> {
         self.records.iter().map(|r| r.achieved).reduce(f64::max)
