@@ -7,7 +7,8 @@ use crate::verdict::Verdict;
 
 /// Served below this share of the offered rate, the server did not keep up: a fail.
 pub const SHORTFALL_RATIO: f64 = 0.95;
-/// Served below this share of the best served so far, throughput is collapsing: a fail.
+/// Served below this share of the best that a rate no higher served, throughput is collapsing as
+/// the load grows: a fail.
 pub const COLLAPSE_RATIO: f64 = 0.9;
 /// A percentile pNN is judged only with at least this many samples beyond it, i.e. `k / (1 - q)`
 /// samples in all: at k = 10 the tail the percentile sits in holds ten requests, so no one or two
@@ -81,7 +82,7 @@ impl std::fmt::Display for Failure {
             ),
             Failure::Collapse { achieved, best } => write!(
                 f,
-                "served {}/s, below {}% of the best so far, {}/s: throughput collapsing",
+                "served {}/s, below {}% of the {}/s served at a rate no higher: throughput collapsing",
                 human(*achieved),
                 COLLAPSE_RATIO * 100.0,
                 human(*best)
@@ -127,7 +128,8 @@ pub fn samples_needed(c: &Condition) -> u64 {
     (TAIL_SAMPLES / (1.0 - q)).round() as u64
 }
 
-/// `best` is the highest throughput achieved by an earlier probe of the search.
+/// `best` is the highest throughput achieved by an earlier probe of the search at no higher a rate
+/// than this one ([`super::Search::best_achieved`]).
 pub fn classify(f: &ProbeFacts, slos: &[Condition], best: Option<f64>) -> Class {
     if f.trust == Verdict::Invalid {
         return Class::Invalid;

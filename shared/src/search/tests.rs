@@ -1,6 +1,8 @@
 use proptest::prelude::*;
 
 use super::*;
+use crate::condition::{Condition, Observed, parse};
+use crate::verdict::Verdict;
 
 fn config() -> Config {
     Config {
@@ -228,6 +230,99 @@ fn the_deadline_ends_with_the_bounds_known() {
         "four 2 s probes fit in 9 s, a fifth does not"
     );
     assert_eq!(a.max_rate.unwrap().offered, 800.0);
+}
+
+/// Runs a search whose probes are classified by the search itself from the facts `server` gives
+/// for (rate, seconds): the classification and the search together, as the coordinator runs them.
+fn drive_classified(
+    config: Config,
+    slos: &[Condition],
+    mut server: impl FnMut(f64, f64) -> ProbeFacts,
+) -> (Vec<(f64, Role, Class)>, Answer) {
+    let mut search = Search::new(config).unwrap();
+    let mut probes = Vec::new();
+    let mut last = None;
+    let mut elapsed = 0.0;
+    loop {
+        match search.next(last.take(), elapsed) {
+            Next::Done(answer) => return (probes, answer),
+            Next::Probe {
+                rate,
+                duration_s,
+                role,
+            } => {
+                let facts = server(rate, duration_s);
+                let class = search.classify(&facts, slos);
+                probes.push((rate, role, class.clone()));
+                elapsed += duration_s;
+                last = Some(Probed {
+                    class,
+                    achieved: facts.achieved,
+                    measured_s: duration_s,
+                    target_errors: facts.target_errors(),
+                });
+            }
+        }
+        assert!(probes.len() < 10_000, "the search does not end");
+    }
+}
+
+/// A probe's facts: `achieved` served per second for `seconds`, every latency `p99_ms` but the
+/// median's 1 ms; `offered` none for the closed model.
+fn facts(offered: Option<f64>, achieved: f64, seconds: f64, p99_ms: f64) -> ProbeFacts {
+    ProbeFacts {
+        offered,
+        achieved,
+        trust: Verdict::Valid,
+        samples: (achieved * seconds) as u64,
+        observed: Observed {
+            latency_ms: Some([1.0, p99_ms, p99_ms, p99_ms, p99_ms, p99_ms]),
+            latency_lower_bound: [false; 6],
+            failed_pct: 0.0,
+            errors_pct: 0.0,
+            ok_rate: achieved,
+            demanded_rate: offered,
+        },
+    }
+}
+
+#[test]
+fn a_latency_fail_does_not_make_every_rate_below_it_collapse() {
+    // It serves whatever it is offered, but above 1234 req/s its p99 is over the SLO. The rates
+    // bisected below the ramp's fail serve less than that fail did only because less is offered.
+    // 10 s at the start's 100 req/s: the 1000 samples a p99 needs.
+    let c = Config {
+        probe_s: 10.0,
+        ..config()
+    };
+    let slos = [parse("p99<50ms").unwrap()];
+    let (probes, a) = drive_classified(c, &slos, |rate, d| {
+        facts(Some(rate), rate, d, if rate > 1234.0 { 80.0 } else { 5.0 })
+    });
+    assert_eq!(a.status, Status::Resolved, "{probes:?}");
+    let max = a.max_rate.unwrap().offered;
+    let fail = a.lowest_fail.unwrap();
+    assert!(max <= 1234.0 && fail.offered > 1234.0 && fail.offered / max <= 1.05);
+    assert!(matches!(fail.failure, Failure::Slo { value, .. } if value == 80.0));
+    assert!(
+        !probes
+            .iter()
+            .any(|p| matches!(p.2, Class::Fail(Failure::Collapse { .. })))
+    );
+}
+
+#[test]
+fn serving_less_as_the_load_grows_is_a_collapse() {
+    // The closed model has no offered rate to fall short of: 100 connections serve 1000/s, 200
+    // serve 850/s, below 90 % of what fewer connections served.
+    let (probes, _) = drive_classified(config(), &[], |rate, d| {
+        facts(None, if rate <= 100.0 { 1000.0 } else { 850.0 }, d, 5.0)
+    });
+    assert_eq!(probes[0].2, Class::Pass);
+    assert!(matches!(
+        probes[1].2,
+        Class::Fail(Failure::Collapse { achieved, best }) if achieved == 850.0 && best == 1000.0
+    ));
 }
 
 #[test]
