@@ -326,6 +326,57 @@ fn serving_less_as_the_load_grows_is_a_collapse() {
 }
 
 #[test]
+fn a_probe_that_served_too_little_fails_without_the_tail_evidence() {
+    // 500 samples cannot judge a p99 (1000 needed), but 80 of 100 req/s served is a fail already.
+    let slos = [parse("p99<50ms").unwrap()];
+    let short = facts(Some(100.0), 80.0, 6.25, 5.0);
+    assert_eq!(short.samples, 500);
+    assert!(matches!(
+        classify(&short, &slos, None),
+        Class::Fail(Failure::Shortfall { .. })
+    ));
+    let kept_up = facts(Some(100.0), 100.0, 5.0, 5.0);
+    assert_eq!(classify(&kept_up, &slos, None), Class::Undecided);
+}
+
+fn record(offered: f64, measured_s: f64, pass: bool, role: Role) -> Record {
+    Record {
+        offered,
+        achieved: offered,
+        measured_s,
+        failure: (!pass).then_some(Failure::Undecided),
+        role,
+    }
+}
+
+#[test]
+fn a_rate_passes_by_the_majority_of_its_seconds_and_a_tie_fails() {
+    let ramp = |rate, pass| record(rate, 10.0, pass, Role::Ramp);
+    let confirm = |rate, pass| record(rate, 30.0, pass, Role::Confirm);
+    // 200: a 10 s fail against a 30 s pass passes; 400: 30 s each way fails.
+    let records = [
+        ramp(100.0, true),
+        ramp(200.0, false),
+        confirm(200.0, true),
+        confirm(400.0, true),
+        confirm(400.0, false),
+    ];
+    assert_eq!(bounds(&records), (Some(200.0), Some(400.0)));
+}
+
+#[test]
+fn a_pass_above_a_fail_is_noise_and_a_recovery_probe_no_bound() {
+    let ramp = |rate, pass| record(rate, 10.0, pass, Role::Ramp);
+    let records = [
+        ramp(100.0, true),
+        ramp(200.0, false),
+        ramp(400.0, true),
+        record(100.0, 10.0, false, Role::Recovery),
+    ];
+    assert_eq!(bounds(&records), (Some(100.0), Some(200.0)));
+}
+
+#[test]
 fn a_bad_configuration_is_an_error_not_a_panic() {
     for c in [
         Config {
