@@ -2,7 +2,6 @@ use proptest::prelude::*;
 
 use super::*;
 use crate::condition::{Condition, Observed, parse};
-use crate::verdict::Verdict;
 
 fn config() -> Config {
     Config {
@@ -273,7 +272,7 @@ fn facts(offered: Option<f64>, achieved: f64, seconds: f64, p99_ms: f64) -> Prob
     ProbeFacts {
         offered,
         achieved,
-        trust: Verdict::Valid,
+        generator_bound: false,
         samples: (achieved * seconds) as u64,
         observed: Observed {
             latency_ms: Some([1.0, p99_ms, p99_ms, p99_ms, p99_ms, p99_ms]),
@@ -309,6 +308,18 @@ fn a_latency_fail_does_not_make_every_rate_below_it_collapse() {
             .iter()
             .any(|p| matches!(p.2, Class::Fail(Failure::Collapse { .. })))
     );
+}
+
+#[test]
+fn a_target_that_refuses_from_the_start_is_doomed_not_generator_bound() {
+    let slos = [parse("p99<50ms").unwrap()];
+    let (probes, a) = drive_classified(config(), &slos, |rate, d| {
+        let mut f = facts(Some(rate), 0.0, d, 5.0);
+        (f.observed.latency_ms, f.observed.errors_pct) = (None, 100.0);
+        f
+    });
+    assert_eq!(a.status, Status::Doomed, "{probes:?}");
+    assert_eq!((a.probes.invalid, probes.len()), (0, 1));
 }
 
 #[test]
