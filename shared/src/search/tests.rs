@@ -28,6 +28,14 @@ fn drive(
     config: Config,
     mut server: impl FnMut(f64, f64, Role, usize) -> Probed,
 ) -> (Vec<(f64, Role, Class, f64)>, Answer) {
+    drive_with(config, |_, rate, d, role, n| server(rate, d, role, n))
+}
+
+/// [`drive`], with the search at hand for a server that classifies through it.
+fn drive_with(
+    config: Config,
+    mut server: impl FnMut(&Search, f64, f64, Role, usize) -> Probed,
+) -> (Vec<(f64, Role, Class, f64)>, Answer) {
     let mut search = Search::new(config).unwrap();
     let mut probes = Vec::new();
     let mut last = None;
@@ -40,7 +48,7 @@ fn drive(
                 duration_s,
                 role,
             } => {
-                let p = server(rate, duration_s, role, probes.len());
+                let p = server(&search, rate, duration_s, role, probes.len());
                 probes.push((rate, role, p.class.clone(), duration_s));
                 elapsed += duration_s;
                 last = Some(p);
@@ -237,33 +245,16 @@ fn drive_classified(
     config: Config,
     slos: &[Condition],
     mut server: impl FnMut(f64, f64) -> ProbeFacts,
-) -> (Vec<(f64, Role, Class)>, Answer) {
-    let mut search = Search::new(config).unwrap();
-    let mut probes = Vec::new();
-    let mut last = None;
-    let mut elapsed = 0.0;
-    loop {
-        match search.next(last.take(), elapsed) {
-            Next::Done(answer) => return (probes, answer),
-            Next::Probe {
-                rate,
-                duration_s,
-                role,
-            } => {
-                let facts = server(rate, duration_s);
-                let class = search.classify(&facts, slos);
-                probes.push((rate, role, class.clone()));
-                elapsed += duration_s;
-                last = Some(Probed {
-                    class,
-                    achieved: facts.achieved,
-                    measured_s: duration_s,
-                    target_errors: facts.target_errors(),
-                });
-            }
+) -> (Vec<(f64, Role, Class, f64)>, Answer) {
+    drive_with(config, |search, rate, d, _, _| {
+        let facts = server(rate, d);
+        Probed {
+            class: search.classify(&facts, slos),
+            achieved: facts.achieved,
+            measured_s: d,
+            target_errors: facts.target_errors(),
         }
-        assert!(probes.len() < 10_000, "the search does not end");
-    }
+    })
 }
 
 /// A probe's facts: `achieved` served per second for `seconds`, every latency `p99_ms` but the
