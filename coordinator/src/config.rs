@@ -927,20 +927,35 @@ fn step_flags(a: &RunArgs) -> Vec<(&'static str, &'static str)> {
     flag(a.high_rate.is_some(), "--high-rate", "--max-rate");
     flag(a.rate_step.is_some(), "--rate-step", "--precision");
     flag(a.rate.is_some(), "-R/--rate", "--start");
-    flag(a.connections.is_some(), "-c/--connections", "--max-connections (the requests model's pool) or --model concurrency --start N");
+    flag(
+        a.connections.is_some(),
+        "-c/--connections",
+        "--max-connections (the requests model's pool) or --model concurrency --start N",
+    );
     flag(a.num_conn.is_some(), "--num-conn", "--probe");
     flag(a.max_requests.is_some(), "-n/--max-requests", "--probe");
-    flag(a.step_duration.is_some(), "--step-duration", "--probe and --confirm");
+    flag(
+        a.step_duration.is_some(),
+        "--step-duration",
+        "--probe and --confirm",
+    );
     flag(!a.stop_on.is_empty(), "--stop-on", "--slo");
     flag(a.stop_after.is_some(), "--stop-after", "--repeat");
-    flag(!a.fail_on.is_empty(), "--fail-on", "--slo (the exit code says how the search ended)");
+    flag(
+        !a.fail_on.is_empty(),
+        "--fail-on",
+        "--slo (the exit code says how the search ended)",
+    );
     given
 }
 
 /// Builds a search's configuration: `run`'s from the flags and plan file (the steps left to the
 /// search: one step at --start, for the check before any load), and the search's own.
 pub fn resolve_find_max(args: crate::cli::FindMaxArgs) -> Result<FindMaxConfig, ConfigError> {
-    let crate::cli::FindMaxArgs { run: mut args, search } = args;
+    let crate::cli::FindMaxArgs {
+        run: mut args,
+        search,
+    } = args;
     if let Some((flag, instead)) = step_flags(&args).first() {
         return Err(ConfigError::Conflict(format!(
             "find-max chooses its own steps: {flag} is not one of its flags (use {instead})"
@@ -989,12 +1004,22 @@ pub fn resolve_find_max(args: crate::cli::FindMaxArgs) -> Result<FindMaxConfig, 
     let config = shared::search::Config {
         start,
         // The agents' own limits (their --max-rate, their sockets and fds) lower it before the search.
-        max_rate: max_rate.unwrap_or(if closed { MAX_SEARCH_CONNECTIONS } else { plan::MAX_RATE }),
+        max_rate: max_rate.unwrap_or(if closed {
+            MAX_SEARCH_CONNECTIONS
+        } else {
+            plan::MAX_RATE
+        }),
         precision,
         probe_s: probe.as_secs_f64(),
         confirm_s: confirm.as_secs_f64(),
         repeat: search.repeat,
         deadline_s: deadline.as_secs_f64(),
+        samples: slos
+            .iter()
+            .map(shared::search::probe::samples_needed)
+            .max()
+            .unwrap_or(0),
+        per_second: !closed,
         ..shared::search::Config::default()
     };
     config

@@ -251,7 +251,9 @@ impl Progress {
             r.probe.as_ref().map_or(String::new(), |p| format!(
                 "  -> {}{}",
                 p.class.name(),
-                p.reason.as_ref().map_or(String::new(), |why| format!(": {why}"))
+                p.reason
+                    .as_ref()
+                    .map_or(String::new(), |why| format!(": {why}"))
             )),
         );
     }
@@ -277,10 +279,15 @@ fn ms_cell(l: &LatencyStats, name: &str, v: f64) -> String {
 
 /// The end-of-run table for stdout.
 pub fn table(results: &[StepResult]) -> String {
-    let head = [
+    let mut head = vec![
         "step", "demanded", "sent/s", "served/s", "p50 ms", "p90 ms", "p99 ms", "max ms", "failed",
         "gen cpu", "lag p99", "trust", "server",
     ];
+    // A search's probes: what each was for and how it was classed, last (the widest cells).
+    let search = results.iter().any(|r| r.probe.is_some());
+    if search {
+        head.extend(["role", "class"]);
+    }
     let mut rows: Vec<Vec<String>> = vec![head.iter().map(|s| s.to_string()).collect()];
     for r in results {
         let l = &r.latency_ms;
@@ -308,6 +315,14 @@ pub fn table(results: &[StepResult]) -> String {
             r.trust.name().to_string(),
             r.server.name().to_string(),
         ]);
+        if search {
+            let row = rows.last_mut().expect("just pushed");
+            let (role, class) = r
+                .probe
+                .as_ref()
+                .map_or(("", ""), |p| (p.role.name(), p.class.name()));
+            row.extend([role.to_string(), class.to_string()]);
+        }
     }
     let widths: Vec<usize> = (0..head.len())
         .map(|c| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0))
@@ -341,6 +356,15 @@ pub fn table(results: &[StepResult]) -> String {
                 "step {}: server {}: {reason}\n",
                 r.number,
                 r.server.name()
+            ));
+        }
+        if let Some(why) = r.probe.as_ref().and_then(|p| p.reason.as_ref()) {
+            let p = r.probe.as_ref().expect("a reason is a probe's");
+            out.push_str(&format!(
+                "step {}: {} {}: {why}\n",
+                r.number,
+                p.role.name(),
+                p.class.name()
             ));
         }
         for note in &r.notes {

@@ -380,7 +380,7 @@ async fn side_by_side_each_step_ran_on_every_target_in_turn_with_its_own_workloa
     };
     let (link, log) = fake_agent::spawn(Script::default());
     let links = vec![("agent".to_string(), Expect::Load, link)];
-    let runs = run_lanes(side.runs, Stop::default(), Some(links), None)
+    let runs = run_lanes(side.runs, Stop::default(), Some(links), None, None)
         .await
         .unwrap();
     // Both checked before any load; then each step on a, then on b, each after its own configure

@@ -7,8 +7,8 @@ use shared::search::Capacity;
 use super::step::{StepCx, run_step};
 use super::warned::Warned;
 use super::{
-    RunError, RunOutcome, StepOutcome, StepSource, StepSpec, Stop, Stopped, Watch,
-    baseline_p50, blame, tell_unfinished,
+    RunError, RunOutcome, StepOutcome, StepSource, StepSpec, Stop, Stopped, Watch, baseline_p50,
+    blame, tell_unfinished,
 };
 use crate::config::RunConfig;
 use crate::fleet::{Fleet, FleetError};

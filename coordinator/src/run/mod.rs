@@ -167,7 +167,11 @@ pub async fn run(cfg: RunConfig, stop: Stop) -> Result<RunOutcome, RunError> {
 /// A capacity search (`stampede find-max`): a run whose steps are the probes the search asks for,
 /// under the ceiling the fleet takes; the outcome's `capacity` is its answer (the bounds so far
 /// when it was interrupted).
-pub async fn find_max(cfg: RunConfig, setup: SearchSetup, stop: Stop) -> Result<RunOutcome, RunError> {
+pub async fn find_max(
+    cfg: RunConfig,
+    setup: SearchSetup,
+    stop: Stop,
+) -> Result<RunOutcome, RunError> {
     let mut runs = run_lanes(vec![cfg], stop, None, None, Some(setup)).await?;
     Ok(runs.remove(0))
 }

@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 use shared::condition::Condition;
 use shared::report::{StepResult, human, step_value, tsv_number};
+use shared::search::probe::samples_needed;
 use shared::search::{
     self, Answer, Capacity, Ceiling, Class, Mark, Next, ProbeFacts, ProbeMark, Probed, Role,
     Search, Status,
@@ -172,7 +173,24 @@ impl StepSource for Probes {
         }
         let facts = ProbeFacts::of(result);
         let class = self.search.classify(&facts, &self.slos);
-        result.probe = Some(ProbeMark::of(role, &class));
+        let mut mark = ProbeMark::of(role, &class);
+        if role == Role::Warmup {
+            mark.reason = Some("warmup: not counted".into());
+        } else if class == Class::Undecided
+            && let Some(needed) = self.slos.iter().map(samples_needed).max()
+            && facts.samples < needed
+        {
+            mark.reason = Some(format!(
+                "{} of the {} samples {} needs to be judged: probed again, longer",
+                facts.samples,
+                needed,
+                self.slos
+                    .iter()
+                    .max_by_key(|c| samples_needed(c))
+                    .map_or(String::new(), ToString::to_string)
+            ));
+        }
+        result.probe = Some(mark);
         if role == Role::Warmup {
             return;
         }
@@ -183,12 +201,7 @@ impl StepSource for Probes {
                 result.reasons.join("; ")
             ));
         }
-        self.probed = Some(Probed {
-            class,
-            achieved: facts.achieved,
-            measured_s: result.duration_s,
-            target_errors: facts.target_errors(),
-        });
+        self.probed = Some(Probed::of(class, &facts, result.duration_s, &self.slos));
     }
 
     fn conclude(&mut self, interrupted: bool) -> Option<Capacity> {

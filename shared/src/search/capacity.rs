@@ -85,6 +85,9 @@ pub struct Failed {
     pub slo: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub value: Option<f64>,
+    /// Which rule failed it: `slo`, `shortfall`, `collapse`, or `undecided` (too little evidence
+    /// after every longer probe).
+    pub rule: String,
 }
 
 /// run.json's `capacity`: the search's answer. Offered rates are step values in the model's unit
@@ -124,15 +127,23 @@ impl Capacity {
     ) -> Capacity {
         let pct = |x: f64| x * 100.0;
         let lowest_fail = answer.lowest_fail.as_ref().map(|f| {
+            use super::Failure;
             let (slo, value) = match &f.failure {
-                super::Failure::Slo { slo, value, .. } => (Some(slo.clone()), Some(*value)),
+                Failure::Slo { slo, value, .. } => (Some(slo.clone()), Some(*value)),
                 _ => (None, None),
+            };
+            let rule = match &f.failure {
+                Failure::Slo { .. } => "slo",
+                Failure::Shortfall { .. } => "shortfall",
+                Failure::Collapse { .. } => "collapse",
+                Failure::Undecided => "undecided",
             };
             Failed {
                 offered: f.offered,
                 reason: f.failure.to_string(),
                 slo,
                 value: value.filter(|v| v.is_finite()),
+                rule: rule.into(),
             }
         });
         let mut c = Capacity {
@@ -210,8 +221,13 @@ impl Capacity {
                 self.invalid_at.map_or_else(String::new, v)
             ),
             Status::Doomed => format!(
-                "fails already at the start, {}; try a lower --start",
-                fail.unwrap_or_default()
+                "fails already at the start, {}; {}",
+                fail.unwrap_or_default(),
+                match self.lowest_fail.as_ref().map(|f| f.rule.as_str()) {
+                    Some("undecided") =>
+                        "its probes gather too few samples: a longer --probe or a higher --start",
+                    _ => "try a lower --start",
+                }
             ),
             Status::ServerUnrecovered => format!(
                 "the server broke and did not come back: a rate that had passed failed after an overload with errors ({bounds})"

@@ -6,6 +6,8 @@ pub mod capacity;
 pub mod probe;
 
 use serde::{Deserialize, Serialize};
+
+use crate::condition::Condition;
 use thiserror::Error;
 
 pub use capacity::{Capacity, Ceiling, Mark, ProbeMark};
@@ -102,6 +104,12 @@ pub struct Config {
     pub deadline_s: f64,
     /// Probes the search may run, whatever the time: noise cannot make it run for ever.
     pub max_probes: u32,
+    /// Samples the SLOs need to be judged (the most demanding percentile's, see
+    /// [`probe::samples_needed`]): with an open model, whose rate is per second, a probe lasts at
+    /// least long enough to gather them, rather than come back undecided.
+    pub samples: u64,
+    /// Whether the rate is per second (the open models), so `samples` sets a probe's length.
+    pub per_second: bool,
 }
 
 impl Default for Config {
@@ -118,6 +126,8 @@ impl Default for Config {
             invalid_retries: 2,
             deadline_s: 1800.0,
             max_probes: 200,
+            samples: 0,
+            per_second: true,
         }
     }
 }
@@ -141,6 +151,15 @@ pub enum ConfigError {
 }
 
 impl Config {
+    /// A probe's length at `rate`: `base`, or long enough for the samples the SLOs need (and a
+    /// quarter more, for a rate that falls a little short of its offer).
+    pub fn length(&self, rate: f64, base: f64) -> f64 {
+        if !self.per_second || self.samples == 0 {
+            return base;
+        }
+        base.max(EVIDENCE_MARGIN * self.samples as f64 / rate)
+    }
+
     pub fn validate(&self) -> Result<(), ConfigError> {
         let positive = |x: f64| x.is_finite() && x > 0.0;
         if !positive(self.start) {
@@ -175,6 +194,9 @@ impl Config {
     }
 }
 
+/// An undecided probe short of samples is run again this much longer than would just gather them.
+const EVIDENCE_MARGIN: f64 = 1.25;
+
 /// What the caller measured on the probe it was told to run.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Probed {
@@ -185,6 +207,22 @@ pub struct Probed {
     pub measured_s: f64,
     /// The target's transport errors or timeouts were seen.
     pub target_errors: bool,
+    /// The share of the samples its most demanding percentile needs that the probe gathered,
+    /// when short of them: an undecided probe is run again long enough to gather them all.
+    pub evidence: Option<f64>,
+}
+
+impl Probed {
+    /// What a probe measured, as the search takes it: `measured_s` of `facts`, classed `class`.
+    pub fn of(class: Class, facts: &ProbeFacts, measured_s: f64, slos: &[Condition]) -> Probed {
+        Probed {
+            class,
+            achieved: facts.achieved,
+            measured_s,
+            target_errors: facts.target_errors(),
+            evidence: probe::evidence(facts, slos),
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -410,7 +448,13 @@ impl Search {
                 self.probes.undecided += 1;
                 self.undecided_in_row += 1;
                 if self.undecided_in_row <= self.config.undecided_retries {
-                    return Some(Ok((rate, duration_s * 2.0, role)));
+                    // Twice as long, or long enough for the samples still missing (and a quarter
+                    // more, for a rate that falls a little short of its offer).
+                    let grow = probed
+                        .evidence
+                        .filter(|e| *e > 0.0)
+                        .map_or(2.0, |e| (EVIDENCE_MARGIN / e).max(2.0));
+                    return Some(Ok((rate, duration_s * grow, role)));
                 }
                 Some(Failure::Undecided)
             }
@@ -429,9 +473,11 @@ impl Search {
         });
         match (role, failed, bounds(&self.records).0) {
             (Role::Recovery, true, _) => Some(Err(Status::ServerUnrecovered)),
-            (_, true, Some(lo)) if probed.target_errors => {
-                Some(Ok((lo, self.config.probe_s, Role::Recovery)))
-            }
+            (_, true, Some(lo)) if probed.target_errors => Some(Ok((
+                lo,
+                self.config.length(lo, self.config.probe_s),
+                Role::Recovery,
+            ))),
             _ => None,
         }
     }
@@ -440,12 +486,16 @@ impl Search {
     fn plan(&self) -> Result<(f64, f64, Role), Status> {
         let c = &self.config;
         match bounds(&self.records) {
-            (None, None) => Ok((c.start, c.probe_s, Role::Ramp)),
+            (None, None) => Ok((c.start, c.length(c.start, c.probe_s), Role::Ramp)),
             (Some(lo), None) if lo >= c.max_rate => Err(Status::LowerBoundOnly),
-            (Some(lo), None) => Ok(((lo * c.growth).min(c.max_rate), c.probe_s, Role::Ramp)),
+            (Some(lo), None) => {
+                let rate = (lo * c.growth).min(c.max_rate);
+                Ok((rate, c.length(rate, c.probe_s), Role::Ramp))
+            }
             (None, Some(_)) => Err(Status::Doomed),
             (Some(lo), Some(hi)) if hi / lo > 1.0 + c.precision => {
-                Ok(((lo * hi).sqrt(), c.probe_s, Role::Bisect))
+                let rate = (lo * hi).sqrt();
+                Ok((rate, c.length(rate, c.probe_s), Role::Bisect))
             }
             (Some(lo), Some(hi)) => {
                 let confirmed = |rate: f64| {
@@ -455,9 +505,9 @@ impl Search {
                         .count() as u32
                 };
                 if confirmed(lo) < c.repeat {
-                    Ok((lo, c.confirm_s, Role::Confirm))
+                    Ok((lo, c.length(lo, c.confirm_s), Role::Confirm))
                 } else if confirmed(hi) < c.repeat {
-                    Ok((hi, c.confirm_s, Role::Confirm))
+                    Ok((hi, c.length(hi, c.confirm_s), Role::Confirm))
                 } else {
                     Err(Status::Resolved)
                 }

@@ -2,7 +2,7 @@
 //! breached with enough evidence, or throughput short of the offer or collapsing), pass (every SLO met
 //! with enough evidence), or undecided (neither yet). Pure, so the search and its tests share it.
 use crate::condition::{Condition, Latency, Metric, Observed, Reading, Truth, Unit};
-use crate::report::{StepResult, human, tsv_number};
+use crate::report::{StepResult, human, human_ms, tsv_number};
 
 /// Served below this share of the offered rate, the server did not keep up: a fail.
 pub const SHORTFALL_RATIO: f64 = 0.95;
@@ -101,12 +101,14 @@ impl std::fmt::Display for Failure {
 /// `failed 2.5%`, `ok_rate 812/s`.
 fn seen(slo: &Condition, r: Reading) -> String {
     let bound = if r.lower_bound { "≥" } else { "" };
-    let unit = match slo.metric {
-        Metric::Latency(_) => " ms",
-        Metric::OkRate if slo.threshold.unit == Unit::PerSecond => "/s",
-        _ => "%",
-    };
-    format!("{} {bound}{}{unit}", slo.metric.name(), tsv_number(r.value))
+    let name = slo.metric.name();
+    match slo.metric {
+        Metric::Latency(_) => format!("{name} {}", human_ms(r.value, r.lower_bound)),
+        Metric::OkRate if slo.threshold.unit == Unit::PerSecond => {
+            format!("{name} {bound}{}/s", human(r.value))
+        }
+        _ => format!("{name} {bound}{}%", tsv_number(r.value)),
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -128,6 +130,13 @@ pub fn samples_needed(c: &Condition) -> u64 {
         _ => return 1,
     };
     (TAIL_SAMPLES / (1.0 - q)).round() as u64
+}
+
+/// The share of the samples the most demanding SLO needs that `f` has, when it has fewer (else
+/// `None`: the samples are not what is missing).
+pub fn evidence(f: &ProbeFacts, slos: &[Condition]) -> Option<f64> {
+    let needed = slos.iter().map(samples_needed).max()?;
+    (f.samples < needed).then(|| f.samples as f64 / needed as f64)
 }
 
 /// `best` is the highest throughput achieved by an earlier probe of the search at no higher a rate

@@ -19,6 +19,7 @@ fn outcome(class: Class, rate: f64, duration_s: f64, target_errors: bool) -> Pro
         achieved: rate,
         measured_s: duration_s,
         target_errors,
+        evidence: None,
     }
 }
 
@@ -248,12 +249,7 @@ fn drive_classified(
 ) -> (Vec<(f64, Role, Class, f64)>, Answer) {
     drive_with(config, |search, rate, d, _, _| {
         let facts = server(rate, d);
-        Probed {
-            class: search.classify(&facts, slos),
-            achieved: facts.achieved,
-            measured_s: d,
-            target_errors: facts.target_errors(),
-        }
+        Probed::of(search.classify(&facts, slos), &facts, d, slos)
     })
 }
 
@@ -495,4 +491,75 @@ proptest! {
             prop_assert!(fail.offered > limit, "an invalid probe was taken for a fail");
         }
     }
+}
+
+#[test]
+fn an_undecided_probe_short_of_samples_is_run_again_long_enough_to_gather_them() {
+    let slos = vec![crate::condition::parse("p99<50ms").unwrap()];
+    let mut search = Search::new(config()).unwrap();
+    let Next::Probe {
+        rate, duration_s, ..
+    } = search.next(None, 0.0)
+    else {
+        panic!("a first probe")
+    };
+    assert_eq!((rate, duration_s), (100.0, 2.0));
+    // 100/s for 2 s: 200 of the 1,000 samples a p99 needs.
+    let facts = ProbeFacts {
+        offered: Some(100.0),
+        achieved: 100.0,
+        generator_bound: false,
+        samples: 200,
+        observed: crate::condition::Observed {
+            latency_ms: Some([1.0, 2.0, 3.0, 3.0, 3.0, 1.0]),
+            latency_lower_bound: [false; 6],
+            failed_pct: 0.0,
+            errors_pct: 0.0,
+            ok_rate: 100.0,
+            demanded_rate: Some(100.0),
+        },
+    };
+    let class = search.classify(&facts, &slos);
+    assert_eq!(class, Class::Undecided);
+    let probed = Probed::of(class, &facts, 2.0, &slos);
+    assert_eq!(probed.evidence, Some(0.2));
+    let Next::Probe {
+        rate, duration_s, ..
+    } = search.next(Some(probed), 2.0)
+    else {
+        panic!("a longer probe")
+    };
+    // 1.25 / 0.2 = 6.25 times as long: 1,250 samples at 100/s.
+    assert_eq!((rate, duration_s), (100.0, 12.5));
+}
+
+#[test]
+fn an_open_model_probe_lasts_long_enough_for_the_samples_its_slos_need() {
+    let mut search = Search::new(Config {
+        samples: 1000,
+        ..config()
+    })
+    .unwrap();
+    // 1,000 samples (and a quarter more) at 100/s: 12.5 s, not the 2 s asked for.
+    assert!(matches!(
+        search.next(None, 0.0),
+        Next::Probe { rate, duration_s, .. } if rate == 100.0 && duration_s == 12.5
+    ));
+    let passed = outcome(Class::Pass, 100.0, 12.5, false);
+    // At 200/s 6.25 s; at 1,000/s and above the 2 s hold.
+    assert!(matches!(
+        search.next(Some(passed), 12.5),
+        Next::Probe { rate, duration_s, .. } if rate == 200.0 && duration_s == 6.25
+    ));
+    let closed = Config {
+        samples: 1000,
+        per_second: false,
+        ..config()
+    };
+    assert_eq!(
+        closed.length(100.0, 2.0),
+        2.0,
+        "a connection count sets no length"
+    );
+    assert_eq!(config().length(10.0, 2.0), 2.0, "no SLO needs samples");
 }
