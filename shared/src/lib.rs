@@ -10,6 +10,7 @@ pub mod histogram;
 pub mod metrics;
 pub mod monitor;
 pub mod plan;
+pub mod probe_mark;
 pub mod ready;
 pub mod report;
 pub mod rng;

@@ -393,7 +393,7 @@ pub struct StepResult {
     pub server_monitors: Vec<StepServer>,
     /// A capacity search's probe: its role and class; absent in a planned run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub probe: Option<crate::search::ProbeMark>,
+    pub probe: Option<crate::probe_mark::ProbeMark>,
 }
 
 /// One full interval of the merged fleet, for the reply-rate series.

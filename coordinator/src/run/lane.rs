@@ -99,7 +99,14 @@ impl<'a> Lane<'a> {
             step = run_step(fleet, &cx, spec, &mut self.out, &mut self.watch, source) => step?,
             _ = stop.now.cancelled() => return Ok(After::AbortAll),
         };
-        let aborted = result.aborted || end_run.is_some();
+        // A step that overran its own deadline (nobody stopped it) ends a planned run; a search
+        // counts it as a probe the generator could not carry, and goes on.
+        let overran = result.aborted
+            && end_run.is_none()
+            && !stop.drain.is_cancelled()
+            && !stop.now.is_cancelled();
+        let aborted =
+            (result.aborted && !(overran && self.source.outlasts_overruns())) || end_run.is_some();
         let because = self.watch.stop.take();
         self.results.push(result);
         self.out.summarize(&report::summarize_run(&self.results))?;

@@ -284,7 +284,8 @@ async fn run_in(
                 let (ceiling, generator) =
                     probes::ceiling(&fleet, cfg, setup.search.start, setup.search.max_rate);
                 let model = cfg.plan.model().name();
-                let probes = probes::Probes::new(setup, model, ceiling, generator)?;
+                let probes =
+                    probes::Probes::new(setup, model, ceiling, generator, stop.drain.clone())?;
                 let line = probes.plan_line();
                 (Box::new(probes), Some(line))
             }

@@ -5,12 +5,13 @@
 use std::time::{Duration, Instant};
 
 use shared::condition::Condition;
-use shared::report::{StepResult, human, step_value, tsv_number};
+use shared::report::{StepResult, human, human_ms, step_value, tsv_number};
 use shared::search::probe::samples_needed;
 use shared::search::{
     self, Answer, Capacity, Ceiling, Class, Mark, Next, ProbeFacts, ProbeMark, Probed, Role,
     Search, Status,
 };
+use tokio_util::sync::CancellationToken;
 
 use super::source::{self, StepSource, StepSpec};
 use crate::config::RunConfig;
@@ -43,6 +44,8 @@ pub struct Probes {
     cooldown: Duration,
     started: Instant,
     next_index: usize,
+    /// The first Ctrl-C: a step aborted by it is not counted, one aborted by its own deadline is.
+    interrupted: CancellationToken,
     /// What the step just run measured, for the search's next turn.
     probed: Option<Probed>,
     answer: Option<Answer>,
@@ -57,6 +60,7 @@ impl Probes {
         model: &'static str,
         ceiling: Ceiling,
         generator_ceiling: bool,
+        interrupted: CancellationToken,
     ) -> Result<Probes, search::ConfigError> {
         let config = search::Config {
             max_rate: ceiling.rate,
@@ -76,6 +80,7 @@ impl Probes {
             cooldown: setup.cooldown,
             started: Instant::now(),
             next_index: 0,
+            interrupted,
             probed: None,
             answer: None,
         })
@@ -161,19 +166,42 @@ impl StepSource for Probes {
         Vec::new()
     }
 
+    fn outlasts_overruns(&self) -> bool {
+        true
+    }
+
     fn judge(&mut self, spec: &StepSpec, result: &mut StepResult) {
         let role = spec.role.unwrap_or(Role::Ramp);
-        if result.aborted {
+        if result.aborted && self.interrupted.is_cancelled() {
             result.probe = Some(ProbeMark {
                 role,
                 class: Mark::Aborted,
-                reason: Some("cut short: not counted".into()),
+                reason: Some("interrupted: not counted".into()),
             });
             return;
         }
         let facts = ProbeFacts::of(result);
-        let class = self.search.classify(&facts, &self.slos);
-        let mut mark = ProbeMark::of(role, &class);
+        // Aborted with nobody asking: the step overran its schedule, its timeout and the grace
+        // after them, which only a generator behind its schedule does (a slow server's requests
+        // time out within the step).
+        let class = if result.aborted {
+            Class::Invalid
+        } else {
+            self.search.classify(&facts, &self.slos)
+        };
+        let mut mark = search::mark(role, &class);
+        if class == Class::Invalid {
+            mark.reason = Some(if result.aborted {
+                "the step overran its time: the generator could not keep its schedule".to_string()
+            } else if facts.generator_bound {
+                format!("the generator was the limit: {}", result.reasons.join("; "))
+            } else {
+                format!(
+                    "the generator's own lag (p99 {}) accounts for half the latency that breached an SLO",
+                    human_ms(facts.lag_p99_ms, false)
+                )
+            });
+        }
         if role == Role::Warmup {
             mark.reason = Some("warmup: not counted".into());
         } else if class == Class::Undecided
@@ -193,13 +221,6 @@ impl StepSource for Probes {
         result.probe = Some(mark);
         if role == Role::Warmup {
             return;
-        }
-        if class == Class::Invalid {
-            result.notes.push(format!(
-                "find-max: the generator could not be trusted at {}: not a bound ({})",
-                spec.value,
-                result.reasons.join("; ")
-            ));
         }
         self.probed = Some(Probed::of(class, &facts, result.duration_s, &self.slos));
     }
@@ -277,18 +298,21 @@ pub fn ceiling(fleet: &Fleet, cfg: &RunConfig, start: f64, max_rate: f64) -> (Ce
     let mut ceiling = Ceiling {
         rate: max_rate,
         by: "--max-rate".into(),
+        detail: None,
     };
     if let Some((rate, why)) = highest(max_rate, false) {
         ceiling = Ceiling {
             rate,
-            by: format!("the agents' limits ({why})"),
+            by: "the agents' limits".into(),
+            detail: Some(why),
         };
     }
     match highest(ceiling.rate, true) {
         Some((rate, why)) => (
             Ceiling {
                 rate,
-                by: format!("what the generator's sockets can carry ({why})"),
+                by: "the generator's capacity".into(),
+                detail: Some(why),
             },
             true,
         ),

@@ -47,6 +47,11 @@ pub trait StepSource {
     fn planned(&self) -> Option<usize> {
         None
     }
+    /// Whether the run goes on after a step that overran its deadline (a search: the generator
+    /// could not carry that rate), rather than ending there as a planned run does.
+    fn outlasts_overruns(&self) -> bool {
+        false
+    }
     /// The run's answer as a search found it, once the run ends (`interrupted`: it was cut short).
     fn conclude(&mut self, _interrupted: bool) -> Option<Capacity> {
         None

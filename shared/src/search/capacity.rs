@@ -2,61 +2,28 @@
 //! run.json's `steps[].probe`), and run.json's `capacity`, the answer with everything behind it.
 use serde::{Deserialize, Serialize};
 
-use super::{Answer, Class, ProbeCounts, Role, Status};
+use super::{Answer, Class, ProbeCounts, Status};
+use crate::probe_mark::{Mark, ProbeMark, Role};
 use crate::report::{human, step_value};
 
-/// A probe's class as the files name it; `aborted` for a probe cut short (Ctrl-C), which the
-/// search never counts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Mark {
-    Pass,
-    Fail,
-    Invalid,
-    Undecided,
-    Aborted,
-}
-
-impl Mark {
-    pub fn name(self) -> &'static str {
-        match self {
-            Mark::Pass => "pass",
-            Mark::Fail => "fail",
-            Mark::Invalid => "invalid",
-            Mark::Undecided => "undecided",
-            Mark::Aborted => "aborted",
-        }
-    }
-}
-
-/// One step's part in a search: what it was for, how it was classed, and why when it failed.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ProbeMark {
-    pub role: Role,
-    pub class: Mark,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reason: Option<String>,
-}
-
-impl ProbeMark {
-    pub fn of(role: Role, class: &Class) -> ProbeMark {
-        let (class, reason) = match class {
-            Class::Pass => (Mark::Pass, None),
-            Class::Fail(f) => (Mark::Fail, Some(f.to_string())),
-            Class::Invalid => (
-                Mark::Invalid,
-                Some("the generator could not be trusted on it".into()),
-            ),
-            Class::Undecided => (
-                Mark::Undecided,
-                Some("too few samples to judge every SLO: probed again, longer".into()),
-            ),
-        };
-        ProbeMark {
-            role,
-            class,
-            reason,
-        }
+/// A probe's mark on its step: its role, its class, and why when it was not a pass.
+pub fn mark(role: Role, class: &Class) -> ProbeMark {
+    let (class, reason) = match class {
+        Class::Pass => (Mark::Pass, None),
+        Class::Fail(f) => (Mark::Fail, Some(f.to_string())),
+        Class::Invalid => (
+            Mark::Invalid,
+            Some("the generator could not be trusted on it".into()),
+        ),
+        Class::Undecided => (
+            Mark::Undecided,
+            Some("too few samples to judge every SLO: probed again, longer".into()),
+        ),
+    };
+    ProbeMark {
+        role,
+        class,
+        reason,
     }
 }
 
@@ -64,8 +31,11 @@ impl ProbeMark {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Ceiling {
     pub rate: f64,
-    /// `--max-rate`, or the agent whose own `--max-rate` caps its share.
+    /// Who set it, in a few words: `--max-rate`, `the agents' limits`, `the generator's capacity`.
     pub by: String,
+    /// The refusal that set it, as the agent's check said it (absent for --max-rate).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
 }
 
 /// A step value (in the model's unit) and the served replies per second it achieved.
@@ -275,6 +245,7 @@ mod tests {
         Ceiling {
             rate: 1e6,
             by: "--max-rate".into(),
+            detail: None,
         }
     }
 
@@ -316,7 +287,7 @@ mod tests {
 
     #[test]
     fn a_probe_mark_carries_the_failure_in_words() {
-        let m = ProbeMark::of(
+        let m = mark(
             Role::Bisect,
             &Class::Fail(Failure::Shortfall {
                 achieved: 812.0,

@@ -10,32 +10,9 @@ use serde::{Deserialize, Serialize};
 use crate::condition::Condition;
 use thiserror::Error;
 
-pub use capacity::{Capacity, Ceiling, Mark, ProbeMark};
+pub use crate::probe_mark::{Mark, ProbeMark, Role};
+pub use capacity::{Capacity, Ceiling, mark};
 pub use probe::{Class, Failure, ProbeFacts, classify};
-
-/// What a probe is for, as steps.tsv and run.json name it. `Warmup` is the coordinator's: a probe
-/// at the start rate before the search, which the search never sees.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Role {
-    Warmup,
-    Ramp,
-    Bisect,
-    Confirm,
-    Recovery,
-}
-
-impl Role {
-    pub fn name(self) -> &'static str {
-        match self {
-            Role::Warmup => "warmup",
-            Role::Ramp => "ramp",
-            Role::Bisect => "bisect",
-            Role::Confirm => "confirm",
-            Role::Recovery => "recovery",
-        }
-    }
-}
 
 /// How a search ended. Exit codes start past `run`'s 0-3 (1 failed, 2 usage, 3 --fail-on breached)
 /// so a script tells every ending apart; an interrupted search exits 1, as an aborted run does.

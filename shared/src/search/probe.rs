@@ -9,6 +9,9 @@ pub const SHORTFALL_RATIO: f64 = 0.95;
 /// Served below this share of the best that a rate no higher served, throughput is collapsing as
 /// the load grows: a fail.
 pub const COLLAPSE_RATIO: f64 = 0.9;
+/// A latency breach is the generator's, not the server's, when the generator's lag p99 is at least
+/// this share of the latency that breached.
+pub const LAG_SHARE: f64 = 0.5;
 /// A percentile pNN is judged only with at least this many samples beyond it, i.e. `k / (1 - q)`
 /// samples in all: at k = 10 the tail the percentile sits in holds ten requests, so no one or two
 /// stragglers decide it (at k = 1 a single request would set p99 from 100 samples); 1,000 for p99,
@@ -26,6 +29,9 @@ pub struct ProbeFacts {
     /// probe says nothing of the server. Not a step's `invalid` trust as such: a step without a
     /// single reply is invalid too, and that is the server's doing (refused, timed out).
     pub generator_bound: bool,
+    /// The generator's own lag behind its schedule, p99: latency is measured from the intended
+    /// send, so a late generator's lag is in every latency it measured.
+    pub lag_p99_ms: f64,
     /// Requests whose latency was measured (served, or given up at their age).
     pub samples: u64,
     pub observed: Observed,
@@ -37,6 +43,7 @@ impl ProbeFacts {
             offered: r.demanded_rate,
             achieved: r.ok_rate,
             generator_bound: r.generator_bound,
+            lag_p99_ms: r.generator.lag_p99_ms,
             samples: r.ok + r.given_up,
             observed: Observed::of(r),
         }
@@ -156,6 +163,13 @@ pub fn classify(f: &ProbeFacts, slos: &[Condition], best: Option<f64>) -> Class 
             Truth::Unknown => undecided = true,
             Truth::False => {
                 let reading = slo.read(&f.observed);
+                // A breach half of which the generator's own lateness could account for is not
+                // the server's: the probe says nothing either way.
+                if let (Metric::Latency(_), Some(r)) = (slo.metric, reading)
+                    && f.lag_p99_ms >= LAG_SHARE * r.value
+                {
+                    return Class::Invalid;
+                }
                 return Class::Fail(Failure::Slo {
                     slo: slo.to_string(),
                     value: reading.map_or(f64::NAN, |r| r.value),
@@ -197,6 +211,7 @@ mod tests {
             offered: Some(offered),
             achieved,
             generator_bound: false,
+            lag_p99_ms: 0.0,
             samples,
             observed: Observed {
                 latency_ms: Some([1.0, 2.0, p99_ms, p99_ms, p99_ms, 1.0]),
@@ -211,6 +226,31 @@ mod tests {
 
     fn slo(s: &str) -> Vec<Condition> {
         vec![parse(s).unwrap()]
+    }
+
+    #[test]
+    fn a_latency_breach_the_generators_own_lag_accounts_for_is_invalid_not_a_fail() {
+        // A generator 5 s behind its schedule measured p99 6 s: that says nothing of the server.
+        let late = ProbeFacts {
+            lag_p99_ms: 5000.0,
+            ..facts(20_000.0, 20_000.0, 100_000, 6000.0)
+        };
+        assert_eq!(classify(&late, &slo("p99<50ms"), None), Class::Invalid);
+        // A little lag beside a server's queueing: the server's breach.
+        let queued = ProbeFacts {
+            lag_p99_ms: 10.0,
+            ..facts(800.0, 800.0, 10_000, 600.0)
+        };
+        assert!(matches!(
+            classify(&queued, &slo("p99<50ms"), None),
+            Class::Fail(Failure::Slo { .. })
+        ));
+        // A lag that does not breach anything leaves a pass a pass.
+        let passing = ProbeFacts {
+            lag_p99_ms: 20.0,
+            ..facts(800.0, 800.0, 10_000, 30.0)
+        };
+        assert_eq!(classify(&passing, &slo("p99<50ms"), None), Class::Pass);
     }
 
     #[test]

@@ -260,6 +260,7 @@ fn facts(offered: Option<f64>, achieved: f64, seconds: f64, p99_ms: f64) -> Prob
         offered,
         achieved,
         generator_bound: false,
+        lag_p99_ms: 0.0,
         samples: (achieved * seconds) as u64,
         observed: Observed {
             latency_ms: Some([1.0, p99_ms, p99_ms, p99_ms, p99_ms, p99_ms]),
@@ -509,6 +510,7 @@ fn an_undecided_probe_short_of_samples_is_run_again_long_enough_to_gather_them()
         offered: Some(100.0),
         achieved: 100.0,
         generator_bound: false,
+        lag_p99_ms: 0.0,
         samples: 200,
         observed: crate::condition::Observed {
             latency_ms: Some([1.0, 2.0, 3.0, 3.0, 3.0, 1.0]),
