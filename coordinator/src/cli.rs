@@ -634,6 +634,10 @@ pub struct ServeArgs {
     /// Serve at most this many requests per second; the rest queue (a known knee).
     #[arg(long)]
     pub capacity: Option<f64>,
+    /// Break for good at the first overload (needs --capacity): once a request would wait longer than
+    /// this for its turn, e.g. 100ms, no request is answered again, as a deadlocked server does.
+    #[arg(long, value_name = "DURATION", allow_hyphen_values = true)]
+    pub wedge_after: Option<String>,
     /// Reply body.
     #[arg(long, default_value = "I am a stupid HTTP server!\n")]
     pub body: String,

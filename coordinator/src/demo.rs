@@ -21,6 +21,7 @@ pub async fn run(args: DemoArgs, shutdown: Stop) -> Result<RunOutcome, RunError>
             listen: "127.0.0.1:0".parse().expect("constant address"),
             delay: Duration::from_millis(1),
             capacity: Some(DEMO_CAPACITY),
+            wedge_after: None,
             body: Bytes::from_static(b"I am a stupid HTTP server!\n"),
             tls: false,
             ready_file: None,

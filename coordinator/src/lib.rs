@@ -91,13 +91,14 @@ pub async fn execute(command: Command, stop: Stop) -> u8 {
         }
         Command::Report(args) => report(&args),
         Command::Serve(args) => {
-            let delay = match args
-                .delay
-                .as_deref()
-                .map(|d| config::parse_duration("--delay", d))
-                .transpose()
-            {
-                Ok(d) => d.unwrap_or(Duration::ZERO),
+            let durations = optional_duration("--delay", args.delay.as_deref()).and_then(|delay| {
+                Ok((
+                    delay.unwrap_or(Duration::ZERO),
+                    optional_duration("--wedge-after", args.wedge_after.as_deref())?,
+                ))
+            });
+            let (delay, wedge_after) = match durations {
+                Ok(d) => d,
                 Err(e) => {
                     eprintln!("stampede: {e}");
                     return 2;
@@ -107,6 +108,7 @@ pub async fn execute(command: Command, stop: Stop) -> u8 {
                 listen: args.listen,
                 delay,
                 capacity: args.capacity,
+                wedge_after,
                 body: Bytes::from(args.body.into_bytes()),
                 tls: args.tls,
                 ready_file: args.ready_file,
@@ -116,7 +118,8 @@ pub async fn execute(command: Command, stop: Stop) -> u8 {
                 Err(e) => {
                     eprintln!("stampede: {e}");
                     match e {
-                        serve::ServeError::Capacity(_) => 2,
+                        serve::ServeError::Capacity(_)
+                        | serve::ServeError::WedgeWithoutCapacity => 2,
                         serve::ServeError::Bind { .. }
                         | serve::ServeError::Tls(_)
                         | serve::ServeError::Ready(_) => 1,
@@ -125,6 +128,14 @@ pub async fn execute(command: Command, stop: Stop) -> u8 {
             }
         }
     }
+}
+
+/// A duration flag that may be left out.
+fn optional_duration(
+    flag: &'static str,
+    value: Option<&str>,
+) -> Result<Option<Duration>, config::ConfigError> {
+    value.map(|v| config::parse_duration(flag, v)).transpose()
 }
 
 /// `stampede compare`: 0 compared, 1 a file not written, 2 bad input, 3 a regression under

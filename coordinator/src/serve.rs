@@ -1,10 +1,11 @@
 //! `stampede serve`: the reference target. A fixed body, an optional delay, an optional capacity (a known
-//! knee), a stall switch for tests, and its own request counters at /_stampede/stats (not counted): the
-//! total and one per client IP, so a cluster test can see which agent is still sending.
+//! knee), a stall switch for tests, a wedge for tests (`--wedge-after`: a server that breaks for good
+//! at its first overload), and its own request counters at /_stampede/stats (not counted): the total
+//! and one per client IP, so a cluster test can see which agent is still sending.
 use std::collections::HashMap;
 use std::convert::Infallible;
 use std::net::{IpAddr, SocketAddr};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -25,6 +26,10 @@ pub struct ServeConfig {
     pub delay: Duration,
     /// Requests per second served at most; the rest wait their turn.
     pub capacity: Option<f64>,
+    /// Wedge for good the first time a request would wait longer than this for its capacity slot:
+    /// from then on no request is answered (those queued included), as a deadlocked server does.
+    /// Needs `capacity`, the only queue there is to overload.
+    pub wedge_after: Option<Duration>,
     pub body: Bytes,
     /// Serve HTTPS with a fresh self-signed certificate (clients need --insecure).
     pub tls: bool,
@@ -41,6 +46,10 @@ pub enum ServeError {
     },
     #[error("--capacity must be a positive number, got {0}")]
     Capacity(f64),
+    #[error(
+        "--wedge-after needs --capacity: the server wedges at its first overload, and only a capacity makes one (e.g. --capacity 1000 --wedge-after 100ms)"
+    )]
+    WedgeWithoutCapacity,
     #[error("cannot set up TLS: {0}")]
     Tls(String),
     #[error(transparent)]
@@ -81,6 +90,8 @@ struct State {
     next_slot_ns: AtomicU64,
     /// Requests are held until this instant, in ns since `epoch` (the stall switch).
     stall_until_ns: AtomicU64,
+    /// Set once, at the first overload past `--wedge-after`; never cleared.
+    wedged: AtomicBool,
 }
 
 impl State {
@@ -91,7 +102,7 @@ impl State {
         map.entry(peer.to_canonical()).or_default().clone()
     }
 
-    /// `{"requests":N,"uptime_s":S,"by_client":{"IP":N,...}}`, clients in address order.
+    /// `{"requests":N,"uptime_s":S,"wedged":B,"by_client":{"IP":N,...}}`, clients in address order.
     fn stats_json(&self) -> String {
         let mut clients: Vec<(IpAddr, u64)> = {
             let map = self.by_client.lock().unwrap_or_else(|e| e.into_inner());
@@ -106,9 +117,10 @@ impl State {
             .collect::<Vec<_>>()
             .join(",");
         format!(
-            "{{\"requests\":{},\"uptime_s\":{:.3},\"by_client\":{{{by_client}}}}}\n",
+            "{{\"requests\":{},\"uptime_s\":{:.3},\"wedged\":{},\"by_client\":{{{by_client}}}}}\n",
             self.requests.load(Ordering::Acquire),
-            self.epoch.elapsed().as_secs_f64()
+            self.epoch.elapsed().as_secs_f64(),
+            self.wedged.load(Ordering::Acquire)
         )
     }
 
@@ -127,6 +139,33 @@ impl State {
             })
             .unwrap_or(now);
         self.epoch + Duration::from_nanos(claimed.max(now))
+    }
+
+    /// Wedges the server if a request given the slot at `slot` waits past `--wedge-after` for it;
+    /// whether the server is wedged now. Said on stderr by the request that wedged it, once.
+    fn wedge_if_overloaded(&self, slot: Instant) -> bool {
+        let Some(limit) = self.cfg.wedge_after else {
+            return false;
+        };
+        let wait = slot.saturating_duration_since(Instant::now());
+        if wait > limit
+            && self
+                .wedged
+                .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
+                .is_ok()
+        {
+            eprintln!(
+                "stampede serve: wedged: a request would have waited {:.1} ms for its capacity slot, over --wedge-after {:?}; no request is answered from now on",
+                wait.as_secs_f64() * 1000.0,
+                limit
+            );
+        }
+        self.wedged.load(Ordering::Acquire)
+    }
+
+    /// Whether the server is wedged: a request that finds it so is never answered.
+    fn is_wedged(&self) -> bool {
+        self.wedged.load(Ordering::Acquire)
     }
 
     /// Serves one request of a connection from a client whose counter is `client`.
@@ -152,9 +191,18 @@ impl State {
         }
         self.requests.fetch_add(1, Ordering::AcqRel);
         client.fetch_add(1, Ordering::Relaxed);
+        // A wedged server holds every request until its connection closes or the server shuts
+        // down (the connection's task is dropped then): it never answers, as a deadlock does not.
+        if self.is_wedged() {
+            return std::future::pending().await;
+        }
         if let Some(cap) = self.cfg.capacity {
+            let slot = self.slot(cap);
+            if self.wedge_if_overloaded(slot) {
+                return std::future::pending().await;
+            }
             // A free slot admits at once: waiting on a timer for a slot that has begun added a tick.
-            sleep_until(self.slot(cap)).await;
+            sleep_until(slot).await;
         }
         if !self.cfg.delay.is_zero() {
             sleep_until(Instant::now() + self.cfg.delay).await;
@@ -162,6 +210,10 @@ impl State {
         let stall = self.stall_until_ns.load(Ordering::Acquire);
         if stall > self.now_ns() {
             sleep_until(self.epoch + Duration::from_nanos(stall)).await;
+        }
+        // Those that were queued when the server wedged are not answered either.
+        if self.is_wedged() {
+            return std::future::pending().await;
         }
         let mut resp = Response::new(Full::new(self.cfg.body.clone()));
         resp.headers_mut().insert(
@@ -208,6 +260,9 @@ pub async fn start(
     if let Some(c) = cfg.capacity.filter(|c| !(c.is_finite() && *c > 0.0)) {
         return Err(ServeError::Capacity(c));
     }
+    if cfg.wedge_after.is_some() && cfg.capacity.is_none() {
+        return Err(ServeError::WedgeWithoutCapacity);
+    }
     let listener = TcpListener::bind(cfg.listen)
         .await
         .map_err(|source| ServeError::Bind {
@@ -230,6 +285,7 @@ pub async fn start(
         by_client: Mutex::new(HashMap::new()),
         next_slot_ns: AtomicU64::new(0),
         stall_until_ns: AtomicU64::new(0),
+        wedged: AtomicBool::new(false),
     });
     let task = tokio::spawn(async move {
         loop {
@@ -289,10 +345,12 @@ pub async fn run(cfg: ServeConfig, shutdown: CancellationToken) -> Result<(), Se
     let (addr, task) = start(cfg.clone(), shutdown).await?;
     let scheme = if cfg.tls { "https" } else { "http" };
     eprintln!(
-        "stampede serve: listening on {scheme}://{addr}/ (delay {:?}, capacity {}); stats at {scheme}://{addr}/_stampede/stats",
+        "stampede serve: listening on {scheme}://{addr}/ (delay {:?}, capacity {}{}); stats at {scheme}://{addr}/_stampede/stats",
         cfg.delay,
         cfg.capacity
-            .map_or("unlimited".to_string(), |c| format!("{c} req/s"))
+            .map_or("unlimited".to_string(), |c| format!("{c} req/s")),
+        cfg.wedge_after
+            .map_or(String::new(), |w| format!(", wedges after a {w:?} wait"))
     );
     if let Some(path) = &cfg.ready_file {
         shared::ready::write(path, addr)?;
@@ -306,16 +364,154 @@ mod tests {
     use super::*;
     use std::io::{BufRead, BufReader, Read, Write};
 
+    /// A target on a free loopback port, at `capacity`, that wedges after a 100 ms wait.
+    fn target(capacity: Option<f64>) -> ServeConfig {
+        ServeConfig {
+            listen: "127.0.0.1:0".parse().unwrap(),
+            delay: Duration::ZERO,
+            capacity,
+            wedge_after: Some(Duration::from_millis(100)),
+            body: Bytes::from_static(b"ok"),
+            tls: false,
+            ready_file: None,
+        }
+    }
+
+    /// One request on a connection of its own (from a plain thread, off the target's runtime): the
+    /// whole reply, or `None` if none came within `patience` (the connection itself is accepted).
+    async fn ask(addr: SocketAddr, path: &str, patience: Duration) -> Option<String> {
+        let request = format!("GET {path} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
+        tokio::task::spawn_blocking(move || {
+            let mut conn = std::net::TcpStream::connect(addr).unwrap();
+            conn.set_read_timeout(Some(patience)).unwrap();
+            conn.write_all(request.as_bytes()).unwrap();
+            let mut reply = String::new();
+            match conn.read_to_string(&mut reply) {
+                Ok(_) if !reply.is_empty() => Some(reply),
+                _ => None,
+            }
+        })
+        .await
+        .unwrap()
+    }
+
+    async fn wedged(addr: SocketAddr) -> bool {
+        let stats = ask(addr, "/_stampede/stats", Duration::from_secs(2))
+            .await
+            .expect("the stats answer, wedged or not");
+        stats.contains("\"wedged\":true")
+    }
+
+    /// Sends `n` requests at once, each on its own connection; how many were answered.
+    async fn burst(addr: SocketAddr, n: usize, patience: Duration) -> usize {
+        let asked: Vec<_> = (0..n)
+            .map(|_| tokio::spawn(ask(addr, "/", patience)))
+            .collect();
+        let mut answered = 0;
+        for a in asked {
+            answered += usize::from(a.await.unwrap().is_some());
+        }
+        answered
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_server_overloaded_past_its_wedge_wait_never_answers_again() {
+        // 20 req/s: a slot every 50 ms, so of 10 requests at once the fourth would wait 150 ms.
+        let stop = CancellationToken::new();
+        let (addr, _task) = start(target(Some(20.0)), stop.clone()).await.unwrap();
+        assert!(ask(addr, "/", Duration::from_secs(2)).await.is_some());
+        assert!(!wedged(addr).await, "wedged before any overload");
+        // Every slot of the burst is over within 0.5 s; a queued request answered late still counts.
+        let answered = burst(addr, 10, Duration::from_secs(1)).await;
+        assert!(
+            answered <= 1,
+            "{answered} of 10 requests answered by a wedged server (the queued ones included)"
+        );
+        assert!(wedged(addr).await, "the stats do not say wedged");
+        // Long after the overload, with the queue long empty.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert_eq!(
+            ask(addr, "/", Duration::from_millis(500)).await,
+            None,
+            "a request after the wedge was answered"
+        );
+        stop.cancel();
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_server_kept_under_its_capacity_does_not_wedge() {
+        // 200 req/s: one request at a time waits at most a 5 ms slot, far under the 100 ms.
+        let stop = CancellationToken::new();
+        let (addr, _task) = start(target(Some(200.0)), stop.clone()).await.unwrap();
+        for i in 0..30 {
+            assert!(
+                ask(addr, "/", Duration::from_secs(2)).await.is_some(),
+                "request {i} not answered"
+            );
+        }
+        // The same burst as the wedging test, spread over the queue's 100 ms: no wait is longer.
+        assert_eq!(burst(addr, 10, Duration::from_secs(2)).await, 10);
+        assert!(!wedged(addr).await, "wedged without an overload");
+        stop.cancel();
+    }
+
+    #[tokio::test]
+    async fn wedge_after_without_capacity_is_refused() {
+        let refused = start(target(None), CancellationToken::new()).await;
+        assert!(
+            matches!(refused, Err(ServeError::WedgeWithoutCapacity)),
+            "{refused:?}"
+        );
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_wedged_server_still_shuts_down_and_lets_its_connections_go() {
+        let dir = tempfile::tempdir().unwrap();
+        let ready = dir.path().join("ready");
+        let cfg = ServeConfig {
+            ready_file: Some(ready.clone()),
+            ..target(Some(20.0))
+        };
+        let stop = CancellationToken::new();
+        let running = tokio::spawn(run(cfg, stop.clone()));
+        let addr = loop {
+            if let Ok(line) = std::fs::read_to_string(&ready) {
+                let listen = line.split('"').nth(3).expect("{\"listen\":\"ADDR\",...}");
+                break listen.parse::<SocketAddr>().unwrap();
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        };
+        assert!(burst(addr, 10, Duration::from_secs(1)).await <= 1);
+        assert!(wedged(addr).await);
+        // Connections held by the wedge while the server stops: they must be let go, not kept.
+        let held: Vec<_> = (0..3)
+            .map(|_| tokio::spawn(ask(addr, "/", Duration::from_secs(5))))
+            .collect();
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let asked = std::time::Instant::now();
+        stop.cancel();
+        tokio::time::timeout(Duration::from_secs(2), running)
+            .await
+            .expect("a wedged server did not stop within 2 s of its shutdown")
+            .unwrap()
+            .unwrap();
+        for h in held {
+            assert_eq!(h.await.unwrap(), None, "a wedged request was answered");
+        }
+        assert!(
+            asked.elapsed() < Duration::from_secs(2),
+            "held connections closed only at the client's timeout, {:?} after the shutdown",
+            asked.elapsed()
+        );
+    }
+
     /// Starts a target, then times `n` requests one after another on one keep-alive connection
     /// (from a plain thread, so the client does not share the target's runtime); returns the p50 in ms.
     async fn p50_ms(delay: Duration, capacity: Option<f64>, n: usize) -> f64 {
         let cfg = ServeConfig {
-            listen: "127.0.0.1:0".parse().unwrap(),
             delay,
-            capacity,
-            body: Bytes::from_static(b"ok"),
-            tls: false,
-            ready_file: None,
+            wedge_after: None,
+            ..target(capacity)
         };
         let stop = CancellationToken::new();
         let (addr, _task) = start(cfg, stop.clone()).await.unwrap();
