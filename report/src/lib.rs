@@ -49,4 +49,4 @@ mod run_page;
 
 pub use compare_page::{COMPARE_CHARTS, COMPARE_MONITOR_CHARTS, render_compare};
 pub use input::{InputError, RunReport};
-pub use run_page::{RUN_CHARTS, RUN_MONITOR_CHARTS, render_run};
+pub use run_page::{RUN_CHARTS, RUN_MONITOR_CHARTS, RUN_SEARCH_CHARTS, render_run};
