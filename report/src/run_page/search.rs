@@ -131,18 +131,28 @@ fn bounds(run: &RunFile) -> Vec<(f64, String)> {
     out
 }
 
-/// The bounds as vertical lines on a chart against the offered load, labelled short (their
-/// labels share the top edge).
+/// The bounds as vertical lines on a chart against the offered load. A search ends with its
+/// bounds close together (within its precision), too close for a label each on the top edge: the
+/// first line carries both (`sustained 1037 · fails 1084`).
 pub fn boundaries(run: &RunFile) -> Vec<Boundary> {
-    bounds(run)
-        .into_iter()
-        .map(|(x, label)| Boundary {
-            x,
-            label: format!(
-                "{} {}",
-                label.split(':').next().unwrap_or_default(),
-                chart::short(x)
-            ),
+    let lines = bounds(run);
+    let words: Vec<String> = lines
+        .iter()
+        .map(|(x, label)| {
+            let what = label.split(':').next().unwrap_or_default();
+            format!("{what} {}", chart::short(*x))
+        })
+        .collect();
+    lines
+        .iter()
+        .enumerate()
+        .map(|(i, (x, _))| Boundary {
+            x: *x,
+            label: if i == 0 {
+                words.join(" · ")
+            } else {
+                String::new()
+            },
         })
         .collect()
 }
@@ -222,7 +232,8 @@ pub fn chart(run: &RunFile, titles: &mut Titles) -> String {
              (hover a point for its role and why). The bounds are drawn once the search ends.",
         );
     }
-    c.boundaries(phases(run))
+    // The plot's width in the drawing's units: 720 less the room for the axes (`plot.rs`).
+    c.boundaries(phases(run, 720.0 - 80.0))
         .levels(levels)
         .shades(shades)
         .note(&note)
@@ -231,21 +242,37 @@ pub fn chart(run: &RunFile, titles: &mut Titles) -> String {
 }
 
 /// Where each phase starts: a boundary before the first probe of each run of one role, labelled
-/// with the role.
-fn phases(run: &RunFile) -> Vec<Boundary> {
-    let mut out = Vec::new();
-    let mut last = None;
+/// with the role, shortened (`rec.`) to fit its phase and the one before it: a chart leaves out a
+/// label that would run into the one before, and a lone recovery probe would hide the bisection
+/// after it.
+fn phases(run: &RunFile, width: f64) -> Vec<Boundary> {
+    let mut runs: Vec<(u32, usize, &str)> = Vec::new();
     for s in &run.steps {
-        let role = s.probe.as_ref().map(|p| p.role);
-        if role != last {
-            out.push(Boundary {
-                x: f64::from(s.number) - 0.5,
-                label: role.map_or("", |r| r.name()).to_string(),
-            });
+        let role = s.probe.as_ref().map_or("", |p| p.role.name());
+        match runs.last_mut() {
+            Some((_, n, r)) if *r == role => *n += 1,
+            _ => runs.push((s.number, 1, role)),
         }
-        last = role;
     }
-    out
+    // The chart's rule: 7 units a character and 4 spare (`boundary_labels`).
+    let per_probe = width / run.steps.len().max(1) as f64;
+    let fits = |probes: usize| ((probes as f64 * per_probe - 4.0) / 7.0).floor().max(0.0) as usize;
+    let mut before = usize::MAX;
+    runs.iter()
+        .map(|(number, n, role)| {
+            let room = fits(*n).min(before);
+            before = fits(*n);
+            let label = match role.chars().count() {
+                len if len <= room => role.to_string(),
+                _ if room >= 3 => format!("{}.", role.chars().take(room - 1).collect::<String>()),
+                _ => String::new(),
+            };
+            Boundary {
+                x: f64::from(*number) - 0.5,
+                label,
+            }
+        })
+        .collect()
 }
 
 /// The steps to draw the latency distribution of first: the last probe that passed at the
