@@ -189,6 +189,7 @@ impl Fitted {
         let (lo, hi, ticks) = match axis.scale {
             Scale::Linear if axis.range.is_some() && hi > lo => fixed_ticks(lo, hi, axis.whole),
             Scale::Linear => linear_ticks(lo, hi, axis.from_zero, axis.whole),
+            Scale::Log if axis.range.is_some() && hi > lo && lo > 0.0 => fixed_log_ticks(lo, hi),
             Scale::Log => log_ticks(lo, hi),
             Scale::Percentile => percentile_ticks(hi),
         };
@@ -328,6 +329,27 @@ fn log_ticks(lo: f64, hi: f64) -> (f64, f64, Vec<f64>) {
     (a, b, ticks)
 }
 
+/// A fixed range on a log scale ends where it was told to, not on a decade (a search's rates
+/// within one decade and a bit are not squeezed into two): its ticks are the 1, 2, 5 within.
+fn fixed_log_ticks(lo: f64, hi: f64) -> (f64, f64, Vec<f64>) {
+    let (a, b) = (lo.log10(), hi.log10());
+    let within: &[f64] = if b - a <= 2.0 {
+        &[1.0, 2.0, 5.0]
+    } else {
+        &[1.0]
+    };
+    let mut ticks = Vec::new();
+    for d in a.floor() as i32..=b.ceil() as i32 {
+        for m in within {
+            let t = tidy_sig(m * 10f64.powi(d));
+            if t >= lo * 0.9999 && t <= hi * 1.0001 {
+                ticks.push(t);
+            }
+        }
+    }
+    (a, b, ticks)
+}
+
 /// `t` with the noise of powi rounded off at its own magnitude.
 fn tidy_sig(t: f64) -> f64 {
     let m = 10f64.powf(t.log10().floor() - 9.0);
@@ -425,6 +447,16 @@ mod tests {
         let f = Fitted::new(&a, [1.0, 1000.0].into_iter(), 0.0, 90.0);
         assert!((f.px(10.0) - 30.0).abs() < 1e-9 && (f.px(100.0) - 60.0).abs() < 1e-9);
         assert_eq!(f.px(0.0), 0.0, "zero sits at the foot of a log axis");
+    }
+
+    #[test]
+    fn a_fixed_log_range_ends_where_told_with_round_ticks_within() {
+        let a = Axis::log("rate", Unit::Si).with_range(80.0, 2080.0);
+        assert_eq!(labels(&a, &[]), ["100", "200", "500", "1k", "2k"]);
+        let f = Fitted::new(&a, std::iter::empty(), 0.0, 100.0);
+        assert!(f.px(80.0).abs() < 1e-9 && (f.px(2080.0) - 100.0).abs() < 1e-9);
+        let a = Axis::log("rate", Unit::Si).with_range(50.0, 2e5);
+        assert_eq!(labels(&a, &[]), ["100", "1k", "10k", "100k"]);
     }
 
     #[test]

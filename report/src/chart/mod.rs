@@ -517,7 +517,7 @@ figure.chart .note{margin:.2em 0;color:#555;font-size:12px}";
 /// them; a page without them keeps the bytes it had.
 pub const MARK_STYLE: &str = ".s path.mk.x{stroke-width:1.8;stroke-linecap:butt}\
 .s path.mk.sq,.s path.mk.dm{fill:#fff;stroke-width:1.6}.s path.mk.tr{fill:currentColor;stroke-width:1}\
-.lvl{stroke:#555;stroke-dasharray:5 3;fill:none}.lvll{fill:#333;font-size:10px}\
+.lvl{stroke:#555;stroke-dasharray:5 3;fill:none}.lvll{fill:#333;font-size:10px;paint-order:stroke;stroke:#fff;stroke-width:3px}\
 .key[class*=m-]::before{width:8px;height:8px;border:0;margin:0 6px 0 4px}\
 .key.m-dt::before{border-radius:50%;background:var(--c)}.key.m-lb::before{border-radius:50%;border:1.5px solid var(--c)}\
 .key.m-sq::before{border:1.5px solid var(--c)}.key.m-dm::before{border:1.5px solid var(--c);transform:rotate(45deg)}\

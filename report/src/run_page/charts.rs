@@ -70,19 +70,42 @@ pub(crate) fn stretch(values: &[f64], v: f64) -> (f64, f64) {
 }
 
 /// Each step's stretch of a step-value axis (halfway to its neighbours) shaded by its verdict, its
-/// reasons as hover text.
+/// reasons as hover text. A search probes a rate again: its stretch is shaded by the most trusted
+/// of its probes (one invalid probe among valid ones leaves the rate measured), the others' reasons
+/// on hover.
 pub fn trust_shades(run: &RunFile) -> Vec<Shade> {
     let values = distinct(run.steps.iter().map(|s| s.step_value));
-    run.steps
-        .iter()
-        .map(|s| {
-            let (below, above) = stretch(&values, s.step_value);
-            Shade {
-                from: s.step_value - below,
-                to: s.step_value + above,
-                verdict: s.trust,
-                title: shade_title(run, s),
-            }
+    let shade = |v: f64, verdict: Verdict, title: String| {
+        let (below, above) = stretch(&values, v);
+        Shade {
+            from: v - below,
+            to: v + above,
+            verdict,
+            title,
+        }
+    };
+    if !run.is_search() {
+        return run
+            .steps
+            .iter()
+            .map(|s| shade(s.step_value, s.trust, shade_title(run, s)))
+            .collect();
+    }
+    let rank = |v: Verdict| match v {
+        Verdict::Valid => 0,
+        Verdict::Degraded => 1,
+        Verdict::Invalid => 2,
+    };
+    by_value(run)
+        .into_iter()
+        .map(|(v, steps)| {
+            let best = steps
+                .iter()
+                .map(|s| s.trust)
+                .min_by_key(|t| rank(*t))
+                .unwrap_or(Verdict::Valid);
+            let titles: Vec<String> = steps.iter().map(|s| shade_title(run, s)).collect();
+            shade(v, best, titles.join(" / "))
         })
         .collect()
 }

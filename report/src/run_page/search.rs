@@ -173,7 +173,20 @@ pub fn chart(run: &RunFile, titles: &mut Titles) -> String {
     let x = Axis::linear("probe (step number)", Unit::Si)
         .whole()
         .with_range(f64::from(first.number) - 0.5, f64::from(last.number) + 0.5);
-    let y = Axis::log(&unit_label(run.model()), Unit::Si);
+    // From a little below the lowest rate to a little above the highest, a bound included.
+    let rates = run
+        .steps
+        .iter()
+        .map(|s| s.step_value)
+        .chain(bounds(run).into_iter().map(|b| b.0))
+        .filter(|v| v.is_finite() && *v > 0.0);
+    let (lo, hi) = rates.fold((f64::INFINITY, 0.0_f64), |(lo, hi), v| {
+        (lo.min(v), hi.max(v))
+    });
+    let mut y = Axis::log(&unit_label(run.model()), Unit::Si);
+    if hi > 0.0 {
+        y = y.with_range(lo / 1.25, hi * 1.25);
+    }
     let order: Vec<Mark> = run
         .steps
         .iter()
