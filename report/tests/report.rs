@@ -558,6 +558,9 @@ fn a_search_s_answer_and_status_are_on_top() {
         "not the knee's"
     );
     assert!(page.contains("<dd data-key=\"search\">resolved, exit code 0</dd>"));
+    assert!(page.contains(
+        "<p id=\"stopped\">The search ended resolved (exit code 0) after 312 s and 17 probes.</p>"
+    ));
     let table = &page[page.find("<table id=\"capacity\">").unwrap()..];
     let table = &table[..table.find("</table>").unwrap()];
     for row in [
@@ -581,6 +584,7 @@ fn a_running_search_says_its_probes_so_far_and_draws_no_bound_yet() {
     assert!(!search.contains("class=\"lvl\""), "no bound before the end");
     assert!(search.contains("The bounds are drawn once the search ends."));
     assert!(page.contains("<p id=\"capacity\">The search has not ended"));
+    assert!(page.contains("<p id=\"stopped\">Not ended yet (the run is running).</p>"));
     assert!(
         !figure(&page, "rates").contains("kept up to"),
         "no knee for a search"

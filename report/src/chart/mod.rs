@@ -656,6 +656,30 @@ mod tests {
     }
 
     #[test]
+    fn ranges_at_one_x_are_one_band_from_the_lowest_to_the_highest() {
+        let band = |points: Vec<(f64, f64, f64)>| {
+            let out = Chart::new(
+                "c",
+                "c",
+                Axis::linear("x", Unit::Si),
+                Axis::linear("y", Unit::Si).with_range(0.0, 10.0),
+            )
+            .band(Band {
+                name: "b".into(),
+                colour: Colour::nth(0),
+                points,
+            })
+            .render();
+            let at = out.find("class=\"band\"").unwrap();
+            out[at..at + out[at..].find("</g>").unwrap()].to_string()
+        };
+        assert_eq!(
+            band(vec![(1.0, 4.0, 5.0), (2.0, 4.0, 6.0), (1.0, 2.0, 3.0)]),
+            band(vec![(1.0, 2.0, 5.0), (2.0, 4.0, 6.0)])
+        );
+    }
+
+    #[test]
     fn stacked_layers_sit_on_the_ones_below() {
         let layers = || {
             vec![
@@ -684,6 +708,43 @@ mod tests {
             .render();
         assert_eq!(area.matches("Z\"/>").count(), 2, "one closed shape a layer");
         assert!(!area.contains("data-v="), "no bar");
+    }
+
+    #[test]
+    fn a_scatter_draws_shaped_points_each_with_its_title_and_a_key_of_its_shape() {
+        let marks = vec![
+            Mark::shaped(1.0, 300.0, Marker::Cross),
+            Mark::shaped(2.0, 100.0, Marker::Cross),
+        ];
+        let out = Chart::new(
+            "c",
+            "c",
+            Axis::linear("probe", Unit::Si),
+            Axis::linear("rate", Unit::Si),
+        )
+        .series(
+            Series::new("fail", Colour::nth(3), marks)
+                .scatter()
+                .titled(vec!["first <x>".into(), "second".into()]),
+        )
+        .levels(vec![Level {
+            y: 200.0,
+            label: "fails: 200".into(),
+            below: false,
+        }])
+        .render();
+        let g = &out[out.find("data-n=\"fail\"").unwrap()..];
+        let g = &g[..g.find("</g>").unwrap()];
+        assert!(!g.contains("<path d="), "no line through a scatter: {g}");
+        assert_eq!(
+            g.matches("<path class=\"mk x\"").count(),
+            2,
+            "a path a point"
+        );
+        assert!(g.contains("data-v=\"1 300\"><title>first &lt;x&gt;</title></path>"));
+        assert!(g.contains("data-v=\"2 100\"><title>second</title></path>"));
+        assert!(out.contains("class=\"key m-x\""), "the key is the shape");
+        assert!(out.contains("class=\"lvl\"") && out.contains(">fails: 200</text>"));
     }
 
     #[test]
