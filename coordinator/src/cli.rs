@@ -35,6 +35,64 @@ pub enum Command {
     /// Compare runs side by side: steps joined on their value, each against a baseline run.
     #[command(after_help = COMPARE_EXAMPLES)]
     Compare(CompareArgs),
+    /// Find the highest rate the target sustains under SLOs: grow, bisect, confirm both bounds;
+    /// probes the generator cannot be trusted on are never bounds. Takes `run`'s target, workload,
+    /// fleet, TLS, monitor and output flags; the search chooses the steps.
+    #[command(name = "find-max", after_help = FIND_MAX_EXAMPLES)]
+    FindMax(Box<FindMaxArgs>),
+}
+
+const FIND_MAX_EXAMPLES: &str = "Examples:
+  stampede find-max http://127.0.0.1:8080/ --slo 'p99<50ms' --model requests
+  stampede find-max http://127.0.0.1:8080/ --slo 'p99<20ms' --slo 'failed<0.1%' --start 1000 --max-rate 50000 --probe 5s
+  stampede find-max http://10.0.0.5/ --slo 'p999<200ms' --agents a1:7700,a2:7700 --tls-ca ca.crt --tls-cert c.crt --tls-key c.key
+
+Exit codes: 0 resolved (both bounds found and confirmed), 1 the run failed or was interrupted (the bounds so far are in run.json), 2 usage or configuration error, 4 lower_bound_only (a pass at the ceiling: not a maximum), 5 generator_bound (the generator is the limit: add agents), 6 doomed (the start rate already fails), 7 server_unrecovered (after an overload with errors a passing rate failed too), 8 deadline (time or probe budget ran out: the bounds so far).";
+
+/// `stampede find-max`: the search's own flags beside every setting of `run` but the steps.
+#[derive(Debug, Clone, Args)]
+pub struct FindMaxArgs {
+    #[command(flatten)]
+    pub run: RunArgs,
+    #[command(flatten)]
+    pub search: SearchArgs,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct SearchArgs {
+    /// A service level every passing probe meets, in the --stop-on grammar: p99<50ms, p999<200ms,
+    /// failed<1%, ok_rate>=99% (repeatable: all of them). A percentile counts only with enough
+    /// samples behind it (10 / (1 - q): 1,000 for p99). Without any, only throughput decides.
+    #[arg(long = "slo", value_name = "EXPR", help_heading = SEARCH)]
+    pub slos: Vec<String>,
+    /// The first probe's rate (req/s, conn/s, or connections for --model concurrency)
+    /// [default: 100, or 10 connections].
+    #[arg(long, value_name = "R", help_heading = SEARCH)]
+    pub start: Option<Rate>,
+    /// The highest rate to offer [default: no limit but the agents' own --max-rate].
+    #[arg(long, value_name = "R", help_heading = SEARCH)]
+    pub max_rate: Option<Rate>,
+    /// Bisect until the lowest failing rate is within this of the highest passing one.
+    #[arg(long, default_value = "5%", allow_hyphen_values = true, help_heading = SEARCH)]
+    pub precision: String,
+    /// Length of a ramp or bisect probe.
+    #[arg(long, default_value = "10s", allow_hyphen_values = true, help_heading = SEARCH)]
+    pub probe: DurationText,
+    /// A probe at --start before the search, not counted (0 skips it).
+    #[arg(long, default_value = "2s", allow_hyphen_values = true, help_heading = SEARCH)]
+    pub warmup: DurationText,
+    /// Length of each confirmation of the two bounds.
+    #[arg(long, default_value = "30s", allow_hyphen_values = true, help_heading = SEARCH)]
+    pub confirm: DurationText,
+    /// Confirmations of each bound; a contradiction is settled by the majority of measured seconds.
+    #[arg(long, default_value_t = 2, help_heading = SEARCH)]
+    pub repeat: u32,
+    /// Idle time before each probe, for the server to drain what the last one queued.
+    #[arg(long, default_value = "2s", allow_hyphen_values = true, help_heading = SEARCH)]
+    pub cooldown: DurationText,
+    /// The whole search's time limit: at it, the bounds so far are the answer (status deadline).
+    #[arg(long, default_value = "30m", allow_hyphen_values = true, help_heading = SEARCH)]
+    pub deadline: DurationText,
 }
 
 #[derive(Debug, Args)]
@@ -460,6 +518,7 @@ settings! {
     }
 }
 
+const SEARCH: &str = "Search";
 const TARGET: &str = "Target and request";
 const LOAD: &str = "Load shape";
 const OUTPUT: &str = "Output";
@@ -556,8 +615,10 @@ where
         .mut_subcommand("run", |c| c.after_help(RUN_EXAMPLES))
         .try_get_matches_from(argv)?;
     let mut cli = Cli::from_arg_matches(&matches)?;
-    if let (Command::Run(args), Some(("run", sub))) = (&mut cli.command, matches.subcommand()) {
-        **args = RunArgs::explicit(sub)?;
+    match (&mut cli.command, matches.subcommand()) {
+        (Command::Run(args), Some(("run", sub))) => **args = RunArgs::explicit(sub)?,
+        (Command::FindMax(args), Some(("find-max", sub))) => args.run = RunArgs::explicit(sub)?,
+        _ => {}
     }
     Ok(cli)
 }

@@ -856,24 +856,8 @@ fn thresholds(
     fail_on: &[String],
     plan: &Plan,
 ) -> Result<Thresholds, ConfigError> {
-    let parse = |flag: &'static str, list: &[String]| {
-        list.iter()
-            .map(|text| {
-                let c = shared::condition::parse(text)
-                    .map_err(|source| ConfigError::Condition { flag, source })?;
-                if c.needs_demanded_rate() && plan.model() == LoadModel::Concurrency {
-                    return Err(ConfigError::Conflict(format!(
-                        "{flag} '{text}': the concurrency model demands no rate; write ok_rate in /s (e.g. {}<{}/s)",
-                        c.metric.name(),
-                        c.threshold.value
-                    )));
-                }
-                Ok(c)
-            })
-            .collect::<Result<Vec<_>, _>>()
-    };
-    let stop_on = parse("--stop-on", stop_on)?;
-    let fail_on = parse("--fail-on", fail_on)?;
+    let stop_on = conditions("--stop-on", stop_on, plan.model())?;
+    let fail_on = conditions("--fail-on", fail_on, plan.model())?;
     let stop_after = match stop_after {
         None => 1,
         Some(0) => {
@@ -894,6 +878,152 @@ fn thresholds(
         stop_on,
         stop_after,
         fail_on,
+    })
+}
+
+/// Expressions of the one threshold grammar, each checked against the model (the closed model
+/// demands no rate, so a share of the demanded rate means nothing there).
+fn conditions(
+    flag: &'static str,
+    list: &[String],
+    model: LoadModel,
+) -> Result<Vec<shared::condition::Condition>, ConfigError> {
+    list.iter()
+        .map(|text| {
+            let c = shared::condition::parse(text)
+                .map_err(|source| ConfigError::Condition { flag, source })?;
+            if c.needs_demanded_rate() && model == LoadModel::Concurrency {
+                return Err(ConfigError::Conflict(format!(
+                    "{flag} '{text}': the concurrency model demands no rate; write ok_rate in /s (e.g. {}<{}/s)",
+                    c.metric.name(),
+                    c.threshold.value
+                )));
+            }
+            Ok(c)
+        })
+        .collect()
+}
+
+/// The closed model's default ceiling: beyond the fd limits of any one machine; the agents' announced
+/// limits lower it to what they can open.
+const MAX_SEARCH_CONNECTIONS: f64 = 1_000_000.0;
+
+/// `stampede find-max`'s configuration: the run's (its steps the search's probes) and the search's.
+pub struct FindMaxConfig {
+    pub run: RunConfig,
+    pub setup: crate::run::SearchSetup,
+}
+
+/// The flags that shape `run`'s steps, which a search chooses itself: each with what to use instead.
+fn step_flags(a: &RunArgs) -> Vec<(&'static str, &'static str)> {
+    let mut given = Vec::new();
+    let mut flag = |set: bool, name, instead| {
+        if set {
+            given.push((name, instead));
+        }
+    };
+    flag(a.steps.is_some(), "--steps", "--start and --max-rate");
+    flag(a.low_rate.is_some(), "--low-rate", "--start");
+    flag(a.high_rate.is_some(), "--high-rate", "--max-rate");
+    flag(a.rate_step.is_some(), "--rate-step", "--precision");
+    flag(a.rate.is_some(), "-R/--rate", "--start");
+    flag(a.connections.is_some(), "-c/--connections", "--max-connections (the requests model's pool) or --model concurrency --start N");
+    flag(a.num_conn.is_some(), "--num-conn", "--probe");
+    flag(a.max_requests.is_some(), "-n/--max-requests", "--probe");
+    flag(a.step_duration.is_some(), "--step-duration", "--probe and --confirm");
+    flag(!a.stop_on.is_empty(), "--stop-on", "--slo");
+    flag(a.stop_after.is_some(), "--stop-after", "--repeat");
+    flag(!a.fail_on.is_empty(), "--fail-on", "--slo (the exit code says how the search ended)");
+    given
+}
+
+/// Builds a search's configuration: `run`'s from the flags and plan file (the steps left to the
+/// search: one step at --start, for the check before any load), and the search's own.
+pub fn resolve_find_max(args: crate::cli::FindMaxArgs) -> Result<FindMaxConfig, ConfigError> {
+    let crate::cli::FindMaxArgs { run: mut args, search } = args;
+    if let Some((flag, instead)) = step_flags(&args).first() {
+        return Err(ConfigError::Conflict(format!(
+            "find-max chooses its own steps: {flag} is not one of its flags (use {instead})"
+        )));
+    }
+    let probe = parse_duration("--probe", &search.probe.0)?;
+    let confirm = parse_duration("--confirm", &search.confirm.0)?;
+    let warmup = parse_duration("--warmup", &search.warmup.0)?;
+    let cooldown = parse_duration("--cooldown", &search.cooldown.0)?;
+    let deadline = parse_duration("--deadline", &search.deadline.0)?;
+    let max_rate = search.max_rate.map(|r| r.0);
+    let precision = shared::compare::Threshold::parse(&search.precision)
+        .map_err(|e| ConfigError::Conflict(format!("--precision: {e}")))?
+        .pct()
+        / 100.0;
+    // The one step the plan holds is the start: every check a plan passes (its rate, the agents'
+    // limits before any load) is made on it; the search gives the rest.
+    args.step_duration = Some(probe.into());
+    let resolve_at = |start: f64| {
+        let args = RunArgs {
+            steps: Some(crate::cli::Steps(vec![start])),
+            ..args.clone()
+        };
+        match resolve_runs(args)? {
+            Runs::One(cfg) => Ok(*cfg),
+            Runs::Side(side) => Err(ConfigError::Conflict(format!(
+                "find-max searches one target; {} were given (run each search on its own, then `stampede compare` them)",
+                side.runs.len()
+            ))),
+        }
+    };
+    let (start, run) = match search.start {
+        Some(r) => (r.0, resolve_at(r.0)?),
+        None => {
+            let run = resolve_at(100.0)?;
+            // The model may come from a plan file: known only once resolved.
+            if run.plan.model() == LoadModel::Concurrency {
+                (10.0, resolve_at(10.0)?)
+            } else {
+                (100.0, run)
+            }
+        }
+    };
+    let closed = run.plan.model() == LoadModel::Concurrency;
+    let slos = conditions("--slo", &search.slos, run.plan.model())?;
+    let config = shared::search::Config {
+        start,
+        // The agents' own limits (their --max-rate, their sockets and fds) lower it before the search.
+        max_rate: max_rate.unwrap_or(if closed { MAX_SEARCH_CONNECTIONS } else { plan::MAX_RATE }),
+        precision,
+        probe_s: probe.as_secs_f64(),
+        confirm_s: confirm.as_secs_f64(),
+        repeat: search.repeat,
+        deadline_s: deadline.as_secs_f64(),
+        ..shared::search::Config::default()
+    };
+    config
+        .validate()
+        .map_err(|e| ConfigError::Conflict(e.to_string()))?;
+    if config.max_rate > plan::MAX_RATE {
+        return Err(PlanError::RateRange(config.max_rate).into());
+    }
+    let mut run = run;
+    run.echo[shared::run_file::SEARCH_KEY] = serde_json::json!({
+        "slos": slos.iter().map(ToString::to_string).collect::<Vec<_>>(),
+        "start": config.start,
+        "max_rate": max_rate,
+        "precision_pct": precision * 100.0,
+        "probe_s": config.probe_s,
+        "confirm_s": config.confirm_s,
+        "repeat": config.repeat,
+        "warmup_s": warmup.as_secs_f64(),
+        "cooldown_s": cooldown.as_secs_f64(),
+        "deadline_s": config.deadline_s,
+    });
+    Ok(FindMaxConfig {
+        run,
+        setup: crate::run::SearchSetup {
+            search: config,
+            slos,
+            warmup,
+            cooldown,
+        },
     })
 }
 

@@ -37,6 +37,13 @@ pub async fn execute(command: Command, stop: Stop) -> u8 {
             }
         },
         Command::Demo(args) => finish(demo::run(args, stop).await),
+        Command::FindMax(args) => match config::resolve_find_max(*args) {
+            Ok(cfg) => found(run::find_max(cfg.run, cfg.setup, stop).await),
+            Err(e) => {
+                eprintln!("stampede: {e}");
+                2
+            }
+        },
         Command::Compare(args) => compared(args),
         Command::Certs(cmd) => {
             let made = match cmd {
@@ -244,6 +251,43 @@ fn finish(outcome: Result<run::RunOutcome, run::RunError>) -> u8 {
             eprintln!("stampede: {e}");
             e.exit_code()
         }
+    }
+}
+
+/// A search's end: its probes' table, the answer, where the results are; the exit code is the
+/// search's status (see `shared::search::Status::exit_code`).
+fn found(outcome: Result<run::RunOutcome, run::RunError>) -> u8 {
+    let o = match outcome {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("stampede: {e}");
+            return e.exit_code();
+        }
+    };
+    let mut text = progress::table(&o.steps);
+    if let Some(c) = &o.capacity {
+        text.push_str(&format!(
+            "capacity: {} ({} probes in {})\nstatus: {} (exit {})\n",
+            c.answer,
+            c.probes.total(),
+            progress::span(Duration::from_secs_f64(c.elapsed_s)),
+            c.status.name(),
+            c.exit_code
+        ));
+    }
+    let report = o.dir.join(report_file::REPORT);
+    text.push_str(&format!(
+        "results: {}\nreport: {}\n",
+        o.dir.display(),
+        report.display()
+    ));
+    if let Err(e) = print_out(&text) {
+        eprintln!("stampede: {e}; the results are in {}", o.dir.display());
+        return 1;
+    }
+    match &o.capacity {
+        Some(c) => c.exit_code,
+        None => 1,
     }
 }
 

@@ -42,7 +42,10 @@ fn main() -> ExitCode {
     let code = rt.block_on(async {
         let stop = coordinator::run::Stop::default();
         let on_signal = stop.clone();
-        let runs = matches!(cli.command, Command::Run(_) | Command::Demo(_));
+        let runs = matches!(
+            cli.command,
+            Command::Run(_) | Command::Demo(_) | Command::FindMax(_)
+        );
         tokio::spawn(async move {
             let Some(mut signals) = Signals::install() else {
                 return;

@@ -329,6 +329,11 @@ impl Output {
         self.doc.fail_on = Some(breaches);
     }
 
+    /// Records a search's answer (written with the finish).
+    pub fn record_capacity(&mut self, capacity: Option<shared::search::Capacity>) {
+        self.doc.capacity = capacity;
+    }
+
     /// Writes the run's final status and end time. Whatever else failed, run.json must not keep
     /// saying "running" after the process is gone: if the whole file cannot be rewritten, the status
     /// is overwritten in place in the bytes already on disk, which needs no new space.

@@ -21,7 +21,10 @@ pub struct Progress {
 pub struct Tick {
     /// Counted from 1.
     pub number: u32,
-    pub steps: usize,
+    /// The run's steps, when known beforehand (a search's are not).
+    pub steps: Option<usize>,
+    /// A search's probe: what it is for.
+    pub role: Option<&'static str>,
     /// Into the step, and its scheduled length.
     pub elapsed: Duration,
     pub length: Duration,
@@ -132,9 +135,8 @@ fn live_line(t: &Tick, run_elapsed: Duration, run_total: Duration) -> String {
         format!("{} req/s", rate(d))
     });
     format!(
-        "step {}/{} {}/{}  run {}/{}  demanded {demanded}  sent {}/s  served {}/s  p99 {:.1} ms  failed {}%",
-        t.number,
-        t.steps,
+        "{} {}/{}  run {}/{}  demanded {demanded}  sent {}/s  served {}/s  p99 {:.1} ms  failed {}%",
+        numbered(t.number, t.steps, t.role),
         clock(t.elapsed),
         clock(t.length),
         clock(run_elapsed),
@@ -144,6 +146,15 @@ fn live_line(t: &Tick, run_elapsed: Duration, run_total: Duration) -> String {
         t.p99_ms,
         pct(t.failed_pct)
     )
+}
+
+/// `step 3/8`, or a search's `probe 3 (bisect)`.
+fn numbered(number: u32, steps: Option<usize>, role: Option<&str>) -> String {
+    match (steps, role) {
+        (_, Some(role)) => format!("probe {number} ({role})"),
+        (Some(steps), None) => format!("step {number}/{steps}"),
+        (None, None) => format!("step {number}"),
+    }
 }
 
 /// Elapsed and total times on the live line: `12s`, `3m05s`, `1h02m`.
@@ -209,7 +220,7 @@ impl Progress {
         let _ = std::io::stderr().flush();
     }
 
-    pub fn step_done(&self, r: &StepResult, steps: usize) {
+    pub fn step_done(&self, r: &StepResult, steps: Option<usize>) {
         if self.quiet {
             return;
         }
@@ -230,14 +241,18 @@ impl Progress {
             judged.push_str(&format!(" ({})", r.server_reasons.join("; ")));
         }
         eprintln!(
-            "{}step {}/{}  demanded {demanded}  sent {} req/s  served {}/s  p99 {}  failed {}%  {judged}",
+            "{}{}  demanded {demanded}  sent {} req/s  served {}/s  p99 {}  failed {}%  {judged}{}",
             self.who(),
-            r.number,
-            steps,
+            numbered(r.number, steps, r.probe.as_ref().map(|p| p.role.name())),
             rate(r.achieved_request_rate),
             rate(r.ok_rate),
             human_ms(r.latency_ms.p99, r.latency_ms.lower_bounds.contains("p99")),
             pct(r.failed_pct),
+            r.probe.as_ref().map_or(String::new(), |p| format!(
+                "  -> {}{}",
+                p.class.name(),
+                p.reason.as_ref().map_or(String::new(), |why| format!(": {why}"))
+            )),
         );
     }
 }
@@ -342,7 +357,8 @@ mod tests {
     fn tick() -> Tick {
         Tick {
             number: 2,
-            steps: 4,
+            steps: Some(4),
+            role: None,
             elapsed: Duration::from_secs(3),
             length: Duration::from_secs(10),
             demanded: Some(1000.0),

@@ -311,6 +311,19 @@ impl Fleet {
         Ok(())
     }
 
+    /// Whether agent `i`'s announced policy (its --max-rate and the like) alone takes this share,
+    /// whatever its sockets could carry.
+    pub fn check_policy(&self, i: usize, share: &StepShare) -> Result<(), FleetError> {
+        let agent = &self.agents[i];
+        agent
+            .policy
+            .check_step(share, Duration::ZERO)
+            .map_err(|message| FleetError::Limit {
+                agent: agent.name.clone(),
+                message,
+            })
+    }
+
     /// An agent too old to bind `--source-addrs` would send from its default address without a word.
     pub fn check_source_addrs(&self) -> Result<(), FleetError> {
         let mut load = self.agents.iter().filter(|a| a.role == Role::Load);

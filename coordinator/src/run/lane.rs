@@ -2,11 +2,12 @@
 //! how its ramp ended. A run of one target has one lane; a side-by-side run one per target, driven
 //! over one fleet in turn by `ramp`.
 use shared::report::{self, StepResult};
+use shared::search::Capacity;
 
 use super::step::{StepCx, run_step};
 use super::warned::Warned;
 use super::{
-    Planned, RunError, RunOutcome, StepOutcome, StepSource, StepSpec, Stop, Stopped, Watch,
+    RunError, RunOutcome, StepOutcome, StepSource, StepSpec, Stop, Stopped, Watch,
     baseline_p50, blame, tell_unfinished,
 };
 use crate::config::RunConfig;
@@ -19,10 +20,12 @@ pub(super) struct Lane<'a> {
     pub out: Output,
     pub watch: Watch<'a>,
     pub results: Vec<StepResult>,
-    pub source: Planned,
+    pub source: Box<dyn StepSource + Send + 'a>,
     pub progress: Progress,
     /// How its ramp ended; `None` while it goes on.
     pub ended: Option<super::Ramped>,
+    /// A search's answer, once the lane has finished.
+    pub capacity: Option<Capacity>,
 }
 
 /// What a lane's step means for the run.
@@ -35,7 +38,13 @@ pub(super) enum After {
 }
 
 impl<'a> Lane<'a> {
-    pub fn new(cfg: &'a RunConfig, out: Output, warned: Warned, progress: Progress) -> Lane<'a> {
+    pub fn new(
+        cfg: &'a RunConfig,
+        out: Output,
+        warned: Warned,
+        progress: Progress,
+        source: Box<dyn StepSource + Send + 'a>,
+    ) -> Lane<'a> {
         Lane {
             cfg,
             out,
@@ -48,9 +57,10 @@ impl<'a> Lane<'a> {
                 warned,
             },
             results: Vec::new(),
-            source: Planned::new(cfg.plan.steps()),
+            source,
             progress,
             ended: None,
+            capacity: None,
         }
     }
 
@@ -75,9 +85,18 @@ impl<'a> Lane<'a> {
             progress: &self.progress,
             drain: &stop.drain,
             earlier: &self.results,
+            steps: self.source.planned(),
         };
+        if !spec.pause.is_zero() {
+            tokio::select! {
+                () = tokio::time::sleep(spec.pause) => {}
+                () = stop.drain.cancelled() => return Ok(After::AbortAll),
+                () = stop.now.cancelled() => return Ok(After::AbortAll),
+            }
+        }
+        let source = self.source.as_mut();
         let StepOutcome { result, end_run } = tokio::select! {
-            step = run_step(fleet, &cx, spec, &mut self.out, &mut self.watch) => step?,
+            step = run_step(fleet, &cx, spec, &mut self.out, &mut self.watch, source) => step?,
             _ = stop.now.cancelled() => return Ok(After::AbortAll),
         };
         let aborted = result.aborted || end_run.is_some();
@@ -130,11 +149,14 @@ impl<'a> Lane<'a> {
         }
     }
 
-    /// Writes how the lane ended into its run.json: `failed` when an error ended the run.
+    /// Writes how the lane ended into its run.json: `failed` when an error ended the run; a search's
+    /// answer, with the bounds known so far when it was cut short.
     pub fn finish(&mut self, failed: bool) -> Result<(), OutputError> {
         let ramped = self.ended.clone().unwrap_or_default();
         self.out
             .record_end(ramped.stopped.clone(), self.watch.breaches.clone());
+        self.capacity = self.source.conclude(failed || ramped.aborted);
+        self.out.record_capacity(self.capacity.clone());
         let status = match () {
             () if failed => "failed",
             () if ramped.aborted => "aborted",
@@ -157,6 +179,7 @@ impl<'a> Lane<'a> {
             aborted: ramped.aborted,
             stopped: ramped.stopped,
             breaches: self.watch.breaches,
+            capacity: self.capacity,
         }
     }
 }

@@ -25,11 +25,13 @@ mod control_tests;
 #[cfg(test)]
 mod fake_agent;
 mod lane;
+mod probes;
 mod source;
 mod step;
 mod warned;
 
 use lane::{After, Lane};
+pub use probes::SearchSetup;
 pub use source::{Planned, StepSource, StepSpec};
 pub use step::{EndCause, LOSS_SILENCE, STEP_GRACE, StepOutcome};
 use warned::Warned;
@@ -54,13 +56,15 @@ pub enum RunError {
     Interrupted,
     #[error(transparent)]
     Spill(#[from] SpillError),
+    #[error("{0}")]
+    Search(#[from] shared::search::ConfigError),
 }
 
 impl RunError {
     /// 2 for what the user must fix before running, 1 for a run that failed.
     pub fn exit_code(&self) -> u8 {
         match self {
-            RunError::Config(_) | RunError::Dir(_) => 2,
+            RunError::Config(_) | RunError::Dir(_) | RunError::Search(_) => 2,
             RunError::Fleet(e) if e.is_usage() => 2,
             RunError::Target(t) if t.source.is_usage() => 2,
             _ => 1,
@@ -86,6 +90,8 @@ pub struct RunOutcome {
     pub stopped: Option<Stopped>,
     /// Every --fail-on expression a step breached, in step order.
     pub breaches: Vec<Breach>,
+    /// A capacity search's answer.
+    pub capacity: Option<shared::search::Capacity>,
 }
 
 pub use shared::run_file::{Breach, Stopped};
@@ -158,6 +164,14 @@ pub async fn run(cfg: RunConfig, stop: Stop) -> Result<RunOutcome, RunError> {
     run_with(cfg, stop, None).await
 }
 
+/// A capacity search (`stampede find-max`): a run whose steps are the probes the search asks for,
+/// under the ceiling the fleet takes; the outcome's `capacity` is its answer (the bounds so far
+/// when it was interrupted).
+pub async fn find_max(cfg: RunConfig, setup: SearchSetup, stop: Stop) -> Result<RunOutcome, RunError> {
+    let mut runs = run_lanes(vec![cfg], stop, None, None, Some(setup)).await?;
+    Ok(runs.remove(0))
+}
+
 /// A side-by-side run as it ended: the directory holding the targets' own, and each one's outcome
 /// in the command line's order.
 pub struct SideOutcome {
@@ -178,7 +192,7 @@ pub async fn run_side(mut side: SideBySide, stop: Stop) -> Result<SideOutcome, R
         let label = cfg.label.clone().unwrap_or_default();
         cfg.out = dir.join(label);
     }
-    let runs = run_lanes(side.runs, stop, None, Some(&dir)).await?;
+    let runs = run_lanes(side.runs, stop, None, Some(&dir), None).await?;
     let compared = compare_beside(&dir, &runs);
     Ok(SideOutcome {
         dir,
@@ -194,7 +208,7 @@ async fn run_with(
     stop: Stop,
     links: Option<Vec<(String, Expect, CoordinatorEnd)>>,
 ) -> Result<RunOutcome, RunError> {
-    let mut runs = run_lanes(vec![cfg], stop, links, None).await?;
+    let mut runs = run_lanes(vec![cfg], stop, links, None, None).await?;
     Ok(runs.remove(0))
 }
 
@@ -205,6 +219,7 @@ async fn run_lanes(
     stop: Stop,
     links: Option<Vec<(String, Expect, CoordinatorEnd)>>,
     beside: Option<&Path>,
+    search: Option<SearchSetup>,
 ) -> Result<Vec<RunOutcome>, RunError> {
     let mut dirs: Vec<PathBuf> = Vec::with_capacity(cfgs.len());
     for cfg in &mut cfgs {
@@ -217,7 +232,7 @@ async fn run_lanes(
         }
         dirs.push(cfg.out.clone());
     }
-    let outcome = run_in(&cfgs, stop, links, beside).await;
+    let outcome = run_in(&cfgs, stop, links, beside, search).await;
     if let Err(e) = &outcome {
         dirs.iter().for_each(|d| output::release(d));
         if let RunError::Output(_) | RunError::Spill(_) = e {
@@ -231,6 +246,10 @@ async fn run_lanes(
     outcome
 }
 
+/// The run's total on the live line for a search: its deadline, unless that is too far off to mean
+/// anything there (an hour).
+const MAX_SHOWN_DEADLINE_S: f64 = 3600.0;
+
 /// How a lane's ramp ended, when no error ended it.
 #[derive(Debug, Clone, Default)]
 struct Ramped {
@@ -243,26 +262,44 @@ async fn run_in(
     stop: Stop,
     links: Option<Vec<(String, Expect, CoordinatorEnd)>>,
     beside: Option<&Path>,
+    mut search: Option<SearchSetup>,
 ) -> Result<Vec<RunOutcome>, RunError> {
     let (mut fleet, announced) = tokio::select! {
         ready = ready_fleet(cfgs, links) => ready?,
         _ = stop.now.cancelled() => return Err(RunError::Interrupted),
     };
-    let total: Duration = cfgs.iter().map(plan_total).sum();
+    let total: Duration = match &search {
+        Some(s) => Duration::from_secs_f64(s.search.deadline_s.min(MAX_SHOWN_DEADLINE_S)),
+        None => cfgs.iter().map(plan_total).sum(),
+    };
     let side = cfgs.len() > 1;
     let mut lanes = Vec::with_capacity(cfgs.len());
     for (cfg, (warnings, warned)) in cfgs.iter().zip(announced) {
+        let (source, line): (Box<dyn StepSource + Send>, _) = match search.take() {
+            Some(setup) => {
+                let (ceiling, generator) =
+                    probes::ceiling(&fleet, cfg, setup.search.start, setup.search.max_rate);
+                let model = cfg.plan.model().name();
+                let probes = probes::Probes::new(setup, model, ceiling, generator)?;
+                let line = probes.plan_line();
+                (Box::new(probes), Some(line))
+            }
+            None => (Box::new(Planned::new(cfg.plan.steps())), None),
+        };
         let out = Output::create(cfg, &fleet.infos(), &fleet.monitor_infos(), &warnings)?;
         let label = cfg.label.as_deref().filter(|_| side);
         if !cfg.quiet {
-            let line = progress::plan_line(&cfg.plan, plan_total(cfg), out.dir());
+            let line = match line {
+                Some(l) => format!("{l}; results in {}", out.dir().display()),
+                None => progress::plan_line(&cfg.plan, plan_total(cfg), out.dir()),
+            };
             eprintln!(
                 "{}{line}",
                 label.map_or(String::new(), |l| format!("{l}: "))
             );
         }
         let progress = Progress::new(cfg.quiet, total).labelled(label);
-        lanes.push(Lane::new(cfg, out, warned, progress));
+        lanes.push(Lane::new(cfg, out, warned, progress, source));
     }
     if let Some(dir) = beside.filter(|_| !cfgs[0].quiet) {
         let labels: Vec<&str> = cfgs.iter().filter_map(|c| c.label.as_deref()).collect();

@@ -1,15 +1,38 @@
 //! Where the run's steps come from: a source that gives the next step's spec, knowing the result of
-//! the last. Today the plan's fixed list; a capacity search will decide each value from the last result.
+//! the last: the plan's fixed list ([`Planned`]), or a capacity search deciding each probe from the
+//! last one's result (`probes::Probes`).
+use std::time::Duration;
+
 use shared::plan::StepShare;
 use shared::report::StepResult;
+use shared::search::{Capacity, Role};
 
 use crate::config::RunConfig;
 
-/// One step to run: its protocol index (0-based; people read `index + 1`) and its value.
+/// One step to run: its protocol index (0-based; people read `index + 1`) and its value; a search's
+/// probe also chooses its length, an idle pause before it, and names its role.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct StepSpec {
     pub index: usize,
     pub value: f64,
+    /// Instead of the plan's step limit.
+    pub length: Option<Duration>,
+    /// Idle time before the step (a search's --cooldown), cut short by an interrupt.
+    pub pause: Duration,
+    pub role: Option<Role>,
+}
+
+impl StepSpec {
+    /// A planned step: the plan's limit, no pause, no role.
+    pub fn planned(index: usize, value: f64) -> StepSpec {
+        StepSpec {
+            index,
+            value,
+            length: None,
+            pause: Duration::ZERO,
+            role: None,
+        }
+    }
 }
 
 /// Gives the run its steps, one at a time.
@@ -18,6 +41,16 @@ pub trait StepSource {
     fn next(&mut self, last: Option<&StepResult>) -> Option<StepSpec>;
     /// The values still planned, if the run ends now (run.json's `stopped.not_run`).
     fn not_run(&self) -> Vec<f64>;
+    /// Marks a finished step before it is written (a search's probe: its role and class).
+    fn judge(&mut self, _spec: &StepSpec, _result: &mut StepResult) {}
+    /// How many steps the run has, when that is known beforehand (progress shows `step 3/8`).
+    fn planned(&self) -> Option<usize> {
+        None
+    }
+    /// The run's answer as a search found it, once the run ends (`interrupted`: it was cut short).
+    fn conclude(&mut self, _interrupted: bool) -> Option<Capacity> {
+        None
+    }
 }
 
 /// The plan's steps, in order, whatever their results.
@@ -38,10 +71,7 @@ impl Planned {
 impl StepSource for Planned {
     fn next(&mut self, _last: Option<&StepResult>) -> Option<StepSpec> {
         let value = *self.values.get(self.next)?;
-        let spec = StepSpec {
-            index: self.next,
-            value,
-        };
+        let spec = StepSpec::planned(self.next, value);
         self.next += 1;
         Some(spec)
     }
@@ -49,13 +79,22 @@ impl StepSource for Planned {
     fn not_run(&self) -> Vec<f64> {
         self.values[self.next..].to_vec()
     }
+
+    fn planned(&self) -> Option<usize> {
+        Some(self.values.len())
+    }
 }
 
 /// A step split among agents of these weights: the one place a step is split, so the check before
 /// the run and the run itself split alike. The value is the spec's: a source may choose it.
 pub fn shares(cfg: &RunConfig, spec: StepSpec, weights: &[u64]) -> Vec<StepShare> {
-    cfg.plan
-        .shares_of(spec.index, spec.value, cfg.seed, weights)
+    let shares = cfg
+        .plan
+        .shares_of(spec.index, spec.value, cfg.seed, weights);
+    match spec.length {
+        Some(length) => shares.into_iter().map(|s| s.lasting(length)).collect(),
+        None => shares,
+    }
 }
 
 /// The plan's own steps, as specs.
@@ -64,7 +103,7 @@ pub fn planned(cfg: &RunConfig) -> impl Iterator<Item = StepSpec> + '_ {
         .steps()
         .iter()
         .enumerate()
-        .map(|(index, &value)| StepSpec { index, value })
+        .map(|(index, &value)| StepSpec::planned(index, value))
 }
 
 #[cfg(test)]
@@ -76,20 +115,8 @@ mod tests {
         let mut s = Planned::new(&[10.0, 20.0, 30.0]);
         assert_eq!(s.not_run(), vec![10.0, 20.0, 30.0]);
         let first = s.next(None).unwrap();
-        assert_eq!(
-            first,
-            StepSpec {
-                index: 0,
-                value: 10.0
-            }
-        );
-        assert_eq!(
-            s.next(None).unwrap(),
-            StepSpec {
-                index: 1,
-                value: 20.0
-            }
-        );
+        assert_eq!(first, StepSpec::planned(0, 10.0));
+        assert_eq!(s.next(None).unwrap(), StepSpec::planned(1, 20.0));
         assert_eq!(s.not_run(), vec![30.0]);
         assert_eq!(s.next(None).unwrap().index, 2);
         assert_eq!(s.next(None), None);

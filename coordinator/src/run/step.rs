@@ -17,7 +17,7 @@ use shared::report::{self, AgentInput, StepInput, StepResult};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::source::{self, StepSpec};
+use super::source::{self, StepSource, StepSpec};
 use super::warned::Warned;
 use super::{RunError, Watch};
 use crate::config::{LossPolicy, RunConfig};
@@ -43,6 +43,8 @@ pub struct StepCx<'a> {
     pub drain: &'a CancellationToken,
     /// The lane's steps before this one (the monitors' notes say since when a CPU is at its limit).
     pub earlier: &'a [StepResult],
+    /// How many steps the lane has, when known beforehand.
+    pub steps: Option<usize>,
 }
 
 /// Why the run must end after this step, whatever the step's result says.
@@ -133,6 +135,7 @@ pub async fn run_step(
     spec: StepSpec,
     out: &mut Output,
     watch: &mut Watch<'_>,
+    source: &mut (dyn StepSource + Send + '_),
 ) -> Result<StepOutcome, RunError> {
     let prepared = prepare(fleet, cx, spec, &mut watch.warned).await?;
     let started = start(fleet, spec, &prepared).await;
@@ -143,9 +146,9 @@ pub async fn run_step(
     let (mut result, hlog, distribution) =
         summarise(fleet, cx, spec, prepared, &started, collected, watch);
     observe_server(fleet, &mut result, &started, cx.earlier).await;
-    let steps = cx.cfg.plan.steps().len();
     watch.judge(&mut result, spec.index + 1);
-    cx.progress.step_done(&result, steps);
+    source.judge(&spec, &mut result);
+    cx.progress.step_done(&result, cx.steps);
     out.write_step(
         &result,
         started.started,
@@ -575,7 +578,8 @@ fn show_progress(
     let elapsed = seq.offset + seq.length;
     cx.progress.tick(&Tick {
         number: spec.index as u32 + 1,
-        steps: cx.cfg.plan.steps().len(),
+        steps: cx.steps,
+        role: spec.role.map(|r| r.name()),
         elapsed,
         length,
         demanded,

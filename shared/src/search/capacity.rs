@@ -206,7 +206,7 @@ impl Capacity {
             ),
             Status::GeneratorBound => format!(
                 "at least {}: the generator is the limit (untrusted at {}); add agents or threads",
-                max.map_or_else(|| "nothing proven".to_string(), |m| m),
+                max.unwrap_or_else(|| "nothing proven".to_string()),
                 self.invalid_at.map_or_else(String::new, v)
             ),
             Status::Doomed => format!(

@@ -311,14 +311,32 @@ impl Search {
         })
     }
 
-    /// The highest throughput any probe achieved: the collapse rule's reference.
-    pub fn best_achieved(&self) -> Option<f64> {
-        self.records.iter().map(|r| r.achieved).reduce(f64::max)
+    pub fn config(&self) -> &Config {
+        &self.config
     }
 
-    /// A probe's class against the SLOs, with this search's best throughput so far.
+    /// The rate the search starts from.
+    pub fn start(&self) -> f64 {
+        self.config.start
+    }
+
+    /// The highest throughput achieved by a probe at no higher a rate than `rate`: the collapse
+    /// rule's reference. A higher rate's is not one: after a latency fail at 1,600 req/s that
+    /// served 1,600/s, a probe at 1,131 serves 1,131/s because that is what it was offered, and
+    /// measured against 1,600 every rate below it would "collapse" down to a doomed search.
+    pub fn best_achieved(&self, rate: f64) -> Option<f64> {
+        self.records
+            .iter()
+            .filter(|r| r.offered <= rate)
+            .map(|r| r.achieved)
+            .reduce(f64::max)
+    }
+
+    /// The class of the probe this search last asked for, against the SLOs and the best
+    /// throughput of the rates up to its own.
     pub fn classify(&self, facts: &ProbeFacts, slos: &[crate::condition::Condition]) -> Class {
-        classify(facts, slos, self.best_achieved())
+        let best = self.pending.and_then(|(rate, ..)| self.best_achieved(rate));
+        classify(facts, slos, best)
     }
 
     /// The next probe, given the outcome of the last one (none at the start) and the seconds the

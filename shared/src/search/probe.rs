@@ -1,13 +1,13 @@
-//! A probe's class, from its facts alone: invalid (the generator cannot be trusted on it), fail (an SLO
+//! A probe's class, from its facts alone: invalid (the generator was the limit on it), fail (an SLO
 //! breached with enough evidence, or throughput short of the offer or collapsing), pass (every SLO met
 //! with enough evidence), or undecided (neither yet). Pure, so the search and its tests share it.
 use crate::condition::{Condition, Latency, Metric, Observed, Reading, Truth, Unit};
 use crate::report::{StepResult, human, tsv_number};
-use crate::verdict::Verdict;
 
 /// Served below this share of the offered rate, the server did not keep up: a fail.
 pub const SHORTFALL_RATIO: f64 = 0.95;
-/// Served below this share of the best served so far, throughput is collapsing: a fail.
+/// Served below this share of the best that a rate no higher served, throughput is collapsing as
+/// the load grows: a fail.
 pub const COLLAPSE_RATIO: f64 = 0.9;
 /// A percentile pNN is judged only with at least this many samples beyond it, i.e. `k / (1 - q)`
 /// samples in all: at k = 10 the tail the percentile sits in holds ten requests, so no one or two
@@ -22,7 +22,10 @@ pub struct ProbeFacts {
     pub offered: Option<f64>,
     /// Served (expected-status) replies per second: the throughput the server delivered.
     pub achieved: f64,
-    pub trust: Verdict,
+    /// The generator itself was the limit (its fds or ports, or a schedule it could not keep): the
+    /// probe says nothing of the server. Not a step's `invalid` trust as such: a step without a
+    /// single reply is invalid too, and that is the server's doing (refused, timed out).
+    pub generator_bound: bool,
     /// Requests whose latency was measured (served, or given up at their age).
     pub samples: u64,
     pub observed: Observed,
@@ -33,7 +36,7 @@ impl ProbeFacts {
         ProbeFacts {
             offered: r.demanded_rate,
             achieved: r.ok_rate,
-            trust: r.trust,
+            generator_bound: r.generator_bound,
             samples: r.ok + r.given_up,
             observed: Observed::of(r),
         }
@@ -81,7 +84,7 @@ impl std::fmt::Display for Failure {
             ),
             Failure::Collapse { achieved, best } => write!(
                 f,
-                "served {}/s, below {}% of the best so far, {}/s: throughput collapsing",
+                "served {}/s, below {}% of the {}/s served at a rate no higher: throughput collapsing",
                 human(*achieved),
                 COLLAPSE_RATIO * 100.0,
                 human(*best)
@@ -127,9 +130,10 @@ pub fn samples_needed(c: &Condition) -> u64 {
     (TAIL_SAMPLES / (1.0 - q)).round() as u64
 }
 
-/// `best` is the highest throughput achieved by an earlier probe of the search.
+/// `best` is the highest throughput achieved by an earlier probe of the search at no higher a rate
+/// than this one ([`super::Search::best_achieved`]).
 pub fn classify(f: &ProbeFacts, slos: &[Condition], best: Option<f64>) -> Class {
-    if f.trust == Verdict::Invalid {
+    if f.generator_bound {
         return Class::Invalid;
     }
     let mut undecided = false;
@@ -177,12 +181,13 @@ pub fn classify(f: &ProbeFacts, slos: &[Condition], best: Option<f64>) -> Class 
 mod tests {
     use super::*;
     use crate::condition::parse;
+    use crate::verdict::Verdict;
 
     fn facts(offered: f64, achieved: f64, samples: u64, p99_ms: f64) -> ProbeFacts {
         ProbeFacts {
             offered: Some(offered),
             achieved,
-            trust: Verdict::Valid,
+            generator_bound: false,
             samples,
             observed: Observed {
                 latency_ms: Some([1.0, 2.0, p99_ms, p99_ms, p99_ms, 1.0]),
@@ -241,15 +246,45 @@ mod tests {
     }
 
     #[test]
-    fn an_untrusted_generator_makes_the_probe_invalid_whatever_it_saw() {
+    fn a_generator_at_its_limit_makes_the_probe_invalid_whatever_it_saw() {
         let mut f = facts(100.0, 10.0, 5000, 900.0);
-        f.trust = Verdict::Invalid;
+        f.generator_bound = true;
         assert_eq!(classify(&f, &slo("p99<50ms"), None), Class::Invalid);
-        f.trust = Verdict::Degraded;
+        f.generator_bound = false;
         assert!(matches!(
             classify(&f, &slo("p99<50ms"), None),
             Class::Fail(_)
         ));
+    }
+
+    /// A step of the golden run (100 req/s, served) whose target answered nothing.
+    fn unanswered() -> StepResult {
+        let golden = include_str!("../../tests/golden/run.json");
+        let run =
+            crate::run_file::RunFile::parse(golden, std::path::Path::new("run.json")).unwrap();
+        let mut r = run.steps[0].clone();
+        r.trust = Verdict::Invalid;
+        r.generator_bound = false;
+        (r.ok, r.ok_rate, r.failed_pct, r.errors_pct) = (0, 0.0, 100.0, 100.0);
+        r
+    }
+
+    #[test]
+    fn a_target_that_answers_nothing_fails_the_probe_and_is_not_the_generators_limit() {
+        // Its step is invalid (no replies), but the generator was not the limit: a refusing target
+        // is doomed at the start, a wedged one unrecovered, never "add agents".
+        let f = ProbeFacts::of(&unanswered());
+        assert!(!f.generator_bound && f.target_errors());
+        assert!(matches!(
+            classify(&f, &slo("p99<50ms"), None),
+            Class::Fail(Failure::Shortfall { achieved, offered }) if achieved == 0.0 && offered == 100.0
+        ));
+        let mut r = unanswered();
+        r.generator_bound = true;
+        assert_eq!(
+            classify(&ProbeFacts::of(&r), &slo("p99<50ms"), None),
+            Class::Invalid
+        );
     }
 
     #[test]

@@ -1,6 +1,7 @@
 use proptest::prelude::*;
 
 use super::*;
+use crate::condition::{Condition, Observed, parse};
 
 fn config() -> Config {
     Config {
@@ -27,6 +28,14 @@ fn drive(
     config: Config,
     mut server: impl FnMut(f64, f64, Role, usize) -> Probed,
 ) -> (Vec<(f64, Role, Class, f64)>, Answer) {
+    drive_with(config, |_, rate, d, role, n| server(rate, d, role, n))
+}
+
+/// [`drive`], with the search at hand for a server that classifies through it.
+fn drive_with(
+    config: Config,
+    mut server: impl FnMut(&Search, f64, f64, Role, usize) -> Probed,
+) -> (Vec<(f64, Role, Class, f64)>, Answer) {
     let mut search = Search::new(config).unwrap();
     let mut probes = Vec::new();
     let mut last = None;
@@ -39,7 +48,7 @@ fn drive(
                 duration_s,
                 role,
             } => {
-                let p = server(rate, duration_s, role, probes.len());
+                let p = server(&search, rate, duration_s, role, probes.len());
                 probes.push((rate, role, p.class.clone(), duration_s));
                 elapsed += duration_s;
                 last = Some(p);
@@ -228,6 +237,145 @@ fn the_deadline_ends_with_the_bounds_known() {
         "four 2 s probes fit in 9 s, a fifth does not"
     );
     assert_eq!(a.max_rate.unwrap().offered, 800.0);
+}
+
+/// Runs a search whose probes are classified by the search itself from the facts `server` gives
+/// for (rate, seconds): the classification and the search together, as the coordinator runs them.
+fn drive_classified(
+    config: Config,
+    slos: &[Condition],
+    mut server: impl FnMut(f64, f64) -> ProbeFacts,
+) -> (Vec<(f64, Role, Class, f64)>, Answer) {
+    drive_with(config, |search, rate, d, _, _| {
+        let facts = server(rate, d);
+        Probed {
+            class: search.classify(&facts, slos),
+            achieved: facts.achieved,
+            measured_s: d,
+            target_errors: facts.target_errors(),
+        }
+    })
+}
+
+/// A probe's facts: `achieved` served per second for `seconds`, every latency `p99_ms` but the
+/// median's 1 ms; `offered` none for the closed model.
+fn facts(offered: Option<f64>, achieved: f64, seconds: f64, p99_ms: f64) -> ProbeFacts {
+    ProbeFacts {
+        offered,
+        achieved,
+        generator_bound: false,
+        samples: (achieved * seconds) as u64,
+        observed: Observed {
+            latency_ms: Some([1.0, p99_ms, p99_ms, p99_ms, p99_ms, p99_ms]),
+            latency_lower_bound: [false; 6],
+            failed_pct: 0.0,
+            errors_pct: 0.0,
+            ok_rate: achieved,
+            demanded_rate: offered,
+        },
+    }
+}
+
+#[test]
+fn a_latency_fail_does_not_make_every_rate_below_it_collapse() {
+    // It serves whatever it is offered, but above 1234 req/s its p99 is over the SLO. The rates
+    // bisected below the ramp's fail serve less than that fail did only because less is offered.
+    // 10 s at the start's 100 req/s: the 1000 samples a p99 needs.
+    let c = Config {
+        probe_s: 10.0,
+        ..config()
+    };
+    let slos = [parse("p99<50ms").unwrap()];
+    let (probes, a) = drive_classified(c, &slos, |rate, d| {
+        facts(Some(rate), rate, d, if rate > 1234.0 { 80.0 } else { 5.0 })
+    });
+    assert_eq!(a.status, Status::Resolved, "{probes:?}");
+    let max = a.max_rate.unwrap().offered;
+    let fail = a.lowest_fail.unwrap();
+    assert!(max <= 1234.0 && fail.offered > 1234.0 && fail.offered / max <= 1.05);
+    assert!(matches!(fail.failure, Failure::Slo { value, .. } if value == 80.0));
+    assert!(
+        !probes
+            .iter()
+            .any(|p| matches!(p.2, Class::Fail(Failure::Collapse { .. })))
+    );
+}
+
+#[test]
+fn a_target_that_refuses_from_the_start_is_doomed_not_generator_bound() {
+    let slos = [parse("p99<50ms").unwrap()];
+    let (probes, a) = drive_classified(config(), &slos, |rate, d| {
+        let mut f = facts(Some(rate), 0.0, d, 5.0);
+        (f.observed.latency_ms, f.observed.errors_pct) = (None, 100.0);
+        f
+    });
+    assert_eq!(a.status, Status::Doomed, "{probes:?}");
+    assert_eq!((a.probes.invalid, probes.len()), (0, 1));
+}
+
+#[test]
+fn serving_less_as_the_load_grows_is_a_collapse() {
+    // The closed model has no offered rate to fall short of: 100 connections serve 1000/s, 200
+    // serve 850/s, below 90 % of what fewer connections served.
+    let (probes, _) = drive_classified(config(), &[], |rate, d| {
+        facts(None, if rate <= 100.0 { 1000.0 } else { 850.0 }, d, 5.0)
+    });
+    assert_eq!(probes[0].2, Class::Pass);
+    assert!(matches!(
+        probes[1].2,
+        Class::Fail(Failure::Collapse { achieved, best }) if achieved == 850.0 && best == 1000.0
+    ));
+}
+
+#[test]
+fn a_probe_that_served_too_little_fails_without_the_tail_evidence() {
+    // 500 samples cannot judge a p99 (1000 needed), but 80 of 100 req/s served is a fail already.
+    let slos = [parse("p99<50ms").unwrap()];
+    let short = facts(Some(100.0), 80.0, 6.25, 5.0);
+    assert_eq!(short.samples, 500);
+    assert!(matches!(
+        classify(&short, &slos, None),
+        Class::Fail(Failure::Shortfall { .. })
+    ));
+    let kept_up = facts(Some(100.0), 100.0, 5.0, 5.0);
+    assert_eq!(classify(&kept_up, &slos, None), Class::Undecided);
+}
+
+fn record(offered: f64, measured_s: f64, pass: bool, role: Role) -> Record {
+    Record {
+        offered,
+        achieved: offered,
+        measured_s,
+        failure: (!pass).then_some(Failure::Undecided),
+        role,
+    }
+}
+
+#[test]
+fn a_rate_passes_by_the_majority_of_its_seconds_and_a_tie_fails() {
+    let ramp = |rate, pass| record(rate, 10.0, pass, Role::Ramp);
+    let confirm = |rate, pass| record(rate, 30.0, pass, Role::Confirm);
+    // 200: a 10 s fail against a 30 s pass passes; 400: 30 s each way fails.
+    let records = [
+        ramp(100.0, true),
+        ramp(200.0, false),
+        confirm(200.0, true),
+        confirm(400.0, true),
+        confirm(400.0, false),
+    ];
+    assert_eq!(bounds(&records), (Some(200.0), Some(400.0)));
+}
+
+#[test]
+fn a_pass_above_a_fail_is_noise_and_a_recovery_probe_no_bound() {
+    let ramp = |rate, pass| record(rate, 10.0, pass, Role::Ramp);
+    let records = [
+        ramp(100.0, true),
+        ramp(200.0, false),
+        ramp(400.0, true),
+        record(100.0, 10.0, false, Role::Recovery),
+    ];
+    assert_eq!(bounds(&records), (Some(100.0), Some(200.0)));
 }
 
 #[test]

@@ -1,0 +1,284 @@
+//! A capacity search as the run's step source: each step is a probe the search asked for, classed
+//! against the SLOs before it is written (its row names its role and class), and the search's
+//! answer is the run's when it ends. The search itself is `shared::search`, pure; this adds the
+//! clock (the deadline counts real time), the warmup, the cooldown and the files' marks.
+use std::time::{Duration, Instant};
+
+use shared::condition::Condition;
+use shared::report::{StepResult, human, step_value, tsv_number};
+use shared::search::{
+    self, Answer, Capacity, Ceiling, Class, Mark, Next, ProbeFacts, ProbeMark, Probed, Role,
+    Search, Status,
+};
+
+use super::source::{self, StepSource, StepSpec};
+use crate::config::RunConfig;
+use crate::fleet::Fleet;
+use crate::progress::span;
+
+/// What a search is asked for, beside the run's own configuration.
+#[derive(Debug, Clone)]
+pub struct SearchSetup {
+    /// The search's settings; its `max_rate` is lowered to the fleet's ceiling before it starts.
+    pub search: search::Config,
+    pub slos: Vec<Condition>,
+    /// A probe at the start rate before the search, not counted; none when zero.
+    pub warmup: Duration,
+    /// Idle time before every probe after the first.
+    pub cooldown: Duration,
+}
+
+pub struct Probes {
+    search: Search,
+    slos: Vec<Condition>,
+    slo_names: Vec<String>,
+    model: &'static str,
+    precision: f64,
+    ceiling: Ceiling,
+    /// Whether the ceiling is the generator's (its sockets), not a limit someone set: a pass there
+    /// proves no more than the generator could offer.
+    generator_ceiling: bool,
+    warmup: Option<Duration>,
+    cooldown: Duration,
+    started: Instant,
+    next_index: usize,
+    /// What the step just run measured, for the search's next turn.
+    probed: Option<Probed>,
+    answer: Option<Answer>,
+}
+
+impl Probes {
+    /// A search under `ceiling` (the lower of --max-rate and what the fleet takes): the search's
+    /// own configuration was validated before the fleet was reached, so only a ceiling below the
+    /// start rate can refuse it here.
+    pub fn new(
+        setup: SearchSetup,
+        model: &'static str,
+        ceiling: Ceiling,
+        generator_ceiling: bool,
+    ) -> Result<Probes, search::ConfigError> {
+        let config = search::Config {
+            max_rate: ceiling.rate,
+            ..setup.search
+        };
+        let precision = config.precision;
+        let search = Search::new(config)?;
+        Ok(Probes {
+            search,
+            slo_names: setup.slos.iter().map(ToString::to_string).collect(),
+            slos: setup.slos,
+            model,
+            precision,
+            ceiling,
+            generator_ceiling,
+            warmup: Some(setup.warmup).filter(|w| !w.is_zero()),
+            cooldown: setup.cooldown,
+            started: Instant::now(),
+            next_index: 0,
+            probed: None,
+            answer: None,
+        })
+    }
+
+    /// The search in one line, before any load: `find-max: p99<50ms, 100 up to 5,000 req/s
+    /// (--max-rate), 10 s probes, both bounds confirmed 2 × 30 s, within 5%, deadline 30 min`.
+    pub fn plan_line(&self) -> String {
+        let c = self.search.config();
+        let slos = if self.slo_names.is_empty() {
+            "no SLO (throughput only)".to_string()
+        } else {
+            self.slo_names.join(", ")
+        };
+        let warmup = self
+            .warmup
+            .map_or(String::new(), |w| format!(", {} warmup", span(w)));
+        format!(
+            "find-max: {slos}, {} up to {} ({}), {} probes{warmup}, both bounds confirmed {} × {}, within {}%, deadline {}",
+            human(c.start),
+            step_value(self.model, self.ceiling.rate),
+            self.ceiling.by,
+            span(Duration::from_secs_f64(c.probe_s)),
+            c.repeat,
+            span(Duration::from_secs_f64(c.confirm_s)),
+            tsv_number(c.precision * 100.0),
+            if c.deadline_s.is_finite() {
+                span(Duration::from_secs_f64(c.deadline_s))
+            } else {
+                "none".to_string()
+            }
+        )
+    }
+
+    fn spec(&mut self, value: f64, length: f64, role: Role) -> StepSpec {
+        let index = self.next_index;
+        self.next_index += 1;
+        StepSpec {
+            index,
+            value,
+            length: Some(Duration::from_secs_f64(length)),
+            pause: if index == 0 {
+                Duration::ZERO
+            } else {
+                self.cooldown
+            },
+            role: Some(role),
+        }
+    }
+
+    /// The search's answer with what it means for the generator: a pass at a ceiling the
+    /// generator set is its limit, not the server's.
+    fn settled(&self, mut answer: Answer) -> Answer {
+        if answer.status == Status::LowerBoundOnly && self.generator_ceiling {
+            answer.status = Status::GeneratorBound;
+            answer.invalid_at = answer.invalid_at.or(Some(self.ceiling.rate));
+        }
+        answer
+    }
+}
+
+impl StepSource for Probes {
+    fn next(&mut self, _last: Option<&StepResult>) -> Option<StepSpec> {
+        if let Some(length) = self.warmup.take() {
+            let start = self.search.start();
+            return Some(self.spec(start, length.as_secs_f64(), Role::Warmup));
+        }
+        let elapsed = self.started.elapsed().as_secs_f64();
+        match self.search.next(self.probed.take(), elapsed) {
+            Next::Probe {
+                rate,
+                duration_s,
+                role,
+            } => Some(self.spec(rate, duration_s, role)),
+            Next::Done(answer) => {
+                self.answer = Some(self.settled(answer));
+                None
+            }
+        }
+    }
+
+    fn not_run(&self) -> Vec<f64> {
+        Vec::new()
+    }
+
+    fn judge(&mut self, spec: &StepSpec, result: &mut StepResult) {
+        let role = spec.role.unwrap_or(Role::Ramp);
+        if result.aborted {
+            result.probe = Some(ProbeMark {
+                role,
+                class: Mark::Aborted,
+                reason: Some("cut short: not counted".into()),
+            });
+            return;
+        }
+        let facts = ProbeFacts::of(result);
+        let class = self.search.classify(&facts, &self.slos);
+        result.probe = Some(ProbeMark::of(role, &class));
+        if role == Role::Warmup {
+            return;
+        }
+        if class == Class::Invalid {
+            result.notes.push(format!(
+                "find-max: the generator could not be trusted at {}: not a bound ({})",
+                spec.value,
+                result.reasons.join("; ")
+            ));
+        }
+        self.probed = Some(Probed {
+            class,
+            achieved: facts.achieved,
+            measured_s: result.duration_s,
+            target_errors: facts.target_errors(),
+        });
+    }
+
+    fn conclude(&mut self, interrupted: bool) -> Option<Capacity> {
+        let answer = match self.answer.clone() {
+            Some(a) => a,
+            None => {
+                let status = if interrupted {
+                    Status::Interrupted
+                } else {
+                    // The run ended without the search's word (its steps all ran): the bounds
+                    // as they stand, never nothing.
+                    Status::Deadline
+                };
+                let a = self.search.stop(status);
+                self.settled(a)
+            }
+        };
+        Some(Capacity::of(
+            &answer,
+            self.model,
+            &self.slo_names,
+            self.precision,
+            self.ceiling.clone(),
+            self.started.elapsed().as_secs_f64(),
+        ))
+    }
+}
+
+/// The highest rate the fleet takes, up to `max_rate`: the agents' policies first (someone's
+/// limit: a pass there is a lower bound), then their sockets (the generator's: a pass there is
+/// the generator's limit). Found by bisection over what each agent announced, before any load;
+/// `start` is known to be taken (the run's check before any load passed it).
+pub fn ceiling(fleet: &Fleet, cfg: &RunConfig, start: f64, max_rate: f64) -> (Ceiling, bool) {
+    let who = fleet.live();
+    let weights = fleet.weights(&who, cfg.agent_weights.as_deref());
+    let route = super::route(cfg);
+    let takes = |rate: f64, sockets: bool| -> Result<(), String> {
+        let spec = StepSpec {
+            length: Some(Duration::from_secs(1)),
+            ..StepSpec::planned(0, rate)
+        };
+        let shares = source::shares(cfg, spec, &weights);
+        for (k, &i) in who.iter().enumerate() {
+            let taken = if sockets {
+                fleet.check_share(i, &shares[k], Duration::ZERO, &route)
+            } else {
+                fleet.check_policy(i, &shares[k])
+            };
+            taken.map_err(|e| e.to_string())?;
+        }
+        Ok(())
+    };
+    let highest = |hi: f64, sockets: bool| -> Option<(f64, String)> {
+        let refused = takes(hi, sockets).err()?;
+        let (mut lo, mut hi, mut why) = (start, hi, refused);
+        // Geometric bisection to a part in a million: a few dozen checks of arithmetic.
+        while hi / lo > 1.000_001 {
+            let mid = (lo * hi).sqrt();
+            match takes(mid, sockets) {
+                Ok(()) => lo = mid,
+                Err(e) => {
+                    hi = mid;
+                    why = e;
+                }
+            }
+        }
+        // A round figure when the limit is one (an agent's --max-rate 300, not 299.9997).
+        let round = [lo.round(), lo.floor()]
+            .into_iter()
+            .find(|r| *r >= lo && *r >= start && takes(*r, sockets).is_ok());
+        Some((round.unwrap_or(lo), why))
+    };
+    let mut ceiling = Ceiling {
+        rate: max_rate,
+        by: "--max-rate".into(),
+    };
+    if let Some((rate, why)) = highest(max_rate, false) {
+        ceiling = Ceiling {
+            rate,
+            by: format!("the agents' limits ({why})"),
+        };
+    }
+    match highest(ceiling.rate, true) {
+        Some((rate, why)) => (
+            Ceiling {
+                rate,
+                by: format!("what the generator's sockets can carry ({why})"),
+            },
+            true,
+        ),
+        None => (ceiling, false),
+    }
+}
