@@ -91,13 +91,13 @@ pub fn render_run(r: &RunReport) -> String {
     body.push_str(&tables::ending(run));
     // Only a search draws scatters and levels: a planned run's page keeps its bytes.
     let style = if run.is_search() {
-        chart::MARK_STYLE
+        format!("{}{}", chart::MARK_STYLE, search::STYLE)
     } else {
-        ""
+        String::new()
     };
     styled_page(
         &format!("stampede: {name}"),
-        style,
+        &style,
         &body,
         &crate::data::embedded(run),
     )

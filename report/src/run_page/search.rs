@@ -16,6 +16,9 @@ use crate::escape::html;
 
 use super::charts::{shade_title, unit_label};
 
+/// The search's own CSS: `#capacity` holds sentences, read from the left as `#plan`'s are.
+pub const STYLE: &str = "#capacity th,#capacity td{text-align:left}";
+
 /// Each class as the search chart draws it: its name (the legend's, the files'), its shape and its
 /// colour, so a class is told by its shape as well as its colour.
 const CLASSES: [(Option<Class>, Marker, Colour); 6] = [
