@@ -20,7 +20,10 @@
 //!   a run's report has every chart of [`RUN_CHARTS`], in that order, and a run with a server
 //!   monitor (run.json `monitors`, or a step's `server_monitors`) also those of
 //!   [`RUN_MONITOR_CHARTS`] right after `server` (`server` its CPU, a series per monitor and
-//!   measure named `MONITOR: …`; `server-memory` its memory); a drawn chart's points are
+//!   measure named `MONITOR: …`; `server-memory` its memory); a capacity search (run.json
+//!   `plan.find_max`) also has those of [`RUN_SEARCH_CHARTS`] first, before `rates` (`search`: x the
+//!   probe's number, y its offered rate; a series per class, `data-n` the class as steps.tsv names
+//!   it, each point's path its own with a `<title>` naming its role and why); a drawn chart's points are
 //!   `<path d="M…" data-v="X Y,X Y,…">` inside a `<g data-n="SERIES">` (a series' markers, a layer's
 //!   bars): one "X Y" (the values, not pixels) for each `M` of the path, in order;
 //! - a comparison's page (`stampede compare`) has every chart of [`COMPARE_CHARTS`], in that order,
@@ -33,7 +36,9 @@
 //!   columns as steps.tsv does, and the n-th `<td>` of a row is the n-th column's cell, formatted as
 //!   steps.tsv formats it. A run's other tables are `#agents` (header cells `<th data-col="COLUMN">`,
 //!   cells by place as in `#steps`, a lower bound written `≥N`, none `-`), `#plan`, `#fail-on`,
-//!   `#warnings` and `#stopped`. Past 200 rows, `#agents` is `<table id="agents"
+//!   `#warnings` and `#stopped`; a search's, `#capacity` (run.json `capacity`, a row per field:
+//!   `<th data-key>` and `<td data-key>`; until the search ends, a `<p id="capacity">` saying so), and
+//!   its answer `<p class="answer" data-status="STATUS">` (`running` until it ends). Past 200 rows, `#agents` is `<table id="agents"
 //!   data-fill="agent_steps">` with an empty body that the page's script fills from the embedded
 //!   `agent_steps` (a `<noscript>` line says so);
 //! - once the page's script has run, `<html data-ready="1">`; a script error sets `data-errors` on
@@ -49,4 +54,4 @@ mod run_page;
 
 pub use compare_page::{COMPARE_CHARTS, COMPARE_MONITOR_CHARTS, render_compare};
 pub use input::{InputError, RunReport};
-pub use run_page::{RUN_CHARTS, RUN_MONITOR_CHARTS, render_run};
+pub use run_page::{RUN_CHARTS, RUN_MONITOR_CHARTS, RUN_SEARCH_CHARTS, render_run};

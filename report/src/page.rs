@@ -53,13 +53,8 @@ document.querySelectorAll('rect[data-t]').forEach(function(r){var t=document.get
 document.querySelectorAll('figure.chart').forEach(chart);
 d.setAttribute('data-ready','1');})();"#;
 
-/// A whole page: `title` (text), `body` (markup built from escaped values), `data` (the JSON it
-/// embeds, as serialized).
-pub fn page(title: &str, body: &str, data: &str) -> String {
-    styled_page(title, "", body, data)
-}
-
-/// A [`page`] with `style`, CSS of its own, after the shared one.
+/// A whole page: `title` (text), `style` (CSS of its own, after the shared one), `body` (markup
+/// built from escaped values), `data` (the JSON it embeds, as serialized).
 pub fn styled_page(title: &str, style: &str, body: &str, data: &str) -> String {
     format!(
         "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\

@@ -1,7 +1,8 @@
-//! The report of one run: its answer and what it ran, then the charts against the step value, the
-//! timeline, and the tables.
+//! The report of one run: its answer and what it ran, then (a capacity search's) the search's
+//! probes and answer, the charts against the step value, the timeline, and the tables.
 /// Also what a comparison draws its step-value axis and shading with.
 pub(crate) mod charts;
+mod search;
 /// Also what a comparison reads the monitors' view of a step with.
 pub(crate) mod server;
 mod tables;
@@ -11,7 +12,7 @@ use std::fmt::Write;
 use crate::RunReport;
 use crate::chart::{self, Titles};
 use crate::escape::html;
-use crate::page::page;
+use crate::page::styled_page;
 
 /// The `data-chart` names of a run's report, in page order (the page contract, `lib.rs`). Each is
 /// there for every run: drawn, or an empty labelled place.
@@ -32,12 +33,21 @@ pub const RUN_CHARTS: [&str; 10] = [
 /// run without one keeps the page it had.
 pub const RUN_MONITOR_CHARTS: [&str; 1] = ["server-memory"];
 
+/// The charts a capacity search's report also has, first, before `rates` (the page contract): a
+/// planned run keeps the page it had.
+pub const RUN_SEARCH_CHARTS: [&str; 1] = ["search"];
+
 /// The HTML report of one run.
 pub fn render_run(r: &RunReport) -> String {
     let run = &r.run;
     let name = run.label.as_deref().unwrap_or(&run.target);
     let mut body = header(r);
     let mut titles = Titles::default();
+    if run.is_search() {
+        body.push_str("<h2>The search</h2>\n");
+        body.push_str(&search::chart(run, &mut titles));
+        body.push_str(&search::table(run));
+    }
     body.push_str("<h2>Against the offered load</h2>\n");
     body.push_str(&charts::rates(run).render_in(&mut titles));
     body.push_str(&charts::latency(run).render_in(&mut titles));
@@ -79,8 +89,15 @@ pub fn render_run(r: &RunReport) -> String {
     body.push_str(&tables::plan(run));
     body.push_str(&tables::warnings_and_notes(run));
     body.push_str(&tables::ending(run));
-    page(
+    // Only a search draws scatters and levels: a planned run's page keeps its bytes.
+    let style = if run.is_search() {
+        format!("{}{}", chart::MARK_STYLE, search::STYLE)
+    } else {
+        String::new()
+    };
+    styled_page(
         &format!("stampede: {name}"),
+        &style,
         &body,
         &crate::data::embedded(run),
     )
@@ -92,7 +109,9 @@ fn header(r: &RunReport) -> String {
     let run = &r.run;
     let name = run.label.as_deref().unwrap_or(&run.target);
     let mut out = format!("<h1>stampede: {}</h1>\n", html(name));
+    // A search's steps are probes up and down, not a ramp: its answer is the search's, not a knee.
     match &run.summary {
+        _ if run.is_search() => out.push_str(&search::answer(run)),
         Some(s) => {
             let _ = writeln!(out, "<p class=\"answer\">{}</p>", html(&s.answer));
         }
@@ -114,6 +133,12 @@ fn header(r: &RunReport) -> String {
     }
     if let Some(f) = &run.finished_at {
         facts.insert(4, ("finished", f.clone()));
+    }
+    if let Some(c) = &run.capacity {
+        facts.push((
+            "search",
+            format!("{}, exit code {}", c.status.name(), c.exit_code),
+        ));
     }
     out.push_str("<dl class=\"meta\">");
     for (k, v) in facts {

@@ -4,31 +4,51 @@ mod fixture;
 
 use std::path::Path;
 
-use report::{RUN_CHARTS, RUN_MONITOR_CHARTS, render_run};
+use report::{RUN_CHARTS, RUN_MONITOR_CHARTS, RUN_SEARCH_CHARTS, render_run};
 
 const PAYLOAD: &str = "</script><img src=x onerror=alert(1)>";
+
+/// Asserts that [`PAYLOAD`] made no element of `page` (from `whose` words) and ended none of its
+/// scripts; returns the payload as the page shows it.
+fn assert_payload_is_text(page: &str, whose: &str) -> &'static str {
+    assert!(!page.contains("<img"), "no element from {whose}");
+    assert_eq!(
+        page.matches("</script>").count(),
+        2,
+        "only the page's own scripts end"
+    );
+    "&lt;/script&gt;&lt;img src=x onerror=alert(1)&gt;"
+}
 
 /// `STAMPEDE_BLESS=1` rewrites the golden file instead of comparing with it.
 #[test]
 fn the_fixture_run_renders_the_golden_page_byte_for_byte() {
-    let page = render_run(&fixture::report());
-    let golden = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/report.html");
+    same_as_golden(&fixture::report(), "report.html");
+}
+
+/// The search's page is guarded as the run's is.
+#[test]
+fn the_fixture_search_renders_its_golden_page_byte_for_byte() {
+    same_as_golden(&fixture::search(false), "search.html");
+}
+
+fn same_as_golden(r: &report::RunReport, file: &str) {
+    let page = render_run(r);
+    let golden = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/golden")
+        .join(file);
     if std::env::var_os("STAMPEDE_BLESS").is_some() {
         std::fs::write(&golden, &page).unwrap();
         return;
     }
     let want = std::fs::read_to_string(&golden)
-        .expect("tests/golden/report.html (STAMPEDE_BLESS=1 writes it)");
+        .unwrap_or_else(|_| panic!("tests/golden/{file} (STAMPEDE_BLESS=1 writes it)"));
     assert!(
         page == want,
-        "report.html differs from {}; STAMPEDE_BLESS=1 rewrites it after a look",
+        "{file} differs from {}; STAMPEDE_BLESS=1 rewrites it after a look",
         golden.display()
     );
-    assert_eq!(
-        render_run(&fixture::report()),
-        page,
-        "rendered twice, the same bytes"
-    );
+    assert_eq!(render_run(r), page, "rendered twice, the same bytes");
 }
 
 #[test]
@@ -101,13 +121,7 @@ fn a_run_s_markup_is_shown_as_text() {
     }
     r.run.steps[0].trust = shared::verdict::Verdict::Degraded;
     let page = render_run(&r);
-    assert!(!page.contains("<img"), "no element from a run's text");
-    assert_eq!(
-        page.matches("</script>").count(),
-        2,
-        "only the page's own scripts end"
-    );
-    let escaped = "&lt;/script&gt;&lt;img src=x onerror=alert(1)&gt;";
+    let escaped = assert_payload_is_text(&page, "a run's text");
     for place in [
         "<h1>stampede: ",
         "<td>",
@@ -391,13 +405,7 @@ fn a_monitor_s_name_is_shown_as_text() {
     let mut r = fixture::report();
     fixture::monitor(&mut r.run, PAYLOAD);
     let page = render_run(&r);
-    assert!(!page.contains("<img"), "no element from a monitor's name");
-    assert_eq!(
-        page.matches("</script>").count(),
-        2,
-        "only the page's own scripts end"
-    );
-    let escaped = "&lt;/script&gt;&lt;img src=x onerror=alert(1)&gt;";
+    let escaped = assert_payload_is_text(&page, "a monitor's name");
     assert!(page.contains(&format!("data-n=\"{escaped}: CPU, % of its 1 core\"")));
     assert!(page.contains(&format!("{escaped}: highest")));
     let back = data(&page);
@@ -430,4 +438,285 @@ fn a_monitor_that_saw_no_step_or_no_process_leaves_labelled_places() {
     assert!(page.contains("<figure class=\"chart empty\" data-chart=\"server\">"));
     assert!(page.contains("has not reported a step yet"));
     assert!(page.contains("<figure class=\"chart empty\" data-chart=\"server-memory\">"));
+}
+
+/// The probes of the fixture search whose class is `class`, as (probe number, offered rate).
+fn probes_of(r: &report::RunReport, class: &str) -> Vec<(f64, f64, bool)> {
+    r.run
+        .steps
+        .iter()
+        .filter(|s| s.probe.as_ref().is_some_and(|p| p.class.name() == class))
+        .map(|s| (f64::from(s.number), s.step_value, false))
+        .collect()
+}
+
+#[test]
+fn a_search_s_page_has_the_search_chart_first_then_every_chart_of_the_contract() {
+    let page = render_run(&fixture::search(false));
+    let mut at = 0;
+    for name in RUN_SEARCH_CHARTS.iter().chain(&RUN_CHARTS) {
+        let key = format!("data-chart=\"{name}\"");
+        assert_eq!(page.matches(&key).count(), 1, "{name}");
+        let here = page.find(&key).unwrap();
+        assert!(here > at, "{name} in contract order");
+        at = here;
+    }
+    assert!(
+        figure(&page, "search").contains("<svg"),
+        "the search is drawn"
+    );
+    let planned = render_run(&fixture::report());
+    for name in RUN_SEARCH_CHARTS {
+        assert!(
+            !planned.contains(&format!("data-chart=\"{name}\"")),
+            "{name} only for a search"
+        );
+    }
+}
+
+#[test]
+fn the_search_chart_marks_each_probe_by_its_class_in_shape_and_colour_with_its_role_on_hover() {
+    let r = fixture::search(false);
+    let page = render_run(&r);
+    let search = figure(&page, "search");
+    let shapes = [
+        ("pass", "class=\"mk\"", "m-dt"),
+        ("fail", "class=\"mk x\"", "m-x"),
+        ("invalid", "class=\"mk sq\"", "m-sq"),
+        ("undecided", "class=\"mk dm\"", "m-dm"),
+    ];
+    for (class, shape, key) in shapes {
+        let want = probes_of(&r, class);
+        assert!(!want.is_empty(), "the fixture has a {class} probe");
+        // Drawn on both scales (log, and linear behind the switch).
+        let drawn = values(search, class);
+        assert_eq!(drawn, want, "{class}: each probe at (its number, its rate)");
+        let g = &search[search.find(&format!("data-n=\"{class}\"")).unwrap()..];
+        let g = &g[..g.find("</g>").unwrap()];
+        assert_eq!(
+            g.matches(shape).count(),
+            want.len(),
+            "{class} drawn as {shape}"
+        );
+        assert!(
+            search.contains(&format!("class=\"key {key}\"")),
+            "{class}'s legend key shows its shape"
+        );
+    }
+    assert_eq!(
+        search.matches("<title>probe ").count(),
+        2 * r.run.steps.len(),
+        "every probe has its hover text, on either scale"
+    );
+    assert!(search.contains(
+        "<title>probe 13 · bisect · 1,084 req/s · served 1,051/s · fail: p99 71.2 ms, over the SLO p99&lt;50ms</title>"
+    ));
+    assert!(search.contains("<title>probe 7 · recovery · 800 req/s · served 798/s · pass</title>"));
+    assert!(search.contains("<title>probe 10 · bisect · 1,037 req/s · served 1,034/s · invalid: the generator could not be trusted on it</title>"));
+    // A phase's label fits its probes (37.6 units each here): the lone warmup and recovery
+    // probes, and the bisection after the recovery, shortened.
+    for role in ["war.", "ramp", "rec.", "bis.", "confirm"] {
+        assert!(
+            search.contains(&format!(">{role}</text>")),
+            "the {role} phase is labelled"
+        );
+    }
+    assert!(search.contains(">sustained: 1,037 req/s (served 1,034/s)</text>"));
+    assert!(search.contains(">fails: 1,084 req/s (p99 71.2 ms, over the SLO p99&lt;50ms)</text>"));
+    assert!(
+        search.contains("<g class=\"plot log\"") && search.contains("<g class=\"plot lin off\""),
+        "log scale first, linear a switch away"
+    );
+    assert!(
+        search.contains("class=\"t-invalid\""),
+        "the invalid probe shaded"
+    );
+    assert!(
+        page.contains(report::chart::MARK_STYLE),
+        "the shapes' CSS is on the page"
+    );
+}
+
+#[test]
+fn a_search_s_answer_and_status_are_on_top() {
+    let r = fixture::search(false);
+    let page = render_run(&r);
+    let c = r.run.capacity.as_ref().unwrap();
+    let answer = c.answer.replace('<', "&lt;");
+    assert!(
+        answer.starts_with(
+            "sustains 1,037 req/s (served 1,034/s) under p99&lt;50ms; fails at 1,084 req/s"
+        ),
+        "{answer}"
+    );
+    let top = format!(
+        "<h1>stampede: reference</h1>\n<p class=\"answer\" data-status=\"resolved\"><b>resolved</b>: {answer}</p>"
+    );
+    assert!(page.contains(&top), "the capacity's answer, first");
+    assert!(
+        !page.contains(&r.run.summary.as_ref().unwrap().answer),
+        "not the knee's"
+    );
+    assert!(page.contains("<dd data-key=\"search\">resolved, exit code 0</dd>"));
+    assert!(page.contains(
+        "<p id=\"stopped\">The search ended resolved (exit code 0) after 312 s and 17 probes.</p>"
+    ));
+    let table = &page[page.find("<table id=\"capacity\">").unwrap()..];
+    let table = &table[..table.find("</table>").unwrap()];
+    for row in [
+        "<td data-key=\"max_rate\">1,037 req/s offered, 1,034/s served</td>",
+        "<td data-key=\"lowest_fail\">1,084 req/s: p99 71.2 ms, over the SLO p99&lt;50ms</td>",
+        "<td data-key=\"precision\">4.5% (asked for 5.0%)</td>",
+        "<td data-key=\"probes\">5 ramp, 6 bisect, 4 confirm, 1 recovery; 1 invalid, 1 undecided</td>",
+    ] {
+        assert!(table.contains(row), "{row} in {table}");
+    }
+}
+
+#[test]
+fn a_running_search_says_its_probes_so_far_and_draws_no_bound_yet() {
+    let r = fixture::search(true);
+    let page = render_run(&r);
+    assert!(page.contains(
+        "<p class=\"answer\" data-status=\"running\">Searching: 17 probes so far (10 pass, 5 fail, 1 invalid, 1 undecided); the last, probe 17, confirm at 1,084 req/s: fail.</p>"
+    ));
+    let search = figure(&page, "search");
+    assert!(!search.contains("class=\"lvl\""), "no bound before the end");
+    assert!(search.contains("The bounds are drawn once the search ends."));
+    assert!(page.contains("<p id=\"capacity\">The search has not ended"));
+    assert!(page.contains("<p id=\"stopped\">Not ended yet (the run is running).</p>"));
+    assert!(
+        !figure(&page, "rates").contains("kept up to"),
+        "no knee for a search"
+    );
+    let mut r = r;
+    r.run.steps.clear();
+    r.distributions.clear();
+    let page = render_run(&r);
+    assert!(page.contains("Searching: no probe has finished yet."));
+    assert!(page.contains("<figure class=\"chart empty\" data-chart=\"search\">"));
+}
+
+#[test]
+fn a_search_s_charts_against_the_offered_load_draw_points_not_a_zigzag_and_mark_the_bounds() {
+    let r = fixture::search(false);
+    let page = render_run(&r);
+    for (chart, series) in [
+        ("rates", "served (ok_rate)"),
+        ("latency", "p99"),
+        ("trust-cpu", "Generator CPU (busiest agent)"),
+    ] {
+        let f = figure(&page, chart);
+        let g = &f[f.find(&format!("data-n=\"{series}\"")).unwrap()..];
+        let g = &g[..g.find("</g>").unwrap()];
+        assert!(
+            !g.contains("<path d="),
+            "{chart}: {series} has no line through its points: {g}"
+        );
+        assert_eq!(
+            values(f, series).len(),
+            r.run.steps.len(),
+            "{chart}: a point a probe"
+        );
+        assert!(
+            f.contains("class=\"key m-dt\""),
+            "{chart}: its key is a point"
+        );
+    }
+    for chart in ["rates", "latency"] {
+        let f = figure(&page, chart);
+        assert!(f.contains(">sustained 1037 · fails 1084</text>"), "{chart}");
+    }
+    // The one invalid probe at 1,037 req/s, among four valid ones, leaves the rate unshaded
+    // where the rate is the x; the search chart shades the probe.
+    assert!(!figure(&page, "rates").contains("class=\"t-invalid\""));
+    assert!(!figure(&page, "latency").contains("class=\"t-invalid\""));
+    // Five probes at 1,037 req/s: one bar, its rate theirs over all their seconds, not stacked.
+    let status = figure(&page, "status");
+    let bars = values(status, "2xx");
+    let at = |v: f64| {
+        bars.iter()
+            .filter(|b| b.0 == v)
+            .map(|b| b.1)
+            .collect::<Vec<_>>()
+    };
+    let probes: Vec<_> = r
+        .run
+        .steps
+        .iter()
+        .filter(|s| s.step_value == 1037.0)
+        .collect();
+    assert_eq!(probes.len(), 5);
+    let ok: u64 = probes.iter().map(|s| s.ok).sum();
+    let window: f64 = probes.iter().map(|s| s.ok as f64 / s.ok_rate).sum();
+    let want = report::chart::short(ok as f64 / window)
+        .parse::<f64>()
+        .unwrap();
+    assert_eq!(at(1037.0), [want], "one bar at 1,037 req/s");
+    let distinct = {
+        let mut v: Vec<f64> = r.run.steps.iter().map(|s| s.step_value).collect();
+        v.sort_by(f64::total_cmp);
+        v.dedup();
+        v
+    };
+    assert_eq!(
+        bars.iter().map(|b| b.0).collect::<Vec<_>>(),
+        distinct,
+        "a bar a rate"
+    );
+}
+
+#[test]
+fn a_search_s_steps_table_has_the_role_and_class_columns_of_its_steps_tsv() {
+    let r = fixture::search(false);
+    let page = render_run(&r);
+    let header = r.run.step_table().header();
+    let n = header.len();
+    assert_eq!(&header[n - 2..], ["role", "class"], "{header:?}");
+    let table = &page[page.find("<table id=\"steps\">").unwrap()..];
+    let table = &table[..table.find("</table>").unwrap()];
+    assert!(
+        table.contains("<th data-col=\"role\">role</th><th data-col=\"class\">class</th></tr>")
+    );
+    assert!(table.contains("<td>confirm</td><td>fail</td></tr>"));
+    assert!(table.contains("<td>warmup</td><td>pass</td></tr>"));
+    let back = data(&page);
+    assert_eq!(back["steps"]["role"][9], "bisect");
+    assert_eq!(back["steps"]["class"][10], "undecided");
+}
+
+#[test]
+fn a_search_s_words_are_shown_as_text() {
+    let mut r = fixture::search(false);
+    r.run.steps[7].probe.as_mut().unwrap().reason = Some(PAYLOAD.into());
+    let c = r.run.capacity.as_mut().unwrap();
+    c.answer = PAYLOAD.into();
+    c.lowest_fail.as_mut().unwrap().reason = PAYLOAD.into();
+    let page = render_run(&r);
+    let escaped = assert_payload_is_text(&page, "a search's text");
+    assert!(page.contains(&format!("<b>resolved</b>: {escaped}</p>")));
+    assert!(page.contains(&format!("· fail: {escaped}</title>")));
+    assert!(page.contains(&format!("fails: 1,084 req/s ({escaped})</text>")));
+}
+
+/// Issue 12's budget holds for a search as long as the run it was set for: 100 probes of 10
+/// agents, the fixture search's probes over and over (their rates repeating, as a long
+/// confirmation's do), each marker with its hover text on both scales.
+#[test]
+fn a_search_of_100_probes_of_10_agents_is_under_300_kb() {
+    let search = fixture::search(false).run;
+    let mut r = fixture::large(100, 10);
+    r.run.plan = search.plan.clone();
+    r.run.capacity = search.capacity.clone();
+    for (s, probe) in r.run.steps.iter_mut().zip(search.steps.iter().cycle()) {
+        s.step_value = probe.step_value;
+        s.demanded_rate = Some(probe.step_value);
+        s.probe = probe.probe.clone();
+    }
+    let page = render_run(&r);
+    assert_eq!(
+        figure(&page, "search").matches("<title>probe ").count(),
+        200
+    );
+    assert!(page.len() < 300 * 1024, "{} bytes", page.len());
 }

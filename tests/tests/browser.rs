@@ -9,12 +9,18 @@ use tests::browser::{self, Loaded};
 use tests::dom::{Dom, El};
 use tests::{Target, bin, run_ok, text};
 
-/// The charts whose x is not the step value: time in the run, a percentile.
-const X_NOT_STEP: [&str; 2] = ["timeline", "distribution"];
+/// The charts whose x is not the step value: time in the run, a percentile, a probe's number.
+const X_NOT_STEP: [&str; 3] = ["timeline", "distribution", "search"];
+
+/// The report crate's fixture search (a dozen probes and their answer), to open its page here.
+#[path = "../../report/tests/fixture/mod.rs"]
+#[allow(dead_code)]
+mod fixture;
 
 /// What every report must show in a browser, whatever its run: a clean page (see
 /// [`browser::assert_clean`]) with the charts of [`report::RUN_CHARTS`] in order (and, when a
-/// monitor's columns are in the data, [`report::RUN_MONITOR_CHARTS`] after `server`), each drawn or
+/// monitor's columns are in the data, [`report::RUN_MONITOR_CHARTS`] after `server`; a capacity
+/// search's, with its `role` column, [`report::RUN_SEARCH_CHARTS`] first), each drawn or
 /// saying why not, the points of those against the offered load at the run's step values. Returns
 /// the parsed DOM and the embedded data for the caller's own questions.
 fn assert_sound_page(page: &Loaded) -> (Dom, serde_json::Value) {
@@ -29,6 +35,9 @@ fn assert_sound_page(page: &Loaded) -> (Dom, serde_json::Value) {
     let charts = browser::charts(&dom);
     let names: Vec<&str> = charts.iter().map(|(name, _)| *name).collect();
     let mut want = report::RUN_CHARTS.to_vec();
+    if data["steps"].get("role").is_some() {
+        want.splice(0..0, report::RUN_SEARCH_CHARTS);
+    }
     let monitored = data["steps"]
         .as_object()
         .is_some_and(|cols| cols.keys().any(|c| c.starts_with("srv_cpu_pct_")));
@@ -262,6 +271,71 @@ return {series: top.parentNode.getAttribute('data-n'), value: value, highest: hi
   readout: readout, hidden: hidden,
   before: before, after: plots(), errors: doc.documentElement.getAttribute('data-errors')};
 "#;
+
+/// A capacity search's page (the report crate's fixture, rendered here) in Chromium: sound, the
+/// search chart first with a marker for each probe at (its number, its rate) on either scale, the
+/// steps table's `role` and `class` those of the probes, and the pointer on the highest marker
+/// (the ramp's fail) reads it out under its class, the marker's hover text naming its role.
+#[test]
+fn a_search_s_report_marks_its_probes_in_chromium() {
+    let Some(chromium) = browser::available("a_search_s_report_marks_its_probes_in_chromium")
+    else {
+        return;
+    };
+    let r = fixture::search(false);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("report.html");
+    std::fs::write(&path, report::render_run(&r)).unwrap();
+    let page = browser::load(&chromium, &path).unwrap();
+    let (dom, _) = assert_sound_page(&page);
+    let (_, search) = browser::charts(&dom)
+        .into_iter()
+        .find(|(name, _)| *name == "search")
+        .unwrap();
+    let mut drawn = browser::assert_drawn("search", search);
+    drawn.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let want: Vec<(f64, f64)> = r
+        .run
+        .steps
+        .iter()
+        .flat_map(|s| [(f64::from(s.number), s.step_value); 2])
+        .collect();
+    assert_eq!(
+        drawn, want,
+        "each probe once on each scale, at its number and rate"
+    );
+    let (header, rows) = steps_table(&dom);
+    let n = header.len();
+    assert_eq!(&header[n - 2..], ["role", "class"]);
+    for (row, s) in rows.iter().zip(&r.run.steps) {
+        let p = s.probe.as_ref().unwrap();
+        assert_eq!(
+            (row[n - 2].1.as_str(), row[n - 1].1.as_str()),
+            (p.role.name(), p.class.name()),
+            "step {}",
+            s.number
+        );
+    }
+    let script = format!(
+        "var chart = 'search';{HOVER_HIGHEST}\
+         var t = top.querySelector('title');\
+         return {{series: top.parentNode.getAttribute('data-n'), value: value, highest: highest,\
+           readout: readout, title: t && t.textContent,\
+           errors: doc.documentElement.getAttribute('data-errors')}};"
+    );
+    let (seen, console) = browser::interact(&chromium, &path, &script).unwrap();
+    assert!(console.is_empty(), "console: {console:?}");
+    assert_eq!(seen["errors"], serde_json::Value::Null, "{seen}");
+    assert_eq!(seen["series"], "fail", "{seen}");
+    assert_eq!(seen["value"], seen["highest"], "{seen}");
+    assert_eq!(seen["readout"], "fail: 1.6k at 6", "{seen}");
+    assert!(
+        seen["title"].as_str().is_some_and(
+            |t| t.starts_with("probe 6 · ramp · 1,600 req/s · served 1,408/s · fail: ")
+        ),
+        "{seen}"
+    );
+}
 
 fn a_person_can_read_and_toggle_the_latency_chart(chromium: &Path, report: &Path) {
     let script = format!("var chart = 'latency';{HOVER_HIGHEST}{LATENCY_TOGGLES}");

@@ -96,6 +96,8 @@ pub struct Axis {
     pub from_zero: bool,
     /// A fixed range instead of the data's.
     pub range: Option<(f64, f64)>,
+    /// Ticks only at whole numbers (a probe's number: no probe 2.5).
+    pub whole: bool,
 }
 
 impl Axis {
@@ -106,6 +108,7 @@ impl Axis {
             scale,
             from_zero: scale == Scale::Linear,
             range: None,
+            whole: false,
         }
     }
 
@@ -133,6 +136,11 @@ impl Axis {
 
     pub fn not_from_zero(mut self) -> Axis {
         self.from_zero = false;
+        self
+    }
+
+    pub fn whole(mut self) -> Axis {
+        self.whole = true;
         self
     }
 
@@ -179,8 +187,9 @@ impl Fitted {
             (lo, hi) = (a, b);
         }
         let (lo, hi, ticks) = match axis.scale {
-            Scale::Linear if axis.range.is_some() && hi > lo => fixed_ticks(lo, hi),
-            Scale::Linear => linear_ticks(lo, hi, axis.from_zero),
+            Scale::Linear if axis.range.is_some() && hi > lo => fixed_ticks(lo, hi, axis.whole),
+            Scale::Linear => linear_ticks(lo, hi, axis.from_zero, axis.whole),
+            Scale::Log if axis.range.is_some() && hi > lo && lo > 0.0 => fixed_log_ticks(lo, hi),
             Scale::Log => log_ticks(lo, hi),
             Scale::Percentile => percentile_ticks(hi),
         };
@@ -243,18 +252,21 @@ impl Fitted {
     }
 }
 
-/// A step of 1, 2 or 5 times a power of ten that cuts `span` into at most `max` parts.
-fn nice_step(span: f64, max: f64) -> f64 {
+/// A step of 1, 2, 2.5 or 5 times a power of ten that cuts `span` into at most `max` parts; `whole`,
+/// a whole number and never 2.5 (a step of 25 is, but 2.5 of a count is not).
+fn nice_step(span: f64, max: f64, whole: bool) -> f64 {
     let raw = span / max;
     let magnitude = 10f64.powf(raw.log10().floor());
-    [1.0, 2.0, 2.5, 5.0, 10.0]
+    let step = [1.0, 2.0, 2.5, 5.0, 10.0]
         .into_iter()
+        .filter(|m| !(whole && *m == 2.5 && magnitude < 10.0))
         .map(|m| m * magnitude)
         .find(|s| *s >= raw)
-        .unwrap_or(10.0 * magnitude)
+        .unwrap_or(10.0 * magnitude);
+    if whole { step.max(1.0) } else { step }
 }
 
-fn linear_ticks(lo: f64, hi: f64, from_zero: bool) -> (f64, f64, Vec<f64>) {
+fn linear_ticks(lo: f64, hi: f64, from_zero: bool, whole: bool) -> (f64, f64, Vec<f64>) {
     let (mut lo, mut hi) = if lo.is_finite() { (lo, hi) } else { (0.0, 1.0) };
     if from_zero {
         lo = lo.min(0.0);
@@ -268,7 +280,7 @@ fn linear_ticks(lo: f64, hi: f64, from_zero: bool) -> (f64, f64, Vec<f64>) {
             (lo.min(0.0), hi.max(0.0) + hi.abs() * 0.2)
         };
     }
-    let step = nice_step(hi - lo, 5.0);
+    let step = nice_step(hi - lo, 5.0, whole);
     let lo = (lo / step).floor() * step;
     let hi = (hi / step).ceil() * step;
     let n = ((hi - lo) / step).round() as usize;
@@ -277,8 +289,8 @@ fn linear_ticks(lo: f64, hi: f64, from_zero: bool) -> (f64, f64, Vec<f64>) {
 }
 
 /// A fixed range ends where it was told to, not on a tick: its ticks are the round values within.
-fn fixed_ticks(lo: f64, hi: f64) -> (f64, f64, Vec<f64>) {
-    let step = nice_step(hi - lo, 5.0);
+fn fixed_ticks(lo: f64, hi: f64, whole: bool) -> (f64, f64, Vec<f64>) {
+    let step = nice_step(hi - lo, 5.0, whole);
     let first = (lo / step).ceil() as i64;
     let last = (hi / step + 1e-9).floor() as i64;
     let ticks = (first..=last).map(|i| tidy(i as f64 * step)).collect();
@@ -311,6 +323,27 @@ fn log_ticks(lo: f64, hi: f64) -> (f64, f64, Vec<f64>) {
             let t = m * 10f64.powi(d);
             if t <= 10f64.powf(b) * 1.0001 {
                 ticks.push(tidy_sig(t));
+            }
+        }
+    }
+    (a, b, ticks)
+}
+
+/// A fixed range on a log scale ends where it was told to, not on a decade (a search's rates
+/// within one decade and a bit are not squeezed into two): its ticks are the 1, 2, 5 within.
+fn fixed_log_ticks(lo: f64, hi: f64) -> (f64, f64, Vec<f64>) {
+    let (a, b) = (lo.log10(), hi.log10());
+    let within: &[f64] = if b - a <= 2.0 {
+        &[1.0, 2.0, 5.0]
+    } else {
+        &[1.0]
+    };
+    let mut ticks = Vec::new();
+    for d in a.floor() as i32..=b.ceil() as i32 {
+        for m in within {
+            let t = tidy_sig(m * 10f64.powi(d));
+            if t >= lo * 0.9999 && t <= hi * 1.0001 {
+                ticks.push(t);
             }
         }
     }
@@ -375,6 +408,23 @@ mod tests {
     }
 
     #[test]
+    fn a_whole_axis_ticks_whole_numbers_only() {
+        let a = Axis::linear("probe", Unit::Si)
+            .whole()
+            .with_range(0.5, 12.5);
+        assert_eq!(labels(&a, &[]), ["5", "10"], "no 2.5 where 5 fits");
+        let a = Axis::linear("probe", Unit::Si).whole().with_range(0.5, 3.5);
+        assert_eq!(labels(&a, &[]), ["1", "2", "3"]);
+        let a = Axis::linear("probe", Unit::Si).whole();
+        assert_eq!(labels(&a, &[1.0, 130.0]), ["0", "50", "100", "150"]);
+        let a = Axis::linear("probe", Unit::Si);
+        assert_eq!(
+            labels(&a, &[0.0, 12.0]),
+            ["0", "2.5", "5", "7.5", "10", "12.5"]
+        );
+    }
+
+    #[test]
     fn a_single_value_gets_a_range_around_it() {
         let a = Axis::linear("rate", Unit::Si).not_from_zero();
         let f = Fitted::new(&a, [5.0].into_iter(), 0.0, 100.0);
@@ -397,6 +447,16 @@ mod tests {
         let f = Fitted::new(&a, [1.0, 1000.0].into_iter(), 0.0, 90.0);
         assert!((f.px(10.0) - 30.0).abs() < 1e-9 && (f.px(100.0) - 60.0).abs() < 1e-9);
         assert_eq!(f.px(0.0), 0.0, "zero sits at the foot of a log axis");
+    }
+
+    #[test]
+    fn a_fixed_log_range_ends_where_told_with_round_ticks_within() {
+        let a = Axis::log("rate", Unit::Si).with_range(80.0, 2080.0);
+        assert_eq!(labels(&a, &[]), ["100", "200", "500", "1k", "2k"]);
+        let f = Fitted::new(&a, std::iter::empty(), 0.0, 100.0);
+        assert!(f.px(80.0).abs() < 1e-9 && (f.px(2080.0) - 100.0).abs() < 1e-9);
+        let a = Axis::log("rate", Unit::Si).with_range(50.0, 2e5);
+        assert_eq!(labels(&a, &[]), ["100", "1k", "10k", "100k"]);
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! Charts as SVG text, drawn from data by our own code: same data, same bytes. One [`Chart`] is one
 //! `<figure class="chart" data-chart="NAME">` of the page contract: an XY plot of line series (point
-//! markers, hollow for lower bounds), min–max bands, stacked bars or areas, the ideal y = x line,
-//! vertical boundaries, background shading of steps by trust verdict (reasons on hover), and a legend
+//! markers, hollow for lower bounds; or a scatter of shaped markers, each with its hover text),
+//! min–max bands, stacked bars or areas, the ideal y = x line, vertical boundaries and labelled
+//! horizontal levels, background shading of steps by trust verdict (reasons on hover), and a legend
 //! whose entries toggle what they name. Nothing here knows a run: the pages say what to draw.
 mod axis;
 mod plot;
@@ -51,6 +52,48 @@ pub enum Marker {
     Hollow,
     /// On the line, unmarked.
     None,
+    /// Shapes that tell a scatter's classes apart without their colour (a search's probes): a
+    /// cross, a hollow square, a hollow diamond, a filled triangle.
+    Cross,
+    Square,
+    Diamond,
+    Triangle,
+}
+
+impl Marker {
+    /// Every marker drawn as a shape, in the order a series' markers are written.
+    pub(crate) const SHAPES: [Marker; 6] = [
+        Marker::Dot,
+        Marker::Hollow,
+        Marker::Cross,
+        Marker::Square,
+        Marker::Diamond,
+        Marker::Triangle,
+    ];
+
+    /// A scatter's legend key: its shape (`MARK_STYLE`).
+    fn key(self) -> &'static str {
+        match self {
+            Marker::Dot | Marker::None => "m-dt",
+            Marker::Hollow => "m-lb",
+            Marker::Cross => "m-x",
+            Marker::Square => "m-sq",
+            Marker::Diamond => "m-dm",
+            Marker::Triangle => "m-tr",
+        }
+    }
+
+    /// The class its path carries beside `mk`.
+    pub(crate) fn code(self) -> &'static str {
+        match self {
+            Marker::Dot | Marker::None => "dt",
+            Marker::Hollow => "lb",
+            Marker::Cross => "x",
+            Marker::Square => "sq",
+            Marker::Diamond => "dm",
+            Marker::Triangle => "tr",
+        }
+    }
 }
 
 /// One point of a series.
@@ -86,14 +129,23 @@ impl Mark {
             marker: Marker::None,
         }
     }
+
+    pub fn shaped(x: f64, y: f64, marker: Marker) -> Mark {
+        Mark { x, y, marker }
+    }
 }
 
-/// A line through points.
+/// A line through points, or a scatter of them.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Series {
     pub name: String,
     pub colour: Colour,
     pub dash: Dash,
+    /// Whether the points are joined (along x); false: markers only, where a line through them
+    /// would zigzag (a search's probes, several at one rate).
+    pub joined: bool,
+    /// Each mark's hover text, by place (none when empty): each is then a path of its own.
+    pub titles: Vec<String>,
     pub marks: Vec<Mark>,
 }
 
@@ -103,12 +155,26 @@ impl Series {
             name: name.to_string(),
             colour,
             dash: Dash::Solid,
+            joined: true,
+            titles: Vec::new(),
             marks,
         }
     }
 
     pub fn dash(mut self, dash: Dash) -> Series {
         self.dash = dash;
+        self
+    }
+
+    /// Markers only, not joined.
+    pub fn scatter(mut self) -> Series {
+        self.joined = false;
+        self
+    }
+
+    /// Each mark's hover text, in the marks' order.
+    pub fn titled(mut self, titles: Vec<String>) -> Series {
+        self.titles = titles;
         self
     }
 }
@@ -206,6 +272,15 @@ pub struct Boundary {
     pub label: String,
 }
 
+/// A horizontal line at `y` across the plot (a bound a search found), labelled at its left end,
+/// above the line or below it (two levels close together keep their labels apart).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Level {
+    pub y: f64,
+    pub label: String,
+    pub below: bool,
+}
+
 /// The shadings' hover texts a page already holds. A step's reasons shade every chart of a run
 /// alike: written out once (`<rect id="shade-N"><title>…`), each later shading with the same text
 /// points at it (`data-t="N"`) and the page's script copies the title over, so a long run's page
@@ -238,6 +313,7 @@ pub struct Chart {
     pub stacks: Vec<Stack>,
     pub shades: Vec<Shade>,
     pub boundaries: Vec<Boundary>,
+    pub levels: Vec<Level>,
     /// The ideal y = x line, with its legend name.
     pub ideal: Option<String>,
     /// Also drawn on the other y scale, with a switch between the two (latency: log and linear).
@@ -260,6 +336,7 @@ impl Chart {
             stacks: Vec::new(),
             shades: Vec::new(),
             boundaries: Vec::new(),
+            levels: Vec::new(),
             ideal: None,
             switch_scale: None,
             note: None,
@@ -289,6 +366,11 @@ impl Chart {
 
     pub fn boundaries(mut self, b: Vec<Boundary>) -> Chart {
         self.boundaries = b;
+        self
+    }
+
+    pub fn levels(mut self, l: Vec<Level>) -> Chart {
+        self.levels = l;
         self
     }
 
@@ -351,10 +433,12 @@ impl Chart {
             }
         }
         for s in &self.series {
-            let kind = match s.dash {
-                Dash::Solid => "line",
-                Dash::Dashed => "dash",
-                Dash::Dotted => "dot",
+            let kind = match (s.joined, s.dash) {
+                // A scatter's key is its marker's shape.
+                (false, _) => s.marks.first().map_or(Marker::Dot, |m| m.marker).key(),
+                (true, Dash::Solid) => "line",
+                (true, Dash::Dashed) => "dash",
+                (true, Dash::Dotted) => "dot",
             };
             keys.push((s.name.clone(), s.colour, kind));
         }
@@ -428,6 +512,17 @@ figure.chart figcaption{font-weight:600}.ax{stroke:#444;fill:none}.grid{stroke:#
 .key.hidden{opacity:.35;text-decoration:line-through}.scale{font:inherit;cursor:pointer}.scale[aria-pressed=true]{background:#333;color:#fff}\
 .shade-key i.t-degraded{background:#fdf0c4}.shade-key i.t-invalid{background:#f9d0d0}.shade-key i{display:inline-block;width:12px;height:10px;margin:0 3px 0 6px;vertical-align:middle}\
 figure.chart .note{margin:.2em 0;color:#555;font-size:12px}";
+
+/// The CSS of scatters (shaped markers and their legend keys) and levels, for a page that draws
+/// them; a page without them keeps the bytes it had.
+pub const MARK_STYLE: &str = ".s path.mk.x{stroke-width:1.8;stroke-linecap:butt}\
+.s path.mk.sq,.s path.mk.dm{fill:#fff;stroke-width:1.6}.s path.mk.tr{fill:currentColor;stroke-width:1}\
+.lvl{stroke:#555;stroke-dasharray:5 3;fill:none}.lvll{fill:#333;font-size:10px;paint-order:stroke;stroke:#fff;stroke-width:3px}\
+.key[class*=m-]::before{width:8px;height:8px;border:0;margin:0 6px 0 4px}\
+.key.m-dt::before{border-radius:50%;background:var(--c)}.key.m-lb::before{border-radius:50%;border:1.5px solid var(--c)}\
+.key.m-sq::before{border:1.5px solid var(--c)}.key.m-dm::before{border:1.5px solid var(--c);transform:rotate(45deg)}\
+.key.m-tr::before{background:var(--c);clip-path:polygon(50% 0,100% 100%,0 100%)}\
+.key.m-x::before{background:linear-gradient(45deg,transparent 42%,var(--c) 42% 58%,transparent 58%),linear-gradient(-45deg,transparent 42%,var(--c) 42% 58%,transparent 58%)}";
 
 #[cfg(test)]
 mod tests {
@@ -561,6 +656,30 @@ mod tests {
     }
 
     #[test]
+    fn ranges_at_one_x_are_one_band_from_the_lowest_to_the_highest() {
+        let band = |points: Vec<(f64, f64, f64)>| {
+            let out = Chart::new(
+                "c",
+                "c",
+                Axis::linear("x", Unit::Si),
+                Axis::linear("y", Unit::Si).with_range(0.0, 10.0),
+            )
+            .band(Band {
+                name: "b".into(),
+                colour: Colour::nth(0),
+                points,
+            })
+            .render();
+            let at = out.find("class=\"band\"").unwrap();
+            out[at..at + out[at..].find("</g>").unwrap()].to_string()
+        };
+        assert_eq!(
+            band(vec![(1.0, 4.0, 5.0), (2.0, 4.0, 6.0), (1.0, 2.0, 3.0)]),
+            band(vec![(1.0, 2.0, 5.0), (2.0, 4.0, 6.0)])
+        );
+    }
+
+    #[test]
     fn stacked_layers_sit_on_the_ones_below() {
         let layers = || {
             vec![
@@ -589,6 +708,43 @@ mod tests {
             .render();
         assert_eq!(area.matches("Z\"/>").count(), 2, "one closed shape a layer");
         assert!(!area.contains("data-v="), "no bar");
+    }
+
+    #[test]
+    fn a_scatter_draws_shaped_points_each_with_its_title_and_a_key_of_its_shape() {
+        let marks = vec![
+            Mark::shaped(1.0, 300.0, Marker::Cross),
+            Mark::shaped(2.0, 100.0, Marker::Cross),
+        ];
+        let out = Chart::new(
+            "c",
+            "c",
+            Axis::linear("probe", Unit::Si),
+            Axis::linear("rate", Unit::Si),
+        )
+        .series(
+            Series::new("fail", Colour::nth(3), marks)
+                .scatter()
+                .titled(vec!["first <x>".into(), "second".into()]),
+        )
+        .levels(vec![Level {
+            y: 200.0,
+            label: "fails: 200".into(),
+            below: false,
+        }])
+        .render();
+        let g = &out[out.find("data-n=\"fail\"").unwrap()..];
+        let g = &g[..g.find("</g>").unwrap()];
+        assert!(!g.contains("<path d="), "no line through a scatter: {g}");
+        assert_eq!(
+            g.matches("<path class=\"mk x\"").count(),
+            2,
+            "a path a point"
+        );
+        assert!(g.contains("data-v=\"1 300\"><title>first &lt;x&gt;</title></path>"));
+        assert!(g.contains("data-v=\"2 100\"><title>second</title></path>"));
+        assert!(out.contains("class=\"key m-x\""), "the key is the shape");
+        assert!(out.contains("class=\"lvl\"") && out.contains(">fails: 200</text>"));
     }
 
     #[test]

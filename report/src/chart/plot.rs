@@ -106,7 +106,8 @@ fn ys(c: &Chart) -> impl Iterator<Item = f64> + '_ {
         .ideal
         .iter()
         .flat_map(|_| c.series.iter().flat_map(|s| s.marks.iter().map(|m| m.x)));
-    series.chain(bands).chain(tops).chain(ideal)
+    let levels = c.levels.iter().map(|l| l.y);
+    series.chain(bands).chain(tops).chain(ideal).chain(levels)
 }
 
 /// A stack's running totals at each x (by its bits, so equal floats meet), one per layer.
@@ -252,6 +253,16 @@ fn plotted(c: &Chart, x: &Fitted, y: &Fitted, f: &Frame) -> String {
     for b in &c.bands {
         let mut points = b.points.clone();
         points.sort_by(|a, b| a.0.total_cmp(&b.0));
+        // Several ranges at one x (a search probes a rate again) are one range: the lowest low
+        // to the highest high, not an outline that doubles back on itself.
+        points.dedup_by(|next, kept| {
+            let same = next.0 == kept.0;
+            if same {
+                kept.1 = kept.1.min(next.1);
+                kept.2 = kept.2.max(next.2);
+            }
+            same
+        });
         let upper = points.iter().map(|p| (x.px(p.0), y.px(p.2)));
         let lower = points.iter().rev().map(|p| (x.px(p.0), y.px(p.1)));
         let _ = writeln!(
@@ -275,6 +286,7 @@ fn plotted(c: &Chart, x: &Fitted, y: &Fitted, f: &Frame) -> String {
         let _ = write!(out, "<path class=\"bnd\" d=\"{lines}\"/>");
     }
     out.push_str(&boundary_labels(c, x, f));
+    out.push_str(&levels(c, y, f));
     for s in &c.series {
         let dash = match s.dash {
             Dash::Solid => "",
@@ -287,20 +299,34 @@ fn plotted(c: &Chart, x: &Fitted, y: &Fitted, f: &Frame) -> String {
             html(&s.name),
             s.colour.0
         );
-        // Joined along x, whatever order the steps ran in (a ramp down, steps given unsorted).
-        let mut along: Vec<&super::Mark> = s.marks.iter().collect();
-        along.sort_by(|a, b| a.x.total_cmp(&b.x));
-        let d = path(along.iter().map(|m| (x.px(m.x), y.px(m.y))));
-        // Unmarked points are read from the line's own vertices.
-        let class = if s.marks.iter().any(|m| m.marker == Marker::None) {
-            " class=\"ln\""
+        if s.joined {
+            // Joined along x, whatever order the steps ran in (a ramp down, steps given
+            // unsorted); points at one x from the lowest up, so the line does not zigzag there.
+            let mut along: Vec<&super::Mark> = s.marks.iter().collect();
+            along.sort_by(|a, b| a.x.total_cmp(&b.x).then(a.y.total_cmp(&b.y)));
+            let d = path(along.iter().map(|m| (x.px(m.x), y.px(m.y))));
+            // Unmarked points are read from the line's own vertices.
+            let class = if s.marks.iter().any(|m| m.marker == Marker::None) {
+                " class=\"ln\""
+            } else {
+                ""
+            };
+            let _ = write!(out, "<path{class} d=\"{d}\"/>");
+        }
+        if s.titles.is_empty() {
+            for marker in Marker::SHAPES {
+                let marks: Vec<&super::Mark> =
+                    s.marks.iter().filter(|m| m.marker == marker).collect();
+                out.push_str(&markers(c, &marks, marker, x, y));
+            }
         } else {
-            ""
-        };
-        let _ = write!(out, "<path{class} d=\"{d}\"/>");
-        for marker in [Marker::Dot, Marker::Hollow] {
-            let marks: Vec<&super::Mark> = s.marks.iter().filter(|m| m.marker == marker).collect();
-            out.push_str(&markers(c, &marks, marker, x, y));
+            // A path a point, so each carries its own hover text.
+            for (m, title) in s.marks.iter().zip(&s.titles) {
+                let one = markers(c, &[m], m.marker, x, y);
+                if let Some(open) = one.strip_suffix("/>") {
+                    let _ = write!(out, "{open}><title>{}</title></path>", html(title));
+                }
+            }
         }
         out.push_str("</g>\n");
         key += 1;
@@ -327,16 +353,26 @@ fn markers(c: &Chart, marks: &[&super::Mark], marker: Marker, x: &Fitted, y: &Fi
     if marks.is_empty() {
         return String::new();
     }
-    let (class, shape) = match marker {
-        Marker::Hollow => (
-            "mk lb",
-            format!(
-                "m-{r} 0a{r} {r} 0 1 0 {d} 0a{r} {r} 0 1 0-{d} 0",
-                r = MARKER_R,
-                d = 2.0 * MARKER_R
-            ),
+    if marker == Marker::None {
+        return String::new();
+    }
+    // Each shape drawn from the point's centre, in relative steps only: the `M x y` before it is
+    // where the point is, for the readout and the browser test alike.
+    let shape = match marker {
+        Marker::Hollow => format!(
+            "m-{r} 0a{r} {r} 0 1 0 {d} 0a{r} {r} 0 1 0-{d} 0",
+            r = MARKER_R,
+            d = 2.0 * MARKER_R
         ),
-        _ => ("mk", "h0".to_string()),
+        Marker::Cross => "m-3-3l6 6m0-6l-6 6".to_string(),
+        Marker::Square => "m-3-3h6v6h-6z".to_string(),
+        Marker::Diamond => "m0-3.8l3.8 3.8-3.8 3.8-3.8-3.8z".to_string(),
+        Marker::Triangle => "m0-3.8l3.6 6.2h-7.2z".to_string(),
+        Marker::Dot | Marker::None => "h0".to_string(),
+    };
+    let class = match marker {
+        Marker::Dot | Marker::None => "mk".to_string(),
+        m => format!("mk {}", m.code()),
     };
     let mut d = String::new();
     let mut values = Vec::with_capacity(marks.len());
@@ -419,6 +455,27 @@ fn stack(
         }
         out.push_str("</g>\n");
         *key += 1;
+    }
+    out
+}
+
+/// The levels: a dashed line across the plot each, its label at the left end above it (below it
+/// when it says so).
+fn levels(c: &Chart, y: &Fitted, f: &Frame) -> String {
+    let mut out = String::new();
+    for l in &c.levels {
+        let py = y.px(l.y);
+        let ty = if l.below { py + 11.0 } else { py - 3.0 };
+        let _ = write!(
+            out,
+            "<path class=\"lvl\" d=\"M{} {}H{}\"/><text class=\"lvll\" x=\"{}\" y=\"{}\">{}</text>",
+            Px(f.left),
+            Px(py),
+            Px(f.right),
+            Px(f.left + 4.0),
+            Px(ty),
+            html(&l.label)
+        );
     }
     out
 }

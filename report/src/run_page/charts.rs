@@ -28,18 +28,23 @@ pub fn step_axis(run: &RunFile) -> Axis {
 
 /// The step-value axis over `values` (a comparison: the union of its runs' steps).
 pub fn step_axis_over(model: LoadModel, values: impl Iterator<Item = f64>) -> Axis {
-    let label = match model {
-        LoadModel::Connections => "offered (new connections/s)",
-        LoadModel::Requests => "offered (requests/s)",
-        LoadModel::Concurrency => "connections (closed loop)",
-    };
-    let axis = Axis::linear(label, Unit::Si);
+    let axis = Axis::linear(&unit_label(model), Unit::Si);
     let values = distinct(values);
     let (Some(&first), Some(&last)) = (values.first(), values.last()) else {
         return axis;
     };
     let lo = first - stretch(&values, first).0;
     axis.with_range(lo.min(0.0), last + stretch(&values, last).1)
+}
+
+/// What a step value is, as an axis names it.
+pub(crate) fn unit_label(model: LoadModel) -> String {
+    match model {
+        LoadModel::Connections => "offered (new connections/s)",
+        LoadModel::Requests => "offered (requests/s)",
+        LoadModel::Concurrency => "connections (closed loop)",
+    }
+    .to_string()
 }
 
 /// The finite values, rising, each once.
@@ -65,25 +70,48 @@ pub(crate) fn stretch(values: &[f64], v: f64) -> (f64, f64) {
 }
 
 /// Each step's stretch of a step-value axis (halfway to its neighbours) shaded by its verdict, its
-/// reasons as hover text.
+/// reasons as hover text. A search probes a rate again: its stretch is shaded by the most trusted
+/// of its probes (one invalid probe among valid ones leaves the rate measured), the others' reasons
+/// on hover.
 pub fn trust_shades(run: &RunFile) -> Vec<Shade> {
     let values = distinct(run.steps.iter().map(|s| s.step_value));
-    run.steps
-        .iter()
-        .map(|s| {
-            let (below, above) = stretch(&values, s.step_value);
-            Shade {
-                from: s.step_value - below,
-                to: s.step_value + above,
-                verdict: s.trust,
-                title: shade_title(run, s),
-            }
+    let shade = |v: f64, verdict: Verdict, title: String| {
+        let (below, above) = stretch(&values, v);
+        Shade {
+            from: v - below,
+            to: v + above,
+            verdict,
+            title,
+        }
+    };
+    if !run.is_search() {
+        return run
+            .steps
+            .iter()
+            .map(|s| shade(s.step_value, s.trust, shade_title(run, s)))
+            .collect();
+    }
+    let rank = |v: Verdict| match v {
+        Verdict::Valid => 0,
+        Verdict::Degraded => 1,
+        Verdict::Invalid => 2,
+    };
+    by_value(run)
+        .into_iter()
+        .map(|(v, steps)| {
+            let best = steps
+                .iter()
+                .map(|s| s.trust)
+                .min_by_key(|t| rank(*t))
+                .unwrap_or(Verdict::Valid);
+            let titles: Vec<String> = steps.iter().map(|s| shade_title(run, s)).collect();
+            shade(v, best, titles.join(" / "))
         })
         .collect()
 }
 
 /// `step 3 · 300 req/s: degraded: reason; reason`.
-fn shade_title(run: &RunFile, s: &StepResult) -> String {
+pub(crate) fn shade_title(run: &RunFile, s: &StepResult) -> String {
     let mut t = format!(
         "step {} · {}: {}",
         s.number,
@@ -101,6 +129,37 @@ fn points(run: &RunFile, y: impl Fn(&StepResult) -> f64) -> Vec<Mark> {
     run.steps
         .iter()
         .map(|s| Mark::at(s.step_value, y(s)))
+        .collect()
+}
+
+/// A series of the steps against the step value: joined along it, or for a search, whose rates
+/// come back again and again, its points alone.
+fn drawn(run: &RunFile, s: Series) -> Series {
+    if run.is_search() { s.scatter() } else { s }
+}
+
+/// The steps grouped by step value, rising: a search probes a rate again, and a count per second
+/// at that rate is all its probes' over all their windows, not their sum stacked.
+fn by_value(run: &RunFile) -> Vec<(f64, Vec<&StepResult>)> {
+    let mut out: Vec<(f64, Vec<&StepResult>)> = Vec::new();
+    for s in &run.steps {
+        match out.iter_mut().find(|(v, _)| *v == s.step_value) {
+            Some((_, group)) => group.push(s),
+            None => out.push((s.step_value, vec![s])),
+        }
+    }
+    out
+}
+
+/// Each step value's count per second (`n` of each step over the steps' served windows).
+fn per_s(run: &RunFile, n: impl Fn(&StepResult) -> u64) -> Vec<(f64, f64)> {
+    by_value(run)
+        .into_iter()
+        .map(|(v, steps)| {
+            let count: u64 = steps.iter().map(|s| n(s)).sum();
+            let window: f64 = steps.iter().map(|s| served_window_s(s)).sum();
+            (v, count as f64 / window)
+        })
         .collect()
 }
 
@@ -123,8 +182,12 @@ pub fn any_failure(run: &RunFile) -> bool {
         .any(|s| s.failed > 0 || s.errors.0.iter().any(|(_, n)| *n > 0))
 }
 
-/// The knee as vertical lines: the highest step kept up with, and the first beyond it.
+/// The knee as vertical lines: the highest step kept up with, and the first beyond it; for a
+/// search, the bounds it found.
 fn knee(run: &RunFile) -> Vec<Boundary> {
+    if run.is_search() {
+        return super::search::boundaries(run);
+    }
     let Some(summary) = &run.summary else {
         return Vec::new();
     };
@@ -162,15 +225,21 @@ pub fn rates(run: &RunFile) -> Chart {
             .map(|s| (s.step_value, s.reply_rate.min, s.reply_rate.max))
             .collect(),
     })
-    .series(Series::new(
-        "reply rate (avg of 1 s)",
-        Colour::nth(0),
-        points(run, |s| s.reply_rate.avg),
+    .series(drawn(
+        run,
+        Series::new(
+            "reply rate (avg of 1 s)",
+            Colour::nth(0),
+            points(run, |s| s.reply_rate.avg),
+        ),
     ))
-    .series(Series::new(
-        "served (ok_rate)",
-        Colour::nth(2),
-        points(run, |s| s.ok_rate),
+    .series(drawn(
+        run,
+        Series::new(
+            "served (ok_rate)",
+            Colour::nth(2),
+            points(run, |s| s.ok_rate),
+        ),
     ));
     let demanded: Vec<(f64, f64)> = run
         .steps
@@ -221,7 +290,7 @@ pub fn latency(run: &RunFile) -> Chart {
                 }
             })
             .collect();
-        c = c.series(Series::new(name, Colour::nth(k), marks));
+        c = c.series(drawn(run, Series::new(name, Colour::nth(k), marks)));
     }
     if any_bound {
         c = c.note(
@@ -235,14 +304,8 @@ pub fn latency(run: &RunFile) -> Chart {
 /// Failures per second against offered, by class: the target's (transport errors, unexpected
 /// statuses) in one bar, the generator's own (no fd, no port) hatched in the bar beside it.
 pub fn failures(run: &RunFile) -> Chart {
-    let per_s = |s: &StepResult, n: u64| n as f64 / served_window_s(s);
     let layer = |name: &str, colour: Colour, n: &dyn Fn(&StepResult) -> u64| {
-        let values = run
-            .steps
-            .iter()
-            .map(|s| (s.step_value, per_s(s, n(s))))
-            .collect();
-        Layer::new(name, colour, values)
+        Layer::new(name, colour, per_s(run, n))
     };
     let mut target = Vec::new();
     let mut generator = Vec::new();
@@ -284,19 +347,7 @@ pub fn status(run: &RunFile) -> Chart {
     let layers = STATUS_CLASSES
         .iter()
         .zip(COLOURS)
-        .map(|(class, colour)| {
-            let values = run
-                .steps
-                .iter()
-                .map(|s| {
-                    (
-                        s.step_value,
-                        s.status.get(class) as f64 / served_window_s(s),
-                    )
-                })
-                .collect();
-            Layer::new(class, colour, values)
-        })
+        .map(|(class, colour)| Layer::new(class, colour, per_s(run, |s| s.status.get(class))))
         .collect();
     Chart::new(
         "status",
@@ -312,7 +363,10 @@ pub fn status(run: &RunFile) -> Chart {
 pub fn trust_strip(run: &RunFile) -> Vec<Chart> {
     let small = |name: &str, title: &str, y: Axis, v: &dyn Fn(&StepResult) -> f64| {
         Chart::new(name, title, step_axis(run), y)
-            .series(Series::new(title, Colour::nth(4), points(run, v)))
+            .series(drawn(
+                run,
+                Series::new(title, Colour::nth(4), points(run, v)),
+            ))
             .shades(trust_shades(run))
             .size(360.0, 200.0)
     };
@@ -408,16 +462,20 @@ pub fn distribution(run: &RunFile, distributions: &[Distribution]) -> String {
     c.note(&note).render()
 }
 
-/// Which distributions to draw: the knee's two steps (the last kept up with, the first beyond),
+/// Which distributions to draw: the knee's two steps (the last kept up with, the first beyond;
+/// a search's last pass at its maximum and last fail at its lowest fail),
 /// the first and the last, and the rest spread over the run, at most [`MAX_DISTRIBUTIONS`], in step
 /// order.
 fn chosen(run: &RunFile, distributions: &[Distribution]) -> Vec<usize> {
-    let knee: Vec<u32> = run
-        .summary
-        .iter()
-        .flat_map(|s| [s.kept_up_step, s.beyond.as_ref().map(|b| b.step)])
-        .flatten()
-        .collect();
+    let knee: Vec<u32> = if run.is_search() {
+        super::search::key_steps(run)
+    } else {
+        run.summary
+            .iter()
+            .flat_map(|s| [s.kept_up_step, s.beyond.as_ref().map(|b| b.step)])
+            .flatten()
+            .collect()
+    };
     let n = distributions.len();
     let mut out: Vec<usize> = distributions
         .iter()

@@ -161,13 +161,25 @@ pub fn warnings_and_notes(run: &RunFile) -> String {
 /// Whether --stop-on ended the ramp, and which --fail-on expressions were breached.
 pub fn ending(run: &RunFile) -> String {
     let mut out = String::from("<h2>How the run ended</h2>\n<p id=\"stopped\">");
-    match &run.stopped {
-        None => out.push_str(&format!(
+    // A search has no ramp to run to its end: its ending is its status.
+    let search = run.capacity.as_ref().filter(|_| run.is_search());
+    match (&run.stopped, search) {
+        (_, Some(c)) => {
+            let _ = write!(
+                out,
+                "The search ended {} (exit code {}) after {:.0} s and {} probes.",
+                c.status.name(),
+                c.exit_code,
+                c.elapsed_s,
+                run.steps.len()
+            );
+        }
+        (None, None) => out.push_str(&format!(
             "Not ended yet (the run is {}).",
             html(&run.status)
         )),
-        Some(None) => out.push_str("The ramp ran to its end."),
-        Some(Some(s)) => {
+        (Some(None), None) => out.push_str("The ramp ran to its end."),
+        (Some(Some(s)), None) => {
             let not_run: Vec<String> = s.not_run.iter().map(|v| short(*v)).collect();
             let _ = write!(
                 out,
