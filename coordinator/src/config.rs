@@ -908,10 +908,22 @@ fn conditions(
 /// limits lower it to what they can open.
 const MAX_SEARCH_CONNECTIONS: f64 = 1_000_000.0;
 
+/// What a search is asked for, beside the run's own configuration.
+#[derive(Debug, Clone)]
+pub struct SearchSetup {
+    /// The search's settings; its `max_rate` is lowered to the fleet's ceiling before it starts.
+    pub search: shared::search::Config,
+    pub slos: Vec<shared::condition::Condition>,
+    /// A probe at the start rate before the search, not counted; none when zero.
+    pub warmup: Duration,
+    /// Idle time before every probe after the first.
+    pub cooldown: Duration,
+}
+
 /// `stampede find-max`'s configuration: the run's (its steps the search's probes) and the search's.
 pub struct FindMaxConfig {
     pub run: RunConfig,
-    pub setup: crate::run::SearchSetup,
+    pub setup: SearchSetup,
 }
 
 /// The flags that shape `run`'s steps, which a search chooses itself: each with what to use instead.
@@ -1043,7 +1055,7 @@ pub fn resolve_find_max(args: crate::cli::FindMaxArgs) -> Result<FindMaxConfig, 
     });
     Ok(FindMaxConfig {
         run,
-        setup: crate::run::SearchSetup {
+        setup: SearchSetup {
             search: config,
             slos,
             warmup,

@@ -14,7 +14,7 @@ use shared::warning::Warning;
 use tokio_util::sync::CancellationToken;
 
 use crate::compare::{self, CompareConfig, CompareError};
-use crate::config::{ConfigError, LossPolicy, RunConfig, SideBySide, Thresholds};
+use crate::config::{ConfigError, LossPolicy, RunConfig, SearchSetup, SideBySide, Thresholds};
 use crate::fleet::{self, Expect, Fleet, FleetError};
 use crate::merge::SpillError;
 use crate::output::{self, DirError, Finished, Output, OutputError};
@@ -31,7 +31,6 @@ mod step;
 mod warned;
 
 use lane::{After, Lane};
-pub use probes::SearchSetup;
 pub use source::{Planned, StepSource, StepSpec};
 pub use step::{EndCause, LOSS_SILENCE, STEP_GRACE, StepOutcome};
 use warned::Warned;

@@ -14,21 +14,9 @@ use shared::search::{
 use tokio_util::sync::CancellationToken;
 
 use super::source::{self, StepSource, StepSpec};
-use crate::config::RunConfig;
+use crate::config::{RunConfig, SearchSetup};
 use crate::fleet::Fleet;
 use crate::progress::span;
-
-/// What a search is asked for, beside the run's own configuration.
-#[derive(Debug, Clone)]
-pub struct SearchSetup {
-    /// The search's settings; its `max_rate` is lowered to the fleet's ceiling before it starts.
-    pub search: search::Config,
-    pub slos: Vec<Condition>,
-    /// A probe at the start rate before the search, not counted; none when zero.
-    pub warmup: Duration,
-    /// Idle time before every probe after the first.
-    pub cooldown: Duration,
-}
 
 pub struct Probes {
     search: Search,
