@@ -181,6 +181,18 @@ pub struct RunConfig {
 
 /// Parses "10s", "500ms", "2m" or a bare number of seconds.
 pub fn parse_duration(flag: &'static str, value: &str) -> Result<Duration, ConfigError> {
+    let d = parse_pause(flag, value)?;
+    if d.is_zero() {
+        return Err(ConfigError::Plan(PlanError::NotPositive {
+            what: flag,
+            value: value.to_string(),
+        }));
+    }
+    Ok(d)
+}
+
+/// A duration that may be zero (`--warmup 0s` skips the warmup, `--cooldown 0` pauses not at all).
+pub fn parse_pause(flag: &'static str, value: &str) -> Result<Duration, ConfigError> {
     let bad = || ConfigError::Duration {
         flag,
         value: value.to_string(),
@@ -201,12 +213,6 @@ pub fn parse_duration(flag: &'static str, value: &str) -> Result<Duration, Confi
     } else {
         humantime::parse_duration(v).map_err(|_| bad())?
     };
-    if d.is_zero() {
-        return Err(ConfigError::Plan(PlanError::NotPositive {
-            what: flag,
-            value: value.to_string(),
-        }));
-    }
     Ok(d)
 }
 
@@ -975,8 +981,8 @@ pub fn resolve_find_max(args: crate::cli::FindMaxArgs) -> Result<FindMaxConfig, 
     }
     let probe = parse_duration("--probe", &search.probe.0)?;
     let confirm = parse_duration("--confirm", &search.confirm.0)?;
-    let warmup = parse_duration("--warmup", &search.warmup.0)?;
-    let cooldown = parse_duration("--cooldown", &search.cooldown.0)?;
+    let warmup = parse_pause("--warmup", &search.warmup.0)?;
+    let cooldown = parse_pause("--cooldown", &search.cooldown.0)?;
     let deadline = parse_duration("--deadline", &search.deadline.0)?;
     let max_rate = search.max_rate.map(|r| r.0);
     let precision = shared::compare::Threshold::parse(&search.precision)

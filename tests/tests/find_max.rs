@@ -1,0 +1,333 @@
+//! `stampede find-max` against targets whose limit the test knows: `stampede serve --capacity N`
+//! (its knee), a closed port (doomed), an agent capped by its own --max-rate (a lower bound only), a
+//! generator starved on purpose (generator-bound), a server that wedges at its first overload
+//! (server_unrecovered), and a search cut short by Ctrl-C or its deadline (the bounds so far).
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use tests::{AgentProc, Lines, Target, bin, closed_port, run_json, signal, stampede, text};
+
+/// Runs a search into a fresh directory: its exit code, stdout, stderr and run.json.
+fn find_max(args: &[&str]) -> (i32, String, String, serde_json::Value, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let mut argv = vec!["find-max"];
+    argv.extend_from_slice(args);
+    argv.extend(["--quiet", "--out", out.to_str().unwrap()]);
+    let o = stampede(&argv);
+    let code = o.status.code().expect("exited");
+    let json = run_json(&out);
+    (code, text(&o.stdout), text(&o.stderr), json, dir)
+}
+
+fn capacity(json: &serde_json::Value) -> &serde_json::Value {
+    &json["capacity"]
+}
+
+fn f(v: &serde_json::Value) -> f64 {
+    v.as_f64().unwrap_or_else(|| panic!("{v} is a number"))
+}
+
+#[test]
+fn a_server_of_known_capacity_is_found_within_ten_percent_and_confirmed() {
+    let _serial = tests::serial();
+    let target = Target::start(&["--capacity", "600"]);
+    let (code, stdout, stderr, json, dir) = find_max(&[
+        &target.url(),
+        "--slo",
+        "p99<50ms",
+        "--model",
+        "requests",
+        "--start",
+        "200",
+        "--probe",
+        "2s",
+        "--confirm",
+        "2s",
+        "--warmup",
+        "0s",
+        "--cooldown",
+        "500ms",
+        "--precision",
+        "5%",
+    ]);
+    let c = capacity(&json);
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    assert_eq!(c["status"], "resolved", "{c}");
+    let max = f(&c["max_rate"]["offered"]);
+    let fail = f(&c["lowest_fail"]["offered"]);
+    assert!((540.0..=660.0).contains(&max), "max {max} of a 600/s server");
+    assert!(fail > max && fail / max <= 1.05 + 1e-9, "{max} .. {fail}");
+    assert_eq!(c["lowest_fail"]["slo"], "p99<50ms");
+    assert_eq!(c["confirmations"], 2);
+    assert!(stdout.contains("capacity: sustains "), "{stdout}");
+    assert!(stdout.contains("status: resolved (exit 0)"), "{stdout}");
+
+    // Every probe is a step: its role and class in run.json and in steps.tsv, the same.
+    let steps = json["steps"].as_array().unwrap();
+    let probes = &c["probes"];
+    let counted: u64 = ["ramp", "bisect", "confirm", "recovery"]
+        .iter()
+        .map(|k| probes[k].as_u64().unwrap())
+        .sum();
+    assert_eq!(steps.len() as u64, counted, "no warmup: one step per probe");
+    let tsv = std::fs::read_to_string(dir.path().join("out/steps.tsv")).unwrap();
+    let mut lines = tsv.lines();
+    let head: Vec<&str> = lines.next().unwrap().split('\t').collect();
+    let (role, class) = (
+        head.iter().position(|h| *h == "role").expect("a role column"),
+        head.iter().position(|h| *h == "class").expect("a class column"),
+    );
+    for (step, line) in steps.iter().zip(lines) {
+        let cells: Vec<&str> = line.split('\t').collect();
+        assert_eq!(cells[role], step["probe"]["role"], "{line}");
+        assert_eq!(cells[class], step["probe"]["class"], "{line}");
+    }
+    let roles: Vec<&str> = steps
+        .iter()
+        .map(|s| s["probe"]["role"].as_str().unwrap())
+        .collect();
+    assert_eq!(roles[0], "ramp");
+    assert!(roles.contains(&"bisect") && roles.ends_with(&["confirm"]), "{roles:?}");
+
+    // The server's own count: every request the search sent was one it served, none invented.
+    let served: u64 = steps.iter().map(|s| s["ok"].as_u64().unwrap()).sum();
+    assert_eq!(served, target.requests(), "the target's count of its requests");
+    let page = std::fs::read_to_string(dir.path().join("out/report.html")).unwrap();
+    assert!(page.contains("sustains "), "the report says the answer");
+}
+
+#[test]
+fn a_target_that_refuses_every_connection_is_doomed() {
+    let url = format!("http://127.0.0.1:{}/", closed_port());
+    let (code, stdout, stderr, json, _dir) = find_max(&[
+        &url,
+        "--slo",
+        "failed<1%",
+        "--start",
+        "200",
+        "--probe",
+        "1s",
+        "--warmup",
+        "0s",
+    ]);
+    let c = capacity(&json);
+    assert_eq!(code, 6, "{stdout}\n{stderr}");
+    assert_eq!(c["status"], "doomed");
+    assert!(c["max_rate"].is_null());
+    assert_eq!(f(&c["lowest_fail"]["offered"]), 200.0);
+    // Refused connections are the target's doing, not a generator at its limit.
+    assert_eq!(json["steps"][0]["probe"]["class"], "fail");
+}
+
+#[test]
+fn an_agent_capped_by_its_own_max_rate_gives_a_lower_bound_not_a_maximum() {
+    let _serial = tests::serial();
+    let target = Target::start(&["--capacity", "5000"]);
+    let agent = AgentProc::start(&["--max-rate", "300"], &[]);
+    let agents = agent.addr.to_string();
+    let (code, stdout, stderr, json, _dir) = find_max(&[
+        &target.url(),
+        "--agents",
+        &agents,
+        "--slo",
+        "failed<1%",
+        "--model",
+        "requests",
+        "--start",
+        "100",
+        "--probe",
+        "1s",
+        "--warmup",
+        "0s",
+        "--cooldown",
+        "0s",
+    ]);
+    let c = capacity(&json);
+    assert_eq!(code, 4, "{stdout}\n{stderr}");
+    assert_eq!(c["status"], "lower_bound_only");
+    assert_eq!(f(&c["ceiling"]["rate"]), 300.0, "{c}");
+    assert_eq!(c["ceiling"]["by"], "the agents' limits");
+    assert_eq!(f(&c["max_rate"]["offered"]), 300.0);
+    assert!(c["lowest_fail"].is_null());
+    assert!(
+        stdout.contains("lower bound, not a maximum"),
+        "{stdout}\n{stderr}"
+    );
+    let rates: Vec<f64> = json["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| f(&s["step_value"]))
+        .collect();
+    assert_eq!(rates, vec![100.0, 200.0, 300.0], "never above the agent's cap");
+}
+
+#[test]
+fn a_generator_that_cannot_keep_its_schedule_is_never_a_bound() {
+    let _serial = tests::serial();
+    let target = Target::start(&[]);
+    // One worker thread, a new connection per request, far more than one thread opens.
+    let (code, stdout, stderr, json, _dir) = find_max(&[
+        &target.url(),
+        "--slo",
+        "p99<100ms",
+        "--model",
+        "connections",
+        "--threads",
+        "1",
+        "--start",
+        "40000",
+        "--probe",
+        "1s",
+        "--timeout",
+        "1s",
+        "--warmup",
+        "0s",
+        "--cooldown",
+        "1s",
+    ]);
+    let c = capacity(&json);
+    assert_eq!(code, 5, "{stdout}\n{stderr}");
+    assert_eq!(c["status"], "generator_bound", "{c}");
+    assert!(c["lowest_fail"].is_null(), "no fail was the server's: {c}");
+    for s in json["steps"].as_array().unwrap() {
+        assert_eq!(s["probe"]["class"], "invalid", "{}", s["probe"]);
+    }
+    assert!(stdout.contains("the generator is the limit"), "{stdout}");
+}
+
+#[test]
+fn a_server_that_breaks_at_its_first_overload_is_not_bisected() {
+    let _serial = tests::serial();
+    let target = Target::start(&["--capacity", "500", "--wedge-after", "100ms"]);
+    let (code, stdout, stderr, json, _dir) = find_max(&[
+        &target.url(),
+        "--slo",
+        "failed<1%",
+        "--model",
+        "requests",
+        "--start",
+        "200",
+        "--probe",
+        "1s",
+        "--timeout",
+        "1s",
+        "--warmup",
+        "0s",
+        "--cooldown",
+        "500ms",
+    ]);
+    let c = capacity(&json);
+    assert_eq!(code, 7, "{stdout}\n{stderr}");
+    assert_eq!(c["status"], "server_unrecovered", "{c}");
+    let steps = json["steps"].as_array().unwrap();
+    let last = steps.last().unwrap();
+    assert_eq!(last["probe"]["role"], "recovery");
+    assert_eq!(last["probe"]["class"], "fail");
+    assert!(
+        !steps.iter().any(|s| s["probe"]["role"] == "bisect"),
+        "a broken server is not bisected"
+    );
+    // The bounds known before it broke are kept.
+    assert!(f(&c["max_rate"]["offered"]) >= 200.0, "{c}");
+}
+
+#[test]
+fn a_deadline_ends_the_search_with_the_bounds_it_had() {
+    let _serial = tests::serial();
+    let target = Target::start(&["--capacity", "5000"]);
+    let (code, stdout, stderr, json, _dir) = find_max(&[
+        &target.url(),
+        "--slo",
+        "failed<1%",
+        "--model",
+        "requests",
+        "--start",
+        "100",
+        "--probe",
+        "1s",
+        "--warmup",
+        "0s",
+        "--cooldown",
+        "0s",
+        "--deadline",
+        "2500ms",
+    ]);
+    let c = capacity(&json);
+    assert_eq!(code, 8, "{stdout}\n{stderr}");
+    assert_eq!(c["status"], "deadline");
+    assert!(f(&c["max_rate"]["offered"]) >= 100.0, "{c}");
+    assert!(f(&c["elapsed_s"]) < 10.0, "{c}");
+    assert_eq!(json["status"], "completed");
+}
+
+#[test]
+fn ctrl_c_keeps_every_probe_and_the_bounds_so_far() {
+    let _serial = tests::serial();
+    let target = Target::start(&["--capacity", "5000"]);
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let mut child = Command::new(bin("stampede"))
+        .args([
+            "find-max",
+            &target.url(),
+            "--slo",
+            "failed<1%",
+            "--model",
+            "requests",
+            "--start",
+            "100",
+            "--probe",
+            "1s",
+            "--warmup",
+            "0s",
+            "--cooldown",
+            "0s",
+            "--out",
+        ])
+        .arg(&out)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let log = Lines::of(&mut child);
+    assert!(
+        log.wait_for("probe 3 (ramp)", Duration::from_secs(60)),
+        "{}",
+        log.text()
+    );
+    signal(&child, libc::SIGINT);
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(1), "{}", log.text());
+    let json = run_json(&out);
+    let c = capacity(&json);
+    assert_eq!(c["status"], "interrupted", "{c}");
+    assert_eq!(json["status"], "aborted");
+    assert!(f(&c["max_rate"]["offered"]) >= 200.0, "two probes had passed: {c}");
+    let steps = json["steps"].as_array().unwrap();
+    assert!(steps.len() >= 3, "every probe kept");
+}
+
+#[test]
+fn step_shaping_flags_are_refused_naming_the_search_s_own() {
+    for (flag, instead) in [
+        (vec!["--steps", "10,20"], "--start and --max-rate"),
+        (vec!["--step-duration", "5s"], "--probe"),
+        (vec!["--stop-on", "p99>1s"], "--slo"),
+    ] {
+        let mut args = vec!["find-max", "http://127.0.0.1:9/", "--slo", "p99<1s"];
+        args.extend(flag.iter().copied());
+        let o = stampede(&args);
+        assert_eq!(o.status.code(), Some(2), "{flag:?}");
+        let err = text(&o.stderr);
+        assert!(err.contains(flag[0]) && err.contains(instead), "{err}");
+    }
+    let o = stampede(&["find-max", "http://127.0.0.1:9/", "--precision", "0%"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(text(&o.stderr).contains("--precision"), "{}", text(&o.stderr));
+    let o = stampede(&["find-max", "a=http://127.0.0.1:9/", "b=http://127.0.0.1:8/"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(text(&o.stderr).contains("one target"), "{}", text(&o.stderr));
+}
