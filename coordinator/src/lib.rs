@@ -277,10 +277,11 @@ fn found(outcome: Result<run::RunOutcome, run::RunError>) -> u8 {
     };
     let mut text = progress::table(&o.steps);
     if let Some(c) = &o.capacity {
+        let n = c.probes.total();
         text.push_str(&format!(
-            "capacity: {} ({} probes in {})\nstatus: {} (exit {})\n",
+            "capacity: {} ({n} probe{} in {})\nstatus: {} (exit {})\n",
             c.answer,
-            c.probes.total(),
+            if n == 1 { "" } else { "s" },
             progress::span(Duration::from_secs_f64(c.elapsed_s)),
             c.status.name(),
             c.exit_code

@@ -44,7 +44,7 @@ fn every_documented_subcommand_and_flag_exists() {
         text(&o.stdout)
     };
     let top = help(&["--help"]);
-    for sub in ["run", "serve", "demo", "report", "compare"] {
+    for sub in ["run", "serve", "demo", "report", "compare", "find-max"] {
         assert!(top.contains(sub), "{top}");
     }
     let run = help(&["run", "--help"]);
@@ -102,6 +102,26 @@ fn every_documented_subcommand_and_flag_exists() {
         "--fail-on-regression",
     ] {
         assert!(compare.contains(flag), "compare --help lacks {flag}");
+        assert!(readme().contains(flag), "README does not mention {flag}");
+    }
+    let find_max = help(&["find-max", "--help"]);
+    for flag in [
+        "--slo",
+        "--start",
+        "--max-rate",
+        "--precision",
+        "--probe",
+        "--warmup",
+        "--confirm",
+        "--repeat",
+        "--cooldown",
+        "--deadline",
+        // `run`'s flags come with it.
+        "--agents",
+        "--model",
+        "--out",
+    ] {
+        assert!(find_max.contains(flag), "find-max --help lacks {flag}");
         assert!(readme().contains(flag), "README does not mention {flag}");
     }
     let serve = help(&["serve", "--help"]);

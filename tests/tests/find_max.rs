@@ -2,6 +2,7 @@
 //! (its knee), a closed port (doomed), an agent capped by its own --max-rate (a lower bound only), a
 //! generator starved on purpose (generator-bound), a server that wedges at its first overload
 //! (server_unrecovered), and a search cut short by Ctrl-C or its deadline (the bounds so far).
+use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
@@ -164,20 +165,23 @@ fn an_agent_capped_by_its_own_max_rate_gives_a_lower_bound_not_a_maximum() {
 }
 
 #[test]
-fn a_generator_that_cannot_keep_its_schedule_is_never_a_bound() {
+fn a_generator_out_of_file_descriptors_is_never_a_bound() {
     let _serial = tests::serial();
-    let target = Target::start(&[]);
-    // One worker thread, a new connection per request, far more than one thread opens.
-    let (code, stdout, stderr, json, _dir) = find_max(&[
+    // Each connection held half a second: 2,000 new ones a second want 1,000 open at once, and the
+    // generator may open 400 descriptors in all (soft and hard: the agent raises soft to hard).
+    let target = Target::start(&["--delay", "500ms"]);
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let mut cmd = Command::new(bin("stampede"));
+    cmd.args([
+        "find-max",
         &target.url(),
         "--slo",
-        "p99<100ms",
+        "failed<1%",
         "--model",
         "connections",
-        "--threads",
-        "1",
         "--start",
-        "40000",
+        "2000",
         "--probe",
         "1s",
         "--timeout",
@@ -186,15 +190,38 @@ fn a_generator_that_cannot_keep_its_schedule_is_never_a_bound() {
         "0s",
         "--cooldown",
         "1s",
-    ]);
+        "--quiet",
+        "--out",
+    ])
+    .arg(&out);
+    // SAFETY: setrlimit between fork and exec touches only the child.
+    unsafe {
+        cmd.pre_exec(|| {
+            let limit = libc::rlimit {
+                rlim_cur: 400,
+                rlim_max: 400,
+            };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &limit) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let o = cmd.stdin(Stdio::null()).output().unwrap();
+    let (stdout, stderr) = (text(&o.stdout), text(&o.stderr));
+    assert_eq!(o.status.code(), Some(5), "{stdout}\n{stderr}");
+    let json = run_json(&out);
     let c = capacity(&json);
-    assert_eq!(code, 5, "{stdout}\n{stderr}");
     assert_eq!(c["status"], "generator_bound", "{c}");
     assert!(c["lowest_fail"].is_null(), "no fail was the server's: {c}");
-    for s in json["steps"].as_array().unwrap() {
+    let steps = json["steps"].as_array().unwrap();
+    assert_eq!(steps.len(), 3, "tried three times at one rate");
+    for s in steps {
         assert_eq!(s["probe"]["class"], "invalid", "{}", s["probe"]);
+        assert_eq!(s["generator_bound"], true);
     }
     assert!(stdout.contains("the generator is the limit"), "{stdout}");
+    assert_eq!(json["status"], "completed", "the coordinator kept its files");
 }
 
 #[test]

@@ -278,9 +278,9 @@ pub fn ceiling(fleet: &Fleet, cfg: &RunConfig, start: f64, max_rate: f64) -> (Ce
             }
         }
         // A round figure when the limit is one (an agent's --max-rate 300, not 299.9997).
-        let round = [lo.round(), lo.floor()]
+        let round = [lo.ceil(), lo.floor()]
             .into_iter()
-            .find(|r| *r >= lo && *r >= start && takes(*r, sockets).is_ok());
+            .find(|r| *r >= start && takes(*r, sockets).is_ok());
         Some((round.unwrap_or(lo), why))
     };
     let mut ceiling = Ceiling {
