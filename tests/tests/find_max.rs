@@ -57,7 +57,10 @@ fn a_server_of_known_capacity_is_found_within_ten_percent_and_confirmed() {
     assert_eq!(c["status"], "resolved", "{c}");
     let max = f(&c["max_rate"]["offered"]);
     let fail = f(&c["lowest_fail"]["offered"]);
-    assert!((540.0..=660.0).contains(&max), "max {max} of a 600/s server");
+    assert!(
+        (540.0..=660.0).contains(&max),
+        "max {max} of a 600/s server"
+    );
     assert!(fail > max && fail / max <= 1.05 + 1e-9, "{max} .. {fail}");
     assert_eq!(c["lowest_fail"]["slo"], "p99<50ms");
     assert_eq!(c["confirmations"], 2);
@@ -76,8 +79,12 @@ fn a_server_of_known_capacity_is_found_within_ten_percent_and_confirmed() {
     let mut lines = tsv.lines();
     let head: Vec<&str> = lines.next().unwrap().split('\t').collect();
     let (role, class) = (
-        head.iter().position(|h| *h == "role").expect("a role column"),
-        head.iter().position(|h| *h == "class").expect("a class column"),
+        head.iter()
+            .position(|h| *h == "role")
+            .expect("a role column"),
+        head.iter()
+            .position(|h| *h == "class")
+            .expect("a class column"),
     );
     for (step, line) in steps.iter().zip(lines) {
         let cells: Vec<&str> = line.split('\t').collect();
@@ -89,11 +96,18 @@ fn a_server_of_known_capacity_is_found_within_ten_percent_and_confirmed() {
         .map(|s| s["probe"]["role"].as_str().unwrap())
         .collect();
     assert_eq!(roles[0], "ramp");
-    assert!(roles.contains(&"bisect") && roles.ends_with(&["confirm"]), "{roles:?}");
+    assert!(
+        roles.contains(&"bisect") && roles.ends_with(&["confirm"]),
+        "{roles:?}"
+    );
 
     // The server's own count: every request the search sent was one it served, none invented.
     let served: u64 = steps.iter().map(|s| s["ok"].as_u64().unwrap()).sum();
-    assert_eq!(served, target.requests(), "the target's count of its requests");
+    assert_eq!(
+        served,
+        target.requests(),
+        "the target's count of its requests"
+    );
     let page = std::fs::read_to_string(dir.path().join("out/report.html")).unwrap();
     assert!(page.contains("sustains "), "the report says the answer");
 }
@@ -161,7 +175,11 @@ fn an_agent_capped_by_its_own_max_rate_gives_a_lower_bound_not_a_maximum() {
         .iter()
         .map(|s| f(&s["step_value"]))
         .collect();
-    assert_eq!(rates, vec![100.0, 200.0, 300.0], "never above the agent's cap");
+    assert_eq!(
+        rates,
+        vec![100.0, 200.0, 300.0],
+        "never above the agent's cap"
+    );
 }
 
 #[test]
@@ -221,7 +239,10 @@ fn a_generator_out_of_file_descriptors_is_never_a_bound() {
         assert_eq!(s["generator_bound"], true);
     }
     assert!(stdout.contains("the generator is the limit"), "{stdout}");
-    assert_eq!(json["status"], "completed", "the coordinator kept its files");
+    assert_eq!(
+        json["status"], "completed",
+        "the coordinator kept its files"
+    );
 }
 
 #[test]
@@ -332,7 +353,10 @@ fn ctrl_c_keeps_every_probe_and_the_bounds_so_far() {
     let c = capacity(&json);
     assert_eq!(c["status"], "interrupted", "{c}");
     assert_eq!(json["status"], "aborted");
-    assert!(f(&c["max_rate"]["offered"]) >= 200.0, "two probes had passed: {c}");
+    assert!(
+        f(&c["max_rate"]["offered"]) >= 200.0,
+        "two probes had passed: {c}"
+    );
     let steps = json["steps"].as_array().unwrap();
     assert!(steps.len() >= 3, "every probe kept");
 }
@@ -353,8 +377,16 @@ fn step_shaping_flags_are_refused_naming_the_search_s_own() {
     }
     let o = stampede(&["find-max", "http://127.0.0.1:9/", "--precision", "0%"]);
     assert_eq!(o.status.code(), Some(2));
-    assert!(text(&o.stderr).contains("--precision"), "{}", text(&o.stderr));
+    assert!(
+        text(&o.stderr).contains("--precision"),
+        "{}",
+        text(&o.stderr)
+    );
     let o = stampede(&["find-max", "a=http://127.0.0.1:9/", "b=http://127.0.0.1:8/"]);
     assert_eq!(o.status.code(), Some(2));
-    assert!(text(&o.stderr).contains("one target"), "{}", text(&o.stderr));
+    assert!(
+        text(&o.stderr).contains("one target"),
+        "{}",
+        text(&o.stderr)
+    );
 }

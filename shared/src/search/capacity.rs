@@ -58,6 +58,9 @@ pub struct Failed {
     /// Which rule failed it: `slo`, `shortfall`, `collapse`, or `undecided` (too little evidence
     /// after every longer probe).
     pub rule: String,
+    /// Served replies per second, when a throughput rule failed it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub served: Option<f64>,
 }
 
 /// run.json's `capacity`: the search's answer. Offered rates are step values in the model's unit
@@ -108,12 +111,19 @@ impl Capacity {
                 Failure::Collapse { .. } => "collapse",
                 Failure::Undecided => "undecided",
             };
+            let served = match &f.failure {
+                Failure::Shortfall { achieved, .. } | Failure::Collapse { achieved, .. } => {
+                    Some(*achieved)
+                }
+                _ => None,
+            };
             Failed {
                 offered: f.offered,
                 reason: f.failure.to_string(),
                 slo,
                 value: value.filter(|v| v.is_finite()),
                 rule: rule.into(),
+                served,
             }
         });
         let mut c = Capacity {
