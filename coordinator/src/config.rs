@@ -1038,6 +1038,7 @@ pub fn resolve_find_max(args: crate::cli::FindMaxArgs) -> Result<FindMaxConfig, 
             .max()
             .unwrap_or(0),
         per_second: !closed,
+        whole: closed,
         ..shared::search::Config::default()
     };
     config

@@ -87,6 +87,9 @@ pub struct Config {
     pub samples: u64,
     /// Whether the rate is per second (the open models), so `samples` sets a probe's length.
     pub per_second: bool,
+    /// Whether rates are whole numbers (the closed model's connection counts): probes are at whole
+    /// rates, and bisection also ends when no whole rate lies between the bounds.
+    pub whole: bool,
 }
 
 impl Default for Config {
@@ -105,6 +108,7 @@ impl Default for Config {
             max_probes: 200,
             samples: 0,
             per_second: true,
+            whole: false,
         }
     }
 }
@@ -466,12 +470,22 @@ impl Search {
             (None, None) => Ok((c.start, c.length(c.start, c.probe_s), Role::Ramp)),
             (Some(lo), None) if lo >= c.max_rate => Err(Status::LowerBoundOnly),
             (Some(lo), None) => {
-                let rate = (lo * c.growth).min(c.max_rate);
+                let grown = (lo * c.growth).min(c.max_rate);
+                let rate = if c.whole {
+                    grown.floor().max(lo + 1.0).min(c.max_rate)
+                } else {
+                    grown
+                };
                 Ok((rate, c.length(rate, c.probe_s), Role::Ramp))
             }
             (None, Some(_)) => Err(Status::Doomed),
-            (Some(lo), Some(hi)) if hi / lo > 1.0 + c.precision => {
-                let rate = (lo * hi).sqrt();
+            (Some(lo), Some(hi)) if hi / lo > 1.0 + c.precision && !(c.whole && hi - lo <= 1.0) => {
+                let mid = (lo * hi).sqrt();
+                let rate = if c.whole {
+                    mid.round().clamp(lo + 1.0, hi - 1.0)
+                } else {
+                    mid
+                };
                 Ok((rate, c.length(rate, c.probe_s), Role::Bisect))
             }
             (Some(lo), Some(hi)) => {

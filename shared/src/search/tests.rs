@@ -565,3 +565,23 @@ fn an_open_model_probe_lasts_long_enough_for_the_samples_its_slos_need() {
     );
     assert_eq!(config().length(10.0, 2.0), 2.0, "no SLO needs samples");
 }
+
+#[test]
+fn connection_counts_are_probed_whole_and_bisected_until_no_whole_count_lies_between() {
+    let whole = Config {
+        start: 2.0,
+        whole: true,
+        per_second: false,
+        precision: 0.001,
+        ..config()
+    };
+    let (probes, a) = drive(whole, monotone(49.4));
+    assert_eq!(a.status, Status::Resolved);
+    assert!(probes.iter().all(|p| p.0.fract() == 0.0), "{probes:?}");
+    let (max, fail) = (a.max_rate.unwrap().offered, a.lowest_fail.unwrap().offered);
+    assert_eq!(
+        (max, fail),
+        (49.0, 50.0),
+        "no count between them, whatever --precision"
+    );
+}
