@@ -136,7 +136,13 @@ impl StepSource for Probes {
             let start = self.search.start();
             return Some(self.spec(start, length.as_secs_f64(), Role::Warmup));
         }
-        let elapsed = self.started.elapsed().as_secs_f64();
+        // The cooldown before the next probe counts too: no probe may end past the deadline.
+        let pause = if self.next_index == 0 {
+            Duration::ZERO
+        } else {
+            self.cooldown
+        };
+        let elapsed = (self.started.elapsed() + pause).as_secs_f64();
         match self.search.next(self.probed.take(), elapsed) {
             Next::Probe {
                 rate,
