@@ -1018,6 +1018,10 @@ pub fn resolve_find_max(args: crate::cli::FindMaxArgs) -> Result<FindMaxConfig, 
         }
     };
     let closed = run.plan.model() == LoadModel::Concurrency;
+    let samples_per_unit = match run.plan.model() {
+        LoadModel::Connections => u64::from(run.plan.num_call().get()),
+        _ => 1,
+    };
     let slos = conditions("--slo", &search.slos, run.plan.model())?;
     let config = shared::search::Config {
         start,
@@ -1032,11 +1036,13 @@ pub fn resolve_find_max(args: crate::cli::FindMaxArgs) -> Result<FindMaxConfig, 
         confirm_s: confirm.as_secs_f64(),
         repeat: search.repeat,
         deadline_s: deadline.as_secs_f64(),
+        // Each connection of the connections model makes --num-call requests, each a sample.
         samples: slos
             .iter()
             .map(shared::search::probe::samples_needed)
             .max()
-            .unwrap_or(0),
+            .unwrap_or(0)
+            .div_ceil(samples_per_unit),
         per_second: !closed,
         whole: closed,
         ..shared::search::Config::default()

@@ -559,7 +559,7 @@ fn a_search_s_answer_and_status_are_on_top() {
     );
     assert!(page.contains("<dd data-key=\"search\">resolved, exit code 0</dd>"));
     assert!(page.contains(
-        "<p id=\"stopped\">The search ended resolved (exit code 0) after 312 s and 17 probes.</p>"
+        "<p id=\"stopped\">The search ended resolved (exit code 0) after 312 s and 16 probes (the other steps: the warmup, or cut short).</p>"
     ));
     let table = &page[page.find("<table id=\"capacity\">").unwrap()..];
     let table = &table[..table.find("</table>").unwrap()];

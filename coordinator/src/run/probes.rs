@@ -6,7 +6,6 @@ use std::time::{Duration, Instant};
 
 use shared::condition::Condition;
 use shared::report::{StepResult, human, human_ms, step_value, tsv_number};
-use shared::search::probe::samples_needed;
 use shared::search::{
     self, Answer, Capacity, Ceiling, Class, Mark, Next, ProbeFacts, ProbeMark, Probed, Role,
     Search, Status,
@@ -183,7 +182,15 @@ impl StepSource for Probes {
         } else {
             self.search.classify(&facts, &self.slos)
         };
-        let mut mark = search::mark(role, &class);
+        // Undecided with no retry left: the search counts it a fail, and so does its mark.
+        let exhausted = class == Class::Undecided
+            && role != Role::Warmup
+            && !self.search.would_retry_undecided();
+        let mut mark = if exhausted {
+            search::mark(role, &Class::Fail(search::Failure::Undecided))
+        } else {
+            search::mark(role, &class)
+        };
         if class == Class::Invalid {
             mark.reason = Some(if result.aborted {
                 "the step overran its time: the generator could not keep its schedule".to_string()
@@ -198,19 +205,13 @@ impl StepSource for Probes {
         }
         if role == Role::Warmup {
             mark.reason = Some("warmup: not counted".into());
-        } else if class == Class::Undecided
-            && let Some(needed) = self.slos.iter().map(samples_needed).max()
-            && facts.samples < needed
-        {
-            mark.reason = Some(format!(
-                "{} of the {} samples {} needs to be judged: probed again, longer",
-                facts.samples,
-                needed,
-                self.slos
-                    .iter()
-                    .max_by_key(|c| samples_needed(c))
-                    .map_or(String::new(), ToString::to_string)
-            ));
+        } else if class == Class::Undecided && !exhausted {
+            mark.reason = Some(match search::probe::lacking(&facts, &self.slos) {
+                Some((slo, have, needed)) => format!(
+                    "{have} of the {needed} samples {slo} needs to be judged: probed again, longer"
+                ),
+                None => "a percentile an SLO names is a lower bound (requests given up) on the side that decides: probed again, longer".into(),
+            });
         }
         result.probe = Some(mark);
         if role == Role::Warmup {

@@ -167,11 +167,16 @@ pub fn ending(run: &RunFile) -> String {
         (_, Some(c)) => {
             let _ = write!(
                 out,
-                "The search ended {} (exit code {}) after {:.0} s and {} probes.",
+                "The search ended {} (exit code {}) after {:.0} s and {} probes{}.",
                 c.status.name(),
                 c.exit_code,
                 c.elapsed_s,
-                run.steps.len()
+                c.probes.total(),
+                if run.steps.len() as u32 > c.probes.total() {
+                    " (the other steps: the warmup, or cut short)"
+                } else {
+                    ""
+                }
             );
         }
         (None, None) => out.push_str(&format!(

@@ -126,8 +126,6 @@ impl StepShare {
         Ok(self)
     }
 
-    /// The step's scheduled length: its duration, or the time for the whole fleet to open `num_conn`
-    /// connections (the same for every agent).
     /// The same share lasting `length` instead of the plan's step limit: a capacity search's
     /// probes, confirmations and longer re-probes each choose their own.
     pub fn lasting(self, length: Duration) -> StepShare {
@@ -137,6 +135,8 @@ impl StepShare {
         }
     }
 
+    /// The step's scheduled length: its duration, or the time for the whole fleet to open `num_conn`
+    /// connections (the same for every agent).
     pub fn scheduled_duration(&self) -> Duration {
         match self.limit {
             StepLimit::Duration(d) => d,

@@ -203,9 +203,11 @@ impl Capacity {
             Status::Doomed => format!(
                 "fails already at the start, {}; {}",
                 fail.unwrap_or_default(),
-                match self.lowest_fail.as_ref().map(|f| f.rule.as_str()) {
-                    Some("undecided") =>
+                match self.lowest_fail.as_ref() {
+                    Some(f) if f.rule == "undecided" =>
                         "its probes gather too few samples: a longer --probe or a higher --start",
+                    Some(f) if f.served == Some(0.0) =>
+                        "nothing was served: is the target up and reachable? (the steps' notes have its errors)",
                     _ => "try a lower --start",
                 }
             ),
@@ -313,6 +315,29 @@ mod tests {
         assert_eq!(
             json,
             r#"{"role":"bisect","class":"fail","reason":"served 812/s of 1,000/s offered, below 95%"}"#
+        );
+    }
+
+    #[test]
+    fn a_doomed_search_that_served_nothing_asks_whether_the_target_is_up() {
+        let refused = Answer {
+            max_rate: None,
+            lowest_fail: Some(FailedAt {
+                offered: 200.0,
+                failure: Failure::Shortfall {
+                    achieved: 0.0,
+                    offered: 200.0,
+                },
+            }),
+            precision: None,
+            confirmations: 0,
+            spread: None,
+            ..answer(Status::Doomed)
+        };
+        let c = Capacity::of(&refused, "connections", &[], 0.05, ceiling(), 1.0);
+        assert_eq!(
+            c.answer,
+            "fails already at the start, 200 conn/s: served 0/s of 200/s offered, below 95%; nothing was served: is the target up and reachable? (the steps' notes have its errors)"
         );
     }
 }

@@ -129,6 +129,10 @@ pub enum ConfigError {
     Budget,
     #[error("--deadline {0}s must be above 0 seconds")]
     Deadline(f64),
+    #[error(
+        "--start {start} and --max-rate {max} count connections (--model concurrency): give whole numbers"
+    )]
+    Whole { start: f64, max: f64 },
 }
 
 impl Config {
@@ -148,6 +152,12 @@ impl Config {
         }
         if !(self.max_rate.is_finite() && self.max_rate >= self.start) {
             return Err(ConfigError::MaxRate {
+                start: self.start,
+                max: self.max_rate,
+            });
+        }
+        if self.whole && (self.start.fract() != 0.0 || self.max_rate.fract() != 0.0) {
+            return Err(ConfigError::Whole {
                 start: self.start,
                 max: self.max_rate,
             });
@@ -177,6 +187,9 @@ impl Config {
 
 /// An undecided probe short of samples is run again this much longer than would just gather them.
 const EVIDENCE_MARGIN: f64 = 1.25;
+/// At most this many times longer each time: a probe that gathered almost nothing (a closed loop
+/// against a stalled server) is not followed by one that would outlast any deadline.
+const MAX_RETRY_GROWTH: f64 = 8.0;
 
 /// What the caller measured on the probe it was told to run.
 #[derive(Debug, Clone, PartialEq)]
@@ -316,7 +329,11 @@ fn bounds(records: &[Record]) -> (Option<f64>, Option<f64>) {
 }
 
 impl Search {
-    pub fn new(config: Config) -> Result<Search, ConfigError> {
+    pub fn new(mut config: Config) -> Result<Search, ConfigError> {
+        if config.whole && config.max_rate.is_finite() {
+            // A ceiling from the fleet may fall between two counts: the lower is the one allowed.
+            config.max_rate = config.max_rate.floor();
+        }
         config.validate()?;
         Ok(Search {
             config,
@@ -332,6 +349,12 @@ impl Search {
 
     pub fn config(&self) -> &Config {
         &self.config
+    }
+
+    /// Whether an undecided probe now would be run again (else it counts as a fail), so its mark
+    /// can say which before the search is told.
+    pub fn would_retry_undecided(&self) -> bool {
+        self.undecided_in_row < self.config.undecided_retries
     }
 
     /// The rate the search starts from.
@@ -434,7 +457,7 @@ impl Search {
                     let grow = probed
                         .evidence
                         .filter(|e| *e > 0.0)
-                        .map_or(2.0, |e| (EVIDENCE_MARGIN / e).max(2.0));
+                        .map_or(2.0, |e| (EVIDENCE_MARGIN / e).clamp(2.0, MAX_RETRY_GROWTH));
                     return Some(Ok((rate, duration_s * grow, role)));
                 }
                 Some(Failure::Undecided)

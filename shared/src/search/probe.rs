@@ -34,6 +34,8 @@ pub struct ProbeFacts {
     pub lag_p99_ms: f64,
     /// Requests whose latency was measured (served, or given up at their age).
     pub samples: u64,
+    /// Requests due: what a share (failed, errors) is a share of.
+    pub due: u64,
     pub observed: Observed,
 }
 
@@ -45,6 +47,7 @@ impl ProbeFacts {
             generator_bound: r.generator_bound,
             lag_p99_ms: r.generator.lag_p99_ms,
             samples: r.ok + r.given_up,
+            due: r.due,
             observed: Observed::of(r),
         }
     }
@@ -139,22 +142,42 @@ pub fn samples_needed(c: &Condition) -> u64 {
     (TAIL_SAMPLES / (1.0 - q)).round() as u64
 }
 
-/// The share of the samples the most demanding SLO needs that `f` has, when it has fewer (else
+/// The SLO furthest short of the evidence it needs, with what the probe had and what it needs.
+pub fn lacking<'a>(f: &ProbeFacts, slos: &'a [Condition]) -> Option<(&'a Condition, u64, u64)> {
+    slos.iter()
+        .map(|c| (c, counted(f, c), samples_needed(c)))
+        .filter(|(_, have, needed)| have < needed)
+        .min_by(|a, b| (a.1 as f64 / a.2 as f64).total_cmp(&(b.1 as f64 / b.2 as f64)))
+}
+
+/// The share of the evidence the SLO furthest short of it has, when some SLO is short (else
 /// `None`: the samples are not what is missing).
 pub fn evidence(f: &ProbeFacts, slos: &[Condition]) -> Option<f64> {
-    let needed = slos.iter().map(samples_needed).max()?;
-    (f.samples < needed).then(|| f.samples as f64 / needed as f64)
+    lacking(f, slos).map(|(_, have, needed)| have as f64 / needed as f64)
+}
+
+/// How many of the probe's measurements a condition is judged on: latency samples for a latency,
+/// the requests due for a share (failed, errors, ok_rate), which have their own denominator.
+fn counted(f: &ProbeFacts, c: &Condition) -> u64 {
+    match c.metric {
+        Metric::Latency(_) => f.samples,
+        _ => f.due,
+    }
 }
 
 /// `best` is the highest throughput achieved by an earlier probe of the search at no higher a rate
-/// than this one ([`super::Search::best_achieved`]).
+/// than this one ([`super::Search::best_achieved`]). Every SLO is judged: a breach the generator's
+/// own lag explains makes the probe invalid only when no other SLO was plainly breached, so the
+/// order of the `--slo` flags never decides.
 pub fn classify(f: &ProbeFacts, slos: &[Condition], best: Option<f64>) -> Class {
     if f.generator_bound {
         return Class::Invalid;
     }
     let mut undecided = false;
+    let mut explained = false;
+    let mut failed = None;
     for slo in slos {
-        if f.samples < samples_needed(slo) {
+        if counted(f, slo) < samples_needed(slo) {
             undecided = true;
             continue;
         }
@@ -164,19 +187,26 @@ pub fn classify(f: &ProbeFacts, slos: &[Condition], best: Option<f64>) -> Class 
             Truth::False => {
                 let reading = slo.read(&f.observed);
                 // A breach half of which the generator's own lateness could account for is not
-                // the server's: the probe says nothing either way.
+                // the server's: it says nothing either way.
                 if let (Metric::Latency(_), Some(r)) = (slo.metric, reading)
                     && f.lag_p99_ms >= LAG_SHARE * r.value
                 {
-                    return Class::Invalid;
+                    explained = true;
+                    continue;
                 }
-                return Class::Fail(Failure::Slo {
+                failed.get_or_insert(Failure::Slo {
                     slo: slo.to_string(),
                     value: reading.map_or(f64::NAN, |r| r.value),
                     seen: reading.map_or_else(String::new, |r| seen(slo, r)),
                 });
             }
         }
+    }
+    if let Some(failure) = failed {
+        return Class::Fail(failure);
+    }
+    if explained {
+        return Class::Invalid;
     }
     if let Some(offered) = f
         .offered
@@ -213,6 +243,7 @@ mod tests {
             generator_bound: false,
             lag_p99_ms: 0.0,
             samples,
+            due: samples,
             observed: Observed {
                 latency_ms: Some([1.0, 2.0, p99_ms, p99_ms, p99_ms, 1.0]),
                 latency_lower_bound: [false; 6],
@@ -226,6 +257,47 @@ mod tests {
 
     fn slo(s: &str) -> Vec<Condition> {
         vec![parse(s).unwrap()]
+    }
+
+    #[test]
+    fn a_plain_breach_fails_whatever_the_order_of_the_slos() {
+        // A 5 s late generator explains the p99, not 30 % of the requests failing.
+        let late = ProbeFacts {
+            lag_p99_ms: 5000.0,
+            observed: Observed {
+                failed_pct: 30.0,
+                ..facts(1000.0, 1000.0, 10_000, 6000.0).observed
+            },
+            ..facts(1000.0, 1000.0, 10_000, 6000.0)
+        };
+        let both = |a: &str, b: &str| vec![parse(a).unwrap(), parse(b).unwrap()];
+        for slos in [both("p99<50ms", "failed<1%"), both("failed<1%", "p99<50ms")] {
+            assert!(
+                matches!(classify(&late, &slos, None), Class::Fail(Failure::Slo { ref slo, .. }) if slo == "failed<1%"),
+                "{slos:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_share_is_judged_on_the_requests_due_not_on_latency_samples() {
+        // A closed loop against a target that answers nothing: no latency sample, every request failed.
+        let dead = ProbeFacts {
+            offered: None,
+            achieved: 0.0,
+            samples: 0,
+            due: 40,
+            observed: Observed {
+                latency_ms: None,
+                failed_pct: 100.0,
+                ..facts(1.0, 0.0, 0, 0.0).observed
+            },
+            ..facts(1.0, 0.0, 0, 0.0)
+        };
+        assert!(matches!(
+            classify(&dead, &slo("failed<1%"), None),
+            Class::Fail(Failure::Slo { .. })
+        ));
     }
 
     #[test]

@@ -262,6 +262,7 @@ fn facts(offered: Option<f64>, achieved: f64, seconds: f64, p99_ms: f64) -> Prob
         generator_bound: false,
         lag_p99_ms: 0.0,
         samples: (achieved * seconds) as u64,
+        due: (offered.unwrap_or(achieved) * seconds) as u64,
         observed: Observed {
             latency_ms: Some([1.0, p99_ms, p99_ms, p99_ms, p99_ms, p99_ms]),
             latency_lower_bound: [false; 6],
@@ -512,6 +513,7 @@ fn an_undecided_probe_short_of_samples_is_run_again_long_enough_to_gather_them()
         generator_bound: false,
         lag_p99_ms: 0.0,
         samples: 200,
+        due: 200,
         observed: crate::condition::Observed {
             latency_ms: Some([1.0, 2.0, 3.0, 3.0, 3.0, 1.0]),
             latency_lower_bound: [false; 6],
@@ -584,4 +586,53 @@ fn connection_counts_are_probed_whole_and_bisected_until_no_whole_count_lies_bet
         (49.0, 50.0),
         "no count between them, whatever --precision"
     );
+}
+
+#[test]
+fn whole_counts_refuse_a_fraction_given_and_floor_a_ceiling_found() {
+    let whole = |start: f64, max_rate: f64| Config {
+        start,
+        max_rate,
+        whole: true,
+        per_second: false,
+        ..config()
+    };
+    assert!(matches!(
+        whole(32.0, 50.5).validate(),
+        Err(ConfigError::Whole { .. })
+    ));
+    // A ceiling the fleet took (50.5) is floored: the search never offers half a connection.
+    let (probes, a) = drive(
+        Config {
+            max_rate: 50.5,
+            ..whole(32.0, 64.0)
+        },
+        monotone(1000.0),
+    );
+    assert_eq!(a.status, Status::LowerBoundOnly);
+    assert_eq!(a.max_rate.unwrap().offered, 50.0);
+    assert!(probes.iter().all(|p| p.0.fract() == 0.0), "{probes:?}");
+}
+
+#[test]
+fn an_undecided_retry_grows_at_most_eight_times() {
+    let mut search = Search::new(Config {
+        per_second: false,
+        ..config()
+    })
+    .unwrap();
+    let Next::Probe { duration_s, .. } = search.next(None, 0.0) else {
+        panic!("a first probe")
+    };
+    let almost_nothing = Probed {
+        evidence: Some(0.001),
+        ..outcome(Class::Undecided, 100.0, duration_s, false)
+    };
+    let Next::Probe {
+        duration_s: next, ..
+    } = search.next(Some(almost_nothing), duration_s)
+    else {
+        panic!("a longer probe")
+    };
+    assert_eq!(next, duration_s * 8.0);
 }
