@@ -16,6 +16,18 @@ use crate::system;
 /// Descriptors kept for the agent itself: runtimes (epoll, eventfd and timerfd per worker thread), the
 /// control connection, output files. A coordinator with an embedded two-thread agent holds about 20.
 pub const FD_RESERVE: u64 = 100;
+/// Descriptors kept back from an fd limit of `fd_limit`: [`FD_RESERVE`], or a quarter of a limit too
+/// small for that.
+pub fn reserved_fds(fd_limit: u64) -> u64 {
+    FD_RESERVE.min(fd_limit / 4)
+}
+
+/// Descriptors the worker threads' connections may use: the limit minus [`reserved_fds`]. The
+/// engine holds its threads to it at run time (`socket::hold`), so the check and the load agree.
+pub fn usable_fds(fd_limit: u64) -> u64 {
+    fd_limit - reserved_fds(fd_limit)
+}
+
 /// How long a closed connection's local port stays in TIME_WAIT on Linux (TCP_TIMEWAIT_LEN, fixed).
 pub const TIME_WAIT: Duration = Duration::from_secs(60);
 /// With tcp_tw_reuse (and TCP timestamps, on by default) connect() may take a TIME_WAIT port once its
@@ -132,14 +144,14 @@ impl Capacity {
         })
     }
 
-    /// Descriptors kept back: [`FD_RESERVE`], or a quarter of a limit too small for that.
+    /// Descriptors kept back: see [`reserved_fds`].
     pub fn reserved_fds(&self) -> u64 {
-        FD_RESERVE.min(self.fd_limit / 4)
+        reserved_fds(self.fd_limit)
     }
 
-    /// Connections this agent can hold open at once, as far as descriptors go.
+    /// Connections this agent can hold open at once, as far as descriptors go: see [`usable_fds`].
     pub fn usable_fds(&self) -> u64 {
-        self.fd_limit - self.reserved_fds()
+        usable_fds(self.fd_limit)
     }
 
     /// Local ports for connections to one destination: the ephemeral range once per source address.
