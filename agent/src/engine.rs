@@ -75,7 +75,7 @@ fn socket_budget(fd_limit: u64, threads: usize, index: usize) -> u64 {
     if fd_limit == 0 {
         return u64::MAX;
     }
-    let usable = crate::capacity::usable_fds(fd_limit);
+    let usable = crate::capacity::usable_fds(fd_limit, threads as u64);
     even_share(usable, threads as u64, index as u64)
 }
 
@@ -85,10 +85,11 @@ mod tests {
 
     #[test]
     fn the_threads_budgets_add_up_to_the_usable_fds_and_cover_any_share_that_fits() {
-        // 400 minus the 100 reserved, over 3 threads: 100 each; 401 leaves one over for thread 0.
+        // 1015 minus the 115 reserved (100, and 5 per thread), over 3 threads: 300 each; 1016 leaves
+        // one over for thread 0.
         let budgets = |limit, n| (0..n).map(|i| socket_budget(limit, n, i)).collect::<Vec<_>>();
-        assert_eq!(budgets(400, 3), [100, 100, 100]);
-        assert_eq!(budgets(401, 3), [101, 100, 100]);
+        assert_eq!(budgets(1015, 3), [300, 300, 300]);
+        assert_eq!(budgets(1016, 3), [301, 300, 300]);
         // A small limit keeps a quarter back.
         assert_eq!(budgets(64, 2), [24, 24]);
         assert_eq!(budgets(0, 2), [u64::MAX, u64::MAX]);
@@ -96,7 +97,7 @@ mod tests {
         // thread's budget, however the connections are dealt out.
         for threads in 1..6usize {
             for limit in [64u64, 257, 400, 1023] {
-                let usable = crate::capacity::usable_fds(limit);
+                let usable = crate::capacity::usable_fds(limit, threads as u64);
                 assert_eq!(budgets(limit, threads).iter().sum::<u64>(), usable);
                 for connections in 0..=usable {
                     for w in 0..threads {
