@@ -507,7 +507,10 @@ mod tests {
         // 100 for the process, 5 for each of the 2 worker threads.
         assert_eq!((c.reserved_fds(), c.usable_fds()), (110, 65426));
         // A 64-core machine's default 64 threads hold 320 of their own before any connection.
-        let many = Capacity { threads: 64, ..c.clone() };
+        let many = Capacity {
+            threads: 64,
+            ..c.clone()
+        };
         assert_eq!(many.reserved_fds(), 420);
         // A small limit keeps a quarter back, not more than it has.
         assert_eq!(cap(256, TwReuse::Off).usable_fds(), 192);

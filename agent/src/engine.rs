@@ -87,7 +87,11 @@ mod tests {
     fn the_threads_budgets_add_up_to_the_usable_fds_and_cover_any_share_that_fits() {
         // 1015 minus the 115 reserved (100, and 5 per thread), over 3 threads: 300 each; 1016 leaves
         // one over for thread 0.
-        let budgets = |limit, n| (0..n).map(|i| socket_budget(limit, n, i)).collect::<Vec<_>>();
+        let budgets = |limit, n| {
+            (0..n)
+                .map(|i| socket_budget(limit, n, i))
+                .collect::<Vec<_>>()
+        };
         assert_eq!(budgets(1015, 3), [300, 300, 300]);
         assert_eq!(budgets(1016, 3), [301, 300, 300]);
         // A small limit keeps a quarter back.

@@ -193,10 +193,17 @@ mod tests {
             drop(a);
             let c = hold().unwrap();
             assert!(hold().is_err());
+            // Another thread's budget and count are its own: this one's full budget takes nothing
+            // from it.
+            std::thread::spawn(|| {
+                set_budget(1);
+                let _only = hold().unwrap();
+                assert!(hold().is_err());
+            })
+            .join()
+            .unwrap();
             drop((b, c));
             assert!(hold().is_ok());
-            // Another thread's budget is its own.
-            std::thread::spawn(|| assert!(hold().is_ok())).join().unwrap();
         })
         .join()
         .unwrap();
@@ -222,7 +229,10 @@ mod tests {
                 assert_eq!(from, first.0.local_addr().unwrap());
                 let nothing =
                     tokio::time::timeout(std::time::Duration::from_millis(100), listener.accept());
-                assert!(nothing.await.is_err(), "a second connection reached the listener");
+                assert!(
+                    nothing.await.is_err(),
+                    "a second connection reached the listener"
+                );
                 drop(first);
                 assert!(connect(addr, None).await.is_ok());
             });

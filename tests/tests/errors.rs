@@ -423,7 +423,10 @@ fn the_embedded_agents_connections_leave_the_coordinator_descriptors_for_its_own
     assert!(out.path().join("report.html").is_file(), "{err}");
     assert!(out.path().join("hlog/step-001.hlog").is_file(), "{err}");
     let step = &steps[0];
-    assert!(step["errors"]["fd-unavailable"].as_u64().unwrap() > 0, "{step}");
+    assert!(
+        step["errors"]["fd-unavailable"].as_u64().unwrap() > 0,
+        "{step}"
+    );
     assert_eq!(step["trust"], "invalid", "{step}");
     assert_eq!(step["generator_bound"], true, "{step}");
     assert!(
