@@ -13,9 +13,28 @@ use shared::warning::{Warning, WarningKind};
 
 use crate::system;
 
-/// Descriptors kept for the agent itself: runtimes (epoll, eventfd and timerfd per worker thread), the
-/// control connection, output files. A coordinator with an embedded two-thread agent holds about 20.
+/// Descriptors kept for the process around the connections: the control connection, the coordinator's
+/// files when the agent is embedded (run.json and report.html rewritten, steps.tsv, a step's spill and
+/// hlog, the .hgrm), a monitor's /proc readings, stdio. About 25 are open in such a coordinator.
 pub const FD_RESERVE: u64 = 100;
+/// And per worker thread, open before its first connection: its runtime's two epoll instances, its
+/// eventfd and signal socket, the open loop's timerfd (5 measured per thread, at 2 to 64 threads).
+pub const FD_PER_THREAD: u64 = 5;
+
+/// Descriptors kept back from `fd_limit` in a process of `threads` worker threads: [`FD_RESERVE`]
+/// and [`FD_PER_THREAD`] each, or a quarter of a limit too small for that.
+pub fn reserved_fds(fd_limit: u64, threads: u64) -> u64 {
+    FD_RESERVE
+        .saturating_add(FD_PER_THREAD.saturating_mul(threads))
+        .min(fd_limit / 4)
+}
+
+/// Descriptors the worker threads' connections may use: the limit minus [`reserved_fds`]. The
+/// engine holds its threads to it at run time (`socket::hold`), so the check and the load agree.
+pub fn usable_fds(fd_limit: u64, threads: u64) -> u64 {
+    fd_limit - reserved_fds(fd_limit, threads)
+}
+
 /// How long a closed connection's local port stays in TIME_WAIT on Linux (TCP_TIMEWAIT_LEN, fixed).
 pub const TIME_WAIT: Duration = Duration::from_secs(60);
 /// With tcp_tw_reuse (and TCP timestamps, on by default) connect() may take a TIME_WAIT port once its
@@ -84,6 +103,8 @@ pub struct Capacity {
     /// Worker threads that can run at once: the agent's threads, at most its cores (each thread at
     /// most a core). 0 when not known, and then the CPU is not checked.
     pub workers: u32,
+    /// The agent's worker threads, each holding descriptors of its own (see [`reserved_fds`]).
+    pub threads: u32,
 }
 
 /// How the agent reaches the target, as far as its sockets are concerned.
@@ -106,6 +127,7 @@ impl Capacity {
     pub fn of_this_machine(threads: usize) -> Capacity {
         Capacity {
             workers: threads.min(system::cores()) as u32,
+            threads: threads as u32,
             fd_limit: system::raise_fd_limit(),
             port_range: system::port_range(),
             // Unreadable: assume the kernel's default.
@@ -129,17 +151,18 @@ impl Capacity {
                 .and_then(TwReuse::from_sysctl)
                 .unwrap_or(TwReuse::On),
             workers: c.threads.min(c.cores),
+            threads: c.threads,
         })
     }
 
-    /// Descriptors kept back: [`FD_RESERVE`], or a quarter of a limit too small for that.
+    /// Descriptors kept back: see [`reserved_fds`].
     pub fn reserved_fds(&self) -> u64 {
-        FD_RESERVE.min(self.fd_limit / 4)
+        reserved_fds(self.fd_limit, u64::from(self.threads))
     }
 
-    /// Connections this agent can hold open at once, as far as descriptors go.
+    /// Connections this agent can hold open at once, as far as descriptors go: see [`usable_fds`].
     pub fn usable_fds(&self) -> u64 {
-        self.fd_limit - self.reserved_fds()
+        usable_fds(self.fd_limit, u64::from(self.threads))
     }
 
     /// Local ports for connections to one destination: the ephemeral range once per source address.
@@ -463,6 +486,7 @@ mod tests {
             port_range: (32768, 60999),
             tw_reuse,
             workers: 2,
+            threads: 2,
         }
     }
 
@@ -480,7 +504,14 @@ mod tests {
     #[test]
     fn reserve_and_ports_arithmetic() {
         let c = cap(65536, TwReuse::Off);
-        assert_eq!((c.reserved_fds(), c.usable_fds()), (100, 65436));
+        // 100 for the process, 5 for each of the 2 worker threads.
+        assert_eq!((c.reserved_fds(), c.usable_fds()), (110, 65426));
+        // A 64-core machine's default 64 threads hold 320 of their own before any connection.
+        let many = Capacity {
+            threads: 64,
+            ..c.clone()
+        };
+        assert_eq!(many.reserved_fds(), 420);
         // A small limit keeps a quarter back, not more than it has.
         assert_eq!(cap(256, TwReuse::Off).usable_fds(), 192);
         assert_eq!(cap(64, TwReuse::Off).usable_fds(), 48);
@@ -499,12 +530,12 @@ mod tests {
             .unwrap_err();
         assert_eq!(
             e,
-            "step 3 needs 70000 concurrent connections but this agent can open 65436 (RLIMIT_NOFILE 65536 minus 100 reserved); raise ulimit -n or add agents"
+            "step 3 needs 70000 concurrent connections but this agent can open 65426 (RLIMIT_NOFILE 65536 minus 110 reserved); raise ulimit -n or add agents"
         );
         // Exactly the usable count is carried.
         assert_eq!(
             cap(65536, TwReuse::Off).check_step(
-                &share(LoadModel::Concurrency, 0.0, 65436, 1, 10),
+                &share(LoadModel::Concurrency, 0.0, 65426, 1, 10),
                 &route(3, Some(true))
             ),
             Ok(vec![])
@@ -582,7 +613,7 @@ mod tests {
         assert_eq!(w[0].kind, WarningKind::FdUnavailable);
         assert_eq!(
             w[0].text,
-            "step 3 may hold up to 2000 connections open if the target stops answering (200 connections/s × 10 s of connect timeout plus timeout), more than the 924 this agent can open (RLIMIT_NOFILE 1024 minus 100 reserved); the rest would fail as fd-unavailable"
+            "step 3 may hold up to 2000 connections open if the target stops answering (200 connections/s × 10 s of connect timeout plus timeout), more than the 914 this agent can open (RLIMIT_NOFILE 1024 minus 110 reserved); the rest would fail as fd-unavailable"
         );
         // The requests model's pool is capped by --max-connections.
         let s = share(LoadModel::Requests, 200.0, 0, 900, 10);

@@ -1,7 +1,9 @@
 //! Opening a worker's TCP connections: from which local address (round robin over `--source-addrs`, per
-//! worker thread) and how (bind before connect, without claiming a port at bind time).
+//! worker thread), how (bind before connect, without claiming a port at bind time), and how many at
+//! once (each worker thread's share of the fd limit, so the process keeps its reserve).
 use std::cell::Cell;
 use std::io;
+use std::marker::PhantomData;
 use std::net::{IpAddr, SocketAddr};
 use std::os::fd::AsRawFd;
 
@@ -11,6 +13,50 @@ thread_local! {
     /// This thread's position in the source list. Each worker thread owns its connections, so a
     /// thread-local counter spreads them without a lock or an atomic per connection.
     static NEXT: Cell<usize> = const { Cell::new(0) };
+    /// Sockets this thread may hold open at once ([`set_budget`]); none set means no limit but the
+    /// kernel's.
+    static BUDGET: Cell<u64> = const { Cell::new(u64::MAX) };
+    /// Sockets this thread holds open now: one per live [`Held`].
+    static OPEN: Cell<u64> = const { Cell::new(0) };
+}
+
+/// Gives the calling thread its socket budget: a worker thread's share of the descriptors left after
+/// the reserve. Without it the connections could take the whole RLIMIT_NOFILE, and the process
+/// around them (a coordinator writing run.json, its monitor reading /proc, the control connection)
+/// would find no descriptor left. Per thread, because each worker owns its connections: counting
+/// costs no lock and no atomic.
+pub fn set_budget(sockets: u64) {
+    BUDGET.with(|b| b.set(sockets));
+}
+
+/// One socket of this thread's budget, taken before socket() and given back when dropped with the
+/// stream that holds it. Not `Send`: it must be given back to the thread whose count it is in.
+#[derive(Debug)]
+pub struct Held {
+    _thread: PhantomData<*const ()>,
+}
+
+/// Takes a socket from this thread's budget, or fails as socket() would at the fd limit (EMFILE,
+/// which the caller classes as `fd-unavailable`: the generator's failure, not the target's).
+pub fn hold() -> io::Result<Held> {
+    OPEN.with(|open| {
+        let n = open.get();
+        if n >= BUDGET.with(Cell::get) {
+            return Err(io::Error::from_raw_os_error(libc::EMFILE));
+        }
+        open.set(n + 1);
+        Ok(Held {
+            _thread: PhantomData,
+        })
+    })
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        // `try_with`: a stream dropped while the thread's locals are torn down has nothing to give
+        // back to.
+        let _ = OPEN.try_with(|open| open.set(open.get().saturating_sub(1)));
+    }
 }
 
 /// The source address for this thread's next connection, or `None` to let the kernel choose.
@@ -45,14 +91,18 @@ pub fn choose(
     }
 }
 
-/// Connects to `addr`, from `source` if given. A source the machine does not have fails with
-/// EADDRNOTAVAIL, which the caller classes as `addr-unavailable` (the generator's, not the target's).
-pub async fn connect(addr: SocketAddr, source: Option<IpAddr>) -> io::Result<TcpStream> {
-    match source {
+/// Connects to `addr`, from `source` if given, within this thread's socket budget; the stream must
+/// be kept with its [`Held`]. A source the machine does not have fails with EADDRNOTAVAIL, which the
+/// caller classes as `addr-unavailable` (the generator's, not the target's).
+pub async fn connect(addr: SocketAddr, source: Option<IpAddr>) -> io::Result<(TcpStream, Held)> {
+    // Before socket(): over budget, no descriptor is taken at all.
+    let held = hold()?;
+    let stream = match source {
         None => TcpStream::connect(addr).await,
         // `choose` picked a target address of the sources' family.
         Some(source) => bound(source)?.connect(addr).await,
-    }
+    }?;
+    Ok((stream, held))
 }
 
 /// Checks that `source` is an address of this machine by binding to it (no port is claimed and no
@@ -125,6 +175,73 @@ mod tests {
     }
 
     #[test]
+    fn a_thread_holds_no_more_sockets_than_its_budget() {
+        std::thread::spawn(|| {
+            // No budget set: only the kernel's limit.
+            let unlimited: Vec<Held> = (0..1000).map(|_| hold().unwrap()).collect();
+            drop(unlimited);
+            set_budget(2);
+            let a = hold().unwrap();
+            let b = hold().unwrap();
+            let e = hold().unwrap_err();
+            // Exactly as socket() at the fd limit: the same class, the same words.
+            assert_eq!(e.raw_os_error(), Some(libc::EMFILE), "{e}");
+            assert_eq!(
+                shared::metrics::ErrorClass::from_errno(e.raw_os_error().unwrap()),
+                shared::metrics::ErrorClass::FdUnavailable
+            );
+            drop(a);
+            let c = hold().unwrap();
+            assert!(hold().is_err());
+            // Another thread's budget and count are its own: this one's full budget takes nothing
+            // from it.
+            std::thread::spawn(|| {
+                set_budget(1);
+                let _only = hold().unwrap();
+                assert!(hold().is_err());
+            })
+            .join()
+            .unwrap();
+            drop((b, c));
+            assert!(hold().is_ok());
+        })
+        .join()
+        .unwrap();
+    }
+
+    #[test]
+    fn over_budget_a_connect_fails_without_a_socket_and_a_closed_one_frees_its_place() {
+        std::thread::spawn(|| {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            rt.block_on(async {
+                let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+                let addr = listener.local_addr().unwrap();
+                set_budget(1);
+                let first = connect(addr, None).await.unwrap();
+                // Over budget the connect fails before socket(): had it connected, the listener
+                // would have a second connection waiting (the backlog takes it without accept).
+                let e = connect(addr, None).await.unwrap_err();
+                assert_eq!(e.raw_os_error(), Some(libc::EMFILE), "{e}");
+                let (_, from) = listener.accept().await.unwrap();
+                assert_eq!(from, first.0.local_addr().unwrap());
+                let nothing =
+                    tokio::time::timeout(std::time::Duration::from_millis(100), listener.accept());
+                assert!(
+                    nothing.await.is_err(),
+                    "a second connection reached the listener"
+                );
+                drop(first);
+                assert!(connect(addr, None).await.is_ok());
+            });
+        })
+        .join()
+        .unwrap();
+    }
+
+    #[test]
     fn the_target_address_matches_the_sources_family() {
         let v6: SocketAddr = "[::1]:80".parse().unwrap();
         let v4: SocketAddr = "127.0.0.1:80".parse().unwrap();
@@ -142,7 +259,7 @@ mod tests {
         let addr = listener.local_addr().unwrap();
         let source: IpAddr = "127.0.0.3".parse().unwrap();
         let (client, accepted) = tokio::join!(connect(addr, Some(source)), listener.accept());
-        assert_eq!(client.unwrap().local_addr().unwrap().ip(), source);
+        assert_eq!(client.unwrap().0.local_addr().unwrap().ip(), source);
         assert_eq!(accepted.unwrap().1.ip(), source);
     }
 

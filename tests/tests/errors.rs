@@ -354,3 +354,93 @@ fn a_capacity_risk_was_warned_again_on_every_step() {
         );
     }
 }
+
+/// `stampede ARGS` with RLIMIT_NOFILE at `limit`, soft and hard (the agent raises soft to hard, so
+/// both must be set for the limit to hold).
+fn stampede_with_nofile(limit: u64, args: &[&str]) -> std::process::Output {
+    use std::os::unix::process::CommandExt;
+    let mut cmd = std::process::Command::new(tests::bin("stampede"));
+    cmd.args(args);
+    // SAFETY: between fork and exec only setrlimit runs, which is async-signal-safe and allocates
+    // nothing.
+    unsafe {
+        cmd.pre_exec(move || {
+            let lim = libc::rlimit {
+                rlim_cur: limit,
+                rlim_max: limit,
+            };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &lim) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    cmd.output().unwrap()
+}
+
+#[test]
+fn the_embedded_agents_connections_leave_the_coordinator_descriptors_for_its_own_files() {
+    // A new connection per request, 2000/s, each held 500 ms by the target: about 1000 open at once,
+    // over a limit of 400. The agent's two threads may take 290 (400 minus 110 reserved) and no more:
+    // the rest fail as fd-unavailable, and the coordinator in the same process still opens what it
+    // needs, during the step (its monitor reads /proc every second) and after it (run.json, the hlog,
+    // the report).
+    let target = tests::Target::start(&["--delay", "500ms"]);
+    let out = tempfile::tempdir().unwrap();
+    let pid = target.pid().to_string();
+    let url = target.url();
+    let o = stampede_with_nofile(
+        400,
+        &[
+            "run",
+            &url,
+            "--model",
+            "connections",
+            "--steps",
+            "2000",
+            "--step-duration",
+            "3s",
+            "--timeout",
+            "1s",
+            "--threads",
+            "2",
+            "--monitor-pid",
+            &pid,
+            "--quiet",
+            "--out",
+            out.path().to_str().unwrap(),
+        ],
+    );
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert!(!err.contains("Too many open files"), "{err}");
+    let run = run_json(out.path());
+    assert_eq!(run["status"], "completed", "{err}");
+    let (_, rows) = tests::browser::steps_tsv(out.path());
+    let steps = run["steps"].as_array().unwrap();
+    assert_eq!(steps.len(), rows.len(), "{err}");
+    assert_eq!(steps.len(), 1, "{err}");
+    assert!(out.path().join("report.html").is_file(), "{err}");
+    assert!(out.path().join("hlog/step-001.hlog").is_file(), "{err}");
+    let step = &steps[0];
+    assert!(
+        step["errors"]["fd-unavailable"].as_u64().unwrap() > 0,
+        "{step}"
+    );
+    assert_eq!(step["trust"], "invalid", "{step}");
+    assert_eq!(step["generator_bound"], true, "{step}");
+    assert!(
+        step["reasons"].as_array().unwrap().iter().any(|r| r
+            .as_str()
+            .unwrap()
+            .ends_with("fd-unavailable errors: generator out of file descriptors")),
+        "{step}"
+    );
+    // The agent kept to its 290: each connection is held 500 ms, so 290 open at once serve at most
+    // 580/s (the whole limit, 377 or so once the coordinator's own are open, served about 750/s).
+    let served = step["ok_rate"].as_f64().unwrap();
+    assert!((100.0..620.0).contains(&served), "{step}");
+    // The monitor sampled through the step: no reading was lost to a missing descriptor.
+    let monitor = &step["server_monitors"][0];
+    assert!(monitor["samples"].as_u64().unwrap() >= 2, "{monitor}");
+}

@@ -20,7 +20,7 @@ pub(super) async fn open(target: &Target, rec: &Rc<Recorder>) -> Result<Stream, 
     let began = Instant::now();
     let connect = async {
         let source = crate::socket::next_source(&target.sources);
-        let tcp = crate::socket::connect(target.addr, source)
+        let (tcp, held) = crate::socket::connect(target.addr, source)
             .await
             .map_err(|e| Failure::io(Doing::Connecting, e))?;
         // Small requests must leave at once, not wait for Nagle.
@@ -28,6 +28,7 @@ pub(super) async fn open(target: &Target, rec: &Rc<Recorder>) -> Result<Stream, 
         let counted = Counted {
             inner: tcp,
             rec: rec.clone(),
+            _held: held,
         };
         match &target.tls {
             None => Ok(Stream::Plain(counted)),
@@ -63,6 +64,8 @@ pub(super) async fn open(target: &Target, rec: &Rc<Recorder>) -> Result<Stream, 
 pub(super) struct Counted {
     inner: TcpStream,
     rec: Rc<Recorder>,
+    /// Its place in the thread's socket budget; after `inner`, so the descriptor is closed first.
+    _held: crate::socket::Held,
 }
 
 impl AsyncRead for Counted {
