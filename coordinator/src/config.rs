@@ -910,6 +910,21 @@ fn conditions(
         .collect()
 }
 
+/// `--precision`: a percentage above 0 and below 100, `5%` or `5` (as `--threshold` reads one).
+fn precision(text: &str) -> Result<f64, ConfigError> {
+    let bad = || {
+        ConfigError::Conflict(format!(
+            "--precision '{text}': give a percentage above 0, e.g. 5% (the highest fail at most 5% above the highest pass)"
+        ))
+    };
+    let number = text.trim().trim_end_matches('%').trim();
+    let pct: f64 = number.parse().map_err(|_| bad())?;
+    if !(pct > 0.0 && pct < 100.0) {
+        return Err(bad());
+    }
+    Ok(pct / 100.0)
+}
+
 /// The closed model's default ceiling: beyond the fd limits of any one machine; the agents' announced
 /// limits lower it to what they can open.
 const MAX_SEARCH_CONNECTIONS: f64 = 1_000_000.0;
@@ -985,10 +1000,7 @@ pub fn resolve_find_max(args: crate::cli::FindMaxArgs) -> Result<FindMaxConfig, 
     let cooldown = parse_pause("--cooldown", &search.cooldown.0)?;
     let deadline = parse_duration("--deadline", &search.deadline.0)?;
     let max_rate = search.max_rate.map(|r| r.0);
-    let precision = shared::compare::Threshold::parse(&search.precision)
-        .map_err(|e| ConfigError::Conflict(format!("--precision: {e}")))?
-        .pct()
-        / 100.0;
+    let precision = precision(&search.precision)?;
     // The one step the plan holds is the start: every check a plan passes (its rate, the agents'
     // limits before any load) is made on it; the search gives the rest.
     args.step_duration = Some(probe.into());
@@ -1017,6 +1029,13 @@ pub fn resolve_find_max(args: crate::cli::FindMaxArgs) -> Result<FindMaxConfig, 
             }
         }
     };
+    // A plan file may hold them too: refused as the flags are, not kept and ignored.
+    if !run.thresholds.stop_on.is_empty() || !run.thresholds.fail_on.is_empty() {
+        return Err(ConfigError::Conflict(
+            "find-max chooses its own steps: stop_on and fail_on (from the plan file) are not its settings (use --slo)"
+                .into(),
+        ));
+    }
     let closed = run.plan.model() == LoadModel::Concurrency;
     let samples_per_unit = match run.plan.model() {
         LoadModel::Connections => u64::from(run.plan.num_call().get()),

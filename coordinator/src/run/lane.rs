@@ -6,6 +6,7 @@ use shared::search::Capacity;
 
 use super::step::{StepCx, run_step};
 use super::warned::Warned;
+use super::source::Ended;
 use super::{
     RunError, RunOutcome, StepOutcome, StepSource, StepSpec, Stop, Stopped, Watch, baseline_p50,
     blame, tell_unfinished,
@@ -162,7 +163,17 @@ impl<'a> Lane<'a> {
         let ramped = self.ended.clone().unwrap_or_default();
         self.out
             .record_end(ramped.stopped.clone(), self.watch.breaches.clone());
-        self.capacity = self.source.conclude(failed || ramped.aborted);
+        let ended = match () {
+            () if failed => Ended::Failed,
+            () if ramped.aborted => Ended::Interrupted,
+            () => Ended::Completed,
+        };
+        self.capacity = self.source.conclude(ended);
+        if let Some(c) = self.capacity.as_ref().filter(|_| failed) {
+            // The error is said by the caller; the bounds the search had are said here, so a failed
+            // search never ends with nothing.
+            eprintln!("stampede: find-max ended {}: {}", c.status.name(), c.answer);
+        }
         self.out.record_capacity(self.capacity.clone());
         let status = match () {
             () if failed => "failed",

@@ -339,14 +339,16 @@ async fn ramp(
             if lane.ended.is_some() {
                 continue;
             }
-            let Some(spec) = lane.source.next(lane.results.last()) else {
-                lane.ended = Some(Ramped::default());
-                continue;
-            };
+            // Before the source is asked: a search counts the probe it gives.
             if stop.drain.is_cancelled() || stop.now.is_cancelled() {
                 lanes.iter_mut().for_each(Lane::abort);
                 return Ok(());
             }
+            let lane = &mut lanes[k];
+            let Some(spec) = lane.source.next(lane.results.last()) else {
+                lane.ended = Some(Ramped::default());
+                continue;
+            };
             if configured != k {
                 let tolerate = lane.cfg.on_agent_loss != LossPolicy::Abort;
                 tokio::select! {

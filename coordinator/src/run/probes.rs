@@ -12,7 +12,7 @@ use shared::search::{
 };
 use tokio_util::sync::CancellationToken;
 
-use super::source::{self, StepSource, StepSpec};
+use super::source::{self, Ended, StepSource, StepSpec};
 use crate::config::{RunConfig, SearchSetup};
 use crate::fleet::Fleet;
 use crate::progress::span;
@@ -33,6 +33,8 @@ pub struct Probes {
     next_index: usize,
     /// The first Ctrl-C: a step aborted by it is not counted, one aborted by its own deadline is.
     interrupted: CancellationToken,
+    /// A probe was asked for and has not been judged yet: if the run ends now, it never ran.
+    issued_unrun: bool,
     /// What the step just run measured, for the search's next turn.
     probed: Option<Probed>,
     answer: Option<Answer>,
@@ -68,6 +70,7 @@ impl Probes {
             started: Instant::now(),
             next_index: 0,
             interrupted,
+            issued_unrun: false,
             probed: None,
             answer: None,
         })
@@ -123,7 +126,6 @@ impl Probes {
     fn settled(&self, mut answer: Answer) -> Answer {
         if answer.status == Status::LowerBoundOnly && self.generator_ceiling {
             answer.status = Status::GeneratorBound;
-            answer.invalid_at = answer.invalid_at.or(Some(self.ceiling.rate));
         }
         answer
     }
@@ -147,7 +149,10 @@ impl StepSource for Probes {
                 rate,
                 duration_s,
                 role,
-            } => Some(self.spec(rate, duration_s, role)),
+            } => {
+                self.issued_unrun = true;
+                Some(self.spec(rate, duration_s, role))
+            }
             Next::Done(answer) => {
                 self.answer = Some(self.settled(answer));
                 None
@@ -165,6 +170,7 @@ impl StepSource for Probes {
 
     fn judge(&mut self, spec: &StepSpec, result: &mut StepResult) {
         let role = spec.role.unwrap_or(Role::Ramp);
+        self.issued_unrun = false;
         if result.aborted && self.interrupted.is_cancelled() {
             result.probe = Some(ProbeMark {
                 role,
@@ -177,7 +183,8 @@ impl StepSource for Probes {
         // Aborted with nobody asking: the step overran its schedule, its timeout and the grace
         // after them, which only a generator behind its schedule does (a slow server's requests
         // time out within the step).
-        let class = if result.aborted {
+        let lost = result.agents.iter().any(|a| a.lost);
+        let class = if result.aborted || lost {
             Class::Invalid
         } else {
             self.search.classify(&facts, &self.slos)
@@ -192,7 +199,10 @@ impl StepSource for Probes {
             search::mark(role, &class)
         };
         if class == Class::Invalid {
-            mark.reason = Some(if result.aborted {
+            mark.reason = Some(if lost {
+                "an agent was lost during the probe: its share of the offer was not all sent"
+                    .to_string()
+            } else if result.aborted {
                 "the step overran its time: the generator could not keep its schedule".to_string()
             } else if facts.generator_bound {
                 format!("the generator was the limit: {}", result.reasons.join("; "))
@@ -220,16 +230,21 @@ impl StepSource for Probes {
         self.probed = Some(Probed::of(class, &facts, result.duration_s, &self.slos));
     }
 
-    fn conclude(&mut self, interrupted: bool) -> Option<Capacity> {
+    fn conclude(&mut self, ended: Ended) -> Option<Capacity> {
+        if self.issued_unrun {
+            // Asked for, never run (stopped in the cooldown before it, or before it started).
+            self.search.forget_pending();
+            self.issued_unrun = false;
+        }
         let answer = match self.answer.clone() {
             Some(a) => a,
             None => {
-                let status = if interrupted {
-                    Status::Interrupted
-                } else {
+                let status = match ended {
+                    Ended::Interrupted => Status::Interrupted,
+                    Ended::Failed => Status::Failed,
                     // The run ended without the search's word (its steps all ran): the bounds
                     // as they stand, never nothing.
-                    Status::Deadline
+                    Ended::Completed => Status::Deadline,
                 };
                 let a = self.search.stop(status);
                 self.settled(a)

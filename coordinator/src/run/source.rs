@@ -52,10 +52,21 @@ pub trait StepSource {
     fn outlasts_overruns(&self) -> bool {
         false
     }
-    /// The run's answer as a search found it, once the run ends (`interrupted`: it was cut short).
-    fn conclude(&mut self, _interrupted: bool) -> Option<Capacity> {
+    /// The run's answer as a search found it, once the run ends, however it ended.
+    fn conclude(&mut self, _ended: Ended) -> Option<Capacity> {
         None
     }
+}
+
+/// How a run ended, for its source's answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ended {
+    /// The source gave no more steps (or --stop-on ended it).
+    Completed,
+    /// Ctrl-C, or a step aborted for the whole run.
+    Interrupted,
+    /// An error ended the run (an agent's refusal, no agent left).
+    Failed,
 }
 
 /// The plan's steps, in order, whatever their results.

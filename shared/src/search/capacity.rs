@@ -110,11 +110,13 @@ impl Capacity {
                 Failure::Shortfall { .. } => "shortfall",
                 Failure::Collapse { .. } => "collapse",
                 Failure::Undecided => "undecided",
+                Failure::NothingServed => "nothing_served",
             };
             let served = match &f.failure {
                 Failure::Shortfall { achieved, .. } | Failure::Collapse { achieved, .. } => {
                     Some(*achieved)
                 }
+                Failure::NothingServed => Some(0.0),
                 _ => None,
             };
             Failed {
@@ -196,10 +198,18 @@ impl Capacity {
                 human(self.ceiling.rate)
             ),
             Status::GeneratorBound => format!(
-                "at least {}: the generator is the limit (untrusted at {}); add agents or threads",
+                "at least {}: the generator is the limit ({}); add agents or threads",
                 max.unwrap_or_else(|| "nothing proven".to_string()),
-                self.invalid_at.map_or_else(String::new, v)
+                self.invalid_at.map_or_else(
+                    || format!(
+                        "{} could offer no more than {}",
+                        self.ceiling.by,
+                        v(self.ceiling.rate)
+                    ),
+                    |at| format!("untrusted at {}", v(at))
+                )
             ),
+            Status::Failed => format!("the run failed: {bounds}"),
             Status::Doomed => format!(
                 "fails already at the start, {}; {}",
                 fail.unwrap_or_default(),

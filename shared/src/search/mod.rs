@@ -32,6 +32,9 @@ pub enum Status {
     Deadline,
     /// Ctrl-C (or an aborted probe): the bounds known so far. The caller's, never `next`'s.
     Interrupted,
+    /// The run failed under the search (an agent refused a probe, none was left): the bounds known
+    /// so far. The caller's, never `next`'s.
+    Failed,
 }
 
 impl Status {
@@ -44,6 +47,7 @@ impl Status {
             Status::ServerUnrecovered => "server_unrecovered",
             Status::Deadline => "deadline",
             Status::Interrupted => "interrupted",
+            Status::Failed => "failed",
         }
     }
 
@@ -55,7 +59,7 @@ impl Status {
             Status::Doomed => 6,
             Status::ServerUnrecovered => 7,
             Status::Deadline => 8,
-            Status::Interrupted => 1,
+            Status::Interrupted | Status::Failed => 1,
         }
     }
 }
@@ -119,7 +123,7 @@ pub enum ConfigError {
     Start(f64),
     #[error("--max-rate {max} must be at least --start {start}")]
     MaxRate { start: f64, max: f64 },
-    #[error("--precision {0} must be above 0 (5% is 0.05)")]
+    #[error("--precision must be a percentage above 0, e.g. 5% (got a fraction of {0})")]
     Precision(f64),
     #[error("the growth factor {0} must be above 1")]
     Growth(f64),
@@ -355,6 +359,21 @@ impl Search {
     /// can say which before the search is told.
     pub fn would_retry_undecided(&self) -> bool {
         self.undecided_in_row < self.config.undecided_retries
+    }
+
+    /// Forgets the probe last asked for, which never ran (the search was stopped before it): it is
+    /// not counted.
+    pub fn forget_pending(&mut self) {
+        if let Some((_, _, role)) = self.pending.take() {
+            let count = match role {
+                Role::Ramp => &mut self.probes.ramp,
+                Role::Bisect => &mut self.probes.bisect,
+                Role::Confirm => &mut self.probes.confirm,
+                Role::Recovery => &mut self.probes.recovery,
+                Role::Warmup => return,
+            };
+            *count = count.saturating_sub(1);
+        }
     }
 
     /// The rate the search starts from.

@@ -79,6 +79,9 @@ pub enum Failure {
     },
     /// Undecided after every longer probe allowed: counted as a fail, conservatively.
     Undecided,
+    /// Requests were due and none was served (refused, failed, timed out): in every model, with or
+    /// without an SLO, the closed one included, which has no offer to fall short of.
+    NothingServed,
 }
 
 impl std::fmt::Display for Failure {
@@ -103,6 +106,7 @@ impl std::fmt::Display for Failure {
                 f,
                 "still undecided after every longer probe: counted as a fail"
             ),
+            Failure::NothingServed => write!(f, "served nothing of the requests due"),
         }
     }
 }
@@ -205,6 +209,9 @@ pub fn classify(f: &ProbeFacts, slos: &[Condition], best: Option<f64>) -> Class 
     if let Some(failure) = failed {
         return Class::Fail(failure);
     }
+    if f.due > 0 && f.achieved == 0.0 {
+        return Class::Fail(Failure::NothingServed);
+    }
     if explained {
         return Class::Invalid;
     }
@@ -277,6 +284,21 @@ mod tests {
                 "{slos:?}"
             );
         }
+    }
+
+    #[test]
+    fn a_probe_that_served_nothing_fails_without_any_slo_in_the_closed_model_too() {
+        let dead = ProbeFacts {
+            offered: None,
+            achieved: 0.0,
+            samples: 0,
+            due: 40,
+            ..facts(1.0, 0.0, 0, 0.0)
+        };
+        assert_eq!(
+            classify(&dead, &[], Some(0.0)),
+            Class::Fail(Failure::NothingServed)
+        );
     }
 
     #[test]
