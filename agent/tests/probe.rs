@@ -5,13 +5,14 @@
 //! Tests that need nginx, wrk, root or a writable cgroup v2 skip with a printed reason when the
 //! machine lacks them, except under CI=true, where they fail instead.
 use std::io::{BufRead, BufReader, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use agent::monitor::Probe;
 use shared::monitor::{Sample, TargetSample, Watch};
+use tests::nginx::Nginx;
 
 /// Whether a test can run: when `ok` is false it says why and skips, unless under CI=true.
 fn runnable(ok: bool, why: &str) -> bool {
@@ -53,83 +54,20 @@ fn cpu_pct(a: &Sample, b: &Sample) -> f64 {
     100.0 * ns as f64 / (b.at_unix_ns - a.at_unix_ns) as f64
 }
 
-/// A real nginx, master and 2 workers, in the foreground as our child, on a free loopback port.
-struct Nginx {
-    master: Child,
-    port: u16,
-    dir: PathBuf,
-}
-
-impl Nginx {
-    fn start() -> Nginx {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let dir = std::env::temp_dir().join(format!(
-            "stampede-probe-nginx-{}-{port}",
-            std::process::id()
-        ));
-        std::fs::create_dir_all(dir.join("logs")).unwrap();
-        let d = dir.display();
-        let config = format!(
-            "worker_processes 2;\ndaemon off;\npid {d}/nginx.pid;\nerror_log {d}/logs/error.log;\n\
-             events {{ worker_connections 256; }}\n\
-             http {{ access_log off; client_body_temp_path {d}/body; proxy_temp_path {d}/proxy;\n\
-             fastcgi_temp_path {d}/fcgi; uwsgi_temp_path {d}/uwsgi; scgi_temp_path {d}/scgi;\n\
-             server {{ listen 127.0.0.1:{port}; location / {{ return 200 \"hello\\n\"; }} }} }}\n"
+/// A real nginx, master and 2 workers (the harness's, with a stub_status beside `/`), once both
+/// workers are up.
+fn start_nginx() -> Nginx {
+    let nginx = Nginx::spawn(2);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while nginx.workers().len() < 2 {
+        assert!(
+            Instant::now() < deadline,
+            "nginx's workers did not start: see {}",
+            nginx.dir().display()
         );
-        std::fs::write(dir.join("nginx.conf"), config).unwrap();
-        let master = Command::new("nginx")
-            .arg("-c")
-            .arg(dir.join("nginx.conf"))
-            .arg("-p")
-            .arg(&dir)
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("nginx");
-        let nginx = Nginx { master, port, dir };
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while nginx.workers().len() < 2 || TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(
-                Instant::now() < deadline,
-                "nginx did not start: see {}",
-                nginx.dir.display()
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        nginx
+        std::thread::sleep(Duration::from_millis(50));
     }
-
-    fn pid(&self) -> u32 {
-        self.master.id()
-    }
-
-    /// The master's children, as `pgrep -P` finds them.
-    fn workers(&self) -> Vec<u32> {
-        let out = output("pgrep", &["-P", &self.pid().to_string()]);
-        out.split_whitespace().map(|p| p.parse().unwrap()).collect()
-    }
-
-    fn all(&self) -> Vec<u32> {
-        let mut pids = self.workers();
-        pids.push(self.pid());
-        pids
-    }
-
-    fn url(&self) -> String {
-        format!("http://127.0.0.1:{}/", self.port)
-    }
-}
-
-impl Drop for Nginx {
-    fn drop(&mut self) {
-        // SAFETY: kill only signals the nginx master we started (SIGTERM: fast shutdown, workers too).
-        unsafe { libc::kill(self.master.id() as libc::pid_t, libc::SIGTERM) };
-        let _ = self.master.wait();
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
+    nginx
 }
 
 fn nginx_here() -> bool {
@@ -144,7 +82,7 @@ fn process_nginx_finds_master_and_workers_as_pgrep_does() {
     if !nginx_here() {
         return;
     }
-    let nginx = Nginx::start();
+    let nginx = start_nginx();
     let mut tree = Probe::open(&Watch::Pid(nginx.pid())).unwrap();
     assert_eq!(
         target(&tree.sample().unwrap()).processes,
@@ -168,7 +106,7 @@ fn nginx_cpu_grows_under_wrk_and_memory_and_fds_match_ps_and_ls() {
     if !nginx_here() || !runnable(has("wrk") && has("ps"), "wrk and ps") {
         return;
     }
-    let nginx = Nginx::start();
+    let nginx = start_nginx();
     let mut probe = Probe::open(&Watch::Pid(nginx.pid())).unwrap();
     let idle0 = probe.sample().unwrap();
     std::thread::sleep(Duration::from_millis(500));
@@ -231,7 +169,7 @@ fn nginx_reloads_are_sampled_through_and_cpu_never_goes_back() {
     if !nginx_here() {
         return;
     }
-    let nginx = Nginx::start();
+    let nginx = start_nginx();
     let mut probe = Probe::open(&Watch::Process("nginx".into())).unwrap();
     let mut last = probe.sample().unwrap();
     // Each reload starts 2 new workers and retires the old ones while we sample.

@@ -3,6 +3,7 @@
 pub mod browser;
 pub mod docker;
 pub mod dom;
+pub mod nginx;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};

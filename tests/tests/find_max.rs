@@ -6,6 +6,7 @@ use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use tests::nginx::Nginx;
 use tests::{AgentProc, Lines, Target, bin, closed_port, run_json, signal, stampede, text};
 
 /// Runs a search into a fresh directory: its exit code, stdout, stderr and run.json.
@@ -133,6 +134,54 @@ fn a_target_that_refuses_every_connection_is_doomed() {
     assert_eq!(f(&c["lowest_fail"]["offered"]), 200.0);
     // Refused connections are the target's doing, not a generator at its limit.
     assert_eq!(json["steps"][0]["probe"]["class"], "fail");
+}
+
+#[test]
+fn a_search_against_nginx_sends_what_nginx_counts() {
+    // A server we did not write: its own counter, not ours, says what the probes sent.
+    let Some(nginx) = Nginx::start("a_search_against_nginx_sends_what_nginx_counts") else {
+        return;
+    };
+    let _serial = tests::serial();
+    let before = nginx.requests();
+    let (code, stdout, stderr, json, _dir) = find_max(&[
+        &nginx.url(),
+        "--slo",
+        "p99<20ms",
+        "--model",
+        "requests",
+        "--start",
+        "1000",
+        "--max-rate",
+        "2000",
+        "--probe",
+        "1s",
+        "--warmup",
+        "0s",
+        "--cooldown",
+        "200ms",
+    ]);
+    // This read counts itself.
+    let served = nginx.requests() - before - 1;
+    let c = capacity(&json);
+    assert_eq!(code, 4, "{stdout}\n{stderr}");
+    assert_eq!(c["status"], "lower_bound_only", "{c}");
+    assert_eq!(c["ceiling"]["by"], "--max-rate", "{c}");
+    assert_eq!(f(&c["max_rate"]["offered"]), 2000.0, "{c}");
+    let steps = json["steps"].as_array().unwrap();
+    let sum = |key: &str| -> u64 { steps.iter().map(|s| s[key].as_u64().unwrap()).sum() };
+    // 1000 req/s for the 1.25 s a p99's samples need, then 2000 req/s for 1 s.
+    assert!(sum("requests") >= 3000, "{}", sum("requests"));
+    assert_eq!(
+        sum("requests"),
+        served,
+        "run.json's requests against nginx's stub_status"
+    );
+    assert_eq!(
+        sum("ok"),
+        served,
+        "run.json's ok against nginx's stub_status"
+    );
 }
 
 #[test]
