@@ -49,6 +49,22 @@ const FIND_MAX_EXAMPLES: &str = "Examples:
 
 Exit codes: 0 resolved (both bounds found and confirmed), 1 the run failed or was interrupted (the bounds so far are in run.json), 2 usage or configuration error, 4 lower_bound_only (a pass at the ceiling: not a maximum), 5 generator_bound (the generator is the limit: add agents), 6 doomed (the start rate already fails), 7 server_unrecovered (after an overload with errors a passing rate failed too), 8 deadline (time or probe budget ran out: the bounds so far).";
 
+/// `run`'s settings find-max chooses itself (see `config::step_flags`), hidden from its help.
+const FIND_MAX_REFUSED: [&str; 12] = [
+    "steps",
+    "low_rate",
+    "high_rate",
+    "rate_step",
+    "rate",
+    "connections",
+    "num_conn",
+    "max_requests",
+    "step_duration",
+    "stop_on",
+    "stop_after",
+    "fail_on",
+];
+
 /// `stampede find-max`: the search's own flags beside every setting of `run` but the steps.
 #[derive(Debug, Clone, Args)]
 pub struct FindMaxArgs {
@@ -613,6 +629,13 @@ where
 {
     let matches = Cli::command()
         .mut_subcommand("run", |c| c.after_help(RUN_EXAMPLES))
+        // `run`'s step-shaping flags come with the flattened `RunArgs`; find-max refuses them
+        // (naming its own), so its help does not offer them.
+        .mut_subcommand("find-max", |c| {
+            FIND_MAX_REFUSED
+                .iter()
+                .fold(c, |c, id| c.mut_arg(*id, |a| a.hide(true)))
+        })
         .try_get_matches_from(argv)?;
     let mut cli = Cli::from_arg_matches(&matches)?;
     match (&mut cli.command, matches.subcommand()) {

@@ -4,6 +4,7 @@ use std::num::{NonZeroU32, NonZeroU64};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use shared::condition::Cmp;
 use shared::plan::{
     self, LoadModel, Plan, PlanError, RequestSpec, StepLimit, Workload, parse_header,
     parse_url_list,
@@ -1017,6 +1018,11 @@ pub fn resolve_find_max(args: crate::cli::FindMaxArgs) -> Result<FindMaxConfig, 
             ))),
         }
     };
+    if let Some(r) = search.start.filter(|r| !(r.0.is_finite() && r.0 > 0.0)) {
+        return Err(ConfigError::Conflict(
+            shared::search::ConfigError::Start(r.0).to_string(),
+        ));
+    }
     let (start, run) = match search.start {
         Some(r) => (r.0, resolve_at(r.0)?),
         None => {
@@ -1042,6 +1048,21 @@ pub fn resolve_find_max(args: crate::cli::FindMaxArgs) -> Result<FindMaxConfig, 
         _ => 1,
     };
     let slos = conditions("--slo", &search.slos, run.plan.model())?;
+    // An SLO is what a passing probe meets; `p99>50ms` is --stop-on's way round, a breach.
+    if let Some(c) = slos.iter().find(|c| !c.holds_when_good()) {
+        let flipped = match (c.metric, c.cmp) {
+            (shared::condition::Metric::OkRate, Cmp::Lt | Cmp::Gt) => ">",
+            (shared::condition::Metric::OkRate, _) => ">=",
+            (_, Cmp::Lt | Cmp::Gt) => "<",
+            _ => "<=",
+        };
+        return Err(ConfigError::Conflict(format!(
+            "--slo '{c}': an SLO says what a passing probe meets, e.g. {}{flipped}{}{} (the other way round is --stop-on's breach)",
+            c.metric.name(),
+            c.threshold.value,
+            c.threshold.unit.symbol()
+        )));
+    }
     let config = shared::search::Config {
         start,
         // The agents' own limits (their --max-rate, their sockets and fds) lower it before the search.

@@ -278,6 +278,16 @@ pub struct Reading {
 
 impl Condition {
     /// Whether this condition compares with the demanded rate, which the closed model lacks.
+    /// Whether the condition holds when things are good: a latency or a failure share below its
+    /// threshold, a served rate above it. An SLO must; a `--stop-on` names the breach instead.
+    pub fn holds_when_good(&self) -> bool {
+        let below = matches!(self.cmp, Cmp::Lt | Cmp::Le);
+        match self.metric {
+            Metric::OkRate => !below,
+            _ => below,
+        }
+    }
+
     pub fn needs_demanded_rate(&self) -> bool {
         self.metric == Metric::OkRate && self.threshold.unit == Unit::Percent
     }

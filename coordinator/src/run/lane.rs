@@ -4,9 +4,9 @@
 use shared::report::{self, StepResult};
 use shared::search::Capacity;
 
+use super::source::Ended;
 use super::step::{StepCx, run_step};
 use super::warned::Warned;
-use super::source::Ended;
 use super::{
     RunError, RunOutcome, StepOutcome, StepSource, StepSpec, Stop, Stopped, Watch, baseline_p50,
     blame, tell_unfinished,

@@ -56,6 +56,7 @@ impl Probes {
             ..setup.search
         };
         let precision = config.precision;
+        let (config_probe_s, config_deadline_s) = (config.probe_s, config.deadline_s);
         let search = Search::new(config)?;
         Ok(Probes {
             search,
@@ -65,7 +66,9 @@ impl Probes {
             precision,
             ceiling,
             generator_ceiling,
-            warmup: Some(setup.warmup).filter(|w| !w.is_zero()),
+            // A warmup that leaves no time for a probe before the deadline is not run.
+            warmup: Some(setup.warmup)
+                .filter(|w| !w.is_zero() && w.as_secs_f64() + config_probe_s < config_deadline_s),
             cooldown: setup.cooldown,
             started: Instant::now(),
             next_index: 0,
@@ -88,14 +91,34 @@ impl Probes {
         let warmup = self
             .warmup
             .map_or(String::new(), |w| format!(", {} warmup", span(w)));
+        let ceiling = if self.generator_ceiling {
+            format!(
+                "as high as the generator can offer ({} by its own checks)",
+                step_value(self.model, self.ceiling.rate)
+            )
+        } else {
+            format!(
+                "up to {} ({})",
+                step_value(self.model, self.ceiling.rate),
+                self.ceiling.by
+            )
+        };
+        let length = if c.samples > 0 && c.per_second {
+            " (longer where the SLOs need more samples)"
+        } else {
+            ""
+        };
+        let confirm = match c.repeat {
+            0 => "bounds not confirmed".to_string(),
+            n => format!(
+                "both bounds confirmed {n} × {}",
+                span(Duration::from_secs_f64(c.confirm_s))
+            ),
+        };
         format!(
-            "find-max: {slos}, {} up to {} ({}), {} probes{warmup}, both bounds confirmed {} × {}, within {}%, deadline {}",
+            "find-max: {slos}, from {} {ceiling}, {} probes{length}{warmup}, {confirm}, within {}%, deadline {}",
             human(c.start),
-            step_value(self.model, self.ceiling.rate),
-            self.ceiling.by,
             span(Duration::from_secs_f64(c.probe_s)),
-            c.repeat,
-            span(Duration::from_secs_f64(c.confirm_s)),
             tsv_number(c.precision * 100.0),
             if c.deadline_s.is_finite() {
                 span(Duration::from_secs_f64(c.deadline_s))
@@ -214,7 +237,8 @@ impl StepSource for Probes {
             });
         }
         if role == Role::Warmup {
-            mark.reason = Some("warmup: not counted".into());
+            // Its class is shown, never used: no reason to say.
+            mark.reason = None;
         } else if class == Class::Undecided && !exhausted {
             mark.reason = Some(match search::probe::lacking(&facts, &self.slos) {
                 Some((slo, have, needed)) => format!(
