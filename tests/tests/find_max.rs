@@ -429,12 +429,21 @@ fn ctrl_c_keeps_every_probe_and_the_bounds_so_far() {
     let c = capacity(&json);
     assert_eq!(c["status"], "interrupted", "{c}");
     assert_eq!(json["status"], "aborted");
-    assert!(
-        f(&c["max_rate"]["offered"]) >= 200.0,
+    assert_eq!(
+        f(&c["max_rate"]["offered"]),
+        200.0,
         "two probes had passed: {c}"
     );
     let steps = json["steps"].as_array().unwrap();
-    assert!(steps.len() >= 3, "every probe kept");
+    assert_eq!(steps.len(), 2, "every probe kept");
+    let counted: u64 = ["ramp", "bisect", "confirm", "recovery"]
+        .iter()
+        .map(|k| c["probes"][k].as_u64().unwrap())
+        .sum();
+    assert_eq!(
+        counted, 2,
+        "the probe asked for in the cooldown never ran: {c}"
+    );
 }
 
 #[test]
