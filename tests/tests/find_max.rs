@@ -318,6 +318,113 @@ fn a_generator_out_of_file_descriptors_is_never_a_bound() {
     );
 }
 
+/// Pins the child to one CPU (between fork and exec: only the child).
+fn pinned(cmd: &mut Command, cpu: usize) -> &mut Command {
+    // SAFETY: sched_setaffinity on the child itself, with a set we own.
+    unsafe {
+        cmd.pre_exec(move || {
+            let mut set: libc::cpu_set_t = std::mem::zeroed();
+            libc::CPU_SET(cpu, &mut set);
+            if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        })
+    }
+}
+
+/// A process stopped when dropped: SIGTERM, which `timeout` passes on to what it runs (a SIGKILL
+/// would leave that running), then waited for.
+struct Killed(std::process::Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        signal(&self.0, libc::SIGTERM);
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn a_generator_starved_of_cpu_is_never_a_bound() {
+    let _serial = tests::serial();
+    if std::thread::available_parallelism().map_or(1, |n| n.get()) < 2 {
+        eprintln!("skipped: needs two CPUs, one for the target and one for the starved generator");
+        return;
+    }
+    // The target alone on CPU 1; the generator's one worker thread on CPU 0 beside two busy
+    // loops (each bounded: `timeout` ends it), so it gets a third of a core for 40,000 req/s.
+    let ready = tempfile::tempdir().unwrap();
+    let file = ready.path().join("ready.json");
+    let mut serve = Command::new(bin("stampede"));
+    pinned(&mut serve, 1)
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--threads",
+            "1",
+            "--ready-file",
+        ])
+        .arg(&file)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    let mut serve = Killed(serve.spawn().unwrap());
+    let log = Lines::of(&mut serve.0);
+    let addr = tests::ready_addr(&file, &mut serve.0, &log);
+    let _spin: Vec<Killed> = (0..2)
+        .map(|_| {
+            let mut c = Command::new("timeout");
+            pinned(&mut c, 0)
+                .args(["60", "sh", "-c", "while :; do :; done"])
+                .stdout(Stdio::null());
+            Killed(c.spawn().unwrap())
+        })
+        .collect();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let mut cmd = Command::new(bin("stampede"));
+    pinned(&mut cmd, 0)
+        .args([
+            "find-max",
+            &format!("http://{addr}/"),
+            "--slo",
+            "p99<100ms",
+            "--model",
+            "requests",
+            "--threads",
+            "1",
+            "--start",
+            "40000",
+            "--max-rate",
+            "40000",
+            "--probe",
+            "2s",
+            "--timeout",
+            "1s",
+            "--warmup",
+            "0s",
+            "--cooldown",
+            "1s",
+            "--quiet",
+            "--out",
+        ])
+        .arg(&out);
+    let o = cmd.stdin(Stdio::null()).output().unwrap();
+    let (stdout, stderr) = (text(&o.stdout), text(&o.stderr));
+    assert_eq!(o.status.code(), Some(5), "{stdout}\n{stderr}");
+    let json = run_json(&out);
+    let c = capacity(&json);
+    assert_eq!(c["status"], "generator_bound", "{c}");
+    assert!(c["lowest_fail"].is_null(), "no fail was the server's: {c}");
+    for s in json["steps"].as_array().unwrap() {
+        assert_eq!(s["probe"]["class"], "invalid", "{}", s["probe"]);
+        assert!(
+            f(&s["generator"]["lag_p99_ms"]) > 100.0,
+            "a starved generator lags"
+        );
+    }
+}
+
 #[test]
 fn a_server_that_breaks_at_its_first_overload_is_not_bisected() {
     let _serial = tests::serial();

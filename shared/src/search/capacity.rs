@@ -198,8 +198,8 @@ impl Capacity {
                 human(self.ceiling.rate)
             ),
             Status::GeneratorBound => format!(
-                "at least {}: the generator is the limit ({}); add agents or threads",
-                max.unwrap_or_else(|| "nothing proven".to_string()),
+                "{}: the generator is the limit ({}); add agents or threads",
+                max.map_or_else(|| "no rate proven".to_string(), |m| format!("at least {m}")),
                 self.invalid_at.map_or_else(
                     || format!(
                         "{} could offer no more than {}",
