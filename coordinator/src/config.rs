@@ -911,6 +911,26 @@ fn conditions(
         .collect()
 }
 
+/// An SLO is what a passing probe meets; `p99>50ms` is --stop-on's way round, a breach: refused,
+/// naming the SLO meant.
+fn check_slo_direction(slos: &[shared::condition::Condition]) -> Result<(), ConfigError> {
+    if let Some(c) = slos.iter().find(|c| !c.holds_when_good()) {
+        let flipped = match (c.metric, c.cmp) {
+            (shared::condition::Metric::OkRate, Cmp::Lt | Cmp::Gt) => ">",
+            (shared::condition::Metric::OkRate, _) => ">=",
+            (_, Cmp::Lt | Cmp::Gt) => "<",
+            _ => "<=",
+        };
+        return Err(ConfigError::Conflict(format!(
+            "--slo '{c}': an SLO says what a passing probe meets, e.g. {}{flipped}{}{} (the other way round is --stop-on's breach)",
+            c.metric.name(),
+            c.threshold.value,
+            c.threshold.unit.symbol()
+        )));
+    }
+    Ok(())
+}
+
 /// `--precision`: a percentage above 0 and below 100, `5%` or `5` (as `--threshold` reads one).
 fn precision(text: &str) -> Result<f64, ConfigError> {
     let bad = || {
@@ -1048,21 +1068,7 @@ pub fn resolve_find_max(args: crate::cli::FindMaxArgs) -> Result<FindMaxConfig, 
         _ => 1,
     };
     let slos = conditions("--slo", &search.slos, run.plan.model())?;
-    // An SLO is what a passing probe meets; `p99>50ms` is --stop-on's way round, a breach.
-    if let Some(c) = slos.iter().find(|c| !c.holds_when_good()) {
-        let flipped = match (c.metric, c.cmp) {
-            (shared::condition::Metric::OkRate, Cmp::Lt | Cmp::Gt) => ">",
-            (shared::condition::Metric::OkRate, _) => ">=",
-            (_, Cmp::Lt | Cmp::Gt) => "<",
-            _ => "<=",
-        };
-        return Err(ConfigError::Conflict(format!(
-            "--slo '{c}': an SLO says what a passing probe meets, e.g. {}{flipped}{}{} (the other way round is --stop-on's breach)",
-            c.metric.name(),
-            c.threshold.value,
-            c.threshold.unit.symbol()
-        )));
-    }
+    check_slo_direction(&slos)?;
     let config = shared::search::Config {
         start,
         // The agents' own limits (their --max-rate, their sockets and fds) lower it before the search.
