@@ -49,20 +49,58 @@ const FIND_MAX_EXAMPLES: &str = "Examples:
 
 Exit codes: 0 resolved (both bounds found and confirmed), 1 the run failed or was interrupted (the bounds so far are in run.json), 2 usage or configuration error, 4 lower_bound_only (a pass at the ceiling: not a maximum), 5 generator_bound (the generator is the limit: add agents), 6 doomed (the start rate already fails), 7 server_unrecovered (after an overload with errors a passing rate failed too), 8 deadline (time or probe budget ran out: the bounds so far).";
 
-/// `run`'s settings find-max chooses itself (see `config::step_flags`), hidden from its help.
-const FIND_MAX_REFUSED: [&str; 12] = [
-    "steps",
-    "low_rate",
-    "high_rate",
-    "rate_step",
-    "rate",
-    "connections",
-    "num_conn",
-    "max_requests",
-    "step_duration",
-    "stop_on",
-    "stop_after",
-    "fail_on",
+/// `run`'s settings find-max chooses itself: each one's clap id (hidden from find-max's help), its
+/// flag, the search's flag to use instead, and whether a command line gave it. The one list that
+/// `config::resolve_find_max` refuses by and the help hides by.
+pub type Refused = (
+    &'static str,
+    &'static str,
+    &'static str,
+    fn(&RunArgs) -> bool,
+);
+
+pub const FIND_MAX_REFUSED: [Refused; 12] = [
+    ("steps", "--steps", "--start and --max-rate", |a| {
+        a.steps.is_some()
+    }),
+    ("low_rate", "--low-rate", "--start", |a| {
+        a.low_rate.is_some()
+    }),
+    ("high_rate", "--high-rate", "--max-rate", |a| {
+        a.high_rate.is_some()
+    }),
+    ("rate_step", "--rate-step", "--precision", |a| {
+        a.rate_step.is_some()
+    }),
+    ("rate", "-R/--rate", "--start", |a| a.rate.is_some()),
+    (
+        "connections",
+        "-c/--connections",
+        "--max-connections (the requests model's pool) or --model concurrency --start N",
+        |a| a.connections.is_some(),
+    ),
+    ("num_conn", "--num-conn", "--probe", |a| {
+        a.num_conn.is_some()
+    }),
+    ("max_requests", "-n/--max-requests", "--probe", |a| {
+        a.max_requests.is_some()
+    }),
+    (
+        "step_duration",
+        "--step-duration",
+        "--probe and --confirm",
+        |a| a.step_duration.is_some(),
+    ),
+    ("stop_on", "--stop-on", "--slo", |a| !a.stop_on.is_empty()),
+    ("stop_after", "--stop-after", "--repeat", |a| {
+        a.stop_after.is_some()
+    }),
+    (
+        "fail_on",
+        "--fail-on",
+        "--slo (the exit code says how the search ended)",
+        |a| !a.fail_on.is_empty(),
+    ),
 ];
 
 /// `stampede find-max`: the search's own flags beside every setting of `run` but the steps.
@@ -634,7 +672,7 @@ where
         .mut_subcommand("find-max", |c| {
             FIND_MAX_REFUSED
                 .iter()
-                .fold(c, |c, id| c.mut_arg(*id, |a| a.hide(true)))
+                .fold(c, |c, (id, ..)| c.mut_arg(*id, |a| a.hide(true)))
         })
         .try_get_matches_from(argv)?;
     let mut cli = Cli::from_arg_matches(&matches)?;

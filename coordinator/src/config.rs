@@ -968,41 +968,6 @@ pub struct FindMaxConfig {
     pub setup: SearchSetup,
 }
 
-/// The flags that shape `run`'s steps, which a search chooses itself: each with what to use instead.
-fn step_flags(a: &RunArgs) -> Vec<(&'static str, &'static str)> {
-    let mut given = Vec::new();
-    let mut flag = |set: bool, name, instead| {
-        if set {
-            given.push((name, instead));
-        }
-    };
-    flag(a.steps.is_some(), "--steps", "--start and --max-rate");
-    flag(a.low_rate.is_some(), "--low-rate", "--start");
-    flag(a.high_rate.is_some(), "--high-rate", "--max-rate");
-    flag(a.rate_step.is_some(), "--rate-step", "--precision");
-    flag(a.rate.is_some(), "-R/--rate", "--start");
-    flag(
-        a.connections.is_some(),
-        "-c/--connections",
-        "--max-connections (the requests model's pool) or --model concurrency --start N",
-    );
-    flag(a.num_conn.is_some(), "--num-conn", "--probe");
-    flag(a.max_requests.is_some(), "-n/--max-requests", "--probe");
-    flag(
-        a.step_duration.is_some(),
-        "--step-duration",
-        "--probe and --confirm",
-    );
-    flag(!a.stop_on.is_empty(), "--stop-on", "--slo");
-    flag(a.stop_after.is_some(), "--stop-after", "--repeat");
-    flag(
-        !a.fail_on.is_empty(),
-        "--fail-on",
-        "--slo (the exit code says how the search ended)",
-    );
-    given
-}
-
 /// Builds a search's configuration: `run`'s from the flags and plan file (the steps left to the
 /// search: one step at --start, for the check before any load), and the search's own.
 pub fn resolve_find_max(args: crate::cli::FindMaxArgs) -> Result<FindMaxConfig, ConfigError> {
@@ -1010,7 +975,10 @@ pub fn resolve_find_max(args: crate::cli::FindMaxArgs) -> Result<FindMaxConfig, 
         run: mut args,
         search,
     } = args;
-    if let Some((flag, instead)) = step_flags(&args).first() {
+    if let Some((_, flag, instead, _)) = crate::cli::FIND_MAX_REFUSED
+        .iter()
+        .find(|(.., given)| given(&args))
+    {
         return Err(ConfigError::Conflict(format!(
             "find-max chooses its own steps: {flag} is not one of its flags (use {instead})"
         )));

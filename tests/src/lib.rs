@@ -482,6 +482,26 @@ impl Drop for AgentProc {
     }
 }
 
+/// `cmd` with RLIMIT_NOFILE at `limit`, soft and hard (the agent raises soft to hard, so both must
+/// be set for the limit to hold).
+pub fn with_nofile(cmd: &mut Command, limit: u64) -> &mut Command {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: between fork and exec only setrlimit runs, which is async-signal-safe and allocates
+    // nothing.
+    unsafe {
+        cmd.pre_exec(move || {
+            let lim = libc::rlimit {
+                rlim_cur: limit,
+                rlim_max: limit,
+            };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &lim) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        })
+    }
+}
+
 /// Sends a signal to a process this test started.
 pub fn signal(child: &Child, sig: i32) {
     // SAFETY: kill(2) on a pid we spawned and have not yet waited for.

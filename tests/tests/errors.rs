@@ -355,27 +355,10 @@ fn a_capacity_risk_was_warned_again_on_every_step() {
     }
 }
 
-/// `stampede ARGS` with RLIMIT_NOFILE at `limit`, soft and hard (the agent raises soft to hard, so
-/// both must be set for the limit to hold).
+/// `stampede ARGS` with RLIMIT_NOFILE at `limit` (see [`tests::with_nofile`]).
 fn stampede_with_nofile(limit: u64, args: &[&str]) -> std::process::Output {
-    use std::os::unix::process::CommandExt;
     let mut cmd = std::process::Command::new(tests::bin("stampede"));
-    cmd.args(args);
-    // SAFETY: between fork and exec only setrlimit runs, which is async-signal-safe and allocates
-    // nothing.
-    unsafe {
-        cmd.pre_exec(move || {
-            let lim = libc::rlimit {
-                rlim_cur: limit,
-                rlim_max: limit,
-            };
-            if libc::setrlimit(libc::RLIMIT_NOFILE, &lim) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
-    cmd.output().unwrap()
+    tests::with_nofile(cmd.args(args), limit).output().unwrap()
 }
 
 #[test]

@@ -11,12 +11,24 @@ use tests::{AgentProc, Lines, Target, bin, closed_port, run_json, signal, stampe
 
 /// Runs a search into a fresh directory: its exit code, stdout, stderr and run.json.
 fn find_max(args: &[&str]) -> (i32, String, String, serde_json::Value, tempfile::TempDir) {
+    find_max_with(args, |_| {})
+}
+
+/// [`find_max`] with the command changed first (its CPU, its fd limit).
+fn find_max_with(
+    args: &[&str],
+    change: impl FnOnce(&mut Command),
+) -> (i32, String, String, serde_json::Value, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("out");
-    let mut argv = vec!["find-max"];
-    argv.extend_from_slice(args);
-    argv.extend(["--quiet", "--out", out.to_str().unwrap()]);
-    let o = stampede(&argv);
+    let mut cmd = Command::new(bin("stampede"));
+    cmd.arg("find-max")
+        .args(args)
+        .args(["--quiet", "--out"])
+        .arg(&out)
+        .stdin(Stdio::null());
+    change(&mut cmd);
+    let o = cmd.output().expect("stampede runs");
     let code = o.status.code().expect("exited");
     let json = run_json(&out);
     (code, text(&o.stdout), text(&o.stderr), json, dir)
@@ -261,11 +273,7 @@ fn a_generator_out_of_file_descriptors_is_never_a_bound() {
     // Each connection held half a second: 2,000 new ones a second want 1,000 open at once, and the
     // generator may open 400 descriptors in all (soft and hard: the agent raises soft to hard).
     let target = Target::start(&["--delay", "500ms"]);
-    let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("out");
-    let mut cmd = Command::new(bin("stampede"));
-    cmd.args([
-        "find-max",
+    let args = [
         &target.url(),
         "--slo",
         "failed<1%",
@@ -281,27 +289,11 @@ fn a_generator_out_of_file_descriptors_is_never_a_bound() {
         "0s",
         "--cooldown",
         "1s",
-        "--quiet",
-        "--out",
-    ])
-    .arg(&out);
-    // SAFETY: setrlimit between fork and exec touches only the child.
-    unsafe {
-        cmd.pre_exec(|| {
-            let limit = libc::rlimit {
-                rlim_cur: 400,
-                rlim_max: 400,
-            };
-            if libc::setrlimit(libc::RLIMIT_NOFILE, &limit) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
-    let o = cmd.stdin(Stdio::null()).output().unwrap();
-    let (stdout, stderr) = (text(&o.stdout), text(&o.stderr));
-    assert_eq!(o.status.code(), Some(5), "{stdout}\n{stderr}");
-    let json = run_json(&out);
+    ];
+    let (code, stdout, stderr, json, _dir) = find_max_with(&args, |cmd| {
+        tests::with_nofile(cmd, 400);
+    });
+    assert_eq!(code, 5, "{stdout}\n{stderr}");
     let c = capacity(&json);
     assert_eq!(c["status"], "generator_bound", "{c}");
     assert!(c["lowest_fail"].is_null(), "no fail was the server's: {c}");
@@ -380,39 +372,32 @@ fn a_generator_starved_of_cpu_is_never_a_bound() {
             Killed(c.spawn().unwrap())
         })
         .collect();
-    let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("out");
-    let mut cmd = Command::new(bin("stampede"));
-    pinned(&mut cmd, 0)
-        .args([
-            "find-max",
-            &format!("http://{addr}/"),
-            "--slo",
-            "p99<100ms",
-            "--model",
-            "requests",
-            "--threads",
-            "1",
-            "--start",
-            "40000",
-            "--max-rate",
-            "40000",
-            "--probe",
-            "2s",
-            "--timeout",
-            "1s",
-            "--warmup",
-            "0s",
-            "--cooldown",
-            "1s",
-            "--quiet",
-            "--out",
-        ])
-        .arg(&out);
-    let o = cmd.stdin(Stdio::null()).output().unwrap();
-    let (stdout, stderr) = (text(&o.stdout), text(&o.stderr));
-    assert_eq!(o.status.code(), Some(5), "{stdout}\n{stderr}");
-    let json = run_json(&out);
+    let url = format!("http://{addr}/");
+    let args = [
+        &url,
+        "--slo",
+        "p99<100ms",
+        "--model",
+        "requests",
+        "--threads",
+        "1",
+        "--start",
+        "40000",
+        "--max-rate",
+        "40000",
+        "--probe",
+        "2s",
+        "--timeout",
+        "1s",
+        "--warmup",
+        "0s",
+        "--cooldown",
+        "1s",
+    ];
+    let (code, stdout, stderr, json, _dir) = find_max_with(&args, |cmd| {
+        pinned(cmd, 0);
+    });
+    assert_eq!(code, 5, "{stdout}\n{stderr}");
     let c = capacity(&json);
     assert_eq!(c["status"], "generator_bound", "{c}");
     assert!(c["lowest_fail"].is_null(), "no fail was the server's: {c}");

@@ -20,9 +20,7 @@ use crate::progress::span;
 pub struct Probes {
     search: Search,
     slos: Vec<Condition>,
-    slo_names: Vec<String>,
     model: &'static str,
-    precision: f64,
     ceiling: Ceiling,
     /// Whether the ceiling is the generator's (its sockets), not a limit someone set: a pass there
     /// proves no more than the generator could offer.
@@ -55,15 +53,12 @@ impl Probes {
             max_rate: ceiling.rate,
             ..setup.search
         };
-        let precision = config.precision;
         let (config_probe_s, config_deadline_s) = (config.probe_s, config.deadline_s);
         let search = Search::new(config)?;
         Ok(Probes {
             search,
-            slo_names: setup.slos.iter().map(ToString::to_string).collect(),
             slos: setup.slos,
             model,
-            precision,
             ceiling,
             generator_ceiling,
             // A warmup that leaves no time for a probe before the deadline is not run.
@@ -83,10 +78,10 @@ impl Probes {
     /// (--max-rate), 10 s probes, both bounds confirmed 2 × 30 s, within 5%, deadline 30 min`.
     pub fn plan_line(&self) -> String {
         let c = self.search.config();
-        let slos = if self.slo_names.is_empty() {
+        let slos = if self.slos.is_empty() {
             "no SLO (throughput only)".to_string()
         } else {
-            self.slo_names.join(", ")
+            self.slo_names().join(", ")
         };
         let warmup = self
             .warmup
@@ -128,6 +123,19 @@ impl Probes {
         )
     }
 
+    fn slo_names(&self) -> Vec<String> {
+        self.slos.iter().map(ToString::to_string).collect()
+    }
+
+    /// The cooldown before step `index`: none before the first.
+    fn pause_before(&self, index: usize) -> Duration {
+        if index == 0 {
+            Duration::ZERO
+        } else {
+            self.cooldown
+        }
+    }
+
     fn spec(&mut self, value: f64, length: f64, role: Role) -> StepSpec {
         let index = self.next_index;
         self.next_index += 1;
@@ -135,11 +143,7 @@ impl Probes {
             index,
             value,
             length: Some(Duration::from_secs_f64(length)),
-            pause: if index == 0 {
-                Duration::ZERO
-            } else {
-                self.cooldown
-            },
+            pause: self.pause_before(index),
             role: Some(role),
         }
     }
@@ -161,11 +165,7 @@ impl StepSource for Probes {
             return Some(self.spec(start, length.as_secs_f64(), Role::Warmup));
         }
         // The cooldown before the next probe counts too: no probe may end past the deadline.
-        let pause = if self.next_index == 0 {
-            Duration::ZERO
-        } else {
-            self.cooldown
-        };
+        let pause = self.pause_before(self.next_index);
         let elapsed = (self.started.elapsed() + pause).as_secs_f64();
         match self.search.next(self.probed.take(), elapsed) {
             Next::Probe {
@@ -277,8 +277,8 @@ impl StepSource for Probes {
         Some(Capacity::of(
             &answer,
             self.model,
-            &self.slo_names,
-            self.precision,
+            &self.slo_names(),
+            self.search.config().precision,
             self.ceiling.clone(),
             self.started.elapsed().as_secs_f64(),
         ))
