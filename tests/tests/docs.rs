@@ -60,9 +60,18 @@ fn readme_starts_with_the_two_setup_commands() {
     // Before them, on the first screen: the title, what stampede is, and the picture; no other command.
     let before = readme.split("```sh\n").next().unwrap();
     assert!(before.starts_with("# stampede\n"), "{before}");
-    assert!(before.contains("](docs/report.png)"), "the picture is not on the first screen");
-    assert!(!before.contains("```"), "a code block comes before the set-up commands");
-    assert!(before.lines().count() < 25, "the set-up commands are not on the first screen");
+    assert!(
+        before.contains("](docs/report.png)"),
+        "the picture is not on the first screen"
+    );
+    assert!(
+        !before.contains("```"),
+        "a code block comes before the set-up commands"
+    );
+    assert!(
+        before.lines().count() < 25,
+        "the set-up commands are not on the first screen"
+    );
     // It says how to install both binaries, and stays a short read.
     for install in [
         "cargo install --locked --path coordinator",
@@ -83,7 +92,10 @@ fn readme_starts_with_the_two_setup_commands() {
         .filter(|p| !p.starts_with("http"))
     {
         let file = path.split('#').next().unwrap();
-        assert!(root().join(file).exists(), "README links to {path}, which does not exist");
+        assert!(
+            root().join(file).exists(),
+            "README links to {path}, which does not exist"
+        );
     }
     // CI runs the README's test command.
     let ci = std::fs::read_to_string(root().join(".ci/run")).unwrap();
@@ -103,7 +115,10 @@ fn every_link_between_the_docs_leads_to_a_file() {
         }
     }
     for name in ["ARCHITECTURE.md", "CONTRIBUTING.md"] {
-        pages.push((name.into(), std::fs::read_to_string(root().join(name)).unwrap()));
+        pages.push((
+            name.into(),
+            std::fs::read_to_string(root().join(name)).unwrap(),
+        ));
     }
     let mut broken = Vec::new();
     for (name, text) in &pages {
@@ -128,13 +143,19 @@ fn every_link_between_the_docs_leads_to_a_file() {
                 && file.ends_with(".md")
             {
                 let page = std::fs::read_to_string(&target).unwrap();
-                if !page.lines().any(|l| l.starts_with('#') && slug(l) == anchor) {
+                if !page
+                    .lines()
+                    .any(|l| l.starts_with('#') && slug(l) == anchor)
+                {
                     broken.push(format!("{name}: {link} (no such heading)"));
                 }
             }
         }
     }
-    assert!(broken.is_empty(), "links to files that do not exist: {broken:#?}");
+    assert!(
+        broken.is_empty(),
+        "links to files that do not exist: {broken:#?}"
+    );
 }
 
 /// A heading's id as GitHub makes it: lower case, punctuation dropped, spaces as dashes.
@@ -154,7 +175,10 @@ fn slug(heading: &str) -> String {
 fn command_paths(bin_name: &str, path: Vec<String>) -> Vec<Vec<String>> {
     let mut args = path.clone();
     args.push("--help".into());
-    let help = help_of(bin_name, &args.iter().map(String::as_str).collect::<Vec<_>>());
+    let help = help_of(
+        bin_name,
+        &args.iter().map(String::as_str).collect::<Vec<_>>(),
+    );
     let mut found = vec![path.clone()];
     if let Some(list) = help.split("\nCommands:\n").nth(1) {
         for line in list.lines().take_while(|l| l.starts_with("  ")) {
@@ -183,7 +207,10 @@ fn cli_reference() -> String {
         for path in command_paths(bin_name, Vec::new()) {
             let mut args = path.clone();
             args.push("--help".into());
-            let help = help_of(bin_name, &args.iter().map(String::as_str).collect::<Vec<_>>());
+            let help = help_of(
+                bin_name,
+                &args.iter().map(String::as_str).collect::<Vec<_>>(),
+            );
             let title = std::iter::once(bin_name.to_string())
                 .chain(path)
                 .collect::<Vec<_>>()
@@ -197,7 +224,10 @@ fn cli_reference() -> String {
         out.push_str(&format!("- [`{title}`](#{anchor})\n"));
     }
     for (title, help) in &sections {
-        out.push_str(&format!("\n## {title}\n\n```text\n{}\n```\n", help.trim_end()));
+        out.push_str(&format!(
+            "\n## {title}\n\n```text\n{}\n```\n",
+            help.trim_end()
+        ));
     }
     out
 }
@@ -225,7 +255,12 @@ fn the_cli_reference_is_the_generated_help_and_is_current() {
              regenerate it with:\n    STAMPEDE_BLESS=1 cargo test -p tests --test docs the_cli_reference"
         );
     }
-    for section in ["## stampede run\n", "## stampede find-max\n", "## stampede certs init\n", "## stampede-agent\n"] {
+    for section in [
+        "## stampede run\n",
+        "## stampede find-max\n",
+        "## stampede certs init\n",
+        "## stampede-agent\n",
+    ] {
         assert!(fresh.contains(section), "the reference lacks {section}");
     }
 }
@@ -431,12 +466,27 @@ fn run_help_was_one_unsorted_list_without_defaults() {
 fn a_documented_flag_could_be_missing_from_the_binary() {
     // The commands a page can show, longest first so `stampede-agent ` is not read as `stampede `.
     let commands: Vec<(&str, String)> = [
-        ("stampede find-max ", help_of("stampede", &["find-max", "--help"])),
-        ("stampede compare ", help_of("stampede", &["compare", "--help"])),
-        ("stampede report ", help_of("stampede", &["report", "--help"])),
+        (
+            "stampede find-max ",
+            help_of("stampede", &["find-max", "--help"]),
+        ),
+        (
+            "stampede compare ",
+            help_of("stampede", &["compare", "--help"]),
+        ),
+        (
+            "stampede report ",
+            help_of("stampede", &["report", "--help"]),
+        ),
         ("stampede serve ", help_of("stampede", &["serve", "--help"])),
-        ("stampede certs init ", help_of("stampede", &["certs", "init", "--help"])),
-        ("stampede certs issue ", help_of("stampede", &["certs", "issue", "--help"])),
+        (
+            "stampede certs init ",
+            help_of("stampede", &["certs", "init", "--help"]),
+        ),
+        (
+            "stampede certs issue ",
+            help_of("stampede", &["certs", "issue", "--help"]),
+        ),
         ("stampede run ", help_of("stampede", &["run", "--help"])),
         ("stampede-agent ", help_of("stampede-agent", &["--help"])),
     ]
@@ -457,7 +507,11 @@ fn a_documented_flag_could_be_missing_from_the_binary() {
                 let Some(flag) = word.strip_prefix("--") else {
                     continue;
                 };
-                let flag = flag.split(['=', ',', ')', ';', ':']).next().unwrap().replace('_', "-");
+                let flag = flag
+                    .split(['=', ',', ')', ';', ':'])
+                    .next()
+                    .unwrap()
+                    .replace('_', "-");
                 if flag.is_empty() || !flag.starts_with(|c: char| c.is_ascii_lowercase()) {
                     continue;
                 }

@@ -1,3 +1,6 @@
+//! The capacity search driven against simulated servers (monotone, noisy, broken, generator-starved):
+//! every ending it can reach, and properties of its bounds over any monotone limit.
+
 use proptest::prelude::*;
 
 use super::*;

@@ -1,3 +1,6 @@
+//! What a step's monitors say in words, on steps of the golden run.json given monitor views: a CPU
+//! at its limit, dropped SYNs, one busy thread, throttling, OOM kills, several monitors, a partial view.
+
 use std::path::Path;
 
 use serde_json::json;

@@ -1,3 +1,6 @@
+//! Properties of one monitor's view of a step, over samples built here: counts as exact deltas across
+//! the step's edges, rates over the samples inside it, the clock offset applied, windows that add up.
+
 use proptest::prelude::*;
 
 use super::*;
