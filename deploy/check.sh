@@ -144,7 +144,7 @@ check_exact() {
         dir="$work/exact-$name"
         mkdir -p "$dir"
         install_credentials "$dir" "$dir/root"
-        # The join unit's coordinator (its agent.env is the one file the README has a user write).
+        # The join unit's coordinator (its agent.env is the one file docs/guide/deploying.md has a user write).
         printf 'STAMPEDE_COORDINATOR=127.0.0.1:7800\n' >"$dir/root/etc/stampede/join.env"
         if grep -q '^EnvironmentFile=/etc/stampede/agent.env' "$unit"; then
             cp "$dir/root/etc/stampede/join.env" "$dir/root/etc/stampede/agent.env"
@@ -173,7 +173,7 @@ check_kubernetes() {
     local dir="$work/kubernetes"
     mkdir -p "$dir/with-cert-manager"
     "$venv/bin/kubectl" kustomize deploy/kubernetes >"$dir/base.yaml" || die "kubectl kustomize deploy/kubernetes failed"
-    # An overlay as the README has a user write one (the paths relative: kustomize refuses absolute ones).
+    # An overlay as docs/guide/deploying.md has a user write one (the paths relative: kustomize refuses absolute ones).
     printf 'resources: [../../../../deploy/kubernetes]\ncomponents: [../../../../deploy/kubernetes/components/cert-manager]\n' \
         >"$dir/with-cert-manager/kustomization.yaml"
     "$venv/bin/kubectl" kustomize "$dir/with-cert-manager" >"$dir/with-cert-manager.yaml" ||
@@ -201,7 +201,7 @@ print(next(d for d in yaml.safe_load_all(open(sys.argv[1])) if d["kind"] == "Sta
     expect="$(tr '\0' '\n' <"$exact/coordinator.argv" | sed -n '/^--expect-agents$/{n;p}')"
     [ "$replicas" = "$expect" ] ||
         die "the StatefulSet has $replicas replicas but the Job waits for --expect-agents ${expect:-(none)}"
-    # The Secrets as the README makes them: certs init --kubernetes, and the token's.
+    # The Secrets as docs/guide/deploying.md makes them: certs init --kubernetes, and the token's.
     "$BIN/stampede" certs init "$exact/pki" --agent stampede-agent --kubernetes >"$exact/secrets.yaml" 2>/dev/null ||
         die "stampede certs init --kubernetes failed"
     head -c 32 /dev/urandom | base64 >"$exact/token"
