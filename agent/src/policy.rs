@@ -1,6 +1,8 @@
 //! What this agent agrees to do, whatever a coordinator asks: which targets it may load (checked on the
-//! resolved address, so a name cannot smuggle load elsewhere), how fast, how many connections, how long.
-//! A plan over a limit is refused before any load is sent, naming the limit; never clamped silently.
+//! resolved address, so a name cannot smuggle load elsewhere: a name rule admits the name, and the
+//! address it resolves to must not be loopback, link-local, unspecified or multicast unless an address
+//! rule names it), how fast, how many connections, how long. A plan over a limit is refused before any
+//! load is sent, naming the limit; never clamped silently.
 use std::net::IpAddr;
 use std::time::Duration;
 
@@ -61,11 +63,7 @@ impl Allow {
         let Allow::Net { addr, prefix } = self else {
             return false;
         };
-        let ip = match ip {
-            IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
-            v4 => v4,
-        };
-        match (addr, ip) {
+        match (addr, canonical(ip)) {
             (IpAddr::V4(net), IpAddr::V4(ip)) => {
                 let mask = u32::MAX.checked_shl(32 - u32::from(*prefix)).unwrap_or(0);
                 u32::from(*net) & mask == u32::from(ip) & mask
@@ -101,20 +99,39 @@ pub struct Policy {
 }
 
 impl Policy {
-    /// Checks a target after resolution: its address must be in an allowed network, or its name must
-    /// match an allowed host pattern. With no rules every target is allowed.
+    /// Checks a target after resolution, on the address the agent will connect to (it resolves once,
+    /// at configure, and connects to that address for the whole run). An address rule that holds the
+    /// address admits it, whatever the name. A name rule admits the name, not wherever it resolves: the
+    /// address must also be an ordinary one, since a DNS answer of 127.0.0.1 or 169.254.169.254 (the
+    /// cloud metadata service) under an allowed domain would otherwise aim load at this host or its
+    /// metadata. Such an address is admitted only by an address rule naming it. With no rules every
+    /// target is allowed.
     pub fn check_target(&self, host: &str, resolved: IpAddr) -> Result<(), String> {
-        if self.allow.is_empty()
-            || self
-                .allow
-                .iter()
-                .any(|a| a.allows_addr(resolved) || a.allows_name(host))
-        {
+        if self.allow.is_empty() || self.allow.iter().any(|a| a.allows_addr(resolved)) {
             return Ok(());
         }
-        Err(format!(
-            "target {host} ({resolved}) is outside this agent's --allow-target list"
-        ))
+        let ip = canonical(resolved);
+        let named = self.allow.iter().find(|a| a.allows_name(host));
+        match (named, special(ip)) {
+            (Some(_), None) => Ok(()),
+            (Some(Allow::Host(rule)), Some(what)) => Err(format!(
+                "target {host} resolves to {ip}, {what}: its name matches --allow-target '{rule}', \
+                 but a name rule does not admit such an address; to load it, add --allow-target {ip} \
+                 to this agent"
+            )),
+            _ => {
+                // A name rule would not admit a special address, and an address literal has no name.
+                let or_name = if special(ip).is_some() || host.parse::<IpAddr>().is_ok() {
+                    String::new()
+                } else {
+                    format!(" (or {host})")
+                };
+                Err(format!(
+                    "target {host} ({ip}) is outside this agent's --allow-target list; to load it, \
+                     add --allow-target {ip}{or_name} to this agent"
+                ))
+            }
+        }
     }
 
     /// Checks one step share against the limits; `used` is the scheduled time of the steps already run.
@@ -196,6 +213,41 @@ impl TryFrom<&proto::pb::Limits> for Policy {
     }
 }
 
+/// An IPv4-mapped IPv6 address as the IPv4 address it is, so both spellings meet the same rules.
+fn canonical(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
+        v4 => v4,
+    }
+}
+
+/// The AWS metadata service's IPv6 address: a unique-local address, not link-local, so named here.
+const METADATA_V6: std::net::Ipv6Addr =
+    std::net::Ipv6Addr::new(0xfd00, 0xec2, 0, 0, 0, 0, 0, 0x254);
+
+/// What kind of address a name rule alone must not admit (this host, its link, the cloud metadata
+/// service, nowhere, everyone), in words; `None` for an ordinary address.
+fn special(ip: IpAddr) -> Option<&'static str> {
+    match canonical(ip) {
+        IpAddr::V4(v4) if v4.octets() == [169, 254, 169, 254] => {
+            Some("the cloud metadata address (link-local)")
+        }
+        IpAddr::V4(v4) if v4.is_loopback() => Some("a loopback address"),
+        IpAddr::V4(v4) if v4.is_link_local() => Some("a link-local address"),
+        // 0.0.0.0/8 is "this network": connecting to it reaches this host on Linux.
+        IpAddr::V4(v4) if v4.octets()[0] == 0 => Some("an unspecified address"),
+        IpAddr::V4(v4) if v4.is_multicast() || v4.is_broadcast() => {
+            Some("a multicast or broadcast address")
+        }
+        IpAddr::V6(v6) if v6 == METADATA_V6 => Some("the cloud metadata address"),
+        IpAddr::V6(v6) if v6.is_loopback() => Some("a loopback address"),
+        IpAddr::V6(v6) if v6.segments()[0] & 0xffc0 == 0xfe80 => Some("a link-local address"),
+        IpAddr::V6(v6) if v6.is_unspecified() => Some("an unspecified address"),
+        IpAddr::V6(v6) if v6.is_multicast() => Some("a multicast address"),
+        _ => None,
+    }
+}
+
 /// Requests per second this agent's share of a step sends (0 for the closed model, which is bounded by
 /// connections instead).
 pub fn request_rate(share: &StepShare) -> f64 {
@@ -265,6 +317,98 @@ mod tests {
         for bad in ["", "10.0.0.0/33", "::1/129", "a b", "*."] {
             assert!(Allow::parse(bad).is_err(), "{bad}");
         }
+    }
+
+    fn rules(list: &[&str]) -> Policy {
+        Policy {
+            allow: list.iter().map(|r| Allow::parse(r).unwrap()).collect(),
+            ..Policy::default()
+        }
+    }
+
+    #[test]
+    fn a_name_pattern_no_longer_admits_a_name_that_resolves_to_loopback_or_metadata() {
+        let p = rules(&["*.staging.internal", "web"]);
+        // Each kind of address a name rule alone must not admit, and how the refusal names it.
+        for (ip, what) in [
+            ("127.0.0.1", "a loopback address"),
+            ("127.9.9.9", "a loopback address"),
+            ("::1", "a loopback address"),
+            ("::ffff:127.0.0.1", "a loopback address"),
+            ("169.254.169.254", "the cloud metadata address"),
+            ("169.254.10.1", "a link-local address"),
+            ("fe80::1", "a link-local address"),
+            ("fd00:ec2::254", "the cloud metadata address"),
+            ("0.0.0.0", "an unspecified address"),
+            ("::", "an unspecified address"),
+            ("224.0.0.1", "a multicast"),
+            ("ff02::1", "a multicast address"),
+        ] {
+            let e = p
+                .check_target("api.staging.internal", ip.parse().unwrap())
+                .unwrap_err();
+            let shown = canonical(ip.parse().unwrap());
+            assert!(
+                e.starts_with(&format!(
+                    "target api.staging.internal resolves to {shown}, {what}"
+                )) && e.contains("matches --allow-target '*.staging.internal'")
+                    && e.ends_with(&format!("add --allow-target {shown} to this agent")),
+                "{ip}: {e}"
+            );
+        }
+        // An exact name rule is a name rule too.
+        let e = p
+            .check_target("web", "127.0.0.1".parse().unwrap())
+            .unwrap_err();
+        assert!(e.contains("matches --allow-target 'web'"), "{e}");
+        // An ordinary address under the pattern is admitted by the name, as before.
+        for ip in ["10.1.2.3", "192.168.7.7", "2001:db8::5", "fd00::1"] {
+            assert!(
+                p.check_target("api.staging.internal", ip.parse().unwrap())
+                    .is_ok(),
+                "{ip}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_special_address_is_admitted_only_by_an_address_rule_naming_it() {
+        let p = rules(&["*.staging.internal", "127.0.0.1", "169.254.0.0/16"]);
+        assert!(
+            p.check_target("api.staging.internal", "127.0.0.1".parse().unwrap())
+                .is_ok()
+        );
+        assert!(
+            p.check_target("api.staging.internal", "169.254.169.254".parse().unwrap())
+                .is_ok()
+        );
+        // Another loopback address is not the one the rule names.
+        let e = p
+            .check_target("api.staging.internal", "127.0.0.2".parse().unwrap())
+            .unwrap_err();
+        assert!(e.contains("add --allow-target 127.0.0.2"), "{e}");
+        // An address rule admits its address under any name (and without one).
+        assert!(
+            p.check_target("elsewhere.example", "127.0.0.1".parse().unwrap())
+                .is_ok()
+        );
+        // Outside every rule: the refusal names the name, the address, and the rules that would admit it.
+        let e = p
+            .check_target("evil.example", "93.184.216.34".parse().unwrap())
+            .unwrap_err();
+        assert_eq!(
+            e,
+            "target evil.example (93.184.216.34) is outside this agent's --allow-target list; \
+             to load it, add --allow-target 93.184.216.34 (or evil.example) to this agent"
+        );
+        let e = p
+            .check_target("localhost", "::1".parse().unwrap())
+            .unwrap_err();
+        assert_eq!(
+            e,
+            "target localhost (::1) is outside this agent's --allow-target list; \
+             to load it, add --allow-target ::1 to this agent"
+        );
     }
 
     #[test]
