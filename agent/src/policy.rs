@@ -7,6 +7,7 @@ use std::net::IpAddr;
 use std::time::Duration;
 
 use shared::plan::{LoadModel, StepShare};
+use shared::warning::{Warning, WarningKind};
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PolicyError {
@@ -143,16 +144,22 @@ impl Policy {
                 share.step() + 1
             ));
         }
+        // A closed loop holds each of its connections open for the whole step, and the requests
+        // model's pool may grow to its size: both are known before the step. The connections model's
+        // open sockets depend on the target's latency; its cap is held while it runs (see
+        // `step_warnings`).
         let connections = match share.model() {
-            LoadModel::Concurrency => Some(share.connections()),
-            LoadModel::Requests => Some(share.max_connections().get()),
+            LoadModel::Concurrency => Some((share.connections(), "a closed loop holds each open")),
+            LoadModel::Requests => {
+                Some((share.max_connections().get(), "its pool may grow to them"))
+            }
             LoadModel::Connections => None,
         };
-        if let (Some(max), Some(asked)) = (self.max_connections, connections)
+        if let (Some(max), Some((asked, why))) = (self.max_connections, connections)
             && asked > max
         {
             return Err(format!(
-                "step {} asks this agent for {asked} connections; its --max-connections is {max}",
+                "step {} asks this agent for {asked} connections ({why}); its --max-connections is {max}",
                 share.step() + 1
             ));
         }
@@ -171,6 +178,39 @@ impl Policy {
             ));
         }
         Ok(())
+    }
+}
+
+impl Policy {
+    /// How the limits will bind a step that passed [`check_step`](Self::check_step), said with its
+    /// ack so that nothing is clamped in silence: a closed loop is paced at `--max-rate` (its rate is
+    /// not known before), and the connections model opens no more than `--max-connections` sockets at
+    /// once (an arrival beyond them is not sent and counts as the generator's own failure).
+    pub fn step_warnings(&self, share: &StepShare) -> Vec<Warning> {
+        let mut warnings = Vec::new();
+        match (share.model(), self.max_rate, self.max_connections) {
+            (LoadModel::Concurrency, Some(max), _) => warnings.push(Warning::new(
+                WarningKind::Capacity,
+                format!(
+                    "step {}: paced at the agent's --max-rate {max} req/s: its {} closed-loop \
+                     connections together start at most {max} requests a second, so a faster \
+                     server shows this agent's limit, not its own",
+                    share.step() + 1,
+                    share.connections()
+                ),
+            )),
+            (LoadModel::Connections, _, Some(max)) => warnings.push(Warning::new(
+                WarningKind::Capacity,
+                format!(
+                    "step {}: at most {max} connections open at once (the agent's \
+                     --max-connections): an arrival that would open one more is not sent, and \
+                     counts as fd-unavailable, the generator's own limit, not the server's",
+                    share.step() + 1
+                ),
+            )),
+            _ => {}
+        }
+        warnings
     }
 }
 
@@ -248,8 +288,8 @@ fn special(ip: IpAddr) -> Option<&'static str> {
     }
 }
 
-/// Requests per second this agent's share of a step sends (0 for the closed model, which is bounded by
-/// connections instead).
+/// Requests per second this agent's share of a step sends (0 for the closed model, whose rate is the
+/// server's to set: it is paced at `--max-rate` while it runs instead).
 pub fn request_rate(share: &StepShare) -> f64 {
     let fraction = share.slice().fraction();
     match share.model() {
@@ -409,6 +449,55 @@ mod tests {
             "target localhost (::1) is outside this agent's --allow-target list; \
              to load it, add --allow-target ::1 to this agent"
         );
+    }
+
+    #[test]
+    fn max_rate_and_max_connections_now_bind_the_closed_loop_and_the_connections_model() {
+        let p = Policy {
+            max_rate: Some(50.0),
+            max_connections: Some(10),
+            ..Policy::default()
+        };
+        // A closed loop within its connections runs, paced, and its ack says so.
+        let closed = share(LoadModel::Concurrency, 0.0, 8, 10);
+        assert!(p.check_step(&closed, Duration::ZERO).is_ok());
+        let w = p.step_warnings(&closed);
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert_eq!(w[0].kind, WarningKind::Capacity);
+        assert!(
+            w[0].text
+                .starts_with("step 3: paced at the agent's --max-rate 50 req/s: its 8 closed-loop"),
+            "{}",
+            w[0].text
+        );
+        // More connections than it may hold: refused before any load, both numbers named.
+        let e = p
+            .check_step(&share(LoadModel::Concurrency, 0.0, 11, 10), Duration::ZERO)
+            .unwrap_err();
+        assert_eq!(
+            e,
+            "step 3 asks this agent for 11 connections (a closed loop holds each open); \
+             its --max-connections is 10"
+        );
+        // A connection per arrival within the rate runs, its sockets capped, and its ack says so.
+        let open = share(LoadModel::Connections, 80.0, 0, 10);
+        assert!(p.check_step(&open, Duration::ZERO).is_ok());
+        let w = p.step_warnings(&open);
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(
+            w[0].text.contains("at most 10 connections open at once")
+                && w[0].text.contains("counts as fd-unavailable"),
+            "{}",
+            w[0].text
+        );
+        // Its rate binds it before the step as the requests model's does (40 of 80/s is this agent's).
+        let e = p
+            .check_step(&share(LoadModel::Connections, 120.0, 0, 10), Duration::ZERO)
+            .unwrap_err();
+        assert!(e.contains("60.0 requests/s; its --max-rate is 50"), "{e}");
+        // Without limits nothing is said.
+        assert!(Policy::default().step_warnings(&closed).is_empty());
+        assert!(Policy::default().step_warnings(&open).is_empty());
     }
 
     #[test]

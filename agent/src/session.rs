@@ -530,8 +530,9 @@ impl Session {
             StepShare::try_from(p).map_err(|e| format!("invalid step {}: {e}", p.step + 1))?;
         self.rules.policy.check_step(&share, self.used)?;
         // The machine's limits are read now, not at hello: ulimit and sysctls can change.
-        let warnings = Capacity::of_this_machine(self.engine.threads())
+        let mut warnings = Capacity::of_this_machine(self.engine.threads())
             .check_step(&share, &Route::of(target))?;
+        warnings.extend(self.rules.policy.step_warnings(&share));
         Ok((share, warnings))
     }
 
@@ -579,6 +580,8 @@ impl Session {
         let workers = self.engine.threads();
         let (tx, rx) = mpsc::channel(workers * 4);
         let cancel = CancellationToken::new();
+        let policy = &self.rules.policy;
+        let caps = worker::Caps::new(policy.max_rate, policy.max_connections);
         let jobs = (0..workers)
             .map(|w| Job {
                 share: share.clone(),
@@ -588,6 +591,7 @@ impl Session {
                 start,
                 cancel: cancel.clone(),
                 out: tx.clone(),
+                caps: caps.clone(),
             })
             .collect();
         self.engine.dispatch(jobs).await?;
