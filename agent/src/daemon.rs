@@ -34,7 +34,7 @@ pub struct DaemonConfig {
     pub tls: Option<TlsFiles>,
     /// Where to say, once the port is bound, that the agent is ready (`--ready-file`).
     pub ready_file: Option<PathBuf>,
-    /// `--exit-after-run`: end after the first coordinator session (an agent run as a Job).
+    /// `--exit-after-run`: end after the first admitted coordinator session (an agent run as a Job).
     pub exit_after_run: bool,
     /// `--monitor`: watch the server instead of sending load (no worker threads are started).
     pub monitor: Option<Monitor>,
@@ -112,8 +112,10 @@ pub enum DaemonError {
     Session(String),
 }
 
-/// `--exit-after-run`: the first coordinator session's end ends the daemon, with an error when the
-/// session ended in one, so that an agent can run as a Kubernetes Job (which completes on exit 0).
+/// `--exit-after-run`: the end of the first coordinator session that was admitted (its hello passed the
+/// token and version check) ends the daemon, with an error when the session ended in one, so that an
+/// agent can run as a Kubernetes Job (which completes on exit 0). A refused hello, or a peer that never
+/// said one, is not its coordinator's run: the daemon keeps waiting.
 #[derive(Debug, Clone, Default)]
 struct AfterRun {
     ended: CancellationToken,
@@ -179,17 +181,17 @@ impl Agent for Service {
             rx: inbound,
         };
         let duty = self.duty.clone();
-        let rules = self.rules.clone();
+        let rules = Arc::new(self.rules.for_session());
         let shutdown = self.shutdown.clone();
         let after_run = self.after_run.clone();
         tokio::spawn(async move {
             let _release = release;
-            let outcome = duty.serve(rules, end, peer.clone(), shutdown).await;
+            let outcome = duty.serve(rules.clone(), end, peer.clone(), shutdown).await;
             match &outcome {
                 Ok(()) => tracing::info!(%peer, "Coordinator session ended"),
                 Err(e) => tracing::warn!(%peer, error = %e, "Coordinator session ended"),
             }
-            if let Some(after_run) = after_run {
+            if let Some(after_run) = after_run.filter(|_| rules.was_admitted()) {
                 after_run.end(outcome.map_err(|e| e.to_string()));
             }
         });
@@ -230,6 +232,7 @@ pub async fn serve(
         rules: Arc::new(Rules {
             token: cfg.token.clone(),
             policy: cfg.policy.clone(),
+            ..Rules::default()
         }),
         busy: Arc::new(AtomicBool::new(false)),
         shutdown: shutdown.clone(),
@@ -267,10 +270,11 @@ pub async fn join(
 ) -> Result<(), DaemonError> {
     crate::system::raise_fd_limit();
     let duty = Duty::start(&cfg)?;
-    let rules = Arc::new(Rules {
+    let rules = Rules {
         token: cfg.token.clone(),
         policy: cfg.policy.clone(),
-    });
+        ..Rules::default()
+    };
     let dialer = Dialer::new(
         Side::Coordinator,
         &coordinator,
@@ -283,10 +287,11 @@ pub async fn join(
         cfg.duty_words()
     );
     while !shutdown.is_cancelled() {
+        let rules = Arc::new(rules.for_session());
         let session = join_once(&dialer, &coordinator, &duty, &rules, shutdown.clone());
         let outcome = session.await;
         if cfg.exit_after_run
-            && let Some(end) = end_after_run(&outcome)
+            && let Some(end) = end_after_run(&outcome, rules.was_admitted())
         {
             return end;
         }
@@ -306,10 +311,12 @@ pub async fn join(
     Ok(())
 }
 
-/// With `--exit-after-run`, how a joining agent ends after an attempt: after a session (well or not), or
-/// not yet (the coordinator did not answer, or refused: it may be starting, or fixed meanwhile).
-fn end_after_run(outcome: &Result<(), Joined>) -> Option<Result<(), DaemonError>> {
+/// With `--exit-after-run`, how a joining agent ends after an attempt: after a session whose hello was
+/// admitted (well or not), or not yet (the coordinator did not answer, refused, or its hello was refused:
+/// it may be starting, or fixed meanwhile).
+fn end_after_run(outcome: &Result<(), Joined>, admitted: bool) -> Option<Result<(), DaemonError>> {
     match outcome {
+        _ if !admitted => None,
         Ok(()) => Some(Ok(())),
         Err(Joined::Session(e)) => Some(Err(DaemonError::Session(e.to_string()))),
         Err(Joined::Dial(_)) => None,
@@ -436,8 +443,18 @@ mod tests {
         tokio::task::JoinHandle<Result<(), DaemonError>>,
         CancellationToken,
     ) {
+        start_once_with(None).await
+    }
+
+    async fn start_once_with(
+        token: Option<&str>,
+    ) -> (
+        String,
+        tokio::task::JoinHandle<Result<(), DaemonError>>,
+        CancellationToken,
+    ) {
         let shutdown = CancellationToken::new();
-        let cfg = loopback(None, true);
+        let cfg = loopback(token, true);
         let listener = bind(&cfg).await.unwrap();
         let addr = listener.local_addr().unwrap();
         let stop = shutdown.clone();
@@ -459,8 +476,17 @@ mod tests {
         assert!(!shutdown.is_cancelled(), "no signal was needed");
     }
 
+    /// A hello as a coordinator sends it.
+    fn hello_msg(version: u32, token: &str) -> pb::CoordinatorMessage {
+        proto::to_agent(Down::Hello(pb::Hello {
+            protocol_version: version,
+            coordinator_version: "test".into(),
+            token: token.to_string(),
+        }))
+    }
+
     #[tokio::test]
-    async fn exit_after_run_fails_when_its_session_ended_in_error() {
+    async fn exit_after_run_fails_when_its_admitted_session_ended_in_error() {
         // This thread's own subscriber: the refusal's log callsite, first reached here without one,
         // would otherwise be cached as unwanted while the oversized-message test captures it.
         let _logging = tracing::subscriber::set_default(
@@ -469,14 +495,87 @@ mod tests {
                 .finish(),
         );
         let (endpoint, served, _shutdown) = start_once().await;
-        let msgs = hello(&endpoint, 99).await.unwrap();
-        assert!(matches!(msgs[0].kind, Some(Up::Refusal(_))), "{msgs:?}");
+        let mut client = AgentClient::connect(endpoint).await.unwrap();
+        let (tx, rx) = mpsc::channel(4);
+        tx.send(hello_msg(proto::PROTOCOL_VERSION, ""))
+            .await
+            .unwrap();
+        let mut stream = client
+            .control(ReceiverStream::new(rx))
+            .await
+            .unwrap()
+            .into_inner();
+        let first = stream.message().await.unwrap().expect("an answer");
+        assert!(matches!(first.kind, Some(Up::HelloReply(_))), "{first:?}");
+        // Admitted, the session then ends in error (a second hello of another version).
+        tx.send(hello_msg(99, "")).await.unwrap();
+        let second = stream.message().await.unwrap().expect("an answer");
+        assert!(matches!(second.kind, Some(Up::Refusal(_))), "{second:?}");
+        // Refused, the coordinator hangs up (the server's graceful end waits for its connection).
+        drop((tx, stream, client));
         let ended = tokio::time::timeout(std::time::Duration::from_secs(10), served).await;
         let e = ended
             .expect("the daemon still serves")
             .unwrap()
             .unwrap_err();
         assert!(e.to_string().contains("--exit-after-run"), "{e}");
+    }
+
+    #[tokio::test]
+    async fn exit_after_run_no_longer_exits_on_a_stranger_with_a_wrong_token() {
+        let _logging = tracing::subscriber::set_default(
+            tracing_subscriber::fmt()
+                .with_writer(std::io::sink)
+                .finish(),
+        );
+        let (endpoint, served, shutdown) = start_once_with(Some("s3cret")).await;
+        // Strangers: a wrong token, none, another protocol version, and a peer that hangs up before
+        // any hello. Each is refused (or just goes), and none of them is this agent's coordinator.
+        for (version, token) in [
+            (proto::PROTOCOL_VERSION, "guess"),
+            (proto::PROTOCOL_VERSION, ""),
+            (99, "s3cret"),
+        ] {
+            let msgs = hello_with(&endpoint, version, token).await.unwrap();
+            assert!(matches!(msgs[0].kind, Some(Up::Refusal(_))), "{msgs:?}");
+        }
+        {
+            let mut client = AgentClient::connect(endpoint.clone()).await.unwrap();
+            let (tx, rx) = mpsc::channel::<pb::CoordinatorMessage>(1);
+            let _ = client.control(ReceiverStream::new(rx)).await;
+            drop(tx);
+        }
+        // Each refused session has ended (the next one was served, not refused as busy); the
+        // daemon is still there.
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        assert!(
+            !served.is_finished(),
+            "the daemon ended on a refused stranger: {:?}",
+            served.await
+        );
+        // Its coordinator's run (hello, then goodbye) ends it, well.
+        let msgs = hello_with(&endpoint, proto::PROTOCOL_VERSION, "s3cret")
+            .await
+            .unwrap();
+        assert!(matches!(msgs[0].kind, Some(Up::HelloReply(_))), "{msgs:?}");
+        let ended = tokio::time::timeout(std::time::Duration::from_secs(10), served).await;
+        let result = ended
+            .expect("the daemon ends after its coordinator's run")
+            .unwrap();
+        assert!(result.is_ok(), "{result:?}");
+        assert!(!shutdown.is_cancelled(), "no signal was needed");
+    }
+
+    #[test]
+    fn a_joining_agent_with_exit_after_run_keeps_trying_after_a_refused_hello() {
+        let refused = Err(super::Joined::Session(session::SessionError::Auth("no")));
+        assert!(end_after_run(&refused, false).is_none());
+        assert!(
+            end_after_run(&Ok(()), false).is_none(),
+            "hung up before any hello"
+        );
+        assert!(matches!(end_after_run(&Ok(()), true), Some(Ok(()))));
+        assert!(matches!(end_after_run(&refused, true), Some(Err(_))));
     }
 
     #[tokio::test]

@@ -94,11 +94,34 @@ fn token_matches(presented: &str, expected: &str) -> bool {
 pub struct Rules {
     pub token: Option<String>,
     pub policy: Policy,
+    /// Set by the first hello this door admits. A daemon gives each session its own, so that
+    /// `--exit-after-run` ends only after a session that was admitted, never after a refused stranger.
+    pub admitted: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl Rules {
+    /// These rules with a fresh admission mark, for one session.
+    pub fn for_session(&self) -> Rules {
+        Rules {
+            admitted: Arc::default(),
+            ..self.clone()
+        }
+    }
+
+    /// Whether a hello was admitted under these rules.
+    pub fn was_admitted(&self) -> bool {
+        self.admitted.load(std::sync::atomic::Ordering::Acquire)
+    }
+
     /// Checks a hello's protocol version and token: the same door for a load agent and a monitor.
     pub(crate) fn admit(&self, h: &pb::Hello) -> Result<(), SessionError> {
+        self.check_hello(h)?;
+        self.admitted
+            .store(true, std::sync::atomic::Ordering::Release);
+        Ok(())
+    }
+
+    fn check_hello(&self, h: &pb::Hello) -> Result<(), SessionError> {
         if h.protocol_version != PROTOCOL_VERSION {
             return Err(SessionError::Version {
                 theirs: h.protocol_version,
@@ -507,8 +530,9 @@ impl Session {
             StepShare::try_from(p).map_err(|e| format!("invalid step {}: {e}", p.step + 1))?;
         self.rules.policy.check_step(&share, self.used)?;
         // The machine's limits are read now, not at hello: ulimit and sysctls can change.
-        let warnings = Capacity::of_this_machine(self.engine.threads())
+        let mut warnings = Capacity::of_this_machine(self.engine.threads())
             .check_step(&share, &Route::of(target))?;
+        warnings.extend(self.rules.policy.step_warnings(&share));
         Ok((share, warnings))
     }
 
@@ -556,6 +580,8 @@ impl Session {
         let workers = self.engine.threads();
         let (tx, rx) = mpsc::channel(workers * 4);
         let cancel = CancellationToken::new();
+        let policy = &self.rules.policy;
+        let caps = worker::Caps::new(policy.max_rate, policy.max_connections);
         let jobs = (0..workers)
             .map(|w| Job {
                 share: share.clone(),
@@ -565,6 +591,7 @@ impl Session {
                 start,
                 cancel: cancel.clone(),
                 out: tx.clone(),
+                caps: caps.clone(),
             })
             .collect();
         self.engine.dispatch(jobs).await?;
@@ -1168,7 +1195,7 @@ mod tests {
     async fn hellos_of_another_version_or_without_the_token_are_refused() {
         let rules = || Rules {
             token: Some("s3cret".into()),
-            policy: Policy::default(),
+            ..Rules::default()
         };
         let mut c = session(rules(), scripted_lookup());
         c.send(Down::Hello(pb::Hello {

@@ -5,6 +5,7 @@ use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::rc::Rc;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use shared::metrics::{ErrorClass, Snapshot};
@@ -29,6 +30,88 @@ pub struct Job {
     pub start: Instant,
     pub cancel: CancellationToken,
     pub out: mpsc::Sender<Report>,
+    /// The agent's own limits, held while the step runs.
+    pub caps: Caps,
+}
+
+/// The agent's own limits as its workers hold them while a step runs. The plan was checked against
+/// them before the step, but what a closed loop's rate or the open sockets of a connection per arrival
+/// come to depends on the target's latency, so they are enforced here too, never clamped in silence:
+/// the step's ack says so, and an arrival refused for a socket is counted as the generator's own.
+#[derive(Debug, Clone, Default)]
+pub struct Caps {
+    /// `--max-rate`: the agent's closed loops together start at most this many requests a second.
+    pub max_rate: Option<f64>,
+    /// `--max-connections`: the connections model's sockets open at once, over all the workers.
+    pub sockets: Option<Arc<SocketCap>>,
+}
+
+impl Caps {
+    /// One step's caps (a fresh socket count: the last step's connections are all closed).
+    pub fn new(max_rate: Option<f64>, max_connections: Option<u32>) -> Caps {
+        Caps {
+            max_rate,
+            sockets: max_connections.map(|max| {
+                Arc::new(SocketCap {
+                    max,
+                    open: AtomicU32::new(0),
+                })
+            }),
+        }
+    }
+}
+
+/// Sockets of the connections model open at once, shared by the agent's workers: one atomic step per
+/// connection (not per request), so no worker waits on another.
+#[derive(Debug)]
+pub struct SocketCap {
+    max: u32,
+    open: AtomicU32,
+}
+
+impl SocketCap {
+    /// One socket of the cap, held until dropped; `None` when `max` are open.
+    fn take(self: &Arc<Self>) -> Option<CapSlot> {
+        self.open
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < self.max).then_some(n + 1)
+            })
+            .ok()
+            .map(|_| CapSlot(self.clone()))
+    }
+}
+
+/// A socket counted against the cap, given back when its connection's task ends.
+struct CapSlot(Arc<SocketCap>);
+
+impl Drop for CapSlot {
+    fn drop(&mut self) {
+        self.0.open.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// Paces one worker's closed loops at its part of the agent's `--max-rate`: each request takes the
+/// next free start slot, `gap` after the last one, so the loops together never go faster. A slot is
+/// never banked while the loops are slower than the pace (no burst after a slow spell).
+struct Pacer {
+    gap: Duration,
+    next: Cell<Instant>,
+}
+
+impl Pacer {
+    fn new(rate: f64, start: Instant) -> Option<Pacer> {
+        (rate > 0.0).then(|| Pacer {
+            gap: Duration::from_secs_f64(1.0 / rate),
+            next: Cell::new(start),
+        })
+    }
+
+    /// Claims the next start slot: now, or later when the pace says so.
+    fn claim(&self) -> Instant {
+        let at = self.next.get().max(Instant::now());
+        self.next.set(at + self.gap);
+        at
+    }
 }
 
 /// What a worker sends up: once per interval, and once at the end. Never per request.
@@ -78,6 +161,8 @@ struct Ctx {
     idle: Notify,
     /// Requests this worker's closed loops may still start (ab's `-n`); `u64::MAX` for no count.
     budget: Cell<u64>,
+    /// The closed loops' pace under the agent's `--max-rate`; `None`: as fast as replies come.
+    pace: Option<Pacer>,
 }
 
 impl Ctx {
@@ -200,6 +285,7 @@ pub async fn run(job: Job) {
         in_flight: Cell::new(0),
         idle: Notify::new(),
         budget: Cell::new(u64::MAX),
+        pace: closed_pace(&share, &job).and_then(|rate| Pacer::new(rate, job.start)),
     });
     // A count-limited step can end before its deadline; the ticker then stops with the work.
     let finished = CancellationToken::new();
@@ -228,13 +314,21 @@ pub async fn run(job: Job) {
     let slice = share.slice().part(job.worker, job.workers);
     match share.model() {
         LoadModel::Connections => {
+            let calls = share.num_call().get();
             open_loop(&ctx, &timer, &share, &slice, job.start, |intended| {
-                let calls = share.num_call().get();
+                let slot = match &job.caps.sockets {
+                    None => None,
+                    Some(cap) => match cap.take() {
+                        Some(slot) => Some(slot),
+                        None => return over_socket_cap(&ctx, calls, cap.max),
+                    },
+                };
                 let task_ctx = ctx.clone();
-                spawn_tracked(
-                    &ctx,
-                    async move { connection(&task_ctx, intended, calls).await },
-                );
+                spawn_tracked(&ctx, async move {
+                    // Given back once the connection is closed (it is dropped inside).
+                    let _slot = slot;
+                    connection(&task_ctx, intended, calls).await
+                });
             })
             .await;
         }
@@ -281,6 +375,35 @@ pub async fn run(job: Job) {
             end: Instant::now(),
         })
         .await;
+}
+
+/// This worker's part of the agent's `--max-rate` for a closed loop, in proportion to the connections
+/// it runs (so the workers' parts add up to the agent's); `None` for an open model, whose rate the
+/// policy checked against the limit before the step, or without a limit.
+fn closed_pace(share: &StepShare, job: &Job) -> Option<f64> {
+    let max = job.caps.max_rate?;
+    if share.model() != LoadModel::Concurrency || share.connections() == 0 {
+        return None;
+    }
+    let mine = even_share(u64::from(share.connections()), job.workers, job.worker);
+    Some(max * mine as f64 / f64::from(share.connections()))
+}
+
+/// An arrival of the connections model that would open one socket more than the agent's
+/// `--max-connections`: not sent, and counted as the generator's own failure (`fd-unavailable`, as its
+/// fd budget is), each of its calls, so none is charged to the server; the words say which limit.
+fn over_socket_cap(ctx: &Ctx, calls: u32, max: u32) {
+    ctx.rec.note(ErrorClass::FdUnavailable, || {
+        format!(
+            "this agent's --max-connections {max} were all open: the arrival was not sent \
+             (the generator's own limit, not the server's)"
+        )
+        .into()
+    });
+    ctx.rec.with(|s| {
+        s.counters.unsent += u64::from(calls);
+        s.counters.errors[ErrorClass::FdUnavailable.index()] += u64::from(calls);
+    });
 }
 
 /// Swaps the worker's snapshot out as an interval at start + 1 s, + 2 s, ... up to the deadline;
@@ -461,6 +584,18 @@ async fn closed_loop(ctx: &Ctx) {
         if left == 0 {
             return;
         }
+        if let Some(pace) = &ctx.pace {
+            let at = pace.claim();
+            if at >= ctx.deadline {
+                return;
+            }
+            if at > Instant::now() {
+                tokio::select! {
+                    _ = sleep_until(at) => {}
+                    _ = ctx.cancel.cancelled() => return,
+                }
+            }
+        }
         ctx.budget.set(left - 1);
         conn = ctx.request(conn.take(), Instant::now(), false).await.0;
     }
@@ -571,5 +706,188 @@ impl Pool {
             }
             conn = ctx.request(conn.take(), intended, false).await.0;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::net::SocketAddr;
+    use std::sync::atomic::AtomicU64;
+
+    use proto::pb;
+    use shared::plan::{Arrival, StepLimit, Workload};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    use super::*;
+    use crate::engine::Engine;
+
+    /// A local server that answers each request after `delay` (and closes when asked to), counting the
+    /// requests and the most connections it held open at once.
+    #[derive(Default)]
+    struct Seen {
+        requests: AtomicU64,
+        open: AtomicU64,
+        peak: AtomicU64,
+    }
+
+    async fn server(delay: Duration) -> (SocketAddr, Arc<Seen>) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let seen = Arc::new(Seen::default());
+        let all = seen.clone();
+        tokio::spawn(async move {
+            while let Ok((mut conn, _)) = listener.accept().await {
+                let seen = all.clone();
+                let now = seen.open.fetch_add(1, Ordering::AcqRel) + 1;
+                seen.peak.fetch_max(now, Ordering::AcqRel);
+                tokio::spawn(async move {
+                    let mut buf = [0u8; 4096];
+                    while let Ok(n @ 1..) = conn.read(&mut buf).await {
+                        // GETs without bodies, one at a time: a request ends at its blank line.
+                        let head = &buf[..n];
+                        let requests = head.windows(4).filter(|w| w == b"\r\n\r\n").count();
+                        seen.requests.fetch_add(requests as u64, Ordering::AcqRel);
+                        tokio::time::sleep(delay).await;
+                        let reply =
+                            b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n".repeat(requests);
+                        let close = head.windows(17).any(|w| w == b"connection: close");
+                        if conn.write_all(&reply).await.is_err() || close {
+                            break;
+                        }
+                    }
+                    // Counted down as the server closes, before the client can see it closed.
+                    drop(conn);
+                    seen.open.fetch_sub(1, Ordering::AcqRel);
+                });
+            }
+        });
+        (addr, seen)
+    }
+
+    async fn target(addr: SocketAddr) -> Target {
+        let configure = pb::Configure {
+            requests: vec![pb::RequestTemplate {
+                method: "GET".into(),
+                url: format!("http://{addr}/"),
+                headers: Vec::new(),
+                body: Vec::new(),
+            }],
+            url_order: pb::UrlOrder::RoundRobin as i32,
+            timeout_ms: 5000,
+            connect_timeout_ms: 1000,
+            ..Default::default()
+        };
+        Target::prepare(&Workload::try_from(&configure).unwrap())
+            .await
+            .unwrap()
+    }
+
+    /// A whole step (this agent's alone) of `length`.
+    fn share(model: LoadModel, rate: f64, connections: u32, length: Duration) -> StepShare {
+        StepShare::try_new(
+            0,
+            model,
+            rate,
+            Slice::among(&[1])[0].clone(),
+            connections,
+            1,
+            1000,
+            StepLimit::Duration(length),
+            Arrival::Uniform,
+            7,
+        )
+        .unwrap()
+    }
+
+    /// Runs one step on `workers` worker threads, as a session launches it, and adds up every report.
+    async fn run_step(addr: SocketAddr, share: StepShare, caps: Caps, workers: usize) -> Snapshot {
+        let engine = Engine::start(workers).unwrap();
+        let (tx, mut rx) = mpsc::channel(64);
+        let share = Arc::new(share);
+        let target = target(addr).await;
+        let start = Instant::now() + Duration::from_millis(50);
+        let jobs = (0..workers)
+            .map(|w| Job {
+                share: share.clone(),
+                target: target.clone(),
+                worker: w as u64,
+                workers: workers as u64,
+                start,
+                cancel: CancellationToken::new(),
+                out: tx.clone(),
+                caps: caps.clone(),
+            })
+            .collect();
+        engine.dispatch(jobs).await.unwrap();
+        drop(tx);
+        let mut total = Snapshot::default();
+        let mut done = 0;
+        while done < workers {
+            let report = tokio::time::timeout(Duration::from_secs(20), rx.recv())
+                .await
+                .expect("the step ends")
+                .expect("every worker reports its end");
+            match report {
+                Report::Interval { snapshot, .. } => total.add(&snapshot),
+                Report::Done { snapshot, .. } => {
+                    total.add(&snapshot);
+                    done += 1;
+                }
+            }
+        }
+        total
+    }
+
+    #[tokio::test]
+    async fn closed_loops_no_longer_outrun_the_agents_max_rate() {
+        let (addr, seen) = server(Duration::ZERO).await;
+        // 3 connections on 2 workers (2 and 1): their parts of 50 req/s add up to 50.
+        let step = share(LoadModel::Concurrency, 0.0, 3, Duration::from_secs(2));
+        let sent = run_step(addr, step, Caps::new(Some(50.0), None), 2).await;
+        let requests = sent.counters.requests;
+        // 2 s at 50 req/s, plus each worker's first slot at the start; unpaced, thousands.
+        assert!(
+            (50..=105).contains(&requests),
+            "{requests} requests in 2 s under --max-rate 50"
+        );
+        assert_eq!(seen.requests.load(Ordering::Acquire), requests);
+        assert_eq!(sent.counters.ok, requests, "paced, every request is served");
+    }
+
+    #[tokio::test]
+    async fn the_connections_model_no_longer_holds_more_sockets_than_max_connections() {
+        // Each connection is held 300 ms: 100 arrivals/s would hold about 30 open at once.
+        let (addr, seen) = server(Duration::from_millis(300)).await;
+        let step = share(
+            LoadModel::Connections,
+            100.0,
+            0,
+            Duration::from_millis(1500),
+        );
+        let sent = run_step(addr, step, Caps::new(None, Some(5)), 2).await;
+        let peak = seen.peak.load(Ordering::Acquire);
+        assert!((1..=5).contains(&peak), "{peak} connections open at once");
+        let c = &sent.counters;
+        let refused = c.error(ErrorClass::FdUnavailable);
+        assert!(refused > 50, "{c:?}");
+        // The generator's own: not due, so not the server's failure; and said in words.
+        assert_eq!(c.generator_errors(), refused);
+        assert_eq!(c.due(), c.attempts() - refused);
+        let words = sent.messages.get(ErrorClass::FdUnavailable).unwrap_or("");
+        assert!(words.contains("--max-connections 5"), "{words}");
+        assert!(
+            c.ok > 0 && c.ok == seen.requests.load(Ordering::Acquire),
+            "{c:?}"
+        );
+    }
+
+    #[test]
+    fn a_socket_cap_gives_back_what_it_took() {
+        let cap = Caps::new(None, Some(2)).sockets.unwrap();
+        let a = cap.take().unwrap();
+        let _b = cap.take().unwrap();
+        assert!(cap.take().is_none());
+        drop(a);
+        assert!(cap.take().is_some());
     }
 }

@@ -136,12 +136,14 @@ fn a_target_past_its_stop_on_ended_its_own_ramp_while_the_other_went_on() {
 fn an_agent_that_refuses_one_target_refused_the_run_before_any_load() {
     let allowed = Target::start(&[]);
     let refused = Target::start(&[]);
-    let agent = AgentProc::start(&["--allow-target", "localhost"], &[]);
+    // A name rule would not admit loopback (SECURITY.md): an address rule admits one target, and
+    // another loopback address (refused at configure, before anything dials it) is outside it.
+    let agent = AgentProc::start(&["--allow-target", "127.0.0.1"], &[]);
     let out = tempfile::tempdir().unwrap();
-    let refused_url = refused.url();
+    let refused_url = format!("http://127.0.0.2:{}/", refused.addr.port());
     let o = stampede(&[
         "run",
-        &format!("ok=http://localhost:{}/", allowed.addr.port()),
+        &format!("ok=http://127.0.0.1:{}/", allowed.addr.port()),
         &format!("app={refused_url}"),
         "--agents",
         &agent.addr.to_string(),
@@ -157,7 +159,7 @@ fn an_agent_that_refuses_one_target_refused_the_run_before_any_load() {
     let stderr = text(&o.stderr);
     let origin = refused_url.trim_end_matches('/');
     assert!(
-        stderr.contains(&format!("stampede: target app ({origin}): agent {} refused: target 127.0.0.1 (127.0.0.1) is outside this agent's --allow-target list", agent.addr)),
+        stderr.contains(&format!("stampede: target app ({origin}): agent {} refused: target 127.0.0.2 (127.0.0.2) is outside this agent's --allow-target list; to load it, add --allow-target 127.0.0.2 to this agent", agent.addr)),
         "{stderr}"
     );
     assert_eq!(allowed.requests() + refused.requests(), 0, "no load at all");
