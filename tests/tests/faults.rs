@@ -752,6 +752,13 @@ fn a_stranger_without_the_token_is_refused_and_an_exit_after_run_agent_waits_on(
     let (code, err) = stranger_runs(&w, &tls);
     assert_eq!(code, 1, "{err}");
     assert!(err.contains("this agent requires a token"), "{err}");
+    sleep(Duration::from_millis(500));
+    // Item 4: a refused session is not "its coordinator's run".
+    assert!(
+        a1.is_running(),
+        "--exit-after-run agent exited on a stranger without a token: {}",
+        a1.log.text()
+    );
     let mut wrong = tls.clone();
     let guess = w.dir.path().join("guess");
     std::fs::write(&guess, "guess\n").unwrap();
@@ -761,10 +768,9 @@ fn a_stranger_without_the_token_is_refused_and_an_exit_after_run_agent_waits_on(
     assert_eq!(code, 1, "{err}");
     assert!(err.contains("the token does not match"), "{err}");
     sleep(Duration::from_millis(500));
-    // Item 4: a refused session is not "its coordinator's run".
     assert!(
         a1.is_running(),
-        "--exit-after-run agent exited on a stranger: {}",
+        "--exit-after-run agent exited on a stranger with a wrong token: {}",
         a1.log.text()
     );
     assert_eq!(w.nginx.served(&w.net), 0);
@@ -815,13 +821,20 @@ fn hold_without_hello(w: &World, hold: Duration) -> std::thread::JoinHandle<Vec<
                     seen.push("closed".into());
                     break;
                 }
-                match tokio::time::timeout(Duration::from_millis(400), rx.recv()).await {
-                    Ok(Ok(msg)) => seen.push(format!("{:?}", msg.kind)),
-                    Ok(Err(e)) => {
-                        seen.push(format!("closed: {e:?}"));
-                        break;
+                // Every 500 ms, as a coordinator pings; what came meanwhile, by its kind.
+                let beat = tokio::time::Instant::now() + Duration::from_millis(500);
+                loop {
+                    match tokio::time::timeout_at(beat, rx.recv()).await {
+                        Ok(Ok(msg)) => {
+                            let kind = format!("{:?}", msg.kind);
+                            seen.push(kind.split('(').nth(1).unwrap_or(&kind).to_string());
+                        }
+                        Ok(Err(e)) => {
+                            seen.push(format!("closed: {e:?}"));
+                            return seen;
+                        }
+                        Err(_) => break,
                     }
-                    Err(_) => {}
                 }
             }
             seen
@@ -851,14 +864,17 @@ fn a_stranger_without_the_token_cannot_hold_an_agents_only_session() {
     ]);
     let (code, err) = finish(&mut c);
     let seen = stranger.join().unwrap();
-    assert!(
-        !seen.iter().any(|m| m.contains("Pong")),
-        "the agent answered a peer that never said hello: {seen:?}"
-    );
     assert_eq!(
         code, 0,
         "a stranger's silent session kept the agent from its coordinator: {err}\n{}",
         a1.log.text()
+    );
+    let pongs = seen.iter().filter(|m| m.starts_with("Pong")).count();
+    assert_eq!(
+        pongs,
+        0,
+        "the agent answered {pongs} pings of a peer that never said hello; it read: {:?}",
+        seen.iter().filter(|m| !m.starts_with("Pong")).collect::<Vec<_>>()
     );
     assert_eq!(w.nginx.served(&w.net), 20);
 }
