@@ -145,7 +145,11 @@ impl World {
     /// `stampede run NGINX --quiet --out OUT --token-file T` + the coordinator's TLS + `args`, in
     /// the coordinator's namespace, in the background.
     fn coordinator(&self, args: &[&str]) -> Proc {
-        let out = self.out();
+        self.coordinator_to(&self.out(), args)
+    }
+
+    /// `coordinator`, its results in `out`.
+    fn coordinator_to(&self, out: &std::path::Path, args: &[&str]) -> Proc {
         let mut all: Vec<String> = vec![
             "run".into(),
             self.nginx.url(),
@@ -218,7 +222,7 @@ fn lost_agents(run: &Value) -> Vec<(u64, String)> {
     steps(run)
         .iter()
         .flat_map(|s| {
-            let n = s["number"].as_u64().unwrap_or(0);
+            let n = s["step"].as_u64().unwrap_or(0);
             s["agents"]
                 .as_array()
                 .into_iter()
@@ -233,7 +237,7 @@ fn lost_agents(run: &Value) -> Vec<(u64, String)> {
 fn words(run: &Value) -> String {
     steps(run)
         .iter()
-        .map(|s| format!("step {}: {} {}", s["number"], s["reasons"], s["notes"]))
+        .map(|s| format!("step {}: {} {}", s["step"], s["reasons"], s["notes"]))
         .collect::<Vec<_>>()
         .join("\n")
 }
@@ -285,7 +289,7 @@ fn an_agent_partitioned_for_5s_mid_step_degrades_its_step_and_the_rest_run_on() 
     assert_eq!(steps[hit]["trust"], "degraded", "{}", steps[hit]);
     assert_eq!(
         lost_agents(&run),
-        vec![(steps[hit]["number"].as_u64().unwrap(), victim.clone())],
+        vec![(steps[hit]["step"].as_u64().unwrap(), victim.clone())],
         "only the cut-off agent is lost, once: {}",
         words(&run)
     );
@@ -304,19 +308,19 @@ fn an_agent_partitioned_for_5s_mid_step_degrades_its_step_and_the_rest_run_on() 
     // Healed, the agent is not wedged: it serves the next coordinator.
     let out2 = w.dir.path().join("out2");
     let a1 = Node::Agent1.at(AGENT_PORT);
-    let mut again = w.coordinator(&[
-        "--agents",
-        &a1,
-        "--steps",
-        "20",
-        "--model",
-        "requests",
-        "--step-duration",
-        "1s",
-        "--out",
-        out2.to_str().unwrap(),
-        "--force",
-    ]);
+    let mut again = w.coordinator_to(
+        &out2,
+        &[
+            "--agents",
+            &a1,
+            "--steps",
+            "20",
+            "--model",
+            "requests",
+            "--step-duration",
+            "1s",
+        ],
+    );
     let (code, err) = finish(&mut again);
     assert_eq!(code, 0, "the healed agent serves the next run: {err}");
 }
@@ -548,41 +552,49 @@ fn a_full_tmpfs_keeps_every_finished_step_and_says_so_once() {
     };
     let _a1 = w.agent(Node::Agent1, &[]);
     let _a2 = w.agent(Node::Agent2, &[]);
-    let disk = w.net.tiny_disk("150k");
-    let out = disk.join("results");
     let agents = agents_list(&[Node::Agent1, Node::Agent2]);
-    let mut c = w.coordinator(&[
-        "--agents",
-        &agents,
-        "--model",
-        "requests",
-        "--steps",
-        "20,20,20,20,20,20,20,20,20,20,20,20",
-        "--step-duration",
-        "300ms",
-        "--out",
-        out.to_str().unwrap(),
-    ]);
-    let (code, err) = finish(&mut c);
-    assert_eq!(code, 1, "{err}");
-    assert_eq!(
-        err.matches("No space left on device").count(),
-        1,
-        "the error is said once: {err}"
-    );
-    let run: Value = serde_json::from_str(&std::fs::read_to_string(out.join("run.json")).unwrap())
-        .expect("run.json stays valid JSON");
-    assert_eq!(run["status"], "failed", "{err}");
-    let kept = steps(&run).len();
-    assert!((1..12).contains(&kept), "{kept} steps kept: {err}");
-    let tsv = std::fs::read_to_string(out.join("steps.tsv")).unwrap();
-    assert_eq!(
-        tsv.lines().count(),
-        kept + 1,
-        "steps.tsv and run.json hold the same steps: {tsv}"
-    );
-    assert!(sum(&run, "ok") <= w.nginx.served(&w.net));
-    assert_eq!(sum(&run, "ok"), 20 * 300 / 1000 * kept as u64, "{}", words(&run));
+    // The disk fills after a different number of steps on each size: each time the same finished
+    // steps must be kept in run.json and steps.tsv.
+    let mut ok = 0;
+    for size in ["64k", "128k", "192k"] {
+        let out = w.net.tiny_disk(size).join("results");
+        let mut c = w.coordinator_to(
+            &out,
+            &[
+                "--agents",
+                &agents,
+                "--model",
+                "requests",
+                "--steps",
+                "20,20,20,20,20,20,20,20,20,20,20,20",
+                "--step-duration",
+                "300ms",
+            ],
+        );
+        let (code, err) = finish(&mut c);
+        assert_eq!(code, 1, "{size}: {err}");
+        assert_eq!(
+            err.matches("No space left on device").count(),
+            1,
+            "{size}: the error is said once: {err}"
+        );
+        let run: Value =
+            serde_json::from_str(&std::fs::read_to_string(out.join("run.json")).unwrap())
+                .unwrap_or_else(|e| panic!("{size}: run.json stays valid JSON: {e}: {err}"));
+        assert_eq!(run["status"], "failed", "{size}: {err}");
+        let kept = steps(&run).len();
+        eprintln!("{size}: {kept} steps kept; the coordinator said: {err}");
+        assert!(kept < 12, "{size}: {kept} steps kept: {err}");
+        let tsv = std::fs::read_to_string(out.join("steps.tsv")).unwrap_or_default();
+        assert_eq!(
+            tsv.lines().count().saturating_sub(1),
+            kept,
+            "{size}: steps.tsv and run.json hold the same steps: {err}\n{tsv}"
+        );
+        assert_eq!(sum(&run, "ok"), 6 * kept as u64, "{size}: {}", words(&run));
+        ok += sum(&run, "ok");
+    }
+    assert!(ok <= w.nginx.served(&w.net));
 }
 
 /// Failure classes a cut link may cause: the connection could not be made or the reply did not
@@ -630,7 +642,7 @@ fn the_targets_link_cut_mid_step_fails_by_class_and_counts_match_nginx() {
                 assert!(
                     CUT_CLASSES.contains(&class.as_str()),
                     "step {}: {n} in class {class}: {}",
-                    s["number"],
+                    s["step"],
                     s["errors"]
                 );
             }
