@@ -245,8 +245,8 @@ impl Net {
     /// where netem is missing.
     pub fn lose(&self, node: Node, percent: u32) {
         let rule = format!(
-            "table inet stf {{ chain out {{ type filter hook output priority 0; \
-             meta l4proto tcp numgen random mod 100 < {percent} drop; }} }}"
+            "table inet stf {{\n chain out {{\n  type filter hook output priority 0; policy accept;\n  \
+             meta l4proto tcp numgen random mod 100 < {percent} drop\n }}\n}}\n"
         );
         let o = Command::new("ip")
             .args(["netns", "exec", &self.ns(node), "nft", "-f", "-"])
