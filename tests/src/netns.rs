@@ -88,10 +88,7 @@ fn missing_prerequisite() -> Option<String> {
 
 /// Runs `ip ARGS`, panicking with its words if it fails.
 pub fn ip(args: &[&str]) {
-    let o = Command::new("ip")
-        .args(args)
-        .output()
-        .expect("ip runs");
+    let o = Command::new("ip").args(args).output().expect("ip runs");
     assert!(
         o.status.success(),
         "ip {}: {}",
@@ -217,7 +214,12 @@ impl Net {
     }
 
     /// Cuts `node` off after `after`, for `for_`, from a thread of its own; join it after the run.
-    pub fn cut_for(&self, node: Node, after: Duration, for_: Duration) -> std::thread::JoinHandle<()> {
+    pub fn cut_for(
+        &self,
+        node: Node,
+        after: Duration,
+        for_: Duration,
+    ) -> std::thread::JoinHandle<()> {
         let (switch, port) = (self.switch(), format!("v{}", node.octet()));
         std::thread::spawn(move || {
             std::thread::sleep(after);
@@ -258,7 +260,11 @@ impl Net {
                 c.wait_with_output()
             })
             .expect("nft runs");
-        assert!(o.status.success(), "nft: {}", String::from_utf8_lossy(&o.stderr));
+        assert!(
+            o.status.success(),
+            "nft: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
     }
 
     /// A TCP relay in `node`'s namespace from `listen` to `to`, the bytes toward `to` held `delay`
@@ -291,7 +297,11 @@ impl Net {
     }
 
     /// Runs `f` on a thread inside `node`'s namespace (its sockets are the namespace's).
-    pub fn within<T: Send + 'static>(&self, node: Node, f: impl FnOnce() -> T + Send + 'static) -> T {
+    pub fn within<T: Send + 'static>(
+        &self,
+        node: Node,
+        f: impl FnOnce() -> T + Send + 'static,
+    ) -> T {
         let ns = self.ns(node);
         std::thread::spawn(move || {
             enter(&ns);
@@ -335,7 +345,11 @@ impl Net {
             .arg(&dir)
             .output()
             .expect("mount runs");
-        assert!(o.status.success(), "mount tmpfs: {}", String::from_utf8_lossy(&o.stderr));
+        assert!(
+            o.status.success(),
+            "mount tmpfs: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
         self.mounts.push(dir.clone());
         dir
     }
@@ -364,7 +378,11 @@ fn relay(ns: &str, client: TcpStream, to: SocketAddr, delay: Duration, stop: &At
     std::thread::spawn(move || {
         let mut buf = vec![0u8; 64 * 1024];
         while let Ok(n) = c_read.read(&mut buf) {
-            if n == 0 || tx.send((Instant::now() + delay, buf[..n].to_vec())).is_err() {
+            if n == 0
+                || tx
+                    .send((Instant::now() + delay, buf[..n].to_vec()))
+                    .is_err()
+            {
                 break;
             }
         }
@@ -544,7 +562,12 @@ impl NsNginx {
     /// Requests nginx handled that were not this test's own stub_status reads (read from inside the
     /// target's namespace, so it works while the target's link is cut).
     pub fn served(&self, net: &Net) -> u64 {
-        let body = get_within(net, Node::Target, &Node::Target.at(Self::PORT), "/nginx_status");
+        let body = get_within(
+            net,
+            Node::Target,
+            &Node::Target.at(Self::PORT),
+            "/nginx_status",
+        );
         self.reads.set(self.reads.get() + 1);
         let total: u64 = body
             .lines()

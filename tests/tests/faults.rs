@@ -56,16 +56,19 @@ impl World {
         assert!(o.status.success(), "{}", text(&o.stderr));
         let token = dir.path().join("token");
         std::fs::write(&token, format!("{TOKEN}\n")).unwrap();
-        std::fs::set_permissions(
-            &token,
-            std::os::unix::fs::PermissionsExt::from_mode(0o600),
-        )
-        .unwrap();
+        std::fs::set_permissions(&token, std::os::unix::fs::PermissionsExt::from_mode(0o600))
+            .unwrap();
         Some(World { nginx, dir, net })
     }
 
     fn pki(&self, file: &str) -> String {
-        self.dir.path().join("pki").join(file).to_str().unwrap().to_string()
+        self.dir
+            .path()
+            .join("pki")
+            .join(file)
+            .to_str()
+            .unwrap()
+            .to_string()
     }
 
     fn token(&self) -> String {
@@ -90,7 +93,10 @@ impl World {
 
     /// `stampede-agent ARGS --token-file T --ready-file F` in `node`; returns once it listens.
     fn listening(&self, node: Node, args: &[String]) -> Proc {
-        let ready = self.dir.path().join(format!("ready-{}-{}", node.ip(), rand_suffix()));
+        let ready = self
+            .dir
+            .path()
+            .join(format!("ready-{}-{}", node.ip(), rand_suffix()));
         let mut all: Vec<String> = args.to_vec();
         all.extend(["--token-file".into(), self.token()]);
         all.extend(["--ready-file".into(), ready.to_str().unwrap().into()]);
@@ -273,7 +279,9 @@ fn an_agent_partitioned_for_5s_mid_step_degrades_its_step_and_the_rest_run_on() 
     w.await_load();
     // Mid step 2, for 5 s: past the 3 s after which a silent agent is lost.
     sleep(Duration::from_millis(3000));
-    let cut = w.net.cut_for(Node::Agent1, Duration::ZERO, Duration::from_secs(5));
+    let cut = w
+        .net
+        .cut_for(Node::Agent1, Duration::ZERO, Duration::from_secs(5));
     let (code, err) = finish(&mut c);
     cut.join().unwrap();
     assert_eq!(code, 0, "{err}");
@@ -299,12 +307,19 @@ fn an_agent_partitioned_for_5s_mid_step_degrades_its_step_and_the_rest_run_on() 
     for s in &steps[hit + 1..] {
         let agents = s["agents"].as_array().unwrap();
         assert_eq!(agents.len(), 1, "later steps run on the survivor: {s}");
-        assert_eq!(s["requests"], 200, "the survivor carries the whole step: {s}");
+        assert_eq!(
+            s["requests"], 200,
+            "the survivor carries the whole step: {s}"
+        );
     }
     // What the cut-off agent sent before the cut and never reported may exceed run.json, never the
     // other way round.
     let served = w.nginx.served(&w.net);
-    assert!(sum(&run, "ok") <= served, "run.json {} > nginx {served}", sum(&run, "ok"));
+    assert!(
+        sum(&run, "ok") <= served,
+        "run.json {} > nginx {served}",
+        sum(&run, "ok")
+    );
     // Healed, the agent is not wedged: it serves the next coordinator.
     let out2 = w.dir.path().join("out2");
     let a1 = Node::Agent1.at(AGENT_PORT);
@@ -346,8 +361,12 @@ fn a_control_link_of_300ms_and_10pct_loss_loses_no_live_agent() {
         eprintln!("no netem here: 10% loss by nftables, 300 ms by a relay on port 7710");
         w.net.lose(Node::Coordinator, 10);
         for n in [Node::Agent1, Node::Agent2] {
-            w.net
-                .delaying_relay(n, &n.at(7710), &n.at(AGENT_PORT), Duration::from_millis(300));
+            w.net.delaying_relay(
+                n,
+                &n.at(7710),
+                &n.at(AGENT_PORT),
+                Duration::from_millis(300),
+            );
         }
         format!("{},{}", Node::Agent1.at(7710), Node::Agent2.at(7710))
     };
@@ -418,7 +437,10 @@ fn a_coordinator_stopped_for_4s_mid_step_loses_no_agent_and_no_result() {
     sleep(Duration::from_millis(1500));
     let later = w.nginx.served(&w.net);
     c.signal(libc::SIGCONT);
-    assert_eq!(stopped, later, "agents still sending 2.5 s into the coordinator's stall");
+    assert_eq!(
+        stopped, later,
+        "agents still sending 2.5 s into the coordinator's stall"
+    );
     let (code, err) = finish(&mut c);
     let run = w.run_json();
     // Item 7: the agents' messages were there when it woke; none of them is lost, nor what they sent.
@@ -462,7 +484,14 @@ fn a_listed_agent_3s_late_is_awaited_and_the_first_kept() {
     };
     let _a1 = w.agent(Node::Agent1, &[]);
     let agents = agents_list(&[Node::Agent1, Node::Agent2]);
-    let mut args = vec!["--agents", &agents, "--expect-agents", "2", "--wait-agents", "30s"];
+    let mut args = vec![
+        "--agents",
+        &agents,
+        "--expect-agents",
+        "2",
+        "--wait-agents",
+        "30s",
+    ];
     args.extend(plan("50,100"));
     let mut c = w.coordinator(&args);
     late_agent(&w, &mut c, || w.agent(Node::Agent2, &[]));
@@ -485,13 +514,21 @@ fn an_agent_3s_late_in_dns_is_awaited_and_the_first_kept() {
     // The record of the second agent appears when it starts, as a headless service's does.
     w.net.hosts(Node::Coordinator, &hosts(&[Node::Agent1]));
     let dns = format!("dns://{FLEET_NAME}:{AGENT_PORT}");
-    let mut args = vec!["--agents", &dns, "--expect-agents", "2", "--wait-agents", "30s"];
+    let mut args = vec![
+        "--agents",
+        &dns,
+        "--expect-agents",
+        "2",
+        "--wait-agents",
+        "30s",
+    ];
     args.extend(plan("50,100"));
     let mut c = w.coordinator(&args);
     sleep(Duration::from_secs(3));
     assert!(c.is_running(), "gave up early: {}", c.log.text());
     let a2 = w.agent_named(Node::Agent2, &cert, &[]);
-    w.net.hosts(Node::Coordinator, &hosts(&[Node::Agent1, Node::Agent2]));
+    w.net
+        .hosts(Node::Coordinator, &hosts(&[Node::Agent1, Node::Agent2]));
     late_agent(&w, &mut c, move || a2);
 }
 
@@ -621,7 +658,9 @@ fn the_targets_link_cut_mid_step_fails_by_class_and_counts_match_nginx() {
     let mut c = w.coordinator(&args);
     w.await_load();
     sleep(Duration::from_millis(2800));
-    let cut = w.net.cut_for(Node::Target, Duration::ZERO, Duration::from_secs(3));
+    let cut = w
+        .net
+        .cut_for(Node::Target, Duration::ZERO, Duration::from_secs(3));
     let (code, err) = finish(&mut c);
     cut.join().unwrap();
     assert!(
@@ -648,7 +687,11 @@ fn the_targets_link_cut_mid_step_fails_by_class_and_counts_match_nginx() {
             }
         }
     }
-    assert_eq!(steps[3]["failed"], 0, "healed, the last step is clean: {}", steps[3]);
+    assert_eq!(
+        steps[3]["failed"], 0,
+        "healed, the last step is clean: {}",
+        steps[3]
+    );
     // What nginx served is what came back ok, plus at most the requests whose reply the cut lost
     // (each a failure in run.json).
     let (ok, served) = (sum(&run, "ok"), w.nginx.served(&w.net));
@@ -699,7 +742,10 @@ fn the_real_coordinator_runs(w: &World) {
         "1s",
     ]);
     let (code, err) = finish(&mut c);
-    assert_eq!(code, 0, "the agent serves its coordinator after the stranger: {err}");
+    assert_eq!(
+        code, 0,
+        "the agent serves its coordinator after the stranger: {err}"
+    );
     assert_eq!(w.nginx.served(&w.net), 20);
 }
 
@@ -721,7 +767,8 @@ fn a_stranger_without_a_certificate_is_refused_and_the_agent_serves_on() {
     assert_eq!(code, 1, "{err}");
     assert!(err.contains("refused"), "{err}");
     assert!(
-        a1.log.wait_for("presented no certificate", Duration::from_secs(5)),
+        a1.log
+            .wait_for("presented no certificate", Duration::from_secs(5)),
         "{}",
         a1.log.text()
     );
@@ -877,7 +924,8 @@ fn a_stranger_without_the_token_cannot_hold_an_agents_only_session() {
     let (code, err) = finish(&mut c);
     let seen = stranger.join().unwrap();
     assert_eq!(
-        code, 0,
+        code,
+        0,
         "a stranger's silent session kept the agent from its coordinator: {err}\n{}",
         a1.log.text()
     );
@@ -886,7 +934,9 @@ fn a_stranger_without_the_token_cannot_hold_an_agents_only_session() {
         pongs,
         0,
         "the agent answered {pongs} pings of a peer that never said hello; it read: {:?}",
-        seen.iter().filter(|m| !m.starts_with("Pong")).collect::<Vec<_>>()
+        seen.iter()
+            .filter(|m| !m.starts_with("Pong"))
+            .collect::<Vec<_>>()
     );
     assert_eq!(w.nginx.served(&w.net), 20);
 }
@@ -923,9 +973,13 @@ fn a_fake_joining_agent_is_never_sent_the_token() {
             .unwrap();
         rt.block_on(async move {
             let addr = Node::Coordinator.at(JOIN_PORT);
-            let dialer =
-                Dialer::new(Side::Coordinator, &addr, &Node::Coordinator.ip(), Some(&tls))
-                    .unwrap();
+            let dialer = Dialer::new(
+                Side::Coordinator,
+                &addr,
+                &Node::Coordinator.ip(),
+                Some(&tls),
+            )
+            .unwrap();
             let mut wire = Vec::new();
             let Ok(mut client) = dialer.coordinator().await else {
                 return wire;
