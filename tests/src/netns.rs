@@ -119,14 +119,19 @@ impl Net {
             eprintln!("SKIPPED {test}: {why}");
             return None;
         }
-        // Short (interface and namespace names stay readable) and unique per test and process.
+        // Short (namespace names stay readable) and unique per test, process and Net.
+        static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
         let tag: String = test
             .split('_')
             .filter_map(|w| w.chars().next())
             .take(12)
             .collect();
         let mut net = Net {
-            prefix: format!("stf-{tag}-{}", std::process::id()),
+            prefix: format!(
+                "stf-{tag}-{}-{}",
+                std::process::id(),
+                NEXT.fetch_add(1, Ordering::Relaxed)
+            ),
             created: Vec::new(),
             mounts: Vec::new(),
             etc: Vec::new(),

@@ -27,8 +27,11 @@ const RUN_LIMIT: Duration = Duration::from_secs(90);
 struct World {
     nginx: NsNginx,
     dir: tempfile::TempDir,
-    // Dropped last: the namespaces end everything left running in them.
+    // Dropped after nginx: the namespaces end everything still running in them.
     net: Net,
+    // One world at a time (released after its namespaces are gone): each case times its faults in
+    // seconds, and two worlds on a 2-core box would measure each other.
+    _serial: std::sync::MutexGuard<'static, ()>,
 }
 
 /// The DNS name of the `dns://` fleet (each agent's certificate names it).
@@ -37,6 +40,7 @@ const FLEET_NAME: &str = "agents.faults.test";
 impl World {
     fn new(test: &str) -> Option<World> {
         let _ = bin("stampede");
+        let serial = tests::serial();
         let net = Net::new(test)?;
         let nginx = NsNginx::start(&net);
         let dir = tempfile::tempdir().unwrap();
@@ -58,7 +62,12 @@ impl World {
         std::fs::write(&token, format!("{TOKEN}\n")).unwrap();
         std::fs::set_permissions(&token, std::os::unix::fs::PermissionsExt::from_mode(0o600))
             .unwrap();
-        Some(World { nginx, dir, net })
+        Some(World {
+            nginx,
+            _serial: serial,
+            dir,
+            net,
+        })
     }
 
     fn pki(&self, file: &str) -> String {
