@@ -40,6 +40,9 @@ const FLEET_NAME: &str = "agents.faults.test";
 impl World {
     fn new(test: &str) -> Option<World> {
         let _ = bin("stampede");
+        if !NsNginx::available(test) {
+            return None;
+        }
         let serial = tests::serial();
         let net = Net::new(test)?;
         let nginx = NsNginx::start(&net);
