@@ -435,6 +435,8 @@ impl Drop for Net {
         }
         for d in &self.etc {
             let _ = std::fs::remove_dir_all(d);
+            // /etc/netns itself, once no namespace has files there (fails harmlessly otherwise).
+            let _ = std::fs::remove_dir("/etc/netns");
         }
         for m in &self.mounts {
             let _ = Command::new("umount").arg("-l").arg(m).status();
