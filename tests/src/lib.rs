@@ -3,6 +3,7 @@
 pub mod browser;
 pub mod docker;
 pub mod dom;
+pub mod netns;
 pub mod nginx;
 
 use std::io::{BufRead, BufReader, Read, Write};
