@@ -957,6 +957,44 @@ mod tests {
         }
     }
 
+    /// A real agent session in this process: its dead-man switch fires 1.5 s after the last
+    /// message it got.
+    fn real_agent() -> CoordinatorEnd {
+        let engine = std::sync::Arc::new(agent::Engine::start(1).unwrap());
+        agent::embedded(engine, CancellationToken::new())
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_agent_reached_first_disconnected_while_a_late_one_was_awaited() {
+        let mut fleet = Fleet::empty(CancellationToken::new());
+        let a = fleet.add("a".into(), Expect::Load, real_agent());
+        fleet
+            .greet(&[a], None, Instant::now() + GREETING_TIMEOUT)
+            .await
+            .unwrap();
+        // The second agent comes up 3 s later (still dialed, its name not yet resolving): twice
+        // the first one's dead-man switch.
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        let b = fleet.add("b".into(), Expect::Load, real_agent());
+        fleet.hello(None).await.unwrap();
+        assert!(fleet.is_alive(a) && fleet.is_alive(b));
+        // Both still answer: the first one's link outlived the wait.
+        let got = fleet
+            .command_all(
+                &[a, b],
+                |_| Down::Configure(pb::Configure::default()),
+                "configuring it",
+                false,
+            )
+            .await;
+        assert!(
+            !matches!(got, Err(FleetError::Lost { .. })),
+            "{:?}",
+            got.err()
+        );
+        assert!(fleet.silent_for(a) < Duration::from_secs(1));
+    }
+
     #[tokio::test(start_paused = true)]
     async fn a_monitor_gets_no_share_and_its_messages_answer_nothing() {
         let (load, load_end) = agent::link::pair();
