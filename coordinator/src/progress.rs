@@ -484,6 +484,60 @@ pub fn table(results: &[StepResult]) -> String {
 mod tests {
     use super::*;
 
+    /// A writer that blocks until told to go on (a terminal paused with Ctrl-S), then keeps all.
+    struct Paused {
+        go: std::sync::mpsc::Receiver<()>,
+        kept: Arc<std::sync::Mutex<String>>,
+    }
+
+    impl Write for Paused {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            let _ = self.go.recv();
+            self.kept
+                .lock()
+                .unwrap()
+                .push_str(&String::from_utf8_lossy(buf));
+            Ok(buf.len())
+        }
+
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_blocked_stderr_stalled_the_task_that_wrote_progress() {
+        let (go, gate) = std::sync::mpsc::channel();
+        let kept = Arc::new(std::sync::Mutex::new(String::new()));
+        let writer = Writer::new(
+            Paused {
+                go: gate,
+                kept: kept.clone(),
+            },
+            4,
+        );
+        // Far more than the queue holds, while nothing is written: none of these waits.
+        let sent = Instant::now();
+        let queued = (0..1000)
+            .filter(|n| writer.send(format!("line {n}\n")))
+            .count();
+        assert!(sent.elapsed() < Duration::from_secs(5), "sending waited");
+        assert!(queued <= 5, "{queued} queued");
+        assert_eq!(writer.dropped(), 1000 - queued as u64);
+        // The terminal goes on: what was queued is written, then the count of what was not.
+        for _ in 0..100 {
+            let _ = go.send(());
+        }
+        writer.flush(Duration::from_secs(5));
+        writer.send("after\n".into());
+        writer.flush(Duration::from_secs(5));
+        let text = kept.lock().unwrap().clone();
+        assert!(text.contains("line 0\n"), "{text}");
+        let dropped = format!("{} lines for stderr were dropped while it was blocked", 1000 - queued);
+        assert!(text.contains(&dropped), "{text}");
+        assert!(text.ends_with("after\n"), "{text}");
+    }
+
     fn tick() -> Tick {
         Tick {
             number: 2,
