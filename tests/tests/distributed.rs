@@ -661,3 +661,119 @@ fn a_dialing_coordinator_with_expect_agents_waits_for_an_agent_that_starts_late(
     assert!(status.success(), "{status}: {stderr}");
     assert_eq!(run_json(out.path())["agents"].as_array().unwrap().len(), 1);
 }
+
+/// A peer on 127.0.0.1:0 that accepts TCP and never says a word (it holds what it accepted).
+fn mute_peer() -> std::net::SocketAddr {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for conn in listener.incoming().flatten() {
+            held.push(conn);
+        }
+    });
+    addr
+}
+
+/// The coordinator's stderr, once it has exited.
+fn stderr_of(child: &mut std::process::Child) -> String {
+    let mut text = String::new();
+    std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut text).unwrap();
+    text
+}
+
+#[test]
+fn an_agent_that_accepts_tcp_and_never_speaks_left_the_coordinator_silent() {
+    let target = Target::start(&[]);
+    let peer = mute_peer();
+    let out = tempfile::tempdir().unwrap();
+    let agents = peer.to_string();
+    let began = Instant::now();
+    let mut run = in_background(
+        &target,
+        &["--agents", &agents, "--steps", "10", "--step-duration", "1s"],
+        out.path(),
+    );
+    let status = exited_within(&mut run, Duration::from_secs(30));
+    let took = began.elapsed();
+    let _ = run.kill();
+    let stderr = stderr_of(&mut run);
+    let status = status.unwrap_or_else(|| panic!("still silent after 30 s: {stderr}"));
+    assert_eq!(status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "agent {peer} accepted TCP but has not answered the greeting in 10 s"
+        )),
+        "{stderr}"
+    );
+    assert!(took >= Duration::from_secs(9), "gave up after {took:?}");
+}
+
+#[test]
+fn a_ctrl_c_while_greeting_a_mute_agent_did_nothing() {
+    let target = Target::start(&[]);
+    let peer = mute_peer();
+    let out = tempfile::tempdir().unwrap();
+    let agents = peer.to_string();
+    let mut run = in_background(
+        &target,
+        &["--agents", &agents, "--steps", "10", "--step-duration", "1s"],
+        out.path(),
+    );
+    sleep(Duration::from_millis(1500));
+    assert!(run.try_wait().unwrap().is_none(), "{}", stderr_of(&mut run));
+    signal(&run, libc::SIGINT);
+    let status = exited_within(&mut run, Duration::from_secs(2));
+    let _ = run.kill();
+    let stderr = stderr_of(&mut run);
+    let status = status.unwrap_or_else(|| panic!("Ctrl-C did not end it within 2 s: {stderr}"));
+    assert_eq!(status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("interrupted before the first step: no load was sent"),
+        "{stderr}"
+    );
+    assert_eq!(run_json(out.path())["status"], "aborted");
+}
+
+#[test]
+fn a_second_agent_3_s_late_disconnected_the_first_while_greeting_it() {
+    let _serial = tests::serial();
+    let target = Target::start(&[]);
+    let first = AgentProc::start(&[], &[]);
+    let late = format!("127.0.0.1:{}", closed_port());
+    let out = tempfile::tempdir().unwrap();
+    let agents = format!("{},{late}", first.addr);
+    let mut run = in_background(
+        &target,
+        &[
+            "--agents",
+            &agents,
+            "--expect-agents",
+            "2",
+            "--wait-agents",
+            "30s",
+            "--steps",
+            "20",
+            "--step-duration",
+            "1s",
+        ],
+        out.path(),
+    );
+    // Twice the first agent's dead-man switch: only the coordinator's heartbeat keeps it.
+    sleep(Duration::from_secs(3));
+    let mut second = Command::new(bin("stampede-agent"))
+        .args(["--listen", &late, "--threads", "1"])
+        .env("STAMPEDE_LOG", "warn")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let status = exited_within(&mut run, Duration::from_secs(60));
+    let _ = second.kill();
+    let _ = second.wait();
+    let _ = run.kill();
+    let stderr = stderr_of(&mut run);
+    let status = status.unwrap_or_else(|| panic!("the run did not end: {stderr}"));
+    assert!(status.success(), "{status}: {stderr}");
+    assert_eq!(run_json(out.path())["agents"].as_array().unwrap().len(), 2);
+}
