@@ -777,3 +777,55 @@ fn a_second_agent_3_s_late_disconnected_the_first_while_greeting_it() {
     assert!(status.success(), "{status}: {stderr}");
     assert_eq!(run_json(out.path())["agents"].as_array().unwrap().len(), 2);
 }
+
+#[test]
+fn a_joined_agent_whose_partner_joined_3_s_later_was_counted_twice() {
+    let _serial = tests::serial();
+    let target = Target::start(&[]);
+    let listen = format!("127.0.0.1:{}", closed_port());
+    let out = tempfile::tempdir().unwrap();
+    let coordinator = in_background(
+        &target,
+        &[
+            "--listen",
+            &listen,
+            "--expect-agents",
+            "2",
+            "--wait-agents",
+            "30s",
+            "--model",
+            "requests",
+            "--steps",
+            "50",
+            "--step-duration",
+            "1s",
+        ],
+        out.path(),
+    );
+    let join = || {
+        Command::new(bin("stampede-agent"))
+            .args(["--join", &listen, "--threads", "1"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap()
+    };
+    let mut first = join();
+    // Twice the first one's dead-man switch: without a heartbeat it would drop its link and dial
+    // again, and its second link would be counted as the second agent.
+    sleep(Duration::from_secs(3));
+    let mut second = join();
+    let o = coordinator.wait_with_output().unwrap();
+    for j in [&mut first, &mut second] {
+        let _ = j.kill();
+        let _ = j.wait();
+    }
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let run = run_json(out.path());
+    let agents = run["agents"].as_array().unwrap();
+    assert_eq!(agents.len(), 2, "{run}");
+    let steps = run["steps"].as_array().unwrap();
+    let per_agent = per_agent_requests(&steps[0]);
+    assert!(per_agent.iter().all(|&n| n > 0), "both loaded: {per_agent:?}");
+    assert_eq!(steps[0]["requests"].as_u64(), Some(target.requests()));
+}
