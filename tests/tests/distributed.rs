@@ -829,3 +829,66 @@ fn a_joined_agent_whose_partner_joined_3_s_later_was_counted_twice() {
     assert!(per_agent.iter().all(|&n| n > 0), "both loaded: {per_agent:?}");
     assert_eq!(steps[0]["requests"].as_u64(), Some(target.requests()));
 }
+
+/// A TCP relay on 127.0.0.1:0 to `upstream` that holds every byte `delay` in each direction (a slow
+/// link without netem); its threads end with the connections.
+fn slow_relay(upstream: std::net::SocketAddr, delay: Duration) -> std::net::SocketAddr {
+    use std::io::{Read, Write};
+    use std::net::{Shutdown, TcpListener, TcpStream};
+    fn pump(mut from: TcpStream, mut to: TcpStream, delay: Duration) {
+        let (tx, rx) = std::sync::mpsc::channel::<(Instant, Vec<u8>)>();
+        std::thread::spawn(move || {
+            let mut buf = vec![0u8; 64 * 1024];
+            while let Ok(n @ 1..) = from.read(&mut buf) {
+                if tx.send((Instant::now() + delay, buf[..n].to_vec())).is_err() {
+                    return;
+                }
+            }
+        });
+        std::thread::spawn(move || {
+            for (due, bytes) in rx {
+                sleep(due.saturating_duration_since(Instant::now()));
+                if to.write_all(&bytes).is_err() {
+                    return;
+                }
+            }
+            let _ = to.shutdown(Shutdown::Write);
+        });
+    }
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for down in listener.incoming().flatten() {
+            let Ok(up) = TcpStream::connect(upstream) else {
+                continue;
+            };
+            let _ = (down.set_nodelay(true), up.set_nodelay(true));
+            pump(down.try_clone().unwrap(), up.try_clone().unwrap(), delay);
+            pump(up, down, delay);
+        }
+    });
+    addr
+}
+
+#[test]
+fn a_control_link_of_450_ms_each_way_could_not_start() {
+    let _serial = tests::serial();
+    let target = Target::start(&[]);
+    let agent = AgentProc::start(&[], &[]);
+    let slow = slow_relay(agent.addr, Duration::from_millis(450));
+    let out = tempfile::tempdir().unwrap();
+    let agents = slow.to_string();
+    let mut run = in_background(
+        &target,
+        &["--agents", &agents, "--steps", "10", "--step-duration", "2s"],
+        out.path(),
+    );
+    let status = exited_within(&mut run, Duration::from_secs(60));
+    let _ = run.kill();
+    let stderr = stderr_of(&mut run);
+    let status = status.unwrap_or_else(|| panic!("the run did not end: {stderr}"));
+    assert!(status.success(), "{status}: {stderr}");
+    let steps = run_json(out.path())["steps"].as_array().unwrap().clone();
+    assert_eq!(steps.len(), 1);
+    assert_eq!(steps[0]["requests"].as_u64(), Some(target.requests()));
+}

@@ -133,15 +133,16 @@ async fn dial_all(
         Some(wait) => expected(specs, wait, deadline).await?,
         None => resolve(specs).await?,
     };
+    let stop = fleet.stopper();
     for (name, addr, domain) in addrs {
         let (link, greet_by) = patiently_until(
             deadline,
-            || remote(&name, addr, &domain, peers.tls),
+            || remote(&name, addr, &domain, peers.tls, Some((peers.token, &stop))),
             |e| matches!(e, FleetError::Unreachable { .. }),
         )
         .await?;
-        let i = fleet.add(name, peers.expect, link);
-        fleet.greet(&[i], peers.token, greet_by).await?;
+        let i = fleet.add_dialed(name, peers.expect, link);
+        fleet.hello_replies(&[i], greet_by).await?;
     }
     Ok(())
 }
@@ -268,12 +269,16 @@ async fn patiently_until<T, E, F: std::future::Future<Output = Result<T, E>>>(
 /// greeting must be answered by ([`GREETING_TIMEOUT`] from the dial: connect, TLS, HTTP/2, the
 /// stream's headers and the hello reply together). Only an agent that does not answer yet is
 /// `Unreachable` (worth dialing again); one that answers and disagrees (TLS on one side only, a
-/// certificate) is `Refused`; one that accepts and then says nothing is `Mute`.
+/// certificate) is `Refused`; one that accepts and then says nothing is `Mute`. With `greet` (the
+/// token, and what ends the heartbeats), the hello and the heartbeats go out with the request, before
+/// its response headers are back: over a slow link (450 ms each way) the agent hears the coordinator
+/// within its dead-man switch from the moment its stream opens.
 pub(crate) async fn remote(
     name: &str,
     addr: SocketAddr,
     domain: &str,
     tls: Option<&agent::tls::TlsFiles>,
+    greet: Option<(Option<&str>, &CancellationToken)>,
 ) -> Result<(CoordinatorEnd, Instant), FleetError> {
     let deadline = Instant::now() + GREETING_TIMEOUT;
     let mute = |_| FleetError::Mute {
@@ -303,6 +308,12 @@ pub(crate) async fn remote(
             },
         })?;
     let (down_tx, down_rx) = link::channel();
+    if let Some((token, stop)) = greet {
+        // A fresh channel of LINK_CAPACITY: the hello does not wait. The heartbeat ends with the
+        // stream if this call fails.
+        let _ = down_tx.send(super::hello(token)).await;
+        super::keep_alive(down_tx.clone(), stop.clone());
+    }
     // The call waits for the response headers, which a peer that never speaks never sends.
     let response = tokio::time::timeout_at(deadline, client.control(link::request_stream(down_rx)))
         .await

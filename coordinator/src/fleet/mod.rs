@@ -216,9 +216,24 @@ impl Fleet {
     /// while the rest of the fleet is reached) and its messages are stamped as they arrive. Returns
     /// its index.
     pub fn add(&mut self, name: String, expect: Expect, link: CoordinatorEnd) -> usize {
+        self.add_with(name, expect, link, true)
+    }
+
+    /// [`Fleet::add`] for a link whose dial already sent the hello and heartbeats it (see
+    /// `dial::remote`).
+    pub(crate) fn add_dialed(&mut self, name: String, expect: Expect, link: CoordinatorEnd) -> usize {
+        self.add_with(name, expect, link, false)
+    }
+
+    /// What ends the heartbeats, the fleet's and those its dials start.
+    pub(crate) fn stopper(&self) -> CancellationToken {
+        self.stop.clone()
+    }
+
+    fn add_with(&mut self, name: String, expect: Expect, link: CoordinatorEnd, beat: bool) -> usize {
         let i = self.agents.len();
         let heard = Arc::new(AtomicU64::new(0));
-        let cmd = self.spawn_link(i, link, &heard);
+        let cmd = self.spawn_link(i, link, &heard, beat);
         self.agents.push(AgentHandle {
             name,
             role: match expect {
@@ -247,7 +262,7 @@ impl Fleet {
     /// closed): the same agent, greeted anew.
     pub(crate) fn replace(&mut self, i: usize, name: String, link: CoordinatorEnd) {
         let heard = Arc::new(AtomicU64::new(0));
-        let cmd = self.spawn_link(i, link, &heard);
+        let cmd = self.spawn_link(i, link, &heard, true);
         let a = &mut self.agents[i];
         a.name = name;
         a.tx = cmd;
@@ -260,12 +275,13 @@ impl Fleet {
         self.stamp(i);
     }
 
-    /// Starts the reader and the heartbeat of agent `i`'s link; returns its sender.
+    /// Starts the reader and (with `beat`) the heartbeat of agent `i`'s link; returns its sender.
     fn spawn_link(
         &self,
         i: usize,
         link: CoordinatorEnd,
         heard: &Arc<AtomicU64>,
+        beat: bool,
     ) -> LinkTx<pb::CoordinatorMessage> {
         let Link { tx: cmd, mut rx } = link;
         let events = self.events_tx.clone();
@@ -289,7 +305,9 @@ impl Fleet {
                 }
             }
         });
-        tokio::spawn(heartbeat(cmd.clone(), self.stop.clone()));
+        if beat {
+            keep_alive(cmd.clone(), self.stop.clone());
+        }
         cmd
     }
 
@@ -729,15 +747,21 @@ impl Fleet {
         deadline: Instant,
     ) -> Result<(), FleetError> {
         for &i in who {
-            let hello = pb::Hello {
-                protocol_version: PROTOCOL_VERSION,
-                coordinator_version: shared::VERSION.to_string(),
-                token: token.unwrap_or_default().to_string(),
-            };
-            self.send(i, Down::Hello(hello))
+            self.agents[i]
+                .tx
+                .send(hello(token))
                 .await
                 .map_err(|why| self.lost(i, GREETING, why))?;
         }
+        self.hello_replies(who, deadline).await
+    }
+
+    /// Takes the hello replies of the agents in `who`, whose hellos were sent, by `deadline`.
+    pub(crate) async fn hello_replies(
+        &mut self,
+        who: &[usize],
+        deadline: Instant,
+    ) -> Result<(), FleetError> {
         for (i, answer) in self.answers_until(who, GREETING, false, deadline).await? {
             let Up::HelloReply(h) = answer else {
                 return Err(FleetError::Protocol {
@@ -923,6 +947,20 @@ impl Fleet {
                 .await;
         }
     }
+}
+
+/// The hello, with the token.
+pub(crate) fn hello(token: Option<&str>) -> pb::CoordinatorMessage {
+    to_agent(Down::Hello(pb::Hello {
+        protocol_version: PROTOCOL_VERSION,
+        coordinator_version: shared::VERSION.to_string(),
+        token: token.unwrap_or_default().to_string(),
+    }))
+}
+
+/// Heartbeats a link until `stop` or until it closes.
+pub(crate) fn keep_alive(beat: LinkTx<pb::CoordinatorMessage>, stop: CancellationToken) {
+    tokio::spawn(heartbeat(beat, stop));
 }
 
 /// Keeps the agent's dead-man switch from firing while the run is busy elsewhere.
