@@ -871,24 +871,30 @@ fn slow_relay(upstream: std::net::SocketAddr, delay: Duration) -> std::net::Sock
 }
 
 #[test]
-fn a_control_link_of_450_ms_each_way_could_not_start() {
+fn a_fleet_behind_control_links_of_450_ms_each_way_could_not_start() {
     let _serial = tests::serial();
     let target = Target::start(&[]);
-    let agent = AgentProc::start(&[], &[]);
-    let slow = slow_relay(agent.addr, Duration::from_millis(450));
+    // Three agents, dialed one after another: reaching all takes several times the first one's
+    // 1.5 s dead-man switch.
+    let fleet: Vec<AgentProc> = (0..3).map(|_| AgentProc::start(&[], &[])).collect();
+    let slow: Vec<String> = fleet
+        .iter()
+        .map(|a| slow_relay(a.addr, Duration::from_millis(450)).to_string())
+        .collect();
     let out = tempfile::tempdir().unwrap();
-    let agents = slow.to_string();
+    let agents = slow.join(",");
     let mut run = in_background(
         &target,
-        &["--agents", &agents, "--steps", "10", "--step-duration", "2s"],
+        &["--agents", &agents, "--steps", "30", "--step-duration", "2s"],
         out.path(),
     );
-    let status = exited_within(&mut run, Duration::from_secs(60));
+    let status = exited_within(&mut run, Duration::from_secs(90));
     let _ = run.kill();
     let stderr = stderr_of(&mut run);
     let status = status.unwrap_or_else(|| panic!("the run did not end: {stderr}"));
     assert!(status.success(), "{status}: {stderr}");
     let steps = run_json(out.path())["steps"].as_array().unwrap().clone();
     assert_eq!(steps.len(), 1);
+    assert_eq!(per_agent_requests(&steps[0]).len(), 3);
     assert_eq!(steps[0]["requests"].as_u64(), Some(target.requests()));
 }
