@@ -533,7 +533,10 @@ mod tests {
         writer.flush(Duration::from_secs(5));
         let text = kept.lock().unwrap().clone();
         assert!(text.contains("line 0\n"), "{text}");
-        let dropped = format!("{} lines for stderr were dropped while it was blocked", 1000 - queued);
+        let dropped = format!(
+            "{} lines for stderr were dropped while it was blocked",
+            1000 - queued
+        );
         assert!(text.contains(&dropped), "{text}");
         assert!(text.ends_with("after\n"), "{text}");
     }

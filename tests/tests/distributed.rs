@@ -691,7 +691,14 @@ fn an_agent_that_accepts_tcp_and_never_speaks_left_the_coordinator_silent() {
     let began = Instant::now();
     let mut run = in_background(
         &target,
-        &["--agents", &agents, "--steps", "10", "--step-duration", "1s"],
+        &[
+            "--agents",
+            &agents,
+            "--steps",
+            "10",
+            "--step-duration",
+            "1s",
+        ],
         out.path(),
     );
     let status = exited_within(&mut run, Duration::from_secs(30));
@@ -717,7 +724,14 @@ fn a_ctrl_c_while_greeting_a_mute_agent_did_nothing() {
     let agents = peer.to_string();
     let mut run = in_background(
         &target,
-        &["--agents", &agents, "--steps", "10", "--step-duration", "1s"],
+        &[
+            "--agents",
+            &agents,
+            "--steps",
+            "10",
+            "--step-duration",
+            "1s",
+        ],
         out.path(),
     );
     sleep(Duration::from_millis(1500));
@@ -826,7 +840,10 @@ fn a_joined_agent_whose_partner_joined_3_s_later_was_counted_twice() {
     assert_eq!(agents.len(), 2, "{run}");
     let steps = run["steps"].as_array().unwrap();
     let per_agent = per_agent_requests(&steps[0]);
-    assert!(per_agent.iter().all(|&n| n > 0), "both loaded: {per_agent:?}");
+    assert!(
+        per_agent.iter().all(|&n| n > 0),
+        "both loaded: {per_agent:?}"
+    );
     assert_eq!(steps[0]["requests"].as_u64(), Some(target.requests()));
 }
 
@@ -840,7 +857,10 @@ fn slow_relay(upstream: std::net::SocketAddr, delay: Duration) -> std::net::Sock
         std::thread::spawn(move || {
             let mut buf = vec![0u8; 64 * 1024];
             while let Ok(n @ 1..) = from.read(&mut buf) {
-                if tx.send((Instant::now() + delay, buf[..n].to_vec())).is_err() {
+                if tx
+                    .send((Instant::now() + delay, buf[..n].to_vec()))
+                    .is_err()
+                {
                     return;
                 }
             }
@@ -885,7 +905,14 @@ fn a_fleet_behind_control_links_of_450_ms_each_way_could_not_start() {
     let agents = slow.join(",");
     let mut run = in_background(
         &target,
-        &["--agents", &agents, "--steps", "30", "--step-duration", "2s"],
+        &[
+            "--agents",
+            &agents,
+            "--steps",
+            "30",
+            "--step-duration",
+            "2s",
+        ],
         out.path(),
     );
     let status = exited_within(&mut run, Duration::from_secs(90));

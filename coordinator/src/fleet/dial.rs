@@ -54,7 +54,9 @@ pub async fn connect(cfg: &RunConfig) -> Result<Fleet, FleetError> {
         // The embedded agent stops when its link is dropped at the end of the run, like a remote one.
         let link = agent::embedded(engine, CancellationToken::new());
         let i = fleet.add(EMBEDDED.to_string(), Expect::Load, link);
-        fleet.greet(&[i], token, Instant::now() + GREETING_TIMEOUT).await?;
+        fleet
+            .greet(&[i], token, Instant::now() + GREETING_TIMEOUT)
+            .await?;
     }
     let peers = Peers {
         expect: Expect::Monitor,
@@ -64,7 +66,9 @@ pub async fn connect(cfg: &RunConfig) -> Result<Fleet, FleetError> {
     dial_all(&mut fleet, &cfg.monitors, peers, None).await?;
     if let Some((name, link)) = monitor {
         let i = fleet.add(name, Expect::Monitor, link);
-        fleet.greet(&[i], token, Instant::now() + GREETING_TIMEOUT).await?;
+        fleet
+            .greet(&[i], token, Instant::now() + GREETING_TIMEOUT)
+            .await?;
     }
     Ok(fleet)
 }
@@ -438,7 +442,10 @@ pub(crate) async fn accept_joins(
             }
             None => fleet.add(name, Expect::Either, link),
         };
-        match fleet.greet(&[i], token, Instant::now() + GREETING_TIMEOUT).await {
+        match fleet
+            .greet(&[i], token, Instant::now() + GREETING_TIMEOUT)
+            .await
+        {
             Ok(()) => {}
             // Gone or mute before it said who it is: its place waits for the next that joins.
             Err(e @ (FleetError::Lost { .. } | FleetError::Mute { .. })) => {

@@ -221,7 +221,12 @@ impl Fleet {
 
     /// [`Fleet::add`] for a link whose dial already sent the hello and heartbeats it (see
     /// `dial::remote`).
-    pub(crate) fn add_dialed(&mut self, name: String, expect: Expect, link: CoordinatorEnd) -> usize {
+    pub(crate) fn add_dialed(
+        &mut self,
+        name: String,
+        expect: Expect,
+        link: CoordinatorEnd,
+    ) -> usize {
         self.add_with(name, expect, link, false)
     }
 
@@ -230,7 +235,13 @@ impl Fleet {
         self.stop.clone()
     }
 
-    fn add_with(&mut self, name: String, expect: Expect, link: CoordinatorEnd, beat: bool) -> usize {
+    fn add_with(
+        &mut self,
+        name: String,
+        expect: Expect,
+        link: CoordinatorEnd,
+        beat: bool,
+    ) -> usize {
         let i = self.agents.len();
         let heard = Arc::new(AtomicU64::new(0));
         let cmd = self.spawn_link(i, link, &heard, beat);

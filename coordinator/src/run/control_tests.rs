@@ -141,7 +141,9 @@ async fn an_agent_that_does_not_ack_its_share_within_15_s_fails_the_run() {
 
 /// The note a step past its deadline makes for agent `who`: 2 s steps, 1 s timeout, 5 s grace.
 fn overdue_note(step: u32, who: &str) -> String {
-    format!("step {step}: agent {who} sent no step report within 8 s (schedule 2 s + timeout 1 s + 5 s)")
+    format!(
+        "step {step}: agent {who} sent no step report within 8 s (schedule 2 s + timeout 1 s + 5 s)"
+    )
 }
 
 #[tokio::test(start_paused = true)]
@@ -160,12 +162,19 @@ async fn a_step_past_its_deadline_ended_the_run_without_naming_the_agent_under_a
     assert_eq!(aborts(&logs[0]), vec!["step deadline passed"]);
     assert!(outcome.aborted && outcome.steps.len() == 1);
     let step = &outcome.steps[0];
-    assert!(step.notes.contains(&overdue_note(1, "a")), "{:?}", step.notes);
+    assert!(
+        step.notes.contains(&overdue_note(1, "a")),
+        "{:?}",
+        step.notes
+    );
     assert!(step.agents.iter().any(|a| a.agent == "a" && a.lost));
     let json = run_json(dir.path());
     assert_eq!(json["status"], "aborted");
     let notes = json["steps"][0]["notes"].to_string();
-    assert!(notes.contains("agent a sent no step report within 8 s"), "{notes}");
+    assert!(
+        notes.contains("agent a sent no step report within 8 s"),
+        "{notes}"
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -181,10 +190,18 @@ async fn a_step_past_its_deadline_aborted_the_run_under_degrade() {
     let step = &outcome.steps[0];
     assert!(!step.aborted, "the agent that reported keeps its step");
     assert!(lost_reason(step), "{:?}", step.reasons);
-    assert!(step.notes.contains(&overdue_note(1, "b")), "{:?}", step.notes);
+    assert!(
+        step.notes.contains(&overdue_note(1, "b")),
+        "{:?}",
+        step.notes
+    );
     assert!(aborts(&logs[0]).is_empty(), "a reported in time");
     assert_eq!(aborts(&logs[1]), vec!["step deadline passed"]);
-    assert_eq!(prepared(&logs[0]), vec![(0, 0.5), (1, 1.0)], "step 2 all on a");
+    assert_eq!(
+        prepared(&logs[0]),
+        vec![(0, 0.5), (1, 1.0)],
+        "step 2 all on a"
+    );
     assert_eq!(prepared(&logs[1]), vec![(0, 0.5)]);
 }
 
@@ -562,7 +579,10 @@ async fn agents_heard_while_the_run_task_was_away_4_s_were_declared_lost() {
     tokio::time::sleep(Duration::from_secs(4)).await;
     for i in 0..2 {
         let silent = fleet.silent_for(i);
-        assert!(silent <= Duration::from_millis(500), "agent {i} silent for {silent:?}");
+        assert!(
+            silent <= Duration::from_millis(500),
+            "agent {i} silent for {silent:?}"
+        );
         assert!(silent < LOSS_SILENCE);
     }
 }
