@@ -243,6 +243,8 @@ fn print_out(text: &str) -> Result<(), StdoutError> {
 struct StdoutError(std::io::Error);
 
 fn finish(outcome: Result<run::RunOutcome, run::RunError>) -> u8 {
+    // What the run said on stderr as it went comes before its end.
+    progress::flush();
     match outcome {
         Ok(o) => {
             let text = told(&o, "");
@@ -268,6 +270,8 @@ fn finish(outcome: Result<run::RunOutcome, run::RunError>) -> u8 {
 /// A search's end: its probes' table, the answer, where the results are; the exit code is the
 /// search's status (see `shared::search::Status::exit_code`).
 fn found(outcome: Result<run::RunOutcome, run::RunError>) -> u8 {
+    // What the run said on stderr as it went comes before its end.
+    progress::flush();
     let o = match outcome {
         Ok(o) => o,
         Err(e) => {
@@ -306,6 +310,8 @@ fn found(outcome: Result<run::RunOutcome, run::RunError>) -> u8 {
 /// A side-by-side run's end: each target's table and answer under its label, where the results and
 /// the comparison are; the exit code is the worst of the targets'.
 fn finish_side(outcome: Result<run::SideOutcome, run::RunError>) -> u8 {
+    // What the run said on stderr as it went comes before its end.
+    progress::flush();
     let side = match outcome {
         Ok(side) => side,
         Err(e) => {

@@ -23,7 +23,8 @@ fn main() -> ExitCode {
             tracing_subscriber::EnvFilter::try_from_env("STAMPEDE_LOG")
                 .unwrap_or_else(|_| "warn".into()),
         )
-        .with_writer(std::io::stderr)
+        // Off the run's tasks: a blocked stderr (a terminal paused with Ctrl-S) must not stall them.
+        .with_writer(coordinator::progress::LogLine::default)
         .init();
     agent::install_crypto_provider();
     let mut rt = tokio::runtime::Builder::new_multi_thread();
@@ -64,6 +65,8 @@ fn main() -> ExitCode {
     });
     // Worker threads still draining must not hold the exit up (the second Ctrl-C means now).
     rt.shutdown_background();
+    // The log lines and progress still queued for stderr.
+    coordinator::progress::flush();
     ExitCode::from(code)
 }
 

@@ -152,6 +152,15 @@ pub fn release(dir: &Path) {
     }
 }
 
+/// For a run interrupted before its first step: its claim's run.json says `aborted`, and why.
+pub fn mark_interrupted(dir: &Path) {
+    let json = dir.join("run.json");
+    if fs::read(&json).is_ok_and(|b| b == CLAIM) {
+        let doc = "{\"status\": \"aborted\", \"why\": \"interrupted before the first step: no load was sent\"}\n";
+        let _ = fs::write(json, doc);
+    }
+}
+
 /// Creates the first free name of `STAMP`, `STAMP-2`, ...: `create_dir` fails on an existing name,
 /// so two runs can never take the same one.
 fn fresh_dir(base: &Path) -> io::Result<PathBuf> {

@@ -1,11 +1,120 @@
 //! What people see: the plan in one line at the start, a live line per step on stderr while it runs,
-//! and the table of steps at the end.
+//! and the table of steps at the end. What is said while a run goes on is written to stderr by a
+//! thread of its own ([`say`]): a terminal paused with Ctrl-S blocks that thread, never the task
+//! that keeps the agents alive; lines that do not fit its queue are dropped and counted.
 use std::io::{IsTerminal, Write};
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{SyncSender, TrySendError};
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use shared::plan::{LoadModel, Plan, StepLimit};
 use shared::report::{LatencyStats, StepResult, human_ms};
+
+/// How many pieces of text wait for a blocked stderr before more are dropped.
+const QUEUED: usize = 256;
+
+/// Text for a writer that may block, written by a thread of its own; sending never waits.
+pub struct Writer {
+    tx: SyncSender<String>,
+    /// Queued and not yet written; dropped for want of room and not yet said.
+    pending: Arc<AtomicU64>,
+    dropped: Arc<AtomicU64>,
+}
+
+impl Writer {
+    pub fn new(mut out: impl Write + Send + 'static, capacity: usize) -> Writer {
+        let (tx, rx) = std::sync::mpsc::sync_channel::<String>(capacity);
+        let pending = Arc::new(AtomicU64::new(0));
+        let dropped = Arc::new(AtomicU64::new(0));
+        let (left, lost) = (pending.clone(), dropped.clone());
+        std::thread::spawn(move || {
+            for text in rx {
+                let n = lost.swap(0, Ordering::Relaxed);
+                if n > 0 {
+                    let _ = writeln!(
+                        out,
+                        "\nstampede: {n} lines for stderr were dropped while it was blocked"
+                    );
+                }
+                let _ = out.write_all(text.as_bytes()).and_then(|()| out.flush());
+                left.fetch_sub(1, Ordering::Relaxed);
+            }
+        });
+        Writer {
+            tx,
+            pending,
+            dropped,
+        }
+    }
+
+    /// Queues `text`; when the queue is full (its writer blocked), drops it and counts it. Whether
+    /// it was queued.
+    pub fn send(&self, text: String) -> bool {
+        self.pending.fetch_add(1, Ordering::Relaxed);
+        match self.tx.try_send(text) {
+            Ok(()) => true,
+            Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => {
+                self.pending.fetch_sub(1, Ordering::Relaxed);
+                self.dropped.fetch_add(1, Ordering::Relaxed);
+                false
+            }
+        }
+    }
+
+    /// Waits until what was queued is written, for at most `limit` (a blocked writer is not waited
+    /// for past it).
+    pub fn flush(&self, limit: Duration) {
+        let end = Instant::now() + limit;
+        while self.pending.load(Ordering::Relaxed) > 0 && Instant::now() < end {
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+
+    pub fn dropped(&self) -> u64 {
+        self.dropped.load(Ordering::Relaxed)
+    }
+}
+
+fn stderr() -> &'static Writer {
+    static STDERR: OnceLock<Writer> = OnceLock::new();
+    STDERR.get_or_init(|| Writer::new(std::io::stderr(), QUEUED))
+}
+
+/// Says a line on stderr without waiting for it to be written.
+pub fn say(line: String) {
+    stderr().send(line + "\n");
+}
+
+/// Writes what [`say`] queued before the process says more on stderr itself (at most a second's
+/// wait: a blocked stderr is not waited for).
+pub fn flush() {
+    stderr().flush(Duration::from_secs(1));
+}
+
+/// A `tracing` writer over [`say`]'s thread: one event, one piece of text, sent when it is dropped.
+#[derive(Default)]
+pub struct LogLine(Vec<u8>);
+
+impl Write for LogLine {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Drop for LogLine {
+    fn drop(&mut self) {
+        if !self.0.is_empty() {
+            stderr().send(String::from_utf8_lossy(&self.0).into_owned());
+        }
+    }
+}
 
 pub struct Progress {
     /// Side by side: the target whose steps this shows, named before each of its lines.
@@ -216,17 +325,14 @@ impl Progress {
             return;
         }
         let line = self.who() + &live_line(t, self.started.elapsed(), self.total);
-        eprint!("\r\x1b[2K{}", fit(&line, terminal_width()));
-        let _ = std::io::stderr().flush();
+        stderr().send(format!("\r\x1b[2K{}", fit(&line, terminal_width())));
     }
 
     pub fn step_done(&self, r: &StepResult, steps: Option<usize>) {
         if self.quiet {
             return;
         }
-        if self.live {
-            eprint!("\r\x1b[2K");
-        }
+        let clear = if self.live { "\r\x1b[2K" } else { "" };
         let demanded = r
             .demanded_rate
             .map_or(format!("{} conns", r.step_value), |d| {
@@ -240,8 +346,8 @@ impl Progress {
         if !r.server_reasons.is_empty() {
             judged.push_str(&format!(" ({})", r.server_reasons.join("; ")));
         }
-        eprintln!(
-            "{}{}  demanded {demanded}  sent {} req/s  served {}/s  p99 {}  failed {}%  {judged}{}",
+        say(format!(
+            "{clear}{}{}  demanded {demanded}  sent {} req/s  served {}/s  p99 {}  failed {}%  {judged}{}",
             self.who(),
             numbered(r.number, steps, r.probe.as_ref().map(|p| p.role.name())),
             rate(r.achieved_request_rate),
@@ -255,7 +361,7 @@ impl Progress {
                     .as_ref()
                     .map_or(String::new(), |why| format!(": {why}"))
             )),
-        );
+        ));
     }
 }
 
@@ -377,6 +483,63 @@ pub fn table(results: &[StepResult]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A writer that blocks until told to go on (a terminal paused with Ctrl-S), then keeps all.
+    struct Paused {
+        go: std::sync::mpsc::Receiver<()>,
+        kept: Arc<std::sync::Mutex<String>>,
+    }
+
+    impl Write for Paused {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            let _ = self.go.recv();
+            self.kept
+                .lock()
+                .unwrap()
+                .push_str(&String::from_utf8_lossy(buf));
+            Ok(buf.len())
+        }
+
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_blocked_stderr_stalled_the_task_that_wrote_progress() {
+        let (go, gate) = std::sync::mpsc::channel();
+        let kept = Arc::new(std::sync::Mutex::new(String::new()));
+        let writer = Writer::new(
+            Paused {
+                go: gate,
+                kept: kept.clone(),
+            },
+            4,
+        );
+        // Far more than the queue holds, while nothing is written: none of these waits.
+        let sent = Instant::now();
+        let queued = (0..1000)
+            .filter(|n| writer.send(format!("line {n}\n")))
+            .count();
+        assert!(sent.elapsed() < Duration::from_secs(5), "sending waited");
+        assert!(queued <= 5, "{queued} queued");
+        assert_eq!(writer.dropped(), 1000 - queued as u64);
+        // The terminal goes on: what was queued is written, then the count of what was not.
+        for _ in 0..100 {
+            let _ = go.send(());
+        }
+        writer.flush(Duration::from_secs(5));
+        writer.send("after\n".into());
+        writer.flush(Duration::from_secs(5));
+        let text = kept.lock().unwrap().clone();
+        assert!(text.contains("line 0\n"), "{text}");
+        let dropped = format!(
+            "{} lines for stderr were dropped while it was blocked",
+            1000 - queued
+        );
+        assert!(text.contains(&dropped), "{text}");
+        assert!(text.ends_with("after\n"), "{text}");
+    }
 
     fn tick() -> Tick {
         Tick {

@@ -661,3 +661,267 @@ fn a_dialing_coordinator_with_expect_agents_waits_for_an_agent_that_starts_late(
     assert!(status.success(), "{status}: {stderr}");
     assert_eq!(run_json(out.path())["agents"].as_array().unwrap().len(), 1);
 }
+
+/// A peer on 127.0.0.1:0 that accepts TCP and never says a word (it holds what it accepted).
+fn mute_peer() -> std::net::SocketAddr {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for conn in listener.incoming().flatten() {
+            held.push(conn);
+        }
+    });
+    addr
+}
+
+/// The coordinator's stderr, once it has exited.
+fn stderr_of(child: &mut std::process::Child) -> String {
+    let mut text = String::new();
+    std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut text).unwrap();
+    text
+}
+
+#[test]
+fn an_agent_that_accepts_tcp_and_never_speaks_left_the_coordinator_silent() {
+    let target = Target::start(&[]);
+    let peer = mute_peer();
+    let out = tempfile::tempdir().unwrap();
+    let agents = peer.to_string();
+    let began = Instant::now();
+    let mut run = in_background(
+        &target,
+        &[
+            "--agents",
+            &agents,
+            "--steps",
+            "10",
+            "--step-duration",
+            "1s",
+        ],
+        out.path(),
+    );
+    let status = exited_within(&mut run, Duration::from_secs(30));
+    let took = began.elapsed();
+    let _ = run.kill();
+    let stderr = stderr_of(&mut run);
+    let status = status.unwrap_or_else(|| panic!("still silent after 30 s: {stderr}"));
+    assert_eq!(status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "agent {peer} accepted TCP but has not answered the greeting in 10 s"
+        )),
+        "{stderr}"
+    );
+    assert!(took >= Duration::from_secs(9), "gave up after {took:?}");
+}
+
+#[test]
+fn a_ctrl_c_while_greeting_a_mute_agent_did_nothing() {
+    let target = Target::start(&[]);
+    let peer = mute_peer();
+    let out = tempfile::tempdir().unwrap();
+    let agents = peer.to_string();
+    let mut run = in_background(
+        &target,
+        &[
+            "--agents",
+            &agents,
+            "--steps",
+            "10",
+            "--step-duration",
+            "1s",
+        ],
+        out.path(),
+    );
+    sleep(Duration::from_millis(1500));
+    assert!(run.try_wait().unwrap().is_none(), "{}", stderr_of(&mut run));
+    signal(&run, libc::SIGINT);
+    let status = exited_within(&mut run, Duration::from_secs(2));
+    let _ = run.kill();
+    let stderr = stderr_of(&mut run);
+    let status = status.unwrap_or_else(|| panic!("Ctrl-C did not end it within 2 s: {stderr}"));
+    assert_eq!(status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("interrupted before the first step: no load was sent"),
+        "{stderr}"
+    );
+    assert_eq!(run_json(out.path())["status"], "aborted");
+}
+
+#[test]
+fn a_second_agent_3_s_late_disconnected_the_first_while_greeting_it() {
+    let _serial = tests::serial();
+    let target = Target::start(&[]);
+    let first = AgentProc::start(&[], &[]);
+    let late = format!("127.0.0.1:{}", closed_port());
+    let out = tempfile::tempdir().unwrap();
+    let agents = format!("{},{late}", first.addr);
+    let mut run = in_background(
+        &target,
+        &[
+            "--agents",
+            &agents,
+            "--expect-agents",
+            "2",
+            "--wait-agents",
+            "30s",
+            "--steps",
+            "20",
+            "--step-duration",
+            "1s",
+        ],
+        out.path(),
+    );
+    // Twice the first agent's dead-man switch: only the coordinator's heartbeat keeps it.
+    sleep(Duration::from_secs(3));
+    let mut second = Command::new(bin("stampede-agent"))
+        .args(["--listen", &late, "--threads", "1"])
+        .env("STAMPEDE_LOG", "warn")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let status = exited_within(&mut run, Duration::from_secs(60));
+    let _ = second.kill();
+    let _ = second.wait();
+    let _ = run.kill();
+    let stderr = stderr_of(&mut run);
+    let status = status.unwrap_or_else(|| panic!("the run did not end: {stderr}"));
+    assert!(status.success(), "{status}: {stderr}");
+    assert_eq!(run_json(out.path())["agents"].as_array().unwrap().len(), 2);
+}
+
+#[test]
+fn a_joined_agent_whose_partner_joined_3_s_later_was_counted_twice() {
+    let _serial = tests::serial();
+    let target = Target::start(&[]);
+    let listen = format!("127.0.0.1:{}", closed_port());
+    let out = tempfile::tempdir().unwrap();
+    let coordinator = in_background(
+        &target,
+        &[
+            "--listen",
+            &listen,
+            "--expect-agents",
+            "2",
+            "--wait-agents",
+            "30s",
+            "--model",
+            "requests",
+            "--steps",
+            "50",
+            "--step-duration",
+            "1s",
+        ],
+        out.path(),
+    );
+    let join = || {
+        Command::new(bin("stampede-agent"))
+            .args(["--join", &listen, "--threads", "1"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap()
+    };
+    let mut first = join();
+    // Twice the first one's dead-man switch: without a heartbeat it would drop its link and dial
+    // again, and its second link would be counted as the second agent.
+    sleep(Duration::from_secs(3));
+    let mut second = join();
+    let o = coordinator.wait_with_output().unwrap();
+    for j in [&mut first, &mut second] {
+        let _ = j.kill();
+        let _ = j.wait();
+    }
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let run = run_json(out.path());
+    let agents = run["agents"].as_array().unwrap();
+    assert_eq!(agents.len(), 2, "{run}");
+    let steps = run["steps"].as_array().unwrap();
+    let per_agent = per_agent_requests(&steps[0]);
+    assert!(
+        per_agent.iter().all(|&n| n > 0),
+        "both loaded: {per_agent:?}"
+    );
+    assert_eq!(steps[0]["requests"].as_u64(), Some(target.requests()));
+}
+
+/// A TCP relay on 127.0.0.1:0 to `upstream` that holds every byte `delay` in each direction (a slow
+/// link without netem); its threads end with the connections.
+fn slow_relay(upstream: std::net::SocketAddr, delay: Duration) -> std::net::SocketAddr {
+    use std::io::{Read, Write};
+    use std::net::{Shutdown, TcpListener, TcpStream};
+    fn pump(mut from: TcpStream, mut to: TcpStream, delay: Duration) {
+        let (tx, rx) = std::sync::mpsc::channel::<(Instant, Vec<u8>)>();
+        std::thread::spawn(move || {
+            let mut buf = vec![0u8; 64 * 1024];
+            while let Ok(n @ 1..) = from.read(&mut buf) {
+                if tx
+                    .send((Instant::now() + delay, buf[..n].to_vec()))
+                    .is_err()
+                {
+                    return;
+                }
+            }
+        });
+        std::thread::spawn(move || {
+            for (due, bytes) in rx {
+                sleep(due.saturating_duration_since(Instant::now()));
+                if to.write_all(&bytes).is_err() {
+                    return;
+                }
+            }
+            let _ = to.shutdown(Shutdown::Write);
+        });
+    }
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for down in listener.incoming().flatten() {
+            let Ok(up) = TcpStream::connect(upstream) else {
+                continue;
+            };
+            let _ = (down.set_nodelay(true), up.set_nodelay(true));
+            pump(down.try_clone().unwrap(), up.try_clone().unwrap(), delay);
+            pump(up, down, delay);
+        }
+    });
+    addr
+}
+
+#[test]
+fn a_fleet_behind_control_links_of_450_ms_each_way_could_not_start() {
+    let _serial = tests::serial();
+    let target = Target::start(&[]);
+    // Three agents, dialed one after another: reaching all takes several times the first one's
+    // 1.5 s dead-man switch.
+    let fleet: Vec<AgentProc> = (0..3).map(|_| AgentProc::start(&[], &[])).collect();
+    let slow: Vec<String> = fleet
+        .iter()
+        .map(|a| slow_relay(a.addr, Duration::from_millis(450)).to_string())
+        .collect();
+    let out = tempfile::tempdir().unwrap();
+    let agents = slow.join(",");
+    let mut run = in_background(
+        &target,
+        &[
+            "--agents",
+            &agents,
+            "--steps",
+            "30",
+            "--step-duration",
+            "2s",
+        ],
+        out.path(),
+    );
+    let status = exited_within(&mut run, Duration::from_secs(90));
+    let _ = run.kill();
+    let stderr = stderr_of(&mut run);
+    let status = status.unwrap_or_else(|| panic!("the run did not end: {stderr}"));
+    assert!(status.success(), "{status}: {stderr}");
+    let steps = run_json(out.path())["steps"].as_array().unwrap().clone();
+    assert_eq!(steps.len(), 1);
+    assert_eq!(per_agent_requests(&steps[0]).len(), 3);
+    assert_eq!(steps[0]["requests"].as_u64(), Some(target.requests()));
+}

@@ -18,40 +18,67 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::{Expect, Fleet, FleetError};
+use super::{Expect, Fleet, FleetError, GREETING_TIMEOUT};
 use crate::config::{AgentSpec, DialWait, RunConfig};
 
 /// How long to keep dialing an agent that does not accept connections yet.
 const DIAL_WAIT: Duration = Duration::from_secs(10);
 
 /// Connects to the configured agents, waits for joining ones, or starts the embedded one; then the
-/// monitors: dialed, and the one in-process. Each link is given as what it was named as, so the
-/// hello can refuse a monitor among the agents and the other way round.
+/// monitors: dialed, and the one in-process. Each is greeted as soon as it is reached and heartbeaten
+/// from then on, so the first ones stay alive however long the rest take. Each link is given as what
+/// it was named as, so the hello can refuse a monitor among the agents and the other way round.
 pub async fn connect(cfg: &RunConfig) -> Result<Fleet, FleetError> {
     // The embedded monitor's target checked first: a bad --monitor-pid is said before any waiting.
     let monitor = cfg.monitor.as_ref().map(embedded_monitor).transpose()?;
     let stop = CancellationToken::new();
-    let mut links: Vec<(String, Expect, CoordinatorEnd)> = Vec::new();
+    // Dropped on an error, the fleet cancels `stop`: the heartbeats and the join server end.
+    let mut fleet = Fleet::empty(stop.clone());
+    let token = cfg.token.as_deref();
+    let tls = cfg.tls.as_ref();
     if let Some(join) = &cfg.join {
         // The join server lives as long as the fleet: its streams are the agents' links.
-        let joined = accept_joins(join, cfg.tls.as_ref(), stop.clone()).await?;
-        links.extend(joined.into_iter().map(|(n, l)| (n, Expect::Either, l)));
+        accept_joins(&mut fleet, join, tls, token, stop.clone()).await?;
     }
     // Only monitors joined (--expect-monitors without --expect-agents): the embedded agent loads.
     let joined_load = cfg.join.as_ref().is_some_and(|j| j.expect > 0);
     if !cfg.agents.is_empty() {
-        let dialed = dial_all(&cfg.agents, cfg.tls.as_ref(), cfg.dial_wait).await?;
-        links.extend(dialed.into_iter().map(|(n, l)| (n, Expect::Load, l)));
+        let peers = Peers {
+            expect: Expect::Load,
+            tls,
+            token,
+        };
+        dial_all(&mut fleet, &cfg.agents, peers, cfg.dial_wait).await?;
     } else if !joined_load {
         let engine = Arc::new(Engine::start(cfg.threads)?);
         // The embedded agent stops when its link is dropped at the end of the run, like a remote one.
         let link = agent::embedded(engine, CancellationToken::new());
-        links.push((EMBEDDED.to_string(), Expect::Load, link));
+        let i = fleet.add(EMBEDDED.to_string(), Expect::Load, link);
+        fleet
+            .greet(&[i], token, Instant::now() + GREETING_TIMEOUT)
+            .await?;
     }
-    let dialed = dial_all(&cfg.monitors, cfg.tls.as_ref(), None).await?;
-    links.extend(dialed.into_iter().map(|(n, l)| (n, Expect::Monitor, l)));
-    links.extend(monitor.map(|(name, l)| (name, Expect::Monitor, l)));
-    Ok(Fleet::with_roles(links, stop))
+    let peers = Peers {
+        expect: Expect::Monitor,
+        tls,
+        token,
+    };
+    dial_all(&mut fleet, &cfg.monitors, peers, None).await?;
+    if let Some((name, link)) = monitor {
+        let i = fleet.add(name, Expect::Monitor, link);
+        fleet
+            .greet(&[i], token, Instant::now() + GREETING_TIMEOUT)
+            .await?;
+    }
+    Ok(fleet)
+}
+
+/// How the peers of one flag are dialed and greeted.
+#[derive(Clone, Copy)]
+struct Peers<'a> {
+    expect: Expect,
+    tls: Option<&'a agent::tls::TlsFiles>,
+    token: Option<&'a str>,
 }
 
 /// The embedded agent's name.
@@ -97,29 +124,31 @@ fn embedded_monitor(
     Ok((name, coordinator))
 }
 
-/// Dials the peers `specs` names (agents or monitors alike), each as a `Link` named by its address;
-/// with `wait` (`--expect-agents`), until that many answer.
+/// Dials the peers `specs` names (agents or monitors alike), each added to `fleet` named by its
+/// address and greeted at once; with `wait` (`--expect-agents`), until that many answer.
 async fn dial_all(
+    fleet: &mut Fleet,
     specs: &[AgentSpec],
-    tls: Option<&agent::tls::TlsFiles>,
+    peers: Peers<'_>,
     wait: Option<DialWait>,
-) -> Result<Vec<(String, CoordinatorEnd)>, FleetError> {
+) -> Result<(), FleetError> {
     let deadline = Instant::now() + wait.map_or(DIAL_WAIT, |w| w.wait);
     let addrs = match wait {
         Some(wait) => expected(specs, wait, deadline).await?,
         None => resolve(specs).await?,
     };
-    let mut links = Vec::with_capacity(addrs.len());
+    let stop = fleet.stopper();
     for (name, addr, domain) in addrs {
-        let link = patiently_until(
+        let (link, greet_by) = patiently_until(
             deadline,
-            || remote(&name, addr, &domain, tls),
+            || remote(&name, addr, &domain, peers.tls, Some((peers.token, &stop))),
             |e| matches!(e, FleetError::Unreachable { .. }),
         )
         .await?;
-        links.push((name, link));
+        let i = fleet.add_dialed(name, peers.expect, link);
+        fleet.hello_replies(&[i], greet_by).await?;
     }
-    Ok(links)
+    Ok(())
 }
 
 /// An agent to dial: its name, its address, and the name its certificate must carry.
@@ -240,15 +269,26 @@ async fn patiently_until<T, E, F: std::future::Future<Output = Result<T, E>>>(
     }
 }
 
-/// Opens the control stream to a listening agent and adapts it to a `Link`. Only an agent that
-/// does not answer yet is `Unreachable` (worth dialing again); one that answers and disagrees (TLS
-/// on one side only, a certificate) is `Refused`.
+/// Opens the control stream to a listening agent and adapts it to a `Link`, with the instant its
+/// greeting must be answered by ([`GREETING_TIMEOUT`] from the dial: connect, TLS, HTTP/2, the
+/// stream's headers and the hello reply together). Only an agent that does not answer yet is
+/// `Unreachable` (worth dialing again); one that answers and disagrees (TLS on one side only, a
+/// certificate) is `Refused`; one that accepts and then says nothing is `Mute`. With `greet` (the
+/// token, and what ends the heartbeats), the hello and the heartbeats go out with the request, before
+/// its response headers are back: over a slow link (450 ms each way) the agent hears the coordinator
+/// within its dead-man switch from the moment its stream opens.
 pub(crate) async fn remote(
     name: &str,
     addr: SocketAddr,
     domain: &str,
     tls: Option<&agent::tls::TlsFiles>,
-) -> Result<CoordinatorEnd, FleetError> {
+    greet: Option<(Option<&str>, &CancellationToken)>,
+) -> Result<(CoordinatorEnd, Instant), FleetError> {
+    let deadline = Instant::now() + GREETING_TIMEOUT;
+    let mute = |_| FleetError::Mute {
+        agent: name.to_string(),
+        secs: GREETING_TIMEOUT.as_secs(),
+    };
     let dialer = Dialer::new(Side::Agent, &addr.to_string(), domain, tls).map_err(|e| match e {
         DialError::Tls(e) => setup_error(e),
         e => FleetError::Unreachable {
@@ -260,22 +300,34 @@ pub(crate) async fn remote(
         agent: name.to_string(),
         message,
     };
-    let mut client = dialer.agent().await.map_err(|e| match e {
-        DialError::Refused(why) => refused(why),
-        e => FleetError::Unreachable {
-            agent: name.to_string(),
-            why: e.to_string(),
-        },
-    })?;
-    let (down_tx, down_rx) = link::channel();
-    let response = client
-        .control(link::request_stream(down_rx))
+    // The connect timeout bounds TCP; a peer that accepts and then stalls TLS is bounded here.
+    let mut client = tokio::time::timeout_at(deadline, dialer.agent())
         .await
+        .map_err(mute)?
+        .map_err(|e| match e {
+            DialError::Refused(why) => refused(why),
+            e => FleetError::Unreachable {
+                agent: name.to_string(),
+                why: e.to_string(),
+            },
+        })?;
+    let (down_tx, down_rx) = link::channel();
+    if let Some((token, stop)) = greet {
+        // A fresh channel of LINK_CAPACITY: the hello does not wait. The heartbeat ends with the
+        // stream if this call fails.
+        let _ = down_tx.send(super::hello(token)).await;
+        super::keep_alive(down_tx.clone(), stop.clone());
+    }
+    // The call waits for the response headers, which a peer that never speaks never sends.
+    let response = tokio::time::timeout_at(deadline, client.control(link::request_stream(down_rx)))
+        .await
+        .map_err(mute)?
         .map_err(|status| refused(dialer.refused(&status)))?;
-    Ok(Link {
+    let link = Link {
         tx: down_tx,
         rx: link::read_stream(response.into_inner()),
-    })
+    };
+    Ok((link, deadline))
 }
 
 /// The coordinator's side of `Coordinator.Join`: each joining agent's stream becomes a `Link`.
@@ -311,12 +363,17 @@ impl CoordinatorSvc for JoinService {
     }
 }
 
-/// Serves `Coordinator.Join` until `expect` agents have joined, or fails after `wait`.
+/// Serves `Coordinator.Join` until `expect` agents have joined `fleet` and been greeted, or fails
+/// after `wait`. Each is greeted as it joins and heartbeaten from then on; one whose link closes
+/// before the run starts leaves its place to the next that joins (its own re-dial, as a rule), so
+/// an agent that dials again is not counted twice.
 pub(crate) async fn accept_joins(
+    fleet: &mut Fleet,
     join: &crate::config::JoinSpec,
     tls: Option<&agent::tls::TlsFiles>,
+    token: Option<&str>,
     stop: CancellationToken,
-) -> Result<Vec<(String, CoordinatorEnd)>, FleetError> {
+) -> Result<(), FleetError> {
     let tls = tls
         .map(agent::tls::TlsFiles::server)
         .transpose()
@@ -361,20 +418,44 @@ pub(crate) async fn accept_joins(
         })?;
     }
     let deadline = Instant::now() + join.wait;
-    let mut links = Vec::with_capacity(expect);
-    while links.len() < expect {
-        match tokio::time::timeout_at(deadline, joined_rx.recv()).await {
-            Ok(Some(link)) => links.push(link),
-            _ => {
-                stop.cancel();
-                return Err(FleetError::Unreachable {
-                    agent: format!("{expect} expected on {listen}"),
-                    why: format!("only {} joined within {:?}", links.len(), join.wait),
-                });
+    while fleet.joined() < expect {
+        let joined = tokio::select! {
+            joined = tokio::time::timeout_at(deadline, joined_rx.recv()) => joined,
+            (i, heard) = fleet.next_event() => {
+                if let Err(why) = heard {
+                    fleet.mark_lost(i, &format!("{why} before the run started"));
+                }
+                continue;
             }
+        };
+        let Ok(Some((name, link))) = joined else {
+            stop.cancel();
+            return Err(FleetError::Unreachable {
+                agent: format!("{expect} expected on {listen}"),
+                why: format!("only {} joined within {:?}", fleet.joined(), join.wait),
+            });
+        };
+        let i = match fleet.vacant() {
+            Some(i) => {
+                fleet.replace(i, name, link);
+                i
+            }
+            None => fleet.add(name, Expect::Either, link),
+        };
+        match fleet
+            .greet(&[i], token, Instant::now() + GREETING_TIMEOUT)
+            .await
+        {
+            Ok(()) => {}
+            // Gone or mute before it said who it is: its place waits for the next that joins.
+            Err(e @ (FleetError::Lost { .. } | FleetError::Mute { .. })) => {
+                tracing::warn!(error = %e, "A joined peer left before its greeting was answered");
+                fleet.mark_lost(i, "its greeting was not answered");
+            }
+            Err(e) => return Err(e),
         }
     }
-    Ok(links)
+    Ok(())
 }
 
 /// A local setup problem (unreadable certificates, a bad TLS configuration): the user's to fix, exit 2.

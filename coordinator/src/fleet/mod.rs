@@ -2,6 +2,8 @@
 //! they are alive, their clocks, and the coordinator's side of the protocol that is not about one step:
 //! hello, configure, acknowledgements, clock offsets, heartbeats. Every agent's messages arrive on one
 //! channel that the run task owns; the step asks the fleet questions instead of reaching into it.
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use agent::link::{Closed, CoordinatorEnd, Link, LinkTx};
@@ -28,12 +30,18 @@ pub use waiting::Waiting;
 
 /// How long an agent may take to answer hello, configure or prepare.
 pub const ANSWER_TIMEOUT: Duration = Duration::from_secs(15);
+/// How long a peer that accepted the connection may take to answer the greeting: the control
+/// stream's headers and the hello reply together. A peer that accepts TCP and never speaks would
+/// otherwise hold the run silent.
+pub const GREETING_TIMEOUT: Duration = Duration::from_secs(10);
 /// Heartbeat period: the agent's dead-man switch fires after a few missed beats.
 pub const HEARTBEAT: Duration = Duration::from_millis(500);
 /// Clock-offset samples per step; the one with the smallest round trip is kept.
 const CLOCK_SAMPLES: u32 = 5;
 /// How long one round of clock samples waits for its pongs.
 const CLOCK_WAIT: Duration = Duration::from_secs(2);
+/// What the fleet is doing while it greets an agent, as its errors say.
+const GREETING: &str = "greeting it";
 /// How long after a step's end the monitors may take to send the sample that closes it: a second of
 /// sampling, and the way here.
 const SAMPLE_WAIT: Duration = Duration::from_millis(2500);
@@ -62,6 +70,11 @@ pub enum FleetError {
         secs: u64,
         doing: String,
     },
+    /// Connected, but the greeting went unanswered: not a stampede-agent, or a wedged one.
+    #[error(
+        "agent {agent} accepted TCP but has not answered the greeting in {secs} s: is it a stampede-agent, and is it responsive?"
+    )]
+    Mute { agent: String, secs: u64 },
     #[error("agent {agent} sent an invalid message: {why}")]
     Protocol { agent: String, why: String },
     #[error("agent {agent} would refuse this plan: {message}")]
@@ -128,8 +141,11 @@ struct AgentHandle {
     /// Agent clock minus coordinator clock, and the round trip it was measured over.
     clock_offset_ns: i64,
     rtt_ns: i64,
-    /// When anything was last heard from it.
-    last_heard: Instant,
+    /// When anything last arrived from it, stamped by its reader as it arrived (nanoseconds since
+    /// the fleet's `epoch`): a run task busy elsewhere does not make a live agent look silent.
+    heard: Arc<AtomicU64>,
+    /// Whether its hello reply was taken.
+    greeted: bool,
     /// The limits it announced; a plan over them is refused before any load is sent.
     policy: agent::policy::Policy,
     /// Its socket limits (fd limit, ports, TIME_WAIT reuse), if it announced them.
@@ -141,9 +157,16 @@ struct AgentHandle {
     machine_id: String,
 }
 
+/// An agent's message, or why its stream ended, as its reader queues it.
+type Event = (usize, Result<pb::AgentMessage, Closed>);
+
 pub struct Fleet {
     agents: Vec<AgentHandle>,
-    events: mpsc::Receiver<(usize, Result<pb::AgentMessage, Closed>)>,
+    events: mpsc::Receiver<Event>,
+    /// Each agent's reader holds a clone; kept here so agents can be added as they are reached.
+    events_tx: mpsc::Sender<Event>,
+    /// What the agents' arrival stamps count from.
+    epoch: Instant,
     /// Stops the heartbeat tasks when the run ends.
     stop: CancellationToken,
 }
@@ -170,49 +193,138 @@ impl Fleet {
         links: Vec<(String, Expect, CoordinatorEnd)>,
         stop: CancellationToken,
     ) -> Fleet {
-        let (tx, events) = mpsc::channel(256);
-        let agents = links
-            .into_iter()
-            .enumerate()
-            .map(|(i, (name, expect, link))| {
-                let Link { tx: cmd, mut rx } = link;
-                let events = tx.clone();
-                tokio::spawn(async move {
-                    loop {
-                        let heard = rx.recv().await;
-                        let gone = heard.is_err();
-                        if events.send((i, heard)).await.is_err() || gone {
-                            return;
-                        }
-                    }
-                });
-                tokio::spawn(heartbeat(cmd.clone(), stop.clone()));
-                AgentHandle {
-                    name,
-                    role: match expect {
-                        Expect::Monitor => Role::Monitor,
-                        Expect::Load | Expect::Either => Role::Load,
-                    },
-                    expect,
-                    monitor: None,
-                    tx: cmd,
-                    info: None,
-                    alive: true,
-                    clock_offset_ns: 0,
-                    rtt_ns: 0,
-                    last_heard: Instant::now(),
-                    policy: agent::policy::Policy::default(),
-                    capacity: None,
-                    binds_sources: false,
-                    machine_id: String::new(),
-                }
-            })
-            .collect();
+        let mut fleet = Fleet::empty(stop);
+        for (name, expect, link) in links {
+            fleet.add(name, expect, link);
+        }
+        fleet
+    }
+
+    /// A fleet of no agents yet: they are added as they are reached, each kept alive from then on.
+    pub fn empty(stop: CancellationToken) -> Fleet {
+        let (events_tx, events) = mpsc::channel(256);
         Fleet {
-            agents,
+            agents: Vec::new(),
             events,
+            events_tx,
+            epoch: Instant::now(),
             stop,
         }
+    }
+
+    /// Takes an agent's link: from now on it is heartbeaten (its dead-man switch must not fire
+    /// while the rest of the fleet is reached) and its messages are stamped as they arrive. Returns
+    /// its index.
+    pub fn add(&mut self, name: String, expect: Expect, link: CoordinatorEnd) -> usize {
+        self.add_with(name, expect, link, true)
+    }
+
+    /// [`Fleet::add`] for a link whose dial already sent the hello and heartbeats it (see
+    /// `dial::remote`).
+    pub(crate) fn add_dialed(
+        &mut self,
+        name: String,
+        expect: Expect,
+        link: CoordinatorEnd,
+    ) -> usize {
+        self.add_with(name, expect, link, false)
+    }
+
+    /// What ends the heartbeats, the fleet's and those its dials start.
+    pub(crate) fn stopper(&self) -> CancellationToken {
+        self.stop.clone()
+    }
+
+    fn add_with(
+        &mut self,
+        name: String,
+        expect: Expect,
+        link: CoordinatorEnd,
+        beat: bool,
+    ) -> usize {
+        let i = self.agents.len();
+        let heard = Arc::new(AtomicU64::new(0));
+        let cmd = self.spawn_link(i, link, &heard, beat);
+        self.agents.push(AgentHandle {
+            name,
+            role: match expect {
+                Expect::Monitor => Role::Monitor,
+                Expect::Load | Expect::Either => Role::Load,
+            },
+            expect,
+            monitor: None,
+            tx: cmd,
+            info: None,
+            alive: true,
+            clock_offset_ns: 0,
+            rtt_ns: 0,
+            heard,
+            greeted: false,
+            policy: agent::policy::Policy::default(),
+            capacity: None,
+            binds_sources: false,
+            machine_id: String::new(),
+        });
+        self.stamp(i);
+        i
+    }
+
+    /// Puts a new link in agent `i`'s place (a joined agent that dialed again after its first link
+    /// closed): the same agent, greeted anew.
+    pub(crate) fn replace(&mut self, i: usize, name: String, link: CoordinatorEnd) {
+        let heard = Arc::new(AtomicU64::new(0));
+        let cmd = self.spawn_link(i, link, &heard, true);
+        let a = &mut self.agents[i];
+        a.name = name;
+        a.tx = cmd;
+        a.heard = heard;
+        a.alive = true;
+        a.greeted = false;
+        a.monitor = None;
+        a.info = None;
+        a.role = Role::Load;
+        self.stamp(i);
+    }
+
+    /// Starts the reader and (with `beat`) the heartbeat of agent `i`'s link; returns its sender.
+    fn spawn_link(
+        &self,
+        i: usize,
+        link: CoordinatorEnd,
+        heard: &Arc<AtomicU64>,
+        beat: bool,
+    ) -> LinkTx<pb::CoordinatorMessage> {
+        let Link { tx: cmd, mut rx } = link;
+        let events = self.events_tx.clone();
+        let (epoch, heard) = (self.epoch, heard.clone());
+        tokio::spawn(async move {
+            loop {
+                let got = rx.recv().await;
+                // Stamped here, before it waits in the queue behind others.
+                heard.store(epoch.elapsed().as_nanos() as u64, Ordering::Relaxed);
+                // A heartbeat's pong says only "alive", which the stamp has kept: not queued, so a
+                // fleet being assembled or a busy run task does not fill the queue with them.
+                if let Ok(pb::AgentMessage {
+                    kind: Some(Up::Pong(pb::Pong { id: 0, .. })),
+                }) = &got
+                {
+                    continue;
+                }
+                let gone = got.is_err();
+                if events.send((i, got)).await.is_err() || gone {
+                    return;
+                }
+            }
+        });
+        if beat {
+            keep_alive(cmd.clone(), self.stop.clone());
+        }
+        cmd
+    }
+
+    fn stamp(&self, i: usize) {
+        let now = self.epoch.elapsed().as_nanos() as u64;
+        self.agents[i].heard.store(now, Ordering::Relaxed);
     }
 
     /// How many agents the run began with, lost ones included: the range of every agent index.
@@ -263,9 +375,14 @@ impl Fleet {
         Duration::from_nanos(self.agents[i].rtt_ns.max(0) as u64)
     }
 
-    /// How long since anything was heard from it.
+    /// When anything last arrived from it (its reader's stamp, not when the run task took it).
+    pub fn heard_at(&self, i: usize) -> Instant {
+        self.epoch + Duration::from_nanos(self.agents[i].heard.load(Ordering::Relaxed))
+    }
+
+    /// How long since anything arrived from it.
     pub fn silent_for(&self, i: usize) -> Duration {
-        self.agents[i].last_heard.elapsed()
+        self.heard_at(i).elapsed()
     }
 
     pub fn infos(&self) -> Vec<AgentInfo> {
@@ -347,7 +464,6 @@ impl Fleet {
         loop {
             match self.events.recv().await {
                 Some((i, heard)) => {
-                    self.agents[i].last_heard = Instant::now();
                     // A monitor's samples and its loss are the fleet's to keep: no step waits on it.
                     let heard = match (self.agents[i].monitor.as_mut(), heard) {
                         (
@@ -386,15 +502,31 @@ impl Fleet {
         doing: &str,
         tolerate_loss: bool,
     ) -> Result<Vec<(usize, Up)>, FleetError> {
+        let deadline = Instant::now() + ANSWER_TIMEOUT;
+        self.answers_until(who, doing, tolerate_loss, deadline)
+            .await
+    }
+
+    /// [`Fleet::answers`] until `deadline`: a greeting's, or [`ANSWER_TIMEOUT`] from now.
+    async fn answers_until(
+        &mut self,
+        who: &[usize],
+        doing: &str,
+        tolerate_loss: bool,
+        deadline: Instant,
+    ) -> Result<Vec<(usize, Up)>, FleetError> {
         let mut got: Vec<(usize, Up)> = Vec::with_capacity(who.len());
         let mut waiting = Waiting::new(self.agents.len(), who.iter().copied());
-        let deadline = Instant::now() + ANSWER_TIMEOUT;
         while !waiting.is_empty() {
             let Ok((i, msg)) = tokio::time::timeout_at(deadline, self.next_event()).await else {
                 self.unanswered(&waiting, doing, tolerate_loss)?;
                 break;
             };
             if !waiting.contains(i) {
+                // Another agent's stream ended meanwhile: it is gone, whatever is awaited now.
+                if let Err(why) = msg {
+                    self.mark_lost(i, &format!("{why} while another was {doing}"));
+                }
                 continue;
             }
             match msg {
@@ -431,6 +563,12 @@ impl Fleet {
                 .iter()
                 .next()
                 .expect("called while some are waiting");
+            if doing == GREETING {
+                return Err(FleetError::Mute {
+                    agent: self.agents[first].name.clone(),
+                    secs: GREETING_TIMEOUT.as_secs(),
+                });
+            }
             return Err(FleetError::Silent {
                 agent: self.agents[first].name.clone(),
                 secs: ANSWER_TIMEOUT.as_secs(),
@@ -479,6 +617,18 @@ impl Fleet {
             .iter()
             .filter_map(|a| a.monitor.as_ref().map(|m| m.info.clone()))
             .collect()
+    }
+
+    /// The peers joined on `--listen` whose links are open.
+    pub(crate) fn joined(&self) -> usize {
+        let joined = self.agents.iter().filter(|a| a.expect == Expect::Either);
+        joined.filter(|a| a.alive).count()
+    }
+
+    /// A joined peer's place whose link closed before the run started: the next to join takes it.
+    pub(crate) fn vacant(&self) -> Option<usize> {
+        (0..self.agents.len())
+            .find(|&i| self.agents[i].expect == Expect::Either && !self.agents[i].alive)
     }
 
     /// The peers that joined `--listen` said what they are in their hellos: as many load agents and
@@ -589,19 +739,41 @@ impl Fleet {
         }
     }
 
+    /// Greets every agent not greeted yet (the links a test gave): each must answer within
+    /// [`GREETING_TIMEOUT`].
     pub async fn hello(&mut self, token: Option<&str>) -> Result<(), FleetError> {
-        let all: Vec<usize> = (0..self.agents.len()).collect();
-        for &i in &all {
-            let hello = pb::Hello {
-                protocol_version: PROTOCOL_VERSION,
-                coordinator_version: shared::VERSION.to_string(),
-                token: token.unwrap_or_default().to_string(),
-            };
-            self.send(i, Down::Hello(hello))
+        let ungreeted: Vec<usize> = (0..self.agents.len())
+            .filter(|&i| !self.agents[i].greeted)
+            .collect();
+        self.greet(&ungreeted, token, Instant::now() + GREETING_TIMEOUT)
+            .await
+    }
+
+    /// Sends each agent in `who` the hello and takes their replies, all by `deadline`. The agents
+    /// greeted before are heartbeaten meanwhile, and their messages passed over.
+    pub async fn greet(
+        &mut self,
+        who: &[usize],
+        token: Option<&str>,
+        deadline: Instant,
+    ) -> Result<(), FleetError> {
+        for &i in who {
+            self.agents[i]
+                .tx
+                .send(hello(token))
                 .await
-                .map_err(|why| self.lost(i, "greeting it", why))?;
+                .map_err(|why| self.lost(i, GREETING, why))?;
         }
-        for (i, answer) in self.answers(&all, "greeting it", false).await? {
+        self.hello_replies(who, deadline).await
+    }
+
+    /// Takes the hello replies of the agents in `who`, whose hellos were sent, by `deadline`.
+    pub(crate) async fn hello_replies(
+        &mut self,
+        who: &[usize],
+        deadline: Instant,
+    ) -> Result<(), FleetError> {
+        for (i, answer) in self.answers_until(who, GREETING, false, deadline).await? {
             let Up::HelloReply(h) = answer else {
                 return Err(FleetError::Protocol {
                     agent: self.agents[i].name.clone(),
@@ -609,6 +781,7 @@ impl Fleet {
                 });
             };
             self.introduce(i, h)?;
+            self.agents[i].greeted = true;
         }
         Ok(())
     }
@@ -787,6 +960,20 @@ impl Fleet {
     }
 }
 
+/// The hello, with the token.
+pub(crate) fn hello(token: Option<&str>) -> pb::CoordinatorMessage {
+    to_agent(Down::Hello(pb::Hello {
+        protocol_version: PROTOCOL_VERSION,
+        coordinator_version: shared::VERSION.to_string(),
+        token: token.unwrap_or_default().to_string(),
+    }))
+}
+
+/// Heartbeats a link until `stop` or until it closes.
+pub(crate) fn keep_alive(beat: LinkTx<pb::CoordinatorMessage>, stop: CancellationToken) {
+    tokio::spawn(heartbeat(beat, stop));
+}
+
 /// Keeps the agent's dead-man switch from firing while the run is busy elsewhere.
 async fn heartbeat(beat: LinkTx<pb::CoordinatorMessage>, stop: CancellationToken) {
     let mut tick = tokio::time::interval_at(Instant::now() + HEARTBEAT, HEARTBEAT);
@@ -817,6 +1004,44 @@ mod tests {
                 warnings: Vec::new(),
             })),
         }
+    }
+
+    /// A real agent session in this process: its dead-man switch fires 1.5 s after the last
+    /// message it got.
+    fn real_agent() -> CoordinatorEnd {
+        let engine = std::sync::Arc::new(agent::Engine::start(1).unwrap());
+        agent::embedded(engine, CancellationToken::new())
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_agent_reached_first_disconnected_while_a_late_one_was_awaited() {
+        let mut fleet = Fleet::empty(CancellationToken::new());
+        let a = fleet.add("a".into(), Expect::Load, real_agent());
+        fleet
+            .greet(&[a], None, Instant::now() + GREETING_TIMEOUT)
+            .await
+            .unwrap();
+        // The second agent comes up 3 s later (still dialed, its name not yet resolving): twice
+        // the first one's dead-man switch.
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        let b = fleet.add("b".into(), Expect::Load, real_agent());
+        fleet.hello(None).await.unwrap();
+        assert!(fleet.is_alive(a) && fleet.is_alive(b));
+        // Both still answer: the first one's link outlived the wait.
+        let got = fleet
+            .command_all(
+                &[a, b],
+                |_| Down::Configure(pb::Configure::default()),
+                "configuring it",
+                false,
+            )
+            .await;
+        assert!(
+            !matches!(got, Err(FleetError::Lost { .. })),
+            "{:?}",
+            got.err()
+        );
+        assert!(fleet.silent_for(a) < Duration::from_secs(1));
     }
 
     #[tokio::test(start_paused = true)]

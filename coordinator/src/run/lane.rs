@@ -87,6 +87,7 @@ impl<'a> Lane<'a> {
             drain: &stop.drain,
             earlier: &self.results,
             steps: self.source.planned(),
+            outlasts_overruns: self.source.outlasts_overruns(),
         };
         if !spec.pause.is_zero() {
             tokio::select! {

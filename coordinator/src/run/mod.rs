@@ -51,7 +51,7 @@ pub enum RunError {
     Output(#[from] OutputError),
     #[error(transparent)]
     Dir(#[from] DirError),
-    #[error("interrupted before the first step")]
+    #[error("interrupted before the first step: no load was sent")]
     Interrupted,
     #[error(transparent)]
     Spill(#[from] SpillError),
@@ -236,7 +236,10 @@ async fn run_lanes(
         dirs.push(cfg.out.clone());
     }
     let outcome = run_in(&cfgs, stop, links, beside, search).await;
-    if let Err(e) = &outcome {
+    if let Err(RunError::Interrupted) = &outcome {
+        // The run's record says it was interrupted, not that it is still starting.
+        dirs.iter().for_each(|d| output::mark_interrupted(d));
+    } else if let Err(e) = &outcome {
         dirs.iter().for_each(|d| output::release(d));
         if let RunError::Output(_) | RunError::Spill(_) = e {
             let kept: Vec<String> = dirs.iter().map(|d| d.display().to_string()).collect();
@@ -267,8 +270,10 @@ async fn run_in(
     beside: Option<&Path>,
     mut search: Option<SearchSetup>,
 ) -> Result<Vec<RunOutcome>, RunError> {
+    // Any Ctrl-C while the fleet is reached and greeted ends the run at once: no load was sent.
     let (mut fleet, announced) = tokio::select! {
         ready = ready_fleet(cfgs, links) => ready?,
+        _ = stop.drain.cancelled() => return Err(RunError::Interrupted),
         _ = stop.now.cancelled() => return Err(RunError::Interrupted),
     };
     let total: Duration = match &search {

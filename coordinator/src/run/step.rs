@@ -34,6 +34,10 @@ pub const STEP_GRACE: Duration = Duration::from_secs(5);
 pub const LOSS_SILENCE: Duration = Duration::from_secs(3);
 /// How often the step looks for silent agents.
 const SILENCE_CHECK: Duration = Duration::from_millis(250);
+/// A look for silent agents this much later than due means the run task itself was held up (a
+/// stalled process, a blocked write): what arrived meanwhile may not have been read yet, so silence
+/// is counted again from the moment it came back.
+const STALL: Duration = Duration::from_secs(1);
 
 /// What a step needs from the run around it.
 pub struct StepCx<'a> {
@@ -45,6 +49,8 @@ pub struct StepCx<'a> {
     pub earlier: &'a [StepResult],
     /// How many steps the lane has, when known beforehand.
     pub steps: Option<usize>,
+    /// Whether the lane goes on after a step that overran its deadline (a search's probe).
+    pub outlasts_overruns: bool,
 }
 
 /// Why the run must end after this step, whatever the step's result says.
@@ -87,6 +93,7 @@ struct Collected {
     aborted_at: Option<Instant>,
     end_run: Option<EndCause>,
     totals: StepTotals,
+    notes: Vec<String>,
 }
 
 /// Why a running step was told to stop.
@@ -243,6 +250,12 @@ struct Collecting<'a> {
     scheduled: Duration,
     timeout: Duration,
     demanded: Option<f64>,
+    /// When the last look for silent agents was, and when the run task last came back from a stall:
+    /// no agent is silent for longer than the run task could hear it.
+    looked: Instant,
+    resumed: Instant,
+    /// What the step's notes must say (an agent past the step's deadline).
+    notes: Vec<String>,
 }
 
 impl<'a> Collecting<'a> {
@@ -275,6 +288,9 @@ impl<'a> Collecting<'a> {
             scheduled: s.scheduled,
             timeout,
             demanded: plan.demanded_request_rate(spec.value),
+            looked: Instant::now(),
+            resumed: Instant::now(),
+            notes: Vec::new(),
             fleet,
             cx,
             spec,
@@ -289,7 +305,10 @@ impl<'a> Collecting<'a> {
                 Phase::Running { deadline } => (deadline, true),
                 Phase::Stopping { deadline, .. } => (deadline, false),
             };
+            // Messages first: a backlog (after a stall) is drained before any silence or deadline
+            // is judged.
             let event = tokio::select! {
+                biased;
                 (i, msg) = self.fleet.next_event() => Event::Agent(i, msg),
                 _ = check.tick() => Event::Tick,
                 _ = tokio::time::sleep_until(deadline) => Event::Deadline,
@@ -305,6 +324,7 @@ impl<'a> Collecting<'a> {
             aborted_at: self.aborted_at,
             end_run: self.end_run,
             totals: self.merge.finish()?,
+            notes: self.notes,
         })
     }
 
@@ -315,30 +335,72 @@ impl<'a> Collecting<'a> {
             Event::Agent(i, msg) => {
                 return self.on_message(i, msg).map(|l| l.into_iter().collect());
             }
-            Event::Tick => {
-                return Ok(self
-                    .waiting
-                    .iter()
-                    .filter(|&i| self.fleet.silent_for(i) > LOSS_SILENCE)
-                    .map(|i| {
-                        Event::AgentLost(i, format!("silent for {} s", LOSS_SILENCE.as_secs()))
-                    })
-                    .collect());
-            }
+            Event::Tick => return Ok(self.silent_agents()),
             Event::Deadline => match self.phase {
-                Phase::Running { .. } => self.stop(StopCause::Deadline).await,
+                Phase::Running { .. } => return Ok(self.overdue().await),
                 Phase::Stopping { .. } => return Err(self.silent()),
             },
             Event::Cancel => {
-                eprintln!(
+                progress::say(format!(
                     "stampede: interrupted; waiting up to {} (--timeout) for the requests in flight; Ctrl-C again stops at once, keeping the steps before this one",
                     progress::span(self.timeout)
-                );
+                ));
                 self.stop(StopCause::Interrupted).await;
             }
             Event::AgentLost(i, why) => self.lose(i, &why).await,
         }
         Ok(Vec::new())
+    }
+
+    /// The awaited agents nothing has arrived from for [`LOSS_SILENCE`], counted from their last
+    /// arrival (stamped as it came) or from when the run task came back from a stall, whichever is
+    /// later: silence the run task could not hear is not the agents'.
+    fn silent_agents(&mut self) -> Vec<Event> {
+        let now = Instant::now();
+        if now.saturating_duration_since(self.looked) > STALL {
+            self.resumed = now;
+        }
+        self.looked = now;
+        let since = |i| self.fleet.heard_at(i).max(self.resumed);
+        self.waiting
+            .iter()
+            .filter(|&i| now.saturating_duration_since(since(i)) > LOSS_SILENCE)
+            .map(|i| Event::AgentLost(i, format!("silent for {} s", LOSS_SILENCE.as_secs())))
+            .collect()
+    }
+
+    /// The step's deadline passed while it ran: each agent whose report is missing is named (on
+    /// stderr and in the step's notes), told to stop, and counts as lost, which `--on-agent-loss`
+    /// then decides about; the others' reports stand. A search, which counts an overrun as a rate
+    /// the generator could not carry, stops the step instead and keeps its agents.
+    async fn overdue(&mut self) -> Vec<Event> {
+        let step = self.spec.index + 1;
+        let within = self.scheduled + self.timeout + STEP_GRACE;
+        let how = format!(
+            "{} (schedule {} + timeout {} + {})",
+            progress::span(within),
+            progress::span(self.scheduled),
+            progress::span(self.timeout),
+            progress::span(STEP_GRACE)
+        );
+        let late = self.waiting.list();
+        let mut lost = Vec::with_capacity(late.len());
+        for i in late {
+            let why = format!("sent no step report within {how}");
+            let line = format!("step {step}: agent {} {why}", self.fleet.name(i));
+            progress::say(format!("stampede: {line}"));
+            self.notes.push(line);
+            lost.push(Event::AgentLost(i, why));
+        }
+        if self.cx.outlasts_overruns {
+            self.stop(StopCause::Deadline).await;
+            return Vec::new();
+        }
+        let late = self.waiting.list();
+        self.fleet
+            .abort_all(&late, StopCause::Deadline.reason())
+            .await;
+        lost
     }
 
     /// A message from an awaited agent; a loss it reveals is returned.
@@ -500,6 +562,7 @@ fn summarise(
         baseline_p50_ms: watch.baseline_p50_ms,
     });
     result.notes.extend(p.notes);
+    result.notes.extend(c.notes);
     let distribution = Distribution::of(result.number, &total.hist.latency);
     (result, hlog, distribution)
 }
