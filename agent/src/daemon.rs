@@ -5,7 +5,6 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 use proto::pb;
 use proto::pb::agent_server::{Agent, AgentServer};
@@ -14,7 +13,7 @@ use tonic::{Request, Response, Status, Streaming};
 
 use crate::engine::Engine;
 use crate::link::AgentEnd;
-use crate::link::accept::{self, Peer, log_refused};
+use crate::link::accept::{self, Peer};
 use crate::link::dial::{DialError, Dialer};
 use crate::link::{self, Link, MAX_MESSAGE_BYTES, Side};
 use crate::monitor::session::Monitor;
@@ -140,20 +139,11 @@ impl AfterRun {
 
 struct Service {
     duty: Duty,
+    /// Their seat is shared: one coordinator at a time, taken by a valid hello; a second one is
+    /// refused, not interleaved.
     rules: Arc<Rules>,
-    /// One coordinator at a time: a second one is refused, not interleaved.
-    busy: Arc<AtomicBool>,
     shutdown: CancellationToken,
     after_run: Option<AfterRun>,
-}
-
-/// Clears the busy flag when a session ends, however it ends.
-struct Release(Arc<AtomicBool>);
-
-impl Drop for Release {
-    fn drop(&mut self) {
-        self.0.store(false, Ordering::Release);
-    }
 }
 
 #[tonic::async_trait]
@@ -164,14 +154,13 @@ impl Agent for Service {
         &self,
         request: Request<Streaming<pb::CoordinatorMessage>>,
     ) -> Result<Response<Self::ControlStream>, Status> {
-        // Plain text on a TLS port: refused in words (and logged when it connected).
-        let peer = Peer::admit(&request)?.addr.to_string();
-        if self.busy.swap(true, Ordering::AcqRel) {
-            let why = "this agent is serving another coordinator";
-            log_refused(Side::Agent, &peer, &why);
-            return Err(Status::resource_exhausted(why));
-        }
-        let release = Release(self.busy.clone());
+        // Plain text on a TLS port, or another role's certificate: refused in words (and logged
+        // when it connected).
+        let admitted = Peer::admit(&request)?;
+        let peer = admitted.addr.to_string();
+        // The session takes the seat, and admits the connection, only at a valid hello: a peer
+        // without the token neither holds this agent nor keeps its connection.
+        let rules = Arc::new(self.rules.at(admitted.admission()));
         let (out_tx, out_rx) = link::channel();
         let inbound = link::read_peer_stream(request.into_inner(), Side::Agent, peer.clone());
         let end = Link {
@@ -179,17 +168,18 @@ impl Agent for Service {
             rx: inbound,
         };
         let duty = self.duty.clone();
-        let rules = self.rules.clone();
         let shutdown = self.shutdown.clone();
         let after_run = self.after_run.clone();
         tokio::spawn(async move {
-            let _release = release;
             let outcome = duty.serve(rules, end, peer.clone(), shutdown).await;
             match &outcome {
                 Ok(()) => tracing::info!(%peer, "Coordinator session ended"),
                 Err(e) => tracing::warn!(%peer, error = %e, "Coordinator session ended"),
             }
-            if let Some(after_run) = after_run {
+            // A session that never took the seat (a stranger's, a second coordinator's) was not
+            // this agent's run.
+            let seated = !matches!(&outcome, Err(e) if e.never_seated());
+            if let Some(after_run) = after_run.filter(|_| seated) {
                 after_run.end(outcome.map_err(|e| e.to_string()));
             }
         });
@@ -230,8 +220,8 @@ pub async fn serve(
         rules: Arc::new(Rules {
             token: cfg.token.clone(),
             policy: cfg.policy.clone(),
+            ..Rules::default()
         }),
-        busy: Arc::new(AtomicBool::new(false)),
         shutdown: shutdown.clone(),
         after_run: cfg.exit_after_run.then(AfterRun::default),
     };
@@ -270,6 +260,7 @@ pub async fn join(
     let rules = Arc::new(Rules {
         token: cfg.token.clone(),
         policy: cfg.policy.clone(),
+        ..Rules::default()
     });
     let dialer = Dialer::new(
         Side::Coordinator,
