@@ -97,7 +97,10 @@ fn issue(
     p.subject_alt_names.push(SanType::URI(uri));
     let mut dn = DistinguishedName::new();
     dn.push(DnType::CommonName, name);
-    dn.push(DnType::OrganizationalUnitName, format!("stampede {}", role.name()));
+    dn.push(
+        DnType::OrganizationalUnitName,
+        format!("stampede {}", role.name()),
+    );
     p.distinguished_name = dn;
     p.key_usages = vec![
         KeyUsagePurpose::DigitalSignature,
@@ -153,7 +156,10 @@ pub fn init(dir: &Path, fleet: &Fleet, days: i64) -> Result<Vec<PathBuf>, CertsE
         fleet.coordinator.as_str(),
         Role::Coordinator,
     )];
-    for (names, role) in [(&fleet.agents, Role::Agent), (&fleet.monitors, Role::Monitor)] {
+    for (names, role) in [
+        (&fleet.agents, Role::Agent),
+        (&fleet.monitors, Role::Monitor),
+    ] {
         leaves.extend(
             names
                 .iter()
@@ -253,7 +259,13 @@ pub fn issue_more(
     })?;
     // The issuer is identified by its name and key, both of which are the CA's.
     let issuer = Issuer::new(ca_params(ca_name.trim(), days)?, ca_key);
-    issue(dir, &Leaf { file, name, role }, &issuer, days, backdate_days)?;
+    issue(
+        dir,
+        &Leaf { file, name, role },
+        &issuer,
+        days,
+        backdate_days,
+    )?;
     Ok(dir.join(format!("{file}.crt")))
 }
 
