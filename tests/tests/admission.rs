@@ -132,24 +132,7 @@ fn plain_text_connections_held_a_tls_agents_descriptors_and_the_coordinator_hung
     assert_eq!(code, Some(0), "{err}\nthe agent said: {}", log.text());
     assert_eq!(target.requests(), 30);
     // The strangers' connections are closed by the agent (their reads end), not held.
-    let began = Instant::now();
-    for mut s in strangers {
-        let left = Duration::from_secs(30).saturating_sub(began.elapsed());
-        s.set_read_timeout(Some(left.max(Duration::from_millis(1))))
-            .unwrap();
-        let mut buf = [0u8; 512];
-        loop {
-            match s.read(&mut buf) {
-                // The agent's HTTP/2 settings, sent when it took the connection.
-                Ok(n) if n > 0 => continue,
-                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
-                    panic!("a stranger's connection was still open after 30 s")
-                }
-                // Closed, or reset.
-                _ => break,
-            }
-        }
-    }
+    all_closed_within(strangers, Duration::from_secs(30));
     // Refusals are logged, but not one line per connection, nor accept errors ten times a second.
     let said = log.text();
     let lines = said
@@ -296,4 +279,118 @@ fn a_coordinators_certificate_joined_as_an_agent() {
     }
     assert!(told, "the agent said: {}", agent_log.text());
     assert!(logged, "the coordinator said: {}", coordinator_log.text());
+}
+
+/// Reads each of `held` until the far end closes it; fails if one is still open after `limit`.
+fn all_closed_within(held: Vec<TcpStream>, limit: Duration) {
+    let began = Instant::now();
+    for mut s in held {
+        let left = limit.saturating_sub(began.elapsed());
+        s.set_read_timeout(Some(left.max(Duration::from_millis(1))))
+            .unwrap();
+        let mut buf = [0u8; 512];
+        loop {
+            match s.read(&mut buf) {
+                Ok(n) if n > 0 => continue,
+                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                    panic!("a stranger's connection was still open after {limit:?}")
+                }
+                _ => break,
+            }
+        }
+    }
+}
+
+#[test]
+fn plain_text_connections_to_a_tls_coordinators_listen_port_were_never_closed() {
+    let _serial = tests::serial();
+    let pki = pki();
+    let o = stampede(&[
+        "certs",
+        "issue",
+        pki.path().to_str().unwrap(),
+        "127.0.0.1",
+        "--file",
+        "joiner",
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let target = Target::start(&[]);
+    let ready = tempfile::tempdir().unwrap();
+    let file = ready.path().join("ready.json");
+    let out = tempfile::tempdir().unwrap();
+    let coordinator_tls = tls(pki.path(), "coordinator");
+    let url = target.url();
+    let mut args = vec![
+        "run",
+        &url,
+        "--listen",
+        "127.0.0.1:0",
+        "--ready-file",
+        file.to_str().unwrap(),
+        "--expect-agents",
+        "1",
+        "--wait-agents",
+        "60s",
+        "--model",
+        "requests",
+        "--steps",
+        "10",
+        "--step-duration",
+        "1s",
+        "--quiet",
+        "--out",
+        out.path().to_str().unwrap(),
+    ];
+    args.extend(strs(&coordinator_tls));
+    let mut coordinator = tests::spawn_stampede(&args);
+    let coordinator_log = Lines::of(&mut coordinator);
+    let listen = tests::ready_addr(&file, &mut coordinator, &coordinator_log);
+    let strangers: Vec<TcpStream> = (0..200)
+        .filter_map(|_| {
+            let mut s = TcpStream::connect_timeout(&listen, Duration::from_secs(2)).ok()?;
+            s.write_all(H2_PREFACE).ok()?;
+            Some(s)
+        })
+        .collect();
+    assert_eq!(strangers.len(), 200);
+    // Closed by the coordinator while it still waits for its agent.
+    all_closed_within(strangers, Duration::from_secs(30));
+    assert!(
+        coordinator.try_wait().unwrap().is_none(),
+        "{}",
+        coordinator_log.text()
+    );
+    let mut joiner = Command::new(tests::bin("stampede-agent"))
+        .args(["--join", &listen.to_string(), "--threads", "1"])
+        .args(&tls(pki.path(), "joiner"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let began = Instant::now();
+    let status = loop {
+        if let Some(status) = coordinator.try_wait().unwrap() {
+            break Some(status);
+        }
+        if began.elapsed() > Duration::from_secs(60) {
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let _ = joiner.kill();
+    let _ = joiner.wait();
+    let _ = coordinator.kill();
+    let _ = coordinator.wait();
+    std::thread::sleep(Duration::from_millis(100));
+    let said = coordinator_log.text();
+    assert_eq!(status.and_then(|s| s.code()), Some(0), "{said}");
+    assert_eq!(target.requests(), 10);
+    let lines = said
+        .lines()
+        .filter(|l| l.contains("Refused an agent"))
+        .count();
+    assert!(
+        lines <= 40,
+        "{lines} refusal lines for 200 strangers:\n{said}"
+    );
 }
