@@ -652,6 +652,41 @@ mod tests {
         shutdown.cancel();
     }
 
+    #[tokio::test]
+    async fn a_stream_without_the_token_held_the_agent_by_pinging() {
+        let (endpoint, shutdown) = start_with(Some("s3cret")).await;
+        // A stranger opens the control stream and pings, without a hello.
+        let mut client = AgentClient::connect(endpoint.clone()).await.unwrap();
+        let (tx, rx) = mpsc::channel(4);
+        tx.send(proto::to_agent(Down::Ping(pb::Ping { id: 1 })))
+            .await
+            .unwrap();
+        let mut stranger = client.control(ReceiverStream::new(rx)).await.unwrap();
+        let beat = tokio::spawn(async move {
+            for id in 2.. {
+                let ping = proto::to_agent(Down::Ping(pb::Ping { id }));
+                if tx.send(ping).await.is_err() {
+                    return;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+            }
+        });
+        // The coordinator with the token is served meanwhile.
+        let ok = hello_with(&endpoint, proto::PROTOCOL_VERSION, "s3cret")
+            .await
+            .unwrap();
+        assert!(matches!(ok[0].kind, Some(Up::HelloReply(_))), "{ok:?}");
+        // The stranger is answered nothing, and its stream ends at the hello deadline.
+        let patience = session::HELLO_WITHIN + std::time::Duration::from_secs(5);
+        let read = tokio::time::timeout(patience, stranger.get_mut().message()).await;
+        assert!(
+            matches!(read, Ok(Ok(None)) | Ok(Err(_))),
+            "the stranger read {read:?}"
+        );
+        beat.abort();
+        shutdown.cancel();
+    }
+
     /// A coordinator's `Coordinator.Join` port that hands each joining agent's streams to the test.
     struct JoinPort(mpsc::Sender<Joined>);
 

@@ -362,7 +362,7 @@ fn plain_text_connections_to_a_tls_coordinators_listen_port_were_never_closed() 
     );
     let mut joiner = Command::new(tests::bin("stampede-agent"))
         .args(["--join", &listen.to_string(), "--threads", "1"])
-        .args(&tls(pki.path(), "joiner"))
+        .args(tls(pki.path(), "joiner"))
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
