@@ -91,8 +91,9 @@ pub fn embedded(engine: Arc<Engine>, shutdown: CancellationToken) -> Coordinator
 /// 500 ms, so this is three missed beats, and load stops within 2 s of losing the coordinator.
 pub const DEAD_MAN: Duration = Duration::from_millis(1500);
 
-/// How long a peer has, from opening the control stream, to send a valid hello. Until then nothing is
-/// answered (not even a ping) and the agent is not taken, so a peer without the token cannot hold it.
+/// How long a peer that connected to this agent's listener has, from opening the control stream, to
+/// send a valid hello. Until a valid hello nothing is answered (not even a ping) and the agent is not
+/// taken, so a peer without the token cannot hold it.
 pub const HELLO_WITHIN: Duration = Duration::from_secs(5);
 
 /// Compares a presented token with the expected one without an early exit, so timing does not tell
@@ -136,7 +137,8 @@ pub struct Rules {
     pub policy: Policy,
     /// Shared by every session of one agent: one coordinator at a time.
     pub seat: Seat,
-    /// The connection this session came on: admitted (its deadline lifted) by a valid hello.
+    /// The listener's connection this session came on, admitted (its deadline lifted) by a valid
+    /// hello; `None` for a coordinator this agent dialed (`--join`) or the embedded agent.
     pub door: Option<Admission>,
 }
 
@@ -147,6 +149,13 @@ impl Rules {
             door: Some(door),
             ..self.clone()
         }
+    }
+
+    /// When a session opened at `opened` must have said a valid hello: on a stream that came through
+    /// a listener (a door), where anyone may connect; none on one this agent dialed itself (`--join`)
+    /// or in process, whose peer it chose.
+    pub(crate) fn hello_by(&self, opened: Instant) -> Option<Instant> {
+        self.door.as_ref().map(|_| opened + HELLO_WITHIN)
     }
 
     /// A first hello: checked ([`Rules::check`]), then the seat taken and the connection admitted.
@@ -341,7 +350,7 @@ pub(crate) async fn serve_with(
     };
     let mut closing = false;
     let mut heard = Instant::now();
-    let hello_by = heard + HELLO_WITHIN;
+    let hello_by = s.rules.hello_by(heard);
     loop {
         if closing && !s.state.is_running() {
             return Ok(());
@@ -369,7 +378,7 @@ pub(crate) async fn serve_with(
                 s.state.stop_load();
                 return Err(SessionError::Silent(DEAD_MAN));
             }
-            () = tokio::time::sleep_until(hello_by), if s.seated.is_none() => {
+            () = tokio::time::sleep_until(hello_by.unwrap_or(heard)), if s.seated.is_none() && hello_by.is_some() => {
                 let e = SessionError::NoHello(HELLO_WITHIN);
                 log_refused(Side::Agent, &s.peer, &e);
                 return Err(e);
@@ -1063,10 +1072,12 @@ mod tests {
         ));
     }
 
+    /// Rules with a token, a shared seat, and a door: as a session on the agent's listener.
     fn with_token(seat: &Seat) -> Rules {
         Rules {
             token: Some("s3cret".into()),
             seat: seat.clone(),
+            door: Some(Admission::unlisted()),
             ..Rules::default()
         }
     }

@@ -168,6 +168,13 @@ impl Admission {
         self.0.awaiting.remove(self.0.id);
     }
 
+    /// An admission on no listener, for a session's tests.
+    #[cfg(test)]
+    pub(crate) fn unlisted() -> Admission {
+        let awaiting = Arc::new(Awaiting::default());
+        awaiting.add(SocketAddr::from(([127, 0, 0, 1], 0)), Side::Agent)
+    }
+
     fn is_admitted(&self) -> bool {
         self.0.admitted.load(Ordering::Acquire)
     }

@@ -113,7 +113,7 @@ impl Session {
         // A late sample (a slow read) does not bring a burst: the next stays on the second.
         ticks.set_missed_tick_behavior(MissedTickBehavior::Skip);
         let mut heard = Instant::now();
-        let hello_by = heard + HELLO_WITHIN;
+        let hello_by = self.rules.hello_by(heard);
         loop {
             tokio::select! {
                 biased;
@@ -134,7 +134,7 @@ impl Session {
                 () = tokio::time::sleep_until(heard + DEAD_MAN) => {
                     return Err(SessionError::Silent(DEAD_MAN));
                 }
-                () = tokio::time::sleep_until(hello_by), if self.seated.is_none() => {
+                () = tokio::time::sleep_until(hello_by.unwrap_or(heard)), if self.seated.is_none() && hello_by.is_some() => {
                     let e = SessionError::NoHello(HELLO_WITHIN);
                     log_refused(Side::Agent, &self.peer, &e);
                     return Err(e);
@@ -378,6 +378,11 @@ mod tests {
     }
 
     fn session(fail: fn(u64) -> bool) -> Coordinator {
+        session_at(Rules::default(), fail)
+    }
+
+    /// A session with `rules` and the scripted sampler.
+    fn session_at(rules: Rules, fail: fn(u64) -> bool) -> Coordinator {
         let taken = Arc::new(Mutex::new(0));
         let counter = taken.clone();
         let open: Open = Arc::new(move || {
@@ -386,7 +391,7 @@ mod tests {
                 fail,
             }) as Box<dyn Sampler>)
         });
-        session_with(Rules::default(), open, taken)
+        session_with(rules, open, taken)
     }
 
     fn never(_: u64) -> bool {
@@ -498,7 +503,12 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_monitor_answered_pings_before_a_hello_and_waited_for_one_forever() {
-        let mut c = session(never);
+        // As on the monitor's listener, where anyone may connect.
+        let door = Rules {
+            door: Some(crate::link::accept::Admission::unlisted()),
+            ..Rules::default()
+        };
+        let mut c = session_at(door, never);
         let _beat = c.heartbeat();
         let opened = Instant::now();
         // Nothing is answered, not even the heartbeats, and the stream closes at the hello deadline.
