@@ -568,3 +568,51 @@ fn handshake_words(e: &io::Error, me: Side) -> String {
         other => format!("its TLS handshake failed: {other}"),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_refusal_was_a_log_line_so_a_crowd_flooded_the_log() {
+        let why = "a reason only this test gives";
+        assert_eq!(hush(Side::Agent, why), Some(0));
+        for _ in 0..100 {
+            assert_eq!(hush(Side::Agent, why), None);
+        }
+        // The other listener's line of the same words is its own.
+        assert_eq!(hush(Side::Coordinator, why), Some(0));
+        std::thread::sleep(LOG_EVERY + std::time::Duration::from_millis(50));
+        assert_eq!(
+            hush(Side::Agent, why),
+            Some(100),
+            "the next line counts the rest"
+        );
+        assert_eq!(hush(Side::Agent, why), None);
+    }
+
+    #[tokio::test]
+    async fn connections_awaiting_admission_were_unbounded() {
+        let awaiting = Arc::new(Awaiting::default());
+        let addr = SocketAddr::from(([127, 0, 0, 1], 1));
+        let first = awaiting.add(addr, Side::Agent);
+        let admitted = awaiting.add(addr, Side::Agent);
+        admitted.admit();
+        let rest: Vec<Admission> = (0..MAX_AWAITING - 1)
+            .map(|_| awaiting.add(addr, Side::Agent))
+            .collect();
+        // Admitted, one no longer counts: the queue is full, and no one was pushed out yet.
+        assert_eq!(awaiting.queue.lock().unwrap().len(), MAX_AWAITING);
+        assert!(!first.0.evicted.is_cancelled());
+        // One more closes the oldest awaiting.
+        let newest = awaiting.add(addr, Side::Agent);
+        assert!(first.0.evicted.is_cancelled());
+        let far = Instant::now() + Duration::from_secs(3600);
+        let expired = tokio::time::timeout(Duration::from_secs(1), first.expiry(far)).await;
+        assert_eq!(expired, Ok(Expired::Crowded));
+        assert!(!rest[0].0.evicted.is_cancelled() && !newest.0.evicted.is_cancelled());
+        // A connection that goes frees its place.
+        drop(Slot(newest));
+        assert_eq!(awaiting.queue.lock().unwrap().len(), MAX_AWAITING - 1);
+    }
+}
