@@ -8,8 +8,9 @@
 //!
 //! Admission: a connection is closed unless it is admitted within [`ADMIT_WITHIN`] of being accepted
 //! (on an agent by a valid hello, on a coordinator by its first request), and at most
-//! [`MAX_AWAITING`] connections await admission at once (a newer one closes the oldest), so peers
-//! that connect and never get in cannot hold the listener's descriptors. Refusals are logged at most
+//! [`MAX_AWAITING`] connections await admission at once (a newer one closes the oldest; a peer whose
+//! certificate passed no longer counts), so peers that connect and never get in cannot hold the
+//! listener's descriptors, nor push out one with the fleet's certificate. Refusals are logged at most
 //! once a second per reason, with the count of those not logged.
 use std::collections::{BTreeMap, VecDeque};
 use std::future::Future;
@@ -173,6 +174,11 @@ impl Admission {
     pub(crate) fn unlisted() -> Admission {
         let awaiting = Arc::new(Awaiting::default());
         awaiting.add(SocketAddr::from(([127, 0, 0, 1], 0)), Side::Agent)
+    }
+
+    /// Its certificate passed: it no longer counts against [`MAX_AWAITING`], nor can be pushed out.
+    fn vouched(&self) {
+        self.0.awaiting.remove(self.0.id);
     }
 
     fn is_admitted(&self) -> bool {
@@ -414,6 +420,11 @@ pub fn incoming(
                     _ = expiry => None,
                 };
                 if let Some((io, refusal)) = opened {
+                    // A certificate of the fleet's CA and the right role is no stranger's: it keeps
+                    // its deadline, but a flood of peers without one cannot push it out.
+                    if matches!(io, Io::Tls(_)) && refusal.is_none() {
+                        slot.0.vouched();
+                    }
                     let peer = Peer {
                         addr,
                         refusal,
@@ -592,7 +603,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn connections_awaiting_admission_were_unbounded() {
+    async fn connections_awaiting_admission_were_unbounded_and_a_crowd_pushed_out_the_vouched() {
         let awaiting = Arc::new(Awaiting::default());
         let addr = SocketAddr::from(([127, 0, 0, 1], 1));
         let first = awaiting.add(addr, Side::Agent);
@@ -611,8 +622,17 @@ mod tests {
         let expired = tokio::time::timeout(Duration::from_secs(1), first.expiry(far)).await;
         assert_eq!(expired, Ok(Expired::Crowded));
         assert!(!rest[0].0.evicted.is_cancelled() && !newest.0.evicted.is_cancelled());
+        // One whose certificate passed cannot be pushed out by any number of strangers after it.
+        let vouched = awaiting.add(addr, Side::Agent);
+        vouched.vouched();
+        for _ in 0..MAX_AWAITING * 2 {
+            awaiting.add(addr, Side::Agent);
+        }
+        assert!(!vouched.0.evicted.is_cancelled());
+        assert!(newest.0.evicted.is_cancelled());
         // A connection that goes frees its place.
-        drop(Slot(newest));
+        let last = awaiting.add(addr, Side::Agent);
+        drop(Slot(last));
         assert_eq!(awaiting.queue.lock().unwrap().len(), MAX_AWAITING - 1);
     }
 }
