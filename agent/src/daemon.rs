@@ -5,7 +5,6 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 use proto::pb;
 use proto::pb::agent_server::{Agent, AgentServer};
@@ -14,7 +13,7 @@ use tonic::{Request, Response, Status, Streaming};
 
 use crate::engine::Engine;
 use crate::link::AgentEnd;
-use crate::link::accept::{self, Peer, log_refused};
+use crate::link::accept::{self, Peer};
 use crate::link::dial::{DialError, Dialer};
 use crate::link::{self, Link, MAX_MESSAGE_BYTES, Side};
 use crate::monitor::session::Monitor;
@@ -142,20 +141,11 @@ impl AfterRun {
 
 struct Service {
     duty: Duty,
+    /// Their seat is shared: one coordinator at a time, taken by a valid hello; a second one is
+    /// refused, not interleaved.
     rules: Arc<Rules>,
-    /// One coordinator at a time: a second one is refused, not interleaved.
-    busy: Arc<AtomicBool>,
     shutdown: CancellationToken,
     after_run: Option<AfterRun>,
-}
-
-/// Clears the busy flag when a session ends, however it ends.
-struct Release(Arc<AtomicBool>);
-
-impl Drop for Release {
-    fn drop(&mut self) {
-        self.0.store(false, Ordering::Release);
-    }
 }
 
 #[tonic::async_trait]
@@ -166,14 +156,13 @@ impl Agent for Service {
         &self,
         request: Request<Streaming<pb::CoordinatorMessage>>,
     ) -> Result<Response<Self::ControlStream>, Status> {
-        // Plain text on a TLS port: refused in words (and logged when it connected).
-        let peer = Peer::admit(&request)?.addr.to_string();
-        if self.busy.swap(true, Ordering::AcqRel) {
-            let why = "this agent is serving another coordinator";
-            log_refused(Side::Agent, &peer, &why);
-            return Err(Status::resource_exhausted(why));
-        }
-        let release = Release(self.busy.clone());
+        // Plain text on a TLS port, or another role's certificate: refused in words (and logged
+        // when it connected).
+        let admitted = Peer::admit(&request)?;
+        let peer = admitted.addr.to_string();
+        // The session takes the seat, and admits the connection, only at a valid hello: a peer
+        // without the token neither holds this agent nor keeps its connection.
+        let rules = Arc::new(self.rules.at(admitted.admission()));
         let (out_tx, out_rx) = link::channel();
         let inbound = link::read_peer_stream(request.into_inner(), Side::Agent, peer.clone());
         let end = Link {
@@ -181,16 +170,16 @@ impl Agent for Service {
             rx: inbound,
         };
         let duty = self.duty.clone();
-        let rules = Arc::new(self.rules.for_session());
         let shutdown = self.shutdown.clone();
         let after_run = self.after_run.clone();
         tokio::spawn(async move {
-            let _release = release;
             let outcome = duty.serve(rules.clone(), end, peer.clone(), shutdown).await;
             match &outcome {
                 Ok(()) => tracing::info!(%peer, "Coordinator session ended"),
                 Err(e) => tracing::warn!(%peer, error = %e, "Coordinator session ended"),
             }
+            // A session whose hello was never admitted (a stranger's, a wrong token, a second
+            // coordinator's) was not this agent's run.
             if let Some(after_run) = after_run.filter(|_| rules.was_admitted()) {
                 after_run.end(outcome.map_err(|e| e.to_string()));
             }
@@ -234,7 +223,6 @@ pub async fn serve(
             policy: cfg.policy.clone(),
             ..Rules::default()
         }),
-        busy: Arc::new(AtomicBool::new(false)),
         shutdown: shutdown.clone(),
         after_run: cfg.exit_after_run.then(AfterRun::default),
     };
@@ -757,6 +745,41 @@ mod tests {
             .await
             .unwrap();
         assert!(matches!(ok[0].kind, Some(Up::HelloReply(_))), "{ok:?}");
+        shutdown.cancel();
+    }
+
+    #[tokio::test]
+    async fn a_stream_without_the_token_held_the_agent_by_pinging() {
+        let (endpoint, shutdown) = start_with(Some("s3cret")).await;
+        // A stranger opens the control stream and pings, without a hello.
+        let mut client = AgentClient::connect(endpoint.clone()).await.unwrap();
+        let (tx, rx) = mpsc::channel(4);
+        tx.send(proto::to_agent(Down::Ping(pb::Ping { id: 1 })))
+            .await
+            .unwrap();
+        let mut stranger = client.control(ReceiverStream::new(rx)).await.unwrap();
+        let beat = tokio::spawn(async move {
+            for id in 2.. {
+                let ping = proto::to_agent(Down::Ping(pb::Ping { id }));
+                if tx.send(ping).await.is_err() {
+                    return;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+            }
+        });
+        // The coordinator with the token is served meanwhile.
+        let ok = hello_with(&endpoint, proto::PROTOCOL_VERSION, "s3cret")
+            .await
+            .unwrap();
+        assert!(matches!(ok[0].kind, Some(Up::HelloReply(_))), "{ok:?}");
+        // The stranger is answered nothing, and its stream ends at the hello deadline.
+        let patience = session::HELLO_WITHIN + std::time::Duration::from_secs(5);
+        let read = tokio::time::timeout(patience, stranger.get_mut().message()).await;
+        assert!(
+            matches!(read, Ok(Ok(None)) | Ok(Err(_))),
+            "the stranger read {read:?}"
+        );
+        beat.abort();
         shutdown.cancel();
     }
 

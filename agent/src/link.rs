@@ -13,6 +13,7 @@ use tokio_stream::wrappers::ReceiverStream;
 
 pub mod accept;
 pub mod dial;
+pub mod role;
 
 /// The two ends of the control protocol, for words that name the other side ("the agent listens in
 /// plain text") and the flags to give it.

@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use proto::pb::agent_message::Kind as Up;
@@ -25,7 +26,7 @@ use tokio_util::task::AbortOnDropHandle;
 use crate::capacity::{Capacity, Route};
 use crate::client::Target;
 use crate::engine::Engine;
-use crate::link::accept::log_refused;
+use crate::link::accept::{Admission, log_refused};
 use crate::link::{
     self, AgentEnd, Closed, CoordinatorEnd, LINK_CAPACITY, Link, LinkRx, LinkTx, Side,
 };
@@ -46,11 +47,25 @@ pub enum SessionError {
     Silent(Duration),
     #[error("{0}")]
     Auth(&'static str),
+    /// The stream was open this long without a valid hello: a stranger, or a coordinator that hung.
+    #[error("no hello within {0:?} of opening the stream; closed it")]
+    NoHello(Duration),
+    /// A valid hello while another coordinator's session holds this agent.
+    #[error("this agent is serving another coordinator")]
+    Busy,
     #[error(transparent)]
     Engine(#[from] crate::engine::EngineError),
     /// A monitor cannot read what it watches (the process is gone): the probe's words.
     #[error("this monitor cannot watch what it was started for: {0}")]
     Watch(String),
+}
+
+impl SessionError {
+    /// The session ended before it took the agent's seat: no hello in time, or another
+    /// coordinator's session held it.
+    pub fn never_seated(&self) -> bool {
+        matches!(self, SessionError::NoHello(_) | SessionError::Busy)
+    }
 }
 
 /// Starts an agent session in this process and returns the coordinator's end of its link.
@@ -76,6 +91,11 @@ pub fn embedded(engine: Arc<Engine>, shutdown: CancellationToken) -> Coordinator
 /// 500 ms, so this is three missed beats, and load stops within 2 s of losing the coordinator.
 pub const DEAD_MAN: Duration = Duration::from_millis(1500);
 
+/// How long a peer that connected to this agent's listener has, from opening the control stream, to
+/// send a valid hello. Until a valid hello nothing is answered (not even a ping) and the agent is not
+/// taken, so a peer without the token cannot hold it.
+pub const HELLO_WITHIN: Duration = Duration::from_secs(5);
+
 /// Compares a presented token with the expected one without an early exit, so timing does not tell
 /// an attacker how much of a guess was right.
 fn token_matches(presented: &str, expected: &str) -> bool {
@@ -89,18 +109,54 @@ fn token_matches(presented: &str, expected: &str) -> bool {
     diff == 0
 }
 
-/// What a coordinator must present (the token) and what this agent agrees to do (the policy).
+/// An agent's one coordinator seat: taken by a valid hello, given back when that session ends.
+#[derive(Debug, Clone, Default)]
+pub struct Seat(Arc<AtomicBool>);
+
+/// A session's hold on the [`Seat`]; dropping it (the session ending, however) frees the seat.
+#[derive(Debug)]
+pub(crate) struct Seated(Arc<AtomicBool>);
+
+impl Seat {
+    fn take(&self) -> Option<Seated> {
+        (!self.0.swap(true, Ordering::AcqRel)).then(|| Seated(self.0.clone()))
+    }
+}
+
+impl Drop for Seated {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::Release);
+    }
+}
+
+/// What a coordinator must present (the token), what this agent agrees to do (the policy), and the
+/// door it comes through: the agent's seat, and the connection to tell once it is admitted.
 #[derive(Debug, Clone, Default)]
 pub struct Rules {
     pub token: Option<String>,
     pub policy: Policy,
-    /// Set by the first hello this door admits. A daemon gives each session its own, so that
+    /// Shared by every session of one agent: one coordinator at a time.
+    pub seat: Seat,
+    /// The listener's connection this session came on, admitted (its deadline lifted) by a valid
+    /// hello; `None` for a coordinator this agent dialed (`--join`) or the embedded agent.
+    pub door: Option<Admission>,
+    /// Set by the first hello this session admits. A daemon gives each session its own, so that
     /// `--exit-after-run` ends only after a session that was admitted, never after a refused stranger.
-    pub admitted: Arc<std::sync::atomic::AtomicBool>,
+    pub admitted: Arc<AtomicBool>,
 }
 
 impl Rules {
-    /// These rules with a fresh admission mark, for one session.
+    /// This session's rules on the connection `door`: the same token, policy and seat, and a fresh
+    /// admission mark.
+    pub fn at(&self, door: Admission) -> Rules {
+        Rules {
+            door: Some(door),
+            admitted: Arc::default(),
+            ..self.clone()
+        }
+    }
+
+    /// These rules with a fresh admission mark, for one session this agent dialed (`--join`).
     pub fn for_session(&self) -> Rules {
         Rules {
             admitted: Arc::default(),
@@ -110,18 +166,29 @@ impl Rules {
 
     /// Whether a hello was admitted under these rules.
     pub fn was_admitted(&self) -> bool {
-        self.admitted.load(std::sync::atomic::Ordering::Acquire)
+        self.admitted.load(Ordering::Acquire)
+    }
+
+    /// When a session opened at `opened` must have said a valid hello: on a stream that came through
+    /// a listener (a door), where anyone may connect; none on one this agent dialed itself (`--join`)
+    /// or in process, whose peer it chose.
+    pub(crate) fn hello_by(&self, opened: Instant) -> Option<Instant> {
+        self.door.as_ref().map(|_| opened + HELLO_WITHIN)
+    }
+
+    /// A first hello: checked ([`Rules::check`]), then the seat taken and the connection admitted.
+    pub(crate) fn admit(&self, h: &pb::Hello) -> Result<Seated, SessionError> {
+        self.check(h)?;
+        let seated = self.seat.take().ok_or(SessionError::Busy)?;
+        if let Some(door) = &self.door {
+            door.admit();
+        }
+        self.admitted.store(true, Ordering::Release);
+        Ok(seated)
     }
 
     /// Checks a hello's protocol version and token: the same door for a load agent and a monitor.
-    pub(crate) fn admit(&self, h: &pb::Hello) -> Result<(), SessionError> {
-        self.check_hello(h)?;
-        self.admitted
-            .store(true, std::sync::atomic::Ordering::Release);
-        Ok(())
-    }
-
-    fn check_hello(&self, h: &pb::Hello) -> Result<(), SessionError> {
+    pub(crate) fn check(&self, h: &pb::Hello) -> Result<(), SessionError> {
         if h.protocol_version != PROTOCOL_VERSION {
             return Err(SessionError::Version {
                 theirs: h.protocol_version,
@@ -256,6 +323,8 @@ struct Session {
     used: Duration,
     out: LinkTx<pb::AgentMessage>,
     state: State,
+    /// The agent's seat, held from the first valid hello to the session's end.
+    seated: Option<Seated>,
 }
 
 pub(crate) fn unix_ns_now() -> i64 {
@@ -296,9 +365,11 @@ pub(crate) async fn serve_with(
         used: Duration::ZERO,
         out,
         state: State::Greeting,
+        seated: None,
     };
     let mut closing = false;
     let mut heard = Instant::now();
+    let hello_by = s.rules.hello_by(heard);
     loop {
         if closing && !s.state.is_running() {
             return Ok(());
@@ -325,6 +396,11 @@ pub(crate) async fn serve_with(
             () = tokio::time::sleep_until(heard + DEAD_MAN), if !closing => {
                 s.state.stop_load();
                 return Err(SessionError::Silent(DEAD_MAN));
+            }
+            () = tokio::time::sleep_until(hello_by.unwrap_or(heard)), if s.seated.is_none() && hello_by.is_some() => {
+                let e = SessionError::NoHello(HELLO_WITHIN);
+                log_refused(Side::Agent, &s.peer, &e);
+                return Err(e);
             }
         }
     }
@@ -384,12 +460,20 @@ impl Session {
         let state = std::mem::take(&mut self.state);
         let (state, reply) = match kind {
             Down::Hello(h) => {
-                if let Err(e) = self.rules.admit(&h) {
-                    log_refused(Side::Agent, &self.peer, &e);
-                    // The session ends here; a running step's load stops with it.
-                    state.stop_load();
-                    self.reply(refusal(e.to_string())).await?;
-                    return Err(e);
+                // The first hello takes the seat; a later one (greeted) is only checked again.
+                let admitted = match &self.seated {
+                    None => self.rules.admit(&h).map(Some),
+                    Some(_) => self.rules.check(&h).map(|()| None),
+                };
+                match admitted {
+                    Err(e) => {
+                        log_refused(Side::Agent, &self.peer, &e);
+                        // The session ends here; a running step's load stops with it.
+                        state.stop_load();
+                        self.reply(refusal(e.to_string())).await?;
+                        return Err(e);
+                    }
+                    Ok(seated) => self.seated = self.seated.take().or(seated),
                 }
                 let state = match state {
                     State::Greeting => State::Unconfigured,
@@ -397,7 +481,10 @@ impl Session {
                 };
                 (state, Some(Up::HelloReply(self.hello_reply())))
             }
-            // Heartbeats may overtake the hello; answering them reveals nothing but the clock.
+            // Before a valid hello nothing is answered: a peer without the token learns nothing (not
+            // the clock) and cannot keep a stream alive by pinging. A coordinator's heartbeat that
+            // overtook its hello only needs to be let through.
+            Down::Ping(_) if matches!(state, State::Greeting) => (state, None),
             Down::Ping(p) => {
                 let pong = Up::Pong(pb::Pong {
                     id: p.id,
@@ -405,7 +492,12 @@ impl Session {
                 });
                 (state, Some(pong))
             }
-            _ if matches!(state, State::Greeting) => (state, refusal("say hello first")),
+            _ if matches!(state, State::Greeting) => {
+                let e = SessionError::Auth("say hello first");
+                log_refused(Side::Agent, &self.peer, &e);
+                self.reply(refusal(e.to_string())).await?;
+                return Err(e);
+            }
             Down::Configure(c) => self.on_configure(state, &c),
             Down::PrepareStep(p) => self.on_prepare(state, &p),
             Down::StartStep(st) => self.on_start(state, &st).await?,
@@ -990,17 +1082,110 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_heartbeat_before_the_hello_is_answered_not_refused() {
+    async fn a_heartbeat_before_the_hello_is_let_through_unanswered() {
         // Regression: the coordinator's first heartbeat could overtake its hello and fail the run.
+        // It is not refused; nor is it answered, since nobody has proved the token yet.
         let engine = Arc::new(Engine::start(1).unwrap());
         let Link { tx, mut rx } = embedded(engine, CancellationToken::new());
         tx.send(proto::to_agent(ping(0))).await.unwrap();
         tx.send(proto::to_agent(hello(""))).await.unwrap();
-        assert!(matches!(rx.recv().await.unwrap().kind, Some(Up::Pong(_))));
         assert!(matches!(
             rx.recv().await.unwrap().kind,
             Some(Up::HelloReply(_))
         ));
+    }
+
+    /// Rules with a token, a shared seat, and a door: as a session on the agent's listener.
+    fn with_token(seat: &Seat) -> Rules {
+        Rules {
+            token: Some("s3cret".into()),
+            seat: seat.clone(),
+            door: Some(Admission::unlisted()),
+            ..Rules::default()
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_peer_without_the_token_pinging_without_a_hello_held_the_agent() {
+        // Regression: pings before a hello were answered and the stream kept the agent busy, so a
+        // peer without the token held its only session for as long as it pinged.
+        let seat = Seat::default();
+        let mut stranger = session(with_token(&seat), scripted_lookup());
+        let beat = stranger.heartbeat();
+        let opened = Instant::now();
+        // Meanwhile the real coordinator is served: the stranger never took the seat.
+        let mut real = session(with_token(&seat), scripted_lookup());
+        real.send(hello("s3cret")).await;
+        assert!(matches!(real.next().await, Up::HelloReply(_)));
+        // The stranger was answered nothing, and its stream is closed at the hello deadline.
+        let ended = tokio::time::timeout(Duration::from_secs(60), stranger.rx.recv()).await;
+        assert!(matches!(ended, Ok(Err(_))), "{ended:?}");
+        assert_eq!(opened.elapsed(), HELLO_WITHIN);
+        let why = stranger.session.await.unwrap();
+        assert!(matches!(why, Err(SessionError::NoHello(_))), "{why:?}");
+        beat.abort();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_slow_hello_was_waited_for_forever() {
+        let seat = Seat::default();
+        // Kept alive by heartbeats, a hello 6 s after the stream opened is too late.
+        let late = session(with_token(&seat), scripted_lookup());
+        let beat = late.heartbeat();
+        tokio::time::sleep(Duration::from_secs(6)).await;
+        let _ = late.tx.send(proto::to_agent(hello("s3cret"))).await;
+        let why = late.ended().await;
+        assert!(matches!(why, Err(SessionError::NoHello(_))), "{why:?}");
+        assert!(why.unwrap_err().never_seated());
+        beat.abort();
+        // One within the deadline is served.
+        let mut c = session(with_token(&seat), scripted_lookup());
+        let beat = c.heartbeat();
+        tokio::time::sleep(HELLO_WITHIN - Duration::from_millis(100)).await;
+        c.send(hello("s3cret")).await;
+        assert!(matches!(c.next().await, Up::HelloReply(_)));
+        // Greeted, it outlives the hello deadline.
+        tokio::time::sleep(HELLO_WITHIN * 2).await;
+        assert!(!c.session.is_finished());
+        beat.abort();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_second_coordinator_is_refused_only_after_its_valid_hello() {
+        let seat = Seat::default();
+        let mut first = session(with_token(&seat), scripted_lookup());
+        first.send(hello("s3cret")).await;
+        assert!(matches!(first.next().await, Up::HelloReply(_)));
+        let beat = first.heartbeat();
+        // A wrong token is refused for the token, not told the agent is busy.
+        let mut stranger = session(with_token(&seat), scripted_lookup());
+        stranger.send(hello("guess")).await;
+        assert_eq!(
+            stranger.refused().await,
+            "the token does not match this agent's"
+        );
+        let mut second = session(with_token(&seat), scripted_lookup());
+        second.send(hello("s3cret")).await;
+        assert_eq!(
+            second.refused().await,
+            "this agent is serving another coordinator"
+        );
+        assert!(matches!(second.ended().await, Err(SessionError::Busy)));
+        // The first one's end frees the seat.
+        beat.abort();
+        drop(first);
+        tokio::time::sleep(DEAD_MAN * 2).await;
+        let mut third = session(with_token(&seat), scripted_lookup());
+        third.send(hello("s3cret")).await;
+        assert!(matches!(third.next().await, Up::HelloReply(_)));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_command_before_the_hello_is_refused_and_ends_the_stream() {
+        let mut c = session(Rules::default(), scripted_lookup());
+        c.send(configure(FAST)).await;
+        assert_eq!(c.refused().await, "say hello first");
+        assert!(matches!(c.ended().await, Err(SessionError::Auth(_))));
     }
 
     #[tokio::test(start_paused = true)]
@@ -1156,7 +1341,8 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn liveness_is_stamped_where_a_message_arrives_so_silence_counts_from_the_last_arrival() {
-        let c = session(Rules::default(), scripted_lookup());
+        let mut c = session(Rules::default(), scripted_lookup());
+        c.greet().await;
         let last = Instant::now();
         // The first LINK_CAPACITY answers fill the link; the session blocks sending the next, and the
         // beats behind it wait, stamped when they came.
@@ -1225,8 +1411,6 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn commands_out_of_order_are_refused() {
         let mut c = session(Rules::default(), scripted_lookup());
-        c.send(configure(FAST)).await;
-        assert_eq!(c.refused().await, "say hello first");
         c.greet().await;
         c.send(prepare(0, 10.0)).await;
         assert_eq!(

@@ -5,9 +5,10 @@ use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
+use agent::link::role::Role;
 use rcgen::{
     BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa,
-    Issuer, KeyPair, KeyUsagePurpose,
+    Issuer, KeyPair, KeyUsagePurpose, SanType,
 };
 
 #[derive(Debug, thiserror::Error)]
@@ -70,21 +71,36 @@ fn write(path: &Path, text: &str, private: bool) -> Result<(), CertsError> {
     f.write_all(text.as_bytes()).map_err(err)
 }
 
-/// Issues a certificate for `name` (SAN; an IP address becomes an IP SAN) usable as client and server.
+/// What a leaf certificate is: who it names, and the role it is for.
+struct Leaf<'a> {
+    file: &'a str,
+    name: &'a str,
+    role: Role,
+}
+
+/// Issues a certificate for `name` (SAN; an IP address becomes an IP SAN) usable as client and
+/// server (every role both dials and listens), marked with its role (the SAN URI
+/// `stampede:role:ROLE` and the OU): the listeners admit a peer by that marker.
 fn issue(
     dir: &Path,
-    file: &str,
-    name: &str,
+    leaf: &Leaf<'_>,
     issuer: &Issuer<'_, KeyPair>,
     days: i64,
     backdate_days: i64,
 ) -> Result<(), CertsError> {
+    let Leaf { file, name, role } = *leaf;
     if name.is_empty() || name.contains(['/', ' ']) {
         return Err(CertsError::Name(name.to_string()));
     }
     let mut p = CertificateParams::new(vec![name.to_string()])?;
+    let uri = role.uri().try_into()?;
+    p.subject_alt_names.push(SanType::URI(uri));
     let mut dn = DistinguishedName::new();
     dn.push(DnType::CommonName, name);
+    dn.push(
+        DnType::OrganizationalUnitName,
+        format!("stampede {}", role.name()),
+    );
     p.distinguished_name = dn;
     p.key_usages = vec![
         KeyUsagePurpose::DigitalSignature,
@@ -103,13 +119,16 @@ fn issue(
     write(&dir.join(format!("{file}.key")), &key.serialize_pem(), true)
 }
 
-/// `stampede certs init DIR`: a new CA, a coordinator certificate and one per agent.
-pub fn init(
-    dir: &Path,
-    coordinator: &str,
-    agents: &[String],
-    days: i64,
-) -> Result<Vec<PathBuf>, CertsError> {
+/// Who `stampede certs init` issues certificates to, besides the CA.
+#[derive(Debug, Clone, Default)]
+pub struct Fleet {
+    pub coordinator: String,
+    pub agents: Vec<String>,
+    pub monitors: Vec<String>,
+}
+
+/// `stampede certs init DIR`: a new CA, a coordinator certificate and one per agent and monitor.
+pub fn init(dir: &Path, fleet: &Fleet, days: i64) -> Result<Vec<PathBuf>, CertsError> {
     fs::create_dir_all(dir).map_err(|source| CertsError::Write {
         path: dir.to_path_buf(),
         source,
@@ -132,13 +151,38 @@ pub fn init(
     write(&dir.join("ca.name"), &name, false)?;
     write(&dir.join("ca.key"), &ca_key.serialize_pem(), true)?;
     let issuer = Issuer::new(params, ca_key);
-    issue(dir, "coordinator", coordinator, &issuer, days, 0)?;
-    for a in agents {
-        issue(dir, &format!("agent-{a}"), a, &issuer, days, 0)?;
+    let mut leaves = vec![(
+        "coordinator".to_string(),
+        fleet.coordinator.as_str(),
+        Role::Coordinator,
+    )];
+    for (names, role) in [
+        (&fleet.agents, Role::Agent),
+        (&fleet.monitors, Role::Monitor),
+    ] {
+        leaves.extend(
+            names
+                .iter()
+                .map(|n| (default_file(n, role), n.as_str(), role)),
+        );
     }
-    let mut files = vec![dir.join("ca.crt"), dir.join("coordinator.crt")];
-    files.extend(agents.iter().map(|a| dir.join(format!("agent-{a}.crt"))));
+    let mut files = vec![dir.join("ca.crt")];
+    for (file, name, role) in &leaves {
+        let leaf = Leaf {
+            file,
+            name,
+            role: *role,
+        };
+        issue(dir, &leaf, &issuer, days, 0)?;
+        files.push(dir.join(format!("{file}.crt")));
+    }
     Ok(files)
+}
+
+/// Where a certificate for `name` in `role` is written without --file: agent-NAME, monitor-NAME,
+/// coordinator-NAME.
+pub fn default_file(name: &str, role: Role) -> String {
+    format!("{}-{name}", role.name())
 }
 
 /// The Secrets deploy/kubernetes mounts: the agents' and the coordinator's certificate, key and CA.
@@ -151,14 +195,13 @@ pub const COORDINATOR_SECRET: &str = "stampede-coordinator-tls";
 /// dials them all by the Service's name. The CA's key stays in DIR, out of the cluster.
 pub fn init_for_kubernetes(
     dir: &Path,
-    coordinator: &str,
-    agents: &[String],
+    fleet: &Fleet,
     days: i64,
 ) -> Result<(Vec<PathBuf>, String), CertsError> {
-    let [agent] = agents else {
-        return Err(CertsError::KubernetesAgents(agents.len()));
+    let [agent] = fleet.agents.as_slice() else {
+        return Err(CertsError::KubernetesAgents(fleet.agents.len()));
     };
-    let files = init(dir, coordinator, agents, days)?;
+    let files = init(dir, fleet, days)?;
     let read = |name: &str| {
         let path = dir.join(name);
         fs::read_to_string(&path).map_err(|source| CertsError::Read { path, source })
@@ -193,12 +236,13 @@ fn secret_manifest(name: &str, component: &str, cert: &str, key: &str, ca: &str)
     )
 }
 
-/// `stampede certs issue DIR NAME`: one more certificate from DIR's CA. `backdate_days` (hidden) moves its
-/// validity into the past, to test that expired certificates are refused.
+/// `stampede certs issue DIR NAME --role ROLE`: one more certificate from DIR's CA. `backdate_days`
+/// (hidden) moves its validity into the past, to test that expired certificates are refused.
 pub fn issue_more(
     dir: &Path,
     name: &str,
     file: &str,
+    role: Role,
     days: i64,
     backdate_days: i64,
 ) -> Result<PathBuf, CertsError> {
@@ -215,7 +259,13 @@ pub fn issue_more(
     })?;
     // The issuer is identified by its name and key, both of which are the CA's.
     let issuer = Issuer::new(ca_params(ca_name.trim(), days)?, ca_key);
-    issue(dir, file, name, &issuer, days, backdate_days)?;
+    issue(
+        dir,
+        &Leaf { file, name, role },
+        &issuer,
+        days,
+        backdate_days,
+    )?;
     Ok(dir.join(format!("{file}.crt")))
 }
 
@@ -227,13 +277,12 @@ mod tests {
     #[test]
     fn init_writes_a_ca_and_private_keys() {
         let dir = tempfile::tempdir().unwrap();
-        let files = init(
-            dir.path(),
-            "coord",
-            &["127.0.0.1".into(), "agent-a.internal".into()],
-            30,
-        )
-        .unwrap();
+        let fleet = Fleet {
+            coordinator: "coord".into(),
+            agents: vec!["127.0.0.1".into(), "agent-a.internal".into()],
+            monitors: Vec::new(),
+        };
+        let files = init(dir.path(), &fleet, 30).unwrap();
         assert_eq!(files.len(), 4);
         for key in [
             "ca.key",
@@ -254,18 +303,22 @@ mod tests {
                 .starts_with("-----BEGIN CERTIFICATE-----")
         );
         assert!(matches!(
-            init(dir.path(), "c", &[], 30),
+            init(dir.path(), &Fleet::default(), 30),
             Err(CertsError::Exists(_))
         ));
-        issue_more(dir.path(), "late", "late", 1, 0).unwrap();
+        issue_more(dir.path(), "late", "late", Role::Agent, 1, 0).unwrap();
         assert!(dir.path().join("late.key").exists());
     }
 
     #[test]
     fn kubernetes_secrets_hold_the_files_as_written() {
         let dir = tempfile::tempdir().unwrap();
-        let (files, yaml) =
-            init_for_kubernetes(dir.path(), "coord", &["stampede-agent".into()], 30).unwrap();
+        let fleet = Fleet {
+            coordinator: "coord".into(),
+            agents: vec!["stampede-agent".into()],
+            monitors: Vec::new(),
+        };
+        let (files, yaml) = init_for_kubernetes(dir.path(), &fleet, 30).unwrap();
         assert_eq!(files.len(), 3);
         // Documents start at a line of just `---` (a PEM's `-----END ...-----` line is not one).
         let docs: Vec<&str> = yaml
@@ -300,11 +353,41 @@ mod tests {
     #[test]
     fn kubernetes_secrets_take_one_agent_name_and_write_nothing_otherwise() {
         let dir = tempfile::tempdir().unwrap();
-        let two = ["a".to_string(), "b".to_string()];
-        let e = init_for_kubernetes(dir.path(), "c", &two, 30).unwrap_err();
+        let two = Fleet {
+            agents: vec!["a".into(), "b".into()],
+            ..Fleet::default()
+        };
+        let e = init_for_kubernetes(dir.path(), &two, 30).unwrap_err();
         assert!(matches!(e, CertsError::KubernetesAgents(2)), "{e}");
         assert!(!dir.path().join("ca.key").exists());
-        let e = init_for_kubernetes(dir.path(), "c", &[], 30).unwrap_err();
+        let e = init_for_kubernetes(dir.path(), &Fleet::default(), 30).unwrap_err();
         assert!(e.to_string().contains("exactly one --agent"), "{e}");
+    }
+
+    /// The role marker of a certificate file `stampede certs` wrote.
+    fn roles(path: &Path) -> Vec<Role> {
+        use rustls::pki_types::CertificateDer;
+        use rustls::pki_types::pem::PemObject;
+        let der = CertificateDer::from_pem_file(path).unwrap();
+        agent::link::role::of_certificate(&der).unwrap()
+    }
+
+    #[test]
+    fn certificates_had_no_role_so_an_agents_passed_as_a_coordinators() {
+        let dir = tempfile::tempdir().unwrap();
+        let fleet = Fleet {
+            coordinator: "coord".into(),
+            agents: vec!["a".into()],
+            monitors: vec!["m".into()],
+        };
+        let files = init(dir.path(), &fleet, 30).unwrap();
+        assert_eq!(files.len(), 4, "{files:?}");
+        let role = |file: &str| roles(&dir.path().join(file));
+        assert_eq!(role("coordinator.crt"), vec![Role::Coordinator]);
+        assert_eq!(role("agent-a.crt"), vec![Role::Agent]);
+        assert_eq!(role("monitor-m.crt"), vec![Role::Monitor]);
+        let more = issue_more(dir.path(), "c2", "c2", Role::Coordinator, 1, 0).unwrap();
+        assert_eq!(roles(&more), vec![Role::Coordinator]);
+        assert_eq!(default_file("web1", Role::Monitor), "monitor-web1");
     }
 }

@@ -200,6 +200,25 @@ pub struct CompareArgs {
     pub fail_on_regression: bool,
 }
 
+/// The role a certificate of `stampede certs issue` is marked with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum CertRole {
+    Coordinator,
+    Agent,
+    Monitor,
+}
+
+impl From<CertRole> for agent::link::role::Role {
+    fn from(r: CertRole) -> Self {
+        use agent::link::role::Role;
+        match r {
+            CertRole::Coordinator => Role::Coordinator,
+            CertRole::Agent => Role::Agent,
+            CertRole::Monitor => Role::Monitor,
+        }
+    }
+}
+
 #[derive(Debug, Subcommand)]
 pub enum CertsCommand {
     /// Create a CA, a coordinator certificate and one per agent in DIR (keys readable by their owner only).
@@ -208,6 +227,9 @@ pub enum CertsCommand {
         /// An agent's name as the coordinator dials it (host name or IP address); repeatable.
         #[arg(long = "agent", value_delimiter = ',')]
         agents: Vec<String>,
+        /// A monitor's name as the coordinator dials it (stampede-agent --monitor); repeatable.
+        #[arg(long = "monitor", value_delimiter = ',')]
+        monitors: Vec<String>,
         /// The coordinator's name (as agents that --join dial it).
         #[arg(long, default_value = "coordinator")]
         coordinator: String,
@@ -224,7 +246,11 @@ pub enum CertsCommand {
     Issue {
         dir: PathBuf,
         name: String,
-        /// File name without extension (default: agent-NAME).
+        /// Who the certificate is for: an agent only admits a coordinator's, a coordinator's
+        /// --listen only an agent's or a monitor's.
+        #[arg(long, value_enum, default_value_t = CertRole::Agent)]
+        role: CertRole,
+        /// File name without extension (default: ROLE-NAME, e.g. agent-NAME).
         #[arg(long)]
         file: Option<String>,
         #[arg(long, default_value_t = 365)]

@@ -50,26 +50,33 @@ pub async fn execute(command: Command, stop: Stop) -> u8 {
                 cli::CertsCommand::Init {
                     dir,
                     agents,
+                    monitors,
                     coordinator,
                     days,
-                    kubernetes: true,
-                } => return certs_for_kubernetes(&dir, &coordinator, &agents, days),
-                cli::CertsCommand::Init {
-                    dir,
-                    agents,
-                    coordinator,
-                    days,
-                    kubernetes: false,
-                } => certs::init(&dir, &coordinator, &agents, days),
+                    kubernetes,
+                } => {
+                    let fleet = certs::Fleet {
+                        coordinator,
+                        agents,
+                        monitors,
+                    };
+                    if kubernetes {
+                        return certs_for_kubernetes(&dir, &fleet, days);
+                    }
+                    certs::init(&dir, &fleet, days)
+                }
                 cli::CertsCommand::Issue {
                     dir,
                     name,
+                    role,
                     file,
                     days,
                     backdate_days,
                 } => {
-                    let file = file.unwrap_or_else(|| format!("agent-{name}"));
-                    certs::issue_more(&dir, &name, &file, days, backdate_days).map(|f| vec![f])
+                    let role = role.into();
+                    let file = file.unwrap_or_else(|| certs::default_file(&name, role));
+                    certs::issue_more(&dir, &name, &file, role, days, backdate_days)
+                        .map(|f| vec![f])
                 }
             };
             match made {
@@ -204,8 +211,8 @@ fn report(args: &cli::ReportArgs) -> u8 {
 
 /// `stampede certs init --kubernetes`: the Secret manifests on stdout (for `kubectl apply -f -`), the
 /// files written on stderr; a wrong number of agents is a usage error.
-fn certs_for_kubernetes(dir: &Path, coordinator: &str, agents: &[String], days: i64) -> u8 {
-    match certs::init_for_kubernetes(dir, coordinator, agents, days) {
+fn certs_for_kubernetes(dir: &Path, fleet: &certs::Fleet, days: i64) -> u8 {
+    match certs::init_for_kubernetes(dir, fleet, days) {
         Ok((files, yaml)) => {
             for f in files {
                 eprintln!("{}", f.display());

@@ -29,6 +29,8 @@ fn mutual_tls_runs_a_ramp_and_refuses_bad_client_certificates() {
         "issue",
         pki.to_str().unwrap(),
         "coordinator",
+        "--role",
+        "coordinator",
         "--file",
         "expired",
         "--days",

@@ -19,7 +19,8 @@ use tokio_util::sync::CancellationToken;
 use crate::link::accept::log_refused;
 use crate::link::{AgentEnd, Closed, Link, LinkTx, Side};
 use crate::session::{
-    Arrival, DEAD_MAN, Rules, SessionError, refusal, stamp_arrivals, unix_ns_now,
+    Arrival, DEAD_MAN, HELLO_WITHIN, Rules, Seated, SessionError, refusal, stamp_arrivals,
+    unix_ns_now,
 };
 use crate::system;
 
@@ -93,6 +94,7 @@ pub async fn serve(
         sampler: None,
         info: None,
         failing: None,
+        seated: None,
     };
     match s.stream(stamp_arrivals(rx), shutdown).await {
         // Nobody reads the samples any more: the coordinator is gone, which is a monitor's goodbye.
@@ -111,6 +113,7 @@ impl Session {
         // A late sample (a slow read) does not bring a burst: the next stays on the second.
         ticks.set_missed_tick_behavior(MissedTickBehavior::Skip);
         let mut heard = Instant::now();
+        let hello_by = self.rules.hello_by(heard);
         loop {
             tokio::select! {
                 biased;
@@ -131,6 +134,11 @@ impl Session {
                 () = tokio::time::sleep_until(heard + DEAD_MAN) => {
                     return Err(SessionError::Silent(DEAD_MAN));
                 }
+                () = tokio::time::sleep_until(hello_by.unwrap_or(heard)), if self.seated.is_none() && hello_by.is_some() => {
+                    let e = SessionError::NoHello(HELLO_WITHIN);
+                    log_refused(Side::Agent, &self.peer, &e);
+                    return Err(e);
+                }
             }
         }
     }
@@ -144,6 +152,8 @@ struct Session {
     /// Open once greeted; `None` while on a blocking thread for a sample, and before the hello.
     sampler: Option<Box<dyn Sampler>>,
     info: Option<pb::MonitorInfo>,
+    /// The agent's seat, held from the first valid hello to the session's end.
+    seated: Option<Seated>,
     /// The last sample error logged, so a watched process gone is said once, not every second.
     failing: Option<String>,
 }
@@ -162,11 +172,20 @@ impl Session {
         let reply = match msg.kind {
             None => refusal("empty message"),
             Some(Down::Hello(h)) => return self.on_hello(&h).await,
+            // Nothing is answered before a valid hello (as a load agent).
+            Some(Down::Ping(_)) if !greeted => None,
             Some(Down::Ping(p)) => Some(Up::Pong(pb::Pong {
                 id: p.id,
                 agent_unix_nanos: unix_ns_now(),
             })),
-            Some(_) if !greeted => refusal("say hello first"),
+            Some(_) if !greeted => {
+                let e = SessionError::Auth("say hello first");
+                log_refused(Side::Agent, &self.peer, &e);
+                if let Some(kind) = refusal(e.to_string()) {
+                    self.send(kind).await?;
+                }
+                return Err(e);
+            }
             Some(Down::Configure(_) | Down::PrepareStep(_) | Down::StartStep(_)) => {
                 refusal(NO_LOAD)
             }
@@ -180,7 +199,12 @@ impl Session {
     }
 
     async fn on_hello(&mut self, h: &pb::Hello) -> Result<bool, SessionError> {
-        if let Err(e) = self.rules.admit(h) {
+        // The first hello takes the agent's seat; a later one is only checked again.
+        let admitted = match &self.seated {
+            None => self.rules.admit(h).map(Some),
+            Some(_) => self.rules.check(h).map(|()| None),
+        };
+        if let Err(e) = admitted.map(|seated| self.seated = self.seated.take().or(seated)) {
             log_refused(Side::Agent, &self.peer, &e);
             if let Some(kind) = refusal(e.to_string()) {
                 self.send(kind).await?;
@@ -354,6 +378,11 @@ mod tests {
     }
 
     fn session(fail: fn(u64) -> bool) -> Coordinator {
+        session_at(Rules::default(), fail)
+    }
+
+    /// A session with `rules` and the scripted sampler.
+    fn session_at(rules: Rules, fail: fn(u64) -> bool) -> Coordinator {
         let taken = Arc::new(Mutex::new(0));
         let counter = taken.clone();
         let open: Open = Arc::new(move || {
@@ -362,7 +391,7 @@ mod tests {
                 fail,
             }) as Box<dyn Sampler>)
         });
-        session_with(Rules::default(), open, taken)
+        session_with(rules, open, taken)
     }
 
     fn never(_: u64) -> bool {
@@ -468,10 +497,29 @@ mod tests {
         let _beat = c.heartbeat();
         tokio::time::sleep(Duration::from_secs(3)).await;
         assert_eq!(*c.taken.lock().unwrap(), 0);
-        c.send(Down::Configure(pb::Configure::default())).await;
-        assert_eq!(c.refused().await, "say hello first");
         c.greet().await;
         c.sample().await;
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_monitor_answered_pings_before_a_hello_and_waited_for_one_forever() {
+        // As on the monitor's listener, where anyone may connect.
+        let door = Rules {
+            door: Some(crate::link::accept::Admission::unlisted()),
+            ..Rules::default()
+        };
+        let mut c = session_at(door, never);
+        let _beat = c.heartbeat();
+        let opened = Instant::now();
+        // Nothing is answered, not even the heartbeats, and the stream closes at the hello deadline.
+        let first = tokio::time::timeout(Duration::from_secs(60), c.rx.recv()).await;
+        assert!(matches!(first, Ok(Err(_))), "{first:?}");
+        assert_eq!(opened.elapsed(), HELLO_WITHIN);
+        // A command before the hello is refused, and ends the stream too.
+        let mut c = session(never);
+        c.send(Down::Configure(pb::Configure::default())).await;
+        assert_eq!(c.refused().await, "say hello first");
+        assert!(matches!(c.ended().await, Err(SessionError::Auth(_))));
     }
 
     #[tokio::test(start_paused = true)]
