@@ -100,6 +100,15 @@ pub struct Policy {
     pub max_run_duration: Option<Duration>,
 }
 
+/// Whether a refusal's words are this agent's policy's (an `--allow-target` or `--max-*` of its own):
+/// the plan is the user's to fix, as a limit the coordinator checks up front is. The refusal travels
+/// as words only, so its words are the mark: every policy refusal names the flag it comes from.
+pub fn is_policy_refusal(message: &str) -> bool {
+    message.contains("this agent's --allow-target")
+        || message.contains("its --max-")
+        || message.contains("this agent's --max-")
+}
+
 impl Policy {
     /// Checks a target after resolution: its address must be in an allowed network, or its name must
     /// match an allowed host pattern. With no rules every target is allowed.

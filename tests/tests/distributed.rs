@@ -508,7 +508,7 @@ fn agent_side_policy_refuses_before_any_load_is_sent() {
     // A name that resolves outside the allowed networks is refused, whatever it is called.
     let fenced = AgentProc::start(&["--allow-target", "10.0.0.0/8,*.internal"], &[]);
     let (code, err) = run(&fenced, "20");
-    assert_eq!(code, Some(1), "{err}");
+    assert_eq!(code, Some(2), "{err}");
     assert!(
         err.contains(
             "refused: target localhost (127.0.0.1) is outside this agent's --allow-target list"

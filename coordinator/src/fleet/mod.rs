@@ -79,10 +79,12 @@ pub enum FleetError {
 impl FleetError {
     /// Whether the user must fix something before running (exit 2) rather than the run failing.
     pub fn is_usage(&self) -> bool {
-        matches!(
-            self,
-            FleetError::Limit { .. } | FleetError::Setup(_) | FleetError::Role { .. }
-        )
+        match self {
+            FleetError::Limit { .. } | FleetError::Setup(_) | FleetError::Role { .. } => true,
+            // An agent's own --allow-target refused the target: a limit, exit 2 as every other.
+            FleetError::Refused { message, .. } => agent::policy::is_policy_refusal(message),
+            _ => false,
+        }
     }
 }
 
@@ -820,6 +822,22 @@ mod tests {
                 warnings: Vec::new(),
             })),
         }
+    }
+
+    #[test]
+    fn an_allow_target_refusal_exited_1_where_every_other_limit_exits_2() {
+        let refused = |message: &str| FleetError::Refused {
+            agent: "a:1".into(),
+            message: message.into(),
+        };
+        assert!(
+            refused("target localhost (127.0.0.1) is outside this agent's --allow-target list")
+                .is_usage()
+        );
+        assert!(
+            refused("step 2 asks this agent for 100.0 requests/s; its --max-rate is 50").is_usage()
+        );
+        assert!(!refused("this agent is serving another coordinator").is_usage());
     }
 
     #[tokio::test(start_paused = true)]
