@@ -52,6 +52,21 @@ pub enum ConfigError {
     /// The agents or monitors named (`--agents`, `--monitors`, `--agent-weights`).
     #[error("{0}")]
     Peers(String),
+    /// A setting's value that is not one it takes (beyond what clap's types check).
+    #[error("{0}")]
+    Value(String),
+    /// A file given whose content is not what it must be (not UTF-8 text, empty).
+    #[error("{0}")]
+    File(String),
+    /// Another tool's habit (wrk, ab, oha, vegeta) that means something else here, with the command.
+    #[error("{0}")]
+    Habit(String),
+    /// A port opened beyond loopback without authentication or encryption.
+    #[error("{0}")]
+    Exposed(String),
+    /// A find-max setting, or a `run` setting find-max chooses itself.
+    #[error("{0}")]
+    Search(String),
     #[error(transparent)]
     Target(#[from] TargetError),
     #[error("output directory {path} is not writable: {source}")]
@@ -96,7 +111,7 @@ fn parse_peers(flag: &str, arg: &str) -> Result<Vec<AgentSpec>, ConfigError> {
     };
     let text = match arg.strip_prefix('@') {
         Some(path) => String::from_utf8(read_file(file, Path::new(path))?)
-            .map_err(|_| ConfigError::Conflict(format!("{what} file {path} is not UTF-8 text")))?,
+            .map_err(|_| ConfigError::File(format!("{what} file {path} is not UTF-8 text")))?,
         None => arg.replace(',', "\n"),
     };
     let mut out = Vec::new();
@@ -107,7 +122,7 @@ fn parse_peers(flag: &str, arg: &str) -> Result<Vec<AgentSpec>, ConfigError> {
             continue;
         }
         let bad =
-            |why: &str| ConfigError::Conflict(format!("{flag} entry {} '{line}': {why}", i + 1));
+            |why: &str| ConfigError::Peers(format!("{flag} entry {} '{line}': {why}", i + 1));
         let (spec, hostport) = match line.strip_prefix("dns://") {
             Some(rest) => (AgentSpec::Dns(rest.to_string()), rest),
             None if line.contains("://") => return Err(bad("use host:port or dns://name:port")),
@@ -131,7 +146,7 @@ fn parse_peers(flag: &str, arg: &str) -> Result<Vec<AgentSpec>, ConfigError> {
         out.push(spec);
     }
     if out.is_empty() {
-        return Err(ConfigError::Conflict(format!(
+        return Err(ConfigError::Peers(format!(
             "{flag} names no {}",
             &what[..what.len() - 1]
         )));
@@ -281,7 +296,7 @@ pub fn default_out_dir() -> PathBuf {
 /// this plan's settings where they mean one thing, or refuses them naming the command that does it.
 /// Runs before the defaults are filled in, so it sees only what the user set.
 fn habits(mut s: RunArgs, url: &str) -> Result<RunArgs, ConfigError> {
-    let refuse = |m: String| Err(ConfigError::Conflict(m));
+    let refuse = |m: String| Err(ConfigError::Habit(m));
     let ramp = s.steps.is_some() || s.low_rate.is_some() || s.high_rate.is_some();
     if let Some(Rate(rate)) = s.rate {
         let model = s.model.unwrap_or(LoadModel::Requests);
@@ -803,7 +818,7 @@ fn token(args: &RunArgs) -> Result<Option<String>, ConfigError> {
             let raw = read_file("token file", path)?;
             let t = String::from_utf8(raw)
                 .map_err(|_| {
-                    ConfigError::Conflict(format!(
+                    ConfigError::File(format!(
                         "token file {} is not UTF-8 text",
                         path.display()
                     ))
@@ -811,7 +826,7 @@ fn token(args: &RunArgs) -> Result<Option<String>, ConfigError> {
                 .trim()
                 .to_string();
             if t.is_empty() {
-                return Err(ConfigError::Conflict(format!(
+                return Err(ConfigError::File(format!(
                     "token file {} is empty",
                     path.display()
                 )));
@@ -853,12 +868,12 @@ fn join(
                 .into());
             }
             if !listen.ip().is_loopback() && token.is_none() {
-                return Err(ConfigError::Conflict(format!(
+                return Err(ConfigError::Exposed(format!(
                     "refusing to listen on {listen} without a token: add --token-file FILE (or set STAMPEDE_TOKEN)"
                 )));
             }
             if !listen.ip().is_loopback() && tls.is_none() {
-                return Err(ConfigError::Conflict(format!(
+                return Err(ConfigError::Exposed(format!(
                     "refusing to listen on {listen} in plain text: add --tls-cert, --tls-key and --tls-ca \
                      (make them with `stampede certs init`)"
                 )));
@@ -909,7 +924,7 @@ fn dial_wait(args: &RunArgs) -> Result<Option<DialWait>, ConfigError> {
 /// checked for what can be told before it is opened; the probe says the rest when it opens it.
 fn embedded_monitor(args: &RunArgs) -> Result<Option<shared::monitor::Watch>, ConfigError> {
     use shared::monitor::Watch;
-    let bad = |m: String| Err(ConfigError::Conflict(m));
+    let bad = |m: String| Err(ConfigError::Value(m));
     match (
         args.monitor_pid,
         &args.monitor_process,
@@ -1066,7 +1081,7 @@ fn conditions(
             let c = shared::condition::parse(text)
                 .map_err(|source| ConfigError::Condition { flag, source })?;
             if c.needs_demanded_rate() && model == LoadModel::Concurrency {
-                return Err(ConfigError::Conflict(format!(
+                return Err(ConfigError::Value(format!(
                     "{flag} '{text}': the concurrency model demands no rate; write ok_rate in /s (e.g. {}<{}/s)",
                     c.metric.name(),
                     c.threshold.value
@@ -1087,7 +1102,7 @@ fn check_slo_direction(slos: &[shared::condition::Condition]) -> Result<(), Conf
             (_, Cmp::Lt | Cmp::Gt) => "<",
             _ => "<=",
         };
-        return Err(ConfigError::Conflict(format!(
+        return Err(ConfigError::Search(format!(
             "--slo '{c}': an SLO says what a passing probe meets, e.g. {}{flipped}{}{} (the other way round is --stop-on's breach)",
             c.metric.name(),
             c.threshold.value,
@@ -1100,7 +1115,7 @@ fn check_slo_direction(slos: &[shared::condition::Condition]) -> Result<(), Conf
 /// `--precision`: a percentage above 0 and below 100, `5%` or `5` (as `--threshold` reads one).
 fn precision(text: &str) -> Result<f64, ConfigError> {
     let bad = || {
-        ConfigError::Conflict(format!(
+        ConfigError::Search(format!(
             "--precision '{text}': give a percentage above 0, e.g. 5% (the highest fail at most 5% above the highest pass)"
         ))
     };
@@ -1145,7 +1160,7 @@ pub fn resolve_find_max(args: crate::cli::FindMaxArgs) -> Result<FindMaxConfig, 
         .iter()
         .find(|(.., given)| given(&args))
     {
-        return Err(ConfigError::Conflict(format!(
+        return Err(ConfigError::Search(format!(
             "find-max chooses its own steps: {flag} is not one of its flags (use {instead})"
         )));
     }
@@ -1166,14 +1181,14 @@ pub fn resolve_find_max(args: crate::cli::FindMaxArgs) -> Result<FindMaxConfig, 
         };
         match resolve_runs(args)? {
             Runs::One(cfg) => Ok(*cfg),
-            Runs::Side(side) => Err(ConfigError::Conflict(format!(
+            Runs::Side(side) => Err(ConfigError::Search(format!(
                 "find-max searches one target; {} were given (run each search on its own, then `stampede compare` them)",
                 side.runs.len()
             ))),
         }
     };
     if let Some(r) = search.start.filter(|r| !(r.0.is_finite() && r.0 > 0.0)) {
-        return Err(ConfigError::Conflict(
+        return Err(ConfigError::Search(
             shared::search::ConfigError::Start(r.0).to_string(),
         ));
     }
@@ -1191,7 +1206,7 @@ pub fn resolve_find_max(args: crate::cli::FindMaxArgs) -> Result<FindMaxConfig, 
     };
     // A plan file may hold them too: refused as the flags are, not kept and ignored.
     if !run.thresholds.stop_on.is_empty() || !run.thresholds.fail_on.is_empty() {
-        return Err(ConfigError::Conflict(
+        return Err(ConfigError::Search(
             "find-max chooses its own steps: stop_on and fail_on (from the plan file) are not its settings (use --slo)"
                 .into(),
         ));
@@ -1229,7 +1244,7 @@ pub fn resolve_find_max(args: crate::cli::FindMaxArgs) -> Result<FindMaxConfig, 
     };
     config
         .validate()
-        .map_err(|e| ConfigError::Conflict(e.to_string()))?;
+        .map_err(|e| ConfigError::Search(e.to_string()))?;
     if config.max_rate > plan::MAX_RATE {
         return Err(PlanError::RateRange(config.max_rate).into());
     }
@@ -1945,6 +1960,54 @@ mod tests {
         let c = command_line("run http://h:1/ -c 10 -L").unwrap();
         assert_eq!(c.notes.len(), 1);
         assert!(command_line("run http://h:1/ --steps 1").unwrap().notes.is_empty());
+    }
+
+    #[test]
+    fn config_errors_were_one_kind_told_apart_only_by_words() {
+        let run = |line: &str| {
+            let argv = std::iter::once("stampede").chain(line.split_whitespace());
+            match crate::cli::parse_from(argv).unwrap().command {
+                crate::cli::Command::Run(a) => resolve(*a).unwrap_err(),
+                crate::cli::Command::FindMax(a) => resolve_find_max(*a).err().unwrap(),
+                _ => unreachable!(),
+            }
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let empty = dir.path().join("token");
+        std::fs::write(&empty, "\n").unwrap();
+        let cases: Vec<(String, fn(&ConfigError) -> bool)> = vec![
+            (
+                "run http://h:1/ --steps 1 --num-conn 5 --step-duration 1s".into(),
+                |e| matches!(e, ConfigError::Conflict(_)),
+            ),
+            ("run http://h:1/ -c 50 --model connections".into(), |e| {
+                matches!(e, ConfigError::Habit(_))
+            }),
+            ("run http://h:1/ --steps 1 --monitor-pid 0".into(), |e| {
+                matches!(e, ConfigError::Value(_))
+            }),
+            (
+                format!("run http://h:1/ --steps 1 --token-file {}", empty.display()),
+                |e| matches!(e, ConfigError::File(_)),
+            ),
+            ("run http://h:1/ --steps 1 --agents a:1,nohost".into(), |e| {
+                matches!(e, ConfigError::Peers(_))
+            }),
+            ("find-max http://h:1/ --slo p99>50ms".into(), |e| {
+                matches!(e, ConfigError::Search(_))
+            }),
+            ("find-max http://h:1/ --precision 0".into(), |e| {
+                matches!(e, ConfigError::Search(_))
+            }),
+        ];
+        for (line, kind) in cases {
+            let e = run(&line);
+            assert!(kind(&e), "{line}: {e:?}");
+        }
+        if std::env::var_os("STAMPEDE_TOKEN").is_none() {
+            let e = run("run http://h:1/ --steps 1 --listen 0.0.0.0:7800 --expect-agents 1");
+            assert!(matches!(e, ConfigError::Exposed(_)), "{e:?}");
+        }
     }
 
     #[test]
