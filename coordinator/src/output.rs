@@ -152,6 +152,38 @@ pub fn release(dir: &Path) {
     }
 }
 
+/// Ends the run.json in `dir` that a run left unfinished, whatever stopped it (an error before its
+/// lanes could finish, a panic): a claim alone (`starting`) is removed as [`release`] does; a file
+/// still `running` is marked `failed`, ended now, with `why` among its warnings. A finished file is
+/// left as it is. Best effort: it runs while the run goes away, and has nobody to tell.
+pub fn fail_unfinished(dir: &Path, why: &str) {
+    release(dir);
+    let json = dir.join("run.json");
+    let Ok(text) = fs::read_to_string(&json) else {
+        return;
+    };
+    let Ok(mut doc) = serde_json::from_str::<serde_json::Value>(&text) else {
+        return;
+    };
+    if doc["status"] != RUNNING {
+        return;
+    }
+    doc["status"] = "failed".into();
+    doc["finished_at"] = now().into();
+    if let Some(w) = doc["warnings"].as_array_mut() {
+        w.push(format!("the run failed: {why}").into());
+    }
+    let Ok(text) = serde_json::to_string_pretty(&doc) else {
+        return;
+    };
+    let _ = replace(&json, &json.with_extension("json.tmp"), |mut f| {
+        f.write_all(text.as_bytes())
+            .and_then(|()| f.write_all(b"\n"))
+            .and_then(|()| f.sync_data())
+            .map_err(at(&json))
+    });
+}
+
 /// Creates the first free name of `STAMP`, `STAMP-2`, ...: `create_dir` fails on an existing name,
 /// so two runs can never take the same one.
 fn fresh_dir(base: &Path) -> io::Result<PathBuf> {
@@ -753,6 +785,33 @@ mod tests {
         // A default name is never shared: the next one is suffixed.
         let fresh = claim_beside(&out, true, false).unwrap();
         assert_eq!(fresh, dir.path().join("x-2"));
+    }
+
+    #[test]
+    fn run_json_stayed_starting_or_running_after_the_process_ended() {
+        let dir = tempfile::tempdir().unwrap();
+        let claimed = claim(&dir.path().join("a"), false, false).unwrap();
+        fail_unfinished(&claimed, "boom");
+        assert!(!claimed.join("run.json").exists(), "a claim alone is removed");
+        let cfg = config(&dir.path().join("b"));
+        claim(&cfg.out, false, false).unwrap();
+        let out = Output::create(&cfg, &[], &[], &[]).unwrap();
+        fail_unfinished(out.dir(), "agent a:1 refused: no");
+        let read = |d: &Path| -> serde_json::Value {
+            serde_json::from_slice(&fs::read(d.join("run.json")).unwrap()).unwrap()
+        };
+        let run = read(out.dir());
+        assert_eq!(run["status"], "failed");
+        assert!(run["finished_at"].is_string());
+        assert_eq!(
+            run["warnings"][0],
+            "the run failed: agent a:1 refused: no"
+        );
+        // A finished run is left as it ended.
+        let mut out = Output::create(&cfg, &[], &[], &[]).unwrap();
+        out.finish("completed").unwrap();
+        fail_unfinished(out.dir(), "late");
+        assert_eq!(read(out.dir())["status"], "completed");
     }
 
     #[test]

@@ -235,8 +235,15 @@ async fn run_lanes(
         }
         dirs.push(cfg.out.clone());
     }
+    // Whatever ends the run from here (an error, a panic, a dropped future), no run.json is left
+    // saying "starting" or "running".
+    let mut unfinished = Unfinished {
+        dirs: dirs.clone(),
+        why: "the coordinator stopped before the run ended".into(),
+    };
     let outcome = run_in(&cfgs, stop, links, beside, search).await;
     if let Err(e) = &outcome {
+        unfinished.why = e.to_string();
         dirs.iter().for_each(|d| output::release(d));
         if let RunError::Output(_) | RunError::Spill(_) = e {
             let kept: Vec<String> = dirs.iter().map(|d| d.display().to_string()).collect();
@@ -247,6 +254,20 @@ async fn run_lanes(
         }
     }
     outcome
+}
+
+/// The claimed directories of a run, finished by [`output::fail_unfinished`] when it is dropped.
+struct Unfinished {
+    dirs: Vec<PathBuf>,
+    why: String,
+}
+
+impl Drop for Unfinished {
+    fn drop(&mut self) {
+        for d in &self.dirs {
+            output::fail_unfinished(d, &self.why);
+        }
+    }
 }
 
 /// The run's total on the live line for a search: its deadline, unless that is too far off to mean
@@ -584,6 +605,25 @@ mod tests {
     use super::*;
     use shared::metrics::Snapshot;
     use shared::report::{self, StepInput};
+
+    #[test]
+    fn a_panic_left_run_json_starting() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = output::claim(&tmp.path().join("r"), false, false).unwrap();
+        let guarded = dir.clone();
+        let panicked = std::panic::catch_unwind(move || {
+            let _unfinished = Unfinished {
+                dirs: vec![guarded],
+                why: "a panic".into(),
+            };
+            panic!("index out of bounds");
+        });
+        assert!(panicked.is_err());
+        assert!(
+            !dir.join("run.json").exists(),
+            "no run.json left saying starting"
+        );
+    }
 
     /// A finished step of 100 requests, all answered in `latency_ms`.
     fn step(latency_ms: u64) -> StepResult {
