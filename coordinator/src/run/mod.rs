@@ -476,9 +476,26 @@ fn blame(side: bool, cfg: &RunConfig, e: FleetError) -> RunError {
 /// Says on stderr what run.json could not say: it is the run's record, and a status left at
 /// "running" after the process has gone would be read as a run still going.
 fn tell_unfinished(dir: &std::path::Path, status: &str, finished: &Result<Finished, OutputError>) {
-    match finished {
-        Ok(Finished::Whole) => {}
-        Ok(Finished::StatusOnly(e)) => eprintln!(
+    if let Some(words) = unfinished_words(dir, status, finished) {
+        eprintln!("{words}");
+    }
+}
+
+/// What [`tell_unfinished`] says, if anything.
+fn unfinished_words(
+    dir: &std::path::Path,
+    status: &str,
+    finished: &Result<Finished, OutputError>,
+) -> Option<String> {
+    Some(match finished {
+        Ok(Finished::Whole) => return None,
+        // A failed run's own error is said once, by the caller: it is why run.json could not be
+        // rewritten either.
+        Ok(Finished::StatusOnly(_)) if status == "failed" => format!(
+            "stampede: run.json in {} was marked \"failed\" in place, without its end time",
+            dir.display()
+        ),
+        Ok(Finished::StatusOnly(e)) => format!(
             "stampede: {e}; run.json in {} was marked \"{}\" in place, without its end time",
             dir.display(),
             if status.len() <= "running".len() {
@@ -487,11 +504,11 @@ fn tell_unfinished(dir: &std::path::Path, status: &str, finished: &Result<Finish
                 "failed"
             }
         ),
-        Err(e) => eprintln!(
+        Err(e) => format!(
             "stampede: {e}; run.json in {} still says \"running\": the run ended {status}",
             dir.display()
         ),
-    }
+    })
 }
 
 /// The plan's scheduled time, step after step (without the moments between steps).
@@ -605,6 +622,21 @@ mod tests {
     use super::*;
     use shared::metrics::Snapshot;
     use shared::report::{self, StepInput};
+
+    #[test]
+    fn a_full_disk_said_its_error_twice() {
+        let full = || OutputError {
+            path: "r/run.json.tmp".into(),
+            source: std::io::Error::other("No space left on device"),
+        };
+        let dir = Path::new("r");
+        let failed = unfinished_words(dir, "failed", &Ok(Finished::StatusOnly(full()))).unwrap();
+        assert!(!failed.contains("No space left"), "{failed}");
+        assert!(failed.contains("was marked \"failed\" in place"), "{failed}");
+        // A run that ended otherwise has only this line to say why run.json is not whole.
+        let aborted = unfinished_words(dir, "aborted", &Ok(Finished::StatusOnly(full()))).unwrap();
+        assert!(aborted.contains("No space left"), "{aborted}");
+    }
 
     #[test]
     fn a_panic_left_run_json_starting() {
