@@ -81,7 +81,11 @@ fn embedded_monitor(
             .map_or("cgroup".into(), |n| n.to_string_lossy().into_owned()),
     };
     let open = session::opener(watch.clone());
-    open().map_err(|e| FleetError::Setup(format!("{flag}: {e}")))?;
+    let opened = open().map_err(|e| FleetError::Setup(format!("{flag}: {e}")))?;
+    if let Watch::Process(_) = watch {
+        // A name matches whatever runs under it: which pids it is, said before the run.
+        eprintln!("stampede: {flag} watches {}", opened.info(None).watching);
+    }
     let monitor = Arc::new(Monitor {
         name: Some(name.clone()),
         open,
