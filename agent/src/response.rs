@@ -69,7 +69,12 @@ impl Shown {
 impl std::fmt::Display for Shown {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let value = &self.bytes[..usize::from(self.len)];
-        write!(f, "{}{}", value.escape_ascii(), if self.cut { "..." } else { "" })
+        write!(
+            f,
+            "{}{}",
+            value.escape_ascii(),
+            if self.cut { "..." } else { "" }
+        )
     }
 }
 
@@ -330,7 +335,10 @@ mod tests {
         for (value, shown) in [
             ("-1", "-1"),
             ("18446744073709551616", "18446744073709551616"),
-            ("99999999999999999999999999999", "999999999999999999999999..."),
+            (
+                "99999999999999999999999999999",
+                "999999999999999999999999...",
+            ),
         ] {
             let reply = format!("HTTP/1.1 200 OK\r\nContent-Length: {value}\r\n\r\n");
             match parse_head(reply.as_bytes(), false) {

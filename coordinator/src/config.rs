@@ -121,8 +121,7 @@ fn parse_peers(flag: &str, arg: &str) -> Result<Vec<AgentSpec>, ConfigError> {
         if line.is_empty() {
             continue;
         }
-        let bad =
-            |why: &str| ConfigError::Peers(format!("{flag} entry {} '{line}': {why}", i + 1));
+        let bad = |why: &str| ConfigError::Peers(format!("{flag} entry {} '{line}': {why}", i + 1));
         let (spec, hostport) = match line.strip_prefix("dns://") {
             Some(rest) => (AgentSpec::Dns(rest.to_string()), rest),
             None if line.contains("://") => return Err(bad("use host:port or dns://name:port")),
@@ -654,14 +653,16 @@ fn required(given: &RunArgs, file: &RunArgs, plan: Option<&Path>) -> Result<(), 
         if !given.given(a) || given.given(b) {
             continue;
         }
-        return Err(ConfigError::Conflict(match plan.filter(|_| file.given(a)) {
-            Some(path) => format!(
-                "plan file {}: {a} needs {b} (the key {b}, or the flag {})",
-                path.display(),
-                flag_of(b)
-            ),
-            None => format!("{} needs {}", flag_of(a), flag_of(b)),
-        }));
+        return Err(ConfigError::Conflict(
+            match plan.filter(|_| file.given(a)) {
+                Some(path) => format!(
+                    "plan file {}: {a} needs {b} (the key {b}, or the flag {})",
+                    path.display(),
+                    flag_of(b)
+                ),
+                None => format!("{} needs {}", flag_of(a), flag_of(b)),
+            },
+        ));
     }
     Ok(())
 }
@@ -818,10 +819,7 @@ fn token(args: &RunArgs) -> Result<Option<String>, ConfigError> {
             let raw = read_file("token file", path)?;
             let t = String::from_utf8(raw)
                 .map_err(|_| {
-                    ConfigError::File(format!(
-                        "token file {} is not UTF-8 text",
-                        path.display()
-                    ))
+                    ConfigError::File(format!("token file {} is not UTF-8 text", path.display()))
                 })?
                 .trim()
                 .to_string();
@@ -994,7 +992,11 @@ fn weights(
                     .join(",")
             ));
         }
-        AgentWeights::InOrder(w) => names.iter().map(|n| n.to_string()).zip(w.iter().copied()).collect(),
+        AgentWeights::InOrder(w) => names
+            .iter()
+            .map(|n| n.to_string())
+            .zip(w.iter().copied())
+            .collect(),
         AgentWeights::ByAgent(w) => w.clone(),
     };
     for (i, (agent, w)) in keyed.iter().enumerate() {
@@ -1004,7 +1006,10 @@ fn weights(
                 names.join(",")
             ));
         }
-        if keyed[..i].iter().any(|(a, _)| a.eq_ignore_ascii_case(agent)) {
+        if keyed[..i]
+            .iter()
+            .any(|(a, _)| a.eq_ignore_ascii_case(agent))
+        {
             return refuse(format!("--agent-weights weighs {agent} twice"));
         }
         if *w == 0 {
@@ -1841,10 +1846,16 @@ mod tests {
             assert!(e.to_string().starts_with("plan file "), "{e}");
         }
         // What a setting needs, from the file: expect_monitors was ignored without listen.
-        let (_dir, got) = with_plan("url = \"http://h:1/\"\nsteps = [1]\nexpect_monitors = 1\n", "");
+        let (_dir, got) = with_plan(
+            "url = \"http://h:1/\"\nsteps = [1]\nexpect_monitors = 1\n",
+            "",
+        );
         let e = got.unwrap_err();
         assert!(matches!(e, ConfigError::Conflict(_)), "{e:?}");
-        assert!(e.to_string().contains("expect_monitors needs listen"), "{e}");
+        assert!(
+            e.to_string().contains("expect_monitors needs listen"),
+            "{e}"
+        );
         // The need met the other way round: the flag, its listen in the file (clap refused it).
         let (_dir, got) = with_plan(
             "url = \"http://h:1/\"\nsteps = [1]\nlisten = \"127.0.0.1:0\"\n",
@@ -1878,7 +1889,8 @@ mod tests {
         let (_d, got) = with_plan(&plan, "--body flag");
         assert_eq!(got.unwrap().plan.workload().requests()[0].body(), b"flag");
         // A flag --agents over a plan's listen: where the agents are is one setting.
-        let plan = "url = \"http://h:1/\"\nsteps = [1]\nlisten = \"127.0.0.1:0\"\nexpect_agents = 1\n";
+        let plan =
+            "url = \"http://h:1/\"\nsteps = [1]\nlisten = \"127.0.0.1:0\"\nexpect_agents = 1\n";
         let (_d, got) = with_plan(plan, "--agents 127.0.0.1:7700");
         let cfg = got.unwrap();
         assert_eq!(cfg.join, None);
@@ -1897,7 +1909,8 @@ mod tests {
         };
         let both = vec![("a:1".to_string(), 1), ("b:2".to_string(), 3)];
         assert_eq!(
-            weights("run http://h:1/ --steps 1 --agents a:1,b:2 --agent-weights b:2=3,a:1=1").unwrap(),
+            weights("run http://h:1/ --steps 1 --agents a:1,b:2 --agent-weights b:2=3,a:1=1")
+                .unwrap(),
             Some(both.clone())
         );
         // The old form where the order is the fleet's: agents listed one by one.
@@ -1906,10 +1919,22 @@ mod tests {
             Some(both)
         );
         for (line, words) in [
-            ("--agents a:1,b:2 --agent-weights a:1=1", "no weight for b:2"),
-            ("--agents a:1,b:2 --agent-weights a:1=1,c:3=1,b:2=1", "names c:3, which --agents does not list"),
-            ("--agents a:1,b:2 --agent-weights 1,2,3", "3 weights for 2 agents"),
-            ("--agents a:1,b:2 --agent-weights a:1=0,b:2=1", "a weight is a positive whole number"),
+            (
+                "--agents a:1,b:2 --agent-weights a:1=1",
+                "no weight for b:2",
+            ),
+            (
+                "--agents a:1,b:2 --agent-weights a:1=1,c:3=1,b:2=1",
+                "names c:3, which --agents does not list",
+            ),
+            (
+                "--agents a:1,b:2 --agent-weights 1,2,3",
+                "3 weights for 2 agents",
+            ),
+            (
+                "--agents a:1,b:2 --agent-weights a:1=0,b:2=1",
+                "a weight is a positive whole number",
+            ),
             ("--agents dns://agents:7700 --agent-weights 1", "not dns://"),
             ("--agent-weights 1", "without --agents the embedded agent"),
             (
@@ -1932,7 +1957,10 @@ mod tests {
         );
         let e = command_line("run http://h:1/ --steps 1 --agents a:1,b:2 --agent-weights a:1=1,2")
             .unwrap_err();
-        assert!(e.contains("mixes AGENT=WEIGHT entries with bare weights"), "{e}");
+        assert!(
+            e.contains("mixes AGENT=WEIGHT entries with bare weights"),
+            "{e}"
+        );
     }
 
     #[test]
@@ -1952,14 +1980,20 @@ mod tests {
         let c = command_line("run http://h:1/ --steps 1 --latency -k").unwrap();
         assert_eq!(c.notes.len(), 2, "{:?}", c.notes);
         assert!(
-            c.notes[0].starts_with("--latency: stampede always records the full latency distribution"),
+            c.notes[0]
+                .starts_with("--latency: stampede always records the full latency distribution"),
             "{:?}",
             c.notes
         );
         assert!(c.notes[1].starts_with("-k: "), "{:?}", c.notes);
         let c = command_line("run http://h:1/ -c 10 -L").unwrap();
         assert_eq!(c.notes.len(), 1);
-        assert!(command_line("run http://h:1/ --steps 1").unwrap().notes.is_empty());
+        assert!(
+            command_line("run http://h:1/ --steps 1")
+                .unwrap()
+                .notes
+                .is_empty()
+        );
     }
 
     #[test]
@@ -1975,7 +2009,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let empty = dir.path().join("token");
         std::fs::write(&empty, "\n").unwrap();
-        let cases: Vec<(String, fn(&ConfigError) -> bool)> = vec![
+        type IsKind = fn(&ConfigError) -> bool;
+        let cases: Vec<(String, IsKind)> = vec![
             (
                 "run http://h:1/ --steps 1 --num-conn 5 --step-duration 1s".into(),
                 |e| matches!(e, ConfigError::Conflict(_)),
@@ -1990,9 +2025,10 @@ mod tests {
                 format!("run http://h:1/ --steps 1 --token-file {}", empty.display()),
                 |e| matches!(e, ConfigError::File(_)),
             ),
-            ("run http://h:1/ --steps 1 --agents a:1,nohost".into(), |e| {
-                matches!(e, ConfigError::Peers(_))
-            }),
+            (
+                "run http://h:1/ --steps 1 --agents a:1,nohost".into(),
+                |e| matches!(e, ConfigError::Peers(_)),
+            ),
             ("find-max http://h:1/ --slo p99>50ms".into(), |e| {
                 matches!(e, ConfigError::Search(_))
             }),

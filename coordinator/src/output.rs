@@ -339,10 +339,7 @@ impl Output {
         // The hlog and .hgrm first: a step is in the table only once run.json can follow it.
         write_hlog(&self.dir, r.number, started, hlog, agents)?;
         write_hgrm(&self.dir, distribution)?;
-        let before = self
-            .table
-            .stream_position()
-            .map_err(at(&self.table_path))?;
+        let before = self.table.stream_position().map_err(at(&self.table_path))?;
         let row = self.columns.row(r).join(&self.separator.to_string());
         let written = writeln!(self.table, "{row}").and_then(|()| self.table.sync_data());
         if let Err(e) = written {
@@ -854,12 +851,16 @@ mod tests {
                 .unwrap();
         };
         write(&mut out, 1);
-        out.summarize(&shared::report::summarize_run(&[step(1)])).unwrap();
+        out.summarize(&shared::report::summarize_run(&[step(1)]))
+            .unwrap();
         write(&mut out, 2);
         // run.json cannot be replaced (its temporary's name is taken by a directory), as on a
         // full disk.
         fs::create_dir(out.dir().join("run.json.tmp")).unwrap();
-        assert!(out.summarize(&shared::report::summarize_run(&[step(1), step(2)])).is_err());
+        assert!(
+            out.summarize(&shared::report::summarize_run(&[step(1), step(2)]))
+                .is_err()
+        );
         let run: serde_json::Value =
             serde_json::from_slice(&fs::read(out.dir().join("run.json")).unwrap()).unwrap();
         let tsv = fs::read_to_string(out.dir().join("steps.tsv")).unwrap();
@@ -878,7 +879,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let claimed = claim(&dir.path().join("a"), false, false).unwrap();
         fail_unfinished(&claimed, "boom");
-        assert!(!claimed.join("run.json").exists(), "a claim alone is removed");
+        assert!(
+            !claimed.join("run.json").exists(),
+            "a claim alone is removed"
+        );
         let cfg = config(&dir.path().join("b"));
         claim(&cfg.out, false, false).unwrap();
         let out = Output::create(&cfg, &[], &[], &[]).unwrap();
@@ -889,10 +893,7 @@ mod tests {
         let run = read(out.dir());
         assert_eq!(run["status"], "failed");
         assert!(run["finished_at"].is_string());
-        assert_eq!(
-            run["warnings"][0],
-            "the run failed: agent a:1 refused: no"
-        );
+        assert_eq!(run["warnings"][0], "the run failed: agent a:1 refused: no");
         // A finished run is left as it ended.
         let mut out = Output::create(&cfg, &[], &[], &[]).unwrap();
         out.finish("completed").unwrap();

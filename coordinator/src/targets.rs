@@ -208,7 +208,9 @@ fn check_url(url: &str, prefix: &str) -> Result<(), TargetError> {
 /// the URL it was meant to be (not `http://http//host`).
 fn mistyped_scheme(arg: &str) -> Option<String> {
     ["https", "http"].iter().find_map(|scheme| {
-        let rest = arg.get(..scheme.len()).filter(|s| s.eq_ignore_ascii_case(scheme))?;
+        let rest = arg
+            .get(..scheme.len())
+            .filter(|s| s.eq_ignore_ascii_case(scheme))?;
         let after = &arg[rest.len()..];
         let host = after.trim_start_matches(':').trim_start_matches('/');
         let marked = after.starts_with(':') || after.starts_with('/');

@@ -99,7 +99,11 @@ fn a_full_disk_keeps_steps_tsv_and_run_json_in_step_and_says_its_error_once() {
     let run = tests::run_json(&out);
     let kept = run["steps"].as_array().unwrap().len();
     let tsv = std::fs::read_to_string(out.join("steps.tsv")).unwrap();
-    assert_eq!(tsv.lines().count(), kept + 1, "the header and one row per run.json step: {tsv}");
+    assert_eq!(
+        tsv.lines().count(),
+        kept + 1,
+        "the header and one row per run.json step: {tsv}"
+    );
     assert_eq!(
         err.matches("No space left on device").count(),
         1,

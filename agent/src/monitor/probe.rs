@@ -139,7 +139,10 @@ impl Probe {
             (n, Watch::Process(_)) => format!(
                 "{n} pid{}: {}",
                 if n == 1 { "" } else { "s" },
-                pids.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")
+                pids.iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", ")
             ),
             (1, _) => "1 pid".to_string(),
             (n, _) => format!("{n} pids"),
@@ -592,14 +595,19 @@ mod tests {
             }
         };
         named(2);
-        let watching = Probe::open(&Watch::Process(name.clone())).unwrap().info(None).watching;
+        let watching = Probe::open(&Watch::Process(name.clone()))
+            .unwrap()
+            .info(None)
+            .watching;
         for c in &children {
             assert!(watching.contains(&c.id().to_string()), "{watching}");
         }
         assert!(watching.contains("2 pids: "), "{watching}");
         children.extend((0..MAX_NAMED - 1).map(|_| spawn()));
         named(MAX_NAMED + 1);
-        let refused = Probe::open(&Watch::Process(name.clone())).err().map(|e| e.to_string());
+        let refused = Probe::open(&Watch::Process(name.clone()))
+            .err()
+            .map(|e| e.to_string());
         for mut c in children {
             let _ = c.kill();
             let _ = c.wait();
@@ -607,7 +615,10 @@ mod tests {
         let _ = std::fs::remove_file(&bin);
         let refused = refused.expect("refused");
         assert!(
-            refused.starts_with(&format!("{} running processes are named {name:?}, more than the 64", MAX_NAMED + 1)),
+            refused.starts_with(&format!(
+                "{} running processes are named {name:?}, more than the 64",
+                MAX_NAMED + 1
+            )),
             "{refused}"
         );
     }

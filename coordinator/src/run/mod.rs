@@ -632,7 +632,10 @@ mod tests {
         let dir = Path::new("r");
         let failed = unfinished_words(dir, "failed", &Ok(Finished::StatusOnly(full()))).unwrap();
         assert!(!failed.contains("No space left"), "{failed}");
-        assert!(failed.contains("was marked \"failed\" in place"), "{failed}");
+        assert!(
+            failed.contains("was marked \"failed\" in place"),
+            "{failed}"
+        );
         // A run that ended otherwise has only this line to say why run.json is not whole.
         let aborted = unfinished_words(dir, "aborted", &Ok(Finished::StatusOnly(full()))).unwrap();
         assert!(aborted.contains("No space left"), "{aborted}");

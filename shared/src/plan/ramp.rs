@@ -58,7 +58,11 @@ mod tests {
         assert_eq!(ramp(10.0, 15.0, 100.0).unwrap(), vec![10.0, 15.0]);
         assert_eq!(ramp(10.0, 25.0, 10.0).unwrap(), vec![10.0, 20.0, 25.0]);
         assert_eq!(ramp(10.0, 30.0, 10.0).unwrap(), vec![10.0, 20.0, 30.0]);
-        assert_eq!(ramp(0.1, 0.3, 0.1).unwrap().len(), 3, "rounding adds no step");
+        assert_eq!(
+            ramp(0.1, 0.3, 0.1).unwrap().len(),
+            3,
+            "rounding adds no step"
+        );
     }
 
     #[test]

@@ -333,13 +333,27 @@ mod tests {
         );
         assert!(!c.answer.contains("4,999,999"), "{}", c.answer);
         assert!(
-            c.answer.contains("as high as the generator can offer, by its own checks; no probe measured its limit"),
+            c.answer.contains(
+                "as high as the generator can offer, by its own checks; no probe measured its limit"
+            ),
             "{}",
             c.answer
         );
         // A ceiling someone set is said with its number.
-        let set = Capacity::of(&answer(Status::GeneratorBound), "requests", &[], 0.05, ceiling(), 1.0);
-        assert!(set.answer.contains("--max-rate could offer no more than 1,000,000"), "{}", set.answer);
+        let set = Capacity::of(
+            &answer(Status::GeneratorBound),
+            "requests",
+            &[],
+            0.05,
+            ceiling(),
+            1.0,
+        );
+        assert!(
+            set.answer
+                .contains("--max-rate could offer no more than 1,000,000"),
+            "{}",
+            set.answer
+        );
     }
 
     #[test]
