@@ -389,6 +389,11 @@ impl Output {
         self.doc.fail_on = Some(breaches);
     }
 
+    /// Records why the run failed, among run.json's warnings (written with the finish).
+    pub fn record_failure(&mut self, why: &str) {
+        self.doc.warnings.push(format!("the run failed: {why}"));
+    }
+
     /// Records a search's answer (written with the finish).
     pub fn record_capacity(&mut self, capacity: Option<shared::search::Capacity>) {
         self.doc.capacity = capacity;

@@ -177,9 +177,14 @@ impl<'a> Lane<'a> {
         }
     }
 
-    /// Writes how the lane ended into its run.json: `failed` when an error ended the run; a search's
-    /// answer, with the bounds known so far when it was cut short.
-    pub fn finish(&mut self, failed: bool) -> Result<(), OutputError> {
+    /// Writes how the lane ended into its run.json: `failed` with the error's words (`failed`, among
+    /// its warnings) when an error ended the run; a search's answer, with the bounds known so far
+    /// when it was cut short.
+    pub fn finish(&mut self, failed: Option<&str>) -> Result<(), OutputError> {
+        if let Some(why) = failed {
+            self.out.record_failure(why);
+        }
+        let failed = failed.is_some();
         let ramped = self.ended.clone().unwrap_or_default();
         self.out
             .record_end(ramped.stopped.clone(), self.watch.breaches.clone());

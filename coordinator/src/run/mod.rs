@@ -332,8 +332,9 @@ async fn run_in(
     }
     let outcome = ramp(&mut fleet, &mut lanes, &stop, beside).await;
     let mut finished = Ok(());
+    let failed = outcome.as_ref().err().map(ToString::to_string);
     for lane in &mut lanes {
-        let done = lane.finish(outcome.is_err());
+        let done = lane.finish(failed.as_deref());
         finished = finished.and(done);
     }
     outcome?;
