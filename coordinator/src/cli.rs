@@ -693,6 +693,10 @@ settings! {
         /// NAME.
         #[arg(long, value_name = "NAME", help_heading = MONITOR)]
         pub monitor_process: Option<String>,
+        /// How many processes --monitor-process NAME may match: more is refused (a name like python3
+        /// matches every script on the host), unless this says that many are meant.
+        #[arg(long, value_name = "N", default_value = "64", help_heading = MONITOR)]
+        pub monitor_processes: Option<usize>,
         /// Watch this cgroup v2 directory (cpu.stat, memory, throttling), in-process: a monitor named
         /// by its last component.
         #[arg(long, value_name = "PATH", help_heading = MONITOR)]

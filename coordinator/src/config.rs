@@ -182,6 +182,8 @@ pub struct RunConfig {
     /// Server monitors to dial, and the one to run in-process.
     pub monitors: Vec<AgentSpec>,
     pub monitor: Option<shared::monitor::Watch>,
+    /// How many processes `--monitor-process` may match (`--monitor-processes`).
+    pub monitor_processes: usize,
     /// How many dialed agents to wait for (`--expect-agents` with `--agents`).
     pub dial_wait: Option<DialWait>,
     pub token: Option<String>,
@@ -516,6 +518,7 @@ fn resolve_one(
         join,
         monitors,
         monitor,
+        monitor_processes: args.monitor_processes.expect(DEFAULTED),
         dial_wait,
         token,
         tls,
@@ -2044,6 +2047,17 @@ mod tests {
             let e = run("run http://h:1/ --steps 1 --listen 0.0.0.0:7800 --expect-agents 1");
             assert!(matches!(e, ConfigError::Exposed(_)), "{e:?}");
         }
+    }
+
+    #[test]
+    fn monitor_process_could_not_be_told_that_many_are_meant() {
+        let c = command_line("run http://h:1/ --steps 1 --monitor-process nginx").unwrap();
+        assert_eq!(c.monitor_processes, 64);
+        let c = command_line(
+            "run http://h:1/ --steps 1 --monitor-process python3 --monitor-processes 300",
+        )
+        .unwrap();
+        assert_eq!(c.monitor_processes, 300);
     }
 
     #[test]

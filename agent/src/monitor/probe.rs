@@ -34,9 +34,13 @@ pub enum ProbeError {
     )]
     NoSuchProcess(String),
     #[error(
-        "{count} running processes are named {name:?}, more than the {MAX_NAMED} a server has: watch its own with --pid PID (its threads and children count) or its --cgroup"
+        "{count} running processes are named {name:?}, more than the {most} a server has: watch its own with --pid PID (its threads and children count) or its --cgroup"
     )]
-    TooManyProcesses { name: String, count: usize },
+    TooManyProcesses {
+        name: String,
+        count: usize,
+        most: usize,
+    },
     #[error("{tid} is a thread of process {process}, not a process: give --pid {process}")]
     ThreadNotProcess { tid: u32, process: u64 },
     #[error("{name:?} cannot be a process name: {why}")]
@@ -98,6 +102,12 @@ pub struct Probe {
 impl Probe {
     /// Resolves what `watch` names, or says why it cannot be watched.
     pub fn open(watch: &Watch) -> Result<Probe, ProbeError> {
+        Probe::open_allowing(watch, MAX_NAMED)
+    }
+
+    /// [`Probe::open`], a process name allowed to match up to `most` processes (the coordinator's
+    /// `--monitor-processes N`: told that many are meant).
+    pub fn open_allowing(watch: &Watch, most: usize) -> Result<Probe, ProbeError> {
         if !cfg!(target_os = "linux") {
             return Err(ProbeError::Unsupported(std::env::consts::OS));
         }
@@ -122,10 +132,11 @@ impl Probe {
             return Err(ProbeError::NoSuchProcess(name.clone()));
         }
         // A name like python3 may match every script on the host, not the one server.
-        if let (Watch::Process(name), true) = (watch, pids.len() > MAX_NAMED) {
+        if let (Watch::Process(name), true) = (watch, pids.len() > most) {
             return Err(ProbeError::TooManyProcesses {
                 name: name.clone(),
                 count: pids.len(),
+                most,
             });
         }
         let cores = cores_of(cgroup_dir.as_deref(), pids.first().copied())?;
@@ -608,12 +619,20 @@ mod tests {
         let refused = Probe::open(&Watch::Process(name.clone()))
             .err()
             .map(|e| e.to_string());
+        // Told that many are meant, it watches them all.
+        let told = Probe::open_allowing(&Watch::Process(name.clone()), MAX_NAMED + 1)
+            .map(|p| p.info(None).watching);
         for mut c in children {
             let _ = c.kill();
             let _ = c.wait();
         }
         let _ = std::fs::remove_file(&bin);
         let refused = refused.expect("refused");
+        let told = told.unwrap();
+        assert!(
+            told.contains(&format!("{} pids: ", MAX_NAMED + 1)),
+            "{told}"
+        );
         assert!(
             refused.starts_with(&format!(
                 "{} running processes are named {name:?}, more than the 64",
