@@ -5,7 +5,7 @@
 pub const MAX_HEAD: usize = 64 * 1024;
 
 /// Most headers a reply may carry (hyper's limit too).
-const MAX_HEADERS: usize = 100;
+pub const MAX_HEADERS: usize = 100;
 
 /// How the body after a head ends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -35,8 +35,47 @@ pub enum HeadError {
     Malformed,
     /// Longer than [`MAX_HEAD`].
     TooLarge,
-    /// Framing headers that contradict each other (request smuggling territory).
+    /// Framing headers that contradict each other (request smuggling territory): two different
+    /// Content-Lengths.
     BadFraming,
+    /// More than [`MAX_HEADERS`] header lines.
+    TooManyHeaders,
+    /// A Content-Length that is no length: negative, not digits, beyond 2^64 bytes. Its first bytes.
+    BadLength(Shown),
+}
+
+/// The first bytes of a header's value, kept in the error (which is `Copy`, made per failure).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Shown {
+    bytes: [u8; 24],
+    len: u8,
+    /// The value was longer than what is kept.
+    cut: bool,
+}
+
+impl Shown {
+    fn of(value: &[u8]) -> Shown {
+        let mut bytes = [0; 24];
+        let len = value.len().min(bytes.len());
+        bytes[..len].copy_from_slice(&value[..len]);
+        Shown {
+            bytes,
+            len: len as u8,
+            cut: value.len() > len,
+        }
+    }
+}
+
+impl std::fmt::Display for Shown {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let value = &self.bytes[..usize::from(self.len)];
+        write!(
+            f,
+            "{}{}",
+            value.escape_ascii(),
+            if self.cut { "..." } else { "" }
+        )
+    }
 }
 
 /// Parses a reply head at the start of `buf`: `Ok(None)` when more bytes are needed.
@@ -54,6 +93,7 @@ pub fn parse_head(buf: &[u8], request_was_head: bool) -> Result<Option<Head>, He
         Ok(httparse::Status::Complete(len)) => len,
         Ok(httparse::Status::Partial) if buf.len() > MAX_HEAD => return Err(HeadError::TooLarge),
         Ok(httparse::Status::Partial) => return Ok(None),
+        Err(httparse::Error::TooManyHeaders) => return Err(HeadError::TooManyHeaders),
         Err(_) => return Err(HeadError::Malformed),
     };
     if len > MAX_HEAD {
@@ -75,7 +115,7 @@ pub fn parse_head(buf: &[u8], request_was_head: bool) -> Result<Option<Head>, He
                 .map(str::trim)
                 .filter(|v| !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()))
                 .and_then(|v| v.parse::<u64>().ok())
-                .ok_or(HeadError::BadFraming)?;
+                .ok_or(HeadError::BadLength(Shown::of(h.value.trim_ascii())))?;
             if length.is_some_and(|l| l != v) {
                 return Err(HeadError::BadFraming);
             }
@@ -274,10 +314,38 @@ mod tests {
             ),
             Err(HeadError::BadFraming)
         );
-        assert_eq!(
+        assert!(matches!(
             parse_head(b"HTTP/1.1 200 OK\r\nContent-Length: x\r\n\r\n", false),
-            Err(HeadError::BadFraming)
-        );
+            Err(HeadError::BadLength(_))
+        ));
+    }
+
+    #[test]
+    fn more_than_100_headers_was_not_an_http_reply() {
+        let mut many = b"HTTP/1.1 200 OK\r\n".to_vec();
+        for i in 0..=MAX_HEADERS {
+            many.extend(format!("X-{i}: a\r\n").as_bytes());
+        }
+        many.extend(b"Content-Length: 0\r\n\r\n");
+        assert_eq!(parse_head(&many, false), Err(HeadError::TooManyHeaders));
+    }
+
+    #[test]
+    fn a_bad_content_length_blamed_a_transfer_encoding() {
+        for (value, shown) in [
+            ("-1", "-1"),
+            ("18446744073709551616", "18446744073709551616"),
+            (
+                "99999999999999999999999999999",
+                "999999999999999999999999...",
+            ),
+        ] {
+            let reply = format!("HTTP/1.1 200 OK\r\nContent-Length: {value}\r\n\r\n");
+            match parse_head(reply.as_bytes(), false) {
+                Err(HeadError::BadLength(s)) => assert_eq!(s.to_string(), shown),
+                other => panic!("{value}: {other:?}"),
+            }
+        }
     }
 
     #[test]
@@ -286,10 +354,10 @@ mod tests {
             !head("HTTP/1.0 200 OK\r\nConnection: close\r\nConnection: keep-alive\r\nContent-Length: 0\r\n\r\n")
                 .keep_alive
         );
-        assert_eq!(
+        assert!(matches!(
             parse_head(b"HTTP/1.1 200 OK\r\nContent-Length: +3\r\n\r\n", false),
-            Err(HeadError::BadFraming)
-        );
+            Err(HeadError::BadLength(_))
+        ));
     }
 
     #[test]

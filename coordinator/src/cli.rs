@@ -275,12 +275,21 @@ macro_rules! settings {
                 Self { $( $field: Merge::merge(self.$field, under.$field), )* }
             }
 
-            /// Forgets a value clap filled in from a `default_value` rather than from the command
-            /// line, so that a plan file's value is not overridden by a default.
-            fn unset(&mut self, id: &str) {
+            /// Forgets a setting (by its clap id, the plan file's key): a value clap filled in from a
+            /// `default_value` rather than from the command line, so that a plan file's value is not
+            /// overridden by a default; a plan file's way of giving a setting the flags give another way.
+            pub fn unset(&mut self, id: &str) {
                 match id {
                     $( stringify!($field) => self.$field = Default::default(), )*
                     _ => {}
+                }
+            }
+
+            /// Whether the setting `id` (its clap id, the plan file's key) is given.
+            pub fn given(&self, id: &str) -> bool {
+                match id {
+                    $( stringify!($field) => Given::given(&self.$field), )*
+                    _ => false,
                 }
             }
         }
@@ -309,6 +318,114 @@ impl<T> Merge for Vec<T> {
 impl Merge for bool {
     fn merge(self, under: Self) -> Self {
         self || under
+    }
+}
+
+/// Whether a setting holds a value: some, a list with one, a switch that is on.
+pub trait Given {
+    fn given(&self) -> bool;
+}
+
+impl<T> Given for Option<T> {
+    fn given(&self) -> bool {
+        self.is_some()
+    }
+}
+
+impl<T> Given for Vec<T> {
+    fn given(&self) -> bool {
+        !self.is_empty()
+    }
+}
+
+impl Given for bool {
+    fn given(&self) -> bool {
+        *self
+    }
+}
+
+/// How two of `run`'s settings go together: the one table that clap's flags and a plan file's keys
+/// are both checked against (`parse_from` gives clap the conflicts; `config` checks the file and the
+/// settings combined), so a plan file is refused exactly as the flags are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Constraint {
+    /// Two ways of giving one setting (ids, as the plan file's keys): either, not both. Given on the
+    /// command line, either replaces the plan file's other, as a flag overrides the file.
+    OneOf(&'static str, &'static str),
+    /// The first needs the second, from the command line or the plan file.
+    Requires(&'static str, &'static str),
+}
+
+pub const CONSTRAINTS: [Constraint; 6] = [
+    Constraint::OneOf("body", "body_file"),
+    Constraint::OneOf("listen", "agents"),
+    Constraint::OneOf("monitor_pid", "monitor_process"),
+    Constraint::OneOf("monitor_pid", "monitor_cgroup"),
+    Constraint::OneOf("monitor_process", "monitor_cgroup"),
+    Constraint::Requires("expect_monitors", "listen"),
+];
+
+/// A setting's flag, from its id: `body_file` is `--body-file`.
+pub fn flag_of(id: &str) -> String {
+    format!("--{}", id.replace('_', "-"))
+}
+
+/// `--agent-weights`: each agent's share of the load, keyed by the agent (`a:7700=3,b:7700=1`, or a
+/// plan file's table `{ "a:7700" = 3 }`), or the old form, one weight per agent in `--agents` order
+/// (`3,1`), taken only where that order is the fleet's.
+#[derive(Debug, Clone, PartialEq)]
+pub enum AgentWeights {
+    InOrder(Vec<u64>),
+    ByAgent(Vec<(String, u64)>),
+}
+
+impl std::str::FromStr for AgentWeights {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        let weight = |w: &str| {
+            w.trim()
+                .parse::<u64>()
+                .map_err(|_| format!("weight '{}' is not a whole number", w.trim()))
+        };
+        let entries: Vec<&str> = s.split(',').map(str::trim).collect();
+        let keyed = entries.iter().filter(|e| e.contains('=')).count();
+        if keyed == 0 {
+            return entries
+                .iter()
+                .map(|e| weight(e))
+                .collect::<Result<_, _>>()
+                .map(AgentWeights::InOrder);
+        }
+        if keyed != entries.len() {
+            return Err(format!(
+                "'{s}' mixes AGENT=WEIGHT entries with bare weights: give every one as AGENT=WEIGHT (e.g. a:7700=3,b:7700=1)"
+            ));
+        }
+        entries
+            .iter()
+            .map(|e| {
+                let (agent, w) = e.rsplit_once('=').unwrap_or((e, ""));
+                Ok((agent.trim().to_string(), weight(w)?))
+            })
+            .collect::<Result<_, String>>()
+            .map(AgentWeights::ByAgent)
+    }
+}
+
+impl<'de> Deserialize<'de> for AgentWeights {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Either {
+            List(Vec<u64>),
+            Table(std::collections::BTreeMap<String, u64>),
+            Text(String),
+        }
+        Ok(match Either::deserialize(d)? {
+            Either::List(w) => AgentWeights::InOrder(w),
+            Either::Table(t) => AgentWeights::ByAgent(t.into_iter().collect()),
+            Either::Text(s) => s.parse().map_err(serde::de::Error::custom)?,
+        })
     }
 }
 
@@ -418,7 +535,7 @@ settings! {
         #[serde(default)]
         pub headers: Vec<String>,
         /// Request body.
-        #[arg(long, conflicts_with = "body_file", help_heading = TARGET)]
+        #[arg(long, help_heading = TARGET)]
         pub body: Option<String>,
         /// Request body read from a file.
         #[arg(long, help_heading = TARGET)]
@@ -538,7 +655,7 @@ settings! {
         /// Wait for agents to join (`stampede-agent --join`) on this address instead of dialing them
         /// (with --expect-agents), or only monitors (with --expect-monitors alone: the embedded agent
         /// sends the load).
-        #[arg(long, conflicts_with = "agents", help_heading = DISTRIBUTED)]
+        #[arg(long, help_heading = DISTRIBUTED)]
         pub listen: Option<std::net::SocketAddr>,
         /// How many agents must join before the run starts (with --listen), or answer (with --agents:
         /// the names looked up again until they give that many, as a dns:// fleet starts).
@@ -567,9 +684,20 @@ settings! {
         /// When an agent is lost mid-run.
         #[arg(long, value_enum, default_value = "degrade", help_heading = DISTRIBUTED)]
         pub on_agent_loss: Option<LossPolicy>,
-        /// Share of the load per agent, in --agents order, e.g. 1,2,1 [default: their cores].
-        #[arg(long, value_delimiter = ',', help_heading = DISTRIBUTED)]
-        pub agent_weights: Option<Vec<u64>>,
+        /// Share of the load per agent, keyed by the agent as --agents names it, e.g.
+        /// a:7700=1,b:7700=2 (or one weight per agent in --agents order, 1,2) [default: their cores].
+        #[arg(long, value_name = "AGENT=W,...", help_heading = DISTRIBUTED)]
+        pub agent_weights: Option<AgentWeights>,
+        /// wrk --latency: accepted and changes nothing (every step records the full latency
+        /// distribution); said on stderr.
+        #[arg(long = "latency", short = 'L', hide = true)]
+        #[serde(skip)]
+        pub wrk_latency: bool,
+        /// ab -k: accepted and changes nothing (the concurrency and requests models keep their
+        /// connections alive); said on stderr.
+        #[arg(short = 'k', hide = true)]
+        #[serde(skip)]
+        pub ab_keep_alive: bool,
         /// Worker threads of the embedded agent (wrk -t) [default: one per core].
         #[arg(long, short = 't', help_heading = DISTRIBUTED)]
         pub threads: Option<usize>,
@@ -581,16 +709,20 @@ settings! {
         pub monitors: Option<String>,
         /// How many monitors must join (`stampede-agent --monitor --join`) with --listen, beside
         /// --expect-agents (without it, beside the embedded agent).
-        #[arg(long, value_name = "N", requires = "listen", help_heading = MONITOR)]
+        #[arg(long, value_name = "N", help_heading = MONITOR)]
         pub expect_monitors: Option<usize>,
         /// Watch this process (its threads and children) from this machine, in-process: a monitor
         /// named `server` (a pid changes from run to run; the columns should not).
-        #[arg(long, value_name = "PID", conflicts_with_all = ["monitor_process", "monitor_cgroup"], help_heading = MONITOR)]
+        #[arg(long, value_name = "PID", help_heading = MONITOR)]
         pub monitor_pid: Option<u32>,
         /// Watch every process of this name (nginx's master and workers), in-process: a monitor named
         /// NAME.
-        #[arg(long, value_name = "NAME", conflicts_with = "monitor_cgroup", help_heading = MONITOR)]
+        #[arg(long, value_name = "NAME", help_heading = MONITOR)]
         pub monitor_process: Option<String>,
+        /// How many processes --monitor-process NAME may match: more is refused (a name like python3
+        /// matches every script on the host), unless this says that many are meant.
+        #[arg(long, value_name = "N", default_value = "64", help_heading = MONITOR)]
+        pub monitor_processes: Option<usize>,
         /// Watch this cgroup v2 directory (cpu.stat, memory, throttling), in-process: a monitor named
         /// by its last component.
         #[arg(long, value_name = "PATH", help_heading = MONITOR)]
@@ -663,26 +795,43 @@ impl RunArgs {
 /// What an option from wrk, ab, oha, vegeta or httperf that has no one meaning here does in stampede.
 pub fn habit_hint(arg: &str) -> Option<String> {
     let (tool, answer) = match arg {
-        "-k" => (
-            "ab -k (keep-alive)",
-            "--model concurrency and --model requests keep connections alive; the connections model takes --num-call N requests per connection",
-        ),
         "-s" | "--script" => (
             "wrk -s (a Lua script)",
             "give the request with -m, -H and --body (or --body-file), or several with --urls FILE",
         ),
         "-p" => ("ab -p (POST file)", "use -m POST --body-file FILE"),
         "-T" => ("ab -T (content type)", "use -H 'Content-Type: TYPE'"),
-        "-L" | "--latency" => (
-            "wrk --latency",
-            "every step's latency percentiles are in the table, steps.tsv and run.json already",
-        ),
         "--vus" => ("k6 --vus", "use -c N (a closed loop of N connections)"),
         _ => return None,
     };
     Some(format!(
         "unknown option {arg}: {tool} has no one equivalent; {answer}"
     ))
+}
+
+/// Gives clap the conflicts of [`CONSTRAINTS`]; what a setting needs is checked in `config`, where
+/// the plan file may give it.
+fn with_constraints(c: clap::Command) -> clap::Command {
+    CONSTRAINTS.iter().fold(c, |c, rule| match *rule {
+        Constraint::OneOf(a, b) => c.mut_arg(a, |arg| arg.conflicts_with(b)),
+        Constraint::Requires(..) => c,
+    })
+}
+
+/// What `--latency` and `-k`, accepted for wrk's and ab's sake, are told on stderr.
+pub fn habit_notes(args: &RunArgs) -> Vec<String> {
+    let mut notes = Vec::new();
+    if args.wrk_latency {
+        notes.push(
+            "--latency: stampede always records the full latency distribution (the table, steps.tsv, run.json and hlog/)".to_string(),
+        );
+    }
+    if args.ab_keep_alive {
+        notes.push(
+            "-k: the concurrency and requests models always keep connections alive (the connections model makes --num-call N requests per connection)".to_string(),
+        );
+    }
+    notes
 }
 
 /// Parses a command line; `run`'s settings keep only what the command line set.
@@ -692,7 +841,8 @@ where
     T: Into<std::ffi::OsString> + Clone,
 {
     let matches = Cli::command()
-        .mut_subcommand("run", |c| c.after_help(RUN_EXAMPLES))
+        .mut_subcommand("run", |c| with_constraints(c).after_help(RUN_EXAMPLES))
+        .mut_subcommand("find-max", with_constraints)
         // `run`'s step-shaping flags come with the flattened `RunArgs`; find-max refuses them
         // (naming its own), so its help does not offer them.
         .mut_subcommand("find-max", |c| {

@@ -45,8 +45,28 @@ pub enum ConfigError {
     Duration { flag: &'static str, value: String },
     #[error("unknown format '{0}': use tsv or csv")]
     Format(String),
+    /// Settings that cannot go together, or one that needs another: two flags, two keys of a plan
+    /// file, a flag and a key.
     #[error("{0}")]
     Conflict(String),
+    /// The agents or monitors named (`--agents`, `--monitors`, `--agent-weights`).
+    #[error("{0}")]
+    Peers(String),
+    /// A setting's value that is not one it takes (beyond what clap's types check).
+    #[error("{0}")]
+    Value(String),
+    /// A file given whose content is not what it must be (not UTF-8 text, empty).
+    #[error("{0}")]
+    File(String),
+    /// Another tool's habit (wrk, ab, oha, vegeta) that means something else here, with the command.
+    #[error("{0}")]
+    Habit(String),
+    /// A port opened beyond loopback without authentication or encryption.
+    #[error("{0}")]
+    Exposed(String),
+    /// A find-max setting, or a `run` setting find-max chooses itself.
+    #[error("{0}")]
+    Search(String),
     #[error(transparent)]
     Target(#[from] TargetError),
     #[error("output directory {path} is not writable: {source}")]
@@ -91,17 +111,17 @@ fn parse_peers(flag: &str, arg: &str) -> Result<Vec<AgentSpec>, ConfigError> {
     };
     let text = match arg.strip_prefix('@') {
         Some(path) => String::from_utf8(read_file(file, Path::new(path))?)
-            .map_err(|_| ConfigError::Conflict(format!("{what} file {path} is not UTF-8 text")))?,
+            .map_err(|_| ConfigError::File(format!("{what} file {path} is not UTF-8 text")))?,
         None => arg.replace(',', "\n"),
     };
     let mut out = Vec::new();
+    let mut seen: Vec<(usize, String)> = Vec::new();
     for (i, raw) in text.lines().enumerate() {
         let line = raw.split('#').next().unwrap_or("").trim();
         if line.is_empty() {
             continue;
         }
-        let bad =
-            |why: &str| ConfigError::Conflict(format!("{flag} entry {} '{line}': {why}", i + 1));
+        let bad = |why: &str| ConfigError::Peers(format!("{flag} entry {} '{line}': {why}", i + 1));
         let (spec, hostport) = match line.strip_prefix("dns://") {
             Some(rest) => (AgentSpec::Dns(rest.to_string()), rest),
             None if line.contains("://") => return Err(bad("use host:port or dns://name:port")),
@@ -113,10 +133,19 @@ fn parse_peers(flag: &str, arg: &str) -> Result<Vec<AgentSpec>, ConfigError> {
         if host.is_empty() || port.parse::<u16>().map_or(true, |p| p == 0) {
             return Err(bad("expected host:port with a port from 1 to 65535"));
         }
+        // Dialed twice, one agent would refuse the second session as another coordinator's.
+        if let Some((first, _)) = seen.iter().find(|(_, l)| l.eq_ignore_ascii_case(line)) {
+            return Err(ConfigError::Peers(format!(
+                "{flag} names {line} twice (entries {first} and {}): list each {} once",
+                i + 1,
+                &what[..what.len() - 1]
+            )));
+        }
+        seen.push((i + 1, line.to_string()));
         out.push(spec);
     }
     if out.is_empty() {
-        return Err(ConfigError::Conflict(format!(
+        return Err(ConfigError::Peers(format!(
             "{flag} names no {}",
             &what[..what.len() - 1]
         )));
@@ -153,13 +182,16 @@ pub struct RunConfig {
     /// Server monitors to dial, and the one to run in-process.
     pub monitors: Vec<AgentSpec>,
     pub monitor: Option<shared::monitor::Watch>,
+    /// How many processes `--monitor-process` may match (`--monitor-processes`).
+    pub monitor_processes: usize,
     /// How many dialed agents to wait for (`--expect-agents` with `--agents`).
     pub dial_wait: Option<DialWait>,
     pub token: Option<String>,
     /// Mutual TLS with remote agents.
     pub tls: Option<agent::tls::TlsFiles>,
     pub on_agent_loss: LossPolicy,
-    pub agent_weights: Option<Vec<u64>>,
+    /// Each agent's share, by its name as `--agents` lists it (every listed agent has one).
+    pub agent_weights: Option<Vec<(String, u64)>>,
     pub plan: Plan,
     pub out: PathBuf,
     /// `out` is the default stamped directory: the run takes the first free name from it.
@@ -178,6 +210,8 @@ pub struct RunConfig {
     pub thresholds: Thresholds,
     /// What run.json, the report and `stampede compare` call this run (`--label`, `NAME=URL`).
     pub label: Option<String>,
+    /// Said on stderr before the run: habits of other tools accepted though they change nothing.
+    pub notes: Vec<String>,
 }
 
 /// Parses "10s", "500ms", "2m" or a bare number of seconds.
@@ -263,7 +297,7 @@ pub fn default_out_dir() -> PathBuf {
 /// this plan's settings where they mean one thing, or refuses them naming the command that does it.
 /// Runs before the defaults are filled in, so it sees only what the user set.
 fn habits(mut s: RunArgs, url: &str) -> Result<RunArgs, ConfigError> {
-    let refuse = |m: String| Err(ConfigError::Conflict(m));
+    let refuse = |m: String| Err(ConfigError::Habit(m));
     let ramp = s.steps.is_some() || s.low_rate.is_some() || s.high_rate.is_some();
     if let Some(Rate(rate)) = s.rate {
         let model = s.model.unwrap_or(LoadModel::Requests);
@@ -471,7 +505,7 @@ fn resolve_one(
     };
     let monitor = embedded_monitor(&args)?;
     let dial_wait = dial_wait(&args)?;
-    check_weights(&args, &agents)?;
+    let agent_weights = weights(&args, &agents)?;
     let host = plan.workload().origin().host().to_string();
     let mut echo = echo(&plan, threads);
     let thresholds = thresholds(&args.stop_on, args.stop_after, &args.fail_on, &plan)?;
@@ -484,11 +518,12 @@ fn resolve_one(
         join,
         monitors,
         monitor,
+        monitor_processes: args.monitor_processes.expect(DEFAULTED),
         dial_wait,
         token,
         tls,
         on_agent_loss,
-        agent_weights: args.agent_weights,
+        agent_weights,
         plan,
         out,
         out_default,
@@ -500,6 +535,7 @@ fn resolve_one(
         host,
         echo,
         thresholds,
+        notes: crate::cli::habit_notes(&args),
     })
 }
 
@@ -538,6 +574,13 @@ fn merged(
         token_file: rel(file.token_file),
         ..file
     };
+    let file = match plan {
+        Some(path) => constrained(&args, file, path)?,
+        None => {
+            constrained_flags(&args)?;
+            file
+        }
+    };
     let url_shown = args
         .url
         .clone()
@@ -549,12 +592,82 @@ fn merged(
         ..args
     };
     // Flags over the file over the defaults: the only place settings are combined.
-    let given = habits(args.over(file), &url_shown)?;
+    let given = habits(args.over(file.clone()), &url_shown)?;
+    required(&given, &file, plan)?;
     // A step's default length must not collide with a --num-conn that ends it instead.
     let given_duration = given.step_duration.is_some();
     let args = given.over(RunArgs::defaults());
 
     Ok((args, given_duration))
+}
+
+/// The plan file's settings checked against [`crate::cli::CONSTRAINTS`] as the flags are by clap
+/// (and `args` as well, which tests build without clap), with each setting the flags give the file's
+/// other way of giving it removed: the flag overrides the file.
+fn constrained(args: &RunArgs, mut file: RunArgs, path: &Path) -> Result<RunArgs, ConfigError> {
+    use crate::cli::{CONSTRAINTS, Constraint};
+    constrained_flags(args)?;
+    for rule in CONSTRAINTS {
+        let Constraint::OneOf(a, b) = rule else {
+            continue;
+        };
+        if file.given(a) && file.given(b) {
+            return Err(ConfigError::Conflict(format!(
+                "plan file {}: give {a} or {b}, not both (they are one setting)",
+                path.display()
+            )));
+        }
+        for (flag, other) in [(a, b), (b, a)] {
+            if args.given(flag) {
+                file.unset(other);
+            }
+        }
+    }
+    Ok(file)
+}
+
+/// The command line's settings against [`crate::cli::CONSTRAINTS`]' conflicts.
+fn constrained_flags(args: &RunArgs) -> Result<(), ConfigError> {
+    use crate::cli::{CONSTRAINTS, Constraint, flag_of};
+    for rule in CONSTRAINTS {
+        if let Constraint::OneOf(a, b) = rule
+            && args.given(a)
+            && args.given(b)
+        {
+            return Err(ConfigError::Conflict(format!(
+                "give {} or {}, not both",
+                flag_of(a),
+                flag_of(b)
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// What a setting needs ([`crate::cli::Constraint::Requires`]), in the settings combined: a flag's
+/// need may be met by the plan file and the other way round. The message names the plan file when
+/// the setting came from it.
+fn required(given: &RunArgs, file: &RunArgs, plan: Option<&Path>) -> Result<(), ConfigError> {
+    use crate::cli::{CONSTRAINTS, Constraint, flag_of};
+    for rule in CONSTRAINTS {
+        let Constraint::Requires(a, b) = rule else {
+            continue;
+        };
+        if !given.given(a) || given.given(b) {
+            continue;
+        }
+        return Err(ConfigError::Conflict(
+            match plan.filter(|_| file.given(a)) {
+                Some(path) => format!(
+                    "plan file {}: {a} needs {b} (the key {b}, or the flag {})",
+                    path.display(),
+                    flag_of(b)
+                ),
+                None => format!("{} needs {}", flag_of(a), flag_of(b)),
+            },
+        ));
+    }
+    Ok(())
 }
 
 /// The requests to send: the URL, or each line of the --urls file, with the headers and body.
@@ -709,15 +822,12 @@ fn token(args: &RunArgs) -> Result<Option<String>, ConfigError> {
             let raw = read_file("token file", path)?;
             let t = String::from_utf8(raw)
                 .map_err(|_| {
-                    ConfigError::Conflict(format!(
-                        "token file {} is not UTF-8 text",
-                        path.display()
-                    ))
+                    ConfigError::File(format!("token file {} is not UTF-8 text", path.display()))
                 })?
                 .trim()
                 .to_string();
             if t.is_empty() {
-                return Err(ConfigError::Conflict(format!(
+                return Err(ConfigError::File(format!(
                     "token file {} is empty",
                     path.display()
                 )));
@@ -759,12 +869,12 @@ fn join(
                 .into());
             }
             if !listen.ip().is_loopback() && token.is_none() {
-                return Err(ConfigError::Conflict(format!(
+                return Err(ConfigError::Exposed(format!(
                     "refusing to listen on {listen} without a token: add --token-file FILE (or set STAMPEDE_TOKEN)"
                 )));
             }
             if !listen.ip().is_loopback() && tls.is_none() {
-                return Err(ConfigError::Conflict(format!(
+                return Err(ConfigError::Exposed(format!(
                     "refusing to listen on {listen} in plain text: add --tls-cert, --tls-key and --tls-ca \
                      (make them with `stampede certs init`)"
                 )));
@@ -815,7 +925,7 @@ fn dial_wait(args: &RunArgs) -> Result<Option<DialWait>, ConfigError> {
 /// checked for what can be told before it is opened; the probe says the rest when it opens it.
 fn embedded_monitor(args: &RunArgs) -> Result<Option<shared::monitor::Watch>, ConfigError> {
     use shared::monitor::Watch;
-    let bad = |m: String| Err(ConfigError::Conflict(m));
+    let bad = |m: String| Err(ConfigError::Value(m));
     match (
         args.monitor_pid,
         &args.monitor_process,
@@ -836,23 +946,102 @@ fn embedded_monitor(args: &RunArgs) -> Result<Option<shared::monitor::Watch>, Co
     }
 }
 
-/// --agent-weights: one positive weight per agent listed one by one.
-fn check_weights(args: &RunArgs, agents: &[AgentSpec]) -> Result<(), ConfigError> {
-    if let Some(w) = &args.agent_weights {
-        if agents.iter().any(|a| matches!(a, AgentSpec::Dns(_))) {
-            return Err(ConfigError::Conflict(
-                "--agent-weights needs agents listed one by one, not dns:// (whose order is not fixed)".into(),
+/// `--agent-weights`, keyed by agent: each one `--agents` lists, by its name there. The old form,
+/// one weight per agent in `--agents` order, is taken only where that order is the fleet's (agents
+/// listed one by one); agents found by `dns://` or that join `--listen` are known only at the run.
+fn weights(
+    args: &RunArgs,
+    agents: &[AgentSpec],
+) -> Result<Option<Vec<(String, u64)>>, ConfigError> {
+    use crate::cli::AgentWeights;
+    let Some(given) = &args.agent_weights else {
+        return Ok(None);
+    };
+    let refuse = |m: String| Err(ConfigError::Peers(m));
+    if args.listen.is_some() {
+        return refuse(
+            "--agent-weights weighs the agents --agents lists; agents that join --listen are known only once they join"
+                .into(),
+        );
+    }
+    if agents.is_empty() {
+        return refuse(
+            "--agent-weights weighs the agents --agents lists; without --agents the embedded agent sends all the load"
+                .into(),
+        );
+    }
+    if agents.iter().any(|a| matches!(a, AgentSpec::Dns(_))) {
+        return refuse(
+            "--agent-weights needs agents listed one by one, not dns:// (whose records are known only at the run)"
+                .into(),
+        );
+    }
+    let names: Vec<&str> = agents
+        .iter()
+        .map(|a| match a {
+            AgentSpec::Addr(n) | AgentSpec::Dns(n) => n.as_str(),
+        })
+        .collect();
+    let keyed: Vec<(String, u64)> = match given {
+        AgentWeights::InOrder(w) if w.len() != names.len() => {
+            return refuse(format!(
+                "--agent-weights: {} weights for {} agents; give one per agent, keyed by it: {}",
+                w.len(),
+                names.len(),
+                names
+                    .iter()
+                    .map(|n| format!("{n}=1"))
+                    .collect::<Vec<_>>()
+                    .join(",")
             ));
         }
-        if w.len() != agents.len() || w.contains(&0) {
-            return Err(ConfigError::Conflict(format!(
-                "--agent-weights needs one positive weight per agent: {} weights for {} agents",
-                w.len(),
-                agents.len()
-            )));
+        AgentWeights::InOrder(w) => names
+            .iter()
+            .map(|n| n.to_string())
+            .zip(w.iter().copied())
+            .collect(),
+        AgentWeights::ByAgent(w) => w.clone(),
+    };
+    for (i, (agent, w)) in keyed.iter().enumerate() {
+        if !names.iter().any(|n| n.eq_ignore_ascii_case(agent)) {
+            return refuse(format!(
+                "--agent-weights names {agent}, which --agents does not list ({})",
+                names.join(",")
+            ));
+        }
+        if keyed[..i]
+            .iter()
+            .any(|(a, _)| a.eq_ignore_ascii_case(agent))
+        {
+            return refuse(format!("--agent-weights weighs {agent} twice"));
+        }
+        if *w == 0 {
+            return refuse(format!(
+                "--agent-weights {agent}={w}: a weight is a positive whole number"
+            ));
         }
     }
-    Ok(())
+    if let Some(missing) = names
+        .iter()
+        .find(|n| !keyed.iter().any(|(a, _)| a.eq_ignore_ascii_case(n)))
+    {
+        return refuse(format!(
+            "--agent-weights gives no weight for {missing}: give one per agent --agents lists"
+        ));
+    }
+    // Named as the fleet names them: by the entry in --agents.
+    Ok(Some(
+        names
+            .iter()
+            .map(|n| {
+                let w = keyed
+                    .iter()
+                    .find(|(a, _)| a.eq_ignore_ascii_case(n))
+                    .map_or(1, |(_, w)| *w);
+                (n.to_string(), w)
+            })
+            .collect(),
+    ))
 }
 
 /// --stop-on, --stop-after and --fail-on (the plan file's and the flags'), parsed and checked against
@@ -900,7 +1089,7 @@ fn conditions(
             let c = shared::condition::parse(text)
                 .map_err(|source| ConfigError::Condition { flag, source })?;
             if c.needs_demanded_rate() && model == LoadModel::Concurrency {
-                return Err(ConfigError::Conflict(format!(
+                return Err(ConfigError::Value(format!(
                     "{flag} '{text}': the concurrency model demands no rate; write ok_rate in /s (e.g. {}<{}/s)",
                     c.metric.name(),
                     c.threshold.value
@@ -921,7 +1110,7 @@ fn check_slo_direction(slos: &[shared::condition::Condition]) -> Result<(), Conf
             (_, Cmp::Lt | Cmp::Gt) => "<",
             _ => "<=",
         };
-        return Err(ConfigError::Conflict(format!(
+        return Err(ConfigError::Search(format!(
             "--slo '{c}': an SLO says what a passing probe meets, e.g. {}{flipped}{}{} (the other way round is --stop-on's breach)",
             c.metric.name(),
             c.threshold.value,
@@ -934,7 +1123,7 @@ fn check_slo_direction(slos: &[shared::condition::Condition]) -> Result<(), Conf
 /// `--precision`: a percentage above 0 and below 100, `5%` or `5` (as `--threshold` reads one).
 fn precision(text: &str) -> Result<f64, ConfigError> {
     let bad = || {
-        ConfigError::Conflict(format!(
+        ConfigError::Search(format!(
             "--precision '{text}': give a percentage above 0, e.g. 5% (the highest fail at most 5% above the highest pass)"
         ))
     };
@@ -979,7 +1168,7 @@ pub fn resolve_find_max(args: crate::cli::FindMaxArgs) -> Result<FindMaxConfig, 
         .iter()
         .find(|(.., given)| given(&args))
     {
-        return Err(ConfigError::Conflict(format!(
+        return Err(ConfigError::Search(format!(
             "find-max chooses its own steps: {flag} is not one of its flags (use {instead})"
         )));
     }
@@ -1000,14 +1189,14 @@ pub fn resolve_find_max(args: crate::cli::FindMaxArgs) -> Result<FindMaxConfig, 
         };
         match resolve_runs(args)? {
             Runs::One(cfg) => Ok(*cfg),
-            Runs::Side(side) => Err(ConfigError::Conflict(format!(
+            Runs::Side(side) => Err(ConfigError::Search(format!(
                 "find-max searches one target; {} were given (run each search on its own, then `stampede compare` them)",
                 side.runs.len()
             ))),
         }
     };
     if let Some(r) = search.start.filter(|r| !(r.0.is_finite() && r.0 > 0.0)) {
-        return Err(ConfigError::Conflict(
+        return Err(ConfigError::Search(
             shared::search::ConfigError::Start(r.0).to_string(),
         ));
     }
@@ -1025,7 +1214,7 @@ pub fn resolve_find_max(args: crate::cli::FindMaxArgs) -> Result<FindMaxConfig, 
     };
     // A plan file may hold them too: refused as the flags are, not kept and ignored.
     if !run.thresholds.stop_on.is_empty() || !run.thresholds.fail_on.is_empty() {
-        return Err(ConfigError::Conflict(
+        return Err(ConfigError::Search(
             "find-max chooses its own steps: stop_on and fail_on (from the plan file) are not its settings (use --slo)"
                 .into(),
         ));
@@ -1063,7 +1252,7 @@ pub fn resolve_find_max(args: crate::cli::FindMaxArgs) -> Result<FindMaxConfig, 
     };
     config
         .validate()
-        .map_err(|e| ConfigError::Conflict(e.to_string()))?;
+        .map_err(|e| ConfigError::Search(e.to_string()))?;
     if config.max_rate > plan::MAX_RATE {
         return Err(PlanError::RateRange(config.max_rate).into());
     }
@@ -1610,6 +1799,265 @@ mod tests {
         };
         assert_eq!(side.runs[1].echo["requests"][0]["url"], "http://h:8/");
         assert_eq!(side.runs[1].plan.model(), LoadModel::Requests);
+    }
+
+    /// A plan file `text` in a directory of its own, and the command line `flags` run with it.
+    fn with_plan(text: &str, flags: &str) -> (tempfile::TempDir, Result<RunConfig, ConfigError>) {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("plan.toml");
+        std::fs::write(&p, text).unwrap();
+        let line = format!("stampede run {} {flags}", p.display());
+        let cli = crate::cli::parse_from(line.split_whitespace()).unwrap();
+        let crate::cli::Command::Run(a) = cli.command else {
+            unreachable!("a run command line")
+        };
+        (dir, resolve(*a))
+    }
+
+    #[test]
+    fn a_plan_file_with_agents_listen_and_weights_panicked() {
+        let plan = "url = \"http://127.0.0.1:9/\"\nsteps = [1]\nagents = \"127.0.0.1:7700,127.0.0.1:7701\"\n\
+                    listen = \"127.0.0.1:7800\"\nexpect_agents = 1\nagent_weights = [1, 2]\n";
+        let (dir, got) = with_plan(plan, "");
+        let e = got.unwrap_err();
+        assert!(matches!(e, ConfigError::Conflict(_)), "{e:?}");
+        let words = e.to_string();
+        assert!(
+            words.contains("listen or agents, not both")
+                && words.contains(&dir.path().join("plan.toml").display().to_string()),
+            "{words}"
+        );
+    }
+
+    #[test]
+    fn a_plan_file_bypassed_the_flags_conflicts() {
+        for (keys, both) in [
+            ("body = \"a\"\nbody_file = \"b\"\n", "body or body_file"),
+            (
+                "monitor_pid = 1\nmonitor_process = \"nginx\"\n",
+                "monitor_pid or monitor_process",
+            ),
+            (
+                "monitor_process = \"nginx\"\nmonitor_cgroup = \"/sys/fs/cgroup/x\"\n",
+                "monitor_process or monitor_cgroup",
+            ),
+        ] {
+            let (_dir, got) = with_plan(&format!("url = \"http://h:1/\"\nsteps = [1]\n{keys}"), "");
+            let e = got.unwrap_err();
+            assert!(matches!(e, ConfigError::Conflict(_)), "{e:?}");
+            assert!(e.to_string().contains(both), "{e}");
+            assert!(e.to_string().starts_with("plan file "), "{e}");
+        }
+        // What a setting needs, from the file: expect_monitors was ignored without listen.
+        let (_dir, got) = with_plan(
+            "url = \"http://h:1/\"\nsteps = [1]\nexpect_monitors = 1\n",
+            "",
+        );
+        let e = got.unwrap_err();
+        assert!(matches!(e, ConfigError::Conflict(_)), "{e:?}");
+        assert!(
+            e.to_string().contains("expect_monitors needs listen"),
+            "{e}"
+        );
+        // The need met the other way round: the flag, its listen in the file (clap refused it).
+        let (_dir, got) = with_plan(
+            "url = \"http://h:1/\"\nsteps = [1]\nlisten = \"127.0.0.1:0\"\n",
+            "--expect-monitors 1",
+        );
+        assert_eq!(got.unwrap().join.unwrap().monitors, 1);
+        // The flags alone, as clap refuses them (tests build RunArgs without clap).
+        let mut a = args("http://h:1/");
+        a.steps = Some(Steps(vec![1.0]));
+        a.body = Some("x".into());
+        a.body_file = Some("y".into());
+        let e = resolve(a).unwrap_err();
+        assert!(matches!(e, ConfigError::Conflict(_)), "{e:?}");
+        assert_eq!(e.to_string(), "give --body or --body-file, not both");
+    }
+
+    #[test]
+    fn a_plans_body_beat_the_flag_body_file() {
+        let (dir, _) = with_plan("", "");
+        let f = dir.path().join("body.txt");
+        std::fs::write(&f, "from the file").unwrap();
+        let plan = "url = \"http://h:1/\"\nsteps = [1]\nbody = \"from the plan\"\n";
+        let (_d, got) = with_plan(plan, &format!("--body-file {}", f.display()));
+        let cfg = got.unwrap();
+        assert_eq!(cfg.plan.workload().requests()[0].body(), b"from the file");
+        // And the other way round: a flag --body over the plan's body_file.
+        let plan = format!(
+            "url = \"http://h:1/\"\nsteps = [1]\nbody_file = \"{}\"\n",
+            f.display()
+        );
+        let (_d, got) = with_plan(&plan, "--body flag");
+        assert_eq!(got.unwrap().plan.workload().requests()[0].body(), b"flag");
+        // A flag --agents over a plan's listen: where the agents are is one setting.
+        let plan =
+            "url = \"http://h:1/\"\nsteps = [1]\nlisten = \"127.0.0.1:0\"\nexpect_agents = 1\n";
+        let (_d, got) = with_plan(plan, "--agents 127.0.0.1:7700");
+        let cfg = got.unwrap();
+        assert_eq!(cfg.join, None);
+        assert_eq!(cfg.agents, vec![AgentSpec::Addr("127.0.0.1:7700".into())]);
+    }
+
+    #[test]
+    fn agent_weights_went_by_position_in_the_fleet() {
+        let weights = |line: &str| {
+            let argv = std::iter::once("stampede").chain(line.split_whitespace());
+            let cli = crate::cli::parse_from(argv).unwrap();
+            let crate::cli::Command::Run(a) = cli.command else {
+                unreachable!()
+            };
+            resolve(*a).map(|c| c.agent_weights)
+        };
+        let both = vec![("a:1".to_string(), 1), ("b:2".to_string(), 3)];
+        assert_eq!(
+            weights("run http://h:1/ --steps 1 --agents a:1,b:2 --agent-weights b:2=3,a:1=1")
+                .unwrap(),
+            Some(both.clone())
+        );
+        // The old form where the order is the fleet's: agents listed one by one.
+        assert_eq!(
+            weights("run http://h:1/ --steps 1 --agents a:1,b:2 --agent-weights 1,3").unwrap(),
+            Some(both)
+        );
+        for (line, words) in [
+            (
+                "--agents a:1,b:2 --agent-weights a:1=1",
+                "no weight for b:2",
+            ),
+            (
+                "--agents a:1,b:2 --agent-weights a:1=1,c:3=1,b:2=1",
+                "names c:3, which --agents does not list",
+            ),
+            (
+                "--agents a:1,b:2 --agent-weights 1,2,3",
+                "3 weights for 2 agents",
+            ),
+            (
+                "--agents a:1,b:2 --agent-weights a:1=0,b:2=1",
+                "a weight is a positive whole number",
+            ),
+            ("--agents dns://agents:7700 --agent-weights 1", "not dns://"),
+            ("--agent-weights 1", "without --agents the embedded agent"),
+            (
+                "--listen 127.0.0.1:0 --expect-agents 2 --agent-weights 1,2",
+                "agents that join --listen are known only once they join",
+            ),
+        ] {
+            let e = weights(&format!("run http://h:1/ --steps 1 {line}")).unwrap_err();
+            assert!(matches!(e, ConfigError::Peers(_)), "{line}: {e:?}");
+            assert!(e.to_string().contains(words), "{line}: {e}");
+        }
+        // The plan file's table, keyed by agent.
+        let (_d, got) = with_plan(
+            "url = \"http://h:1/\"\nsteps = [1]\nagents = \"a:1,b:2\"\nagent_weights = { \"b:2\" = 5, \"a:1\" = 2 }\n",
+            "",
+        );
+        assert_eq!(
+            got.unwrap().agent_weights,
+            Some(vec![("a:1".to_string(), 2), ("b:2".to_string(), 5)])
+        );
+        let e = command_line("run http://h:1/ --steps 1 --agents a:1,b:2 --agent-weights a:1=1,2")
+            .unwrap_err();
+        assert!(
+            e.contains("mixes AGENT=WEIGHT entries with bare weights"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn the_same_agent_listed_twice_was_refused_as_serving_another_coordinator() {
+        let e = parse_agents("a:1,b:2,a:1").unwrap_err();
+        assert!(matches!(e, ConfigError::Peers(_)), "{e:?}");
+        assert_eq!(
+            e.to_string(),
+            "--agents names a:1 twice (entries 1 and 3): list each agent once"
+        );
+        let e = parse_peers("--monitors", "m:1,m:1").unwrap_err();
+        assert!(e.to_string().contains("list each monitor once"), "{e}");
+    }
+
+    #[test]
+    fn wrk_latency_and_ab_k_were_refused() {
+        let c = command_line("run http://h:1/ --steps 1 --latency -k").unwrap();
+        assert_eq!(c.notes.len(), 2, "{:?}", c.notes);
+        assert!(
+            c.notes[0]
+                .starts_with("--latency: stampede always records the full latency distribution"),
+            "{:?}",
+            c.notes
+        );
+        assert!(c.notes[1].starts_with("-k: "), "{:?}", c.notes);
+        let c = command_line("run http://h:1/ -c 10 -L").unwrap();
+        assert_eq!(c.notes.len(), 1);
+        assert!(
+            command_line("run http://h:1/ --steps 1")
+                .unwrap()
+                .notes
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn config_errors_were_one_kind_told_apart_only_by_words() {
+        let run = |line: &str| {
+            let argv = std::iter::once("stampede").chain(line.split_whitespace());
+            match crate::cli::parse_from(argv).unwrap().command {
+                crate::cli::Command::Run(a) => resolve(*a).unwrap_err(),
+                crate::cli::Command::FindMax(a) => resolve_find_max(*a).err().unwrap(),
+                _ => unreachable!(),
+            }
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let empty = dir.path().join("token");
+        std::fs::write(&empty, "\n").unwrap();
+        type IsKind = fn(&ConfigError) -> bool;
+        let cases: Vec<(String, IsKind)> = vec![
+            (
+                "run http://h:1/ --steps 1 --num-conn 5 --step-duration 1s".into(),
+                |e| matches!(e, ConfigError::Conflict(_)),
+            ),
+            ("run http://h:1/ -c 50 --model connections".into(), |e| {
+                matches!(e, ConfigError::Habit(_))
+            }),
+            ("run http://h:1/ --steps 1 --monitor-pid 0".into(), |e| {
+                matches!(e, ConfigError::Value(_))
+            }),
+            (
+                format!("run http://h:1/ --steps 1 --token-file {}", empty.display()),
+                |e| matches!(e, ConfigError::File(_)),
+            ),
+            (
+                "run http://h:1/ --steps 1 --agents a:1,nohost".into(),
+                |e| matches!(e, ConfigError::Peers(_)),
+            ),
+            ("find-max http://h:1/ --slo p99>50ms".into(), |e| {
+                matches!(e, ConfigError::Search(_))
+            }),
+            ("find-max http://h:1/ --precision 0".into(), |e| {
+                matches!(e, ConfigError::Search(_))
+            }),
+        ];
+        for (line, kind) in cases {
+            let e = run(&line);
+            assert!(kind(&e), "{line}: {e:?}");
+        }
+        if std::env::var_os("STAMPEDE_TOKEN").is_none() {
+            let e = run("run http://h:1/ --steps 1 --listen 0.0.0.0:7800 --expect-agents 1");
+            assert!(matches!(e, ConfigError::Exposed(_)), "{e:?}");
+        }
+    }
+
+    #[test]
+    fn monitor_process_could_not_be_told_that_many_are_meant() {
+        let c = command_line("run http://h:1/ --steps 1 --monitor-process nginx").unwrap();
+        assert_eq!(c.monitor_processes, 64);
+        let c = command_line(
+            "run http://h:1/ --steps 1 --monitor-process python3 --monitor-processes 300",
+        )
+        .unwrap();
+        assert_eq!(c.monitor_processes, 300);
     }
 
     #[test]

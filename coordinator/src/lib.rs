@@ -29,8 +29,14 @@ use crate::run::Stop;
 pub async fn execute(command: Command, stop: Stop) -> u8 {
     match command {
         Command::Run(args) => match config::resolve_runs(*args) {
-            Ok(config::Runs::One(cfg)) => finish(run::run(*cfg, stop).await),
-            Ok(config::Runs::Side(side)) => finish_side(run::run_side(side, stop).await),
+            Ok(config::Runs::One(cfg)) => {
+                say_notes(&cfg.notes);
+                finish(run::run(*cfg, stop).await)
+            }
+            Ok(config::Runs::Side(side)) => {
+                say_notes(side.runs.first().map_or(&[][..], |c| &c.notes));
+                finish_side(run::run_side(side, stop).await)
+            }
             Err(e) => {
                 eprintln!("stampede: {e}");
                 2
@@ -38,7 +44,10 @@ pub async fn execute(command: Command, stop: Stop) -> u8 {
         },
         Command::Demo(args) => finish(demo::run(args, stop).await),
         Command::FindMax(args) => match config::resolve_find_max(*args) {
-            Ok(cfg) => found(run::find_max(cfg.run, cfg.setup, stop).await),
+            Ok(cfg) => {
+                say_notes(&cfg.run.notes);
+                found(run::find_max(cfg.run, cfg.setup, stop).await)
+            }
             Err(e) => {
                 eprintln!("stampede: {e}");
                 2
@@ -134,6 +143,13 @@ pub async fn execute(command: Command, stop: Stop) -> u8 {
                 }
             }
         }
+    }
+}
+
+/// What the configuration says before the run: the other tools' habits accepted as no-ops.
+fn say_notes(notes: &[String]) {
+    for n in notes {
+        eprintln!("stampede: {n}");
     }
 }
 

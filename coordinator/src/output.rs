@@ -53,6 +53,9 @@ pub struct Output {
     /// Where the status value starts in run.json as last written, for [`Output::finish`]'s
     /// in-place fallback.
     status_at: Option<u64>,
+    /// The table's length before the row of a step run.json does not hold yet: a step whose
+    /// run.json cannot be written is taken back out of the table, so the two always agree.
+    unsummarized: Option<u64>,
 }
 
 /// Why a run cannot have its output directory.
@@ -159,6 +162,38 @@ pub fn mark_interrupted(dir: &Path) {
         let doc = "{\"status\": \"aborted\", \"why\": \"interrupted before the first step: no load was sent\"}\n";
         let _ = fs::write(json, doc);
     }
+}
+
+/// Ends the run.json in `dir` that a run left unfinished, whatever stopped it (an error before its
+/// lanes could finish, a panic): a claim alone (`starting`) is removed as [`release`] does; a file
+/// still `running` is marked `failed`, ended now, with `why` among its warnings. A finished file is
+/// left as it is. Best effort: it runs while the run goes away, and has nobody to tell.
+pub fn fail_unfinished(dir: &Path, why: &str) {
+    release(dir);
+    let json = dir.join("run.json");
+    let Ok(text) = fs::read_to_string(&json) else {
+        return;
+    };
+    let Ok(mut doc) = serde_json::from_str::<serde_json::Value>(&text) else {
+        return;
+    };
+    if doc["status"] != RUNNING {
+        return;
+    }
+    doc["status"] = "failed".into();
+    doc["finished_at"] = now().into();
+    if let Some(w) = doc["warnings"].as_array_mut() {
+        w.push(format!("the run failed: {why}").into());
+    }
+    let Ok(text) = serde_json::to_string_pretty(&doc) else {
+        return;
+    };
+    let _ = replace(&json, &json.with_extension("json.tmp"), |mut f| {
+        f.write_all(text.as_bytes())
+            .and_then(|()| f.write_all(b"\n"))
+            .and_then(|()| f.sync_data())
+            .map_err(at(&json))
+    });
 }
 
 /// Creates the first free name of `STAMP`, `STAMP-2`, ...: `create_dir` fails on an existing name,
@@ -284,6 +319,7 @@ impl Output {
             json_path: cfg.out.join("run.json"),
             doc,
             status_at: None,
+            unsummarized: None,
         };
         out.write_json()?;
         out.write_report()?;
@@ -309,20 +345,44 @@ impl Output {
     where
         E: std::error::Error + Send + Sync + 'static,
     {
-        let row = self.columns.row(r).join(&self.separator.to_string());
-        writeln!(self.table, "{row}").map_err(at(&self.table_path))?;
-        self.table.sync_data().map_err(at(&self.table_path))?;
+        // The hlog and .hgrm first: a step is in the table only once run.json can follow it.
         write_hlog(&self.dir, r.number, started, hlog, agents)?;
         write_hgrm(&self.dir, distribution)?;
+        let before = self.table.stream_position().map_err(at(&self.table_path))?;
+        let row = self.columns.row(r).join(&self.separator.to_string());
+        let written = writeln!(self.table, "{row}").and_then(|()| self.table.sync_data());
+        if let Err(e) = written {
+            self.take_back_row(before);
+            return Err(at(&self.table_path)(e));
+        }
+        self.unsummarized = Some(before);
         self.doc.steps.push(r.clone());
         Ok(())
     }
 
+    /// Truncates the table to `len`, where it was before a row run.json will not hold.
+    fn take_back_row(&mut self, len: u64) {
+        let _ = self
+            .table
+            .set_len(len)
+            .and_then(|()| self.table.seek(SeekFrom::Start(len)).map(|_| ()))
+            .and_then(|()| self.table.sync_data());
+    }
+
     /// Puts the run's answer so far into run.json, and writes it (with the steps appended since),
-    /// then report.html from it.
+    /// then report.html from it. A run.json that cannot be written takes the step it would have
+    /// added back out of the table and of what run.json will say: both keep the steps before.
     pub fn summarize(&mut self, summary: &RunSummary) -> Result<(), OutputError> {
-        self.doc.summary = Some(summary.clone());
-        self.write_json()?;
+        let before = self.doc.summary.replace(summary.clone());
+        if let Err(e) = self.write_json() {
+            if let Some(len) = self.unsummarized.take() {
+                self.take_back_row(len);
+                self.doc.steps.pop();
+                self.doc.summary = before;
+            }
+            return Err(e);
+        }
+        self.unsummarized = None;
         self.write_report()
     }
 
@@ -336,6 +396,11 @@ impl Output {
     pub fn record_end(&mut self, stopped: Option<Stopped>, breaches: Vec<Breach>) {
         self.doc.stopped = Some(stopped);
         self.doc.fail_on = Some(breaches);
+    }
+
+    /// Records why the run failed, among run.json's warnings (written with the finish).
+    pub fn record_failure(&mut self, why: &str) {
+        self.doc.warnings.push(format!("the run failed: {why}"));
     }
 
     /// Records a search's answer (written with the finish).
@@ -762,6 +827,92 @@ mod tests {
         // A default name is never shared: the next one is suffixed.
         let fresh = claim_beside(&out, true, false).unwrap();
         assert_eq!(fresh, dir.path().join("x-2"));
+    }
+
+    #[test]
+    fn after_a_full_disk_steps_tsv_held_one_step_more_than_run_json() {
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = config(&dir.path().join("r"));
+        claim(&cfg.out, false, false).unwrap();
+        let mut out = Output::create(&cfg, &[], &[], &[]).unwrap();
+        let mut snap = shared::metrics::Snapshot::default();
+        snap.counters.requests = 10;
+        snap.counters.replies = 10;
+        snap.counters.ok = 10;
+        snap.hist.latency.record_n(1000, 10).unwrap();
+        let step = |number: u32| {
+            shared::report::summarize(&shared::report::StepInput {
+                number,
+                model: shared::plan::LoadModel::Requests,
+                value: 10.0,
+                demanded_rate: Some(10.0),
+                duration: Duration::from_secs(1),
+                total: &snap,
+                series: &[],
+                agents: vec![],
+                aborted: false,
+                mark_lost: true,
+                start_skew: None,
+                ok_status: &shared::status::StatusSet::default(),
+                baseline_p50_ms: None,
+            })
+        };
+        let merged = histogram::new();
+        let write = |out: &mut Output, n: u32| {
+            let none: Vec<Result<HlogInterval, std::io::Error>> = Vec::new();
+            let d = Distribution::of(n, &merged);
+            out.write_step(&step(n), SystemTime::now(), none, &[], &d)
+                .unwrap();
+        };
+        write(&mut out, 1);
+        out.summarize(&shared::report::summarize_run(&[step(1)]))
+            .unwrap();
+        write(&mut out, 2);
+        // run.json cannot be replaced (its temporary's name is taken by a directory), as on a
+        // full disk.
+        fs::create_dir(out.dir().join("run.json.tmp")).unwrap();
+        assert!(
+            out.summarize(&shared::report::summarize_run(&[step(1), step(2)]))
+                .is_err()
+        );
+        let run: serde_json::Value =
+            serde_json::from_slice(&fs::read(out.dir().join("run.json")).unwrap()).unwrap();
+        let tsv = fs::read_to_string(out.dir().join("steps.tsv")).unwrap();
+        assert_eq!(run["steps"].as_array().unwrap().len(), 1);
+        assert_eq!(tsv.lines().count(), 2, "the header and step 1 only: {tsv}");
+        // The run goes on to its finish with what run.json holds.
+        fs::remove_dir(out.dir().join("run.json.tmp")).unwrap();
+        out.finish("failed").unwrap();
+        let run: serde_json::Value =
+            serde_json::from_slice(&fs::read(out.dir().join("run.json")).unwrap()).unwrap();
+        assert_eq!(run["steps"].as_array().unwrap().len(), 1);
+    }
+
+    #[test]
+    fn run_json_stayed_starting_or_running_after_the_process_ended() {
+        let dir = tempfile::tempdir().unwrap();
+        let claimed = claim(&dir.path().join("a"), false, false).unwrap();
+        fail_unfinished(&claimed, "boom");
+        assert!(
+            !claimed.join("run.json").exists(),
+            "a claim alone is removed"
+        );
+        let cfg = config(&dir.path().join("b"));
+        claim(&cfg.out, false, false).unwrap();
+        let out = Output::create(&cfg, &[], &[], &[]).unwrap();
+        fail_unfinished(out.dir(), "agent a:1 refused: no");
+        let read = |d: &Path| -> serde_json::Value {
+            serde_json::from_slice(&fs::read(d.join("run.json")).unwrap()).unwrap()
+        };
+        let run = read(out.dir());
+        assert_eq!(run["status"], "failed");
+        assert!(run["finished_at"].is_string());
+        assert_eq!(run["warnings"][0], "the run failed: agent a:1 refused: no");
+        // A finished run is left as it ended.
+        let mut out = Output::create(&cfg, &[], &[], &[]).unwrap();
+        out.finish("completed").unwrap();
+        fail_unfinished(out.dir(), "late");
+        assert_eq!(read(out.dir())["status"], "completed");
     }
 
     #[test]

@@ -156,6 +156,9 @@ fn classify(arg: &str) -> Result<Option<Target>, TargetError> {
     if arg.contains("://") {
         check_url(arg, "")?;
     }
+    if let Some(fixed) = mistyped_scheme(arg) {
+        return Err(no_scheme(arg, &fixed, ""));
+    }
     match schemeless_url(arg) {
         Some(guess) => Err(no_scheme(arg, &guess, "")),
         None => Ok(None),
@@ -195,8 +198,25 @@ fn check_url(url: &str, prefix: &str) -> Result<(), TargetError> {
         }
         .into());
     }
-    let guess = schemeless_url(url).unwrap_or_else(|| format!("http://{url}"));
+    let guess = mistyped_scheme(url)
+        .or_else(|| schemeless_url(url))
+        .unwrap_or_else(|| format!("http://{url}"));
     Err(no_scheme(url, &guess, prefix))
+}
+
+/// `http//host`, `http:/host`, `https:host`: a scheme written with its `:` or a `/` missing, as
+/// the URL it was meant to be (not `http://http//host`).
+fn mistyped_scheme(arg: &str) -> Option<String> {
+    ["https", "http"].iter().find_map(|scheme| {
+        let rest = arg
+            .get(..scheme.len())
+            .filter(|s| s.eq_ignore_ascii_case(scheme))?;
+        let after = &arg[rest.len()..];
+        let host = after.trim_start_matches(':').trim_start_matches('/');
+        let marked = after.starts_with(':') || after.starts_with('/');
+        (marked && !host.is_empty() && after != "://" && !after.starts_with("://"))
+            .then(|| format!("{scheme}://{host}"))
+    })
 }
 
 fn no_scheme(url: &str, guess: &str, prefix: &str) -> TargetError {
@@ -332,6 +352,21 @@ mod tests {
         assert!(e.contains("no URL after the label's '='"), "{e}");
         let e = split_line("127.0.0.1:8080").unwrap_err();
         assert!(e.contains("did you mean http://127.0.0.1:8080?"), "{e}");
+    }
+
+    #[test]
+    fn a_mistyped_scheme_was_answered_with_a_second_scheme() {
+        for (arg, meant) in [
+            ("http//host", "http://host"),
+            ("http//127.0.0.1:8080/x", "http://127.0.0.1:8080/x"),
+            ("http:/host:80", "http://host:80"),
+            ("https//host", "https://host"),
+            ("app=http//host:1", "app=http://host:1"),
+        ] {
+            let e = split(&[arg.to_string()]).unwrap_err().to_string();
+            assert!(e.contains(&format!("did you mean {meant}?")), "{arg}: {e}");
+            assert!(!e.contains("http://http"), "{arg}: {e}");
+        }
         let e = split_line("ws://h/").unwrap_err();
         assert!(e.contains("must start with http:// or https://"), "{e}");
     }

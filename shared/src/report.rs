@@ -585,6 +585,7 @@ pub fn summarize(input: &StepInput<'_>) -> StepResult {
         baseline_p50_ms: input.baseline_p50_ms,
         served_per_s: ok_rate,
         due_per_s: c.due() as f64 / secs,
+        step_s: secs,
     });
     StepResult {
         number: input.number,

@@ -27,6 +27,10 @@ pub const QUEUEING_MIN_MS: f64 = 1.0;
 /// not serve in time, however many it answered in the end. Not tighter: a healthy step's replies
 /// arrive over its length plus its latency spread, which lowers the pace a little.
 pub const QUEUEING_PACE: f64 = 0.9;
+/// A step shorter than this, or with fewer requests due, says nothing of queueing: its replies'
+/// pace is its latency spread, not the server's (a 2 ms step was "saturated").
+pub const MIN_JUDGED_S: f64 = 1.0;
+pub const MIN_JUDGED_DUE: u64 = 20;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -279,6 +283,8 @@ pub struct ServerFacts<'a> {
     /// the step: a server that falls behind shows here even when no earlier step gives a baseline.
     pub served_per_s: f64,
     pub due_per_s: f64,
+    /// The step's length, in seconds.
+    pub step_s: f64,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -339,6 +345,16 @@ pub fn judge_server(f: &ServerFacts<'_>) -> ServerJudgement {
             reasons: vec![format!(
                 "{failed_pct:.1}% of the requests due failed: {}",
                 failure_parts(f).join(", ")
+            )],
+        };
+    }
+    if f.step_s < MIN_JUDGED_S || c.due() < MIN_JUDGED_DUE {
+        return ServerJudgement {
+            state: Server::Ok,
+            reasons: vec![format!(
+                "too short to judge queueing: {} ms and {} requests due (it takes {MIN_JUDGED_S} s and {MIN_JUDGED_DUE})",
+                (f.step_s * 1000.0).round(),
+                c.due()
             )],
         };
     }
@@ -553,7 +569,54 @@ mod tests {
             baseline_p50_ms: best,
             served_per_s: 0.0,
             due_per_s: 0.0,
+            step_s: 10.0,
         })
+    }
+
+    #[test]
+    fn a_2ms_step_was_judged_saturated() {
+        // 1 request due in 2 ms, its reply 1 ms later: "served 333/s of the 500/s due".
+        let c = Counters {
+            requests: 1,
+            replies: 1,
+            ok: 1,
+            ..Counters::default()
+        };
+        let codes = StatusCodes::default();
+        let judged = |step_s: f64, c: Counters| {
+            judge_server(&ServerFacts {
+                counters: c,
+                codes: &codes,
+                ok_status: &StatusSet::default(),
+                p50_ms: 1.0,
+                baseline_p50_ms: Some(0.1),
+                served_per_s: 333.0,
+                due_per_s: 500.0,
+                step_s,
+            })
+        };
+        let short = judged(0.002, c);
+        assert_eq!(short.state, Server::Ok);
+        assert_eq!(
+            short.reasons,
+            ["too short to judge queueing: 2 ms and 1 requests due (it takes 1 s and 20)"]
+        );
+        // Long enough but with too few requests due: still not judged.
+        assert_eq!(judged(5.0, c).state, Server::Ok);
+        let many = Counters {
+            requests: 1000,
+            replies: 1000,
+            ok: 1000,
+            ..Counters::default()
+        };
+        assert_eq!(judged(2.0, many).state, Server::Saturated);
+        // Failures are failures however short the step.
+        let failed = Counters {
+            requests: 1,
+            replies: 0,
+            ..Counters::default()
+        };
+        assert_eq!(judged(0.002, failed).state, Server::Failing);
     }
 
     #[test]
@@ -574,6 +637,7 @@ mod tests {
                 baseline_p50_ms: None,
                 served_per_s: served,
                 due_per_s: 500.0,
+                step_s: 2.0,
             })
         };
         let behind = judged(300.0);

@@ -90,6 +90,28 @@ fn a_full_disk_mid_run_fails_loudly_and_keeps_finished_steps() {
 }
 
 #[test]
+fn a_full_disk_keeps_steps_tsv_and_run_json_in_step_and_says_its_error_once() {
+    let Some((o, out, _tiny, _dir)) = fill_the_disk_mid_run() else {
+        return;
+    };
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    let run = tests::run_json(&out);
+    let kept = run["steps"].as_array().unwrap().len();
+    let tsv = std::fs::read_to_string(out.join("steps.tsv")).unwrap();
+    assert_eq!(
+        tsv.lines().count(),
+        kept + 1,
+        "the header and one row per run.json step: {tsv}"
+    );
+    assert_eq!(
+        err.matches("No space left on device").count(),
+        1,
+        "the error is said once: {err}"
+    );
+}
+
+#[test]
 fn a_full_disk_left_run_json_running() {
     let Some((o, out, _tiny, _dir)) = fill_the_disk_mid_run() else {
         return;

@@ -164,11 +164,14 @@ fn handshake_refusals_name_the_problem() {
     let token = dir.path().join("token");
     std::fs::write(&token, "s3cret\n").unwrap();
     let agent = AgentProc::start(&["--token-file", token.to_str().unwrap()], &[]);
+    // A target that answers: against nothing the accepted run would stop after its step (exit 1).
+    let target = Target::start(&[]);
+    let url = target.url();
     let run = |extra: &[&str], env: &[(&str, &str)]| {
         let mut cmd = Command::new(bin("stampede"));
         cmd.args([
             "run",
-            "http://127.0.0.1:9/",
+            &url,
             "--steps",
             "1",
             "--step-duration",
@@ -508,7 +511,7 @@ fn agent_side_policy_refuses_before_any_load_is_sent() {
     // A name that resolves outside the allowed networks is refused, whatever it is called.
     let fenced = AgentProc::start(&["--allow-target", "10.0.0.0/8,*.internal"], &[]);
     let (code, err) = run(&fenced, "20");
-    assert_eq!(code, Some(1), "{err}");
+    assert_eq!(code, Some(2), "{err}");
     assert!(
         err.contains(
             "refused: target localhost (127.0.0.1) is outside this agent's --allow-target list"

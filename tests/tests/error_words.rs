@@ -60,7 +60,22 @@ fn garbage_reply_error_says_not_an_http_reply() {
 #[test]
 fn refused_connection_error_names_the_address() {
     let port = closed_port();
-    let ran = run(&format!("http://127.0.0.1:{port}/"), "2s");
+    // Nothing connected: the run stops after its step, exit 1, the step's words kept.
+    let (o, dir) = tests::run_quiet(&[
+        &format!("http://127.0.0.1:{port}/"),
+        "--steps",
+        "20",
+        "--step-duration",
+        "1s",
+        "--timeout",
+        "2s",
+    ]);
+    assert_eq!(o.status.code(), Some(1), "{}", tests::text(&o.stderr));
+    let ran = Ran {
+        run: tests::run_json(dir.path()),
+        stdout: tests::text(&o.stdout),
+        dir,
+    };
     assert_eq!(
         words(&ran, "conn-refused"),
         format!("connection refused by 127.0.0.1:{port}: is the target up?")

@@ -160,8 +160,10 @@ fn unwritable_output_directory_is_refused_before_the_run() {
     );
 }
 
+/// A result, not a crash; but the ramp stops after the first step in which nothing connected (it
+/// ran every step and exited 0).
 #[test]
-fn unreachable_target_is_a_result_not_a_crash() {
+fn a_target_that_refused_every_connection_ran_the_whole_ramp_and_exited_0() {
     let port = closed_port();
     let url = format!("http://127.0.0.1:{port}/");
     let out = tempfile::tempdir().unwrap();
@@ -169,15 +171,24 @@ fn unreachable_target_is_a_result_not_a_crash() {
         "run",
         &url,
         "--steps",
-        "20,40",
+        "20,40,60",
         "--step-duration",
         "1s",
         "--quiet",
         "--out",
         out.path().to_str().unwrap(),
     ]);
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let stderr = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "nothing at 127.0.0.1:{port} accepted a connection in step 1: is the server up?"
+        )),
+        "{stderr}"
+    );
     let run = run_json(out.path());
+    assert_eq!(run["steps"].as_array().unwrap().len(), 1, "{run}");
+    assert_eq!(run["status"], "aborted");
     for s in run["steps"].as_array().unwrap() {
         assert!(s["errors"]["conn-refused"].as_u64().unwrap() >= 19, "{s}");
         // Every due request is accounted for: refused connections stand for requests never sent.

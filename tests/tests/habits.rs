@@ -94,7 +94,7 @@ fn ab_n_was_split_exactly_across_agents() {
 #[test]
 fn habits_without_one_meaning_were_answered_with_clap_tips() {
     let url = "http://127.0.0.1:1/";
-    let cases: [(&[&str], &str); 6] = [
+    let cases: [(&[&str], &str); 5] = [
         (
             &["run", url, "-n", "1000", "-R", "100"],
             "stampede run http://127.0.0.1:1/ --model requests --steps 100 --step-duration 10s",
@@ -120,7 +120,6 @@ fn habits_without_one_meaning_were_answered_with_clap_tips() {
             ],
             "stampede run http://127.0.0.1:1/ --num-conn 1000",
         ),
-        (&["run", url, "-k", "-c", "10"], "unknown option -k: ab -k"),
         (&["run", url, "--rate", "fast"], "'fast' is not a rate"),
     ];
     for (args, message) in cases {

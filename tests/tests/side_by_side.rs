@@ -155,7 +155,7 @@ fn an_agent_that_refuses_one_target_refused_the_run_before_any_load() {
         "--out",
         out.path().to_str().unwrap(),
     ]);
-    assert_eq!(o.status.code(), Some(1), "{}", text(&o.stderr));
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o.stderr));
     let stderr = text(&o.stderr);
     let origin = refused_url.trim_end_matches('/');
     assert!(

@@ -157,9 +157,17 @@ impl Failure {
                 format!("reply head longer than {} KiB", MAX_HEAD / 1024).into()
             }
             Why::Head(HeadError::BadFraming, _) => {
-                "reply framing headers contradict each other (Content-Length, Transfer-Encoding)"
-                    .into()
+                "reply framing headers contradict each other (two different Content-Lengths)".into()
             }
+            Why::Head(HeadError::TooManyHeaders, _) => format!(
+                "reply has more than {} headers",
+                crate::response::MAX_HEADERS
+            )
+            .into(),
+            Why::Head(HeadError::BadLength(value), _) => format!(
+                "reply has a bad Content-Length '{value}': not a whole number of bytes below 2^64"
+            )
+            .into(),
             Why::Chunked => "malformed chunked reply body".into(),
         }
     }
@@ -231,6 +239,27 @@ mod tests {
     use super::*;
     use crate::client::Conn;
     use crate::client::testing::{acceptor, read_request, target};
+
+    #[test]
+    fn a_head_with_many_headers_or_a_bad_length_was_misnamed() {
+        let addr: SocketAddr = "127.0.0.1:9".parse().unwrap();
+        let words = |reply: &[u8]| {
+            let e = crate::response::parse_head(reply, false).unwrap_err();
+            Failure::head(e, reply).words(addr).into_owned()
+        };
+        let mut many = b"HTTP/1.1 200 OK\r\n".to_vec();
+        for i in 0..=crate::response::MAX_HEADERS {
+            many.extend(format!("X-{i}: a\r\n").as_bytes());
+        }
+        many.extend(b"\r\n");
+        assert_eq!(words(&many), "reply has more than 100 headers");
+        assert_eq!(
+            words(b"HTTP/1.1 200 OK\r\nContent-Length: -5\r\n\r\n"),
+            "reply has a bad Content-Length '-5': not a whole number of bytes below 2^64"
+        );
+        let w = words(b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n");
+        assert!(!w.contains("Transfer-Encoding"), "{w}");
+    }
     use crate::recorder::Recorder;
 
     #[tokio::test(flavor = "current_thread")]

@@ -33,6 +33,14 @@ pub enum ProbeError {
         "no running process is named {0:?} (the name is the one `ps -e -o comm` and /proc/PID/comm show)"
     )]
     NoSuchProcess(String),
+    #[error(
+        "{count} running processes are named {name:?}, more than the {most} a server has: watch its own with --pid PID (its threads and children count) or its --cgroup"
+    )]
+    TooManyProcesses {
+        name: String,
+        count: usize,
+        most: usize,
+    },
     #[error("{tid} is a thread of process {process}, not a process: give --pid {process}")]
     ThreadNotProcess { tid: u32, process: u64 },
     #[error("{name:?} cannot be a process name: {why}")]
@@ -57,6 +65,10 @@ pub enum ProbeError {
         what: String,
     },
 }
+
+/// The most processes a `--process` name may match: a server's master and workers, not every
+/// process of an interpreter's name on the host.
+pub const MAX_NAMED: usize = 64;
 
 /// What the probe watches, with the state its deltas need.
 struct Target {
@@ -90,6 +102,12 @@ pub struct Probe {
 impl Probe {
     /// Resolves what `watch` names, or says why it cannot be watched.
     pub fn open(watch: &Watch) -> Result<Probe, ProbeError> {
+        Probe::open_allowing(watch, MAX_NAMED)
+    }
+
+    /// [`Probe::open`], a process name allowed to match up to `most` processes (the coordinator's
+    /// `--monitor-processes N`: told that many are meant).
+    pub fn open_allowing(watch: &Watch, most: usize) -> Result<Probe, ProbeError> {
         if !cfg!(target_os = "linux") {
             return Err(ProbeError::Unsupported(std::env::consts::OS));
         }
@@ -113,15 +131,32 @@ impl Probe {
         if let (Watch::Process(name), true) = (watch, pids.is_empty()) {
             return Err(ProbeError::NoSuchProcess(name.clone()));
         }
+        // A name like python3 may match every script on the host, not the one server.
+        if let (Watch::Process(name), true) = (watch, pids.len() > most) {
+            return Err(ProbeError::TooManyProcesses {
+                name: name.clone(),
+                count: pids.len(),
+                most,
+            });
+        }
         let cores = cores_of(cgroup_dir.as_deref(), pids.first().copied())?;
         let scope = match pids.first().and_then(|pid| net::own_namespace(*pid)) {
             Some(_) => NetScope::Target,
             None => NetScope::Host,
         };
         let warnings = warnings_about(pids.first().copied())?;
-        let count = match pids.len() {
-            1 => "1 pid".to_string(),
-            n => format!("{n} pids"),
+        let count = match (pids.len(), watch) {
+            // Which processes a name matched, said at the start (stderr, run.json's monitors).
+            (n, Watch::Process(_)) => format!(
+                "{n} pid{}: {}",
+                if n == 1 { "" } else { "s" },
+                pids.iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            (1, _) => "1 pid".to_string(),
+            (n, _) => format!("{n} pids"),
         };
         let watching = match (&cgroup_dir, watch) {
             (Some(dir), Watch::Cgroup(path)) if dir == path => format!("{watch} ({count})"),
@@ -551,6 +586,60 @@ mod tests {
         assert!(err(Watch::Container("web".into())).contains("docker ps --no-trunc"));
         let cg = err(Watch::Cgroup("/proc".into()));
         assert!(cg.contains("cgroup"), "{cg}");
+    }
+
+    #[test]
+    fn monitor_process_silently_watched_every_process_of_its_name() {
+        // A name of our own: a copy of sleep, so no other process on the host shares it.
+        let name = format!("stsl{}", std::process::id() % 100_000);
+        let bin = std::env::temp_dir().join(&name);
+        std::fs::copy("/bin/sleep", &bin).unwrap();
+        let spawn = || std::process::Command::new(&bin).arg("30").spawn().unwrap();
+        let mut children: Vec<_> = (0..2).map(|_| spawn()).collect();
+        // /proc/PID/comm is the new name once exec is done.
+        let named = |n: usize| {
+            for _ in 0..200 {
+                if Selector::Name(name.clone()).pids().map_or(0, |p| p.len()) >= n {
+                    return;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+        };
+        named(2);
+        let watching = Probe::open(&Watch::Process(name.clone()))
+            .unwrap()
+            .info(None)
+            .watching;
+        for c in &children {
+            assert!(watching.contains(&c.id().to_string()), "{watching}");
+        }
+        assert!(watching.contains("2 pids: "), "{watching}");
+        children.extend((0..MAX_NAMED - 1).map(|_| spawn()));
+        named(MAX_NAMED + 1);
+        let refused = Probe::open(&Watch::Process(name.clone()))
+            .err()
+            .map(|e| e.to_string());
+        // Told that many are meant, it watches them all.
+        let told = Probe::open_allowing(&Watch::Process(name.clone()), MAX_NAMED + 1)
+            .map(|p| p.info(None).watching);
+        for mut c in children {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        let _ = std::fs::remove_file(&bin);
+        let refused = refused.expect("refused");
+        let told = told.unwrap();
+        assert!(
+            told.contains(&format!("{} pids: ", MAX_NAMED + 1)),
+            "{told}"
+        );
+        assert!(
+            refused.starts_with(&format!(
+                "{} running processes are named {name:?}, more than the 64",
+                MAX_NAMED + 1
+            )),
+            "{refused}"
+        );
     }
 
     #[test]

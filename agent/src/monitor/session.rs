@@ -51,8 +51,13 @@ impl Sampler for super::Probe {
 
 /// Opens the probe of `watch` anew for each session.
 pub fn opener(watch: Watch) -> Open {
+    opener_allowing(watch, super::probe::MAX_NAMED)
+}
+
+/// [`opener`], a process name allowed to match up to `most` processes.
+pub fn opener_allowing(watch: Watch, most: usize) -> Open {
     Arc::new(move || {
-        super::Probe::open(&watch)
+        super::Probe::open_allowing(&watch, most)
             .map(|p| Box::new(p) as Box<dyn Sampler>)
             .map_err(|e| e.to_string())
     })

@@ -30,7 +30,11 @@ const DIAL_WAIT: Duration = Duration::from_secs(10);
 /// it was named as, so the hello can refuse a monitor among the agents and the other way round.
 pub async fn connect(cfg: &RunConfig) -> Result<Fleet, FleetError> {
     // The embedded monitor's target checked first: a bad --monitor-pid is said before any waiting.
-    let monitor = cfg.monitor.as_ref().map(embedded_monitor).transpose()?;
+    let monitor = cfg
+        .monitor
+        .as_ref()
+        .map(|w| embedded_monitor(w, cfg.monitor_processes))
+        .transpose()?;
     let stop = CancellationToken::new();
     // Dropped on an error, the fleet cancels `stop`: the heartbeats and the join server end.
     let mut fleet = Fleet::empty(stop.clone());
@@ -92,6 +96,7 @@ pub const EMBEDDED: &str = "embedded";
 /// cgroup's last component.
 fn embedded_monitor(
     watch: &shared::monitor::Watch,
+    most: usize,
 ) -> Result<(String, CoordinatorEnd), FleetError> {
     use agent::monitor::session::{self, Monitor};
     use shared::monitor::Watch;
@@ -107,8 +112,20 @@ fn embedded_monitor(
             .file_name()
             .map_or("cgroup".into(), |n| n.to_string_lossy().into_owned()),
     };
-    let open = session::opener(watch.clone());
-    open().map_err(|e| FleetError::Setup(format!("{flag}: {e}")))?;
+    let open = session::opener_allowing(watch.clone(), most);
+    let opened = open().map_err(|e| {
+        let more = match watch {
+            Watch::Process(_) if e.contains("running processes are named") => {
+                " (or, if all of them are meant, --monitor-processes N)"
+            }
+            _ => "",
+        };
+        FleetError::Setup(format!("{flag}: {e}{more}"))
+    })?;
+    if let Watch::Process(_) = watch {
+        // A name matches whatever runs under it: which pids it is, said before the run.
+        eprintln!("stampede: {flag} watches {}", opened.info(None).watching);
+    }
     let monitor = Arc::new(Monitor {
         name: Some(name.clone()),
         open,

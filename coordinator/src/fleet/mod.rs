@@ -92,10 +92,12 @@ pub enum FleetError {
 impl FleetError {
     /// Whether the user must fix something before running (exit 2) rather than the run failing.
     pub fn is_usage(&self) -> bool {
-        matches!(
-            self,
-            FleetError::Limit { .. } | FleetError::Setup(_) | FleetError::Role { .. }
-        )
+        match self {
+            FleetError::Limit { .. } | FleetError::Setup(_) | FleetError::Role { .. } => true,
+            // An agent's own --allow-target refused the target: a limit, exit 2 as every other.
+            FleetError::Refused { message, .. } => agent::policy::is_policy_refusal(message),
+            _ => false,
+        }
     }
 }
 
@@ -397,12 +399,15 @@ impl Fleet {
         self.agents[i].info.as_ref().map_or(1, |a| a.cores)
     }
 
-    /// Each agent's part of the load, for those in `who`: its `--agent-weights` entry, or its cores.
-    pub fn weights(&self, who: &[usize], agent_weights: Option<&[u64]>) -> Vec<u64> {
+    /// Each agent's part of the load, for those in `who`: its `--agent-weights` entry, found by its
+    /// name (never by its place in the fleet, which joins and monitors change), or its cores. `config`
+    /// weighs every agent `--agents` lists, so the cores are the answer only without weights.
+    pub fn weights(&self, who: &[usize], agent_weights: Option<&[(String, u64)]>) -> Vec<u64> {
         who.iter()
-            .map(|&i| match agent_weights {
-                Some(w) => w[i],
-                None => u64::from(self.cores(i)),
+            .map(|&i| {
+                agent_weights
+                    .and_then(|w| w.iter().find(|(name, _)| *name == self.agents[i].name))
+                    .map_or_else(|| u64::from(self.cores(i)), |(_, w)| *w)
             })
             .collect()
     }
@@ -1042,6 +1047,38 @@ mod tests {
             got.err()
         );
         assert!(fleet.silent_for(a) < Duration::from_secs(1));
+    }
+
+    #[test]
+    fn an_allow_target_refusal_exited_1_where_every_other_limit_exits_2() {
+        let refused = |message: &str| FleetError::Refused {
+            agent: "a:1".into(),
+            message: message.into(),
+        };
+        assert!(
+            refused("target localhost (127.0.0.1) is outside this agent's --allow-target list")
+                .is_usage()
+        );
+        assert!(
+            refused("step 2 asks this agent for 100.0 requests/s; its --max-rate is 50").is_usage()
+        );
+        assert!(!refused("this agent is serving another coordinator").is_usage());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn agent_weights_were_read_by_place_in_the_fleet() {
+        // A monitor joined first: the load agents are 1 and 2, the weights two, by name.
+        let names = ["monitor", "a:1", "b:2"];
+        let ends: Vec<_> = names.iter().map(|_| agent::link::pair()).collect();
+        let links = names
+            .iter()
+            .zip(ends)
+            .map(|(n, (link, _end))| (n.to_string(), link))
+            .collect();
+        let mut fleet = Fleet::new(links, CancellationToken::new());
+        fleet.set_role(0, Role::Monitor);
+        let weights = [("b:2".to_string(), 5), ("a:1".to_string(), 3)];
+        assert_eq!(fleet.weights(&fleet.live(), Some(&weights)), vec![3, 5]);
     }
 
     #[tokio::test(start_paused = true)]

@@ -136,7 +136,13 @@ async fn an_agent_that_does_not_ack_its_share_within_15_s_fails_the_run() {
     assert_eq!(e.exit_code(), 1);
     let (asked, _) = first(&logs[0], |d| matches!(d, Down::PrepareStep(_))).unwrap();
     assert_eq!(ended - asked, fleet::ANSWER_TIMEOUT);
-    assert_eq!(run_json(dir.path())["status"], "failed");
+    let run = run_json(dir.path());
+    assert_eq!(run["status"], "failed");
+    // Why, in run.json too (it said only "failed").
+    assert_eq!(
+        run["warnings"][0],
+        "the run failed: agent a did not answer within 15 s while preparing step 1"
+    );
 }
 
 /// The note a step past its deadline makes for agent `who`: 2 s steps, 1 s timeout, 5 s grace.

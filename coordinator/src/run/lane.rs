@@ -115,6 +115,26 @@ impl<'a> Lane<'a> {
         if aborted {
             return Ok(After::AbortAll);
         }
+        // A search judges a refusing target itself (doomed); a planned ramp would only repeat it.
+        let planned = self.cfg.echo.get(shared::run_file::SEARCH_KEY).is_none();
+        let at = self.cfg.plan.workload().origin().authority();
+        if let Some(why) = self
+            .results
+            .last()
+            .and_then(|r| nothing_connected(r, &at))
+            .filter(|_| planned)
+        {
+            let who = self
+                .progress
+                .label()
+                .map_or(String::new(), |l| format!("{l}: "));
+            eprintln!("stampede: {who}{why}");
+            self.ended = Some(super::Ramped {
+                aborted: true,
+                stopped: None,
+            });
+            return Ok(After::Next);
+        }
         let not_run = self.source.not_run();
         if let Some(because) = because.filter(|_| !not_run.is_empty()) {
             self.stop_ramp(spec, because, not_run);
@@ -158,9 +178,14 @@ impl<'a> Lane<'a> {
         }
     }
 
-    /// Writes how the lane ended into its run.json: `failed` when an error ended the run; a search's
-    /// answer, with the bounds known so far when it was cut short.
-    pub fn finish(&mut self, failed: bool) -> Result<(), OutputError> {
+    /// Writes how the lane ended into its run.json: `failed` with the error's words (`failed`, among
+    /// its warnings) when an error ended the run; a search's answer, with the bounds known so far
+    /// when it was cut short.
+    pub fn finish(&mut self, failed: Option<&str>) -> Result<(), OutputError> {
+        if let Some(why) = failed {
+            self.out.record_failure(why);
+        }
+        let failed = failed.is_some();
         let ramped = self.ended.clone().unwrap_or_default();
         self.out
             .record_end(ramped.stopped.clone(), self.watch.breaches.clone());
@@ -200,5 +225,65 @@ impl<'a> Lane<'a> {
             breaches: self.watch.breaches,
             capacity: self.capacity,
         }
+    }
+}
+
+/// A step in which every request failed at connect (refused, or no answer to the SYN) and none
+/// connected: nothing listens at `at`, so the rest of the ramp would only say it again. The words
+/// that end the run.
+pub(super) fn nothing_connected(r: &StepResult, at: &str) -> Option<String> {
+    let at_connect = r.errors.get("conn-refused") + r.errors.get("connect-timeout");
+    (r.connections == 0 && r.replies == 0 && r.due > 0 && at_connect > 0 && at_connect >= r.failed)
+        .then(|| {
+            format!(
+                "nothing at {at} accepted a connection in step {}: is the server up? (the run stops here; the step is in the results)",
+                r.number
+            )
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use shared::metrics::{ErrorClass, Snapshot};
+    use shared::report::StepInput;
+
+    /// A step of 20 requests due: `refused` of them refused at connect, `timed_out` timed out after
+    /// connecting, `connections` established.
+    fn step(refused: u64, timed_out: u64, connections: u64) -> StepResult {
+        let mut s = Snapshot::default();
+        s.counters.requests = timed_out;
+        s.counters.unsent = refused;
+        s.counters.connections = connections;
+        s.counters.errors[ErrorClass::ConnRefused.index()] = refused;
+        s.counters.errors[ErrorClass::ClientTimeout.index()] = timed_out;
+        report::summarize(&StepInput {
+            number: 1,
+            model: shared::plan::LoadModel::Connections,
+            value: 20.0,
+            demanded_rate: Some(20.0),
+            duration: std::time::Duration::from_secs(1),
+            total: &s,
+            series: &[],
+            agents: vec![],
+            aborted: false,
+            mark_lost: true,
+            start_skew: None,
+            ok_status: &shared::status::StatusSet::default(),
+            baseline_p50_ms: None,
+        })
+    }
+
+    #[test]
+    fn a_target_that_refused_every_connection_ran_the_whole_ramp() {
+        assert_eq!(
+            nothing_connected(&step(20, 0, 0), "127.0.0.1:9").as_deref(),
+            Some(
+                "nothing at 127.0.0.1:9 accepted a connection in step 1: is the server up? (the run stops here; the step is in the results)"
+            )
+        );
+        // One connection, or one failure of another kind, and the target was there.
+        assert_eq!(nothing_connected(&step(20, 0, 1), "127.0.0.1:9"), None);
+        assert_eq!(nothing_connected(&step(10, 10, 0), "127.0.0.1:9"), None);
     }
 }

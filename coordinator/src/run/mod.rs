@@ -235,11 +235,18 @@ async fn run_lanes(
         }
         dirs.push(cfg.out.clone());
     }
+    // Whatever ends the run from here (an error, a panic, a dropped future), no run.json is left
+    // saying "starting" or "running".
+    let mut unfinished = Unfinished {
+        dirs: dirs.clone(),
+        why: "the coordinator stopped before the run ended".into(),
+    };
     let outcome = run_in(&cfgs, stop, links, beside, search).await;
     if let Err(RunError::Interrupted) = &outcome {
         // The run's record says it was interrupted, not that it is still starting.
         dirs.iter().for_each(|d| output::mark_interrupted(d));
     } else if let Err(e) = &outcome {
+        unfinished.why = e.to_string();
         dirs.iter().for_each(|d| output::release(d));
         if let RunError::Output(_) | RunError::Spill(_) = e {
             let kept: Vec<String> = dirs.iter().map(|d| d.display().to_string()).collect();
@@ -250,6 +257,20 @@ async fn run_lanes(
         }
     }
     outcome
+}
+
+/// The claimed directories of a run, finished by [`output::fail_unfinished`] when it is dropped.
+struct Unfinished {
+    dirs: Vec<PathBuf>,
+    why: String,
+}
+
+impl Drop for Unfinished {
+    fn drop(&mut self) {
+        for d in &self.dirs {
+            output::fail_unfinished(d, &self.why);
+        }
+    }
 }
 
 /// The run's total on the live line for a search: its deadline, unless that is too far off to mean
@@ -316,8 +337,9 @@ async fn run_in(
     }
     let outcome = ramp(&mut fleet, &mut lanes, &stop, beside).await;
     let mut finished = Ok(());
+    let failed = outcome.as_ref().err().map(ToString::to_string);
     for lane in &mut lanes {
-        let done = lane.finish(outcome.is_err());
+        let done = lane.finish(failed.as_deref());
         finished = finished.and(done);
     }
     outcome?;
@@ -460,9 +482,26 @@ fn blame(side: bool, cfg: &RunConfig, e: FleetError) -> RunError {
 /// Says on stderr what run.json could not say: it is the run's record, and a status left at
 /// "running" after the process has gone would be read as a run still going.
 fn tell_unfinished(dir: &std::path::Path, status: &str, finished: &Result<Finished, OutputError>) {
-    match finished {
-        Ok(Finished::Whole) => {}
-        Ok(Finished::StatusOnly(e)) => eprintln!(
+    if let Some(words) = unfinished_words(dir, status, finished) {
+        eprintln!("{words}");
+    }
+}
+
+/// What [`tell_unfinished`] says, if anything.
+fn unfinished_words(
+    dir: &std::path::Path,
+    status: &str,
+    finished: &Result<Finished, OutputError>,
+) -> Option<String> {
+    Some(match finished {
+        Ok(Finished::Whole) => return None,
+        // A failed run's own error is said once, by the caller: it is why run.json could not be
+        // rewritten either.
+        Ok(Finished::StatusOnly(_)) if status == "failed" => format!(
+            "stampede: run.json in {} was marked \"failed\" in place, without its end time",
+            dir.display()
+        ),
+        Ok(Finished::StatusOnly(e)) => format!(
             "stampede: {e}; run.json in {} was marked \"{}\" in place, without its end time",
             dir.display(),
             if status.len() <= "running".len() {
@@ -471,11 +510,11 @@ fn tell_unfinished(dir: &std::path::Path, status: &str, finished: &Result<Finish
                 "failed"
             }
         ),
-        Err(e) => eprintln!(
+        Err(e) => format!(
             "stampede: {e}; run.json in {} still says \"running\": the run ended {status}",
             dir.display()
         ),
-    }
+    })
 }
 
 /// The plan's scheduled time, step after step (without the moments between steps).
@@ -589,6 +628,43 @@ mod tests {
     use super::*;
     use shared::metrics::Snapshot;
     use shared::report::{self, StepInput};
+
+    #[test]
+    fn a_full_disk_said_its_error_twice() {
+        let full = || OutputError {
+            path: "r/run.json.tmp".into(),
+            source: std::io::Error::other("No space left on device"),
+        };
+        let dir = Path::new("r");
+        let failed = unfinished_words(dir, "failed", &Ok(Finished::StatusOnly(full()))).unwrap();
+        assert!(!failed.contains("No space left"), "{failed}");
+        assert!(
+            failed.contains("was marked \"failed\" in place"),
+            "{failed}"
+        );
+        // A run that ended otherwise has only this line to say why run.json is not whole.
+        let aborted = unfinished_words(dir, "aborted", &Ok(Finished::StatusOnly(full()))).unwrap();
+        assert!(aborted.contains("No space left"), "{aborted}");
+    }
+
+    #[test]
+    fn a_panic_left_run_json_starting() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = output::claim(&tmp.path().join("r"), false, false).unwrap();
+        let guarded = dir.clone();
+        let panicked = std::panic::catch_unwind(move || {
+            let _unfinished = Unfinished {
+                dirs: vec![guarded],
+                why: "a panic".into(),
+            };
+            panic!("index out of bounds");
+        });
+        assert!(panicked.is_err());
+        assert!(
+            !dir.join("run.json").exists(),
+            "no run.json left saying starting"
+        );
+    }
 
     /// A finished step of 100 requests, all answered in `latency_ms`.
     fn step(latency_ms: u64) -> StepResult {

@@ -87,10 +87,8 @@ impl Probes {
             .warmup
             .map_or(String::new(), |w| format!(", {} warmup", span(w)));
         let ceiling = if self.generator_ceiling {
-            format!(
-                "as high as the generator can offer ({} by its own checks)",
-                step_value(self.model, self.ceiling.rate)
-            )
+            // No probe measured it: its checks' bound is an estimate, not a rate to print.
+            "as high as the generator can offer (its limit not measured)".to_string()
         } else {
             format!(
                 "up to {} ({})",
@@ -345,7 +343,7 @@ pub fn ceiling(fleet: &Fleet, cfg: &RunConfig, start: f64, max_rate: f64) -> (Ce
         Some((rate, why)) => (
             Ceiling {
                 rate,
-                by: "the generator's capacity".into(),
+                by: shared::search::capacity::GENERATOR_CHECKS.into(),
                 detail: Some(why),
             },
             true,

@@ -27,6 +27,10 @@ pub fn mark(role: Role, class: &Class) -> ProbeMark {
     }
 }
 
+/// Who set a ceiling that no probe measured: the agents' own checks of what their sockets and worker
+/// threads could offer, an estimate (a dispatch floor per request), not a rate anyone saw.
+pub const GENERATOR_CHECKS: &str = "the generator's own checks (not measured)";
+
 /// The highest rate the search may offer, and who set it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Ceiling {
@@ -201,11 +205,16 @@ impl Capacity {
                 "{}: the generator is the limit ({}); add agents or threads",
                 max.map_or_else(|| "no rate proven".to_string(), |m| format!("at least {m}")),
                 self.invalid_at.map_or_else(
-                    || format!(
-                        "{} could offer no more than {}",
-                        self.ceiling.by,
-                        v(self.ceiling.rate)
-                    ),
+                    || if self.ceiling.by == GENERATOR_CHECKS {
+                        // An estimate: the number would read as a measured ceiling.
+                        "as high as the generator can offer, by its own checks; no probe measured its limit".to_string()
+                    } else {
+                        format!(
+                            "{} could offer no more than {}",
+                            self.ceiling.by,
+                            v(self.ceiling.rate)
+                        )
+                    },
                     |at| format!("untrusted at {}", v(at))
                 )
             ),
@@ -305,6 +314,46 @@ mod tests {
         assert!(said(Status::Interrupted).starts_with("interrupted: passed at 1,000 conn/s"));
         assert!(said(Status::LowerBoundOnly).contains("lower bound, not a maximum"));
         assert!(said(Status::ServerUnrecovered).contains("did not come back"));
+    }
+
+    #[test]
+    fn a_generator_ceiling_nobody_measured_was_given_as_a_number() {
+        let estimated = Ceiling {
+            rate: 4_999_999.0,
+            by: GENERATOR_CHECKS.into(),
+            detail: Some("step 1 needs 5000000 requests/s ...".into()),
+        };
+        let c = Capacity::of(
+            &answer(Status::GeneratorBound),
+            "requests",
+            &[],
+            0.05,
+            estimated,
+            1.0,
+        );
+        assert!(!c.answer.contains("4,999,999"), "{}", c.answer);
+        assert!(
+            c.answer.contains(
+                "as high as the generator can offer, by its own checks; no probe measured its limit"
+            ),
+            "{}",
+            c.answer
+        );
+        // A ceiling someone set is said with its number.
+        let set = Capacity::of(
+            &answer(Status::GeneratorBound),
+            "requests",
+            &[],
+            0.05,
+            ceiling(),
+            1.0,
+        );
+        assert!(
+            set.answer
+                .contains("--max-rate could offer no more than 1,000,000"),
+            "{}",
+            set.answer
+        );
     }
 
     #[test]
