@@ -73,7 +73,8 @@ pub fn embedded(engine: Arc<Engine>, shutdown: CancellationToken) -> Coordinator
 }
 
 /// Silence from the coordinator after which an agent stops all load. The coordinator pings every
-/// 500 ms, so this is three missed beats, and load stops within 2 s of losing the coordinator.
+/// 500 ms, so this is three missed beats, and load stops within 2 s of losing the coordinator
+/// ([`STALL_GRACE`] later if this process was itself stopped past the deadline).
 pub const DEAD_MAN: Duration = Duration::from_millis(1500);
 
 /// Compares a presented token with the expected one without an early exit, so timing does not tell
