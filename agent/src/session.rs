@@ -88,7 +88,8 @@ pub fn embedded(engine: Arc<Engine>, shutdown: CancellationToken) -> Coordinator
 }
 
 /// Silence from the coordinator after which an agent stops all load. The coordinator pings every
-/// 500 ms, so this is three missed beats, and load stops within 2 s of losing the coordinator.
+/// 500 ms, so this is three missed beats, and load stops within 2 s of losing the coordinator
+/// ([`STALL_GRACE`] later if this process was itself stopped past the deadline).
 pub const DEAD_MAN: Duration = Duration::from_millis(1500);
 
 /// How long a peer that connected to this agent's listener has, from opening the control stream, to
@@ -368,41 +369,127 @@ pub(crate) async fn serve_with(
         seated: None,
     };
     let mut closing = false;
-    let mut heard = Instant::now();
-    let hello_by = s.rules.hello_by(heard);
+    let opened = Instant::now();
+    let hello_by = s.rules.hello_by(opened);
+    let mut dead_man = DeadMan::new(opened);
     loop {
         if closing && !s.state.is_running() {
             return Ok(());
         }
+        let (waited_since, due) = (Instant::now(), dead_man.deadline());
         // Biased, the dead-man switch last: it is judged only when no message is waiting, so
         // silence is counted from the last arrival however busy the loop was.
-        tokio::select! {
+        let event = tokio::select! {
             biased;
-            () = shutdown.cancelled(), if !closing => {
+            () = shutdown.cancelled(), if !closing => Event::Shutdown,
+            work = s.state.work() => Event::Work(work),
+            arrival = inbound.recv(), if !closing => Event::Arrival(arrival),
+            () = tokio::time::sleep_until(due), if !closing => Event::Due,
+            () = tokio::time::sleep_until(hello_by.unwrap_or(opened)),
+                if s.seated.is_none() && hello_by.is_some() => Event::NoHello,
+        };
+        dead_man.woke(waited_since, due);
+        match event {
+            Event::Shutdown => {
                 closing = true;
                 s.state.stop_load();
             }
-            work = s.state.work() => s.on_work(work).await?,
-            arrival = inbound.recv(), if !closing => match arrival {
-                Some((at, Ok(m))) => {
-                    heard = at;
-                    s.handle(m).await?
-                }
-                Some((_, Err(why))) => return s.end(why),
-                None => return s.end(Closed::Ended),
-            },
+            Event::Work(work) => s.on_work(work).await?,
+            Event::Arrival(Some((at, Ok(m)))) => {
+                dead_man.heard(at);
+                s.handle(m).await?
+            }
+            Event::Arrival(Some((_, Err(why)))) => return s.end(why),
+            Event::Arrival(None) => return s.end(Closed::Ended),
             // The dead-man switch: a coordinator that pings every 500 ms and has not been heard from
             // for longer than this is gone (crashed, or cut off without a FIN). Stop all load.
-            () = tokio::time::sleep_until(heard + DEAD_MAN), if !closing => {
+            Event::Due if dead_man.silent() => {
                 s.state.stop_load();
                 return Err(SessionError::Silent(DEAD_MAN));
             }
-            () = tokio::time::sleep_until(hello_by.unwrap_or(heard)), if s.seated.is_none() && hello_by.is_some() => {
+            // Back from a stall: the reader's grace runs first.
+            Event::Due => {}
+            Event::NoHello => {
                 let e = SessionError::NoHello(HELLO_WITHIN);
                 log_refused(Side::Agent, &s.peer, &e);
                 return Err(e);
             }
         }
+    }
+}
+
+/// What woke the session's loop.
+// A report passes through once, as in `Work`.
+#[allow(clippy::large_enum_variant)]
+enum Event {
+    Shutdown,
+    Work(Work),
+    Arrival(Option<Arrival>),
+    /// The dead-man deadline passed.
+    Due,
+    /// A stream that came through a listener brought no valid hello in time.
+    NoHello,
+}
+
+/// A deadline passed by more than this when the loop was already waiting on it means the loop did not
+/// run in the meantime: its process was stopped (SIGSTOP, a paused VM) or starved of CPU. Timers here
+/// fire within a millisecond or so of their deadline; a stall of 2 s is late by half a second or more.
+pub(crate) const STALL: Duration = Duration::from_millis(100);
+
+/// How long a session back from a stall waits for its reader before judging its coordinator silent:
+/// one of the coordinator's 500 ms ping periods, so a live coordinator's next ping comes within it
+/// even if nothing of what it sent during the stall was left to read.
+pub(crate) const STALL_GRACE: Duration = Duration::from_millis(500);
+
+/// The dead-man switch's clock. Silence is judged from what arrived: [`DEAD_MAN`] after the stamp
+/// of the last message. A stopped process's reader was stopped too, and what the coordinator sent
+/// meanwhile sits unread in the socket when the process resumes, with the deadline already passed;
+/// so a loop that finds it was itself stalled gives its reader [`STALL_GRACE`] to deliver before it
+/// calls the coordinator silent. A coordinator truly gone still stops the load, one grace later.
+pub(crate) struct DeadMan {
+    /// When the last coordinator message arrived.
+    heard: Instant,
+    /// Until when the reader's grace after a stall runs.
+    grace: Instant,
+}
+
+impl DeadMan {
+    pub(crate) fn new(now: Instant) -> DeadMan {
+        DeadMan {
+            heard: now,
+            grace: now,
+        }
+    }
+
+    /// When the coordinator is silent unless something arrives.
+    pub(crate) fn deadline(&self) -> Instant {
+        (self.heard + DEAD_MAN).max(self.grace)
+    }
+
+    /// A message arrived at `at` (stamped by the reader).
+    pub(crate) fn heard(&mut self, at: Instant) {
+        self.heard = self.heard.max(at);
+    }
+
+    /// The loop woke, whatever woke it, after waiting since `waited_since` on the deadline `due`.
+    /// Waiting past `due` by more than [`STALL`] means the process did not run: the reader's grace
+    /// starts now. A loop busy elsewhere (sending to a slow reader) was not waiting, and the reader,
+    /// which ran meanwhile, has stamped what came.
+    pub(crate) fn woke(&mut self, waited_since: Instant, due: Instant) {
+        let now = Instant::now();
+        if waited_since < due && now > due + STALL {
+            tracing::info!(
+                late = ?(now - due),
+                "This agent was not running past its dead-man deadline (stopped?); \
+                 waiting for what its coordinator sent meanwhile"
+            );
+            self.grace = now + STALL_GRACE;
+        }
+    }
+
+    /// Whether the coordinator has been silent past the deadline.
+    pub(crate) fn silent(&self) -> bool {
+        Instant::now() >= self.deadline()
     }
 }
 
@@ -1365,6 +1452,52 @@ mod tests {
         let err = c.ended().await.unwrap_err();
         assert!(matches!(err, SessionError::Silent(DEAD_MAN)), "{err}");
         assert_eq!(last.elapsed(), DEAD_MAN);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_session_not_run_for_2s_while_pings_queue_in_its_link_is_not_ended() {
+        // Regression (the fault suite's agent SIGSTOPped for 2 s mid-step): on resume the deadline
+        // had passed while the pings the coordinator sent during the stop still sat in the socket,
+        // below the reader; the loop judged before its reader delivered them, and ended the session
+        // of a live coordinator.
+        let mut c = session(Rules::default(), scripted_lookup());
+        c.greet().await;
+        for id in 0..2 {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            c.send(ping(id)).await;
+            assert!(matches!(c.next().await, Up::Pong(_)));
+        }
+        let stopped = Instant::now();
+        // The process stops for 2 s: nothing of it runs, and its clock jumps.
+        tokio::time::advance(Duration::from_secs(2)).await;
+        // The three pings of the stop reach the session as its reader reads them, a moment after
+        // the process resumed.
+        tokio::time::sleep(Duration::from_millis(1)).await;
+        for id in 2..5 {
+            let sent = c.tx.send(proto::to_agent(ping(id))).await;
+            assert!(
+                sent.is_ok(),
+                "the session ended: {:?}",
+                (&mut c.session).await
+            );
+        }
+        let _beat = c.heartbeat();
+        only_pongs_until(&mut c, stopped + Duration::from_secs(10)).await;
+        assert!(!c.session.is_finished(), "{:?}", c.session.await);
+        c.send(configure(FAST)).await;
+        c.acked("configure").await;
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_session_back_from_a_stall_to_a_coordinator_gone_stops_one_grace_later() {
+        // The reader's grace after a stall does not keep a session whose coordinator is gone.
+        let mut c = session(Rules::default(), scripted_lookup());
+        c.greet().await;
+        let last = Instant::now();
+        tokio::time::advance(Duration::from_secs(2)).await;
+        let err = c.ended().await.unwrap_err();
+        assert!(matches!(err, SessionError::Silent(DEAD_MAN)), "{err}");
+        assert_eq!(last.elapsed(), Duration::from_secs(2) + STALL_GRACE);
     }
 
     #[tokio::test(start_paused = true)]

@@ -19,7 +19,7 @@ use tokio_util::sync::CancellationToken;
 use crate::link::accept::log_refused;
 use crate::link::{AgentEnd, Closed, Link, LinkTx, Side};
 use crate::session::{
-    Arrival, DEAD_MAN, HELLO_WITHIN, Rules, Seated, SessionError, refusal, stamp_arrivals,
+    Arrival, DEAD_MAN, DeadMan, HELLO_WITHIN, Rules, Seated, SessionError, refusal, stamp_arrivals,
     unix_ns_now,
 };
 use crate::system;
@@ -117,29 +117,44 @@ impl Session {
         let mut ticks = tokio::time::interval(SAMPLE_EVERY);
         // A late sample (a slow read) does not bring a burst: the next stays on the second.
         ticks.set_missed_tick_behavior(MissedTickBehavior::Skip);
-        let mut heard = Instant::now();
-        let hello_by = self.rules.hello_by(heard);
+        let opened = Instant::now();
+        let hello_by = self.rules.hello_by(opened);
+        // As a load agent's: silence judged from what arrived, after a grace if this process stalled.
+        let mut dead_man = DeadMan::new(opened);
         loop {
+            let (waited_since, due) = (Instant::now(), dead_man.deadline());
             tokio::select! {
                 biased;
                 () = shutdown.cancelled() => return Ok(()),
-                arrival = inbound.recv() => match arrival {
-                    Some((at, Ok(m))) => {
-                        heard = at;
-                        if self.handle(m).await? {
-                            // Sampling starts with the hello: the first sample now, then every second.
-                            ticks.reset_immediately();
+                arrival = inbound.recv() => {
+                    dead_man.woke(waited_since, due);
+                    match arrival {
+                        Some((at, Ok(m))) => {
+                            dead_man.heard(at);
+                            if self.handle(m).await? {
+                                // Sampling starts with the hello: the first sample now, then every
+                                // second.
+                                ticks.reset_immediately();
+                            }
                         }
+                        Some((_, Err(Closed::Broken(words)))) => {
+                            return Err(SessionError::Broken(words));
+                        }
+                        Some((_, Err(_))) | None => return Ok(()),
                     }
-                    Some((_, Err(Closed::Broken(words)))) => return Err(SessionError::Broken(words)),
-                    Some((_, Err(_))) | None => return Ok(()),
-                },
-                _ = ticks.tick(), if self.sampler.is_some() => self.sample().await?,
-                // As a load agent: a coordinator that pings every 500 ms and is silent this long is gone.
-                () = tokio::time::sleep_until(heard + DEAD_MAN) => {
-                    return Err(SessionError::Silent(DEAD_MAN));
                 }
-                () = tokio::time::sleep_until(hello_by.unwrap_or(heard)), if self.seated.is_none() && hello_by.is_some() => {
+                _ = ticks.tick(), if self.sampler.is_some() => {
+                    dead_man.woke(waited_since, due);
+                    self.sample().await?
+                }
+                // As a load agent: a coordinator that pings every 500 ms and is silent this long is gone.
+                () = tokio::time::sleep_until(due) => {
+                    dead_man.woke(waited_since, due);
+                    if dead_man.silent() {
+                        return Err(SessionError::Silent(DEAD_MAN));
+                    }
+                }
+                () = tokio::time::sleep_until(hello_by.unwrap_or(opened)), if self.seated.is_none() && hello_by.is_some() => {
                     let e = SessionError::NoHello(HELLO_WITHIN);
                     log_refused(Side::Agent, &self.peer, &e);
                     return Err(e);
@@ -551,6 +566,34 @@ mod tests {
         let (_, second) = c.sample().await;
         assert!(second.at_unix_nanos > first.at_unix_nanos);
         assert!(!c.session.is_finished());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_monitor_not_run_for_2s_while_pings_queue_in_its_link_is_not_ended() {
+        // Regression, as for a load agent: a monitor back from a 2 s stop found its deadline passed
+        // before its reader delivered the pings of the stop, and ended a live coordinator's session.
+        let mut c = session(never);
+        c.greet().await;
+        // Stopped while it waits for the next second, as it is nearly all the time.
+        c.sample().await;
+        let stopped = Instant::now();
+        tokio::time::advance(Duration::from_secs(2)).await;
+        tokio::time::sleep(Duration::from_millis(1)).await;
+        for id in 0..4 {
+            let sent =
+                c.tx.send(proto::to_agent(Down::Ping(pb::Ping { id })))
+                    .await;
+            assert!(
+                sent.is_ok(),
+                "the session ended: {:?}",
+                (&mut c.session).await
+            );
+        }
+        let _beat = c.heartbeat();
+        while stopped.elapsed() < Duration::from_secs(6) {
+            c.sample().await;
+        }
+        assert!(!c.session.is_finished(), "{:?}", c.session.await);
     }
 
     #[tokio::test(start_paused = true)]
