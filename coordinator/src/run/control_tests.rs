@@ -3,6 +3,7 @@
 use std::path::Path;
 use std::time::Duration;
 
+use proto::pb;
 use proto::pb::coordinator_message::Kind as Down;
 use shared::verdict::Verdict;
 use tokio::time::Instant;
@@ -244,6 +245,74 @@ async fn under_degrade_a_lost_agent_marks_its_step() {
     assert!(step.trust != Verdict::Valid);
     assert!(!lost_reason(&outcome.steps[1]));
     assert_eq!(prepared(&logs[0]), vec![(0, 0.5), (1, 1.0)]);
+}
+
+/// A run of agents a (honest) and b, which reports `claim` one second into step 1 (at 10 req/s, b's
+/// share 5 req/s): its outcome, its run.json, and b's log.
+async fn b_claims(claim: pb::Counters) -> (RunOutcome, serde_json::Value, Log) {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path(), "--on-agent-loss degrade");
+    let liar = Script::default().claim(0, claim);
+    let (outcome, mut logs) =
+        run_scripted(cfg, vec![Script::default(), liar], Stop::default()).await;
+    (outcome.unwrap(), run_json(dir.path()), logs.remove(1))
+}
+
+/// Counters that convert, `ok` replies in 2xx.
+fn claimed(ok: u64) -> pb::Counters {
+    pb::Counters {
+        status: vec![0, ok, 0, 0, 0],
+        errors: vec![0; shared::metrics::ErrorClass::COUNT],
+        ..Default::default()
+    }
+}
+
+/// What a dropped liar's step and run.json must say: b named, why, b lost and stopped, the step not
+/// valid, and b given no share of step 2.
+fn assert_dropped(outcome: &RunOutcome, json: &serde_json::Value, log: &Log, why: &str) {
+    let step = &outcome.steps[0];
+    let note = step
+        .notes
+        .iter()
+        .find(|n| n.starts_with("agent b dropped in step 1"));
+    assert!(note.is_some_and(|n| n.contains(why)), "{:?}", step.notes);
+    assert!(step.agents.iter().any(|a| a.agent == "b" && a.lost));
+    assert!(step.trust != Verdict::Valid, "{:?}", step.trust);
+    assert_eq!(aborts(log), vec!["this agent was dropped from the run"]);
+    assert_eq!(prepared(log), vec![(0, 0.5)], "not given step 2");
+    let notes = json["steps"][0]["notes"].to_string();
+    assert!(notes.contains("agent b dropped in step 1"), "{notes}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_joined_peer_claiming_a_million_ok_for_a_5_per_s_share_is_dropped_and_named() {
+    let million = 1_000_000;
+    let claim = pb::Counters {
+        requests: million,
+        replies: million,
+        ok: million,
+        ..claimed(million)
+    };
+    let (outcome, json, log) = b_claims(claim).await;
+    let why = "it claims 1000000 requests sent or due so far, where its share allows at most";
+    assert_dropped(&outcome, &json, &log, why);
+    let served = outcome.steps[0].ok;
+    assert!(served < million, "the claim was not merged: {served}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn counters_near_2_pow_63_are_refused_not_wrapped() {
+    let near = (1u64 << 63) + 5;
+    let claim = pb::Counters {
+        requests: near,
+        unsent: near,
+        replies: 5,
+        ok: 5,
+        ..claimed(5)
+    };
+    let (outcome, json, log) = b_claims(claim).await;
+    assert_dropped(&outcome, &json, &log, "counters past 2^64");
+    assert!(outcome.steps[0].requests < 1000);
 }
 
 #[tokio::test(start_paused = true)]

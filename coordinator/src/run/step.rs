@@ -22,7 +22,9 @@ use super::warned::Warned;
 use super::{RunError, Watch};
 use crate::config::{LossPolicy, RunConfig};
 use crate::fleet::{Fleet, FleetError, Waiting, unix_ns};
-use crate::merge::{Hlog, IntervalError, SeqProgress, StepMerge, StepTotals};
+use crate::merge::{
+    Hlog, IntervalError, SeqProgress, ShareBound, StepMerge, StepTotals, check_claim,
+};
 use crate::output::Output;
 use crate::progress::{self, Progress, Tick};
 
@@ -87,6 +89,8 @@ struct Collected {
     aborted_at: Option<Instant>,
     end_run: Option<EndCause>,
     totals: StepTotals,
+    /// Agents dropped for reports that cannot be true, in words for run.json's notes.
+    notes: Vec<String>,
 }
 
 /// Why a running step was told to stop.
@@ -243,6 +247,12 @@ struct Collecting<'a> {
     scheduled: Duration,
     timeout: Duration,
     demanded: Option<f64>,
+    /// When the step began (the agents' common start), and what each agent's share allows (indexed
+    /// like the fleet; `None` for those without a share).
+    began: Instant,
+    bounds: Vec<Option<ShareBound>>,
+    dropped: Vec<bool>,
+    notes: Vec<String>,
 }
 
 impl<'a> Collecting<'a> {
@@ -262,6 +272,10 @@ impl<'a> Collecting<'a> {
         for &i in p.lost_before.iter().chain(&p.who) {
             lost[i] = !fleet.is_alive(i);
         }
+        let mut bounds = vec![None; n];
+        for (&i, share) in p.who.iter().zip(&p.shares) {
+            bounds[i] = Some(ShareBound::of(share));
+        }
         Ok(Collecting {
             phase: Phase::Running {
                 deadline: s.began + s.scheduled + timeout + STEP_GRACE,
@@ -275,6 +289,10 @@ impl<'a> Collecting<'a> {
             scheduled: s.scheduled,
             timeout,
             demanded: plan.demanded_request_rate(spec.value),
+            began: s.began,
+            bounds,
+            dropped: vec![false; n],
+            notes: Vec::new(),
             fleet,
             cx,
             spec,
@@ -305,6 +323,7 @@ impl<'a> Collecting<'a> {
             aborted_at: self.aborted_at,
             end_run: self.end_run,
             totals: self.merge.finish()?,
+            notes: self.notes,
         })
     }
 
@@ -352,7 +371,7 @@ impl<'a> Collecting<'a> {
                 }
                 .into());
             }
-            Ok(Up::Interval(report)) => self.interval(i, report)?,
+            Ok(Up::Interval(report)) => return self.interval(i, report),
             Ok(Up::StepReport(r)) => {
                 let drained = r.aborted && matches!(self.phase, Phase::Running { .. });
                 self.reports[i] = Some(r);
@@ -368,7 +387,31 @@ impl<'a> Collecting<'a> {
         Ok(None)
     }
 
-    fn interval(&mut self, i: usize, report: pb::IntervalReport) -> Result<(), RunError> {
+    /// Merges an interval, or drops its agent when the report cannot be true of its share.
+    fn interval(
+        &mut self,
+        i: usize,
+        report: pb::IntervalReport,
+    ) -> Result<Option<Event>, RunError> {
+        if let Some(bound) = self.bounds[i] {
+            // Its share stops sending at the schedule's end; the second over covers clocks apart.
+            let into = Instant::now().saturating_duration_since(self.began);
+            let allowed = bound.allows(into.min(self.scheduled) + Duration::from_secs(1));
+            if let Err(why) = check_claim(self.merge.agent_counters(i), &report, allowed) {
+                let words = format!(
+                    "agent {} dropped in step {}: its report cannot be true ({why})",
+                    self.fleet.name(i),
+                    self.spec.index + 1
+                );
+                eprintln!("stampede: {words}");
+                self.notes.push(words);
+                self.dropped[i] = true;
+                return Ok(Some(Event::AgentLost(
+                    i,
+                    format!("its report cannot be true ({why})"),
+                )));
+            }
+        }
         let merged = self.merge.interval(i, report).map_err(|e| match e {
             IntervalError::Report(e) => RunError::from(FleetError::Protocol {
                 agent: self.fleet.name(i).to_string(),
@@ -392,7 +435,7 @@ impl<'a> Collecting<'a> {
                 self.scheduled,
             );
         }
-        Ok(())
+        Ok(None)
     }
 
     /// The one transition from running to stopping: the agents still awaited are told to stop, and
@@ -410,6 +453,12 @@ impl<'a> Collecting<'a> {
     }
 
     async fn lose(&mut self, i: usize, why: &str) {
+        if self.dropped[i] && self.fleet.is_alive(i) {
+            // Dropped for what it reported: whatever it still runs is not counted, so it stops.
+            self.fleet
+                .abort_all(&[i], "this agent was dropped from the run")
+                .await;
+        }
         self.fleet.mark_lost(i, why);
         self.waiting.remove(i);
         self.lost[i] = true;
@@ -500,6 +549,7 @@ fn summarise(
         baseline_p50_ms: watch.baseline_p50_ms,
     });
     result.notes.extend(p.notes);
+    result.notes.extend(c.notes);
     let distribution = Distribution::of(result.number, &total.hist.latency);
     (result, hlog, distribution)
 }
