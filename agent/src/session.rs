@@ -876,6 +876,7 @@ mod tests {
             protocol_version: PROTOCOL_VERSION,
             coordinator_version: "test".into(),
             token: token.into(),
+            ..Default::default()
         })
     }
 
@@ -1175,6 +1176,7 @@ mod tests {
             protocol_version: PROTOCOL_VERSION + 1,
             coordinator_version: "future".into(),
             token: "s3cret".into(),
+            ..Default::default()
         }))
         .await;
         assert!(c.refused().await.contains("protocol version"));

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use agent::Engine;
 use agent::link::accept::{self, Peer, log_refused};
-use agent::link::dial::{DialError, Dialer};
+use agent::link::dial::{self, DialError, Dialer};
 use agent::link::{self, CoordinatorEnd, Link, MAX_MESSAGE_BYTES, Side};
 use agent::tls::host_of;
 use proto::pb;
@@ -34,7 +34,8 @@ pub async fn connect(cfg: &RunConfig) -> Result<Fleet, FleetError> {
     let mut links: Vec<(String, Expect, CoordinatorEnd)> = Vec::new();
     if let Some(join) = &cfg.join {
         // The join server lives as long as the fleet: its streams are the agents' links.
-        let joined = accept_joins(join, cfg.tls.as_ref(), stop.clone()).await?;
+        let token = cfg.token.as_deref();
+        let joined = accept_joins(join, cfg.tls.as_ref(), token, stop.clone()).await?;
         links.extend(joined.into_iter().map(|(n, l)| (n, Expect::Either, l)));
     }
     // Only monitors joined (--expect-monitors without --expect-agents): the embedded agent loads.
@@ -278,9 +279,11 @@ pub(crate) async fn remote(
     })
 }
 
-/// The coordinator's side of `Coordinator.Join`: each joining agent's stream becomes a `Link`.
+/// The coordinator's side of `Coordinator.Join`: each joining agent's stream becomes a `Link`, once
+/// the peer has proved the token (`agent::link::dial::challenge_join`).
 pub(crate) struct JoinService {
     joined: mpsc::Sender<(String, CoordinatorEnd)>,
+    token: Option<Arc<str>>,
 }
 
 #[tonic::async_trait]
@@ -293,20 +296,27 @@ impl CoordinatorSvc for JoinService {
     ) -> Result<tonic::Response<Self::JoinStream>, tonic::Status> {
         // Plain text on a TLS port: refused in words (and logged when it connected).
         let name = Peer::admit(&request)?.addr.to_string();
-        let permit = self.joined.clone().try_reserve_owned().map_err(|_| {
-            let why = "this run has all the agents it expects";
-            log_refused(Side::Coordinator, &name, &why);
-            tonic::Status::resource_exhausted(why)
-        })?;
+        let full = "this run has all the agents it expects";
+        if self.joined.capacity() == 0 {
+            log_refused(Side::Coordinator, &name, &full);
+            return Err(tonic::Status::resource_exhausted(full));
+        }
         let (down_tx, down_rx) = link::channel();
         let inbound = link::read_peer_stream(request.into_inner(), Side::Coordinator, name.clone());
-        permit.send((
-            name,
-            Link {
-                tx: down_tx,
-                rx: inbound,
-            },
-        ));
+        let mut end = Link {
+            tx: down_tx,
+            rx: inbound,
+        };
+        // The handshake runs on the stream this call returns: apart, so the call can return.
+        let (joined, token) = (self.joined.clone(), self.token.clone());
+        tokio::spawn(async move {
+            if let Err(why) = dial::challenge_join(&mut end, token.as_deref()).await {
+                log_refused(Side::Coordinator, &name, &why);
+            } else if joined.try_send((name.clone(), end)).is_err() {
+                // Proven, but others proved it first.
+                log_refused(Side::Coordinator, &name, &full);
+            }
+        });
         Ok(tonic::Response::new(link::response_stream(down_rx)))
     }
 }
@@ -315,6 +325,7 @@ impl CoordinatorSvc for JoinService {
 pub(crate) async fn accept_joins(
     join: &crate::config::JoinSpec,
     tls: Option<&agent::tls::TlsFiles>,
+    token: Option<&str>,
     stop: CancellationToken,
 ) -> Result<Vec<(String, CoordinatorEnd)>, FleetError> {
     let tls = tls
@@ -329,10 +340,12 @@ pub(crate) async fn accept_joins(
     // Agents and monitors join alike; their hellos tell them apart (`Fleet::check_joined`).
     let expect = join.expect + join.monitors;
     let (joined_tx, mut joined_rx) = mpsc::channel(expect);
-    let server =
-        proto::pb::coordinator_server::CoordinatorServer::new(JoinService { joined: joined_tx })
-            .max_decoding_message_size(MAX_MESSAGE_BYTES)
-            .max_encoding_message_size(MAX_MESSAGE_BYTES);
+    let server = proto::pb::coordinator_server::CoordinatorServer::new(JoinService {
+        joined: joined_tx,
+        token: token.map(Arc::from),
+    })
+    .max_decoding_message_size(MAX_MESSAGE_BYTES)
+    .max_encoding_message_size(MAX_MESSAGE_BYTES);
     let incoming = accept::incoming(listener, tls, Side::Coordinator);
     let shutdown = stop.clone();
     tokio::spawn(async move {
@@ -385,6 +398,83 @@ fn setup_error(e: impl std::fmt::Display) -> FleetError {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proto::pb::agent_message::Kind as Up;
+    use proto::pb::coordinator_message::Kind as Down;
+
+    /// The join port's address, once `ready` says it is bound.
+    async fn bound(ready: &std::path::Path) -> String {
+        for _ in 0..100 {
+            if let Ok(line) = std::fs::read_to_string(ready) {
+                let v: serde_json::Value = serde_json::from_str(&line).unwrap();
+                return v["listen"].as_str().unwrap().to_string();
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!("the join port is not bound within 5 s");
+    }
+
+    #[tokio::test]
+    async fn a_stranger_joining_without_the_token_is_refused_and_never_sent_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let ready = dir.path().join("ready");
+        let join = crate::config::JoinSpec {
+            listen: "127.0.0.1:0".parse().unwrap(),
+            expect: 1,
+            monitors: 0,
+            wait: Duration::from_secs(3),
+            ready_file: Some(ready.clone()),
+        };
+        let served = tokio::spawn(async move {
+            let stop = CancellationToken::new();
+            let links = accept_joins(&join, None, Some("s3cret"), stop.clone()).await?;
+            // As a run goes on: it greets whoever joined.
+            let links = links
+                .into_iter()
+                .map(|(n, l)| (n, Expect::Either, l))
+                .collect();
+            Fleet::with_roles(links, stop).hello(Some("s3cret")).await
+        });
+        let addr = bound(&ready).await;
+        let mut client =
+            pb::coordinator_client::CoordinatorClient::connect(format!("http://{addr}"))
+                .await
+                .unwrap();
+        let (up, up_rx) = mpsc::channel(4);
+        let mut down = client
+            .join(tokio_stream::wrappers::ReceiverStream::new(up_rx))
+            .await
+            .unwrap()
+            .into_inner();
+        // Everything the coordinator sends, as bytes on the wire, until it ends the stream.
+        let (mut wire, mut sent) = (Vec::new(), Vec::new());
+        let until = Instant::now() + Duration::from_secs(4);
+        while let Ok(Ok(Some(msg))) = tokio::time::timeout_at(until, down.message()).await {
+            wire.extend(prost::Message::encode_to_vec(&msg));
+            if let Some(Down::Hello(h)) = &msg.kind
+                && !h.join_challenge.is_empty()
+            {
+                // A guess, not a proof.
+                let guess = pb::JoinProof {
+                    nonce: vec![7; proto::join::NONCE_BYTES],
+                    mac: vec![0; 32],
+                };
+                up.send(proto::from_agent(Up::JoinProof(guess)))
+                    .await
+                    .unwrap();
+            }
+            sent.extend(msg.kind);
+        }
+        assert!(
+            !wire.windows(6).any(|w| w == b"s3cret"),
+            "the stranger was sent the token: {sent:?}"
+        );
+        let refused = sent
+            .iter()
+            .any(|k| matches!(k, Down::Abort(a) if a.reason.contains("its token does not match")));
+        assert!(refused, "{sent:?}");
+        let e = served.await.unwrap().unwrap_err().to_string();
+        assert!(e.contains("only 0 joined"), "{e}");
+    }
 
     /// `expected` for two loopback agents with `--expect-agents expect --wait-agents 5s`, and how long
     /// it took (in paused time).

@@ -592,10 +592,16 @@ impl Fleet {
     pub async fn hello(&mut self, token: Option<&str>) -> Result<(), FleetError> {
         let all: Vec<usize> = (0..self.agents.len()).collect();
         for &i in &all {
+            // A joined peer proved the token in the join handshake, and was given none: nor here.
+            let token = match self.agents[i].expect {
+                Expect::Either => None,
+                Expect::Load | Expect::Monitor => token,
+            };
             let hello = pb::Hello {
                 protocol_version: PROTOCOL_VERSION,
                 coordinator_version: shared::VERSION.to_string(),
                 token: token.unwrap_or_default().to_string(),
+                ..Default::default()
             };
             self.send(i, Down::Hello(hello))
                 .await
