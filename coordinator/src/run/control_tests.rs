@@ -316,6 +316,23 @@ async fn counters_near_2_pow_63_are_refused_not_wrapped() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_step_report_claiming_a_year_of_wall_time_drops_its_agent() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path(), "--on-agent-loss degrade");
+    let year = Duration::from_secs(365 * 24 * 3600);
+    let liar = Script::default().wall(year);
+    let (outcome, mut logs) =
+        run_scripted(cfg, vec![Script::default(), liar], Stop::default()).await;
+    let (outcome, json, log) = (outcome.unwrap(), run_json(dir.path()), logs.remove(1));
+    assert_dropped(
+        &outcome,
+        &json,
+        &log,
+        "its step report says it ran 31536000 s",
+    );
+}
+
+#[tokio::test(start_paused = true)]
 async fn an_agent_that_stops_on_its_own_mid_step_is_lost_but_counted() {
     let dir = tempfile::tempdir().unwrap();
     let cfg = config(dir.path(), "--on-agent-loss degrade");

@@ -49,6 +49,8 @@ pub struct Script {
     /// Per step index, the counters of an interval report sent 1 s after its start (its
     /// histograms empty).
     claims: HashMap<u32, pb::Counters>,
+    /// The wall time its step reports say, if not the step's length.
+    wall: Option<Duration>,
 }
 
 impl Script {
@@ -65,6 +67,12 @@ impl Script {
     /// One second into step `step`, reports an interval with these counters (empty histograms).
     pub fn claim(mut self, step: u32, counters: pb::Counters) -> Script {
         self.claims.insert(step, counters);
+        self
+    }
+
+    /// Every step report says its workers ran this long.
+    pub fn wall(mut self, wall: Duration) -> Script {
+        self.wall = Some(wall);
         self
     }
 
@@ -116,7 +124,7 @@ async fn play(mut link: AgentEnd, script: Script, log: Log) {
                     Start::CloseAfter(_) => return,
                     Start::Run | Start::DrainAfter(_) | Start::Hang => {
                         let aborted = r.aborted || matches!(r.act, Start::DrainAfter(_));
-                        if send(&link, report(r.step, length, aborted)).await.is_err() {
+                        if send(&link, report(r.step, script.wall.unwrap_or(length), aborted)).await.is_err() {
                             return;
                         }
                     }

@@ -32,6 +32,9 @@ use crate::progress::{self, Progress, Tick};
 const START_LEAD: Duration = Duration::from_millis(200);
 /// Extra time past a step's schedule and timeout before an agent counts as stuck.
 pub const STEP_GRACE: Duration = Duration::from_secs(5);
+/// How much longer than the coordinator saw the step run an agent's own wall time may be: clocks
+/// apart and the report's way here.
+const WALL_SLACK: Duration = Duration::from_secs(2);
 /// An agent silent this long during a step is lost (it is pinged every 500 ms and reports every 1 s).
 pub const LOSS_SILENCE: Duration = Duration::from_secs(3);
 /// How often the step looks for silent agents.
@@ -373,6 +376,16 @@ impl<'a> Collecting<'a> {
             }
             Ok(Up::Interval(report)) => return self.interval(i, report),
             Ok(Up::StepReport(r)) => {
+                // Its workers' time, the CPU share's denominator: no longer than the step has been on.
+                let on = Instant::now().saturating_duration_since(self.began) + WALL_SLACK;
+                if Duration::from_micros(r.wall_us) > on {
+                    let why = format!(
+                        "its step report says it ran {} s, where {} s have passed since the step began",
+                        r.wall_us / 1_000_000,
+                        on.as_secs()
+                    );
+                    return Ok(Some(self.disbelieve(i, &why)));
+                }
                 let drained = r.aborted && matches!(self.phase, Phase::Running { .. });
                 self.reports[i] = Some(r);
                 self.waiting.remove(i);
@@ -398,18 +411,7 @@ impl<'a> Collecting<'a> {
             let into = Instant::now().saturating_duration_since(self.began);
             let allowed = bound.allows(into.min(self.scheduled) + Duration::from_secs(1));
             if let Err(why) = check_claim(self.merge.agent_counters(i), &report, allowed) {
-                let words = format!(
-                    "agent {} dropped in step {}: its report cannot be true ({why})",
-                    self.fleet.name(i),
-                    self.spec.index + 1
-                );
-                eprintln!("stampede: {words}");
-                self.notes.push(words);
-                self.dropped[i] = true;
-                return Ok(Some(Event::AgentLost(
-                    i,
-                    format!("its report cannot be true ({why})"),
-                )));
+                return Ok(Some(self.disbelieve(i, &why)));
             }
         }
         let merged = self.merge.interval(i, report).map_err(|e| match e {
@@ -436,6 +438,20 @@ impl<'a> Collecting<'a> {
             );
         }
         Ok(None)
+    }
+
+    /// Drops agent `i`, whose report cannot be true: said on stderr and in the step's notes; its
+    /// loss follows (and stops it).
+    fn disbelieve(&mut self, i: usize, why: &str) -> Event {
+        let words = format!(
+            "agent {} dropped in step {}: its report cannot be true ({why})",
+            self.fleet.name(i),
+            self.spec.index + 1
+        );
+        eprintln!("stampede: {words}");
+        self.notes.push(words);
+        self.dropped[i] = true;
+        Event::AgentLost(i, format!("its report cannot be true ({why})"))
     }
 
     /// The one transition from running to stopping: the agents still awaited are told to stop, and
