@@ -315,6 +315,41 @@ async fn counters_near_2_pow_63_are_refused_not_wrapped() {
     assert!(outcome.steps[0].requests < 1000);
 }
 
+/// Honest intervals: `ok` served of as many requests.
+fn served(ok: u64) -> pb::Counters {
+    pb::Counters {
+        requests: ok,
+        replies: ok,
+        ok,
+        ..claimed(ok)
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_step_that_lost_an_agents_share_is_neither_kept_up_nor_the_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path(), "--on-agent-loss degrade");
+    // Each serves all of its share (5 and 10 req/s for 2 s); b is lost in step 2, its share unrun.
+    let a = Script::default().claim(0, served(10)).claim(1, served(20));
+    let b = Script::default()
+        .claim(0, served(10))
+        .start(1, Start::CloseAfter(Duration::from_millis(1500)));
+    let (outcome, _logs) = run_scripted(cfg, vec![a, b], Stop::default()).await;
+    assert_eq!(outcome.unwrap().steps.len(), 2);
+    let json = run_json(dir.path());
+    let answer = json["summary"]["answer"].as_str().unwrap();
+    assert!(answer.starts_with("kept up to 10 req/s"), "{answer}");
+    assert!(!answer.contains("every step kept up"), "{answer}");
+    assert!(
+        answer.ends_with("; step 2 lost agent b's share (50 % of the load): not judged"),
+        "{answer}"
+    );
+    assert_eq!(json["summary"]["kept_up_step"], 1);
+    assert!(json["summary"]["beyond"].is_null(), "nor is it the limit");
+    assert_eq!(json["steps"][1]["lost_load"][0]["agent"], "b");
+    assert_eq!(json["steps"][1]["lost_load"][0]["pct"], 50.0);
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_step_report_claiming_a_year_of_wall_time_drops_its_agent() {
     let dir = tempfile::tempdir().unwrap();

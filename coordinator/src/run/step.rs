@@ -564,6 +564,17 @@ fn summarise(
         ok_status: plan.workload().ok_status(),
         baseline_p50_ms: watch.baseline_p50_ms,
     });
+    // A share lost mid-step was not all run: the step is not judged, and says whose and how much.
+    result.lost_load = p
+        .who
+        .iter()
+        .zip(&p.shares)
+        .filter(|(i, _)| c.lost[**i])
+        .map(|(&i, share)| report::LostShare {
+            agent: fleet.name(i).to_string(),
+            pct: (share.slice().fraction() * 1000.0).round() / 10.0,
+        })
+        .collect();
     result.notes.extend(p.notes);
     result.notes.extend(c.notes);
     let distribution = Distribution::of(result.number, &total.hist.latency);
