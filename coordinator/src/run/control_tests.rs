@@ -489,7 +489,7 @@ async fn side_by_side_each_step_ran_on_every_target_in_turn_with_its_own_workloa
     let dir = tempfile::tempdir().unwrap();
     let line = format!(
         "stampede run a=http://127.0.0.1:9/x b=http://127.0.0.1:9/y --model requests --steps 10,20 \
-         --step-duration 2s --timeout 1s --quiet --out {}",
+         --step-duration 2s --timeout 1s --out {}",
         dir.path().display()
     );
     let cli = crate::cli::parse_from(line.split_whitespace()).expect("a valid command line");
@@ -637,4 +637,52 @@ async fn peers_that_joined_are_counted_by_the_role_their_hello_says() {
         "2 peers joined: 1 load agents (a) and 1 monitors (m), where --expect-agents 2 and --expect-monitors 0 were asked for"
     );
     assert!(e.is_usage());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_find_max_probe_that_lost_an_agent_is_invalid_not_a_pass() {
+    use shared::probe_mark::Mark;
+    let dir = tempfile::tempdir().unwrap();
+    let line = format!(
+        "stampede find-max http://127.0.0.1:9/ --model requests --slo p50<50ms --start 100 --max-rate 400 \
+         --probe 2s --warmup 0s --confirm 2s --cooldown 0s --deadline 10m --timeout 1s --quiet --out {}",
+        dir.path().display()
+    );
+    let cfg = match crate::cli::parse_from(line.split_whitespace().map(String::from))
+        .expect("a valid command line")
+        .command
+    {
+        crate::cli::Command::FindMax(a) => {
+            crate::config::resolve_find_max(*a).expect("a valid search")
+        }
+        _ => unreachable!("a find-max command line"),
+    };
+    // Both serve all they send of the first probe, but b is lost in it: half its offer never went.
+    let a = Script::default().claim(0, served(10));
+    let b = Script::default()
+        .claim(0, served(10))
+        .start(0, Start::CloseAfter(Duration::from_millis(1500)));
+    let links = [("a", a), ("b", b)]
+        .into_iter()
+        .map(|(name, s)| (name.to_string(), Expect::Load, fake_agent::spawn(s).0))
+        .collect();
+    let mut runs = run_lanes(
+        vec![cfg.run],
+        Stop::default(),
+        Some(links),
+        None,
+        Some(cfg.setup),
+    )
+    .await
+    .unwrap();
+    let run = runs.remove(0);
+    let first = &run.steps[0];
+    let mark = first.probe.as_ref().expect("a probe's mark");
+    assert_eq!(mark.class, Mark::Invalid, "{mark:?}");
+    let reason = mark.reason.as_deref().unwrap_or_default();
+    assert!(
+        reason.starts_with("an agent was lost during the probe"),
+        "{reason}"
+    );
+    assert_eq!(first.lost_load.first().map(|l| l.agent.as_str()), Some("b"));
 }
