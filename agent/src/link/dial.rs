@@ -252,10 +252,14 @@ pub async fn prove_join(end: &mut AgentEnd, token: Option<&str>) -> Result<(), S
     }
 }
 
-/// The coordinator's side of a join's handshake ([`prove_join`]): challenges the peer, verifies its
-/// proof of `token`, and only then proves the token back. The token itself is never sent. A peer that
-/// fails is told why (an abort) and refused here, in words for the log.
-pub async fn challenge_join(end: &mut CoordinatorEnd, token: Option<&str>) -> Result<(), String> {
+/// The coordinator's side of a join's handshake ([`prove_join`]): challenges the peer and verifies its
+/// proof of `token`; returns the message that proves the token back, for the caller to send once it
+/// takes the peer (or an abort instead). The token itself is never sent. A peer that fails is told
+/// why (an abort) and refused here, in words for the log.
+pub async fn challenge_join(
+    end: &mut CoordinatorEnd,
+    token: Option<&str>,
+) -> Result<pb::CoordinatorMessage, String> {
     use pb::agent_message::Kind as Up;
     use pb::coordinator_message::Kind as Down;
     let hello = |join_challenge, join_proof| {
@@ -301,10 +305,7 @@ pub async fn challenge_join(end: &mut CoordinatorEnd, token: Option<&str>) -> Re
         Some(t) => proto::join::coordinator_proof(t, &challenge, &proof.nonce),
         None => Vec::new(),
     };
-    end.tx
-        .send(hello(Vec::new(), proof))
-        .await
-        .map_err(|e| e.to_string())
+    Ok(hello(Vec::new(), proof))
 }
 
 #[cfg(test)]
@@ -317,10 +318,11 @@ mod tests {
         agent: Option<&str>,
     ) -> (Result<(), String>, Result<(), String>) {
         let (mut c, mut a) = super::super::pair();
-        tokio::join!(
-            challenge_join(&mut c, coordinator),
-            prove_join(&mut a, agent)
-        )
+        let coordinator = async {
+            let proof = challenge_join(&mut c, coordinator).await?;
+            c.tx.send(proof).await.map_err(|e| e.to_string())
+        };
+        tokio::join!(coordinator, prove_join(&mut a, agent))
     }
 
     #[tokio::test]

@@ -13,6 +13,7 @@ use agent::link::dial::{self, DialError, Dialer};
 use agent::link::{self, CoordinatorEnd, Link, MAX_MESSAGE_BYTES, Side};
 use agent::tls::host_of;
 use proto::pb;
+use proto::pb::coordinator_message::Kind as Down;
 use proto::pb::coordinator_server::Coordinator as CoordinatorSvc;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
@@ -297,7 +298,7 @@ impl CoordinatorSvc for JoinService {
         // Plain text on a TLS port: refused in words (and logged when it connected).
         let name = Peer::admit(&request)?.addr.to_string();
         let full = "this run has all the agents it expects";
-        if self.joined.capacity() == 0 {
+        if self.joined.capacity() == 0 || self.joined.is_closed() {
             log_refused(Side::Coordinator, &name, &full);
             return Err(tonic::Status::resource_exhausted(full));
         }
@@ -310,11 +311,20 @@ impl CoordinatorSvc for JoinService {
         // The handshake runs on the stream this call returns: apart, so the call can return.
         let (joined, token) = (self.joined.clone(), self.token.clone());
         tokio::spawn(async move {
-            if let Err(why) = dial::challenge_join(&mut end, token.as_deref()).await {
-                log_refused(Side::Coordinator, &name, &why);
-            } else if joined.try_send((name.clone(), end)).is_err() {
-                // Proven, but others proved it first.
-                log_refused(Side::Coordinator, &name, &full);
+            let proof = match dial::challenge_join(&mut end, token.as_deref()).await {
+                Ok(proof) => proof,
+                Err(why) => return log_refused(Side::Coordinator, &name, &why),
+            };
+            // Proven; taken if there is still room, else told so instead of the proof, so that it
+            // does not take the refusal for a session that ran.
+            let Ok(permit) = joined.try_reserve() else {
+                let reason = format!("the coordinator refused this agent: {full}");
+                let abort = Down::Abort(pb::Abort { reason });
+                let _ = end.tx.send(proto::to_agent(abort)).await;
+                return log_refused(Side::Coordinator, &name, &full);
+            };
+            if end.tx.send(proof).await.is_ok() {
+                permit.send((name, end));
             }
         });
         Ok(tonic::Response::new(link::response_stream(down_rx)))
@@ -399,7 +409,6 @@ fn setup_error(e: impl std::fmt::Display) -> FleetError {
 mod tests {
     use super::*;
     use proto::pb::agent_message::Kind as Up;
-    use proto::pb::coordinator_message::Kind as Down;
 
     /// The join port's address, once `ready` says it is bound.
     async fn bound(ready: &std::path::Path) -> String {
@@ -411,6 +420,55 @@ mod tests {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
         panic!("the join port is not bound within 5 s");
+    }
+
+    /// Joins `addr` as an agent holding `token` and runs the handshake: the link, or why not.
+    async fn join_as_agent(addr: &str, token: &str) -> Result<agent::link::AgentEnd, String> {
+        let mut client =
+            pb::coordinator_client::CoordinatorClient::connect(format!("http://{addr}"))
+                .await
+                .unwrap();
+        let (up, up_rx) = link::channel();
+        let down = client
+            .join(link::request_stream(up_rx))
+            .await
+            .map_err(|s| s.message().to_string())?
+            .into_inner();
+        let mut end = Link {
+            tx: up,
+            rx: link::read_stream(down),
+        };
+        dial::prove_join(&mut end, Some(token)).await?;
+        Ok(end)
+    }
+
+    #[tokio::test]
+    async fn an_agent_joining_after_the_run_has_its_agents_is_refused_in_words() {
+        let dir = tempfile::tempdir().unwrap();
+        let ready = dir.path().join("ready");
+        let join = crate::config::JoinSpec {
+            listen: "127.0.0.1:0".parse().unwrap(),
+            expect: 1,
+            monitors: 0,
+            wait: Duration::from_secs(5),
+            ready_file: Some(ready.clone()),
+        };
+        let stop = CancellationToken::new();
+        let serving = stop.clone();
+        let served = tokio::spawn(async move {
+            accept_joins(&join, None, Some("s3cret"), serving)
+                .await
+                .map(|l| l.len())
+        });
+        let addr = bound(&ready).await;
+        let _kept = join_as_agent(&addr, "s3cret").await.unwrap();
+        assert_eq!(served.await.unwrap().unwrap(), 1);
+        // The join port still serves (as long as the fleet): a second agent is turned away in words.
+        let Err(why) = join_as_agent(&addr, "s3cret").await else {
+            panic!("a second agent was taken");
+        };
+        assert!(why.contains("has all the agents it expects"), "{why}");
+        stop.cancel();
     }
 
     #[tokio::test]
