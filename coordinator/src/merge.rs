@@ -566,6 +566,49 @@ mod tests {
     use shared::histogram::{self, Histogram};
     use shared::metrics::{ErrorClass, Interval};
 
+    /// A report of `requests` sent, `replies` answered and `ok` served.
+    fn claim(requests: u64, replies: u64, ok: u64) -> pb::IntervalReport {
+        pb::IntervalReport {
+            counters: Some(pb::Counters {
+                requests,
+                replies,
+                ok,
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn an_honest_share_passes_and_a_report_past_it_or_past_its_own_requests_does_not() {
+        let bound = ShareBound {
+            per_sec: 100_000.0,
+            total: None,
+        };
+        // 1 s in, with the second over: 100k/s x 2 s x 1.1 + 1000.
+        let allowed = bound.allows(Duration::from_secs(2));
+        assert_eq!(allowed, 221_000);
+        let mut so_far = Counters::default();
+        assert_eq!(
+            check_claim(&so_far, &claim(100_000, 99_000, 98_000), allowed),
+            Ok(())
+        );
+        so_far.requests = 200_000;
+        let e = check_claim(&so_far, &claim(30_000, 0, 0), allowed).unwrap_err();
+        assert!(e.contains("it claims 230000 requests"), "{e}");
+        let e = check_claim(&Counters::default(), &claim(10, 11, 11), allowed).unwrap_err();
+        assert!(e.contains("11 served of 11 replies to 10 requests"), "{e}");
+        let mut bytes = claim(10, 10, 10);
+        bytes.counters.as_mut().unwrap().bytes_in = u64::MAX;
+        assert!(check_claim(&Counters::default(), &bytes, allowed).is_err());
+        // A share's own request count caps it, whatever its rate.
+        let counted = ShareBound {
+            per_sec: 1e9,
+            total: Some(50),
+        };
+        assert_eq!(counted.allows(Duration::from_secs(10)), 1_050);
+    }
+
     /// Agent `agent`'s report of interval `seq`: a few latencies and counters that differ per agent.
     fn interval(agent: u64, seq: u32, tail: bool) -> Interval {
         let mut s = Snapshot::default();
