@@ -333,12 +333,21 @@ async fn join_once(
         .join(link::request_stream(up_rx))
         .await
         .map_err(|s| DialError::Refused(dialer.refused(&s)))?;
-    let end = Link {
+    let mut end = Link {
         tx: up_tx,
         rx: link::read_stream(response.into_inner()),
     };
+    link::dial::prove_join(&mut end, rules.token.as_deref())
+        .await
+        .map_err(|why| DialError::Refused(format!("the join handshake failed: {why}")))?;
+    // The coordinator proved the token in the handshake: the session's hello carries none. The
+    // same admission mark, so `--exit-after-run` sees this session admitted.
+    let proven = Arc::new(Rules {
+        token: None,
+        ..Rules::clone(rules)
+    });
     let peer = coordinator.to_string();
-    Ok(duty.serve(rules.clone(), end, peer, shutdown).await?)
+    Ok(duty.serve(proven, end, peer, shutdown).await?)
 }
 
 /// `stampede-agent --listen`'s library entry point.
@@ -416,6 +425,7 @@ mod tests {
             protocol_version: version,
             coordinator_version: "test".into(),
             token: token.to_string(),
+            ..Default::default()
         })))
         .await
         .unwrap();
@@ -470,6 +480,7 @@ mod tests {
             protocol_version: version,
             coordinator_version: "test".into(),
             token: token.to_string(),
+            ..Default::default()
         }))
     }
 
@@ -854,13 +865,31 @@ mod tests {
                 other => return other,
             }
         };
-        send(Down::Hello(pb::Hello {
-            protocol_version: proto::PROTOCOL_VERSION,
-            coordinator_version: "test".into(),
-            token: "s3cret".into(),
-        }))
-        .await
-        .unwrap();
+        // The join handshake: the monitor proves the token, then the coordinator does.
+        let challenge = proto::join::nonce().unwrap();
+        let hello = |join_challenge, join_proof| {
+            Down::Hello(pb::Hello {
+                protocol_version: proto::PROTOCOL_VERSION,
+                coordinator_version: "test".into(),
+                join_challenge,
+                join_proof,
+                ..Default::default()
+            })
+        };
+        send(hello(challenge.clone(), Vec::new())).await.unwrap();
+        let Up::JoinProof(proof) = next().await else {
+            panic!("expected the monitor's proof of the token");
+        };
+        assert!(proto::join::verify_agent(
+            "s3cret",
+            &challenge,
+            &proof.nonce,
+            &proof.mac
+        ));
+        let ours = proto::join::coordinator_proof("s3cret", &challenge, &proof.nonce);
+        send(hello(Vec::new(), ours)).await.unwrap();
+        // The session's own hello, without the token.
+        send(hello(Vec::new(), Vec::new())).await.unwrap();
         let Up::HelloReply(reply) = next().await else {
             panic!("expected the hello reply");
         };

@@ -1082,6 +1082,7 @@ mod tests {
             protocol_version: PROTOCOL_VERSION,
             coordinator_version: "test".into(),
             token: token.into(),
+            ..Default::default()
         })
     }
 
@@ -1521,6 +1522,7 @@ mod tests {
             protocol_version: PROTOCOL_VERSION + 1,
             coordinator_version: "future".into(),
             token: "s3cret".into(),
+            ..Default::default()
         }))
         .await;
         assert!(c.refused().await.contains("protocol version"));

@@ -26,6 +26,7 @@ use shared::histogram::{CodecError, Encoded, Histogram, Merger};
 use shared::metrics::{
     Counters, EncodedInterval, ErrorClass, FirstErrors, HistogramSums, Snapshot,
 };
+use shared::plan::{LoadModel, StepShare};
 use shared::report::{IntervalSample, LatencyStats};
 use shared::status::StatusCodes;
 
@@ -60,6 +61,105 @@ pub enum IntervalError {
     /// Ours: its latency could not be kept.
     #[error(transparent)]
     Spill(#[from] SpillError),
+}
+
+/// Slack over what a share had due: arrivals are paced on the agent's clock and its reports cross a
+/// network, so a count a little past the schedule is honest; one ten percent past it is not.
+const CLAIM_SLACK: f64 = 1.1;
+/// Requests any share may claim whatever its schedule (a step's first instants, clocks apart).
+const CLAIM_FLOOR: u64 = 1_000;
+/// A closed loop's requests per second per connection that no real server answers (a keep-alive reply
+/// over loopback takes tens of microseconds): the ceiling of a model without a rate.
+const CLOSED_PER_CONNECTION: f64 = 200_000.0;
+/// Bytes or CPU nanoseconds one interval can carry (2^48: 256 TiB, or 78 hours of CPU): a value past
+/// it cannot be real, and sums of values below it cannot wrap.
+const CLAIM_MAX_UNITS: u64 = 1 << 48;
+
+/// The most requests an agent's share of a step can account for by a time into it: what was due, with
+/// slack. A report past it is not believed: the agent is dropped, and its report not merged.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ShareBound {
+    /// Requests per second at most: the share's rate (open models) or its connections' ceiling.
+    per_sec: f64,
+    /// The share's own request count (the concurrency model's `-n`), if it has one.
+    total: Option<u64>,
+}
+
+impl ShareBound {
+    pub fn of(share: &StepShare) -> ShareBound {
+        let fraction = share.slice().fraction();
+        let per_sec = match share.model() {
+            LoadModel::Connections => share.rate() * fraction * f64::from(share.num_call().get()),
+            LoadModel::Requests => share.rate() * fraction,
+            LoadModel::Concurrency => f64::from(share.connections()) * CLOSED_PER_CONNECTION,
+        };
+        ShareBound {
+            per_sec,
+            total: share.max_requests().map(|n| n.get()),
+        }
+    }
+
+    /// Requests (sent or due) the share allows by `elapsed` into the step.
+    pub fn allows(&self, elapsed: Duration) -> u64 {
+        // A float past u64's range saturates in the cast: never a wrap.
+        let due = (self.per_sec * elapsed.as_secs_f64() * CLAIM_SLACK) as u64;
+        let due = due.saturating_add(CLAIM_FLOOR);
+        match self.total {
+            Some(n) => due.min(n.saturating_add(CLAIM_FLOOR)),
+            None => due,
+        }
+    }
+}
+
+/// Checks one report of an agent against what it reported before in the step (`so_far`) and what its
+/// share allows by now (`allowed`, [`ShareBound::allows`]), before anything is merged: sums are
+/// checked, so a report that lies (more requests than were due, more replies than requests, a counter
+/// no link carries) is refused in words, and no total can wrap.
+pub fn check_claim(
+    so_far: &Counters,
+    report: &pb::IntervalReport,
+    allowed: u64,
+) -> Result<(), String> {
+    let Some(c) = report.counters.as_ref() else {
+        // Refused by the conversion, as a protocol error.
+        return Ok(());
+    };
+    let past = || "counters past 2^64: no agent sends that many".to_string();
+    let sum = |a: u64, b: u64| a.checked_add(b).ok_or_else(past);
+    let sent = sum(
+        sum(so_far.requests, so_far.unsent)?,
+        sum(c.requests, c.unsent)?,
+    )?;
+    if sent > allowed {
+        return Err(format!(
+            "it claims {sent} requests sent or due so far, where its share allows at most {allowed}"
+        ));
+    }
+    let requests = sum(so_far.requests, c.requests)?;
+    let replies = sum(so_far.replies, c.replies)?;
+    let ok = sum(so_far.ok, c.ok)?;
+    if replies > requests || ok > replies {
+        return Err(format!(
+            "it claims {ok} served of {replies} replies to {requests} requests so far"
+        ));
+    }
+    // Every other count is bounded by the requests: generously, as connections and errors may
+    // outnumber them a little (a connect refused, then the request given up).
+    let ceiling = allowed.saturating_mul(4);
+    let counts = [c.connections, c.waited, c.dropped, c.given_up].into_iter();
+    let mut classes = c.status.iter().chain(&c.errors).copied();
+    if let Some(n) = counts.chain(&mut classes).find(|&n| n > ceiling) {
+        return Err(format!(
+            "it claims a count of {n} in one interval, where its share allows at most {ceiling}"
+        ));
+    }
+    let units = [c.bytes_in, c.bytes_out, report.cpu_ns];
+    if let Some(n) = units.into_iter().find(|&n| n > CLAIM_MAX_UNITS) {
+        return Err(format!(
+            "it claims {n} bytes or CPU nanoseconds in one interval, more than any agent can"
+        ));
+    }
+    Ok(())
 }
 
 /// Where one report's latency lies in the spill, and whose it is. 16 bytes, kept per report.
@@ -364,6 +464,11 @@ impl StepMerge {
         })
     }
 
+    /// Agent `agent`'s counters so far in the step.
+    pub fn agent_counters(&self, agent: usize) -> &Counters {
+        &self.agents[agent].counters
+    }
+
     /// The step's counters so far, summed over every report.
     pub fn counters(&self) -> &Counters {
         &self.counters
@@ -460,6 +565,49 @@ mod tests {
     use super::*;
     use shared::histogram::{self, Histogram};
     use shared::metrics::{ErrorClass, Interval};
+
+    /// A report of `requests` sent, `replies` answered and `ok` served.
+    fn claim(requests: u64, replies: u64, ok: u64) -> pb::IntervalReport {
+        pb::IntervalReport {
+            counters: Some(pb::Counters {
+                requests,
+                replies,
+                ok,
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn an_honest_share_passes_and_a_report_past_it_or_past_its_own_requests_does_not() {
+        let bound = ShareBound {
+            per_sec: 100_000.0,
+            total: None,
+        };
+        // 1 s in, with the second over: 100k/s x 2 s x 1.1 + 1000.
+        let allowed = bound.allows(Duration::from_secs(2));
+        assert_eq!(allowed, 221_000);
+        let mut so_far = Counters::default();
+        assert_eq!(
+            check_claim(&so_far, &claim(100_000, 99_000, 98_000), allowed),
+            Ok(())
+        );
+        so_far.requests = 200_000;
+        let e = check_claim(&so_far, &claim(30_000, 0, 0), allowed).unwrap_err();
+        assert!(e.contains("it claims 230000 requests"), "{e}");
+        let e = check_claim(&Counters::default(), &claim(10, 11, 11), allowed).unwrap_err();
+        assert!(e.contains("11 served of 11 replies to 10 requests"), "{e}");
+        let mut bytes = claim(10, 10, 10);
+        bytes.counters.as_mut().unwrap().bytes_in = u64::MAX;
+        assert!(check_claim(&Counters::default(), &bytes, allowed).is_err());
+        // A share's own request count caps it, whatever its rate.
+        let counted = ShareBound {
+            per_sec: 1e9,
+            total: Some(50),
+        };
+        assert_eq!(counted.allows(Duration::from_secs(10)), 1_050);
+    }
 
     /// Agent `agent`'s report of interval `seq`: a few latencies and counters that differ per agent.
     fn interval(agent: u64, seq: u32, tail: bool) -> Interval {

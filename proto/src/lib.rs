@@ -16,6 +16,7 @@ use shared::plan::{
 use shared::status::{StatusCodes, StatusSet};
 use shared::warning::{Warning, WarningKind};
 
+pub mod join;
 pub mod monitor;
 
 pub mod pb {
@@ -24,7 +25,7 @@ pub mod pb {
 }
 
 /// Bumped whenever a message changes meaning; peers with another version are refused.
-pub const PROTOCOL_VERSION: u32 = 4;
+pub const PROTOCOL_VERSION: u32 = 5;
 
 impl From<&Warning> for pb::Warning {
     fn from(w: &Warning) -> pb::Warning {

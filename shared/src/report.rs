@@ -394,6 +394,17 @@ pub struct StepResult {
     /// A capacity search's probe: its role and class; absent in a planned run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub probe: Option<crate::probe_mark::ProbeMark>,
+    /// The shares of agents lost mid-step, which were not all run: the step carried less than its
+    /// load, so it is neither kept up with nor the server's limit ([`kept_up`], [`summarize_run`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub lost_load: Vec<LostShare>,
+}
+
+/// An agent lost mid-step, and its part of the step's load in percent.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct LostShare {
+    pub agent: String,
+    pub pct: f64,
 }
 
 /// One full interval of the merged fleet, for the reply-rate series.
@@ -639,6 +650,7 @@ pub fn summarize(input: &StepInput<'_>) -> StepResult {
         notes,
         aborted: input.aborted,
         start_skew_ms: input.start_skew.map(|d| round3(d.as_secs_f64() * 1000.0)),
+        lost_load: Vec::new(),
         agents,
         server_monitors: Vec::new(),
         probe: None,
@@ -735,7 +747,8 @@ pub struct RunSummary {
 /// making requests queue (a server that serves everything, late, is saturated), and the numbers are
 /// not untrustworthy.
 pub fn kept_up(r: &StepResult) -> bool {
-    r.trust != Verdict::Invalid
+    judged(r)
+        && r.trust != Verdict::Invalid
         && r.due > 0
         && r.failed_pct <= verdict::FAILING_PCT
         && r.ok as f64 >= KEPT_UP_RATIO * r.due as f64
@@ -784,17 +797,23 @@ pub fn step_value(model: &str, v: f64) -> String {
     format!("{} {unit}", human(v))
 }
 
+/// Whether a step says anything of the server: one that lost an agent's share mid-step carried less
+/// than its load, and is neither kept up with nor past the limit.
+pub fn judged(r: &StepResult) -> bool {
+    r.lost_load.is_empty()
+}
+
 pub fn summarize_run(steps: &[StepResult]) -> RunSummary {
     let kept = steps
         .iter()
         .filter(|r| kept_up(r))
         .max_by(|a, b| a.step_value.total_cmp(&b.step_value));
     let beyond = kept.map_or_else(
-        || steps.iter().find(|r| !kept_up(r)),
+        || steps.iter().find(|r| judged(r) && !kept_up(r)),
         |k| {
             steps
                 .iter()
-                .filter(|r| r.step_value > k.step_value && !kept_up(r))
+                .filter(|r| r.step_value > k.step_value && judged(r) && !kept_up(r))
                 .min_by(|a, b| a.step_value.total_cmp(&b.step_value))
         },
     );
@@ -893,10 +912,23 @@ fn answer(
                 ));
             }
         }
-        None if kept.is_some() => {
+        None if kept.is_some() && steps.iter().all(judged) => {
             s.push_str(": every step kept up, so the limit lies beyond this ramp")
         }
+        None if kept.is_some() => s.push_str(": every step judged kept up"),
         None => {}
+    }
+    for r in steps.iter().filter(|r| !judged(r)) {
+        let lost: Vec<String> = r
+            .lost_load
+            .iter()
+            .map(|l| format!("agent {}'s share ({} % of the load)", l.agent, human(l.pct)))
+            .collect();
+        s.push_str(&format!(
+            "; step {} lost {}: not judged",
+            r.number,
+            lost.join(" and ")
+        ));
     }
     // A plateau needs a step past where it began.
     let last = steps.iter().map(|r| r.step_value).fold(f64::MIN, f64::max);

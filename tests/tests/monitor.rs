@@ -127,6 +127,7 @@ impl Coordinator {
             protocol_version: proto::PROTOCOL_VERSION,
             coordinator_version: "e2e".into(),
             token: String::new(),
+            ..Default::default()
         }))
         .await;
         loop {
@@ -248,6 +249,7 @@ async fn a_monitor_greets_as_one_streams_a_sample_a_second_refuses_load_and_leak
             protocol_version: proto::PROTOCOL_VERSION,
             coordinator_version: "e2e".into(),
             token: String::new(),
+            ..Default::default()
         }))
         .await;
         match tokio::time::timeout(PATIENCE, c.rx.recv()).await {

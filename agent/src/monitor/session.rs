@@ -423,6 +423,7 @@ mod tests {
             protocol_version: PROTOCOL_VERSION,
             coordinator_version: "test".into(),
             token: token.into(),
+            ..Default::default()
         })
     }
 

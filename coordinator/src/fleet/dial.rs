@@ -9,10 +9,11 @@ use std::time::Duration;
 
 use agent::Engine;
 use agent::link::accept::{self, Peer, log_refused};
-use agent::link::dial::{DialError, Dialer};
+use agent::link::dial::{self, DialError, Dialer};
 use agent::link::{self, CoordinatorEnd, Link, MAX_MESSAGE_BYTES, Side};
 use agent::tls::host_of;
 use proto::pb;
+use proto::pb::coordinator_message::Kind as Down;
 use proto::pb::coordinator_server::Coordinator as CoordinatorSvc;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
@@ -347,9 +348,11 @@ pub(crate) async fn remote(
     Ok((link, deadline))
 }
 
-/// The coordinator's side of `Coordinator.Join`: each joining agent's stream becomes a `Link`.
+/// The coordinator's side of `Coordinator.Join`: each joining agent's stream becomes a `Link`, once
+/// the peer has proved the token (`agent::link::dial::challenge_join`).
 pub(crate) struct JoinService {
     joined: mpsc::Sender<(String, CoordinatorEnd)>,
+    token: Option<Arc<str>>,
 }
 
 #[tonic::async_trait]
@@ -362,20 +365,36 @@ impl CoordinatorSvc for JoinService {
     ) -> Result<tonic::Response<Self::JoinStream>, tonic::Status> {
         // Plain text on a TLS port: refused in words (and logged when it connected).
         let name = Peer::admit(&request)?.addr.to_string();
-        let permit = self.joined.clone().try_reserve_owned().map_err(|_| {
-            let why = "this run has all the agents it expects";
-            log_refused(Side::Coordinator, &name, &why);
-            tonic::Status::resource_exhausted(why)
-        })?;
+        let full = "this run has all the agents it expects";
+        if self.joined.capacity() == 0 || self.joined.is_closed() {
+            log_refused(Side::Coordinator, &name, &full);
+            return Err(tonic::Status::resource_exhausted(full));
+        }
         let (down_tx, down_rx) = link::channel();
         let inbound = link::read_peer_stream(request.into_inner(), Side::Coordinator, name.clone());
-        permit.send((
-            name,
-            Link {
-                tx: down_tx,
-                rx: inbound,
-            },
-        ));
+        let mut end = Link {
+            tx: down_tx,
+            rx: inbound,
+        };
+        // The handshake runs on the stream this call returns: apart, so the call can return.
+        let (joined, token) = (self.joined.clone(), self.token.clone());
+        tokio::spawn(async move {
+            let proof = match dial::challenge_join(&mut end, token.as_deref()).await {
+                Ok(proof) => proof,
+                Err(why) => return log_refused(Side::Coordinator, &name, &why),
+            };
+            // Proven; taken if there is still room, else told so instead of the proof, so that it
+            // does not take the refusal for a session that ran.
+            let Ok(permit) = joined.try_reserve() else {
+                let reason = format!("the coordinator refused this agent: {full}");
+                let abort = Down::Abort(pb::Abort { reason });
+                let _ = end.tx.send(proto::to_agent(abort)).await;
+                return log_refused(Side::Coordinator, &name, &full);
+            };
+            if end.tx.send(proof).await.is_ok() {
+                permit.send((name, end));
+            }
+        });
         Ok(tonic::Response::new(link::response_stream(down_rx)))
     }
 }
@@ -403,10 +422,12 @@ pub(crate) async fn accept_joins(
     // Agents and monitors join alike; their hellos tell them apart (`Fleet::check_joined`).
     let expect = join.expect + join.monitors;
     let (joined_tx, mut joined_rx) = mpsc::channel(expect);
-    let server =
-        proto::pb::coordinator_server::CoordinatorServer::new(JoinService { joined: joined_tx })
-            .max_decoding_message_size(MAX_MESSAGE_BYTES)
-            .max_encoding_message_size(MAX_MESSAGE_BYTES);
+    let server = proto::pb::coordinator_server::CoordinatorServer::new(JoinService {
+        joined: joined_tx,
+        token: token.map(Arc::from),
+    })
+    .max_decoding_message_size(MAX_MESSAGE_BYTES)
+    .max_encoding_message_size(MAX_MESSAGE_BYTES);
     let incoming = accept::incoming(listener, tls, Side::Coordinator);
     let shutdown = stop.clone();
     tokio::spawn(async move {
@@ -483,6 +504,140 @@ fn setup_error(e: impl std::fmt::Display) -> FleetError {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proto::pb::agent_message::Kind as Up;
+
+    /// The join port's address, once `ready` says it is bound.
+    async fn bound(ready: &std::path::Path) -> String {
+        for _ in 0..100 {
+            if let Ok(line) = std::fs::read_to_string(ready) {
+                let v: serde_json::Value = serde_json::from_str(&line).unwrap();
+                return v["listen"].as_str().unwrap().to_string();
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!("the join port is not bound within 5 s");
+    }
+
+    /// Joins `addr` as an agent holding `token` and runs the handshake: the link, or why not.
+    async fn join_as_agent(addr: &str, token: &str) -> Result<agent::link::AgentEnd, String> {
+        let mut client =
+            pb::coordinator_client::CoordinatorClient::connect(format!("http://{addr}"))
+                .await
+                .unwrap();
+        let (up, up_rx) = link::channel();
+        let down = client
+            .join(link::request_stream(up_rx))
+            .await
+            .map_err(|s| s.message().to_string())?
+            .into_inner();
+        let mut end = Link {
+            tx: up,
+            rx: link::read_stream(down),
+        };
+        dial::prove_join(&mut end, Some(token)).await?;
+        Ok(end)
+    }
+
+    #[tokio::test]
+    async fn an_agent_joining_after_the_run_has_its_agents_is_refused_in_words() {
+        let dir = tempfile::tempdir().unwrap();
+        let ready = dir.path().join("ready");
+        let join = crate::config::JoinSpec {
+            listen: "127.0.0.1:0".parse().unwrap(),
+            expect: 1,
+            monitors: 0,
+            wait: Duration::from_secs(5),
+            ready_file: Some(ready.clone()),
+        };
+        let stop = CancellationToken::new();
+        let serving = stop.clone();
+        let served = tokio::spawn(async move {
+            let mut fleet = Fleet::empty(serving.clone());
+            accept_joins(&mut fleet, &join, None, Some("s3cret"), serving)
+                .await
+                .map(|()| fleet)
+        });
+        let addr = bound(&ready).await;
+        let kept = join_as_agent(&addr, "s3cret").await.unwrap();
+        // A real agent session on the proven link answers the fleet's greeting.
+        let engine = Arc::new(Engine::start(1).unwrap());
+        let rules = Arc::new(agent::session::Rules::default());
+        let session = CancellationToken::new();
+        tokio::spawn(agent::session::serve(
+            engine,
+            rules,
+            kept,
+            "coordinator".into(),
+            session.clone(),
+        ));
+        let fleet = served.await.unwrap().unwrap();
+        assert_eq!(fleet.joined(), 1);
+        // The join port still serves (as long as the fleet): a second agent is turned away in words.
+        let Err(why) = join_as_agent(&addr, "s3cret").await else {
+            panic!("a second agent was taken");
+        };
+        assert!(why.contains("has all the agents it expects"), "{why}");
+        stop.cancel();
+    }
+
+    #[tokio::test]
+    async fn a_stranger_joining_without_the_token_is_refused_and_never_sent_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let ready = dir.path().join("ready");
+        let join = crate::config::JoinSpec {
+            listen: "127.0.0.1:0".parse().unwrap(),
+            expect: 1,
+            monitors: 0,
+            wait: Duration::from_secs(3),
+            ready_file: Some(ready.clone()),
+        };
+        let served = tokio::spawn(async move {
+            let stop = CancellationToken::new();
+            let mut fleet = Fleet::empty(stop.clone());
+            // As a run goes on: whoever joins is greeted as it joins.
+            accept_joins(&mut fleet, &join, None, Some("s3cret"), stop).await
+        });
+        let addr = bound(&ready).await;
+        let mut client =
+            pb::coordinator_client::CoordinatorClient::connect(format!("http://{addr}"))
+                .await
+                .unwrap();
+        let (up, up_rx) = mpsc::channel(4);
+        let mut down = client
+            .join(tokio_stream::wrappers::ReceiverStream::new(up_rx))
+            .await
+            .unwrap()
+            .into_inner();
+        // Everything the coordinator sends, as bytes on the wire, until it ends the stream.
+        let (mut wire, mut sent) = (Vec::new(), Vec::new());
+        let until = Instant::now() + Duration::from_secs(4);
+        while let Ok(Ok(Some(msg))) = tokio::time::timeout_at(until, down.message()).await {
+            wire.extend(prost::Message::encode_to_vec(&msg));
+            if let Some(Down::Hello(h)) = &msg.kind
+                && !h.join_challenge.is_empty()
+            {
+                // A guess, not a proof.
+                let guess = pb::JoinProof {
+                    nonce: vec![7; proto::join::NONCE_BYTES],
+                    mac: vec![0; 32],
+                };
+                up.send(proto::from_agent(Up::JoinProof(guess)))
+                    .await
+                    .unwrap();
+            }
+            sent.extend(msg.kind);
+        }
+        assert!(
+            !wire.windows(6).any(|w| w == b"s3cret"),
+            "the stranger was sent the token: {sent:?}"
+        );
+        let refused = sent
+            .iter()
+            .any(|k| matches!(k, Down::Abort(a) if a.reason.contains("its token does not match")));
+        assert!(refused, "{sent:?}");
+        let e = served.await.unwrap().unwrap_err().to_string();
+        assert!(e.contains("only 0 joined"), "{e}");
+    }
 
     /// `expected` for two loopback agents with `--expect-agents expect --wait-agents 5s`, and how long
     /// it took (in paused time).

@@ -763,6 +763,11 @@ impl Fleet {
         deadline: Instant,
     ) -> Result<(), FleetError> {
         for &i in who {
+            // A joined peer proved the token in the join handshake, and was given none: nor here.
+            let token = match self.agents[i].expect {
+                Expect::Either => None,
+                Expect::Load | Expect::Monitor => token,
+            };
             self.agents[i]
                 .tx
                 .send(hello(token))
@@ -971,6 +976,7 @@ pub(crate) fn hello(token: Option<&str>) -> pb::CoordinatorMessage {
         protocol_version: PROTOCOL_VERSION,
         coordinator_version: shared::VERSION.to_string(),
         token: token.unwrap_or_default().to_string(),
+        ..Default::default()
     }))
 }
 

@@ -3,6 +3,7 @@
 use std::path::Path;
 use std::time::Duration;
 
+use proto::pb;
 use proto::pb::coordinator_message::Kind as Down;
 use shared::verdict::Verdict;
 use tokio::time::Instant;
@@ -298,6 +299,126 @@ async fn under_degrade_a_lost_agent_marks_its_step() {
     assert_eq!(prepared(&logs[0]), vec![(0, 0.5), (1, 1.0)]);
 }
 
+/// A run of agents a (honest) and b, which reports `claim` one second into step 1 (at 10 req/s, b's
+/// share 5 req/s): its outcome, its run.json, and b's log.
+async fn b_claims(claim: pb::Counters) -> (RunOutcome, serde_json::Value, Log) {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path(), "--on-agent-loss degrade");
+    let liar = Script::default().claim(0, claim);
+    let (outcome, mut logs) =
+        run_scripted(cfg, vec![Script::default(), liar], Stop::default()).await;
+    (outcome.unwrap(), run_json(dir.path()), logs.remove(1))
+}
+
+/// Counters that convert, `ok` replies in 2xx.
+fn claimed(ok: u64) -> pb::Counters {
+    pb::Counters {
+        status: vec![0, ok, 0, 0, 0],
+        errors: vec![0; shared::metrics::ErrorClass::COUNT],
+        ..Default::default()
+    }
+}
+
+/// What a dropped liar's step and run.json must say: b named, why, b lost and stopped, the step not
+/// valid, and b given no share of step 2.
+fn assert_dropped(outcome: &RunOutcome, json: &serde_json::Value, log: &Log, why: &str) {
+    let step = &outcome.steps[0];
+    let note = step
+        .notes
+        .iter()
+        .find(|n| n.starts_with("agent b dropped in step 1"));
+    assert!(note.is_some_and(|n| n.contains(why)), "{:?}", step.notes);
+    assert!(step.agents.iter().any(|a| a.agent == "b" && a.lost));
+    assert!(step.trust != Verdict::Valid, "{:?}", step.trust);
+    assert_eq!(aborts(log), vec!["this agent was dropped from the run"]);
+    assert_eq!(prepared(log), vec![(0, 0.5)], "not given step 2");
+    let notes = json["steps"][0]["notes"].to_string();
+    assert!(notes.contains("agent b dropped in step 1"), "{notes}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_joined_peer_claiming_a_million_ok_for_a_5_per_s_share_is_dropped_and_named() {
+    let million = 1_000_000;
+    let claim = pb::Counters {
+        requests: million,
+        replies: million,
+        ok: million,
+        ..claimed(million)
+    };
+    let (outcome, json, log) = b_claims(claim).await;
+    let why = "it claims 1000000 requests sent or due so far, where its share allows at most";
+    assert_dropped(&outcome, &json, &log, why);
+    let served = outcome.steps[0].ok;
+    assert!(served < million, "the claim was not merged: {served}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn counters_near_2_pow_63_are_refused_not_wrapped() {
+    let near = (1u64 << 63) + 5;
+    let claim = pb::Counters {
+        requests: near,
+        unsent: near,
+        replies: 5,
+        ok: 5,
+        ..claimed(5)
+    };
+    let (outcome, json, log) = b_claims(claim).await;
+    assert_dropped(&outcome, &json, &log, "counters past 2^64");
+    assert!(outcome.steps[0].requests < 1000);
+}
+
+/// Honest intervals: `ok` served of as many requests.
+fn served(ok: u64) -> pb::Counters {
+    pb::Counters {
+        requests: ok,
+        replies: ok,
+        ok,
+        ..claimed(ok)
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_step_that_lost_an_agents_share_is_neither_kept_up_nor_the_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path(), "--on-agent-loss degrade");
+    // Each serves all of its share (5 and 10 req/s for 2 s); b is lost in step 2, its share unrun.
+    let a = Script::default().claim(0, served(10)).claim(1, served(20));
+    let b = Script::default()
+        .claim(0, served(10))
+        .start(1, Start::CloseAfter(Duration::from_millis(1500)));
+    let (outcome, _logs) = run_scripted(cfg, vec![a, b], Stop::default()).await;
+    assert_eq!(outcome.unwrap().steps.len(), 2);
+    let json = run_json(dir.path());
+    let answer = json["summary"]["answer"].as_str().unwrap();
+    assert!(answer.starts_with("kept up to 10 req/s"), "{answer}");
+    assert!(!answer.contains("every step kept up"), "{answer}");
+    assert!(
+        answer.ends_with("; step 2 lost agent b's share (50 % of the load): not judged"),
+        "{answer}"
+    );
+    assert_eq!(json["summary"]["kept_up_step"], 1);
+    assert!(json["summary"]["beyond"].is_null(), "nor is it the limit");
+    assert_eq!(json["steps"][1]["lost_load"][0]["agent"], "b");
+    assert_eq!(json["steps"][1]["lost_load"][0]["pct"], 50.0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_step_report_claiming_a_year_of_wall_time_drops_its_agent() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path(), "--on-agent-loss degrade");
+    let year = Duration::from_secs(365 * 24 * 3600);
+    let liar = Script::default().wall(year);
+    let (outcome, mut logs) =
+        run_scripted(cfg, vec![Script::default(), liar], Stop::default()).await;
+    let (outcome, json, log) = (outcome.unwrap(), run_json(dir.path()), logs.remove(1));
+    assert_dropped(
+        &outcome,
+        &json,
+        &log,
+        "its step report says it ran 31536000 s",
+    );
+}
+
 #[tokio::test(start_paused = true)]
 async fn an_agent_that_stops_on_its_own_mid_step_is_lost_but_counted() {
     let dir = tempfile::tempdir().unwrap();
@@ -420,7 +541,7 @@ async fn side_by_side_each_step_ran_on_every_target_in_turn_with_its_own_workloa
     let dir = tempfile::tempdir().unwrap();
     let line = format!(
         "stampede run a=http://127.0.0.1:9/x b=http://127.0.0.1:9/y --model requests --steps 10,20 \
-         --step-duration 2s --timeout 1s --quiet --out {}",
+         --step-duration 2s --timeout 1s --out {}",
         dir.path().display()
     );
     let cli = crate::cli::parse_from(line.split_whitespace()).expect("a valid command line");
@@ -614,4 +735,52 @@ async fn a_coordinator_stalled_4_s_mid_step_lost_its_live_agents() {
     assert!(!outcome.aborted && !step.aborted, "{:?}", step.reasons);
     assert!(step.agents.iter().all(|a| !a.lost), "{:?}", step.agents);
     assert!(logs.iter().all(|l| aborts(l).is_empty()));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_find_max_probe_that_lost_an_agent_is_invalid_not_a_pass() {
+    use shared::probe_mark::Mark;
+    let dir = tempfile::tempdir().unwrap();
+    let line = format!(
+        "stampede find-max http://127.0.0.1:9/ --model requests --slo p50<50ms --start 100 --max-rate 400 \
+         --probe 2s --warmup 0s --confirm 2s --cooldown 0s --deadline 10m --timeout 1s --quiet --out {}",
+        dir.path().display()
+    );
+    let cfg = match crate::cli::parse_from(line.split_whitespace().map(String::from))
+        .expect("a valid command line")
+        .command
+    {
+        crate::cli::Command::FindMax(a) => {
+            crate::config::resolve_find_max(*a).expect("a valid search")
+        }
+        _ => unreachable!("a find-max command line"),
+    };
+    // Both serve all they send of the first probe, but b is lost in it: half its offer never went.
+    let a = Script::default().claim(0, served(10));
+    let b = Script::default()
+        .claim(0, served(10))
+        .start(0, Start::CloseAfter(Duration::from_millis(1500)));
+    let links = [("a", a), ("b", b)]
+        .into_iter()
+        .map(|(name, s)| (name.to_string(), Expect::Load, fake_agent::spawn(s).0))
+        .collect();
+    let mut runs = run_lanes(
+        vec![cfg.run],
+        Stop::default(),
+        Some(links),
+        None,
+        Some(cfg.setup),
+    )
+    .await
+    .unwrap();
+    let run = runs.remove(0);
+    let first = &run.steps[0];
+    let mark = first.probe.as_ref().expect("a probe's mark");
+    assert_eq!(mark.class, Mark::Invalid, "{mark:?}");
+    let reason = mark.reason.as_deref().unwrap_or_default();
+    assert!(
+        reason.starts_with("an agent was lost during the probe"),
+        "{reason}"
+    );
+    assert_eq!(first.lost_load.first().map(|l| l.agent.as_str()), Some("b"));
 }

@@ -46,6 +46,11 @@ pub struct Script {
     start: HashMap<u32, Start>,
     /// How long an abort takes to be answered.
     abort_delay: Duration,
+    /// Per step index, the counters of an interval report sent 1 s after its start (its
+    /// histograms empty).
+    claims: HashMap<u32, pb::Counters>,
+    /// The wall time its step reports say, if not the step's length.
+    wall: Option<Duration>,
 }
 
 impl Script {
@@ -56,6 +61,18 @@ impl Script {
 
     pub fn start(mut self, step: u32, what: Start) -> Script {
         self.start.insert(step, what);
+        self
+    }
+
+    /// One second into step `step`, reports an interval with these counters (empty histograms).
+    pub fn claim(mut self, step: u32, counters: pb::Counters) -> Script {
+        self.claims.insert(step, counters);
+        self
+    }
+
+    /// Every step report says its workers ran this long.
+    pub fn wall(mut self, wall: Duration) -> Script {
+        self.wall = Some(wall);
         self
     }
 
@@ -107,7 +124,7 @@ async fn play(mut link: AgentEnd, script: Script, log: Log) {
                     Start::CloseAfter(_) => return,
                     Start::Run | Start::DrainAfter(_) | Start::Hang => {
                         let aborted = r.aborted || matches!(r.act, Start::DrainAfter(_));
-                        if send(&link, report(r.step, length, aborted)).await.is_err() {
+                        if send(&link, report(r.step, script.wall.unwrap_or(length), aborted)).await.is_err() {
                             return;
                         }
                     }
@@ -148,6 +165,23 @@ async fn play(mut link: AgentEnd, script: Script, log: Log) {
                     // No report is ever due.
                     Start::Hang => None,
                 };
+                if let Some(c) = script.claims.get(&s.step) {
+                    let empty = shared::histogram::encode(&shared::histogram::new());
+                    let interval = Up::Interval(pb::IntervalReport {
+                        step: s.step,
+                        length_us: 1_000_000,
+                        counters: Some(c.clone()),
+                        latency: empty.clone(),
+                        connect: empty.clone(),
+                        ttfb: empty.clone(),
+                        lag: empty.clone(),
+                        wait: empty.clone(),
+                        censored: empty.clone(),
+                        unexpected: empty,
+                        ..Default::default()
+                    });
+                    later = Some((Instant::now() + Duration::from_secs(1), interval));
+                }
                 running = after.map(|after| Running {
                     step: s.step,
                     due: Instant::now() + after,

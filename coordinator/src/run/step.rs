@@ -22,7 +22,9 @@ use super::warned::Warned;
 use super::{RunError, Watch};
 use crate::config::{LossPolicy, RunConfig};
 use crate::fleet::{Fleet, FleetError, Waiting, unix_ns};
-use crate::merge::{Hlog, IntervalError, SeqProgress, StepMerge, StepTotals};
+use crate::merge::{
+    Hlog, IntervalError, SeqProgress, ShareBound, StepMerge, StepTotals, check_claim,
+};
 use crate::output::Output;
 use crate::progress::{self, Progress, Tick};
 
@@ -30,6 +32,9 @@ use crate::progress::{self, Progress, Tick};
 const START_LEAD: Duration = Duration::from_millis(200);
 /// Extra time past a step's schedule and timeout before an agent counts as stuck.
 pub const STEP_GRACE: Duration = Duration::from_secs(5);
+/// How much longer than the coordinator saw the step run an agent's own wall time may be: clocks
+/// apart and the report's way here.
+const WALL_SLACK: Duration = Duration::from_secs(2);
 /// An agent silent this long during a step is lost (it is pinged every 500 ms and reports every 1 s).
 pub const LOSS_SILENCE: Duration = Duration::from_secs(3);
 /// How often the step looks for silent agents.
@@ -93,6 +98,8 @@ struct Collected {
     aborted_at: Option<Instant>,
     end_run: Option<EndCause>,
     totals: StepTotals,
+    /// What the step's notes must say: an agent past the step's deadline, or dropped for reports
+    /// that cannot be true.
     notes: Vec<String>,
 }
 
@@ -254,7 +261,13 @@ struct Collecting<'a> {
     /// no agent is silent for longer than the run task could hear it.
     looked: Instant,
     resumed: Instant,
-    /// What the step's notes must say (an agent past the step's deadline).
+    /// When the step began (the agents' common start), and what each agent's share allows (indexed
+    /// like the fleet; `None` for those without a share).
+    began: Instant,
+    bounds: Vec<Option<ShareBound>>,
+    dropped: Vec<bool>,
+    /// What the step's notes must say: an agent past the step's deadline, or dropped for reports
+    /// that cannot be true.
     notes: Vec<String>,
 }
 
@@ -275,6 +288,10 @@ impl<'a> Collecting<'a> {
         for &i in p.lost_before.iter().chain(&p.who) {
             lost[i] = !fleet.is_alive(i);
         }
+        let mut bounds = vec![None; n];
+        for (&i, share) in p.who.iter().zip(&p.shares) {
+            bounds[i] = Some(ShareBound::of(share));
+        }
         Ok(Collecting {
             phase: Phase::Running {
                 deadline: s.began + s.scheduled + timeout + STEP_GRACE,
@@ -290,6 +307,9 @@ impl<'a> Collecting<'a> {
             demanded: plan.demanded_request_rate(spec.value),
             looked: Instant::now(),
             resumed: Instant::now(),
+            began: s.began,
+            bounds,
+            dropped: vec![false; n],
             notes: Vec::new(),
             fleet,
             cx,
@@ -414,8 +434,18 @@ impl<'a> Collecting<'a> {
                 }
                 .into());
             }
-            Ok(Up::Interval(report)) => self.interval(i, report)?,
+            Ok(Up::Interval(report)) => return self.interval(i, report),
             Ok(Up::StepReport(r)) => {
+                // Its workers' time, the CPU share's denominator: no longer than the step has been on.
+                let on = Instant::now().saturating_duration_since(self.began) + WALL_SLACK;
+                if Duration::from_micros(r.wall_us) > on {
+                    let why = format!(
+                        "its step report says it ran {} s, where {} s have passed since the step began",
+                        r.wall_us / 1_000_000,
+                        on.as_secs()
+                    );
+                    return Ok(Some(self.disbelieve(i, &why)));
+                }
                 let drained = r.aborted && matches!(self.phase, Phase::Running { .. });
                 self.reports[i] = Some(r);
                 self.waiting.remove(i);
@@ -430,7 +460,20 @@ impl<'a> Collecting<'a> {
         Ok(None)
     }
 
-    fn interval(&mut self, i: usize, report: pb::IntervalReport) -> Result<(), RunError> {
+    /// Merges an interval, or drops its agent when the report cannot be true of its share.
+    fn interval(
+        &mut self,
+        i: usize,
+        report: pb::IntervalReport,
+    ) -> Result<Option<Event>, RunError> {
+        if let Some(bound) = self.bounds[i] {
+            // Its share stops sending at the schedule's end; the second over covers clocks apart.
+            let into = Instant::now().saturating_duration_since(self.began);
+            let allowed = bound.allows(into.min(self.scheduled) + Duration::from_secs(1));
+            if let Err(why) = check_claim(self.merge.agent_counters(i), &report, allowed) {
+                return Ok(Some(self.disbelieve(i, &why)));
+            }
+        }
         let merged = self.merge.interval(i, report).map_err(|e| match e {
             IntervalError::Report(e) => RunError::from(FleetError::Protocol {
                 agent: self.fleet.name(i).to_string(),
@@ -454,7 +497,21 @@ impl<'a> Collecting<'a> {
                 self.scheduled,
             );
         }
-        Ok(())
+        Ok(None)
+    }
+
+    /// Drops agent `i`, whose report cannot be true: said on stderr and in the step's notes; its
+    /// loss follows (and stops it).
+    fn disbelieve(&mut self, i: usize, why: &str) -> Event {
+        let words = format!(
+            "agent {} dropped in step {}: its report cannot be true ({why})",
+            self.fleet.name(i),
+            self.spec.index + 1
+        );
+        eprintln!("stampede: {words}");
+        self.notes.push(words);
+        self.dropped[i] = true;
+        Event::AgentLost(i, format!("its report cannot be true ({why})"))
     }
 
     /// The one transition from running to stopping: the agents still awaited are told to stop, and
@@ -472,6 +529,12 @@ impl<'a> Collecting<'a> {
     }
 
     async fn lose(&mut self, i: usize, why: &str) {
+        if self.dropped[i] && self.fleet.is_alive(i) {
+            // Dropped for what it reported: whatever it still runs is not counted, so it stops.
+            self.fleet
+                .abort_all(&[i], "this agent was dropped from the run")
+                .await;
+        }
         self.fleet.mark_lost(i, why);
         self.waiting.remove(i);
         self.lost[i] = true;
@@ -561,6 +624,17 @@ fn summarise(
         ok_status: plan.workload().ok_status(),
         baseline_p50_ms: watch.baseline_p50_ms,
     });
+    // A share lost mid-step was not all run: the step is not judged, and says whose and how much.
+    result.lost_load = p
+        .who
+        .iter()
+        .zip(&p.shares)
+        .filter(|(i, _)| c.lost[**i])
+        .map(|(&i, share)| report::LostShare {
+            agent: fleet.name(i).to_string(),
+            pct: (share.slice().fraction() * 1000.0).round() / 10.0,
+        })
+        .collect();
     result.notes.extend(p.notes);
     result.notes.extend(c.notes);
     let distribution = Distribution::of(result.number, &total.hist.latency);
