@@ -27,9 +27,9 @@ use coordinator::merge::{StepMerge, StepTotals};
 use coordinator::output;
 use prost::Message;
 use proto::pb;
+use results::report::{self, StepResult};
 use shared::metrics::{Interval, Snapshot};
 use shared::plan::LoadModel;
-use shared::report::{self, StepResult};
 use shared::rng::Rng;
 
 struct Args {
@@ -543,9 +543,9 @@ mod baseline {
     use hdrhistogram::serialization::V2DeflateSerializer;
     use hdrhistogram::serialization::interval_log::{IntervalLogWriterBuilder, Tag};
     use proto::pb;
+    use results::report::{self, IntervalSample, LatencyStats, StepResult};
     use shared::histogram::{self, Histogram};
     use shared::metrics::{Counters, Interval, Snapshot};
-    use shared::report::{self, IntervalSample, LatencyStats, StepResult};
 
     use super::{Merge, StepShape, agent_input, started, step_input};
 

@@ -7,12 +7,12 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
 use hdrhistogram::serialization::interval_log::{IntervalLogWriterBuilder, Tag};
-use shared::distribution::Distribution;
+use results::distribution::Distribution;
+use results::report::{RunSummary, StepResult, StepTable};
+pub use results::run_file::AgentInfo;
+use results::run_file::{Breach, RUNNING, RunFile, Stopped};
 use shared::histogram::{Deflater, Encoded, Merger};
 use shared::monitor::MonitorInfo;
-use shared::report::{RunSummary, StepResult, StepTable};
-pub use shared::run_file::AgentInfo;
-use shared::run_file::{Breach, RUNNING, RunFile, Stopped};
 
 use crate::config::RunConfig;
 use crate::report_file::{self, REPORT};
@@ -253,7 +253,7 @@ impl Output {
             .map_err(at(&table_path))?;
         let sep = cfg.format.separator();
         let names: Vec<String> = monitors.iter().map(|m| m.name.clone()).collect();
-        let search = cfg.echo.get(shared::run_file::SEARCH_KEY).is_some();
+        let search = cfg.echo.get(results::run_file::SEARCH_KEY).is_some();
         let columns = StepTable::of_run(&cfg.host, cfg.plan.model(), search, &names);
         let header = columns.header().join(&sep.to_string());
         writeln!(table, "{header}").map_err(at(&table_path))?;
@@ -330,7 +330,7 @@ impl Output {
     }
 
     /// Records a search's answer (written with the finish).
-    pub fn record_capacity(&mut self, capacity: Option<shared::search::Capacity>) {
+    pub fn record_capacity(&mut self, capacity: Option<results::search::Capacity>) {
         self.doc.capacity = capacity;
     }
 

@@ -4,8 +4,8 @@ use std::io::{IsTerminal, Write};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use results::report::{LatencyStats, StepResult, human_ms};
 use shared::plan::{LoadModel, Plan, StepLimit};
-use shared::report::{LatencyStats, StepResult, human_ms};
 
 pub struct Progress {
     /// Side by side: the target whose steps this shows, named before each of its lines.

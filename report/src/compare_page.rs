@@ -4,9 +4,9 @@
 //! greyed, regressions red, untrusted cells and lower bounds marked).
 use std::fmt::Write;
 
-use shared::compare::{CellEntry, Class, Comparison, METRICS, Metric, RunEntry, in_unit};
-use shared::report::human;
-use shared::verdict::Verdict;
+use results::compare::{CellEntry, Class, Comparison, METRICS, Metric, RunEntry, in_unit};
+use results::report::human;
+use results::verdict::Verdict;
 
 use shared::plan::LoadModel;
 
@@ -297,8 +297,8 @@ fn delta_table(c: &Comparison) -> String {
     );
     for m in &METRICS {
         let better = match m.better {
-            shared::compare::Better::Higher => "higher is better",
-            shared::compare::Better::Lower => "lower is better",
+            results::compare::Better::Higher => "higher is better",
+            results::compare::Better::Lower => "lower is better",
         };
         let _ = write!(out, "<th title=\"{better}\">{}</th>", html(m.name));
     }
@@ -399,11 +399,11 @@ fn delta_cell(m: &Metric, cell: &CellEntry, baseline: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use shared::compare::{Labelled, Threshold, compare};
-    use shared::run_file::RunFile;
+    use results::compare::{Labelled, Threshold, compare};
+    use results::run_file::RunFile;
     use std::path::Path;
 
-    const GOLDEN: &str = include_str!("../../shared/tests/golden/run.json");
+    const GOLDEN: &str = include_str!("../../results/tests/golden/run.json");
 
     fn run(label: &str) -> Labelled {
         Labelled {

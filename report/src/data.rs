@@ -1,8 +1,8 @@
 //! The data a run's page embeds (`stampede.report-data/1`): its steps and its agents' shares in
 //! columns, each value as the page's tables print it. run.json itself stays beside the report: in a
 //! run of many steps and agents its per-agent objects were most of the page.
+use results::run_file::RunFile;
 use serde_json::{Map, Value};
-use shared::run_file::RunFile;
 
 pub const SCHEMA: &str = "stampede.report-data/1";
 
@@ -164,7 +164,7 @@ mod tests {
     use super::*;
 
     fn golden() -> RunFile {
-        let text = include_str!("../../shared/tests/golden/run.json");
+        let text = include_str!("../../results/tests/golden/run.json");
         RunFile::parse(text, Path::new("run.json")).unwrap()
     }
 

@@ -119,7 +119,7 @@ fn a_run_s_markup_is_shown_as_text() {
             a.agent = PAYLOAD.into();
         }
     }
-    r.run.steps[0].trust = shared::verdict::Verdict::Degraded;
+    r.run.steps[0].trust = results::verdict::Verdict::Degraded;
     let page = render_run(&r);
     let escaped = assert_payload_is_text(&page, "a run's text");
     for place in [

@@ -6,7 +6,15 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 /// The crates whose sources the codemap describes.
-const CRATES: [&str; 6] = ["shared", "proto", "agent", "coordinator", "report", "tests"];
+const CRATES: [&str; 7] = [
+    "shared",
+    "results",
+    "proto",
+    "agent",
+    "coordinator",
+    "report",
+    "tests",
+];
 /// The longest a function in `agent/src` or `coordinator/src` may be, in lines, signature to brace.
 const MAX_FN_LINES: usize = 120;
 

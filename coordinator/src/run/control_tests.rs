@@ -4,7 +4,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use proto::pb::coordinator_message::Kind as Down;
-use shared::verdict::Verdict;
+use results::verdict::Verdict;
 use tokio::time::Instant;
 
 use super::fake_agent::{self, Log, Prepare, Script, Start};
@@ -474,7 +474,7 @@ async fn a_monitor_lost_mid_run_is_a_note_and_the_run_goes_on() {
         outcome.steps.iter().all(|s| s.trust != Verdict::Invalid),
         "a monitor's loss judges nothing"
     );
-    let run = shared::run_file::RunFile::read(&dir.path().join("run.json")).unwrap();
+    let run = results::run_file::RunFile::read(&dir.path().join("run.json")).unwrap();
     assert_eq!(run.monitors.len(), 1, "it watched the run, lost or not");
     let header = std::fs::read_to_string(dir.path().join("steps.tsv")).unwrap();
     assert!(header.lines().next().unwrap().ends_with("\ttcp_retrans_m"));

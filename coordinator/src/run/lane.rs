@@ -1,8 +1,8 @@
 //! One target's side of a run: its configuration, results directory, thresholds, steps so far and
 //! how its ramp ended. A run of one target has one lane; a side-by-side run one per target, driven
 //! over one fleet in turn by `ramp`.
-use shared::report::{self, StepResult};
-use shared::search::Capacity;
+use results::report::{self, StepResult};
+use results::search::Capacity;
 
 use super::source::Ended;
 use super::step::{StepCx, run_step};

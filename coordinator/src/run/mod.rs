@@ -7,9 +7,9 @@ use std::time::Duration;
 use agent::link::CoordinatorEnd;
 use proto::pb;
 use proto::pb::coordinator_message::Kind as Down;
-use shared::condition::Observed;
-use shared::report::StepResult;
-use shared::verdict::{Server, Verdict};
+use results::condition::Observed;
+use results::report::StepResult;
+use results::verdict::{Server, Verdict};
 use shared::warning::Warning;
 use tokio_util::sync::CancellationToken;
 
@@ -56,7 +56,7 @@ pub enum RunError {
     #[error(transparent)]
     Spill(#[from] SpillError),
     #[error("{0}")]
-    Search(#[from] shared::search::ConfigError),
+    Search(#[from] results::search::ConfigError),
 }
 
 impl RunError {
@@ -90,10 +90,10 @@ pub struct RunOutcome {
     /// Every --fail-on expression a step breached, in step order.
     pub breaches: Vec<Breach>,
     /// A capacity search's answer.
-    pub capacity: Option<shared::search::Capacity>,
+    pub capacity: Option<results::search::Capacity>,
 }
 
-pub use shared::run_file::{Breach, Stopped};
+pub use results::run_file::{Breach, Stopped};
 
 /// What the run carries from step to step: the thresholds and the count of breaching steps in a
 /// row, the breaches, the latency baseline, the warnings already said.
@@ -582,8 +582,8 @@ fn baseline_p50(results: &[StepResult]) -> Option<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use results::report::{self, StepInput};
     use shared::metrics::Snapshot;
-    use shared::report::{self, StepInput};
 
     /// A finished step of 100 requests, all answered in `latency_ms`.
     fn step(latency_ms: u64) -> StepResult {

@@ -1,12 +1,12 @@
 //! A capacity search as the run's step source: each step is a probe the search asked for, classed
 //! against the SLOs before it is written (its row names its role and class), and the search's
-//! answer is the run's when it ends. The search itself is `shared::search`, pure; this adds the
+//! answer is the run's when it ends. The search itself is `results::search`, pure; this adds the
 //! clock (the deadline counts real time), the warmup, the cooldown and the files' marks.
 use std::time::{Duration, Instant};
 
-use shared::condition::Condition;
-use shared::report::{StepResult, human, human_ms, step_value, tsv_number};
-use shared::search::{
+use results::condition::Condition;
+use results::report::{StepResult, human, human_ms, step_value, tsv_number};
+use results::search::{
     self, Answer, Capacity, Ceiling, Class, Mark, Next, ProbeFacts, ProbeMark, Probed, Role,
     Search, Status,
 };

@@ -3,9 +3,9 @@
 //! last one's result (`probes::Probes`).
 use std::time::Duration;
 
+use results::report::StepResult;
+use results::search::{Capacity, Role};
 use shared::plan::StepShare;
-use shared::report::StepResult;
-use shared::search::{Capacity, Role};
 
 use crate::config::RunConfig;
 

@@ -415,7 +415,7 @@ fn a_bad_configuration_is_an_error_not_a_panic() {
 /// A server that passes iff the rate is at most its limit, except that each probe's outcome is
 /// flipped with the given chance (decided by the seed, so a failure replays).
 fn noisy(limit: f64, flip: f64, seed: u64) -> impl FnMut(f64, f64, Role, usize) -> Probed {
-    let mut rng = crate::rng::Rng::new(seed);
+    let mut rng = shared::rng::Rng::new(seed);
     move |rate, d, _, _| {
         let pass = (rate <= limit) != (rng.next_f64() < flip);
         let class = if pass {
@@ -475,7 +475,7 @@ proptest! {
         invalid in 0.0f64..0.6,
         seed in any::<u64>(),
     ) {
-        let mut rng = crate::rng::Rng::new(seed);
+        let mut rng = shared::rng::Rng::new(seed);
         let mut server = monotone(limit);
         let (probes, a) = drive(config(), |rate, d, role, n| {
             if rng.next_f64() < invalid {

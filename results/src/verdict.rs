@@ -4,8 +4,8 @@
 //! saturated load tool is never mistaken for a slow server, nor a trusted step for a healthy server.
 use serde::{Deserialize, Serialize};
 
-use crate::metrics::{Counters, ErrorClass, FirstErrors};
-use crate::status::{StatusCodes, StatusSet};
+use shared::metrics::{Counters, ErrorClass, FirstErrors};
+use shared::status::{StatusCodes, StatusSet};
 
 /// Any generator thread busier than this may be limiting the load (Hyperfoil's watchdog uses 80 %).
 pub const CPU_DEGRADED_PCT: f64 = 80.0;

@@ -835,16 +835,16 @@ mod tests {
 
     #[test]
     fn observed_from_a_step_result() {
-        let mut s = crate::metrics::Snapshot::default();
+        let mut s = shared::metrics::Snapshot::default();
         s.counters.requests = 100;
         s.counters.replies = 90;
         s.counters.ok = 80;
         s.counters.given_up = 9;
         s.counters
-            .record_error(crate::metrics::ErrorClass::ConnReset);
+            .record_error(shared::metrics::ErrorClass::ConnReset);
         for _ in 0..9 {
             s.counters
-                .record_error(crate::metrics::ErrorClass::ClientTimeout);
+                .record_error(shared::metrics::ErrorClass::ClientTimeout);
             s.hist.latency.record(1_000_000).unwrap();
             s.hist.censored.record(1_000_000).unwrap();
         }
@@ -853,7 +853,7 @@ mod tests {
         }
         let r = crate::report::summarize(&crate::report::StepInput {
             number: 1,
-            model: crate::plan::LoadModel::Requests,
+            model: shared::plan::LoadModel::Requests,
             value: 50.0,
             demanded_rate: Some(50.0),
             duration: std::time::Duration::from_secs(2),
@@ -863,7 +863,7 @@ mod tests {
             aborted: false,
             mark_lost: true,
             start_skew: None,
-            ok_status: &crate::status::StatusSet::default(),
+            ok_status: &shared::status::StatusSet::default(),
             baseline_p50_ms: None,
         });
         let o = Observed::of(&r);

@@ -3,7 +3,7 @@ use std::path::Path;
 use serde_json::json;
 
 use super::*;
-use crate::monitor::step::example;
+use crate::example_server as example;
 use crate::run_file::RunFile;
 
 /// A step of the golden run, numbered `number`, watched by monitor `web` seeing `cpu_util_pct` of

@@ -1,9 +1,9 @@
 //! Notes that explain a step by its server's resources: a CPU at its limit, a listen queue that
 //! overflowed, one thread at 100 % of a core, a throttled container. They are notes only: a step's
 //! trust is the generator judging itself, and what the server did never changes it.
-use crate::metrics::ErrorClass;
-use crate::monitor::step::StepServer;
 use crate::report::{StepResult, human};
+use shared::metrics::ErrorClass;
+use shared::monitor::step::StepServer;
 
 /// A server's CPU at or above this share of what it may use is at its limit.
 pub const CPU_LIMIT_PCT: f64 = 90.0;

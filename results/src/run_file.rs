@@ -5,9 +5,9 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::monitor::MonitorInfo;
-use crate::plan::LoadModel;
 use crate::report::{RUN_SCHEMA, RunSummary, StepResult, StepTable};
+use shared::monitor::MonitorInfo;
+use shared::plan::LoadModel;
 
 /// The key of run.json's `plan` that holds a capacity search's settings (`stampede find-max`).
 pub const SEARCH_KEY: &str = "find_max";
@@ -131,7 +131,7 @@ impl RunFile {
             schema: RUN_SCHEMA.to_string(),
             tool: Tool {
                 name: "stampede".into(),
-                version: crate::VERSION.into(),
+                version: shared::VERSION.into(),
             },
             status: RUNNING.into(),
             started_at,
@@ -176,7 +176,7 @@ impl RunFile {
     /// The target's host, as the step table's autobench columns are suffixed with it: the
     /// coordinator's own URL parser, as the run's table took it (the whole text if it is none).
     pub fn host(&self) -> String {
-        crate::plan::Url::parse(&self.target)
+        shared::plan::Url::parse(&self.target)
             .map_or_else(|_| self.target.clone(), |u| u.host().to_string())
     }
 
@@ -336,14 +336,14 @@ mod tests {
             name: "web1".into(),
             hostname: "web1.example".into(),
             watching: "process nginx (3 pids)".into(),
-            cores: crate::monitor::Cores {
+            cores: shared::monitor::Cores {
                 online: 4,
                 cpuset: None,
                 quota: Some(1.0),
             },
             machine_id: "ab12".into(),
         }];
-        let mut seen = crate::monitor::step::example("web1", 98.0, 1.0);
+        let mut seen = crate::example_server("web1", 98.0, 1.0);
         seen.tcp.listen_drops = 12;
         run.steps[1].server_monitors = vec![seen];
         let table = run.step_table();

@@ -5,7 +5,7 @@
 //! with 5 ticks per half distance and values scaled from microseconds to milliseconds, and
 //! [`Distribution::to_hgrm`] prints them byte for byte as Java does, numbers rounded as Java's
 //! `Formatter` rounds them (half up on the shortest decimal, not on the binary value as C and Rust
-//! do: a mean of 1.0005 ms prints `1.001`). `shared/tests/golden/hgrm/` holds Java's own output for
+//! do: a mean of 1.0005 ms prints `1.001`). `results/tests/golden/hgrm/` holds Java's own output for
 //! the tests; tests/hgrm/check.py compares a run's files with HdrHistogram's readers.
 use std::fmt::Write as _;
 
@@ -459,9 +459,9 @@ impl Footer {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::histogram;
     use hdrhistogram::serialization::interval_log::{IntervalLogIterator, LogEntry};
     use proptest::prelude::*;
+    use shared::histogram;
 
     const GOLDEN: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/golden/hgrm");
     const CASES: [&str; 4] = ["empty", "single", "tie", "wide"];

@@ -5,12 +5,12 @@ use std::time::Duration;
 use serde::de::{self, Deserialize, Deserializer};
 use serde::ser::{Serialize, SerializeMap, Serializer};
 
-use crate::histogram::{Histogram, us_to_ms};
-use crate::metrics::{Counters, ErrorClass, FirstErrors, STATUS_CLASSES, Snapshot};
-use crate::monitor::step::StepServer;
-use crate::plan::LoadModel;
-use crate::status::StatusSet;
 use crate::verdict::{self, Facts, Server, ServerFacts, Verdict};
+use shared::histogram::{Histogram, us_to_ms};
+use shared::metrics::{Counters, ErrorClass, FirstErrors, STATUS_CLASSES, Snapshot};
+use shared::monitor::step::StepServer;
+use shared::plan::LoadModel;
+use shared::status::StatusSet;
 
 /// `run.json`'s schema name; bump it when a field changes meaning.
 pub const RUN_SCHEMA: &str = "stampede.run/2";
@@ -516,7 +516,7 @@ pub fn summarize(input: &StepInput<'_>) -> StepResult {
     let busiest = agents.iter().map(|a| a.cpu_pct).fold(0.0, f64::max);
     let achieved = round3(c.requests as f64 / secs);
     let lag = &t.hist.lag;
-    let late = lag.count_between(1001, crate::histogram::HIGHEST_US);
+    let late = lag.count_between(1001, shared::histogram::HIGHEST_US);
     let generator = Generator {
         cpu_pct: busiest,
         lag_p99_ms: if lag.is_empty() {
@@ -1121,7 +1121,7 @@ pub fn tsv_number(v: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::histogram;
+    use shared::histogram;
 
     fn snapshot(requests: u64, lat_us: &[u64]) -> Snapshot {
         let mut s = Snapshot::default();

@@ -12,10 +12,10 @@ use serde::Serialize;
 
 pub use metric::{Better, Class, METRICS, Metric, Reading};
 
-use crate::plan::LoadModel;
 use crate::report::{RunSummary, StepResult, human, human_ms, step_value};
 use crate::run_file::RunFile;
 use crate::verdict::{Server, Verdict};
+use shared::plan::LoadModel;
 
 /// compare.json's schema name; bump it when a field changes meaning.
 pub const COMPARE_SCHEMA: &str = "stampede.compare/1";

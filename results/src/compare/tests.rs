@@ -323,18 +323,18 @@ fn the_tsv_is_autobench_shaped_with_every_run_suffixed_by_its_label() {
 #[test]
 fn a_monitored_run_s_columns_are_suffixed_with_its_monitor_and_its_label() {
     let mut b = run("b");
-    b.run.monitors = vec![crate::monitor::MonitorInfo {
+    b.run.monitors = vec![shared::monitor::MonitorInfo {
         name: "web".into(),
         hostname: "web.example".into(),
         watching: "process nginx (3 pids)".into(),
-        cores: crate::monitor::Cores {
+        cores: shared::monitor::Cores {
             online: 2,
             cpuset: None,
             quota: None,
         },
         machine_id: "ab12".into(),
     }];
-    b.run.steps[1].server_monitors = vec![crate::monitor::step::example("web", 98.0, 1.0)];
+    b.run.steps[1].server_monitors = vec![crate::example_server("web", 98.0, 1.0)];
     let tsv = compared(vec![run("a"), b]).tsv();
     let lines: Vec<Vec<&str>> = tsv.lines().map(|l| l.split('\t').collect()).collect();
     let at = lines[0]
