@@ -7,6 +7,7 @@ pub mod compare;
 pub mod condition;
 pub mod distribution;
 pub mod probe_mark;
+pub mod quantity;
 pub mod report;
 pub mod run_file;
 pub mod search;

@@ -5,6 +5,7 @@ use std::time::Duration;
 use serde::de::{self, Deserialize, Deserializer};
 use serde::ser::{Serialize, SerializeMap, Serializer};
 
+use crate::quantity::{self, Quantity};
 use crate::verdict::{self, Facts, Server, ServerFacts, Verdict};
 use shared::histogram::{Histogram, us_to_ms};
 use shared::metrics::{Counters, ErrorClass, FirstErrors, STATUS_CLASSES, Snapshot};
@@ -23,7 +24,17 @@ pub struct LowerBounds(u8);
 
 impl LowerBounds {
     /// The statistics in the order of [`LatencyStats`], by their JSON names.
-    pub const NAMES: [&'static str; 6] = ["mean", "p50", "p90", "p99", "p999", "max"];
+    pub const NAMES: [&'static str; 6] = {
+        let l = quantity::LATENCIES;
+        [
+            l[0].bound.unwrap(),
+            l[1].bound.unwrap(),
+            l[2].bound.unwrap(),
+            l[3].bound.unwrap(),
+            l[4].bound.unwrap(),
+            l[5].bound.unwrap(),
+        ]
+    };
 
     pub fn set(&mut self, i: usize) {
         self.0 |= 1 << i;
@@ -912,32 +923,6 @@ fn answer(
 /// One cell of the step table, from a step.
 type Cell = Box<dyn Fn(&StepResult) -> String + Send + Sync>;
 
-/// A numeric column: its name and the step's number in it.
-type Numeric = (&'static str, fn(&StepResult) -> f64);
-
-/// A monitor's cell: its number for the step, if it saw the step and has one.
-type MonitorCell = fn(&StepServer) -> Option<f64>;
-
-/// A monitor's columns: the CPU of the watched processes (% of one core, and of the cores they may
-/// use), the busiest thread's share of a core, the memory at its highest, the host's CPU and softirq,
-/// and the kernel's drops and retransmits over the step.
-const MONITOR_COLUMNS: [(&str, MonitorCell); 8] = [
-    ("srv_cpu_pct", |m| m.target.as_ref().map(|t| t.cpu_pct)),
-    ("srv_cpu_util_pct", |m| {
-        m.target.as_ref().map(|t| t.cpu_util_pct)
-    }),
-    ("srv_thread_max_pct", |m| m.target.as_ref()?.thread_max_pct),
-    ("srv_mem_mb", |m| {
-        m.target
-            .as_ref()
-            .map(|t| t.memory_bytes.max / (1024.0 * 1024.0))
-    }),
-    ("host_cpu_pct", |m| m.host.cpu_pct),
-    ("host_softirq_pct", |m| m.host.softirq_pct),
-    ("tcp_listen_drops", |m| Some(m.tcp.listen_drops as f64)),
-    ("tcp_retrans", |m| Some(m.tcp.retrans_segs as f64)),
-];
-
 /// The step table (steps.tsv/csv): one list of (name, cell) columns, so the header and every row
 /// come from the same place and cannot drift apart. Autobench's columns first (with the host
 /// suffix), then stampede's.
@@ -972,8 +957,8 @@ impl StepTable {
             }
         };
         let mut t: Vec<(String, Cell)> = Vec::new();
-        let mut num = |name: String, v: fn(&StepResult) -> f64| {
-            t.push((name, Box::new(move |r| tsv_number(v(r)))));
+        let num = |q: &'static Quantity| -> Cell {
+            Box::new(move |r| q.of_step(r).map_or(String::new(), tsv_number))
         };
         // The closed model has no demanded rate; its x axis is the connection count.
         let first = if model == LoadModel::Concurrency {
@@ -981,32 +966,15 @@ impl StepTable {
         } else {
             "dem_req_rate"
         };
-        num(first.into(), |r| r.demanded_rate.unwrap_or(r.step_value));
-        let autobench: [Numeric; 9] = [
-            ("req_rate", |r| r.achieved_request_rate),
-            ("con_rate", |r| r.connection_rate),
-            ("min_rep_rate", |r| r.reply_rate.min),
-            ("avg_rep_rate", |r| r.reply_rate.avg),
-            ("max_rep_rate", |r| r.reply_rate.max),
-            ("stddev_rep_rate", |r| r.reply_rate.stddev),
-            ("resp_time", |r| r.latency_ms.mean),
-            ("net_io", |r| r.net_io_kb_s),
-            ("errors", |r| r.errors_pct),
-        ];
-        for (name, v) in autobench {
-            num(format!("{name}_{host}"), v);
+        t.push((
+            first.into(),
+            Box::new(|r| tsv_number(r.demanded_rate.unwrap_or(r.step_value))),
+        ));
+        for q in quantity::AUTOBENCH {
+            t.push((format!("{}_{host}", q.key), num(q)));
         }
-        let our_numbers: [Numeric; 7] = [
-            ("ok_rate", |r| r.ok_rate),
-            ("failed_pct", |r| r.failed_pct),
-            ("p50_ms", |r| r.latency_ms.p50),
-            ("p90_ms", |r| r.latency_ms.p90),
-            ("p99_ms", |r| r.latency_ms.p99),
-            ("p999_ms", |r| r.latency_ms.p999),
-            ("max_ms", |r| r.latency_ms.max),
-        ];
-        for (name, v) in our_numbers {
-            num(ours(name), v);
+        for q in quantity::OURS {
+            t.push((ours(q.key), num(q)));
         }
         // Statistics that are lower bounds (the mean is resp_time), by name; the numbers stay
         // numbers for plotting. Space-separated: a comma would split the cell in steps.csv.
@@ -1026,14 +994,9 @@ impl StepTable {
                 Box::new(move |r| r.errors.get(e.name()).to_string()),
             ));
         }
-        t.push((
-            ours("gen_cpu_pct"),
-            Box::new(|r| tsv_number(r.generator.cpu_pct)),
-        ));
-        t.push((
-            ours("lag_p99_ms"),
-            Box::new(|r| tsv_number(r.generator.lag_p99_ms)),
-        ));
+        for q in [&quantity::GEN_CPU_PCT, &quantity::LAG_P99_MS] {
+            t.push((ours(q.key), num(q)));
+        }
         t.push((
             ours("start_skew_ms"),
             Box::new(|r| r.start_skew_ms.map_or(String::new(), tsv_number)),
@@ -1065,15 +1028,15 @@ impl StepTable {
     fn monitor_columns(mut self, names: &[String], tail: &str) -> StepTable {
         for name in names {
             let suffix = name.replace(['\t', ',', ' ', '\n'], "_") + tail;
-            for (column, value) in MONITOR_COLUMNS {
+            for q in quantity::MONITOR {
                 let name = name.clone();
                 self.0.push((
-                    format!("{column}_{suffix}"),
+                    format!("{}_{suffix}", q.key),
                     Box::new(move |r| {
                         r.server_monitors
                             .iter()
                             .find(|m| m.monitor == name)
-                            .and_then(value)
+                            .and_then(|m| q.of_server(r, m))
                             .map_or(String::new(), tsv_number)
                     }),
                 ));

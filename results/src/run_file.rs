@@ -364,11 +364,17 @@ mod tests {
                 "host_softirq_pct_web1",
                 "tcp_listen_drops_web1",
                 "tcp_retrans_web1",
+                "ok_per_core_s_web1",
             ]
         );
         let row = |i: usize| table.row(&run.steps[i])[plain.len()..].to_vec();
         assert!(row(0).iter().all(String::is_empty), "{:?}", row(0));
-        assert_eq!(row(1), ["98", "98", "", "0", "10", "1", "12", "0"]);
+        // Served per core-second: the step's served rate over the 0.98 cores the server kept busy.
+        let per_core = crate::report::tsv_number(run.steps[1].ok_rate / 0.98);
+        assert_eq!(
+            row(1),
+            ["98", "98", "", "0", "10", "1", "12", "0", &per_core]
+        );
         let text = run.to_json();
         assert!(text.contains("\"monitors\": [") && text.contains("\"server_monitors\": ["));
         assert_eq!(RunFile::parse(&text, golden_path()).unwrap(), run);
