@@ -8,9 +8,10 @@ use std::time::{Duration, SystemTime};
 
 use hdrhistogram::serialization::interval_log::{IntervalLogWriterBuilder, Tag};
 use results::distribution::Distribution;
-use results::report::{RunSummary, StepResult, StepTable};
+use results::report::{RunSummary, StepResult};
 pub use results::run_file::AgentInfo;
 use results::run_file::{Breach, RUNNING, RunFile, Stopped};
+use results::table::StepTable;
 use shared::histogram::{Deflater, Encoded, Merger};
 use shared::monitor::MonitorInfo;
 

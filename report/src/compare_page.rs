@@ -5,6 +5,7 @@
 use std::fmt::Write;
 
 use results::compare::{CellEntry, Class, Comparison, METRICS, Metric, RunEntry, in_unit};
+use results::quantity::{FAILED_PCT, OK_RATE, P50_MS, P99_MS, SRV_CPU_UTIL_PCT};
 use results::report::human;
 use results::verdict::Verdict;
 
@@ -137,18 +138,31 @@ fn regressions(c: &Comparison) -> String {
 /// measured a run's server CPU.
 fn charts(c: &Comparison) -> Vec<Chart> {
     let offered = c.axis != "connections";
-    let mut rates = against(c, "rates", "Served rate (ok_rate)", "ok_rate", Unit::Si);
+    let mut rates = against(
+        c,
+        "rates",
+        &format!("Served rate ({})", OK_RATE.key),
+        OK_RATE.key,
+        Unit::Si,
+    );
     if offered {
         rates = rates.ideal("ideal: served = offered");
     }
-    let p99 = against(c, "latency-p99", "Latency p99", "p99_ms", Unit::Ms).switch_scale(Scale::Log);
-    let p50 = against(c, "latency-p50", "Latency p50 (median)", "p50_ms", Unit::Ms)
-        .switch_scale(Scale::Log);
+    let p99 =
+        against(c, "latency-p99", "Latency p99", P99_MS.key, Unit::Ms).switch_scale(Scale::Log);
+    let p50 = against(
+        c,
+        "latency-p50",
+        "Latency p50 (median)",
+        P50_MS.key,
+        Unit::Ms,
+    )
+    .switch_scale(Scale::Log);
     let failed = against(
         c,
         "failures",
-        "Failed share of the requests due (failed_pct)",
-        "failed_pct",
+        &format!("Failed share of the requests due ({})", FAILED_PCT.key),
+        FAILED_PCT.key,
         Unit::Percent,
     );
     let mut charts = vec![rates, p99, p50, failed];
@@ -164,9 +178,12 @@ fn charts(c: &Comparison) -> Vec<Chart> {
 fn server_cpu(c: &Comparison) -> Chart {
     let mut chart = Chart::new(
         "server",
-        "Server CPU, % of the cores it may use (srv_cpu_util_pct)",
+        &format!(
+            "Server CPU, % of the cores it may use ({})",
+            SRV_CPU_UTIL_PCT.key
+        ),
         joined_axis(c),
-        Axis::linear("srv_cpu_util_pct", Unit::Percent),
+        Axis::linear(SRV_CPU_UTIL_PCT.key, Unit::Percent),
     );
     let mut top: f64 = 100.0;
     for (i, (run, input)) in c.runs.iter().zip(c.inputs()).enumerate() {

@@ -1,6 +1,7 @@
 //! The data a run's page embeds (`stampede.report-data/1`): its steps and its agents' shares in
 //! columns, each value as the page's tables print it. run.json itself stays beside the report: in a
 //! run of many steps and agents its per-agent objects were most of the page.
+use results::quantity::{FAILED_PCT, MAX_MS, P50_MS, P99_MS};
 use results::run_file::RunFile;
 use serde_json::{Map, Value};
 
@@ -14,12 +15,13 @@ pub const AGENT_COLS: [&str; 15] = [
     "requests",
     "replies",
     "ok",
+    // The agent's transport errors as a count (steps.tsv's `errors` is the step's share).
     "errors",
-    "failed_pct",
+    FAILED_PCT.key,
     "cpu_pct",
-    "p50_ms",
-    "p99_ms",
-    "max_ms",
+    P50_MS.key,
+    P99_MS.key,
+    MAX_MS.key,
     "start_delay_ms",
     "clock_offset_ms",
     "lost",

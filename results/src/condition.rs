@@ -17,6 +17,7 @@
 use std::fmt;
 use std::str::FromStr;
 
+use crate::quantity::{self, Quantity};
 use crate::report::StepResult;
 
 /// A latency statistic of the step's merged histogram.
@@ -40,15 +41,21 @@ impl Latency {
         Latency::Mean,
     ];
 
-    pub fn name(self) -> &'static str {
+    /// Its quantity in the catalogue.
+    pub fn quantity(self) -> &'static Quantity {
         match self {
-            Latency::P50 => "p50",
-            Latency::P90 => "p90",
-            Latency::P99 => "p99",
-            Latency::P999 => "p999",
-            Latency::Max => "max",
-            Latency::Mean => "mean",
+            Latency::P50 => &quantity::P50_MS,
+            Latency::P90 => &quantity::P90_MS,
+            Latency::P99 => &quantity::P99_MS,
+            Latency::P999 => &quantity::P999_MS,
+            Latency::Max => &quantity::MAX_MS,
+            Latency::Mean => &quantity::RESP_TIME,
         }
+    }
+
+    /// Its name in the grammar and in [`crate::report::LowerBounds`].
+    pub fn name(self) -> &'static str {
+        self.quantity().grammar_name()
     }
 
     /// Its place in [`Observed::latency_ms`].
@@ -70,29 +77,37 @@ pub enum Metric {
 }
 
 impl Metric {
-    pub fn name(self) -> &'static str {
+    /// Its quantity in the catalogue.
+    pub fn quantity(self) -> &'static Quantity {
         match self {
-            Metric::Latency(l) => l.name(),
-            Metric::Failed => "failed",
-            Metric::Errors => "errors",
-            Metric::OkRate => "ok_rate",
+            Metric::Latency(l) => l.quantity(),
+            Metric::Failed => &quantity::FAILED_PCT,
+            Metric::Errors => &quantity::ERRORS,
+            Metric::OkRate => &quantity::OK_RATE,
         }
     }
 
+    /// Its canonical name in the grammar.
+    pub fn name(self) -> &'static str {
+        self.quantity().grammar_name()
+    }
+
+    /// Every metric, in the order the grammar's help lists them.
+    const ALL: [Metric; 9] = [
+        Metric::Latency(Latency::P50),
+        Metric::Latency(Latency::P90),
+        Metric::Latency(Latency::P99),
+        Metric::Latency(Latency::P999),
+        Metric::Latency(Latency::Max),
+        Metric::Latency(Latency::Mean),
+        Metric::Failed,
+        Metric::Errors,
+        Metric::OkRate,
+    ];
+
     fn parse(word: &str) -> Option<Metric> {
-        let l = |l| Some(Metric::Latency(l));
-        match word.to_ascii_lowercase().as_str() {
-            "p50" => l(Latency::P50),
-            "p90" => l(Latency::P90),
-            "p99" => l(Latency::P99),
-            "p999" | "p99.9" => l(Latency::P999),
-            "max" => l(Latency::Max),
-            "mean" | "avg" => l(Latency::Mean),
-            "failed" => Some(Metric::Failed),
-            "errors" | "error" => Some(Metric::Errors),
-            "ok_rate" => Some(Metric::OkRate),
-            _ => None,
-        }
+        let q = quantity::by_grammar_name(word)?;
+        Metric::ALL.into_iter().find(|m| m.quantity() == q)
     }
 
     fn units(self) -> &'static [Unit] {
@@ -240,18 +255,15 @@ impl Observed {
     /// and which latency statistics are lower bounds (requests given up at their age).
     pub fn of(r: &StepResult) -> Observed {
         let l = &r.latency_ms;
-        let bound = |name| l.lower_bounds.contains(name);
+        let bound = |l: Latency| {
+            l.quantity()
+                .bound
+                .is_some_and(|b| r.latency_ms.lower_bounds.contains(b))
+        };
         Observed {
             latency_ms: (r.ok > 0 || r.given_up > 0)
                 .then_some([l.p50, l.p90, l.p99, l.p999, l.max, l.mean]),
-            latency_lower_bound: [
-                bound("p50"),
-                bound("p90"),
-                bound("p99"),
-                bound("p999"),
-                bound("max"),
-                bound("mean"),
-            ],
+            latency_lower_bound: Latency::ALL.map(bound),
             failed_pct: r.failed_pct,
             errors_pct: r.errors_pct,
             ok_rate: r.ok_rate,
@@ -439,14 +451,21 @@ pub enum ConditionErrorKind {
     Trailing(String),
 }
 
-const METRICS: &str = "p50, p90, p99, p999, max, mean, failed, errors or ok_rate";
+/// "p50, p90, …, errors or ok_rate": every metric's canonical name, for messages.
+pub fn metrics_text() -> String {
+    let names: Vec<&str> = Metric::ALL.iter().map(|m| m.name()).collect();
+    match names.split_last() {
+        Some((last, rest)) => format!("{} or {last}", rest.join(", ")),
+        None => String::new(),
+    }
+}
 
 impl ConditionErrorKind {
     pub fn hint(&self) -> Option<String> {
         use ConditionErrorKind as K;
         Some(match self {
             K::Empty => "write e.g. p99>500ms".into(),
-            K::NoMetric(_) | K::UnknownMetric(_) => format!("use {METRICS}"),
+            K::NoMetric(_) | K::UnknownMetric(_) => format!("use {}", metrics_text()),
             K::NoOperator { .. } | K::NoNumber { .. } => return None,
             K::NoUnit { metric } | K::UnknownUnit { metric, .. } => {
                 format!("{} takes {}", metric.name(), metric.units_text())
@@ -654,6 +673,9 @@ impl FromStr for Condition {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    /// The help's list of metrics as users read it (built from the catalogue).
+    const METRICS: &str = "p50, p90, p99, p999, max, mean, failed, errors or ok_rate";
 
     fn observed() -> Observed {
         Observed {

@@ -12,6 +12,7 @@ pub mod report;
 pub mod run_file;
 pub mod search;
 pub mod server_notes;
+pub mod table;
 pub mod verdict;
 
 /// A monitor `name`'s view of a step whose target used `cpu_util_pct` of its `cores`, nothing else

@@ -5,7 +5,8 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::report::{RUN_SCHEMA, RunSummary, StepResult, StepTable};
+use crate::report::{RUN_SCHEMA, RunSummary, StepResult};
+use crate::table::StepTable;
 use shared::monitor::MonitorInfo;
 use shared::plan::LoadModel;
 

@@ -322,3 +322,47 @@ fn the_cycle_check_finds_a_cycle_through_braces() {
     graph.insert("fleet".to_string(), BTreeSet::new());
     assert_eq!(find_cycle(&graph), None);
 }
+
+/// Code that is not a test: a file's part before its `#[cfg(test)] mod`, none of a `tests.rs`.
+fn non_test_code(file: &Path, text: &str) -> Option<String> {
+    let name = file.file_name()?.to_string_lossy();
+    if name == "tests.rs" || name.ends_with("_tests.rs") {
+        return None;
+    }
+    let end = text.find("#[cfg(test)]\nmod ").unwrap_or(text.len());
+    Some(text[..end].to_string())
+}
+
+/// Where a key's word is another thing's name, said why: the agents table's `errors` is an
+/// agent's count of transport errors, not the step's share that steps.tsv's `errors` is.
+const KEY_WORDS_ELSEWHERE: [(&str, &str); 1] = [("report/src/data.rs", "errors")];
+
+#[test]
+fn a_quantity_s_key_is_written_as_a_literal_only_in_the_catalogue() {
+    let mut found = Vec::new();
+    // The tests crate reads the files as a user's script would: a literal there is the contract
+    // written out, which catches a key renamed in the catalogue.
+    for krate in CRATES.into_iter().filter(|k| *k != "tests") {
+        let src = root().join(krate).join("src");
+        for f in sources(&src) {
+            let shown = format!("{krate}/src/{}", f.display());
+            if shown == "results/src/quantity.rs" {
+                continue;
+            }
+            let text = std::fs::read_to_string(src.join(&f)).unwrap();
+            let Some(code) = non_test_code(&f, &text) else {
+                continue;
+            };
+            for q in results::quantity::all() {
+                let literal = format!("\"{}\"", q.key);
+                if code.contains(&literal) && !KEY_WORDS_ELSEWHERE.contains(&(&shown, q.key)) {
+                    found.push(format!("{shown}: {literal}"));
+                }
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "a quantity's key written outside results/src/quantity.rs (use the catalogue's entry): {found:#?}"
+    );
+}

@@ -477,7 +477,13 @@ async fn a_monitor_lost_mid_run_is_a_note_and_the_run_goes_on() {
     let run = results::run_file::RunFile::read(&dir.path().join("run.json")).unwrap();
     assert_eq!(run.monitors.len(), 1, "it watched the run, lost or not");
     let header = std::fs::read_to_string(dir.path().join("steps.tsv")).unwrap();
-    assert!(header.lines().next().unwrap().ends_with("\ttcp_retrans_m"));
+    assert!(
+        header
+            .lines()
+            .next()
+            .unwrap()
+            .ends_with("\ttcp_retrans_m\tok_per_core_s_m")
+    );
 }
 
 #[tokio::test(start_paused = true)]

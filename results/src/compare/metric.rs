@@ -2,111 +2,44 @@
 //! threshold, better, worse, or undecided when a lower bound sits on the side that would decide.
 use serde::Serialize;
 
+use crate::quantity::{self, Quantity, Scale};
 use crate::report::StepResult;
 use crate::verdict::FAILING_PCT;
 
-/// Which way a metric improves.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Better {
-    Higher,
-    Lower,
-}
+pub use crate::quantity::Better;
 
-/// What kind of number a metric is, which decides what its change is relative to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Scale {
-    /// Per second: relative to the baseline's.
-    Rate,
-    /// A share of the requests, in %: relative to the baseline's share, or to [`FAILING_PCT`] when
-    /// that is smaller, so a rise from 0 % is measured instead of infinite.
-    Share,
-    /// Milliseconds, possibly a lower bound (its name in [`crate::report::LowerBounds`]).
-    Latency(&'static str),
-}
-
-/// One compared metric, named as steps.tsv names its column.
+/// One compared metric: a quantity of the catalogue, named as steps.tsv names its column.
 #[derive(Debug, Clone, Copy)]
 pub struct Metric {
     pub name: &'static str,
     pub unit: &'static str,
     pub better: Better,
-    scale: Scale,
-    value: fn(&StepResult) -> f64,
+    quantity: &'static Quantity,
+}
+
+impl Metric {
+    const fn of(q: &'static Quantity) -> Metric {
+        Metric {
+            name: q.key,
+            unit: q.unit,
+            better: q.better,
+            quantity: q,
+        }
+    }
 }
 
 /// The metrics compared, in the order of the page's table.
 pub const METRICS: [Metric; 10] = [
-    Metric {
-        name: "ok_rate",
-        unit: "/s",
-        better: Better::Higher,
-        scale: Scale::Rate,
-        value: |r| r.ok_rate,
-    },
-    Metric {
-        name: "avg_rep_rate",
-        unit: "/s",
-        better: Better::Higher,
-        scale: Scale::Rate,
-        value: |r| r.reply_rate.avg,
-    },
-    Metric {
-        name: "failed_pct",
-        unit: "%",
-        better: Better::Lower,
-        scale: Scale::Share,
-        value: |r| r.failed_pct,
-    },
-    Metric {
-        name: "errors",
-        unit: "%",
-        better: Better::Lower,
-        scale: Scale::Share,
-        value: |r| r.errors_pct,
-    },
-    Metric {
-        name: "resp_time",
-        unit: "ms",
-        better: Better::Lower,
-        scale: Scale::Latency("mean"),
-        value: |r| r.latency_ms.mean,
-    },
-    Metric {
-        name: "p50_ms",
-        unit: "ms",
-        better: Better::Lower,
-        scale: Scale::Latency("p50"),
-        value: |r| r.latency_ms.p50,
-    },
-    Metric {
-        name: "p90_ms",
-        unit: "ms",
-        better: Better::Lower,
-        scale: Scale::Latency("p90"),
-        value: |r| r.latency_ms.p90,
-    },
-    Metric {
-        name: "p99_ms",
-        unit: "ms",
-        better: Better::Lower,
-        scale: Scale::Latency("p99"),
-        value: |r| r.latency_ms.p99,
-    },
-    Metric {
-        name: "p999_ms",
-        unit: "ms",
-        better: Better::Lower,
-        scale: Scale::Latency("p999"),
-        value: |r| r.latency_ms.p999,
-    },
-    Metric {
-        name: "max_ms",
-        unit: "ms",
-        better: Better::Lower,
-        scale: Scale::Latency("max"),
-        value: |r| r.latency_ms.max,
-    },
+    Metric::of(&quantity::OK_RATE),
+    Metric::of(&quantity::AVG_REP_RATE),
+    Metric::of(&quantity::FAILED_PCT),
+    Metric::of(&quantity::ERRORS),
+    Metric::of(&quantity::RESP_TIME),
+    Metric::of(&quantity::P50_MS),
+    Metric::of(&quantity::P90_MS),
+    Metric::of(&quantity::P99_MS),
+    Metric::of(&quantity::P999_MS),
+    Metric::of(&quantity::MAX_MS),
 ];
 
 /// A metric's value in one step.
@@ -121,17 +54,17 @@ impl Metric {
     /// The step's value, or none when the step has no such number: a latency of a step that
     /// neither served nor gave up anything (all zeros, not a measurement).
     pub fn read(&self, r: &StepResult) -> Option<Reading> {
-        let lower_bound = match self.scale {
-            Scale::Latency(name) => {
+        let lower_bound = match self.quantity.bound {
+            Some(name) => {
                 if r.latency_ms.max <= 0.0 && !r.latency_ms.censored {
                     return None;
                 }
                 r.latency_ms.lower_bounds.contains(name)
             }
-            Scale::Rate | Scale::Share => false,
+            None => false,
         };
         Some(Reading {
-            value: (self.value)(r),
+            value: self.quantity.of_step(r)?,
             lower_bound,
         })
     }
@@ -139,9 +72,11 @@ impl Metric {
     /// The change from `base` to `value` in % (to three decimals), relative to what this metric's
     /// scale says; none when it has no finite size (a rate or latency rising from 0).
     pub fn delta_pct(&self, base: f64, value: f64) -> Option<f64> {
-        let against = match self.scale {
+        // A share's change is relative to the baseline's share, or to [`FAILING_PCT`] when that is
+        // smaller, so a rise from 0 % is measured instead of infinite.
+        let against = match self.quantity.scale {
             Scale::Share => base.max(FAILING_PCT),
-            Scale::Rate | Scale::Latency(_) => base,
+            Scale::Rate | Scale::Latency | Scale::Other => base,
         };
         if value == base {
             Some(0.0)

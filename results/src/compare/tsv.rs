@@ -2,7 +2,7 @@
 //! `connections`), then every run's steps.tsv columns suffixed with its label (`req_rate_nginx`, …,
 //! `ok_rate_nginx`, …, `req_rate_app`, …), one row per step value, empty where a run has no such step.
 //! bench2graph and gnuplot scripts that read autobench's columns read it unchanged.
-use crate::report::StepTable;
+use crate::table::StepTable;
 
 use super::Comparison;
 

@@ -1,7 +1,7 @@
 //! A probe's class, from its facts alone: invalid (the generator was the limit on it), fail (an SLO
 //! breached with enough evidence, or throughput short of the offer or collapsing), pass (every SLO met
 //! with enough evidence), or undecided (neither yet). Pure, so the search and its tests share it.
-use crate::condition::{Condition, Latency, Metric, Observed, Reading, Truth, Unit};
+use crate::condition::{Condition, Metric, Observed, Reading, Truth, Unit};
 use crate::report::{StepResult, human, human_ms, tsv_number};
 
 /// Served below this share of the offered rate, the server did not keep up: a fail.
@@ -136,12 +136,8 @@ pub enum Class {
 /// Samples a condition needs before its verdict counts: `k / (1 - q)` for a percentile, one for
 /// the rest (a max or a mean is exact for what was measured; a share has its own denominator).
 pub fn samples_needed(c: &Condition) -> u64 {
-    let q = match c.metric {
-        Metric::Latency(Latency::P50) => 0.5,
-        Metric::Latency(Latency::P90) => 0.9,
-        Metric::Latency(Latency::P99) => 0.99,
-        Metric::Latency(Latency::P999) => 0.999,
-        _ => return 1,
+    let Some(q) = c.metric.quantity().quantile else {
+        return 1;
     };
     (TAIL_SAMPLES / (1.0 - q)).round() as u64
 }
@@ -240,7 +236,7 @@ pub fn classify(f: &ProbeFacts, slos: &[Condition], best: Option<f64>) -> Class 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::condition::parse;
+    use crate::condition::{Latency, parse};
     use crate::verdict::Verdict;
 
     fn facts(offered: f64, achieved: f64, samples: u64, p99_ms: f64) -> ProbeFacts {
