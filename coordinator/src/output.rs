@@ -10,7 +10,7 @@ use hdrhistogram::serialization::interval_log::{IntervalLogWriterBuilder, Tag};
 use results::distribution::Distribution;
 use results::report::{RunSummary, StepResult};
 pub use results::run_file::AgentInfo;
-use results::run_file::{Breach, RUNNING, RunFile, Stopped};
+use results::run_file::{Breach, RunFile, RunStatus, Stopped};
 use results::table::StepTable;
 use shared::histogram::{Deflater, Encoded, Merger};
 use shared::monitor::MonitorInfo;
@@ -338,8 +338,8 @@ impl Output {
     /// Writes the run's final status and end time. Whatever else failed, run.json must not keep
     /// saying "running" after the process is gone: if the whole file cannot be rewritten, the status
     /// is overwritten in place in the bytes already on disk, which needs no new space.
-    pub fn finish(&mut self, status: &str) -> Result<Finished, OutputError> {
-        self.doc.status = status.to_string();
+    pub fn finish(&mut self, status: RunStatus) -> Result<Finished, OutputError> {
+        self.doc.status = status;
         self.doc.finished_at = Some(now());
         let whole = match self.write_json() {
             Ok(()) => return Ok(Finished::Whole),
@@ -351,12 +351,8 @@ impl Output {
         })?;
         // In the room of `"running"`: a longer status ("completed") would not fit, and a run that
         // could not write its end has failed anyway.
-        let patch = match status {
-            s if s.len() <= RUNNING.len() => {
-                format!("{:<w$}", format!("\"{s}\""), w = RUNNING.len() + 2)
-            }
-            _ => format!("{:<w$}", "\"failed\"", w = RUNNING.len() + 2),
-        };
+        let room = RunStatus::Running.name().len() + 2;
+        let patch = format!("{:<room$}", format!("\"{}\"", marked_in_place(status)));
         let mut f = OpenOptions::new()
             .write(true)
             .open(&self.json_path)
@@ -380,10 +376,20 @@ impl Output {
         })?;
         // The top-level key is the only one indented by two spaces.
         let key = "\n  \"status\": ";
-        self.status_at = (self.doc.status == RUNNING)
+        self.status_at = (self.doc.status == RunStatus::Running)
             .then(|| text.find(key).map(|i| (i + key.len()) as u64))
             .flatten();
         Ok(())
+    }
+}
+
+/// The status a run.json marked in place says: the status itself when it fits in the room of
+/// `"running"`, else `failed` (a run that could not write its end has failed anyway).
+pub fn marked_in_place(status: RunStatus) -> RunStatus {
+    if status.name().len() <= RunStatus::Running.name().len() {
+        status
+    } else {
+        RunStatus::Failed
     }
 }
 
@@ -764,13 +770,13 @@ mod tests {
         let mut out = Output::create(&cfg, &[], &[], &[]).unwrap();
         // No room for the copy beside it (as on a full disk): the rewrite fails.
         fs::create_dir(dir.path().join("run.json.tmp")).unwrap();
-        let done = out.finish("aborted").unwrap();
+        let done = out.finish(RunStatus::Aborted).unwrap();
         assert!(matches!(done, Finished::StatusOnly(_)), "{done:?}");
         let run: serde_json::Value =
             serde_json::from_slice(&fs::read(dir.path().join("run.json")).unwrap()).unwrap();
         assert_eq!(run["status"], "aborted");
         // A status longer than the room left for it still does not say running.
-        out.finish("completed").unwrap();
+        out.finish(RunStatus::Completed).unwrap();
         let run: serde_json::Value =
             serde_json::from_slice(&fs::read(dir.path().join("run.json")).unwrap()).unwrap();
         assert_eq!(run["status"], "failed");

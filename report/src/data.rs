@@ -151,7 +151,7 @@ pub fn embedded(run: &RunFile) -> String {
     m.insert("target".into(), run.target.as_str().into());
     m.insert("label".into(), run.label.clone().into());
     m.insert("model".into(), run.model().name().into());
-    m.insert("status".into(), run.status.as_str().into());
+    m.insert("status".into(), run.status.name().into());
     let names: Vec<Value> = run.agents.iter().map(|a| a.name.as_str().into()).collect();
     m.insert("agents".into(), names.into());
     m.insert("steps".into(), steps(run).json());

@@ -12,8 +12,9 @@ use shared::monitor::step::StepServer;
 use shared::plan::LoadModel;
 use shared::status::StatusSet;
 
-/// `run.json`'s schema name; bump it when a field changes meaning.
-pub const RUN_SCHEMA: &str = "stampede.run/2";
+/// `run.json`'s schema name; bump it when a field changes meaning (and keep reading the one before:
+/// `run_file::READS`).
+pub const RUN_SCHEMA: &str = "stampede.run/3";
 
 /// Which of a latency summary's statistics are lower bounds: they fall among requests that were
 /// given up (timed out, expired, dropped at the step's end), whose true latency is at least their age

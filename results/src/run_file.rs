@@ -13,8 +13,38 @@ use shared::plan::LoadModel;
 /// The key of run.json's `plan` that holds a capacity search's settings (`stampede find-max`).
 pub const SEARCH_KEY: &str = "find_max";
 
-/// The status run.json says while the run goes on.
-pub const RUNNING: &str = "running";
+/// The schemas this build reads: its own, and `/2`, whose `status` `/3` only typed (one of the four
+/// words [`RunStatus`] has), so a `/2` file reads as it is.
+pub const READS: [&str; 2] = [RUN_SCHEMA, "stampede.run/2"];
+
+/// How the run stands: run.json's `status`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunStatus {
+    /// Until the run ends.
+    Running,
+    Completed,
+    /// Ended early by Ctrl-C.
+    Aborted,
+    Failed,
+}
+
+impl RunStatus {
+    pub fn name(self) -> &'static str {
+        match self {
+            RunStatus::Running => "running",
+            RunStatus::Completed => "completed",
+            RunStatus::Aborted => "aborted",
+            RunStatus::Failed => "failed",
+        }
+    }
+}
+
+impl std::fmt::Display for RunStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
 
 /// One run's run.json. The keys are written sorted at every level (see [`RunFile::to_json`]), as
 /// run.json has always had them.
@@ -23,7 +53,7 @@ pub struct RunFile {
     pub schema: String,
     pub tool: Tool,
     /// `running` until the run ends, then `completed`, `aborted` or `failed`.
-    pub status: String,
+    pub status: RunStatus,
     /// RFC 3339, to the millisecond.
     pub started_at: String,
     pub finished_at: Option<String>,
@@ -115,7 +145,7 @@ pub enum RunFileError {
     Read { path: PathBuf, source: io::Error },
     #[error("{path} is not a readable run.json: {message}")]
     Damaged { path: PathBuf, message: String },
-    #[error("{path} is a run of schema `{found}`; this stampede reads `{RUN_SCHEMA}`")]
+    #[error("{path} is a run of schema `{found}`; this stampede reads `{}`", READS.join("` and `"))]
     Schema { path: PathBuf, found: String },
 }
 
@@ -134,7 +164,7 @@ impl RunFile {
                 name: "stampede".into(),
                 version: shared::VERSION.into(),
             },
-            status: RUNNING.into(),
+            status: RunStatus::Running,
             started_at,
             finished_at: None,
             target,
@@ -207,7 +237,7 @@ impl RunFile {
             message: described(&e, text),
         };
         let head: Head = serde_json::from_str(text).map_err(damaged)?;
-        if head.schema != RUN_SCHEMA {
+        if !READS.contains(&head.schema.as_str()) {
             return Err(RunFileError::Schema {
                 path: path.to_path_buf(),
                 found: head.schema,
@@ -399,5 +429,35 @@ mod tests {
             back.steps[0].latency_ms.lower_bounds.names(),
             ["mean", "p99"]
         );
+    }
+
+    #[test]
+    fn a_run_json_of_schema_2_reads_as_it_is() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/run-v2/run.json");
+        let run = RunFile::read(&path).unwrap();
+        assert_eq!(run.schema, "stampede.run/2");
+        assert_eq!(run.status, RunStatus::Completed);
+        assert_eq!(run.monitors.len(), 1);
+        assert!(!run.steps.is_empty());
+        // Its steps tabulate as its own steps.tsv has them.
+        let table = run.step_table();
+        let tsv = std::fs::read_to_string(path.with_file_name("steps.tsv")).unwrap();
+        let mut lines = tsv.lines();
+        assert_eq!(
+            lines.next().unwrap(),
+            table
+                .header()
+                .join("\t")
+                .replace("\tok_per_core_s_server", "")
+        );
+    }
+
+    #[test]
+    fn a_status_no_run_has_is_refused() {
+        let text = damaged("\"status\": \"completed\"", "\"status\": \"paused\"");
+        let e = RunFile::parse(&text, golden_path())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("paused"), "{e}");
     }
 }

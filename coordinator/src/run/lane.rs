@@ -2,6 +2,7 @@
 //! how its ramp ended. A run of one target has one lane; a side-by-side run one per target, driven
 //! over one fleet in turn by `ramp`.
 use results::report::{self, StepResult};
+use results::run_file::RunStatus;
 use results::search::Capacity;
 
 use super::source::Ended;
@@ -176,9 +177,9 @@ impl<'a> Lane<'a> {
         }
         self.out.record_capacity(self.capacity.clone());
         let status = match () {
-            () if failed => "failed",
-            () if ramped.aborted => "aborted",
-            () => "completed",
+            () if failed => RunStatus::Failed,
+            () if ramped.aborted => RunStatus::Aborted,
+            () => RunStatus::Completed,
         };
         let finished = self.out.finish(status);
         tell_unfinished(self.out.dir(), status, &finished);

@@ -9,6 +9,7 @@ use proto::pb;
 use proto::pb::coordinator_message::Kind as Down;
 use results::condition::Observed;
 use results::report::StepResult;
+use results::run_file::RunStatus;
 use results::verdict::{Server, Verdict};
 use shared::warning::Warning;
 use tokio_util::sync::CancellationToken;
@@ -454,17 +455,17 @@ fn blame(side: bool, cfg: &RunConfig, e: FleetError) -> RunError {
 
 /// Says on stderr what run.json could not say: it is the run's record, and a status left at
 /// "running" after the process has gone would be read as a run still going.
-fn tell_unfinished(dir: &std::path::Path, status: &str, finished: &Result<Finished, OutputError>) {
+fn tell_unfinished(
+    dir: &std::path::Path,
+    status: RunStatus,
+    finished: &Result<Finished, OutputError>,
+) {
     match finished {
         Ok(Finished::Whole) => {}
         Ok(Finished::StatusOnly(e)) => eprintln!(
             "stampede: {e}; run.json in {} was marked \"{}\" in place, without its end time",
             dir.display(),
-            if status.len() <= "running".len() {
-                status
-            } else {
-                "failed"
-            }
+            crate::output::marked_in_place(status)
         ),
         Err(e) => eprintln!(
             "stampede: {e}; run.json in {} still says \"running\": the run ended {status}",

@@ -181,7 +181,7 @@ pub fn ending(run: &RunFile) -> String {
         }
         (None, None) => out.push_str(&format!(
             "Not ended yet (the run is {}).",
-            html(&run.status)
+            html(run.status.name())
         )),
         (Some(None), None) => out.push_str("The ramp ran to its end."),
         (Some(Some(s)), None) => {

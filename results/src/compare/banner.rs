@@ -1,7 +1,7 @@
 //! What differs between the runs compared, said as sentences above the comparison rather than as a
 //! refusal: two servers are often run with plans that differ a little, and the reader decides.
 use crate::report::human;
-use crate::run_file::RunFile;
+use crate::run_file::{RunFile, RunStatus};
 use shared::plan::LoadModel;
 
 use super::{Labelled, StepRow};
@@ -53,7 +53,7 @@ pub(super) fn plan_differences(runs: &[Labelled]) -> Vec<String> {
             labels(&rates)
         ));
     }
-    for r in runs.iter().filter(|r| r.run.status != "completed") {
+    for r in runs.iter().filter(|r| r.run.status != RunStatus::Completed) {
         out.push(format!(
             "{}'s run did not complete (status {}): the steps it did not reach are missing.",
             r.label, r.run.status

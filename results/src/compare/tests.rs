@@ -228,7 +228,7 @@ fn plans_that_differ_are_said_in_a_banner_not_refused() {
     b.run.plan["requests"][0]["url"] = serde_json::json!("http://127.0.0.1:1/api/v2?x=1");
     b.run.tool.version = "9.9.9".into();
     b.run.agents.push(b.run.agents[0].clone());
-    b.run.status = "aborted".into();
+    b.run.status = crate::run_file::RunStatus::Aborted;
     let mut d = run("d");
     d.run.plan["step_duration_s"] = serde_json::json!(5.0);
     let c = compared(vec![run("a"), b, d]);
