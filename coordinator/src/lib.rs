@@ -349,7 +349,7 @@ fn told(o: &run::RunOutcome, whose: &str) -> String {
     }
     text.push_str(&format!(
         "answer{whose}: {}\n",
-        results::report::summarize_run(&o.steps).answer
+        results::step::summarize_run(&o.steps).answer
     ));
     text
 }

@@ -22,7 +22,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use proto::{ConvertError, pb};
-use results::report::{IntervalSample, LatencyStats};
+use results::step::{IntervalSample, LatencyStats};
 use shared::histogram::{CodecError, Encoded, Histogram, Merger};
 use shared::metrics::{
     Counters, EncodedInterval, ErrorClass, FirstErrors, HistogramSums, Snapshot,

@@ -8,9 +8,9 @@ use std::time::{Duration, SystemTime};
 
 use hdrhistogram::serialization::interval_log::{IntervalLogWriterBuilder, Tag};
 use results::distribution::Distribution;
-use results::report::{RunSummary, StepResult};
 pub use results::run_file::AgentInfo;
 use results::run_file::{Breach, RunFile, RunStatus, Stopped};
+use results::step::{RunSummary, StepResult};
 use results::table::StepTable;
 use shared::histogram::{Deflater, Encoded, Merger};
 use shared::monitor::MonitorInfo;

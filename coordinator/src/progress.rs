@@ -5,7 +5,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use results::quantity::{self, Quantity};
-use results::report::{LatencyStats, StepResult, human_ms};
+use results::step::{LatencyStats, StepResult, human_ms};
 use shared::plan::{LoadModel, Plan, StepLimit};
 
 pub struct Progress {

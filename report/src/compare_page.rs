@@ -6,7 +6,7 @@ use std::fmt::Write;
 
 use results::compare::{CellEntry, Class, Comparison, METRICS, Metric, RunEntry, in_unit};
 use results::quantity::{FAILED_PCT, OK_RATE, P50_MS, P99_MS, SRV_CPU_UTIL_PCT};
-use results::report::human;
+use results::step::human;
 use results::verdict::Verdict;
 
 use shared::plan::LoadModel;

@@ -18,7 +18,7 @@ use std::fmt;
 use std::str::FromStr;
 
 use crate::quantity::{self, Quantity};
-use crate::report::StepResult;
+use crate::step::StepResult;
 
 /// A latency statistic of the step's merged histogram.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -53,7 +53,7 @@ impl Latency {
         }
     }
 
-    /// Its name in the grammar and in [`crate::report::LowerBounds`].
+    /// Its name in the grammar and in [`crate::step::LowerBounds`].
     pub fn name(self) -> &'static str {
         self.quantity().grammar_name()
     }
@@ -873,7 +873,7 @@ mod tests {
         for _ in 0..80 {
             s.hist.latency.record(20_000).unwrap();
         }
-        let r = crate::report::summarize(&crate::report::StepInput {
+        let r = crate::step::summarize(&crate::step::StepInput {
             number: 1,
             model: shared::plan::LoadModel::Requests,
             value: 50.0,

@@ -8,10 +8,10 @@ pub mod condition;
 pub mod distribution;
 pub mod probe_mark;
 pub mod quantity;
-pub mod report;
 pub mod run_file;
 pub mod search;
 pub mod server_notes;
+pub mod step;
 pub mod table;
 pub mod verdict;
 

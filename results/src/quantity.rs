@@ -8,7 +8,7 @@
 use serde::Serialize;
 use shared::monitor::step::StepServer;
 
-use crate::report::StepResult;
+use crate::step::StepResult;
 
 /// Which way a quantity improves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -48,7 +48,7 @@ pub struct Quantity {
     pub unit: &'static str,
     pub better: Better,
     pub scale: Scale,
-    /// The statistic's name in [`crate::report::LowerBounds`] when a censored percentile can make
+    /// The statistic's name in [`crate::step::LowerBounds`] when a censored percentile can make
     /// it only a lower bound of the true value.
     pub bound: Option<&'static str>,
     /// The percentile a latency statistic is of (for the search's evidence rule).
@@ -352,7 +352,7 @@ pub const MONITOR: [&Quantity; 9] = [
     &OK_PER_CORE_S,
 ];
 
-/// The latency statistics in [`crate::report::LowerBounds`]' order (mean, p50, p90, p99, p999, max).
+/// The latency statistics in [`crate::step::LowerBounds`]' order (mean, p50, p90, p99, p999, max).
 pub const LATENCIES: [&Quantity; 6] = [&RESP_TIME, &P50_MS, &P90_MS, &P99_MS, &P999_MS, &MAX_MS];
 
 /// What the condition grammar can name, in the order its help lists them.
@@ -406,7 +406,7 @@ mod tests {
     #[test]
     fn every_latency_is_a_lower_bound_candidate_in_the_bounds_order() {
         let names: Vec<_> = LATENCIES.iter().map(|q| q.bound.unwrap()).collect();
-        assert_eq!(names, crate::report::LowerBounds::NAMES);
+        assert_eq!(names, crate::step::LowerBounds::NAMES);
     }
 
     #[test]

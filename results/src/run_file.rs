@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::report::{RUN_SCHEMA, RunSummary, StepResult};
+use crate::step::{RUN_SCHEMA, RunSummary, StepResult};
 use crate::table::StepTable;
 use shared::monitor::MonitorInfo;
 use shared::plan::LoadModel;
@@ -401,7 +401,7 @@ mod tests {
         let row = |i: usize| table.row(&run.steps[i])[plain.len()..].to_vec();
         assert!(row(0).iter().all(String::is_empty), "{:?}", row(0));
         // Served per core-second: the step's served rate over the 0.98 cores the server kept busy.
-        let per_core = crate::report::tsv_number(run.steps[1].ok_rate / 0.98);
+        let per_core = crate::step::tsv_number(run.steps[1].ok_rate / 0.98);
         assert_eq!(
             row(1),
             ["98", "98", "", "0", "10", "1", "12", "0", &per_core]
@@ -415,13 +415,13 @@ mod tests {
     fn censored_latency_and_sparse_codes_survive_the_round_trip() {
         let mut run = RunFile::parse(GOLDEN, golden_path()).unwrap();
         let step = &mut run.steps[0];
-        step.latency_ms = crate::report::LatencyStats {
+        step.latency_ms = crate::step::LatencyStats {
             censored: true,
             ..step.latency_ms
         };
         step.latency_ms.lower_bounds.set(0);
         step.latency_ms.lower_bounds.set(3);
-        step.status_codes = crate::report::Codes(vec![(200, 5), (404, 1), (503, 2)]);
+        step.status_codes = crate::step::Codes(vec![(200, 5), (404, 1), (503, 2)]);
         run.stopped = Some(None);
         let back = RunFile::parse(&run.to_json(), golden_path()).unwrap();
         assert_eq!(back, run);

@@ -1,7 +1,7 @@
 //! Notes that explain a step by its server's resources: a CPU at its limit, a listen queue that
 //! overflowed, one thread at 100 % of a core, a throttled container. They are notes only: a step's
 //! trust is the generator judging itself, and what the server did never changes it.
-use crate::report::{StepResult, human};
+use crate::step::{StepResult, human};
 use shared::metrics::ErrorClass;
 use shared::monitor::step::StepServer;
 

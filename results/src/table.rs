@@ -5,7 +5,7 @@ use shared::metrics::{ErrorClass, STATUS_CLASSES};
 use shared::plan::LoadModel;
 
 use crate::quantity::{self, Quantity};
-use crate::report::{StepResult, tsv_number};
+use crate::step::{StepResult, tsv_number};
 
 /// One cell of the step table, from a step.
 type Cell = Box<dyn Fn(&StepResult) -> String + Send + Sync>;

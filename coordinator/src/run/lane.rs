@@ -1,9 +1,9 @@
 //! One target's side of a run: its configuration, results directory, thresholds, steps so far and
 //! how its ramp ended. A run of one target has one lane; a side-by-side run one per target, driven
 //! over one fleet in turn by `ramp`.
-use results::report::{self, StepResult};
 use results::run_file::RunStatus;
 use results::search::Capacity;
+use results::step::{self, StepResult};
 
 use super::source::Ended;
 use super::step::{StepCx, run_step};
@@ -111,7 +111,7 @@ impl<'a> Lane<'a> {
             (result.aborted && !(overran && self.source.outlasts_overruns())) || end_run.is_some();
         let because = self.watch.stop.take();
         self.results.push(result);
-        self.out.summarize(&report::summarize_run(&self.results))?;
+        self.out.summarize(&step::summarize_run(&self.results))?;
         if aborted {
             return Ok(After::AbortAll);
         }

@@ -8,8 +8,8 @@ use agent::link::CoordinatorEnd;
 use proto::pb;
 use proto::pb::coordinator_message::Kind as Down;
 use results::condition::Observed;
-use results::report::StepResult;
 use results::run_file::RunStatus;
+use results::step::StepResult;
 use results::verdict::{Server, Verdict};
 use shared::warning::Warning;
 use tokio_util::sync::CancellationToken;
@@ -583,7 +583,7 @@ fn baseline_p50(results: &[StepResult]) -> Option<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use results::report::{self, StepInput};
+    use results::step::{self, StepInput};
     use shared::metrics::Snapshot;
 
     /// A finished step of 100 requests, all answered in `latency_ms`.
@@ -593,7 +593,7 @@ mod tests {
         s.counters.replies = 100;
         s.counters.ok = 100;
         s.hist.latency.record_n(latency_ms * 1000, 100).unwrap();
-        report::summarize(&StepInput {
+        step::summarize(&StepInput {
             number: 1,
             model: shared::plan::LoadModel::Requests,
             value: 100.0,

@@ -5,11 +5,11 @@
 use std::time::{Duration, Instant};
 
 use results::condition::Condition;
-use results::report::{StepResult, human, human_ms, step_value, tsv_number};
 use results::search::{
     self, Answer, Capacity, Ceiling, Class, Mark, Next, ProbeFacts, ProbeMark, Probed, Role,
     Search, Status,
 };
+use results::step::{StepResult, human, human_ms, step_value, tsv_number};
 use tokio_util::sync::CancellationToken;
 
 use super::source::{self, Ended, StepSource, StepSpec};

@@ -3,8 +3,8 @@
 //! last one's result (`probes::Probes`).
 use std::time::Duration;
 
-use results::report::StepResult;
 use results::search::{Capacity, Role};
+use results::step::StepResult;
 use shared::plan::StepShare;
 
 use crate::config::RunConfig;

@@ -10,7 +10,7 @@ use proto::pb;
 use proto::pb::agent_message::Kind as Up;
 use proto::pb::coordinator_message::Kind as Down;
 use results::distribution::Distribution;
-use results::report::{self, AgentInput, StepInput, StepResult};
+use results::step::{self, AgentInput, StepInput, StepResult};
 use shared::histogram;
 use shared::monitor::step::Window;
 use shared::plan::StepShare;
@@ -483,7 +483,7 @@ fn summarise(
             rtt: fleet.rtt(i),
         })
         .collect::<Vec<AgentInput>>();
-    let mut result = report::summarize(&StepInput {
+    let mut result = step::summarize(&StepInput {
         // Counted from 1 in everything people read; `index` stays the protocol's.
         number: spec.index as u32 + 1,
         model: plan.model(),

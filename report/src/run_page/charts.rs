@@ -1,8 +1,8 @@
 //! The charts of one run, from its run.json and distributions: what each of the page contract's
 //! charts draws.
 use results::distribution::Distribution;
-use results::report::{LowerBounds, StepResult, step_value};
 use results::run_file::RunFile;
+use results::step::{LowerBounds, StepResult, step_value};
 use results::verdict::{self, Verdict};
 use shared::metrics::{ErrorClass, STATUS_CLASSES};
 use shared::plan::LoadModel;

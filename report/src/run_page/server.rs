@@ -7,8 +7,8 @@
 //! and softirq of all its cores. A line reaching 100 is a resource used up, whatever the core count:
 //! a dotted line at `usable × 100 %` on a "% of a core" axis would put an 8-core server's knee off the
 //! top of a single-threaded one's chart, and the busiest thread (at most 100) would be lost under it.
-use results::report::StepResult;
 use results::run_file::RunFile;
+use results::step::StepResult;
 use shared::monitor::step::StepServer;
 
 use super::charts::{step_axis, trust_shades};

@@ -2,8 +2,8 @@
 //! notes, and how the run ended (`stopped`, `fail_on`).
 use std::fmt::Write;
 
-use results::report::StepResult;
 use results::run_file::RunFile;
+use results::step::StepResult;
 
 use crate::chart::short;
 use crate::data;
@@ -209,7 +209,7 @@ pub fn ending(run: &RunFile) -> String {
             for b in breaches {
                 let cells = [
                     b.step.to_string(),
-                    results::report::tsv_number(b.step_value),
+                    results::step::tsv_number(b.step_value),
                     b.expression.clone(),
                     b.because.clone(),
                 ];

@@ -1,7 +1,7 @@
 //! What differs between the runs compared, said as sentences above the comparison rather than as a
 //! refusal: two servers are often run with plans that differ a little, and the reader decides.
-use crate::report::human;
 use crate::run_file::{RunFile, RunStatus};
+use crate::step::human;
 use shared::plan::LoadModel;
 
 use super::{Labelled, StepRow};

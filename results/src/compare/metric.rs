@@ -3,7 +3,7 @@
 use serde::Serialize;
 
 use crate::quantity::{self, Quantity, Scale};
-use crate::report::StepResult;
+use crate::step::StepResult;
 use crate::verdict::FAILING_PCT;
 
 pub use crate::quantity::Better;

@@ -12,8 +12,8 @@ use serde::Serialize;
 
 pub use metric::{Better, Class, METRICS, Metric, Reading};
 
-use crate::report::{RunSummary, StepResult, human, human_ms, step_value};
 use crate::run_file::RunFile;
+use crate::step::{RunSummary, StepResult, human, human_ms, step_value};
 use crate::verdict::{Server, Verdict};
 use shared::plan::LoadModel;
 

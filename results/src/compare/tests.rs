@@ -263,7 +263,7 @@ fn a_closed_loop_beside_an_open_model_is_said_and_the_axis_is_the_baselines() {
 #[test]
 fn every_run_has_its_headline_from_its_summary() {
     let mut b = run("b");
-    b.run.summary = Some(crate::report::summarize_run(&b.run.steps[..3]));
+    b.run.summary = Some(crate::step::summarize_run(&b.run.steps[..3]));
     let mut none = run("none");
     none.run.steps.clear();
     none.run.summary = None;

@@ -4,7 +4,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{Answer, Class, ProbeCounts, Status};
 use crate::probe_mark::{Mark, ProbeMark, Role};
-use crate::report::{human, step_value};
+use crate::step::{human, step_value};
 
 /// A probe's mark on its step: its role, its class, and why when it was not a pass.
 pub fn mark(role: Role, class: &Class) -> ProbeMark {

@@ -2,7 +2,7 @@
 //! breached with enough evidence, or throughput short of the offer or collapsing), pass (every SLO met
 //! with enough evidence), or undecided (neither yet). Pure, so the search and its tests share it.
 use crate::condition::{Condition, Metric, Observed, Reading, Truth, Unit};
-use crate::report::{StepResult, human, human_ms, tsv_number};
+use crate::step::{StepResult, human, human_ms, tsv_number};
 
 /// Served below this share of the offered rate, the server did not keep up: a fail.
 pub const SHORTFALL_RATIO: f64 = 0.95;
