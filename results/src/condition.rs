@@ -526,129 +526,49 @@ impl<'a> Cursor<'a> {
     }
 }
 
+/// Where a part of an expression went wrong: its column, how many characters to underline, and why.
+type Fault = (usize, usize, ConditionErrorKind);
+
+/// Characters to underline for `s` (at least one).
+fn width(s: &str) -> usize {
+    s.chars().count().max(1)
+}
+
 pub fn parse(input: &str) -> Result<Condition, ConditionError> {
-    let fail = |column: usize, width: usize, kind| ConditionError {
+    let mut c = Cursor { input, at: 0 };
+    parts(&mut c).map_err(|(column, width, kind)| ConditionError {
         input: input.to_string(),
         column,
         width,
         kind,
-    };
-    let width = |s: &str| s.chars().count().max(1);
-    let mut c = Cursor { input, at: 0 };
+    })
+}
+
+/// The expression's parts in order: metric, comparison, number, unit, and nothing after.
+fn parts(c: &mut Cursor<'_>) -> Result<Condition, Fault> {
     c.skip_spaces();
     if c.rest().is_empty() {
-        return Err(fail(1, 1, ConditionErrorKind::Empty));
+        return Err((1, 1, ConditionErrorKind::Empty));
     }
-
-    let (word, col) = c.take(|ch| ch.is_ascii_alphanumeric() || ch == '_' || ch == '.');
-    if word.is_empty() {
-        let bad = c
-            .rest()
-            .chars()
-            .next()
-            .map(String::from)
-            .unwrap_or_default();
-        return Err(fail(col, 1, ConditionErrorKind::NoMetric(bad)));
-    }
-    let metric = Metric::parse(word).ok_or_else(|| {
-        fail(
-            col,
-            width(word),
-            ConditionErrorKind::UnknownMetric(word.to_string()),
-        )
-    })?;
-
+    let metric = metric_part(c)?;
     c.skip_spaces();
-    let (op_text, col) = c.take(|ch| matches!(ch, '<' | '>' | '=' | '!'));
-    let cmp = match op_text {
-        "<" => Cmp::Lt,
-        "<=" => Cmp::Le,
-        ">" => Cmp::Gt,
-        ">=" => Cmp::Ge,
-        "" => {
-            return Err(fail(
-                col,
-                1,
-                ConditionErrorKind::NoOperator {
-                    metric: metric.name(),
-                    found: found(c.rest()),
-                },
-            ));
-        }
-        other => {
-            return Err(fail(
-                col,
-                width(other),
-                ConditionErrorKind::NoOperator {
-                    metric: metric.name(),
-                    found: format!("'{other}'"),
-                },
-            ));
-        }
-    };
-
+    let cmp = cmp_part(c, metric)?;
     c.skip_spaces();
-    let (digits, number_col) = c.take(|ch| ch.is_ascii_digit() || ch == '.');
-    let value = match digits.parse::<f64>() {
-        Ok(v) if v.is_finite() => v,
-        _ => {
-            let (shown, w) = if digits.is_empty() {
-                (found(c.rest()), 1)
-            } else {
-                (format!("'{digits}'"), width(digits))
-            };
-            return Err(fail(
-                number_col,
-                w,
-                ConditionErrorKind::NoNumber {
-                    op: cmp.symbol(),
-                    found: shown,
-                },
-            ));
-        }
-    };
-
+    let (value, number_col) = number_part(c, cmp)?;
     c.skip_spaces();
-    let (unit_text, col) = c.take(|ch| ch.is_alphabetic() || ch == '%' || ch == '/');
-    let unit = match Unit::parse(unit_text) {
-        _ if unit_text.is_empty() => {
-            return Err(fail(col, 1, ConditionErrorKind::NoUnit { metric }));
-        }
-        None => {
-            return Err(fail(
-                col,
-                width(unit_text),
-                ConditionErrorKind::UnknownUnit {
-                    unit: unit_text.to_string(),
-                    metric,
-                },
-            ));
-        }
-        Some(u) if !metric.units().contains(&u) => {
-            return Err(fail(
-                col,
-                width(unit_text),
-                ConditionErrorKind::WrongUnit {
-                    unit: u.symbol(),
-                    metric,
-                },
-            ));
-        }
-        Some(u) => u,
-    };
+    let (unit, unit_end) = unit_part(c, metric)?;
     if matches!(metric, Metric::Failed | Metric::Errors) && value > 100.0 {
-        return Err(fail(
+        return Err((
             number_col,
-            col + width(unit_text) - number_col,
+            unit_end - number_col,
             ConditionErrorKind::OverHundred { metric, value },
         ));
     }
-
     c.skip_spaces();
     if !c.rest().is_empty() {
         let col = c.column();
         let rest = c.rest().trim_end();
-        return Err(fail(
+        return Err((
             col,
             width(rest),
             ConditionErrorKind::Trailing(rest.to_string()),
@@ -659,6 +579,101 @@ pub fn parse(input: &str) -> Result<Condition, ConditionError> {
         cmp,
         threshold: Threshold { value, unit },
     })
+}
+
+fn metric_part(c: &mut Cursor<'_>) -> Result<Metric, Fault> {
+    let (word, col) = c.take(|ch| ch.is_ascii_alphanumeric() || ch == '_' || ch == '.');
+    if word.is_empty() {
+        let bad = c
+            .rest()
+            .chars()
+            .next()
+            .map(String::from)
+            .unwrap_or_default();
+        return Err((col, 1, ConditionErrorKind::NoMetric(bad)));
+    }
+    Metric::parse(word).ok_or_else(|| {
+        (
+            col,
+            width(word),
+            ConditionErrorKind::UnknownMetric(word.to_string()),
+        )
+    })
+}
+
+fn cmp_part(c: &mut Cursor<'_>, metric: Metric) -> Result<Cmp, Fault> {
+    let (op_text, col) = c.take(|ch| matches!(ch, '<' | '>' | '=' | '!'));
+    match op_text {
+        "<" => Ok(Cmp::Lt),
+        "<=" => Ok(Cmp::Le),
+        ">" => Ok(Cmp::Gt),
+        ">=" => Ok(Cmp::Ge),
+        "" => Err((
+            col,
+            1,
+            ConditionErrorKind::NoOperator {
+                metric: metric.name(),
+                found: found(c.rest()),
+            },
+        )),
+        other => Err((
+            col,
+            width(other),
+            ConditionErrorKind::NoOperator {
+                metric: metric.name(),
+                found: format!("'{other}'"),
+            },
+        )),
+    }
+}
+
+/// The threshold's number and its column.
+fn number_part(c: &mut Cursor<'_>, cmp: Cmp) -> Result<(f64, usize), Fault> {
+    let (digits, col) = c.take(|ch| ch.is_ascii_digit() || ch == '.');
+    match digits.parse::<f64>() {
+        Ok(v) if v.is_finite() => Ok((v, col)),
+        _ => {
+            let (shown, w) = if digits.is_empty() {
+                (found(c.rest()), 1)
+            } else {
+                (format!("'{digits}'"), width(digits))
+            };
+            Err((
+                col,
+                w,
+                ConditionErrorKind::NoNumber {
+                    op: cmp.symbol(),
+                    found: shown,
+                },
+            ))
+        }
+    }
+}
+
+/// The threshold's unit (one the metric takes) and the column just past it.
+fn unit_part(c: &mut Cursor<'_>, metric: Metric) -> Result<(Unit, usize), Fault> {
+    let (unit_text, col) = c.take(|ch| ch.is_alphabetic() || ch == '%' || ch == '/');
+    let end = col + width(unit_text);
+    match Unit::parse(unit_text) {
+        _ if unit_text.is_empty() => Err((col, 1, ConditionErrorKind::NoUnit { metric })),
+        None => Err((
+            col,
+            width(unit_text),
+            ConditionErrorKind::UnknownUnit {
+                unit: unit_text.to_string(),
+                metric,
+            },
+        )),
+        Some(u) if !metric.units().contains(&u) => Err((
+            col,
+            width(unit_text),
+            ConditionErrorKind::WrongUnit {
+                unit: u.symbol(),
+                metric,
+            },
+        )),
+        Some(u) => Ok((u, end)),
+    }
 }
 
 impl FromStr for Condition {

@@ -1,7 +1,7 @@
 //! Tidy checks on the source tree, run as ordinary tests (rust-analyzer's `tidy.rs` is the model): the
-//! codemap in ARCHITECTURE.md names every module and only modules that exist, no function in the
-//! control plane's crates grows past what one screen can hold, and no crate's modules import each
-//! other in a cycle.
+//! codemap in ARCHITECTURE.md names every module and only modules that exist, no function grows past
+//! what one screen can hold, no crate's modules import each other in a cycle, and a quantity's key
+//! is written only in the catalogue.
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
@@ -15,8 +15,15 @@ const CRATES: [&str; 7] = [
     "report",
     "tests",
 ];
-/// The longest a function in `agent/src` or `coordinator/src` may be, in lines, signature to brace.
+/// The longest a function in any crate's `src` may be, in lines, signature to brace.
 const MAX_FN_LINES: usize = 120;
+/// Functions still past it, each with where it is split: both are being changed on other branches
+/// at the same time (a verdict for a step too short to judge, the answer for steps that lost load),
+/// so they are split once those land rather than under them. The list only shrinks.
+const LONG_FOR_NOW: [&str; 2] = [
+    "results/src/step.rs fn summarize",
+    "results/src/verdict.rs fn judge",
+];
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -163,13 +170,17 @@ fn long_functions(text: &str, max: usize) -> Vec<(usize, String, usize)> {
 }
 
 #[test]
-fn no_function_in_the_agent_or_the_coordinator_runs_past_one_screen() {
+fn no_function_runs_past_one_screen() {
     let mut long = Vec::new();
-    for krate in ["agent", "coordinator"] {
+    for krate in CRATES {
         let src = root().join(krate).join("src");
         for f in sources(&src) {
             let text = std::fs::read_to_string(src.join(&f)).unwrap();
             for (line, name, len) in long_functions(&text, MAX_FN_LINES) {
+                if LONG_FOR_NOW.contains(&format!("{krate}/src/{} fn {name}", f.display()).as_str())
+                {
+                    continue;
+                }
                 long.push(format!(
                     "{krate}/src/{}:{line} fn {name}: {len} lines",
                     f.display()
