@@ -6,7 +6,6 @@
 pub mod compare;
 pub mod condition;
 pub mod distribution;
-pub mod probe_mark;
 pub mod quantity;
 pub mod run_file;
 pub mod search;

@@ -395,7 +395,7 @@ pub struct StepResult {
     pub server_monitors: Vec<StepServer>,
     /// A capacity search's probe: its role and class; absent in a planned run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub probe: Option<crate::probe_mark::ProbeMark>,
+    pub probe: Option<ProbeMark>,
 }
 
 /// One full interval of the merged fleet, for the reply-rate series.
@@ -921,6 +921,66 @@ pub fn tsv_number(v: f64) -> String {
     } else {
         s.to_string()
     }
+}
+
+// A capacity search's mark on a step (run.json's `steps[].probe`, steps.tsv's `role` and `class`):
+// the step's data, which the search makes.
+
+/// What a probe is for, as steps.tsv and run.json name it. `Warmup` is the coordinator's: a probe
+/// at the start rate before the search, which the search never sees.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ProbeRole {
+    Warmup,
+    Ramp,
+    Bisect,
+    Confirm,
+    Recovery,
+}
+
+impl ProbeRole {
+    pub fn name(self) -> &'static str {
+        match self {
+            ProbeRole::Warmup => "warmup",
+            ProbeRole::Ramp => "ramp",
+            ProbeRole::Bisect => "bisect",
+            ProbeRole::Confirm => "confirm",
+            ProbeRole::Recovery => "recovery",
+        }
+    }
+}
+
+/// A probe's class as the files name it; `aborted` for a probe cut short (Ctrl-C), which the
+/// search never counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Mark {
+    Pass,
+    Fail,
+    Invalid,
+    Undecided,
+    Aborted,
+}
+
+impl Mark {
+    pub fn name(self) -> &'static str {
+        match self {
+            Mark::Pass => "pass",
+            Mark::Fail => "fail",
+            Mark::Invalid => "invalid",
+            Mark::Undecided => "undecided",
+            Mark::Aborted => "aborted",
+        }
+    }
+}
+
+/// One step's part in a search: what it was for, how it was classed, and why when it failed.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct ProbeMark {
+    pub role: ProbeRole,
+    pub class: Mark,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }
 
 #[cfg(test)]

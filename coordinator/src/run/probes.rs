@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use results::condition::Condition;
 use results::search::{
-    self, Answer, Capacity, Ceiling, Class, Mark, Next, ProbeFacts, ProbeMark, Probed, Role,
+    self, Answer, Capacity, Ceiling, Class, Mark, Next, ProbeFacts, ProbeMark, ProbeRole, Probed,
     Search, Status,
 };
 use results::step::{StepResult, human, human_ms, step_value, tsv_number};
@@ -136,7 +136,7 @@ impl Probes {
         }
     }
 
-    fn spec(&mut self, value: f64, length: f64, role: Role) -> StepSpec {
+    fn spec(&mut self, value: f64, length: f64, role: ProbeRole) -> StepSpec {
         let index = self.next_index;
         self.next_index += 1;
         StepSpec {
@@ -162,7 +162,7 @@ impl StepSource for Probes {
     fn next(&mut self, _last: Option<&StepResult>) -> Option<StepSpec> {
         if let Some(length) = self.warmup.take() {
             let start = self.search.start();
-            return Some(self.spec(start, length.as_secs_f64(), Role::Warmup));
+            return Some(self.spec(start, length.as_secs_f64(), ProbeRole::Warmup));
         }
         // The cooldown before the next probe counts too: no probe may end past the deadline.
         let pause = self.pause_before(self.next_index);
@@ -192,7 +192,7 @@ impl StepSource for Probes {
     }
 
     fn judge(&mut self, spec: &StepSpec, result: &mut StepResult) {
-        let role = spec.role.unwrap_or(Role::Ramp);
+        let role = spec.role.unwrap_or(ProbeRole::Ramp);
         self.issued_unrun = false;
         if result.aborted && self.interrupted.is_cancelled() {
             result.probe = Some(ProbeMark {
@@ -214,7 +214,7 @@ impl StepSource for Probes {
         };
         // Undecided with no retry left: the search counts it a fail, and so does its mark.
         let exhausted = class == Class::Undecided
-            && role != Role::Warmup
+            && role != ProbeRole::Warmup
             && !self.search.would_retry_undecided();
         let mut mark = if exhausted {
             search::mark(role, &Class::Fail(search::Failure::Undecided))
@@ -236,7 +236,7 @@ impl StepSource for Probes {
                 )
             });
         }
-        if role == Role::Warmup {
+        if role == ProbeRole::Warmup {
             // Its class is shown, never used: no reason to say.
             mark.reason = None;
         } else if class == Class::Undecided && !exhausted {
@@ -248,7 +248,7 @@ impl StepSource for Probes {
             });
         }
         result.probe = Some(mark);
-        if role == Role::Warmup {
+        if role == ProbeRole::Warmup {
             return;
         }
         self.probed = Some(Probed::of(class, &facts, result.duration_s, &self.slos));

@@ -3,11 +3,11 @@
 use serde::{Deserialize, Serialize};
 
 use super::{Answer, Class, ProbeCounts, Status};
-use crate::probe_mark::{Mark, ProbeMark, Role};
+use crate::step::{Mark, ProbeMark, ProbeRole};
 use crate::step::{human, step_value};
 
 /// A probe's mark on its step: its role, its class, and why when it was not a pass.
-pub fn mark(role: Role, class: &Class) -> ProbeMark {
+pub fn mark(role: ProbeRole, class: &Class) -> ProbeMark {
     let (class, reason) = match class {
         Class::Pass => (Mark::Pass, None),
         Class::Fail(f) => (Mark::Fail, Some(f.to_string())),
@@ -310,7 +310,7 @@ mod tests {
     #[test]
     fn a_probe_mark_carries_the_failure_in_words() {
         let m = mark(
-            Role::Bisect,
+            ProbeRole::Bisect,
             &Class::Fail(Failure::Shortfall {
                 achieved: 812.0,
                 offered: 1000.0,

@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use crate::condition::Condition;
 use thiserror::Error;
 
-pub use crate::probe_mark::{Mark, ProbeMark, Role};
+pub use crate::step::{Mark, ProbeMark, ProbeRole};
 pub use capacity::{Capacity, Ceiling, mark};
 pub use probe::{Class, Failure, ProbeFacts, classify};
 
@@ -228,7 +228,7 @@ pub enum Next {
     Probe {
         rate: f64,
         duration_s: f64,
-        role: Role,
+        role: ProbeRole,
     },
     Done(Answer),
 }
@@ -286,13 +286,13 @@ struct Record {
     achieved: f64,
     measured_s: f64,
     failure: Option<Failure>,
-    role: Role,
+    role: ProbeRole,
 }
 
 pub struct Search {
     config: Config,
     /// The probe the caller was last told to run.
-    pending: Option<(f64, f64, Role)>,
+    pending: Option<(f64, f64, ProbeRole)>,
     records: Vec<Record>,
     invalid_in_row: u32,
     undecided_in_row: u32,
@@ -308,7 +308,7 @@ pub struct Search {
 fn bounds(records: &[Record]) -> (Option<f64>, Option<f64>) {
     let records: Vec<&Record> = records
         .iter()
-        .filter(|r| r.role != Role::Recovery)
+        .filter(|r| r.role != ProbeRole::Recovery)
         .collect();
     let mut rates: Vec<f64> = records.iter().map(|r| r.offered).collect();
     rates.sort_by(f64::total_cmp);
@@ -366,11 +366,11 @@ impl Search {
     pub fn forget_pending(&mut self) {
         if let Some((_, _, role)) = self.pending.take() {
             let count = match role {
-                Role::Ramp => &mut self.probes.ramp,
-                Role::Bisect => &mut self.probes.bisect,
-                Role::Confirm => &mut self.probes.confirm,
-                Role::Recovery => &mut self.probes.recovery,
-                Role::Warmup => return,
+                ProbeRole::Ramp => &mut self.probes.ramp,
+                ProbeRole::Bisect => &mut self.probes.bisect,
+                ProbeRole::Confirm => &mut self.probes.confirm,
+                ProbeRole::Recovery => &mut self.probes.recovery,
+                ProbeRole::Warmup => return,
             };
             *count = count.saturating_sub(1);
         }
@@ -416,11 +416,11 @@ impl Search {
             Ok((rate, duration_s, role)) => {
                 self.pending = Some((rate, duration_s, role));
                 match role {
-                    Role::Ramp => self.probes.ramp += 1,
-                    Role::Bisect => self.probes.bisect += 1,
-                    Role::Confirm => self.probes.confirm += 1,
-                    Role::Recovery => self.probes.recovery += 1,
-                    Role::Warmup => {}
+                    ProbeRole::Ramp => self.probes.ramp += 1,
+                    ProbeRole::Bisect => self.probes.bisect += 1,
+                    ProbeRole::Confirm => self.probes.confirm += 1,
+                    ProbeRole::Recovery => self.probes.recovery += 1,
+                    ProbeRole::Warmup => {}
                 }
                 Next::Probe {
                     rate,
@@ -439,9 +439,9 @@ impl Search {
 
     fn within_budget(
         &self,
-        probe: (f64, f64, Role),
+        probe: (f64, f64, ProbeRole),
         elapsed_s: f64,
-    ) -> Result<(f64, f64, Role), Status> {
+    ) -> Result<(f64, f64, ProbeRole), Status> {
         if self.probes.total() >= self.config.max_probes
             || elapsed_s + probe.1 > self.config.deadline_s
         {
@@ -454,9 +454,9 @@ impl Search {
     /// check), or an ending, when the outcome calls for one before the bounds do.
     fn take(
         &mut self,
-        (rate, duration_s, role): (f64, f64, Role),
+        (rate, duration_s, role): (f64, f64, ProbeRole),
         probed: Probed,
-    ) -> Option<Result<(f64, f64, Role), Status>> {
+    ) -> Option<Result<(f64, f64, ProbeRole), Status>> {
         let failure = match probed.class {
             Class::Invalid => {
                 self.probes.invalid += 1;
@@ -495,21 +495,21 @@ impl Search {
             role,
         });
         match (role, failed, bounds(&self.records).0) {
-            (Role::Recovery, true, _) => Some(Err(Status::ServerUnrecovered)),
+            (ProbeRole::Recovery, true, _) => Some(Err(Status::ServerUnrecovered)),
             (_, true, Some(lo)) if probed.target_errors => Some(Ok((
                 lo,
                 self.config.length(lo, self.config.probe_s),
-                Role::Recovery,
+                ProbeRole::Recovery,
             ))),
             _ => None,
         }
     }
 
     /// The next probe as the bounds stand, or the ending they make.
-    fn plan(&self) -> Result<(f64, f64, Role), Status> {
+    fn plan(&self) -> Result<(f64, f64, ProbeRole), Status> {
         let c = &self.config;
         match bounds(&self.records) {
-            (None, None) => Ok((c.start, c.length(c.start, c.probe_s), Role::Ramp)),
+            (None, None) => Ok((c.start, c.length(c.start, c.probe_s), ProbeRole::Ramp)),
             (Some(lo), None) if lo >= c.max_rate => Err(Status::LowerBoundOnly),
             (Some(lo), None) => {
                 let grown = (lo * c.growth).min(c.max_rate);
@@ -518,7 +518,7 @@ impl Search {
                 } else {
                     grown
                 };
-                Ok((rate, c.length(rate, c.probe_s), Role::Ramp))
+                Ok((rate, c.length(rate, c.probe_s), ProbeRole::Ramp))
             }
             (None, Some(_)) => Err(Status::Doomed),
             (Some(lo), Some(hi)) if hi / lo > 1.0 + c.precision && !(c.whole && hi - lo <= 1.0) => {
@@ -528,19 +528,19 @@ impl Search {
                 } else {
                     mid
                 };
-                Ok((rate, c.length(rate, c.probe_s), Role::Bisect))
+                Ok((rate, c.length(rate, c.probe_s), ProbeRole::Bisect))
             }
             (Some(lo), Some(hi)) => {
                 let confirmed = |rate: f64| {
                     self.records
                         .iter()
-                        .filter(|r| r.role == Role::Confirm && r.offered == rate)
+                        .filter(|r| r.role == ProbeRole::Confirm && r.offered == rate)
                         .count() as u32
                 };
                 if confirmed(lo) < c.repeat {
-                    Ok((lo, c.length(lo, c.confirm_s), Role::Confirm))
+                    Ok((lo, c.length(lo, c.confirm_s), ProbeRole::Confirm))
                 } else if confirmed(hi) < c.repeat {
-                    Ok((hi, c.length(hi, c.confirm_s), Role::Confirm))
+                    Ok((hi, c.length(hi, c.confirm_s), ProbeRole::Confirm))
                 } else {
                     Err(Status::Resolved)
                 }
@@ -552,7 +552,7 @@ impl Search {
         let (lo, hi) = bounds(&self.records);
         let passed_at = |rate: f64| {
             self.records.iter().filter(move |r| {
-                r.offered == rate && r.failure.is_none() && r.role != Role::Recovery
+                r.offered == rate && r.failure.is_none() && r.role != ProbeRole::Recovery
             })
         };
         let max_rate = lo.map(|lo| Rate {
@@ -565,7 +565,7 @@ impl Search {
         let lowest_fail = hi.and_then(|hi| {
             self.records
                 .iter()
-                .filter(|r| r.offered == hi && r.role != Role::Recovery)
+                .filter(|r| r.offered == hi && r.role != ProbeRole::Recovery)
                 .find_map(|r| r.failure.clone())
                 .map(|failure| FailedAt {
                     offered: hi,
@@ -586,7 +586,9 @@ impl Search {
             lowest_fail,
             precision: lo.zip(hi).map(|(lo, hi)| hi / lo - 1.0),
             confirmations: lo.map_or(0, |lo| {
-                passed_at(lo).filter(|r| r.role == Role::Confirm).count() as u32
+                passed_at(lo)
+                    .filter(|r| r.role == ProbeRole::Confirm)
+                    .count() as u32
             }),
             spread,
             probes: self.probes,

@@ -27,16 +27,16 @@ fn outcome(class: Class, rate: f64, duration_s: f64, target_errors: bool) -> Pro
 /// it asked for, and the answer.
 fn drive(
     config: Config,
-    mut server: impl FnMut(f64, f64, Role, usize) -> Probed,
-) -> (Vec<(f64, Role, Class, f64)>, Answer) {
+    mut server: impl FnMut(f64, f64, ProbeRole, usize) -> Probed,
+) -> (Vec<(f64, ProbeRole, Class, f64)>, Answer) {
     drive_with(config, |_, rate, d, role, n| server(rate, d, role, n))
 }
 
 /// [`drive`], with the search at hand for a server that classifies through it.
 fn drive_with(
     config: Config,
-    mut server: impl FnMut(&Search, f64, f64, Role, usize) -> Probed,
-) -> (Vec<(f64, Role, Class, f64)>, Answer) {
+    mut server: impl FnMut(&Search, f64, f64, ProbeRole, usize) -> Probed,
+) -> (Vec<(f64, ProbeRole, Class, f64)>, Answer) {
     let mut search = Search::new(config).unwrap();
     let mut probes = Vec::new();
     let mut last = None;
@@ -59,7 +59,7 @@ fn drive_with(
     }
 }
 
-fn monotone(limit: f64) -> impl FnMut(f64, f64, Role, usize) -> Probed {
+fn monotone(limit: f64) -> impl FnMut(f64, f64, ProbeRole, usize) -> Probed {
     move |rate, d, _, _| {
         let class = if rate <= limit {
             Class::Pass
@@ -89,7 +89,7 @@ fn a_monotone_server_is_found_within_precision_and_both_bounds_confirmed() {
     // Ramp doubles from the start: 100, 200, ..., 1600 fails.
     let ramp: Vec<f64> = probes
         .iter()
-        .filter(|p| p.1 == Role::Ramp)
+        .filter(|p| p.1 == ProbeRole::Ramp)
         .map(|p| p.0)
         .collect();
     assert_eq!(ramp, [100.0, 200.0, 400.0, 800.0, 1600.0]);
@@ -151,7 +151,7 @@ fn a_server_that_does_not_come_back_is_unrecovered() {
     assert_eq!(a.status, Status::ServerUnrecovered);
     assert_eq!(a.max_rate.unwrap().offered, 800.0);
     let last = probes.last().unwrap();
-    assert_eq!((last.0, last.1), (800.0, Role::Recovery));
+    assert_eq!((last.0, last.1), (800.0, ProbeRole::Recovery));
 }
 
 #[test]
@@ -169,8 +169,8 @@ fn a_server_that_recovers_is_bisected_after_the_check() {
         }
     });
     assert_eq!(a.status, Status::Resolved);
-    assert!(probes.iter().any(|p| p.1 == Role::Recovery));
-    assert!(probes.iter().any(|p| p.1 == Role::Bisect));
+    assert!(probes.iter().any(|p| p.1 == ProbeRole::Recovery));
+    assert!(probes.iter().any(|p| p.1 == ProbeRole::Bisect));
     assert!(matches!(
         a.lowest_fail.unwrap().failure,
         Failure::Slo { value, .. } if value == 30.0
@@ -201,7 +201,7 @@ fn undecided_probes_run_longer_then_count_as_fails() {
 fn a_low_bound_that_fails_its_confirmations_is_given_up_and_the_search_goes_on() {
     // Short probes pass up to 1000, but held for a confirmation's length nothing above 900 does.
     let (probes, a) = drive(config(), |rate, d, role, _| {
-        let pass = rate <= 900.0 || (rate <= 1000.0 && role != Role::Confirm);
+        let pass = rate <= 900.0 || (rate <= 1000.0 && role != ProbeRole::Confirm);
         let class = if pass {
             Class::Pass
         } else {
@@ -215,7 +215,7 @@ fn a_low_bound_that_fails_its_confirmations_is_given_up_and_the_search_goes_on()
     assert!(max <= 900.0 && fail / max <= 1.05, "max {max}, fail {fail}");
     let refuted = probes
         .iter()
-        .filter(|p| p.1 == Role::Confirm && p.2 != Class::Pass)
+        .filter(|p| p.1 == ProbeRole::Confirm && p.2 != Class::Pass)
         .count();
     assert!(
         refuted >= 2,
@@ -246,7 +246,7 @@ fn drive_classified(
     config: Config,
     slos: &[Condition],
     mut server: impl FnMut(f64, f64) -> ProbeFacts,
-) -> (Vec<(f64, Role, Class, f64)>, Answer) {
+) -> (Vec<(f64, ProbeRole, Class, f64)>, Answer) {
     drive_with(config, |search, rate, d, _, _| {
         let facts = server(rate, d);
         Probed::of(search.classify(&facts, slos), &facts, d, slos)
@@ -339,7 +339,7 @@ fn a_probe_that_served_too_little_fails_without_the_tail_evidence() {
     assert_eq!(classify(&kept_up, &slos, None), Class::Undecided);
 }
 
-fn record(offered: f64, measured_s: f64, pass: bool, role: Role) -> Record {
+fn record(offered: f64, measured_s: f64, pass: bool, role: ProbeRole) -> Record {
     Record {
         offered,
         achieved: offered,
@@ -351,8 +351,8 @@ fn record(offered: f64, measured_s: f64, pass: bool, role: Role) -> Record {
 
 #[test]
 fn a_rate_passes_by_the_majority_of_its_seconds_and_a_tie_fails() {
-    let ramp = |rate, pass| record(rate, 10.0, pass, Role::Ramp);
-    let confirm = |rate, pass| record(rate, 30.0, pass, Role::Confirm);
+    let ramp = |rate, pass| record(rate, 10.0, pass, ProbeRole::Ramp);
+    let confirm = |rate, pass| record(rate, 30.0, pass, ProbeRole::Confirm);
     // 200: a 10 s fail against a 30 s pass passes; 400: 30 s each way fails.
     let records = [
         ramp(100.0, true),
@@ -366,12 +366,12 @@ fn a_rate_passes_by_the_majority_of_its_seconds_and_a_tie_fails() {
 
 #[test]
 fn a_pass_above_a_fail_is_noise_and_a_recovery_probe_no_bound() {
-    let ramp = |rate, pass| record(rate, 10.0, pass, Role::Ramp);
+    let ramp = |rate, pass| record(rate, 10.0, pass, ProbeRole::Ramp);
     let records = [
         ramp(100.0, true),
         ramp(200.0, false),
         ramp(400.0, true),
-        record(100.0, 10.0, false, Role::Recovery),
+        record(100.0, 10.0, false, ProbeRole::Recovery),
     ];
     assert_eq!(bounds(&records), (Some(100.0), Some(200.0)));
 }
@@ -414,7 +414,7 @@ fn a_bad_configuration_is_an_error_not_a_panic() {
 
 /// A server that passes iff the rate is at most its limit, except that each probe's outcome is
 /// flipped with the given chance (decided by the seed, so a failure replays).
-fn noisy(limit: f64, flip: f64, seed: u64) -> impl FnMut(f64, f64, Role, usize) -> Probed {
+fn noisy(limit: f64, flip: f64, seed: u64) -> impl FnMut(f64, f64, ProbeRole, usize) -> Probed {
     let mut rng = shared::rng::Rng::new(seed);
     move |rate, d, _, _| {
         let pass = (rate <= limit) != (rng.next_f64() < flip);
@@ -455,12 +455,12 @@ proptest! {
         prop_assert!(probes.len() as u32 <= c.max_probes);
         if let Some(max) = a.max_rate {
             // Each confirmed rate's verdict by the majority of its measured seconds.
-            let mut rates: Vec<f64> = probes.iter().filter(|p| p.1 == Role::Confirm).map(|p| p.0).collect();
+            let mut rates: Vec<f64> = probes.iter().filter(|p| p.1 == ProbeRole::Confirm).map(|p| p.0).collect();
             rates.dedup();
             for rate in rates {
                 let seconds = |pass: bool| probes.iter()
                     .filter(|p| p.0 == rate && (p.2 == Class::Pass) == pass)
-                    .map(|p| if p.1 == Role::Confirm { c.confirm_s } else { c.probe_s })
+                    .map(|p| if p.1 == ProbeRole::Confirm { c.confirm_s } else { c.probe_s })
                     .sum::<f64>();
                 if seconds(false) >= seconds(true) {
                     prop_assert!(max.offered < rate, "max {} above {} which failed confirmation", max.offered, rate);
