@@ -4,7 +4,7 @@
 //! greyed, regressions red, untrusted cells and lower bounds marked).
 use std::fmt::Write;
 
-use results::compare::{CellEntry, Class, Comparison, METRICS, Metric, RunEntry, in_unit};
+use results::compare::{CellEntry, Change, Compared, Comparison, METRICS, RunEntry, in_unit};
 use results::quantity::{FAILED_PCT, OK_RATE, P50_MS, P99_MS, SRV_CPU_UTIL_PCT};
 use results::step::human;
 use results::verdict::Verdict;
@@ -358,7 +358,7 @@ fn delta_table(c: &Comparison) -> String {
 
 /// A cell: the value (≥ for a lower bound) and its change; its class names how it compares, and
 /// a mark (with the reasons on hover) when a side was not trusted or is a lower bound.
-fn delta_cell(m: &Metric, cell: &CellEntry, baseline: &str) -> String {
+fn delta_cell(m: &Compared, cell: &CellEntry, baseline: &str) -> String {
     let Some(v) = cell.value else {
         return format!(
             "<td data-metric=\"{}\" data-class=\"missing\">–</td>",
@@ -367,7 +367,7 @@ fn delta_cell(m: &Metric, cell: &CellEntry, baseline: &str) -> String {
     };
     let value = html(&in_unit(m, v, cell.lower_bound));
     let delta = match (cell.class, cell.delta_pct) {
-        (Class::Baseline | Class::Missing, _) => String::new(),
+        (Change::Baseline | Change::Missing, _) => String::new(),
         (_, Some(d)) => format!("<span class=\"d\">{d:+.1}%</span>"),
         (_, None) => "<span class=\"d\">from 0</span>".to_string(),
     };
@@ -387,10 +387,10 @@ fn delta_cell(m: &Metric, cell: &CellEntry, baseline: &str) -> String {
         why.push(format!("{baseline}'s value is a lower bound"));
         classes.push("bound");
     }
-    if cell.class == Class::Undecided {
+    if cell.class == Change::Undecided {
         why.push("a lower bound could overturn the change either way".to_string());
     }
-    let regression = cell.class == Class::Worse && !cell.untrusted;
+    let regression = cell.class == Change::Worse && !cell.untrusted;
     if regression {
         classes.push("regression");
     }

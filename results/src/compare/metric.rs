@@ -10,16 +10,16 @@ pub use crate::quantity::Better;
 
 /// One compared metric: a quantity of the catalogue, named as steps.tsv names its column.
 #[derive(Debug, Clone, Copy)]
-pub struct Metric {
+pub struct Compared {
     pub name: &'static str,
     pub unit: &'static str,
     pub better: Better,
     quantity: &'static Quantity,
 }
 
-impl Metric {
-    const fn of(q: &'static Quantity) -> Metric {
-        Metric {
+impl Compared {
+    const fn of(q: &'static Quantity) -> Compared {
+        Compared {
             name: q.key,
             unit: q.unit,
             better: q.better,
@@ -29,17 +29,17 @@ impl Metric {
 }
 
 /// The metrics compared, in the order of the page's table.
-pub const METRICS: [Metric; 10] = [
-    Metric::of(&quantity::OK_RATE),
-    Metric::of(&quantity::AVG_REP_RATE),
-    Metric::of(&quantity::FAILED_PCT),
-    Metric::of(&quantity::ERRORS),
-    Metric::of(&quantity::RESP_TIME),
-    Metric::of(&quantity::P50_MS),
-    Metric::of(&quantity::P90_MS),
-    Metric::of(&quantity::P99_MS),
-    Metric::of(&quantity::P999_MS),
-    Metric::of(&quantity::MAX_MS),
+pub const METRICS: [Compared; 10] = [
+    Compared::of(&quantity::OK_RATE),
+    Compared::of(&quantity::AVG_REP_RATE),
+    Compared::of(&quantity::FAILED_PCT),
+    Compared::of(&quantity::ERRORS),
+    Compared::of(&quantity::RESP_TIME),
+    Compared::of(&quantity::P50_MS),
+    Compared::of(&quantity::P90_MS),
+    Compared::of(&quantity::P99_MS),
+    Compared::of(&quantity::P999_MS),
+    Compared::of(&quantity::MAX_MS),
 ];
 
 /// A metric's value in one step.
@@ -50,7 +50,7 @@ pub struct Reading {
     pub lower_bound: bool,
 }
 
-impl Metric {
+impl Compared {
     /// The step's value, or none when the step has no such number: a latency of a step that
     /// neither served nor gave up anything (all zeros, not a measurement).
     pub fn read(&self, r: &StepResult) -> Option<Reading> {
@@ -89,7 +89,7 @@ impl Metric {
     }
 
     /// How `now` compares with `base`, at a threshold of `threshold_pct` %.
-    pub fn class(&self, base: Reading, now: Reading, threshold_pct: f64) -> Class {
+    pub fn class(&self, base: Reading, now: Reading, threshold_pct: f64) -> Change {
         let delta = self.delta_pct(base.value, now.value);
         // Which way the number moved beyond the threshold (+1 up, -1 down, 0 within it).
         let moved = match delta {
@@ -113,12 +113,12 @@ impl Metric {
             _ => !base.lower_bound && !now.lower_bound,
         };
         if !certain {
-            return Class::Undecided;
+            return Change::Undecided;
         }
         match (moved, self.better) {
-            (0, _) => Class::Noise,
-            (1, Better::Higher) | (-1, Better::Lower) => Class::Better,
-            _ => Class::Worse,
+            (0, _) => Change::Noise,
+            (1, Better::Higher) | (-1, Better::Lower) => Change::Better,
+            _ => Change::Worse,
         }
     }
 }
@@ -126,7 +126,7 @@ impl Metric {
 /// How one run's value compares with the baseline's in the same step.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
-pub enum Class {
+pub enum Change {
     /// The baseline's own value.
     Baseline,
     /// A change of at most the threshold.
@@ -139,16 +139,16 @@ pub enum Class {
     Missing,
 }
 
-impl Class {
+impl Change {
     /// The class as compare.json and the page name it.
     pub fn name(self) -> &'static str {
         match self {
-            Class::Baseline => "baseline",
-            Class::Noise => "noise",
-            Class::Better => "better",
-            Class::Worse => "worse",
-            Class::Undecided => "undecided",
-            Class::Missing => "missing",
+            Change::Baseline => "baseline",
+            Change::Noise => "noise",
+            Change::Better => "better",
+            Change::Worse => "worse",
+            Change::Undecided => "undecided",
+            Change::Missing => "missing",
         }
     }
 }
@@ -157,7 +157,7 @@ impl Class {
 mod tests {
     use super::*;
 
-    fn metric(name: &str) -> Metric {
+    fn metric(name: &str) -> Compared {
         *METRICS.iter().find(|m| m.name == name).unwrap()
     }
 
@@ -178,41 +178,41 @@ mod tests {
     #[test]
     fn a_change_within_the_threshold_is_noise_and_beyond_it_has_a_direction() {
         let p99 = metric("p99_ms");
-        assert_eq!(p99.class(exact(10.0), exact(10.5), 5.0), Class::Noise);
-        assert_eq!(p99.class(exact(10.0), exact(9.5), 5.0), Class::Noise);
-        assert_eq!(p99.class(exact(10.0), exact(10.6), 5.0), Class::Worse);
-        assert_eq!(p99.class(exact(10.0), exact(9.4), 5.0), Class::Better);
+        assert_eq!(p99.class(exact(10.0), exact(10.5), 5.0), Change::Noise);
+        assert_eq!(p99.class(exact(10.0), exact(9.5), 5.0), Change::Noise);
+        assert_eq!(p99.class(exact(10.0), exact(10.6), 5.0), Change::Worse);
+        assert_eq!(p99.class(exact(10.0), exact(9.4), 5.0), Change::Better);
         let ok = metric("ok_rate");
-        assert_eq!(ok.class(exact(400.0), exact(300.0), 5.0), Class::Worse);
-        assert_eq!(ok.class(exact(400.0), exact(500.0), 5.0), Class::Better);
+        assert_eq!(ok.class(exact(400.0), exact(300.0), 5.0), Change::Worse);
+        assert_eq!(ok.class(exact(400.0), exact(500.0), 5.0), Change::Better);
         // At a threshold of 0 every change counts, and none is still none.
-        assert_eq!(ok.class(exact(400.0), exact(400.1), 0.0), Class::Better);
-        assert_eq!(ok.class(exact(400.0), exact(400.0), 0.0), Class::Noise);
+        assert_eq!(ok.class(exact(400.0), exact(400.1), 0.0), Change::Better);
+        assert_eq!(ok.class(exact(400.0), exact(400.0), 0.0), Change::Noise);
     }
 
     #[test]
     fn a_lower_bound_decides_only_where_it_cannot_be_overturned() {
         let p99 = metric("p99_ms");
         // The candidate's p99 is at least 2 s against an exact 10 ms: worse whatever it really is.
-        assert_eq!(p99.class(exact(10.0), bound(2000.0), 5.0), Class::Worse);
+        assert_eq!(p99.class(exact(10.0), bound(2000.0), 5.0), Change::Worse);
         // An exact 10 ms against a baseline of at least 2 s: better for certain.
-        assert_eq!(p99.class(bound(2000.0), exact(10.0), 5.0), Class::Better);
+        assert_eq!(p99.class(bound(2000.0), exact(10.0), 5.0), Change::Better);
         // Both lower bounds, or a bound that fell, or one within the threshold: nothing is known.
         assert_eq!(
             p99.class(bound(2000.0), bound(2000.0), 5.0),
-            Class::Undecided
+            Change::Undecided
         );
         assert_eq!(
             p99.class(exact(3000.0), bound(2000.0), 5.0),
-            Class::Undecided
+            Change::Undecided
         );
         assert_eq!(
             p99.class(bound(2000.0), exact(3000.0), 5.0),
-            Class::Undecided
+            Change::Undecided
         );
         assert_eq!(
             p99.class(exact(2000.0), bound(2010.0), 5.0),
-            Class::Undecided
+            Change::Undecided
         );
     }
 
@@ -220,16 +220,16 @@ mod tests {
     fn a_share_rising_from_nothing_is_measured_against_one_percent() {
         let failed = metric("failed_pct");
         assert_eq!(failed.delta_pct(0.0, 3.0), Some(300.0));
-        assert_eq!(failed.class(exact(0.0), exact(3.0), 5.0), Class::Worse);
-        assert_eq!(failed.class(exact(0.0), exact(0.01), 5.0), Class::Noise);
+        assert_eq!(failed.class(exact(0.0), exact(3.0), 5.0), Change::Worse);
+        assert_eq!(failed.class(exact(0.0), exact(0.01), 5.0), Change::Noise);
         // Above 1 % the change is relative to the baseline's share.
         assert_eq!(failed.delta_pct(20.0, 21.0), Some(5.0));
-        assert_eq!(failed.class(exact(20.0), exact(15.0), 5.0), Class::Better);
+        assert_eq!(failed.class(exact(20.0), exact(15.0), 5.0), Change::Better);
     }
 
     #[test]
     fn a_class_is_named_as_compare_json_names_it() {
-        use Class::*;
+        use Change::*;
         for c in [Baseline, Noise, Better, Worse, Undecided, Missing] {
             assert_eq!(serde_json::to_value(c).unwrap(), c.name());
         }
@@ -240,7 +240,7 @@ mod tests {
         let ok = metric("ok_rate");
         assert_eq!(ok.delta_pct(0.0, 50.0), None);
         assert_eq!(ok.delta_pct(0.0, 0.0), Some(0.0));
-        assert_eq!(ok.class(exact(0.0), exact(50.0), 5.0), Class::Better);
+        assert_eq!(ok.class(exact(0.0), exact(50.0), 5.0), Change::Better);
         assert_eq!(ok.delta_pct(400.0, 200.0), Some(-50.0));
     }
 }

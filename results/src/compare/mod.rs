@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-pub use metric::{Better, Class, METRICS, Metric, Reading};
+pub use metric::{Better, Change, Compared, METRICS, Reading};
 
 use crate::run_file::RunFile;
 use crate::step::{RunSummary, StepResult, human, human_ms, step_value};
@@ -199,7 +199,7 @@ pub struct CellEntry {
     /// value to compare with, or a rise from 0 that has no finite size).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub delta_pct: Option<f64>,
-    pub class: Class,
+    pub class: Change,
 }
 
 fn is_false(b: &bool) -> bool {
@@ -403,9 +403,9 @@ fn run_step(
             let untrusted =
                 s.trust == Verdict::Invalid || base.is_some_and(|b| b.trust == Verdict::Invalid);
             let (delta_pct, class) = match (then, now) {
-                _ if is_base => (None, Class::Baseline),
+                _ if is_base => (None, Change::Baseline),
                 (Some(b), Some(n)) => (m.delta_pct(b.value, n.value), m.class(b, n, threshold_pct)),
-                _ => (None, Class::Missing),
+                _ => (None, Change::Missing),
             };
             CellEntry {
                 value: now.map(|n| n.value),
@@ -435,7 +435,7 @@ fn regressions(runs: &[Labelled], rows: &[StepRow], base: usize) -> Vec<Regressi
         for (i, s) in row.runs.iter().enumerate() {
             let Some(s) = s else { continue };
             for (m, (cell, base_cell)) in METRICS.iter().zip(s.cells.iter().zip(&b.cells)) {
-                if cell.class != Class::Worse || cell.untrusted {
+                if cell.class != Change::Worse || cell.untrusted {
                     continue;
                 }
                 let (Some(then), Some(now)) = (base_cell.value, cell.value) else {
@@ -472,7 +472,7 @@ fn regressions(runs: &[Labelled], rows: &[StepRow], base: usize) -> Vec<Regressi
 }
 
 /// A metric's value for people: `5.5 ms`, `≥2.0 s`, `400/s`, `3.0%`.
-pub fn in_unit(m: &Metric, v: f64, lower_bound: bool) -> String {
+pub fn in_unit(m: &Compared, v: f64, lower_bound: bool) -> String {
     match m.unit {
         "ms" => human_ms(v, lower_bound),
         "%" => format!("{}%", human(v)),

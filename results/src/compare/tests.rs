@@ -61,7 +61,7 @@ fn steps_are_joined_on_their_value_whatever_their_order_or_number() {
             .unwrap()
             .cells
             .iter()
-            .all(|x| x.class == Class::Noise)
+            .all(|x| x.class == Change::Noise)
     );
     assert!(
         row.runs[0]
@@ -69,10 +69,10 @@ fn steps_are_joined_on_their_value_whatever_their_order_or_number() {
             .unwrap()
             .cells
             .iter()
-            .all(|x| x.class == Class::Baseline)
+            .all(|x| x.class == Change::Baseline)
     );
     // 700 has no baseline step: nothing to compare it with.
-    assert_eq!(cell(&c, 700.0, 1, "p99_ms").class, Class::Missing);
+    assert_eq!(cell(&c, 700.0, 1, "p99_ms").class, Change::Missing);
     assert!(
         c.banners
             .contains(&"b has no step at 200, 400, 500, 600 req/s.".to_string())
@@ -107,9 +107,9 @@ fn a_slower_candidate_is_worse_and_a_regression_and_a_small_change_is_noise() {
     b.run.steps[4].ok_rate *= 0.5; // 500 req/s
     let c = compared(vec![a, b]);
     let p99 = cell(&c, 300.0, 1, "p99_ms");
-    assert_eq!((p99.class, p99.delta_pct), (Class::Worse, Some(100.0)));
-    assert_eq!(cell(&c, 400.0, 1, "p99_ms").class, Class::Noise);
-    assert_eq!(cell(&c, 500.0, 1, "ok_rate").class, Class::Worse);
+    assert_eq!((p99.class, p99.delta_pct), (Change::Worse, Some(100.0)));
+    assert_eq!(cell(&c, 400.0, 1, "p99_ms").class, Change::Noise);
+    assert_eq!(cell(&c, 500.0, 1, "ok_rate").class, Change::Worse);
     let found: Vec<(&str, f64, &str)> = c
         .regressions
         .iter()
@@ -136,7 +136,7 @@ fn a_slower_candidate_is_worse_and_a_regression_and_a_small_change_is_noise() {
     )
     .unwrap();
     assert_eq!(c.baseline, "b");
-    assert_eq!(cell(&c, 300.0, 0, "p99_ms").class, Class::Better);
+    assert_eq!(cell(&c, 300.0, 0, "p99_ms").class, Change::Better);
     assert!(c.regressions.is_empty(), "{:?}", c.regressions);
 }
 
@@ -148,7 +148,7 @@ fn an_untrusted_step_is_marked_and_never_a_regression() {
     b.run.steps[2].trust = Verdict::Invalid;
     let c = compared(vec![a, b]);
     let p99 = cell(&c, 300.0, 1, "p99_ms");
-    assert_eq!(p99.class, Class::Worse);
+    assert_eq!(p99.class, Change::Worse);
     assert!(p99.untrusted);
     assert!(!cell(&c, 200.0, 1, "p99_ms").untrusted);
     assert!(c.regressions.is_empty(), "{:?}", c.regressions);
@@ -171,7 +171,7 @@ fn a_lower_bound_is_marked_and_decides_only_one_way() {
     let c = compared(vec![a, b]);
     let p99 = cell(&c, 600.0, 1, "p99_ms");
     assert!(p99.lower_bound && !p99.baseline_lower_bound);
-    assert_eq!(p99.class, Class::Worse);
+    assert_eq!(p99.class, Change::Worse);
     assert_eq!(c.regressions.len(), 2);
     // One line for the step, its changes in the table's order, the bound written as such.
     assert_eq!(
@@ -188,7 +188,7 @@ fn a_lower_bound_is_marked_and_decides_only_one_way() {
     let c = compared(vec![a, b]);
     let p99 = cell(&c, 600.0, 1, "p99_ms");
     assert!(p99.baseline_lower_bound && !p99.lower_bound);
-    assert_eq!(p99.class, Class::Undecided);
+    assert_eq!(p99.class, Change::Undecided);
     assert!(c.regressions.is_empty());
 }
 

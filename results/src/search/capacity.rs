@@ -232,13 +232,13 @@ impl Capacity {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{FailedAt, Failure, Rate};
+    use super::super::{FailedAt, Failure, RateAchieved};
     use super::*;
 
     fn answer(status: Status) -> Answer {
         Answer {
             status,
-            max_rate: Some(Rate {
+            max_rate: Some(RateAchieved {
                 offered: 1000.0,
                 achieved: 998.4,
             }),

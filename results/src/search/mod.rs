@@ -235,7 +235,7 @@ pub enum Next {
 
 /// A rate and what it achieved.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Rate {
+pub struct RateAchieved {
     pub offered: f64,
     pub achieved: f64,
 }
@@ -266,7 +266,7 @@ impl ProbeCounts {
 pub struct Answer {
     pub status: Status,
     /// The highest offered rate that passed (after confirmation when resolved), with its achieved.
-    pub max_rate: Option<Rate>,
+    pub max_rate: Option<RateAchieved>,
     pub lowest_fail: Option<FailedAt>,
     /// lowest fail / max rate - 1, when both are known.
     pub precision: Option<f64>,
@@ -555,7 +555,7 @@ impl Search {
                 r.offered == rate && r.failure.is_none() && r.role != ProbeRole::Recovery
             })
         };
-        let max_rate = lo.map(|lo| Rate {
+        let max_rate = lo.map(|lo| RateAchieved {
             offered: lo,
             // The least it achieved when it passed: the claim it surely sustains.
             achieved: passed_at(lo)
