@@ -113,7 +113,7 @@ def parse_oha(path):
 def parse_stampede(path):
     with open(path) as f:
         d = json.load(f)
-    if d.get("schema") != "stampede.run/2":
+    if d.get("schema") not in ("stampede.run/3", "stampede.run/2"):
         raise SystemExit(f"compare.py: {path}: unknown schema {d.get('schema')!r}")
     steps = d.get("steps") or []
     if not steps:

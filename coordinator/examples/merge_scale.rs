@@ -27,9 +27,9 @@ use coordinator::merge::{StepMerge, StepTotals};
 use coordinator::output;
 use prost::Message;
 use proto::pb;
+use results::step::{self, StepResult};
 use shared::metrics::{Interval, Snapshot};
 use shared::plan::LoadModel;
-use shared::report::{self, StepResult};
 use shared::rng::Rng;
 
 struct Args {
@@ -293,7 +293,7 @@ impl Merge for Current {
             .enumerate()
             .map(|(i, a)| agent_input(step, i, a.counters, a.cpu_ns, a.latency_ms))
             .collect();
-        let result = report::summarize(&input);
+        let result = step::summarize(&input);
         output::write_hlog(dir, 1, started(), hlog.intervals(), &step.names).expect("hlog written");
         (result, self.p99s)
     }
@@ -304,9 +304,9 @@ fn agent_input(
     i: usize,
     counters: shared::metrics::Counters,
     cpu_ns: u64,
-    latency_ms: report::LatencyStats,
-) -> report::AgentInput {
-    report::AgentInput {
+    latency_ms: step::LatencyStats,
+) -> step::AgentInput {
+    step::AgentInput {
         name: step.names[i].clone(),
         threads: 2,
         cores: 2,
@@ -502,11 +502,11 @@ fn vm_kb(key: &str) -> f64 {
 /// The summary's input that does not depend on the merge path.
 fn step_input<'a>(
     total: &'a Snapshot,
-    series: &'a [report::IntervalSample],
+    series: &'a [step::IntervalSample],
     step: &StepShape,
-) -> report::StepInput<'a> {
+) -> step::StepInput<'a> {
     let secs = Duration::from_secs(u64::from(step.intervals));
-    report::StepInput {
+    step::StepInput {
         number: 1,
         model: LoadModel::Requests,
         value: 3000.0 * step.names.len() as f64,
@@ -543,9 +543,9 @@ mod baseline {
     use hdrhistogram::serialization::V2DeflateSerializer;
     use hdrhistogram::serialization::interval_log::{IntervalLogWriterBuilder, Tag};
     use proto::pb;
+    use results::step::{self, IntervalSample, LatencyStats, StepResult};
     use shared::histogram::{self, Histogram};
     use shared::metrics::{Counters, Interval, Snapshot};
-    use shared::report::{self, IntervalSample, LatencyStats, StepResult};
 
     use super::{Merge, StepShape, agent_input, started, step_input};
 
@@ -627,7 +627,7 @@ mod baseline {
                     )
                 })
                 .collect();
-            let result = report::summarize(&input);
+            let result = step::summarize(&input);
             let hlog: Vec<HlogInterval> = self
                 .seqs
                 .into_values()

@@ -6,7 +6,7 @@
 //! cargo run --release -p coordinator --example report_rewrite -- --steps 300 --agents 100
 //! ```
 //!
-//! The steps are the golden run's (`shared/tests/golden/run.json`, a real demo run), cloned in turn
+//! The steps are the golden run's (`results/tests/golden/run.json`, a real demo run), cloned in turn
 //! with their step number and value moved on and their agent entry repeated under new names; each
 //! has its `.hgrm` (a latency histogram spread over 1 ms to 1 s). After each step, as `Output` does:
 //! its .hgrm and run.json are written (not timed: the run did it before the report existed), then
@@ -16,8 +16,8 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use coordinator::output;
-use shared::distribution::Distribution;
-use shared::run_file::RunFile;
+use results::distribution::Distribution;
+use results::run_file::RunFile;
 
 fn arg(name: &str, default: usize) -> usize {
     let args: Vec<String> = std::env::args().collect();
@@ -34,7 +34,7 @@ fn arg(name: &str, default: usize) -> usize {
 fn main() {
     let steps = arg("--steps", 100);
     let agents = arg("--agents", 10);
-    let golden = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/tests/golden/run.json");
+    let golden = Path::new(env!("CARGO_MANIFEST_DIR")).join("../results/tests/golden/run.json");
     let text = std::fs::read_to_string(&golden).expect("the golden run.json");
     let template = RunFile::parse(&text, &golden).expect("the golden run.json parses");
     let dir = tempfile::tempdir().expect("a temporary directory");

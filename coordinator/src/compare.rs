@@ -1,10 +1,10 @@
-//! `stampede compare`: results directories read back, named, compared (`shared::compare`) and
+//! `stampede compare`: results directories read back, named, compared (`results::compare`) and
 //! written as compare.html, and on request compare.tsv and compare.json. [`run`] is also how a
 //! two-host run writes the comparison beside its runs.
 use std::path::{Path, PathBuf};
 
-use shared::compare::{self, Comparison, Labelled, Regression, Threshold};
-use shared::run_file::{RunFile, RunFileError};
+use results::compare::{self, Comparison, Labelled, Regression, Threshold};
+use results::run_file::{RunFile, RunFileError};
 
 use crate::output::{self, OutputError};
 
@@ -199,7 +199,7 @@ pub fn regressions(c: &Comparison) -> String {
 mod tests {
     use super::*;
 
-    const GOLDEN: &str = include_str!("../../shared/tests/golden/run.json");
+    const GOLDEN: &str = include_str!("../../results/tests/golden/run.json");
 
     /// A results directory `name` under `root` holding the golden run, labelled `label`.
     fn results(root: &Path, name: &str, label: Option<&str>) -> PathBuf {

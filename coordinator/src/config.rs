@@ -4,7 +4,7 @@ use std::num::{NonZeroU32, NonZeroU64};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use shared::condition::Cmp;
+use results::condition::Cmp;
 use shared::plan::{
     self, LoadModel, Plan, PlanError, RequestSpec, StepLimit, Workload, parse_header,
     parse_url_list,
@@ -26,7 +26,7 @@ pub enum ConfigError {
     #[error("{flag} '{}': {source}\n{}", source.input, source.pointer())]
     Condition {
         flag: &'static str,
-        source: shared::condition::ConditionError,
+        source: results::condition::ConditionError,
     },
     #[error("cannot read {what} {path}: {source}")]
     Read {
@@ -81,10 +81,10 @@ pub use crate::cli::{Format, LossPolicy};
 /// `--stop-on`, `--stop-after` and `--fail-on`, resolved.
 #[derive(Debug, Clone)]
 pub struct Thresholds {
-    pub stop_on: Vec<shared::condition::Condition>,
+    pub stop_on: Vec<results::condition::Condition>,
     /// Steps in a row that must breach some `stop_on` condition (at least 1).
     pub stop_after: u32,
-    pub fail_on: Vec<shared::condition::Condition>,
+    pub fail_on: Vec<results::condition::Condition>,
 }
 
 /// Where the agents are.
@@ -1083,10 +1083,10 @@ fn conditions(
     flag: &'static str,
     list: &[String],
     model: LoadModel,
-) -> Result<Vec<shared::condition::Condition>, ConfigError> {
+) -> Result<Vec<results::condition::Condition>, ConfigError> {
     list.iter()
         .map(|text| {
-            let c = shared::condition::parse(text)
+            let c = results::condition::parse(text)
                 .map_err(|source| ConfigError::Condition { flag, source })?;
             if c.needs_demanded_rate() && model == LoadModel::Concurrency {
                 return Err(ConfigError::Value(format!(
@@ -1102,11 +1102,11 @@ fn conditions(
 
 /// An SLO is what a passing probe meets; `p99>50ms` is --stop-on's way round, a breach: refused,
 /// naming the SLO meant.
-fn check_slo_direction(slos: &[shared::condition::Condition]) -> Result<(), ConfigError> {
+fn check_slo_direction(slos: &[results::condition::Condition]) -> Result<(), ConfigError> {
     if let Some(c) = slos.iter().find(|c| !c.holds_when_good()) {
         let flipped = match (c.metric, c.cmp) {
-            (shared::condition::Metric::OkRate, Cmp::Lt | Cmp::Gt) => ">",
-            (shared::condition::Metric::OkRate, _) => ">=",
+            (results::condition::Metric::OkRate, Cmp::Lt | Cmp::Gt) => ">",
+            (results::condition::Metric::OkRate, _) => ">=",
             (_, Cmp::Lt | Cmp::Gt) => "<",
             _ => "<=",
         };
@@ -1143,8 +1143,8 @@ const MAX_SEARCH_CONNECTIONS: f64 = 1_000_000.0;
 #[derive(Debug, Clone)]
 pub struct SearchSetup {
     /// The search's settings; its `max_rate` is lowered to the fleet's ceiling before it starts.
-    pub search: shared::search::Config,
-    pub slos: Vec<shared::condition::Condition>,
+    pub search: results::search::Config,
+    pub slos: Vec<results::condition::Condition>,
     /// A probe at the start rate before the search, not counted; none when zero.
     pub warmup: Duration,
     /// Idle time before every probe after the first.
@@ -1197,7 +1197,7 @@ pub fn resolve_find_max(args: crate::cli::FindMaxArgs) -> Result<FindMaxConfig, 
     };
     if let Some(r) = search.start.filter(|r| !(r.0.is_finite() && r.0 > 0.0)) {
         return Err(ConfigError::Search(
-            shared::search::ConfigError::Start(r.0).to_string(),
+            results::search::ConfigError::Start(r.0).to_string(),
         ));
     }
     let (start, run) = match search.start {
@@ -1226,7 +1226,7 @@ pub fn resolve_find_max(args: crate::cli::FindMaxArgs) -> Result<FindMaxConfig, 
     };
     let slos = conditions("--slo", &search.slos, run.plan.model())?;
     check_slo_direction(&slos)?;
-    let config = shared::search::Config {
+    let config = results::search::Config {
         start,
         // The agents' own limits (their --max-rate, their sockets and fds) lower it before the search.
         max_rate: max_rate.unwrap_or(if closed {
@@ -1242,13 +1242,13 @@ pub fn resolve_find_max(args: crate::cli::FindMaxArgs) -> Result<FindMaxConfig, 
         // Each connection of the connections model makes --num-call requests, each a sample.
         samples: slos
             .iter()
-            .map(shared::search::probe::samples_needed)
+            .map(results::search::probe::samples_needed)
             .max()
             .unwrap_or(0)
             .div_ceil(samples_per_unit),
         per_second: !closed,
         whole: closed,
-        ..shared::search::Config::default()
+        ..results::search::Config::default()
     };
     config
         .validate()
@@ -1257,7 +1257,7 @@ pub fn resolve_find_max(args: crate::cli::FindMaxArgs) -> Result<FindMaxConfig, 
         return Err(PlanError::RateRange(config.max_rate).into());
     }
     let mut run = run;
-    run.echo[shared::run_file::SEARCH_KEY] = serde_json::json!({
+    run.echo[results::run_file::SEARCH_KEY] = serde_json::json!({
         "slos": slos.iter().map(ToString::to_string).collect::<Vec<_>>(),
         "start": config.start,
         "max_rate": max_rate,

@@ -164,7 +164,7 @@ fn optional_duration(
 /// `stampede compare`: 0 compared, 1 a file not written, 2 bad input, 3 a regression under
 /// --fail-on-regression (said on stderr after every file is written).
 fn compared(args: cli::CompareArgs) -> u8 {
-    let threshold = match shared::compare::Threshold::parse(&args.threshold) {
+    let threshold = match results::compare::Threshold::parse(&args.threshold) {
         Ok(t) => t,
         Err(e) => {
             eprintln!("stampede: {e}");
@@ -291,7 +291,7 @@ fn finish(outcome: Result<run::RunOutcome, run::RunError>) -> u8 {
 }
 
 /// A search's end: its probes' table, the answer, where the results are; the exit code is the
-/// search's status (see `shared::search::Status::exit_code`).
+/// search's status (see `results::search::Status::exit_code`).
 fn found(outcome: Result<run::RunOutcome, run::RunError>) -> u8 {
     // What the run said on stderr as it went comes before its end.
     progress::flush();
@@ -378,7 +378,7 @@ fn told(o: &run::RunOutcome, whose: &str) -> String {
     }
     text.push_str(&format!(
         "answer{whose}: {}\n",
-        shared::report::summarize_run(&o.steps).answer
+        results::step::summarize_run(&o.steps).answer
     ));
     text
 }

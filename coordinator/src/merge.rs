@@ -22,12 +22,12 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use proto::{ConvertError, pb};
+use results::step::{IntervalSample, LatencyStats};
 use shared::histogram::{CodecError, Encoded, Histogram, Merger};
 use shared::metrics::{
     Counters, EncodedInterval, ErrorClass, FirstErrors, HistogramSums, Snapshot,
 };
 use shared::plan::{LoadModel, StepShare};
-use shared::report::{IntervalSample, LatencyStats};
 use shared::status::StatusCodes;
 
 use crate::output::HlogInterval;

@@ -7,12 +7,13 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
 use hdrhistogram::serialization::interval_log::{IntervalLogWriterBuilder, Tag};
-use shared::distribution::Distribution;
+use results::distribution::Distribution;
+pub use results::run_file::AgentInfo;
+use results::run_file::{Breach, RunFile, RunStatus, Stopped};
+use results::step::{RunSummary, StepResult};
+use results::table::StepTable;
 use shared::histogram::{Deflater, Encoded, Merger};
 use shared::monitor::MonitorInfo;
-use shared::report::{RunSummary, StepResult, StepTable};
-pub use shared::run_file::AgentInfo;
-use shared::run_file::{Breach, RUNNING, RunFile, Stopped};
 
 use crate::config::RunConfig;
 use crate::report_file::{self, REPORT};
@@ -177,10 +178,10 @@ pub fn fail_unfinished(dir: &Path, why: &str) {
     let Ok(mut doc) = serde_json::from_str::<serde_json::Value>(&text) else {
         return;
     };
-    if doc["status"] != RUNNING {
+    if doc["status"] != RunStatus::Running.name() {
         return;
     }
-    doc["status"] = "failed".into();
+    doc["status"] = RunStatus::Failed.name().into();
     doc["finished_at"] = now().into();
     if let Some(w) = doc["warnings"].as_array_mut() {
         w.push(format!("the run failed: {why}").into());
@@ -297,7 +298,7 @@ impl Output {
             .map_err(at(&table_path))?;
         let sep = cfg.format.separator();
         let names: Vec<String> = monitors.iter().map(|m| m.name.clone()).collect();
-        let search = cfg.echo.get(shared::run_file::SEARCH_KEY).is_some();
+        let search = cfg.echo.get(results::run_file::SEARCH_KEY).is_some();
         let columns = StepTable::of_run(&cfg.host, cfg.plan.model(), search, &names);
         let header = columns.header().join(&sep.to_string());
         writeln!(table, "{header}").map_err(at(&table_path))?;
@@ -404,15 +405,15 @@ impl Output {
     }
 
     /// Records a search's answer (written with the finish).
-    pub fn record_capacity(&mut self, capacity: Option<shared::search::Capacity>) {
+    pub fn record_capacity(&mut self, capacity: Option<results::search::Capacity>) {
         self.doc.capacity = capacity;
     }
 
     /// Writes the run's final status and end time. Whatever else failed, run.json must not keep
     /// saying "running" after the process is gone: if the whole file cannot be rewritten, the status
     /// is overwritten in place in the bytes already on disk, which needs no new space.
-    pub fn finish(&mut self, status: &str) -> Result<Finished, OutputError> {
-        self.doc.status = status.to_string();
+    pub fn finish(&mut self, status: RunStatus) -> Result<Finished, OutputError> {
+        self.doc.status = status;
         self.doc.finished_at = Some(now());
         let whole = match self.write_json() {
             Ok(()) => return Ok(Finished::Whole),
@@ -424,12 +425,8 @@ impl Output {
         })?;
         // In the room of `"running"`: a longer status ("completed") would not fit, and a run that
         // could not write its end has failed anyway.
-        let patch = match status {
-            s if s.len() <= RUNNING.len() => {
-                format!("{:<w$}", format!("\"{s}\""), w = RUNNING.len() + 2)
-            }
-            _ => format!("{:<w$}", "\"failed\"", w = RUNNING.len() + 2),
-        };
+        let room = RunStatus::Running.name().len() + 2;
+        let patch = format!("{:<room$}", format!("\"{}\"", marked_in_place(status)));
         let mut f = OpenOptions::new()
             .write(true)
             .open(&self.json_path)
@@ -453,10 +450,20 @@ impl Output {
         })?;
         // The top-level key is the only one indented by two spaces.
         let key = "\n  \"status\": ";
-        self.status_at = (self.doc.status == RUNNING)
+        self.status_at = (self.doc.status == RunStatus::Running)
             .then(|| text.find(key).map(|i| (i + key.len()) as u64))
             .flatten();
         Ok(())
+    }
+}
+
+/// The status a run.json marked in place says: the status itself when it fits in the room of
+/// `"running"`, else `failed` (a run that could not write its end has failed anyway).
+pub fn marked_in_place(status: RunStatus) -> RunStatus {
+    if status.name().len() <= RunStatus::Running.name().len() {
+        status
+    } else {
+        RunStatus::Failed
     }
 }
 
@@ -841,7 +848,7 @@ mod tests {
         snap.counters.ok = 10;
         snap.hist.latency.record_n(1000, 10).unwrap();
         let step = |number: u32| {
-            shared::report::summarize(&shared::report::StepInput {
+            results::step::summarize(&results::step::StepInput {
                 number,
                 model: shared::plan::LoadModel::Requests,
                 value: 10.0,
@@ -865,14 +872,14 @@ mod tests {
                 .unwrap();
         };
         write(&mut out, 1);
-        out.summarize(&shared::report::summarize_run(&[step(1)]))
+        out.summarize(&results::step::summarize_run(&[step(1)]))
             .unwrap();
         write(&mut out, 2);
         // run.json cannot be replaced (its temporary's name is taken by a directory), as on a
         // full disk.
         fs::create_dir(out.dir().join("run.json.tmp")).unwrap();
         assert!(
-            out.summarize(&shared::report::summarize_run(&[step(1), step(2)]))
+            out.summarize(&results::step::summarize_run(&[step(1), step(2)]))
                 .is_err()
         );
         let run: serde_json::Value =
@@ -882,7 +889,7 @@ mod tests {
         assert_eq!(tsv.lines().count(), 2, "the header and step 1 only: {tsv}");
         // The run goes on to its finish with what run.json holds.
         fs::remove_dir(out.dir().join("run.json.tmp")).unwrap();
-        out.finish("failed").unwrap();
+        out.finish(RunStatus::Failed).unwrap();
         let run: serde_json::Value =
             serde_json::from_slice(&fs::read(out.dir().join("run.json")).unwrap()).unwrap();
         assert_eq!(run["steps"].as_array().unwrap().len(), 1);
@@ -910,7 +917,7 @@ mod tests {
         assert_eq!(run["warnings"][0], "the run failed: agent a:1 refused: no");
         // A finished run is left as it ended.
         let mut out = Output::create(&cfg, &[], &[], &[]).unwrap();
-        out.finish("completed").unwrap();
+        out.finish(RunStatus::Completed).unwrap();
         fail_unfinished(out.dir(), "late");
         assert_eq!(read(out.dir())["status"], "completed");
     }
@@ -923,13 +930,13 @@ mod tests {
         let mut out = Output::create(&cfg, &[], &[], &[]).unwrap();
         // No room for the copy beside it (as on a full disk): the rewrite fails.
         fs::create_dir(dir.path().join("run.json.tmp")).unwrap();
-        let done = out.finish("aborted").unwrap();
+        let done = out.finish(RunStatus::Aborted).unwrap();
         assert!(matches!(done, Finished::StatusOnly(_)), "{done:?}");
         let run: serde_json::Value =
             serde_json::from_slice(&fs::read(dir.path().join("run.json")).unwrap()).unwrap();
         assert_eq!(run["status"], "aborted");
         // A status longer than the room left for it still does not say running.
-        out.finish("completed").unwrap();
+        out.finish(RunStatus::Completed).unwrap();
         let run: serde_json::Value =
             serde_json::from_slice(&fs::read(dir.path().join("run.json")).unwrap()).unwrap();
         assert_eq!(run["status"], "failed");

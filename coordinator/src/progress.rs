@@ -9,8 +9,9 @@ use std::sync::mpsc::{SyncSender, TrySendError};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
+use results::quantity::{self, Quantity};
+use results::step::{LatencyStats, StepResult, human_ms};
 use shared::plan::{LoadModel, Plan, StepLimit};
-use shared::report::{LatencyStats, StepResult, human_ms};
 
 /// How many pieces of text wait for a blocked stderr before more are dropped.
 const QUEUED: usize = 256;
@@ -352,7 +353,7 @@ impl Progress {
             numbered(r.number, steps, r.probe.as_ref().map(|p| p.role.name())),
             rate(r.achieved_request_rate),
             rate(r.ok_rate),
-            human_ms(r.latency_ms.p99, r.latency_ms.lower_bounds.contains("p99")),
+            human_ms(r.latency_ms.p99, is_bound(&r.latency_ms, &quantity::P99_MS)),
             pct(r.failed_pct),
             r.probe.as_ref().map_or(String::new(), |p| format!(
                 "  -> {}{}",
@@ -373,54 +374,83 @@ fn pct(v: f64) -> String {
     }
 }
 
-/// A latency cell: `≥` before a lower bound (a percentile among requests given up).
-fn ms_cell(l: &LatencyStats, name: &str, v: f64) -> String {
-    let at_least = if l.lower_bounds.contains(name) {
+/// Whether the step's value of a latency quantity is only a lower bound (a percentile among
+/// requests given up).
+fn is_bound(l: &LatencyStats, q: &Quantity) -> bool {
+    q.bound.is_some_and(|b| l.lower_bounds.contains(b))
+}
+
+/// A latency cell: `≥` before a lower bound.
+fn ms_cell(r: &StepResult, q: &Quantity) -> String {
+    let at_least = if is_bound(&r.latency_ms, q) {
         "≥"
     } else {
         ""
     };
-    format!("{at_least}{v:.2}")
+    format!("{at_least}{:.2}", q.of_step(r).unwrap_or(0.0))
 }
+
+/// A column's head: the quantity's label, and its unit when that is per second or ms.
+fn column_head(q: &Quantity) -> String {
+    match q.unit {
+        "/s" => format!("{}/s", q.label),
+        "ms" if q.bound.is_some() => format!("{} ms", q.label),
+        _ => q.label.to_string(),
+    }
+}
+
+/// The latencies the end-of-run table shows.
+const TABLE_LATENCIES: [&Quantity; 4] = [
+    &quantity::P50_MS,
+    &quantity::P90_MS,
+    &quantity::P99_MS,
+    &quantity::MAX_MS,
+];
 
 /// The end-of-run table for stdout.
 pub fn table(results: &[StepResult]) -> String {
-    let mut head = vec![
-        "step", "demanded", "sent/s", "served/s", "p50 ms", "p90 ms", "p99 ms", "max ms", "failed",
-        "gen cpu", "lag p99", "trust", "server",
-    ];
+    let mut head: Vec<String> = ["step".to_string(), "demanded".to_string()]
+        .into_iter()
+        .chain([&quantity::REQ_RATE, &quantity::OK_RATE].map(column_head))
+        .chain(TABLE_LATENCIES.map(column_head))
+        .chain(
+            [
+                &quantity::FAILED_PCT,
+                &quantity::GEN_CPU_PCT,
+                &quantity::LAG_P99_MS,
+            ]
+            .map(column_head),
+        )
+        .chain(["trust".to_string(), "server".to_string()])
+        .collect();
     // A search's probes: what each was for and how it was classed, last (the widest cells).
     let search = results.iter().any(|r| r.probe.is_some());
     if search {
-        head.extend(["role", "class"]);
+        head.extend(["role".to_string(), "class".to_string()]);
     }
-    let mut rows: Vec<Vec<String>> = vec![head.iter().map(|s| s.to_string()).collect()];
+    let mut rows: Vec<Vec<String>> = vec![head.clone()];
     for r in results {
-        let l = &r.latency_ms;
         // No latency measured (nothing served, nothing given up): say so rather than print zeros.
         let none = r.ok == 0 && r.given_up == 0;
-        let ms = |name: &str, v: f64| {
-            if none {
-                "-".to_string()
-            } else {
-                ms_cell(l, name, v)
-            }
+        let ms = |q: &Quantity| {
+            if none { "-".to_string() } else { ms_cell(r, q) }
         };
-        rows.push(vec![
+        let value = |q: &Quantity| q.of_step(r).unwrap_or(0.0);
+        let mut row = vec![
             r.number.to_string(),
             r.demanded_rate.map_or(format!("{}c", r.step_value), rate),
-            rate(r.achieved_request_rate),
-            rate(r.ok_rate),
-            ms("p50", l.p50),
-            ms("p90", l.p90),
-            ms("p99", l.p99),
-            ms("max", l.max),
-            format!("{}%", pct(r.failed_pct)),
-            format!("{:.0}%", r.generator.cpu_pct),
-            format!("{:.2}", r.generator.lag_p99_ms),
+            rate(value(&quantity::REQ_RATE)),
+            rate(value(&quantity::OK_RATE)),
+        ];
+        row.extend(TABLE_LATENCIES.map(ms));
+        row.extend([
+            format!("{}%", pct(value(&quantity::FAILED_PCT))),
+            format!("{:.0}%", value(&quantity::GEN_CPU_PCT)),
+            format!("{:.2}", value(&quantity::LAG_P99_MS)),
             r.trust.name().to_string(),
             r.server.name().to_string(),
         ]);
+        rows.push(row);
         if search {
             let row = rows.last_mut().expect("just pushed");
             let (role, class) = r
@@ -585,5 +615,13 @@ mod tests {
         assert_eq!(span(ms(150_000)), "2 min 30 s");
         assert_eq!(span(ms(3_900_000)), "1 h 5 min");
         assert_eq!(clock(ms(185_000)), "3m05s");
+    }
+
+    #[test]
+    fn the_end_of_run_table_keeps_its_columns_and_cells() {
+        let golden = include_str!("../../results/tests/golden/run.json");
+        let run = results::run_file::RunFile::parse(golden, std::path::Path::new("run.json"))
+            .expect("the golden run parses");
+        assert_eq!(table(&run.steps), include_str!("../tests/golden/table.txt"));
     }
 }

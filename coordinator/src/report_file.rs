@@ -63,7 +63,7 @@ mod tests {
     /// A results directory holding `shared`'s golden run.json (a real demo run).
     fn golden_dir() -> tempfile::TempDir {
         let dir = tempfile::tempdir().unwrap();
-        let golden = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/tests/golden/run.json");
+        let golden = Path::new(env!("CARGO_MANIFEST_DIR")).join("../results/tests/golden/run.json");
         std::fs::copy(golden, dir.path().join("run.json")).unwrap();
         dir
     }

@@ -9,7 +9,7 @@ mod fixture;
 use std::time::Instant;
 
 use report::{render_compare, render_run};
-use shared::compare::{Labelled, Threshold, compare};
+use results::compare::{Labelled, Threshold, compare};
 
 const STEPS: usize = 100;
 const AGENTS: usize = 10;

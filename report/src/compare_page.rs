@@ -4,9 +4,10 @@
 //! greyed, regressions red, untrusted cells and lower bounds marked).
 use std::fmt::Write;
 
-use shared::compare::{CellEntry, Class, Comparison, METRICS, Metric, RunEntry, in_unit};
-use shared::report::human;
-use shared::verdict::Verdict;
+use results::compare::{CellEntry, Change, Compared, Comparison, METRICS, RunEntry, in_unit};
+use results::quantity::{FAILED_PCT, OK_RATE, P50_MS, P99_MS, SRV_CPU_UTIL_PCT};
+use results::step::human;
+use results::verdict::Verdict;
 
 use shared::plan::LoadModel;
 
@@ -137,18 +138,31 @@ fn regressions(c: &Comparison) -> String {
 /// measured a run's server CPU.
 fn charts(c: &Comparison) -> Vec<Chart> {
     let offered = c.axis != "connections";
-    let mut rates = against(c, "rates", "Served rate (ok_rate)", "ok_rate", Unit::Si);
+    let mut rates = against(
+        c,
+        "rates",
+        &format!("Served rate ({})", OK_RATE.key),
+        OK_RATE.key,
+        Unit::Si,
+    );
     if offered {
         rates = rates.ideal("ideal: served = offered");
     }
-    let p99 = against(c, "latency-p99", "Latency p99", "p99_ms", Unit::Ms).switch_scale(Scale::Log);
-    let p50 = against(c, "latency-p50", "Latency p50 (median)", "p50_ms", Unit::Ms)
-        .switch_scale(Scale::Log);
+    let p99 =
+        against(c, "latency-p99", "Latency p99", P99_MS.key, Unit::Ms).switch_scale(Scale::Log);
+    let p50 = against(
+        c,
+        "latency-p50",
+        "Latency p50 (median)",
+        P50_MS.key,
+        Unit::Ms,
+    )
+    .switch_scale(Scale::Log);
     let failed = against(
         c,
         "failures",
-        "Failed share of the requests due (failed_pct)",
-        "failed_pct",
+        &format!("Failed share of the requests due ({})", FAILED_PCT.key),
+        FAILED_PCT.key,
         Unit::Percent,
     );
     let mut charts = vec![rates, p99, p50, failed];
@@ -164,9 +178,12 @@ fn charts(c: &Comparison) -> Vec<Chart> {
 fn server_cpu(c: &Comparison) -> Chart {
     let mut chart = Chart::new(
         "server",
-        "Server CPU, % of the cores it may use (srv_cpu_util_pct)",
+        &format!(
+            "Server CPU, % of the cores it may use ({})",
+            SRV_CPU_UTIL_PCT.key
+        ),
         joined_axis(c),
-        Axis::linear("srv_cpu_util_pct", Unit::Percent),
+        Axis::linear(SRV_CPU_UTIL_PCT.key, Unit::Percent),
     );
     let mut top: f64 = 100.0;
     for (i, (run, input)) in c.runs.iter().zip(c.inputs()).enumerate() {
@@ -297,8 +314,8 @@ fn delta_table(c: &Comparison) -> String {
     );
     for m in &METRICS {
         let better = match m.better {
-            shared::compare::Better::Higher => "higher is better",
-            shared::compare::Better::Lower => "lower is better",
+            results::compare::Better::Higher => "higher is better",
+            results::compare::Better::Lower => "lower is better",
         };
         let _ = write!(out, "<th title=\"{better}\">{}</th>", html(m.name));
     }
@@ -341,7 +358,7 @@ fn delta_table(c: &Comparison) -> String {
 
 /// A cell: the value (≥ for a lower bound) and its change; its class names how it compares, and
 /// a mark (with the reasons on hover) when a side was not trusted or is a lower bound.
-fn delta_cell(m: &Metric, cell: &CellEntry, baseline: &str) -> String {
+fn delta_cell(m: &Compared, cell: &CellEntry, baseline: &str) -> String {
     let Some(v) = cell.value else {
         return format!(
             "<td data-metric=\"{}\" data-class=\"missing\">–</td>",
@@ -350,7 +367,7 @@ fn delta_cell(m: &Metric, cell: &CellEntry, baseline: &str) -> String {
     };
     let value = html(&in_unit(m, v, cell.lower_bound));
     let delta = match (cell.class, cell.delta_pct) {
-        (Class::Baseline | Class::Missing, _) => String::new(),
+        (Change::Baseline | Change::Missing, _) => String::new(),
         (_, Some(d)) => format!("<span class=\"d\">{d:+.1}%</span>"),
         (_, None) => "<span class=\"d\">from 0</span>".to_string(),
     };
@@ -370,10 +387,10 @@ fn delta_cell(m: &Metric, cell: &CellEntry, baseline: &str) -> String {
         why.push(format!("{baseline}'s value is a lower bound"));
         classes.push("bound");
     }
-    if cell.class == Class::Undecided {
+    if cell.class == Change::Undecided {
         why.push("a lower bound could overturn the change either way".to_string());
     }
-    let regression = cell.class == Class::Worse && !cell.untrusted;
+    let regression = cell.class == Change::Worse && !cell.untrusted;
     if regression {
         classes.push("regression");
     }
@@ -399,11 +416,11 @@ fn delta_cell(m: &Metric, cell: &CellEntry, baseline: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use shared::compare::{Labelled, Threshold, compare};
-    use shared::run_file::RunFile;
+    use results::compare::{Labelled, Threshold, compare};
+    use results::run_file::RunFile;
     use std::path::Path;
 
-    const GOLDEN: &str = include_str!("../../shared/tests/golden/run.json");
+    const GOLDEN: &str = include_str!("../../results/tests/golden/run.json");
 
     fn run(label: &str) -> Labelled {
         Labelled {

@@ -1,8 +1,9 @@
 //! The data a run's page embeds (`stampede.report-data/1`): its steps and its agents' shares in
 //! columns, each value as the page's tables print it. run.json itself stays beside the report: in a
 //! run of many steps and agents its per-agent objects were most of the page.
+use results::quantity::{FAILED_PCT, MAX_MS, P50_MS, P99_MS};
+use results::run_file::RunFile;
 use serde_json::{Map, Value};
-use shared::run_file::RunFile;
 
 pub const SCHEMA: &str = "stampede.report-data/1";
 
@@ -14,12 +15,13 @@ pub const AGENT_COLS: [&str; 15] = [
     "requests",
     "replies",
     "ok",
+    // The agent's transport errors as a count (steps.tsv's `errors` is the step's share).
     "errors",
-    "failed_pct",
+    FAILED_PCT.key,
     "cpu_pct",
-    "p50_ms",
-    "p99_ms",
-    "max_ms",
+    P50_MS.key,
+    P99_MS.key,
+    MAX_MS.key,
     "start_delay_ms",
     "clock_offset_ms",
     "lost",
@@ -149,7 +151,7 @@ pub fn embedded(run: &RunFile) -> String {
     m.insert("target".into(), run.target.as_str().into());
     m.insert("label".into(), run.label.clone().into());
     m.insert("model".into(), run.model().name().into());
-    m.insert("status".into(), run.status.as_str().into());
+    m.insert("status".into(), run.status.name().into());
     let names: Vec<Value> = run.agents.iter().map(|a| a.name.as_str().into()).collect();
     m.insert("agents".into(), names.into());
     m.insert("steps".into(), steps(run).json());
@@ -164,7 +166,7 @@ mod tests {
     use super::*;
 
     fn golden() -> RunFile {
-        let text = include_str!("../../shared/tests/golden/run.json");
+        let text = include_str!("../../results/tests/golden/run.json");
         RunFile::parse(text, Path::new("run.json")).unwrap()
     }
 

@@ -2,8 +2,8 @@
 use std::io;
 use std::path::{Path, PathBuf};
 
-use shared::distribution::{Distribution, HgrmError};
-use shared::run_file::{RunFile, RunFileError};
+use results::distribution::{Distribution, HgrmError};
+use results::run_file::{RunFile, RunFileError};
 
 /// One run, as its results directory holds it.
 #[derive(Debug, Clone, PartialEq)]
@@ -59,7 +59,7 @@ mod tests {
     use super::*;
     use std::fs;
 
-    const RUN_JSON: &str = include_str!("../../shared/tests/golden/run.json");
+    const RUN_JSON: &str = include_str!("../../results/tests/golden/run.json");
 
     /// A results directory holding the golden run.json (steps 1 to 6) and the given .hgrm files.
     fn results(hgrm: &[(u32, &str)]) -> tempfile::TempDir {

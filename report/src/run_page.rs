@@ -121,7 +121,7 @@ fn header(r: &RunReport) -> String {
         ("target", run.target.clone()),
         ("model", run.model().name().to_string()),
         ("started", run.started_at.clone()),
-        ("status", run.status.clone()),
+        ("status", run.status.name().to_string()),
         (
             "stampede",
             format!("{} {}", run.tool.name, run.tool.version),

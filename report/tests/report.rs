@@ -119,7 +119,7 @@ fn a_run_s_markup_is_shown_as_text() {
             a.agent = PAYLOAD.into();
         }
     }
-    r.run.steps[0].trust = shared::verdict::Verdict::Degraded;
+    r.run.steps[0].trust = results::verdict::Verdict::Degraded;
     let page = render_run(&r);
     let escaped = assert_payload_is_text(&page, "a run's text");
     for place in [
@@ -370,7 +370,7 @@ fn a_monitored_run_s_data_carries_the_monitor_s_columns_as_steps_tsv_has_them() 
     let table = r.run.step_table();
     let header = table.header();
     let ours: Vec<&String> = header.iter().filter(|c| c.ends_with("_web1")).collect();
-    assert_eq!(ours.len(), 8, "{header:?}");
+    assert_eq!(ours.len(), results::quantity::MONITOR.len(), "{header:?}");
     for (i, s) in r.run.steps.iter().enumerate() {
         let row = table.row(s);
         for col in &ours {

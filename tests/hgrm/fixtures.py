@@ -1,4 +1,4 @@
-"""Makes the .hgrm golden files of shared/src/distribution.rs from readers we did not write.
+"""Makes the .hgrm golden files of results/src/distribution.rs from readers we did not write.
 
 Each case's histogram (stampede's shape: 1 us to 1 h, 3 significant digits) is recorded and logged
 as an HdrHistogram interval log by the Python `hdrhistogram` package (NAME.hlog: two untagged
@@ -6,7 +6,7 @@ intervals, whose sum is the case, and one Tag= interval that must be left out); 
 Java outputPercentileDistribution prints NAME.hgrm from that log (tests/hgrm/Hgrm.java), and the
 Python package's own printer NAME.python.hgrm (a file another tool wrote, for the reader).
 
-    /tmp/hgrm-venv/bin/python tests/hgrm/fixtures.py shared/tests/golden/hgrm
+    /tmp/hgrm-venv/bin/python tests/hgrm/fixtures.py results/tests/golden/hgrm
 """
 import io
 import os

@@ -144,7 +144,7 @@ fn a_run_that_cannot_be_read_or_a_bad_threshold_is_refused_in_words() {
     let (a, b) = (dir.path().join("a"), dir.path().join("b"));
     std::fs::create_dir_all(&a).unwrap();
     std::fs::create_dir_all(&b).unwrap();
-    std::fs::write(a.join("run.json"), "{\"schema\": \"stampede.run/2\"}").unwrap();
+    std::fs::write(a.join("run.json"), "{\"schema\": \"stampede.run/3\"}").unwrap();
     let html = dir.path().join("compare.html");
     let args = |x: &Path, y: &Path| {
         vec![
@@ -166,4 +166,61 @@ fn a_run_that_cannot_be_read_or_a_bad_threshold_is_refused_in_words() {
     assert_eq!(o.status.code(), Some(2));
     assert!(text(&o.stderr).contains("--threshold lots: not a number"));
     assert!(!html.exists());
+}
+
+/// A copy of the `stampede.run/2` results directory kept from before run.json's schema became `/3`
+/// (a demo run with its server monitor: run.json, steps.tsv, hlog/).
+fn run_of_schema_2(into: &Path) -> std::path::PathBuf {
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("../results/tests/fixtures/run-v2");
+    let dir = into.join("v2");
+    std::fs::create_dir_all(dir.join("hlog")).unwrap();
+    for name in ["run.json", "steps.tsv"] {
+        std::fs::copy(fixture.join(name), dir.join(name)).unwrap();
+    }
+    for e in std::fs::read_dir(fixture.join("hlog")).unwrap() {
+        let e = e.unwrap();
+        std::fs::copy(e.path(), dir.join("hlog").join(e.file_name())).unwrap();
+    }
+    dir
+}
+
+#[test]
+fn a_results_directory_of_schema_2_is_still_reported_and_compared() {
+    let tmp = tempfile::tempdir().unwrap();
+    let old = run_of_schema_2(tmp.path());
+    let old_text = std::fs::read_to_string(old.join("run.json")).unwrap();
+    assert!(old_text.contains("\"schema\": \"stampede.run/2\""));
+    let dir = old.to_str().unwrap();
+
+    let page = tmp.path().join("report.html");
+    let o = stampede(&["report", dir, "-o", page.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(
+        html.contains("stampede.report-data/1"),
+        "the page and its data"
+    );
+
+    let tsv = tmp.path().join("compare.tsv");
+    let o = stampede(&[
+        "compare",
+        dir,
+        dir,
+        "--label",
+        "before",
+        "--label",
+        "again",
+        "-o",
+        tmp.path().join("compare.html").to_str().unwrap(),
+        "--tsv",
+        tsv.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let rows = table(&tsv);
+    let steps = table(&old.join("steps.tsv"));
+    assert_eq!(rows.len(), steps.len(), "every step of the old run, joined");
+    for (row, step) in rows.iter().zip(&steps) {
+        assert_eq!(row["ok_rate_before"], step["ok_rate"]);
+        assert_eq!(row["ok_rate_again"], step["ok_rate"]);
+    }
 }

@@ -7,7 +7,7 @@ use tests::browser;
 use tests::dom::El;
 use tests::{stampede, text};
 
-const GOLDEN: &str = include_str!("../../shared/tests/golden/run.json");
+const GOLDEN: &str = include_str!("../../results/tests/golden/run.json");
 
 /// A results directory under `root` holding the golden run (6 steps, 100..600 req/s), changed by
 /// `change`.

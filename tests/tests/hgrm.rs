@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use shared::distribution::Distribution;
+use results::distribution::Distribution;
 use tests::{AgentProc, Target, run_ok, text};
 
 fn hgrm(dir: &Path, step: u64) -> Distribution {

@@ -61,7 +61,7 @@ fn connections_model_ramp_counts_match_the_target() {
         "rate x num_call"
     );
     assert!((s0["connection_rate"].as_f64().unwrap() - 20.0).abs() < 0.5);
-    assert_eq!(ran.run["schema"], "stampede.run/2");
+    assert_eq!(ran.run["schema"], "stampede.run/3");
 }
 
 #[test]

@@ -73,7 +73,10 @@ fn an_embedded_monitor_shows_the_targets_cpu_grow_with_the_rate() {
         .iter()
         .position(|h| *h == format!("srv_cpu_pct_{name}"))
         .expect("a srv_cpu_pct column");
-    assert_eq!(header.last(), Some(&format!("tcp_retrans_{name}").as_str()));
+    assert_eq!(
+        header.last(),
+        Some(&format!("ok_per_core_s_{name}").as_str())
+    );
     let cells: Vec<f64> = lines
         .map(|l| l.split('\t').nth(col).unwrap().parse().unwrap())
         .collect();
@@ -149,7 +152,7 @@ fn a_remote_monitor_dialed_with_monitors_fills_its_columns() {
         tsv.lines()
             .next()
             .unwrap()
-            .ends_with("\ttcp_listen_drops_web\ttcp_retrans_web")
+            .ends_with("\ttcp_listen_drops_web\ttcp_retrans_web\tok_per_core_s_web")
     );
 }
 

@@ -69,7 +69,7 @@ fn stampede_report_named_what_it_could_not_read_or_write() {
     );
     let golden = concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/../shared/tests/golden/run.json"
+        "/../results/tests/golden/run.json"
     );
     std::fs::copy(golden, dir.path().join("run.json")).unwrap();
     let to = missing.join("r.html");

@@ -1,14 +1,19 @@
 //! Tidy checks on the source tree, run as ordinary tests (rust-analyzer's `tidy.rs` is the model):
 //! every source file opens with a `//!` header saying what it is for, ARCHITECTURE.md's codemap has
-//! every crate and top-level folder, no function in the control plane's crates grows past what one
-//! screen can hold, and no crate's modules import each other in a cycle.
+//! every crate and top-level folder, no function grows past what one screen can hold, no crate's
+//! modules import each other in a cycle, and a quantity's key is written only in the catalogue.
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-/// The crates whose sources the codemap describes.
-const CRATES: [&str; 6] = ["shared", "proto", "agent", "coordinator", "report", "tests"];
-/// The longest a function in `agent/src` or `coordinator/src` may be, in lines, signature to brace.
+/// The longest a function in any crate's `src` may be, in lines, signature to brace.
 const MAX_FN_LINES: usize = 120;
+/// Functions still past it, each with where it is split: both are being changed on other branches
+/// at the same time (a verdict for a step too short to judge, the answer for steps that lost load),
+/// so they are split once those land rather than under them. The list only shrinks.
+const LONG_FOR_NOW: [&str; 2] = [
+    "results/src/step.rs fn summarize",
+    "results/src/verdict.rs fn judge",
+];
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -167,13 +172,17 @@ fn long_functions(text: &str, max: usize) -> Vec<(usize, String, usize)> {
 }
 
 #[test]
-fn no_function_in_the_agent_or_the_coordinator_runs_past_one_screen() {
+fn no_function_runs_past_one_screen() {
     let mut long = Vec::new();
-    for krate in ["agent", "coordinator"] {
+    for krate in &workspace_crates() {
         let src = root().join(krate).join("src");
         for f in sources(&src) {
             let text = std::fs::read_to_string(src.join(&f)).unwrap();
             for (line, name, len) in long_functions(&text, MAX_FN_LINES) {
+                if LONG_FOR_NOW.contains(&format!("{krate}/src/{} fn {name}", f.display()).as_str())
+                {
+                    continue;
+                }
                 long.push(format!(
                     "{krate}/src/{}:{line} fn {name}: {len} lines",
                     f.display()
@@ -271,7 +280,7 @@ fn find_cycle(graph: &BTreeMap<String, BTreeSet<String>>) -> Option<Vec<String>>
 
 #[test]
 fn no_crate_has_modules_that_import_each_other_in_a_cycle() {
-    for krate in CRATES {
+    for krate in &workspace_crates() {
         let src = root().join(krate).join("src");
         let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
         for f in sources(&src) {
@@ -325,4 +334,48 @@ fn the_cycle_check_finds_a_cycle_through_braces() {
     assert_eq!(cycle.first(), cycle.last());
     graph.insert("fleet".to_string(), BTreeSet::new());
     assert_eq!(find_cycle(&graph), None);
+}
+
+/// Code that is not a test: a file's part before its `#[cfg(test)] mod`, none of a `tests.rs`.
+fn non_test_code(file: &Path, text: &str) -> Option<String> {
+    let name = file.file_name()?.to_string_lossy();
+    if name == "tests.rs" || name.ends_with("_tests.rs") {
+        return None;
+    }
+    let end = text.find("#[cfg(test)]\nmod ").unwrap_or(text.len());
+    Some(text[..end].to_string())
+}
+
+/// Where a key's word is another thing's name, said why: the agents table's `errors` is an
+/// agent's count of transport errors, not the step's share that steps.tsv's `errors` is.
+const KEY_WORDS_ELSEWHERE: [(&str, &str); 1] = [("report/src/data.rs", "errors")];
+
+#[test]
+fn a_quantity_s_key_is_written_as_a_literal_only_in_the_catalogue() {
+    let mut found = Vec::new();
+    // The tests crate reads the files as a user's script would: a literal there is the contract
+    // written out, which catches a key renamed in the catalogue.
+    for krate in workspace_crates().iter().filter(|k| *k != "tests") {
+        let src = root().join(krate).join("src");
+        for f in sources(&src) {
+            let shown = format!("{krate}/src/{}", f.display());
+            if shown == "results/src/quantity.rs" {
+                continue;
+            }
+            let text = std::fs::read_to_string(src.join(&f)).unwrap();
+            let Some(code) = non_test_code(&f, &text) else {
+                continue;
+            };
+            for q in results::quantity::all() {
+                let literal = format!("\"{}\"", q.key);
+                if code.contains(&literal) && !KEY_WORDS_ELSEWHERE.contains(&(&shown, q.key)) {
+                    found.push(format!("{shown}: {literal}"));
+                }
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "a quantity's key written outside results/src/quantity.rs (use the catalogue's entry): {found:#?}"
+    );
 }

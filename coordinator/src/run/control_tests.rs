@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use proto::pb;
 use proto::pb::coordinator_message::Kind as Down;
-use shared::verdict::Verdict;
+use results::verdict::Verdict;
 use tokio::time::Instant;
 
 use super::fake_agent::{self, Log, Prepare, Script, Start};
@@ -647,10 +647,16 @@ async fn a_monitor_lost_mid_run_is_a_note_and_the_run_goes_on() {
         outcome.steps.iter().all(|s| s.trust != Verdict::Invalid),
         "a monitor's loss judges nothing"
     );
-    let run = shared::run_file::RunFile::read(&dir.path().join("run.json")).unwrap();
+    let run = results::run_file::RunFile::read(&dir.path().join("run.json")).unwrap();
     assert_eq!(run.monitors.len(), 1, "it watched the run, lost or not");
     let header = std::fs::read_to_string(dir.path().join("steps.tsv")).unwrap();
-    assert!(header.lines().next().unwrap().ends_with("\ttcp_retrans_m"));
+    assert!(
+        header
+            .lines()
+            .next()
+            .unwrap()
+            .ends_with("\ttcp_retrans_m\tok_per_core_s_m")
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -739,7 +745,7 @@ async fn a_coordinator_stalled_4_s_mid_step_lost_its_live_agents() {
 
 #[tokio::test(start_paused = true)]
 async fn a_find_max_probe_that_lost_an_agent_is_invalid_not_a_pass() {
-    use shared::probe_mark::Mark;
+    use results::step::Mark;
     let dir = tempfile::tempdir().unwrap();
     let line = format!(
         "stampede find-max http://127.0.0.1:9/ --model requests --slo p50<50ms --start 100 --max-rate 400 \

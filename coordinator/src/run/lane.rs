@@ -1,8 +1,9 @@
 //! One target's side of a run: its configuration, results directory, thresholds, steps so far and
 //! how its ramp ended. A run of one target has one lane; a side-by-side run one per target, driven
 //! over one fleet in turn by `ramp`.
-use shared::report::{self, StepResult};
-use shared::search::Capacity;
+use results::run_file::RunStatus;
+use results::search::Capacity;
+use results::step::{self, StepResult};
 
 use super::source::Ended;
 use super::step::{StepCx, run_step};
@@ -111,12 +112,12 @@ impl<'a> Lane<'a> {
             (result.aborted && !(overran && self.source.outlasts_overruns())) || end_run.is_some();
         let because = self.watch.stop.take();
         self.results.push(result);
-        self.out.summarize(&report::summarize_run(&self.results))?;
+        self.out.summarize(&step::summarize_run(&self.results))?;
         if aborted {
             return Ok(After::AbortAll);
         }
         // A search judges a refusing target itself (doomed); a planned ramp would only repeat it.
-        let planned = self.cfg.echo.get(shared::run_file::SEARCH_KEY).is_none();
+        let planned = self.cfg.echo.get(results::run_file::SEARCH_KEY).is_none();
         let at = self.cfg.plan.workload().origin().authority();
         if let Some(why) = self
             .results
@@ -202,9 +203,9 @@ impl<'a> Lane<'a> {
         }
         self.out.record_capacity(self.capacity.clone());
         let status = match () {
-            () if failed => "failed",
-            () if ramped.aborted => "aborted",
-            () => "completed",
+            () if failed => RunStatus::Failed,
+            () if ramped.aborted => RunStatus::Aborted,
+            () => RunStatus::Completed,
         };
         let finished = self.out.finish(status);
         tell_unfinished(self.out.dir(), status, &finished);
@@ -245,8 +246,8 @@ pub(super) fn nothing_connected(r: &StepResult, at: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use results::step::StepInput;
     use shared::metrics::{ErrorClass, Snapshot};
-    use shared::report::StepInput;
 
     /// A step of 20 requests due: `refused` of them refused at connect, `timed_out` timed out after
     /// connecting, `connections` established.
@@ -257,7 +258,7 @@ mod tests {
         s.counters.connections = connections;
         s.counters.errors[ErrorClass::ConnRefused.index()] = refused;
         s.counters.errors[ErrorClass::ClientTimeout.index()] = timed_out;
-        report::summarize(&StepInput {
+        step::summarize(&StepInput {
             number: 1,
             model: shared::plan::LoadModel::Connections,
             value: 20.0,

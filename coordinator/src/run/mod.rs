@@ -7,9 +7,10 @@ use std::time::Duration;
 use agent::link::CoordinatorEnd;
 use proto::pb;
 use proto::pb::coordinator_message::Kind as Down;
-use shared::condition::Observed;
-use shared::report::StepResult;
-use shared::verdict::{Server, Verdict};
+use results::condition::Observed;
+use results::run_file::RunStatus;
+use results::step::StepResult;
+use results::verdict::{Server, Verdict};
 use shared::warning::Warning;
 use tokio_util::sync::CancellationToken;
 
@@ -56,7 +57,7 @@ pub enum RunError {
     #[error(transparent)]
     Spill(#[from] SpillError),
     #[error("{0}")]
-    Search(#[from] shared::search::ConfigError),
+    Search(#[from] results::search::ConfigError),
 }
 
 impl RunError {
@@ -90,10 +91,10 @@ pub struct RunOutcome {
     /// Every --fail-on expression a step breached, in step order.
     pub breaches: Vec<Breach>,
     /// A capacity search's answer.
-    pub capacity: Option<shared::search::Capacity>,
+    pub capacity: Option<results::search::Capacity>,
 }
 
-pub use shared::run_file::{Breach, Stopped};
+pub use results::run_file::{Breach, Stopped};
 
 /// What the run carries from step to step: the thresholds and the count of breaching steps in a
 /// row, the breaches, the latency baseline, the warnings already said.
@@ -481,7 +482,11 @@ fn blame(side: bool, cfg: &RunConfig, e: FleetError) -> RunError {
 
 /// Says on stderr what run.json could not say: it is the run's record, and a status left at
 /// "running" after the process has gone would be read as a run still going.
-fn tell_unfinished(dir: &std::path::Path, status: &str, finished: &Result<Finished, OutputError>) {
+fn tell_unfinished(
+    dir: &std::path::Path,
+    status: RunStatus,
+    finished: &Result<Finished, OutputError>,
+) {
     if let Some(words) = unfinished_words(dir, status, finished) {
         eprintln!("{words}");
     }
@@ -490,25 +495,21 @@ fn tell_unfinished(dir: &std::path::Path, status: &str, finished: &Result<Finish
 /// What [`tell_unfinished`] says, if anything.
 fn unfinished_words(
     dir: &std::path::Path,
-    status: &str,
+    status: RunStatus,
     finished: &Result<Finished, OutputError>,
 ) -> Option<String> {
     Some(match finished {
         Ok(Finished::Whole) => return None,
         // A failed run's own error is said once, by the caller: it is why run.json could not be
         // rewritten either.
-        Ok(Finished::StatusOnly(_)) if status == "failed" => format!(
+        Ok(Finished::StatusOnly(_)) if status == RunStatus::Failed => format!(
             "stampede: run.json in {} was marked \"failed\" in place, without its end time",
             dir.display()
         ),
         Ok(Finished::StatusOnly(e)) => format!(
             "stampede: {e}; run.json in {} was marked \"{}\" in place, without its end time",
             dir.display(),
-            if status.len() <= "running".len() {
-                status
-            } else {
-                "failed"
-            }
+            crate::output::marked_in_place(status)
         ),
         Err(e) => format!(
             "stampede: {e}; run.json in {} still says \"running\": the run ended {status}",
@@ -626,8 +627,8 @@ fn baseline_p50(results: &[StepResult]) -> Option<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use results::step::{self, StepInput};
     use shared::metrics::Snapshot;
-    use shared::report::{self, StepInput};
 
     #[test]
     fn a_full_disk_said_its_error_twice() {
@@ -636,14 +637,16 @@ mod tests {
             source: std::io::Error::other("No space left on device"),
         };
         let dir = Path::new("r");
-        let failed = unfinished_words(dir, "failed", &Ok(Finished::StatusOnly(full()))).unwrap();
+        let failed =
+            unfinished_words(dir, RunStatus::Failed, &Ok(Finished::StatusOnly(full()))).unwrap();
         assert!(!failed.contains("No space left"), "{failed}");
         assert!(
             failed.contains("was marked \"failed\" in place"),
             "{failed}"
         );
         // A run that ended otherwise has only this line to say why run.json is not whole.
-        let aborted = unfinished_words(dir, "aborted", &Ok(Finished::StatusOnly(full()))).unwrap();
+        let aborted =
+            unfinished_words(dir, RunStatus::Aborted, &Ok(Finished::StatusOnly(full()))).unwrap();
         assert!(aborted.contains("No space left"), "{aborted}");
     }
 
@@ -673,7 +676,7 @@ mod tests {
         s.counters.replies = 100;
         s.counters.ok = 100;
         s.hist.latency.record_n(latency_ms * 1000, 100).unwrap();
-        report::summarize(&StepInput {
+        step::summarize(&StepInput {
             number: 1,
             model: shared::plan::LoadModel::Requests,
             value: 100.0,

@@ -1,15 +1,15 @@
 //! A capacity search as the run's step source: each step is a probe the search asked for, classed
 //! against the SLOs before it is written (its row names its role and class), and the search's
-//! answer is the run's when it ends. The search itself is `shared::search`, pure; this adds the
+//! answer is the run's when it ends. The search itself is `results::search`, pure; this adds the
 //! clock (the deadline counts real time), the warmup, the cooldown and the files' marks.
 use std::time::{Duration, Instant};
 
-use shared::condition::Condition;
-use shared::report::{StepResult, human, human_ms, step_value, tsv_number};
-use shared::search::{
-    self, Answer, Capacity, Ceiling, Class, Mark, Next, ProbeFacts, ProbeMark, Probed, Role,
+use results::condition::Condition;
+use results::search::{
+    self, Answer, Capacity, Ceiling, Class, Mark, Next, ProbeFacts, ProbeMark, ProbeRole, Probed,
     Search, Status,
 };
+use results::step::{StepResult, human, human_ms, step_value, tsv_number};
 use tokio_util::sync::CancellationToken;
 
 use super::source::{self, Ended, StepSource, StepSpec};
@@ -134,7 +134,7 @@ impl Probes {
         }
     }
 
-    fn spec(&mut self, value: f64, length: f64, role: Role) -> StepSpec {
+    fn spec(&mut self, value: f64, length: f64, role: ProbeRole) -> StepSpec {
         let index = self.next_index;
         self.next_index += 1;
         StepSpec {
@@ -160,7 +160,7 @@ impl StepSource for Probes {
     fn next(&mut self, _last: Option<&StepResult>) -> Option<StepSpec> {
         if let Some(length) = self.warmup.take() {
             let start = self.search.start();
-            return Some(self.spec(start, length.as_secs_f64(), Role::Warmup));
+            return Some(self.spec(start, length.as_secs_f64(), ProbeRole::Warmup));
         }
         // The cooldown before the next probe counts too: no probe may end past the deadline.
         let pause = self.pause_before(self.next_index);
@@ -190,7 +190,7 @@ impl StepSource for Probes {
     }
 
     fn judge(&mut self, spec: &StepSpec, result: &mut StepResult) {
-        let role = spec.role.unwrap_or(Role::Ramp);
+        let role = spec.role.unwrap_or(ProbeRole::Ramp);
         self.issued_unrun = false;
         if result.aborted && self.interrupted.is_cancelled() {
             result.probe = Some(ProbeMark {
@@ -212,7 +212,7 @@ impl StepSource for Probes {
         };
         // Undecided with no retry left: the search counts it a fail, and so does its mark.
         let exhausted = class == Class::Undecided
-            && role != Role::Warmup
+            && role != ProbeRole::Warmup
             && !self.search.would_retry_undecided();
         let mut mark = if exhausted {
             search::mark(role, &Class::Fail(search::Failure::Undecided))
@@ -234,7 +234,7 @@ impl StepSource for Probes {
                 )
             });
         }
-        if role == Role::Warmup {
+        if role == ProbeRole::Warmup {
             // Its class is shown, never used: no reason to say.
             mark.reason = None;
         } else if class == Class::Undecided && !exhausted {
@@ -246,7 +246,7 @@ impl StepSource for Probes {
             });
         }
         result.probe = Some(mark);
-        if role == Role::Warmup {
+        if role == ProbeRole::Warmup {
             return;
         }
         self.probed = Some(Probed::of(class, &facts, result.duration_s, &self.slos));
@@ -343,7 +343,7 @@ pub fn ceiling(fleet: &Fleet, cfg: &RunConfig, start: f64, max_rate: f64) -> (Ce
         Some((rate, why)) => (
             Ceiling {
                 rate,
-                by: shared::search::capacity::GENERATOR_CHECKS.into(),
+                by: results::search::capacity::GENERATOR_CHECKS.into(),
                 detail: Some(why),
             },
             true,

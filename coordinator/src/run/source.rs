@@ -3,9 +3,9 @@
 //! last one's result (`probes::Probes`).
 use std::time::Duration;
 
+use results::search::{Capacity, ProbeRole};
+use results::step::StepResult;
 use shared::plan::StepShare;
-use shared::report::StepResult;
-use shared::search::{Capacity, Role};
 
 use crate::config::RunConfig;
 
@@ -19,7 +19,7 @@ pub struct StepSpec {
     pub length: Option<Duration>,
     /// Idle time before the step (a search's --cooldown), cut short by an interrupt.
     pub pause: Duration,
-    pub role: Option<Role>,
+    pub role: Option<ProbeRole>,
 }
 
 impl StepSpec {

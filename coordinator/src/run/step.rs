@@ -9,11 +9,11 @@ use agent::link::Closed;
 use proto::pb;
 use proto::pb::agent_message::Kind as Up;
 use proto::pb::coordinator_message::Kind as Down;
-use shared::distribution::Distribution;
+use results::distribution::Distribution;
+use results::step::{self, AgentInput, StepInput, StepResult};
 use shared::histogram;
 use shared::monitor::step::Window;
 use shared::plan::StepShare;
-use shared::report::{self, AgentInput, StepInput, StepResult};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
@@ -608,7 +608,7 @@ fn summarise(
             rtt: fleet.rtt(i),
         })
         .collect::<Vec<AgentInput>>();
-    let mut result = report::summarize(&StepInput {
+    let mut result = step::summarize(&StepInput {
         // Counted from 1 in everything people read; `index` stays the protocol's.
         number: spec.index as u32 + 1,
         model: plan.model(),
@@ -630,7 +630,7 @@ fn summarise(
         .iter()
         .zip(&p.shares)
         .filter(|(i, _)| c.lost[**i])
-        .map(|(&i, share)| report::LostShare {
+        .map(|(&i, share)| step::LostShare {
             agent: fleet.name(i).to_string(),
             pct: (share.slice().fraction() * 1000.0).round() / 10.0,
         })
@@ -661,7 +661,7 @@ async fn observe_server(
     });
     result.server_monitors = views;
     result.notes.extend(lost);
-    let explained = shared::server_notes::notes(result, earlier);
+    let explained = results::server_notes::notes(result, earlier);
     result.notes.extend(explained);
 }
 
@@ -727,6 +727,6 @@ fn show_progress(
         p99_ms: histogram::us_to_ms(seq.p99_us),
         // Of the requests due so far, those known to have failed: a request still in flight is
         // neither served nor failed yet (the step's `failed_pct` counts every one, once all are in).
-        failed_pct: shared::verdict::pct(so_far.known_failed(), so_far.due()),
+        failed_pct: results::verdict::pct(so_far.known_failed(), so_far.due()),
     });
 }

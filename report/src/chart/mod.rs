@@ -11,7 +11,7 @@ mod svg;
 pub use axis::{Axis, Scale, Unit, short, trimmed};
 use std::collections::HashMap;
 
-use shared::verdict::Verdict;
+use results::verdict::Verdict;
 
 use crate::escape::html;
 

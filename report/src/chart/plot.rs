@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
-use shared::verdict::Verdict;
+use results::verdict::Verdict;
 
 use super::axis::{Fitted, Scale, Unit, short};
 use super::svg::{Px, path};

@@ -1,11 +1,11 @@
 //! The charts of one run, from its run.json and distributions: what each of the page contract's
 //! charts draws.
-use shared::distribution::Distribution;
+use results::distribution::Distribution;
+use results::run_file::RunFile;
+use results::step::{LowerBounds, StepResult, step_value};
+use results::verdict::{self, Verdict};
 use shared::metrics::{ErrorClass, STATUS_CLASSES};
 use shared::plan::LoadModel;
-use shared::report::{LowerBounds, StepResult, step_value};
-use shared::run_file::RunFile;
-use shared::verdict::{self, Verdict};
 
 use crate::chart::{
     self, Axis, Band, Boundary, Chart, Colour, Dash, Layer, Mark, Marker, Scale, Series, Shade,
@@ -577,7 +577,7 @@ mod tests {
     use super::*;
 
     fn golden() -> RunFile {
-        let text = include_str!("../../../shared/tests/golden/run.json");
+        let text = include_str!("../../../results/tests/golden/run.json");
         RunFile::parse(text, Path::new("run.json")).unwrap()
     }
 

@@ -5,9 +5,9 @@
 //! down, a confirmation probes a rate again.
 use std::fmt::Write;
 
-use shared::report::{StepResult, human, step_value};
-use shared::run_file::RunFile;
-use shared::search::{Capacity, Mark as Class};
+use results::run_file::RunFile;
+use results::search::{Capacity, Mark as Class};
+use results::step::{StepResult, human, step_value};
 
 use crate::chart::{
     self, Axis, Boundary, Chart, Colour, Level, Mark, Marker, Scale, Series, Titles, Unit,

@@ -7,9 +7,9 @@
 //! and softirq of all its cores. A line reaching 100 is a resource used up, whatever the core count:
 //! a dotted line at `usable × 100 %` on a "% of a core" axis would put an 8-core server's knee off the
 //! top of a single-threaded one's chart, and the busiest thread (at most 100) would be lost under it.
+use results::run_file::RunFile;
+use results::step::StepResult;
 use shared::monitor::step::StepServer;
-use shared::report::StepResult;
-use shared::run_file::RunFile;
 
 use super::charts::{step_axis, trust_shades};
 use crate::chart::{self, Axis, Band, Chart, Colour, Dash, Mark, Series, Titles, Unit};
@@ -237,7 +237,7 @@ mod tests {
     use super::*;
 
     fn monitored() -> RunFile {
-        let text = include_str!("../../../shared/tests/golden/run.json");
+        let text = include_str!("../../../results/tests/golden/run.json");
         let mut run = RunFile::parse(text, Path::new("run.json")).unwrap();
         for (i, s) in run.steps.iter_mut().enumerate() {
             let mut v = example("web1", 10.0 * (i + 1) as f64);

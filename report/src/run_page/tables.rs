@@ -2,8 +2,8 @@
 //! notes, and how the run ended (`stopped`, `fail_on`).
 use std::fmt::Write;
 
-use shared::report::StepResult;
-use shared::run_file::RunFile;
+use results::run_file::RunFile;
+use results::step::StepResult;
 
 use crate::chart::short;
 use crate::data;
@@ -181,7 +181,7 @@ pub fn ending(run: &RunFile) -> String {
         }
         (None, None) => out.push_str(&format!(
             "Not ended yet (the run is {}).",
-            html(&run.status)
+            html(run.status.name())
         )),
         (Some(None), None) => out.push_str("The ramp ran to its end."),
         (Some(Some(s)), None) => {
@@ -209,7 +209,7 @@ pub fn ending(run: &RunFile) -> String {
             for b in breaches {
                 let cells = [
                     b.step.to_string(),
-                    shared::report::tsv_number(b.step_value),
+                    results::step::tsv_number(b.step_value),
                     b.expression.clone(),
                     b.because.clone(),
                 ];

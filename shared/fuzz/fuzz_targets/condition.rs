@@ -5,8 +5,8 @@ use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
     if let Ok(text) = std::str::from_utf8(data) {
-        match shared::condition::parse(text) {
-            Ok(c) => assert_eq!(shared::condition::parse(&c.to_string()), Ok(c)),
+        match results::condition::parse(text) {
+            Ok(c) => assert_eq!(results::condition::parse(&c.to_string()), Ok(c)),
             Err(e) => {
                 assert!(e.column >= 1 && e.column <= text.chars().count() + 1);
                 let _ = e.pointer();

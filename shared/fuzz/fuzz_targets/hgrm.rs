@@ -2,7 +2,7 @@
 //! prints as text that reads back to the same rows, and an error's line lies inside the input.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
-use shared::distribution::{Distribution, HgrmError};
+use results::distribution::{Distribution, HgrmError};
 
 fuzz_target!(|data: &[u8]| {
     if let Ok(text) = std::str::from_utf8(data) {

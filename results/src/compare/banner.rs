@@ -1,0 +1,152 @@
+//! What differs between the runs compared, said as sentences above the comparison rather than as a
+//! refusal: two servers are often run with plans that differ a little, and the reader decides.
+use crate::run_file::{RunFile, RunStatus};
+use crate::step::human;
+use shared::plan::LoadModel;
+
+use super::{Labelled, StepRow};
+
+/// One thing a plan says, and how to show it.
+type Aspect = (&'static str, fn(&RunFile) -> String);
+
+/// What the plans are compared on, in the order the banner names them.
+const ASPECTS: [Aspect; 10] = [
+    ("load model", |r| r.model().name().to_string()),
+    ("arrival", |r| plan_value(r, "arrival", "")),
+    ("step length", step_length),
+    ("requests per connection (--num-call)", |r| {
+        plan_value(r, "num_call", "")
+    }),
+    ("connection pool (--max-connections)", |r| {
+        plan_value(r, "max_connections", "")
+    }),
+    ("timeout", |r| plan_value(r, "timeout_s", " s")),
+    ("served statuses (--ok-status)", |r| {
+        plan_value(r, "ok_status", "")
+    }),
+    ("requests (method and path)", requests),
+    ("agent count", |r| r.agents.len().to_string()),
+    ("stampede version", |r| r.tool.version.clone()),
+];
+
+/// A sentence for every aspect in which the runs' plans differ, and for every run that did not
+/// complete.
+pub(super) fn plan_differences(runs: &[Labelled]) -> Vec<String> {
+    let mut out = Vec::new();
+    for (what, show) in ASPECTS {
+        let groups = grouped(runs, show);
+        if groups.len() > 1 {
+            let said: Vec<String> = groups
+                .iter()
+                .map(|(value, labels)| format!("{} {value}", labels.join(", ")))
+                .collect();
+            out.push(format!("The plans differ in {what}: {}.", said.join("; ")));
+        }
+    }
+    let closed = |r: &&Labelled| r.run.model() == LoadModel::Concurrency;
+    let (counts, rates): (Vec<&Labelled>, Vec<&Labelled>) = runs.iter().partition(closed);
+    if !counts.is_empty() && !rates.is_empty() {
+        out.push(format!(
+            "The step values are different quantities: {} count connections (a closed loop), {} \
+             demanded requests/s; rows join equal numbers, not equal loads.",
+            labels(&counts),
+            labels(&rates)
+        ));
+    }
+    for r in runs.iter().filter(|r| r.run.status != RunStatus::Completed) {
+        out.push(format!(
+            "{}'s run did not complete (status {}): the steps it did not reach are missing.",
+            r.label, r.run.status
+        ));
+    }
+    out
+}
+
+/// A sentence for every run that lacks some of the rows' step values.
+pub(super) fn missing_steps(runs: &[Labelled], rows: &[StepRow], model: &str) -> Vec<String> {
+    const SHOWN: usize = 8;
+    let unit = if model == LoadModel::Concurrency.name() {
+        "connections"
+    } else {
+        "req/s"
+    };
+    let mut out = Vec::new();
+    for (i, r) in runs.iter().enumerate() {
+        let lacking: Vec<String> = rows
+            .iter()
+            .filter(|row| row.runs[i].is_none())
+            .map(|row| human(row.value))
+            .collect();
+        if lacking.is_empty() {
+            continue;
+        }
+        let mut list = lacking[..lacking.len().min(SHOWN)].join(", ");
+        if lacking.len() > SHOWN {
+            list.push_str(&format!(" and {} more", lacking.len() - SHOWN));
+        }
+        out.push(format!("{} has no step at {list} {unit}.", r.label));
+    }
+    out
+}
+
+/// The runs' values of one aspect, with the labels of the runs that have each, in first-seen order.
+fn grouped(runs: &[Labelled], show: fn(&RunFile) -> String) -> Vec<(String, Vec<&str>)> {
+    let mut groups: Vec<(String, Vec<&str>)> = Vec::new();
+    for r in runs {
+        let value = show(&r.run);
+        match groups.iter_mut().find(|(v, _)| *v == value) {
+            Some((_, labels)) => labels.push(&r.label),
+            None => groups.push((value, vec![&r.label])),
+        }
+    }
+    groups
+}
+
+fn labels(runs: &[&Labelled]) -> String {
+    runs.iter()
+        .map(|r| r.label.as_str())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// A plan key's value as people read it: a string as it is, a number with `unit`, null as none.
+/// The plan is run.json's echo of the command line, so a key may be absent in an older file.
+fn plan_value(r: &RunFile, key: &str, unit: &str) -> String {
+    match r.plan.get(key) {
+        None => "unknown".to_string(),
+        Some(serde_json::Value::Null) => "none".to_string(),
+        Some(serde_json::Value::String(s)) => s.clone(),
+        Some(serde_json::Value::Number(n)) => match n.as_f64() {
+            Some(v) => format!("{}{unit}", human(v)),
+            None => n.to_string(),
+        },
+        Some(other) => other.to_string(),
+    }
+}
+
+/// A step's length: seconds, or a count of connections (`--num-conn`).
+fn step_length(r: &RunFile) -> String {
+    if r.plan.get("num_conn").is_some() {
+        format!("{} connections", plan_value(r, "num_conn", ""))
+    } else {
+        plan_value(r, "step_duration_s", " s")
+    }
+}
+
+/// The requests sent, as method and path (the origins are what is compared, and differ).
+fn requests(r: &RunFile) -> String {
+    let Some(list) = r.plan.get("requests").and_then(|l| l.as_array()) else {
+        return "unknown".to_string();
+    };
+    let shown: Vec<String> = list
+        .iter()
+        .map(|q| {
+            let method = q.get("method").and_then(|m| m.as_str()).unwrap_or("?");
+            let url = q.get("url").and_then(|u| u.as_str()).unwrap_or("");
+            let after_scheme = url.split_once("://").map_or(url, |(_, rest)| rest);
+            let path = after_scheme.find('/').map_or("/", |i| &after_scheme[i..]);
+            format!("{method} {path}")
+        })
+        .collect();
+    shown.join(", ")
+}

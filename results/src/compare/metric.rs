@@ -1,0 +1,246 @@
+//! What is compared per step, which way is better, and how a change is classed: noise under the
+//! threshold, better, worse, or undecided when a lower bound sits on the side that would decide.
+use serde::Serialize;
+
+use crate::quantity::{self, Quantity, Scale};
+use crate::step::StepResult;
+use crate::verdict::FAILING_PCT;
+
+pub use crate::quantity::Better;
+
+/// One compared metric: a quantity of the catalogue, named as steps.tsv names its column.
+#[derive(Debug, Clone, Copy)]
+pub struct Compared {
+    pub name: &'static str,
+    pub unit: &'static str,
+    pub better: Better,
+    quantity: &'static Quantity,
+}
+
+impl Compared {
+    const fn of(q: &'static Quantity) -> Compared {
+        Compared {
+            name: q.key,
+            unit: q.unit,
+            better: q.better,
+            quantity: q,
+        }
+    }
+}
+
+/// The metrics compared, in the order of the page's table.
+pub const METRICS: [Compared; 10] = [
+    Compared::of(&quantity::OK_RATE),
+    Compared::of(&quantity::AVG_REP_RATE),
+    Compared::of(&quantity::FAILED_PCT),
+    Compared::of(&quantity::ERRORS),
+    Compared::of(&quantity::RESP_TIME),
+    Compared::of(&quantity::P50_MS),
+    Compared::of(&quantity::P90_MS),
+    Compared::of(&quantity::P99_MS),
+    Compared::of(&quantity::P999_MS),
+    Compared::of(&quantity::MAX_MS),
+];
+
+/// A metric's value in one step.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Reading {
+    pub value: f64,
+    /// The true value is at least this (it falls among requests given up).
+    pub lower_bound: bool,
+}
+
+impl Compared {
+    /// The step's value, or none when the step has no such number: a latency of a step that
+    /// neither served nor gave up anything (all zeros, not a measurement).
+    pub fn read(&self, r: &StepResult) -> Option<Reading> {
+        let lower_bound = match self.quantity.bound {
+            Some(name) => {
+                if r.latency_ms.max <= 0.0 && !r.latency_ms.censored {
+                    return None;
+                }
+                r.latency_ms.lower_bounds.contains(name)
+            }
+            None => false,
+        };
+        Some(Reading {
+            value: self.quantity.of_step(r)?,
+            lower_bound,
+        })
+    }
+
+    /// The change from `base` to `value` in % (to three decimals), relative to what this metric's
+    /// scale says; none when it has no finite size (a rate or latency rising from 0).
+    pub fn delta_pct(&self, base: f64, value: f64) -> Option<f64> {
+        // A share's change is relative to the baseline's share, or to [`FAILING_PCT`] when that is
+        // smaller, so a rise from 0 % is measured instead of infinite.
+        let against = match self.quantity.scale {
+            Scale::Share => base.max(FAILING_PCT),
+            Scale::Rate | Scale::Latency | Scale::Other => base,
+        };
+        if value == base {
+            Some(0.0)
+        } else if against > 0.0 {
+            // To three decimals, as the tables write numbers: the class is of the change shown.
+            Some(((value - base) / against * 100_000.0).round() / 1000.0)
+        } else {
+            None
+        }
+    }
+
+    /// How `now` compares with `base`, at a threshold of `threshold_pct` %.
+    pub fn class(&self, base: Reading, now: Reading, threshold_pct: f64) -> Change {
+        let delta = self.delta_pct(base.value, now.value);
+        // Which way the number moved beyond the threshold (+1 up, -1 down, 0 within it).
+        let moved = match delta {
+            Some(d) if d > threshold_pct => 1,
+            Some(d) if d < -threshold_pct => -1,
+            Some(_) => 0,
+            None => {
+                if now.value > base.value {
+                    1
+                } else {
+                    -1
+                }
+            }
+        };
+        // A lower bound can only grow: a move up is certain when the value that moved up is the
+        // bound and the other is exact, a move down when the value that fell is exact; staying
+        // within the threshold is certain only when both are exact.
+        let certain = match moved {
+            1 => !base.lower_bound,
+            -1 => !now.lower_bound,
+            _ => !base.lower_bound && !now.lower_bound,
+        };
+        if !certain {
+            return Change::Undecided;
+        }
+        match (moved, self.better) {
+            (0, _) => Change::Noise,
+            (1, Better::Higher) | (-1, Better::Lower) => Change::Better,
+            _ => Change::Worse,
+        }
+    }
+}
+
+/// How one run's value compares with the baseline's in the same step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Change {
+    /// The baseline's own value.
+    Baseline,
+    /// A change of at most the threshold.
+    Noise,
+    Better,
+    Worse,
+    /// A lower bound on the side that would decide: the true values might read either way.
+    Undecided,
+    /// No value to compare: the baseline has no such step, or one of the two has no such number.
+    Missing,
+}
+
+impl Change {
+    /// The class as compare.json and the page name it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Change::Baseline => "baseline",
+            Change::Noise => "noise",
+            Change::Better => "better",
+            Change::Worse => "worse",
+            Change::Undecided => "undecided",
+            Change::Missing => "missing",
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn metric(name: &str) -> Compared {
+        *METRICS.iter().find(|m| m.name == name).unwrap()
+    }
+
+    fn exact(value: f64) -> Reading {
+        Reading {
+            value,
+            lower_bound: false,
+        }
+    }
+
+    fn bound(value: f64) -> Reading {
+        Reading {
+            value,
+            lower_bound: true,
+        }
+    }
+
+    #[test]
+    fn a_change_within_the_threshold_is_noise_and_beyond_it_has_a_direction() {
+        let p99 = metric("p99_ms");
+        assert_eq!(p99.class(exact(10.0), exact(10.5), 5.0), Change::Noise);
+        assert_eq!(p99.class(exact(10.0), exact(9.5), 5.0), Change::Noise);
+        assert_eq!(p99.class(exact(10.0), exact(10.6), 5.0), Change::Worse);
+        assert_eq!(p99.class(exact(10.0), exact(9.4), 5.0), Change::Better);
+        let ok = metric("ok_rate");
+        assert_eq!(ok.class(exact(400.0), exact(300.0), 5.0), Change::Worse);
+        assert_eq!(ok.class(exact(400.0), exact(500.0), 5.0), Change::Better);
+        // At a threshold of 0 every change counts, and none is still none.
+        assert_eq!(ok.class(exact(400.0), exact(400.1), 0.0), Change::Better);
+        assert_eq!(ok.class(exact(400.0), exact(400.0), 0.0), Change::Noise);
+    }
+
+    #[test]
+    fn a_lower_bound_decides_only_where_it_cannot_be_overturned() {
+        let p99 = metric("p99_ms");
+        // The candidate's p99 is at least 2 s against an exact 10 ms: worse whatever it really is.
+        assert_eq!(p99.class(exact(10.0), bound(2000.0), 5.0), Change::Worse);
+        // An exact 10 ms against a baseline of at least 2 s: better for certain.
+        assert_eq!(p99.class(bound(2000.0), exact(10.0), 5.0), Change::Better);
+        // Both lower bounds, or a bound that fell, or one within the threshold: nothing is known.
+        assert_eq!(
+            p99.class(bound(2000.0), bound(2000.0), 5.0),
+            Change::Undecided
+        );
+        assert_eq!(
+            p99.class(exact(3000.0), bound(2000.0), 5.0),
+            Change::Undecided
+        );
+        assert_eq!(
+            p99.class(bound(2000.0), exact(3000.0), 5.0),
+            Change::Undecided
+        );
+        assert_eq!(
+            p99.class(exact(2000.0), bound(2010.0), 5.0),
+            Change::Undecided
+        );
+    }
+
+    #[test]
+    fn a_share_rising_from_nothing_is_measured_against_one_percent() {
+        let failed = metric("failed_pct");
+        assert_eq!(failed.delta_pct(0.0, 3.0), Some(300.0));
+        assert_eq!(failed.class(exact(0.0), exact(3.0), 5.0), Change::Worse);
+        assert_eq!(failed.class(exact(0.0), exact(0.01), 5.0), Change::Noise);
+        // Above 1 % the change is relative to the baseline's share.
+        assert_eq!(failed.delta_pct(20.0, 21.0), Some(5.0));
+        assert_eq!(failed.class(exact(20.0), exact(15.0), 5.0), Change::Better);
+    }
+
+    #[test]
+    fn a_class_is_named_as_compare_json_names_it() {
+        use Change::*;
+        for c in [Baseline, Noise, Better, Worse, Undecided, Missing] {
+            assert_eq!(serde_json::to_value(c).unwrap(), c.name());
+        }
+    }
+
+    #[test]
+    fn a_rate_rising_from_zero_has_no_finite_change_but_a_direction() {
+        let ok = metric("ok_rate");
+        assert_eq!(ok.delta_pct(0.0, 50.0), None);
+        assert_eq!(ok.delta_pct(0.0, 0.0), Some(0.0));
+        assert_eq!(ok.class(exact(0.0), exact(50.0), 5.0), Change::Better);
+        assert_eq!(ok.delta_pct(400.0, 200.0), Some(-50.0));
+    }
+}

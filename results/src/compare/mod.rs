@@ -1,0 +1,531 @@
+//! Runs compared side by side (`stampede compare`): joined on the step value (the load offered, never
+//! the time), every step's metrics set against a baseline run's, a change of at most the threshold
+//! called noise. Pure: run files in, a [`Comparison`] out, which compare.json serializes whole and
+//! from which compare.tsv and the compare page are made.
+mod banner;
+pub mod metric;
+mod tsv;
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+pub use metric::{Better, Change, Compared, METRICS, Reading};
+
+use crate::run_file::RunFile;
+use crate::step::{RunSummary, StepResult, human, human_ms, step_value};
+use crate::verdict::{Server, Verdict};
+use shared::plan::LoadModel;
+
+/// compare.json's schema name; bump it when a field changes meaning.
+pub const COMPARE_SCHEMA: &str = "stampede.compare/1";
+
+/// The threshold when none is given: a change of at most 5 % is noise.
+pub const DEFAULT_THRESHOLD_PCT: f64 = 5.0;
+
+/// One run to compare, with the name it goes by.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Labelled {
+    pub label: String,
+    /// Where it was read from (its results directory), for messages and the page.
+    pub source: String,
+    pub run: RunFile,
+}
+
+/// How far a value may move before it is a change, in %: at least 0, finite.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Threshold(f64);
+
+impl Threshold {
+    /// `5%`, `5` or `2.5 %`.
+    pub fn parse(text: &str) -> Result<Threshold, CompareError> {
+        let bad = |why: &str| CompareError::Threshold {
+            text: text.to_string(),
+            why: why.to_string(),
+        };
+        let number = text.trim().trim_end_matches('%').trim_end();
+        let pct: f64 = number
+            .parse()
+            .map_err(|_| bad("not a number of percent, e.g. 5%"))?;
+        Threshold::try_new(pct).map_err(|_| bad("it must be a finite percentage of at least 0"))
+    }
+
+    pub fn try_new(pct: f64) -> Result<Threshold, CompareError> {
+        if pct.is_finite() && pct >= 0.0 {
+            Ok(Threshold(pct))
+        } else {
+            Err(CompareError::Threshold {
+                text: pct.to_string(),
+                why: "it must be a finite percentage of at least 0".into(),
+            })
+        }
+    }
+
+    pub fn pct(self) -> f64 {
+        self.0
+    }
+}
+
+impl Default for Threshold {
+    fn default() -> Threshold {
+        Threshold(DEFAULT_THRESHOLD_PCT)
+    }
+}
+
+/// Why runs could not be compared.
+#[derive(Debug, thiserror::Error)]
+pub enum CompareError {
+    #[error("nothing to compare with: give at least two runs (got {0})")]
+    TooFew(usize),
+    #[error("{dir}: its label is empty; give it a --label")]
+    EmptyLabel { dir: String },
+    #[error("{dir}: label `{label}` holds a tab, a line break or another control character")]
+    BadLabel { dir: String, label: String },
+    #[error("two runs are labelled `{label}` ({first} and {second}); give each its own --label")]
+    DuplicateLabel {
+        label: String,
+        first: String,
+        second: String,
+    },
+    #[error("--baseline {label}: no run is labelled so (the labels are {known})")]
+    UnknownBaseline { label: String, known: String },
+    #[error("--threshold {text}: {why}")]
+    Threshold { text: String, why: String },
+}
+
+/// The runs compared, step by step, against the baseline.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Comparison {
+    pub schema: &'static str,
+    /// What the steps are joined on, as compare.tsv's first column: `dem_req_rate` (demanded
+    /// requests/s), or `connections` when the baseline is a closed loop.
+    pub axis: &'static str,
+    /// The baseline's label.
+    pub baseline: String,
+    pub threshold_pct: f64,
+    pub metrics: Vec<MetricInfo>,
+    pub runs: Vec<RunEntry>,
+    /// Differences between the runs' plans, each a sentence: the comparison is made anyway.
+    pub banners: Vec<String>,
+    /// One row per step value of any run, ascending.
+    pub steps: Vec<StepRow>,
+    /// Steps whose numbers can be trusted, on both sides, that got worse beyond the threshold.
+    pub regressions: Vec<Regression>,
+    /// The runs as read, for compare.tsv (which tabulates every column of steps.tsv).
+    #[serde(skip)]
+    inputs: Vec<Labelled>,
+}
+
+/// A compared metric as compare.json lists it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct MetricInfo {
+    pub name: &'static str,
+    pub unit: &'static str,
+    pub better: Better,
+}
+
+/// One run, as the comparison names and sums it up.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RunEntry {
+    pub label: String,
+    pub source: String,
+    pub baseline: bool,
+    pub target: String,
+    pub started_at: String,
+    pub status: crate::run_file::RunStatus,
+    pub version: String,
+    pub model: &'static str,
+    pub agents: usize,
+    pub headline: Headline,
+}
+
+/// A run's answer in a line: how far it kept up, and its p99 there.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Headline {
+    pub kept_up_to: Option<f64>,
+    pub kept_up_p99_ms: Option<f64>,
+    pub kept_up_p99_lower_bound: bool,
+    /// How much further (or less far) it kept up than the baseline, in % of the baseline's value;
+    /// none for the baseline, or when either kept up with no step.
+    pub kept_up_vs_baseline_pct: Option<f64>,
+    pub peak_ok_rate: f64,
+    /// "kept up to 400 req/s (p99 5.5 ms)", or "kept up with no step".
+    pub sentence: String,
+    /// The run's whole answer, as run.json's `summary` says it.
+    pub answer: String,
+}
+
+/// One step value, in every run that has it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StepRow {
+    /// The joined value (see [`Comparison::axis`]).
+    pub value: f64,
+    /// Index-aligned with [`Comparison::runs`]; none where a run has no such step.
+    pub runs: Vec<Option<RunStep>>,
+}
+
+/// One run's step in a row.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RunStep {
+    /// Counted from 1, as the run's own table counts.
+    pub step: u32,
+    /// The plan's value (conn/s, req/s or connections).
+    pub step_value: f64,
+    pub trust: Verdict,
+    pub server: Server,
+    /// Index-aligned with [`Comparison::metrics`].
+    pub cells: Vec<CellEntry>,
+}
+
+/// One metric of one run's step, against the baseline's in the same row.
+///
+/// compare.json leaves out what is none or false (a cell is written for every metric of every
+/// run's step, and the page embeds them all): an absent `value` or `delta_pct` is none, an absent
+/// flag false.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CellEntry {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub value: Option<f64>,
+    /// This value is a lower bound.
+    #[serde(skip_serializing_if = "is_false")]
+    pub lower_bound: bool,
+    /// The baseline's value in this row is a lower bound.
+    #[serde(skip_serializing_if = "is_false")]
+    pub baseline_lower_bound: bool,
+    /// This step or the baseline's was not trusted (`trust` invalid).
+    #[serde(skip_serializing_if = "is_false")]
+    pub untrusted: bool,
+    /// The change against the baseline, in % to three decimals (none: the baseline itself, no
+    /// value to compare with, or a rise from 0 that has no finite size).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub delta_pct: Option<f64>,
+    pub class: Change,
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
+}
+
+/// A trusted step that got worse beyond the threshold.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Regression {
+    pub label: String,
+    pub value: f64,
+    pub step: u32,
+    pub metric: &'static str,
+    pub baseline_value: f64,
+    pub candidate_value: f64,
+    pub delta_pct: Option<f64>,
+    /// Where, in words: "app at 400 req/s (step 4)".
+    pub at: String,
+    /// What, in words: "p99_ms 12.3 ms against 5.1 ms (+141.2%)".
+    pub change: String,
+}
+
+impl Regression {
+    /// "app at 400 req/s (step 4): p99_ms 12.3 ms against 5.1 ms (+141.2%)".
+    pub fn sentence(&self) -> String {
+        format!("{}: {}", self.at, self.change)
+    }
+}
+
+/// The value a step is joined on: steps.tsv's first column (demanded requests/s, or the
+/// connection count of a closed loop), so compare.tsv's first column is what joined its rows.
+fn joined_value(r: &StepResult) -> f64 {
+    r.demanded_rate.unwrap_or(r.step_value)
+}
+
+/// The join key of a value: to the table's three decimals, so 0.1 + 0.2 meets 0.3.
+fn key(v: f64) -> i64 {
+    (v * 1000.0).round() as i64
+}
+
+/// Compares `runs` against the one labelled `baseline` (the first when none).
+pub fn compare(
+    runs: Vec<Labelled>,
+    baseline: Option<&str>,
+    threshold: Threshold,
+) -> Result<Comparison, CompareError> {
+    check_labels(&runs)?;
+    let base = match baseline {
+        None => 0,
+        Some(label) => runs.iter().position(|r| r.label == label).ok_or_else(|| {
+            CompareError::UnknownBaseline {
+                label: label.to_string(),
+                known: runs
+                    .iter()
+                    .map(|r| format!("`{}`", r.label))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            }
+        })?,
+    };
+    let steps = rows(&runs, base, threshold.pct());
+    let regressions = regressions(&runs, &steps, base);
+    let model = runs[base].run.model();
+    let mut banners = banner::plan_differences(&runs);
+    banners.extend(banner::missing_steps(&runs, &steps, model.name()));
+    Ok(Comparison {
+        schema: COMPARE_SCHEMA,
+        axis: if model == LoadModel::Concurrency {
+            "connections"
+        } else {
+            "dem_req_rate"
+        },
+        baseline: runs[base].label.clone(),
+        threshold_pct: threshold.pct(),
+        metrics: METRICS
+            .iter()
+            .map(|m| MetricInfo {
+                name: m.name,
+                unit: m.unit,
+                better: m.better,
+            })
+            .collect(),
+        runs: runs
+            .iter()
+            .enumerate()
+            .map(|(i, r)| entry(r, i == base, runs[base].run.summary.as_ref()))
+            .collect(),
+        banners,
+        steps,
+        regressions,
+        inputs: runs,
+    })
+}
+
+impl Comparison {
+    /// The runs as they were read, index-aligned with [`Comparison::runs`].
+    pub fn inputs(&self) -> &[Labelled] {
+        &self.inputs
+    }
+
+    /// compare.json's text: pretty, in the field order above.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string_pretty(self).expect("a Comparison has string keys and finite numbers")
+    }
+
+    /// The regressions in words, a line per step that regressed: "app at 400 req/s (step 4):
+    /// p50_ms …; p99_ms …".
+    pub fn regressions_by_step(&self) -> Vec<String> {
+        let mut lines: Vec<(&str, Vec<&str>)> = Vec::new();
+        for r in &self.regressions {
+            match lines.last_mut() {
+                Some((at, changes)) if *at == r.at => changes.push(&r.change),
+                _ => lines.push((&r.at, vec![&r.change])),
+            }
+        }
+        lines
+            .into_iter()
+            .map(|(at, changes)| format!("{at}: {}", changes.join("; ")))
+            .collect()
+    }
+
+    /// The baseline's index in [`Comparison::runs`].
+    pub fn baseline_index(&self) -> usize {
+        self.runs.iter().position(|r| r.baseline).unwrap_or(0)
+    }
+}
+
+fn check_labels(runs: &[Labelled]) -> Result<(), CompareError> {
+    if runs.len() < 2 {
+        return Err(CompareError::TooFew(runs.len()));
+    }
+    let mut seen: BTreeMap<&str, &str> = BTreeMap::new();
+    for r in runs {
+        if r.label.trim().is_empty() {
+            return Err(CompareError::EmptyLabel {
+                dir: r.source.clone(),
+            });
+        }
+        // A label is a column suffix in compare.tsv and a name on the page: one line of text.
+        if r.label.chars().any(char::is_control) {
+            return Err(CompareError::BadLabel {
+                dir: r.source.clone(),
+                label: r.label.escape_debug().to_string(),
+            });
+        }
+        if let Some(first) = seen.insert(&r.label, &r.source) {
+            return Err(CompareError::DuplicateLabel {
+                label: r.label.clone(),
+                first: first.to_string(),
+                second: r.source.clone(),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// A row being joined: its value, and each run's step there.
+type Joining<'a> = (f64, Vec<Option<&'a StepResult>>);
+
+/// Every run's steps joined on their value. A run that ran one value twice (a re-check at the end
+/// of a ramp) has a row per time, its n-th such step joined with the other runs' n-th.
+fn rows(runs: &[Labelled], base: usize, threshold_pct: f64) -> Vec<StepRow> {
+    let mut joined: BTreeMap<(i64, usize), Joining> = BTreeMap::new();
+    for (i, r) in runs.iter().enumerate() {
+        let mut times: BTreeMap<i64, usize> = BTreeMap::new();
+        for s in &r.run.steps {
+            let v = joined_value(s);
+            let n = times.entry(key(v)).or_default();
+            let row = joined
+                .entry((key(v), *n))
+                .or_insert_with(|| (v, vec![None; runs.len()]));
+            row.1[i] = Some(s);
+            *n += 1;
+        }
+    }
+    joined
+        .into_values()
+        .map(|(value, steps)| StepRow {
+            value,
+            runs: steps
+                .iter()
+                .enumerate()
+                .map(|(i, s)| s.map(|s| run_step(s, steps[base], i == base, threshold_pct)))
+                .collect(),
+        })
+        .collect()
+}
+
+/// One run's step against the baseline's step of the same row (itself, for the baseline).
+fn run_step(
+    s: &StepResult,
+    base: Option<&StepResult>,
+    is_base: bool,
+    threshold_pct: f64,
+) -> RunStep {
+    let cells = METRICS
+        .iter()
+        .map(|m| {
+            let now = m.read(s);
+            let then = base.and_then(|b| m.read(b));
+            let untrusted =
+                s.trust == Verdict::Invalid || base.is_some_and(|b| b.trust == Verdict::Invalid);
+            let (delta_pct, class) = match (then, now) {
+                _ if is_base => (None, Change::Baseline),
+                (Some(b), Some(n)) => (m.delta_pct(b.value, n.value), m.class(b, n, threshold_pct)),
+                _ => (None, Change::Missing),
+            };
+            CellEntry {
+                value: now.map(|n| n.value),
+                lower_bound: now.is_some_and(|n| n.lower_bound),
+                baseline_lower_bound: !is_base && then.is_some_and(|b| b.lower_bound),
+                untrusted,
+                delta_pct,
+                class,
+            }
+        })
+        .collect();
+    RunStep {
+        step: s.number,
+        step_value: s.step_value,
+        trust: s.trust,
+        server: s.server,
+        cells,
+    }
+}
+
+fn regressions(runs: &[Labelled], rows: &[StepRow], base: usize) -> Vec<Regression> {
+    let mut out = Vec::new();
+    for row in rows {
+        let Some(b) = &row.runs[base] else {
+            continue;
+        };
+        for (i, s) in row.runs.iter().enumerate() {
+            let Some(s) = s else { continue };
+            for (m, (cell, base_cell)) in METRICS.iter().zip(s.cells.iter().zip(&b.cells)) {
+                if cell.class != Change::Worse || cell.untrusted {
+                    continue;
+                }
+                let (Some(then), Some(now)) = (base_cell.value, cell.value) else {
+                    continue;
+                };
+                let model = runs[i].run.model().name();
+                out.push(Regression {
+                    label: runs[i].label.clone(),
+                    value: row.value,
+                    step: s.step,
+                    metric: m.name,
+                    baseline_value: then,
+                    candidate_value: now,
+                    delta_pct: cell.delta_pct,
+                    at: format!(
+                        "{} at {} (step {})",
+                        runs[i].label,
+                        step_value(model, s.step_value),
+                        s.step
+                    ),
+                    change: format!(
+                        "{} {} against {} ({})",
+                        m.name,
+                        in_unit(m, now, cell.lower_bound),
+                        in_unit(m, then, base_cell.lower_bound),
+                        cell.delta_pct
+                            .map_or("from 0".to_string(), |d| format!("{d:+.1}%")),
+                    ),
+                });
+            }
+        }
+    }
+    out
+}
+
+/// A metric's value for people: `5.5 ms`, `≥2.0 s`, `400/s`, `3.0%`.
+pub fn in_unit(m: &Compared, v: f64, lower_bound: bool) -> String {
+    match m.unit {
+        "ms" => human_ms(v, lower_bound),
+        "%" => format!("{}%", human(v)),
+        unit => format!("{}{unit}", human(v)),
+    }
+}
+
+fn entry(r: &Labelled, baseline: bool, base: Option<&RunSummary>) -> RunEntry {
+    let run = &r.run;
+    let model = run.model().name();
+    let summary = run.summary.as_ref();
+    let kept_step = summary
+        .and_then(|s| s.kept_up_step)
+        .and_then(|n| run.steps.iter().find(|s| s.number == n));
+    let p99_bound = kept_step.is_some_and(|s| s.latency_ms.lower_bounds.contains("p99"));
+    let kept_up_to = summary.and_then(|s| s.kept_up_to);
+    let kept_up_p99_ms = summary.and_then(|s| s.kept_up_p99_ms);
+    let sentence = match (kept_up_to, kept_up_p99_ms) {
+        (Some(v), Some(p99)) => format!(
+            "kept up to {} (p99 {})",
+            step_value(model, v),
+            human_ms(p99, p99_bound)
+        ),
+        (Some(v), None) => format!("kept up to {}", step_value(model, v)),
+        _ if run.steps.is_empty() => "no step ran".to_string(),
+        _ => "kept up with no step".to_string(),
+    };
+    RunEntry {
+        label: r.label.clone(),
+        source: r.source.clone(),
+        baseline,
+        target: run.target.clone(),
+        started_at: run.started_at.clone(),
+        status: run.status,
+        version: run.tool.version.clone(),
+        model,
+        agents: run.agents.len(),
+        headline: Headline {
+            kept_up_to,
+            kept_up_p99_ms,
+            kept_up_p99_lower_bound: p99_bound,
+            kept_up_vs_baseline_pct: match (kept_up_to, base.and_then(|b| b.kept_up_to)) {
+                (Some(v), Some(b)) if !baseline && b > 0.0 => {
+                    Some(((v - b) / b * 100_000.0).round() / 1000.0)
+                }
+                _ => None,
+            },
+            peak_ok_rate: summary.map_or(0.0, |s| s.peak_ok_rate),
+            sentence,
+            answer: summary.map_or_else(|| "no step ran".to_string(), |s| s.answer.clone()),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,379 @@
+//! The comparison model against runs made from the golden run.json: each test changes what it
+//! compares, so every expected class and sentence follows from a change made here.
+use std::path::Path;
+
+use super::*;
+
+const GOLDEN: &str = include_str!("../../tests/golden/run.json");
+
+/// The golden run (requests model, 100..600 req/s, kept up to 400), labelled.
+fn run(label: &str) -> Labelled {
+    Labelled {
+        label: label.to_string(),
+        source: format!("results/{label}"),
+        run: RunFile::parse(GOLDEN, Path::new("run.json")).unwrap(),
+    }
+}
+
+fn compared(runs: Vec<Labelled>) -> Comparison {
+    compare(runs, None, Threshold::default()).unwrap()
+}
+
+fn metric_index(name: &str) -> usize {
+    METRICS.iter().position(|m| m.name == name).unwrap()
+}
+
+/// The cell of run `i` at the row whose value is `value`, for metric `name`.
+fn cell<'a>(c: &'a Comparison, value: f64, i: usize, name: &str) -> &'a CellEntry {
+    let row = c.steps.iter().find(|r| r.value == value).unwrap();
+    &row.runs[i].as_ref().unwrap().cells[metric_index(name)]
+}
+
+#[test]
+fn steps_are_joined_on_their_value_whatever_their_order_or_number() {
+    let a = run("a");
+    let mut b = run("b");
+    // b ran 300, 100 and 700 only, in that order: rows follow the value, not the order run.
+    b.run
+        .steps
+        .retain(|s| s.step_value == 100.0 || s.step_value == 300.0);
+    b.run.steps.reverse();
+    for (n, s) in b.run.steps.iter_mut().enumerate() {
+        s.number = n as u32 + 1;
+    }
+    let mut extra = b.run.steps[0].clone();
+    extra.step_value = 700.0;
+    extra.demanded_rate = Some(700.0);
+    extra.number = 3;
+    b.run.steps.push(extra);
+    let c = compared(vec![a, b]);
+    let values: Vec<f64> = c.steps.iter().map(|r| r.value).collect();
+    assert_eq!(values, [100.0, 200.0, 300.0, 400.0, 500.0, 600.0, 700.0]);
+    let has = |i: usize| -> Vec<bool> { c.steps.iter().map(|r| r.runs[i].is_some()).collect() };
+    assert_eq!(has(0), [true, true, true, true, true, true, false]);
+    assert_eq!(has(1), [true, false, true, false, false, false, true]);
+    // b's step at 300 is its first step, and equals a's: every change is nothing.
+    let row = c.steps.iter().find(|r| r.value == 300.0).unwrap();
+    assert_eq!(row.runs[1].as_ref().unwrap().step, 1);
+    assert!(
+        row.runs[1]
+            .as_ref()
+            .unwrap()
+            .cells
+            .iter()
+            .all(|x| x.class == Change::Noise)
+    );
+    assert!(
+        row.runs[0]
+            .as_ref()
+            .unwrap()
+            .cells
+            .iter()
+            .all(|x| x.class == Change::Baseline)
+    );
+    // 700 has no baseline step: nothing to compare it with.
+    assert_eq!(cell(&c, 700.0, 1, "p99_ms").class, Change::Missing);
+    assert!(
+        c.banners
+            .contains(&"b has no step at 200, 400, 500, 600 req/s.".to_string())
+    );
+    assert!(
+        c.banners
+            .contains(&"a has no step at 700 req/s.".to_string())
+    );
+}
+
+#[test]
+fn a_value_run_twice_is_joined_time_for_time() {
+    let a = run("a");
+    let mut b = run("b");
+    let mut again = b.run.steps[0].clone();
+    again.number = 7;
+    again.ok_rate = 50.0;
+    b.run.steps.push(again);
+    let c = compared(vec![a, b]);
+    let at_100: Vec<&StepRow> = c.steps.iter().filter(|r| r.value == 100.0).collect();
+    assert_eq!(at_100.len(), 2);
+    assert_eq!(at_100[1].runs[1].as_ref().unwrap().step, 7);
+    assert!(at_100[1].runs[0].is_none());
+}
+
+#[test]
+fn a_slower_candidate_is_worse_and_a_regression_and_a_small_change_is_noise() {
+    let a = run("a");
+    let mut b = run("b");
+    b.run.steps[2].latency_ms.p99 *= 2.0; // 300 req/s
+    b.run.steps[3].latency_ms.p99 *= 1.03; // 400 req/s
+    b.run.steps[4].ok_rate *= 0.5; // 500 req/s
+    let c = compared(vec![a, b]);
+    let p99 = cell(&c, 300.0, 1, "p99_ms");
+    assert_eq!((p99.class, p99.delta_pct), (Change::Worse, Some(100.0)));
+    assert_eq!(cell(&c, 400.0, 1, "p99_ms").class, Change::Noise);
+    assert_eq!(cell(&c, 500.0, 1, "ok_rate").class, Change::Worse);
+    let found: Vec<(&str, f64, &str)> = c
+        .regressions
+        .iter()
+        .map(|r| (r.label.as_str(), r.value, r.metric))
+        .collect();
+    assert_eq!(found, [("b", 300.0, "p99_ms"), ("b", 500.0, "ok_rate")]);
+    assert_eq!(
+        c.regressions[0].sentence(),
+        "b at 300 req/s (step 3): p99_ms 3.6 ms against 1.8 ms (+100.0%)"
+    );
+    assert_eq!(
+        c.regressions_by_step()[1],
+        "b at 500 req/s (step 5): ok_rate 200/s against 401/s (-50.0%)"
+    );
+    // The other way round the same changes are improvements, and nothing regressed.
+    let c = compare(
+        vec![run("a"), {
+            let mut b = run("b");
+            b.run.steps[2].latency_ms.p99 *= 2.0;
+            b
+        }],
+        Some("b"),
+        Threshold::default(),
+    )
+    .unwrap();
+    assert_eq!(c.baseline, "b");
+    assert_eq!(cell(&c, 300.0, 0, "p99_ms").class, Change::Better);
+    assert!(c.regressions.is_empty(), "{:?}", c.regressions);
+}
+
+#[test]
+fn an_untrusted_step_is_marked_and_never_a_regression() {
+    let a = run("a");
+    let mut b = run("b");
+    b.run.steps[2].latency_ms.p99 *= 2.0;
+    b.run.steps[2].trust = Verdict::Invalid;
+    let c = compared(vec![a, b]);
+    let p99 = cell(&c, 300.0, 1, "p99_ms");
+    assert_eq!(p99.class, Change::Worse);
+    assert!(p99.untrusted);
+    assert!(!cell(&c, 200.0, 1, "p99_ms").untrusted);
+    assert!(c.regressions.is_empty(), "{:?}", c.regressions);
+    // The baseline's untrusted step marks the candidate's cell in that row too.
+    let mut a = run("a");
+    a.run.steps[1].trust = Verdict::Invalid;
+    let c = compared(vec![a, run("b")]);
+    assert!(cell(&c, 200.0, 1, "ok_rate").untrusted && cell(&c, 200.0, 0, "ok_rate").untrusted);
+}
+
+#[test]
+fn a_lower_bound_is_marked_and_decides_only_one_way() {
+    let a = run("a");
+    let mut b = run("b");
+    let s = &mut b.run.steps[5];
+    s.latency_ms.p99 = 2000.0;
+    s.latency_ms.censored = true;
+    s.latency_ms.lower_bounds.set(3); // p99
+    s.latency_ms.p50 *= 2.0;
+    let c = compared(vec![a, b]);
+    let p99 = cell(&c, 600.0, 1, "p99_ms");
+    assert!(p99.lower_bound && !p99.baseline_lower_bound);
+    assert_eq!(p99.class, Change::Worse);
+    assert_eq!(c.regressions.len(), 2);
+    // One line for the step, its changes in the table's order, the bound written as such.
+    assert_eq!(
+        c.regressions_by_step(),
+        [
+            "b at 600 req/s (step 6): p50_ms 505 ms against 253 ms (+100.0%); p99_ms ≥2.0 s against 498 ms (+301.9%)"
+        ]
+    );
+    // As the baseline, its bound cannot be beaten by a higher exact value.
+    let mut a = run("a");
+    a.run.steps[5].latency_ms = c.inputs()[1].run.steps[5].latency_ms;
+    let mut b = run("b");
+    b.run.steps[5].latency_ms.p99 = 3000.0;
+    let c = compared(vec![a, b]);
+    let p99 = cell(&c, 600.0, 1, "p99_ms");
+    assert!(p99.baseline_lower_bound && !p99.lower_bound);
+    assert_eq!(p99.class, Change::Undecided);
+    assert!(c.regressions.is_empty());
+}
+
+#[test]
+fn labels_must_be_distinct_non_empty_one_line_and_the_baseline_known() {
+    let e = compare(vec![run("a"), run("a")], None, Threshold::default())
+        .unwrap_err()
+        .to_string();
+    assert_eq!(
+        e,
+        "two runs are labelled `a` (results/a and results/a); give each its own --label"
+    );
+    let mut empty = run("b");
+    empty.label = " ".into();
+    let e = compare(vec![run("a"), empty], None, Threshold::default()).unwrap_err();
+    assert!(
+        e.to_string().contains("results/b: its label is empty"),
+        "{e}"
+    );
+    let e = compare(vec![run("a"), run("x\ty")], None, Threshold::default()).unwrap_err();
+    assert!(e.to_string().contains("x\\ty"), "{e}");
+    let e = compare(vec![run("a"), run("b")], Some("c"), Threshold::default()).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "--baseline c: no run is labelled so (the labels are `a`, `b`)"
+    );
+    let e = compare(vec![run("a")], None, Threshold::default()).unwrap_err();
+    assert!(e.to_string().contains("at least two runs (got 1)"), "{e}");
+}
+
+#[test]
+fn plans_that_differ_are_said_in_a_banner_not_refused() {
+    let c = compared(vec![run("a"), run("b")]);
+    assert!(c.banners.is_empty(), "{:?}", c.banners);
+    let mut b = run("b");
+    b.run.plan["step_duration_s"] = serde_json::json!(5.0);
+    b.run.plan["requests"][0]["url"] = serde_json::json!("http://127.0.0.1:1/api/v2?x=1");
+    b.run.tool.version = "9.9.9".into();
+    b.run.agents.push(b.run.agents[0].clone());
+    b.run.status = crate::run_file::RunStatus::Aborted;
+    let mut d = run("d");
+    d.run.plan["step_duration_s"] = serde_json::json!(5.0);
+    let c = compared(vec![run("a"), b, d]);
+    assert_eq!(
+        c.banners,
+        [
+            "The plans differ in step length: a 1 s; b, d 5 s.",
+            "The plans differ in requests (method and path): a, d GET /; b GET /api/v2?x=1.",
+            "The plans differ in agent count: a, d 1; b 2.",
+            "The plans differ in stampede version: a, d 0.1.0; b 9.9.9.",
+            "b's run did not complete (status aborted): the steps it did not reach are missing.",
+        ]
+    );
+}
+
+#[test]
+fn a_closed_loop_beside_an_open_model_is_said_and_the_axis_is_the_baselines() {
+    let mut a = run("a");
+    a.run.plan["model"] = serde_json::json!("concurrency");
+    let c = compared(vec![a, run("b")]);
+    assert_eq!(c.axis, "connections");
+    assert!(
+        c.banners
+            .iter()
+            .any(|b| b.starts_with("The step values are different quantities: a count")),
+        "{:?}",
+        c.banners
+    );
+    assert_eq!(compared(vec![run("a"), run("b")]).axis, "dem_req_rate");
+}
+
+#[test]
+fn every_run_has_its_headline_from_its_summary() {
+    let mut b = run("b");
+    b.run.summary = Some(crate::step::summarize_run(&b.run.steps[..3]));
+    let mut none = run("none");
+    none.run.steps.clear();
+    none.run.summary = None;
+    let c = compared(vec![run("a"), b, none]);
+    let lines: Vec<&str> = c
+        .runs
+        .iter()
+        .map(|r| r.headline.sentence.as_str())
+        .collect();
+    assert_eq!(
+        lines,
+        [
+            "kept up to 400 req/s (p99 4.6 ms)",
+            "kept up to 300 req/s (p99 1.8 ms)",
+            "no step ran"
+        ]
+    );
+    assert_eq!(c.runs[0].headline.kept_up_to, Some(400.0));
+    // b kept up to 300 where the baseline kept up to 400; a run without steps, to nothing.
+    let vs: Vec<Option<f64>> = c
+        .runs
+        .iter()
+        .map(|r| r.headline.kept_up_vs_baseline_pct)
+        .collect();
+    assert_eq!(vs, [None, Some(-25.0), None]);
+    assert!(c.runs[0].baseline && !c.runs[1].baseline);
+}
+
+#[test]
+fn the_tsv_is_autobench_shaped_with_every_run_suffixed_by_its_label() {
+    let mut b = run("b");
+    b.run.steps.truncate(2);
+    let c = compared(vec![run("a"), b]);
+    let tsv = c.tsv();
+    let lines: Vec<Vec<&str>> = tsv.lines().map(|l| l.split('\t').collect()).collect();
+    let header = &lines[0];
+    let steps_tsv = include_str!("../../tests/golden/steps.tsv");
+    let golden: Vec<Vec<&str>> = steps_tsv.lines().map(|l| l.split('\t').collect()).collect();
+    let width = golden[0].len() - 1;
+    assert_eq!(header.len(), 1 + 2 * width);
+    assert_eq!(header[0], "dem_req_rate");
+    assert_eq!(
+        &header[1..4],
+        ["req_rate_a", "con_rate_a", "min_rep_rate_a"]
+    );
+    assert!(header.contains(&"ok_rate_b") && header.contains(&"p99_ms_a"));
+    // Every run's cells are its steps.tsv cells, in its column order; b has nothing past 200.
+    assert_eq!(lines.len(), golden.len());
+    for (row, g) in lines[1..].iter().zip(&golden[1..]) {
+        assert_eq!(row[0], g[0]);
+        assert_eq!(&row[1..=width], &g[1..]);
+    }
+    assert_eq!(&lines[2][1 + width..], &golden[2][1..]);
+    assert!(lines[3][1 + width..].iter().all(|c| c.is_empty()));
+}
+
+#[test]
+fn a_monitored_run_s_columns_are_suffixed_with_its_monitor_and_its_label() {
+    let mut b = run("b");
+    b.run.monitors = vec![shared::monitor::MonitorInfo {
+        name: "web".into(),
+        hostname: "web.example".into(),
+        watching: "process nginx (3 pids)".into(),
+        cores: shared::monitor::Cores {
+            online: 2,
+            cpuset: None,
+            quota: None,
+        },
+        machine_id: "ab12".into(),
+    }];
+    b.run.steps[1].server_monitors = vec![crate::example_server("web", 98.0, 1.0)];
+    let tsv = compared(vec![run("a"), b]).tsv();
+    let lines: Vec<Vec<&str>> = tsv.lines().map(|l| l.split('\t').collect()).collect();
+    let at = lines[0]
+        .iter()
+        .position(|h| *h == "srv_cpu_pct_web_b")
+        .expect("the monitor's column, suffixed with it and the run's label");
+    assert!(
+        !lines[0].iter().any(|h| h.ends_with("_web_a")),
+        "a had no monitor"
+    );
+    assert_eq!((lines[1][at], lines[2][at]), ("", "98"));
+}
+
+#[test]
+fn the_json_carries_its_schema_and_classes_by_name() {
+    let mut b = run("b");
+    b.run.steps[0].ok_rate = 10.0;
+    let c = compared(vec![run("a"), b]);
+    let v: serde_json::Value = serde_json::from_str(&c.to_json()).unwrap();
+    assert_eq!(v["schema"], COMPARE_SCHEMA);
+    assert_eq!(v["baseline"], "a");
+    assert_eq!(v["threshold_pct"], 5.0);
+    assert_eq!(v["metrics"][0]["better"], "higher");
+    let first = &v["steps"][0]["runs"][1]["cells"][metric_index("ok_rate")];
+    assert_eq!(first["class"], "worse");
+    assert_eq!(first["delta_pct"], -90.0);
+    assert_eq!(v["steps"][0]["runs"][0]["cells"][0]["class"], "baseline");
+    assert_eq!(v["runs"][1]["headline"]["kept_up_to"], 400.0);
+    assert_eq!(v["regressions"][0]["metric"], "ok_rate");
+    assert!(v.get("inputs").is_none());
+}
+
+#[test]
+fn a_threshold_is_a_finite_percentage_of_at_least_zero() {
+    assert_eq!(Threshold::parse("5%").unwrap().pct(), 5.0);
+    assert_eq!(Threshold::parse(" 2.5 %").unwrap().pct(), 2.5);
+    assert_eq!(Threshold::parse("0").unwrap().pct(), 0.0);
+    for bad in ["-1%", "five", "inf", "NaN", "%", ""] {
+        let e = Threshold::parse(bad).unwrap_err().to_string();
+        assert!(e.starts_with(&format!("--threshold {bad}: ")), "{e}");
+    }
+}

@@ -1,0 +1,957 @@
+//! Threshold expressions over a step's numbers: the one grammar of `--stop-on` and `--fail-on` (and of
+//! the SLOs a capacity search will take), its typed AST, a parser whose errors point at the bad part,
+//! and an evaluator over [`Observed`], the few numbers an expression can name.
+//!
+//! ```text
+//! condition := metric op number unit          spaces allowed between the parts
+//! metric    := p50 | p90 | p99 | p999 (p99.9) | max | mean (avg) | failed | errors | ok_rate
+//! op        := <  |  <=  |  >  |  >=
+//! unit      := ms | s | us           latency metrics
+//!            | %                     failed, errors (a share) and ok_rate (a share of the demanded rate)
+//!            | /s | req/s            ok_rate as replies per second
+//! ```
+//!
+//! An expression is a predicate: `--stop-on`/`--fail-on` act when it holds, an SLO passes when it
+//! holds. A censored percentile is only a lower bound of the true one (requests given up at their age),
+//! so it can prove `p99>500ms` true but never `p99<50ms`: evaluation is three-valued ([`Truth`]).
+use std::fmt;
+use std::str::FromStr;
+
+use crate::quantity::{self, Quantity};
+use crate::step::StepResult;
+
+/// A latency statistic of the step's merged histogram.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Latency {
+    P50,
+    P90,
+    P99,
+    P999,
+    Max,
+    Mean,
+}
+
+impl Latency {
+    pub const ALL: [Latency; 6] = [
+        Latency::P50,
+        Latency::P90,
+        Latency::P99,
+        Latency::P999,
+        Latency::Max,
+        Latency::Mean,
+    ];
+
+    /// Its quantity in the catalogue.
+    pub fn quantity(self) -> &'static Quantity {
+        match self {
+            Latency::P50 => &quantity::P50_MS,
+            Latency::P90 => &quantity::P90_MS,
+            Latency::P99 => &quantity::P99_MS,
+            Latency::P999 => &quantity::P999_MS,
+            Latency::Max => &quantity::MAX_MS,
+            Latency::Mean => &quantity::RESP_TIME,
+        }
+    }
+
+    /// Its name in the grammar and in [`crate::step::LowerBounds`].
+    pub fn name(self) -> &'static str {
+        self.quantity().grammar_name()
+    }
+
+    /// Its place in [`Observed::latency_ms`].
+    pub fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// What an expression measures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Metric {
+    Latency(Latency),
+    /// Requests that failed (transport errors, unexpected statuses, due but never sent), % of due.
+    Failed,
+    /// The target's transport errors, % of the requests due (autobench's `errors_<host>`).
+    Errors,
+    /// Replies per second with an expected status: absolute, or % of the demanded rate.
+    OkRate,
+}
+
+impl Metric {
+    /// Its quantity in the catalogue.
+    pub fn quantity(self) -> &'static Quantity {
+        match self {
+            Metric::Latency(l) => l.quantity(),
+            Metric::Failed => &quantity::FAILED_PCT,
+            Metric::Errors => &quantity::ERRORS,
+            Metric::OkRate => &quantity::OK_RATE,
+        }
+    }
+
+    /// Its canonical name in the grammar.
+    pub fn name(self) -> &'static str {
+        self.quantity().grammar_name()
+    }
+
+    /// Every metric, in the order the grammar's help lists them.
+    const ALL: [Metric; 9] = [
+        Metric::Latency(Latency::P50),
+        Metric::Latency(Latency::P90),
+        Metric::Latency(Latency::P99),
+        Metric::Latency(Latency::P999),
+        Metric::Latency(Latency::Max),
+        Metric::Latency(Latency::Mean),
+        Metric::Failed,
+        Metric::Errors,
+        Metric::OkRate,
+    ];
+
+    fn parse(word: &str) -> Option<Metric> {
+        let q = quantity::by_grammar_name(word)?;
+        Metric::ALL.into_iter().find(|m| m.quantity() == q)
+    }
+
+    fn units(self) -> &'static [Unit] {
+        match self {
+            Metric::Latency(_) => &[Unit::Ms, Unit::S, Unit::Us],
+            Metric::Failed | Metric::Errors => &[Unit::Percent],
+            Metric::OkRate => &[Unit::Percent, Unit::PerSecond],
+        }
+    }
+
+    /// "ms, s or us", for messages.
+    fn units_text(self) -> &'static str {
+        match self {
+            Metric::Latency(_) => "ms, s or us",
+            Metric::Failed | Metric::Errors => "% (a share of requests)",
+            Metric::OkRate => "% (of the demanded rate) or /s",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cmp {
+    Lt,
+    Le,
+    Gt,
+    Ge,
+}
+
+impl Cmp {
+    pub fn symbol(self) -> &'static str {
+        match self {
+            Cmp::Lt => "<",
+            Cmp::Le => "<=",
+            Cmp::Gt => ">",
+            Cmp::Ge => ">=",
+        }
+    }
+
+    fn holds(self, value: f64, threshold: f64) -> bool {
+        match self {
+            Cmp::Lt => value < threshold,
+            Cmp::Le => value <= threshold,
+            Cmp::Gt => value > threshold,
+            Cmp::Ge => value >= threshold,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unit {
+    Ms,
+    S,
+    Us,
+    Percent,
+    PerSecond,
+}
+
+impl Unit {
+    pub fn symbol(self) -> &'static str {
+        match self {
+            Unit::Ms => "ms",
+            Unit::S => "s",
+            Unit::Us => "us",
+            Unit::Percent => "%",
+            Unit::PerSecond => "/s",
+        }
+    }
+
+    fn parse(word: &str) -> Option<Unit> {
+        match word {
+            "ms" => Some(Unit::Ms),
+            "s" => Some(Unit::S),
+            "us" | "µs" => Some(Unit::Us),
+            "%" => Some(Unit::Percent),
+            "/s" | "req/s" => Some(Unit::PerSecond),
+            _ => None,
+        }
+    }
+}
+
+/// A number with its unit, as written.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Threshold {
+    pub value: f64,
+    pub unit: Unit,
+}
+
+impl Threshold {
+    /// In the unit [`Observed`] keeps: ms for latency, percent, or per second.
+    pub fn canonical(self) -> f64 {
+        match self.unit {
+            Unit::S => self.value * 1000.0,
+            Unit::Us => self.value / 1000.0,
+            Unit::Ms | Unit::Percent | Unit::PerSecond => self.value,
+        }
+    }
+}
+
+impl fmt::Display for Threshold {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}{}", self.value, self.unit.symbol())
+    }
+}
+
+/// One comparison, e.g. `p99>500ms`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Condition {
+    pub metric: Metric,
+    pub cmp: Cmp,
+    pub threshold: Threshold,
+}
+
+/// Displays in the canonical spelling, which parses back to the same condition.
+impl fmt::Display for Condition {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}{}{}",
+            self.metric.name(),
+            self.cmp.symbol(),
+            self.threshold
+        )
+    }
+}
+
+/// What an expression can be evaluated against: one step's numbers. Built from a [`StepResult`] by
+/// [`Observed::of`], so the grammar does not depend on how a result is laid out.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Observed {
+    /// p50, p90, p99, p999, max and mean in ms, in [`Latency::ALL`] order; `None` when the step
+    /// measured no latency at all (nothing served, nothing given up), which no threshold can judge.
+    pub latency_ms: Option<[f64; 6]>,
+    /// Per entry of `latency_ms`: only a lower bound of the true value (a censored percentile).
+    pub latency_lower_bound: [bool; 6],
+    pub failed_pct: f64,
+    pub errors_pct: f64,
+    /// Replies per second with an expected status.
+    pub ok_rate: f64,
+    /// Requests per second demanded; none for the closed model.
+    pub demanded_rate: Option<f64>,
+}
+
+impl Observed {
+    /// A step's numbers: its failed share of the requests due, its served (expected-status) rate,
+    /// and which latency statistics are lower bounds (requests given up at their age).
+    pub fn of(r: &StepResult) -> Observed {
+        let l = &r.latency_ms;
+        let bound = |l: Latency| {
+            l.quantity()
+                .bound
+                .is_some_and(|b| r.latency_ms.lower_bounds.contains(b))
+        };
+        Observed {
+            latency_ms: (r.ok > 0 || r.given_up > 0)
+                .then_some([l.p50, l.p90, l.p99, l.p999, l.max, l.mean]),
+            latency_lower_bound: Latency::ALL.map(bound),
+            failed_pct: r.failed_pct,
+            errors_pct: r.errors_pct,
+            ok_rate: r.ok_rate,
+            demanded_rate: r.demanded_rate,
+        }
+    }
+}
+
+/// Whether a condition holds, when a lower bound cannot tell.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Truth {
+    True,
+    False,
+    /// A censored value on the undecidable side of the threshold, or ok_rate % without a demanded rate.
+    Unknown,
+}
+
+/// The number a condition looked at, in its canonical unit.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Reading {
+    pub value: f64,
+    pub lower_bound: bool,
+}
+
+impl Condition {
+    /// Whether this condition compares with the demanded rate, which the closed model lacks.
+    /// Whether the condition holds when things are good: a latency or a failure share below its
+    /// threshold, a served rate above it. An SLO must; a `--stop-on` names the breach instead.
+    pub fn holds_when_good(&self) -> bool {
+        let below = matches!(self.cmp, Cmp::Lt | Cmp::Le);
+        match self.metric {
+            Metric::OkRate => !below,
+            _ => below,
+        }
+    }
+
+    pub fn needs_demanded_rate(&self) -> bool {
+        self.metric == Metric::OkRate && self.threshold.unit == Unit::Percent
+    }
+
+    /// The observed number this condition compares; none when it cannot be known.
+    pub fn read(&self, o: &Observed) -> Option<Reading> {
+        let exact = |value| {
+            Some(Reading {
+                value,
+                lower_bound: false,
+            })
+        };
+        match self.metric {
+            Metric::Latency(l) => o.latency_ms.map(|ms| Reading {
+                value: ms[l.index()],
+                lower_bound: o.latency_lower_bound[l.index()],
+            }),
+            Metric::Failed => exact(o.failed_pct),
+            Metric::Errors => exact(o.errors_pct),
+            Metric::OkRate if self.threshold.unit == Unit::PerSecond => exact(o.ok_rate),
+            Metric::OkRate => match o.demanded_rate {
+                Some(d) if d > 0.0 => exact(o.ok_rate * 100.0 / d),
+                _ => None,
+            },
+        }
+    }
+
+    /// Three-valued: a lower bound `v` of the true value `x` (x >= v) proves `x > t` when `v > t`
+    /// and disproves `x < t` when `v >= t`; anything else about it is unknown.
+    pub fn evaluate(&self, o: &Observed) -> Truth {
+        let Some(r) = self.read(o) else {
+            return Truth::Unknown;
+        };
+        let t = self.threshold.canonical();
+        let holds = self.cmp.holds(r.value, t);
+        match (r.lower_bound, self.cmp) {
+            (false, _) => {
+                if holds {
+                    Truth::True
+                } else {
+                    Truth::False
+                }
+            }
+            (true, Cmp::Gt | Cmp::Ge) if holds => Truth::True,
+            (true, Cmp::Lt | Cmp::Le) if !holds => Truth::False,
+            (true, _) => Truth::Unknown,
+        }
+    }
+
+    /// When the condition certainly holds, what was seen, e.g. "p99 812 ms > 500 ms".
+    pub fn holds_because(&self, o: &Observed) -> Option<String> {
+        if self.evaluate(o) != Truth::True {
+            return None;
+        }
+        let r = self.read(o)?;
+        let bound = if r.lower_bound { "≥" } else { "" };
+        let t = self.threshold;
+        let op = self.cmp.symbol();
+        let name = self.metric.name();
+        Some(match (self.metric, t.unit) {
+            (Metric::Latency(_), _) => {
+                format!(
+                    "{name} {bound}{} ms {op} {} {}",
+                    num(r.value),
+                    t.value,
+                    t.unit.symbol()
+                )
+            }
+            (Metric::OkRate, Unit::Percent) => format!(
+                "{name} {}/s = {}% of {}/s demanded {op} {}%",
+                num(o.ok_rate),
+                num(r.value),
+                num(o.demanded_rate.unwrap_or(0.0)),
+                t.value
+            ),
+            (_, unit) => format!(
+                "{name} {}{} {op} {}{}",
+                num(r.value),
+                unit.symbol(),
+                t.value,
+                unit.symbol()
+            ),
+        })
+    }
+}
+
+/// A number for a sentence: whole above 100, three significant digits or so below.
+fn num(v: f64) -> String {
+    let s = if v.abs() >= 100.0 {
+        format!("{v:.0}")
+    } else if v.abs() >= 10.0 {
+        format!("{v:.1}")
+    } else {
+        format!("{v:.2}")
+    };
+    if s.contains('.') {
+        s.trim_end_matches('0').trim_end_matches('.').to_string()
+    } else {
+        s
+    }
+}
+
+/// A parse error: what is wrong and the column (1-based, in characters) where it starts.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ConditionError {
+    pub input: String,
+    pub column: usize,
+    /// Characters the caret line underlines (at least 1).
+    pub width: usize,
+    pub kind: ConditionErrorKind,
+}
+
+impl std::error::Error for ConditionError {}
+
+impl ConditionError {
+    /// Two lines: the expression, indented, and carets under the bad part.
+    pub fn pointer(&self) -> String {
+        format!(
+            "    {}\n    {}{}",
+            self.input,
+            " ".repeat(self.column - 1),
+            "^".repeat(self.width.max(1))
+        )
+    }
+}
+
+/// What is wrong; [`ConditionErrorKind::hint`] says what would be right.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ConditionErrorKind {
+    #[error("empty expression")]
+    Empty,
+    #[error("expected a metric, found '{0}'")]
+    NoMetric(String),
+    #[error("unknown metric '{0}'")]
+    UnknownMetric(String),
+    #[error("expected <, <=, > or >= after {metric}, found {found}")]
+    NoOperator { metric: &'static str, found: String },
+    #[error("expected a number after '{op}', found {found}")]
+    NoNumber { op: &'static str, found: String },
+    #[error("{} needs a unit", metric.name())]
+    NoUnit { metric: Metric },
+    #[error("unknown unit '{unit}'")]
+    UnknownUnit { unit: String, metric: Metric },
+    #[error("'{unit}' is not a unit of {}", metric.name())]
+    WrongUnit { unit: &'static str, metric: Metric },
+    #[error("{value}% is over 100%")]
+    OverHundred { metric: Metric, value: f64 },
+    #[error("unexpected '{0}' after the comparison")]
+    Trailing(String),
+}
+
+/// "p50, p90, …, errors or ok_rate": every metric's canonical name, for messages.
+pub fn metrics_text() -> String {
+    let names: Vec<&str> = Metric::ALL.iter().map(|m| m.name()).collect();
+    match names.split_last() {
+        Some((last, rest)) => format!("{} or {last}", rest.join(", ")),
+        None => String::new(),
+    }
+}
+
+impl ConditionErrorKind {
+    pub fn hint(&self) -> Option<String> {
+        use ConditionErrorKind as K;
+        Some(match self {
+            K::Empty => "write e.g. p99>500ms".into(),
+            K::NoMetric(_) | K::UnknownMetric(_) => format!("use {}", metrics_text()),
+            K::NoOperator { .. } | K::NoNumber { .. } => return None,
+            K::NoUnit { metric } | K::UnknownUnit { metric, .. } => {
+                format!("{} takes {}", metric.name(), metric.units_text())
+            }
+            K::WrongUnit { metric, .. } => format!("use {}", metric.units_text()),
+            K::OverHundred { metric, .. } => format!("{} is a share of requests", metric.name()),
+            K::Trailing(_) => "one comparison per flag: repeat the flag for more".into(),
+        })
+    }
+}
+
+impl fmt::Display for ConditionError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} at column {}", self.kind, self.column)?;
+        match self.kind.hint() {
+            Some(h) => write!(f, ": {h}"),
+            None => Ok(()),
+        }
+    }
+}
+
+/// "'x'" or "the end", for messages.
+fn found(s: &str) -> String {
+    match s.chars().next() {
+        None => "the end".into(),
+        Some(c) => format!("'{c}'"),
+    }
+}
+
+/// The input as characters with their columns, consumed left to right.
+struct Cursor<'a> {
+    input: &'a str,
+    /// Byte offset of the next character.
+    at: usize,
+}
+
+impl<'a> Cursor<'a> {
+    fn rest(&self) -> &'a str {
+        &self.input[self.at..]
+    }
+
+    fn column(&self) -> usize {
+        self.input[..self.at].chars().count() + 1
+    }
+
+    fn skip_spaces(&mut self) {
+        let rest = self.rest();
+        self.at += rest.len() - rest.trim_start().len();
+    }
+
+    /// Takes the longest run of characters that satisfy `keep`; returns it and its column.
+    fn take(&mut self, keep: impl Fn(char) -> bool) -> (&'a str, usize) {
+        let column = self.column();
+        let rest = self.rest();
+        let end = rest.find(|c: char| !keep(c)).unwrap_or(rest.len());
+        self.at += end;
+        (&rest[..end], column)
+    }
+}
+
+/// Where a part of an expression went wrong: its column, how many characters to underline, and why.
+type Fault = (usize, usize, ConditionErrorKind);
+
+/// Characters to underline for `s` (at least one).
+fn width(s: &str) -> usize {
+    s.chars().count().max(1)
+}
+
+pub fn parse(input: &str) -> Result<Condition, ConditionError> {
+    let mut c = Cursor { input, at: 0 };
+    parts(&mut c).map_err(|(column, width, kind)| ConditionError {
+        input: input.to_string(),
+        column,
+        width,
+        kind,
+    })
+}
+
+/// The expression's parts in order: metric, comparison, number, unit, and nothing after.
+fn parts(c: &mut Cursor<'_>) -> Result<Condition, Fault> {
+    c.skip_spaces();
+    if c.rest().is_empty() {
+        return Err((1, 1, ConditionErrorKind::Empty));
+    }
+    let metric = metric_part(c)?;
+    c.skip_spaces();
+    let cmp = cmp_part(c, metric)?;
+    c.skip_spaces();
+    let (value, number_col) = number_part(c, cmp)?;
+    c.skip_spaces();
+    let (unit, unit_end) = unit_part(c, metric)?;
+    if matches!(metric, Metric::Failed | Metric::Errors) && value > 100.0 {
+        return Err((
+            number_col,
+            unit_end - number_col,
+            ConditionErrorKind::OverHundred { metric, value },
+        ));
+    }
+    c.skip_spaces();
+    if !c.rest().is_empty() {
+        let col = c.column();
+        let rest = c.rest().trim_end();
+        return Err((
+            col,
+            width(rest),
+            ConditionErrorKind::Trailing(rest.to_string()),
+        ));
+    }
+    Ok(Condition {
+        metric,
+        cmp,
+        threshold: Threshold { value, unit },
+    })
+}
+
+fn metric_part(c: &mut Cursor<'_>) -> Result<Metric, Fault> {
+    let (word, col) = c.take(|ch| ch.is_ascii_alphanumeric() || ch == '_' || ch == '.');
+    if word.is_empty() {
+        let bad = c
+            .rest()
+            .chars()
+            .next()
+            .map(String::from)
+            .unwrap_or_default();
+        return Err((col, 1, ConditionErrorKind::NoMetric(bad)));
+    }
+    Metric::parse(word).ok_or_else(|| {
+        (
+            col,
+            width(word),
+            ConditionErrorKind::UnknownMetric(word.to_string()),
+        )
+    })
+}
+
+fn cmp_part(c: &mut Cursor<'_>, metric: Metric) -> Result<Cmp, Fault> {
+    let (op_text, col) = c.take(|ch| matches!(ch, '<' | '>' | '=' | '!'));
+    match op_text {
+        "<" => Ok(Cmp::Lt),
+        "<=" => Ok(Cmp::Le),
+        ">" => Ok(Cmp::Gt),
+        ">=" => Ok(Cmp::Ge),
+        "" => Err((
+            col,
+            1,
+            ConditionErrorKind::NoOperator {
+                metric: metric.name(),
+                found: found(c.rest()),
+            },
+        )),
+        other => Err((
+            col,
+            width(other),
+            ConditionErrorKind::NoOperator {
+                metric: metric.name(),
+                found: format!("'{other}'"),
+            },
+        )),
+    }
+}
+
+/// The threshold's number and its column.
+fn number_part(c: &mut Cursor<'_>, cmp: Cmp) -> Result<(f64, usize), Fault> {
+    let (digits, col) = c.take(|ch| ch.is_ascii_digit() || ch == '.');
+    match digits.parse::<f64>() {
+        Ok(v) if v.is_finite() => Ok((v, col)),
+        _ => {
+            let (shown, w) = if digits.is_empty() {
+                (found(c.rest()), 1)
+            } else {
+                (format!("'{digits}'"), width(digits))
+            };
+            Err((
+                col,
+                w,
+                ConditionErrorKind::NoNumber {
+                    op: cmp.symbol(),
+                    found: shown,
+                },
+            ))
+        }
+    }
+}
+
+/// The threshold's unit (one the metric takes) and the column just past it.
+fn unit_part(c: &mut Cursor<'_>, metric: Metric) -> Result<(Unit, usize), Fault> {
+    let (unit_text, col) = c.take(|ch| ch.is_alphabetic() || ch == '%' || ch == '/');
+    let end = col + width(unit_text);
+    match Unit::parse(unit_text) {
+        _ if unit_text.is_empty() => Err((col, 1, ConditionErrorKind::NoUnit { metric })),
+        None => Err((
+            col,
+            width(unit_text),
+            ConditionErrorKind::UnknownUnit {
+                unit: unit_text.to_string(),
+                metric,
+            },
+        )),
+        Some(u) if !metric.units().contains(&u) => Err((
+            col,
+            width(unit_text),
+            ConditionErrorKind::WrongUnit {
+                unit: u.symbol(),
+                metric,
+            },
+        )),
+        Some(u) => Ok((u, end)),
+    }
+}
+
+impl FromStr for Condition {
+    type Err = ConditionError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        parse(s)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// The help's list of metrics as users read it (built from the catalogue).
+    const METRICS: &str = "p50, p90, p99, p999, max, mean, failed, errors or ok_rate";
+
+    fn observed() -> Observed {
+        Observed {
+            latency_ms: Some([1.0, 5.0, 812.0, 1500.0, 2000.0, 40.0]),
+            latency_lower_bound: [false; 6],
+            failed_pct: 12.5,
+            errors_pct: 2.0,
+            ok_rate: 412.0,
+            demanded_rate: Some(500.0),
+        }
+    }
+
+    fn err(input: &str) -> (String, usize, String) {
+        let e = parse(input).unwrap_err();
+        (e.to_string(), e.column, e.pointer())
+    }
+
+    #[test]
+    fn the_spellings_people_write_parse() {
+        let c = parse("p99>500ms").unwrap();
+        assert_eq!(c.metric, Metric::Latency(Latency::P99));
+        assert_eq!(c.cmp, Cmp::Gt);
+        assert_eq!(c.threshold.canonical(), 500.0);
+        for (text, canonical, ms) in [
+            ("p999 <= 200ms", "p999<=200ms", 200.0),
+            ("p99.9<0.2s", "p999<0.2s", 200.0),
+            ("  mean >= 2 s ", "mean>=2s", 2000.0),
+            ("max>800us", "max>800us", 0.8),
+            ("P50<50µs", "p50<50us", 0.05),
+            ("failed>5%", "failed>5%", 5.0),
+            ("errors < 1 %", "errors<1%", 1.0),
+            ("ok_rate<95%", "ok_rate<95%", 95.0),
+            ("ok_rate>=1000req/s", "ok_rate>=1000/s", 1000.0),
+            ("avg>.5ms", "mean>0.5ms", 0.5),
+        ] {
+            let c = parse(text).unwrap_or_else(|e| panic!("{text}: {e}"));
+            assert_eq!(c.to_string(), canonical);
+            assert_eq!(c.threshold.canonical(), ms, "{text}");
+        }
+    }
+
+    #[test]
+    fn a_bad_expression_is_pointed_at() {
+        let (msg, col, pointer) = err("p99>5x");
+        assert_eq!(msg, "unknown unit 'x' at column 6: p99 takes ms, s or us");
+        assert_eq!(col, 6);
+        assert_eq!(pointer, "    p99>5x\n         ^");
+        assert_eq!(
+            err("p98>5ms").0,
+            format!("unknown metric 'p98' at column 1: use {METRICS}")
+        );
+        assert_eq!(
+            err("p99 5ms").0,
+            "expected <, <=, > or >= after p99, found '5' at column 5"
+        );
+        assert_eq!(
+            err("p99=>5ms").0,
+            "expected <, <=, > or >= after p99, found '=>' at column 4"
+        );
+        assert_eq!(
+            err("p99>").0,
+            "expected a number after '>', found the end at column 5"
+        );
+        assert_eq!(
+            err("p99>-5ms").0,
+            "expected a number after '>', found '-' at column 5"
+        );
+        assert_eq!(
+            err("p99>1.2.3ms").0,
+            "expected a number after '>', found '1.2.3' at column 5"
+        );
+        assert_eq!(
+            err("p99>5").0,
+            "p99 needs a unit at column 6: p99 takes ms, s or us"
+        );
+        let (msg, col, pointer) = err("failed > 5ms");
+        assert_eq!(
+            msg,
+            "'ms' is not a unit of failed at column 11: use % (a share of requests)"
+        );
+        assert_eq!(
+            (col, pointer.lines().nth(1).unwrap()),
+            (11, "              ^^")
+        );
+        assert_eq!(
+            err("ok_rate<95ms").0,
+            "'ms' is not a unit of ok_rate at column 11: use % (of the demanded rate) or /s"
+        );
+        let (msg, _, pointer) = err("failed>150%");
+        assert_eq!(
+            msg,
+            "150% is over 100% at column 8: failed is a share of requests"
+        );
+        assert_eq!(pointer.lines().nth(1).unwrap(), "           ^^^^");
+        assert_eq!(
+            err("p99>5ms,failed>1%").0,
+            "unexpected ',failed>1%' after the comparison at column 8: one comparison per flag: repeat the flag for more"
+        );
+        assert_eq!(
+            err("  ").0,
+            "empty expression at column 1: write e.g. p99>500ms"
+        );
+        assert_eq!(
+            err(">5ms").0,
+            format!("expected a metric, found '>' at column 1: use {METRICS}")
+        );
+    }
+
+    #[test]
+    fn exact_values_compare_both_ways() {
+        let o = observed();
+        let yes = |s: &str| parse(s).unwrap().evaluate(&o);
+        assert_eq!(yes("p99>500ms"), Truth::True);
+        assert_eq!(yes("p99<500ms"), Truth::False);
+        assert_eq!(yes("p99>=812ms"), Truth::True);
+        assert_eq!(yes("p99<=0.812s"), Truth::True);
+        assert_eq!(yes("failed>5%"), Truth::True);
+        assert_eq!(yes("errors>5%"), Truth::False);
+        assert_eq!(yes("ok_rate<95%"), Truth::True); // 82.4 % of demanded
+        assert_eq!(yes("ok_rate>400/s"), Truth::True);
+        assert_eq!(yes("mean>40000us"), Truth::False);
+    }
+
+    #[test]
+    fn a_censored_percentile_proves_a_breach_but_never_a_pass() {
+        let mut o = observed();
+        o.latency_ms.as_mut().unwrap()[Latency::P99.index()] = 1000.0;
+        o.latency_lower_bound[Latency::P99.index()] = true;
+        let t = |s: &str| parse(s).unwrap().evaluate(&o);
+        // The true p99 is at least 1000 ms.
+        assert_eq!(t("p99>500ms"), Truth::True);
+        assert_eq!(t("p99>=1s"), Truth::True);
+        assert_eq!(t("p99>2s"), Truth::Unknown);
+        assert_eq!(t("p99<50ms"), Truth::False);
+        assert_eq!(
+            t("p99<2s"),
+            Truth::Unknown,
+            "a lower bound is no evidence of passing"
+        );
+        assert_eq!(
+            parse("p99>500ms").unwrap().holds_because(&o).unwrap(),
+            "p99 ≥1000 ms > 500 ms"
+        );
+        assert_eq!(parse("p99>2s").unwrap().holds_because(&o), None);
+    }
+
+    #[test]
+    fn what_was_seen_is_said_in_words() {
+        let o = observed();
+        let because = |s: &str| parse(s).unwrap().holds_because(&o);
+        assert_eq!(because("p99>500ms").unwrap(), "p99 812 ms > 500 ms");
+        assert_eq!(because("failed>5%").unwrap(), "failed 12.5% > 5%");
+        assert_eq!(
+            because("ok_rate<95%").unwrap(),
+            "ok_rate 412/s = 82.4% of 500/s demanded < 95%"
+        );
+        assert_eq!(because("ok_rate>100/s").unwrap(), "ok_rate 412/s > 100/s");
+        assert_eq!(because("p99<500ms"), None);
+    }
+
+    #[test]
+    fn ok_rate_of_demanded_is_unknown_without_a_demanded_rate() {
+        let mut o = observed();
+        o.demanded_rate = None;
+        let c = parse("ok_rate<95%").unwrap();
+        assert!(c.needs_demanded_rate());
+        assert_eq!(c.evaluate(&o), Truth::Unknown);
+        assert!(!parse("ok_rate<95/s").unwrap().needs_demanded_rate());
+    }
+
+    #[test]
+    fn a_step_without_latency_decides_no_latency_threshold() {
+        let mut o = observed();
+        o.latency_ms = None;
+        assert_eq!(parse("p99>500ms").unwrap().evaluate(&o), Truth::Unknown);
+        assert_eq!(parse("p99<500ms").unwrap().evaluate(&o), Truth::Unknown);
+        assert_eq!(parse("failed>5%").unwrap().evaluate(&o), Truth::True);
+    }
+
+    #[test]
+    fn observed_from_a_step_result() {
+        let mut s = shared::metrics::Snapshot::default();
+        s.counters.requests = 100;
+        s.counters.replies = 90;
+        s.counters.ok = 80;
+        s.counters.given_up = 9;
+        s.counters
+            .record_error(shared::metrics::ErrorClass::ConnReset);
+        for _ in 0..9 {
+            s.counters
+                .record_error(shared::metrics::ErrorClass::ClientTimeout);
+            s.hist.latency.record(1_000_000).unwrap();
+            s.hist.censored.record(1_000_000).unwrap();
+        }
+        for _ in 0..80 {
+            s.hist.latency.record(20_000).unwrap();
+        }
+        let r = crate::step::summarize(&crate::step::StepInput {
+            number: 1,
+            model: shared::plan::LoadModel::Requests,
+            value: 50.0,
+            demanded_rate: Some(50.0),
+            duration: std::time::Duration::from_secs(2),
+            total: &s,
+            series: &[],
+            agents: vec![],
+            aborted: false,
+            mark_lost: true,
+            start_skew: None,
+            ok_status: &shared::status::StatusSet::default(),
+            baseline_p50_ms: None,
+        });
+        let o = Observed::of(&r);
+        assert_eq!(o.ok_rate, 40.0);
+        assert_eq!(o.demanded_rate, Some(50.0));
+        assert_eq!(o.failed_pct, 20.0);
+        assert_eq!(o.errors_pct, 10.0);
+        let ms = o.latency_ms.unwrap();
+        assert!((ms[Latency::P50.index()] - 20.0).abs() < 0.1);
+        assert!(ms[Latency::P99.index()] >= 1000.0);
+        assert_eq!(
+            o.latency_lower_bound,
+            [false, true, true, true, true, true],
+            "{:?}",
+            r.latency_ms
+        );
+    }
+
+    fn condition() -> impl Strategy<Value = Condition> {
+        let metric = prop_oneof![
+            proptest::sample::select(Latency::ALL.to_vec()).prop_map(Metric::Latency),
+            Just(Metric::Failed),
+            Just(Metric::Errors),
+            Just(Metric::OkRate),
+        ];
+        let cmp = proptest::sample::select(vec![Cmp::Lt, Cmp::Le, Cmp::Gt, Cmp::Ge]);
+        (metric, cmp, 0u32..100_000, any::<proptest::sample::Index>()).prop_map(
+            |(metric, cmp, n, i)| Condition {
+                metric,
+                cmp,
+                threshold: Threshold {
+                    value: f64::from(n % 10_000) / 100.0,
+                    unit: *i.get(metric.units()),
+                },
+            },
+        )
+    }
+
+    proptest! {
+        #[test]
+        fn the_canonical_spelling_parses_back(c in condition()) {
+            prop_assert_eq!(parse(&c.to_string()).unwrap(), c);
+        }
+
+        #[test]
+        fn any_text_parses_or_points_inside_it(s in "\\PC{0,24}") {
+            if let Err(e) = parse(&s) {
+                let chars = s.chars().count().max(1);
+                prop_assert!(e.column >= 1 && e.column <= chars + 1, "{:?} column {}", s, e.column);
+                let _ = e.pointer();
+            }
+        }
+    }
+}

@@ -1,0 +1,463 @@
+//! run.json as a type: what the coordinator writes after each step and what a reader (a report, a
+//! comparison) reads back, so the two cannot disagree on the schema.
+use std::io;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::step::{RUN_SCHEMA, RunSummary, StepResult};
+use crate::table::StepTable;
+use shared::monitor::MonitorInfo;
+use shared::plan::LoadModel;
+
+/// The key of run.json's `plan` that holds a capacity search's settings (`stampede find-max`).
+pub const SEARCH_KEY: &str = "find_max";
+
+/// The schemas this build reads: its own, and `/2`, whose `status` `/3` only typed (one of the four
+/// words [`RunStatus`] has), so a `/2` file reads as it is.
+pub const READS: [&str; 2] = [RUN_SCHEMA, "stampede.run/2"];
+
+/// How the run stands: run.json's `status`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunStatus {
+    /// Until the run ends.
+    Running,
+    Completed,
+    /// Ended early by Ctrl-C.
+    Aborted,
+    Failed,
+}
+
+impl RunStatus {
+    pub fn name(self) -> &'static str {
+        match self {
+            RunStatus::Running => "running",
+            RunStatus::Completed => "completed",
+            RunStatus::Aborted => "aborted",
+            RunStatus::Failed => "failed",
+        }
+    }
+}
+
+impl std::fmt::Display for RunStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// One run's run.json. The keys are written sorted at every level (see [`RunFile::to_json`]), as
+/// run.json has always had them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunFile {
+    pub schema: String,
+    pub tool: Tool,
+    /// `running` until the run ends, then `completed`, `aborted` or `failed`.
+    pub status: RunStatus,
+    /// RFC 3339, to the millisecond.
+    pub started_at: String,
+    pub finished_at: Option<String>,
+    /// The target's origin (`http://host:port`).
+    pub target: String,
+    /// What the user called this run (`--label`, or `NAME=` before its URL): how the report and
+    /// `stampede compare` name it. Null: unnamed, and a reader names it by its directory.
+    #[serde(default)]
+    pub label: Option<String>,
+    /// The plan as the user gave it: its shape is the command line's, not a type of ours to keep in
+    /// step with it.
+    pub plan: serde_json::Value,
+    pub agents: Vec<AgentInfo>,
+    /// The server monitors that watched the run; absent without (and in older files).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub monitors: Vec<MonitorInfo>,
+    /// The agents' warnings about the whole run, each prefixed with its agent.
+    pub warnings: Vec<String>,
+    /// The run's answer so far; null before the first step.
+    pub summary: Option<RunSummary>,
+    pub steps: Vec<StepResult>,
+    /// Why --stop-on ended the ramp early (null: it did not). The key is absent while the run goes
+    /// on, so outer `None` is "not yet known", as the file says.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "present"
+    )]
+    pub stopped: Option<Option<Stopped>>,
+    /// The --fail-on expressions breached; absent while the run goes on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fail_on: Option<Vec<Breach>>,
+    /// A capacity search's answer (`stampede find-max`); absent for a planned run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capacity: Option<crate::search::Capacity>,
+}
+
+/// A key that is there, even as null, is `Some`: serde's own `Option` reads null as absent.
+fn present<'de, D, T>(d: D) -> Result<Option<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    T::deserialize(d).map(Some)
+}
+
+/// Which program wrote the file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Tool {
+    pub name: String,
+    pub version: String,
+}
+
+/// What run.json says about an agent.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AgentInfo {
+    pub name: String,
+    pub version: String,
+    pub hostname: String,
+    pub cores: u32,
+    pub threads: u32,
+    pub fd_limit: u64,
+    pub port_range: [u32; 2],
+}
+
+/// Why the ramp ended early (run.json's `stopped`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Stopped {
+    /// Counted from 1, as the table counts.
+    pub after_step: usize,
+    pub because: String,
+    /// The values of the steps that were planned but not run.
+    pub not_run: Vec<f64>,
+}
+
+/// A --fail-on expression that a step breached (run.json's `fail_on`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Breach {
+    pub step: usize,
+    pub step_value: f64,
+    pub expression: String,
+    pub because: String,
+}
+
+/// Why a run.json could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum RunFileError {
+    #[error("cannot read {path}: {source}")]
+    Read { path: PathBuf, source: io::Error },
+    #[error("{path} is not a readable run.json: {message}")]
+    Damaged { path: PathBuf, message: String },
+    #[error("{path} is a run of schema `{found}`; this stampede reads `{}`", READS.join("` and `"))]
+    Schema { path: PathBuf, found: String },
+}
+
+impl RunFile {
+    /// A run that has just started: no step, no summary, no end.
+    pub fn start(
+        started_at: String,
+        target: String,
+        plan: serde_json::Value,
+        agents: Vec<AgentInfo>,
+        warnings: Vec<String>,
+    ) -> RunFile {
+        RunFile {
+            schema: RUN_SCHEMA.to_string(),
+            tool: Tool {
+                name: "stampede".into(),
+                version: shared::VERSION.into(),
+            },
+            status: RunStatus::Running,
+            started_at,
+            finished_at: None,
+            target,
+            label: None,
+            plan,
+            agents,
+            monitors: Vec::new(),
+            warnings,
+            summary: None,
+            steps: Vec::new(),
+            stopped: None,
+            fail_on: None,
+            capacity: None,
+        }
+    }
+
+    /// Whether the run was a capacity search: its plan holds the search's settings.
+    pub fn is_search(&self) -> bool {
+        self.plan.get(SEARCH_KEY).is_some()
+    }
+
+    /// The file's text (without the final newline): pretty, keys sorted at every level. The sorting
+    /// comes from going through `serde_json::Value`, whose map is ordered by key: that is how run.json
+    /// has always been written, and readers (bench/compare.py, diffs of two runs) see the same bytes.
+    pub fn to_json(&self) -> String {
+        let value =
+            serde_json::to_value(self).expect("a RunFile has string keys and no failing field");
+        serde_json::to_string_pretty(&value).expect("a serde_json::Value always serializes")
+    }
+
+    /// The model the run's plan names (`requests` when the plan names none this build knows).
+    pub fn model(&self) -> LoadModel {
+        self.plan
+            .get("model")
+            .and_then(|m| m.as_str())
+            .and_then(LoadModel::from_name)
+            .unwrap_or(LoadModel::Requests)
+    }
+
+    /// The target's host, as the step table's autobench columns are suffixed with it: the
+    /// coordinator's own URL parser, as the run's table took it (the whole text if it is none).
+    pub fn host(&self) -> String {
+        shared::plan::Url::parse(&self.target)
+            .map_or_else(|_| self.target.clone(), |u| u.host().to_string())
+    }
+
+    /// The run's steps as steps.tsv tabulates them.
+    pub fn step_table(&self) -> StepTable {
+        let monitors: Vec<String> = self.monitors.iter().map(|m| m.name.clone()).collect();
+        StepTable::of_run(&self.host(), self.model(), self.is_search(), &monitors)
+    }
+
+    /// Reads `path`; the error names the file, and the field and line where it went wrong.
+    pub fn read(path: &Path) -> Result<RunFile, RunFileError> {
+        let text = std::fs::read_to_string(path).map_err(|source| RunFileError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        RunFile::parse(&text, path)
+    }
+
+    /// Parses run.json's `text`, read from `path` (named in the error).
+    pub fn parse(text: &str, path: &Path) -> Result<RunFile, RunFileError> {
+        #[derive(Deserialize)]
+        struct Head {
+            schema: String,
+        }
+        let damaged = |e: serde_json::Error| RunFileError::Damaged {
+            path: path.to_path_buf(),
+            message: described(&e, text),
+        };
+        let head: Head = serde_json::from_str(text).map_err(damaged)?;
+        if !READS.contains(&head.schema.as_str()) {
+            return Err(RunFileError::Schema {
+                path: path.to_path_buf(),
+                found: head.schema,
+            });
+        }
+        serde_json::from_str(text).map_err(damaged)
+    }
+}
+
+/// serde_json's message names a missing field but not the one whose value has the wrong type; it
+/// does give the line, and run.json has one key per line, so the key on that line is named too.
+fn described(e: &serde_json::Error, text: &str) -> String {
+    let key = text
+        .lines()
+        .nth(e.line().saturating_sub(1))
+        .and_then(|l| l.trim_start().strip_prefix('"'))
+        .and_then(|l| l.split_once("\":"))
+        .map(|(k, _)| k);
+    match key {
+        Some(k) if !e.to_string().contains(&format!("`{k}`")) => format!("field `{k}`: {e}"),
+        _ => e.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOLDEN: &str = include_str!("../tests/golden/run.json");
+
+    fn golden_path() -> &'static Path {
+        Path::new("tests/golden/run.json")
+    }
+
+    #[test]
+    fn golden_run_json_reads_and_writes_back_byte_for_byte() {
+        let run = RunFile::parse(GOLDEN, golden_path()).unwrap();
+        assert!(!run.steps.is_empty(), "the golden run has steps");
+        assert_eq!(format!("{}\n", run.to_json()), GOLDEN);
+    }
+
+    /// The golden file's text with `from` (which must occur) replaced by `to`.
+    fn damaged(from: &str, to: &str) -> String {
+        assert!(GOLDEN.contains(from), "{from}");
+        GOLDEN.replacen(from, to, 1)
+    }
+
+    #[test]
+    fn a_missing_field_is_named() {
+        let text = damaged("\"ok_rate\": ", "\"ok_rate_was\": ");
+        let e = RunFile::parse(&text, golden_path())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("tests/golden/run.json") && e.contains("missing field `ok_rate`"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_value_of_the_wrong_type_names_its_field() {
+        let text = damaged("\"p99\": ", "\"p99\": \"fast\", \"was\": ");
+        let e = RunFile::parse(&text, golden_path())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("field `p99`") && e.contains("line"), "{e}");
+    }
+
+    #[test]
+    fn an_unknown_lower_bound_or_status_code_is_refused() {
+        let text = damaged("\"lower_bound\": []", "\"lower_bound\": [\"p42\"]");
+        let e = RunFile::parse(&text, golden_path())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("p42"), "{e}");
+        let text = damaged("\"status_codes\": {", "\"status_codes\": {\"2x0\": 1,");
+        let e = RunFile::parse(&text, golden_path())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("2x0") && e.contains("status code"), "{e}");
+    }
+
+    #[test]
+    fn a_foreign_schema_is_refused_by_its_id() {
+        let text = damaged(RUN_SCHEMA, "stampede.run/1");
+        let e = RunFile::parse(&text, golden_path())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("schema `stampede.run/1`") && e.contains(RUN_SCHEMA),
+            "{e}"
+        );
+        let e = RunFile::parse("{\"status\": \"starting\"}\n", golden_path())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("missing field `schema`"), "{e}");
+        let e = RunFile::parse("[1, 2", golden_path())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("tests/golden/run.json"), "{e}");
+    }
+
+    /// steps.tsv of the same run as the golden run.json: the table made from the steps read back is
+    /// the one written while the run went on (the counts come back keyed, whatever their order).
+    #[test]
+    fn golden_steps_give_back_the_golden_table() {
+        let run = RunFile::parse(GOLDEN, golden_path()).unwrap();
+        let table = run.step_table();
+        assert_eq!(
+            (run.host().as_str(), run.model()),
+            ("127.0.0.1", LoadModel::Requests)
+        );
+        let mut tsv = table.header().join("\t") + "\n";
+        for r in &run.steps {
+            tsv += &(table.row(r).join("\t") + "\n");
+        }
+        assert_eq!(tsv, include_str!("../tests/golden/steps.tsv"));
+    }
+
+    /// With a monitor, run.json says who it is and each step its view, steps.tsv gains the
+    /// monitor's columns after every other (empty for a step it did not see), and it all reads back.
+    #[test]
+    fn a_monitored_run_gains_its_columns_and_reads_back() {
+        let mut run = RunFile::parse(GOLDEN, golden_path()).unwrap();
+        let plain = run.step_table().header();
+        run.monitors = vec![MonitorInfo {
+            name: "web1".into(),
+            hostname: "web1.example".into(),
+            watching: "process nginx (3 pids)".into(),
+            cores: shared::monitor::Cores {
+                online: 4,
+                cpuset: None,
+                quota: Some(1.0),
+            },
+            machine_id: "ab12".into(),
+        }];
+        let mut seen = crate::example_server("web1", 98.0, 1.0);
+        seen.tcp.listen_drops = 12;
+        run.steps[1].server_monitors = vec![seen];
+        let table = run.step_table();
+        let header = table.header();
+        assert_eq!(
+            header[..plain.len()],
+            plain[..],
+            "the columns before stay where they were"
+        );
+        assert_eq!(
+            header[plain.len()..],
+            [
+                "srv_cpu_pct_web1",
+                "srv_cpu_util_pct_web1",
+                "srv_thread_max_pct_web1",
+                "srv_mem_mb_web1",
+                "host_cpu_pct_web1",
+                "host_softirq_pct_web1",
+                "tcp_listen_drops_web1",
+                "tcp_retrans_web1",
+                "ok_per_core_s_web1",
+            ]
+        );
+        let row = |i: usize| table.row(&run.steps[i])[plain.len()..].to_vec();
+        assert!(row(0).iter().all(String::is_empty), "{:?}", row(0));
+        // Served per core-second: the step's served rate over the 0.98 cores the server kept busy.
+        let per_core = crate::step::tsv_number(run.steps[1].ok_rate / 0.98);
+        assert_eq!(
+            row(1),
+            ["98", "98", "", "0", "10", "1", "12", "0", &per_core]
+        );
+        let text = run.to_json();
+        assert!(text.contains("\"monitors\": [") && text.contains("\"server_monitors\": ["));
+        assert_eq!(RunFile::parse(&text, golden_path()).unwrap(), run);
+    }
+
+    #[test]
+    fn censored_latency_and_sparse_codes_survive_the_round_trip() {
+        let mut run = RunFile::parse(GOLDEN, golden_path()).unwrap();
+        let step = &mut run.steps[0];
+        step.latency_ms = crate::step::LatencyStats {
+            censored: true,
+            ..step.latency_ms
+        };
+        step.latency_ms.lower_bounds.set(0);
+        step.latency_ms.lower_bounds.set(3);
+        step.status_codes = crate::step::Codes(vec![(200, 5), (404, 1), (503, 2)]);
+        run.stopped = Some(None);
+        let back = RunFile::parse(&run.to_json(), golden_path()).unwrap();
+        assert_eq!(back, run);
+        assert_eq!(
+            back.steps[0].latency_ms.lower_bounds.names(),
+            ["mean", "p99"]
+        );
+    }
+
+    #[test]
+    fn a_run_json_of_schema_2_reads_as_it_is() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/run-v2/run.json");
+        let run = RunFile::read(&path).unwrap();
+        assert_eq!(run.schema, "stampede.run/2");
+        assert_eq!(run.status, RunStatus::Completed);
+        assert_eq!(run.monitors.len(), 1);
+        assert!(!run.steps.is_empty());
+        // Its steps tabulate as its own steps.tsv has them.
+        let table = run.step_table();
+        let tsv = std::fs::read_to_string(path.with_file_name("steps.tsv")).unwrap();
+        let mut lines = tsv.lines();
+        assert_eq!(
+            lines.next().unwrap(),
+            table
+                .header()
+                .join("\t")
+                .replace("\tok_per_core_s_server", "")
+        );
+    }
+
+    #[test]
+    fn a_status_no_run_has_is_refused() {
+        let text = damaged("\"status\": \"completed\"", "\"status\": \"paused\"");
+        let e = RunFile::parse(&text, golden_path())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("paused"), "{e}");
+    }
+}

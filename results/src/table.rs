@@ -1,0 +1,157 @@
+//! The step table (steps.tsv/csv, compare.tsv's per-run part, the report's `steps` data): one
+//! list of (name, cell) columns built from the quantity catalogue, so the header and every row come
+//! from the same place and cannot drift apart.
+use shared::metrics::{ErrorClass, STATUS_CLASSES};
+use shared::plan::LoadModel;
+
+use crate::quantity::{self, Quantity};
+use crate::step::{StepResult, tsv_number};
+
+/// One cell of the step table, from a step.
+type Cell = Box<dyn Fn(&StepResult) -> String + Send + Sync>;
+
+/// The step table (steps.tsv/csv): one list of (name, cell) columns, so the header and every row
+/// come from the same place and cannot drift apart. Autobench's columns first (with the host
+/// suffix), then stampede's.
+pub struct StepTable(Vec<(String, Cell)>);
+
+impl StepTable {
+    pub fn new(host: &str, model: LoadModel) -> StepTable {
+        StepTable::build(host, model, false)
+    }
+
+    /// A run's steps.tsv: a search's probe columns, then its monitors' (the one place the writer
+    /// and readers of run.json choose the same columns).
+    pub fn of_run(host: &str, model: LoadModel, search: bool, monitors: &[String]) -> StepTable {
+        let t = StepTable::new(host, model);
+        let t = if search { t.with_probes() } else { t };
+        t.with_monitors(monitors)
+    }
+
+    /// The same columns with every one after the first suffixed `_LABEL`, as autobench names a
+    /// compared host's (`req_rate_host1`, `req_rate_host2`): one run's part of compare.tsv.
+    pub fn labelled(label: &str, model: LoadModel) -> StepTable {
+        StepTable::build(label, model, true)
+    }
+
+    fn build(host: &str, model: LoadModel, suffix_all: bool) -> StepTable {
+        // stampede's own columns carry no host in steps.tsv (one host per file).
+        let ours = |name: &str| {
+            if suffix_all {
+                format!("{name}_{host}")
+            } else {
+                name.to_string()
+            }
+        };
+        let mut t: Vec<(String, Cell)> = Vec::new();
+        let num = |q: &'static Quantity| -> Cell {
+            Box::new(move |r| q.of_step(r).map_or(String::new(), tsv_number))
+        };
+        // The closed model has no demanded rate; its x axis is the connection count.
+        let first = if model == LoadModel::Concurrency {
+            "connections"
+        } else {
+            "dem_req_rate"
+        };
+        t.push((
+            first.into(),
+            Box::new(|r| tsv_number(r.demanded_rate.unwrap_or(r.step_value))),
+        ));
+        for q in quantity::AUTOBENCH {
+            t.push((format!("{}_{host}", q.key), num(q)));
+        }
+        for q in quantity::OURS {
+            t.push((ours(q.key), num(q)));
+        }
+        // Statistics that are lower bounds (the mean is resp_time), by name; the numbers stay
+        // numbers for plotting. Space-separated: a comma would split the cell in steps.csv.
+        t.push((
+            ours("lower_bound"),
+            Box::new(|r| r.latency_ms.lower_bounds.names().join(" ")),
+        ));
+        for class in STATUS_CLASSES {
+            t.push((
+                ours(&format!("status_{class}")),
+                Box::new(move |r| r.status.get(class).to_string()),
+            ));
+        }
+        for e in ErrorClass::ALL {
+            t.push((
+                ours(&e.column()),
+                Box::new(move |r| r.errors.get(e.name()).to_string()),
+            ));
+        }
+        for q in [&quantity::GEN_CPU_PCT, &quantity::LAG_P99_MS] {
+            t.push((ours(q.key), num(q)));
+        }
+        t.push((
+            ours("start_skew_ms"),
+            Box::new(|r| r.start_skew_ms.map_or(String::new(), tsv_number)),
+        ));
+        t.push((ours("trust"), Box::new(|r| r.trust.name().to_string())));
+        t.push((ours("server"), Box::new(|r| r.server.name().to_string())));
+        // A free-text column (the last but for monitors'): no separators in it.
+        t.push((
+            ours("server_reason"),
+            Box::new(|r| r.server_reasons.join("; ").replace(['\t', ','], " ")),
+        ));
+        StepTable(t)
+    }
+
+    /// The same table with each monitor's columns after stampede's, suffixed with its name as
+    /// autobench suffixes hosts (`srv_cpu_pct_web1`): after every other column, so that a script
+    /// reading steps.tsv by position reads the same columns whether a monitor watched or not. A
+    /// cell is empty for a step the monitor did not see (it was lost, or joined late).
+    pub fn with_monitors(self, names: &[String]) -> StepTable {
+        self.monitor_columns(names, "")
+    }
+
+    /// [`StepTable::with_monitors`] for a comparison's run: each column suffixed with the monitor,
+    /// then the run's label (`srv_cpu_pct_server_nginx`), as `labelled` suffixes the others.
+    pub fn with_labelled_monitors(self, names: &[String], label: &str) -> StepTable {
+        self.monitor_columns(names, &format!("_{label}"))
+    }
+
+    fn monitor_columns(mut self, names: &[String], tail: &str) -> StepTable {
+        for name in names {
+            let suffix = name.replace(['\t', ',', ' ', '\n'], "_") + tail;
+            for q in quantity::MONITOR {
+                let name = name.clone();
+                self.0.push((
+                    format!("{}_{suffix}", q.key),
+                    Box::new(move |r| {
+                        r.server_monitors
+                            .iter()
+                            .find(|m| m.monitor == name)
+                            .and_then(|m| q.of_server(r, m))
+                            .map_or(String::new(), tsv_number)
+                    }),
+                ));
+            }
+        }
+        self
+    }
+
+    /// The same table with a capacity search's `role` and `class` columns (a step without a probe
+    /// mark leaves them empty): before the monitors' columns, which always come last.
+    pub fn with_probes(mut self) -> StepTable {
+        self.0.push((
+            "role".into(),
+            Box::new(|r| r.probe.as_ref().map_or("", |p| p.role.name()).to_string()),
+        ));
+        self.0.push((
+            "class".into(),
+            Box::new(|r| r.probe.as_ref().map_or("", |p| p.class.name()).to_string()),
+        ));
+        self
+    }
+
+    pub fn header(&self) -> Vec<String> {
+        self.0.iter().map(|(name, _)| name.clone()).collect()
+    }
+
+    /// One step as a row, in the header's order.
+    pub fn row(&self, r: &StepResult) -> Vec<String> {
+        self.0.iter().map(|(_, cell)| cell(r)).collect()
+    }
+}
