@@ -205,7 +205,7 @@ pub struct RunConfig {
     /// The host suffix of autobench's columns.
     pub host: String,
     /// The plan as the user gave it, echoed into run.json.
-    pub echo: serde_json::Value,
+    pub echo: results::run_file::PlanEcho,
     /// --stop-on, --stop-after, --fail-on.
     pub thresholds: Thresholds,
     /// What run.json, the report and `stampede compare` call this run (`--label`, `NAME=URL`).
@@ -509,9 +509,9 @@ fn resolve_one(
     let host = plan.workload().origin().host().to_string();
     let mut echo = echo(&plan, threads);
     let thresholds = thresholds(&args.stop_on, args.stop_after, &args.fail_on, &plan)?;
-    echo["stop_on"] = thresholds.stop_on.iter().map(ToString::to_string).collect();
-    echo["stop_after"] = thresholds.stop_after.into();
-    echo["fail_on"] = thresholds.fail_on.iter().map(ToString::to_string).collect();
+    echo.stop_on = thresholds.stop_on.iter().map(ToString::to_string).collect();
+    echo.stop_after = thresholds.stop_after;
+    echo.fail_on = thresholds.fail_on.iter().map(ToString::to_string).collect();
     Ok(RunConfig {
         label,
         agents,
@@ -1257,17 +1257,17 @@ pub fn resolve_find_max(args: crate::cli::FindMaxArgs) -> Result<FindMaxConfig, 
         return Err(PlanError::RateRange(config.max_rate).into());
     }
     let mut run = run;
-    run.echo[results::run_file::SEARCH_KEY] = serde_json::json!({
-        "slos": slos.iter().map(ToString::to_string).collect::<Vec<_>>(),
-        "start": config.start,
-        "max_rate": max_rate,
-        "precision_pct": precision * 100.0,
-        "probe_s": config.probe_s,
-        "confirm_s": config.confirm_s,
-        "repeat": config.repeat,
-        "warmup_s": warmup.as_secs_f64(),
-        "cooldown_s": cooldown.as_secs_f64(),
-        "deadline_s": config.deadline_s,
+    run.echo.find_max = Some(results::run_file::SearchEcho {
+        slos: slos.iter().map(ToString::to_string).collect(),
+        start: config.start,
+        max_rate,
+        precision_pct: precision * 100.0,
+        probe_s: config.probe_s,
+        confirm_s: config.confirm_s,
+        repeat: config.repeat,
+        warmup_s: warmup.as_secs_f64(),
+        cooldown_s: cooldown.as_secs_f64(),
+        deadline_s: config.deadline_s,
     });
     Ok(FindMaxConfig {
         run,
@@ -1289,34 +1289,43 @@ fn read_file(what: &'static str, path: &Path) -> Result<Vec<u8>, ConfigError> {
 }
 
 /// The resolved plan as run.json records it.
-fn echo(plan: &Plan, threads: usize) -> serde_json::Value {
+fn echo(plan: &Plan, threads: usize) -> results::run_file::PlanEcho {
     let w = plan.workload();
-    let (limit_key, limit_value) = match plan.limit() {
-        StepLimit::Duration(d) => ("step_duration_s", serde_json::json!(d.as_secs_f64())),
-        StepLimit::Connections(n) => ("num_conn", serde_json::json!(n.get())),
+    let (num_conn, step_duration_s) = match plan.limit() {
+        StepLimit::Duration(d) => (None, Some(d.as_secs_f64())),
+        StepLimit::Connections(n) => (Some(n.get()), None),
     };
-    let mut v = serde_json::json!({
-        "max_requests": plan.max_requests().map(NonZeroU64::get),
-        "model": plan.model().name(),
-        "arrival": plan.arrival().name(),
-        "steps": plan.steps(),
-        "num_call": plan.num_call().get(),
-        "max_connections": plan.max_connections().get(),
-        "timeout_s": w.timeout().as_secs_f64(),
-        "connect_timeout_s": w.connect_timeout().as_secs_f64(),
-        "urls_order": w.url_order().name(),
-        "source_addrs": w.source_addrs().iter().map(ToString::to_string).collect::<Vec<_>>(),
-        "ok_status": w.ok_status().to_string(),
-        "threads": threads,
-        "requests": w.requests().iter().map(|r| serde_json::json!({
-            "method": r.method(),
-            "url": format!("{}{}", r.url().origin(), r.url().path()),
-            "headers": r.headers().iter().map(|(n, v)| format!("{n}: {v}")).collect::<Vec<_>>(),
-            "body_bytes": r.body().len(),
-        })).collect::<Vec<_>>(),
-    });
-    v[limit_key] = limit_value;
-    v
+    results::run_file::PlanEcho {
+        max_requests: plan.max_requests().map(NonZeroU64::get),
+        model: plan.model().name().to_string(),
+        arrival: plan.arrival().name().to_string(),
+        steps: plan.steps().to_vec(),
+        num_call: u64::from(plan.num_call().get()),
+        max_connections: u64::from(plan.max_connections().get()),
+        timeout_s: w.timeout().as_secs_f64(),
+        connect_timeout_s: w.connect_timeout().as_secs_f64(),
+        urls_order: w.url_order().name().to_string(),
+        source_addrs: w.source_addrs().iter().map(ToString::to_string).collect(),
+        ok_status: w.ok_status().to_string(),
+        threads: threads as u64,
+        requests: w
+            .requests()
+            .iter()
+            .map(|r| results::run_file::RequestEcho {
+                method: r.method().to_string(),
+                url: format!("{}{}", r.url().origin(), r.url().path()),
+                headers: r
+                    .headers()
+                    .iter()
+                    .map(|(n, v)| format!("{n}: {v}"))
+                    .collect(),
+                body_bytes: r.body().len() as u64,
+            })
+            .collect(),
+        num_conn,
+        step_duration_s,
+        ..results::run_file::PlanEcho::default()
+    }
 }
 
 #[cfg(test)]
@@ -1355,13 +1364,10 @@ mod tests {
         let c = command_line(&format!("run {plan}")).unwrap();
         assert_eq!(c.thresholds.stop_on[0].to_string(), "p99>1s");
         assert_eq!(c.thresholds.stop_after, 2);
-        assert_eq!(c.echo["fail_on"][0], "failed>1%");
+        assert_eq!(c.echo.fail_on[0], "failed>1%");
         // Lists add up, the file's first, as every list setting does.
         let c = command_line(&format!("run {plan} --stop-on mean>=2ms")).unwrap();
-        assert_eq!(
-            c.echo["stop_on"],
-            serde_json::json!(["p99>1s", "mean>=2ms"])
-        );
+        assert_eq!(c.echo.stop_on, ["p99>1s", "mean>=2ms"]);
         std::fs::write(
             &p,
             "url = \"http://127.0.0.1:9/\"\nsteps = [1]\nfail_on = [\"p99>\"]\n",
@@ -1393,9 +1399,9 @@ mod tests {
         let c = command_line("run http://127.0.0.1:9/ --steps 1 --ok-status 200,404").unwrap();
         assert!(c.plan.workload().ok_status().contains(404));
         assert!(!c.plan.workload().ok_status().contains(201));
-        assert_eq!(c.echo["ok_status"], "200,404");
+        assert_eq!(c.echo.ok_status, "200,404");
         let c = command_line("run http://127.0.0.1:9/ --steps 1").unwrap();
-        assert_eq!(c.echo["ok_status"], "200-399");
+        assert_eq!(c.echo.ok_status, "200-399");
         let e = command_line("run http://127.0.0.1:9/ --steps 1 --ok-status 200-2xx").unwrap_err();
         assert!(e.starts_with("bad --ok-status '200-2xx'"), "{e}");
     }
@@ -1475,7 +1481,7 @@ mod tests {
         a.source_addrs = Some(StringOrList::One("127.0.0.1-127.0.0.3".into()));
         let c = resolve(a).unwrap();
         assert_eq!(c.plan.workload().source_addrs().len(), 3);
-        assert_eq!(c.echo["source_addrs"][2], "127.0.0.3");
+        assert_eq!(c.echo.source_addrs[2], "127.0.0.3");
 
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("plan.toml");
@@ -1657,7 +1663,7 @@ mod tests {
                     c.label.as_deref().unwrap(),
                     c.out.display().to_string(),
                     c.host.as_str(),
-                    c.echo["requests"][0]["url"].as_str().unwrap().to_string(),
+                    c.echo.requests[0].url.clone(),
                 )
             })
             .collect();
@@ -1681,7 +1687,7 @@ mod tests {
         // The same workload flags for every target: only the URL differs.
         for c in &side.runs {
             assert_eq!(c.plan.steps(), vec![5.0, 10.0]);
-            assert_eq!(c.echo["requests"][0]["headers"][0], "X-A: 1");
+            assert_eq!(c.echo.requests[0].headers[0], "X-A: 1");
             assert!(!c.out_default);
         }
         let Runs::Side(side) = runs_of("run a=http://h:1/ b=http://h:2/ --steps 1").unwrap() else {
@@ -1797,7 +1803,7 @@ mod tests {
         else {
             panic!("two targets");
         };
-        assert_eq!(side.runs[1].echo["requests"][0]["url"], "http://h:8/");
+        assert_eq!(side.runs[1].echo.requests[0].url, "http://h:8/");
         assert_eq!(side.runs[1].plan.model(), LoadModel::Requests);
     }
 

@@ -298,7 +298,7 @@ impl Output {
             .map_err(at(&table_path))?;
         let sep = cfg.format.separator();
         let names: Vec<String> = monitors.iter().map(|m| m.name.clone()).collect();
-        let search = cfg.echo.get(results::run_file::SEARCH_KEY).is_some();
+        let search = cfg.echo.find_max.is_some();
         let columns = StepTable::of_run(&cfg.host, cfg.plan.model(), search, &names);
         let header = columns.header().join(&sep.to_string());
         writeln!(table, "{header}").map_err(at(&table_path))?;

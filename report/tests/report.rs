@@ -109,7 +109,7 @@ fn a_run_s_markup_is_shown_as_text() {
     let mut r = fixture::report();
     let header = format!("X-Evil: {PAYLOAD}");
     r.run.label = Some(PAYLOAD.into());
-    r.run.plan["requests"][0]["headers"] = serde_json::json!([header]);
+    r.run.plan.requests[0].headers = vec![header.to_string()];
     r.run.agents[0].name = PAYLOAD.into();
     r.run.warnings = vec![PAYLOAD.into()];
     for s in &mut r.run.steps {
@@ -213,7 +213,7 @@ fn a_run_without_a_step_yet_still_has_every_place() {
 #[test]
 fn a_closed_loop_run_is_drawn_against_connections_without_an_ideal_line() {
     let mut r = fixture::report();
-    r.run.plan["model"] = serde_json::json!("concurrency");
+    r.run.plan.model = "concurrency".into();
     for s in &mut r.run.steps {
         s.demanded_rate = None;
     }

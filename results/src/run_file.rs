@@ -17,6 +17,98 @@ pub const SEARCH_KEY: &str = "find_max";
 /// words [`RunStatus`] has), so a `/2` file reads as it is.
 pub const READS: [&str; 2] = [RUN_SCHEMA, "stampede.run/2"];
 
+/// run.json's `plan`: the plan as the run resolved it. The fields are named as the file names them
+/// (run.json is written through `serde_json::Value`, so its keys come out sorted whatever the order
+/// here). A key an older file lacks reads as its default; a key this build does not know is kept in
+/// [`PlanEcho::other`] and written back, so a newer file read and rewritten by an older build, or
+/// shown by its report, loses none of its plan.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct PlanEcho {
+    #[serde(default)]
+    pub arrival: String,
+    #[serde(default)]
+    pub connect_timeout_s: f64,
+    /// The --fail-on expressions, as written back.
+    #[serde(default)]
+    pub fail_on: Vec<String>,
+    /// A capacity search's settings (`stampede find-max`); absent for a planned run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub find_max: Option<SearchEcho>,
+    #[serde(default)]
+    pub max_connections: u64,
+    #[serde(default)]
+    pub max_requests: Option<u64>,
+    #[serde(default)]
+    pub model: String,
+    #[serde(default)]
+    pub num_call: u64,
+    /// A step's length as a count of connections (`--num-conn`); else `step_duration_s`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub num_conn: Option<u64>,
+    #[serde(default)]
+    pub ok_status: String,
+    #[serde(default)]
+    pub requests: Vec<RequestEcho>,
+    #[serde(default)]
+    pub source_addrs: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step_duration_s: Option<f64>,
+    #[serde(default)]
+    pub steps: Vec<f64>,
+    #[serde(default)]
+    pub stop_after: u32,
+    #[serde(default)]
+    pub stop_on: Vec<String>,
+    #[serde(default)]
+    pub threads: u64,
+    #[serde(default)]
+    pub timeout_s: f64,
+    #[serde(default)]
+    pub urls_order: String,
+    /// Keys this build does not know, kept as they were.
+    #[serde(flatten)]
+    pub other: std::collections::BTreeMap<String, serde_json::Value>,
+}
+
+/// One request of the plan: its method, its URL without the query, its headers, its body's size.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RequestEcho {
+    #[serde(default)]
+    pub body_bytes: u64,
+    #[serde(default)]
+    pub headers: Vec<String>,
+    #[serde(default)]
+    pub method: String,
+    #[serde(default)]
+    pub url: String,
+}
+
+/// A capacity search's settings, under the plan's [`SEARCH_KEY`].
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct SearchEcho {
+    #[serde(default)]
+    pub confirm_s: f64,
+    #[serde(default)]
+    pub cooldown_s: f64,
+    #[serde(default)]
+    pub deadline_s: f64,
+    /// `--max-rate` as given; none: the fleet's ceiling.
+    #[serde(default)]
+    pub max_rate: Option<f64>,
+    #[serde(default)]
+    pub precision_pct: f64,
+    #[serde(default)]
+    pub probe_s: f64,
+    #[serde(default)]
+    pub repeat: u32,
+    #[serde(default)]
+    pub slos: Vec<String>,
+    #[serde(default)]
+    pub start: f64,
+    #[serde(default)]
+    pub warmup_s: f64,
+}
+
 /// How the run stands: run.json's `status`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -63,9 +155,8 @@ pub struct RunFile {
     /// `stampede compare` name it. Null: unnamed, and a reader names it by its directory.
     #[serde(default)]
     pub label: Option<String>,
-    /// The plan as the user gave it: its shape is the command line's, not a type of ours to keep in
-    /// step with it.
-    pub plan: serde_json::Value,
+    /// The plan as the run resolved it (the command line's and the plan file's settings).
+    pub plan: PlanEcho,
     pub agents: Vec<AgentInfo>,
     /// The server monitors that watched the run; absent without (and in older files).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -154,7 +245,7 @@ impl RunFile {
     pub fn start(
         started_at: String,
         target: String,
-        plan: serde_json::Value,
+        plan: PlanEcho,
         agents: Vec<AgentInfo>,
         warnings: Vec<String>,
     ) -> RunFile {
@@ -183,7 +274,7 @@ impl RunFile {
 
     /// Whether the run was a capacity search: its plan holds the search's settings.
     pub fn is_search(&self) -> bool {
-        self.plan.get(SEARCH_KEY).is_some()
+        self.plan.find_max.is_some()
     }
 
     /// The file's text (without the final newline): pretty, keys sorted at every level. The sorting
@@ -197,11 +288,7 @@ impl RunFile {
 
     /// The model the run's plan names (`requests` when the plan names none this build knows).
     pub fn model(&self) -> LoadModel {
-        self.plan
-            .get("model")
-            .and_then(|m| m.as_str())
-            .and_then(LoadModel::from_name)
-            .unwrap_or(LoadModel::Requests)
+        LoadModel::from_name(&self.plan.model).unwrap_or(LoadModel::Requests)
     }
 
     /// The target's host, as the step table's autobench columns are suffixed with it: the

@@ -117,7 +117,7 @@ impl<'a> Lane<'a> {
             return Ok(After::AbortAll);
         }
         // A search judges a refusing target itself (doomed); a planned ramp would only repeat it.
-        let planned = self.cfg.echo.get(results::run_file::SEARCH_KEY).is_none();
+        let planned = self.cfg.echo.find_max.is_none();
         let at = self.cfg.plan.workload().origin().authority();
         if let Some(why) = self
             .results

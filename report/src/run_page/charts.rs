@@ -584,7 +584,7 @@ mod tests {
     #[test]
     fn a_demanded_rate_that_is_not_the_step_value_is_its_own_line() {
         let mut run = golden();
-        run.plan["model"] = serde_json::json!("connections");
+        run.plan.model = "connections".into();
         for s in &mut run.steps {
             s.demanded_rate = Some(10.0 * s.step_value);
         }

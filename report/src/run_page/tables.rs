@@ -106,10 +106,12 @@ pub fn agents(run: &RunFile) -> String {
     out
 }
 
-/// The plan as run.json records it, one key a row; a value that is not a string is written as JSON.
+/// The plan as run.json records it, one key a row in the file's (sorted) order, the keys this
+/// build does not know included; a value that is not a string is written as JSON.
 pub fn plan(run: &RunFile) -> String {
     let mut out = String::from("<h2>Plan</h2>\n<div class=\"wide\"><table id=\"plan\">\n<tbody>\n");
-    let entries: Vec<(String, &serde_json::Value)> = match &run.plan {
+    let echo = serde_json::to_value(&run.plan).expect("a plan echo has string keys");
+    let entries: Vec<(String, &serde_json::Value)> = match &echo {
         serde_json::Value::Object(m) => m.iter().map(|(k, v)| (k.clone(), v)).collect(),
         other => vec![("plan".to_string(), other)],
     };

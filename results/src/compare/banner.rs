@@ -12,17 +12,17 @@ type Aspect = (&'static str, fn(&RunFile) -> String);
 /// What the plans are compared on, in the order the banner names them.
 const ASPECTS: [Aspect; 10] = [
     ("load model", |r| r.model().name().to_string()),
-    ("arrival", |r| plan_value(r, "arrival", "")),
+    ("arrival", |r| r.plan.arrival.clone()),
     ("step length", step_length),
     ("requests per connection (--num-call)", |r| {
-        plan_value(r, "num_call", "")
+        human(r.plan.num_call as f64)
     }),
     ("connection pool (--max-connections)", |r| {
-        plan_value(r, "max_connections", "")
+        human(r.plan.max_connections as f64)
     }),
-    ("timeout", |r| plan_value(r, "timeout_s", " s")),
+    ("timeout", |r| format!("{} s", human(r.plan.timeout_s))),
     ("served statuses (--ok-status)", |r| {
-        plan_value(r, "ok_status", "")
+        r.plan.ok_status.clone()
     }),
     ("requests (method and path)", requests),
     ("agent count", |r| r.agents.len().to_string()),
@@ -109,40 +109,27 @@ fn labels(runs: &[&Labelled]) -> String {
         .join(", ")
 }
 
-/// A plan key's value as people read it: a string as it is, a number with `unit`, null as none.
-/// The plan is run.json's echo of the command line, so a key may be absent in an older file.
-fn plan_value(r: &RunFile, key: &str, unit: &str) -> String {
-    match r.plan.get(key) {
-        None => "unknown".to_string(),
-        Some(serde_json::Value::Null) => "none".to_string(),
-        Some(serde_json::Value::String(s)) => s.clone(),
-        Some(serde_json::Value::Number(n)) => match n.as_f64() {
-            Some(v) => format!("{}{unit}", human(v)),
-            None => n.to_string(),
-        },
-        Some(other) => other.to_string(),
-    }
-}
-
 /// A step's length: seconds, or a count of connections (`--num-conn`).
 fn step_length(r: &RunFile) -> String {
-    if r.plan.get("num_conn").is_some() {
-        format!("{} connections", plan_value(r, "num_conn", ""))
-    } else {
-        plan_value(r, "step_duration_s", " s")
+    match (r.plan.num_conn, r.plan.step_duration_s) {
+        (Some(n), _) => format!("{} connections", human(n as f64)),
+        (None, Some(s)) => format!("{} s", human(s)),
+        (None, None) => "unknown".to_string(),
     }
 }
 
 /// The requests sent, as method and path (the origins are what is compared, and differ).
 fn requests(r: &RunFile) -> String {
-    let Some(list) = r.plan.get("requests").and_then(|l| l.as_array()) else {
+    if r.plan.requests.is_empty() {
         return "unknown".to_string();
-    };
-    let shown: Vec<String> = list
+    }
+    let shown: Vec<String> = r
+        .plan
+        .requests
         .iter()
         .map(|q| {
-            let method = q.get("method").and_then(|m| m.as_str()).unwrap_or("?");
-            let url = q.get("url").and_then(|u| u.as_str()).unwrap_or("");
+            let method = &q.method;
+            let url = q.url.as_str();
             let after_scheme = url.split_once("://").map_or(url, |(_, rest)| rest);
             let path = after_scheme.find('/').map_or("/", |i| &after_scheme[i..]);
             format!("{method} {path}")

@@ -224,13 +224,13 @@ fn plans_that_differ_are_said_in_a_banner_not_refused() {
     let c = compared(vec![run("a"), run("b")]);
     assert!(c.banners.is_empty(), "{:?}", c.banners);
     let mut b = run("b");
-    b.run.plan["step_duration_s"] = serde_json::json!(5.0);
-    b.run.plan["requests"][0]["url"] = serde_json::json!("http://127.0.0.1:1/api/v2?x=1");
+    b.run.plan.step_duration_s = Some(5.0);
+    b.run.plan.requests[0].url = "http://127.0.0.1:1/api/v2?x=1".into();
     b.run.tool.version = "9.9.9".into();
     b.run.agents.push(b.run.agents[0].clone());
     b.run.status = crate::run_file::RunStatus::Aborted;
     let mut d = run("d");
-    d.run.plan["step_duration_s"] = serde_json::json!(5.0);
+    d.run.plan.step_duration_s = Some(5.0);
     let c = compared(vec![run("a"), b, d]);
     assert_eq!(
         c.banners,
@@ -247,7 +247,7 @@ fn plans_that_differ_are_said_in_a_banner_not_refused() {
 #[test]
 fn a_closed_loop_beside_an_open_model_is_said_and_the_axis_is_the_baselines() {
     let mut a = run("a");
-    a.run.plan["model"] = serde_json::json!("concurrency");
+    a.run.plan.model = "concurrency".into();
     let c = compared(vec![a, run("b")]);
     assert_eq!(c.axis, "connections");
     assert!(
