@@ -94,7 +94,7 @@ impl TwReuse {
 
 /// The socket limits of one agent's machine.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Capacity {
+pub struct MachineLimits {
     /// RLIMIT_NOFILE's soft limit, after the agent raised it to the hard limit.
     pub fd_limit: u64,
     /// net.ipv4.ip_local_port_range, both ends included.
@@ -122,10 +122,10 @@ pub struct Route {
     pub server_closes: bool,
 }
 
-impl Capacity {
+impl MachineLimits {
     /// This machine's limits, for an agent of `threads` worker threads.
-    pub fn of_this_machine(threads: usize) -> Capacity {
-        Capacity {
+    pub fn of_this_machine(threads: usize) -> MachineLimits {
+        MachineLimits {
             workers: threads.min(system::cores()) as u32,
             threads: threads as u32,
             fd_limit: system::raise_fd_limit(),
@@ -138,11 +138,11 @@ impl Capacity {
     }
 
     /// What an agent announced in its hello, or `None` if it did not say (an fd limit of 0).
-    pub fn from_capabilities(c: &proto::pb::Capabilities) -> Option<Capacity> {
+    pub fn from_capabilities(c: &proto::pb::Capabilities) -> Option<MachineLimits> {
         if c.fd_limit == 0 || c.port_range_low == 0 || c.port_range_low > c.port_range_high {
             return None;
         }
-        Some(Capacity {
+        Some(MachineLimits {
             fd_limit: c.fd_limit,
             port_range: (c.port_range_low, c.port_range_high),
             // An agent that did not say is given the benefit of the doubt; it checks again itself.
@@ -346,7 +346,7 @@ struct Step<'a> {
     ports: u64,
 }
 
-impl Capacity {
+impl MachineLimits {
     /// Whether the worker threads can dispatch an open model's rate at all: `Some` refusal when even
     /// the floor costs need more CPU than the threads have; a warning when likely costs do.
     fn check_dispatch(
@@ -480,8 +480,8 @@ mod tests {
         .unwrap()
     }
 
-    fn cap(fd_limit: u64, tw_reuse: TwReuse) -> Capacity {
-        Capacity {
+    fn cap(fd_limit: u64, tw_reuse: TwReuse) -> MachineLimits {
+        MachineLimits {
             fd_limit,
             port_range: (32768, 60999),
             tw_reuse,
@@ -507,7 +507,7 @@ mod tests {
         // 100 for the process, 5 for each of the 2 worker threads.
         assert_eq!((c.reserved_fds(), c.usable_fds()), (110, 65426));
         // A 64-core machine's default 64 threads hold 320 of their own before any connection.
-        let many = Capacity {
+        let many = MachineLimits {
             threads: 64,
             ..c.clone()
         };
@@ -671,7 +671,7 @@ mod tests {
         // An ordinary rate is neither; nor is any rate when the threads are not known.
         let ordinary = share(LoadModel::Connections, 2_000.0, 0, 1, 10);
         assert_eq!(c.check_step(&ordinary, &closes), Ok(vec![]));
-        let unknown = Capacity { workers: 0, ..c };
+        let unknown = MachineLimits { workers: 0, ..c };
         assert!(unknown.check_step(&typo, &closes).is_ok());
     }
 
@@ -694,21 +694,21 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(
-            Capacity::from_capabilities(&caps),
+            MachineLimits::from_capabilities(&caps),
             Some(cap(256, TwReuse::Off))
         );
         caps.tcp_tw_reuse = None;
         assert_eq!(
-            Capacity::from_capabilities(&caps).unwrap().tw_reuse,
+            MachineLimits::from_capabilities(&caps).unwrap().tw_reuse,
             TwReuse::On
         );
         caps.fd_limit = 0;
-        assert_eq!(Capacity::from_capabilities(&caps), None);
-        let this = Capacity::of_this_machine(1);
+        assert_eq!(MachineLimits::from_capabilities(&caps), None);
+        let this = MachineLimits::of_this_machine(1);
         assert!(this.fd_limit >= 256 && this.ports(1) > 0, "{this:?}");
         assert_eq!(this.workers, 1);
         caps.fd_limit = 256;
         caps.threads = 8;
-        assert_eq!(Capacity::from_capabilities(&caps).unwrap().workers, 2);
+        assert_eq!(MachineLimits::from_capabilities(&caps).unwrap().workers, 2);
     }
 }

@@ -23,7 +23,7 @@ use tokio::time::Instant;
 use tokio_util::sync::{CancellationToken, DropGuard};
 use tokio_util::task::AbortOnDropHandle;
 
-use crate::capacity::{Capacity, Route};
+use crate::capacity::{MachineLimits, Route};
 use crate::client::Target;
 use crate::engine::Engine;
 use crate::link::accept::{Admission, log_refused};
@@ -609,7 +609,7 @@ impl Session {
     }
 
     fn hello_reply(&self) -> pb::HelloReply {
-        let capacity = Capacity::of_this_machine(self.engine.threads());
+        let capacity = MachineLimits::of_this_machine(self.engine.threads());
         let (low, high) = capacity.port_range;
         pb::HelloReply {
             protocol_version: PROTOCOL_VERSION,
@@ -709,7 +709,7 @@ impl Session {
             StepShare::try_from(p).map_err(|e| format!("invalid step {}: {e}", p.step + 1))?;
         self.rules.policy.check_step(&share, self.used)?;
         // The machine's limits are read now, not at hello: ulimit and sysctls can change.
-        let mut warnings = Capacity::of_this_machine(self.engine.threads())
+        let mut warnings = MachineLimits::of_this_machine(self.engine.threads())
             .check_step(&share, &Route::of(target))?;
         warnings.extend(self.rules.policy.step_warnings(&share));
         Ok((share, warnings))

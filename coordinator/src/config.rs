@@ -1197,7 +1197,7 @@ pub fn resolve_find_max(args: crate::cli::FindMaxArgs) -> Result<FindMaxConfig, 
     };
     if let Some(r) = search.start.filter(|r| !(r.0.is_finite() && r.0 > 0.0)) {
         return Err(ConfigError::Search(
-            results::search::ConfigError::Start(r.0).to_string(),
+            results::search::SearchConfigError::Start(r.0).to_string(),
         ));
     }
     let (start, run) = match search.start {

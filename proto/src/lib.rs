@@ -10,8 +10,8 @@ use shared::metrics::{
     Snapshot,
 };
 use shared::plan::{
-    Arrival, Fork, LoadModel, PlanError, RequestSpec, Side, Slice, StepLimit, StepShare, UrlOrder,
-    Workload,
+    Arrival, Fork, ForkSide, LoadModel, PlanError, RequestSpec, Slice, StepLimit, StepShare,
+    UrlOrder, Workload,
 };
 use shared::status::{StatusCodes, StatusSet};
 use shared::warning::{Warning, WarningKind};
@@ -130,7 +130,7 @@ impl From<&StepShare> for pb::PrepareStep {
                 .map(|f| pb::Fork {
                     left: f.left(),
                     right: f.right(),
-                    right_side: f.side() == Side::Right,
+                    right_side: f.side() == ForkSide::Right,
                 })
                 .collect(),
             max_requests: s.max_requests().map_or(0, NonZeroU64::get),
@@ -162,9 +162,9 @@ impl TryFrom<&pb::PrepareStep> for StepShare {
             .iter()
             .map(|f| {
                 let side = if f.right_side {
-                    Side::Right
+                    ForkSide::Right
                 } else {
-                    Side::Left
+                    ForkSide::Left
                 };
                 Fork::try_new(f.left, f.right, side)
             })

@@ -492,17 +492,17 @@ fn error_notes(c: &Counters, messages: &FirstErrors) -> Vec<String> {
         .collect()
 }
 
-/// Summarises a merged step; percentiles and rates are computed here and only here.
-pub fn summarize(input: &StepInput<'_>) -> StepResult {
-    let t = input.total;
-    let c = &t.counters;
-    let secs = input.duration.as_secs_f64().max(1e-9);
-    let series: Vec<f64> = input
-        .series
+/// The reply rate of each full interval of the merged fleet, per second.
+fn reply_rate_series(series: &[IntervalSample]) -> Vec<f64> {
+    series
         .iter()
         .map(|s| round3(s.replies as f64 / s.length.as_secs_f64().max(1e-9)))
-        .collect();
-    let agents: Vec<AgentStep> = input
+        .collect()
+}
+
+/// Each agent's part of the step, as it is kept in the result.
+fn agent_steps(input: &StepInput<'_>) -> Vec<AgentStep> {
+    input
         .agents
         .iter()
         .map(|a| AgentStep {
@@ -525,12 +525,14 @@ pub fn summarize(input: &StepInput<'_>) -> StepResult {
             rtt_ms: round3(a.rtt.as_secs_f64() * 1000.0),
             lost: a.lost,
         })
-        .collect();
-    let busiest = agents.iter().map(|a| a.cpu_pct).fold(0.0, f64::max);
-    let achieved = round3(c.requests as f64 / secs);
+        .collect()
+}
+
+/// How the generator itself did: its busiest agent's CPU (`busiest`), its lag and its waits.
+fn generator_stats(input: &StepInput<'_>, busiest: f64) -> Generator {
+    let t = input.total;
     let lag = &t.hist.lag;
-    let late = lag.count_between(1001, shared::histogram::HIGHEST_US);
-    let generator = Generator {
+    Generator {
         cpu_pct: busiest,
         lag_p99_ms: if lag.is_empty() {
             0.0
@@ -538,58 +540,75 @@ pub fn summarize(input: &StepInput<'_>) -> StepResult {
             us_to_ms(lag.value_at_quantile(0.99))
         },
         lag_max_ms: us_to_ms(lag.max()),
-        late_1ms: late,
-        waited: c.waited,
+        late_1ms: lag.count_between(1001, shared::histogram::HIGHEST_US),
+        waited: t.counters.waited,
         wait_p99_ms: if t.hist.wait.is_empty() {
             0.0
         } else {
             us_to_ms(t.hist.wait.value_at_quantile(0.99))
         },
         threads: input.agents.iter().map(|a| a.threads).sum(),
-    };
+    }
+}
+
+/// Whether the step's numbers can be trusted: the facts [`verdict::judge`] rests on, gathered.
+fn judge_trust(input: &StepInput<'_>, generator: &Generator, achieved: f64) -> verdict::Judgement {
+    let t = input.total;
     let lost_agents = input
         .agents
         .iter()
         .filter(|a| a.lost && input.mark_lost)
         .map(|a| a.name.clone())
         .collect();
-    let judgement = verdict::judge(&Facts {
+    verdict::judge(&Facts {
         demanded_rate: input.demanded_rate,
         achieved_rate: achieved,
-        cpu_pct: busiest,
+        cpu_pct: generator.cpu_pct,
         lag_p99_ms: generator.lag_p99_ms,
-        late,
-        counters: *c,
+        late: generator.late_1ms,
+        counters: t.counters,
         aborted: input.aborted,
         lost_agents,
         concurrency: (input.model == LoadModel::Concurrency).then_some(input.value as u64),
         messages: t.messages.clone(),
-    });
+    })
+}
+
+/// The window the replies came in: the step's run, drain included, less the fastest reply's
+/// latency (no reply can come sooner after the start). A queueing server's replies after the
+/// schedule ended count at its pace, not the schedule's; a healthy one's drain is its latency.
+fn served_over(input: &StepInput<'_>) -> Duration {
+    if input.aborted {
+        return input.duration;
+    }
+    let latency = &input.total.hist.latency;
+    let ran = input
+        .agents
+        .iter()
+        .map(|a| a.wall)
+        .max()
+        .unwrap_or(input.duration);
+    let fastest = Duration::from_micros(if latency.is_empty() { 0 } else { latency.min() });
+    ran.saturating_sub(fastest).max(input.duration)
+}
+
+/// Summarises a merged step; percentiles and rates are computed here and only here.
+pub fn summarize(input: &StepInput<'_>) -> StepResult {
+    let t = input.total;
+    let c = &t.counters;
+    let secs = input.duration.as_secs_f64().max(1e-9);
+    let series = reply_rate_series(input.series);
+    let agents = agent_steps(input);
+    let busiest = agents.iter().map(|a| a.cpu_pct).fold(0.0, f64::max);
+    let achieved = round3(c.requests as f64 / secs);
+    let generator = generator_stats(input, busiest);
+    let judgement = judge_trust(input, &generator, achieved);
     let latency = LatencyStats::with_censored(&t.hist.latency, &t.hist.censored);
     let unexpected_latency = LatencyStats::of(&t.hist.unexpected);
     let mut notes = judgement.notes;
     notes.extend(error_notes(c, &t.messages));
     notes.extend(failure_notes(input, &latency));
-    // Served over the window the replies came in: the step's run, drain included, less the fastest
-    // reply's latency (no reply can come sooner after the start). A queueing server's replies after
-    // the schedule ended count at its pace, not the schedule's; a healthy one's drain is its latency.
-    let served_over = if input.aborted {
-        input.duration
-    } else {
-        let ran = input
-            .agents
-            .iter()
-            .map(|a| a.wall)
-            .max()
-            .unwrap_or(input.duration);
-        let fastest = Duration::from_micros(if t.hist.latency.is_empty() {
-            0
-        } else {
-            t.hist.latency.min()
-        });
-        ran.saturating_sub(fastest).max(input.duration)
-    };
-    let ok_rate = c.ok as f64 / served_over.as_secs_f64().max(1e-9);
+    let ok_rate = c.ok as f64 / served_over(input).as_secs_f64().max(1e-9);
     let server = verdict::judge_server(&ServerFacts {
         counters: *c,
         codes: &t.codes,

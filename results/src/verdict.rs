@@ -89,21 +89,49 @@ pub struct Judgement {
     pub generator_bound: bool,
 }
 
-pub fn judge(f: &Facts) -> Judgement {
-    let mut verdict = Verdict::Valid;
-    let mut reasons = Vec::new();
-    let mut notes = Vec::new();
-    let mut generator_bound = false;
-    let c = &f.counters;
+impl Judgement {
+    /// Worsens the verdict to at least `to`, for `reason`.
+    fn flag(&mut self, to: Verdict, reason: String) {
+        self.verdict.worsen(to);
+        self.reasons.push(reason);
+    }
+}
 
+pub fn judge(f: &Facts) -> Judgement {
+    let mut j = Judgement {
+        verdict: Verdict::Valid,
+        reasons: Vec::new(),
+        notes: Vec::new(),
+        generator_bound: false,
+    };
+    judge_interruptions(f, &mut j);
+    judge_generator_resources(&f.counters, &mut j);
+    judge_no_replies(f, &mut j);
+    judge_generator_load(f, &mut j);
+    judge_shortfall(f, &mut j);
+    judge_connections(f, &mut j);
+    // Client timeouts are said by the error notes (count and first words) and the given-up note.
+    j
+}
+
+/// An aborted step, and agents lost during it.
+fn judge_interruptions(f: &Facts, j: &mut Judgement) {
     if f.aborted {
-        verdict.worsen(Verdict::Invalid);
-        reasons.push("step aborted before it finished".to_string());
+        j.flag(
+            Verdict::Invalid,
+            "step aborted before it finished".to_string(),
+        );
     }
     for agent in &f.lost_agents {
-        verdict.worsen(Verdict::Degraded);
-        reasons.push(format!("agent {agent} was lost during the step"));
+        j.flag(
+            Verdict::Degraded,
+            format!("agent {agent} was lost during the step"),
+        );
     }
+}
+
+/// The generator out of its own resources (ports, file descriptors): it was the limit.
+fn judge_generator_resources(c: &Counters, j: &mut Judgement) {
     for (class, what) in [
         (
             ErrorClass::AddrUnavailable,
@@ -116,21 +144,27 @@ pub fn judge(f: &Facts) -> Judgement {
     ] {
         let n = c.error(class);
         if n > 0 {
-            verdict.worsen(Verdict::Invalid);
-            generator_bound = true;
-            reasons.push(format!("{n} {} errors: {what}", class.name()));
+            j.generator_bound = true;
+            j.flag(
+                Verdict::Invalid,
+                format!("{n} {} errors: {what}", class.name()),
+            );
         }
     }
+}
+
+/// No replies at all, and the target's most frequent error in words.
+fn judge_no_replies(f: &Facts, j: &mut Judgement) {
+    let c = &f.counters;
     if c.replies == 0 && c.attempts() > 0 {
-        verdict.worsen(Verdict::Invalid);
         let worst = ErrorClass::ALL
             .iter()
             .filter(|e| !e.is_generator_resource())
             .max_by_key(|e| c.error(**e))
             .copied()
             .unwrap_or(ErrorClass::Other);
-        if c.error(worst) > 0 {
-            reasons.push(match f.messages.get(worst) {
+        let reason = if c.error(worst) > 0 {
+            match f.messages.get(worst) {
                 Some(words) => format!(
                     "no replies: {} {} errors, the first: {words}",
                     c.error(worst),
@@ -141,14 +175,57 @@ pub fn judge(f: &Facts) -> Judgement {
                     c.error(worst),
                     worst.name()
                 ),
-            });
+            }
         } else {
-            reasons.push("no replies".to_string());
-        }
+            "no replies".to_string()
+        };
+        j.flag(Verdict::Invalid, reason);
     }
+}
 
-    let cpu_high = f.cpu_pct >= CPU_DEGRADED_PCT;
-    let lag_high = f.lag_p99_ms > LAG_DEGRADED_MS;
+fn cpu_high(f: &Facts) -> bool {
+    f.cpu_pct >= CPU_DEGRADED_PCT
+}
+
+fn lag_high(f: &Facts) -> bool {
+    f.lag_p99_ms > LAG_DEGRADED_MS
+}
+
+/// The generator's CPU and lag: high, it may have limited the load.
+fn judge_generator_load(f: &Facts, j: &mut Judgement) {
+    if f.cpu_pct >= CPU_SATURATED_PCT {
+        j.flag(
+            Verdict::Degraded,
+            format!(
+                "generator CPU {:.0}%: the load generator is saturated",
+                f.cpu_pct
+            ),
+        );
+    } else if cpu_high(f) {
+        j.flag(
+            Verdict::Degraded,
+            format!(
+                "generator CPU {:.0}%: results may be limited by the generator",
+                f.cpu_pct
+            ),
+        );
+    }
+    if lag_high(f) {
+        j.flag(
+            Verdict::Degraded,
+            format!(
+                "lag p99 {:.1} ms: {} requests left more than 1 ms late",
+                f.lag_p99_ms, f.late
+            ),
+        );
+    }
+}
+
+/// Fewer requests sent than the schedule held: the generator's doing, the target's, or a lost
+/// agent's share.
+fn judge_shortfall(f: &Facts, j: &mut Judgement) {
+    let c = &f.counters;
+    let busy = cpu_high(f) || lag_high(f);
     // Judged against the arrivals the schedule itself held (every one is sent or counted unsent), not
     // the plan's rate: a Poisson schedule holds more or fewer than rate x duration, and a lost
     // agent's share was never scheduled at all.
@@ -168,83 +245,65 @@ pub fn judge(f: &Facts) -> Judgement {
         .map(|d| f.achieved_rate / d)
         .filter(|r| *r < ACHIEVED_MIN_RATIO);
 
-    if f.cpu_pct >= CPU_SATURATED_PCT {
-        verdict.worsen(Verdict::Degraded);
-        reasons.push(format!(
-            "generator CPU {:.0}%: the load generator is saturated",
-            f.cpu_pct
-        ));
-    } else if cpu_high {
-        verdict.worsen(Verdict::Degraded);
-        reasons.push(format!(
-            "generator CPU {:.0}%: results may be limited by the generator",
-            f.cpu_pct
-        ));
-    }
-    if lag_high {
-        verdict.worsen(Verdict::Degraded);
-        reasons.push(format!(
-            "lag p99 {:.1} ms: {} requests left more than 1 ms late",
-            f.lag_p99_ms, f.late
-        ));
-    }
     if let (Some(ratio), false) = (lost_shortfall, f.lost_agents.is_empty()) {
         // The lost agent's share was never sent; that is already the reason above.
-        notes.push(format!(
+        j.notes.push(format!(
             "achieved {:.0}% of demanded: the lost agent's share was not sent",
             ratio * 100.0
         ));
     } else if let Some(ratio) = shortfall {
         // Arrivals dropped after waiting for a connection the target held are the target's doing,
         // however busy the generator was.
-        if (cpu_high || lag_high) && generator_shortfall {
-            verdict.worsen(Verdict::Invalid);
-            generator_bound = true;
-            reasons.push(format!(
-                "sent {:.0}% of the requests due: the generator could not keep its schedule",
-                ratio * 100.0
-            ));
+        if busy && generator_shortfall {
+            j.generator_bound = true;
+            j.flag(
+                Verdict::Invalid,
+                format!(
+                    "sent {:.0}% of the requests due: the generator could not keep its schedule",
+                    ratio * 100.0
+                ),
+            );
         } else if c.replies > 0 {
             // What was not sent waited on the target.
-            let why = if cpu_high || lag_high {
+            let why = if busy {
                 "the rest waited for a connection the target held until the step ended"
             } else {
                 "the generator kept its schedule"
             };
-            notes.push(format!(
+            j.notes.push(format!(
                 "sent {:.0}% of the requests due: the target did not keep up ({why})",
                 ratio * 100.0
             ));
         }
     }
+}
+
+/// Connections: fewer than the closed model names, and arrivals that waited for one.
+fn judge_connections(f: &Facts, j: &mut Judgement) {
+    let c = &f.counters;
     // Every closed-loop connection connects at least once; fewer means some never got through (still
     // connecting at the end: a full accept queue, ports running out), so the step did not measure the
     // concurrency it names.
     if let Some(n) = f.concurrency.filter(|n| c.connections < *n) {
-        verdict.worsen(Verdict::Degraded);
-        reasons.push(format!(
-            "only {} of {n} connections were established: the step ran at less than its concurrency",
-            c.connections
-        ));
+        j.flag(
+            Verdict::Degraded,
+            format!(
+                "only {} of {n} connections were established: the step ran at less than its concurrency",
+                c.connections
+            ),
+        );
     }
     if c.waited > 0 {
-        notes.push(format!(
+        j.notes.push(format!(
             "{} arrivals waited for a free connection (max-connections reached); their latency counts from the intended send",
             c.waited
         ));
     }
     if c.dropped > 0 {
-        notes.push(format!(
+        j.notes.push(format!(
             "{} arrivals were still waiting for a free connection when the step ended and were not sent",
             c.dropped
         ));
-    }
-    // Client timeouts are said by the error notes (count and first words) and the given-up note.
-    Judgement {
-        verdict,
-        reasons,
-        notes,
-        generator_bound,
     }
 }
 

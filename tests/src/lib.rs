@@ -205,30 +205,30 @@ pub struct Seen {
 
 /// A tiny HTTP/1.1 keep-alive server that records every request it answers, for asserting on exactly
 /// what stampede sent. Stops accepting when dropped.
-pub struct Recorder {
+pub struct RecordingServer {
     pub addr: SocketAddr,
     seen: std::sync::Arc<std::sync::Mutex<Vec<Seen>>>,
     stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
 
-impl Recorder {
-    pub fn start() -> Recorder {
-        Recorder::closing_after(0)
+impl RecordingServer {
+    pub fn start() -> RecordingServer {
+        RecordingServer::closing_after(0)
     }
 
     /// Like `start`, but each connection is closed (with `Connection: close`) after `n` replies, as
     /// nginx does after `keepalive_requests`; 0 keeps connections open.
-    pub fn closing_after(n: usize) -> Recorder {
-        Recorder::start_with(n, true)
+    pub fn closing_after(n: usize) -> RecordingServer {
+        RecordingServer::start_with(n, true)
     }
 
     /// Like `closing_after`, but the connection is dropped silently, as a server's idle or request
     /// limit does without announcing it.
-    pub fn dropping_after(n: usize) -> Recorder {
-        Recorder::start_with(n, false)
+    pub fn dropping_after(n: usize) -> RecordingServer {
+        RecordingServer::start_with(n, false)
     }
 
-    fn start_with(n: usize, announce: bool) -> Recorder {
+    fn start_with(n: usize, announce: bool) -> RecordingServer {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         listener.set_nonblocking(true).unwrap();
         let addr = listener.local_addr().unwrap();
@@ -246,7 +246,7 @@ impl Recorder {
                 }
             }
         });
-        Recorder { addr, seen, stop }
+        RecordingServer { addr, seen, stop }
     }
 
     pub fn seen(&self) -> Vec<Seen> {
@@ -254,7 +254,7 @@ impl Recorder {
     }
 }
 
-impl Drop for Recorder {
+impl Drop for RecordingServer {
     fn drop(&mut self) {
         self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
     }

@@ -1,9 +1,9 @@
 //! What goes on the wire: method, headers, body, the URL list in order, and autobench's num_conn steps.
-use tests::{Recorder, Target, run_ok};
+use tests::{RecordingServer, Target, run_ok};
 
 #[test]
 fn method_headers_and_body_are_sent_as_given() {
-    let server = Recorder::start();
+    let server = RecordingServer::start();
     let url = format!("http://{}/api/items?x=1", server.addr);
     let ran = run_ok(&[
         &url,
@@ -52,9 +52,9 @@ fn url_list_is_used_round_robin() {
     // length is 3, so the reconnects fall on every URL): a request resent after a stale connection is
     // the same request, so the order never skips one (regression: the resend took the next URL).
     for server in [
-        Recorder::start(),
-        Recorder::closing_after(4),
-        Recorder::dropping_after(4),
+        RecordingServer::start(),
+        RecordingServer::closing_after(4),
+        RecordingServer::dropping_after(4),
     ] {
         let dir = tempfile::tempdir().unwrap();
         let list = dir.path().join("urls.txt");
@@ -94,7 +94,7 @@ fn url_list_is_used_round_robin() {
 
 #[test]
 fn num_conn_ends_each_step_after_that_many_connections() {
-    let server = Recorder::start();
+    let server = RecordingServer::start();
     let url = format!("http://{}/", server.addr);
     let ran = run_ok(&[
         &url,
@@ -135,7 +135,7 @@ fn num_conn_ends_each_step_after_that_many_connections() {
 
 #[test]
 fn poisson_arrivals_average_the_demanded_rate() {
-    let server = Recorder::start();
+    let server = RecordingServer::start();
     let url = format!("http://{}/", server.addr);
     let ran = run_ok(&[
         &url,
@@ -166,7 +166,10 @@ fn connections_the_server_closes_are_reopened_not_counted_as_errors() {
     // conn-reset, and in the requests model the arrival was lost.
     // Regression too: a connection dropped without `Connection: close` (an idle or request limit)
     // must be reopened, whether the drop is seen while idle or only when the next request is sent.
-    let servers = [Recorder::closing_after(5), Recorder::dropping_after(5)];
+    let servers = [
+        RecordingServer::closing_after(5),
+        RecordingServer::dropping_after(5),
+    ];
     let models: [&[&str]; 2] = [
         &["--model", "concurrency", "--steps", "2"],
         &["--model", "requests", "--steps", "200"],

@@ -151,7 +151,7 @@ struct AgentHandle {
     /// The limits it announced; a plan over them is refused before any load is sent.
     policy: agent::policy::Policy,
     /// Its socket limits (fd limit, ports, TIME_WAIT reuse), if it announced them.
-    capacity: Option<agent::capacity::Capacity>,
+    capacity: Option<agent::capacity::MachineLimits>,
     /// Whether it binds connections to `--source-addrs` (an older agent would ignore them).
     binds_sources: bool,
     /// The hashed boot id its hello gave (empty from an older agent): a monitor with the same one
@@ -852,7 +852,7 @@ impl Fleet {
                     why: e.to_string(),
                 })?;
         }
-        a.capacity = agent::capacity::Capacity::from_capabilities(&caps);
+        a.capacity = agent::capacity::MachineLimits::from_capabilities(&caps);
         a.binds_sources = caps.source_addrs;
         a.machine_id = caps.machine_id.clone();
         a.info = Some(AgentInfo {

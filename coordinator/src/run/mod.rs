@@ -57,7 +57,7 @@ pub enum RunError {
     #[error(transparent)]
     Spill(#[from] SpillError),
     #[error("{0}")]
-    Search(#[from] results::search::ConfigError),
+    Search(#[from] results::search::SearchConfigError),
 }
 
 impl RunError {

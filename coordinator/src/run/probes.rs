@@ -48,7 +48,7 @@ impl Probes {
         ceiling: Ceiling,
         generator_ceiling: bool,
         interrupted: CancellationToken,
-    ) -> Result<Probes, search::ConfigError> {
+    ) -> Result<Probes, search::SearchConfigError> {
         let config = search::Config {
             max_rate: ceiling.rate,
             ..setup.search

@@ -118,7 +118,7 @@ impl Default for Config {
 }
 
 #[derive(Debug, Clone, PartialEq, Error)]
-pub enum ConfigError {
+pub enum SearchConfigError {
     #[error("--start {0} must be a rate above 0")]
     Start(f64),
     #[error("--max-rate {max} must be at least --start {start}")]
@@ -149,41 +149,41 @@ impl Config {
         base.max(EVIDENCE_MARGIN * self.samples as f64 / rate)
     }
 
-    pub fn validate(&self) -> Result<(), ConfigError> {
+    pub fn validate(&self) -> Result<(), SearchConfigError> {
         let positive = |x: f64| x.is_finite() && x > 0.0;
         if !positive(self.start) {
-            return Err(ConfigError::Start(self.start));
+            return Err(SearchConfigError::Start(self.start));
         }
         if !(self.max_rate.is_finite() && self.max_rate >= self.start) {
-            return Err(ConfigError::MaxRate {
+            return Err(SearchConfigError::MaxRate {
                 start: self.start,
                 max: self.max_rate,
             });
         }
         if self.whole && (self.start.fract() != 0.0 || self.max_rate.fract() != 0.0) {
-            return Err(ConfigError::Whole {
+            return Err(SearchConfigError::Whole {
                 start: self.start,
                 max: self.max_rate,
             });
         }
         if !positive(self.precision) {
-            return Err(ConfigError::Precision(self.precision));
+            return Err(SearchConfigError::Precision(self.precision));
         }
         if !(self.growth.is_finite() && self.growth > 1.0) {
-            return Err(ConfigError::Growth(self.growth));
+            return Err(SearchConfigError::Growth(self.growth));
         }
         if !positive(self.probe_s) || !positive(self.confirm_s) {
-            return Err(ConfigError::Length {
+            return Err(SearchConfigError::Length {
                 probe: self.probe_s,
                 confirm: self.confirm_s,
             });
         }
         if self.max_probes == 0 {
-            return Err(ConfigError::Budget);
+            return Err(SearchConfigError::Budget);
         }
         // Infinity is allowed: no deadline but the probe budget.
         if self.deadline_s.is_nan() || self.deadline_s <= 0.0 {
-            return Err(ConfigError::Deadline(self.deadline_s));
+            return Err(SearchConfigError::Deadline(self.deadline_s));
         }
         Ok(())
     }
@@ -333,7 +333,7 @@ fn bounds(records: &[Record]) -> (Option<f64>, Option<f64>) {
 }
 
 impl Search {
-    pub fn new(mut config: Config) -> Result<Search, ConfigError> {
+    pub fn new(mut config: Config) -> Result<Search, SearchConfigError> {
         if config.whole && config.max_rate.is_finite() {
             // A ceiling from the fleet may fall between two counts: the lower is the one allowed.
             config.max_rate = config.max_rate.floor();

@@ -602,7 +602,7 @@ fn whole_counts_refuse_a_fraction_given_and_floor_a_ceiling_found() {
     };
     assert!(matches!(
         whole(32.0, 50.5).validate(),
-        Err(ConfigError::Whole { .. })
+        Err(SearchConfigError::Whole { .. })
     ));
     // A ceiling the fleet took (50.5) is floored: the search never offers half a connection.
     let (probes, a) = drive(

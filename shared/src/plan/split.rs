@@ -15,7 +15,7 @@ pub const MAX_FORKS: usize = 64;
 
 /// Which side of a fork a path takes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Side {
+pub enum ForkSide {
     Left,
     Right,
 }
@@ -26,13 +26,13 @@ pub enum Side {
 pub struct Fork {
     left: u64,
     right: u64,
-    side: Side,
+    side: ForkSide,
 }
 
 impl Fork {
     /// Both weights positive (a fork with an empty side is no fork) and their sum within 64 bits, so
     /// the arithmetic in [`Slice::arrival`] cannot overflow.
-    pub fn try_new(left: u64, right: u64, side: Side) -> Result<Fork, PlanError> {
+    pub fn try_new(left: u64, right: u64, side: ForkSide) -> Result<Fork, PlanError> {
         if left == 0 || right == 0 || left.checked_add(right).is_none() {
             return Err(PlanError::BadFork { left, right });
         }
@@ -47,7 +47,7 @@ impl Fork {
         self.right
     }
 
-    pub fn side(&self) -> Side {
+    pub fn side(&self) -> ForkSide {
         self.side
     }
 
@@ -60,9 +60,9 @@ impl Fork {
         let (j, w) = (u128::from(j), u128::from(self.total()));
         let (numerator, divisor) = match self.side {
             // The j-th k with ceil((k+1) L / W) > ceil(k L / W): k = floor(j W / L).
-            Side::Left => (j * w, self.left),
+            ForkSide::Left => (j * w, self.left),
             // The j-th k with floor((k+1) R / W) > floor(k R / W): k = ceil((j+1) W / R) - 1.
-            Side::Right => ((j + 1) * w - 1, self.right),
+            ForkSide::Right => ((j + 1) * w - 1, self.right),
         };
         // A 64-bit division where it fits (every arrival of a real step): a 128-bit one costs more.
         match u64::try_from(numerator) {
@@ -75,8 +75,8 @@ impl Fork {
     fn down(&self, n: u64) -> u64 {
         let (n, w) = (u128::from(n), u128::from(self.total()));
         let mine = match self.side {
-            Side::Left => (n * u128::from(self.left)).div_ceil(w),
-            Side::Right => n * u128::from(self.right) / w,
+            ForkSide::Left => (n * u128::from(self.left)).div_ceil(w),
+            ForkSide::Right => n * u128::from(self.right) / w,
         };
         // At most n, so it fits.
         mine as u64
@@ -163,8 +163,8 @@ impl Slice {
             .iter()
             .map(|f| {
                 let mine = match f.side {
-                    Side::Left => f.left,
-                    Side::Right => f.right,
+                    ForkSide::Left => f.left,
+                    ForkSide::Right => f.right,
                 };
                 mine as f64 / f.total() as f64
             })
@@ -193,7 +193,10 @@ fn deal(weights: &[u128], out: &mut [Slice], path: &mut Vec<Fork>) {
     }
     let mid = weights.len() / 2;
     let (left, right) = fork_weights(weights[..mid].iter().sum(), weights[mid..].iter().sum());
-    for (side, range) in [(Side::Left, 0..mid), (Side::Right, mid..weights.len())] {
+    for (side, range) in [
+        (ForkSide::Left, 0..mid),
+        (ForkSide::Right, mid..weights.len()),
+    ] {
         path.push(Fork { left, right, side });
         deal(&weights[range.clone()], &mut out[range], path);
         path.pop();
@@ -313,15 +316,15 @@ mod tests {
 
     #[test]
     fn bad_forks_are_refused() {
-        assert!(Fork::try_new(0, 1, Side::Left).is_err());
-        assert!(Fork::try_new(1, 0, Side::Right).is_err());
-        assert!(Fork::try_new(u64::MAX, 1, Side::Right).is_err());
-        assert!(Fork::try_new(u64::MAX - 1, 1, Side::Right).is_ok());
-        let fork = Fork::try_new(1, 1, Side::Left).unwrap();
+        assert!(Fork::try_new(0, 1, ForkSide::Left).is_err());
+        assert!(Fork::try_new(1, 0, ForkSide::Right).is_err());
+        assert!(Fork::try_new(u64::MAX, 1, ForkSide::Right).is_err());
+        assert!(Fork::try_new(u64::MAX - 1, 1, ForkSide::Right).is_ok());
+        let fork = Fork::try_new(1, 1, ForkSide::Left).unwrap();
         assert!(Slice::try_from_forks(vec![fork; MAX_FORKS]).is_ok());
         assert!(Slice::try_from_forks(vec![fork; MAX_FORKS + 1]).is_err());
         // Deep paths of extreme forks end the sequence instead of overflowing.
-        let thin = Fork::try_new(1, u64::MAX - 1, Side::Left).unwrap();
+        let thin = Fork::try_new(1, u64::MAX - 1, ForkSide::Left).unwrap();
         let deep = Slice::try_from_forks(vec![thin; 3]).unwrap();
         assert_eq!(deep.arrival(0), Some(0));
         assert_eq!(deep.arrival(1), None);
