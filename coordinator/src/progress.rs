@@ -517,11 +517,14 @@ mod tests {
     /// A writer that blocks until told to go on (a terminal paused with Ctrl-S), then keeps all.
     struct Paused {
         go: std::sync::mpsc::Receiver<()>,
+        /// Told each time a write begins, so a test knows the writer thread holds a line.
+        entered: std::sync::mpsc::Sender<()>,
         kept: Arc<std::sync::Mutex<String>>,
     }
 
     impl Write for Paused {
         fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            let _ = self.entered.send(());
             let _ = self.go.recv();
             self.kept
                 .lock()
@@ -538,19 +541,26 @@ mod tests {
     #[test]
     fn a_blocked_stderr_stalled_the_task_that_wrote_progress() {
         let (go, gate) = std::sync::mpsc::channel();
+        let (entered, writing) = std::sync::mpsc::channel();
         let kept = Arc::new(std::sync::Mutex::new(String::new()));
         let writer = Writer::new(
             Paused {
                 go: gate,
+                entered,
                 kept: kept.clone(),
             },
             4,
         );
+        // The writer thread takes the first line and blocks writing it, as on a paused terminal;
+        // only then is the queue filled, so no drop is counted before the thread is blocked.
+        assert!(writer.send("line 0\n".into()));
+        writing.recv_timeout(Duration::from_secs(10)).unwrap();
         // Far more than the queue holds, while nothing is written: none of these waits.
         let sent = Instant::now();
-        let queued = (0..1000)
-            .filter(|n| writer.send(format!("line {n}\n")))
-            .count();
+        let queued = 1
+            + (1..1000)
+                .filter(|n| writer.send(format!("line {n}\n")))
+                .count();
         assert!(sent.elapsed() < Duration::from_secs(5), "sending waited");
         assert!(queued <= 5, "{queued} queued");
         assert_eq!(writer.dropped(), 1000 - queued as u64);
