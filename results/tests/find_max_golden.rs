@@ -4,7 +4,7 @@
 //! for byte. No timing enters: the scripted server answers by rate alone and the elapsed time is
 //! the sum of the probes' lengths. Regenerate it with
 //! `STAMPEDE_BLESS=1 cargo test -p results --test find_max_golden`.
-use std::path::Path;
+mod golden_file;
 
 use results::search::{Capacity, Ceiling, Class, Config, Failure, Next, Probed, Search, mark};
 
@@ -81,25 +81,10 @@ fn find_max() -> serde_json::Value {
 #[test]
 fn a_scripted_find_max_run_leaves_the_golden_probes_and_capacity() {
     let fresh = serde_json::to_string_pretty(&find_max()).unwrap() + "\n";
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/find-max.json");
-    if std::env::var_os("STAMPEDE_BLESS").is_some() {
-        std::fs::write(&path, &fresh).unwrap();
-        return;
-    }
-    let on_disk = std::fs::read_to_string(&path).unwrap_or_default();
-    if on_disk != fresh {
-        let differs = on_disk
-            .lines()
-            .zip(fresh.lines())
-            .position(|(a, b)| a != b)
-            .map_or_else(
-                || "one is longer".to_string(),
-                |i| format!("line {}", i + 1),
-            );
-        panic!(
-            "results/tests/golden/find-max.json is not what the scripted search makes (first \
-             difference: {differs}); regenerate it with:\n    \
-             STAMPEDE_BLESS=1 cargo test -p results --test find_max_golden"
-        );
-    }
+    golden_file::check(
+        "find-max.json",
+        &fresh,
+        "the scripted search",
+        "find_max_golden",
+    );
 }
