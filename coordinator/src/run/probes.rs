@@ -268,7 +268,7 @@ impl StepSource for Probes {
                     // as they stand, never nothing.
                     Ended::Completed => Status::Deadline,
                 };
-                let a = self.search.stop(status);
+                let a = self.search.stop(self.probed.take(), status);
                 self.settled(a)
             }
         };

@@ -598,9 +598,16 @@ impl Search {
 
     /// The answer as the records stand, for a search ended from outside (Ctrl-C, an aborted
     /// probe): the bounds known so far, never nothing.
-    pub fn stop(&mut self, status: Status) -> Answer {
+    ///
+    /// `last` is the result of the probe run last, if the search has not yet taken it: a run
+    /// stopped between a probe's end and the search's next word keeps what that probe showed.
+    pub fn stop(&mut self, last: Option<Probed>, status: Status) -> Answer {
         if let Some(answer) = &self.done {
             return answer.clone();
+        }
+        if let (Some(pending), Some(probed)) = (self.pending, last) {
+            // What it would ask next does not matter: the search ends here.
+            let _ = self.take(pending, probed);
         }
         let answer = self.answer(status);
         self.pending = None;

@@ -639,3 +639,48 @@ fn an_undecided_retry_grows_at_most_eight_times() {
     };
     assert_eq!(next, duration_s * 8.0);
 }
+
+/// Ctrl-C can land after a probe ended and before the search was asked for the next one: the
+/// probe's pass is one of the bounds all the same (it once was lost, and the answer fell back a
+/// rate).
+#[test]
+fn a_search_stopped_before_it_took_the_last_probe_keeps_that_probe() {
+    let mut search = Search::new(config()).unwrap();
+    let mut last = None;
+    let mut rates = Vec::new();
+    for _ in 0..2 {
+        let Next::Probe {
+            rate, duration_s, ..
+        } = search.next(last.take(), 0.0)
+        else {
+            panic!("the search ended before its second probe");
+        };
+        rates.push(rate);
+        last = Some(outcome(Class::Pass, rate, duration_s, false));
+    }
+    let answer = search.stop(last, Status::Interrupted);
+    assert_eq!(answer.status, Status::Interrupted);
+    assert_eq!(answer.probes.ramp, 2);
+    assert_eq!(answer.max_rate.map(|m| m.offered), Some(rates[1]));
+    assert!(rates[1] > rates[0]);
+}
+
+/// Stopped with a probe asked for and never run, the search's bounds are those of the probes run.
+#[test]
+fn a_search_stopped_with_no_result_pending_answers_from_the_probes_run() {
+    let mut search = Search::new(config()).unwrap();
+    let Next::Probe {
+        rate, duration_s, ..
+    } = search.next(None, 0.0)
+    else {
+        panic!("no first probe");
+    };
+    let Next::Probe { .. } = search.next(Some(outcome(Class::Pass, rate, duration_s, false)), 0.0)
+    else {
+        panic!("no second probe");
+    };
+    search.forget_pending();
+    let answer = search.stop(None, Status::Interrupted);
+    assert_eq!(answer.probes.ramp, 1);
+    assert_eq!(answer.max_rate.map(|m| m.offered), Some(rate));
+}
