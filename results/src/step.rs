@@ -402,6 +402,19 @@ pub struct StepResult {
     pub lost_load: Vec<LostShare>,
 }
 
+impl StepResult {
+    /// The monitor watching the server this step loaded (its CPU, memory and threads are that
+    /// server's, and the knee and requests per server core-second are read from it): for now the
+    /// step's only monitor, when it has exactly one that watches processes or a cgroup. A monitor
+    /// of the host alone, or one of several, is nobody's own.
+    pub fn own_server(&self) -> Option<&StepServer> {
+        match self.server_monitors.as_slice() {
+            [only] if only.target.is_some() => Some(only),
+            _ => None,
+        }
+    }
+}
+
 /// An agent lost mid-step, and its part of the step's load in percent.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct LostShare {
