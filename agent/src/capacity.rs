@@ -411,7 +411,7 @@ impl MachineLimits {
 
 impl Route {
     /// The route of a prepared target: its resolved address says whether it is on loopback.
-    pub fn of(target: &crate::client::Target) -> Route {
+    pub fn of(target: &crate::client::Endpoint) -> Route {
         Route {
             timeout: target.timeout,
             connect_timeout: target.connect_timeout,

@@ -24,7 +24,7 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 use tokio_util::task::AbortOnDropHandle;
 
 use crate::capacity::{MachineLimits, Route};
-use crate::client::Target;
+use crate::client::Endpoint;
 use crate::engine::Engine;
 use crate::link::accept::{Admission, log_refused};
 use crate::link::{
@@ -213,17 +213,17 @@ impl Rules {
 
 type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
 
-/// Turns a configured workload into the target its workers load. In service it is [`Target::prepare`],
+/// Turns a configured workload into the target its workers load. In service it is [`Endpoint::prepare`],
 /// whose DNS lookup can take seconds; tests give one that takes its time on tokio's clock.
-pub(crate) type Prepare = Arc<dyn Fn(Workload) -> BoxFuture<Result<Target, String>> + Send + Sync>;
+pub(crate) type Prepare = Arc<dyn Fn(Workload) -> BoxFuture<Result<Endpoint, String>> + Send + Sync>;
 
 fn lookup() -> Prepare {
-    Arc::new(|w| Box::pin(async move { Target::prepare(&w).await.map_err(|e| e.to_string()) }))
+    Arc::new(|w| Box::pin(async move { Endpoint::prepare(&w).await.map_err(|e| e.to_string()) }))
 }
 
 /// A configure's answer: the target, and the risks its ack reports.
 struct Configured {
-    target: Target,
+    target: Endpoint,
     warnings: Vec<Warning>,
 }
 
@@ -239,13 +239,13 @@ enum State {
     /// A configure's target is being prepared (its DNS lookup) beside the loop; dropping the handle
     /// aborts it, so a newer configure, an abort or the session's end discards its answer.
     Configuring(AbortOnDropHandle<Result<Configured, String>>),
-    Idle(Target),
+    Idle(Endpoint),
     Prepared {
-        target: Target,
+        target: Endpoint,
         share: Arc<StepShare>,
     },
     Running {
-        target: Target,
+        target: Endpoint,
         /// Boxed: its snapshots are large, and the state moves at every transition.
         running: Box<Running>,
     },
@@ -702,7 +702,7 @@ impl Session {
     /// Whether this agent can and may run a step against `target`: its share, and the risks to warn of.
     fn check_step(
         &self,
-        target: &Target,
+        target: &Endpoint,
         p: &pb::PrepareStep,
     ) -> Result<(StepShare, Vec<Warning>), String> {
         let share =
@@ -743,7 +743,7 @@ impl Session {
     /// Hands each worker its job for the step, to start at the coordinator's instant.
     async fn launch(
         &mut self,
-        target: &Target,
+        target: &Endpoint,
         share: Arc<StepShare>,
         start_unix_nanos: i64,
     ) -> Result<Box<Running>, SessionError> {
@@ -950,7 +950,7 @@ impl Running {
 
 /// A warning naming the source addresses this machine does not have: every connection from them would
 /// fail as addr-unavailable. Not a refusal: that is the run's result to report, in its error class.
-fn missing_sources(target: &Target) -> Vec<Warning> {
+fn missing_sources(target: &Endpoint) -> Vec<Warning> {
     let mut missing = Vec::new();
     let mut why = String::new();
     for &source in target.sources.iter() {
@@ -1139,7 +1139,7 @@ mod tests {
     const FAST: &str = "http://127.0.0.1:3/";
     const SLOW_LOOKUP: Duration = Duration::from_secs(2);
 
-    /// `Target::prepare` behind a lookup that takes [`SLOW_LOOKUP`] of tokio time for [`SLOW`] and
+    /// `Endpoint::prepare` behind a lookup that takes [`SLOW_LOOKUP`] of tokio time for [`SLOW`] and
     /// fails for [`UNRESOLVABLE`]; an IP literal's own lookup is immediate.
     fn scripted_lookup() -> Prepare {
         Arc::new(|w: Workload| {
@@ -1149,7 +1149,7 @@ mod tests {
                     2 => tokio::time::sleep(SLOW_LOOKUP).await,
                     _ => {}
                 }
-                Target::prepare(&w).await.map_err(|e| e.to_string())
+                Endpoint::prepare(&w).await.map_err(|e| e.to_string())
             })
         })
     }

@@ -17,14 +17,14 @@ use tokio::sync::{Notify, mpsc};
 use tokio::time::{Instant, sleep_until};
 use tokio_util::sync::CancellationToken;
 
-use crate::client::{Conn, SendError, Target, Template};
+use crate::client::{Conn, SendError, Endpoint, Template};
 use crate::recorder::Recorder;
 use crate::timer::Timer;
 
 /// A step as one worker runs it.
 pub struct Job {
     pub share: Arc<StepShare>,
-    pub target: Target,
+    pub target: Endpoint,
     pub worker: u64,
     pub workers: u64,
     pub start: Instant,
@@ -149,7 +149,7 @@ pub const INTERVAL: Duration = Duration::from_secs(1);
 
 /// Per-step state every task of the worker shares (through `Rc`, on one thread).
 struct Ctx {
-    target: Target,
+    target: Endpoint,
     rec: Rc<Recorder>,
     deadline: Instant,
     cancel: CancellationToken,
@@ -764,7 +764,7 @@ mod tests {
         (addr, seen)
     }
 
-    async fn target(addr: SocketAddr) -> Target {
+    async fn target(addr: SocketAddr) -> Endpoint {
         let configure = pb::Configure {
             requests: vec![pb::RequestTemplate {
                 method: "GET".into(),
@@ -777,7 +777,7 @@ mod tests {
             connect_timeout_ms: 1000,
             ..Default::default()
         };
-        Target::prepare(&Workload::try_from(&configure).unwrap())
+        Endpoint::prepare(&Workload::try_from(&configure).unwrap())
             .await
             .unwrap()
     }

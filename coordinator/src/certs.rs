@@ -5,7 +5,7 @@ use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
-use agent::link::role::Role;
+use agent::link::role::CertRole;
 use rcgen::{
     BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa,
     Issuer, KeyPair, KeyUsagePurpose, SanType,
@@ -75,7 +75,7 @@ fn write(path: &Path, text: &str, private: bool) -> Result<(), CertsError> {
 struct Leaf<'a> {
     file: &'a str,
     name: &'a str,
-    role: Role,
+    role: CertRole,
 }
 
 /// Issues a certificate for `name` (SAN; an IP address becomes an IP SAN) usable as client and
@@ -154,11 +154,11 @@ pub fn init(dir: &Path, fleet: &Fleet, days: i64) -> Result<Vec<PathBuf>, CertsE
     let mut leaves = vec![(
         "coordinator".to_string(),
         fleet.coordinator.as_str(),
-        Role::Coordinator,
+        CertRole::Coordinator,
     )];
     for (names, role) in [
-        (&fleet.agents, Role::Agent),
-        (&fleet.monitors, Role::Monitor),
+        (&fleet.agents, CertRole::Agent),
+        (&fleet.monitors, CertRole::Monitor),
     ] {
         leaves.extend(
             names
@@ -181,7 +181,7 @@ pub fn init(dir: &Path, fleet: &Fleet, days: i64) -> Result<Vec<PathBuf>, CertsE
 
 /// Where a certificate for `name` in `role` is written without --file: agent-NAME, monitor-NAME,
 /// coordinator-NAME.
-pub fn default_file(name: &str, role: Role) -> String {
+pub fn default_file(name: &str, role: CertRole) -> String {
     format!("{}-{name}", role.name())
 }
 
@@ -242,7 +242,7 @@ pub fn issue_more(
     dir: &Path,
     name: &str,
     file: &str,
-    role: Role,
+    role: CertRole,
     days: i64,
     backdate_days: i64,
 ) -> Result<PathBuf, CertsError> {
@@ -306,7 +306,7 @@ mod tests {
             init(dir.path(), &Fleet::default(), 30),
             Err(CertsError::Exists(_))
         ));
-        issue_more(dir.path(), "late", "late", Role::Agent, 1, 0).unwrap();
+        issue_more(dir.path(), "late", "late", CertRole::Agent, 1, 0).unwrap();
         assert!(dir.path().join("late.key").exists());
     }
 
@@ -365,7 +365,7 @@ mod tests {
     }
 
     /// The role marker of a certificate file `stampede certs` wrote.
-    fn roles(path: &Path) -> Vec<Role> {
+    fn roles(path: &Path) -> Vec<CertRole> {
         use rustls::pki_types::CertificateDer;
         use rustls::pki_types::pem::PemObject;
         let der = CertificateDer::from_pem_file(path).unwrap();
@@ -383,11 +383,11 @@ mod tests {
         let files = init(dir.path(), &fleet, 30).unwrap();
         assert_eq!(files.len(), 4, "{files:?}");
         let role = |file: &str| roles(&dir.path().join(file));
-        assert_eq!(role("coordinator.crt"), vec![Role::Coordinator]);
-        assert_eq!(role("agent-a.crt"), vec![Role::Agent]);
-        assert_eq!(role("monitor-m.crt"), vec![Role::Monitor]);
-        let more = issue_more(dir.path(), "c2", "c2", Role::Coordinator, 1, 0).unwrap();
-        assert_eq!(roles(&more), vec![Role::Coordinator]);
-        assert_eq!(default_file("web1", Role::Monitor), "monitor-web1");
+        assert_eq!(role("coordinator.crt"), vec![CertRole::Coordinator]);
+        assert_eq!(role("agent-a.crt"), vec![CertRole::Agent]);
+        assert_eq!(role("monitor-m.crt"), vec![CertRole::Monitor]);
+        let more = issue_more(dir.path(), "c2", "c2", CertRole::Coordinator, 1, 0).unwrap();
+        assert_eq!(roles(&more), vec![CertRole::Coordinator]);
+        assert_eq!(default_file("web1", CertRole::Monitor), "monitor-web1");
     }
 }

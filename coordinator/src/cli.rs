@@ -2,6 +2,7 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
+use agent::link::role::CertRole;
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 use serde::Deserialize;
 use shared::plan::{Arrival, LoadModel, UrlOrder};
@@ -198,25 +199,6 @@ pub struct CompareArgs {
     /// Exit 3 when a trusted step got worse than the baseline's beyond the threshold.
     #[arg(long)]
     pub fail_on_regression: bool,
-}
-
-/// The role a certificate of `stampede certs issue` is marked with.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum CertRole {
-    Coordinator,
-    Agent,
-    Monitor,
-}
-
-impl From<CertRole> for agent::link::role::Role {
-    fn from(r: CertRole) -> Self {
-        use agent::link::role::Role;
-        match r {
-            CertRole::Coordinator => Role::Coordinator,
-            CertRole::Agent => Role::Agent,
-            CertRole::Monitor => Role::Monitor,
-        }
-    }
 }
 
 #[derive(Debug, Subcommand)]

@@ -82,7 +82,6 @@ pub async fn execute(command: Command, stop: Stop) -> u8 {
                     days,
                     backdate_days,
                 } => {
-                    let role = role.into();
                     let file = file.unwrap_or_else(|| certs::default_file(&name, role));
                     certs::issue_more(&dir, &name, &file, role, days, backdate_days)
                         .map(|f| vec![f])

@@ -12,7 +12,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt, ReadBuf};
 use tokio::time::Instant;
 
 use super::failure::{Doing, Failure, SendError, is_closed};
-use super::target::{Target, Template};
+use super::target::{Endpoint, Template};
 use super::transport::{self, Stream};
 use crate::recorder::Recorder;
 use crate::response::{Chunked, Framing, MAX_HEAD, parse_head};
@@ -51,7 +51,7 @@ impl From<Failure> for Fault {
 
 impl Conn {
     /// Connects (TCP, then TLS if the target is https) within the connect timeout.
-    pub async fn open(target: &Target, rec: &Rc<Recorder>) -> Result<Conn, ErrorClass> {
+    pub async fn open(target: &Endpoint, rec: &Rc<Recorder>) -> Result<Conn, ErrorClass> {
         Ok(Conn {
             io: transport::open(target, rec).await?,
             peer: target.addr,
@@ -304,7 +304,7 @@ mod tests {
         Template::new(&Method::POST, &"/".parse().unwrap(), &h, &vec![b'x'; len])
     }
 
-    async fn send(c: &mut Conn, t: &Target, last: bool) -> Result<(), SendError> {
+    async fn send(c: &mut Conn, t: &Endpoint, last: bool) -> Result<(), SendError> {
         let rec = Recorder::default();
         c.send(&t.templates[0], last, Instant::now(), t.timeout, &rec)
             .await

@@ -123,7 +123,7 @@ impl Template {
 
 /// Everything a worker needs to connect and send, shared read-only by all workers of the agent.
 #[derive(Clone)]
-pub struct Target {
+pub struct Endpoint {
     pub addr: SocketAddr,
     pub templates: Arc<Vec<Template>>,
     pub tls: Option<(
@@ -141,8 +141,8 @@ pub struct Target {
     pub ok_status: shared::status::StatusSet,
 }
 
-impl Target {
-    pub async fn prepare(w: &Workload) -> Result<Target, PrepareError> {
+impl Endpoint {
+    pub async fn prepare(w: &Workload) -> Result<Endpoint, PrepareError> {
         let origin = w.origin();
         let resolved = tokio::net::lookup_host((origin.host(), origin.port()))
             .await
@@ -181,7 +181,7 @@ impl Target {
                     .map_err(|_| PrepareError::ServerName(origin.host().to_string()))?,
             ),
         };
-        Ok(Target {
+        Ok(Endpoint {
             addr,
             templates: Arc::new(templates),
             tls,

@@ -8,13 +8,13 @@ use http::header::{HOST, HeaderValue};
 use http::{HeaderMap, Method};
 use tokio::io::{AsyncRead, AsyncReadExt};
 
-use super::target::{Target, Template};
+use super::target::{Endpoint, Template};
 
-pub(super) fn target(addr: SocketAddr, tls: bool) -> Target {
+pub(super) fn target(addr: SocketAddr, tls: bool) -> Endpoint {
     let mut h = HeaderMap::new();
     h.insert(HOST, HeaderValue::from_static("localhost"));
     let t = Template::new(&Method::GET, &"/".parse().unwrap(), &h, b"");
-    Target {
+    Endpoint {
         addr,
         templates: Arc::new(vec![t]),
         tls: tls.then(|| {

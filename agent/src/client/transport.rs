@@ -11,12 +11,12 @@ use tokio::net::TcpStream;
 use tokio::time::Instant;
 
 use super::failure::{Doing, Failure};
-use super::target::Target;
+use super::target::Endpoint;
 use crate::recorder::Recorder;
 
 /// Connects (TCP, then TLS if the target is https) within the connect timeout. A failure is counted
 /// in words under its class; a success, with its connect time.
-pub(super) async fn open(target: &Target, rec: &Rc<Recorder>) -> Result<Stream, ErrorClass> {
+pub(super) async fn open(target: &Endpoint, rec: &Rc<Recorder>) -> Result<Stream, ErrorClass> {
     let began = Instant::now();
     let connect = async {
         let source = crate::socket::next_source(&target.sources);

@@ -32,7 +32,7 @@ use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
 
 use super::Side;
-use super::role::{self, Role};
+use super::role::{self, CertRole};
 
 /// How long a peer has to send its first byte and finish its TLS handshake (tonic's server used 5 s).
 const HANDSHAKE: Duration = Duration::from_secs(5);
@@ -509,16 +509,16 @@ async fn open(
 
 /// The roles a listener of `me` takes from its peers: an agent serves only a coordinator; a
 /// coordinator's join port takes agents and monitors.
-fn admits(me: Side) -> &'static [Role] {
+fn admits(me: Side) -> &'static [CertRole] {
     match me {
-        Side::Agent => &[Role::Coordinator],
-        Side::Coordinator => &[Role::Agent, Role::Monitor],
+        Side::Agent => &[CertRole::Coordinator],
+        Side::Coordinator => &[CertRole::Agent, CertRole::Monitor],
     }
 }
 
 /// "a coordinator's", "an agent's".
-fn whose(r: Role) -> String {
-    let article = if r == Role::Agent { "an" } else { "a" };
+fn whose(r: CertRole) -> String {
+    let article = if r == CertRole::Agent { "an" } else { "a" };
     format!("{article} {}'s", r.name())
 }
 

@@ -6,8 +6,8 @@
 //! chooses what it says.
 
 /// Who a certificate was issued to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Role {
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum CertRole {
     Coordinator,
     Agent,
     Monitor,
@@ -16,14 +16,14 @@ pub enum Role {
 /// The SAN URI scheme and prefix of a role marker.
 pub const MARKER: &str = "stampede:role:";
 
-impl Role {
-    pub const ALL: [Role; 3] = [Role::Coordinator, Role::Agent, Role::Monitor];
+impl CertRole {
+    pub const ALL: [CertRole; 3] = [CertRole::Coordinator, CertRole::Agent, CertRole::Monitor];
 
     pub fn name(self) -> &'static str {
         match self {
-            Role::Coordinator => "coordinator",
-            Role::Agent => "agent",
-            Role::Monitor => "monitor",
+            CertRole::Coordinator => "coordinator",
+            CertRole::Agent => "agent",
+            CertRole::Monitor => "monitor",
         }
     }
 
@@ -32,21 +32,21 @@ impl Role {
         format!("{MARKER}{}", self.name())
     }
 
-    pub fn parse(name: &str) -> Option<Role> {
-        Role::ALL.into_iter().find(|r| r.name() == name)
+    pub fn parse(name: &str) -> Option<CertRole> {
+        CertRole::ALL.into_iter().find(|r| r.name() == name)
     }
 }
 
 /// The roles a DER certificate's SAN URIs name; none for a certificate without a marker (one made
 /// before roles, or by another tool). `None` when the DER cannot be walked (never for a certificate
 /// rustls has verified).
-pub fn of_certificate(der: &[u8]) -> Option<Vec<Role>> {
+pub fn of_certificate(der: &[u8]) -> Option<Vec<CertRole>> {
     let mut uris = Vec::new();
     for uri in san_uris(der)? {
         if let Some(role) = std::str::from_utf8(uri)
             .ok()
             .and_then(|u| u.strip_prefix(MARKER))
-            .and_then(Role::parse)
+            .and_then(CertRole::parse)
         {
             uris.push(role);
         }
@@ -154,9 +154,9 @@ mod tests {
     #[test]
     fn a_role_marker_is_read_from_the_certificates_san_uris() {
         let der = certificate(&["https://elsewhere.example/", "stampede:role:coordinator"]);
-        assert_eq!(of_certificate(&der), Some(vec![Role::Coordinator]));
+        assert_eq!(of_certificate(&der), Some(vec![CertRole::Coordinator]));
         let der = certificate(&["stampede:role:monitor"]);
-        assert_eq!(of_certificate(&der), Some(vec![Role::Monitor]));
+        assert_eq!(of_certificate(&der), Some(vec![CertRole::Monitor]));
     }
 
     #[test]
