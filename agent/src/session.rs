@@ -215,7 +215,8 @@ type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
 
 /// Turns a configured workload into the target its workers load. In service it is [`Endpoint::prepare`],
 /// whose DNS lookup can take seconds; tests give one that takes its time on tokio's clock.
-pub(crate) type Prepare = Arc<dyn Fn(Workload) -> BoxFuture<Result<Endpoint, String>> + Send + Sync>;
+pub(crate) type Prepare =
+    Arc<dyn Fn(Workload) -> BoxFuture<Result<Endpoint, String>> + Send + Sync>;
 
 fn lookup() -> Prepare {
     Arc::new(|w| Box::pin(async move { Endpoint::prepare(&w).await.map_err(|e| e.to_string()) }))

@@ -17,7 +17,7 @@ use tokio::sync::{Notify, mpsc};
 use tokio::time::{Instant, sleep_until};
 use tokio_util::sync::CancellationToken;
 
-use crate::client::{Conn, SendError, Endpoint, Template};
+use crate::client::{Conn, Endpoint, SendError, Template};
 use crate::recorder::Recorder;
 use crate::timer::Timer;
 

@@ -720,3 +720,29 @@ fn a_search_of_100_probes_of_10_agents_is_under_300_kb() {
     );
     assert!(page.len() < 300 * 1024, "{} bytes", page.len());
 }
+
+/// A real monitored find-max run (results/tests/golden/find-max-run, read from its directory as
+/// `stampede report` reads one): its page is guarded byte for byte, and draws the search's charts
+/// and the server's, none an empty place.
+#[test]
+fn the_monitored_find_max_golden_renders_its_page_with_every_chart_drawn() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../results/tests/golden/find-max-run");
+    let r = report::RunReport::read(&dir).expect("the golden directory reads");
+    assert_eq!(
+        r.distributions.len(),
+        r.run.steps.len(),
+        "every step's .hgrm"
+    );
+    same_as_golden(&r, "find-max-run.html");
+    let page = render_run(&r);
+    for name in RUN_SEARCH_CHARTS.iter().chain(RUN_MONITOR_CHARTS.iter()) {
+        let key = format!("data-chart=\"{name}\"");
+        let here = page
+            .find(&key)
+            .unwrap_or_else(|| panic!("{name} has its place"));
+        assert!(
+            !page[..here].ends_with("<figure class=\"chart empty\" "),
+            "{name} is drawn, not an empty place"
+        );
+    }
+}

@@ -444,6 +444,32 @@ mod tests {
         assert_eq!(tsv, include_str!("../tests/golden/steps.tsv"));
     }
 
+    /// A real find-max run with a server monitor (`stampede find-max --model requests --slo
+    /// 'p99<50ms' --monitor-pid` against `stampede serve --capacity 800`): the table made from its
+    /// steps is its steps.tsv, probe and monitor columns included, and its answer reads back typed.
+    #[test]
+    fn the_monitored_find_max_golden_gives_back_its_table_and_its_answer() {
+        let path = Path::new("tests/golden/find-max-run/run.json");
+        let run =
+            RunFile::parse(include_str!("../tests/golden/find-max-run/run.json"), path).unwrap();
+        let table = run.step_table();
+        let mut tsv = table.header().join("\t") + "\n";
+        for r in &run.steps {
+            tsv += &(table.row(r).join("\t") + "\n");
+        }
+        assert_eq!(tsv, include_str!("../tests/golden/find-max-run/steps.tsv"));
+        assert!(tsv.starts_with("dem_req_rate\t"), "{tsv}");
+        assert!(table.header().iter().any(|c| c == "role"));
+        assert!(
+            run.steps
+                .iter()
+                .all(|s| s.probe.is_some() && !s.server_monitors.is_empty())
+        );
+        let capacity = run.capacity.as_ref().expect("a search's answer");
+        assert_eq!(capacity.status, crate::search::Status::Resolved);
+        assert_eq!(capacity.max_rate.as_ref().map(|m| m.offered), Some(800.0));
+    }
+
     /// With a monitor, run.json says who it is and each step its view, steps.tsv gains the
     /// monitor's columns after every other (empty for a step it did not see), and it all reads back.
     #[test]

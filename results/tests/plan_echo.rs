@@ -1,6 +1,6 @@
 //! run.json's typed `plan` (`results::run_file::PlanEcho`) reads and writes back every golden and
-//! fixture run byte for byte: the /3 golden, the /2 fixture, a search's `find_max`, and keys it
-//! does not know.
+//! fixture run byte for byte: the /3 golden, the /2 fixture, a monitored find-max run, a search's
+//! `find_max`, and keys it does not know.
 use std::path::Path;
 
 use results::run_file::RunFile;
@@ -20,6 +20,7 @@ fn round_trip(rel: &str) {
 fn the_golden_and_the_schema_2_fixture_are_written_back_byte_for_byte() {
     round_trip("tests/golden/run.json");
     round_trip("tests/fixtures/run-v2/run.json");
+    round_trip("tests/golden/find-max-run/run.json");
 }
 
 #[test]

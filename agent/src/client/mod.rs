@@ -25,4 +25,4 @@ mod transport;
 
 pub use failure::SendError;
 pub use http1::Conn;
-pub use target::{PrepareError, Endpoint, Template};
+pub use target::{Endpoint, PrepareError, Template};
