@@ -182,6 +182,10 @@ pub struct RunConfig {
     /// Server monitors to dial, and the one to run in-process.
     pub monitors: Vec<AgentSpec>,
     pub monitor: Option<shared::monitor::Watch>,
+    /// In-process monitors each paired with a target (`--monitor-target`), the same in every lane.
+    pub paired: Vec<crate::pairing::Paired>,
+    /// The run's targets, as monitors are paired with them (every lane's label).
+    pub pairing: crate::pairing::Pairing,
     /// How many processes `--monitor-process` may match (`--monitor-processes`).
     pub monitor_processes: usize,
     /// How many dialed agents to wait for (`--expect-agents` with `--agents`).
@@ -418,12 +422,9 @@ pub fn resolve_runs(mut args: RunArgs) -> Result<Runs, ConfigError> {
             (named, _) => named,
         };
         let url = target.map(|t| t.url);
-        return Ok(Runs::One(Box::new(resolve_one(
-            args,
-            plan,
-            url.as_deref(),
-            label,
-        )?)));
+        let mut cfg = resolve_one(args, plan, url.as_deref(), label)?;
+        paired_with(std::slice::from_mut(&mut cfg))?;
+        return Ok(Runs::One(Box::new(cfg)));
     }
     if args.label.is_some() {
         return Err(ConfigError::Conflict(
@@ -452,12 +453,24 @@ pub fn resolve_runs(mut args: RunArgs) -> Result<Runs, ConfigError> {
         cfg.out = dir.join(label);
         cfg.out_default = false;
     }
+    paired_with(&mut runs)?;
     Ok(Runs::Side(SideBySide {
         dir,
         dir_default,
         force: runs[0].force,
         runs,
     }))
+}
+
+/// Checks the monitors paired with targets against the targets, and tells every lane who they are.
+fn paired_with(runs: &mut [RunConfig]) -> Result<(), ConfigError> {
+    let labels: Vec<Option<String>> = runs.iter().map(|c| c.label.clone()).collect();
+    crate::pairing::check(&runs[0].paired, &labels)?;
+    let pairing = crate::pairing::Pairing::new(labels);
+    for cfg in runs {
+        cfg.pairing = pairing.clone();
+    }
+    Ok(())
 }
 
 /// One target's configuration; `label` (from `NAME=URL`) over the flag's and the plan file's.
@@ -504,6 +517,11 @@ fn resolve_one(
         None => Vec::new(),
     };
     let monitor = embedded_monitor(&args)?;
+    let paired = args
+        .monitor_target
+        .iter()
+        .map(|t| crate::pairing::parse(t))
+        .collect::<Result<Vec<_>, _>>()?;
     let dial_wait = dial_wait(&args)?;
     let agent_weights = weights(&args, &agents)?;
     let host = plan.workload().origin().host().to_string();
@@ -518,6 +536,8 @@ fn resolve_one(
         join,
         monitors,
         monitor,
+        paired,
+        pairing: Default::default(),
         monitor_processes: args.monitor_processes.expect(DEFAULTED),
         dial_wait,
         token,
@@ -925,25 +945,24 @@ fn dial_wait(args: &RunArgs) -> Result<Option<DialWait>, ConfigError> {
 /// checked for what can be told before it is opened; the probe says the rest when it opens it.
 fn embedded_monitor(args: &RunArgs) -> Result<Option<shared::monitor::Watch>, ConfigError> {
     use shared::monitor::Watch;
-    let bad = |m: String| Err(ConfigError::Value(m));
-    match (
+    let (flag, watch) = match (
         args.monitor_pid,
         &args.monitor_process,
         &args.monitor_cgroup,
     ) {
-        (Some(0), ..) => bad("--monitor-pid 0: a process id is 1 or more".into()),
-        (Some(pid), ..) => Ok(Some(Watch::Pid(pid))),
-        (_, Some(name), _) if name.is_empty() || name.contains('/') => bad(format!(
-            "--monitor-process '{name}': give a process name as ps -o comm shows it (no '/')"
-        )),
-        (_, Some(name), _) => Ok(Some(Watch::Process(name.clone()))),
-        (.., Some(path)) if !path.is_absolute() => bad(format!(
-            "--monitor-cgroup {}: give the cgroup's absolute directory, e.g. /sys/fs/cgroup/system.slice/nginx.service",
-            path.display()
-        )),
-        (.., Some(path)) => Ok(Some(Watch::Cgroup(path.clone()))),
-        _ => Ok(None),
-    }
+        (Some(pid), ..) => ("--monitor-pid", Watch::Pid(pid)),
+        (_, Some(name), _) => ("--monitor-process", Watch::Process(name.clone())),
+        (.., Some(path)) => ("--monitor-cgroup", Watch::Cgroup(path.clone())),
+        _ => return Ok(None),
+    };
+    // A pid's words name no value of their own; the others' do.
+    let shown = match &watch {
+        Watch::Pid(pid) => format!(" {pid}:"),
+        _ => String::new(),
+    };
+    crate::pairing::check_watch(&watch)
+        .map(|()| Some(watch))
+        .map_err(|why| ConfigError::Value(format!("{flag}{shown} {why}")))
 }
 
 /// `--agent-weights`, keyed by agent: each one `--agents` lists, by its name there. The old form,

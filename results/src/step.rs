@@ -404,12 +404,22 @@ pub struct StepResult {
 
 impl StepResult {
     /// The monitor watching the server this step loaded (its CPU, memory and threads are that
-    /// server's, and the knee and requests per server core-second are read from it): for now the
-    /// step's only monitor, when it has exactly one that watches processes or a cgroup. A monitor
-    /// of the host alone, or one of several, is nobody's own.
+    /// server's, and the knee and requests per server core-second are read from it): the one the
+    /// run paired with the step's target (`watches: target`). A step whose monitors all say they
+    /// are shared has none. A step written before pairing says nothing: its only monitor, when it
+    /// has exactly one that watches processes or a cgroup, was its server then and is now.
     pub fn own_server(&self) -> Option<&StepServer> {
+        use shared::monitor::step::Watches;
+        let mut said = false;
+        for m in &self.server_monitors {
+            match m.watches {
+                Watches::Target => return Some(m),
+                Watches::Shared => said = true,
+                Watches::Unsaid => {}
+            }
+        }
         match self.server_monitors.as_slice() {
-            [only] if only.target.is_some() => Some(only),
+            [only] if !said && only.target.is_some() => Some(only),
             _ => None,
         }
     }
