@@ -465,7 +465,8 @@ pub fn resolve_runs(mut args: RunArgs) -> Result<Runs, ConfigError> {
 /// Checks the monitors paired with targets against the targets, and tells every lane who they are.
 fn paired_with(runs: &mut [RunConfig]) -> Result<(), ConfigError> {
     let labels: Vec<Option<String>> = runs.iter().map(|c| c.label.clone()).collect();
-    crate::pairing::check(&runs[0].paired, &labels)?;
+    crate::pairing::check(&runs[0].paired, &labels)
+        .map_err(|e| ConfigError::Value(e.to_string()))?;
     let pairing = crate::pairing::Pairing::new(labels);
     for cfg in runs {
         cfg.pairing = pairing.clone();
@@ -520,7 +521,7 @@ fn resolve_one(
     let paired = args
         .monitor_target
         .iter()
-        .map(|t| crate::pairing::parse(t))
+        .map(|t| crate::pairing::parse(t).map_err(|e| ConfigError::Value(e.to_string())))
         .collect::<Result<Vec<_>, _>>()?;
     let dial_wait = dial_wait(&args)?;
     let agent_weights = weights(&args, &agents)?;

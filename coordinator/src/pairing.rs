@@ -5,9 +5,12 @@
 use shared::monitor::Watch;
 use shared::monitor::step::{StepServer, Watches};
 
-use crate::config::ConfigError;
-
 const FLAG: &str = "--monitor-target";
+
+/// A pairing that cannot be: what was wrong, naming the part (a value, to the configuration).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct PairingError(pub String);
 
 /// An in-process monitor paired with a target: named `target`, it watches `watch`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -17,8 +20,8 @@ pub struct Paired {
 }
 
 /// One `--monitor-target NAME=KIND:WHAT`: `process:COMM`, `pid:PID` or `cgroup:PATH`.
-pub fn parse(text: &str) -> Result<Paired, ConfigError> {
-    let bad = |why: &str| Err(ConfigError::Value(format!("{FLAG} '{text}': {why}")));
+pub fn parse(text: &str) -> Result<Paired, PairingError> {
+    let bad = |why: &str| Err(PairingError(format!("{FLAG} '{text}': {why}")));
     let Some((target, what)) = text.split_once('=') else {
         return bad("give NAME=process:COMM, NAME=pid:PID or NAME=cgroup:PATH, NAME a target's");
     };
@@ -41,7 +44,7 @@ pub fn parse(text: &str) -> Result<Paired, ConfigError> {
             ));
         }
     };
-    check_watch(&watch).map_err(|why| ConfigError::Value(format!("{FLAG} '{text}': {why}")))?;
+    check_watch(&watch).map_err(|why| PairingError(format!("{FLAG} '{text}': {why}")))?;
     Ok(Paired {
         target: target.to_string(),
         watch,
@@ -74,7 +77,7 @@ pub fn check_watch(watch: &Watch) -> Result<(), String> {
 }
 
 /// Every pairing names a target of the run, and no target has two.
-pub fn check(paired: &[Paired], labels: &[Option<String>]) -> Result<(), ConfigError> {
+pub fn check(paired: &[Paired], labels: &[Option<String>]) -> Result<(), PairingError> {
     for (i, p) in paired.iter().enumerate() {
         if !labels
             .iter()
@@ -85,13 +88,13 @@ pub fn check(paired: &[Paired], labels: &[Option<String>]) -> Result<(), ConfigE
                 [] => "the target has no name: give it one, NAME=URL".to_string(),
                 _ => format!("the targets are {}", named.join(", ")),
             };
-            return Err(ConfigError::Value(format!(
+            return Err(PairingError(format!(
                 "{FLAG} {}=…: names no target ({targets})",
                 p.target
             )));
         }
         if let Some(twin) = paired[..i].iter().find(|q| q.target == p.target) {
-            return Err(ConfigError::Value(format!(
+            return Err(PairingError(format!(
                 "{FLAG}: two monitors for target {}, {} and {}: give one per target (another one's server is its own target's, or a --monitor-pid/--monitor-process/--monitor-cgroup beside them all)",
                 p.target, twin.watch, p.watch
             )));
@@ -206,7 +209,7 @@ mod tests {
                 "{e}"
             );
             assert!(e.contains(part), "{text}: {e}");
-            assert!(matches!(parse(text), Err(ConfigError::Value(_))));
+            assert!(matches!(parse(text), Err(PairingError(_))));
         }
     }
 
