@@ -1666,6 +1666,50 @@ mod tests {
     }
 
     #[test]
+    fn monitors_are_paired_with_targets_by_name_from_flags_or_a_plan_file() {
+        let Runs::Side(side) = runs_of(
+            "run go=http://h:1/ node=http://h:2/ --steps 1 --monitor-target go=pid:7 --monitor-target node=process:node",
+        )
+        .unwrap() else {
+            panic!("two targets")
+        };
+        for cfg in &side.runs {
+            assert_eq!(
+                cfg.paired.len(),
+                2,
+                "every lane runs every in-process monitor"
+            );
+            let lane = cfg.label.as_deref();
+            let own = cfg.pairing.watches(lane, lane.unwrap());
+            assert_eq!(own, Some(shared::monitor::step::Watches::Target));
+        }
+        let e =
+            runs_of("run go=http://h:1/ node=http://h:2/ --steps 1 --monitor-target rust=pid:7")
+                .err()
+                .unwrap();
+        assert!(
+            e.contains("names no target (the targets are go, node)"),
+            "{e}"
+        );
+        // One target, named: paired; unnamed: nothing to pair with.
+        assert!(command_line("run web=http://h:1/ --steps 1 --monitor-target web=pid:7").is_ok());
+        let e = command_line("run http://h:1/ --steps 1 --monitor-target web=pid:7").unwrap_err();
+        assert!(e.contains("the target has no name"), "{e}");
+        let dir = tempfile::tempdir().unwrap();
+        let plan = dir.path().join("p.toml");
+        std::fs::write(
+            &plan,
+            "url = \"http://h:1/\"\nsteps = [1]\nlabel = \"web\"\nmonitor_target = [\"web=process:nginx\"]\n",
+        )
+        .unwrap();
+        let c = command_line(&format!("run {}", plan.display())).unwrap();
+        assert_eq!(
+            c.paired[0].watch,
+            shared::monitor::Watch::Process("nginx".into())
+        );
+    }
+
+    #[test]
     fn named_targets_run_side_by_side_each_into_its_label() {
         let Runs::Side(side) = runs_of(
             "run nginx=http://127.0.0.1:8080/a?x=1 app=http://localhost:8081/b --steps 5,10 -H X-A:1 --out res/x",
