@@ -709,6 +709,14 @@ settings! {
         /// by its last component.
         #[arg(long, value_name = "PATH", help_heading = MONITOR)]
         pub monitor_cgroup: Option<PathBuf>,
+        /// Watch target NAME's own server from this machine, in-process: process:COMM (every process
+        /// of that name), pid:PID or cgroup:PATH; repeatable, one per target. The monitor is named
+        /// NAME, so is paired with the target NAME (as a remote `stampede-agent --monitor --name
+        /// NAME` is): that target's steps carry its CPU and memory as unsuffixed columns
+        /// (srv_cpu_pct), and no other target's do.
+        #[arg(long = "monitor-target", value_name = "NAME=KIND:WHAT", help_heading = MONITOR)]
+        #[serde(default)]
+        pub monitor_target: Vec<String>,
     }
 }
 

@@ -182,6 +182,10 @@ pub struct RunConfig {
     /// Server monitors to dial, and the one to run in-process.
     pub monitors: Vec<AgentSpec>,
     pub monitor: Option<shared::monitor::Watch>,
+    /// In-process monitors each paired with a target (`--monitor-target`), the same in every lane.
+    pub paired: Vec<crate::pairing::Paired>,
+    /// The run's targets, as monitors are paired with them (every lane's label).
+    pub pairing: crate::pairing::Pairing,
     /// How many processes `--monitor-process` may match (`--monitor-processes`).
     pub monitor_processes: usize,
     /// How many dialed agents to wait for (`--expect-agents` with `--agents`).
@@ -418,12 +422,9 @@ pub fn resolve_runs(mut args: RunArgs) -> Result<Runs, ConfigError> {
             (named, _) => named,
         };
         let url = target.map(|t| t.url);
-        return Ok(Runs::One(Box::new(resolve_one(
-            args,
-            plan,
-            url.as_deref(),
-            label,
-        )?)));
+        let mut cfg = resolve_one(args, plan, url.as_deref(), label)?;
+        paired_with(std::slice::from_mut(&mut cfg))?;
+        return Ok(Runs::One(Box::new(cfg)));
     }
     if args.label.is_some() {
         return Err(ConfigError::Conflict(
@@ -452,12 +453,25 @@ pub fn resolve_runs(mut args: RunArgs) -> Result<Runs, ConfigError> {
         cfg.out = dir.join(label);
         cfg.out_default = false;
     }
+    paired_with(&mut runs)?;
     Ok(Runs::Side(SideBySide {
         dir,
         dir_default,
         force: runs[0].force,
         runs,
     }))
+}
+
+/// Checks the monitors paired with targets against the targets, and tells every lane who they are.
+fn paired_with(runs: &mut [RunConfig]) -> Result<(), ConfigError> {
+    let labels: Vec<Option<String>> = runs.iter().map(|c| c.label.clone()).collect();
+    crate::pairing::check(&runs[0].paired, &labels)
+        .map_err(|e| ConfigError::Value(e.to_string()))?;
+    let pairing = crate::pairing::Pairing::new(labels);
+    for cfg in runs {
+        cfg.pairing = pairing.clone();
+    }
+    Ok(())
 }
 
 /// One target's configuration; `label` (from `NAME=URL`) over the flag's and the plan file's.
@@ -504,6 +518,11 @@ fn resolve_one(
         None => Vec::new(),
     };
     let monitor = embedded_monitor(&args)?;
+    let paired = args
+        .monitor_target
+        .iter()
+        .map(|t| crate::pairing::parse(t).map_err(|e| ConfigError::Value(e.to_string())))
+        .collect::<Result<Vec<_>, _>>()?;
     let dial_wait = dial_wait(&args)?;
     let agent_weights = weights(&args, &agents)?;
     let host = plan.workload().origin().host().to_string();
@@ -518,6 +537,8 @@ fn resolve_one(
         join,
         monitors,
         monitor,
+        paired,
+        pairing: Default::default(),
         monitor_processes: args.monitor_processes.expect(DEFAULTED),
         dial_wait,
         token,
@@ -925,25 +946,24 @@ fn dial_wait(args: &RunArgs) -> Result<Option<DialWait>, ConfigError> {
 /// checked for what can be told before it is opened; the probe says the rest when it opens it.
 fn embedded_monitor(args: &RunArgs) -> Result<Option<shared::monitor::Watch>, ConfigError> {
     use shared::monitor::Watch;
-    let bad = |m: String| Err(ConfigError::Value(m));
-    match (
+    let (flag, watch) = match (
         args.monitor_pid,
         &args.monitor_process,
         &args.monitor_cgroup,
     ) {
-        (Some(0), ..) => bad("--monitor-pid 0: a process id is 1 or more".into()),
-        (Some(pid), ..) => Ok(Some(Watch::Pid(pid))),
-        (_, Some(name), _) if name.is_empty() || name.contains('/') => bad(format!(
-            "--monitor-process '{name}': give a process name as ps -o comm shows it (no '/')"
-        )),
-        (_, Some(name), _) => Ok(Some(Watch::Process(name.clone()))),
-        (.., Some(path)) if !path.is_absolute() => bad(format!(
-            "--monitor-cgroup {}: give the cgroup's absolute directory, e.g. /sys/fs/cgroup/system.slice/nginx.service",
-            path.display()
-        )),
-        (.., Some(path)) => Ok(Some(Watch::Cgroup(path.clone()))),
-        _ => Ok(None),
-    }
+        (Some(pid), ..) => ("--monitor-pid", Watch::Pid(pid)),
+        (_, Some(name), _) => ("--monitor-process", Watch::Process(name.clone())),
+        (.., Some(path)) => ("--monitor-cgroup", Watch::Cgroup(path.clone())),
+        _ => return Ok(None),
+    };
+    // A pid's words name no value of their own; the others' do.
+    let shown = match &watch {
+        Watch::Pid(pid) => format!(" {pid}:"),
+        _ => String::new(),
+    };
+    crate::pairing::check_watch(&watch)
+        .map(|()| Some(watch))
+        .map_err(|why| ConfigError::Value(format!("{flag}{shown} {why}")))
 }
 
 /// `--agent-weights`, keyed by agent: each one `--agents` lists, by its name there. The old form,
@@ -1643,6 +1663,50 @@ mod tests {
             crate::cli::Command::Run(a) => resolve_runs(*a).map_err(|e| e.to_string()),
             _ => unreachable!("a run command line"),
         }
+    }
+
+    #[test]
+    fn monitors_are_paired_with_targets_by_name_from_flags_or_a_plan_file() {
+        let Runs::Side(side) = runs_of(
+            "run go=http://h:1/ node=http://h:2/ --steps 1 --monitor-target go=pid:7 --monitor-target node=process:node",
+        )
+        .unwrap() else {
+            panic!("two targets")
+        };
+        for cfg in &side.runs {
+            assert_eq!(
+                cfg.paired.len(),
+                2,
+                "every lane runs every in-process monitor"
+            );
+            let lane = cfg.label.as_deref();
+            let own = cfg.pairing.watches(lane, lane.unwrap());
+            assert_eq!(own, Some(shared::monitor::step::Watches::Target));
+        }
+        let e =
+            runs_of("run go=http://h:1/ node=http://h:2/ --steps 1 --monitor-target rust=pid:7")
+                .err()
+                .unwrap();
+        assert!(
+            e.contains("names no target (the targets are go, node)"),
+            "{e}"
+        );
+        // One target, named: paired; unnamed: nothing to pair with.
+        assert!(command_line("run web=http://h:1/ --steps 1 --monitor-target web=pid:7").is_ok());
+        let e = command_line("run http://h:1/ --steps 1 --monitor-target web=pid:7").unwrap_err();
+        assert!(e.contains("the target has no name"), "{e}");
+        let dir = tempfile::tempdir().unwrap();
+        let plan = dir.path().join("p.toml");
+        std::fs::write(
+            &plan,
+            "url = \"http://h:1/\"\nsteps = [1]\nlabel = \"web\"\nmonitor_target = [\"web=process:nginx\"]\n",
+        )
+        .unwrap();
+        let c = command_line(&format!("run {}", plan.display())).unwrap();
+        assert_eq!(
+            c.paired[0].watch,
+            shared::monitor::Watch::Process("nginx".into())
+        );
     }
 
     #[test]

@@ -8,6 +8,7 @@ pub mod demo;
 pub mod fleet;
 pub mod merge;
 pub mod output;
+pub mod pairing;
 pub mod progress;
 pub mod report_file;
 pub mod run;

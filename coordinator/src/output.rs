@@ -281,7 +281,8 @@ pub enum Finished {
 
 impl Output {
     /// `warnings` are the agents' warnings about the whole run (e.g. a source address they lack), each
-    /// prefixed with its agent; `monitors` the server monitors that watch it (each gains its columns).
+    /// prefixed with its agent; `monitors` the server monitors that watch it (each gains its columns;
+    /// the one paired with the target, by `cfg.pairing`, unsuffixed).
     pub fn create(
         cfg: &RunConfig,
         agents: &[AgentInfo],
@@ -299,7 +300,8 @@ impl Output {
         let sep = cfg.format.separator();
         let names: Vec<String> = monitors.iter().map(|m| m.name.clone()).collect();
         let search = cfg.echo.find_max.is_some();
-        let columns = StepTable::of_run(&cfg.host, cfg.plan.model(), search, &names);
+        let paired = cfg.pairing.paired(cfg.label.as_deref(), &names);
+        let columns = StepTable::of_run(&cfg.host, cfg.plan.model(), search, &names, paired);
         let header = columns.header().join(&sep.to_string());
         writeln!(table, "{header}").map_err(at(&table_path))?;
         let mut doc = RunFile::start(
@@ -311,6 +313,7 @@ impl Output {
         );
         doc.label = cfg.label.clone();
         doc.monitors = monitors.to_vec();
+        doc.paired_monitor = paired.map(str::to_string);
         let mut out = Output {
             dir,
             table,

@@ -161,6 +161,10 @@ pub struct RunFile {
     /// The server monitors that watched the run; absent without (and in older files).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub monitors: Vec<MonitorInfo>,
+    /// Which of `monitors` is paired with this run's target (named as the target is): its
+    /// steps.tsv columns carry no suffix. Absent when none is (and in older files).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub paired_monitor: Option<String>,
     /// The agents' warnings about the whole run, each prefixed with its agent.
     pub warnings: Vec<String>,
     /// The run's answer so far; null before the first step.
@@ -263,6 +267,7 @@ impl RunFile {
             plan,
             agents,
             monitors: Vec::new(),
+            paired_monitor: None,
             warnings,
             summary: None,
             steps: Vec::new(),
@@ -301,7 +306,13 @@ impl RunFile {
     /// The run's steps as steps.tsv tabulates them.
     pub fn step_table(&self) -> StepTable {
         let monitors: Vec<String> = self.monitors.iter().map(|m| m.name.clone()).collect();
-        StepTable::of_run(&self.host(), self.model(), self.is_search(), &monitors)
+        StepTable::of_run(
+            &self.host(),
+            self.model(),
+            self.is_search(),
+            &monitors,
+            self.paired_monitor.as_deref(),
+        )
     }
 
     /// Reads `path`; the error names the file, and the field and line where it went wrong.

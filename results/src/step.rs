@@ -404,12 +404,22 @@ pub struct StepResult {
 
 impl StepResult {
     /// The monitor watching the server this step loaded (its CPU, memory and threads are that
-    /// server's, and the knee and requests per server core-second are read from it): for now the
-    /// step's only monitor, when it has exactly one that watches processes or a cgroup. A monitor
-    /// of the host alone, or one of several, is nobody's own.
+    /// server's, and the knee and requests per server core-second are read from it): the one the
+    /// run paired with the step's target (`watches: target`). A step whose monitors all say they
+    /// are shared has none. A step written before pairing says nothing: its only monitor, when it
+    /// has exactly one that watches processes or a cgroup, was its server then and is now.
     pub fn own_server(&self) -> Option<&StepServer> {
+        use shared::monitor::step::Watches;
+        let mut said = false;
+        for m in &self.server_monitors {
+            match m.watches {
+                Watches::Target => return Some(m),
+                Watches::Shared => said = true,
+                Watches::Unsaid => {}
+            }
+        }
         match self.server_monitors.as_slice() {
-            [only] if only.target.is_some() => Some(only),
+            [only] if !said && only.target.is_some() => Some(only),
             _ => None,
         }
     }
@@ -1051,6 +1061,29 @@ pub struct ProbeMark {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_step_s_own_server_is_the_monitor_paired_with_its_target() {
+        use shared::monitor::step::Watches;
+        let mut r = ramp_step(1, 100.0, 100.0, 2.0, Verdict::Valid);
+        let mark = |name: &str, w: Watches| {
+            let mut m = crate::example_server(name, 50.0, 1.0);
+            m.watches = w;
+            m
+        };
+        // Written before pairing: the only monitor of processes.
+        r.server_monitors = vec![mark("server", Watches::Unsaid)];
+        assert_eq!(r.own_server().map(|m| m.monitor.as_str()), Some("server"));
+        r.server_monitors.push(mark("db", Watches::Unsaid));
+        assert!(r.own_server().is_none(), "one of two is nobody's own");
+        // Paired: the target's, wherever it stands among the shared ones.
+        r.server_monitors = vec![mark("db", Watches::Shared), mark("go", Watches::Target)];
+        assert_eq!(r.own_server().map(|m| m.monitor.as_str()), Some("go"));
+        // Side by side, a database behind both targets is neither's server.
+        r.server_monitors = vec![mark("db", Watches::Shared)];
+        assert!(r.own_server().is_none());
+    }
+
     use crate::table::StepTable;
     use shared::histogram;
 

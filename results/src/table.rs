@@ -21,11 +21,18 @@ impl StepTable {
     }
 
     /// A run's steps.tsv: a search's probe columns, then its monitors' (the one place the writer
-    /// and readers of run.json choose the same columns).
-    pub fn of_run(host: &str, model: LoadModel, search: bool, monitors: &[String]) -> StepTable {
+    /// and readers of run.json choose the same columns); `paired` is the monitor paired with the
+    /// run's target, if one was.
+    pub fn of_run(
+        host: &str,
+        model: LoadModel,
+        search: bool,
+        monitors: &[String],
+        paired: Option<&str>,
+    ) -> StepTable {
         let t = StepTable::new(host, model);
         let t = if search { t.with_probes() } else { t };
-        t.with_monitors(monitors)
+        t.with_monitors(monitors, paired)
     }
 
     /// The same columns with every one after the first suffixed `_LABEL`, as autobench names a
@@ -100,25 +107,45 @@ impl StepTable {
 
     /// The same table with each monitor's columns after stampede's, suffixed with its name as
     /// autobench suffixes hosts (`srv_cpu_pct_web1`): after every other column, so that a script
-    /// reading steps.tsv by position reads the same columns whether a monitor watched or not. A
-    /// cell is empty for a step the monitor did not see (it was lost, or joined late).
-    pub fn with_monitors(self, names: &[String]) -> StepTable {
-        self.monitor_columns(names, "")
+    /// reading steps.tsv by position reads the same columns whether a monitor watched or not. The
+    /// monitor `paired` with the run's target comes first and unsuffixed (`srv_cpu_pct`): every
+    /// target's own server has the same columns, whatever its monitor is called. A cell is empty
+    /// for a step the monitor did not see (it was lost, or joined late).
+    pub fn with_monitors(self, names: &[String], paired: Option<&str>) -> StepTable {
+        self.monitor_columns(names, paired, "")
     }
 
     /// [`StepTable::with_monitors`] for a comparison's run: each column suffixed with the monitor,
-    /// then the run's label (`srv_cpu_pct_server_nginx`), as `labelled` suffixes the others.
-    pub fn with_labelled_monitors(self, names: &[String], label: &str) -> StepTable {
-        self.monitor_columns(names, &format!("_{label}"))
+    /// then the run's label (`srv_cpu_pct_server_nginx`), as `labelled` suffixes the others; the
+    /// paired monitor's with the label alone (`srv_cpu_pct_nginx`), one set per target.
+    pub fn with_labelled_monitors(
+        self,
+        names: &[String],
+        paired: Option<&str>,
+        label: &str,
+    ) -> StepTable {
+        self.monitor_columns(names, paired, &format!("_{label}"))
     }
 
-    fn monitor_columns(mut self, names: &[String], tail: &str) -> StepTable {
-        for name in names {
-            let suffix = name.replace(['\t', ',', ' ', '\n'], "_") + tail;
+    fn monitor_columns(mut self, names: &[String], paired: Option<&str>, tail: &str) -> StepTable {
+        let paired = paired.filter(|p| names.iter().any(|n| n == p));
+        let suffixes = paired
+            .map(|p| (p.to_string(), tail.to_string()))
+            .into_iter()
+            .chain(
+                names
+                    .iter()
+                    .filter(|n| Some(n.as_str()) != paired)
+                    .map(|name| {
+                        let suffix = name.replace(['\t', ',', ' ', '\n'], "_") + tail;
+                        (name.clone(), format!("_{suffix}"))
+                    }),
+            );
+        for (name, suffix) in suffixes.collect::<Vec<_>>() {
             for q in quantity::MONITOR {
                 let name = name.clone();
                 self.0.push((
-                    format!("{}_{suffix}", q.key),
+                    format!("{}{suffix}", q.key),
                     Box::new(move |r| {
                         r.server_monitors
                             .iter()

@@ -333,3 +333,193 @@ fn a_monitor_joins_beside_the_embedded_agent() {
     assert_eq!(run["agents"][0]["name"], "embedded", "{run}");
     assert_eq!(run["steps"][0]["ok"], 1000, "{run}");
 }
+
+/// `stampede run a=URL b=URL ... --quiet --out DIR`, whatever its outcome.
+fn run_two(a: &Target, b: &Target, extra: &[&str], dir: &std::path::Path) -> std::process::Output {
+    let (ua, ub) = (format!("a={}", a.url()), format!("b={}", b.url()));
+    let mut args = vec!["run", &ua, &ub, "--quiet", "--out", dir.to_str().unwrap()];
+    args.extend_from_slice(extra);
+    tests::stampede(&args)
+}
+
+#[test]
+fn two_targets_each_carry_their_own_server_s_cpu_from_its_paired_monitor() {
+    let (a, b) = (Target::start(&[]), Target::start(&[]));
+    let pids = [a.pid(), b.pid()];
+    let before = pids.map(cpu_seconds);
+    let out = tempfile::tempdir().unwrap();
+    let dir = out.path().join("x");
+    let (pa, pb) = (format!("a=pid:{}", pids[0]), format!("b=pid:{}", pids[1]));
+    // Beside the two paired monitors, one of b's process paired with no target: every target's
+    // steps carry it, so a's steps see b idle while a is loaded.
+    let o = run_two(
+        &a,
+        &b,
+        &[
+            "--model",
+            "requests",
+            "--steps",
+            "50,2000",
+            "--step-duration",
+            "3s",
+            "--monitor-target",
+            &pa,
+            "--monitor-target",
+            &pb,
+            "--monitor-pid",
+            &pids[1].to_string(),
+        ],
+        &dir,
+    );
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let used = [0, 1].map(|i| cpu_seconds(pids[i]) - before[i]);
+    for (i, (own, other)) in [("a", "b"), ("b", "a")].into_iter().enumerate() {
+        let run = tests::run_json(&dir.join(own));
+        assert_eq!(run["paired_monitor"], own, "{run}");
+        let names: Vec<&str> = run["monitors"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["name"].as_str().unwrap())
+            .collect();
+        assert!(
+            names.len() == 2 && names.contains(&own) && names.contains(&"server"),
+            "{own}'s monitors: {names:?}"
+        );
+        let steps = run["steps"].as_array().unwrap();
+        let view = |s: usize, name: &str| {
+            let views = steps[s]["server_monitors"].as_array().unwrap();
+            assert!(views.iter().all(|v| v["monitor"] != other), "{views:?}");
+            views
+                .iter()
+                .find(|v| v["monitor"] == name)
+                .unwrap_or_else(|| panic!("{own} step {s}: no view of {name}: {views:?}"))
+                .clone()
+        };
+        let cpu = |v: &serde_json::Value| v["target"]["cpu_pct"].as_f64().unwrap();
+        for s in 0..2 {
+            assert_eq!(view(s, own)["watches"], "target");
+            assert_eq!(view(s, "server")["watches"], "shared");
+        }
+        let loaded = cpu(&view(1, own));
+        let b_process = cpu(&view(1, "server"));
+        assert!(
+            loaded > 5.0,
+            "{own} served 2000 req/s on {loaded} % of a core"
+        );
+        if own == "a" {
+            // b's process, watched by the unpaired monitor, idled while a was loaded.
+            assert!(
+                b_process < 3.0 && b_process < loaded / 3.0,
+                "b's process read {b_process} % while a served 2000 req/s on {loaded} %"
+            );
+        } else {
+            // The same process, two monitors: both saw it loaded.
+            assert!(
+                b_process > loaded / 3.0,
+                "b {loaded} %, the other monitor of it {b_process} %"
+            );
+        }
+        // What the paired monitor counted in this target's steps is its own process's CPU, as
+        // the kernel tells it (not through the probe): no more than it used over the run, and
+        // most of it (the rest fell between steps and in the other target's).
+        let counted: f64 = (0..2)
+            .map(|s| {
+                let v = view(s, own);
+                cpu(&v) / 100.0 * v["rated_s"].as_f64().unwrap()
+            })
+            .sum();
+        assert!(
+            counted <= used[i] + 0.05 && counted >= 0.4 * used[i],
+            "{own}: monitored {counted:.3} CPU s in its steps; its process used {:.3} s over the run",
+            used[i]
+        );
+        let tsv = std::fs::read_to_string(dir.join(own).join("steps.tsv")).unwrap();
+        let header: Vec<&str> = tsv.lines().next().unwrap().split('\t').collect();
+        let col = header.iter().position(|h| *h == "srv_cpu_pct").unwrap();
+        assert!(header.contains(&"srv_cpu_pct_server"), "{header:?}");
+        assert!(!header.iter().any(|h| h.ends_with(&format!("_{other}"))));
+        let row: Vec<&str> = tsv.lines().nth(2).unwrap().split('\t').collect();
+        assert_eq!(row[col].parse::<f64>().unwrap(), loaded);
+    }
+    // compare.tsv: one srv_cpu_pct per target, then the unpaired monitor's under each.
+    let compare = std::fs::read_to_string(dir.join("compare.tsv")).unwrap();
+    let header: Vec<&str> = compare.lines().next().unwrap().split('\t').collect();
+    let cpu: Vec<&str> = header
+        .iter()
+        .copied()
+        .filter(|h| h.starts_with("srv_cpu_pct_"))
+        .collect();
+    assert_eq!(
+        cpu,
+        [
+            "srv_cpu_pct_a",
+            "srv_cpu_pct_server_a",
+            "srv_cpu_pct_b",
+            "srv_cpu_pct_server_b"
+        ]
+    );
+}
+
+#[test]
+fn a_pairing_of_no_target_two_for_one_or_no_such_process_is_refused_before_any_load() {
+    let (a, b) = (Target::start(&[]), Target::start(&[]));
+    let pid = a.pid().to_string();
+    let (pa, pc) = (format!("a=pid:{pid}"), format!("c=pid:{pid}"));
+    let cases: [(&[&str], &str); 4] = [
+        (
+            &["--monitor-target", &pc],
+            "--monitor-target c=…: names no target (the targets are a, b)",
+        ),
+        (
+            &[
+                "--monitor-target",
+                &pa,
+                "--monitor-target",
+                "a=process:nginx",
+            ],
+            "two monitors for target a",
+        ),
+        (
+            &["--monitor-target", "a=process:no-such-server"],
+            "--monitor-target a=process:no-such-server: no running process is named \"no-such-server\"",
+        ),
+        (
+            &["--monitor-target", "a=pid:zero"],
+            "pid 'zero' is not a process id",
+        ),
+    ];
+    for (extra, said) in cases {
+        let out = tempfile::tempdir().unwrap();
+        let mut args = vec!["--steps", "10", "--step-duration", "1s"];
+        args.extend_from_slice(extra);
+        let o = run_two(&a, &b, &args, out.path());
+        let stderr = text(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{extra:?}: {stderr}");
+        assert!(stderr.contains(said), "{extra:?}: {stderr}");
+    }
+    // A remote monitor named as a target, and an in-process one paired with it: two for one.
+    let monitor = remote_monitor(a.pid());
+    let out = tempfile::tempdir().unwrap();
+    let (ua, web) = (format!("web={}", a.url()), format!("web=pid:{pid}"));
+    let o = tests::stampede(&[
+        "run",
+        &ua,
+        "--steps",
+        "10",
+        "--monitors",
+        &monitor.addr.to_string(),
+        "--monitor-target",
+        &web,
+        "--quiet",
+        "--out",
+        out.path().to_str().unwrap(),
+    ]);
+    let stderr = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("is a monitor named web") && stderr.contains("one per target"),
+        "{stderr}"
+    );
+    assert_eq!(a.requests() + b.requests(), 0, "no load before any refusal");
+}

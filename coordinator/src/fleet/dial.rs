@@ -30,12 +30,18 @@ const DIAL_WAIT: Duration = Duration::from_secs(10);
 /// from then on, so the first ones stay alive however long the rest take. Each link is given as what
 /// it was named as, so the hello can refuse a monitor among the agents and the other way round.
 pub async fn connect(cfg: &RunConfig) -> Result<Fleet, FleetError> {
-    // The embedded monitor's target checked first: a bad --monitor-pid is said before any waiting.
-    let monitor = cfg
-        .monitor
-        .as_ref()
-        .map(|w| embedded_monitor(w, cfg.monitor_processes))
-        .transpose()?;
+    // The embedded monitors' targets checked first: a bad --monitor-pid is said before any waiting.
+    let mut embedded = Vec::new();
+    if let Some(w) = &cfg.monitor {
+        embedded.push(embedded_monitor(w, None, cfg.monitor_processes)?);
+    }
+    for p in &cfg.paired {
+        embedded.push(embedded_monitor(
+            &p.watch,
+            Some(&p.target),
+            cfg.monitor_processes,
+        )?);
+    }
     let stop = CancellationToken::new();
     // Dropped on an error, the fleet cancels `stop`: the heartbeats and the join server end.
     let mut fleet = Fleet::empty(stop.clone());
@@ -69,10 +75,13 @@ pub async fn connect(cfg: &RunConfig) -> Result<Fleet, FleetError> {
         token,
     };
     dial_all(&mut fleet, &cfg.monitors, peers, None).await?;
-    if let Some((name, link)) = monitor {
-        let i = fleet.add(name, Expect::Monitor, link);
+    let mut greeted = Vec::new();
+    for (name, link) in embedded {
+        greeted.push(fleet.add(name, Expect::Monitor, link));
+    }
+    if !greeted.is_empty() {
         fleet
-            .greet(&[i], token, Instant::now() + GREETING_TIMEOUT)
+            .greet(&greeted, token, Instant::now() + GREETING_TIMEOUT)
             .await?;
     }
     Ok(fleet)
@@ -92,24 +101,30 @@ pub const EMBEDDED: &str = "embedded";
 /// A monitor in this process watching `watch`, over a `Link` as the embedded agent is: the monitor
 /// role's own session, so it greets, samples and refuses load as a remote one does. Its target is
 /// opened once here, so that a pid that does not exist is an error before the run (the session
-/// opens it again for itself). Named as its columns will be: `server` for a pid (which changes from
-/// run to run, while scripts and `stampede compare` read columns by name), the process name, or the
-/// cgroup's last component.
+/// opens it again for itself). Named as its columns will be: the target it is `paired` with
+/// (`--monitor-target`), else `server` for a pid (which changes from run to run, while scripts and
+/// `stampede compare` read columns by name), the process name, or the cgroup's last component.
 fn embedded_monitor(
     watch: &shared::monitor::Watch,
+    paired: Option<&str>,
     most: usize,
 ) -> Result<(String, CoordinatorEnd), FleetError> {
     use agent::monitor::session::{self, Monitor};
     use shared::monitor::Watch;
-    let flag = match watch {
-        Watch::Pid(_) => "--monitor-pid",
-        Watch::Process(_) => "--monitor-process",
-        Watch::Cgroup(_) | Watch::Container(_) => "--monitor-cgroup",
+    let flag = match (paired, watch) {
+        (Some(target), _) => format!(
+            "--monitor-target {target}={}",
+            crate::pairing::spelled(watch)
+        ),
+        (None, Watch::Pid(_)) => "--monitor-pid".into(),
+        (None, Watch::Process(_)) => "--monitor-process".into(),
+        (None, Watch::Cgroup(_) | Watch::Container(_)) => "--monitor-cgroup".into(),
     };
-    let name = match watch {
-        Watch::Pid(_) => "server".to_string(),
-        Watch::Process(name) | Watch::Container(name) => name.clone(),
-        Watch::Cgroup(path) => path
+    let name = match (paired, watch) {
+        (Some(target), _) => target.to_string(),
+        (None, Watch::Pid(_)) => "server".to_string(),
+        (None, Watch::Process(name) | Watch::Container(name)) => name.clone(),
+        (None, Watch::Cgroup(path)) => path
             .file_name()
             .map_or("cgroup".into(), |n| n.to_string_lossy().into_owned()),
     };

@@ -604,7 +604,7 @@ impl Fleet {
             tracing::warn!(monitor = %a.name, why, "Monitor lost; the run goes on without it");
             a.alive = false;
             if let Some(m) = a.monitor.as_mut() {
-                m.lost_unsaid = Some(why.to_string());
+                m.lost = Some(why.to_string());
             }
         }
     }
@@ -706,13 +706,19 @@ impl Fleet {
         }
     }
 
-    /// Every monitor's view of the step `window`, and the notes of monitors lost since the last step
-    /// (said once). A live monitor without a view (no sample bracketed the step) is noted too.
-    pub fn server_views(&mut self, window: Window) -> (Vec<StepServer>, Vec<String>) {
+    /// The view of the step `window` of every monitor the target labelled `lane` `carries`, and
+    /// the notes of those lost since its last step (said once to each target). A live monitor
+    /// without a view (no sample bracketed the step) is noted too.
+    pub fn server_views(
+        &mut self,
+        window: Window,
+        lane: Option<&str>,
+        carries: impl Fn(&str) -> bool,
+    ) -> (Vec<StepServer>, Vec<String>) {
         let mut views = Vec::new();
         let mut notes = Vec::new();
         for a in &mut self.agents {
-            let Some(m) = a.monitor.as_mut() else {
+            let Some(m) = a.monitor.as_mut().filter(|m| carries(&m.info.name)) else {
                 continue;
             };
             // Named as its columns are, and where it is when that says more.
@@ -720,10 +726,12 @@ impl Fleet {
                 name if *name == a.name => name.clone(),
                 name => format!("{name} ({})", a.name),
             };
-            if let Some(why) = m.lost_unsaid.take() {
+            let told = m.told.iter().any(|t| t.as_deref() == lane);
+            if let Some(why) = m.lost.as_ref().filter(|_| !told) {
                 notes.push(format!(
                     "server monitor {who} lost ({why}): its columns are empty from here on"
                 ));
+                m.told.push(lane.map(str::to_string));
             }
             match m.view(window, a.clock_offset_ns) {
                 Some(v) => views.push(v),
@@ -834,7 +842,7 @@ impl Fleet {
                 return Err(FleetError::Role {
                     agent: self.agents[i].name.clone(),
                     message: format!(
-                        "is a monitor named {}, as {} is: give each its own --name (its steps.tsv columns are suffixed with it)",
+                        "is a monitor named {}, as {} is: give each its own --name (its steps.tsv columns are suffixed with it, and a monitor named as a target is that target's server: one per target)",
                         info.name, twin.name
                     ),
                 });

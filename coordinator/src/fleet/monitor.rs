@@ -22,8 +22,10 @@ pub struct Watched {
     /// Samples dropped because too many were kept, and those that failed their conversion.
     pub dropped: u64,
     pub invalid: u64,
-    /// Why it was lost, until a step's notes have said so.
-    pub lost_unsaid: Option<String>,
+    /// Why it was lost, and the targets (their labels) whose steps' notes have said so: each
+    /// target that carries its columns is told once.
+    pub lost: Option<String>,
+    pub told: Vec<Option<String>>,
 }
 
 impl Watched {
@@ -33,7 +35,8 @@ impl Watched {
             samples: VecDeque::new(),
             dropped: 0,
             invalid: 0,
-            lost_unsaid: None,
+            lost: None,
+            told: Vec::new(),
         }
     }
 

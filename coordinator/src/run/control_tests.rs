@@ -660,6 +660,72 @@ async fn a_monitor_lost_mid_run_is_a_note_and_the_run_goes_on() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn side_by_side_a_target_s_lost_monitor_is_its_note_alone_and_the_run_goes_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let line = format!(
+        "stampede run a=http://127.0.0.1:9/x b=http://127.0.0.1:9/y --model requests --steps 10,20,30 \
+         --step-duration 2s --timeout 1s --out {}",
+        dir.path().display()
+    );
+    let cli = crate::cli::parse_from(line.split_whitespace()).expect("a valid command line");
+    let crate::cli::Command::Run(args) = cli.command else {
+        unreachable!("a run command line")
+    };
+    let Ok(crate::config::Runs::Side(side)) = crate::config::resolve_runs(*args) else {
+        panic!("two targets run side by side")
+    };
+    let (link, _log) = fake_agent::spawn(Script::default());
+    // Monitors named as the targets are theirs; db is behind both. a's is lost in its first step.
+    let links = vec![
+        ("agent".to_string(), Expect::Load, link),
+        (
+            "ma".to_string(),
+            Expect::Monitor,
+            fake_agent::spawn_monitor("a", Some(Duration::from_secs(1))),
+        ),
+        (
+            "mb".to_string(),
+            Expect::Monitor,
+            fake_agent::spawn_monitor("b", None),
+        ),
+        (
+            "mdb".to_string(),
+            Expect::Monitor,
+            fake_agent::spawn_monitor("db", None),
+        ),
+    ];
+    let runs = run_lanes(side.runs, Stop::default(), Some(links), None, None)
+        .await
+        .expect("the run goes on without a's monitor");
+    for (run, (own, other)) in runs.iter().zip([("a", "b"), ("b", "a")]) {
+        assert_eq!(run.steps.len(), 3, "{own}: every step ran");
+        let lost: Vec<&String> = run
+            .steps
+            .iter()
+            .flat_map(|s| &s.notes)
+            .filter(|n| n.starts_with("server monitor a (ma) lost"))
+            .collect();
+        assert_eq!(lost.len(), usize::from(own == "a"), "{own}: {lost:?}");
+        for s in &run.steps {
+            assert!(
+                s.server_monitors.iter().all(|m| m.monitor != other),
+                "{own}'s step {} carries {other}'s server",
+                s.number
+            );
+        }
+        let file = results::run_file::RunFile::read(&run.dir.join("run.json")).unwrap();
+        let names: Vec<&str> = file.monitors.iter().map(|m| m.name.as_str()).collect();
+        assert_eq!(names, [own, "db"]);
+        assert_eq!(file.paired_monitor.as_deref(), Some(own));
+        let tsv = std::fs::read_to_string(run.dir.join("steps.tsv")).unwrap();
+        let header: Vec<&str> = tsv.lines().next().unwrap().split('\t').collect();
+        assert!(header.contains(&"srv_cpu_pct") && header.contains(&"srv_cpu_pct_db"));
+        assert!(!header.iter().any(|h| h.ends_with(&format!("_{other}"))));
+        assert!(!header.contains(&format!("srv_cpu_pct_{own}").as_str()));
+    }
+}
+
+#[tokio::test(start_paused = true)]
 async fn peers_that_joined_are_counted_by_the_role_their_hello_says() {
     let (a, _log) = fake_agent::spawn(Script::default());
     let m = fake_agent::spawn_monitor("m", None);

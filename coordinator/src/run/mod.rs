@@ -317,7 +317,14 @@ async fn run_in(
             }
             None => (Box::new(Planned::new(cfg.plan.steps())), None),
         };
-        let out = Output::create(cfg, &fleet.infos(), &fleet.monitor_infos(), &warnings)?;
+        // This target's own server and those behind them all; no other target's.
+        let lane = cfg.label.as_deref();
+        let monitors: Vec<_> = fleet
+            .monitor_infos()
+            .into_iter()
+            .filter(|m| cfg.pairing.watches(lane, &m.name).is_some())
+            .collect();
+        let out = Output::create(cfg, &fleet.infos(), &monitors, &warnings)?;
         let label = cfg.label.as_deref().filter(|_| side);
         if !cfg.quiet {
             let line = match line {

@@ -159,7 +159,7 @@ pub async fn run_step(
     let end_run = collected.end_run;
     let (mut result, hlog, distribution) =
         summarise(fleet, cx, spec, prepared, &started, collected, watch);
-    observe_server(fleet, &mut result, &started, cx.earlier).await;
+    observe_server(fleet, &mut result, &started, cx).await;
     watch.judge(&mut result, spec.index + 1);
     source.judge(&spec, &mut result);
     cx.progress.step_done(&result, cx.steps);
@@ -644,24 +644,24 @@ fn summarise(
 /// Puts each monitor's view of the step into its result, with the notes they make (a CPU at its
 /// limit, dropped SYNs, a monitor lost), once every live monitor has sent the sample closing the step
 /// (a second at most after it). Notes only: the step's trust is not the server's to change.
-async fn observe_server(
-    fleet: &mut Fleet,
-    result: &mut StepResult,
-    s: &Started,
-    earlier: &[StepResult],
-) {
+async fn observe_server(fleet: &mut Fleet, result: &mut StepResult, s: &Started, cx: &StepCx<'_>) {
     if fleet.monitor_infos().is_empty() {
         return;
     }
     let end_ns = s.start_ns + (result.duration_s * 1e9) as i64;
     fleet.await_samples(end_ns).await;
-    let (views, lost) = fleet.server_views(Window {
+    // Only the server under load, and what is behind every target: another target's own server
+    // is idle in this step, and its numbers are that target's.
+    let (pairing, lane) = (&cx.cfg.pairing, cx.cfg.label.as_deref());
+    let window = Window {
         start_ns: s.start_ns,
         end_ns,
-    });
-    result.server_monitors = views;
+    };
+    let (views, lost) =
+        fleet.server_views(window, lane, |name| pairing.watches(lane, name).is_some());
+    result.server_monitors = pairing.mark(lane, views);
     result.notes.extend(lost);
-    let explained = results::server_notes::notes(result, earlier);
+    let explained = results::server_notes::notes(result, cx.earlier);
     result.notes.extend(explained);
 }
 

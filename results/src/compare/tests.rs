@@ -348,6 +348,56 @@ fn a_monitored_run_s_columns_are_suffixed_with_its_monitor_and_its_label() {
     assert_eq!((lines[1][at], lines[2][at]), ("", "98"));
 }
 
+fn monitor(name: &str) -> shared::monitor::MonitorInfo {
+    shared::monitor::MonitorInfo {
+        name: name.into(),
+        hostname: "h".into(),
+        watching: "pid 1".into(),
+        cores: shared::monitor::Cores {
+            online: 1,
+            cpuset: None,
+            quota: None,
+        },
+        machine_id: "m".into(),
+    }
+}
+
+#[test]
+fn each_target_s_own_server_is_one_column_per_target_the_shared_ones_suffixed() {
+    use shared::monitor::step::Watches;
+    let with_own = |label: &str, cpu: f64| {
+        let mut r = run(label);
+        r.run.monitors = vec![monitor(label), monitor("db")];
+        r.run.paired_monitor = Some(label.into());
+        let mut own = crate::example_server(label, cpu, 1.0);
+        own.watches = Watches::Target;
+        let mut db = crate::example_server("db", 5.0, 1.0);
+        db.watches = Watches::Shared;
+        r.run.steps[0].server_monitors = vec![own, db];
+        r
+    };
+    let tsv = compared(vec![with_own("go", 90.0), with_own("node", 40.0)]).tsv();
+    let lines: Vec<Vec<&str>> = tsv.lines().map(|l| l.split('\t').collect()).collect();
+    let cpu: Vec<&str> = lines[0]
+        .iter()
+        .copied()
+        .filter(|h| h.starts_with("srv_cpu_pct_"))
+        .collect();
+    assert_eq!(
+        cpu,
+        [
+            "srv_cpu_pct_go",
+            "srv_cpu_pct_db_go",
+            "srv_cpu_pct_node",
+            "srv_cpu_pct_db_node"
+        ]
+    );
+    let at = |h: &str| lines[0].iter().position(|c| *c == h).unwrap();
+    assert_eq!(lines[1][at("srv_cpu_pct_go")], "90");
+    assert_eq!(lines[1][at("srv_cpu_pct_node")], "40");
+    assert_eq!(lines[1][at("srv_cpu_pct_db_node")], "5");
+}
+
 #[test]
 fn the_json_carries_its_schema_and_classes_by_name() {
     let mut b = run("b");

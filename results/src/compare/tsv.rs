@@ -14,8 +14,11 @@ impl Comparison {
             .iter()
             .map(|r| {
                 let monitors: Vec<String> = r.run.monitors.iter().map(|m| m.name.clone()).collect();
-                StepTable::labelled(&r.label, r.run.model())
-                    .with_labelled_monitors(&monitors, &r.label)
+                StepTable::labelled(&r.label, r.run.model()).with_labelled_monitors(
+                    &monitors,
+                    r.run.paired_monitor.as_deref(),
+                    &r.label,
+                )
             })
             .collect();
         let mut header = vec![self.axis.to_string()];

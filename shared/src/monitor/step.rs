@@ -57,6 +57,10 @@ impl Gauge {
 pub struct StepServer {
     /// The monitor's name (its steps.tsv columns' suffix).
     pub monitor: String,
+    /// Whose server it watches, as the run paired monitors with targets: absent in files written
+    /// before pairing (read by the rule of then: a step's only monitor of processes is its server).
+    #[serde(default, skip_serializing_if = "Watches::is_unsaid")]
+    pub watches: Watches,
     /// Seconds between the two samples the counts are taken over (at least the step's length).
     pub counted_s: f64,
     /// Seconds between the two samples the rates are taken over (inside the step where it holds two).
@@ -77,6 +81,26 @@ pub struct StepServer {
     pub monitor_cpu_pct: f64,
     /// Each second between the counting pair's samples.
     pub series: Vec<Point>,
+}
+
+/// Whose server a monitor watches (run.json's `watches` of a step's `server_monitors[]`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Watches {
+    /// The server the step loaded: the monitor paired with the step's target (named as it), or a
+    /// one-target run's only monitor of processes or a cgroup.
+    Target,
+    /// No one target's own: what is behind all of them (a database), or the host alone.
+    Shared,
+    /// Not said: a step written before monitors were paired with targets.
+    #[default]
+    Unsaid,
+}
+
+impl Watches {
+    pub fn is_unsaid(&self) -> bool {
+        *self == Watches::Unsaid
+    }
 }
 
 /// The watched processes over a step.
@@ -246,6 +270,7 @@ impl StepServer {
         tcp.curr_estab = gauged.iter().map(|s| s.tcp.curr_estab).max().unwrap_or(0);
         Some(StepServer {
             monitor: name.to_string(),
+            watches: Watches::Unsaid,
             counted_s: round3(secs(times[p.hi] - times[p.lo])),
             rated_s: round3(secs(rated)),
             partial: p.partial,
