@@ -309,7 +309,8 @@ pub const OK_PER_CORE_S: Quantity = Quantity {
         Higher,
         |r, m| {
             let cores = m.target.as_ref()?.cpu_pct / 100.0;
-            (cores > 0.0).then(|| r.ok_rate / cores)
+            // To three decimals, as the step's other numbers are.
+            (cores > 0.0).then(|| (r.ok_rate / cores * 1000.0).round() / 1000.0)
         },
     )
 };
