@@ -892,6 +892,14 @@ pub fn summarize_run(steps: &[StepResult]) -> RunSummary {
     let knee = knee::find(steps);
     let mut answer = answer(steps, kept, beyond.as_ref(), peak, plateau_from);
     if let Some(k) = &knee {
+        // A server that served every step past its knee kept up by the served rate alone: its
+        // limit of that kind is beyond the ramp, not every limit.
+        if k.servers {
+            answer = answer.replace(
+                BEYOND_THE_RAMP,
+                "so its served rate's limit lies beyond this ramp",
+            );
+        }
         answer = format!("{}; {answer}", knee_lead(steps, k));
     }
     RunSummary {
@@ -935,6 +943,9 @@ fn knee_lead(steps: &[StepResult], k: &Knee) -> String {
     }
     s
 }
+
+/// What a run every step of which kept up says of its limit.
+const BEYOND_THE_RAMP: &str = "so the limit lies beyond this ramp";
 
 fn answer(
     steps: &[StepResult],
@@ -989,7 +1000,7 @@ fn answer(
             }
         }
         None if kept.is_some() && steps.iter().all(judged) => {
-            s.push_str(": every step kept up, so the limit lies beyond this ramp")
+            s.push_str(&format!(": every step kept up, {BEYOND_THE_RAMP}"))
         }
         None if kept.is_some() => s.push_str(": every step judged kept up"),
         None => {}

@@ -368,6 +368,16 @@ mod tests {
             watched(r, "node", cpu, 1.0);
         }
         steps[4].ok_rate = 14_801.0;
+        // Node's run of issue 22: it served every step, but its knee is not beyond the ramp.
+        let s = summarize_run(&steps);
+        assert!(
+            s.answer.ends_with(
+                "kept up to 15,000 req/s (p99 300 ms): every step kept up, so its served rate's limit lies beyond this ramp"
+            ),
+            "{}",
+            s.answer
+        );
+        steps[4].ok_rate = 14_801.0;
         let k = find(&steps).unwrap();
         assert_eq!((k.step, k.step_value), (3, 11_000.0));
         assert_eq!(k.cause, KneeCause::Latency);
