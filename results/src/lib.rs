@@ -14,6 +14,9 @@ pub mod step;
 pub mod table;
 pub mod verdict;
 
+/// The knee's types and rules live beside the run's summary that holds them (`step/knee.rs`).
+pub use step::knee;
+
 /// A monitor `name`'s view of a step whose target used `cpu_util_pct` of its `cores`, nothing else
 /// of note (for tests of what reads a `StepServer`).
 #[cfg(test)]

@@ -5,7 +5,10 @@ use std::time::Duration;
 use serde::de::{self, Deserialize, Deserializer};
 use serde::ser::{Serialize, SerializeMap, Serializer};
 
+pub mod knee;
+
 use crate::verdict::{self, Facts, Server, ServerFacts, Verdict};
+use knee::Knee;
 use shared::histogram::{Histogram, us_to_ms};
 use shared::metrics::{Counters, ErrorClass, FirstErrors, STATUS_CLASSES, Snapshot};
 use shared::monitor::step::StepServer;
@@ -393,6 +396,12 @@ pub struct StepResult {
     /// Each server monitor's view of the step; absent without monitors (and in older files).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub server_monitors: Vec<StepServer>,
+    /// Served replies per second of the server's CPU (`ok_rate` over its own monitor's `cpu_pct` /
+    /// 100: how many requests one core of it serves); absent without an own-server monitor
+    /// ([`StepResult::own_server`]) or when that saw no CPU used, never 0. Set with the monitors'
+    /// views (`quantity::observed`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ok_per_core_s: Option<f64>,
     /// A capacity search's probe: its role and class; absent in a planned run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub probe: Option<ProbeMark>,
@@ -697,6 +706,7 @@ pub fn summarize(input: &StepInput<'_>) -> StepResult {
         lost_load: Vec::new(),
         agents,
         server_monitors: Vec::new(),
+        ok_per_core_s: None,
         probe: None,
     }
 }
@@ -783,6 +793,10 @@ pub struct RunSummary {
     pub plateau_from: Option<f64>,
     /// Steps whose numbers cannot be trusted (the generator's verdict `invalid`).
     pub untrusted_steps: Vec<u32>,
+    /// Where the server stopped coping and why ([`crate::knee`]); absent when no step shows it (and
+    /// in files written before the knee was named).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub knee: Option<Knee>,
     pub answer: String,
 }
 
@@ -885,7 +899,19 @@ pub fn summarize_run(steps: &[StepResult]) -> RunSummary {
         generator_bound: r.generator_bound,
         aborted: r.aborted,
     });
-    let answer = answer(steps, kept, beyond.as_ref(), peak, plateau_from);
+    let knee = knee::find(steps);
+    let mut answer = answer(steps, kept, beyond.as_ref(), peak, plateau_from);
+    if let Some(k) = &knee {
+        // A server that served every step past its knee kept up by the served rate alone: its
+        // limit of that kind is beyond the ramp, not every limit.
+        if k.servers {
+            answer = answer.replace(
+                BEYOND_THE_RAMP,
+                "so its served rate's limit lies beyond this ramp",
+            );
+        }
+        answer = format!("{}; {answer}", knee_lead(steps, k));
+    }
     RunSummary {
         kept_up_to: kept.map(|r| r.step_value),
         kept_up_step: kept.map(|r| r.number),
@@ -894,9 +920,42 @@ pub fn summarize_run(steps: &[StepResult]) -> RunSummary {
         peak_ok_rate: peak,
         plateau_from,
         untrusted_steps,
+        knee,
         answer,
     }
 }
+
+/// A step value in words; the connections model's with the request rate it demanded, which the
+/// tables show beside it.
+fn offered_words(model: &str, value: f64, demanded: Option<f64>) -> String {
+    match demanded {
+        Some(d) if model == "connections" => {
+            format!("{} = {} req/s", step_value(model, value), human(d))
+        }
+        _ => step_value(model, value),
+    }
+}
+
+/// The answer's lead: the knee, then what the server still served at the highest step beyond it.
+fn knee_lead(steps: &[StepResult], k: &Knee) -> String {
+    let model = steps.first().map_or("", |r| r.model.as_str());
+    let mut s = k.sentence(&offered_words(model, k.step_value, k.demanded_rate));
+    let top = steps
+        .iter()
+        .filter(|r| judged(r) && !r.aborted && r.step_value > k.step_value)
+        .max_by(|a, b| a.step_value.total_cmp(&b.step_value));
+    if let Some(top) = top.filter(|_| k.servers) {
+        s.push_str(&format!(
+            "; it still served {}/s at {}",
+            human(top.ok_rate),
+            step_value(model, top.step_value)
+        ));
+    }
+    s
+}
+
+/// What a run every step of which kept up says of its limit.
+const BEYOND_THE_RAMP: &str = "so the limit lies beyond this ramp";
 
 fn answer(
     steps: &[StepResult],
@@ -909,13 +968,7 @@ fn answer(
         return "no step ran".to_string();
     };
     let model = first.model.as_str();
-    // The connections model's step is in conn/s; what the tables show beside it is requests/s.
-    let offered = |value: f64, demanded: Option<f64>| match demanded {
-        Some(d) if model == "connections" => {
-            format!("{} = {} req/s", step_value(model, value), human(d))
-        }
-        _ => step_value(model, value),
-    };
+    let offered = |value: f64, demanded: Option<f64>| offered_words(model, value, demanded);
     let mut s = match kept {
         Some(k) => {
             let mut doubt = String::new();
@@ -957,7 +1010,7 @@ fn answer(
             }
         }
         None if kept.is_some() && steps.iter().all(judged) => {
-            s.push_str(": every step kept up, so the limit lies beyond this ramp")
+            s.push_str(&format!(": every step kept up, {BEYOND_THE_RAMP}"))
         }
         None if kept.is_some() => s.push_str(": every step judged kept up"),
         None => {}
@@ -1465,8 +1518,10 @@ mod tests {
         assert_eq!(s.beyond.as_ref().unwrap().step_value, 500.0);
         assert_eq!(
             s.answer,
-            "kept up to 400 req/s (p99 9.3 ms); at 500 req/s it served 401/s with p99 3.3 s, 19.8% failed; the served rate plateaued at 401/s from 400 req/s"
+            "knee at 500 req/s: 19.8% failed, p99 rose 1,651x (2.0 ms → 3.3 s), the served rate flattened (401/s, from 398/s a step before); it still served 400/s at 600 req/s; kept up to 400 req/s (p99 9.3 ms); at 500 req/s it served 401/s with p99 3.3 s, 19.8% failed; the served rate plateaued at 401/s from 400 req/s"
         );
+        let knee = s.knee.as_ref().unwrap();
+        assert_eq!((knee.step, knee.cause), (4, knee::KneeCause::Failures));
         // A step the generator could not be trusted on does not count as kept up.
         let mut untrusted = steps.clone();
         untrusted[2].trust = Verdict::Invalid;
@@ -1489,7 +1544,8 @@ mod tests {
         let s = summarize_run(&steps[3..]);
         assert_eq!(s.kept_up_to, None);
         assert!(
-            s.answer.starts_with("kept up with no step; at 500 req/s"),
+            s.answer.starts_with("knee at 500 req/s: 19.8% failed; ")
+                && s.answer.contains("; kept up with no step; at 500 req/s"),
             "{}",
             s.answer
         );
@@ -1526,7 +1582,7 @@ mod tests {
         let s = summarize_run(&[dead]);
         assert_eq!(
             s.answer,
-            "kept up with no step; at 100 req/s it served nothing, 100% failed"
+            "knee at 100 req/s: 100% failed; kept up with no step; at 100 req/s it served nothing, 100% failed"
         );
     }
 

@@ -203,7 +203,10 @@ fn the_run_ends_with_where_the_server_broke() {
     assert_eq!(f(&summary["kept_up_to"]), 200.0, "{summary}");
     assert_eq!(f(&summary["beyond"]["step_value"]), 600.0, "{summary}");
     let answer = summary["answer"].as_str().unwrap();
-    assert!(answer.starts_with("kept up to 200 req/s (p99 "), "{answer}");
+    // It leads with the knee, past the capacity; what was kept up with follows, as before.
+    assert!(answer.starts_with("knee at 600 req/s: "), "{answer}");
+    assert_eq!(summary["knee"]["step_value"], 600.0, "{summary}");
+    assert!(answer.contains("; kept up to 200 req/s (p99 "), "{answer}");
     assert!(answer.contains("; at 600 req/s it served "), "{answer}");
     assert!(
         ran.stdout.contains(&format!("answer: {answer}")),
@@ -237,7 +240,8 @@ fn demo_did_not_say_where_its_target_broke() {
     );
     let stdout = tests::text(&o.stdout);
     assert!(
-        stdout.contains("answer: kept up to 400 req/s (p99 "),
+        stdout.contains("answer: knee at 500 req/s: ")
+            && stdout.contains("; kept up to 400 req/s (p99 "),
         "{stdout}"
     );
     // Past the knee the served rate is the capacity, not the demand.

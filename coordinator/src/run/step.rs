@@ -659,7 +659,7 @@ async fn observe_server(fleet: &mut Fleet, result: &mut StepResult, s: &Started,
     };
     let (views, lost) =
         fleet.server_views(window, lane, |name| pairing.watches(lane, name).is_some());
-    result.server_monitors = pairing.mark(lane, views);
+    results::quantity::observed(result, pairing.mark(lane, views));
     result.notes.extend(lost);
     let explained = results::server_notes::notes(result, cx.earlier);
     result.notes.extend(explained);
