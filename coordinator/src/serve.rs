@@ -564,7 +564,8 @@ mod tests {
     async fn the_delay_was_rounded_up_to_the_next_timer_tick() {
         // tokio's timer made a 2 ms delay 3.1 ms and a 20 ms one about 21 ms.
         let p50 = best_of_three(|| p50_ms(Duration::from_millis(2), None, 100)).await;
-        assert!((2.0..2.6).contains(&p50), "--delay 2ms: p50 {p50:.3} ms");
+        // Under 2.9: the old tick rounding made it 3.1; a loaded box adds a few tenths.
+        assert!((2.0..2.9).contains(&p50), "--delay 2ms: p50 {p50:.3} ms");
         let p50 = best_of_three(|| p50_ms(Duration::from_millis(20), None, 30)).await;
         assert!((20.0..21.0).contains(&p50), "--delay 20ms: p50 {p50:.3} ms");
     }
