@@ -5,6 +5,7 @@ use std::time::Duration;
 use serde::de::{self, Deserialize, Deserializer};
 use serde::ser::{Serialize, SerializeMap, Serializer};
 
+use crate::knee::Knee;
 use crate::verdict::{self, Facts, Server, ServerFacts, Verdict};
 use shared::histogram::{Histogram, us_to_ms};
 use shared::metrics::{Counters, ErrorClass, FirstErrors, STATUS_CLASSES, Snapshot};
@@ -773,6 +774,10 @@ pub struct RunSummary {
     pub plateau_from: Option<f64>,
     /// Steps whose numbers cannot be trusted (the generator's verdict `invalid`).
     pub untrusted_steps: Vec<u32>,
+    /// Where the server stopped coping and why ([`crate::knee`]); absent when no step shows it (and
+    /// in files written before the knee was named).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub knee: Option<Knee>,
     pub answer: String,
 }
 
@@ -884,6 +889,7 @@ pub fn summarize_run(steps: &[StepResult]) -> RunSummary {
         peak_ok_rate: peak,
         plateau_from,
         untrusted_steps,
+        knee: None,
         answer,
     }
 }
