@@ -298,7 +298,9 @@ fn the_tsv_is_autobench_shaped_with_every_run_suffixed_by_its_label() {
     b.run.steps.truncate(2);
     let c = compared(vec![run("a"), b]);
     let tsv = c.tsv();
-    let lines: Vec<Vec<&str>> = tsv.lines().map(|l| l.split('\t').collect()).collect();
+    // The steps, then a blank line and the ranking's commented block.
+    let (steps, ranking) = tsv.split_once("\n\n").unwrap();
+    let lines: Vec<Vec<&str>> = steps.lines().map(|l| l.split('\t').collect()).collect();
     let header = &lines[0];
     let steps_tsv = include_str!("../../tests/golden/steps.tsv");
     let golden: Vec<Vec<&str>> = steps_tsv.lines().map(|l| l.split('\t').collect()).collect();
@@ -318,6 +320,20 @@ fn the_tsv_is_autobench_shaped_with_every_run_suffixed_by_its_label() {
     }
     assert_eq!(&lines[2][1 + width..], &golden[2][1..]);
     assert!(lines[3][1 + width..].iter().all(|c| c.is_empty()));
+    let ranking: Vec<&str> = ranking.lines().collect();
+    assert_eq!(ranking[0], "# ranking, best first");
+    assert_eq!(
+        ranking[1],
+        format!("# {}", ranking::COLUMNS.join("\t")),
+        "{tsv}"
+    );
+    // Neither names a knee; both summaries say kept up to 400, but a ran to 600 and b to 200, so
+    // a's knee lies further. b's kept-up step is not among its steps: no trust there.
+    assert!(ranking[2].starts_with("# 1\ta\t\t\t400\t4.563\t"), "{tsv}");
+    assert!(ranking[2].ends_with("\tvalid\t0"), "{tsv}");
+    assert!(ranking[3].starts_with("# 2\tb\t\t\t400\t"), "{tsv}");
+    assert!(ranking[3].ends_with("\t\t0"), "{tsv}");
+    assert_eq!(ranking.len(), 4);
 }
 
 #[test]
