@@ -27,9 +27,11 @@
 //!   `<path d="M…" data-v="X Y,X Y,…">` inside a `<g data-n="SERIES">` (a series' markers, a layer's
 //!   bars): one "X Y" (the values, not pixels) for each `M` of the path, in order;
 //! - a comparison's page (`stampede compare`) has every chart of [`COMPARE_CHARTS`], in that order,
-//!   a series per run (`data-n` its label), and when a monitor measured a run's server CPU, then
-//!   those of [`COMPARE_MONITOR_CHARTS`] (`server`: a series per run and monitor, `data-n`
-//!   `LABEL: MONITOR`); its delta table is `<table id="compare">`, a row
+//!   a series per run (`data-n` its label, one colour per run on every chart), and when a run's own
+//!   server monitor (paired with its target) measured it, then those of [`COMPARE_MONITOR_CHARTS`]
+//!   (`server`, `server-memory`: a series per run that has one, `data-n` its label); its ranking is
+//!   `<table id="ranking">`, a row `<tr data-run="LABEL" data-rank="N">` per run, best first
+//!   (compare.json's `ranking`); its delta table is `<table id="compare">`, a row
 //!   `<tr data-value="V" data-run="LABEL">` per step value and run, its cells `<td data-metric="NAME"
 //!   data-class="CLASS">` (compare.json's classes), `data-regression="1"` on a regression;
 //! - the steps table is `<table id="steps">`: its header cells `<th data-col="COLUMN">` name the
