@@ -393,3 +393,42 @@ fn a_threshold_is_a_finite_percentage_of_at_least_zero() {
         assert!(e.starts_with(&format!("--threshold {bad}: ")), "{e}");
     }
 }
+
+#[test]
+fn a_change_below_what_the_measurement_resolves_is_never_a_regression() {
+    // Issue 22: every latency 0.09 ms slower, every rate 0.9/s lower, 0.05 % more failures: at a
+    // threshold of 0 each is a change in percent, and none is one the measurement resolves.
+    let mut b = run("b");
+    for s in &mut b.run.steps {
+        let l = &mut s.latency_ms;
+        for v in [
+            &mut l.mean,
+            &mut l.p50,
+            &mut l.p90,
+            &mut l.p99,
+            &mut l.p999,
+            &mut l.max,
+        ] {
+            *v += 0.09;
+        }
+        s.ok_rate -= 0.9;
+        s.failed_pct += 0.05;
+    }
+    let c = compare(
+        vec![run("a"), b.clone()],
+        None,
+        Threshold::try_new(0.0).unwrap(),
+    )
+    .unwrap();
+    assert!(c.regressions.is_empty(), "{:?}", c.regressions_by_step());
+    assert_eq!(cell(&c, 100.0, 1, "p50_ms").class, Change::Noise);
+    // A change the histogram does resolve is one, at the default threshold too.
+    b.run.steps[0].latency_ms.p99 += 1.0;
+    let c = compared(vec![run("a"), b]);
+    let said: Vec<String> = c.regressions.iter().map(Regression::sentence).collect();
+    assert_eq!(said.len(), 1, "{said:?}");
+    assert!(
+        said[0].starts_with("b at 100 req/s (step 1): p99_ms"),
+        "{said:?}"
+    );
+}
