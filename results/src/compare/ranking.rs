@@ -6,7 +6,9 @@
 //! The order: the later the knee, the better. A run with no knee coped with every step it ran, so
 //! its knee lies beyond its highest step: it sorts as if its knee were there, ahead of a knee at that
 //! same value. Ties (and runs whose files name no knee, written before knees were) go by how far
-//! each kept up, then by the highest rate it served. A run with no step is last.
+//! each kept up, then by the lower p99 there (two servers that both held a ramp that was too
+//! gentle for either differ in how fast they answered it), then by the highest rate served. A run
+//! with no step is last.
 use std::cmp::Ordering;
 
 use serde::Serialize;
@@ -57,6 +59,8 @@ struct Key {
     /// No knee: it lies beyond `knee`.
     beyond: bool,
     kept_up_to: f64,
+    /// p99 at the kept-up step, negated (lower is better); none sorts last.
+    neg_p99: f64,
     peak: f64,
 }
 
@@ -67,6 +71,7 @@ impl Key {
             .then(self.knee.total_cmp(&other.knee))
             .then(self.beyond.cmp(&other.beyond))
             .then(self.kept_up_to.total_cmp(&other.kept_up_to))
+            .then(self.neg_p99.total_cmp(&other.neg_p99))
             .then(self.peak.total_cmp(&other.peak))
     }
 }
@@ -98,6 +103,9 @@ fn key(r: &Labelled) -> Key {
         knee: knee.map_or(top.unwrap_or(0.0), knee_at),
         beyond: knee.is_none(),
         kept_up_to: summary.and_then(|s| s.kept_up_to).unwrap_or(-1.0),
+        neg_p99: summary
+            .and_then(|s| s.kept_up_p99_ms)
+            .map_or(f64::NEG_INFINITY, |p| -p),
         peak: summary.map_or(0.0, |s| s.peak_ok_rate),
     }
 }
