@@ -3,6 +3,11 @@
 //! limit — or at which the generator, not the server, was the limit.
 use serde::{Deserialize, Serialize};
 
+use crate::quantity;
+use crate::server_notes::{CPU_LIMIT_PCT, THREAD_LIMIT_PCT};
+use crate::step::{KEPT_UP_RATIO, ProbeRole, StepResult, human, human_ms, judged};
+use crate::verdict;
+
 /// Why the knee is where it is. When several hold at the knee's step, `cause` is the first of
 /// these in this order and the others are in [`Knee::also`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -69,5 +74,488 @@ pub struct Knee {
     pub server_cpu_pct: Option<f64>,
     pub server_cpu_util_pct: Option<f64>,
     pub server_cores: Option<f64>,
+    /// Its busiest thread's share of a core (a single-threaded server's limit is one core).
+    #[serde(default)]
+    pub server_thread_max_pct: Option<f64>,
     pub ok_per_core_s: Option<f64>,
+}
+
+/// p99 at or above this many times its low-load level is a latency knee (with [`LATENCY_FLOOR_MS`]).
+/// A server that queues rises by far more (tens to thousands of times); a loaded machine's jitter
+/// moves a p99 by less than 2x, so 4x is a rise nobody mistakes for noise.
+pub const LATENCY_RATIO: f64 = 4.0;
+/// ... and at or above this many ms: a sub-millisecond p99 that triples (0.1 → 0.3 ms) is a context
+/// switch or a timer tick on a shared machine, not a queue (a scheduler period alone is several
+/// ms, and one request in a hundred meets one), so under 10 ms no rise is a latency knee.
+pub const LATENCY_FLOOR_MS: f64 = 10.0;
+/// The served rate rising by less than this share of the offered load's rise (relatively, step
+/// over step) has flattened: a server below its capacity serves each added request, so its gain
+/// is near 1; at its capacity near 0. Half is far from both, so noise in either does not cross it.
+pub const PLATEAU_GAIN: f64 = 0.5;
+
+/// The knee of a run, from its steps in any order (a search probes out of order): the lowest step
+/// value at which a cause held ([`causes`]) and held again at the next step value, or at the last
+/// one (a single step out of line, an outlier, is not a knee). Steps that say nothing of the server
+/// (a lost agent's share, interrupted, a search's warm-up) are left out.
+pub fn find(steps: &[StepResult]) -> Option<Knee> {
+    let mut ramp: Vec<&StepResult> = steps.iter().filter(|r| counted(r)).collect();
+    ramp.sort_by(|a, b| a.step_value.total_cmp(&b.step_value));
+    let all: Vec<Vec<KneeCause>> = (0..ramp.len()).map(|i| causes(&ramp, i)).collect();
+    let i = (0..ramp.len())
+        .find(|&i| !all[i].is_empty() && all.get(i + 1).is_none_or(|next| !next.is_empty()))?;
+    Some(knee(&ramp, i, &all[i]))
+}
+
+fn counted(r: &StepResult) -> bool {
+    judged(r)
+        && !r.aborted
+        && r.due > 0
+        && r.probe.as_ref().is_none_or(|p| p.role != ProbeRole::Warmup)
+}
+
+/// The causes that hold at `ramp[i]` (sorted by step value), in [`KneeCause`]'s order.
+pub fn causes(ramp: &[&StepResult], i: usize) -> Vec<KneeCause> {
+    let r = ramp[i];
+    let mut out = Vec::new();
+    if r.generator_bound {
+        out.push(KneeCause::GeneratorBound);
+    }
+    if r.failed_pct > verdict::FAILING_PCT {
+        out.push(KneeCause::Failures);
+    }
+    let low = low_p99(&ramp[..i]);
+    if low.is_some_and(|low| {
+        has_latency(r)
+            && r.latency_ms.p99 >= LATENCY_RATIO * low
+            && r.latency_ms.p99 >= LATENCY_FLOOR_MS
+    }) {
+        out.push(KneeCause::Latency);
+    }
+    if flattened(previous(&ramp[..i]), r) {
+        out.push(KneeCause::Plateau);
+    }
+    if server_at_limit(r) {
+        out.push(KneeCause::ServerCpu);
+    }
+    out
+}
+
+/// Whether a step's latency is a measurement (it served or gave up something).
+fn has_latency(r: &StepResult) -> bool {
+    r.latency_ms.max > 0.0 || r.latency_ms.censored
+}
+
+/// The p99 at low load: the lowest of the steps below, whose generator kept its schedule. The
+/// lowest rather than the first, so a cold first step does not raise the bar.
+fn low_p99(below: &[&StepResult]) -> Option<f64> {
+    below
+        .iter()
+        .filter(|r| !r.generator_bound && has_latency(r) && r.latency_ms.p99 > 0.0)
+        .map(|r| r.latency_ms.p99)
+        .min_by(f64::total_cmp)
+}
+
+/// The step below that the served rate's gain is measured from: the nearest whose generator kept
+/// its schedule.
+fn previous<'a>(below: &[&'a StepResult]) -> Option<&'a StepResult> {
+    below.iter().rev().find(|r| !r.generator_bound).copied()
+}
+
+/// What a step offered: its demanded rate, or for the closed model its connections.
+fn offered(r: &StepResult) -> f64 {
+    r.demanded_rate.unwrap_or(r.step_value)
+}
+
+/// Whether the served rate stopped rising with the offered load from `prev` to `r`: its relative
+/// gain under [`PLATEAU_GAIN`] of the offered load's, and (for a model with a rate to keep up with)
+/// short of what was offered. A server that serves a steady 95 % of every step has not flattened;
+/// one whose served rate stands still while the offer rises has.
+fn flattened(prev: Option<&StepResult>, r: &StepResult) -> bool {
+    let Some(prev) = prev else { return false };
+    let (o0, o1) = (offered(prev), offered(r));
+    if prev.ok_rate <= 0.0 || o0 <= 0.0 || o1 <= o0 {
+        return false;
+    }
+    let offered_gain = o1 / o0 - 1.0;
+    let served_gain = r.ok_rate / prev.ok_rate - 1.0;
+    let short = r
+        .demanded_rate
+        .is_none_or(|d| r.ok_rate < KEPT_UP_RATIO * d);
+    served_gain < PLATEAU_GAIN * offered_gain && short
+}
+
+/// Whether the step's own server monitor saw its CPU at its limit: of the cores it may use, or one
+/// thread at a whole core (a single-threaded server can go no faster on more cores).
+fn server_at_limit(r: &StepResult) -> bool {
+    r.own_server()
+        .and_then(|m| m.target.as_ref())
+        .is_some_and(|t| {
+            t.cpu_util_pct >= CPU_LIMIT_PCT
+                || t.thread_max_pct.is_some_and(|p| p >= THREAD_LIMIT_PCT)
+        })
+}
+
+fn knee(ramp: &[&StepResult], i: usize, causes: &[KneeCause]) -> Knee {
+    let r = ramp[i];
+    let low = low_p99(&ramp[..i]);
+    let target = r.own_server().and_then(|m| m.target.as_ref());
+    Knee {
+        step: r.number,
+        step_value: r.step_value,
+        demanded_rate: r.demanded_rate,
+        cause: causes[0],
+        also: causes[1..].to_vec(),
+        servers: causes[0].is_servers(),
+        low_p99_ms: low,
+        p99_ms: r.latency_ms.p99,
+        p99_lower_bound: r.latency_ms.lower_bounds.contains("p99"),
+        p99_ratio: low.map(|low| round1(r.latency_ms.p99 / low)),
+        ok_rate: r.ok_rate,
+        prev_ok_rate: previous(&ramp[..i]).map(|p| p.ok_rate),
+        failed_pct: r.failed_pct,
+        monitor: r.own_server().map(|m| m.monitor.clone()),
+        server_cpu_pct: target.map(|t| t.cpu_pct),
+        server_cpu_util_pct: target.map(|t| t.cpu_util_pct),
+        server_cores: target.map(|t| t.usable_cores),
+        server_thread_max_pct: target.and_then(|t| t.thread_max_pct),
+        ok_per_core_s: quantity::OK_PER_CORE_S.of_step(r).map(round1),
+    }
+}
+
+/// `42x`, `4.5x`: whole above 10, where a tenth says nothing.
+fn ratio_words(r: f64) -> String {
+    if r >= 10.0 {
+        human(r.round())
+    } else {
+        format!("{r:.1}")
+    }
+}
+
+fn round1(v: f64) -> f64 {
+    (v * 10.0).round() / 10.0
+}
+
+impl Knee {
+    /// The answer's lead: "knee at 11,000 req/s: p99 rose 42x (1.4 → 59 ms) as node's CPU reached
+    /// 97 % of its 1 core; 14,500 requests per server core-second there". `at` is the knee's step
+    /// value in words.
+    pub fn sentence(&self, at: &str) -> String {
+        if !self.servers {
+            return format!(
+                "knee at {at}: the generator, not the server, was the limit (not the server's knee)"
+            );
+        }
+        let mut said: Vec<String> = Vec::new();
+        let mut cpu = String::new();
+        for cause in std::iter::once(self.cause).chain(self.also.iter().copied()) {
+            match cause {
+                KneeCause::Failures => said.push(format!("{}% failed", human(self.failed_pct))),
+                KneeCause::Latency => said.push(self.latency_words()),
+                KneeCause::Plateau => said.push(self.plateau_words()),
+                KneeCause::ServerCpu => cpu = self.cpu_words(),
+                KneeCause::GeneratorBound => {}
+            }
+        }
+        let mut s = format!("knee at {at}: ");
+        if said.is_empty() {
+            s.push_str(&cpu);
+        } else {
+            s.push_str(&said.join(", "));
+            if !cpu.is_empty() {
+                s.push_str(&format!(" as {cpu}"));
+            }
+        }
+        if let Some(n) = self.ok_per_core_s {
+            s.push_str(&format!(
+                "; {} requests per server core-second there",
+                human(n)
+            ));
+        }
+        s
+    }
+
+    fn latency_words(&self) -> String {
+        let low = human_ms(self.low_p99_ms.unwrap_or(0.0), false);
+        let high = human_ms(self.p99_ms, self.p99_lower_bound);
+        // One unit said once: "1.4 → 59 ms", but "2.0 ms → 3.3 s".
+        let low = match (low.strip_suffix(" ms"), high.ends_with(" ms")) {
+            (Some(n), true) => n.to_string(),
+            _ => low,
+        };
+        format!(
+            "p99 rose {}x ({low} → {high})",
+            ratio_words(self.p99_ratio.unwrap_or(0.0))
+        )
+    }
+
+    fn plateau_words(&self) -> String {
+        match self.prev_ok_rate {
+            Some(prev) => format!(
+                "the served rate flattened ({}/s, from {}/s a step before)",
+                human(self.ok_rate),
+                human(prev)
+            ),
+            None => format!("the served rate flattened at {}/s", human(self.ok_rate)),
+        }
+    }
+
+    fn cpu_words(&self) -> String {
+        let who = self.monitor.as_deref().unwrap_or("the server");
+        let thread = self
+            .server_thread_max_pct
+            .filter(|p| *p >= THREAD_LIMIT_PCT);
+        match (self.server_cpu_util_pct, self.server_cores) {
+            (Some(util), Some(cores)) if util >= CPU_LIMIT_PCT || thread.is_none() => {
+                let cores = if cores == 1.0 {
+                    "its 1 core".to_string()
+                } else {
+                    format!("its {} cores", human(cores))
+                };
+                format!("{who}'s CPU reached {} % of {cores}", human(util))
+            }
+            _ => format!(
+                "{who}'s busiest thread reached {} % of a core",
+                human(thread.unwrap_or(0.0))
+            ),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::step::summarize_run;
+
+    /// A ramp of requests-model steps at `values`, each serving what it was offered with p99 2 ms,
+    /// from the golden run's first step.
+    fn ramp(values: &[f64]) -> Vec<StepResult> {
+        let golden = include_str!("../tests/golden/run.json");
+        let run =
+            crate::run_file::RunFile::parse(golden, std::path::Path::new("run.json")).unwrap();
+        values
+            .iter()
+            .enumerate()
+            .map(|(i, v)| {
+                let mut r = run.steps[0].clone();
+                r.number = i as u32 + 1;
+                r.step_value = *v;
+                r.demanded_rate = Some(*v);
+                r.due = (*v * r.duration_s) as u64;
+                (r.requests, r.replies, r.ok) = (r.due, r.due, r.due);
+                r.ok_rate = *v;
+                r.latency_ms.p99 = 2.0;
+                r.latency_ms.max = 3.0;
+                r
+            })
+            .collect()
+    }
+
+    fn p99s(steps: &mut [StepResult], p99: &[f64]) {
+        for (r, p) in steps.iter_mut().zip(p99) {
+            r.latency_ms.p99 = *p;
+            r.latency_ms.max = r.latency_ms.max.max(*p);
+        }
+    }
+
+    /// The step's own server: `name` at `util` % of `cores`.
+    fn watched(r: &mut StepResult, name: &str, util: f64, cores: f64) {
+        r.server_monitors = vec![crate::example_server(name, util, cores)];
+    }
+
+    #[test]
+    fn a_latency_knee_is_a_p99_several_times_its_low_load_level_and_says_the_cpu_behind_it() {
+        let mut steps = ramp(&[7_000.0, 9_000.0, 11_000.0, 13_000.0, 15_000.0]);
+        p99s(&mut steps, &[1.5, 1.4, 59.0, 120.0, 300.0]);
+        for (r, cpu) in steps.iter_mut().zip([60.0, 78.0, 97.0, 99.0, 99.0]) {
+            watched(r, "node", cpu, 1.0);
+        }
+        steps[4].ok_rate = 14_801.0;
+        let k = find(&steps).unwrap();
+        assert_eq!((k.step, k.step_value), (3, 11_000.0));
+        assert_eq!(k.cause, KneeCause::Latency);
+        assert_eq!(k.also, [KneeCause::ServerCpu]);
+        assert!(k.servers);
+        assert_eq!((k.low_p99_ms, k.p99_ratio), (Some(1.4), Some(42.1)));
+        assert_eq!(k.server_cpu_util_pct, Some(97.0));
+        // 11,000/s on 0.97 of a core.
+        assert_eq!(k.ok_per_core_s, Some(11_340.2));
+        let s = summarize_run(&steps);
+        assert!(
+            s.answer.starts_with(
+                "knee at 11,000 req/s: p99 rose 42x (1.4 → 59 ms) as node's CPU reached 97 % of its 1 core; 11,340 requests per server core-second there; it still served 14,801/s at 15,000 req/s; kept up to"
+            ),
+            "{}",
+            s.answer
+        );
+    }
+
+    #[test]
+    fn a_plateau_knee_is_a_served_rate_that_stops_rising_with_the_offer() {
+        let mut steps = ramp(&[100.0, 200.0, 300.0, 400.0, 500.0]);
+        for (r, ok) in steps.iter_mut().zip([100.0, 200.0, 300.0, 310.0, 312.0]) {
+            r.ok_rate = ok;
+        }
+        let k = find(&steps).unwrap();
+        assert_eq!(
+            (k.step_value, k.cause, k.also.as_slice()),
+            (400.0, KneeCause::Plateau, &[][..])
+        );
+        assert_eq!(k.prev_ok_rate, Some(300.0));
+        assert!(
+            summarize_run(&steps).answer.starts_with(
+                "knee at 400 req/s: the served rate flattened (310/s, from 300/s a step before); it still served 312/s at 500 req/s; "
+            ),
+            "{}",
+            summarize_run(&steps).answer
+        );
+        // A server that serves a steady share short of every step has not flattened.
+        for r in &mut steps {
+            r.ok_rate = 0.95 * r.step_value;
+        }
+        assert_eq!(find(&steps), None);
+    }
+
+    #[test]
+    fn a_closed_model_plateau_is_throughput_that_stops_rising_with_the_connections() {
+        let mut steps = ramp(&[10.0, 20.0, 40.0, 80.0]);
+        for (r, ok) in steps.iter_mut().zip([1_000.0, 2_000.0, 2_100.0, 2_100.0]) {
+            r.model = "concurrency".into();
+            r.demanded_rate = None;
+            r.ok_rate = ok;
+        }
+        let k = find(&steps).unwrap();
+        assert_eq!((k.step_value, k.cause), (40.0, KneeCause::Plateau));
+    }
+
+    #[test]
+    fn a_failures_knee_is_more_than_one_percent_failed() {
+        let mut steps = ramp(&[100.0, 200.0, 300.0, 400.0]);
+        for (r, pct) in steps.iter_mut().zip([0.0, 0.9, 5.0, 8.0]) {
+            r.failed_pct = pct;
+        }
+        let k = find(&steps).unwrap();
+        assert_eq!(
+            (k.step_value, k.cause, k.failed_pct),
+            (300.0, KneeCause::Failures, 5.0)
+        );
+        assert!(
+            summarize_run(&steps)
+                .answer
+                .starts_with("knee at 300 req/s: 5% failed; ")
+        );
+    }
+
+    #[test]
+    fn a_server_cpu_knee_is_its_own_monitor_at_the_limit_of_its_cores_or_of_one_thread() {
+        let mut steps = ramp(&[100.0, 200.0, 300.0, 400.0]);
+        for (r, cpu) in steps.iter_mut().zip([40.0, 60.0, 95.0, 97.0]) {
+            watched(r, "go", cpu, 2.0);
+        }
+        let k = find(&steps).unwrap();
+        assert_eq!((k.step_value, k.cause), (300.0, KneeCause::ServerCpu));
+        assert_eq!((k.server_cpu_pct, k.server_cores), (Some(190.0), Some(2.0)));
+        assert!(
+            summarize_run(&steps).answer.starts_with(
+                "knee at 300 req/s: go's CPU reached 95 % of its 2 cores; 158 requests per server core-second there; it still served 400/s at 400 req/s; "
+            ),
+            "{}",
+            summarize_run(&steps).answer
+        );
+        // Half of two cores, but one thread at a whole core: a single-threaded server's limit.
+        for r in &mut steps {
+            watched(r, "node", 50.0, 2.0);
+        }
+        for r in &mut steps[1..] {
+            r.server_monitors[0].target.as_mut().unwrap().thread_max_pct = Some(99.0);
+        }
+        let k = find(&steps).unwrap();
+        assert_eq!((k.step_value, k.cause), (200.0, KneeCause::ServerCpu));
+        assert!(
+            k.sentence("200 req/s")
+                .contains("node's busiest thread reached 99 % of a core")
+        );
+        // A monitor of the host alone is nobody's own server: no CPU knee, no core-seconds.
+        for r in &mut steps {
+            r.server_monitors[0].target = None;
+        }
+        assert_eq!(find(&steps), None);
+    }
+
+    #[test]
+    fn a_generator_bound_knee_is_said_not_to_be_the_servers() {
+        let mut steps = ramp(&[100.0, 200.0, 300.0, 400.0]);
+        for r in &mut steps[2..] {
+            r.generator_bound = true;
+        }
+        p99s(&mut steps, &[2.0, 2.0, 50.0, 90.0]);
+        let k = find(&steps).unwrap();
+        assert_eq!((k.step_value, k.cause), (300.0, KneeCause::GeneratorBound));
+        assert_eq!(k.also, [KneeCause::Latency]);
+        assert!(!k.servers);
+        let answer = summarize_run(&steps).answer;
+        assert!(
+            answer.starts_with(
+                "knee at 300 req/s: the generator, not the server, was the limit (not the server's knee); kept up to"
+            ),
+            "{answer}"
+        );
+    }
+
+    #[test]
+    fn sub_millisecond_jitter_is_not_a_knee() {
+        // 0.1 → 0.3 ms is 3x, and 0.1 → 0.5 ms 5x: under the floor either way.
+        let mut steps = ramp(&[100.0, 200.0, 300.0, 400.0, 500.0]);
+        p99s(&mut steps, &[0.1, 0.1, 0.3, 0.5, 0.5]);
+        assert_eq!(find(&steps), None);
+        assert!(
+            summarize_run(&steps)
+                .answer
+                .starts_with("kept up to 500 req/s")
+        );
+    }
+
+    #[test]
+    fn one_step_out_of_line_is_not_a_knee_but_the_last_step_may_be() {
+        let mut steps = ramp(&[100.0, 200.0, 300.0, 400.0, 500.0]);
+        p99s(&mut steps, &[2.0, 2.0, 40.0, 2.0, 2.0]);
+        assert_eq!(find(&steps), None, "an outlier in the middle");
+        steps[0].failed_pct = 3.0;
+        assert_eq!(
+            find(&steps),
+            None,
+            "a failure blip, then an outlier, neither held"
+        );
+        // The last step has no next to confirm it: what it shows is all the run can say.
+        p99s(&mut steps, &[2.0, 2.0, 2.0, 2.0, 40.0]);
+        steps[0].failed_pct = 0.0;
+        let k = find(&steps).unwrap();
+        assert_eq!((k.step_value, k.cause), (500.0, KneeCause::Latency));
+    }
+
+    #[test]
+    fn a_search_s_probes_are_taken_in_order_of_their_value_and_its_warmup_left_out() {
+        let mut steps = ramp(&[100.0, 800.0, 400.0, 200.0, 300.0]);
+        p99s(&mut steps, &[30.0, 900.0, 400.0, 2.0, 2.5]);
+        steps[0].probe = Some(crate::step::ProbeMark {
+            role: ProbeRole::Warmup,
+            class: crate::step::Mark::Pass,
+            reason: None,
+        });
+        let k = find(&steps).unwrap();
+        // Low load is 2 ms (the cold warm-up's 30 ms is not), so 400 is the knee.
+        assert_eq!((k.step, k.step_value, k.low_p99_ms), (3, 400.0, Some(2.0)));
+    }
+
+    #[test]
+    fn a_summary_written_before_the_knee_reads_as_none() {
+        let json = serde_json::json!({
+            "kept_up_to": 400.0, "kept_up_step": 4, "kept_up_p99_ms": 4.5, "beyond": null,
+            "peak_ok_rate": 401.0, "plateau_from": 400.0, "untrusted_steps": [],
+            "answer": "kept up to 400 req/s"
+        });
+        let s: crate::step::RunSummary = serde_json::from_value(json).unwrap();
+        assert_eq!(s.knee, None);
+        let k = find(&ramp(&[100.0, 200.0])).map(|k| serde_json::to_value(k).unwrap());
+        assert_eq!(k, None);
+    }
 }

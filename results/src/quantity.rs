@@ -74,11 +74,12 @@ impl PartialEq for Quantity {
 impl Eq for Quantity {}
 
 impl Quantity {
-    /// The step's number, for a step quantity (a server quantity reads none from the step alone).
+    /// The step's number: a step quantity's, or a server quantity's as the step's own server
+    /// ([`StepResult::own_server`]) gives it; none for a server quantity of a step without one.
     pub fn of_step(&self, r: &StepResult) -> Option<f64> {
         match self.read {
             Read::Step(f) => Some(f(r)),
-            Read::Server(_) => None,
+            Read::Server(f) => f(r, r.own_server()?),
         }
     }
 
@@ -308,7 +309,8 @@ pub const OK_PER_CORE_S: Quantity = Quantity {
         Higher,
         |r, m| {
             let cores = m.target.as_ref()?.cpu_pct / 100.0;
-            (cores > 0.0).then(|| r.ok_rate / cores)
+            // To three decimals, as the step's other numbers are.
+            (cores > 0.0).then(|| (r.ok_rate / cores * 1000.0).round() / 1000.0)
         },
     )
 };

@@ -5,7 +5,7 @@ use std::time::Duration;
 use serde::de::{self, Deserialize, Deserializer};
 use serde::ser::{Serialize, SerializeMap, Serializer};
 
-use crate::knee::Knee;
+use crate::knee::{self, Knee};
 use crate::verdict::{self, Facts, Server, ServerFacts, Verdict};
 use shared::histogram::{Histogram, us_to_ms};
 use shared::metrics::{Counters, ErrorClass, FirstErrors, STATUS_CLASSES, Snapshot};
@@ -394,6 +394,12 @@ pub struct StepResult {
     /// Each server monitor's view of the step; absent without monitors (and in older files).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub server_monitors: Vec<StepServer>,
+    /// Served replies per second of the server's CPU (`ok_rate` over its own monitor's `cpu_pct` /
+    /// 100: how many requests one core of it serves); absent without an own-server monitor
+    /// ([`StepResult::own_server`]) or when that saw no CPU used, never 0. Set with the monitors'
+    /// views ([`StepResult::observed_by`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ok_per_core_s: Option<f64>,
     /// A capacity search's probe: its role and class; absent in a planned run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub probe: Option<ProbeMark>,
@@ -404,6 +410,13 @@ pub struct StepResult {
 }
 
 impl StepResult {
+    /// The step with its monitors' views, and what they give it (its requests per server
+    /// core-second), together so that they cannot disagree.
+    pub fn observed_by(&mut self, views: Vec<StepServer>) {
+        self.server_monitors = views;
+        self.ok_per_core_s = crate::quantity::OK_PER_CORE_S.of_step(self);
+    }
+
     /// The monitor watching the server this step loaded (its CPU, memory and threads are that
     /// server's, and the knee and requests per server core-second are read from it): for now the
     /// step's only monitor, when it has exactly one that watches processes or a cgroup. A monitor
@@ -688,6 +701,7 @@ pub fn summarize(input: &StepInput<'_>) -> StepResult {
         lost_load: Vec::new(),
         agents,
         server_monitors: Vec::new(),
+        ok_per_core_s: None,
         probe: None,
     }
 }
@@ -880,7 +894,11 @@ pub fn summarize_run(steps: &[StepResult]) -> RunSummary {
         generator_bound: r.generator_bound,
         aborted: r.aborted,
     });
-    let answer = answer(steps, kept, beyond.as_ref(), peak, plateau_from);
+    let knee = knee::find(steps);
+    let mut answer = answer(steps, kept, beyond.as_ref(), peak, plateau_from);
+    if let Some(k) = &knee {
+        answer = format!("{}; {answer}", knee_lead(steps, k));
+    }
     RunSummary {
         kept_up_to: kept.map(|r| r.step_value),
         kept_up_step: kept.map(|r| r.number),
@@ -889,9 +907,38 @@ pub fn summarize_run(steps: &[StepResult]) -> RunSummary {
         peak_ok_rate: peak,
         plateau_from,
         untrusted_steps,
-        knee: None,
+        knee,
         answer,
     }
+}
+
+/// A step value in words; the connections model's with the request rate it demanded, which the
+/// tables show beside it.
+fn offered_words(model: &str, value: f64, demanded: Option<f64>) -> String {
+    match demanded {
+        Some(d) if model == "connections" => {
+            format!("{} = {} req/s", step_value(model, value), human(d))
+        }
+        _ => step_value(model, value),
+    }
+}
+
+/// The answer's lead: the knee, then what the server still served at the highest step beyond it.
+fn knee_lead(steps: &[StepResult], k: &Knee) -> String {
+    let model = steps.first().map_or("", |r| r.model.as_str());
+    let mut s = k.sentence(&offered_words(model, k.step_value, k.demanded_rate));
+    let top = steps
+        .iter()
+        .filter(|r| judged(r) && !r.aborted && r.step_value > k.step_value)
+        .max_by(|a, b| a.step_value.total_cmp(&b.step_value));
+    if let Some(top) = top.filter(|_| k.servers) {
+        s.push_str(&format!(
+            "; it still served {}/s at {}",
+            human(top.ok_rate),
+            step_value(model, top.step_value)
+        ));
+    }
+    s
 }
 
 fn answer(
@@ -905,13 +952,7 @@ fn answer(
         return "no step ran".to_string();
     };
     let model = first.model.as_str();
-    // The connections model's step is in conn/s; what the tables show beside it is requests/s.
-    let offered = |value: f64, demanded: Option<f64>| match demanded {
-        Some(d) if model == "connections" => {
-            format!("{} = {} req/s", step_value(model, value), human(d))
-        }
-        _ => step_value(model, value),
-    };
+    let offered = |value: f64, demanded: Option<f64>| offered_words(model, value, demanded);
     let mut s = match kept {
         Some(k) => {
             let mut doubt = String::new();
@@ -1438,8 +1479,10 @@ mod tests {
         assert_eq!(s.beyond.as_ref().unwrap().step_value, 500.0);
         assert_eq!(
             s.answer,
-            "kept up to 400 req/s (p99 9.3 ms); at 500 req/s it served 401/s with p99 3.3 s, 19.8% failed; the served rate plateaued at 401/s from 400 req/s"
+            "knee at 500 req/s: 19.8% failed, p99 rose 1,651x (2.0 ms → 3.3 s), the served rate flattened (401/s, from 398/s a step before); it still served 400/s at 600 req/s; kept up to 400 req/s (p99 9.3 ms); at 500 req/s it served 401/s with p99 3.3 s, 19.8% failed; the served rate plateaued at 401/s from 400 req/s"
         );
+        let knee = s.knee.as_ref().unwrap();
+        assert_eq!((knee.step, knee.cause), (4, knee::KneeCause::Failures));
         // A step the generator could not be trusted on does not count as kept up.
         let mut untrusted = steps.clone();
         untrusted[2].trust = Verdict::Invalid;
@@ -1462,7 +1505,8 @@ mod tests {
         let s = summarize_run(&steps[3..]);
         assert_eq!(s.kept_up_to, None);
         assert!(
-            s.answer.starts_with("kept up with no step; at 500 req/s"),
+            s.answer.starts_with("knee at 500 req/s: 19.8% failed; ")
+                && s.answer.contains("; kept up with no step; at 500 req/s"),
             "{}",
             s.answer
         );
@@ -1499,8 +1543,35 @@ mod tests {
         let s = summarize_run(&[dead]);
         assert_eq!(
             s.answer,
-            "kept up with no step; at 100 req/s it served nothing, 100% failed"
+            "knee at 100 req/s: 100% failed; kept up with no step; at 100 req/s it served nothing, 100% failed"
         );
+    }
+
+    #[test]
+    fn a_step_s_requests_per_server_core_second_come_with_its_own_monitor_and_are_never_0() {
+        let mut r = ramp_step(1, 900.0, 900.0, 2.0, Verdict::Valid);
+        r.observed_by(vec![crate::example_server("web", 75.0, 2.0)]);
+        // 900/s on 1.5 cores.
+        assert_eq!(r.ok_per_core_s, Some(600.0));
+        let json = serde_json::to_value(&r).unwrap();
+        assert_eq!(json["ok_per_core_s"], 600.0);
+        // A host-only monitor, one that saw no CPU, none at all: none, and absent from run.json.
+        let mut host = crate::example_server("web", 75.0, 2.0);
+        host.target = None;
+        for views in [
+            vec![host],
+            vec![crate::example_server("web", 0.0, 2.0)],
+            vec![],
+        ] {
+            r.observed_by(views);
+            assert_eq!(r.ok_per_core_s, None);
+            assert!(
+                serde_json::to_value(&r)
+                    .unwrap()
+                    .get("ok_per_core_s")
+                    .is_none()
+            );
+        }
     }
 
     #[test]

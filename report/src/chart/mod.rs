@@ -272,6 +272,16 @@ pub struct Boundary {
     pub label: String,
 }
 
+/// The run's knee on a chart against the step value: a line at `x`, labelled with its cause
+/// (`data-knee` the cause's name), `title` the answer's words for it on hover.
+#[derive(Debug, Clone, PartialEq)]
+pub struct KneeLine {
+    pub x: f64,
+    pub cause: String,
+    pub label: String,
+    pub title: String,
+}
+
 /// A horizontal line at `y` across the plot (a bound a search found), labelled at its left end,
 /// above the line or below it (two levels close together keep their labels apart).
 #[derive(Debug, Clone, PartialEq)]
@@ -314,6 +324,8 @@ pub struct Chart {
     pub shades: Vec<Shade>,
     pub boundaries: Vec<Boundary>,
     pub levels: Vec<Level>,
+    /// The run's knee, drawn apart from the boundaries (whose labels give way to each other).
+    pub knee: Option<KneeLine>,
     /// The ideal y = x line, with its legend name.
     pub ideal: Option<String>,
     /// Also drawn on the other y scale, with a switch between the two (latency: log and linear).
@@ -337,6 +349,7 @@ impl Chart {
             shades: Vec::new(),
             boundaries: Vec::new(),
             levels: Vec::new(),
+            knee: None,
             ideal: None,
             switch_scale: None,
             note: None,
@@ -371,6 +384,11 @@ impl Chart {
 
     pub fn levels(mut self, l: Vec<Level>) -> Chart {
         self.levels = l;
+        self
+    }
+
+    pub fn knee(mut self, k: Option<KneeLine>) -> Chart {
+        self.knee = k;
         self
     }
 
@@ -501,7 +519,8 @@ figure.chart figcaption{font-weight:600}.ax{stroke:#444;fill:none}.grid{stroke:#
 .s path.mk{stroke-width:6.6;stroke-linecap:round;stroke-dasharray:none}.s path.lb{fill:#fff;stroke-width:1.5}\
 .dash path{stroke-dasharray:6 4}.dot path{stroke-dasharray:2 3}.ideal{stroke:#888;stroke-dasharray:2 3;fill:none}\
 .band path{fill:currentColor;fill-opacity:.18;stroke:none}.bnd{stroke:#999;stroke-dasharray:3 3}\
-.bndl{fill:#777;font-size:10px}.t-degraded{fill:#fdf0c4}.t-invalid{fill:#f9d0d0}.off{display:none}\
+.bndl{fill:#777;font-size:10px}.knee{stroke:#b3261e;stroke-width:1.5;stroke-dasharray:6 3}\
+.kneel{fill:#b3261e;font-size:10px;font-weight:600}.t-degraded{fill:#fdf0c4}.t-invalid{fill:#f9d0d0}.off{display:none}\
 .ro{fill:#000;font-weight:600}.hl{fill:none;stroke:#000;stroke-width:2;pointer-events:none}\
 .legend{display:flex;flex-wrap:wrap;gap:4px 12px;align-items:center;font-size:12px}\
 .key{border:0;background:none;padding:0 2px;cursor:pointer;font:inherit}\

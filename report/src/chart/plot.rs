@@ -7,7 +7,7 @@ use results::verdict::Verdict;
 
 use super::axis::{Fitted, Scale, Unit, short};
 use super::svg::{Px, path};
-use super::{Chart, Dash, Marker, StackKind, Titles};
+use super::{Chart, Dash, KneeLine, Marker, StackKind, Titles};
 use crate::escape::html;
 
 /// Room for the tick labels and axis names around the plot.
@@ -86,7 +86,11 @@ fn xs(c: &Chart) -> impl Iterator<Item = f64> + '_ {
         .stacks
         .iter()
         .flat_map(|s| s.layers.iter().flat_map(|l| l.values.iter().map(|v| v.0)));
-    let boundaries = c.boundaries.iter().map(|b| b.x);
+    let boundaries = c
+        .boundaries
+        .iter()
+        .map(|b| b.x)
+        .chain(c.knee.as_ref().map(|k| k.x));
     series.chain(bands).chain(layers).chain(boundaries)
 }
 
@@ -286,6 +290,9 @@ fn plotted(c: &Chart, x: &Fitted, y: &Fitted, f: &Frame) -> String {
         let _ = write!(out, "<path class=\"bnd\" d=\"{lines}\"/>");
     }
     out.push_str(&boundary_labels(c, x, f));
+    if let Some(k) = &c.knee {
+        out.push_str(&knee(k, x, f));
+    }
     out.push_str(&levels(c, y, f));
     for s in &c.series {
         let dash = match s.dash {
@@ -478,6 +485,29 @@ fn levels(c: &Chart, y: &Fitted, f: &Frame) -> String {
         );
     }
     out
+}
+
+/// The knee's line, and its label inside the plot just under the top (the boundaries' labels are
+/// above it, so neither hides the other), on the line's left when the right has no room.
+fn knee(k: &KneeLine, x: &Fitted, f: &Frame) -> String {
+    let px = x.px(k.x);
+    let room = 6.0 * k.label.chars().count() as f64 + 4.0;
+    let (lx, anchor) = if px + room > f.right {
+        (px - 3.0, " text-anchor=\"end\"")
+    } else {
+        (px + 3.0, "")
+    };
+    format!(
+        "<g data-knee=\"{}\"><title>{}</title><path class=\"knee\" d=\"M{} {}V{}\"/><text class=\"kneel\" x=\"{}\" y=\"{}\"{anchor}>{}</text></g>",
+        html(&k.cause),
+        html(&k.title),
+        Px(px),
+        Px(f.top),
+        Px(f.bottom),
+        Px(lx),
+        Px(f.top + 11.0),
+        html(&k.label)
+    )
 }
 
 /// The boundaries' labels at the top, leaving out one that would overlap the one before.

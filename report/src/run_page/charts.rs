@@ -1,6 +1,7 @@
 //! The charts of one run, from its run.json and distributions: what each of the page contract's
 //! charts draws.
 use results::distribution::Distribution;
+use results::knee::KneeCause;
 use results::run_file::RunFile;
 use results::step::{LowerBounds, StepResult, step_value};
 use results::verdict::{self, Verdict};
@@ -8,8 +9,8 @@ use shared::metrics::{ErrorClass, STATUS_CLASSES};
 use shared::plan::LoadModel;
 
 use crate::chart::{
-    self, Axis, Band, Boundary, Chart, Colour, Dash, Layer, Mark, Marker, Scale, Series, Shade,
-    Stack, Unit,
+    self, Axis, Band, Boundary, Chart, Colour, Dash, KneeLine, Layer, Mark, Marker, Scale, Series,
+    Shade, Stack, Unit,
 };
 
 /// At most this many steps' distributions share the percentile chart: more lines than colours
@@ -207,6 +208,30 @@ fn knee(run: &RunFile) -> Vec<Boundary> {
     lines
 }
 
+/// The run's knee ([`results::knee`]) as every chart against the step value marks it, labelled
+/// with its cause; none for a search, whose probes go up and down and whose bounds are its answer.
+pub fn knee_line(run: &RunFile) -> Option<KneeLine> {
+    let k = run
+        .summary
+        .as_ref()?
+        .knee
+        .as_ref()
+        .filter(|_| !run.is_search())?;
+    let cause = match k.cause {
+        KneeCause::GeneratorBound => "generator-bound, not the server's",
+        KneeCause::Failures => "failures",
+        KneeCause::Latency => "latency",
+        KneeCause::Plateau => "plateau",
+        KneeCause::ServerCpu => "server CPU",
+    };
+    Some(KneeLine {
+        x: k.step_value,
+        cause: k.cause.name().to_string(),
+        label: format!("knee {}: {cause}", chart::short(k.step_value)),
+        title: k.sentence(&step_value(run.model().name(), k.step_value)),
+    })
+}
+
 /// Served and reply rate against offered, the 1 s min–max band, and what was demanded: y = x when
 /// the step value is the demanded rate, else the demanded rate's own line.
 pub fn rates(run: &RunFile) -> Chart {
@@ -252,7 +277,9 @@ pub fn rates(run: &RunFile) -> Chart {
         let marks = demanded.iter().map(|(x, d)| Mark::plain(*x, *d)).collect();
         c = c.series(Series::new("demanded requests/s", Colour::GREY, marks).dash(Dash::Dotted));
     }
-    c.boundaries(knee(run)).shades(trust_shades(run))
+    c.boundaries(knee(run))
+        .knee(knee_line(run))
+        .shades(trust_shades(run))
 }
 
 /// The latency percentiles against offered; a lower bound is hollow.
@@ -298,7 +325,9 @@ pub fn latency(run: &RunFile) -> Chart {
              enter at their age then, so the true latency is higher still.",
         );
     }
-    c.boundaries(knee(run)).shades(trust_shades(run))
+    c.boundaries(knee(run))
+        .knee(knee_line(run))
+        .shades(trust_shades(run))
 }
 
 /// Failures per second against offered, by class: the target's (transport errors, unexpected
@@ -332,6 +361,7 @@ pub fn failures(run: &RunFile) -> Chart {
     .stack(Stack::bars(target).beside(0, 2))
     .stack(Stack::bars(generator).beside(1, 2))
     .note("Left bar: the target's failures. Right bar, hatched: the generator's own (out of file descriptors or local ports); those say nothing about the server.")
+    .knee(knee_line(run))
     .shades(trust_shades(run))
 }
 
@@ -356,6 +386,7 @@ pub fn status(run: &RunFile) -> Chart {
         Axis::linear("replies/s", Unit::Si),
     )
     .stack(Stack::bars(layers))
+    .knee(knee_line(run))
     .shades(trust_shades(run))
 }
 
@@ -367,6 +398,7 @@ pub fn trust_strip(run: &RunFile) -> Vec<Chart> {
                 run,
                 Series::new(title, Colour::nth(4), points(run, v)),
             ))
+            .knee(knee_line(run))
             .shades(trust_shades(run))
             .size(360.0, 200.0)
     };
@@ -579,6 +611,38 @@ mod tests {
     fn golden() -> RunFile {
         let text = include_str!("../../../results/tests/golden/run.json");
         RunFile::parse(text, Path::new("run.json")).unwrap()
+    }
+
+    #[test]
+    fn every_chart_against_the_offered_load_marks_the_knee_with_its_cause() {
+        let mut run = golden();
+        // The golden run's p99 rose from 1.8 ms to 250 ms at 500 req/s, its served rate flat.
+        run.summary = Some(results::step::summarize_run(&run.steps));
+        let k = knee_line(&run).unwrap();
+        assert_eq!((k.x, k.cause.as_str()), (500.0, "latency"));
+        assert_eq!(k.label, "knee 500: latency");
+        assert!(
+            k.title.starts_with(
+                "knee at 500 req/s: p99 rose 139x (1.8 → 250 ms), the served rate flattened"
+            ),
+            "{}",
+            k.title
+        );
+        let mut charts = vec![rates(&run), latency(&run), failures(&run), status(&run)];
+        charts.extend(trust_strip(&run));
+        for c in charts {
+            assert_eq!(c.knee.as_ref(), Some(&k), "{}", c.name);
+            let svg = c.render();
+            assert!(
+                svg.contains("<g data-knee=\"latency\"><title>knee at 500 req/s")
+                    && svg.contains(">knee 500: latency</text>"),
+                "{}: {svg}",
+                c.name
+            );
+        }
+        // No knee, no mark: the run's page as it was.
+        run.summary.as_mut().unwrap().knee = None;
+        assert!(!rates(&run).render().contains("data-knee"));
     }
 
     #[test]

@@ -11,7 +11,7 @@ use results::run_file::RunFile;
 use results::step::StepResult;
 use shared::monitor::step::StepServer;
 
-use super::charts::{step_axis, trust_shades};
+use super::charts::{knee_line, step_axis, trust_shades};
 use crate::chart::{self, Axis, Band, Chart, Colour, Dash, Mark, Series, Titles, Unit};
 
 const MB: f64 = 1024.0 * 1024.0;
@@ -159,7 +159,10 @@ pub fn cpu(run: &RunFile) -> Chart {
     if any_partial(run) {
         note.push_str(PARTIAL_NOTE);
     }
-    c.note(&note).shades(trust_shades(run)).size(360.0, 240.0)
+    c.note(&note)
+        .knee(knee_line(run))
+        .shades(trust_shades(run))
+        .size(360.0, 240.0)
 }
 
 /// The server's memory against the step value: per monitor, the step's highest (the line) and its
@@ -202,7 +205,10 @@ pub fn memory(run: &RunFile) -> Chart {
     if any_partial(run) {
         note.push_str(PARTIAL_NOTE);
     }
-    c.note(&note).shades(trust_shades(run)).size(360.0, 240.0)
+    c.note(&note)
+        .knee(knee_line(run))
+        .shades(trust_shades(run))
+        .size(360.0, 240.0)
 }
 
 /// Monitor `name`'s view of a step whose target used `cpu_util_pct` of its 2 cores, its busiest

@@ -27,6 +27,9 @@ pub struct Compared {
     pub name: &'static str,
     pub unit: &'static str,
     pub better: Better,
+    /// Whether a change beyond the threshold is a regression (`--baseline`'s exit 3), or is only
+    /// shown.
+    pub judged: bool,
     quantity: &'static Quantity,
 }
 
@@ -36,14 +39,28 @@ impl Compared {
             name: q.key,
             unit: q.unit,
             better: q.better,
+            judged: true,
             quantity: q,
+        }
+    }
+
+    /// Compared and shown, never a regression.
+    const fn shown(q: &'static Quantity) -> Compared {
+        Compared {
+            judged: false,
+            ..Compared::of(q)
         }
     }
 }
 
 /// The metrics compared, in the order of the page's table.
-pub const METRICS: [Compared; 10] = [
+pub const METRICS: [Compared; 11] = [
     Compared::of(&quantity::OK_RATE),
+    // Of the step's own server; none for a run without one, so it compares only where both have it.
+    // Shown, not judged: a server's CPU is sampled once a second and shared with whatever else
+    // runs, so a few % of it moves with the machine, not the build; the served rate and the
+    // latency judge a change.
+    Compared::shown(&quantity::OK_PER_CORE_S),
     Compared::of(&quantity::AVG_REP_RATE),
     Compared::of(&quantity::FAILED_PCT),
     Compared::of(&quantity::ERRORS),

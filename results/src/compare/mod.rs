@@ -451,7 +451,7 @@ fn regressions(runs: &[Labelled], rows: &[StepRow], base: usize) -> Vec<Regressi
         for (i, s) in row.runs.iter().enumerate() {
             let Some(s) = s else { continue };
             for (m, (cell, base_cell)) in METRICS.iter().zip(s.cells.iter().zip(&b.cells)) {
-                if cell.class != Change::Worse || cell.untrusted {
+                if !m.judged || cell.class != Change::Worse || cell.untrusted {
                     continue;
                 }
                 let (Some(then), Some(now)) = (base_cell.value, cell.value) else {

@@ -52,7 +52,8 @@ fn steps_are_joined_on_their_value_whatever_their_order_or_number() {
     let has = |i: usize| -> Vec<bool> { c.steps.iter().map(|r| r.runs[i].is_some()).collect() };
     assert_eq!(has(0), [true, true, true, true, true, true, false]);
     assert_eq!(has(1), [true, false, true, false, false, false, true]);
-    // b's step at 300 is its first step, and equals a's: every change is nothing.
+    // b's step at 300 is its first step, and equals a's: every change is nothing (and neither has
+    // a server monitor to count core-seconds with).
     let row = c.steps.iter().find(|r| r.value == 300.0).unwrap();
     assert_eq!(row.runs[1].as_ref().unwrap().step, 1);
     assert!(
@@ -61,7 +62,13 @@ fn steps_are_joined_on_their_value_whatever_their_order_or_number() {
             .unwrap()
             .cells
             .iter()
-            .all(|x| x.class == Change::Noise)
+            .zip(METRICS)
+            .all(|(x, m)| x.class
+                == if m.name == crate::quantity::OK_PER_CORE_S.key {
+                    Change::Missing
+                } else {
+                    Change::Noise
+                })
     );
     assert!(
         row.runs[0]
