@@ -313,6 +313,7 @@ mod tests {
             server_cpu_pct: None,
             server_cpu_util_pct: None,
             server_cores: None,
+            server_thread_max_pct: None,
             ok_per_core_s: None,
         });
         Labelled {
