@@ -36,7 +36,7 @@ const STYLE: &str = ".banner{background:#fff6d6;border:1px solid #e0c040;padding
 #compare .untrusted::after{content:' \\2020';color:#c62828}#compare .bound{text-decoration:underline dotted}\
 td.t-degraded{background:#fdf0c4}td.t-invalid{background:#f9d0d0}.verdict.regressed{color:#c62828;font-weight:600}\
 .key-of-table span{margin-right:1.2em}#ranking th,#ranking td.l{text-align:left}#ranking .answer{font-size:85%;color:#555;white-space:normal;min-width:20em}\
-#ranking td{white-space:nowrap}#ranking .cause{font-size:85%;color:#555}details.verdicts{margin:1em 0}details.verdicts summary{cursor:pointer}";
+#ranking td,#ranking th{white-space:nowrap}#ranking .cause{font-size:85%;color:#555}details.verdicts{margin:1em 0}details.verdicts summary{cursor:pointer}";
 
 /// The HTML page of a comparison.
 pub fn render_compare(c: &Comparison) -> String {
@@ -112,7 +112,7 @@ fn ranking(c: &Comparison) -> String {
                 format!(
                     "{} <span class=\"cause\">{}</span>",
                     html(&at),
-                    html(&k.cause.name().replace('_', " "))
+                    html(&results::compare::ranking::causes(k))
                 )
             }
             None => "<span class=\"cause\">none seen</span>".to_string(),
@@ -459,7 +459,8 @@ fn delta_cell(m: &Compared, cell: &CellEntry, baseline: &str) -> String {
     if cell.class == Change::Undecided {
         why.push("a lower bound could overturn the change either way".to_string());
     }
-    let regression = cell.class == Change::Worse && !cell.untrusted;
+    // A metric only shown (requests per core-second) is coloured worse, never a regression.
+    let regression = m.judged && cell.class == Change::Worse && !cell.untrusted;
     if regression {
         classes.push("regression");
     }
@@ -628,6 +629,31 @@ mod tests {
         let row = &page[page.find("<tr data-run=\"nginx\"").unwrap()..];
         let row = &row[..row.find("</tr>").unwrap()];
         assert!(row.contains("<td>60%</td><td>3 MiB</td>"), "{row}");
+    }
+
+    #[test]
+    fn a_metric_only_shown_is_never_marked_a_regression() {
+        // app's server burns twice the CPU for the same replies: fewer requests per core-second,
+        // shown worse, judged nothing.
+        let mut nginx = run("nginx");
+        let mut app = run("app");
+        for (r, util) in [(&mut nginx, 20.0), (&mut app, 40.0)] {
+            for s in &mut r.run.steps {
+                s.server_monitors = vec![server::example("web", util)];
+                s.ok_per_core_s = results::quantity::OK_PER_CORE_S.of_step(s);
+            }
+        }
+        let c = compare(vec![nginx, app], None, Threshold::default()).unwrap();
+        let page = render_compare(&c);
+        let cell = td(&page, "300", "app", "ok_per_core_s");
+        assert!(
+            cell.contains("data-class=\"worse\"") && !cell.contains("regression"),
+            "{cell}"
+        );
+        assert_eq!(
+            page.matches("data-regression=\"1\"").count(),
+            c.regressions.len()
+        );
     }
 
     #[test]

@@ -210,10 +210,10 @@ impl Ranked {
             Some(k) => human(knee_at(k)),
             None => "-".to_string(),
         };
-        let cause = self.knee.as_ref().map_or_else(
-            || "none seen".to_string(),
-            |k| k.cause.name().replace('_', " "),
-        );
+        let cause = self
+            .knee
+            .as_ref()
+            .map_or_else(|| "none seen".to_string(), causes);
         let trust = match (self.trust, self.untrusted_steps) {
             (Some(t), 0) => t.name().to_string(),
             (Some(t), n) => format!("{} ({n} untrusted)", t.name()),
@@ -233,6 +233,15 @@ impl Ranked {
             trust,
         ]
     }
+}
+
+/// A knee's cause and those that held at the same step, for people: `latency, plateau`.
+pub fn causes(k: &Knee) -> String {
+    std::iter::once(k.cause)
+        .chain(k.also.iter().copied())
+        .map(|c| c.name().replace('_', " "))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// The ranking as one table for stdout, a head line and a line per run, columns aligned (text
