@@ -14,7 +14,7 @@ use std::cmp::Ordering;
 use serde::Serialize;
 
 use crate::knee::Knee;
-use crate::quantity::{OK_PER_CORE_S, SRV_CPU_UTIL_PCT, SRV_MEM_MB};
+use crate::quantity::{OK_PER_CORE_S, P99_MS, SRV_CPU_UTIL_PCT, SRV_MEM_MB};
 use crate::step::{StepResult, human, human_ms, step_value};
 use crate::verdict::Verdict;
 
@@ -173,10 +173,11 @@ pub const COLUMNS: [&str; 11] = [
     "knee",
     "cause",
     "kept_up_to",
-    "p99_ms",
-    "srv_cpu_util_pct",
-    "srv_mem_mb",
-    "ok_per_core_s",
+    // p99 and the server's numbers there, named as steps.tsv names their columns.
+    P99_MS.key,
+    SRV_CPU_UTIL_PCT.key,
+    SRV_MEM_MB.key,
+    OK_PER_CORE_S.key,
     "trust",
     "untrusted_steps",
 ];
