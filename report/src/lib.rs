@@ -25,7 +25,9 @@
 //!   probe's number, y its offered rate; a series per class, `data-n` the class as steps.tsv names
 //!   it, each point's path its own with a `<title>` naming its role and why); a drawn chart's points are
 //!   `<path d="M…" data-v="X Y,X Y,…">` inside a `<g data-n="SERIES">` (a series' markers, a layer's
-//!   bars): one "X Y" (the values, not pixels) for each `M` of the path, in order;
+//!   bars): one "X Y" (the values, not pixels) for each `M` of the path, in order; a run's knee
+//!   (run.json `summary.knee`, not a search's) is a `<g data-knee="CAUSE">` on every chart against
+//!   the offered load, with a `<title>` and a label `knee X: CAUSE` in words;
 //! - a comparison's page (`stampede compare`) has every chart of [`COMPARE_CHARTS`], in that order,
 //!   a series per run (`data-n` its label, one colour per run on every chart), and when a run's own
 //!   server monitor (paired with its target) measured it, then those of [`COMPARE_MONITOR_CHARTS`]

@@ -6,7 +6,6 @@
 pub mod compare;
 pub mod condition;
 pub mod distribution;
-pub mod knee;
 pub mod quantity;
 pub mod run_file;
 pub mod search;
@@ -14,6 +13,9 @@ pub mod server_notes;
 pub mod step;
 pub mod table;
 pub mod verdict;
+
+/// The knee's types and rules live beside the run's summary that holds them (`step/knee.rs`).
+pub use step::knee;
 
 /// A monitor `name`'s view of a step whose target used `cpu_util_pct` of its `cores`, nothing else
 /// of note (for tests of what reads a `StepServer`).

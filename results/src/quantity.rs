@@ -315,6 +315,13 @@ pub const OK_PER_CORE_S: Quantity = Quantity {
     )
 };
 
+/// Puts the monitors' views into the step, with what they give it (its requests per server
+/// core-second), together so that the two cannot disagree.
+pub fn observed(r: &mut StepResult, views: Vec<StepServer>) {
+    r.server_monitors = views;
+    r.ok_per_core_s = OK_PER_CORE_S.of_step(r);
+}
+
 /// steps.tsv's autobench columns after the first, in order.
 pub const AUTOBENCH: [&Quantity; 9] = [
     &REQ_RATE,
@@ -427,5 +434,36 @@ mod tests {
             None,
             "no CPU used: nothing to divide by"
         );
+    }
+
+    #[test]
+    fn a_step_s_requests_per_server_core_second_come_with_its_own_monitor_and_are_never_0() {
+        let golden = include_str!("../tests/golden/run.json");
+        let run =
+            crate::run_file::RunFile::parse(golden, std::path::Path::new("run.json")).unwrap();
+        let mut r = run.steps[0].clone();
+        r.ok_rate = 900.0;
+        observed(&mut r, vec![crate::example_server("web", 75.0, 2.0)]);
+        // 900/s on 1.5 cores.
+        assert_eq!(r.ok_per_core_s, Some(600.0));
+        let json = serde_json::to_value(&r).unwrap();
+        assert_eq!(json["ok_per_core_s"], 600.0);
+        // A host-only monitor, one that saw no CPU, none at all: none, and absent from run.json.
+        let mut host = crate::example_server("web", 75.0, 2.0);
+        host.target = None;
+        for views in [
+            vec![host],
+            vec![crate::example_server("web", 0.0, 2.0)],
+            vec![],
+        ] {
+            observed(&mut r, views);
+            assert_eq!(r.ok_per_core_s, None);
+            assert!(
+                serde_json::to_value(&r)
+                    .unwrap()
+                    .get("ok_per_core_s")
+                    .is_none()
+            );
+        }
     }
 }

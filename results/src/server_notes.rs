@@ -5,11 +5,8 @@ use crate::step::{StepResult, human};
 use shared::metrics::ErrorClass;
 use shared::monitor::step::StepServer;
 
-/// A server's CPU at or above this share of what it may use is at its limit.
-pub const CPU_LIMIT_PCT: f64 = 90.0;
-/// A thread at or above this share of a core is at its limit: its process can go no faster however
-/// many cores it has.
-pub const THREAD_LIMIT_PCT: f64 = 90.0;
+// The limits are the verdict rules' (the knee reads them too).
+pub use crate::verdict::{CPU_LIMIT_PCT, THREAD_LIMIT_PCT};
 /// Throttling below this share of a step's enforcement periods is not worth a note.
 pub const THROTTLED_NOTE_PCT: f64 = 1.0;
 

@@ -5,8 +5,10 @@ use std::time::Duration;
 use serde::de::{self, Deserialize, Deserializer};
 use serde::ser::{Serialize, SerializeMap, Serializer};
 
-use crate::knee::{self, Knee};
+pub mod knee;
+
 use crate::verdict::{self, Facts, Server, ServerFacts, Verdict};
+use knee::Knee;
 use shared::histogram::{Histogram, us_to_ms};
 use shared::metrics::{Counters, ErrorClass, FirstErrors, STATUS_CLASSES, Snapshot};
 use shared::monitor::step::StepServer;
@@ -397,7 +399,7 @@ pub struct StepResult {
     /// Served replies per second of the server's CPU (`ok_rate` over its own monitor's `cpu_pct` /
     /// 100: how many requests one core of it serves); absent without an own-server monitor
     /// ([`StepResult::own_server`]) or when that saw no CPU used, never 0. Set with the monitors'
-    /// views ([`StepResult::observed_by`]).
+    /// views (`quantity::observed`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ok_per_core_s: Option<f64>,
     /// A capacity search's probe: its role and class; absent in a planned run.
@@ -410,13 +412,6 @@ pub struct StepResult {
 }
 
 impl StepResult {
-    /// The step with its monitors' views, and what they give it (its requests per server
-    /// core-second), together so that they cannot disagree.
-    pub fn observed_by(&mut self, views: Vec<StepServer>) {
-        self.server_monitors = views;
-        self.ok_per_core_s = crate::quantity::OK_PER_CORE_S.of_step(self);
-    }
-
     /// The monitor watching the server this step loaded (its CPU, memory and threads are that
     /// server's, and the knee and requests per server core-second are read from it): for now the
     /// step's only monitor, when it has exactly one that watches processes or a cgroup. A monitor
@@ -1545,33 +1540,6 @@ mod tests {
             s.answer,
             "knee at 100 req/s: 100% failed; kept up with no step; at 100 req/s it served nothing, 100% failed"
         );
-    }
-
-    #[test]
-    fn a_step_s_requests_per_server_core_second_come_with_its_own_monitor_and_are_never_0() {
-        let mut r = ramp_step(1, 900.0, 900.0, 2.0, Verdict::Valid);
-        r.observed_by(vec![crate::example_server("web", 75.0, 2.0)]);
-        // 900/s on 1.5 cores.
-        assert_eq!(r.ok_per_core_s, Some(600.0));
-        let json = serde_json::to_value(&r).unwrap();
-        assert_eq!(json["ok_per_core_s"], 600.0);
-        // A host-only monitor, one that saw no CPU, none at all: none, and absent from run.json.
-        let mut host = crate::example_server("web", 75.0, 2.0);
-        host.target = None;
-        for views in [
-            vec![host],
-            vec![crate::example_server("web", 0.0, 2.0)],
-            vec![],
-        ] {
-            r.observed_by(views);
-            assert_eq!(r.ok_per_core_s, None);
-            assert!(
-                serde_json::to_value(&r)
-                    .unwrap()
-                    .get("ok_per_core_s")
-                    .is_none()
-            );
-        }
     }
 
     #[test]

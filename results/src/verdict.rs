@@ -17,6 +17,11 @@ pub const LAG_DEGRADED_MS: f64 = 5.0;
 pub const ACHIEVED_MIN_RATIO: f64 = 0.97;
 /// A failed share above this (percent of requests due) is a failing server.
 pub const FAILING_PCT: f64 = 1.0;
+/// A server's CPU at or above this share of what it may use is at its limit (a note, and the knee).
+pub const CPU_LIMIT_PCT: f64 = 90.0;
+/// A thread at or above this share of a core is at its limit: its process can go no faster however
+/// many cores it has.
+pub const THREAD_LIMIT_PCT: f64 = 90.0;
 /// Arrivals that found every connection busy, above this share of those due, queued on the server.
 pub const QUEUED_PCT: f64 = 1.0;
 /// Median latency this many times the run's best (and at least `QUEUEING_MIN_MS` above it) means

@@ -659,7 +659,7 @@ async fn observe_server(
         start_ns: s.start_ns,
         end_ns,
     });
-    result.observed_by(views);
+    results::quantity::observed(result, views);
     result.notes.extend(lost);
     let explained = results::server_notes::notes(result, earlier);
     result.notes.extend(explained);

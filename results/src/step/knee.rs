@@ -3,10 +3,8 @@
 //! limit — or at which the generator, not the server, was the limit.
 use serde::{Deserialize, Serialize};
 
-use crate::quantity;
-use crate::server_notes::{CPU_LIMIT_PCT, THREAD_LIMIT_PCT};
 use crate::step::{KEPT_UP_RATIO, ProbeRole, StepResult, human, human_ms, judged};
-use crate::verdict;
+use crate::verdict::{self, CPU_LIMIT_PCT, THREAD_LIMIT_PCT};
 
 /// Why the knee is where it is. When several hold at the knee's step, `cause` is the first of
 /// these in this order and the others are in [`Knee::also`].
@@ -218,7 +216,7 @@ fn knee(ramp: &[&StepResult], i: usize, causes: &[KneeCause]) -> Knee {
         server_cpu_util_pct: target.map(|t| t.cpu_util_pct),
         server_cores: target.map(|t| t.usable_cores),
         server_thread_max_pct: target.and_then(|t| t.thread_max_pct),
-        ok_per_core_s: quantity::OK_PER_CORE_S.of_step(r).map(round1),
+        ok_per_core_s: r.ok_per_core_s.map(round1),
     }
 }
 
@@ -329,7 +327,7 @@ mod tests {
     /// A ramp of requests-model steps at `values`, each serving what it was offered with p99 2 ms,
     /// from the golden run's first step.
     fn ramp(values: &[f64]) -> Vec<StepResult> {
-        let golden = include_str!("../tests/golden/run.json");
+        let golden = include_str!("../../tests/golden/run.json");
         let run =
             crate::run_file::RunFile::parse(golden, std::path::Path::new("run.json")).unwrap();
         values
@@ -359,7 +357,7 @@ mod tests {
 
     /// The step's own server: `name` at `util` % of `cores`.
     fn watched(r: &mut StepResult, name: &str, util: f64, cores: f64) {
-        r.server_monitors = vec![crate::example_server(name, util, cores)];
+        crate::quantity::observed(r, vec![crate::example_server(name, util, cores)]);
     }
 
     #[test]
