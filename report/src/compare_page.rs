@@ -428,10 +428,13 @@ fn delta_table(c: &Comparison) -> String {
 /// A cell: the value (≥ for a lower bound) and its change; its class names how it compares, and
 /// a mark (with the reasons on hover) when a side was not trusted or is a lower bound.
 fn delta_cell(m: &Compared, cell: &CellEntry, baseline: &str) -> String {
+    // No value (a run without its own server has no requests per core-second): a dash, classed
+    // as compare.json classes it (the baseline's own cell stays `baseline`).
     let Some(v) = cell.value else {
         return format!(
-            "<td data-metric=\"{}\" data-class=\"missing\">–</td>",
-            m.name
+            "<td data-metric=\"{}\" data-class=\"{}\">–</td>",
+            m.name,
+            cell.class.name()
         );
     };
     let value = html(&in_unit(m, v, cell.lower_bound));
