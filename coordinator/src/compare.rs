@@ -150,7 +150,7 @@ fn directory_name(given: &Path) -> String {
 }
 
 /// What the command prints on stdout: the baseline, every run's headline, the banners, the
-/// regressions, the files written.
+/// regressions, the files written, and last the ranking as one table.
 pub fn summary(o: &Outcome) -> String {
     let c = &o.comparison;
     let mut out = String::new();
@@ -173,7 +173,13 @@ pub fn summary(o: &Outcome) -> String {
     out.push_str(&regressions(c));
     let files: Vec<String> = o.written.iter().map(|p| p.display().to_string()).collect();
     out.push_str(&format!("wrote: {}\n", files.join(", ")));
+    out.push_str(&ranking(c));
     out
+}
+
+/// The ranking for stdout: a title line and the table, best first.
+pub fn ranking(c: &Comparison) -> String {
+    format!("ranking, best first:\n{}", c.ranking_table())
 }
 
 /// The regressions in words, or that there is none.
@@ -300,7 +306,18 @@ mod tests {
             serde_json::from_str(&std::fs::read_to_string(root.path().join("c.json")).unwrap())
                 .unwrap();
         assert_eq!(json["schema"], compare::COMPARE_SCHEMA);
-        assert!(summary(&o).contains("a (baseline): kept up to 400 req/s (p99 4.6 ms)"));
+        let said = summary(&o);
+        assert!(said.contains("a (baseline): kept up to 400 req/s (p99 4.6 ms)"));
+        // It ends with the ranking, one line per run.
+        let tail: Vec<&str> = said.lines().rev().take(4).collect();
+        assert!(
+            tail[3] == "ranking, best first:" && tail[2].starts_with("#  target"),
+            "{said}"
+        );
+        assert!(
+            tail[1].starts_with("1  a ") && tail[0].starts_with("1  b "),
+            "{said}"
+        );
         cfg.html = root.path().join("missing-dir").join("compare.html");
         let e = run(cfg).unwrap_err();
         assert_eq!(e.exit_code(), 1);

@@ -331,7 +331,7 @@ fn found(outcome: Result<run::RunOutcome, run::RunError>) -> u8 {
 }
 
 /// A side-by-side run's end: each target's table and answer under its label, where the results and
-/// the comparison are; the exit code is the worst of the targets'.
+/// the comparison are, then the ranking of the targets; the exit code is the worst of the targets'.
 fn finish_side(outcome: Result<run::SideOutcome, run::RunError>) -> u8 {
     // What the run said on stderr as it went comes before its end.
     progress::flush();
@@ -350,10 +350,15 @@ fn finish_side(outcome: Result<run::SideOutcome, run::RunError>) -> u8 {
     }
     let compare = side.dir.join(output::BESIDE_FILES[0]);
     match &side.compared {
-        Ok(()) => text.push_str(&format!("compare: {}\n", compare.display())),
+        Ok(_) => text.push_str(&format!("compare: {}\n", compare.display())),
         Err(e) => eprintln!("stampede: {e}"),
     }
     text.push_str(&format!("results: {}\n", side.dir.display()));
+    // The end: one table of the targets, best first, instead of an answer per target to set side
+    // by side by hand.
+    if let Ok(c) = &side.compared {
+        text.push_str(&compare::ranking(c));
+    }
     if let Err(e) = print_out(&text) {
         eprintln!("stampede: {e}; the results are in {}", side.dir.display());
         return 1;

@@ -1,28 +1,31 @@
-//! The page of `stampede compare`: the runs' headlines, what differs between their plans, the
-//! one-run page's charts with a line per run (one colour each, the baseline solid, the others
-//! dashed) against the joined step value, and the per-step delta table against the baseline (noise
-//! greyed, regressions red, untrusted cells and lower bounds marked).
+//! The page of `stampede compare`: first the ranking (which server broke where, and why; its CPU and
+//! memory there), what differs between their plans, the one-run page's charts with a line per run
+//! against the joined step value (one colour per run, the same on every chart and in the ranking),
+//! its own server's CPU and memory among them, then the per-step delta table against the baseline
+//! (noise greyed, regressions red, untrusted cells and lower bounds marked) with the regression
+//! verdicts folded under it: a shoot-out is not a regression test, CI's `--baseline` is.
 use std::fmt::Write;
 
-use results::compare::{CellEntry, Change, Compared, Comparison, METRICS, RunEntry, in_unit};
-use results::quantity::{FAILED_PCT, OK_RATE, P50_MS, P99_MS, SRV_CPU_UTIL_PCT};
-use results::step::human;
+use results::compare::{CellEntry, Change, Compared, Comparison, METRICS, in_unit};
+use results::quantity::{
+    FAILED_PCT, OK_RATE, P50_MS, P99_MS, Quantity, SRV_CPU_UTIL_PCT, SRV_MEM_MB,
+};
+use results::step::{human, human_ms};
 use results::verdict::Verdict;
 
 use shared::plan::LoadModel;
 
-use crate::chart::{Axis, Chart, Colour, Dash, Mark, Scale, Series, Shade, Titles, Unit};
+use crate::chart::{Axis, Chart, Colour, Mark, Scale, Series, Shade, Titles, Unit};
 use crate::escape::html;
 use crate::page::styled_page;
 use crate::run_page::charts::{distinct, step_axis_over, stretch};
-use crate::run_page::server;
 
 /// The `data-chart` names of a comparison's page, in page order (the page contract, `lib.rs`).
 pub const COMPARE_CHARTS: [&str; 4] = ["rates", "latency-p99", "latency-p50", "failures"];
 
-/// The charts a comparison also has, after the others, when a server monitor measured the server's
-/// CPU in a step of any of its runs.
-pub const COMPARE_MONITOR_CHARTS: [&str; 1] = ["server"];
+/// The charts a comparison also has, after the others, when a run's own server monitor (the one
+/// paired with its target) measured its CPU and memory in a step: a line per run.
+pub const COMPARE_MONITOR_CHARTS: [&str; 2] = ["server", "server-memory"];
 
 /// The comparison's own CSS: the banner, the run swatches, the delta table's classes.
 const STYLE: &str = ".banner{background:#fff6d6;border:1px solid #e0c040;padding:.5em .5em .5em 2em}\
@@ -32,7 +35,8 @@ const STYLE: &str = ".banner{background:#fff6d6;border:1px solid #e0c040;padding
 #compare [data-class=worse]{color:#a40}#compare .regression{color:#fff;background:#c62828;font-weight:600}#compare [data-class=undecided]{color:#86a}\
 #compare .untrusted::after{content:' \\2020';color:#c62828}#compare .bound{text-decoration:underline dotted}\
 td.t-degraded{background:#fdf0c4}td.t-invalid{background:#f9d0d0}.verdict.regressed{color:#c62828;font-weight:600}\
-.key-of-table span{margin-right:1.2em}#headlines th,#headlines td{text-align:left}#headlines .answer{font-size:1em}";
+.key-of-table span{margin-right:1.2em}#ranking th,#ranking td.l{text-align:left}#ranking .answer{font-size:85%;color:#555;white-space:normal;min-width:20em}\
+#ranking td,#ranking th{white-space:nowrap}#ranking .cause{font-size:85%;color:#555}details.verdicts{margin:1em 0}details.verdicts summary{cursor:pointer}";
 
 /// The HTML page of a comparison.
 pub fn render_compare(c: &Comparison) -> String {
@@ -47,9 +51,8 @@ pub fn render_compare(c: &Comparison) -> String {
         human(c.threshold_pct),
         html(c.axis)
     );
+    body.push_str(&ranking(c));
     body.push_str(&banners(c));
-    body.push_str(&headlines(c));
-    body.push_str(&regressions(c));
     body.push_str("<h2>Against the offered load</h2>\n");
     let mut titles = Titles::default();
     for chart in charts(c) {
@@ -66,6 +69,7 @@ pub fn render_compare(c: &Comparison) -> String {
          regression</span><span>dotted: a lower bound on either side (≥: this one)</span></p>",
         human(c.threshold_pct)
     );
+    body.push_str(&regressions(c));
     // Compact: the page embeds every cell, and pretty-printing would double its size.
     let data = serde_json::to_string(c).expect("a Comparison always serializes");
     styled_page(&title, STYLE, &body, &data)
@@ -83,54 +87,104 @@ fn banners(c: &Comparison) -> String {
     out
 }
 
-/// Every run's answer in a line, and where it came from.
-fn headlines(c: &Comparison) -> String {
-    let mut out = String::from(
-        "<table id=\"headlines\">\n<thead><tr><th>run</th><th>answer</th><th>kept up vs baseline</th>\
-         <th>target</th><th>started</th><th>results</th></tr></thead>\n<tbody>\n",
+/// The ranking, best first: per run its knee and cause, how far it kept up and its p99, its own
+/// server's CPU and memory and requests per core-second there, the trust there, and its answer.
+fn ranking(c: &Comparison) -> String {
+    let unit = if c.axis == "connections" {
+        "connections"
+    } else {
+        "req/s"
+    };
+    let mut out = format!(
+        "<table id=\"ranking\">\n<thead><tr><th>#</th><th>target</th><th>knee ({unit})</th>\
+         <th>kept up to ({unit})</th><th>p99 there</th><th title=\"its own server's CPU, % of the \
+         cores it may use\">server CPU</th><th>memory</th><th title=\"requests served per second of \
+         the server's CPU\">req/core-s</th><th>trust</th><th>answer</th></tr></thead>\n<tbody>\n"
     );
-    for (i, r) in c.runs.iter().enumerate() {
-        let role = if r.baseline { " (baseline)" } else { "" };
+    for r in &c.ranking {
+        let i = run_index(c, &r.label);
+        let run = &c.runs[i];
+        let dash = |v: Option<String>| v.map_or_else(|| "–".to_string(), |v| html(&v));
+        let knee = match &r.knee {
+            Some(k) => {
+                let at = human(r.knee_at.unwrap_or(k.step_value));
+                let at = if k.servers { at } else { format!("≥{at}") };
+                format!(
+                    "{} <span class=\"cause\">{}</span>",
+                    html(&at),
+                    html(&results::compare::ranking::causes(k))
+                )
+            }
+            None => "<span class=\"cause\">none seen</span>".to_string(),
+        };
+        let trust = match (r.trust, r.untrusted_steps) {
+            (Some(t), n) => {
+                let more = if n > 0 {
+                    format!(" ({n} untrusted)")
+                } else {
+                    String::new()
+                };
+                format!("<td class=\"t-{} l\">{}{more}</td>", t.name(), t.name())
+            }
+            (None, 0) => "<td class=\"l\">–</td>".to_string(),
+            (None, n) => format!("<td class=\"l\">{n} untrusted</td>"),
+        };
         let _ = writeln!(
             out,
-            "<tr data-run=\"{label}\"><th><i class=\"swatch\" style=\"--c:{colour}\"></i>{label}{role}</th>\
-             <td class=\"answer\" title=\"{answer}\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-            html(&r.headline.sentence),
-            r.headline
-                .kept_up_vs_baseline_pct
-                .map_or(String::new(), |d| format!("{d:+.1}%")),
-            html(&r.target),
-            html(&r.started_at),
-            html(&r.source),
+            "<tr data-run=\"{label}\" data-rank=\"{rank}\"><td>{rank}</td><th title=\"{target} · {source}\">\
+             <i class=\"swatch\" style=\"--c:{colour}\"></i>{label}</th><td>{knee}</td><td>{kept}</td>\
+             <td>{p99}</td><td>{cpu}</td><td>{mem}</td><td>{per_core}</td>{trust}<td class=\"answer l\">{answer}</td></tr>",
+            rank = r.rank,
             label = html(&r.label),
+            target = html(&run.target),
+            source = html(&run.source),
             colour = Colour::nth(i).0,
-            answer = html(&r.headline.answer),
+            kept = dash(r.kept_up_to.map(human)),
+            p99 = dash(r.p99_ms.map(|v| human_ms(v, r.p99_lower_bound))),
+            cpu = dash(r.server_cpu_util_pct.map(|v| format!("{}%", human(v)))),
+            mem = dash(r.server_mem_mb.map(|v| format!("{} MiB", human(v)))),
+            per_core = dash(r.ok_per_core_s.map(human)),
+            answer = html(&run.headline.answer),
         );
     }
     out.push_str("</tbody>\n</table>\n");
+    out.push_str(
+        "<p class=\"key-of-table\"><span>best first: the later the knee, the better; no knee seen: \
+         it lies beyond the steps run</span><span>≥: the generator was the limit there, not the \
+         server</span><span>CPU, memory, req/core-s: its own server's monitor at the kept-up step</span></p>\n",
+    );
     out
 }
 
+/// The index in [`Comparison::runs`] of the run labelled `label` (labels are unique).
+fn run_index(c: &Comparison, label: &str) -> usize {
+    c.runs.iter().position(|r| r.label == label).unwrap_or(0)
+}
+
+/// The regression verdicts against the baseline, folded under the table: what CI's `--baseline`
+/// and `--fail-on-regression` judge, not what a shoot-out opens with.
 fn regressions(c: &Comparison) -> String {
     if c.regressions.is_empty() {
         return format!(
-            "<p class=\"verdict\">No trusted step got worse than {}'s beyond {}%.</p>\n",
+            "<details class=\"verdicts\"><summary class=\"verdict\">Against {}: no trusted step got \
+             worse beyond {}% and what the measurement resolves.</summary></details>\n",
             html(&c.baseline),
             human(c.threshold_pct)
         );
     }
     let lines = c.regressions_by_step();
     let mut out = format!(
-        "<p class=\"verdict regressed\">{} step{} regressed against {} (trusted, worse beyond {}%):</p>\n<ul id=\"regressions\">\n",
+        "<details class=\"verdicts\"><summary class=\"verdict regressed\">Against {}: {} step{} \
+         regressed (trusted, worse beyond {}% and what the measurement resolves)</summary>\n<ul id=\"regressions\">\n",
+        html(&c.baseline),
         lines.len(),
         if lines.len() == 1 { "" } else { "s" },
-        html(&c.baseline),
         human(c.threshold_pct)
     );
     for line in &lines {
         let _ = writeln!(out, "<li>{}</li>", html(line));
     }
-    out.push_str("</ul>\n");
+    out.push_str("</ul>\n</details>\n");
     out
 }
 
@@ -166,65 +220,80 @@ fn charts(c: &Comparison) -> Vec<Chart> {
         Unit::Percent,
     );
     let mut charts = vec![rates, p99, p50, failed];
-    let server = server_cpu(c);
-    if server.series.iter().any(|s| !s.marks.is_empty()) {
-        charts.push(server);
+    let cpu = own_server(
+        c,
+        "server",
+        &format!(
+            "Its own server's CPU, % of the cores it may use ({})",
+            SRV_CPU_UTIL_PCT.key
+        ),
+        &SRV_CPU_UTIL_PCT,
+        Unit::Percent,
+    );
+    let memory = own_server(
+        c,
+        "server-memory",
+        &format!(
+            "Its own server's memory, MiB, the step's highest ({})",
+            SRV_MEM_MB.key
+        ),
+        &SRV_MEM_MB,
+        Unit::Si,
+    );
+    if [&cpu, &memory]
+        .iter()
+        .any(|chart| chart.series.iter().any(|s| !s.marks.is_empty()))
+    {
+        charts.push(cpu);
+        charts.push(memory);
     }
     charts
 }
 
-/// The server's CPU (of the cores it may use) in every run that had a monitor: a line per run and
-/// monitor in the run's colour, the baseline solid, at each joined step value the run's step has.
-fn server_cpu(c: &Comparison) -> Chart {
-    let mut chart = Chart::new(
-        "server",
-        &format!(
-            "Server CPU, % of the cores it may use ({})",
-            SRV_CPU_UTIL_PCT.key
-        ),
-        joined_axis(c),
-        Axis::linear(SRV_CPU_UTIL_PCT.key, Unit::Percent),
-    );
-    let mut top: f64 = 100.0;
+/// A quantity of each run's own server (the monitor paired with its target,
+/// `StepResult::own_server`): a line per run in its colour, at each joined step value its step
+/// has; a run without one has no line, and a monitor of the database behind them all is none's.
+fn own_server(c: &Comparison, name: &str, title: &str, q: &Quantity, unit: Unit) -> Chart {
+    let percent = unit == Unit::Percent;
+    let mut chart = Chart::new(name, title, joined_axis(c), Axis::linear(q.key, unit));
+    let mut top: f64 = if percent { 100.0 } else { 0.0 };
+    let mut partial = false;
     for (i, (run, input)) in c.runs.iter().zip(c.inputs()).enumerate() {
-        for name in server::monitors(&input.run) {
-            let marks: Vec<Mark> = c
-                .steps
-                .iter()
-                .filter_map(|row| {
-                    let n = row.runs[i].as_ref()?.step;
-                    let s = input.run.steps.iter().find(|s| s.number == n)?;
-                    let m = server::seen(s, &name)?;
-                    let v = m.target.as_ref()?.cpu_util_pct;
-                    top = top.max(v);
-                    Some(if m.partial {
-                        Mark::lower_bound(row.value, v)
-                    } else {
-                        Mark::at(row.value, v)
-                    })
+        let marks: Vec<Mark> = c
+            .steps
+            .iter()
+            .filter_map(|row| {
+                let n = row.runs[i].as_ref()?.step;
+                let s = input.run.steps.iter().find(|s| s.number == n)?;
+                let m = s.own_server()?;
+                let v = q.of_server(s, m).filter(|v| v.is_finite())?;
+                top = top.max(v);
+                partial |= m.partial;
+                Some(if m.partial {
+                    Mark::lower_bound(row.value, v)
+                } else {
+                    Mark::at(row.value, v)
                 })
-                .collect();
-            let title = format!("{}: {name}", run.label);
-            chart = chart.series(Series::new(&title, Colour::nth(i), marks).dash(dash_of(run)));
+            })
+            .collect();
+        // No key for a run without its own server; the others keep their colours.
+        if !marks.is_empty() {
+            chart = chart.series(Series::new(&run.label, Colour::nth(i), marks));
         }
     }
-    chart.y = chart.y.with_range(0.0, top);
-    chart
-        .note(&format!(
-            "{} solid, the other runs dashed; a run without a monitor has no line. Hollow: the \
-             monitor saw only part of the step.",
-            c.baseline
-        ))
-        .shades(shades(c))
-}
-
-/// A run's line: the baseline solid, the others dashed.
-fn dash_of(run: &RunEntry) -> Dash {
-    if run.baseline {
-        Dash::Solid
-    } else {
-        Dash::Dashed
+    if percent {
+        chart.y = chart.y.with_range(0.0, top);
     }
+    let mut note = String::from(
+        "Each run's own server, the monitor paired with its target; a run without one has no line.",
+    );
+    if percent {
+        note.push_str(" 100 % is every core it may use.");
+    }
+    if partial {
+        note.push_str(" Hollow: the monitor saw only part of the step.");
+    }
+    chart.note(&note).shades(shades(c))
 }
 
 /// The joined step value's axis: demanded requests/s whatever the open model (a connections run's
@@ -238,8 +307,8 @@ fn joined_axis(c: &Comparison) -> Axis {
     step_axis_over(joined, c.steps.iter().map(|r| r.value))
 }
 
-/// One metric of every run against the joined step value: a line per run in its colour (the
-/// baseline solid), lower bounds hollow, steps that some run could not trust shaded.
+/// One metric of every run against the joined step value: a line per run in its colour, lower
+/// bounds hollow, steps that some run could not trust shaded.
 fn against(c: &Comparison, name: &str, title: &str, metric: &str, unit: Unit) -> Chart {
     let m = METRICS
         .iter()
@@ -262,9 +331,9 @@ fn against(c: &Comparison, name: &str, title: &str, metric: &str, unit: Unit) ->
                 })
             })
             .collect();
-        chart = chart.series(Series::new(&run.label, Colour::nth(i), marks).dash(dash_of(run)));
+        chart = chart.series(Series::new(&run.label, Colour::nth(i), marks));
     }
-    let mut note = format!("{} solid, the other runs dashed.", c.baseline);
+    let mut note = String::from("One colour per run, as in the ranking.");
     if any_bound {
         note.push_str(
             " Hollow points are lower bounds: requests given up enter at their age then, so the \
@@ -359,10 +428,13 @@ fn delta_table(c: &Comparison) -> String {
 /// A cell: the value (≥ for a lower bound) and its change; its class names how it compares, and
 /// a mark (with the reasons on hover) when a side was not trusted or is a lower bound.
 fn delta_cell(m: &Compared, cell: &CellEntry, baseline: &str) -> String {
+    // No value (a run without its own server has no requests per core-second): a dash, classed
+    // as compare.json classes it (the baseline's own cell stays `baseline`).
     let Some(v) = cell.value else {
         return format!(
-            "<td data-metric=\"{}\" data-class=\"missing\">–</td>",
-            m.name
+            "<td data-metric=\"{}\" data-class=\"{}\">–</td>",
+            m.name,
+            cell.class.name()
         );
     };
     let value = html(&in_unit(m, v, cell.lower_bound));
@@ -390,7 +462,8 @@ fn delta_cell(m: &Compared, cell: &CellEntry, baseline: &str) -> String {
     if cell.class == Change::Undecided {
         why.push("a lower bound could overturn the change either way".to_string());
     }
-    let regression = cell.class == Change::Worse && !cell.untrusted;
+    // A metric only shown (requests per core-second) is coloured worse, never a regression.
+    let regression = m.judged && cell.class == Change::Worse && !cell.untrusted;
     if regression {
         classes.push("regression");
     }
@@ -416,6 +489,7 @@ fn delta_cell(m: &Compared, cell: &CellEntry, baseline: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::run_page::server;
     use results::compare::{Labelled, Threshold, compare};
     use results::run_file::RunFile;
     use std::path::Path;
@@ -464,7 +538,7 @@ mod tests {
     }
 
     #[test]
-    fn every_chart_is_drawn_with_a_line_per_run_and_the_baseline_solid() {
+    fn every_chart_is_drawn_with_a_line_per_run_in_its_own_colour() {
         let page = render_compare(&comparison());
         let mut at = 0;
         for name in COMPARE_CHARTS {
@@ -476,7 +550,18 @@ mod tests {
             let figure = &page[here..here + page[here..].find("</figure>").unwrap()];
             assert!(figure.contains("<svg"), "{name}");
             assert!(figure.contains("data-n=\"nginx\"") && figure.contains("data-n=\"app\""));
-            assert!(figure.contains("class=\"key line\"") && figure.contains("class=\"key dash\""));
+            // Told apart by colour, every line solid: five dashed lines are unreadable.
+            assert!(
+                figure.contains("class=\"key line\"") && !figure.contains("class=\"key dash\"")
+            );
+            for (i, run) in ["nginx", "app"].iter().enumerate() {
+                let g = &figure[figure.find(&format!("data-n=\"{run}\"")).unwrap()..];
+                let g = &g[..g.find("</g>").unwrap()];
+                assert!(
+                    g.contains(Colour::nth(i).0),
+                    "{name}: {run} in its colour: {g}"
+                );
+            }
         }
         let p99 = &page[page.find("data-chart=\"latency-p99\"").unwrap()..];
         let p99 = &p99[..p99.find("</figure>").unwrap()];
@@ -493,9 +578,9 @@ mod tests {
     }
 
     #[test]
-    fn the_server_cpu_is_overlaid_per_run_that_had_a_monitor() {
+    fn each_run_s_own_server_is_one_cpu_line_and_one_memory_line() {
         assert!(
-            !render_compare(&comparison()).contains("data-chart=\"server\""),
+            !render_compare(&comparison()).contains("data-chart=\"server"),
             "no monitor, no server chart"
         );
         let mut nginx = run("nginx");
@@ -503,33 +588,95 @@ mod tests {
             s.server_monitors = vec![server::example("web1", 20.0 * i as f64)];
         }
         nginx.run.steps[1].server_monitors[0].partial = true;
-        let c = compare(vec![nginx, run("app")], None, Threshold::default()).unwrap();
-        let page = render_compare(&c);
-        let key = "<figure class=\"chart\" data-chart=\"server\">";
-        let here = page.find(key).expect("a server chart");
-        let last = page.find("data-chart=\"failures\"").unwrap();
-        assert!(here > last, "after the others");
-        let figure = &page[here..here + page[here..].find("</figure>").unwrap()];
-        assert!(
-            !figure.contains("data-n=\"app"),
-            "app had no monitor: {figure}"
-        );
-        let g = &figure[figure.find("data-n=\"nginx: web1\"").unwrap()..];
-        let g = &g[..g.find("</g>").unwrap()];
-        let values: Vec<&str> = g
-            .split("data-v=\"")
-            .skip(1)
-            .map(|v| &v[..v.find('"').unwrap()])
-            .collect();
-        let all = values.join(",");
-        for (i, row) in c.steps.iter().enumerate() {
-            let want = format!("{} {}", row.value, 20.0 * i as f64);
-            assert!(all.split(',').any(|p| p == want), "{want} in {all}");
+        // app's one monitor watches the host alone: it is nobody's own server.
+        let mut app = run("app");
+        for s in &mut app.run.steps {
+            let mut host = server::example("db", 50.0);
+            host.target = None;
+            s.server_monitors = vec![host];
         }
+        let c = compare(vec![nginx, app], None, Threshold::default()).unwrap();
+        let page = render_compare(&c);
+        let last = page.find("data-chart=\"failures\"").unwrap();
+        let cpu: fn(usize) -> f64 = |i| 20.0 * i as f64;
+        let memory: fn(usize) -> f64 = |_| 3.0;
+        for (name, want) in [("server", cpu), ("server-memory", memory)] {
+            let key = format!("<figure class=\"chart\" data-chart=\"{name}\">");
+            let here = page.find(&key).expect("a server chart");
+            assert!(here > last, "after the others");
+            let figure = &page[here..here + page[here..].find("</figure>").unwrap()];
+            assert!(
+                !figure.contains("data-n=\"app"),
+                "app has no own server: {figure}"
+            );
+            assert_eq!(figure.matches(" data-n=").count(), 1, "one line per run");
+            let g = &figure[figure.find("data-n=\"nginx\"").unwrap()..];
+            let g = &g[..g.find("</g>").unwrap()];
+            assert!(g.contains(Colour::nth(0).0), "nginx's colour: {g}");
+            let values: Vec<&str> = g
+                .split("data-v=\"")
+                .skip(1)
+                .map(|v| &v[..v.find('"').unwrap()])
+                .collect();
+            let all = values.join(",");
+            for (i, row) in c.steps.iter().enumerate() {
+                let want = format!("{} {}", row.value, want(i));
+                assert!(all.split(',').any(|p| p == want), "{name}: {want} in {all}");
+            }
+            assert!(
+                g.contains("class=\"mk lb\""),
+                "the partial step hollow: {g}"
+            );
+        }
+        // The ranking names nginx's CPU and memory at its kept-up step (step 4: 60 %, 3 MiB).
+        let row = &page[page.find("<tr data-run=\"nginx\"").unwrap()..];
+        let row = &row[..row.find("</tr>").unwrap()];
+        assert!(row.contains("<td>60%</td><td>3 MiB</td>"), "{row}");
+    }
+
+    #[test]
+    fn a_metric_only_shown_is_never_marked_a_regression() {
+        // app's server burns twice the CPU for the same replies: fewer requests per core-second,
+        // shown worse, judged nothing.
+        let mut nginx = run("nginx");
+        let mut app = run("app");
+        for (r, util) in [(&mut nginx, 20.0), (&mut app, 40.0)] {
+            for s in &mut r.run.steps {
+                s.server_monitors = vec![server::example("web", util)];
+                s.ok_per_core_s = results::quantity::OK_PER_CORE_S.of_step(s);
+            }
+        }
+        let c = compare(vec![nginx, app], None, Threshold::default()).unwrap();
+        let page = render_compare(&c);
+        let cell = td(&page, "300", "app", "ok_per_core_s");
         assert!(
-            g.contains("class=\"mk lb\""),
-            "the partial step hollow: {g}"
+            cell.contains("data-class=\"worse\"") && !cell.contains("regression"),
+            "{cell}"
         );
+        assert_eq!(
+            page.matches("data-regression=\"1\"").count(),
+            c.regressions.len()
+        );
+    }
+
+    #[test]
+    fn the_page_opens_with_the_ranking_and_folds_the_verdicts_under_the_table() {
+        let page = render_compare(&comparison());
+        let ranking = page.find("<table id=\"ranking\">").expect("a ranking");
+        let charts = page.find("<figure").unwrap();
+        let table = page.find("<table id=\"compare\">").unwrap();
+        let verdicts = page.find("<details class=\"verdicts\">").unwrap();
+        assert!(ranking < charts && charts < table && table < verdicts);
+        assert!(page[verdicts..].contains("<ul id=\"regressions\">"));
+        // nginx kept up further than app (app's untrusted step at 200): first, in nginx's colour.
+        let first = &page[ranking..];
+        let first = &first[first.find("<tbody>").unwrap()..];
+        assert!(
+            first.starts_with("<tbody>\n<tr data-run=\"nginx\" data-rank=\"1\">"),
+            "{first}"
+        );
+        let app = &first[first.find("data-run=\"app\"").unwrap()..];
+        assert!(app.contains(&format!("--c:{}", Colour::nth(1).0)), "{app}");
     }
 
     #[test]
@@ -560,6 +707,9 @@ mod tests {
         );
         assert!(page.contains("<ul id=\"regressions\">"));
         assert!(page.contains("app has no step at 600 req/s."));
+        // Sub-millisecond jitter is grey: p50 moved by less than 0.1 ms nowhere reads red.
+        let jitter = td(&page, "400", "app", "p50_ms");
+        assert!(!jitter.contains("regression"), "{jitter}");
     }
 
     /// Issue 12's budget: a comparison of 5 runs × 20 steps in under 300 KB.

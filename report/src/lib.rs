@@ -29,9 +29,11 @@
 //!   (run.json `summary.knee`, not a search's) is a `<g data-knee="CAUSE">` on every chart against
 //!   the offered load, with a `<title>` and a label `knee X: CAUSE` in words;
 //! - a comparison's page (`stampede compare`) has every chart of [`COMPARE_CHARTS`], in that order,
-//!   a series per run (`data-n` its label), and when a monitor measured a run's server CPU, then
-//!   those of [`COMPARE_MONITOR_CHARTS`] (`server`: a series per run and monitor, `data-n`
-//!   `LABEL: MONITOR`); its delta table is `<table id="compare">`, a row
+//!   a series per run (`data-n` its label, one colour per run on every chart), and when a run's own
+//!   server monitor (paired with its target) measured it, then those of [`COMPARE_MONITOR_CHARTS`]
+//!   (`server`, `server-memory`: a series per run that has one, `data-n` its label); its ranking is
+//!   `<table id="ranking">`, a row `<tr data-run="LABEL" data-rank="N">` per run, best first
+//!   (compare.json's `ranking`); its delta table is `<table id="compare">`, a row
 //!   `<tr data-value="V" data-run="LABEL">` per step value and run, its cells `<td data-metric="NAME"
 //!   data-class="CLASS">` (compare.json's classes), `data-regression="1"` on a regression;
 //! - the steps table is `<table id="steps">`: its header cells `<th data-col="COLUMN">` name the

@@ -41,6 +41,19 @@ pub fn new() -> Histogram<u64> {
     Histogram::new_with_bounds(LOWEST_US, HIGHEST_US, SIGFIG).expect("constant bounds are valid")
 }
 
+/// The width of the bucket holding `value_us` in the one shape, in microseconds: two values closer
+/// than this may be one bucket, so a difference below it is nothing the histogram measured. 3
+/// significant digits keep 2048 sub-buckets per power of two: 1 us up to 2,048 us, then doubling.
+/// Computed, not looked up, so a comparison need not build a histogram (equal to
+/// `Histogram::equivalent_range`, which the tests check).
+pub fn resolution_us(value_us: u64) -> u64 {
+    let v = value_us.clamp(LOWEST_US, HIGHEST_US);
+    // The sub-bucket count for SIGFIG = 3: the power of two at or above 2 x 10^3.
+    const SUB_BUCKET_BITS: u32 = 11;
+    let magnitude = (u64::BITS - 1 - v.leading_zeros()).saturating_sub(SUB_BUCKET_BITS - 1);
+    1 << magnitude
+}
+
 /// Serializes with the standard HdrHistogram V2 encoding (no compression).
 pub fn encode(h: &Histogram<u64>) -> Vec<u8> {
     let mut out = Vec::with_capacity(64);
@@ -562,6 +575,21 @@ pub fn us_to_ms(us: u64) -> f64 {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn the_resolution_is_hdrhistogram_s_own_bucket_width() {
+        let h = new();
+        let mut v = 1;
+        while v < HIGHEST_US {
+            for at in [v, v + v / 3, 2 * v - 1] {
+                assert_eq!(resolution_us(at), h.equivalent_range(at), "{at} us");
+            }
+            v *= 2;
+        }
+        assert_eq!(resolution_us(0), 1);
+        assert_eq!(resolution_us(100), 1);
+        assert_eq!(resolution_us(5_000), 4);
+    }
 
     #[test]
     fn roundtrip_keeps_counts_and_percentiles() {

@@ -6,10 +6,11 @@ use std::path::Path;
 
 use tests::{Target, run_ok, stampede, text};
 
-/// A TSV file as rows of (column name → cell).
+/// A TSV file as rows of (column name → cell); of compare.tsv, the steps (the ranking follows a
+/// blank line, in `#` lines).
 fn table(path: &Path) -> Vec<BTreeMap<String, String>> {
     let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    let mut lines = text.lines();
+    let mut lines = text.lines().take_while(|l| !l.is_empty());
     let header: Vec<&str> = lines.next().expect("a header").split('\t').collect();
     lines
         .map(|l| {
@@ -89,10 +90,30 @@ fn two_runs_compared_on_their_steps_and_the_slower_one_fails_as_candidate() {
         header.iter().any(|h| *h == "req_rate_fast") && header.iter().any(|h| *h == "p99_ms_slow")
     );
 
+    // After the steps, the ranking: both kept up with both steps, fast with the lower p99 there
+    // first; the same in compare.json and on stdout.
+    let tsv_text = std::fs::read_to_string(&tsv).unwrap();
+    let ranked: Vec<&str> = tsv_text
+        .lines()
+        .filter_map(|l| l.strip_prefix("# "))
+        .skip(2)
+        .collect();
+    assert_eq!(ranked.len(), 2, "{tsv_text}");
+    assert!(
+        ranked[0].starts_with("1\tfast\t") && ranked[1].starts_with("2\tslow\t"),
+        "{tsv_text}"
+    );
+    let last: Vec<&str> = said.lines().rev().take(2).collect();
+    assert!(
+        last[1].starts_with("1  fast") && last[0].starts_with("2  slow"),
+        "stdout ends with the ranking: {said}"
+    );
     let json: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     assert_eq!(json["schema"], "stampede.compare/1");
     assert_eq!(json["baseline"], "fast");
+    assert_eq!(json["ranking"][0]["label"], "fast");
+    assert_eq!(json["ranking"][1]["rank"], 2);
     assert!(!json["regressions"].as_array().unwrap().is_empty());
     let page = std::fs::read_to_string(&html).unwrap();
     assert!(page.contains("<table id=\"compare\">") && page.contains("data-regression=\"1\""));

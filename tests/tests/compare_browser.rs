@@ -95,6 +95,23 @@ fn a_comparison_runs_in_chromium_and_its_table_reads_as_compare_json() {
         );
     }
 
+    // The ranking first: a row per run in compare.json's order (nginx kept up further than app).
+    let ranking = dom.by_id("ranking").expect("<table id=\"ranking\">");
+    let ranked: Vec<(Option<&str>, Option<&str>)> = ranking
+        .all("tr")
+        .into_iter()
+        .filter(|tr| tr.attr("data-run").is_some())
+        .map(|tr| (tr.attr("data-rank"), tr.attr("data-run")))
+        .collect();
+    let want: Vec<Option<&str>> = compared["ranking"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["label"].as_str())
+        .collect();
+    assert_eq!(ranked.iter().map(|r| r.1).collect::<Vec<_>>(), want);
+    assert_eq!(ranked[0], (Some("1"), Some("nginx")), "{ranked:?}");
+
     // The table: a row per step value and run, each cell's class the one compare.json gives it.
     let table = dom.by_id("compare").expect("<table id=\"compare\">");
     let rows: Vec<El> = table

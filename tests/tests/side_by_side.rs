@@ -88,6 +88,17 @@ fn two_targets_ran_each_step_in_turn_each_into_its_own_directory() {
             && stdout.contains("answer (slow): "),
         "{stdout}"
     );
+    // It ends with one ranking of both targets (the order is the knee's, which these loads
+    // may not reach: not asserted here, but by results' unit tests).
+    let last: Vec<&str> = stdout.lines().rev().take(4).collect();
+    assert_eq!(last[3], "ranking, best first:", "{stdout}");
+    assert!(last[2].starts_with("#  target"), "{stdout}");
+    let mut ranked: Vec<&str> = last[..2]
+        .iter()
+        .map(|l| l.split_whitespace().nth(1).unwrap())
+        .collect();
+    ranked.sort();
+    assert_eq!(ranked, ["fast", "slow"], "{stdout}");
 }
 
 #[test]

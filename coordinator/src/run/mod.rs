@@ -20,6 +20,7 @@ use crate::fleet::{self, Expect, Fleet, FleetError};
 use crate::merge::SpillError;
 use crate::output::{self, DirError, Finished, Output, OutputError};
 use crate::progress::{self, Progress};
+use results::compare::Comparison;
 
 #[cfg(test)]
 mod control_tests;
@@ -181,8 +182,9 @@ pub async fn find_max(
 pub struct SideOutcome {
     pub dir: PathBuf,
     pub runs: Vec<RunOutcome>,
-    /// The comparison written beside them at the end, or why it could not be.
-    pub compared: Result<(), CompareError>,
+    /// The comparison written beside them at the end (its ranking ends stdout), or why it could
+    /// not be.
+    pub compared: Result<Comparison, CompareError>,
 }
 
 /// Runs several targets side by side over one fleet: each step on every target in turn (as
@@ -578,7 +580,7 @@ fn compare_round(dir: &Path, lanes: &[Lane<'_>]) {
 }
 
 /// The comparison at the end of a side-by-side run, from what each target's run.json says now.
-fn compare_beside(dir: &Path, runs: &[RunOutcome]) -> Result<(), CompareError> {
+fn compare_beside(dir: &Path, runs: &[RunOutcome]) -> Result<Comparison, CompareError> {
     let runs: Vec<(String, PathBuf)> = runs
         .iter()
         .map(|r| (r.label.clone().unwrap_or_default(), r.dir.clone()))
@@ -588,7 +590,7 @@ fn compare_beside(dir: &Path, runs: &[RunOutcome]) -> Result<(), CompareError> {
 
 /// The one call of the comparison writer for a side-by-side run: compare.html, compare.tsv and
 /// compare.json in `dir`, of the runs (label, directory) beside it, the first one the baseline.
-fn write_comparison(dir: &Path, runs: &[(String, PathBuf)]) -> Result<(), CompareError> {
+fn write_comparison(dir: &Path, runs: &[(String, PathBuf)]) -> Result<Comparison, CompareError> {
     let (labels, dirs) = runs.iter().cloned().unzip();
     let [html, tsv, json] = output::BESIDE_FILES.map(|f| dir.join(f));
     compare::run(CompareConfig {
@@ -598,7 +600,7 @@ fn write_comparison(dir: &Path, runs: &[(String, PathBuf)]) -> Result<(), Compar
         json: Some(json),
         ..CompareConfig::new(dirs)
     })
-    .map(drop)
+    .map(|o| o.comparison)
 }
 
 /// The route as the coordinator knows it: it does not resolve the target, so a host name's

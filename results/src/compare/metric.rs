@@ -1,5 +1,10 @@
 //! What is compared per step, which way is better, and how a change is classed: noise under the
-//! threshold, better, worse, or undecided when a lower bound sits on the side that would decide.
+//! threshold or under the measurement's resolution, better, worse, or undecided when a lower bound
+//! sits on the side that would decide.
+//!
+//! A relative threshold alone calls 0.10 → 0.13 ms a 26 % regression, though the two differ by 30
+//! microseconds of scheduler jitter: a change must also be larger than an absolute floor, what the
+//! quantity can resolve ([`Compared::floor`]). Below it a change is noise whatever its percentage.
 use serde::Serialize;
 
 use crate::quantity::{self, Quantity, Scale};
@@ -7,6 +12,14 @@ use crate::step::StepResult;
 use crate::verdict::FAILING_PCT;
 
 pub use crate::quantity::Better;
+
+/// The least change of a latency that counts, whatever the histogram resolves: below a tenth of
+/// a millisecond, loopback runs differ by scheduling alone.
+pub const LATENCY_FLOOR_MS: f64 = 0.1;
+/// The least change of a rate that counts: one request a second.
+pub const RATE_FLOOR: f64 = 1.0;
+/// The least change of a share of the requests that counts, in percentage points.
+pub const SHARE_FLOOR_PCT: f64 = 0.1;
 
 /// One compared metric: a quantity of the catalogue, named as steps.tsv names its column.
 #[derive(Debug, Clone, Copy)]
@@ -105,11 +118,33 @@ impl Compared {
         }
     }
 
+    /// The smallest difference between `base` and `now` that is a change at all, in the metric's
+    /// unit: a latency's at least 0.1 ms and the widths of the two values' histogram buckets (two
+    /// values within those may be the same bucket); a rate's one request a second; a share's 0.1
+    /// percentage point (one request in a thousand).
+    pub fn floor(&self, base: f64, now: f64) -> f64 {
+        match self.quantity.scale {
+            Scale::Latency => {
+                let width = |ms: f64| {
+                    let us = (ms * 1000.0).max(0.0).round() as u64;
+                    shared::histogram::resolution_us(us) as f64 / 1000.0
+                };
+                LATENCY_FLOOR_MS.max(width(base) + width(now))
+            }
+            Scale::Rate => RATE_FLOOR,
+            Scale::Share => SHARE_FLOOR_PCT,
+            Scale::Other => 0.0,
+        }
+    }
+
     /// How `now` compares with `base`, at a threshold of `threshold_pct` %.
     pub fn class(&self, base: Reading, now: Reading, threshold_pct: f64) -> Change {
         let delta = self.delta_pct(base.value, now.value);
-        // Which way the number moved beyond the threshold (+1 up, -1 down, 0 within it).
+        let beyond_floor = (now.value - base.value).abs() > self.floor(base.value, now.value);
+        // Which way the number moved beyond the threshold and the floor (+1 up, -1 down, 0
+        // within either).
         let moved = match delta {
+            _ if !beyond_floor => 0,
             Some(d) if d > threshold_pct => 1,
             Some(d) if d < -threshold_pct => -1,
             Some(_) => 0,
@@ -202,8 +237,9 @@ mod tests {
         let ok = metric("ok_rate");
         assert_eq!(ok.class(exact(400.0), exact(300.0), 5.0), Change::Worse);
         assert_eq!(ok.class(exact(400.0), exact(500.0), 5.0), Change::Better);
-        // At a threshold of 0 every change counts, and none is still none.
-        assert_eq!(ok.class(exact(400.0), exact(400.1), 0.0), Change::Better);
+        // At a threshold of 0 every change beyond the floor counts, and none is still none.
+        assert_eq!(ok.class(exact(400.0), exact(401.5), 0.0), Change::Better);
+        assert_eq!(ok.class(exact(400.0), exact(400.1), 0.0), Change::Noise);
         assert_eq!(ok.class(exact(400.0), exact(400.0), 0.0), Change::Noise);
     }
 
@@ -242,6 +278,40 @@ mod tests {
         // Above 1 % the change is relative to the baseline's share.
         assert_eq!(failed.delta_pct(20.0, 21.0), Some(5.0));
         assert_eq!(failed.class(exact(20.0), exact(15.0), 5.0), Change::Better);
+    }
+
+    #[test]
+    fn sub_millisecond_jitter_is_noise_however_large_its_percentage() {
+        // Issue 22's page opened with "p50 0.1 ms against 0.1 ms (+26.2 %)" in red.
+        let p50 = metric("p50_ms");
+        assert_eq!(p50.class(exact(0.103), exact(0.130), 5.0), Change::Noise);
+        assert_eq!(p50.class(exact(0.130), exact(0.103), 5.0), Change::Noise);
+        assert_eq!(p50.class(exact(0.05), exact(0.149), 5.0), Change::Noise);
+        // Just past the floor, and beyond the threshold, it is a change again.
+        assert_eq!(p50.class(exact(0.1), exact(0.201), 5.0), Change::Worse);
+        assert_eq!(p50.class(exact(1.4), exact(59.0), 5.0), Change::Worse);
+        // A latency rising from 0 by less than the floor has no size and no direction.
+        assert_eq!(p50.class(exact(0.0), exact(0.05), 5.0), Change::Noise);
+    }
+
+    #[test]
+    fn a_change_below_the_histogram_s_resolution_is_never_worse() {
+        let p99 = metric("p99_ms");
+        // At 1 s a bucket of the histogram is 512 us wide: two values 0.9 ms apart may be the
+        // same two buckets, a change of 0.09 % that even a threshold of 0 must not call worse.
+        assert!(p99.floor(1000.0, 1000.9) > 0.9);
+        assert_eq!(p99.class(exact(1000.0), exact(1000.9), 0.0), Change::Noise);
+        assert_eq!(p99.class(exact(1000.0), exact(1002.0), 0.0), Change::Worse);
+        // Under 2 ms the buckets are 1 us: the 0.1 ms floor is what holds.
+        assert_eq!(p99.floor(1.0, 1.5), LATENCY_FLOOR_MS);
+        assert_eq!(p99.class(exact(1.0), exact(1.099), 0.0), Change::Noise);
+        // A rate and a share below what they resolve, at a threshold of 0.
+        let ok = metric("ok_rate");
+        assert_eq!(ok.class(exact(10.0), exact(9.5), 0.0), Change::Noise);
+        assert_eq!(ok.class(exact(10.0), exact(8.0), 0.0), Change::Worse);
+        let failed = metric("failed_pct");
+        assert_eq!(failed.class(exact(0.0), exact(0.06), 0.0), Change::Noise);
+        assert_eq!(failed.class(exact(0.0), exact(0.5), 0.0), Change::Worse);
     }
 
     #[test]

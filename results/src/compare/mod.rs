@@ -1,9 +1,11 @@
-//! Runs compared side by side (`stampede compare`): joined on the step value (the load offered, never
-//! the time), every step's metrics set against a baseline run's, a change of at most the threshold
-//! called noise. Pure: run files in, a [`Comparison`] out, which compare.json serializes whole and
-//! from which compare.tsv and the compare page are made.
+//! Runs compared side by side (`stampede compare`): ranked by where each server broke
+//! ([`ranking`]), and joined on the step value (the load offered, never the time), every step's
+//! metrics set against a baseline run's, a change of at most the threshold (or under what the
+//! measurement resolves) called noise. Pure: run files in, a [`Comparison`] out, which compare.json
+//! serializes whole and from which compare.tsv and the compare page are made.
 mod banner;
 pub mod metric;
+pub mod ranking;
 mod tsv;
 
 use std::collections::BTreeMap;
@@ -11,6 +13,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 pub use metric::{Better, Change, Compared, METRICS, Reading};
+pub use ranking::Ranked;
 
 use crate::run_file::RunFile;
 use crate::step::{RunSummary, StepResult, human, human_ms, step_value};
@@ -105,6 +108,8 @@ pub struct Comparison {
     pub threshold_pct: f64,
     pub metrics: Vec<MetricInfo>,
     pub runs: Vec<RunEntry>,
+    /// The runs ranked by their knee, best first (see [`ranking`]).
+    pub ranking: Vec<Ranked>,
     /// Differences between the runs' plans, each a sentence: the comparison is made anyway.
     pub banners: Vec<String>,
     /// One row per step value of any run, ascending.
@@ -287,6 +292,7 @@ pub fn compare(
             .enumerate()
             .map(|(i, r)| entry(r, i == base, runs[base].run.summary.as_ref()))
             .collect(),
+        ranking: ranking::rank(&runs),
         banners,
         steps,
         regressions,
@@ -319,6 +325,16 @@ impl Comparison {
             .into_iter()
             .map(|(at, changes)| format!("{at}: {}", changes.join("; ")))
             .collect()
+    }
+
+    /// The ranking as one table for people (stdout's last).
+    pub fn ranking_table(&self) -> String {
+        let unit = if self.axis == "connections" {
+            "connections"
+        } else {
+            "req/s"
+        };
+        ranking::text_table(&self.ranking, unit)
     }
 
     /// The baseline's index in [`Comparison::runs`].

@@ -305,7 +305,9 @@ fn the_tsv_is_autobench_shaped_with_every_run_suffixed_by_its_label() {
     b.run.steps.truncate(2);
     let c = compared(vec![run("a"), b]);
     let tsv = c.tsv();
-    let lines: Vec<Vec<&str>> = tsv.lines().map(|l| l.split('\t').collect()).collect();
+    // The steps, then a blank line and the ranking's commented block.
+    let (steps, ranking) = tsv.split_once("\n\n").unwrap();
+    let lines: Vec<Vec<&str>> = steps.lines().map(|l| l.split('\t').collect()).collect();
     let header = &lines[0];
     let steps_tsv = include_str!("../../tests/golden/steps.tsv");
     let golden: Vec<Vec<&str>> = steps_tsv.lines().map(|l| l.split('\t').collect()).collect();
@@ -325,6 +327,20 @@ fn the_tsv_is_autobench_shaped_with_every_run_suffixed_by_its_label() {
     }
     assert_eq!(&lines[2][1 + width..], &golden[2][1..]);
     assert!(lines[3][1 + width..].iter().all(|c| c.is_empty()));
+    let ranking: Vec<&str> = ranking.lines().collect();
+    assert_eq!(ranking[0], "# ranking, best first");
+    assert_eq!(
+        ranking[1],
+        format!("# {}", ranking::COLUMNS.join("\t")),
+        "{tsv}"
+    );
+    // Neither names a knee; both summaries say kept up to 400, but a ran to 600 and b to 200, so
+    // a's knee lies further. b's kept-up step is not among its steps: no trust there.
+    assert!(ranking[2].starts_with("# 1\ta\t\t\t400\t4.563\t"), "{tsv}");
+    assert!(ranking[2].ends_with("\tvalid\t0"), "{tsv}");
+    assert!(ranking[3].starts_with("# 2\tb\t\t\t400\t"), "{tsv}");
+    assert!(ranking[3].ends_with("\t\t0"), "{tsv}");
+    assert_eq!(ranking.len(), 4);
 }
 
 #[test]
@@ -433,4 +449,43 @@ fn a_threshold_is_a_finite_percentage_of_at_least_zero() {
         let e = Threshold::parse(bad).unwrap_err().to_string();
         assert!(e.starts_with(&format!("--threshold {bad}: ")), "{e}");
     }
+}
+
+#[test]
+fn a_change_below_what_the_measurement_resolves_is_never_a_regression() {
+    // Issue 22: every latency 0.09 ms slower, every rate 0.9/s lower, 0.05 % more failures: at a
+    // threshold of 0 each is a change in percent, and none is one the measurement resolves.
+    let mut b = run("b");
+    for s in &mut b.run.steps {
+        let l = &mut s.latency_ms;
+        for v in [
+            &mut l.mean,
+            &mut l.p50,
+            &mut l.p90,
+            &mut l.p99,
+            &mut l.p999,
+            &mut l.max,
+        ] {
+            *v += 0.09;
+        }
+        s.ok_rate -= 0.9;
+        s.failed_pct += 0.05;
+    }
+    let c = compare(
+        vec![run("a"), b.clone()],
+        None,
+        Threshold::try_new(0.0).unwrap(),
+    )
+    .unwrap();
+    assert!(c.regressions.is_empty(), "{:?}", c.regressions_by_step());
+    assert_eq!(cell(&c, 100.0, 1, "p50_ms").class, Change::Noise);
+    // A change the histogram does resolve is one, at the default threshold too.
+    b.run.steps[0].latency_ms.p99 += 1.0;
+    let c = compared(vec![run("a"), b]);
+    let said: Vec<String> = c.regressions.iter().map(Regression::sentence).collect();
+    assert_eq!(said.len(), 1, "{said:?}");
+    assert!(
+        said[0].starts_with("b at 100 req/s (step 1): p99_ms"),
+        "{said:?}"
+    );
 }

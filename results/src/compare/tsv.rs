@@ -2,9 +2,13 @@
 //! `connections`), then every run's steps.tsv columns suffixed with its label (`req_rate_nginx`, …,
 //! `ok_rate_nginx`, …, `req_rate_app`, …), one row per step value, empty where a run has no such step.
 //! bench2graph and gnuplot scripts that read autobench's columns read it unchanged.
+//!
+//! After the steps, the ranking: a blank line, then `#`-commented lines, a head of
+//! [`ranking::COLUMNS`] and a row per run best first, tab-separated after the `# `. gnuplot and
+//! `awk '!/^#/'` skip it as comments; a reader that wants it strips the `# `.
 use crate::table::StepTable;
 
-use super::Comparison;
+use super::{Comparison, ranking};
 
 impl Comparison {
     /// compare.tsv's text, a header line and one line per row, each ending in a newline.
@@ -49,6 +53,14 @@ impl Comparison {
                 out.push('\t');
                 out.push_str(&c);
             }
+            out.push('\n');
+        }
+        out.push_str("\n# ranking, best first\n# ");
+        out.push_str(&ranking::COLUMNS.join("\t"));
+        out.push('\n');
+        for r in &self.ranking {
+            out.push_str("# ");
+            out.push_str(&r.tsv_cells().join("\t"));
             out.push('\n');
         }
         out

@@ -1,0 +1,434 @@
+//! The shoot-out's answer: the runs compared ranked by where each server broke. Per run its knee
+//! and cause, the highest step it kept up with, and there its p99, its own server's CPU and memory,
+//! the requests served per core-second of that CPU and the step's trust; compare.json's `ranking`,
+//! compare.tsv's trailing block, the page's first table and the last table on stdout.
+//!
+//! The order: the later the knee, the better. A run with no knee coped with every step it ran, so
+//! its knee lies beyond its highest step: it sorts as if its knee were there, ahead of a knee at that
+//! same value. Ties (and runs whose files name no knee, written before knees were) go by how far
+//! each kept up, then by the lower p99 there (two servers that both held a ramp that was too
+//! gentle for either differ in how fast they answered it), then by the highest rate served. A run
+//! with no step is last.
+use std::cmp::Ordering;
+
+use serde::Serialize;
+
+use crate::knee::Knee;
+use crate::quantity::{OK_PER_CORE_S, P99_MS, SRV_CPU_UTIL_PCT, SRV_MEM_MB};
+use crate::step::{StepResult, human, human_ms, step_value};
+use crate::verdict::Verdict;
+
+use super::{Labelled, joined_value};
+
+/// One run's place in the ranking.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Ranked {
+    /// Counted from 1, best first; runs that cannot be told apart share a rank.
+    pub rank: u32,
+    pub label: String,
+    /// Where the server stopped coping, and why; none when no step shows it.
+    pub knee: Option<Knee>,
+    /// The knee's value on the comparison's axis (demanded requests/s, or connections).
+    pub knee_at: Option<f64>,
+    /// The highest step value it kept up with (run.json's `summary.kept_up_to`), its step, and
+    /// the numbers of that step.
+    pub kept_up_to: Option<f64>,
+    pub kept_up_step: Option<u32>,
+    pub p99_ms: Option<f64>,
+    pub p99_lower_bound: bool,
+    /// Its own server's CPU (% of the cores it may use) and memory (MiB, the step's highest) at
+    /// the kept-up step, and the requests served per core-second of that CPU; none without a
+    /// monitor paired with the target.
+    pub server_cpu_util_pct: Option<f64>,
+    pub server_mem_mb: Option<f64>,
+    pub ok_per_core_s: Option<f64>,
+    /// The kept-up step's trust, and how many of the run's steps were not trusted at all.
+    pub trust: Option<Verdict>,
+    pub untrusted_steps: usize,
+    /// The run's line of the ranking, in words: "knee at 11,000 req/s (latency); kept up to
+    /// 10,000 req/s (p99 1.4 ms)".
+    pub sentence: String,
+}
+
+/// What a run is ranked on, best last so a plain sort puts it first reversed.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Key {
+    ran: bool,
+    /// The knee's value, or the highest step's when it has none.
+    knee: f64,
+    /// No knee: it lies beyond `knee`.
+    beyond: bool,
+    kept_up_to: f64,
+    /// p99 at the kept-up step, negated (lower is better); none sorts last.
+    neg_p99: f64,
+    peak: f64,
+}
+
+impl Key {
+    fn cmp(&self, other: &Key) -> Ordering {
+        self.ran
+            .cmp(&other.ran)
+            .then(self.knee.total_cmp(&other.knee))
+            .then(self.beyond.cmp(&other.beyond))
+            .then(self.kept_up_to.total_cmp(&other.kept_up_to))
+            .then(self.neg_p99.total_cmp(&other.neg_p99))
+            .then(self.peak.total_cmp(&other.peak))
+    }
+}
+
+/// The runs ranked, best first (see the module's header for the order).
+pub fn rank(runs: &[Labelled]) -> Vec<Ranked> {
+    let mut keyed: Vec<(Key, Ranked)> = runs.iter().map(|r| (key(r), ranked(r))).collect();
+    // Stable: runs that tie keep the command line's order.
+    keyed.sort_by(|a, b| b.0.cmp(&a.0));
+    let mut out: Vec<Ranked> = Vec::with_capacity(keyed.len());
+    let mut previous: Option<Key> = None;
+    for (i, (k, mut r)) in keyed.into_iter().enumerate() {
+        r.rank = match (previous, out.last()) {
+            (Some(p), Some(last)) if p.cmp(&k) == Ordering::Equal => last.rank,
+            _ => i as u32 + 1,
+        };
+        previous = Some(k);
+        out.push(r);
+    }
+    out
+}
+
+fn key(r: &Labelled) -> Key {
+    let summary = r.run.summary.as_ref();
+    let top = r.run.steps.iter().map(joined_value).max_by(f64::total_cmp);
+    let knee = summary.and_then(|s| s.knee.as_ref());
+    Key {
+        ran: top.is_some(),
+        knee: knee.map_or(top.unwrap_or(0.0), knee_at),
+        beyond: knee.is_none(),
+        kept_up_to: summary.and_then(|s| s.kept_up_to).unwrap_or(-1.0),
+        neg_p99: summary
+            .and_then(|s| s.kept_up_p99_ms)
+            .map_or(f64::NEG_INFINITY, |p| -p),
+        peak: summary.map_or(0.0, |s| s.peak_ok_rate),
+    }
+}
+
+/// A knee's value on the comparison's axis, as its steps are joined.
+fn knee_at(k: &Knee) -> f64 {
+    k.demanded_rate.unwrap_or(k.step_value)
+}
+
+fn ranked(r: &Labelled) -> Ranked {
+    let run = &r.run;
+    let model = run.model().name();
+    let summary = run.summary.as_ref();
+    let kept: Option<&StepResult> = summary
+        .and_then(|s| s.kept_up_step)
+        .and_then(|n| run.steps.iter().find(|s| s.number == n));
+    let own = kept.and_then(|s| Some((s, s.own_server()?)));
+    let server = |q: &crate::quantity::Quantity| own.and_then(|(s, m)| q.of_server(s, m));
+    let knee = summary.and_then(|s| s.knee.clone());
+    let kept_up_to = summary.and_then(|s| s.kept_up_to);
+    let p99_ms = summary.and_then(|s| s.kept_up_p99_ms);
+    let p99_lower_bound = kept.is_some_and(|s| s.latency_ms.lower_bounds.contains("p99"));
+    let mut said = Vec::new();
+    match &knee {
+        Some(k) => said.push(format!(
+            "knee at {} ({})",
+            step_value(model, k.step_value),
+            k.cause.name()
+        )),
+        None if run.steps.is_empty() => said.push("no step ran".to_string()),
+        None => said.push("no knee in its steps".to_string()),
+    }
+    match (kept_up_to, p99_ms) {
+        (Some(v), Some(p99)) => said.push(format!(
+            "kept up to {} (p99 {})",
+            step_value(model, v),
+            human_ms(p99, p99_lower_bound)
+        )),
+        (Some(v), None) => said.push(format!("kept up to {}", step_value(model, v))),
+        _ if !run.steps.is_empty() => said.push("kept up with no step".to_string()),
+        _ => {}
+    }
+    Ranked {
+        rank: 0,
+        label: r.label.clone(),
+        knee_at: knee.as_ref().map(knee_at),
+        knee,
+        kept_up_to,
+        kept_up_step: kept.map(|s| s.number),
+        p99_ms,
+        p99_lower_bound,
+        server_cpu_util_pct: server(&SRV_CPU_UTIL_PCT),
+        server_mem_mb: server(&SRV_MEM_MB).map(|v| (v * 10.0).round() / 10.0),
+        ok_per_core_s: server(&OK_PER_CORE_S).map(f64::round),
+        trust: kept.map(|s| s.trust),
+        untrusted_steps: summary.map_or(0, |s| s.untrusted_steps.len()),
+        sentence: said.join("; "),
+    }
+}
+
+/// The ranking's columns, as compare.tsv's block and the stdout table head them.
+pub const COLUMNS: [&str; 11] = [
+    "rank",
+    "target",
+    "knee",
+    "cause",
+    "kept_up_to",
+    // p99 and the server's numbers there, named as steps.tsv names their columns.
+    P99_MS.key,
+    SRV_CPU_UTIL_PCT.key,
+    SRV_MEM_MB.key,
+    OK_PER_CORE_S.key,
+    "trust",
+    "untrusted_steps",
+];
+
+impl Ranked {
+    /// The row's cells, for compare.tsv: numbers as numbers, empty where there is none.
+    pub fn tsv_cells(&self) -> Vec<String> {
+        let n = |v: Option<f64>| v.map_or(String::new(), |v| v.to_string());
+        vec![
+            self.rank.to_string(),
+            self.label.clone(),
+            n(self.knee_at),
+            self.knee
+                .as_ref()
+                .map_or(String::new(), |k| k.cause.name().to_string()),
+            n(self.kept_up_to),
+            n(self.p99_ms),
+            n(self.server_cpu_util_pct),
+            n(self.server_mem_mb),
+            n(self.ok_per_core_s),
+            self.trust.map_or(String::new(), |t| t.name().to_string()),
+            self.untrusted_steps.to_string(),
+        ]
+    }
+
+    /// The row's cells, for people: `11,000`, `1.4 ms`, `97%`, `52 MiB`, `-` where there is none.
+    pub fn text_cells(&self) -> Vec<String> {
+        let or_dash = |v: Option<String>| v.unwrap_or_else(|| "-".to_string());
+        let knee = match &self.knee {
+            Some(k) if !k.servers => format!("≥{}", human(knee_at(k))),
+            Some(k) => human(knee_at(k)),
+            None => "-".to_string(),
+        };
+        let cause = self
+            .knee
+            .as_ref()
+            .map_or_else(|| "none seen".to_string(), causes);
+        let trust = match (self.trust, self.untrusted_steps) {
+            (Some(t), 0) => t.name().to_string(),
+            (Some(t), n) => format!("{} ({n} untrusted)", t.name()),
+            (None, 0) => "-".to_string(),
+            (None, n) => format!("{n} untrusted"),
+        };
+        vec![
+            self.rank.to_string(),
+            self.label.clone(),
+            knee,
+            cause,
+            or_dash(self.kept_up_to.map(human)),
+            or_dash(self.p99_ms.map(|v| human_ms(v, self.p99_lower_bound))),
+            or_dash(self.server_cpu_util_pct.map(|v| format!("{}%", human(v)))),
+            or_dash(self.server_mem_mb.map(|v| format!("{} MiB", human(v)))),
+            or_dash(self.ok_per_core_s.map(human)),
+            trust,
+        ]
+    }
+}
+
+/// A knee's cause and those that held at the same step, for people: `latency, plateau`.
+pub fn causes(k: &Knee) -> String {
+    std::iter::once(k.cause)
+        .chain(k.also.iter().copied())
+        .map(|c| c.name().replace('_', " "))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The ranking as one table for stdout, a head line and a line per run, columns aligned (text
+/// left, numbers right).
+pub fn text_table(ranking: &[Ranked], axis_unit: &str) -> String {
+    let head: Vec<String> = [
+        "#",
+        "target",
+        &format!("knee ({axis_unit})"),
+        "cause",
+        &format!("kept up to ({axis_unit})"),
+        "p99 there",
+        "server CPU",
+        "memory",
+        "req/core-s",
+        "trust",
+    ]
+    .map(str::to_string)
+    .to_vec();
+    let left = [
+        false, true, false, true, false, false, false, false, false, true,
+    ];
+    let mut rows = vec![head];
+    rows.extend(ranking.iter().map(Ranked::text_cells));
+    let widths: Vec<usize> = (0..left.len())
+        .map(|c| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0))
+        .collect();
+    let mut out = String::new();
+    for row in &rows {
+        let cells: Vec<String> = row
+            .iter()
+            .zip(&widths)
+            .zip(left)
+            .map(|((cell, &w), left)| {
+                if left {
+                    format!("{cell:<w$}")
+                } else {
+                    format!("{cell:>w$}")
+                }
+            })
+            .collect();
+        out.push_str(cells.join("  ").trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::*;
+    use crate::knee::KneeCause;
+    use crate::run_file::RunFile;
+
+    const GOLDEN: &str = include_str!("../../tests/golden/run.json");
+
+    /// The golden run (100..600 req/s, kept up to 400), labelled, its knee at `knee` (req/s) when
+    /// given.
+    fn run(label: &str, knee: Option<(f64, KneeCause)>) -> Labelled {
+        let mut run = RunFile::parse(GOLDEN, Path::new("run.json")).unwrap();
+        let summary = run.summary.as_mut().unwrap();
+        summary.knee = knee.map(|(v, cause)| Knee {
+            step: (v / 100.0) as u32,
+            step_value: v,
+            demanded_rate: Some(v),
+            cause,
+            also: Vec::new(),
+            servers: cause.is_servers(),
+            low_p99_ms: Some(1.4),
+            p99_ms: 59.0,
+            p99_lower_bound: false,
+            p99_ratio: Some(42.0),
+            ok_rate: v,
+            prev_ok_rate: None,
+            failed_pct: 0.0,
+            monitor: None,
+            server_cpu_pct: None,
+            server_cpu_util_pct: None,
+            server_cores: None,
+            server_thread_max_pct: None,
+            ok_per_core_s: None,
+        });
+        Labelled {
+            label: label.to_string(),
+            source: format!("results/{label}"),
+            run,
+        }
+    }
+
+    fn order(ranking: &[Ranked]) -> Vec<(u32, &str)> {
+        ranking.iter().map(|r| (r.rank, r.label.as_str())).collect()
+    }
+
+    #[test]
+    fn the_later_the_knee_the_better_and_no_knee_is_beyond_the_ramp() {
+        let runs = vec![
+            run("node", Some((300.0, KneeCause::Latency))),
+            run("go", Some((500.0, KneeCause::ServerCpu))),
+            run("nginx", None),
+            run("aiohttp", Some((200.0, KneeCause::Failures))),
+        ];
+        let ranking = rank(&runs);
+        assert_eq!(
+            order(&ranking),
+            [(1, "nginx"), (2, "go"), (3, "node"), (4, "aiohttp")]
+        );
+        assert_eq!(ranking[1].knee_at, Some(500.0));
+        assert_eq!(
+            ranking[2].sentence,
+            "knee at 300 req/s (latency); kept up to 400 req/s (p99 4.6 ms)"
+        );
+        assert_eq!(
+            ranking[0].sentence,
+            "no knee in its steps; kept up to 400 req/s (p99 4.6 ms)"
+        );
+    }
+
+    #[test]
+    fn a_knee_at_the_last_step_ranks_behind_no_knee_and_ties_go_by_kept_up_to() {
+        // Both ran up to 600: the one whose knee is at 600 broke there, the other did not.
+        let runs = vec![
+            run("broke", Some((600.0, KneeCause::Plateau))),
+            run("held", None),
+        ];
+        assert_eq!(order(&rank(&runs)), [(1, "held"), (2, "broke")]);
+        // Without knees (files written before knees were named) the farther kept up is first.
+        let mut less = run("less", None);
+        less.run.summary.as_mut().unwrap().kept_up_to = Some(300.0);
+        let runs = vec![less, run("more", None), run("same", None)];
+        assert_eq!(order(&rank(&runs)), [(1, "more"), (1, "same"), (3, "less")]);
+    }
+
+    #[test]
+    fn a_run_with_no_step_is_last_and_said_so() {
+        let mut empty = run("empty", None);
+        empty.run.steps.clear();
+        empty.run.summary.as_mut().unwrap().kept_up_to = None;
+        let runs = vec![empty, run("low", Some((100.0, KneeCause::Failures)))];
+        let ranking = rank(&runs);
+        assert_eq!(order(&ranking), [(1, "low"), (2, "empty")]);
+        assert_eq!(ranking[1].sentence, "no step ran");
+    }
+
+    #[test]
+    fn the_server_numbers_are_its_own_monitor_s_at_the_kept_up_step() {
+        let mut with = run("with", None);
+        let kept = with.run.summary.as_ref().unwrap().kept_up_step.unwrap();
+        for s in &mut with.run.steps {
+            let util = if s.number == kept { 80.0 } else { 10.0 };
+            s.server_monitors = vec![crate::example_server("web", util, 2.0)];
+        }
+        let ranking = rank(&[with, run("without", None)]);
+        let with = ranking.iter().find(|r| r.label == "with").unwrap();
+        assert_eq!(with.server_cpu_util_pct, Some(80.0));
+        assert!(with.server_mem_mb.is_some());
+        // 1.6 cores busy at the kept-up step.
+        let ok_rate =
+            RunFile::parse(GOLDEN, Path::new("run.json")).unwrap().steps[kept as usize - 1].ok_rate;
+        assert_eq!(with.ok_per_core_s, Some((ok_rate / 1.6).round()));
+        let without = ranking.iter().find(|r| r.label == "without").unwrap();
+        assert_eq!(
+            (without.server_cpu_util_pct, without.ok_per_core_s),
+            (None, None)
+        );
+        let cells = without.text_cells();
+        assert_eq!(cells[6], "-", "no monitor, no CPU: {cells:?}");
+    }
+
+    #[test]
+    fn the_text_table_is_one_aligned_line_per_run_best_first() {
+        let runs = vec![
+            run("node", Some((300.0, KneeCause::Latency))),
+            run("go", Some((500.0, KneeCause::GeneratorBound))),
+        ];
+        let table = text_table(&rank(&runs), "req/s");
+        let lines: Vec<&str> = table.lines().collect();
+        assert_eq!(lines.len(), 3, "{table}");
+        assert!(lines[0].starts_with("#  target  knee (req/s)"), "{table}");
+        // A generator-bound knee is the generator's: the server's lies at or beyond it.
+        assert!(
+            lines[1].starts_with("1  go") && lines[1].contains("≥500  generator bound"),
+            "{table}"
+        );
+        assert!(lines[2].starts_with("2  node") && lines[2].contains("300  latency"));
+        let at = |l: &str| l[..l.find("4.6 ms").unwrap()].chars().count();
+        assert_eq!(at(lines[1]), at(lines[2]), "aligned:\n{table}");
+    }
+}
