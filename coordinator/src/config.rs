@@ -216,6 +216,9 @@ pub struct RunConfig {
     pub label: Option<String>,
     /// Said on stderr before the run: habits of other tools accepted though they change nothing.
     pub notes: Vec<String>,
+    /// `--warmup` as given (zero: none): a planned run's load before each target's first step, not
+    /// counted; a search takes it for its own (its default is not a planned run's).
+    pub warmup: Option<Duration>,
 }
 
 /// Parses "10s", "500ms", "2m" or a bare number of seconds.
@@ -531,6 +534,12 @@ fn resolve_one(
     echo.stop_on = thresholds.stop_on.iter().map(ToString::to_string).collect();
     echo.stop_after = thresholds.stop_after;
     echo.fail_on = thresholds.fail_on.iter().map(ToString::to_string).collect();
+    let warmup = args
+        .warmup
+        .as_ref()
+        .map(|w| parse_pause("--warmup", &w.0))
+        .transpose()?;
+    echo.warmup_s = warmup.filter(|w| !w.is_zero()).map(|w| w.as_secs_f64());
     Ok(RunConfig {
         label,
         agents,
@@ -557,6 +566,7 @@ fn resolve_one(
         echo,
         thresholds,
         notes: crate::cli::habit_notes(&args),
+        warmup,
     })
 }
 
@@ -1159,6 +1169,9 @@ fn precision(text: &str) -> Result<f64, ConfigError> {
 /// limits lower it to what they can open.
 const MAX_SEARCH_CONNECTIONS: f64 = 1_000_000.0;
 
+/// A search's warmup when none is given.
+const SEARCH_WARMUP: Duration = Duration::from_secs(2);
+
 /// What a search is asked for, beside the run's own configuration.
 #[derive(Debug, Clone)]
 pub struct SearchSetup {
@@ -1194,7 +1207,6 @@ pub fn resolve_find_max(args: crate::cli::FindMaxArgs) -> Result<FindMaxConfig, 
     }
     let probe = parse_duration("--probe", &search.probe.0)?;
     let confirm = parse_duration("--confirm", &search.confirm.0)?;
-    let warmup = parse_pause("--warmup", &search.warmup.0)?;
     let cooldown = parse_pause("--cooldown", &search.cooldown.0)?;
     let deadline = parse_duration("--deadline", &search.deadline.0)?;
     let max_rate = search.max_rate.map(|r| r.0);
@@ -1277,6 +1289,10 @@ pub fn resolve_find_max(args: crate::cli::FindMaxArgs) -> Result<FindMaxConfig, 
         return Err(PlanError::RateRange(config.max_rate).into());
     }
     let mut run = run;
+    // The search's own warmup, a probe at --start (the flag or the plan file's key, checked with the
+    // run's settings); a planned run's would be none.
+    let warmup = run.warmup.take().unwrap_or(SEARCH_WARMUP);
+    run.echo.warmup_s = None;
     run.echo.find_max = Some(results::run_file::SearchEcho {
         slos: slos.iter().map(ToString::to_string).collect(),
         start: config.start,
