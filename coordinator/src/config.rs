@@ -1172,6 +1172,13 @@ const MAX_SEARCH_CONNECTIONS: f64 = 1_000_000.0;
 /// A search's warmup when none is given.
 const SEARCH_WARMUP: Duration = Duration::from_secs(2);
 
+/// The search's own warmup, a probe at --start: `--warmup` (the flag or the plan file's key, checked
+/// with the run's settings) taken from the run, whose planned warmup it is not.
+fn search_warmup(run: &mut RunConfig) -> Duration {
+    run.echo.warmup_s = None;
+    run.warmup.take().unwrap_or(SEARCH_WARMUP)
+}
+
 /// What a search is asked for, beside the run's own configuration.
 #[derive(Debug, Clone)]
 pub struct SearchSetup {
@@ -1289,10 +1296,7 @@ pub fn resolve_find_max(args: crate::cli::FindMaxArgs) -> Result<FindMaxConfig, 
         return Err(PlanError::RateRange(config.max_rate).into());
     }
     let mut run = run;
-    // The search's own warmup, a probe at --start (the flag or the plan file's key, checked with the
-    // run's settings); a planned run's would be none.
-    let warmup = run.warmup.take().unwrap_or(SEARCH_WARMUP);
-    run.echo.warmup_s = None;
+    let warmup = search_warmup(&mut run);
     run.echo.find_max = Some(results::run_file::SearchEcho {
         slos: slos.iter().map(ToString::to_string).collect(),
         start: config.start,
