@@ -133,9 +133,6 @@ pub struct SearchArgs {
     /// Length of a ramp or bisect probe.
     #[arg(long, default_value = "10s", allow_hyphen_values = true, help_heading = SEARCH)]
     pub probe: DurationText,
-    /// A probe at --start before the search, not counted (0 skips it).
-    #[arg(long, default_value = "2s", allow_hyphen_values = true, help_heading = SEARCH)]
-    pub warmup: DurationText,
     /// Length of each confirmation of the two bounds.
     #[arg(long, default_value = "30s", allow_hyphen_values = true, help_heading = SEARCH)]
     pub confirm: DurationText,
@@ -592,6 +589,12 @@ settings! {
         /// split exactly among agents and their connections.
         #[arg(short = 'n', long, value_name = "N", help_heading = LOAD)]
         pub max_requests: Option<u64>,
+        /// Load before each target's first step, at its rate (or connections), for this long: shown
+        /// and recorded (run.json's warmup), never counted (not a step of the table, steps.tsv, the
+        /// answer or --stop-on/--fail-on), so a cold server's first seconds are no knee. 0 skips it
+        /// [default: none; find-max: 2s, a probe at --start].
+        #[arg(long, value_name = "DURATION", allow_hyphen_values = true, help_heading = LOAD)]
+        pub warmup: Option<DurationText>,
 
         /// Output directory [default: a new stampede-results/<UTC timestamp>/, suffixed -2, -3... if
         /// taken]. One holding another run's files is refused unless --force.

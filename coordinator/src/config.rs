@@ -216,6 +216,9 @@ pub struct RunConfig {
     pub label: Option<String>,
     /// Said on stderr before the run: habits of other tools accepted though they change nothing.
     pub notes: Vec<String>,
+    /// `--warmup` as given (zero: none): a planned run's load before each target's first step, not
+    /// counted; a search takes it for its own (its default is not a planned run's).
+    pub warmup: Option<Duration>,
 }
 
 /// Parses "10s", "500ms", "2m" or a bare number of seconds.
@@ -531,6 +534,12 @@ fn resolve_one(
     echo.stop_on = thresholds.stop_on.iter().map(ToString::to_string).collect();
     echo.stop_after = thresholds.stop_after;
     echo.fail_on = thresholds.fail_on.iter().map(ToString::to_string).collect();
+    let warmup = args
+        .warmup
+        .as_ref()
+        .map(|w| parse_pause("--warmup", &w.0))
+        .transpose()?;
+    echo.warmup_s = warmup.filter(|w| !w.is_zero()).map(|w| w.as_secs_f64());
     Ok(RunConfig {
         label,
         agents,
@@ -557,6 +566,7 @@ fn resolve_one(
         echo,
         thresholds,
         notes: crate::cli::habit_notes(&args),
+        warmup,
     })
 }
 
@@ -1159,6 +1169,16 @@ fn precision(text: &str) -> Result<f64, ConfigError> {
 /// limits lower it to what they can open.
 const MAX_SEARCH_CONNECTIONS: f64 = 1_000_000.0;
 
+/// A search's warmup when none is given.
+const SEARCH_WARMUP: Duration = Duration::from_secs(2);
+
+/// The search's own warmup, a probe at --start: `--warmup` (the flag or the plan file's key, checked
+/// with the run's settings) taken from the run, whose planned warmup it is not.
+fn search_warmup(run: &mut RunConfig) -> Duration {
+    run.echo.warmup_s = None;
+    run.warmup.take().unwrap_or(SEARCH_WARMUP)
+}
+
 /// What a search is asked for, beside the run's own configuration.
 #[derive(Debug, Clone)]
 pub struct SearchSetup {
@@ -1194,7 +1214,6 @@ pub fn resolve_find_max(args: crate::cli::FindMaxArgs) -> Result<FindMaxConfig, 
     }
     let probe = parse_duration("--probe", &search.probe.0)?;
     let confirm = parse_duration("--confirm", &search.confirm.0)?;
-    let warmup = parse_pause("--warmup", &search.warmup.0)?;
     let cooldown = parse_pause("--cooldown", &search.cooldown.0)?;
     let deadline = parse_duration("--deadline", &search.deadline.0)?;
     let max_rate = search.max_rate.map(|r| r.0);
@@ -1277,6 +1296,7 @@ pub fn resolve_find_max(args: crate::cli::FindMaxArgs) -> Result<FindMaxConfig, 
         return Err(PlanError::RateRange(config.max_rate).into());
     }
     let mut run = run;
+    let warmup = search_warmup(&mut run);
     run.echo.find_max = Some(results::run_file::SearchEcho {
         slos: slos.iter().map(ToString::to_string).collect(),
         start: config.start,
@@ -2143,5 +2163,71 @@ mod tests {
         );
         assert!(parse_duration("x", "0s").is_err());
         assert!(parse_duration("x", "-1").is_err());
+    }
+
+    #[test]
+    fn warmup_from_the_flag_or_the_plan_file_zero_being_none() {
+        let c = command_line("run http://h:1/ --steps 10,20 --warmup 5s").unwrap();
+        assert_eq!(c.warmup, Some(Duration::from_secs(5)));
+        assert_eq!(c.echo.warmup_s, Some(5.0));
+        let c = command_line("run http://h:1/ --steps 10").unwrap();
+        assert_eq!((c.warmup, c.echo.warmup_s), (None, None));
+        // 0 is no warmup: nothing in run.json's plan.
+        let c = command_line("run http://h:1/ --steps 10 --warmup 0s").unwrap();
+        assert_eq!(c.echo.warmup_s, None);
+        let plan = "url = \"http://h:1/\"\nsteps = [1]\nwarmup = \"1500ms\"\n";
+        let (_dir, got) = with_plan(plan, "");
+        assert_eq!(got.unwrap().warmup, Some(Duration::from_millis(1500)));
+        // The flag over the file, as every setting.
+        let (_dir, got) = with_plan(plan, "--warmup 3s");
+        assert_eq!(got.unwrap().echo.warmup_s, Some(3.0));
+        let (_dir, got) = with_plan("url = \"http://h:1/\"\nsteps = [1]\nwarmup = 2\n", "");
+        assert_eq!(got.unwrap().warmup, Some(Duration::from_secs(2)));
+    }
+
+    #[test]
+    fn a_negative_or_unreadable_warmup_was_refused_as_usage() {
+        for (line, words) in [
+            ("run http://h:1/ --steps 1 --warmup -1s", "--warmup"),
+            ("run http://h:1/ --steps 1 --warmup=-2s", "--warmup"),
+            ("run http://h:1/ --steps 1 --warmup soon", "--warmup"),
+            ("run http://h:1/ --steps 1 --warmup 5parsecs", "--warmup"),
+        ] {
+            let argv = std::iter::once("stampede").chain(line.split_whitespace());
+            let crate::cli::Command::Run(a) = crate::cli::parse_from(argv).unwrap().command else {
+                unreachable!("a run command line")
+            };
+            let e = resolve(*a).unwrap_err();
+            assert!(e.to_string().contains(words), "{line}: {e}");
+            assert_eq!(crate::run::RunError::from(e).exit_code(), 2, "{line}");
+        }
+        let (_dir, got) = with_plan("url = \"http://h:1/\"\nsteps = [1]\nwarmup = \"-1s\"\n", "");
+        assert!(got.unwrap_err().to_string().contains("--warmup"));
+    }
+
+    #[test]
+    fn find_max_kept_its_own_warmup_default_under_the_shared_flag() {
+        let search = |line: &str| {
+            let argv = std::iter::once("stampede").chain(line.split_whitespace());
+            match crate::cli::parse_from(argv).unwrap().command {
+                crate::cli::Command::FindMax(a) => resolve_find_max(*a).map_err(|e| e.to_string()),
+                _ => unreachable!("a find-max command line"),
+            }
+        };
+        let f = search("find-max http://h:1/ --slo p99<50ms").unwrap();
+        assert_eq!(f.setup.warmup, Duration::from_secs(2));
+        assert_eq!(f.run.echo.find_max.as_ref().unwrap().warmup_s, 2.0);
+        // The search's, not a planned run's: no second warmup, nothing in the plan's own key.
+        assert_eq!((f.run.warmup, f.run.echo.warmup_s), (None, None));
+        let f = search("find-max http://h:1/ --warmup 0s").unwrap();
+        assert_eq!(f.setup.warmup, Duration::ZERO);
+        let f = search("find-max http://h:1/ --warmup 7s").unwrap();
+        assert_eq!(f.setup.warmup, Duration::from_secs(7));
+        assert!(
+            search("find-max http://h:1/ --warmup -1s")
+                .err()
+                .unwrap()
+                .contains("--warmup")
+        );
     }
 }

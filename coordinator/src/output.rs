@@ -364,6 +364,13 @@ impl Output {
         Ok(())
     }
 
+    /// Records a planned run's warmup in run.json (its `warmup`), and writes it: no row of the
+    /// table, no hlog or .hgrm, no summary, whose readers take every step they find as counted.
+    pub fn record_warmup(&mut self, r: &StepResult) -> Result<(), OutputError> {
+        self.doc.warmup = Some(r.clone());
+        self.write_json()
+    }
+
     /// Truncates the table to `len`, where it was before a row run.json will not hold.
     fn take_back_row(&mut self, len: u64) {
         let _ = self

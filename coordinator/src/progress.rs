@@ -172,7 +172,8 @@ pub fn span(d: Duration) -> String {
 /// The resolved plan in one line, printed before any load: what will run, for how long, and where
 /// the results go, e.g. `plan: requests model, 4 steps 1000..10000 req/s, 10 s each, ~40 s in all;
 /// results in stampede-results/20261130T201500Z`.
-pub fn plan_line(plan: &Plan, total: Duration, dir: &Path) -> String {
+/// A warmup before the first step is said after the steps: `, 5 s warmup first (not counted)`.
+pub fn plan_line(plan: &Plan, warmup: Option<Duration>, total: Duration, dir: &Path) -> String {
     let n = plan.steps().len();
     // As they were given: 10, 2.5 (not the rates' 10.0).
     let values: Vec<String> = plan.steps().iter().map(|v| format!("{v}")).collect();
@@ -195,8 +196,11 @@ pub fn plan_line(plan: &Plan, total: Duration, dir: &Path) -> String {
         (StepLimit::Duration(d), None) => format!("{} each", span(d)),
         (StepLimit::Connections(c), _) => format!("{c} connections each"),
     };
+    let warmup = warmup.filter(|w| !w.is_zero()).map_or(String::new(), |w| {
+        format!(", {} warmup first (not counted)", span(w))
+    });
     format!(
-        "plan: {} model, {n} step{} {values} {unit}, {each}, ~{} in all; results in {}",
+        "plan: {} model, {n} step{} {values} {unit}, {each}{warmup}, ~{} in all; results in {}",
         plan.model().name(),
         if n == 1 { "" } else { "s" },
         span(total),
@@ -258,9 +262,10 @@ fn live_line(t: &Tick, run_elapsed: Duration, run_total: Duration) -> String {
     )
 }
 
-/// `step 3/8`, or a search's `probe 3 (bisect)`.
+/// `step 3/8`, a search's `probe 3 (bisect)`, or a planned run's warmup (number 0).
 fn numbered(number: u32, steps: Option<usize>, role: Option<&str>) -> String {
     match (steps, role) {
+        _ if number == 0 => "warmup (not counted)".to_string(),
         (_, Some(role)) => format!("probe {number} ({role})"),
         (Some(steps), None) => format!("step {number}/{steps}"),
         (None, None) => format!("step {number}"),
@@ -409,6 +414,23 @@ const TABLE_LATENCIES: [&Quantity; 4] = [
 
 /// The end-of-run table for stdout.
 pub fn table(results: &[StepResult]) -> String {
+    table_after(None, results)
+}
+
+/// A row's name in the table and the lines under it: its number, or `warmup` (number 0).
+fn row_name(r: &StepResult) -> String {
+    if r.number == 0 {
+        "warmup".to_string()
+    } else {
+        r.number.to_string()
+    }
+}
+
+/// The end-of-run table for stdout, a planned run's warmup first when it had one: its row named
+/// `warmup`, and a line under the table saying it is not counted.
+pub fn table_after(warmup: Option<&StepResult>, results: &[StepResult]) -> String {
+    let shown: Vec<&StepResult> = warmup.into_iter().chain(results).collect();
+    let results = shown.as_slice();
     let mut head: Vec<String> = ["step".to_string(), "demanded".to_string()]
         .into_iter()
         .chain([&quantity::REQ_RATE, &quantity::OK_RATE].map(column_head))
@@ -437,7 +459,7 @@ pub fn table(results: &[StepResult]) -> String {
         };
         let value = |q: &Quantity| q.of_step(r).unwrap_or(0.0);
         let mut row = vec![
-            r.number.to_string(),
+            row_name(r),
             r.demanded_rate.map_or(format!("{}c", r.step_value), rate),
             rate(value(&quantity::REQ_RATE)),
             rate(value(&quantity::OK_RATE)),
@@ -479,32 +501,34 @@ pub fn table(results: &[StepResult]) -> String {
         out.push_str(line.join("  ").trim_end());
         out.push('\n');
     }
-    for r in results {
+    if let Some(w) = warmup {
+        out.push_str(&format!(
+            "warmup: {} at the first step's value, not counted (not in steps.tsv, the answer or --fail-on)\n",
+            span(Duration::from_secs_f64(w.duration_s))
+        ));
+    }
+    for &r in results {
+        let name = if r.number == 0 {
+            "warmup".to_string()
+        } else {
+            format!("step {}", r.number)
+        };
         for reason in &r.reasons {
-            out.push_str(&format!(
-                "step {}: trust {}: {reason}\n",
-                r.number,
-                r.trust.name()
-            ));
+            out.push_str(&format!("{name}: trust {}: {reason}\n", r.trust.name()));
         }
         for reason in &r.server_reasons {
-            out.push_str(&format!(
-                "step {}: server {}: {reason}\n",
-                r.number,
-                r.server.name()
-            ));
+            out.push_str(&format!("{name}: server {}: {reason}\n", r.server.name()));
         }
         if let Some(why) = r.probe.as_ref().and_then(|p| p.reason.as_ref()) {
             let p = r.probe.as_ref().expect("a reason is a probe's");
             out.push_str(&format!(
-                "step {}: {} {}: {why}\n",
-                r.number,
+                "{name}: {} {}: {why}\n",
                 p.role.name(),
                 p.class.name()
             ));
         }
         for note in &r.notes {
-            out.push_str(&format!("step {}: note: {note}\n", r.number));
+            out.push_str(&format!("{name}: note: {note}\n"));
         }
     }
     out

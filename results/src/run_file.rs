@@ -65,6 +65,10 @@ pub struct PlanEcho {
     pub timeout_s: f64,
     #[serde(default)]
     pub urls_order: String,
+    /// `--warmup`: how long the load before the first step lasted (a planned run's; a search's is
+    /// under `find_max`). Absent without one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub warmup_s: Option<f64>,
     /// Keys this build does not know, kept as they were.
     #[serde(flatten)]
     pub other: std::collections::BTreeMap<String, serde_json::Value>,
@@ -184,6 +188,11 @@ pub struct RunFile {
     /// A capacity search's answer (`stampede find-max`); absent for a planned run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub capacity: Option<crate::search::Capacity>,
+    /// A planned run's `--warmup`: the load before its first step, at that step's value, measured
+    /// and kept here, never counted (not in `steps`, the summary or a --fail-on). Its `step` is 0.
+    /// Absent without one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub warmup: Option<StepResult>,
 }
 
 /// A key that is there, even as null, is `Some`: serde's own `Option` reads null as absent.
@@ -274,6 +283,7 @@ impl RunFile {
             stopped: None,
             fail_on: None,
             capacity: None,
+            warmup: None,
         }
     }
 

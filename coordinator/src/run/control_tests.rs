@@ -856,3 +856,133 @@ async fn a_find_max_probe_that_lost_an_agent_is_invalid_not_a_pass() {
     );
     assert_eq!(first.lost_load.first().map(|l| l.agent.as_str()), Some("b"));
 }
+
+/// The (step, length in ms) of every share the agent was asked to prepare.
+fn prepared_lengths(log: &Log) -> Vec<(u32, u64)> {
+    let log = log.lock().unwrap();
+    log.iter()
+        .filter_map(|(_, d)| match d {
+            Down::PrepareStep(p) => Some((p.step, p.duration_ms)),
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_warmup_ran_before_step_1_and_counted_for_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    // The warmup serves 20 of its 40 requests (50 %), a breach of --fail-on and --stop-on; the
+    // steps serve all of theirs.
+    let cfg = config(
+        dir.path(),
+        "--warmup 4s --fail-on ok_rate<80% --stop-on ok_rate<80%",
+    );
+    let agent = Script::default().claim(0, served(20)).claim(1, served(40));
+    let (outcome, logs) = run_scripted(cfg, vec![agent], Stop::default()).await;
+    let outcome = outcome.unwrap();
+    // Sent first, at step 1's rate, for its own length; then the plan's steps.
+    assert_eq!(
+        prepared_lengths(&logs[0]),
+        vec![(0, 4000), (0, 2000), (1, 2000)]
+    );
+    let log = logs[0].lock().unwrap();
+    let started: Vec<Instant> = log
+        .iter()
+        .filter(|(_, d)| starts(d))
+        .map(|(at, _)| *at)
+        .collect();
+    drop(log);
+    assert_eq!(started.len(), 3);
+    assert!(
+        secs(started[1] - started[0]) >= 4.0,
+        "step 1 began after the warmup ended"
+    );
+    // Not a step: not among them, not judged, not in the answer.
+    let warmup = outcome.warmup.as_ref().expect("the warmup is kept");
+    assert_eq!((warmup.number, warmup.step_value), (0, 10.0));
+    assert!(warmup.ok_rate < 8.0, "{}", warmup.ok_rate);
+    assert!(
+        warmup.notes.iter().all(|n| !n.starts_with("--")),
+        "{:?}",
+        warmup.notes
+    );
+    let numbers: Vec<u32> = outcome.steps.iter().map(|r| r.number).collect();
+    assert_eq!(numbers, vec![1, 2]);
+    assert!(outcome.breaches.is_empty(), "{:?}", outcome.breaches);
+    assert!(outcome.stopped.is_none() && !outcome.aborted);
+    let json = run_json(dir.path());
+    assert_eq!(json["warmup"]["step"], 0);
+    assert_eq!(json["plan"]["warmup_s"], 4.0);
+    assert_eq!(json["steps"].as_array().map(Vec::len), Some(2));
+    assert_eq!(json["summary"]["kept_up_step"], 2);
+    assert_eq!(json["fail_on"], serde_json::json!([]));
+    let tsv = std::fs::read_to_string(dir.path().join("steps.tsv")).unwrap();
+    assert_eq!(tsv.lines().count(), 3, "a header and the two steps:\n{tsv}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn without_a_warmup_the_steps_are_all_there_is() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path(), "--warmup 0s");
+    let (outcome, logs) = run_scripted(cfg, vec![Script::default()], Stop::default()).await;
+    assert!(outcome.unwrap().warmup.is_none());
+    assert_eq!(prepared_lengths(&logs[0]), vec![(0, 2000), (1, 2000)]);
+    let json = run_json(dir.path());
+    assert!(json.get("warmup").is_none() && json["plan"].get("warmup_s").is_none());
+}
+
+#[tokio::test(start_paused = true)]
+async fn side_by_side_each_target_warmed_up_right_before_its_first_step() {
+    let dir = tempfile::tempdir().unwrap();
+    let line = format!(
+        "stampede run a=http://127.0.0.1:9/x b=http://127.0.0.1:9/y --model requests --steps 10,20 \
+         --step-duration 2s --timeout 1s --warmup 3s --out {}",
+        dir.path().display()
+    );
+    let cli = crate::cli::parse_from(line.split_whitespace()).expect("a valid command line");
+    let crate::cli::Command::Run(args) = cli.command else {
+        unreachable!("a run command line")
+    };
+    let Ok(crate::config::Runs::Side(side)) = crate::config::resolve_runs(*args) else {
+        panic!("two targets run side by side")
+    };
+    let (link, log) = fake_agent::spawn(Script::default());
+    let links = vec![("agent".to_string(), Expect::Load, link)];
+    let runs = run_lanes(side.runs, Stop::default(), Some(links), None, None)
+        .await
+        .unwrap();
+    let sent: Vec<String> = {
+        let log = log.lock().unwrap();
+        log.iter()
+            .filter_map(|(_, d)| match d {
+                Down::Configure(c) => {
+                    let url = &c.requests[0].url;
+                    Some(format!("configure {}", &url[url.rfind('/').unwrap()..]))
+                }
+                Down::PrepareStep(p) => Some(format!("prepare {} {}ms", p.step, p.duration_ms)),
+                _ => None,
+            })
+            .collect()
+    };
+    // After the checks, a's warmup then its step 1, b's warmup then its step 1; step 2 on each.
+    assert_eq!(
+        sent[2..],
+        [
+            "configure /x",
+            "prepare 0 3000ms",
+            "prepare 0 2000ms",
+            "configure /y",
+            "prepare 0 3000ms",
+            "prepare 0 2000ms",
+            "configure /x",
+            "prepare 1 2000ms",
+            "configure /y",
+            "prepare 1 2000ms"
+        ]
+    );
+    for run in &runs {
+        assert_eq!(run.warmup.as_ref().map(|w| w.number), Some(0));
+        assert_eq!(run.steps.len(), 2);
+        assert_eq!(run_json(&run.dir)["warmup"]["step_value"], 10.0);
+    }
+}

@@ -1,6 +1,7 @@
 //! One target's side of a run: its configuration, results directory, thresholds, steps so far and
 //! how its ramp ended. A run of one target has one lane; a side-by-side run one per target, driven
-//! over one fleet in turn by `ramp`.
+//! over one fleet in turn by `ramp`. A planned run's warmup runs right before the lane's first step,
+//! in the same turn, so no other target's load comes between them.
 use results::run_file::RunStatus;
 use results::search::Capacity;
 use results::step::{self, StepResult};
@@ -28,6 +29,8 @@ pub(super) struct Lane<'a> {
     pub ended: Option<super::Ramped>,
     /// A search's answer, once the lane has finished.
     pub capacity: Option<Capacity>,
+    /// A planned run's warmup, once run: never among `results`.
+    pub warmup: Option<StepResult>,
 }
 
 /// What a lane's step means for the run.
@@ -63,6 +66,7 @@ impl<'a> Lane<'a> {
             progress,
             ended: None,
             capacity: None,
+            warmup: None,
         }
     }
 
@@ -75,32 +79,25 @@ impl<'a> Lane<'a> {
     /// Runs one step of this lane and writes it; ends the lane's ramp when --stop-on says so.
     // Dropping the step at an await leaves no half of it on disk: it is written in one synchronous
     // stretch at its end (its row and hlog, then run.json with the summary).
+    /// A warmup (a spec not counted) is run first, then the step after it, in the same turn.
     pub async fn step(
         &mut self,
         fleet: &mut Fleet,
-        spec: StepSpec,
+        mut spec: StepSpec,
         stop: &Stop,
     ) -> Result<After, RunError> {
-        self.watch.baseline_p50_ms = baseline_p50(&self.results);
-        let cx = StepCx {
-            cfg: self.cfg,
-            progress: &self.progress,
-            drain: &stop.drain,
-            earlier: &self.results,
-            steps: self.source.planned(),
-            outlasts_overruns: self.source.outlasts_overruns(),
-        };
-        if !spec.pause.is_zero() {
-            tokio::select! {
-                () = tokio::time::sleep(spec.pause) => {}
-                () = stop.drain.cancelled() => return Ok(After::AbortAll),
-                () = stop.now.cancelled() => return Ok(After::AbortAll),
+        if !spec.counted {
+            if self.warm_up(fleet, spec, stop).await? == After::AbortAll {
+                return Ok(After::AbortAll);
             }
+            let Some(next) = self.source.next(None) else {
+                self.ended = Some(super::Ramped::default());
+                return Ok(After::Next);
+            };
+            spec = next;
         }
-        let source = self.source.as_mut();
-        let StepOutcome { result, end_run } = tokio::select! {
-            step = run_step(fleet, &cx, spec, &mut self.out, &mut self.watch, source) => step?,
-            _ = stop.now.cancelled() => return Ok(After::AbortAll),
+        let Some(StepOutcome { result, end_run }) = self.run_one(fleet, spec, stop).await? else {
+            return Ok(After::AbortAll);
         };
         // A step that overran its own deadline (nobody stopped it) ends a planned run; a search
         // counts it as a probe the generator could not carry, and goes on.
@@ -141,6 +138,56 @@ impl<'a> Lane<'a> {
             self.stop_ramp(spec, because, not_run);
         }
         Ok(After::Next)
+    }
+
+    /// Runs a warmup and keeps it apart from the steps. One cut short (an interrupt, an overrun, a
+    /// lost agent under `abort`) ends the run as a step cut short would.
+    async fn warm_up(
+        &mut self,
+        fleet: &mut Fleet,
+        spec: StepSpec,
+        stop: &Stop,
+    ) -> Result<After, RunError> {
+        let Some(StepOutcome { result, end_run }) = self.run_one(fleet, spec, stop).await? else {
+            return Ok(After::AbortAll);
+        };
+        let aborted = result.aborted || end_run.is_some();
+        self.warmup = Some(result);
+        if aborted || stop.drain.is_cancelled() || stop.now.is_cancelled() {
+            return Ok(After::AbortAll);
+        }
+        Ok(After::Next)
+    }
+
+    /// Runs one step (after its pause) and writes it, or `None` when the run is stopped before it
+    /// ends.
+    async fn run_one(
+        &mut self,
+        fleet: &mut Fleet,
+        spec: StepSpec,
+        stop: &Stop,
+    ) -> Result<Option<StepOutcome>, RunError> {
+        self.watch.baseline_p50_ms = baseline_p50(&self.results);
+        let cx = StepCx {
+            cfg: self.cfg,
+            progress: &self.progress,
+            drain: &stop.drain,
+            earlier: &self.results,
+            steps: self.source.planned(),
+            outlasts_overruns: self.source.outlasts_overruns(),
+        };
+        if !spec.pause.is_zero() {
+            tokio::select! {
+                () = tokio::time::sleep(spec.pause) => {}
+                () = stop.drain.cancelled() => return Ok(None),
+                () = stop.now.cancelled() => return Ok(None),
+            }
+        }
+        let source = self.source.as_mut();
+        tokio::select! {
+            step = run_step(fleet, &cx, spec, &mut self.out, &mut self.watch, source) => step.map(Some),
+            _ = stop.now.cancelled() => Ok(None),
+        }
     }
 
     /// Ends this lane's ramp after `spec` (--stop-on), saying so; other lanes go on.
@@ -225,6 +272,7 @@ impl<'a> Lane<'a> {
             stopped: ramped.stopped,
             breaches: self.watch.breaches,
             capacity: self.capacity,
+            warmup: self.warmup,
         }
     }
 }

@@ -93,6 +93,8 @@ pub struct RunOutcome {
     pub breaches: Vec<Breach>,
     /// A capacity search's answer.
     pub capacity: Option<results::search::Capacity>,
+    /// A planned run's `--warmup`, as it ran: not among `steps`.
+    pub warmup: Option<StepResult>,
 }
 
 pub use results::run_file::{Breach, Stopped};
@@ -317,7 +319,7 @@ async fn run_in(
                 let line = probes.plan_line();
                 (Box::new(probes), Some(line))
             }
-            None => (Box::new(Planned::new(cfg.plan.steps())), None),
+            None => (Box::new(Planned::new(cfg.plan.steps(), cfg.warmup)), None),
         };
         // This target's own server and those behind them all; no other target's.
         let lane = cfg.label.as_deref();
@@ -331,7 +333,7 @@ async fn run_in(
         if !cfg.quiet {
             let line = match line {
                 Some(l) => format!("{l}; results in {}", out.dir().display()),
-                None => progress::plan_line(&cfg.plan, plan_total(cfg), out.dir()),
+                None => progress::plan_line(&cfg.plan, cfg.warmup, plan_total(cfg), out.dir()),
             };
             eprintln!(
                 "{}{line}",

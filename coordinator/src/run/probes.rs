@@ -143,6 +143,7 @@ impl Probes {
             length: Some(Duration::from_secs_f64(length)),
             pause: self.pause_before(index),
             role: Some(role),
+            counted: true,
         }
     }
 

@@ -1,6 +1,7 @@
 //! Where the run's steps come from: a source that gives the next step's spec, knowing the result of
 //! the last: the plan's fixed list ([`Planned`]), or a capacity search deciding each probe from the
-//! last one's result (`probes::Probes`).
+//! last one's result (`probes::Probes`). A planned run's `--warmup` is a step of its own before the
+//! first, at the first's value, not counted: the lane runs it and records it apart.
 use std::time::Duration;
 
 use results::search::{Capacity, ProbeRole};
@@ -20,6 +21,10 @@ pub struct StepSpec {
     /// Idle time before the step (a search's --cooldown), cut short by an interrupt.
     pub pause: Duration,
     pub role: Option<ProbeRole>,
+    /// False for a planned run's warmup: run, shown and recorded apart, never a step of the results
+    /// (not in steps.tsv, the summary, or judged by --stop-on/--fail-on). A search's warmup is one of
+    /// its probes, counted as such (a row marked with its role).
+    pub counted: bool,
 }
 
 impl StepSpec {
@@ -31,6 +36,17 @@ impl StepSpec {
             length: None,
             pause: Duration::ZERO,
             role: None,
+            counted: true,
+        }
+    }
+
+    /// A planned run's warmup: the first step's load, for `length`, not counted. Its protocol index
+    /// is the first step's (an agent prepares and starts whatever index it is given, one at a time).
+    pub fn warmup(value: f64, length: Duration) -> StepSpec {
+        StepSpec {
+            length: Some(length),
+            counted: false,
+            ..StepSpec::planned(0, value)
         }
     }
 }
@@ -69,17 +85,21 @@ pub enum Ended {
     Failed,
 }
 
-/// The plan's steps, in order, whatever their results.
+/// The plan's steps, in order, whatever their results; its warmup before the first.
 pub struct Planned {
     values: Vec<f64>,
     next: usize,
+    /// Still to run before the first step.
+    warmup: Option<Duration>,
 }
 
 impl Planned {
-    pub fn new(values: &[f64]) -> Planned {
+    /// The plan's `values`, after a warmup of `warmup` (none when zero).
+    pub fn new(values: &[f64], warmup: Option<Duration>) -> Planned {
         Planned {
             values: values.to_vec(),
             next: 0,
+            warmup: warmup.filter(|w| !w.is_zero()),
         }
     }
 }
@@ -87,6 +107,9 @@ impl Planned {
 impl StepSource for Planned {
     fn next(&mut self, _last: Option<&StepResult>) -> Option<StepSpec> {
         let value = *self.values.get(self.next)?;
+        if let Some(length) = self.warmup.take() {
+            return Some(StepSpec::warmup(value, length));
+        }
         let spec = StepSpec::planned(self.next, value);
         self.next += 1;
         Some(spec)
@@ -113,13 +136,20 @@ pub fn shares(cfg: &RunConfig, spec: StepSpec, weights: &[u64]) -> Vec<StepShare
     }
 }
 
-/// The plan's own steps, as specs.
+/// The plan's own steps, as specs, after its warmup if it has one (as [`Planned`] gives them).
 pub fn planned(cfg: &RunConfig) -> impl Iterator<Item = StepSpec> + '_ {
-    cfg.plan
-        .steps()
-        .iter()
-        .enumerate()
-        .map(|(index, &value)| StepSpec::planned(index, value))
+    let steps = cfg.plan.steps();
+    let warmup = cfg
+        .warmup
+        .filter(|w| !w.is_zero())
+        .zip(steps.first())
+        .map(|(length, &value)| StepSpec::warmup(value, length));
+    warmup.into_iter().chain(
+        steps
+            .iter()
+            .enumerate()
+            .map(|(index, &value)| StepSpec::planned(index, value)),
+    )
 }
 
 #[cfg(test)]
@@ -128,7 +158,7 @@ mod tests {
 
     #[test]
     fn the_plan_gives_its_steps_in_order_then_ends() {
-        let mut s = Planned::new(&[10.0, 20.0, 30.0]);
+        let mut s = Planned::new(&[10.0, 20.0, 30.0], Some(Duration::ZERO));
         assert_eq!(s.not_run(), vec![10.0, 20.0, 30.0]);
         let first = s.next(None).unwrap();
         assert_eq!(first, StepSpec::planned(0, 10.0));
@@ -138,5 +168,25 @@ mod tests {
         assert_eq!(s.next(None), None);
         assert_eq!(s.next(None), None, "stays ended");
         assert!(s.not_run().is_empty());
+    }
+
+    #[test]
+    fn a_warmup_came_first_at_the_first_steps_value_and_uncounted() {
+        let mut s = Planned::new(&[10.0, 20.0], Some(Duration::from_secs(3)));
+        let warm = s.next(None).unwrap();
+        assert_eq!(warm, StepSpec::warmup(10.0, Duration::from_secs(3)));
+        assert!(!warm.counted);
+        assert_eq!(warm.length, Some(Duration::from_secs(3)));
+        assert_eq!(
+            s.not_run(),
+            vec![10.0, 20.0],
+            "the warmup is no step of the plan"
+        );
+        assert_eq!(s.planned(), Some(2));
+        let first = s.next(None).unwrap();
+        assert_eq!(first, StepSpec::planned(0, 10.0));
+        assert!(first.counted);
+        assert_eq!(s.next(None).unwrap(), StepSpec::planned(1, 20.0));
+        assert_eq!(s.next(None), None);
     }
 }

@@ -160,6 +160,12 @@ pub async fn run_step(
     let (mut result, hlog, distribution) =
         summarise(fleet, cx, spec, prepared, &started, collected, watch);
     observe_server(fleet, &mut result, &started, cx).await;
+    if !spec.counted {
+        // A warmup: shown, and kept apart in run.json; no threshold judges it, no table holds it.
+        cx.progress.step_done(&result, cx.steps);
+        out.record_warmup(&result)?;
+        return Ok(StepOutcome { result, end_run });
+    }
     watch.judge(&mut result, spec.index + 1);
     source.judge(&spec, &mut result);
     cx.progress.step_done(&result, cx.steps);
@@ -565,6 +571,15 @@ impl<'a> Collecting<'a> {
     }
 }
 
+/// The step's number as people read it: counted from 1; 0 for a warmup, which is no step of theirs.
+fn step_number(spec: StepSpec) -> u32 {
+    if spec.counted {
+        spec.index as u32 + 1
+    } else {
+        0
+    }
+}
+
 /// The step's result from what was collected, its latency per interval for the hlog, and its merged
 /// latency's percentile distribution for the .hgrm.
 fn summarise(
@@ -610,7 +625,7 @@ fn summarise(
         .collect::<Vec<AgentInput>>();
     let mut result = step::summarize(&StepInput {
         // Counted from 1 in everything people read; `index` stays the protocol's.
-        number: spec.index as u32 + 1,
+        number: step_number(spec),
         model: plan.model(),
         value: spec.value,
         demanded_rate: plan.demanded_request_rate(spec.value),
@@ -714,7 +729,7 @@ fn show_progress(
     let secs = seq.length.as_secs_f64().max(1e-9);
     let elapsed = seq.offset + seq.length;
     cx.progress.tick(&Tick {
-        number: spec.index as u32 + 1,
+        number: step_number(spec),
         steps: cx.steps,
         role: spec.role.map(|r| r.name()),
         elapsed,
