@@ -220,7 +220,9 @@ fn three_real_servers_ramped_side_by_side_rank_by_their_true_knees_each_with_its
         .map(|r| r["label"].as_str().unwrap())
         .collect();
     assert_eq!(order, ["nginx", "node", "ref"], "{}", compared["ranking"]);
-    let table = &stdout[stdout.rfind("ranking, best first:").expect("stdout's ranking")..];
+    let table = &stdout[stdout
+        .rfind("ranking, best first:")
+        .expect("stdout's ranking")..];
     let ranked: Vec<&str> = table
         .lines()
         .skip(2)
