@@ -7,6 +7,10 @@ use serde::{Deserialize, Serialize};
 use shared::metrics::{Counters, ErrorClass, FirstErrors};
 use shared::status::{StatusCodes, StatusSet};
 
+/// A latency rise is the generator's, not the server's, when the generator's lag p99 is at least
+/// this share of it: a find-max breach is then invalid, a knee the generator's.
+pub const LAG_SHARE: f64 = 0.5;
+
 /// Any generator thread busier than this may be limiting the load (Hyperfoil's watchdog uses 80 %).
 pub const CPU_DEGRADED_PCT: f64 = 80.0;
 /// Past this the generator is saturated.

@@ -9,9 +9,7 @@ pub const SHORTFALL_RATIO: f64 = 0.95;
 /// Served below this share of the best that a rate no higher served, throughput is collapsing as
 /// the load grows: a fail.
 pub const COLLAPSE_RATIO: f64 = 0.9;
-/// A latency breach is the generator's, not the server's, when the generator's lag p99 is at least
-/// this share of the latency that breached.
-pub const LAG_SHARE: f64 = 0.5;
+pub use crate::verdict::LAG_SHARE;
 /// A percentile pNN is judged only with at least this many samples beyond it, i.e. `k / (1 - q)`
 /// samples in all: at k = 10 the tail the percentile sits in holds ten requests, so no one or two
 /// stragglers decide it (at k = 1 a single request would set p99 from 100 samples); 1,000 for p99,

@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::step::{KEPT_UP_RATIO, ProbeRole, StepResult, human, human_ms, judged};
-use crate::verdict::{self, CPU_LIMIT_PCT, THREAD_LIMIT_PCT};
+use crate::verdict::{self, CPU_LIMIT_PCT, LAG_SHARE, THREAD_LIMIT_PCT};
 
 /// Why the knee is where it is. When several hold at the knee's step, `cause` is the first of
 /// these in this order and the others are in [`Knee::also`].
@@ -127,7 +127,15 @@ pub fn causes(ramp: &[&StepResult], i: usize) -> Vec<KneeCause> {
             && r.latency_ms.p99 >= LATENCY_RATIO * low
             && r.latency_ms.p99 >= LATENCY_FLOOR_MS
     }) {
-        out.push(KneeCause::Latency);
+        // Half of it the generator's own lateness could account for (find-max's rule for a
+        // breach): the rise says nothing certain of the server.
+        if r.generator.lag_p99_ms >= LAG_SHARE * r.latency_ms.p99 {
+            if !out.contains(&KneeCause::GeneratorBound) {
+                out.insert(0, KneeCause::GeneratorBound);
+            }
+        } else {
+            out.push(KneeCause::Latency);
+        }
     }
     if flattened(previous(&ramp[..i]), r) {
         out.push(KneeCause::Plateau);
@@ -507,6 +515,27 @@ mod tests {
             ),
             "{answer}"
         );
+    }
+
+    /// A p99 that rose with the generator's own lag (a loaded generator box) is not the server's
+    /// knee when the lag is half of it; below that share the rise is the server's.
+    #[test]
+    fn a_latency_rise_half_of_it_the_generators_lag_is_the_generators_knee() {
+        let mut steps = ramp(&[100.0, 200.0, 300.0, 400.0]);
+        p99s(&mut steps, &[2.0, 2.0, 40.0, 60.0]);
+        for r in &mut steps[2..] {
+            r.generator.lag_p99_ms = 25.0;
+        }
+        let k = find(&steps).unwrap();
+        assert_eq!((k.step_value, k.cause), (300.0, KneeCause::GeneratorBound));
+        assert!(!k.servers);
+        assert!(!k.also.contains(&KneeCause::Latency), "{:?}", k.also);
+        for r in &mut steps[2..] {
+            r.generator.lag_p99_ms = 8.0;
+        }
+        let k = find(&steps).unwrap();
+        assert_eq!((k.step_value, k.cause), (300.0, KneeCause::Latency));
+        assert!(k.servers);
     }
 
     #[test]
