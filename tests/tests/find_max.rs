@@ -560,10 +560,11 @@ fn step_shaping_flags_are_refused_naming_the_search_s_own() {
         "{}",
         text(&o.stderr)
     );
-    let o = stampede(&["find-max", "a=http://127.0.0.1:9/", "b=http://127.0.0.1:8/"]);
+    // Several targets are searched side by side, each named.
+    let o = stampede(&["find-max", "a=http://127.0.0.1:9/", "http://127.0.0.1:8/"]);
     assert_eq!(o.status.code(), Some(2));
     assert!(
-        text(&o.stderr).contains("one target"),
+        text(&o.stderr).contains("target 2 (http://127.0.0.1:8/) has no label"),
         "{}",
         text(&o.stderr)
     );

@@ -836,8 +836,11 @@ async fn a_find_max_probe_that_lost_an_agent_is_invalid_not_a_pass() {
         .into_iter()
         .map(|(name, s)| (name.to_string(), Expect::Load, fake_agent::spawn(s).0))
         .collect();
+    let crate::config::Runs::One(run) = cfg.runs else {
+        unreachable!("one target")
+    };
     let mut runs = run_lanes(
-        vec![cfg.run],
+        vec![*run],
         Stop::default(),
         Some(links),
         None,
