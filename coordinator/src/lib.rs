@@ -44,21 +44,7 @@ pub async fn execute(command: Command, stop: Stop) -> u8 {
             }
         },
         Command::Demo(args) => finish(demo::run(args, stop).await),
-        Command::FindMax(args) => match config::resolve_find_max(*args) {
-            Ok(cfg) => {
-                say_notes(&cfg.runs.first().notes);
-                match cfg.runs {
-                    config::Runs::One(run) => found(run::find_max(*run, cfg.setup, stop).await),
-                    config::Runs::Side(side) => {
-                        found_side(run::find_max_side(side, cfg.setup, stop).await)
-                    }
-                }
-            }
-            Err(e) => {
-                eprintln!("stampede: {e}");
-                2
-            }
-        },
+        Command::FindMax(args) => find_max(*args, stop).await,
         Command::Compare(args) => compared(args),
         Command::Certs(cmd) => {
             let made = match cmd {
@@ -148,6 +134,22 @@ pub async fn execute(command: Command, stop: Stop) -> u8 {
                 }
             }
         }
+    }
+}
+
+/// `stampede find-max`: one search, or one per target side by side.
+async fn find_max(args: cli::FindMaxArgs, stop: Stop) -> u8 {
+    let cfg = match config::resolve_find_max(args) {
+        Ok(cfg) => cfg,
+        Err(e) => {
+            eprintln!("stampede: {e}");
+            return 2;
+        }
+    };
+    say_notes(&cfg.runs.first().notes);
+    match cfg.runs {
+        config::Runs::One(run) => found(run::find_max(*run, cfg.setup, stop).await),
+        config::Runs::Side(side) => found_side(run::find_max_side(side, cfg.setup, stop).await),
     }
 }
 
