@@ -38,7 +38,8 @@ pub enum Command {
     Compare(CompareArgs),
     /// Find the highest rate the target sustains under SLOs: grow, bisect, confirm both bounds;
     /// probes the generator cannot be trusted on are never bounds. Takes `run`'s target, workload,
-    /// fleet, TLS, monitor and output flags; the search chooses the steps.
+    /// fleet, TLS, monitor and output flags; the search chooses the steps. Several NAME=URL targets
+    /// are searched side by side and ranked.
     #[command(name = "find-max", after_help = FIND_MAX_EXAMPLES)]
     FindMax(Box<FindMaxArgs>),
 }
@@ -47,8 +48,9 @@ const FIND_MAX_EXAMPLES: &str = "Examples:
   stampede find-max http://127.0.0.1:8080/ --slo 'p99<50ms' --model requests
   stampede find-max http://127.0.0.1:8080/ --slo 'p99<20ms' --slo 'failed<0.1%' --start 1000 --max-rate 50000 --probe 5s
   stampede find-max http://10.0.0.5/ --slo 'p999<200ms' --agents a1:7700,a2:7700 --tls-ca ca.crt --tls-cert c.crt --tls-key c.key
+  stampede find-max nginx=http://127.0.0.1:8080/ go=http://127.0.0.1:8081/ --slo 'p99<50ms' --model requests
 
-Exit codes: 0 resolved (both bounds found and confirmed), 1 the run failed or was interrupted (the bounds so far are in run.json), 2 usage or configuration error, 4 lower_bound_only (a pass at the ceiling: not a maximum), 5 generator_bound (the generator is the limit: add agents), 6 doomed (the start rate already fails), 7 server_unrecovered (after an overload with errors a passing rate failed too), 8 deadline (time or probe budget ran out: the bounds so far).";
+Exit codes: 0 resolved (both bounds found and confirmed), 1 the run failed or was interrupted (the bounds so far are in run.json), 2 usage or configuration error, 4 lower_bound_only (a pass at the ceiling: not a maximum), 5 generator_bound (the generator is the limit: add agents), 6 doomed (the start rate already fails), 7 server_unrecovered (after an overload with errors a passing rate failed too), 8 deadline (time or probe budget ran out: the bounds so far). With several NAME=URL targets, one search each, their probes interleaved: the worst target's (1, then 6, 7, 5, 8, 4; 0 when all resolved).";
 
 /// `run`'s settings find-max chooses itself: each one's clap id (hidden from find-max's help), its
 /// flag, the search's flag to use instead, and whether a command line gave it. The one list that

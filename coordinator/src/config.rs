@@ -1174,6 +1174,28 @@ const SEARCH_WARMUP: Duration = Duration::from_secs(2);
 
 /// The search's own warmup, a probe at --start: `--warmup` (the flag or the plan file's key, checked
 /// with the run's settings) taken from the run, whose planned warmup it is not.
+/// The search's settings as every target's run.json records them.
+fn search_echo(
+    slos: &[results::condition::Condition],
+    config: &results::search::Config,
+    max_rate: Option<f64>,
+    warmup: Duration,
+    cooldown: Duration,
+) -> results::run_file::SearchEcho {
+    results::run_file::SearchEcho {
+        slos: slos.iter().map(ToString::to_string).collect(),
+        start: config.start,
+        max_rate,
+        precision_pct: config.precision * 100.0,
+        probe_s: config.probe_s,
+        confirm_s: config.confirm_s,
+        repeat: config.repeat,
+        warmup_s: warmup.as_secs_f64(),
+        cooldown_s: cooldown.as_secs_f64(),
+        deadline_s: config.deadline_s,
+    }
+}
+
 fn search_warmup(run: &mut RunConfig) -> Duration {
     run.echo.warmup_s = None;
     run.warmup.take().unwrap_or(SEARCH_WARMUP)
@@ -1191,10 +1213,29 @@ pub struct SearchSetup {
     pub cooldown: Duration,
 }
 
-/// `stampede find-max`'s configuration: the run's (its steps the search's probes) and the search's.
+/// `stampede find-max`'s configuration: the run's (its steps the search's probes), or with several
+/// `NAME=URL` targets one per target side by side (each searched on its own, under the same SLOs),
+/// and the search's.
 pub struct FindMaxConfig {
-    pub run: RunConfig,
+    pub runs: Runs,
     pub setup: SearchSetup,
+}
+
+impl Runs {
+    /// The first (or only) target's configuration.
+    pub fn first(&self) -> &RunConfig {
+        match self {
+            Runs::One(cfg) => cfg,
+            Runs::Side(side) => &side.runs[0],
+        }
+    }
+
+    fn each_mut(&mut self) -> &mut [RunConfig] {
+        match self {
+            Runs::One(cfg) => std::slice::from_mut(cfg.as_mut()),
+            Runs::Side(side) => &mut side.runs,
+        }
+    }
 }
 
 /// Builds a search's configuration: `run`'s from the flags and plan file (the steps left to the
@@ -1226,13 +1267,7 @@ pub fn resolve_find_max(args: crate::cli::FindMaxArgs) -> Result<FindMaxConfig, 
             steps: Some(crate::cli::Steps(vec![start])),
             ..args.clone()
         };
-        match resolve_runs(args)? {
-            Runs::One(cfg) => Ok(*cfg),
-            Runs::Side(side) => Err(ConfigError::Search(format!(
-                "find-max searches one target; {} were given (run each search on its own, then `stampede compare` them)",
-                side.runs.len()
-            ))),
-        }
+        resolve_runs(args)
     };
     if let Some(r) = search.start.filter(|r| !(r.0.is_finite() && r.0 > 0.0)) {
         return Err(ConfigError::Search(
@@ -1244,13 +1279,16 @@ pub fn resolve_find_max(args: crate::cli::FindMaxArgs) -> Result<FindMaxConfig, 
         None => {
             let run = resolve_at(100.0)?;
             // The model may come from a plan file: known only once resolved.
-            if run.plan.model() == LoadModel::Concurrency {
+            if run.first().plan.model() == LoadModel::Concurrency {
                 (10.0, resolve_at(10.0)?)
             } else {
                 (100.0, run)
             }
         }
     };
+    let mut runs = run;
+    // Every target's configuration comes from the same flags and plan file: the first speaks for all.
+    let run = runs.first();
     // A plan file may hold them too: refused as the flags are, not kept and ignored.
     if !run.thresholds.stop_on.is_empty() || !run.thresholds.fail_on.is_empty() {
         return Err(ConfigError::Search(
@@ -1295,22 +1333,17 @@ pub fn resolve_find_max(args: crate::cli::FindMaxArgs) -> Result<FindMaxConfig, 
     if config.max_rate > plan::MAX_RATE {
         return Err(PlanError::RateRange(config.max_rate).into());
     }
-    let mut run = run;
-    let warmup = search_warmup(&mut run);
-    run.echo.find_max = Some(results::run_file::SearchEcho {
-        slos: slos.iter().map(ToString::to_string).collect(),
-        start: config.start,
-        max_rate,
-        precision_pct: precision * 100.0,
-        probe_s: config.probe_s,
-        confirm_s: config.confirm_s,
-        repeat: config.repeat,
-        warmup_s: warmup.as_secs_f64(),
-        cooldown_s: cooldown.as_secs_f64(),
-        deadline_s: config.deadline_s,
-    });
+    // The search's warmup is its own (a probe at --start): no target's planned run warms up too.
+    let mut warmup = SEARCH_WARMUP;
+    for run in runs.each_mut() {
+        warmup = search_warmup(run);
+    }
+    let echo = search_echo(&slos, &config, max_rate, warmup, cooldown);
+    for run in runs.each_mut() {
+        run.echo.find_max = Some(echo.clone());
+    }
     Ok(FindMaxConfig {
-        run,
+        runs,
         setup: SearchSetup {
             search: config,
             slos,
@@ -1683,6 +1716,81 @@ mod tests {
             crate::cli::Command::Run(a) => resolve_runs(*a).map_err(|e| e.to_string()),
             _ => unreachable!("a run command line"),
         }
+    }
+
+    /// A `stampede find-max` command line as the binary resolves it, its error as the binary prints it.
+    fn search_of(line: &str) -> Result<FindMaxConfig, String> {
+        let argv = std::iter::once("stampede").chain(line.split_whitespace());
+        let cli = crate::cli::parse_from(argv)
+            .map_err(|e| shared::usage::one_line(&e, crate::cli::habit_hint))?;
+        match cli.command {
+            crate::cli::Command::FindMax(a) => resolve_find_max(*a).map_err(|e| e.to_string()),
+            _ => unreachable!("a find-max command line"),
+        }
+    }
+
+    #[test]
+    fn find_max_took_several_targets_each_named_and_refused_flags_as_for_one() {
+        let cfg = search_of(
+            "find-max go=http://h:1/ node=http://h:2/ --slo p99<50ms --model requests --out o",
+        )
+        .unwrap();
+        assert_eq!(cfg.setup.slos.len(), 1);
+        let Runs::Side(side) = cfg.runs else {
+            panic!("two targets side by side")
+        };
+        assert_eq!(side.dir, PathBuf::from("o"));
+        let got: Vec<_> = side
+            .runs
+            .iter()
+            .map(|c| {
+                (
+                    c.label.as_deref().unwrap(),
+                    c.plan.workload().origin().origin(),
+                    c.out.clone(),
+                    c.plan.steps().to_vec(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                (
+                    "go",
+                    "http://h:1".to_string(),
+                    PathBuf::from("o/go"),
+                    vec![100.0]
+                ),
+                (
+                    "node",
+                    "http://h:2".to_string(),
+                    PathBuf::from("o/node"),
+                    vec![100.0]
+                ),
+            ]
+        );
+        // Each target's run.json says it was a search, with the same settings.
+        let echoes: Vec<_> = side.runs.iter().map(|c| c.echo.find_max.clone()).collect();
+        assert!(echoes[0].is_some() && echoes[0] == echoes[1], "{echoes:?}");
+        // Several targets must each be named, and find-max's refusals hold for them all.
+        let e = search_of("find-max go=http://h:1/ http://h:2/ --slo p99<50ms")
+            .err()
+            .unwrap();
+        assert!(e.starts_with("target 2 (http://h:2/) has no label"), "{e}");
+        let e = search_of("find-max go=http://h:1/ node=http://h:2/ --steps 10,20")
+            .err()
+            .unwrap();
+        assert_eq!(
+            e,
+            "find-max chooses its own steps: --steps is not one of its flags (use --start and --max-rate)"
+        );
+        let e = search_of("find-max go=http://h:1/ node=http://h:2/ --label x")
+            .err()
+            .unwrap();
+        assert_eq!(
+            e,
+            "--label names a run of one target; several are named NAME=URL each"
+        );
     }
 
     #[test]
@@ -2216,9 +2324,12 @@ mod tests {
         };
         let f = search("find-max http://h:1/ --slo p99<50ms").unwrap();
         assert_eq!(f.setup.warmup, Duration::from_secs(2));
-        assert_eq!(f.run.echo.find_max.as_ref().unwrap().warmup_s, 2.0);
+        assert_eq!(f.runs.first().echo.find_max.as_ref().unwrap().warmup_s, 2.0);
         // The search's, not a planned run's: no second warmup, nothing in the plan's own key.
-        assert_eq!((f.run.warmup, f.run.echo.warmup_s), (None, None));
+        assert_eq!(
+            (f.runs.first().warmup, f.runs.first().echo.warmup_s),
+            (None, None)
+        );
         let f = search("find-max http://h:1/ --warmup 0s").unwrap();
         assert_eq!(f.setup.warmup, Duration::ZERO);
         let f = search("find-max http://h:1/ --warmup 7s").unwrap();

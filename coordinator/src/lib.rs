@@ -44,16 +44,7 @@ pub async fn execute(command: Command, stop: Stop) -> u8 {
             }
         },
         Command::Demo(args) => finish(demo::run(args, stop).await),
-        Command::FindMax(args) => match config::resolve_find_max(*args) {
-            Ok(cfg) => {
-                say_notes(&cfg.run.notes);
-                found(run::find_max(cfg.run, cfg.setup, stop).await)
-            }
-            Err(e) => {
-                eprintln!("stampede: {e}");
-                2
-            }
-        },
+        Command::FindMax(args) => find_max(*args, stop).await,
         Command::Compare(args) => compared(args),
         Command::Certs(cmd) => {
             let made = match cmd {
@@ -143,6 +134,22 @@ pub async fn execute(command: Command, stop: Stop) -> u8 {
                 }
             }
         }
+    }
+}
+
+/// `stampede find-max`: one search, or one per target side by side.
+async fn find_max(args: cli::FindMaxArgs, stop: Stop) -> u8 {
+    let cfg = match config::resolve_find_max(args) {
+        Ok(cfg) => cfg,
+        Err(e) => {
+            eprintln!("stampede: {e}");
+            return 2;
+        }
+    };
+    say_notes(&cfg.runs.first().notes);
+    match cfg.runs {
+        config::Runs::One(run) => found(run::find_max(*run, cfg.setup, stop).await),
+        config::Runs::Side(side) => found_side(run::find_max_side(side, cfg.setup, stop).await),
     }
 }
 
@@ -304,15 +311,7 @@ fn found(outcome: Result<run::RunOutcome, run::RunError>) -> u8 {
     };
     let mut text = progress::table(&o.steps);
     if let Some(c) = &o.capacity {
-        let n = c.probes.total();
-        text.push_str(&format!(
-            "capacity: {} ({n} probe{} in {})\nstatus: {} (exit {})\n",
-            c.answer,
-            if n == 1 { "" } else { "s" },
-            progress::span(Duration::from_secs_f64(c.elapsed_s)),
-            c.status.name(),
-            c.exit_code
-        ));
+        text.push_str(&capacity_lines(c, ""));
     }
     let report = o.dir.join(report_file::REPORT);
     text.push_str(&format!(
@@ -328,6 +327,80 @@ fn found(outcome: Result<run::RunOutcome, run::RunError>) -> u8 {
         Some(c) => c.exit_code,
         None => 1,
     }
+}
+
+/// Searches side by side, at their end: each target's probes and capacity under its label, where
+/// the results and the comparison are, and the targets ranked by the rate each sustained. The exit
+/// code is the worst target's (see [`worst_search`]).
+fn found_side(outcome: Result<run::SideOutcome, run::RunError>) -> u8 {
+    // What the run said on stderr as it went comes before its end.
+    progress::flush();
+    let side = match outcome {
+        Ok(side) => side,
+        Err(e) => {
+            eprintln!("stampede: {e}");
+            return e.exit_code();
+        }
+    };
+    let mut text = String::new();
+    for o in &side.runs {
+        let label = o.label.as_deref().unwrap_or_default();
+        text.push_str(&format!("== {label} ({}) ==\n", o.dir.display()));
+        text.push_str(&progress::table(&o.steps));
+        if let Some(c) = &o.capacity {
+            text.push_str(&capacity_lines(c, &format!(" ({label})")));
+        }
+    }
+    let compare = side.dir.join(output::BESIDE_FILES[0]);
+    match &side.compared {
+        Ok(_) => text.push_str(&format!("compare: {}\n", compare.display())),
+        Err(e) => eprintln!("stampede: {e}"),
+    }
+    text.push_str(&format!("results: {}\n", side.dir.display()));
+    let ranked: Vec<(&str, &results::search::Capacity)> = side
+        .runs
+        .iter()
+        .filter_map(|o| Some((o.label.as_deref().unwrap_or_default(), o.capacity.as_ref()?)))
+        .collect();
+    text.push_str(&results::search::capacity::ranking(&ranked));
+    text.push('\n');
+    if let Err(e) = print_out(&text) {
+        eprintln!("stampede: {e}; the results are in {}", side.dir.display());
+        return 1;
+    }
+    let codes: Vec<u8> = side
+        .runs
+        .iter()
+        .map(|o| o.capacity.as_ref().map_or(1, |c| c.exit_code))
+        .collect();
+    match worst_search(&codes) {
+        0 if side.compared.is_err() => 1,
+        code => code,
+    }
+}
+
+/// The exit code of several searches: the worst one's, worst meaning furthest from an answer to
+/// trust. 1 (a search failed or was interrupted: no answer) before 6 (doomed: even the start
+/// failed), 7 (server_unrecovered), 5 (generator_bound: the generator, not the server, was
+/// measured), 8 (deadline: bounds not narrowed), 4 (lower_bound_only: a pass at the ceiling), and
+/// 0 only when every search resolved.
+fn worst_search(codes: &[u8]) -> u8 {
+    const WORST_FIRST: [u8; 7] = [1, 6, 7, 5, 8, 4, 0];
+    let rank = |c: &u8| WORST_FIRST.iter().position(|w| w == c).unwrap_or(0);
+    codes.iter().copied().min_by_key(rank).unwrap_or(1)
+}
+
+/// A search's capacity and status, as stdout ends with them (`whose` after "capacity").
+fn capacity_lines(c: &results::search::Capacity, whose: &str) -> String {
+    let n = c.probes.total();
+    format!(
+        "capacity{whose}: {} ({n} probe{} in {})\nstatus{whose}: {} (exit {})\n",
+        c.answer,
+        if n == 1 { "" } else { "s" },
+        progress::span(Duration::from_secs_f64(c.elapsed_s)),
+        c.status.name(),
+        c.exit_code
+    )
 }
 
 /// A side-by-side run's end: each target's table and answer under its label, where the results and
@@ -418,5 +491,25 @@ fn exit_code(runs: &[run::RunOutcome]) -> u8 {
         3
     } else {
         0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn several_searches_exit_with_the_worst_one_s_code() {
+        assert_eq!(worst_search(&[0, 0]), 0);
+        assert_eq!(worst_search(&[0, 4]), 4);
+        assert_eq!(worst_search(&[4, 8, 0]), 8);
+        assert_eq!(worst_search(&[8, 5]), 5);
+        assert_eq!(worst_search(&[5, 7, 0]), 7);
+        assert_eq!(worst_search(&[7, 6]), 6);
+        assert_eq!(worst_search(&[6, 1, 0]), 1);
+        // Every search's exit code has its place in the order.
+        for code in [0, 1, 4, 5, 6, 7, 8] {
+            assert_eq!(worst_search(&[code, 0]), code);
+        }
     }
 }

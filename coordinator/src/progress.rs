@@ -210,11 +210,22 @@ pub fn plan_line(plan: &Plan, warmup: Option<Duration>, total: Duration, dir: &P
 
 /// What a side-by-side run does, in one line after each target's plan line: `side by side: nginx,
 /// app, each step on every target in turn, ~1 min 20 s in all; comparison in results/x`.
-pub fn side_line(labels: &[&str], total: Duration, dir: &Path) -> String {
+pub fn side_line(labels: &[&str], total: Duration, dir: &Path, search: bool) -> String {
+    let (each, total) = if search {
+        // A search's length is not known beforehand: its deadline bounds them all.
+        (
+            "searched, one probe on every target in turn",
+            format!("deadline {}", span(total)),
+        )
+    } else {
+        (
+            "each step on every target in turn",
+            format!("~{} in all", span(total)),
+        )
+    };
     format!(
-        "side by side: {}, each step on every target in turn, ~{} in all; comparison in {}",
+        "side by side: {}, {each}, {total}; comparison in {}",
         labels.join(", "),
-        span(total),
         dir.display()
     )
 }

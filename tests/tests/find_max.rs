@@ -560,11 +560,167 @@ fn step_shaping_flags_are_refused_naming_the_search_s_own() {
         "{}",
         text(&o.stderr)
     );
-    let o = stampede(&["find-max", "a=http://127.0.0.1:9/", "b=http://127.0.0.1:8/"]);
+    // Several targets are searched side by side, each named.
+    let o = stampede(&["find-max", "a=http://127.0.0.1:9/", "http://127.0.0.1:8/"]);
     assert_eq!(o.status.code(), Some(2));
     assert!(
-        text(&o.stderr).contains("one target"),
+        text(&o.stderr).contains("target 2 (http://127.0.0.1:8/) has no label"),
         "{}",
         text(&o.stderr)
+    );
+}
+
+/// Runs `stampede find-max` over `targets` (`NAME=URL` each) with `args`: its exit code, stdout,
+/// stderr and the directory that holds each target's own.
+fn find_max_side(targets: &[String], args: &[&str]) -> (i32, String, String, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let o = Command::new(bin("stampede"))
+        .arg("find-max")
+        .args(targets)
+        .args(args)
+        .args(["--quiet", "--out"])
+        .arg(dir.path().join("out"))
+        .stdin(Stdio::null())
+        .output()
+        .expect("stampede runs");
+    let code = o.status.code().expect("exited");
+    (code, text(&o.stdout), text(&o.stderr), dir)
+}
+
+#[test]
+fn several_targets_were_each_searched_and_ranked_by_their_true_capacity() {
+    let _serial = tests::serial();
+    // Named so that the command line's order is not the ranking's.
+    let slow = Target::start(&["--capacity", "400"]);
+    let fast = Target::start(&["--capacity", "900"]);
+    let targets = [
+        format!("slow={}", slow.url()),
+        format!("fast={}", fast.url()),
+    ];
+    let (code, stdout, stderr, dir) = find_max_side(
+        &targets,
+        &[
+            "--slo",
+            "p99<50ms",
+            "--model",
+            "requests",
+            "--start",
+            "200",
+            "--probe",
+            "2s",
+            "--confirm",
+            "2s",
+            "--warmup",
+            "0s",
+            "--cooldown",
+            "0s",
+            "--precision",
+            "25%",
+            "--repeat",
+            "1",
+        ],
+    );
+    let out = dir.path().join("out");
+    let max = |label: &str, truth: f64| {
+        let json = run_json(&out.join(label));
+        let c = capacity(&json).clone();
+        assert_eq!(c["status"], "resolved", "{label}: {c}\n{stdout}\n{stderr}");
+        let max = f(&c["max_rate"]["offered"]);
+        // Within the search's 25% and the box's noise, below the truth's next bisection.
+        assert!(
+            (truth * 0.6..=truth * 1.15).contains(&max),
+            "{label}: max {max} of a {truth}/s server"
+        );
+        (max, c)
+    };
+    let (slow_max, slow_c) = max("slow", 400.0);
+    let (fast_max, fast_c) = max("fast", 900.0);
+    assert!(fast_max > slow_max, "{fast_max} against {slow_max}");
+    assert_eq!(code, 0, "both resolved: {stdout}\n{stderr}");
+    // Each target's answer under its label, then the ranking, best first, on the last line.
+    assert!(stdout.contains("capacity (slow): sustains "), "{stdout}");
+    assert!(stdout.contains("capacity (fast): sustains "), "{stdout}");
+    let last = stdout.lines().last().unwrap_or_default();
+    let human = |v: f64| results::step::human(v);
+    assert_eq!(
+        last,
+        format!(
+            "max under p99<50ms: fast {} req/s, slow {}",
+            human(fast_max),
+            human(slow_max)
+        ),
+        "{stdout}"
+    );
+    // The comparison beside them carries each target's capacity as its run.json has it.
+    let compare: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("compare.json")).unwrap()).unwrap();
+    let runs = compare["runs"].as_array().unwrap();
+    let labels: Vec<&str> = runs.iter().map(|r| r["label"].as_str().unwrap()).collect();
+    assert_eq!(labels, ["slow", "fast"]);
+    assert_eq!(runs[0]["capacity"], slow_c);
+    assert_eq!(runs[1]["capacity"], fast_c);
+    assert!(out.join("compare.html").is_file() && out.join("compare.tsv").is_file());
+}
+
+#[test]
+fn ctrl_c_concluded_every_target_s_search_with_its_bounds_so_far() {
+    let _serial = tests::serial();
+    let a = Target::start(&["--capacity", "5000"]);
+    let b = Target::start(&["--capacity", "5000"]);
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let mut child = Command::new(bin("stampede"))
+        .args([
+            "find-max",
+            &format!("a={}", a.url()),
+            &format!("b={}", b.url()),
+            "--slo",
+            "failed<1%",
+            "--model",
+            "requests",
+            "--start",
+            "100",
+            "--probe",
+            "1s",
+            "--warmup",
+            "0s",
+            "--cooldown",
+            "3s",
+            "--out",
+        ])
+        .arg(&out)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let log = Lines::of(&mut child);
+    assert!(
+        // Both targets' probe 2 done: a's search waits out the cooldown before its probe 3.
+        log.wait_for("b: probe 2 (ramp)", Duration::from_secs(60)),
+        "{}",
+        log.text()
+    );
+    signal(&child, libc::SIGINT);
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(1), "{}", log.text());
+    for label in ["a", "b"] {
+        let json = run_json(&out.join(label));
+        let c = capacity(&json);
+        assert_eq!(c["status"], "interrupted", "{label}: {c}");
+        assert_eq!(json["status"], "aborted", "{label}");
+        assert_eq!(
+            f(&c["max_rate"]["offered"]),
+            200.0,
+            "{label}: two probes had passed: {c}"
+        );
+        assert_eq!(json["steps"].as_array().unwrap().len(), 2, "{label}");
+    }
+    let mut stdout = String::new();
+    std::io::Read::read_to_string(&mut child.stdout.take().unwrap(), &mut stdout).unwrap();
+    assert_eq!(
+        stdout.lines().last(),
+        Some("max under failed<1%: a 200 req/s (interrupted), b 200 (interrupted)"),
+        "{stdout}"
     );
 }

@@ -836,8 +836,11 @@ async fn a_find_max_probe_that_lost_an_agent_is_invalid_not_a_pass() {
         .into_iter()
         .map(|(name, s)| (name.to_string(), Expect::Load, fake_agent::spawn(s).0))
         .collect();
+    let crate::config::Runs::One(run) = cfg.runs else {
+        unreachable!("one target")
+    };
     let mut runs = run_lanes(
-        vec![cfg.run],
+        vec![*run],
         Stop::default(),
         Some(links),
         None,
@@ -985,4 +988,114 @@ async fn side_by_side_each_target_warmed_up_right_before_its_first_step() {
         assert_eq!(run.steps.len(), 2);
         assert_eq!(run_json(&run.dir)["warmup"]["step_value"], 10.0);
     }
+}
+
+/// `stampede find-max a=... b=...` of 2 s probes from 100 req/s into `dir`: each target's
+/// configuration (its `out` under `dir`) and the search's.
+fn two_searches(dir: &Path) -> (Vec<RunConfig>, crate::config::SearchSetup) {
+    let line = format!(
+        "stampede find-max a=http://127.0.0.1:9/ b=http://127.0.0.1:8/ --model requests --slo p50<50ms \
+         --start 100 --max-rate 400 --probe 2s --warmup 0s --confirm 2s --cooldown 0s --deadline 10m \
+         --timeout 1s --quiet --out {}",
+        dir.display()
+    );
+    let cfg = match crate::cli::parse_from(line.split_whitespace().map(String::from))
+        .expect("a valid command line")
+        .command
+    {
+        crate::cli::Command::FindMax(a) => {
+            crate::config::resolve_find_max(*a).expect("a valid search")
+        }
+        _ => unreachable!("a find-max command line"),
+    };
+    let crate::config::Runs::Side(side) = cfg.runs else {
+        unreachable!("two targets")
+    };
+    (side.runs, cfg.setup)
+}
+
+#[tokio::test(start_paused = true)]
+async fn two_searches_took_turns_each_configured_before_its_probe_and_each_concluded() {
+    let dir = tempfile::tempdir().unwrap();
+    let (runs, setup) = two_searches(dir.path());
+    // The agent serves nothing: every probe fails, and each search ends at its start.
+    let (link, log) = fake_agent::spawn(Script::default());
+    let runs = run_lanes(
+        runs,
+        Stop::default(),
+        Some(vec![("a".to_string(), Expect::Load, link)]),
+        Some(dir.path()),
+        Some(setup),
+    )
+    .await
+    .unwrap();
+    // The check before any load configured both targets' workloads; then each probe ran on its
+    // own target's, a's and b's in turn.
+    let seen: Vec<String> = log
+        .lock()
+        .unwrap()
+        .iter()
+        .filter_map(|(_, d)| match d {
+            Down::Configure(c) => Some(format!("configure {}", c.requests[0].url)),
+            Down::StartStep(s) => Some(format!("start {}", s.step)),
+            _ => None,
+        })
+        .collect();
+    let a = "configure http://127.0.0.1:9/";
+    let b = "configure http://127.0.0.1:8/";
+    assert_eq!(seen, [a, b, a, "start 0", b, "start 0"]);
+    for (run, (label, port)) in runs.iter().zip([("a", 9), ("b", 8)]) {
+        let c = run.capacity.as_ref().expect("each search's answer");
+        assert_eq!(c.status, results::search::Status::Doomed, "{label}");
+        assert_eq!(run.steps.len(), 1, "{label}");
+        let json = run_json(&dir.path().join(label));
+        assert_eq!(json["capacity"]["status"], "doomed", "{label}");
+        let target = json["target"].as_str().unwrap_or_default();
+        assert!(target.contains(&format!(":{port}")), "{label}: {target}");
+    }
+    assert!(dir.path().join("compare.json").is_file());
+}
+
+#[tokio::test(start_paused = true)]
+async fn ctrl_c_in_one_target_s_probe_concluded_both_searches_as_interrupted() {
+    let dir = tempfile::tempdir().unwrap();
+    let (runs, setup) = two_searches(dir.path());
+    let stop = Stop::default();
+    // a's first probe has run (its 2 s), b's is under way (from 2 s to 4 s).
+    drain_after(&stop, Duration::from_secs(3));
+    let (link, _log) = fake_agent::spawn(Script::default());
+    let runs = run_lanes(
+        runs,
+        stop,
+        Some(vec![("a".to_string(), Expect::Load, link)]),
+        Some(dir.path()),
+        Some(setup),
+    )
+    .await
+    .unwrap();
+    let [a, b] = &runs[..] else {
+        unreachable!("two lanes")
+    };
+    for (run, label) in [(a, "a"), (b, "b")] {
+        let c = run.capacity.as_ref().expect("each search's answer");
+        assert_eq!(
+            c.status,
+            results::search::Status::Interrupted,
+            "{label}: {c:?}"
+        );
+        let json = run_json(&dir.path().join(label));
+        assert_eq!(json["status"], "aborted", "{label}");
+        assert_eq!(json["capacity"]["status"], "interrupted", "{label}");
+    }
+    // a's probe was judged (its failure a bound); b's was cut short and is no bound.
+    let (a, b) = (
+        a.capacity.as_ref().unwrap(),
+        (b, b.capacity.as_ref().unwrap()),
+    );
+    assert_eq!(a.lowest_fail.as_ref().map(|f| f.offered), Some(100.0));
+    let (b, b_capacity) = b;
+    assert!(b.steps[0].aborted);
+    let mark = b.steps[0].probe.as_ref().expect("a probe's mark");
+    assert_eq!(mark.reason.as_deref(), Some("interrupted: not counted"));
+    assert!(b_capacity.lowest_fail.is_none() && b_capacity.max_rate.is_none());
 }

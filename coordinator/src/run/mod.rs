@@ -194,13 +194,33 @@ pub struct SideOutcome {
 /// each into its own directory under `side.dir`, and the comparison beside them after every round
 /// of steps, so a killed run keeps one. A target whose `--stop-on` ends its ramp is left out of the
 /// later rounds while the others go on; Ctrl-C, an error or a lost agent under `abort` ends them all.
-pub async fn run_side(mut side: SideBySide, stop: Stop) -> Result<SideOutcome, RunError> {
+pub async fn run_side(side: SideBySide, stop: Stop) -> Result<SideOutcome, RunError> {
+    side_lanes(side, stop, None).await
+}
+
+/// Capacity searches side by side (`stampede find-max NAME=URL NAME=URL ...`): one search per target
+/// under the same SLOs and fleet, each with its own probes and ceiling, their probes interleaved
+/// as [`run_side`] interleaves steps (a target whose search has ended is left out of the later
+/// rounds), each answer in its target's run.json, and the comparison beside them.
+pub async fn find_max_side(
+    side: SideBySide,
+    setup: SearchSetup,
+    stop: Stop,
+) -> Result<SideOutcome, RunError> {
+    side_lanes(side, stop, Some(setup)).await
+}
+
+async fn side_lanes(
+    mut side: SideBySide,
+    stop: Stop,
+    search: Option<SearchSetup>,
+) -> Result<SideOutcome, RunError> {
     let dir = output::claim_beside(&side.dir, side.dir_default, side.force)?;
     for cfg in &mut side.runs {
         let label = cfg.label.clone().unwrap_or_default();
         cfg.out = dir.join(label);
     }
-    let runs = run_lanes(side.runs, stop, None, Some(&dir), None).await?;
+    let runs = run_lanes(side.runs, stop, None, Some(&dir), search).await?;
     let compared = compare_beside(&dir, &runs);
     Ok(SideOutcome {
         dir,
@@ -294,7 +314,7 @@ async fn run_in(
     stop: Stop,
     links: Option<Vec<(String, Expect, CoordinatorEnd)>>,
     beside: Option<&Path>,
-    mut search: Option<SearchSetup>,
+    search: Option<SearchSetup>,
 ) -> Result<Vec<RunOutcome>, RunError> {
     // Any Ctrl-C while the fleet is reached and greeted ends the run at once: no load was sent.
     let (mut fleet, announced) = tokio::select! {
@@ -309,7 +329,8 @@ async fn run_in(
     let side = cfgs.len() > 1;
     let mut lanes = Vec::with_capacity(cfgs.len());
     for (cfg, (warnings, warned)) in cfgs.iter().zip(announced) {
-        let (source, line): (Box<dyn StepSource + Send>, _) = match search.take() {
+        // Side by side, each target its own search: its own probes, under its own ceiling.
+        let (source, line): (Box<dyn StepSource + Send>, _) = match search.clone() {
             Some(setup) => {
                 let (ceiling, generator) =
                     probes::ceiling(&fleet, cfg, setup.search.start, setup.search.max_rate);
@@ -345,7 +366,10 @@ async fn run_in(
     }
     if let Some(dir) = beside.filter(|_| !cfgs[0].quiet) {
         let labels: Vec<&str> = cfgs.iter().filter_map(|c| c.label.as_deref()).collect();
-        eprintln!("{}", progress::side_line(&labels, total, dir));
+        eprintln!(
+            "{}",
+            progress::side_line(&labels, total, dir, search.is_some())
+        );
     }
     let outcome = ramp(&mut fleet, &mut lanes, &stop, beside).await;
     let mut finished = Ok(());

@@ -142,6 +142,10 @@ pub struct RunEntry {
     pub model: &'static str,
     pub agents: usize,
     pub headline: Headline,
+    /// A capacity search's answer, as its run.json has it (`stampede find-max`); absent for a
+    /// planned run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub capacity: Option<crate::search::Capacity>,
 }
 
 /// A run's answer in a line: how far it kept up, and its p99 there.
@@ -540,6 +544,7 @@ fn entry(r: &Labelled, baseline: bool, base: Option<&RunSummary>) -> RunEntry {
             sentence,
             answer: summary.map_or_else(|| "no step ran".to_string(), |s| s.answer.clone()),
         },
+        capacity: run.capacity.clone(),
     }
 }
 

@@ -239,10 +239,84 @@ impl Capacity {
     }
 }
 
+/// Several searches under the same SLOs in one line, the highest sustained rate first:
+/// `max under p99<50ms: nginx 31,200 req/s, go 14,900, node 11,800`. A search that did not resolve
+/// says how it ended beside its rate (`go 14,900 (lower_bound_only)`); one with no rate passed comes
+/// last. Targets of equal rates keep the order given.
+pub fn ranking(runs: &[(&str, &Capacity)]) -> String {
+    let Some((_, first)) = runs.first() else {
+        return String::new();
+    };
+    let slos = if first.slos.is_empty() {
+        "keeping up with the offer".to_string()
+    } else {
+        format!("under {}", first.slos.join(", "))
+    };
+    let mut ranked: Vec<&(&str, &Capacity)> = runs.iter().collect();
+    let rate = |c: &Capacity| c.max_rate.map_or(f64::NEG_INFINITY, |m| m.offered);
+    ranked.sort_by(|a, b| rate(b.1).total_cmp(&rate(a.1)));
+    let mut unit_said = false;
+    let entries: Vec<String> = ranked
+        .iter()
+        .map(|(label, c)| {
+            let value = match c.max_rate {
+                Some(m) if !unit_said => {
+                    unit_said = true;
+                    step_value(&c.model, m.offered)
+                }
+                Some(m) => human(m.offered),
+                None => "no rate passed".to_string(),
+            };
+            match c.status {
+                Status::Resolved => format!("{label} {value}"),
+                s => format!("{label} {value} ({})", s.name()),
+            }
+        })
+        .collect();
+    format!("max {slos}: {}", entries.join(", "))
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::{FailedAt, Failure, RateAchieved};
     use super::*;
+
+    #[test]
+    fn searches_were_ranked_by_the_rate_each_sustained_saying_which_did_not_resolve() {
+        let at = |status: Status, offered: Option<f64>| {
+            let mut c = Capacity::of(
+                &Answer {
+                    max_rate: offered.map(|offered| RateAchieved {
+                        offered,
+                        achieved: offered,
+                    }),
+                    ..answer(status)
+                },
+                "requests",
+                &["p99<50ms".to_string()],
+                0.05,
+                ceiling(),
+                1.0,
+            );
+            c.status = status;
+            c
+        };
+        let node = at(Status::Resolved, Some(11_800.0));
+        let nginx = at(Status::Resolved, Some(31_200.0));
+        let go = at(Status::LowerBoundOnly, Some(14_900.0));
+        let gone = at(Status::Doomed, None);
+        let line = ranking(&[
+            ("node", &node),
+            ("gone", &gone),
+            ("nginx", &nginx),
+            ("go", &go),
+        ]);
+        assert_eq!(
+            line,
+            "max under p99<50ms: nginx 31,200 req/s, go 14,900 (lower_bound_only), node 11,800, gone no rate passed (doomed)"
+        );
+        assert_eq!(ranking(&[]), "");
+    }
 
     fn answer(status: Status) -> Answer {
         Answer {
