@@ -1098,4 +1098,6 @@ async fn ctrl_c_in_one_target_s_probe_concluded_both_searches_as_interrupted() {
     let mark = b.steps[0].probe.as_ref().expect("a probe's mark");
     assert_eq!(mark.reason.as_deref(), Some("interrupted: not counted"));
     assert!(b_capacity.lowest_fail.is_none() && b_capacity.max_rate.is_none());
+    // Nor is it counted among the probes: a's one ramp probe ran, b's did not.
+    assert_eq!((a.probes.ramp, b_capacity.probes.ramp), (1, 0));
 }

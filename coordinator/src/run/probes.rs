@@ -194,6 +194,8 @@ impl StepSource for Probes {
         let role = spec.role.unwrap_or(ProbeRole::Ramp);
         self.issued_unrun = false;
         if result.aborted && self.interrupted.is_cancelled() {
+            // Not counted, as its mark says: nor among the probes the answer counts.
+            self.search.forget_pending();
             result.probe = Some(ProbeMark {
                 role,
                 class: Mark::Aborted,
