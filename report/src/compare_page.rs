@@ -35,8 +35,8 @@ const STYLE: &str = ".banner{background:#fff6d6;border:1px solid #e0c040;padding
 #compare [data-class=worse]{color:#a40}#compare .regression{color:#fff;background:#c62828;font-weight:600}#compare [data-class=undecided]{color:#86a}\
 #compare .untrusted::after{content:' \\2020';color:#c62828}#compare .bound{text-decoration:underline dotted}\
 td.t-degraded{background:#fdf0c4}td.t-invalid{background:#f9d0d0}.verdict.regressed{color:#c62828;font-weight:600}\
-.key-of-table span{margin-right:1.2em}#ranking th,#ranking td.l{text-align:left}#ranking .answer{font-size:85%;color:#555;white-space:normal;min-width:20em}\
-#ranking td,#ranking th{white-space:nowrap}#ranking .cause{font-size:85%;color:#555}details.verdicts{margin:1em 0}details.verdicts summary{cursor:pointer}";
+.key-of-table span{margin-right:1.2em}#ranking th,#ranking td.l{text-align:left}#ranking .answer{font-size:85%;color:#555;white-space:normal;min-width:16em}\
+#ranking td,#ranking th{white-space:nowrap}#ranking .cause{font-size:85%;color:#555;white-space:normal;display:block}details.verdicts{margin:1em 0}details.verdicts summary{cursor:pointer}";
 
 /// The HTML page of a comparison.
 pub fn render_compare(c: &Comparison) -> String {
