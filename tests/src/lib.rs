@@ -89,14 +89,14 @@ pub fn bin(name: &str) -> PathBuf {
 }
 
 /// A `stampede serve` process, killed when dropped.
-pub struct Target {
+pub struct ServeProcess {
     child: Child,
     pub addr: SocketAddr,
     tls: bool,
 }
 
-impl Target {
-    pub fn start(extra: &[&str]) -> Target {
+impl ServeProcess {
+    pub fn start(extra: &[&str]) -> ServeProcess {
         let ready = tempfile::tempdir().expect("temp dir");
         let file = ready.path().join("ready.json");
         let mut child = Command::new(bin("stampede"))
@@ -112,7 +112,7 @@ impl Target {
         let log = Lines::of(&mut child);
         let addr = ready_addr(&file, &mut child, &log);
         let tls = extra.contains(&"--tls");
-        Target { child, addr, tls }
+        ServeProcess { child, addr, tls }
     }
 
     pub fn url(&self) -> String {
@@ -133,14 +133,14 @@ impl Target {
     }
 }
 
-impl Drop for Target {
+impl Drop for ServeProcess {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
 }
 
-impl Target {
+impl ServeProcess {
     /// Stalls the target for `for_ms` once `after` has passed, from a thread of its own (join it
     /// after the run): the test's own injected latency.
     pub fn stall_after(&self, after: Duration, for_ms: u64) -> std::thread::JoinHandle<()> {

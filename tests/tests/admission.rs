@@ -7,7 +7,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use tests::{AgentProc, Lines, Target, stampede, text};
+use tests::{AgentProc, Lines, ServeProcess, stampede, text};
 
 /// A fresh CA with certificates for an agent and a coordinator both named 127.0.0.1.
 fn pki() -> tempfile::TempDir {
@@ -45,7 +45,7 @@ fn strs(v: &[String]) -> Vec<&str> {
 /// `stampede run` of two 1 s steps against `target` through `agent` with `tls`, given at most
 /// `limit`: its exit code (None when it had to be killed) and stderr.
 fn run_within(
-    target: &Target,
+    target: &ServeProcess,
     agent: &str,
     tls: &[&str],
     limit: Duration,
@@ -91,7 +91,7 @@ const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\x00\x00\x00\x04\x00
 fn plain_text_connections_held_a_tls_agents_descriptors_and_the_coordinator_hung() {
     let _serial = tests::serial();
     let pki = pki();
-    let target = Target::start(&[]);
+    let target = ServeProcess::start(&[]);
     // The agent, as a real one with few descriptors.
     let ready = tempfile::tempdir().unwrap();
     let file = ready.path().join("ready.json");
@@ -151,7 +151,7 @@ fn plain_text_connections_held_a_tls_agents_descriptors_and_the_coordinator_hung
 fn an_agents_certificate_was_taken_as_a_coordinators() {
     let _serial = tests::serial();
     let pki = pki();
-    let target = Target::start(&[]);
+    let target = ServeProcess::start(&[]);
     let agent = AgentProc::start(&strs(&tls(pki.path(), "agent-127.0.0.1")), &[]);
     let agents = agent.addr.to_string();
     // Another agent's certificate, from the same CA, as the coordinator's.
@@ -314,7 +314,7 @@ fn plain_text_connections_to_a_tls_coordinators_listen_port_were_never_closed() 
         "joiner",
     ]);
     assert!(o.status.success(), "{}", text(&o.stderr));
-    let target = Target::start(&[]);
+    let target = ServeProcess::start(&[]);
     let ready = tempfile::tempdir().unwrap();
     let file = ready.path().join("ready.json");
     let out = tempfile::tempdir().unwrap();

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use tests::browser::{self, Loaded};
 use tests::dom::{Dom, El};
-use tests::{Target, bin, run_ok, text};
+use tests::{ServeProcess, bin, run_ok, text};
 
 /// The charts whose x is not the step value: time in the run, a percentile, a probe's number.
 const X_NOT_STEP: [&str; 3] = ["timeline", "distribution", "search"];
@@ -100,7 +100,7 @@ fn a_real_ramps_report_runs_in_chromium_and_shows_steps_tsv() {
     // A knee at 150 req/s inside the ramp, and a timeout shorter than the queue the last step
     // builds, so every chart has something to draw: latency rising, the served rate flattening,
     // failures (client-timeout).
-    let target = Target::start(&["--delay", "1ms", "--capacity", "150"]);
+    let target = ServeProcess::start(&["--delay", "1ms", "--capacity", "150"]);
     let ran = run_ok(&[
         &target.url(),
         "--model",
@@ -156,7 +156,7 @@ fn a_monitored_run_s_report_draws_the_server_in_chromium() {
     else {
         return;
     };
-    let target = Target::start(&[]);
+    let target = ServeProcess::start(&[]);
     let ran = run_ok(&[
         &target.url(),
         "--model",
@@ -379,7 +379,7 @@ fn a_killed_run_kept_a_report_of_its_finished_steps() {
         return;
     };
     // Twice what the target serves, timed out soon: every step has failures to draw.
-    let target = Target::start(&["--capacity", "10"]);
+    let target = ServeProcess::start(&["--capacity", "10"]);
     let out = tempfile::tempdir().unwrap();
     let mut child = Command::new(bin("stampede"))
         .args([
@@ -454,7 +454,7 @@ fn hostile_agent_names_in_the_table_the_script_fills_are_shown_as_text() {
         return;
     };
     // Twice the target's capacity and more, timed out soon: failures to draw too.
-    let target = Target::start(&["--capacity", "10"]);
+    let target = ServeProcess::start(&["--capacity", "10"]);
     let ran = run_ok(&[
         &target.url(),
         "--model",

@@ -1,10 +1,10 @@
 //! A ramp across the reference target's capacity: the steps past the knee show it, and the verdict
 //! does not blame the generator.
-use tests::{Target, run_ok, run_quiet, text};
+use tests::{ServeProcess, run_ok, run_quiet, text};
 
 #[test]
 fn ramp_across_capacity_shows_the_knee_without_blaming_the_generator() {
-    let target = Target::start(&["--capacity", "300"]);
+    let target = ServeProcess::start(&["--capacity", "300"]);
     let ran = run_ok(&[
         &target.url(),
         "--model",
@@ -50,7 +50,7 @@ fn ramp_across_capacity_shows_the_knee_without_blaming_the_generator() {
 #[test]
 fn a_rate_no_worker_thread_could_dispatch_is_refused_before_any_load() {
     // `--steps 100000000`: a typo that ran flat out and blamed the target with fd-unavailable errors.
-    let target = Target::start(&[]);
+    let target = ServeProcess::start(&[]);
     let (o, _out) = run_quiet(&[&target.url(), "--steps", "100000000", "--threads", "1"]);
     let err = text(&o.stderr);
     assert_eq!(o.status.code(), Some(2), "{err}");

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use tests::{Target, run_ok, stampede, text};
+use tests::{ServeProcess, run_ok, stampede, text};
 
 /// A TSV file as rows of (column name → cell); of compare.tsv, the steps (the ranking follows a
 /// blank line, in `#` lines).
@@ -26,8 +26,8 @@ fn table(path: &Path) -> Vec<BTreeMap<String, String>> {
 }
 
 /// A 2-step requests-model ramp of 1 s steps against a target delaying every reply by `delay`.
-fn ramp(delay: &str) -> (Target, tests::Ran) {
-    let target = Target::start(&["--delay", delay]);
+fn ramp(delay: &str) -> (ServeProcess, tests::Ran) {
+    let target = ServeProcess::start(&["--delay", delay]);
     let url = target.url();
     let ran = run_ok(&[
         &url,

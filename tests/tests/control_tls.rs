@@ -4,7 +4,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use tests::{AgentProc, Lines, Target, run_ok, stampede, text};
+use tests::{AgentProc, Lines, ServeProcess, run_ok, stampede, text};
 
 fn certs(dir: &Path) {
     let o = stampede(&[
@@ -40,7 +40,7 @@ fn mutual_tls_runs_a_ramp_and_refuses_bad_client_certificates() {
     ]);
     assert!(o.status.success(), "{}", text(&o.stderr));
     let f = |dir: &Path, name: &str| dir.join(name).to_str().unwrap().to_string();
-    let target = Target::start(&[]);
+    let target = ServeProcess::start(&[]);
     let agent = AgentProc::start(
         &[
             "--tls-cert",
@@ -178,7 +178,7 @@ fn mutual_tls_also_covers_agents_that_join() {
     ]);
     assert!(o.status.success(), "{}", text(&o.stderr));
     let f = |name: &str| pki.join(name).to_str().unwrap().to_string();
-    let target = Target::start(&[]);
+    let target = ServeProcess::start(&[]);
     let listen = format!("127.0.0.1:{}", tests::closed_port());
     let out = tempfile::tempdir().unwrap();
     let coordinator = tests::spawn_stampede(&[

@@ -2,7 +2,7 @@
 //! every step already written, with run.json still valid.
 use std::process::Command;
 
-use tests::{Target, stampede, text};
+use tests::{ServeProcess, stampede, text};
 
 /// A tiny tmpfs, unmounted when dropped.
 struct Tiny(std::path::PathBuf);
@@ -44,7 +44,7 @@ fn fill_the_disk_mid_run() -> Option<(
         return None;
     }
     let tiny = Tiny(mnt.clone());
-    let target = Target::start(&[]);
+    let target = ServeProcess::start(&[]);
     let out = mnt.join("results");
     let o = stampede(&[
         "run",
@@ -140,7 +140,7 @@ fn run_in(cwd: &std::path::Path, url: &str, steps: &str, extra: &[&str]) -> std:
 
 #[test]
 fn two_runs_started_in_the_same_second_mixed_their_files() {
-    let target = Target::start(&[]);
+    let target = ServeProcess::start(&[]);
     let cwd = tempfile::tempdir().unwrap();
     let runs: Vec<_> = ["20,20", "20"]
         .into_iter()
@@ -182,7 +182,7 @@ fn two_runs_started_in_the_same_second_mixed_their_files() {
 
 #[test]
 fn a_reused_out_kept_the_earlier_runs_hlog_files() {
-    let target = Target::start(&[]);
+    let target = ServeProcess::start(&[]);
     let cwd = tempfile::tempdir().unwrap();
     let first = run_in(cwd.path(), &target.url(), "20,20,20", &["--out", "today"]);
     assert!(first.status.success(), "{}", text(&first.stderr));
@@ -228,7 +228,7 @@ fn a_reused_out_kept_the_earlier_runs_hlog_files() {
 
 #[test]
 fn stdout_that_cannot_be_written_panicked() {
-    let target = Target::start(&[]);
+    let target = ServeProcess::start(&[]);
     let cwd = tempfile::tempdir().unwrap();
     let o = Command::new(tests::bin("stampede"))
         .current_dir(cwd.path())

@@ -6,11 +6,16 @@ use std::thread::sleep;
 use std::time::{Duration, Instant};
 
 use tests::{
-    AgentProc, Target, bin, closed_port, run_json, run_ok, signal, spawn_stampede, stampede, text,
+    AgentProc, ServeProcess, bin, closed_port, run_json, run_ok, signal, spawn_stampede, stampede,
+    text,
 };
 
 /// `stampede run TARGET ARGS --quiet --out OUT` in the background.
-fn in_background(target: &Target, args: &[&str], out: &std::path::Path) -> std::process::Child {
+fn in_background(
+    target: &ServeProcess,
+    args: &[&str],
+    out: &std::path::Path,
+) -> std::process::Child {
     let url = target.url();
     let mut all = vec![
         "run",
@@ -44,7 +49,7 @@ fn per_agent_requests(step: &serde_json::Value) -> Vec<u64> {
 #[test]
 fn three_agents_merge_losslessly_and_start_together() {
     let _serial = tests::serial();
-    let target = Target::start(&[]);
+    let target = ServeProcess::start(&[]);
     let agents: Vec<AgentProc> = (0..3).map(|_| AgentProc::start(&[], &[])).collect();
     let ran = run_ok(&[
         &target.url(),
@@ -99,7 +104,7 @@ fn three_agents_merge_losslessly_and_start_together() {
 #[test]
 fn agent_weights_split_the_load() {
     let _serial = tests::serial();
-    let target = Target::start(&[]);
+    let target = ServeProcess::start(&[]);
     let agents: Vec<AgentProc> = (0..2).map(|_| AgentProc::start(&[], &[])).collect();
     let ran = run_ok(&[
         &target.url(),
@@ -122,7 +127,7 @@ fn weights_of_a_billion_to_one_run_promptly_in_little_memory() {
     // Regression: the split once dealt out sum(weights) positions, one slice each: 1e9 + 1 of them
     // made the coordinator allocate 8 GB (23 GB seen) and hang before the first step.
     let _serial = tests::serial();
-    let target = Target::start(&[]);
+    let target = ServeProcess::start(&[]);
     let agents: Vec<AgentProc> = (0..2).map(|_| AgentProc::start(&[], &[])).collect();
     let out = tempfile::tempdir().unwrap();
     let args = [
@@ -165,7 +170,7 @@ fn handshake_refusals_name_the_problem() {
     std::fs::write(&token, "s3cret\n").unwrap();
     let agent = AgentProc::start(&["--token-file", token.to_str().unwrap()], &[]);
     // A target that answers: against nothing the accepted run would stop after its step (exit 1).
-    let target = Target::start(&[]);
+    let target = ServeProcess::start(&[]);
     let url = target.url();
     let run = |extra: &[&str], env: &[(&str, &str)]| {
         let mut cmd = Command::new(bin("stampede"));
@@ -251,7 +256,7 @@ fn handshake_refusals_name_the_problem() {
 #[test]
 fn a_second_coordinator_was_refused_without_a_line_in_the_agent_log() {
     let _serial = tests::serial();
-    let target = Target::start(&[]);
+    let target = ServeProcess::start(&[]);
     let agent = AgentProc::start(&[], &[]);
     let out = tempfile::tempdir().unwrap();
     let agents = agent.addr.to_string();
@@ -294,7 +299,7 @@ fn a_second_coordinator_was_refused_without_a_line_in_the_agent_log() {
 #[test]
 fn killed_agent_degrades_its_step_and_later_steps_use_the_rest() {
     let _serial = tests::serial();
-    let target = Target::start(&[]);
+    let target = ServeProcess::start(&[]);
     let mut agents: Vec<AgentProc> = (0..3).map(|_| AgentProc::start(&[], &[])).collect();
     let out = tempfile::tempdir().unwrap();
     let coordinator = in_background(
@@ -355,7 +360,7 @@ fn killed_agent_degrades_its_step_and_later_steps_use_the_rest() {
 fn agents_stop_within_two_seconds_when_the_coordinator_dies_or_freezes() {
     let _serial = tests::serial();
     for sig in [libc::SIGKILL, libc::SIGSTOP] {
-        let target = Target::start(&[]);
+        let target = ServeProcess::start(&[]);
         let agents: Vec<AgentProc> = (0..2).map(|_| AgentProc::start(&[], &[])).collect();
         let out = tempfile::tempdir().unwrap();
         let mut coordinator = in_background(
@@ -394,7 +399,7 @@ fn agents_stop_within_two_seconds_when_the_coordinator_dies_or_freezes() {
 #[test]
 fn agents_that_join_are_driven_like_listening_ones() {
     let _serial = tests::serial();
-    let target = Target::start(&[]);
+    let target = ServeProcess::start(&[]);
     let port = closed_port();
     let listen = format!("127.0.0.1:{port}");
     let out = tempfile::tempdir().unwrap();
@@ -447,7 +452,7 @@ fn agents_that_join_are_driven_like_listening_ones() {
 #[test]
 fn sigterm_drains_an_agent_and_the_run_goes_on_without_it() {
     let _serial = tests::serial();
-    let target = Target::start(&[]);
+    let target = ServeProcess::start(&[]);
     let agents: Vec<AgentProc> = (0..2).map(|_| AgentProc::start(&[], &[])).collect();
     let out = tempfile::tempdir().unwrap();
     let coordinator = in_background(
@@ -488,7 +493,7 @@ fn sigterm_drains_an_agent_and_the_run_goes_on_without_it() {
 #[test]
 fn agent_side_policy_refuses_before_any_load_is_sent() {
     let _serial = tests::serial();
-    let target = Target::start(&[]);
+    let target = ServeProcess::start(&[]);
     let url = format!("http://localhost:{}/", target.addr.port());
     let run = |agent: &AgentProc, steps: &str| {
         let o = stampede(&[
@@ -541,7 +546,7 @@ fn agent_side_policy_refuses_before_any_load_is_sent() {
 fn garbage_and_silent_peers_on_the_agent_port_do_not_take_it_down() {
     let _serial = tests::serial();
     use std::io::Write;
-    let target = Target::start(&[]);
+    let target = ServeProcess::start(&[]);
     let agent = AgentProc::start(&[], &[]);
     // Garbage instead of HTTP/2.
     let mut garbage = std::net::TcpStream::connect(agent.addr).unwrap();
@@ -574,7 +579,7 @@ fn garbage_and_silent_peers_on_the_agent_port_do_not_take_it_down() {
 }
 
 /// A run of one 1 s step of 20 requests over `agents`, which must succeed.
-fn twenty_requests(target: &Target, agents: &str) -> tests::Ran {
+fn twenty_requests(target: &ServeProcess, agents: &str) -> tests::Ran {
     run_ok(&[
         &target.url(),
         "--agents",
@@ -606,7 +611,7 @@ fn exited_within(
 #[test]
 fn an_agent_with_exit_after_run_exits_0_once_its_coordinator_has_run() {
     let _serial = tests::serial();
-    let target = Target::start(&[]);
+    let target = ServeProcess::start(&[]);
     let mut once = AgentProc::start(&["--exit-after-run"], &[]);
     let mut serving = AgentProc::start(&[], &[]);
     twenty_requests(&target, &format!("{},{}", once.addr, serving.addr));
@@ -622,7 +627,7 @@ fn an_agent_with_exit_after_run_exits_0_once_its_coordinator_has_run() {
 #[test]
 fn a_dialing_coordinator_with_expect_agents_waits_for_an_agent_that_starts_late() {
     let _serial = tests::serial();
-    let target = Target::start(&[]);
+    let target = ServeProcess::start(&[]);
     let port = closed_port();
     let out = tempfile::tempdir().unwrap();
     let agent_addr = format!("127.0.0.1:{port}");
@@ -687,7 +692,7 @@ fn stderr_of(child: &mut std::process::Child) -> String {
 
 #[test]
 fn an_agent_that_accepts_tcp_and_never_speaks_left_the_coordinator_silent() {
-    let target = Target::start(&[]);
+    let target = ServeProcess::start(&[]);
     let peer = mute_peer();
     let out = tempfile::tempdir().unwrap();
     let agents = peer.to_string();
@@ -721,7 +726,7 @@ fn an_agent_that_accepts_tcp_and_never_speaks_left_the_coordinator_silent() {
 
 #[test]
 fn a_ctrl_c_while_greeting_a_mute_agent_did_nothing() {
-    let target = Target::start(&[]);
+    let target = ServeProcess::start(&[]);
     let peer = mute_peer();
     let out = tempfile::tempdir().unwrap();
     let agents = peer.to_string();
@@ -755,7 +760,7 @@ fn a_ctrl_c_while_greeting_a_mute_agent_did_nothing() {
 #[test]
 fn a_second_agent_3_s_late_disconnected_the_first_while_greeting_it() {
     let _serial = tests::serial();
-    let target = Target::start(&[]);
+    let target = ServeProcess::start(&[]);
     let first = AgentProc::start(&[], &[]);
     let late = format!("127.0.0.1:{}", closed_port());
     let out = tempfile::tempdir().unwrap();
@@ -798,7 +803,7 @@ fn a_second_agent_3_s_late_disconnected_the_first_while_greeting_it() {
 #[test]
 fn a_joined_agent_whose_partner_joined_3_s_later_was_counted_twice() {
     let _serial = tests::serial();
-    let target = Target::start(&[]);
+    let target = ServeProcess::start(&[]);
     let listen = format!("127.0.0.1:{}", closed_port());
     let out = tempfile::tempdir().unwrap();
     let coordinator = in_background(
@@ -896,7 +901,7 @@ fn slow_relay(upstream: std::net::SocketAddr, delay: Duration) -> std::net::Sock
 #[test]
 fn a_fleet_behind_control_links_of_450_ms_each_way_could_not_start() {
     let _serial = tests::serial();
-    let target = Target::start(&[]);
+    let target = ServeProcess::start(&[]);
     // Three agents, dialed one after another: reaching all takes several times the first one's
     // 1.5 s dead-man switch.
     let fleet: Vec<AgentProc> = (0..3).map(|_| AgentProc::start(&[], &[])).collect();

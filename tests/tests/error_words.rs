@@ -1,6 +1,6 @@
 //! Every error class keeps its first message, in words, with a hint where one helps: in run.json's
 //! `error_messages` and in the step's notes (the stdout table), not only a count.
-use tests::{Hostile, HostileServer, Ran, Target, closed_port, run_ok};
+use tests::{Hostile, HostileServer, Ran, ServeProcess, closed_port, run_ok};
 
 /// One short step at 20 new connections/s against `url`.
 fn run(url: &str, timeout: &str) -> Ran {
@@ -35,7 +35,7 @@ fn words(ran: &Ran, class: &str) -> String {
 
 #[test]
 fn untrusted_certificate_error_says_use_insecure_not_just_other() {
-    let target = Target::start(&["--tls"]);
+    let target = ServeProcess::start(&["--tls"]);
     let ran = run(&target.url(), "2s");
     assert_eq!(
         words(&ran, "other"),
@@ -84,7 +84,7 @@ fn refused_connection_error_names_the_address() {
 
 #[test]
 fn plain_http_to_a_tls_target_error_says_use_https() {
-    let target = Target::start(&["--tls"]);
+    let target = ServeProcess::start(&["--tls"]);
     let url = target.url().replace("https://", "http://");
     let ran = run(&url, "2s");
     let step = ran.step(0);

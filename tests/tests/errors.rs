@@ -205,7 +205,7 @@ fn a_target_that_refused_every_connection_ran_the_whole_ramp_and_exited_0() {
 /// `stampede run TARGET ARGS --quiet --out OUT` under `ulimit -n LIMIT` (a hard limit it cannot raise).
 fn run_with_fd_limit(
     limit: u32,
-    target: &tests::Target,
+    target: &tests::ServeProcess,
     args: &str,
     out: &std::path::Path,
 ) -> std::process::Output {
@@ -227,7 +227,7 @@ const FD_RISK: &str = "more than the 48 this agent can open (RLIMIT_NOFILE 64 mi
 
 /// `--steps STEPS` of that risk, under `ulimit -n 64`; the output and the results directory.
 fn fd_starved_run(steps: &str) -> (std::process::Output, tempfile::TempDir) {
-    let target = tests::Target::start(&["--delay", "500ms"]);
+    let target = tests::ServeProcess::start(&["--delay", "500ms"]);
     let out = tempfile::tempdir().unwrap();
     let o = run_with_fd_limit(
         64,
@@ -275,7 +275,7 @@ fn generator_out_of_file_descriptors_is_named_and_not_blamed_on_the_target() {
 
 #[test]
 fn a_step_over_the_fd_limit_is_refused_before_any_load_with_the_numbers() {
-    let target = tests::Target::start(&[]);
+    let target = tests::ServeProcess::start(&[]);
     let out = tempfile::tempdir().unwrap();
     // 1000 connections held open cannot fit in 256 descriptors: certain, so refused up front.
     let o = run_with_fd_limit(
@@ -379,7 +379,7 @@ fn the_embedded_agents_connections_leave_the_coordinator_descriptors_for_its_own
     // the rest fail as fd-unavailable, and the coordinator in the same process still opens what it
     // needs, during the step (its monitor reads /proc every second) and after it (run.json, the hlog,
     // the report).
-    let target = tests::Target::start(&["--delay", "500ms"]);
+    let target = tests::ServeProcess::start(&["--delay", "500ms"]);
     let out = tempfile::tempdir().unwrap();
     let pid = target.pid().to_string();
     let url = target.url();

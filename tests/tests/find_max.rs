@@ -7,7 +7,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use tests::nginx::Nginx;
-use tests::{AgentProc, Lines, Target, bin, closed_port, run_json, signal, stampede, text};
+use tests::{AgentProc, Lines, ServeProcess, bin, closed_port, run_json, signal, stampede, text};
 
 /// Runs a search into a fresh directory: its exit code, stdout, stderr and run.json.
 fn find_max(args: &[&str]) -> (i32, String, String, serde_json::Value, tempfile::TempDir) {
@@ -45,7 +45,7 @@ fn f(v: &serde_json::Value) -> f64 {
 #[test]
 fn a_server_of_known_capacity_is_found_within_ten_percent_and_confirmed() {
     let _serial = tests::serial();
-    let target = Target::start(&["--capacity", "600"]);
+    let target = ServeProcess::start(&["--capacity", "600"]);
     let (code, stdout, stderr, json, dir) = find_max(&[
         &target.url(),
         "--slo",
@@ -223,7 +223,7 @@ fn a_closed_loop_against_a_target_that_refuses_is_doomed_even_without_an_slo() {
 #[test]
 fn an_agent_capped_by_its_own_max_rate_gives_a_lower_bound_not_a_maximum() {
     let _serial = tests::serial();
-    let target = Target::start(&["--capacity", "5000"]);
+    let target = ServeProcess::start(&["--capacity", "5000"]);
     let agent = AgentProc::start(&["--max-rate", "300"], &[]);
     let agents = agent.addr.to_string();
     let (code, stdout, stderr, json, _dir) = find_max(&[
@@ -272,7 +272,7 @@ fn a_generator_out_of_file_descriptors_is_never_a_bound() {
     let _serial = tests::serial();
     // Each connection held half a second: 2,000 new ones a second want 1,000 open at once, and the
     // generator may open 400 descriptors in all (soft and hard: the agent raises soft to hard).
-    let target = Target::start(&["--delay", "500ms"]);
+    let target = ServeProcess::start(&["--delay", "500ms"]);
     let args = [
         &target.url(),
         "--slo",
@@ -413,7 +413,7 @@ fn a_generator_starved_of_cpu_is_never_a_bound() {
 #[test]
 fn a_server_that_breaks_at_its_first_overload_is_not_bisected() {
     let _serial = tests::serial();
-    let target = Target::start(&["--capacity", "500", "--wedge-after", "100ms"]);
+    let target = ServeProcess::start(&["--capacity", "500", "--wedge-after", "100ms"]);
     let (code, stdout, stderr, json, _dir) = find_max(&[
         &target.url(),
         "--slo",
@@ -449,7 +449,7 @@ fn a_server_that_breaks_at_its_first_overload_is_not_bisected() {
 #[test]
 fn a_deadline_ends_the_search_with_the_bounds_it_had() {
     let _serial = tests::serial();
-    let target = Target::start(&["--capacity", "5000"]);
+    let target = ServeProcess::start(&["--capacity", "5000"]);
     let (code, stdout, stderr, json, _dir) = find_max(&[
         &target.url(),
         "--slo",
@@ -480,7 +480,7 @@ fn a_deadline_ends_the_search_with_the_bounds_it_had() {
 #[test]
 fn ctrl_c_keeps_every_probe_and_the_bounds_so_far() {
     let _serial = tests::serial();
-    let target = Target::start(&["--capacity", "5000"]);
+    let target = ServeProcess::start(&["--capacity", "5000"]);
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("out");
     let mut child = Command::new(bin("stampede"))
@@ -591,8 +591,8 @@ fn find_max_side(targets: &[String], args: &[&str]) -> (i32, String, String, tem
 fn several_targets_were_each_searched_and_ranked_by_their_true_capacity() {
     let _serial = tests::serial();
     // Named so that the command line's order is not the ranking's.
-    let slow = Target::start(&["--capacity", "400"]);
-    let fast = Target::start(&["--capacity", "900"]);
+    let slow = ServeProcess::start(&["--capacity", "400"]);
+    let fast = ServeProcess::start(&["--capacity", "900"]);
     let targets = [
         format!("slow={}", slow.url()),
         format!("fast={}", fast.url()),
@@ -665,8 +665,8 @@ fn several_targets_were_each_searched_and_ranked_by_their_true_capacity() {
 #[test]
 fn ctrl_c_concluded_every_target_s_search_with_its_bounds_so_far() {
     let _serial = tests::serial();
-    let a = Target::start(&["--capacity", "5000"]);
-    let b = Target::start(&["--capacity", "5000"]);
+    let a = ServeProcess::start(&["--capacity", "5000"]);
+    let b = ServeProcess::start(&["--capacity", "5000"]);
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("out");
     let mut child = Command::new(bin("stampede"))

@@ -1,6 +1,6 @@
 //! The first hour of a wrk / ab / oha / vegeta user: their flags run the model they mean, or are
 //! refused in one line naming the stampede command; bad values are refused at the command line.
-use tests::{AgentProc, Target, closed_port, run_ok, stampede, text};
+use tests::{AgentProc, ServeProcess, closed_port, run_ok, stampede, text};
 
 /// Refused with exit 2 and one line; never clap's tips.
 fn refused(args: &[&str]) -> String {
@@ -20,7 +20,7 @@ fn refused(args: &[&str]) -> String {
 
 #[test]
 fn wrk_c_d_t_was_an_unexpected_argument() {
-    let target = Target::start(&[]);
+    let target = ServeProcess::start(&[]);
     let ran = run_ok(&[&target.url(), "-c", "3", "-d", "1s", "-t", "1"]);
     let plan = &ran.run["plan"];
     assert_eq!(plan["model"], "concurrency", "{plan}");
@@ -31,7 +31,7 @@ fn wrk_c_d_t_was_an_unexpected_argument() {
 
 #[test]
 fn wrk2_rate_and_oha_z_q_were_unexpected_arguments() {
-    let target = Target::start(&[]);
+    let target = ServeProcess::start(&[]);
     for args in [
         vec!["-R", "40", "-c", "7", "-d", "1s"],
         vec!["--rate", "40/1s", "-c", "7", "--duration", "1s"],
@@ -51,7 +51,7 @@ fn wrk2_rate_and_oha_z_q_were_unexpected_arguments() {
 
 #[test]
 fn ab_n_could_not_end_a_closed_loop_after_n_requests() {
-    let target = Target::start(&[]);
+    let target = ServeProcess::start(&[]);
     // 3 connections over 2 worker threads and a 1001-request count: the split must still be exact,
     // and the step ends on the count long before its 30 s.
     let ran = run_ok(&[
@@ -72,7 +72,7 @@ fn ab_n_could_not_end_a_closed_loop_after_n_requests() {
 
 #[test]
 fn ab_n_was_split_exactly_across_agents() {
-    let target = Target::start(&[]);
+    let target = ServeProcess::start(&[]);
     let a = AgentProc::start(&[], &[]);
     let b = AgentProc::start(&[], &[]);
     let agents = format!("{},{}", a.addr, b.addr);
@@ -181,7 +181,7 @@ fn unreachable_agent_was_a_rust_debug_print() {
 
 #[test]
 fn agent_logs_were_coloured_off_a_terminal() {
-    let target = Target::start(&[]);
+    let target = ServeProcess::start(&[]);
     let ready = tempfile::tempdir().unwrap();
     let file = ready.path().join("ready.json");
     let mut agent = std::process::Command::new(tests::bin("stampede-agent"))

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use results::distribution::Distribution;
-use tests::{AgentProc, Target, run_ok, text};
+use tests::{AgentProc, ServeProcess, run_ok, text};
 
 fn hgrm(dir: &Path, step: u64) -> Distribution {
     let path = dir.join(format!("hlog/step-{step:03}.hgrm"));
@@ -17,7 +17,7 @@ fn hgrm(dir: &Path, step: u64) -> Distribution {
 #[test]
 fn each_steps_hgrm_is_its_merged_latency() {
     let _serial = tests::serial();
-    let target = Target::start(&["--delay", "20ms"]);
+    let target = ServeProcess::start(&["--delay", "20ms"]);
     // autobench's ramp: 20 then 40 new connections per second, 2 requests on each.
     let ran = run_ok(&[
         &target.url(),
@@ -87,7 +87,7 @@ fn hdrhistograms_own_readers_print_our_hgrm_from_our_hlog() {
         }
     };
     let _serial = tests::serial();
-    let target = Target::start(&["--delay", "5ms"]);
+    let target = ServeProcess::start(&["--delay", "5ms"]);
     // Two agents, so the hlog has Tag= lines to add up to the fleet's.
     let agents: Vec<AgentProc> = (0..2).map(|_| AgentProc::start(&[], &[])).collect();
     let addrs: Vec<String> = agents.iter().map(|a| a.addr.to_string()).collect();

@@ -3,7 +3,7 @@
 //! schedules, the server's column and the run's one-sentence answer.
 use std::time::Duration;
 
-use tests::{StatusServer, Target, run_ok};
+use tests::{ServeProcess, StatusServer, run_ok};
 
 fn f(v: &serde_json::Value) -> f64 {
     v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))
@@ -90,7 +90,7 @@ fn http_503_replies_read_as_success() {
 
 #[test]
 fn bad_ok_status_is_refused_naming_the_part() {
-    let target = Target::start(&[]);
+    let target = ServeProcess::start(&[]);
     let o = tests::stampede(&["run", &target.url(), "--ok-status", "200-2xx", "--quiet"]);
     assert_eq!(o.status.code(), Some(2));
     let err = tests::text(&o.stderr);
@@ -103,7 +103,7 @@ fn bad_ok_status_is_refused_naming_the_part() {
 #[test]
 fn requests_never_completed_vanish_from_the_latency() {
     // The target stops answering for 2 s inside a 4 s step; the timeout is 1 s.
-    let target = Target::start(&[]);
+    let target = ServeProcess::start(&[]);
     let staller = target.stall_after(Duration::from_millis(1000), 2000);
     let ran = run_ok(&[
         &target.url(),
@@ -135,7 +135,7 @@ fn requests_never_completed_vanish_from_the_latency() {
 #[test]
 fn short_num_conn_step_reports_zero_reply_rate() {
     // autobench's habit: 100 connections at 200 conn/s is a half-second step.
-    let target = Target::start(&[]);
+    let target = ServeProcess::start(&[]);
     let ran = run_ok(&[
         &target.url(),
         "--low_rate",
@@ -162,7 +162,7 @@ fn short_num_conn_step_reports_zero_reply_rate() {
 #[test]
 fn poisson_arrivals_blame_the_target_wrongly() {
     // Seed 3's Poisson schedule holds 18 arrivals in 2 s at 10/s: every one sent and answered.
-    let target = Target::start(&[]);
+    let target = ServeProcess::start(&[]);
     let ran = run_ok(&[
         &target.url(),
         "--model",
@@ -187,7 +187,7 @@ fn poisson_arrivals_blame_the_target_wrongly() {
 #[test]
 fn the_run_ends_with_where_the_server_broke() {
     // A target that serves 300 req/s: the ramp crosses it.
-    let target = Target::start(&["--capacity", "300"]);
+    let target = ServeProcess::start(&["--capacity", "300"]);
     let ran = run_ok(&[
         &target.url(),
         "--model",
@@ -253,7 +253,7 @@ fn demo_did_not_say_where_its_target_broke() {
 #[test]
 fn ab_n_rates_were_divided_by_the_nominal_step_length() {
     // ab -n 300 -c 3 against a 2 ms target: done in a fraction of the 10 s default step.
-    let target = Target::start(&["--delay", "2ms"]);
+    let target = ServeProcess::start(&["--delay", "2ms"]);
     let ran = run_ok(&["-n", "300", "-c", "3", &target.url()]);
     let step = ran.step(0);
     assert_eq!(step["requests"], 300, "{step}");

@@ -2,14 +2,14 @@
 //! its side (it serves at most so many a second and queues the rest), so a ramp across it shows the
 //! knee at the first step past the capacity, named for its latency, in run.json, the answer and the
 //! report, with the server's requests per core-second from its monitor.
-use tests::{Target, run_ok};
+use tests::{ServeProcess, run_ok};
 
 #[test]
 fn a_ramp_across_a_servers_capacity_names_its_knee_and_the_latency_that_shows_it() {
     // 20 ms per reply raises the low-load p99 well above a loaded machine's jitter, so the knee
     // (4x that) is the queue behind the capacity (a second and more at 600/s), never noise. The
     // steps stay well away from the capacity on both sides.
-    let target = Target::start(&["--capacity", "400", "--delay", "20ms"]);
+    let target = ServeProcess::start(&["--capacity", "400", "--delay", "20ms"]);
     let pid = target.pid().to_string();
     let ran = run_ok(&[
         &target.url(),

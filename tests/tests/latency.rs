@@ -2,11 +2,11 @@
 //! measured from the intended send time can see (coordinated omission).
 use std::time::Duration;
 
-use tests::{Target, run_ok};
+use tests::{ServeProcess, run_ok};
 
 #[test]
 fn serve_delay_20ms_reports_p50_between_20_and_25_ms() {
-    let target = Target::start(&["--delay", "20ms"]);
+    let target = ServeProcess::start(&["--delay", "20ms"]);
     let ran = run_ok(&[
         &target.url(),
         "--model",
@@ -22,7 +22,7 @@ fn serve_delay_20ms_reports_p50_between_20_and_25_ms() {
 
 #[test]
 fn coordinated_omission_stall_shows_in_p99() {
-    let target = Target::start(&[]);
+    let target = ServeProcess::start(&[]);
     // Stall the target for 500 ms, one second into the step.
     let staller = target.stall_after(Duration::from_millis(1100), 500);
     let ran = run_ok(&[

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
-use tests::{AgentProc, Target, run_quiet, text};
+use tests::{AgentProc, ServeProcess, run_quiet, text};
 
 /// A target that holds each request `delay` before its reply, closes every connection after one reply,
 /// and counts the most connections it held open at once. Stops accepting when dropped.
@@ -88,7 +88,7 @@ fn agent(limits: &[&str]) -> AgentProc {
 #[test]
 fn max_rate_no_longer_lets_a_closed_loop_run_unpaced() {
     let _serial = tests::serial();
-    let target = Target::start(&[]);
+    let target = ServeProcess::start(&[]);
     let capped = agent(&["--max-rate", "50", "--max-connections", "10"]);
     let (o, dir) = run_quiet(&[
         &target.url(),
@@ -179,7 +179,7 @@ fn max_connections_no_longer_lets_the_connections_model_hold_more_sockets() {
 #[test]
 fn a_closed_loop_over_max_connections_is_refused_before_any_load() {
     let _serial = tests::serial();
-    let target = Target::start(&[]);
+    let target = ServeProcess::start(&[]);
     let capped = agent(&["--max-connections", "10"]);
     let (o, _dir) = run_quiet(&[
         &target.url(),

@@ -1,9 +1,9 @@
 //! A 3-step ramp of each load model against `stampede serve` on loopback: what the target counted equals
 //! what stampede reports, and open models achieve their demanded rate.
-use tests::{Ran, Target, run_ok};
+use tests::{Ran, ServeProcess, run_ok};
 
 fn ramp(model: &str, steps: &str, extra: &[&str]) -> (Ran, u64) {
-    let target = Target::start(&[]);
+    let target = ServeProcess::start(&[]);
     let url = target.url();
     let mut args = vec![
         url.as_str(),

@@ -2,7 +2,7 @@
 //! monitor watching `stampede serve` by its pid puts the server's CPU in every step's row and run.json,
 //! and it grows with the rate; a remote one (`stampede-agent --monitor`) dialed with --monitors does the
 //! same, and named among --agents it is refused by its role.
-use tests::{AgentProc, Target, run_ok, run_quiet, text};
+use tests::{AgentProc, ServeProcess, run_ok, run_quiet, text};
 
 /// CPU seconds a process has used, from /proc/PID/stat read here (fields 14 and 15, utime and
 /// stime, in clock ticks; the command name in parentheses may hold spaces).
@@ -19,7 +19,7 @@ fn cpu_seconds(pid: u32) -> f64 {
 
 #[test]
 fn an_embedded_monitor_shows_the_targets_cpu_grow_with_the_rate() {
-    let target = Target::start(&[]);
+    let target = ServeProcess::start(&[]);
     let pid = target.pid();
     let before = cpu_seconds(pid);
     let ran = run_ok(&[
@@ -85,7 +85,7 @@ fn an_embedded_monitor_shows_the_targets_cpu_grow_with_the_rate() {
 
 #[test]
 fn a_bad_monitor_pid_is_an_error_at_start() {
-    let target = Target::start(&[]);
+    let target = ServeProcess::start(&[]);
     let (o, _dir) = run_quiet(&[
         &target.url(),
         "--steps",
@@ -118,7 +118,7 @@ fn remote_monitor(pid: u32) -> AgentProc {
 
 #[test]
 fn a_remote_monitor_dialed_with_monitors_fills_its_columns() {
-    let target = Target::start(&[]);
+    let target = ServeProcess::start(&[]);
     let monitor = remote_monitor(target.pid());
     let addr = monitor.addr.to_string();
     let ran = run_ok(&[
@@ -158,7 +158,7 @@ fn a_remote_monitor_dialed_with_monitors_fills_its_columns() {
 
 #[test]
 fn a_monitor_named_among_the_agents_is_refused_by_its_role() {
-    let target = Target::start(&[]);
+    let target = ServeProcess::start(&[]);
     let monitor = remote_monitor(target.pid());
     let addr = monitor.addr.to_string();
     let (o, _dir) = run_quiet(&[&target.url(), "--steps", "10", "--agents", &addr]);
@@ -255,7 +255,7 @@ fn a_full_listen_queue_is_noted_as_the_syns_the_server_dropped() {
 /// A run on `--listen` that a monitor of the target joins, beside `agents` load agents that join
 /// too (none: the embedded agent sends the load); returns its run.json.
 fn run_joined_by_a_monitor(agents: usize) -> serde_json::Value {
-    let target = Target::start(&[]);
+    let target = ServeProcess::start(&[]);
     let dir = tempfile::tempdir().unwrap();
     let ready = dir.path().join("ready.json");
     let out = dir.path().join("out");
@@ -335,7 +335,12 @@ fn a_monitor_joins_beside_the_embedded_agent() {
 }
 
 /// `stampede run a=URL b=URL ... --quiet --out DIR`, whatever its outcome.
-fn run_two(a: &Target, b: &Target, extra: &[&str], dir: &std::path::Path) -> std::process::Output {
+fn run_two(
+    a: &ServeProcess,
+    b: &ServeProcess,
+    extra: &[&str],
+    dir: &std::path::Path,
+) -> std::process::Output {
     let (ua, ub) = (format!("a={}", a.url()), format!("b={}", b.url()));
     let mut args = vec!["run", &ua, &ub, "--quiet", "--out", dir.to_str().unwrap()];
     args.extend_from_slice(extra);
@@ -344,7 +349,7 @@ fn run_two(a: &Target, b: &Target, extra: &[&str], dir: &std::path::Path) -> std
 
 #[test]
 fn two_targets_each_carry_their_own_server_s_cpu_from_its_paired_monitor() {
-    let (a, b) = (Target::start(&[]), Target::start(&[]));
+    let (a, b) = (ServeProcess::start(&[]), ServeProcess::start(&[]));
     let pids = [a.pid(), b.pid()];
     let before = pids.map(cpu_seconds);
     let out = tempfile::tempdir().unwrap();
@@ -463,7 +468,7 @@ fn two_targets_each_carry_their_own_server_s_cpu_from_its_paired_monitor() {
 
 #[test]
 fn a_pairing_of_no_target_two_for_one_or_no_such_process_is_refused_before_any_load() {
-    let (a, b) = (Target::start(&[]), Target::start(&[]));
+    let (a, b) = (ServeProcess::start(&[]), ServeProcess::start(&[]));
     let pid = a.pid().to_string();
     let (pa, pc) = (format!("a=pid:{pid}"), format!("c=pid:{pid}"));
     let cases: [(&[&str], &str); 4] = [

@@ -1,5 +1,5 @@
 //! What goes on the wire: method, headers, body, the URL list in order, and autobench's num_conn steps.
-use tests::{RecordingServer, Target, run_ok};
+use tests::{RecordingServer, ServeProcess, run_ok};
 
 #[test]
 fn method_headers_and_body_are_sent_as_given() {
@@ -196,7 +196,7 @@ fn connections_the_server_closes_are_reopened_not_counted_as_errors() {
 #[test]
 fn arrivals_waiting_at_the_step_end_are_dropped_not_sent_afterwards() {
     // Regression: queued arrivals were sent after the step ended, each doomed to time out.
-    let target = Target::start(&["--delay", "500ms"]);
+    let target = ServeProcess::start(&["--delay", "500ms"]);
     let ran = run_ok(&[
         &target.url(),
         "--model",

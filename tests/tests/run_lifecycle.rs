@@ -2,7 +2,7 @@
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use tests::{Lines, Target, bin, run_json, stampede, text};
+use tests::{Lines, ServeProcess, bin, run_json, stampede, text};
 
 #[test]
 fn demo_runs_past_the_knee_and_writes_everything() {
@@ -98,7 +98,7 @@ fn stampede_report_named_what_it_could_not_read_or_write() {
 
 #[test]
 fn interrupt_keeps_finished_steps_and_marks_the_partial_one_aborted() {
-    let target = Target::start(&[]);
+    let target = ServeProcess::start(&[]);
     let out = tempfile::tempdir().unwrap();
     let child = Command::new(bin("stampede"))
         .args([
@@ -182,7 +182,7 @@ fn exit_within(child: &mut std::process::Child, limit: Duration) -> Option<i32> 
 
 #[test]
 fn a_second_interrupt_did_not_stop_a_run_waiting_on_a_stalled_target() {
-    let target = Target::start(&[]);
+    let target = ServeProcess::start(&[]);
     let out = tempfile::tempdir().unwrap();
     let mut child = requests_run(&target.url(), "20,20,20", "1s", out.path())
         .args(["--timeout", "30s"])
@@ -227,7 +227,7 @@ fn a_second_interrupt_did_not_stop_a_run_waiting_on_a_stalled_target() {
 
 #[test]
 fn step_numbers_started_at_0_in_run_json_and_hlog() {
-    let target = Target::start(&[]);
+    let target = ServeProcess::start(&[]);
     let out = tempfile::tempdir().unwrap();
     let o = requests_run(&target.url(), "20,20", "300ms", out.path())
         .output()
@@ -272,7 +272,7 @@ fn step_numbers_started_at_0_in_run_json_and_hlog() {
 
 #[test]
 fn the_plan_was_not_said_before_the_load() {
-    let target = Target::start(&[]);
+    let target = ServeProcess::start(&[]);
     let out = tempfile::tempdir().unwrap();
     let dir = out.path().to_str().unwrap();
     let o = requests_run(&target.url(), "10,20,30,40", "250ms", out.path())

@@ -7,7 +7,7 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 
 use tests::nginx::Nginx;
-use tests::{Target, browser, run_json, stampede, text};
+use tests::{ServeProcess, browser, run_json, stampede, text};
 
 /// A Node `http` server on a free loopback port spending `busy_us` µs of CPU per request; killed
 /// when dropped.
@@ -104,7 +104,7 @@ fn three_real_servers_ramped_side_by_side_rank_by_their_true_knees_each_with_its
     let Some(node) = Node::start(test, 500) else {
         return;
     };
-    let reference = Target::start(&["--capacity", "150"]);
+    let reference = ServeProcess::start(&["--capacity", "150"]);
     let pids = [
         ("nginx", nginx.pid()),
         ("node", node.child.id()),

@@ -4,7 +4,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use tests::{AgentProc, Lines, Target, bin, run_json, stampede, text};
+use tests::{AgentProc, Lines, ServeProcess, bin, run_json, stampede, text};
 
 /// When a step started, from its hlog's `#[StartTime: SECS (seconds since epoch)]` (the
 /// HdrHistogram log's own header, written by the hdrhistogram crate's writer).
@@ -31,8 +31,8 @@ fn replies(run: &serde_json::Value) -> u64 {
 
 #[test]
 fn two_targets_ran_each_step_in_turn_each_into_its_own_directory() {
-    let fast = Target::start(&["--delay", "1ms"]);
-    let slow = Target::start(&["--delay", "40ms"]);
+    let fast = ServeProcess::start(&["--delay", "1ms"]);
+    let slow = ServeProcess::start(&["--delay", "40ms"]);
     let out = tempfile::tempdir().unwrap();
     let dir = out.path().join("x");
     let o = stampede(&[
@@ -103,8 +103,8 @@ fn two_targets_ran_each_step_in_turn_each_into_its_own_directory() {
 
 #[test]
 fn a_target_past_its_stop_on_ended_its_own_ramp_while_the_other_went_on() {
-    let fast = Target::start(&[]);
-    let slow = Target::start(&["--delay", "100ms"]);
+    let fast = ServeProcess::start(&[]);
+    let slow = ServeProcess::start(&["--delay", "100ms"]);
     let out = tempfile::tempdir().unwrap();
     let o = stampede(&[
         "run",
@@ -145,8 +145,8 @@ fn a_target_past_its_stop_on_ended_its_own_ramp_while_the_other_went_on() {
 
 #[test]
 fn an_agent_that_refuses_one_target_refused_the_run_before_any_load() {
-    let allowed = Target::start(&[]);
-    let refused = Target::start(&[]);
+    let allowed = ServeProcess::start(&[]);
+    let refused = ServeProcess::start(&[]);
     // A name rule would not admit loopback (SECURITY.md): an address rule admits one target, and
     // another loopback address (refused at configure, before anything dials it) is outside it.
     let agent = AgentProc::start(&["--allow-target", "127.0.0.1"], &[]);
@@ -206,8 +206,8 @@ fn target_lists_that_cannot_name_their_directories_are_refused_in_one_line() {
 
 #[test]
 fn an_interrupt_ended_every_target_and_kept_what_ran() {
-    let a = Target::start(&[]);
-    let b = Target::start(&[]);
+    let a = ServeProcess::start(&[]);
+    let b = ServeProcess::start(&[]);
     let out = tempfile::tempdir().unwrap();
     let child = Command::new(bin("stampede"))
         .args(["run", &format!("a={}", a.url()), &format!("b={}", b.url())])
@@ -267,8 +267,8 @@ fn an_interrupt_ended_every_target_and_kept_what_ran() {
 
 #[test]
 fn an_agents_run_length_counted_every_targets_steps_in_the_order_they_run() {
-    let a = Target::start(&[]);
-    let b = Target::start(&[]);
+    let a = ServeProcess::start(&[]);
+    let b = ServeProcess::start(&[]);
     let agent = AgentProc::start(&["--max-run-duration", "2s"], &[]);
     let out = tempfile::tempdir().unwrap();
     let o = stampede(&[

@@ -1,9 +1,9 @@
 //! `--source-addrs`: connections really leave from the listed addresses, in turn; an address the
 //! machine lacks is the generator's addr-unavailable, said before the run and never blamed on the target.
-use tests::{Target, run_ok, text};
+use tests::{ServeProcess, run_ok, text};
 
 /// The target's per-client request counts, from its stats endpoint.
-fn by_client(target: &Target) -> serde_json::Map<String, serde_json::Value> {
+fn by_client(target: &ServeProcess) -> serde_json::Map<String, serde_json::Value> {
     let body = tests::http_get(target.addr, "/_stampede/stats");
     let v: serde_json::Value = serde_json::from_str(&body).expect("stats are JSON");
     v["by_client"].as_object().expect("by_client").clone()
@@ -11,7 +11,7 @@ fn by_client(target: &Target) -> serde_json::Map<String, serde_json::Value> {
 
 #[test]
 fn connections_come_from_each_listed_source_address_in_turn() {
-    let target = Target::start(&[]);
+    let target = ServeProcess::start(&[]);
     let dir = tempfile::tempdir().unwrap();
     let plan = dir.path().join("plan.toml");
     // The plan file's spelling of the flag, as a range; 127.0.0.1 (the target's own) is not in it.
@@ -45,7 +45,7 @@ fn connections_come_from_each_listed_source_address_in_turn() {
 
 #[test]
 fn a_source_address_the_machine_lacks_is_addr_unavailable_not_the_targets_fault() {
-    let target = Target::start(&[]);
+    let target = ServeProcess::start(&[]);
     // TEST-NET-3 (RFC 5737) is assigned to no machine: binding to it fails before any packet is sent.
     let (o, out) = tests::run_quiet(&[
         &target.url(),

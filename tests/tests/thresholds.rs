@@ -3,10 +3,10 @@
 use std::path::Path;
 use std::process::Output;
 
-use tests::{Target, run_json, stampede, text};
+use tests::{ServeProcess, run_json, stampede, text};
 
 /// A requests-model run of 1 s steps against `target`, written to `out`, quiet.
-fn steps(target: &Target, steps: &str, extra: &[&str], out: &Path) -> Output {
+fn steps(target: &ServeProcess, steps: &str, extra: &[&str], out: &Path) -> Output {
     let url = target.url();
     let mut args = vec!["run", &url, "--model", "requests", "--steps", steps];
     args.extend([
@@ -24,7 +24,7 @@ fn steps(target: &Target, steps: &str, extra: &[&str], out: &Path) -> Output {
 fn a_ramp_past_the_knee_hammered_a_dead_server_to_high_rate() {
     // The target serves 200 req/s: at 400 req/s its queue grows for the whole step, so p99 is far
     // above 200 ms; at 100 req/s it is a few ms.
-    let target = Target::start(&["--capacity", "200"]);
+    let target = ServeProcess::start(&["--capacity", "200"]);
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("run");
     let o = steps(
@@ -82,7 +82,7 @@ fn a_ramp_past_the_knee_hammered_a_dead_server_to_high_rate() {
 
 #[test]
 fn a_fail_on_breach_exited_0_in_ci() {
-    let target = Target::start(&["--delay", "40ms"]);
+    let target = ServeProcess::start(&["--delay", "40ms"]);
     let dir = tempfile::tempdir().unwrap();
     let run = |expr: &str, name: &str| {
         let out = dir.path().join(name);

@@ -1,7 +1,7 @@
 //! HTTPS targets: rustls on the client, the reference target's self-signed certificate on the server.
-use tests::{Target, run_ok};
+use tests::{ServeProcess, run_ok};
 
-fn step(target: &Target, extra: &[&str]) -> serde_json::Value {
+fn step(target: &ServeProcess, extra: &[&str]) -> serde_json::Value {
     let url = target.url();
     let mut args = vec![
         url.as_str(),
@@ -18,7 +18,7 @@ fn step(target: &Target, extra: &[&str]) -> serde_json::Value {
 
 #[test]
 fn https_target_with_insecure_gets_replies() {
-    let target = Target::start(&["--tls"]);
+    let target = ServeProcess::start(&["--tls"]);
     assert!(target.url().starts_with("https://"));
     let step = step(&target, &["--insecure"]);
     assert_eq!(step["requests"].as_u64().unwrap(), 50, "{step}");
@@ -30,7 +30,7 @@ fn https_target_with_insecure_gets_replies() {
 
 #[test]
 fn https_target_with_an_untrusted_certificate_fails_as_errors() {
-    let target = Target::start(&["--tls"]);
+    let target = ServeProcess::start(&["--tls"]);
     let step = step(&target, &[]);
     assert_eq!(step["replies"], 0, "{step}");
     assert!(step["errors"]["other"].as_u64().unwrap() >= 50, "{step}");

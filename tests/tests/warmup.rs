@@ -2,7 +2,7 @@
 //! counted, checked against what the reference target itself counted.
 use std::path::Path;
 
-use tests::{Target, run_json, stampede, text};
+use tests::{ServeProcess, run_json, stampede, text};
 
 /// The replies a run.json's steps (and its warmup) say.
 fn replies(run: &serde_json::Value) -> (u64, u64) {
@@ -23,7 +23,7 @@ fn step_start(dir: &Path, step: usize) -> f64 {
 
 #[test]
 fn a_warmup_was_sent_shown_and_recorded_but_never_counted() {
-    let target = Target::start(&[]);
+    let target = ServeProcess::start(&[]);
     let out = tempfile::tempdir().unwrap();
     let o = stampede(&[
         "run",
@@ -86,8 +86,8 @@ fn a_warmup_was_sent_shown_and_recorded_but_never_counted() {
 
 #[test]
 fn side_by_side_each_target_warmed_up_right_before_its_first_step() {
-    let a = Target::start(&[]);
-    let b = Target::start(&[]);
+    let a = ServeProcess::start(&[]);
+    let b = ServeProcess::start(&[]);
     let out = tempfile::tempdir().unwrap();
     let dir = out.path().join("x");
     let o = stampede(&[
