@@ -101,13 +101,25 @@ fn key(r: &Labelled) -> Key {
     Key {
         ran: top.is_some(),
         knee: knee.map_or(top.unwrap_or(0.0), knee_at),
-        beyond: knee.is_none(),
-        kept_up_to: summary.and_then(|s| s.kept_up_to).unwrap_or(-1.0),
+        // A generator-bound knee is no knee of the server's: its own lies at least that far.
+        beyond: knee.is_none_or(|k| !k.servers),
+        kept_up_to: kept_up_at(r).unwrap_or(-1.0),
         neg_p99: summary
             .and_then(|s| s.kept_up_p99_ms)
             .map_or(f64::NEG_INFINITY, |p| -p),
         peak: summary.map_or(0.0, |s| s.peak_ok_rate),
     }
+}
+
+/// How far a run kept up, on the comparison's axis (the demanded rate where the steps have one, as
+/// the knee's is): the connections model's conn/s would read 10x low against a knee in req/s at
+/// `--num-call 10`.
+fn kept_up_at(r: &Labelled) -> Option<f64> {
+    let summary = r.run.summary.as_ref()?;
+    let kept = summary
+        .kept_up_step
+        .and_then(|n| r.run.steps.iter().find(|s| s.number == n));
+    kept.map(joined_value).or(summary.kept_up_to)
 }
 
 /// A knee's value on the comparison's axis, as its steps are joined.
@@ -153,7 +165,7 @@ fn ranked(r: &Labelled) -> Ranked {
         label: r.label.clone(),
         knee_at: knee.as_ref().map(knee_at),
         knee,
-        kept_up_to,
+        kept_up_to: kept_up_at(r),
         kept_up_step: kept.map(|s| s.number),
         p99_ms,
         p99_lower_bound,
@@ -337,6 +349,32 @@ mod tests {
         ranking.iter().map(|r| (r.rank, r.label.as_str())).collect()
     }
 
+    /// A generator-bound knee is the generator's: the server's own lies at least that far, so it
+    /// ranks ahead of a server that broke at the same value.
+    #[test]
+    fn a_generator_bound_knee_ranks_ahead_of_a_server_s_knee_at_the_same_value() {
+        let runs = vec![
+            run("broke", Some((500.0, KneeCause::Latency))),
+            run("unknown", Some((500.0, KneeCause::GeneratorBound))),
+        ];
+        assert_eq!(order(&rank(&runs)), [(1, "unknown"), (2, "broke")]);
+    }
+
+    /// How far a run kept up is on the comparison's axis, as the knee is: the connections model's
+    /// 40 conn/s of 10 requests each is 400 req/s, never 40 beside a knee in req/s.
+    #[test]
+    fn kept_up_to_is_on_the_axis_the_knee_is_on() {
+        let mut r = run("httperf", None);
+        for s in &mut r.run.steps {
+            s.demanded_rate = Some(s.step_value);
+            s.step_value /= 10.0;
+        }
+        let summary = r.run.summary.as_mut().unwrap();
+        summary.kept_up_to = summary.kept_up_to.map(|v| v / 10.0);
+        let ranking = rank(&[r]);
+        assert_eq!(ranking[0].kept_up_to, Some(400.0));
+    }
+
     #[test]
     fn the_later_the_knee_the_better_and_no_knee_is_beyond_the_ramp() {
         let runs = vec![
@@ -371,7 +409,8 @@ mod tests {
         assert_eq!(order(&rank(&runs)), [(1, "held"), (2, "broke")]);
         // Without knees (files written before knees were named) the farther kept up is first.
         let mut less = run("less", None);
-        less.run.summary.as_mut().unwrap().kept_up_to = Some(300.0);
+        let summary = less.run.summary.as_mut().unwrap();
+        (summary.kept_up_to, summary.kept_up_step) = (Some(300.0), Some(3));
         let runs = vec![less, run("more", None), run("same", None)];
         assert_eq!(order(&rank(&runs)), [(1, "more"), (1, "same"), (3, "less")]);
     }
