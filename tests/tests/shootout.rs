@@ -142,6 +142,10 @@ fn three_real_servers_ramped_side_by_side_rank_by_their_true_knees_each_with_its
         args.push("--monitor-target".into());
         args.push(format!("{name}=pid:{pid}"));
     }
+    // And node watched once more by a monitor no target owns: on every target's steps, so the
+    // steps that load the others show node idle.
+    args.push("--monitor-pid".into());
+    args.push(node.child.id().to_string());
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let o = stampede(&args);
     let stdout = text(&o.stdout);
@@ -167,13 +171,36 @@ fn three_real_servers_ramped_side_by_side_rank_by_their_true_knees_each_with_its
             .sum();
         per_request.push(kernel / served.max(1.0));
         for s in run["steps"].as_array().unwrap() {
-            let mine: Vec<&str> = s["server_monitors"]
-                .as_array()
-                .unwrap()
+            let monitors = s["server_monitors"].as_array().unwrap();
+            let whose = |watches: &str| -> Vec<&serde_json::Value> {
+                monitors
+                    .iter()
+                    .filter(|m| m["watches"] == watches)
+                    .collect()
+            };
+            let mine: Vec<&str> = whose("target")
                 .iter()
                 .map(|m| m["monitor"].as_str().unwrap())
                 .collect();
-            assert_eq!(mine, [*name], "{name}'s steps carry its own server alone");
+            assert_eq!(
+                mine,
+                [*name],
+                "{name}'s steps carry its own server, no other target's"
+            );
+            let shared = whose("shared");
+            assert_eq!(
+                shared.len(),
+                1,
+                "and the monitor no target owns: {monitors:?}"
+            );
+            let idle_node = shared[0]["target"]["cpu_pct"].as_f64().unwrap();
+            if *name != "node" {
+                assert!(
+                    idle_node < 5.0,
+                    "node idle while {name} is loaded: {idle_node} % of a core at {}",
+                    s["step_value"]
+                );
+            }
         }
     }
     assert!(
@@ -211,6 +238,17 @@ fn three_real_servers_ramped_side_by_side_rank_by_their_true_knees_each_with_its
     );
 
     // The ranking says the same, in compare.json and at the end of stdout.
+    // compare.tsv: one column of each target's own server's CPU.
+    let tsv = std::fs::read_to_string(dir.join("compare.tsv")).unwrap();
+    let header: Vec<&str> = tsv.lines().next().unwrap().split('\t').collect();
+    for (name, _) in pids {
+        let own = format!("srv_cpu_pct_{name}");
+        assert_eq!(
+            header.iter().filter(|c| **c == own).count(),
+            1,
+            "{own} in {header:?}"
+        );
+    }
     let compared: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(dir.join("compare.json")).unwrap()).unwrap();
     let order: Vec<&str> = compared["ranking"]
