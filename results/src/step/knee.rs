@@ -192,12 +192,18 @@ fn flattened(prev: Option<&StepResult>, r: &StepResult) -> bool {
 
 /// Whether the step's own server monitor saw its CPU at its limit: of the cores it may use, or one
 /// thread at a whole core (a single-threaded server can go no faster on more cores).
+/// A busy thread is the server's limit only when it carries at least this share of the server's
+/// CPU: node's event loop, one nginx worker of one; not one of a Go server's schedulers at 90 %
+/// while the process uses 2 of its 4 cores.
+pub const THREAD_SHARE: f64 = 0.5;
+
 fn server_at_limit(r: &StepResult) -> bool {
     r.own_server()
         .and_then(|m| m.target.as_ref())
         .is_some_and(|t| {
             t.cpu_util_pct >= CPU_LIMIT_PCT
-                || t.thread_max_pct.is_some_and(|p| p >= THREAD_LIMIT_PCT)
+                || t.thread_max_pct
+                    .is_some_and(|p| p >= THREAD_LIMIT_PCT && p >= THREAD_SHARE * t.cpu_pct)
         })
 }
 
@@ -490,6 +496,13 @@ mod tests {
             k.sentence("200 req/s")
                 .contains("node's busiest thread reached 99 % of a core")
         );
+        // One busy thread of many is not the limit: a Go server at half of 4 cores, one of its
+        // schedulers at 95 % of a core.
+        for r in &mut steps {
+            watched(r, "go", 50.0, 4.0);
+            r.server_monitors[0].target.as_mut().unwrap().thread_max_pct = Some(95.0);
+        }
+        assert_eq!(find(&steps), None);
         // A monitor of the host alone is nobody's own server: no CPU knee, no core-seconds.
         for r in &mut steps {
             r.server_monitors[0].target = None;
