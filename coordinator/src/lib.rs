@@ -333,6 +333,44 @@ fn found(outcome: Result<run::RunOutcome, run::RunError>) -> u8 {
 /// the results and the comparison are, and the targets ranked by the rate each sustained. The exit
 /// code is the worst target's (see [`worst_search`]).
 fn found_side(outcome: Result<run::SideOutcome, run::RunError>) -> u8 {
+    side_end(
+        outcome,
+        |o, whose| {
+            let mut text = progress::table(&o.steps);
+            if let Some(c) = &o.capacity {
+                text.push_str(&capacity_lines(c, whose));
+            }
+            text
+        },
+        |side| {
+            let ranked: Vec<(&str, &results::search::Capacity)> = side
+                .runs
+                .iter()
+                .filter_map(|o| {
+                    Some((o.label.as_deref().unwrap_or_default(), o.capacity.as_ref()?))
+                })
+                .collect();
+            results::search::capacity::ranking(&ranked) + "\n"
+        },
+        |runs| {
+            let codes: Vec<u8> = runs
+                .iter()
+                .map(|o| o.capacity.as_ref().map_or(1, |c| c.exit_code))
+                .collect();
+            worst_search(&codes)
+        },
+    )
+}
+
+/// The end of several targets side by side, runs and searches alike: `each` target's block under
+/// its label (`whose` is " (LABEL)"), where the comparison and the results are, the `ranking`, and
+/// the worst target's `exit` code (1 when the comparison could not be written).
+fn side_end(
+    outcome: Result<run::SideOutcome, run::RunError>,
+    each: impl Fn(&run::RunOutcome, &str) -> String,
+    ranking: impl Fn(&run::SideOutcome) -> String,
+    exit: impl Fn(&[run::RunOutcome]) -> u8,
+) -> u8 {
     // What the run said on stderr as it went comes before its end.
     progress::flush();
     let side = match outcome {
@@ -346,10 +384,7 @@ fn found_side(outcome: Result<run::SideOutcome, run::RunError>) -> u8 {
     for o in &side.runs {
         let label = o.label.as_deref().unwrap_or_default();
         text.push_str(&format!("== {label} ({}) ==\n", o.dir.display()));
-        text.push_str(&progress::table(&o.steps));
-        if let Some(c) = &o.capacity {
-            text.push_str(&capacity_lines(c, &format!(" ({label})")));
-        }
+        text.push_str(&each(o, &format!(" ({label})")));
     }
     let compare = side.dir.join(output::BESIDE_FILES[0]);
     match &side.compared {
@@ -357,23 +392,12 @@ fn found_side(outcome: Result<run::SideOutcome, run::RunError>) -> u8 {
         Err(e) => eprintln!("stampede: {e}"),
     }
     text.push_str(&format!("results: {}\n", side.dir.display()));
-    let ranked: Vec<(&str, &results::search::Capacity)> = side
-        .runs
-        .iter()
-        .filter_map(|o| Some((o.label.as_deref().unwrap_or_default(), o.capacity.as_ref()?)))
-        .collect();
-    text.push_str(&results::search::capacity::ranking(&ranked));
-    text.push('\n');
+    text.push_str(&ranking(&side));
     if let Err(e) = print_out(&text) {
         eprintln!("stampede: {e}; the results are in {}", side.dir.display());
         return 1;
     }
-    let codes: Vec<u8> = side
-        .runs
-        .iter()
-        .map(|o| o.capacity.as_ref().map_or(1, |c| c.exit_code))
-        .collect();
-    match worst_search(&codes) {
+    match exit(&side.runs) {
         0 if side.compared.is_err() => 1,
         code => code,
     }
@@ -406,40 +430,18 @@ fn capacity_lines(c: &results::search::Capacity, whose: &str) -> String {
 /// A side-by-side run's end: each target's table and answer under its label, where the results and
 /// the comparison are, then the ranking of the targets; the exit code is the worst of the targets'.
 fn finish_side(outcome: Result<run::SideOutcome, run::RunError>) -> u8 {
-    // What the run said on stderr as it went comes before its end.
-    progress::flush();
-    let side = match outcome {
-        Ok(side) => side,
-        Err(e) => {
-            eprintln!("stampede: {e}");
-            return e.exit_code();
-        }
-    };
-    let mut text = String::new();
-    for o in &side.runs {
-        let label = o.label.as_deref().unwrap_or_default();
-        text.push_str(&format!("== {label} ({}) ==\n", o.dir.display()));
-        text.push_str(&told(o, &format!(" ({label})")));
-    }
-    let compare = side.dir.join(output::BESIDE_FILES[0]);
-    match &side.compared {
-        Ok(_) => text.push_str(&format!("compare: {}\n", compare.display())),
-        Err(e) => eprintln!("stampede: {e}"),
-    }
-    text.push_str(&format!("results: {}\n", side.dir.display()));
     // The end: one table of the targets, best first, instead of an answer per target to set side
     // by side by hand.
-    if let Ok(c) = &side.compared {
-        text.push_str(&compare::ranking(c));
-    }
-    if let Err(e) = print_out(&text) {
-        eprintln!("stampede: {e}; the results are in {}", side.dir.display());
-        return 1;
-    }
-    match exit_code(&side.runs) {
-        0 if side.compared.is_err() => 1,
-        code => code,
-    }
+    side_end(
+        outcome,
+        told,
+        |side| {
+            side.compared
+                .as_ref()
+                .map_or(String::new(), compare::ranking)
+        },
+        exit_code,
+    )
 }
 
 /// One run's table, why --stop-on ended it, and its answer (`whose` after "answer"), for stdout.
