@@ -483,40 +483,8 @@ fn ctrl_c_keeps_every_probe_and_the_bounds_so_far() {
     let target = ServeProcess::start(&["--capacity", "5000"]);
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("out");
-    let mut child = Command::new(bin("stampede"))
-        .args([
-            "find-max",
-            &target.url(),
-            "--slo",
-            "failed<1%",
-            "--model",
-            "requests",
-            "--start",
-            "100",
-            "--probe",
-            "1s",
-            "--warmup",
-            "0s",
-            "--cooldown",
-            "3s",
-            "--out",
-        ])
-        .arg(&out)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let log = Lines::of(&mut child);
-    assert!(
-        // Probe 2 done: the search waits out the cooldown before probe 3, which it has asked for.
-        log.wait_for("probe 2 (ramp)", Duration::from_secs(60)),
-        "{}",
-        log.text()
-    );
-    signal(&child, libc::SIGINT);
-    let status = child.wait().unwrap();
-    assert_eq!(status.code(), Some(1), "{}", log.text());
+    // Probe 2 done: the search waits out the cooldown before probe 3, which it has asked for.
+    interrupted_after(&[target.url()], &out, "probe 2 (ramp)");
     let json = run_json(&out);
     let c = capacity(&json);
     assert_eq!(c["status"], "interrupted", "{c}");
@@ -669,11 +637,38 @@ fn ctrl_c_concluded_every_target_s_search_with_its_bounds_so_far() {
     let b = ServeProcess::start(&["--capacity", "5000"]);
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("out");
+    // Both targets' probe 2 done: a's search waits out the cooldown before its probe 3.
+    let stdout = interrupted_after(
+        &[format!("a={}", a.url()), format!("b={}", b.url())],
+        &out,
+        "b: probe 2 (ramp)",
+    );
+    for label in ["a", "b"] {
+        let json = run_json(&out.join(label));
+        let c = capacity(&json);
+        assert_eq!(c["status"], "interrupted", "{label}: {c}");
+        assert_eq!(json["status"], "aborted", "{label}");
+        assert_eq!(
+            f(&c["max_rate"]["offered"]),
+            200.0,
+            "{label}: two probes had passed: {c}"
+        );
+        assert_eq!(json["steps"].as_array().unwrap().len(), 2, "{label}");
+    }
+    assert_eq!(
+        stdout.lines().last(),
+        Some("max under failed<1%: a 200 req/s (interrupted), b 200 (interrupted)"),
+        "{stdout}"
+    );
+}
+
+/// `stampede find-max TARGETS --slo failed<1% --probe 1s --cooldown 3s` into `out`, sent SIGINT
+/// once stderr says `line`; it must exit 1. Its stdout.
+fn interrupted_after(targets: &[String], out: &std::path::Path, line: &str) -> String {
     let mut child = Command::new(bin("stampede"))
+        .arg("find-max")
+        .args(targets)
         .args([
-            "find-max",
-            &format!("a={}", a.url()),
-            &format!("b={}", b.url()),
             "--slo",
             "failed<1%",
             "--model",
@@ -688,7 +683,7 @@ fn ctrl_c_concluded_every_target_s_search_with_its_bounds_so_far() {
             "3s",
             "--out",
         ])
-        .arg(&out)
+        .arg(out)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -696,31 +691,14 @@ fn ctrl_c_concluded_every_target_s_search_with_its_bounds_so_far() {
         .unwrap();
     let log = Lines::of(&mut child);
     assert!(
-        // Both targets' probe 2 done: a's search waits out the cooldown before its probe 3.
-        log.wait_for("b: probe 2 (ramp)", Duration::from_secs(60)),
+        log.wait_for(line, Duration::from_secs(60)),
         "{}",
         log.text()
     );
     signal(&child, libc::SIGINT);
     let status = child.wait().unwrap();
     assert_eq!(status.code(), Some(1), "{}", log.text());
-    for label in ["a", "b"] {
-        let json = run_json(&out.join(label));
-        let c = capacity(&json);
-        assert_eq!(c["status"], "interrupted", "{label}: {c}");
-        assert_eq!(json["status"], "aborted", "{label}");
-        assert_eq!(
-            f(&c["max_rate"]["offered"]),
-            200.0,
-            "{label}: two probes had passed: {c}"
-        );
-        assert_eq!(json["steps"].as_array().unwrap().len(), 2, "{label}");
-    }
     let mut stdout = String::new();
     std::io::Read::read_to_string(&mut child.stdout.take().unwrap(), &mut stdout).unwrap();
-    assert_eq!(
-        stdout.lines().last(),
-        Some("max under failed<1%: a 200 req/s (interrupted), b 200 (interrupted)"),
-        "{stdout}"
-    );
+    stdout
 }
