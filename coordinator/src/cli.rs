@@ -192,7 +192,7 @@ pub struct CompareArgs {
     /// Also write the comparison as autobench-shaped TSV (dem_req_rate, then every column suffixed _LABEL).
     #[arg(long, value_name = "FILE")]
     pub tsv: Option<PathBuf>,
-    /// Also write the whole comparison as JSON (schema stampede.compare/1).
+    /// Also write the whole comparison as JSON (schema stampede.compare/2).
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
     /// Exit 3 when a trusted step got worse than the baseline's beyond the threshold.

@@ -177,9 +177,15 @@ pub fn summary(o: &Outcome) -> String {
     out
 }
 
-/// The ranking for stdout: a title line and the table, best first.
+/// The ranking for stdout: a title line and the table, best first; searches' answers in one line
+/// last.
 pub fn ranking(c: &Comparison) -> String {
-    format!("ranking, best first:\n{}", c.ranking_table())
+    let mut out = format!("ranking, best first:\n{}", c.ranking_table());
+    if let Some(line) = &c.max_under_slo {
+        out.push_str(line);
+        out.push('\n');
+    }
+    out
 }
 
 /// The regressions in words, or that there is none.

@@ -342,15 +342,19 @@ fn found_side(outcome: Result<run::SideOutcome, run::RunError>) -> u8 {
             }
             text
         },
-        |side| {
-            let ranked: Vec<(&str, &results::search::Capacity)> = side
-                .runs
-                .iter()
-                .filter_map(|o| {
-                    Some((o.label.as_deref().unwrap_or_default(), o.capacity.as_ref()?))
-                })
-                .collect();
-            results::search::capacity::ranking(&ranked) + "\n"
+        |side| match &side.compared {
+            Ok(c) => compare::ranking(c),
+            // No comparison to rank with: the searches' answers in one line, as found.
+            Err(_) => {
+                let ranked: Vec<(&str, &results::search::Capacity)> = side
+                    .runs
+                    .iter()
+                    .filter_map(|o| {
+                        Some((o.label.as_deref().unwrap_or_default(), o.capacity.as_ref()?))
+                    })
+                    .collect();
+                results::search::capacity::ranking(&ranked) + "\n"
+            }
         },
         |runs| {
             let codes: Vec<u8> = runs

@@ -95,8 +95,19 @@ fn ranking(c: &Comparison) -> String {
     } else {
         "req/s"
     };
-    let mut out = format!(
-        "<table id=\"ranking\">\n<thead><tr><th>#</th><th>target</th><th>knee ({unit})</th>\
+    // Searches are ranked on their answer: the line of them first, then a column of it.
+    let searches = c.max_under_slo.is_some();
+    let mut out = match &c.max_under_slo {
+        Some(line) => format!("<p class=\"max-under-slo\">{}</p>\n", html(line)),
+        None => String::new(),
+    };
+    let max_head = match searches {
+        true => format!("<th>max ({unit})</th><th>search</th>"),
+        false => String::new(),
+    };
+    let _ = write!(
+        out,
+        "<table id=\"ranking\">\n<thead><tr><th>#</th><th>target</th>{max_head}<th>knee ({unit})</th>\
          <th>kept up to ({unit})</th><th>p99 there</th><th title=\"its own server's CPU, % of the \
          cores it may use\">server CPU</th><th>memory</th><th title=\"requests served per second of \
          the server's CPU\">req/core-s</th><th>trust</th><th>answer</th></tr></thead>\n<tbody>\n"
@@ -129,10 +140,18 @@ fn ranking(c: &Comparison) -> String {
             (None, 0) => "<td class=\"l\">–</td>".to_string(),
             (None, n) => format!("<td class=\"l\">{n} untrusted</td>"),
         };
+        let max = match searches {
+            true => format!(
+                "<td>{}</td><td class=\"l\">{}</td>",
+                dash(r.max_rate.map(human)),
+                dash(r.search.map(str::to_string))
+            ),
+            false => String::new(),
+        };
         let _ = writeln!(
             out,
             "<tr data-run=\"{label}\" data-rank=\"{rank}\"><td>{rank}</td><th title=\"{target} · {source}\">\
-             <i class=\"swatch\" style=\"--c:{colour}\"></i>{label}</th><td>{knee}</td><td>{kept}</td>\
+             <i class=\"swatch\" style=\"--c:{colour}\"></i>{label}</th>{max}<td>{knee}</td><td>{kept}</td>\
              <td>{p99}</td><td>{cpu}</td><td>{mem}</td><td>{per_core}</td>{trust}<td class=\"answer l\">{answer}</td></tr>",
             rank = r.rank,
             label = html(&r.label),
@@ -148,10 +167,21 @@ fn ranking(c: &Comparison) -> String {
         );
     }
     out.push_str("</tbody>\n</table>\n");
-    out.push_str(
-        "<p class=\"key-of-table\"><span>best first: the later the knee, the better; no knee seen: \
-         it lies beyond the steps run</span><span>≥: the generator was the limit there, not the \
-         server</span><span>CPU, memory, req/core-s: its own server's monitor at the kept-up step</span></p>\n",
+    let (order, at) = match searches {
+        true => (
+            "best first: the highest rate sustained under the SLOs, then the later knee",
+            "its highest passing probe",
+        ),
+        false => (
+            "best first: the later the knee, the better; no knee seen: it lies beyond the steps run",
+            "the kept-up step",
+        ),
+    };
+    let _ = writeln!(
+        out,
+        "<p class=\"key-of-table\"><span>{order}</span><span>≥: the generator was the limit there, \
+         not the server</span><span>p99, CPU, memory, req/core-s: at {at} (its own server's \
+         monitor)</span></p>",
     );
     out
 }
@@ -677,6 +707,58 @@ mod tests {
         );
         let app = &first[first.find("data-run=\"app\"").unwrap()..];
         assert!(app.contains(&format!("--c:{}", Colour::nth(1).0)), "{app}");
+    }
+
+    /// Searches side by side open with their answers in one line, and rank on them.
+    #[test]
+    fn searches_open_with_the_line_of_their_answers_and_a_column_of_them() {
+        const SEARCH: &str = include_str!("../../results/tests/golden/find-max-run/run.json");
+        let search = |label: &str, scale: f64| {
+            let mut run = RunFile::parse(SEARCH, Path::new("run.json")).unwrap();
+            for s in &mut run.steps {
+                s.step_value *= scale;
+                s.demanded_rate = s.demanded_rate.map(|d| d * scale);
+            }
+            run.capacity
+                .as_mut()
+                .unwrap()
+                .max_rate
+                .as_mut()
+                .unwrap()
+                .offered *= scale;
+            Labelled {
+                label: label.into(),
+                source: format!("results/{label}"),
+                run,
+            }
+        };
+        let c = compare(
+            vec![search("slow", 1.0), search("fast", 2.0)],
+            None,
+            Threshold::default(),
+        )
+        .unwrap();
+        let page = render_compare(&c);
+        let line = page
+            .find(
+                "<p class=\"max-under-slo\">max under p99&lt;50ms: fast 1,600 req/s, slow 800</p>",
+            )
+            .expect("the searches' line");
+        let ranking = page.find("<table id=\"ranking\">").unwrap();
+        assert!(line < ranking);
+        let table = &page[ranking..];
+        assert!(
+            table.contains("<th>max (req/s)</th><th>search</th>"),
+            "{table}"
+        );
+        let fast = &table[table.find("data-run=\"fast\" data-rank=\"1\"").unwrap()..];
+        assert!(
+            fast.contains("</th><td>1,600</td><td class=\"l\">resolved</td>"),
+            "{fast}"
+        );
+        // A planned run's page has neither.
+        let planned = render_compare(&comparison());
+        assert!(!planned.contains("max-under-slo") && !planned.contains("<th>search</th>"));
     }
 
     #[test]

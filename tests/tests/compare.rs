@@ -110,7 +110,7 @@ fn two_runs_compared_on_their_steps_and_the_slower_one_fails_as_candidate() {
     );
     let json: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
-    assert_eq!(json["schema"], "stampede.compare/1");
+    assert_eq!(json["schema"], "stampede.compare/2");
     assert_eq!(json["baseline"], "fast");
     assert_eq!(json["ranking"][0]["label"], "fast");
     assert_eq!(json["ranking"][1]["rank"], 2);

@@ -627,7 +627,40 @@ fn several_targets_were_each_searched_and_ranked_by_their_true_capacity() {
     assert_eq!(labels, ["slow", "fast"]);
     assert_eq!(runs[0]["capacity"], slow_c);
     assert_eq!(runs[1]["capacity"], fast_c);
-    assert!(out.join("compare.html").is_file() && out.join("compare.tsv").is_file());
+    // The ranking in compare.json, .tsv and .html is the searches': by the rate each sustained,
+    // with the same line stdout ends with.
+    assert_eq!(compare["max_under_slo"], last, "{compare}");
+    let ranking = compare["ranking"].as_array().unwrap();
+    let ranked: Vec<(&str, f64, &str)> = ranking
+        .iter()
+        .map(|r| {
+            let search = r["search"].as_str().unwrap();
+            (r["label"].as_str().unwrap(), f(&r["max_rate"]), search)
+        })
+        .collect();
+    assert_eq!(
+        ranked,
+        [
+            ("fast", fast_max, "resolved"),
+            ("slow", slow_max, "resolved")
+        ]
+    );
+    let tsv = std::fs::read_to_string(out.join("compare.tsv")).unwrap();
+    let block: Vec<&str> = tsv.lines().skip_while(|l| !l.starts_with('#')).collect();
+    assert_eq!(block[1], format!("# {last}"), "{tsv}");
+    assert!(block[2].ends_with("\tmax_rate\tsearch"), "{tsv}");
+    assert!(
+        block[3].starts_with("# 1\tfast\t")
+            && block[3].ends_with(&format!("\t{fast_max}\tresolved")),
+        "{tsv}"
+    );
+    let page = std::fs::read_to_string(out.join("compare.html")).unwrap();
+    let line = page.find("<p class=\"max-under-slo\">max under p99&lt;50ms: fast ");
+    let table = page.find("<table id=\"ranking\">");
+    assert!(
+        line.is_some() && line < table,
+        "the answers' line opens the page"
+    );
 }
 
 #[test]

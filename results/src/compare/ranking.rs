@@ -9,13 +9,18 @@
 //! each kept up, then by the lower p99 there (two servers that both held a ramp that was too
 //! gentle for either differ in how fast they answered it), then by the highest rate served. A run
 //! with no step is last.
+//!
+//! Capacity searches (`find-max NAME=URL ...`) are ranked on their answer instead: the highest
+//! rate each sustained under the same SLOs, best first, the knee only breaking ties, as the
+//! search's probes are not a ramp (they go up and down), so a knee read off them says less than
+//! the search's own bounds.
 use std::cmp::Ordering;
 
 use serde::Serialize;
 
 use crate::knee::Knee;
 use crate::quantity::{OK_PER_CORE_S, P99_MS, SRV_CPU_UTIL_PCT, SRV_MEM_MB};
-use crate::step::{StepResult, human, human_ms, step_value};
+use crate::step::{Mark, StepResult, human, human_ms, step_value};
 use crate::verdict::Verdict;
 
 use super::{Labelled, joined_value};
@@ -30,14 +35,15 @@ pub struct Ranked {
     pub knee: Option<Knee>,
     /// The knee's value on the comparison's axis (demanded requests/s, or connections).
     pub knee_at: Option<f64>,
-    /// The highest step value it kept up with (run.json's `summary.kept_up_to`), its step, and
-    /// the numbers of that step.
+    /// The highest step value it kept up with (run.json's `summary.kept_up_to`).
     pub kept_up_to: Option<f64>,
-    pub kept_up_step: Option<u32>,
+    /// The step the numbers below are read at: the kept-up step, or a search's last passing probe
+    /// at its highest passing rate.
+    pub at_step: Option<u32>,
     pub p99_ms: Option<f64>,
     pub p99_lower_bound: bool,
     /// Its own server's CPU (% of the cores it may use) and memory (MiB, the step's highest) at
-    /// the kept-up step, and the requests served per core-second of that CPU; none without a
+    /// that step, and the requests served per core-second of that CPU; none without a
     /// monitor paired with the target.
     pub server_cpu_util_pct: Option<f64>,
     pub server_mem_mb: Option<f64>,
@@ -45,6 +51,13 @@ pub struct Ranked {
     /// The kept-up step's trust, and how many of the run's steps were not trusted at all.
     pub trust: Option<Verdict>,
     pub untrusted_steps: usize,
+    /// A capacity search's answer (`find-max`): the highest rate that passed its SLOs, on the
+    /// comparison's axis, and how the search ended (`resolved`, `lower_bound_only`, …); none for a
+    /// planned run, and no rate when none passed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_rate: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub search: Option<&'static str>,
     /// The run's line of the ranking, in words: "knee at 11,000 req/s (latency); kept up to
     /// 10,000 req/s (p99 1.4 ms)".
     pub sentence: String,
@@ -54,6 +67,8 @@ pub struct Ranked {
 #[derive(Debug, Clone, Copy, PartialEq)]
 struct Key {
     ran: bool,
+    /// A search's highest passing rate, when every run compared is a search (else 0 for all).
+    max_rate: f64,
     /// The knee's value, or the highest step's when it has none.
     knee: f64,
     /// No knee: it lies beyond `knee`.
@@ -68,6 +83,7 @@ impl Key {
     fn cmp(&self, other: &Key) -> Ordering {
         self.ran
             .cmp(&other.ran)
+            .then(self.max_rate.total_cmp(&other.max_rate))
             .then(self.knee.total_cmp(&other.knee))
             .then(self.beyond.cmp(&other.beyond))
             .then(self.kept_up_to.total_cmp(&other.kept_up_to))
@@ -78,7 +94,9 @@ impl Key {
 
 /// The runs ranked, best first (see the module's header for the order).
 pub fn rank(runs: &[Labelled]) -> Vec<Ranked> {
-    let mut keyed: Vec<(Key, Ranked)> = runs.iter().map(|r| (key(r), ranked(r))).collect();
+    let searches = searches(runs);
+    let mut keyed: Vec<(Key, Ranked)> =
+        runs.iter().map(|r| (key(r, searches), ranked(r))).collect();
     // Stable: runs that tie keep the command line's order.
     keyed.sort_by(|a, b| b.0.cmp(&a.0));
     let mut out: Vec<Ranked> = Vec::with_capacity(keyed.len());
@@ -94,12 +112,23 @@ pub fn rank(runs: &[Labelled]) -> Vec<Ranked> {
     out
 }
 
-fn key(r: &Labelled) -> Key {
+/// Every run compared is a capacity search, so they are ranked on their answers. A search beside
+/// a planned run is ranked as a run: one's highest passing rate and the other's knee are not one
+/// measure.
+pub fn searches(runs: &[Labelled]) -> bool {
+    !runs.is_empty() && runs.iter().all(|r| r.run.capacity.is_some())
+}
+
+fn key(r: &Labelled, searches: bool) -> Key {
     let summary = r.run.summary.as_ref();
     let top = r.run.steps.iter().map(joined_value).max_by(f64::total_cmp);
     let knee = summary.and_then(|s| s.knee.as_ref());
     Key {
         ran: top.is_some(),
+        max_rate: match searches {
+            true => max_rate(r).unwrap_or(f64::NEG_INFINITY),
+            false => 0.0,
+        },
         knee: knee.map_or(top.unwrap_or(0.0), knee_at),
         // A generator-bound knee is no knee of the server's: its own lies at least that far.
         beyond: knee.is_none_or(|k| !k.servers),
@@ -122,6 +151,19 @@ fn kept_up_at(r: &Labelled) -> Option<f64> {
     kept.map(joined_value).or(summary.kept_up_to)
 }
 
+/// A search's highest passing rate on the comparison's axis: the demanded rate of the probe that
+/// passed at it (the connections model's conn/s is its steps' step value, 10x less than the
+/// req/s the knee is in at `--num-call 10`).
+fn max_rate(r: &Labelled) -> Option<f64> {
+    let offered = r.run.capacity.as_ref()?.max_rate?.offered;
+    let probe = r
+        .run
+        .steps
+        .iter()
+        .find(|s| (s.step_value - offered).abs() <= offered.abs() * 1e-9);
+    Some(probe.map_or(offered, joined_value))
+}
+
 /// A knee's value on the comparison's axis, as its steps are joined.
 fn knee_at(k: &Knee) -> f64 {
     k.demanded_rate.unwrap_or(k.step_value)
@@ -131,16 +173,33 @@ fn ranked(r: &Labelled) -> Ranked {
     let run = &r.run;
     let model = run.model().name();
     let summary = run.summary.as_ref();
-    let kept: Option<&StepResult> = summary
-        .and_then(|s| s.kept_up_step)
-        .and_then(|n| run.steps.iter().find(|s| s.number == n));
-    let own = kept.and_then(|s| Some((s, s.own_server()?)));
+    let there = there(r);
+    let own = there.and_then(|s| Some((s, s.own_server()?)));
     let server = |q: &crate::quantity::Quantity| own.and_then(|(s, m)| q.of_server(s, m));
     let knee = summary.and_then(|s| s.knee.clone());
     let kept_up_to = summary.and_then(|s| s.kept_up_to);
-    let p99_ms = summary.and_then(|s| s.kept_up_p99_ms);
-    let p99_lower_bound = kept.is_some_and(|s| s.latency_ms.lower_bounds.contains("p99"));
+    let p99_ms = there.map(|s| s.latency_ms.p99);
+    let p99_lower_bound = there.is_some_and(|s| s.latency_ms.lower_bounds.contains("p99"));
+    let p99_there = p99_ms.map(|p99| format!(" (p99 {})", human_ms(p99, p99_lower_bound)));
     let mut said = Vec::new();
+    if let Some(c) = &run.capacity {
+        let slos = match c.slos.is_empty() {
+            true => "keeping up with the offer".to_string(),
+            false => format!("under {}", c.slos.join(", ")),
+        };
+        let status = match c.status {
+            crate::search::Status::Resolved => String::new(),
+            s => format!(", {}", s.name()),
+        };
+        said.push(match c.max_rate {
+            Some(m) => format!(
+                "max {} {slos}{}{status}",
+                step_value(model, m.offered),
+                p99_there.clone().unwrap_or_default()
+            ),
+            None => format!("no rate passed {slos}{status}"),
+        });
+    }
     match &knee {
         Some(k) => said.push(format!(
             "knee at {} ({})",
@@ -150,15 +209,17 @@ fn ranked(r: &Labelled) -> Ranked {
         None if run.steps.is_empty() => said.push("no step ran".to_string()),
         None => said.push("no knee in its steps".to_string()),
     }
-    match (kept_up_to, p99_ms) {
-        (Some(v), Some(p99)) => said.push(format!(
-            "kept up to {} (p99 {})",
-            step_value(model, v),
-            human_ms(p99, p99_lower_bound)
-        )),
-        (Some(v), None) => said.push(format!("kept up to {}", step_value(model, v))),
-        _ if !run.steps.is_empty() => said.push("kept up with no step".to_string()),
-        _ => {}
+    // A search's "there" is its highest passing probe, said above: how far it kept up adds nothing.
+    if run.capacity.is_none() {
+        match kept_up_to {
+            Some(v) => said.push(format!(
+                "kept up to {}{}",
+                step_value(model, v),
+                p99_there.unwrap_or_default()
+            )),
+            None if !run.steps.is_empty() => said.push("kept up with no step".to_string()),
+            None => {}
+        }
     }
     Ranked {
         rank: 0,
@@ -166,20 +227,41 @@ fn ranked(r: &Labelled) -> Ranked {
         knee_at: knee.as_ref().map(knee_at),
         knee,
         kept_up_to: kept_up_at(r),
-        kept_up_step: kept.map(|s| s.number),
+        at_step: there.map(|s| s.number),
         p99_ms,
         p99_lower_bound,
         server_cpu_util_pct: server(&SRV_CPU_UTIL_PCT),
         server_mem_mb: server(&SRV_MEM_MB).map(|v| (v * 10.0).round() / 10.0),
         ok_per_core_s: server(&OK_PER_CORE_S).map(f64::round),
-        trust: kept.map(|s| s.trust),
+        trust: there.map(|s| s.trust),
         untrusted_steps: summary.map_or(0, |s| s.untrusted_steps.len()),
+        max_rate: max_rate(r),
+        search: run.capacity.as_ref().map(|c| c.status.name()),
         sentence: said.join("; "),
     }
 }
 
-/// The ranking's columns, as compare.tsv's block and the stdout table head them.
-pub const COLUMNS: [&str; 11] = [
+/// The step the ranking's numbers are read at: a search's last passing probe at its highest
+/// passing rate (a confirmation, when there was one), a planned run's kept-up step.
+fn there(r: &Labelled) -> Option<&StepResult> {
+    let run = &r.run;
+    match &run.capacity {
+        Some(c) => {
+            let offered = c.max_rate?.offered;
+            run.steps.iter().rev().find(|s| {
+                (s.step_value - offered).abs() <= offered.abs() * 1e-9
+                    && s.probe.as_ref().is_some_and(|p| p.class == Mark::Pass)
+            })
+        }
+        None => {
+            let n = run.summary.as_ref()?.kept_up_step?;
+            run.steps.iter().find(|s| s.number == n)
+        }
+    }
+}
+
+/// The ranking's columns, as compare.tsv's block heads them (a search's two last).
+pub const COLUMNS: [&str; 13] = [
     "rank",
     "target",
     "knee",
@@ -192,6 +274,8 @@ pub const COLUMNS: [&str; 11] = [
     OK_PER_CORE_S.key,
     "trust",
     "untrusted_steps",
+    "max_rate",
+    "search",
 ];
 
 impl Ranked {
@@ -212,6 +296,8 @@ impl Ranked {
             n(self.ok_per_core_s),
             self.trust.map_or(String::new(), |t| t.name().to_string()),
             self.untrusted_steps.to_string(),
+            n(self.max_rate),
+            self.search.unwrap_or_default().to_string(),
         ]
     }
 
@@ -260,7 +346,7 @@ pub fn causes(k: &Knee) -> String {
 /// The ranking as one table for stdout, a head line and a line per run, columns aligned (text
 /// left, numbers right).
 pub fn text_table(ranking: &[Ranked], axis_unit: &str) -> String {
-    let head: Vec<String> = [
+    let mut head: Vec<String> = [
         "#",
         "target",
         &format!("knee ({axis_unit})"),
@@ -274,11 +360,22 @@ pub fn text_table(ranking: &[Ranked], axis_unit: &str) -> String {
     ]
     .map(str::to_string)
     .to_vec();
-    let left = [
+    let mut left = vec![
         false, true, false, true, false, false, false, false, false, true,
     ];
-    let mut rows = vec![head];
-    rows.extend(ranking.iter().map(Ranked::text_cells));
+    let mut rows: Vec<Vec<String>> = ranking.iter().map(Ranked::text_cells).collect();
+    // Searches are ranked on their answer: it comes first, and "p99 there" is at it.
+    if ranking.iter().any(|r| r.search.is_some()) {
+        head.insert(2, format!("max ({axis_unit})"));
+        head.insert(3, "search".to_string());
+        left.splice(2..2, [false, true]);
+        for (row, r) in rows.iter_mut().zip(ranking) {
+            let max = r.max_rate.map_or_else(|| "-".to_string(), human);
+            row.insert(2, max);
+            row.insert(3, r.search.unwrap_or("-").to_string());
+        }
+    }
+    rows.insert(0, head);
     let widths: Vec<usize> = (0..left.len())
         .map(|c| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0))
         .collect();
@@ -287,8 +384,8 @@ pub fn text_table(ranking: &[Ranked], axis_unit: &str) -> String {
         let cells: Vec<String> = row
             .iter()
             .zip(&widths)
-            .zip(left)
-            .map(|((cell, &w), left)| {
+            .zip(&left)
+            .map(|((cell, &w), &left)| {
                 if left {
                     format!("{cell:<w$}")
                 } else {
@@ -449,6 +546,72 @@ mod tests {
         );
         let cells = without.text_cells();
         assert_eq!(cells[6], "-", "no monitor, no CPU: {cells:?}");
+    }
+
+    const SEARCH: &str = include_str!("../../tests/golden/find-max-run/run.json");
+
+    /// The golden search (max 800 req/s under p99<50ms, passed at probes 4 and 8), every rate
+    /// scaled by `scale`, its knee at `knee` (req/s, before scaling) when given.
+    fn search(label: &str, scale: f64, knee: Option<f64>) -> Labelled {
+        let mut file = RunFile::parse(SEARCH, Path::new("run.json")).unwrap();
+        for s in &mut file.steps {
+            s.step_value *= scale;
+            s.demanded_rate = s.demanded_rate.map(|d| d * scale);
+        }
+        let c = file.capacity.as_mut().unwrap();
+        c.max_rate.as_mut().unwrap().offered *= scale;
+        let mut r = run_of(label, file);
+        let knee = knee.map(|v| run("k", Some((v * scale, KneeCause::Latency))));
+        r.run.summary.as_mut().unwrap().knee = knee.and_then(|k| k.run.summary?.knee);
+        r
+    }
+
+    fn run_of(label: &str, run: RunFile) -> Labelled {
+        Labelled {
+            label: label.to_string(),
+            source: format!("results/{label}"),
+            run,
+        }
+    }
+
+    /// Searches are ranked on their answers, not on a knee read off probes that go up and down;
+    /// the numbers are those of the last probe that passed at the highest passing rate.
+    #[test]
+    fn searches_are_ranked_by_the_rate_each_sustained_with_its_numbers_at_that_probe() {
+        let runs = vec![
+            // The later knee, but the lower rate sustained.
+            search("node", 1.0, Some(1600.0)),
+            search("go", 2.0, Some(400.0)),
+        ];
+        assert!(searches(&runs));
+        let ranking = rank(&runs);
+        assert_eq!(order(&ranking), [(1, "go"), (2, "node")]);
+        let node = &ranking[1];
+        assert_eq!(
+            (node.max_rate, node.search),
+            (Some(800.0), Some("resolved"))
+        );
+        // Probe 8, the confirmation at 800: p99 34.1 ms (probe 4's was 12.5).
+        assert_eq!((node.at_step, node.p99_ms), (Some(8), Some(34.111)));
+        assert_eq!(
+            node.sentence,
+            "max 800 req/s under p99<50ms (p99 34 ms); knee at 1,600 req/s (latency)"
+        );
+        let cells = ranking[0].tsv_cells();
+        assert_eq!(
+            cells[cells.len() - 2..],
+            ["1600".to_string(), "resolved".to_string()]
+        );
+        let table = text_table(&ranking, "req/s");
+        let head = table.lines().next().unwrap();
+        assert!(
+            head.starts_with("#  target  max (req/s)  search    knee (req/s)"),
+            "{table}"
+        );
+        // A search beside a planned run is ranked as a run: the two answers are not one measure.
+        let mixed = vec![search("node", 1.0, None), run("planned", None)];
+        assert!(!searches(&mixed));
+        assert_eq!(order(&rank(&mixed))[0].1, "node", "its probes reach 1,600");
     }
 
     #[test]

@@ -337,9 +337,10 @@ fn the_tsv_is_autobench_shaped_with_every_run_suffixed_by_its_label() {
     // Neither names a knee; both summaries say kept up to 400, but a ran to 600 and b to 200, so
     // a's knee lies further. b's kept-up step is not among its steps: no trust there.
     assert!(ranking[2].starts_with("# 1\ta\t\t\t400\t4.563\t"), "{tsv}");
-    assert!(ranking[2].ends_with("\tvalid\t0"), "{tsv}");
+    // Neither is a search: no max rate, no search status.
+    assert!(ranking[2].ends_with("\tvalid\t0\t\t"), "{tsv}");
     assert!(ranking[3].starts_with("# 2\tb\t\t\t400\t"), "{tsv}");
-    assert!(ranking[3].ends_with("\t\t0"), "{tsv}");
+    assert!(ranking[3].ends_with("\t\t0\t\t"), "{tsv}");
     assert_eq!(ranking.len(), 4);
 }
 

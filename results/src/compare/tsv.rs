@@ -3,8 +3,9 @@
 //! `ok_rate_nginx`, …, `req_rate_app`, …), one row per step value, empty where a run has no such step.
 //! bench2graph and gnuplot scripts that read autobench's columns read it unchanged.
 //!
-//! After the steps, the ranking: a blank line, then `#`-commented lines, a head of
-//! [`ranking::COLUMNS`] and a row per run best first, tab-separated after the `# `. gnuplot and
+//! After the steps, the ranking: a blank line, then `#`-commented lines (searches' answers in one
+//! line first, when the runs are searches), a head of [`ranking::COLUMNS`] and a row per run best
+//! first, tab-separated after the `# `. gnuplot and
 //! `awk '!/^#/'` skip it as comments; a reader that wants it strips the `# `.
 use crate::table::StepTable;
 
@@ -55,7 +56,11 @@ impl Comparison {
             }
             out.push('\n');
         }
-        out.push_str("\n# ranking, best first\n# ");
+        out.push_str("\n# ranking, best first\n");
+        if let Some(line) = &self.max_under_slo {
+            out.push_str(&format!("# {line}\n"));
+        }
+        out.push_str("# ");
         out.push_str(&ranking::COLUMNS.join("\t"));
         out.push('\n');
         for r in &self.ranking {
