@@ -36,7 +36,7 @@ const STYLE: &str = ".banner{background:#fff6d6;border:1px solid #e0c040;padding
 #compare .untrusted::after{content:' \\2020';color:#c62828}#compare .bound{text-decoration:underline dotted}\
 td.t-degraded{background:#fdf0c4}td.t-invalid{background:#f9d0d0}.verdict.regressed{color:#c62828;font-weight:600}\
 .key-of-table span{margin-right:1.2em}#ranking th,#ranking td.l{text-align:left}#ranking .answer{font-size:85%;color:#555;white-space:normal;min-width:16em}\
-#ranking td,#ranking th{white-space:nowrap}#ranking .cause{font-size:85%;color:#555;white-space:normal;display:block}details.verdicts{margin:1em 0}details.verdicts summary{cursor:pointer}";
+#ranking td,#ranking th{white-space:nowrap}#ranking .cause{font-size:85%;color:#555;white-space:normal;display:block}details.verdicts{margin:1em 0}.max-under-slo{font-size:115%;font-weight:600}details.verdicts summary{cursor:pointer}";
 
 /// The HTML page of a comparison.
 pub fn render_compare(c: &Comparison) -> String {
@@ -163,7 +163,12 @@ fn ranking(c: &Comparison) -> String {
             cpu = dash(r.server_cpu_util_pct.map(|v| format!("{}%", human(v)))),
             mem = dash(r.server_mem_mb.map(|v| format!("{} MiB", human(v)))),
             per_core = dash(r.ok_per_core_s.map(human)),
-            answer = html(&run.headline.answer),
+            // A search's answer is its bounds, not the knee its probes show.
+            answer = html(
+                run.capacity
+                    .as_ref()
+                    .map_or(&run.headline.answer, |c| &c.answer)
+            ),
         );
     }
     out.push_str("</tbody>\n</table>\n");
@@ -756,9 +761,19 @@ mod tests {
             fast.contains("</th><td>1,600</td><td class=\"l\">resolved</td>"),
             "{fast}"
         );
+        // Its answer is the search's bounds; that searches probed other rates is no banner.
+        assert!(fast.contains("<td class=\"answer l\">sustains "), "{fast}");
+        assert!(
+            c.banners.is_empty() && !page.contains("has no step at"),
+            "{:?}",
+            c.banners
+        );
         // A planned run's page has neither.
         let planned = render_compare(&comparison());
-        assert!(!planned.contains("max-under-slo") && !planned.contains("<th>search</th>"));
+        assert!(
+            !planned.contains("<p class=\"max-under-slo\">")
+                && !planned.contains("<th>search</th>")
+        );
     }
 
     #[test]

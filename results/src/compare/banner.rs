@@ -72,11 +72,13 @@ pub(super) fn missing_steps(runs: &[Labelled], rows: &[StepRow], model: &str) ->
     };
     let mut out = Vec::new();
     for (i, r) in runs.iter().enumerate() {
-        let lacking: Vec<String> = rows
+        let mut lacking: Vec<String> = rows
             .iter()
             .filter(|row| row.runs[i].is_none())
             .map(|row| human(row.value))
             .collect();
+        // Rows of one value (a run that ran it twice) are one value lacking.
+        lacking.dedup();
         if lacking.is_empty() {
             continue;
         }

@@ -279,7 +279,10 @@ pub fn compare(
     let model = runs[base].run.model();
     let ranking = ranking::rank(&runs);
     let mut banners = banner::plan_differences(&runs);
-    banners.extend(banner::missing_steps(&runs, &steps, model.name()));
+    // Each search chooses its own rates: that they differ is how searches work, not news.
+    if !ranking::searches(&runs) {
+        banners.extend(banner::missing_steps(&runs, &steps, model.name()));
+    }
     Ok(Comparison {
         schema: COMPARE_SCHEMA,
         axis: if model == LoadModel::Concurrency {
