@@ -1,7 +1,6 @@
 //! The charts of one run, from its run.json and distributions: what each of the page contract's
 //! charts draws.
 use results::distribution::Distribution;
-use results::knee::KneeCause;
 use results::run_file::RunFile;
 use results::step::{LowerBounds, StepResult, step_value};
 use results::verdict::{self, Verdict};
@@ -217,12 +216,9 @@ pub fn knee_line(run: &RunFile) -> Option<KneeLine> {
         .knee
         .as_ref()
         .filter(|_| !run.is_search())?;
-    let cause = match k.cause {
-        KneeCause::GeneratorBound => "generator-bound, not the server's",
-        KneeCause::Failures => "failures",
-        KneeCause::Latency => "latency",
-        KneeCause::Plateau => "plateau",
-        KneeCause::ServerCpu => "server CPU",
+    let cause = match k.servers {
+        true => k.cause.words().to_string(),
+        false => format!("{}, not the server's", k.cause.words()),
     };
     Some(KneeLine {
         x: k.step_value,

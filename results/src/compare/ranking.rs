@@ -18,7 +18,7 @@ use std::cmp::Ordering;
 
 use serde::Serialize;
 
-use crate::knee::Knee;
+use crate::knee::{Knee, KneeCause};
 use crate::quantity::{OK_PER_CORE_S, P99_MS, SRV_CPU_UTIL_PCT, SRV_MEM_MB};
 use crate::step::{Mark, StepResult, human, human_ms, step_value};
 use crate::verdict::Verdict;
@@ -338,7 +338,7 @@ impl Ranked {
 pub fn causes(k: &Knee) -> String {
     std::iter::once(k.cause)
         .chain(k.also.iter().copied())
-        .map(|c| c.name().replace('_', " "))
+        .map(KneeCause::words)
         .collect::<Vec<_>>()
         .join(", ")
 }

@@ -36,6 +36,17 @@ impl KneeCause {
         }
     }
 
+    /// The cause for people, as the ranking, the charts and stdout say it: `server CPU`.
+    pub fn words(self) -> &'static str {
+        match self {
+            KneeCause::GeneratorBound => "generator bound",
+            KneeCause::Failures => "failures",
+            KneeCause::Latency => "latency",
+            KneeCause::Plateau => "plateau",
+            KneeCause::ServerCpu => "server CPU",
+        }
+    }
+
     /// Whether a knee of this cause is the server's (a generator-bound one is not).
     pub fn is_servers(self) -> bool {
         self != KneeCause::GeneratorBound
