@@ -101,13 +101,13 @@ fn a_bad_monitor_pid_is_an_error_at_start() {
     assert_eq!(target.requests(), 0, "no load before the refusal");
 }
 
-/// `stampede-agent --monitor --name web --pid PID --listen 127.0.0.1:0`.
-fn remote_monitor(pid: u32) -> AgentProc {
+/// `stampede-agent --monitor --name NAME --pid PID --listen 127.0.0.1:0`.
+fn remote_monitor(name: &str, pid: u32) -> AgentProc {
     let pid = pid.to_string();
     let args = [
         "--monitor",
         "--name",
-        "web",
+        name,
         "--pid",
         &pid,
         "--listen",
@@ -119,7 +119,7 @@ fn remote_monitor(pid: u32) -> AgentProc {
 #[test]
 fn a_remote_monitor_dialed_with_monitors_fills_its_columns() {
     let target = ServeProcess::start(&[]);
-    let monitor = remote_monitor(target.pid());
+    let monitor = remote_monitor("web", target.pid());
     let addr = monitor.addr.to_string();
     let ran = run_ok(&[
         &target.url(),
@@ -159,7 +159,7 @@ fn a_remote_monitor_dialed_with_monitors_fills_its_columns() {
 #[test]
 fn a_monitor_named_among_the_agents_is_refused_by_its_role() {
     let target = ServeProcess::start(&[]);
-    let monitor = remote_monitor(target.pid());
+    let monitor = remote_monitor("web", target.pid());
     let addr = monitor.addr.to_string();
     let (o, _dir) = run_quiet(&[&target.url(), "--steps", "10", "--agents", &addr]);
     let stderr = text(&o.stderr);
@@ -504,7 +504,7 @@ fn a_pairing_of_no_target_two_for_one_or_no_such_process_is_refused_before_any_l
         assert!(stderr.contains(said), "{extra:?}: {stderr}");
     }
     // A remote monitor named as a target, and an in-process one paired with it: two for one.
-    let monitor = remote_monitor(a.pid());
+    let monitor = remote_monitor("web", a.pid());
     let out = tempfile::tempdir().unwrap();
     let (ua, web) = (format!("web={}", a.url()), format!("web=pid:{pid}"));
     let o = tests::stampede(&[
@@ -527,4 +527,80 @@ fn a_pairing_of_no_target_two_for_one_or_no_such_process_is_refused_before_any_l
         "{stderr}"
     );
     assert_eq!(a.requests() + b.requests(), 0, "no load before any refusal");
+}
+
+#[test]
+fn a_paired_remote_monitor_killed_mid_run_empties_its_target_s_later_server_cells_alone() {
+    let (a, b) = (ServeProcess::start(&[]), ServeProcess::start(&[]));
+    let mut monitor_a = remote_monitor("a", a.pid());
+    let monitor_b = remote_monitor("b", b.pid());
+    let monitors = format!("{},{}", monitor_a.addr, monitor_b.addr);
+    let out = tempfile::tempdir().unwrap();
+    let dir = out.path().join("x");
+    let (ua, ub) = (format!("a={}", a.url()), format!("b={}", b.url()));
+    // Side by side the steps interleave, 2 s each: a1 b1 a2 b2 a3 b3.
+    let run = tests::spawn_stampede(&[
+        "run",
+        &ua,
+        &ub,
+        "--model",
+        "requests",
+        "--steps",
+        "300,300,300",
+        "--step-duration",
+        "2s",
+        "--monitors",
+        &monitors,
+        "--quiet",
+        "--out",
+        dir.to_str().unwrap(),
+    ]);
+    // In a2, after a1 had its server's numbers.
+    std::thread::sleep(std::time::Duration::from_millis(5000));
+    monitor_a.child.kill().expect("the monitor runs");
+    let o = run.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let cells = |target: &str| -> (Vec<String>, Vec<String>) {
+        let tsv = std::fs::read_to_string(dir.join(target).join("steps.tsv")).unwrap();
+        let header: Vec<&str> = tsv.lines().next().unwrap().split('\t').collect();
+        let col = |name: &str| header.iter().position(|h| *h == name).unwrap();
+        let (cpu, per_core) = (col("srv_cpu_pct"), col("ok_per_core_s"));
+        let rows: Vec<Vec<&str>> = tsv
+            .lines()
+            .filter(|l| !l.starts_with('#'))
+            .skip(1)
+            .map(|l| l.split('\t').collect())
+            .collect();
+        assert_eq!(rows.len(), 3, "{target}: every step ran: {tsv}");
+        (
+            rows.iter().map(|r| r[cpu].to_string()).collect(),
+            rows.iter().map(|r| r[per_core].to_string()).collect(),
+        )
+    };
+    let (a_cpu, a_per_core) = cells("a");
+    assert!(
+        a_cpu[0].parse::<f64>().is_ok() && !a_per_core[0].is_empty(),
+        "a's first step had its monitor: {a_cpu:?}"
+    );
+    assert_eq!(a_cpu[2], "", "a's last step, its monitor gone: {a_cpu:?}");
+    assert_eq!(a_per_core[2], "", "{a_per_core:?}");
+    let (b_cpu, _) = cells("b");
+    assert!(
+        b_cpu.iter().all(|c| c.parse::<f64>().is_ok()),
+        "b's monitor watched all of b's steps: {b_cpu:?}"
+    );
+    let notes = |target: &str| -> Vec<String> {
+        let run = tests::run_json(&dir.join(target));
+        let steps = run["steps"].as_array().unwrap().clone();
+        let notes = steps
+            .iter()
+            .flat_map(|s| s["notes"].as_array().unwrap().clone());
+        notes.map(|n| n.as_str().unwrap().to_string()).collect()
+    };
+    let (a_notes, b_notes) = (notes("a"), notes("b"));
+    let lost = a_notes
+        .iter()
+        .filter(|n| n.starts_with("server monitor a ("));
+    assert_eq!(lost.count(), 1, "said once, in a's steps: {a_notes:?}");
+    assert!(b_notes.iter().all(|n| !n.contains("lost")), "{b_notes:?}");
 }
