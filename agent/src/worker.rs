@@ -531,15 +531,17 @@ async fn connection(ctx: &Ctx, intended: Instant, calls: u32) {
             // Not sent, or failed with the connection: the calls after this one were due and will
             // never be sent (this one is already counted, as unsent or as its error). When the
             // generator itself could not connect (fds, ports), they are its failures too, each
-            // counted in that class, so none is charged to the target.
+            // counted in that class, so none is charged to the target; otherwise the target failed
+            // or closed the connection, and they are abandoned with it.
             (_, outcome) => {
                 let rest = u64::from(calls - call - 1);
                 ctx.rec.with(|s| {
                     s.counters.unsent += rest;
-                    if let Err(Unsent(class)) = outcome
-                        && class.is_generator_resource()
-                    {
-                        s.counters.errors[class.index()] += rest;
+                    match outcome {
+                        Err(Unsent(class)) if class.is_generator_resource() => {
+                            s.counters.errors[class.index()] += rest
+                        }
+                        _ => s.counters.abandoned += rest,
                     }
                 });
                 return;
@@ -878,6 +880,39 @@ mod tests {
         assert!(
             c.ok > 0 && c.ok == seen.requests.load(Ordering::Acquire),
             "{c:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn the_later_calls_of_a_refused_connection_are_abandoned_with_it_the_target_s_doing() {
+        let closed = {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            l.local_addr().unwrap()
+        };
+        let step = StepShare::try_new(
+            0,
+            LoadModel::Connections,
+            50.0,
+            Slice::among(&[1])[0].clone(),
+            0,
+            5,
+            1000,
+            StepLimit::Duration(Duration::from_millis(600)),
+            Arrival::Uniform,
+            7,
+        )
+        .unwrap();
+        let sent = run_step(closed, step, Caps::new(None, None), 1).await;
+        let c = &sent.counters;
+        let refused = c.error(ErrorClass::ConnRefused);
+        assert!(refused >= 20, "{c:?}");
+        // Each arrival: its first call refused (unsent, in its class), the other 4 gone with it.
+        assert_eq!((c.unsent, c.abandoned), (5 * refused, 4 * refused), "{c:?}");
+        assert_eq!(c.generator_errors(), 0);
+        assert_eq!(
+            c.known_failed(),
+            c.due(),
+            "every due request is known failed: {c:?}"
         );
     }
 

@@ -325,6 +325,7 @@ impl From<&Counters> for pb::Counters {
             dropped: c.dropped,
             ok: c.ok,
             given_up: c.given_up,
+            abandoned: c.abandoned,
         }
     }
 }
@@ -355,6 +356,7 @@ impl TryFrom<&pb::Counters> for Counters {
             dropped: c.dropped,
             ok: c.ok,
             given_up: c.given_up,
+            abandoned: c.abandoned,
             ..Counters::default()
         };
         if c.ok > c.replies {

@@ -244,8 +244,9 @@ fn judge_shortfall(f: &Facts, j: &mut Judgement) {
         .map(|_| c.requests as f64 / c.attempts() as f64)
         .filter(|r| *r < ACHIEVED_MIN_RATIO);
     // Of what was not sent, what the target may account for: arrivals it kept waiting until the
-    // end, and unsent requests its own errors (refused, timed out connecting) explain.
-    let target_unsent = (c.dropped + c.target_errors()).min(c.unsent);
+    // end, unsent requests its own errors (refused, timed out connecting) explain, and the later
+    // calls of the connections it failed.
+    let target_unsent = (c.dropped + c.abandoned + c.target_errors()).min(c.unsent);
     let generator_shortfall = c.attempts() > 0
         && ((c.requests + target_unsent) as f64 / c.attempts() as f64) < ACHIEVED_MIN_RATIO;
     let lost_shortfall = f
@@ -273,11 +274,13 @@ fn judge_shortfall(f: &Facts, j: &mut Judgement) {
                 ),
             );
         } else if c.replies > 0 {
-            // What was not sent waited on the target.
-            let why = if busy {
+            // What was not sent waited on the target, or went down with a connection it failed.
+            let why = if !busy {
+                "the generator kept its schedule"
+            } else if c.dropped >= c.abandoned {
                 "the rest waited for a connection the target held until the step ended"
             } else {
-                "the generator kept its schedule"
+                "the rest were due on connections the target failed"
             };
             j.notes.push(format!(
                 "sent {:.0}% of the requests due: the target did not keep up ({why})",
@@ -769,6 +772,37 @@ mod tests {
                 .iter()
                 .any(|n| n.contains("the target did not keep up"))
         );
+    }
+
+    #[test]
+    fn calls_abandoned_with_the_connections_the_target_failed_are_not_blamed_on_a_lagging_generator()
+     {
+        // aiohttp at 2,100 conn/s x 10 calls: 3,381 connects timed out (SYNs it dropped), their
+        // 30,429 later calls never sent; the generator 5.5 ms late at p99 meanwhile.
+        let mut f = healthy();
+        f.lag_p99_ms = 5.5;
+        f.late = 507;
+        f.counters.requests = 40_386;
+        f.counters.replies = 28_900;
+        f.counters.errors[ErrorClass::ConnectTimeout.index()] = 3_381;
+        f.counters.unsent = 33_810;
+        f.counters.abandoned = 30_429;
+        let j = judge(&f);
+        assert_eq!(j.verdict, Verdict::Degraded, "{:?}", j.reasons);
+        assert!(!j.generator_bound);
+        assert!(
+            j.notes.contains(
+                &"sent 54% of the requests due: the target did not keep up (the rest were due on connections the target failed)"
+                    .to_string()
+            ),
+            "{:?}",
+            j.notes
+        );
+        // Without the count of what went down with them, the first calls alone cannot explain it.
+        f.counters.abandoned = 0;
+        let j = judge(&f);
+        assert_eq!(j.verdict, Verdict::Invalid, "{:?}", j.reasons);
+        assert!(j.generator_bound);
     }
 
     #[test]

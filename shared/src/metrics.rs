@@ -114,6 +114,9 @@ pub struct Counters {
     /// Due requests given up without a reply (timed out, expired in the queue, dropped at the end),
     /// which enter the latency at their age then.
     pub given_up: u64,
+    /// Of the unsent, the later calls of a connection the target failed (refused, timed out, reset)
+    /// or closed before them (connections model): the target's doing, however late the generator.
+    pub abandoned: u64,
 }
 
 impl Counters {
@@ -134,6 +137,7 @@ impl Counters {
         self.unsent += o.unsent;
         self.dropped += o.dropped;
         self.given_up += o.given_up;
+        self.abandoned += o.abandoned;
     }
 
     pub fn error(&self, class: ErrorClass) -> u64 {
@@ -200,7 +204,7 @@ impl Counters {
     /// Of the requests due, those already known to have failed while some may still be in flight
     /// (an interval's view; at a step's end every due request is `ok` or [`Counters::failed`]).
     pub fn known_failed(&self) -> u64 {
-        self.unexpected() + self.target_errors() + self.dropped
+        self.unexpected() + self.target_errors() + self.dropped + self.abandoned
     }
 }
 
