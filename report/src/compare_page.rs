@@ -15,10 +15,10 @@ use results::verdict::Verdict;
 
 use shared::plan::LoadModel;
 
-use crate::chart::{Axis, Chart, Colour, Mark, Scale, Series, Shade, Titles, Unit};
+use crate::chart::{Axis, Chart, Colour, Mark, Marker, Scale, Series, Titles, Unit};
 use crate::escape::html;
 use crate::page::styled_page;
-use crate::run_page::charts::{distinct, step_axis_over, stretch};
+use crate::run_page::charts::step_axis_over;
 
 /// The `data-chart` names of a comparison's page, in page order (the page contract, `lib.rs`).
 pub const COMPARE_CHARTS: [&str; 4] = ["rates", "latency-p99", "latency-p50", "failures"];
@@ -293,27 +293,29 @@ fn own_server(c: &Comparison, name: &str, title: &str, q: &Quantity, unit: Unit)
     let mut chart = Chart::new(name, title, joined_axis(c), Axis::linear(q.key, unit));
     let mut top: f64 = if percent { 100.0 } else { 0.0 };
     let mut partial = false;
+    let mut doubts = Doubts::default();
     for (i, (run, input)) in c.runs.iter().zip(c.inputs()).enumerate() {
-        let marks: Vec<Mark> = c
+        let marks: Vec<(Mark, Verdict)> = c
             .steps
             .iter()
             .filter_map(|row| {
-                let n = row.runs[i].as_ref()?.step;
-                let s = input.run.steps.iter().find(|s| s.number == n)?;
+                let compared = row.runs[i].as_ref()?;
+                let s = input.run.steps.iter().find(|s| s.number == compared.step)?;
                 let m = s.own_server()?;
                 let v = q.of_server(s, m).filter(|v| v.is_finite())?;
                 top = top.max(v);
                 partial |= m.partial;
-                Some(if m.partial {
+                let mark = if m.partial {
                     Mark::lower_bound(row.value, v)
                 } else {
                     Mark::at(row.value, v)
-                })
+                };
+                Some((mark, compared.trust))
             })
             .collect();
         // No key for a run without its own server; the others keep their colours.
         if !marks.is_empty() {
-            chart = chart.series(Series::new(&run.label, Colour::nth(i), marks));
+            chart = chart.series(doubts.series(&run.label, Colour::nth(i), marks));
         }
     }
     if percent {
@@ -328,7 +330,8 @@ fn own_server(c: &Comparison, name: &str, title: &str, q: &Quantity, unit: Unit)
     if partial {
         note.push_str(" Hollow: the monitor saw only part of the step.");
     }
-    chart.note(&note).shades(shades(c))
+    note.push_str(&doubts.note());
+    chart.note(&note)
 }
 
 /// The joined step value's axis: demanded requests/s whatever the open model (a connections run's
@@ -351,22 +354,25 @@ fn against(c: &Comparison, name: &str, title: &str, metric: &str, unit: Unit) ->
         .expect("a compared metric");
     let mut chart = Chart::new(name, title, joined_axis(c), Axis::linear(metric, unit));
     let mut any_bound = false;
+    let mut doubts = Doubts::default();
     for (i, run) in c.runs.iter().enumerate() {
-        let marks: Vec<Mark> = c
+        let marks: Vec<(Mark, Verdict)> = c
             .steps
             .iter()
             .filter_map(|row| {
-                let cell = &row.runs[i].as_ref()?.cells[m];
+                let compared = row.runs[i].as_ref()?;
+                let cell = &compared.cells[m];
                 let v = cell.value?;
                 any_bound |= cell.lower_bound;
-                Some(if cell.lower_bound {
+                let mark = if cell.lower_bound {
                     Mark::lower_bound(row.value, v)
                 } else {
                     Mark::at(row.value, v)
-                })
+                };
+                Some((mark, compared.trust))
             })
             .collect();
-        chart = chart.series(Series::new(&run.label, Colour::nth(i), marks));
+        chart = chart.series(doubts.series(&run.label, Colour::nth(i), marks));
     }
     let mut note = String::from("One colour per run, as in the ranking.");
     if any_bound {
@@ -375,39 +381,56 @@ fn against(c: &Comparison, name: &str, title: &str, metric: &str, unit: Unit) ->
              true value is higher still.",
         );
     }
-    chart.note(&note).shades(shades(c))
+    note.push_str(&doubts.note());
+    chart.note(&note)
 }
 
-/// A shade over each row in which some run's step was not valid, in the worst verdict there, its
-/// title naming the runs and their verdicts.
-fn shades(c: &Comparison) -> Vec<Shade> {
-    let values = distinct(c.steps.iter().map(|r| r.value));
-    c.steps
-        .iter()
-        .filter_map(|row| {
-            let doubts: Vec<(Verdict, String)> = c
-                .runs
-                .iter()
-                .zip(&row.runs)
-                .filter_map(|(run, s)| {
-                    let s = s.as_ref().filter(|s| s.trust != Verdict::Valid)?;
-                    Some((s.trust, format!("{} {}", run.label, s.trust.name())))
-                })
-                .collect();
-            let worst = doubts
-                .iter()
-                .map(|(v, _)| *v)
-                .max_by_key(|v| *v == Verdict::Invalid)?;
-            let said: Vec<&str> = doubts.iter().map(|(_, s)| s.as_str()).collect();
-            let (below, above) = stretch(&values, row.value);
-            Some(Shade {
-                from: row.value - below,
-                to: row.value + above,
-                verdict: worst,
-                title: format!("{}: {}", human(row.value), said.join(", ")),
+/// The steps a run could not trust, marked on its own line (a band across the chart would cover
+/// every other run's points at that rate as well): crossed where invalid, a hollow square where
+/// degraded, each point's hover text naming the run, the step value and the verdict.
+#[derive(Default)]
+struct Doubts {
+    invalid: bool,
+    degraded: bool,
+}
+
+impl Doubts {
+    fn series(&mut self, label: &str, colour: Colour, marks: Vec<(Mark, Verdict)>) -> Series {
+        let doubted = marks.iter().any(|(_, t)| *t != Verdict::Valid);
+        let titles = marks
+            .iter()
+            .filter(|_| doubted)
+            .map(|(m, t)| format!("{label} at {}: {}", human(m.x), t.name()))
+            .collect();
+        let marks = marks
+            .into_iter()
+            .map(|(m, trust)| match trust {
+                Verdict::Valid => m,
+                Verdict::Degraded => {
+                    self.degraded = true;
+                    Mark::shaped(m.x, m.y, Marker::Square)
+                }
+                Verdict::Invalid => {
+                    self.invalid = true;
+                    Mark::shaped(m.x, m.y, Marker::Cross)
+                }
             })
-        })
-        .collect()
+            .collect();
+        Series::new(label, colour, marks).titled(titles)
+    }
+
+    /// What the marks mean, for the chart's note; empty when every step was trusted.
+    fn note(&self) -> String {
+        match (self.invalid, self.degraded) {
+            (false, false) => String::new(),
+            (true, false) => " ✕: a step its run could not trust (invalid; hover for whose).".into(),
+            (false, true) => " □: a step its run doubted (degraded; hover for whose).".into(),
+            (true, true) => {
+                " ✕: a step its run could not trust (invalid), □: one it doubted (degraded); hover for whose."
+                    .into()
+            }
+        }
+    }
 }
 
 /// One row per step value and run: the run's numbers there and their change against the baseline.
@@ -603,13 +626,31 @@ mod tests {
         // app's step at 200 is drawn at its doubled p99; its last step was not run.
         let app = &p99[p99.find("data-n=\"app\"").unwrap()..];
         let app = &app[..app.find("</g>").unwrap()];
-        let points = app.split("data-v=\"").nth(1).unwrap();
-        let points: Vec<&str> = points[..points.find('"').unwrap()].split(',').collect();
+        let points: Vec<&str> = app
+            .split("data-v=\"")
+            .skip(1)
+            .flat_map(|p| p[..p.find('"').unwrap()].split(','))
+            .collect();
         assert!(points.contains(&"200 3.9"), "{p99}");
         assert!(!points.iter().any(|p| p.starts_with("600 ")), "{p99}");
-        // The untrusted step of app is shaded in every chart, and says whose once on the page.
-        assert!(p99.contains("<rect class=\"t-invalid\""), "{p99}");
-        assert_eq!(page.matches("<title>200: app invalid</title>").count(), 1);
+        // The untrusted step of app is crossed on app's line alone, in every chart, and says whose;
+        // no band covers nginx's point at that rate.
+        let crossed = app
+            .split("<path")
+            .find(|p| p.contains("data-v=\"200 "))
+            .unwrap();
+        assert!(
+            crossed.contains("class=\"mk x\"")
+                && crossed.contains("<title>app at 200: invalid</title>"),
+            "{app}"
+        );
+        assert!(!p99.contains("<rect class=\"t-invalid\""), "{p99}");
+        assert!(p99.contains("✕: a step its run could not trust"), "{p99}");
+        assert_eq!(
+            page.matches("<title>app at 200: invalid</title>").count(),
+            COMPARE_CHARTS.len() + COMPARE_MONITOR_CHARTS.len(),
+            "on every chart, its own server's two among them"
+        );
     }
 
     #[test]
