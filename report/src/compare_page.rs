@@ -15,7 +15,7 @@ use results::verdict::Verdict;
 
 use shared::plan::LoadModel;
 
-use crate::chart::{Axis, Chart, Colour, Mark, Marker, Scale, Series, Titles, Unit};
+use crate::chart::{self, Axis, Chart, Colour, Mark, Marker, Scale, Series, Titles, Unit};
 use crate::escape::html;
 use crate::page::styled_page;
 use crate::run_page::charts::step_axis_over;
@@ -72,7 +72,9 @@ pub fn render_compare(c: &Comparison) -> String {
     body.push_str(&regressions(c));
     // Compact: the page embeds every cell, and pretty-printing would double its size.
     let data = serde_json::to_string(c).expect("a Comparison always serializes");
-    styled_page(&title, STYLE, &body, &data)
+    // The ✕ and □ of an untrusted step are drawn as a search's shaped markers are.
+    let style = format!("{STYLE}{}", chart::MARK_STYLE);
+    styled_page(&title, &style, &body, &data)
 }
 
 fn banners(c: &Comparison) -> String {
