@@ -148,7 +148,7 @@ fn judge_generator_resources(c: &Counters, j: &mut Judgement) {
         ),
         (
             ErrorClass::FdUnavailable,
-            "generator out of file descriptors",
+            "generator out of file descriptors, or at its own --max-connections (its first error says which)",
         ),
     ] {
         let n = c.error(class);

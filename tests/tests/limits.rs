@@ -164,6 +164,12 @@ fn max_connections_no_longer_lets_the_connections_model_hold_more_sockets() {
             .contains("--max-connections 10 were all open"),
         "{step}"
     );
+    // Its reason names both budgets an fd error can be, not the descriptors alone.
+    let reasons = step["reasons"].to_string();
+    assert!(
+        reasons.contains("fd-unavailable errors: generator out of file descriptors, or at its own --max-connections"),
+        "{reasons}"
+    );
     assert_eq!(
         step["requests"].as_u64().unwrap(),
         slow.served.load(Ordering::Acquire),

@@ -400,6 +400,14 @@ async fn a_step_that_lost_an_agents_share_is_neither_kept_up_nor_the_limit() {
     assert!(json["summary"]["beyond"].is_null(), "nor is it the limit");
     assert_eq!(json["steps"][1]["lost_load"][0]["agent"], "b");
     assert_eq!(json["steps"][1]["lost_load"][0]["pct"], 50.0);
+    // The step itself says so too, where the report and stdout show its notes.
+    assert!(
+        json["steps"][1]["notes"].to_string().contains(
+            "agent b's share (50 % of the load) was not all sent: not judged (neither kept up with nor past the server's limit)"
+        ),
+        "{}",
+        json["steps"][1]
+    );
 }
 
 #[tokio::test(start_paused = true)]

@@ -650,6 +650,13 @@ fn summarise(
             pct: (share.slice().fraction() * 1000.0).round() / 10.0,
         })
         .collect();
+    for lost in &result.lost_load {
+        result.notes.push(format!(
+            "agent {}'s share ({} % of the load) was not all sent: not judged (neither kept up with nor past the server's limit)",
+            lost.agent,
+            step::human(lost.pct)
+        ));
+    }
     result.notes.extend(p.notes);
     result.notes.extend(c.notes);
     let distribution = Distribution::of(result.number, &total.hist.latency);
