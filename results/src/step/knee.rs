@@ -241,7 +241,7 @@ fn knee(ramp: &[&StepResult], i: usize, causes: &[KneeCause]) -> Knee {
         server_cpu_util_pct: target.map(|t| t.cpu_util_pct),
         server_cores: target.map(|t| t.usable_cores),
         server_thread_max_pct: target.and_then(|t| t.thread_max_pct),
-        ok_per_core_s: r.ok_per_core_s.map(round1),
+        ok_per_core_s: r.ok_per_core_s,
     }
 }
 
@@ -411,7 +411,7 @@ mod tests {
         assert_eq!((k.low_p99_ms, k.p99_ratio), (Some(1.4), Some(42.1)));
         assert_eq!(k.server_cpu_util_pct, Some(97.0));
         // 11,000/s on 0.97 of a core.
-        assert_eq!(k.ok_per_core_s, Some(11_340.2));
+        assert_eq!(k.ok_per_core_s, Some(11_340.206), "as the step has it");
         let s = summarize_run(&steps);
         assert!(
             s.answer.starts_with(
