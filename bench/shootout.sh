@@ -17,6 +17,7 @@
 #   STAMPEDE                    a stampede binary to use instead of building the release one
 #   AIOHTTP=3.10.11             the aiohttp pinned into a throwaway virtual environment under OUT
 # Needs: go (golang-go), node (nodejs), erl (erlang-base), nginx (nginx-light), python3-venv, chromium.
+# shellcheck disable=SC2329 # the start_* functions are called by name ("start_$s"), cleanup by the trap
 set -euo pipefail
 
 die() { echo "shootout.sh: $*" >&2; exit 2; }
@@ -80,7 +81,7 @@ EOF
 
 start_node() {
     command -v node >/dev/null || die "no node (apt-get install nodejs)"
-    echo "require('http').createServer((req, res) => res.end('hello\n')).listen(${PORT[node]}, '127.0.0.1');" \
+    printf '%s\n' "require('http').createServer((req, res) => res.end('hello\n')).listen(${PORT[node]}, '127.0.0.1');" \
         >"$SRV/node.js"
     pinned node "$SRV/node.js" &
     PID[node]=$!
@@ -140,7 +141,9 @@ headers(S) ->
         _ -> gen_tcp:close(S)
     end.
 EOF
-    (cd "$SRV" && erlc hello.erl 2>/dev/null || erl -noshell -eval 'compile:file("hello"), halt().')
+    if ! (cd "$SRV" && erlc hello.erl 2>/dev/null); then
+        (cd "$SRV" && erl -noshell -eval 'compile:file("hello"), halt().')
+    fi
     [[ -f $SRV/hello.beam ]] || die "the Erlang server did not compile"
     pinned erl +S 1 +A 1 -noshell -noinput -pa "$SRV" -s hello start "${PORT[erlang]}" &
     PID[erlang]=$!
@@ -236,5 +239,6 @@ else
     say "no chromium: the page is not checked"
 fi
 
+# shellcheck disable=SC2086 # split on purpose: one argument per server
 CLK_TCK=$(getconf CLK_TCK) python3 "$ROOT/bench/shootout.py" "$OUT" $SERVERS
 exit "$code"
