@@ -24,7 +24,8 @@ pub enum Command {
     /// Run a ramp against a target, or several side by side (URLs or NAME=URLs, a plan file, or both;
     /// flags override the file).
     Run(Box<RunArgs>),
-    /// Serve the reference target: a fixed body, an optional delay and capacity, its own request counter.
+    /// Serve the reference target over HTTP/1.1 and HTTP/2: a fixed body, an optional delay and
+    /// capacity, its own request counter.
     Serve(ServeArgs),
     /// Start the reference target and an embedded agent, run a short ramp past its knee, write the results.
     Demo(DemoArgs),
@@ -876,9 +877,16 @@ pub struct ServeArgs {
     /// Server threads (default: one per core).
     #[arg(long)]
     pub threads: Option<usize>,
-    /// Serve HTTPS with a self-signed certificate made at start (clients need --insecure).
+    /// Serve HTTPS with a self-signed certificate made at start (clients need --insecure); ALPN
+    /// offers h2, then http/1.1.
     #[arg(long)]
     pub tls: bool,
+    /// HTTP/2 streams a client may have open at once on one connection (the SETTINGS it announces,
+    /// SETTINGS_MAX_CONCURRENT_STREAMS). HTTP/1.1 and HTTP/2 are always both served: h2c to a client
+    /// that opens with the HTTP/2 preface (prior knowledge), h2 by ALPN over --tls. 0 refuses every
+    /// stream, a server to test a client against.
+    #[arg(long, default_value = "200", value_name = "N")]
+    pub max_streams: u32,
     /// Once the port is bound, write one line of JSON, {"listen":"127.0.0.1:PORT","pid":N}, to PATH
     /// (atomically: a temporary file renamed over it), a ready signal for scripts.
     #[arg(long, value_name = "PATH")]

@@ -24,6 +24,7 @@ pub async fn run(args: DemoArgs, shutdown: Stop) -> Result<RunOutcome, RunError>
             wedge_after: None,
             body: Bytes::from_static(b"I am a stupid HTTP server!\n"),
             tls: false,
+            max_streams: 200,
             ready_file: None,
         },
         target_stop.clone(),

@@ -118,6 +118,7 @@ pub async fn execute(command: Command, stop: Stop) -> u8 {
                 wedge_after,
                 body: Bytes::from(args.body.into_bytes()),
                 tls: args.tls,
+                max_streams: args.max_streams,
                 ready_file: args.ready_file,
             };
             match serve::run(cfg, stop.drain).await {

@@ -2,6 +2,11 @@
 //! knee), a stall switch for tests, a wedge for tests (`--wedge-after`: a server that breaks for good
 //! at its first overload), and its own request counters at /_stampede/stats (not counted): the total
 //! and one per client IP, so a cluster test can see which agent is still sending.
+//!
+//! It speaks HTTP/1.1 and HTTP/2 on one port, as servers people compare do: over plain TCP a client
+//! that opens with the HTTP/2 preface (h2c with prior knowledge) gets HTTP/2, any other HTTP/1.1;
+//! over TLS, ALPN offers h2 then http/1.1. The delay, capacity, stall and wedge are the same per
+//! request (an HTTP/2 stream) whatever the protocol.
 use std::collections::HashMap;
 use std::convert::Infallible;
 use std::net::{IpAddr, SocketAddr};
@@ -12,10 +17,10 @@ use std::time::Duration;
 use bytes::Bytes;
 use http_body_util::Full;
 use hyper::body::Incoming;
-use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper::{Request, Response};
-use hyper_util::rt::TokioIo;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::server::conn::auto;
 use tokio::net::TcpListener;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -33,6 +38,8 @@ pub struct ServeConfig {
     pub body: Bytes,
     /// Serve HTTPS with a fresh self-signed certificate (clients need --insecure).
     pub tls: bool,
+    /// The HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS announced to every client.
+    pub max_streams: u32,
     /// Where to say the port is bound (`--ready-file`).
     pub ready_file: Option<std::path::PathBuf>,
 }
@@ -75,7 +82,7 @@ fn self_signed_acceptor() -> Result<tokio_rustls::TlsAcceptor, ServeError> {
         .with_no_client_auth()
         .with_single_cert(vec![made.cert.der().clone()], key)
         .map_err(|e| tls(&e))?;
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
     Ok(tokio_rustls::TlsAcceptor::from(Arc::new(config)))
 }
 
@@ -287,6 +294,12 @@ pub async fn start(
         stall_until_ns: AtomicU64::new(0),
         wedged: AtomicBool::new(false),
     });
+    // Either protocol on each connection, told apart by its first bytes (the HTTP/2 preface).
+    let mut protocols = auto::Builder::new(TokioExecutor::new());
+    protocols
+        .http2()
+        .max_concurrent_streams(state.cfg.max_streams);
+    let protocols = Arc::new(protocols);
     let task = tokio::spawn(async move {
         loop {
             let accepted = tokio::select! {
@@ -307,22 +320,19 @@ pub async fn start(
             let state = state.clone();
             let shutdown = shutdown.clone();
             let acceptor = acceptor.clone();
+            let protocols = protocols.clone();
             tokio::spawn(async move {
                 let svc = service_fn(move |req| state.clone().handle(client.clone(), req));
                 let served = async {
                     match acceptor {
                         None => {
-                            let conn =
-                                http1::Builder::new().serve_connection(TokioIo::new(stream), svc);
-                            let _ = conn.await;
+                            let _ = protocols.serve_connection(TokioIo::new(stream), svc).await;
                         }
                         Some(acceptor) => {
                             // A failed handshake (e.g. a client that refuses our certificate) just ends
                             // this connection.
                             if let Ok(tls) = acceptor.accept(stream).await {
-                                let conn =
-                                    http1::Builder::new().serve_connection(TokioIo::new(tls), svc);
-                                let _ = conn.await;
+                                let _ = protocols.serve_connection(TokioIo::new(tls), svc).await;
                             }
                         }
                     }
@@ -345,7 +355,9 @@ pub async fn run(cfg: ServeConfig, shutdown: CancellationToken) -> Result<(), Se
     let (addr, task) = start(cfg.clone(), shutdown).await?;
     let scheme = if cfg.tls { "https" } else { "http" };
     eprintln!(
-        "stampede serve: listening on {scheme}://{addr}/ (delay {:?}, capacity {}{}); stats at {scheme}://{addr}/_stampede/stats",
+        "stampede serve: listening on {scheme}://{addr}/ (HTTP/1.1 and {}, up to {} streams a connection; delay {:?}, capacity {}{}); stats at {scheme}://{addr}/_stampede/stats",
+        if cfg.tls { "h2 by ALPN" } else { "h2c" },
+        cfg.max_streams,
         cfg.delay,
         cfg.capacity
             .map_or("unlimited".to_string(), |c| format!("{c} req/s")),
@@ -373,6 +385,7 @@ mod tests {
             wedge_after: Some(Duration::from_millis(100)),
             body: Bytes::from_static(b"ok"),
             tls: false,
+            max_streams: 200,
             ready_file: None,
         }
     }
