@@ -239,11 +239,16 @@ fn demo_did_not_say_where_its_target_broke() {
         run["summary"]
     );
     let stdout = tests::text(&o.stdout);
+    // At 400 req/s the target runs at exactly its capacity: any jitter queues there and never
+    // drains, so the knee is that step or the first past it, never before, never later.
     assert!(
-        stdout.contains("answer: knee at 500 req/s: ")
+        (stdout.contains("answer: knee at 500 req/s: ")
+            || stdout.contains("answer: knee at 400 req/s: "))
             && stdout.contains("; kept up to 400 req/s (p99 "),
         "{stdout}"
     );
+    let knee = f(&run["summary"]["knee"]["step_value"]);
+    assert!(knee == 400.0 || knee == 500.0, "{}", run["summary"]);
     // Past the knee the served rate is the capacity, not the demand.
     let last = &run["steps"][5];
     assert!(f(&last["ok_rate"]) < 450.0, "{last}");
