@@ -1103,8 +1103,7 @@ mod tests {
             timeout_ms: 1000,
             connect_timeout_ms: 1000,
             insecure_tls: false,
-            source_addrs: Vec::new(),
-            ok_status: Vec::new(),
+            ..Default::default()
         })
     }
 

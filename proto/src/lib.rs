@@ -10,8 +10,8 @@ use shared::metrics::{
     Snapshot,
 };
 use shared::plan::{
-    Arrival, Fork, ForkSide, LoadModel, PlanError, RequestSpec, Slice, StepLimit, StepShare,
-    UrlOrder, Workload,
+    Arrival, Fork, ForkSide, HttpVersion, LoadModel, PlanError, RequestSpec, Slice, StepLimit,
+    StepShare, UrlOrder, Workload,
 };
 use shared::status::{StatusCodes, StatusSet};
 use shared::warning::{Warning, WarningKind};
@@ -222,6 +222,12 @@ impl From<&Workload> for pb::Configure {
                     high: high.into(),
                 })
                 .collect(),
+            http: match w.http() {
+                HttpVersion::Http1 => pb::HttpVersion::Http1,
+                HttpVersion::Http2 => pb::HttpVersion::Http2,
+                HttpVersion::Auto => pb::HttpVersion::Auto,
+            } as i32,
+            streams: w.streams().get(),
         }
     }
 }
@@ -255,6 +261,17 @@ impl TryFrom<&pb::Configure> for Workload {
                 });
             }
         };
+        let http = match pb::HttpVersion::try_from(c.http) {
+            Ok(pb::HttpVersion::Unspecified | pb::HttpVersion::Http1) => HttpVersion::Http1,
+            Ok(pb::HttpVersion::Http2) => HttpVersion::Http2,
+            Ok(pb::HttpVersion::Auto) => HttpVersion::Auto,
+            Err(_) => {
+                return Err(ConvertError::Unknown {
+                    what: "HTTP version",
+                    value: c.http,
+                });
+            }
+        };
         let source_addrs = c
             .source_addrs
             .iter()
@@ -273,7 +290,8 @@ impl TryFrom<&pb::Configure> for Workload {
             c.insecure_tls,
         )?
         .with_source_addrs(source_addrs)?
-        .with_ok_status(ok_status_from_pb(&c.ok_status)?))
+        .with_ok_status(ok_status_from_pb(&c.ok_status)?)
+        .with_http(http, c.streams.max(1))?)
     }
 }
 
@@ -604,6 +622,32 @@ mod tests {
         c.source_addrs = vec!["::1".into()];
         let e = Workload::try_from(&c).unwrap_err().to_string();
         assert!(e.contains("--source-addrs are IPv6"), "{e}");
+    }
+
+    #[test]
+    fn the_http_version_and_streams_roundtrip_and_an_old_coordinator_means_http1() {
+        let w = Workload::try_new(
+            vec![RequestSpec::try_new("GET", "http://127.0.0.1:9/x", vec![], vec![]).unwrap()],
+            UrlOrder::RoundRobin,
+            Duration::from_secs(2),
+            Duration::from_secs(1),
+            false,
+        )
+        .unwrap();
+        let h2 = w.clone().with_http(HttpVersion::Http2, 10).unwrap();
+        let mut c = pb::Configure::from(&h2);
+        assert_eq!(Workload::try_from(&c).unwrap(), h2);
+        // A coordinator from before the fields sends neither.
+        c.http = 0;
+        c.streams = 0;
+        assert_eq!(Workload::try_from(&c).unwrap(), w);
+        c.http = 9;
+        let e = Workload::try_from(&c).unwrap_err().to_string();
+        assert!(e.contains("HTTP version"), "{e}");
+        c.http = pb::HttpVersion::Http1 as i32;
+        c.streams = 4;
+        let e = Workload::try_from(&c).unwrap_err().to_string();
+        assert!(e.contains("--streams 4 needs HTTP/2"), "{e}");
     }
 
     #[test]

@@ -8,6 +8,10 @@ use super::{MAX_RATE, MIN_RATE};
 pub enum PlanError {
     #[error("bad URL '{url}': {why}")]
     BadUrl { url: String, why: String },
+    #[error(
+        "--streams {streams} needs HTTP/2: an HTTP/1.1 connection carries one request at a time (add --http 2, or --http auto over https)"
+    )]
+    StreamsNeedHttp2 { streams: u32 },
     #[error("{what} must be a positive number, got {value}")]
     NotPositive { what: &'static str, value: String },
     #[error("--low-rate ({low}) is above --high-rate ({high})")]

@@ -29,6 +29,45 @@ impl UrlOrder {
     }
 }
 
+/// Which HTTP a target is spoken to in (`--http`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize)]
+#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
+pub enum HttpVersion {
+    /// HTTP/1.1, over TCP or TLS
+    #[default]
+    #[cfg_attr(feature = "cli", value(name = "1.1", alias = "1", alias = "h1"))]
+    #[serde(rename = "1.1", alias = "1", alias = "h1")]
+    Http1,
+    /// HTTP/2: h2c with prior knowledge over TCP, h2 by ALPN over TLS (a server that offers only
+    /// http/1.1 is an error)
+    #[cfg_attr(feature = "cli", value(name = "2", alias = "h2", alias = "h2c"))]
+    #[serde(rename = "2", alias = "h2", alias = "h2c")]
+    Http2,
+    /// over TLS, what ALPN agrees (h2 first, else http/1.1); HTTP/1.1 over TCP
+    #[cfg_attr(feature = "cli", value(name = "auto"))]
+    #[serde(rename = "auto")]
+    Auto,
+}
+
+impl HttpVersion {
+    pub fn name(self) -> &'static str {
+        match self {
+            HttpVersion::Http1 => "1.1",
+            HttpVersion::Http2 => "2",
+            HttpVersion::Auto => "auto",
+        }
+    }
+
+    /// Whether a connection may carry more than one request at once.
+    pub fn multiplexes(self) -> bool {
+        self != HttpVersion::Http1
+    }
+}
+
+/// Streams one HTTP/2 connection carries at once at most (`--streams`); 1 means HTTP/1.1's one request
+/// at a time, and is all an HTTP/1.1 connection ever carries.
+pub const MAX_STREAMS: u32 = 1_000;
+
 /// What to send, fixed for the run.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Workload {
@@ -39,6 +78,8 @@ pub struct Workload {
     insecure_tls: bool,
     source_addrs: Vec<IpAddr>,
     ok_status: StatusSet,
+    http: HttpVersion,
+    streams: std::num::NonZeroU32,
 }
 
 impl Workload {
@@ -72,6 +113,33 @@ impl Workload {
     /// Reply statuses that count as served (`--ok-status`, 200-399 unless set).
     pub fn ok_status(&self) -> &StatusSet {
         &self.ok_status
+    }
+
+    /// The HTTP spoken to the target (`--http`).
+    pub fn http(&self) -> HttpVersion {
+        self.http
+    }
+
+    /// Requests one connection carries at once (`--streams`): HTTP/2 streams, 1 over HTTP/1.1.
+    pub fn streams(&self) -> std::num::NonZeroU32 {
+        self.streams
+    }
+
+    /// Sets the protocol and the streams per connection: more than one stream needs HTTP/2 (or
+    /// `auto`, where a connection that ALPN puts on HTTP/1.1 carries one at a time).
+    pub fn with_http(mut self, http: HttpVersion, streams: u32) -> Result<Self, PlanError> {
+        let Some(n) = std::num::NonZeroU32::new(streams).filter(|n| n.get() <= MAX_STREAMS) else {
+            return Err(PlanError::NotPositive {
+                what: "--streams (streams per connection, at most 1000)",
+                value: streams.to_string(),
+            });
+        };
+        if n.get() > 1 && !http.multiplexes() {
+            return Err(PlanError::StreamsNeedHttp2 { streams });
+        }
+        self.http = http;
+        self.streams = n;
+        Ok(self)
     }
 
     /// Whether the server closes every connections-model connection first (see
@@ -118,6 +186,8 @@ impl Workload {
             insecure_tls,
             source_addrs: Vec::new(),
             ok_status: StatusSet::default(),
+            http: HttpVersion::Http1,
+            streams: std::num::NonZeroU32::MIN,
         })
     }
 
