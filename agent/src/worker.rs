@@ -17,7 +17,7 @@ use tokio::sync::{Notify, mpsc};
 use tokio::time::{Instant, sleep_until};
 use tokio_util::sync::CancellationToken;
 
-use crate::client::{Conn, Endpoint, SendError, Template};
+use crate::client::{Conn, Endpoint, Opened, SendError, Session, Template};
 use crate::recorder::Recorder;
 use crate::timer::Timer;
 
@@ -224,6 +224,65 @@ impl Ctx {
         (None, Err(Unsent(ErrorClass::ConnReset)))
     }
 
+    /// Sends one due request on a stream of the shared HTTP/2 session, opening the session first if
+    /// it has none or it ended, and sending once more on a fresh one what the server did not process
+    /// (see `client::http2`). `queued` is the time the arrival already waited for a free stream in
+    /// the requests model's pool, and whether the pool counted it as waiting; the stream's own wait
+    /// for a slot under the server's limit is added to it, so an arrival's wait is recorded once.
+    async fn request_h2(
+        &self,
+        shared: &Shared,
+        intended: Instant,
+        queued: Option<(Duration, bool)>,
+    ) -> Result<(), Unsent> {
+        let template = self.template();
+        let mut outcome = Err(Unsent(ErrorClass::ConnReset));
+        let mut opened = Opened::default();
+        for _ in 0..2 {
+            let session = match shared.session(self).await {
+                Ok(s) => s,
+                Err(class) => {
+                    if class == ErrorClass::ConnectTimeout {
+                        self.rec.given_up(intended.elapsed());
+                    }
+                    outcome = Err(Unsent(class));
+                    break;
+                }
+            };
+            match session
+                .send(template, intended, self.target.timeout, &self.rec)
+                .await
+            {
+                Ok(o) => {
+                    opened = o;
+                    outcome = Ok(());
+                    break;
+                }
+                Err(SendError::Failed(class)) => {
+                    self.rec.error(class);
+                    outcome = Ok(());
+                    break;
+                }
+                Err(SendError::Stale) => continue,
+            }
+        }
+        match queued {
+            Some((d, counted)) => self.rec.wait(
+                d + opened.waited.unwrap_or_default(),
+                !counted && opened.waited.is_some(),
+            ),
+            None => {
+                if let Some(w) = opened.waited {
+                    self.rec.wait(w, true);
+                }
+            }
+        }
+        if let Err(Unsent(class)) = outcome {
+            self.rec.unsent(class);
+        }
+        outcome
+    }
+
     async fn connect(&self) -> Result<Conn, ErrorClass> {
         Conn::open(&self.target, &self.rec)
             .await
@@ -238,6 +297,47 @@ impl Ctx {
 /// Why a due request was not written.
 #[derive(Debug, Clone, Copy)]
 struct Unsent(ErrorClass);
+
+/// An HTTP/2 session shared by the loops whose streams it carries (a connection's `--streams`),
+/// opened by the first of them to need it and again after it ended; the others wait for that open
+/// rather than each opening a connection of its own.
+#[derive(Default)]
+struct Shared {
+    now: RefCell<Option<Rc<Session>>>,
+    opening: Cell<bool>,
+    opened: Notify,
+}
+
+impl Shared {
+    async fn session(&self, ctx: &Ctx) -> Result<Rc<Session>, ErrorClass> {
+        loop {
+            if let Some(s) = self.now.borrow().as_ref().filter(|s| !s.ended()) {
+                return Ok(s.clone());
+            }
+            if self.opening.get() {
+                self.opened.notified().await;
+                continue;
+            }
+            self.opening.set(true);
+            // Cleared however the open ends, a cancelled one too, so no waiter is left behind.
+            let _open = Opening(self);
+            let session = Session::open(&ctx.target, &ctx.rec).await?;
+            let session = Rc::new(session);
+            *self.now.borrow_mut() = Some(session.clone());
+            return Ok(session);
+        }
+    }
+}
+
+/// A session being opened; its end wakes the loops waiting for it.
+struct Opening<'a>(&'a Shared);
+
+impl Drop for Opening<'_> {
+    fn drop(&mut self) {
+        self.0.opening.set(false);
+        self.0.opened.notify_waiters();
+    }
+}
 
 /// Counts a task in flight until dropped, so the worker can wait for the drain.
 struct Flight(Rc<Ctx>);
@@ -324,6 +424,13 @@ pub async fn run(job: Job) {
                     },
                 };
                 let task_ctx = ctx.clone();
+                if ctx.target.http2 {
+                    spawn_tracked(&ctx, async move {
+                        let _slot = slot;
+                        connection_h2(task_ctx, intended, calls).await
+                    });
+                    return;
+                }
                 spawn_tracked(&ctx, async move {
                     // Given back once the connection is closed (it is dropped inside).
                     let _slot = slot;
@@ -339,7 +446,11 @@ pub async fn run(job: Job) {
                 job.worker,
             )
             .max(1) as usize;
-            let pool = Rc::new(Pool::new(max));
+            let pool = Rc::new(Pool::new(
+                max,
+                ctx.target.streams as usize,
+                ctx.target.http2,
+            ));
             open_loop(&ctx, &timer, &share, &slice, job.start, |intended| {
                 pool.clone().arrive(&ctx, intended)
             })
@@ -356,6 +467,15 @@ pub async fn run(job: Job) {
                     .set(split_proportional(total.get(), &per_worker)[job.worker as usize]);
             }
             for _ in 0..per_worker[job.worker as usize] {
+                if ctx.target.http2 {
+                    // One session, its streams each a closed loop.
+                    let shared = Rc::new(Shared::default());
+                    for _ in 0..ctx.target.streams {
+                        let (task_ctx, shared) = (ctx.clone(), shared.clone());
+                        spawn_tracked(&ctx, async move { closed_stream(&task_ctx, &shared).await });
+                    }
+                    continue;
+                }
                 let task_ctx = ctx.clone();
                 spawn_tracked(&ctx, async move { closed_loop(&task_ctx).await });
             }
@@ -529,21 +649,10 @@ async fn connection(ctx: &Ctx, intended: Instant, calls: u32) {
         match ctx.request(conn.take(), from, call + 1 == calls).await {
             (Some(c), Ok(())) => conn = Some(c),
             // Not sent, or failed with the connection: the calls after this one were due and will
-            // never be sent (this one is already counted, as unsent or as its error). When the
-            // generator itself could not connect (fds, ports), they are its failures too, each
-            // counted in that class, so none is charged to the target; otherwise the target failed
-            // or closed the connection, and they are abandoned with it.
+            // never be sent (this one is already counted, as unsent or as its error).
             (_, outcome) => {
-                let rest = u64::from(calls - call - 1);
-                ctx.rec.with(|s| {
-                    s.counters.unsent += rest;
-                    match outcome {
-                        Err(Unsent(class)) if class.is_generator_resource() => {
-                            s.counters.errors[class.index()] += rest
-                        }
-                        _ => s.counters.abandoned += rest,
-                    }
-                });
+                let unsent = outcome.err().map(|Unsent(class)| class);
+                abandon(ctx, u64::from(calls - call - 1), unsent);
                 return;
             }
         }
@@ -582,29 +691,140 @@ async fn closed_loop(ctx: &Ctx) {
                 return;
             }
         }
-        let left = ctx.budget.get();
-        if left == 0 {
+        if !next_turn(ctx).await {
             return;
         }
-        if let Some(pace) = &ctx.pace {
-            let at = pace.claim();
-            if at >= ctx.deadline {
-                return;
-            }
-            if at > Instant::now() {
-                tokio::select! {
-                    _ = sleep_until(at) => {}
-                    _ = ctx.cancel.cancelled() => return,
-                }
-            }
-        }
-        ctx.budget.set(left - 1);
         conn = ctx.request(conn.take(), Instant::now(), false).await.0;
     }
 }
 
+/// A closed loop's next request may start: one of the step's count (ab's `-n`) is left, and the pace
+/// under `--max-rate` lets it now (waited for) and before the deadline.
+async fn next_turn(ctx: &Ctx) -> bool {
+    let left = ctx.budget.get();
+    if left == 0 {
+        return false;
+    }
+    if let Some(pace) = &ctx.pace {
+        let at = pace.claim();
+        if at >= ctx.deadline {
+            return false;
+        }
+        if at > Instant::now() {
+            tokio::select! {
+                _ = sleep_until(at) => {}
+                _ = ctx.cancel.cancelled() => return false,
+            }
+        }
+    }
+    ctx.budget.set(left - 1);
+    true
+}
+
+/// The concurrency model over HTTP/2: one stream's closed loop, request after request, on the
+/// session it shares with its connection's other streams.
+async fn closed_stream(ctx: &Ctx, shared: &Shared) {
+    while !ctx.past_deadline() {
+        match shared.session(ctx).await {
+            Ok(_) => {}
+            Err(class) => {
+                ctx.rec.unsent(class);
+                if class.is_generator_resource() {
+                    tokio::time::sleep(RESOURCE_BACKOFF).await;
+                } else {
+                    tokio::task::yield_now().await;
+                }
+                continue;
+            }
+        }
+        if ctx.past_deadline() || !next_turn(ctx).await {
+            return;
+        }
+        let _ = ctx.request_h2(shared, Instant::now(), None).await;
+    }
+}
+
+/// The connections model over HTTP/2: one connection per arrival, its `calls` requests multiplexed
+/// up to `--streams` at once, then closed. The first request of each stream counts from the arrival
+/// (they were all due then); later ones from the moment a stream was free.
+async fn connection_h2(ctx: Rc<Ctx>, intended: Instant, calls: u32) {
+    let session = match Session::open(&ctx.target, &ctx.rec).await {
+        Ok(s) => Rc::new(s),
+        Err(class) => {
+            if class == ErrorClass::ConnectTimeout {
+                ctx.rec.given_up(intended.elapsed());
+            }
+            ctx.rec.unsent(class);
+            abandon(&ctx, u64::from(calls - 1), Some(class));
+            return;
+        }
+    };
+    let left = Rc::new(Cell::new(calls));
+    let lanes = ctx.target.streams.min(calls);
+    let mut streams = tokio::task::JoinSet::new();
+    for _ in 0..lanes {
+        let (ctx, session, left) = (ctx.clone(), session.clone(), left.clone());
+        streams.spawn_local(async move {
+            let mut from = Some(intended);
+            while left.get() > 0 {
+                if from.is_none() && ctx.past_deadline() {
+                    return;
+                }
+                left.set(left.get() - 1);
+                let at = from.take().unwrap_or_else(Instant::now);
+                match session
+                    .send(ctx.template(), at, ctx.target.timeout, &ctx.rec)
+                    .await
+                {
+                    Ok(opened) => {
+                        if let Some(w) = opened.waited {
+                            ctx.rec.wait(w, true);
+                        }
+                    }
+                    // The stream failed; the session may still carry the others.
+                    Err(SendError::Failed(class)) => ctx.rec.error(class),
+                    // The server ended the session before taking this one (GOAWAY): it and the
+                    // calls not yet made are abandoned with the connection, as over HTTP/1.1.
+                    Err(SendError::Stale) => {
+                        ctx.rec.unsent(ErrorClass::ConnReset);
+                        abandon(&ctx, u64::from(left.replace(0)), None);
+                        return;
+                    }
+                }
+            }
+        });
+    }
+    tokio::select! {
+        _ = async { while streams.join_next().await.is_some() {} } => {}
+        _ = ctx.cancel.cancelled() => {
+            let _ = tokio::time::timeout(ctx.target.timeout, async {
+                while streams.join_next().await.is_some() {}
+            }).await;
+        }
+    }
+}
+
+/// Calls of a connections-model connection that will never be made: the generator's own failures
+/// when it could not connect for want of fds or ports (each in that class, so none is charged to
+/// the target), otherwise abandoned with a connection the target failed or closed.
+fn abandon(ctx: &Ctx, rest: u64, unsent: Option<ErrorClass>) {
+    ctx.rec.with(|s| {
+        s.counters.unsent += rest;
+        match unsent {
+            Some(class) if class.is_generator_resource() => {
+                s.counters.errors[class.index()] += rest
+            }
+            _ => s.counters.abandoned += rest,
+        }
+    });
+}
+
 /// The requests model's keep-alive pool: arrivals queue here and slots (connections) take them;
 /// a new slot opens while fewer than `max` exist and none is idle.
+///
+/// Over HTTP/2 a slot is a stream: `max` connections of `streams` slots each, the slots of one
+/// connection sharing its session, so an arrival that finds every stream busy waits here, and that
+/// wait is the client's queue (recorded apart from the latency), not the server's time.
 struct Pool {
     /// (intended, queued at, found no free connection).
     queue: RefCell<VecDeque<(Instant, Instant, bool)>>,
@@ -613,18 +833,37 @@ struct Pool {
     idle: Cell<usize>,
     wake: Notify,
     closed: Cell<bool>,
+    /// Over HTTP/2, the sessions the slots share, `streams` slots to each; empty over HTTP/1.1.
+    sessions: RefCell<Vec<Rc<Shared>>>,
+    streams: usize,
 }
 
 impl Pool {
-    fn new(max: usize) -> Pool {
+    fn new(connections: usize, streams: usize, http2: bool) -> Pool {
+        let streams = if http2 { streams.max(1) } else { 1 };
         Pool {
             queue: RefCell::new(VecDeque::new()),
-            max,
+            max: connections * streams,
             slots: Cell::new(0),
             idle: Cell::new(0),
             wake: Notify::new(),
             closed: Cell::new(false),
+            sessions: RefCell::new(Vec::new()),
+            streams: if http2 { streams } else { 0 },
         }
+    }
+
+    /// The session slot `n` (from 0) sends on over HTTP/2; `None` over HTTP/1.1.
+    fn session_of(&self, n: usize) -> Option<Rc<Shared>> {
+        if self.streams == 0 {
+            return None;
+        }
+        let mut sessions = self.sessions.borrow_mut();
+        let i = n / self.streams;
+        while sessions.len() <= i {
+            sessions.push(Rc::default());
+        }
+        Some(sessions[i].clone())
     }
 
     fn arrive(self: Rc<Self>, ctx: &Rc<Ctx>, intended: Instant) {
@@ -636,9 +875,10 @@ impl Pool {
             self.wake.notify_one();
         } else if self.slots.get() < self.max {
             self.queue.borrow_mut().push_back((intended, now, false));
+            let session = self.session_of(self.slots.get());
             self.slots.set(self.slots.get() + 1);
             let task_ctx = ctx.clone();
-            spawn_tracked(ctx, async move { self.slot(&task_ctx).await });
+            spawn_tracked(ctx, async move { self.slot(&task_ctx, session).await });
         } else {
             // Every slot is busy: this arrival waits, and its wait is recorded when a slot takes it.
             self.queue.borrow_mut().push_back((intended, now, true));
@@ -675,7 +915,7 @@ impl Pool {
         }
     }
 
-    async fn slot(&self, ctx: &Ctx) {
+    async fn slot(&self, ctx: &Ctx, session: Option<Rc<Shared>>) {
         let mut conn: Option<Conn> = None;
         loop {
             if ctx.cancel.is_cancelled() {
@@ -686,7 +926,7 @@ impl Pool {
                 self.drop_waiting(ctx, false);
             }
             let next = self.queue.borrow_mut().pop_front();
-            let Some((intended, queued, _)) = next else {
+            let Some((intended, queued, waiting)) = next else {
                 if self.closed.get() {
                     return;
                 }
@@ -698,14 +938,20 @@ impl Pool {
                 }
                 continue;
             };
-            ctx.rec.wait(queued.elapsed(), false);
             // Its reply could no longer arrive within the timeout of its intended send.
             let now = Instant::now();
             if now >= intended + ctx.target.timeout {
+                ctx.rec.wait(queued.elapsed(), false);
                 ctx.rec.unsent(ErrorClass::ClientTimeout);
                 ctx.rec.given_up(now - intended);
                 continue;
             }
+            if let Some(shared) = &session {
+                let queued = Some((queued.elapsed(), waiting));
+                let _ = ctx.request_h2(shared, intended, queued).await;
+                continue;
+            }
+            ctx.rec.wait(queued.elapsed(), false);
             conn = ctx.request(conn.take(), intended, false).await.0;
         }
     }
@@ -767,6 +1013,12 @@ mod tests {
     }
 
     async fn target(addr: SocketAddr) -> Endpoint {
+        target_over(addr, 1).await
+    }
+
+    /// The target over HTTP/2 (h2c) with `streams` per connection when `streams` > 1.
+    async fn target_over(addr: SocketAddr, streams: u32) -> Endpoint {
+        let h2 = streams > 1;
         let configure = pb::Configure {
             requests: vec![pb::RequestTemplate {
                 method: "GET".into(),
@@ -777,6 +1029,12 @@ mod tests {
             url_order: pb::UrlOrder::RoundRobin as i32,
             timeout_ms: 5000,
             connect_timeout_ms: 1000,
+            http: if h2 {
+                pb::HttpVersion::Http2
+            } else {
+                pb::HttpVersion::Http1
+            } as i32,
+            streams,
             ..Default::default()
         };
         Endpoint::prepare(&Workload::try_from(&configure).unwrap())
@@ -803,10 +1061,18 @@ mod tests {
 
     /// Runs one step on `workers` worker threads, as a session launches it, and adds up every report.
     async fn run_step(addr: SocketAddr, share: StepShare, caps: Caps, workers: usize) -> Snapshot {
+        run_step_on(target(addr).await, share, caps, workers).await
+    }
+
+    async fn run_step_on(
+        target: Endpoint,
+        share: StepShare,
+        caps: Caps,
+        workers: usize,
+    ) -> Snapshot {
         let engine = Engine::start(workers).unwrap();
         let (tx, mut rx) = mpsc::channel(64);
         let share = Arc::new(share);
-        let target = target(addr).await;
         let start = Instant::now() + Duration::from_millis(50);
         let jobs = (0..workers)
             .map(|w| Job {
@@ -914,6 +1180,165 @@ mod tests {
             c.due(),
             "every due request is known failed: {c:?}"
         );
+    }
+
+    /// What a test's HTTP/2 server saw: requests, connections, streams open at once at most.
+    #[derive(Default)]
+    struct SeenH2 {
+        requests: AtomicU64,
+        connections: AtomicU64,
+        open: AtomicU64,
+        peak: AtomicU64,
+    }
+
+    /// An h2c server (the h2 crate's) announcing `max_streams`, answering each request after
+    /// `delay`; with `goaway_after`, it ends each connection gracefully (GOAWAY) after that many.
+    async fn h2_server(
+        max_streams: u32,
+        delay: Duration,
+        goaway_after: Option<u64>,
+    ) -> (SocketAddr, Arc<SeenH2>) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let seen = Arc::new(SeenH2::default());
+        let all = seen.clone();
+        tokio::spawn(async move {
+            while let Ok((tcp, _)) = listener.accept().await {
+                let seen = all.clone();
+                tokio::spawn(async move {
+                    let mut b = h2::server::Builder::new();
+                    b.max_concurrent_streams(max_streams);
+                    let Ok(mut conn) = b.handshake::<_, bytes::Bytes>(tcp).await else {
+                        return;
+                    };
+                    seen.connections.fetch_add(1, Ordering::AcqRel);
+                    let mut served = 0;
+                    while let Some(Ok((_, mut respond))) = conn.accept().await {
+                        served += 1;
+                        let seen = seen.clone();
+                        tokio::spawn(async move {
+                            let now = seen.open.fetch_add(1, Ordering::AcqRel) + 1;
+                            seen.peak.fetch_max(now, Ordering::AcqRel);
+                            seen.requests.fetch_add(1, Ordering::AcqRel);
+                            tokio::time::sleep(delay).await;
+                            // Counted down before the reply can free the client's slot.
+                            seen.open.fetch_sub(1, Ordering::AcqRel);
+                            let reply = http::Response::builder().status(200).body(()).unwrap();
+                            if let Ok(mut body) = respond.send_response(reply, false) {
+                                let _ = body.send_data(bytes::Bytes::from_static(b"ok"), true);
+                            }
+                        });
+                        if goaway_after == Some(served) {
+                            conn.graceful_shutdown();
+                        }
+                    }
+                });
+            }
+        });
+        (addr, seen)
+    }
+
+    #[tokio::test]
+    async fn http2_concurrency_runs_connections_times_streams_closed_loops() {
+        let (addr, seen) = h2_server(100, Duration::from_millis(20), None).await;
+        // 3 connections x 8 streams, each request held 20 ms: 24 at once, about 1,200/s.
+        let step = share(LoadModel::Concurrency, 0.0, 3, Duration::from_millis(1500));
+        let sent = run_step_on(target_over(addr, 8).await, step, Caps::default(), 2).await;
+        let c = &sent.counters;
+        // And the one that asked, before the step, whether the target speaks HTTP/2.
+        assert_eq!(seen.connections.load(Ordering::Acquire), 3 + 1, "{c:?}");
+        assert_eq!(seen.peak.load(Ordering::Acquire), 24, "{c:?}");
+        assert_eq!(c.connections, 3);
+        assert_eq!(c.requests, seen.requests.load(Ordering::Acquire));
+        assert_eq!((c.ok, c.failed()), (c.requests, 0), "{c:?}");
+        assert!(c.requests > 600, "{c:?}");
+        assert_eq!(c.waited, 0, "under the server's limit nothing waits");
+    }
+
+    #[tokio::test]
+    async fn http2_never_opens_more_streams_than_the_server_allows_and_says_who_waited() {
+        // 16 streams asked per connection, the server allows 4: 12 wait for a slot each time.
+        let (addr, seen) = h2_server(4, Duration::from_millis(20), None).await;
+        let step = share(LoadModel::Concurrency, 0.0, 1, Duration::from_millis(1000));
+        let sent = run_step_on(target_over(addr, 16).await, step, Caps::default(), 1).await;
+        let c = &sent.counters;
+        assert_eq!(seen.peak.load(Ordering::Acquire), 4, "{c:?}");
+        assert_eq!(
+            (c.ok, c.failed()),
+            (c.requests, 0),
+            "no stream refused: {c:?}"
+        );
+        assert_eq!(c.requests, seen.requests.load(Ordering::Acquire));
+        assert!(c.waited > c.requests / 2, "{c:?}");
+        // A stream waits about 3 replies (60 ms) for its slot; latency includes it.
+        let wait_p50 = sent.hist.wait.value_at_quantile(0.5);
+        assert!((20_000..200_000).contains(&wait_p50), "{wait_p50} µs");
+    }
+
+    #[tokio::test]
+    async fn a_goaway_loses_no_request_the_rest_go_on_a_new_connection() {
+        // Each connection ends after 50 streams (nginx's keepalive_requests, as GOAWAY).
+        let (addr, seen) = h2_server(100, Duration::from_millis(2), Some(50)).await;
+        let step = share(LoadModel::Concurrency, 0.0, 2, Duration::from_millis(1500));
+        let sent = run_step_on(target_over(addr, 10).await, step, Caps::default(), 1).await;
+        let c = &sent.counters;
+        assert!(seen.connections.load(Ordering::Acquire) > 4, "{c:?}");
+        assert_eq!(c.connections + 1, seen.connections.load(Ordering::Acquire));
+        assert_eq!(c.requests, seen.requests.load(Ordering::Acquire), "{c:?}");
+        assert_eq!((c.ok, c.failed()), (c.requests, 0), "{c:?}");
+    }
+
+    #[tokio::test]
+    async fn http2_requests_model_holds_the_rate_over_connections_times_streams() {
+        let (addr, seen) = h2_server(100, Duration::from_millis(30), None).await;
+        // 400/s, each held 30 ms: about 12 at once, over at most 2 connections x 10 streams.
+        let step = StepShare::try_new(
+            0,
+            LoadModel::Requests,
+            400.0,
+            Slice::among(&[1])[0].clone(),
+            0,
+            1,
+            2,
+            StepLimit::Duration(Duration::from_millis(1500)),
+            Arrival::Uniform,
+            7,
+        )
+        .unwrap();
+        let sent = run_step_on(target_over(addr, 10).await, step, Caps::default(), 1).await;
+        let c = &sent.counters;
+        assert_eq!(c.requests, 600, "{c:?}");
+        assert_eq!((c.ok, seen.requests.load(Ordering::Acquire)), (600, 600));
+        assert!(c.connections <= 2, "{c:?}");
+        assert_eq!(seen.connections.load(Ordering::Acquire), c.connections + 1);
+        assert_eq!(sent.hist.wait.len(), 600, "one wait per arrival");
+    }
+
+    #[tokio::test]
+    async fn http2_connections_model_multiplexes_each_connection_s_calls() {
+        let (addr, seen) = h2_server(100, Duration::from_millis(10), None).await;
+        // 20 connections/s, 10 calls each on 5 streams: two rounds of 10 ms per connection, so
+        // connections never overlap and the server sees 5 streams at once, never 10 or 1.
+        let step = StepShare::try_new(
+            0,
+            LoadModel::Connections,
+            20.0,
+            Slice::among(&[1])[0].clone(),
+            0,
+            10,
+            1000,
+            StepLimit::Duration(Duration::from_millis(1000)),
+            Arrival::Uniform,
+            7,
+        )
+        .unwrap();
+        let sent = run_step_on(target_over(addr, 5).await, step, Caps::default(), 1).await;
+        let c = &sent.counters;
+        assert_eq!(c.connections, 20, "{c:?}");
+        assert_eq!(seen.connections.load(Ordering::Acquire), 20 + 1);
+        assert_eq!((c.requests, c.ok), (200, 200), "{c:?}");
+        assert_eq!(seen.requests.load(Ordering::Acquire), 200);
+        assert_eq!(seen.peak.load(Ordering::Acquire), 5);
     }
 
     #[test]

@@ -18,7 +18,7 @@ pub enum SendError {
     Failed(ErrorClass),
 }
 
-fn io_class(e: &io::Error) -> ErrorClass {
+pub(super) fn io_class(e: &io::Error) -> ErrorClass {
     match e.raw_os_error() {
         Some(errno) => ErrorClass::from_errno(errno),
         None => match e.kind() {

@@ -14,9 +14,11 @@
 //! - `tls`: the rustls client config for the target (`--insecure`, SNI, ALPN);
 //! - `transport`: TCP or TLS, counted, opened within the connect timeout;
 //! - `http1`: the HTTP/1.1 exchange (`Conn`);
+//! - `http2`: the HTTP/2 exchange (`Session`), its streams shared by several loops;
 //! - `failure`: error classes and their words.
 mod failure;
 mod http1;
+mod http2;
 mod target;
 #[cfg(test)]
 mod testing;
@@ -25,4 +27,5 @@ mod transport;
 
 pub use failure::SendError;
 pub use http1::Conn;
+pub use http2::{Opened, Session};
 pub use target::{Endpoint, PrepareError, Template};

@@ -7,10 +7,11 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http::header::{
-    CONNECTION, CONTENT_LENGTH, HOST, HeaderName, HeaderValue, TRANSFER_ENCODING, USER_AGENT,
+    CONNECTION, CONTENT_LENGTH, HOST, HeaderName, HeaderValue, TE, TRANSFER_ENCODING, UPGRADE,
+    USER_AGENT,
 };
-use http::{HeaderMap, Method, Uri};
-use shared::plan::{RequestSpec, Scheme, Workload};
+use http::{HeaderMap, Method, Request, Uri, Version};
+use shared::plan::{HttpVersion, RequestSpec, Scheme, Workload};
 
 /// A workload that cannot be prepared for sending.
 #[derive(Debug, thiserror::Error)]
@@ -25,6 +26,9 @@ pub enum PrepareError {
     Request { index: usize, why: String },
     #[error("TLS server name '{0}' is not valid")]
     ServerName(String),
+    /// Known before any load: the target does not speak the HTTP asked for.
+    #[error("{0}")]
+    Protocol(String),
 }
 
 /// One request, serialized once: every send writes these bytes as they are.
@@ -37,7 +41,22 @@ pub struct Template {
     pub(super) last: Bytes,
     /// A reply to HEAD has no body, whatever its headers announce.
     pub(super) head: bool,
+    /// The same request as HTTP/2 sends it: pseudo-headers from the URI, no connection-specific
+    /// headers (RFC 9113 8.2.2 forbids them; h2 refuses to send them).
+    pub(super) h2: Request<()>,
+    pub(super) body: Bytes,
 }
+
+/// Headers that belong to one HTTP/1.1 connection and have no place in HTTP/2; Host becomes the
+/// `:authority`.
+const NOT_IN_HTTP2: [HeaderName; 6] = [
+    CONNECTION,
+    HOST,
+    TRANSFER_ENCODING,
+    UPGRADE,
+    HeaderName::from_static("keep-alive"),
+    HeaderName::from_static("proxy-connection"),
+];
 
 impl Template {
     /// Serializes a request as hyper would: lower-case header names, a Content-Length for a body (or
@@ -71,10 +90,23 @@ impl Template {
             w.extend_from_slice(b"\r\n");
             w.extend_from_slice(body);
         }
+        let mut h2 = Request::new(());
+        *h2.method_mut() = method.clone();
+        *h2.uri_mut() = uri.clone();
+        *h2.version_mut() = Version::HTTP_2;
+        let h2_headers = h2.headers_mut();
+        for (name, value) in headers {
+            let te_other_than_trailers = name == TE && value != "trailers";
+            if !NOT_IN_HTTP2.contains(name) && !te_other_than_trailers {
+                h2_headers.append(name, value.clone());
+            }
+        }
         Template {
             wire: Bytes::from(wire),
             last: Bytes::from(last),
             head: *method == Method::HEAD,
+            h2,
+            body: Bytes::copy_from_slice(body),
         }
     }
 
@@ -112,9 +144,15 @@ impl Template {
             }
         }
         let method = Method::from_bytes(r.method().as_bytes()).map_err(|e| bad(e.to_string()))?;
-        let uri = r
-            .url()
-            .path()
+        // Absolute, so HTTP/2's :scheme and :authority come from it; HTTP/1.1 writes its path.
+        let scheme = match r.url().scheme() {
+            Scheme::Http => "http",
+            Scheme::Https => "https",
+        };
+        let authority = headers
+            .get(HOST)
+            .map_or(host, |h| h.to_str().unwrap_or(host));
+        let uri = format!("{scheme}://{authority}{}", r.url().path())
             .parse::<Uri>()
             .map_err(|e| bad(e.to_string()))?;
         Ok(Template::new(&method, &uri, &headers, r.body()))
@@ -139,6 +177,10 @@ pub struct Endpoint {
     pub server_closes: bool,
     /// The reply statuses that count as served.
     pub ok_status: shared::status::StatusSet,
+    /// Spoken over HTTP/2: `--http 2`, or `auto` where the target's ALPN chose h2.
+    pub http2: bool,
+    /// Streams one HTTP/2 connection carries at once (`--streams`); 1 over HTTP/1.1.
+    pub streams: u32,
 }
 
 impl Endpoint {
@@ -177,11 +219,11 @@ impl Endpoint {
         let tls = match origin.scheme() {
             Scheme::Http => None,
             Scheme::Https => Some(
-                super::tls::connector(origin.host(), w.insecure_tls())
+                super::tls::connector(origin.host(), w.insecure_tls(), w.http())
                     .map_err(|_| PrepareError::ServerName(origin.host().to_string()))?,
             ),
         };
-        Ok(Endpoint {
+        let mut endpoint = Endpoint {
             addr,
             templates: Arc::new(templates),
             tls,
@@ -191,7 +233,23 @@ impl Endpoint {
             sources: w.source_addrs().to_vec().into(),
             server_closes: w.server_closes_last(),
             ok_status: w.ok_status().clone(),
-        })
+            http2: w.http() == HttpVersion::Http2,
+            streams: w.streams().get(),
+        };
+        match (w.http(), origin.scheme()) {
+            (HttpVersion::Http1, _) | (HttpVersion::Auto, Scheme::Http) => {}
+            (HttpVersion::Http2, _) => {
+                super::http2::probe(&endpoint, false).await?;
+            }
+            (HttpVersion::Auto, Scheme::Https) => {
+                endpoint.http2 = super::http2::probe(&endpoint, true).await?;
+            }
+        }
+        if !endpoint.http2 {
+            // A connection ALPN put on HTTP/1.1 carries one request at a time.
+            endpoint.streams = 1;
+        }
+        Ok(endpoint)
     }
 }
 

@@ -29,6 +29,8 @@ pub(super) fn target(addr: SocketAddr, tls: bool) -> Endpoint {
         sources: Arc::from(Vec::<IpAddr>::new()),
         server_closes: true,
         ok_status: shared::status::StatusSet::default(),
+        http2: false,
+        streams: 1,
     }
 }
 

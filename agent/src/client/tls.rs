@@ -4,17 +4,26 @@
 use std::sync::Arc;
 
 use rustls::pki_types::{InvalidDnsNameError, ServerName};
+use shared::plan::HttpVersion;
 use tokio_rustls::TlsConnector;
 
 /// The connector and the server name for a target host, made once per run.
 pub(super) fn connector(
     host: &str,
     insecure: bool,
+    http: HttpVersion,
 ) -> Result<(TlsConnector, ServerName<'static>), InvalidDnsNameError> {
     let name = ServerName::try_from(host.to_owned())?;
-    Ok((TlsConnector::from(Arc::new(config(insecure))), name))
+    let mut config = config(insecure);
+    config.alpn_protocols = match http {
+        HttpVersion::Http1 => vec![b"http/1.1".to_vec()],
+        HttpVersion::Http2 => vec![b"h2".to_vec()],
+        HttpVersion::Auto => vec![b"h2".to_vec(), b"http/1.1".to_vec()],
+    };
+    Ok((TlsConnector::from(Arc::new(config)), name))
 }
 
+/// The client config, offering http/1.1 by ALPN.
 pub(super) fn config(insecure: bool) -> rustls::ClientConfig {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let builder = rustls::ClientConfig::builder_with_provider(provider)

@@ -125,6 +125,18 @@ pub(super) enum Stream {
 }
 
 impl Stream {
+    /// The protocol ALPN agreed on a TLS connection (`None`: plain TCP, or a server without ALPN).
+    pub(super) fn alpn(&self) -> Option<&[u8]> {
+        match self {
+            Stream::Plain(_) => None,
+            Stream::Tls(s) => s.get_ref().1.alpn_protocol(),
+        }
+    }
+
+    pub(super) fn is_tls(&self) -> bool {
+        matches!(self, Stream::Tls(_))
+    }
+
     /// The local end's address, for tests that look the port up in the kernel's tables.
     #[cfg(test)]
     pub(super) fn local_addr(&self) -> io::Result<std::net::SocketAddr> {

@@ -1,0 +1,472 @@
+//! The HTTP/2 exchange: one session per connection (h2c with prior knowledge over TCP, h2 by ALPN
+//! over TLS), its frames driven by a task of its own on the worker's thread, and streams opened on it
+//! by any number of loops at once, a request each.
+//!
+//! The server's SETTINGS are known before the first stream opens (a PING answered after them ends
+//! the set-up), so stampede never opens more streams than SETTINGS_MAX_CONCURRENT_STREAMS allows: a
+//! stream past it waits in h2's queue until one closes. That wait is the client's queue, not the
+//! server's time: it is returned to the caller, to be reported apart (the step's queue wait).
+//!
+//! A request the server did not process is `SendError::Stale`, as a request on a closed HTTP/1.1
+//! connection is, and is sent again on a fresh session: a stream above a GOAWAY's last stream id
+//! (RFC 9113 6.8), a stream refused (REFUSED_STREAM, 8.7), a request on a session that had ended.
+use std::borrow::Cow;
+use std::cell::Cell;
+use std::io;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::Bytes;
+use h2::Reason;
+use shared::metrics::ErrorClass;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::time::Instant;
+
+use super::failure::{SendError, io_class};
+use super::target::{Endpoint, PrepareError, Template};
+use super::transport::{self, Stream};
+use crate::recorder::Recorder;
+
+/// How many of a connection's first bytes are kept, to name what came instead of HTTP/2.
+const SNIFF: usize = 24;
+
+/// One HTTP/2 session on its own connection. Streams are opened through it by any number of loops
+/// of the worker's thread at once.
+pub struct Session {
+    send: h2::client::SendRequest<Bytes>,
+    peer: SocketAddr,
+    /// The connection ended, or the server said GOAWAY: no new stream may open on it.
+    ended: Rc<Cell<bool>>,
+}
+
+/// What one stream waited for and measured, for its caller to record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Opened {
+    /// How long the stream waited for a free slot under the server's stream limit; `None` when it
+    /// opened at once.
+    pub waited: Option<Duration>,
+}
+
+/// Why a session could not be set up, in the words its failure class is noted with.
+#[derive(Debug)]
+pub(super) struct SetupError {
+    pub(super) class: ErrorClass,
+    pub(super) words: Cow<'static, str>,
+}
+
+impl Session {
+    /// Connects (TCP, then TLS if the target is https), says the HTTP/2 preface and waits for the
+    /// server's SETTINGS, all within the connect timeout; the session's frames are then driven on
+    /// this thread until it is dropped and its streams are done, or the connection ends.
+    pub async fn open(target: &Endpoint, rec: &Rc<Recorder>) -> Result<Session, ErrorClass> {
+        let began = Instant::now();
+        let io = transport::open(target, rec).await?;
+        let left = target.connect_timeout.saturating_sub(began.elapsed());
+        match tokio::time::timeout(left, handshake(io, target.addr)).await {
+            Ok(Ok((send, conn))) => {
+                let ended = Rc::new(Cell::new(false));
+                let flag = ended.clone();
+                tokio::task::spawn_local(async move {
+                    // Its end is seen by every stream on it, each with its own class and words.
+                    let _ = conn.await;
+                    flag.set(true);
+                });
+                Ok(Session {
+                    send,
+                    peer: target.addr,
+                    ended,
+                })
+            }
+            Ok(Err(e)) => {
+                rec.note(e.class, || e.words);
+                Err(e.class)
+            }
+            Err(_) => {
+                rec.note(ErrorClass::ConnectTimeout, || {
+                    format!(
+                        "HTTP/2 session with {} not set up within {:?} (--connect-timeout): the server sent no SETTINGS",
+                        target.addr, target.connect_timeout
+                    )
+                    .into()
+                });
+                Err(ErrorClass::ConnectTimeout)
+            }
+        }
+    }
+
+    /// Whether the session can open no more streams (its connection ended, or GOAWAY came).
+    pub fn ended(&self) -> bool {
+        self.ended.get()
+    }
+
+    /// Sends one request on a stream of its own and reads the whole reply (counted, not kept).
+    /// Latency counts from `intended`; the reply must be complete within `timeout` of the moment the
+    /// stream was asked for.
+    pub async fn send(
+        &self,
+        t: &Template,
+        intended: Instant,
+        timeout: Duration,
+        rec: &Recorder,
+    ) -> Result<Opened, SendError> {
+        if self.ended.get() {
+            return Err(SendError::Stale);
+        }
+        let asked = Instant::now();
+        // Counted as it leaves, as over HTTP/1.1, and taken back if the server never took it.
+        rec.sent();
+        let outcome = tokio::time::timeout_at(asked + timeout, self.exchange(t, asked)).await;
+        match outcome {
+            Ok(Ok((status, ttfb, opened))) => {
+                rec.replied(status, ttfb, intended.elapsed());
+                Ok(opened)
+            }
+            Ok(Err(e)) => {
+                if unprocessed(&e) {
+                    rec.unsend();
+                    if e.is_go_away() {
+                        self.ended.set(true);
+                    }
+                    return Err(SendError::Stale);
+                }
+                let class = class_of(&e);
+                rec.note(class, || words(&e, self.peer));
+                Err(SendError::Failed(class))
+            }
+            Err(_) => {
+                // Dropping the stream resets it (CANCEL): the session goes on.
+                rec.given_up(intended.elapsed());
+                let class = ErrorClass::ClientTimeout;
+                rec.note(class, || {
+                    format!("no complete reply within {timeout:?} (--timeout)").into()
+                });
+                Err(SendError::Failed(class))
+            }
+        }
+    }
+
+    async fn exchange(
+        &self,
+        t: &Template,
+        asked: Instant,
+    ) -> Result<(u16, Duration, Opened), h2::Error> {
+        let mut send = self.send.clone();
+        let no_body = t.body.is_empty();
+        let (reply, mut body) = send.send_request(t.h2.clone(), no_body)?;
+        if !no_body {
+            body.send_data(t.body.clone(), true)?;
+        }
+        // Ready again once this stream has left h2's queue of streams waiting for a slot under the
+        // server's limit: from here on the time is the server's.
+        let mut polls = 0u32;
+        std::future::poll_fn(|cx| {
+            polls += 1;
+            send.poll_ready(cx)
+        })
+        .await?;
+        let opened = Instant::now();
+        let reply = reply.await?;
+        let ttfb = opened.elapsed();
+        let status = reply.status().as_u16();
+        let mut data = reply.into_body();
+        while let Some(chunk) = data.data().await {
+            let chunk = chunk?;
+            // Read and forgotten: the window is given back at once, so a long body never stalls on
+            // flow control of our own making.
+            let _ = data.flow_control().release_capacity(chunk.len());
+        }
+        Ok((
+            status,
+            ttfb,
+            Opened {
+                waited: (polls > 1).then(|| opened - asked),
+            },
+        ))
+    }
+}
+
+/// Asks the target, once before any load, whether it speaks HTTP/2 as asked: one connection, set up
+/// as every session is, then closed. With `negotiate` (`--http auto` over TLS) the answer is whether
+/// ALPN chose h2; otherwise a target that answers in something else, or allows no streams, is an
+/// error now, before a step is planned. A target that cannot be reached is left to the run, which
+/// counts its failures as over HTTP/1.1, unless the protocol depends on the answer.
+pub(super) async fn probe(target: &Endpoint, negotiate: bool) -> Result<bool, PrepareError> {
+    let target = target.clone();
+    // On a thread of its own: a session lives on one thread, as the workers' do.
+    let asked = tokio::task::spawn_blocking(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| format!("cannot start the HTTP/2 probe: {e}"))?;
+        rt.block_on(async {
+            let rec = Rc::new(Recorder::default());
+            let left = target.connect_timeout;
+            let io = match transport::open(&target, &rec).await {
+                Ok(io) => io,
+                Err(class) => {
+                    let words = rec
+                        .swap()
+                        .messages
+                        .get(class)
+                        .unwrap_or_default()
+                        .to_string();
+                    return Ok(Err(words));
+                }
+            };
+            if negotiate && io.alpn() != Some(b"h2") {
+                return Ok(Ok(false));
+            }
+            match tokio::time::timeout(left, handshake(io, target.addr)).await {
+                Ok(Ok(_)) => Ok(Ok(true)),
+                Ok(Err(e)) if e.class == ErrorClass::Other => Err(e.words.into_owned()),
+                Ok(Err(e)) => Ok(Err(e.words.into_owned())),
+                Err(_) => Ok(Err(format!(
+                    "{} sent no HTTP/2 SETTINGS within {left:?} (--connect-timeout)",
+                    target.addr
+                ))),
+            }
+        })
+    })
+    .await
+    .map_err(|e| PrepareError::Protocol(format!("the HTTP/2 probe failed: {e}")))?;
+    match asked {
+        Ok(Ok(h2)) => Ok(h2),
+        Ok(Err(_)) if !negotiate => Ok(true),
+        Ok(Err(unreachable)) => Err(PrepareError::Protocol(format!(
+            "--http auto cannot tell which HTTP the target speaks: {unreachable}"
+        ))),
+        Err(wrong) => Err(PrepareError::Protocol(wrong)),
+    }
+}
+
+/// The set-up on an open connection: the preface and SETTINGS out, then a PING whose answer comes
+/// after the server's SETTINGS, so its stream limit is known before any stream opens.
+async fn handshake(
+    io: Stream,
+    peer: SocketAddr,
+) -> Result<
+    (
+        h2::client::SendRequest<Bytes>,
+        h2::client::Connection<Sniffed, Bytes>,
+    ),
+    SetupError,
+> {
+    if io.alpn().is_some_and(|p| p != b"h2") {
+        return Err(SetupError {
+            class: ErrorClass::Other,
+            words: format!(
+                "{peer} does not offer HTTP/2 over TLS (ALPN chose {}): use --http auto to fall back to HTTP/1.1, or --http 1.1",
+                String::from_utf8_lossy(io.alpn().unwrap_or_default())
+            )
+            .into(),
+        });
+    }
+    let tls_without_alpn = io.is_tls() && io.alpn().is_none();
+    let sniffed = Sniffed::new(io);
+    let seen = sniffed.seen.clone();
+    let mut builder = h2::client::Builder::new();
+    // Until the server's SETTINGS say how many streams it takes, open one (the PING below waits for
+    // them): a client that assumes the RFC's 100 has its streams past the server's limit refused.
+    builder.initial_max_send_streams(1);
+    let failed = |e: h2::Error| setup_error(&e, &seen.first(), tls_without_alpn, peer);
+    let (send, mut conn) = builder.handshake(sniffed).await.map_err(&failed)?;
+    let mut ping = conn
+        .ping_pong()
+        .expect("a new connection's ping_pong is there");
+    let answered = tokio::select! {
+        r = &mut conn => Err(r.err()),
+        r = ping.ping(h2::Ping::opaque()) => r.map_err(Some),
+    };
+    match answered {
+        Ok(_) => {}
+        Err(Some(e)) => return Err(failed(e)),
+        Err(None) => {
+            return Err(SetupError {
+                class: ErrorClass::ConnReset,
+                words: format!("{peer} closed the HTTP/2 connection during its set-up").into(),
+            });
+        }
+    }
+    if send.current_max_send_streams() == 0 {
+        return Err(SetupError {
+            class: ErrorClass::Other,
+            words: format!(
+                "{peer}'s HTTP/2 SETTINGS allow 0 concurrent streams (SETTINGS_MAX_CONCURRENT_STREAMS 0): it takes no requests"
+            )
+            .into(),
+        });
+    }
+    Ok((send, conn))
+}
+
+/// A set-up failure in words, naming what came instead of HTTP/2 when it was not HTTP/2.
+fn setup_error(
+    e: &h2::Error,
+    first: &[u8],
+    tls_without_alpn: bool,
+    peer: SocketAddr,
+) -> SetupError {
+    if first.starts_with(b"HTTP/") {
+        let line = first.split(|&b| b == b'\r').next().unwrap_or(first);
+        return SetupError {
+            class: ErrorClass::Other,
+            words: format!(
+                "{peer} answered the HTTP/2 preface in HTTP/1 (\"{}\"): it does not speak h2c on this port; use --http 1.1{}",
+                line.escape_ascii(),
+                if tls_without_alpn { "" } else { ", or h2:// over TLS" }
+            )
+            .into(),
+        };
+    }
+    if matches!(first.first(), Some(0x15 | 0x16)) {
+        return SetupError {
+            class: ErrorClass::Other,
+            words: format!("{peer} speaks TLS, not h2c: use h2:// (or https:// with --http 2)")
+                .into(),
+        };
+    }
+    SetupError {
+        class: class_of(e),
+        words: words(e, peer),
+    }
+}
+
+/// Whether the server never processed the request, so it may be sent again: above a GOAWAY's last
+/// stream id, refused, or refused by a session that had ended before the stream could open.
+fn unprocessed(e: &h2::Error) -> bool {
+    (e.is_go_away() && e.is_remote())
+        || (e.is_reset() && e.reason() == Some(Reason::REFUSED_STREAM))
+}
+
+/// The error class of an HTTP/2 failure: an I/O error is classed as over HTTP/1.1, the server's
+/// ending the stream or the session is conn-reset, the rest (a protocol error) other.
+fn class_of(e: &h2::Error) -> ErrorClass {
+    if let Some(io) = e.get_io() {
+        return io_class(io);
+    }
+    if e.is_remote() {
+        ErrorClass::ConnReset
+    } else {
+        ErrorClass::Other
+    }
+}
+
+/// An HTTP/2 failure in words a person can act on.
+fn words(e: &h2::Error, peer: SocketAddr) -> Cow<'static, str> {
+    if let Some(io) = e.get_io() {
+        return format!("HTTP/2 with {peer}: {io}").into();
+    }
+    let said = match e.reason() {
+        Some(r) if e.is_go_away() && e.is_remote() => {
+            format!(
+                "{peer} ended the HTTP/2 session (GOAWAY {})",
+                reason_name(r)
+            )
+        }
+        Some(r) if e.is_reset() && e.is_remote() => {
+            format!("{peer} reset the stream ({})", reason_name(r))
+        }
+        _ => format!("HTTP/2 with {peer}: {e}"),
+    };
+    said.into()
+}
+
+/// An error code as RFC 9113 names it.
+fn reason_name(r: Reason) -> Cow<'static, str> {
+    match r {
+        Reason::NO_ERROR => "NO_ERROR".into(),
+        Reason::PROTOCOL_ERROR => "PROTOCOL_ERROR".into(),
+        Reason::INTERNAL_ERROR => "INTERNAL_ERROR".into(),
+        Reason::FLOW_CONTROL_ERROR => "FLOW_CONTROL_ERROR".into(),
+        Reason::SETTINGS_TIMEOUT => "SETTINGS_TIMEOUT".into(),
+        Reason::STREAM_CLOSED => "STREAM_CLOSED".into(),
+        Reason::FRAME_SIZE_ERROR => "FRAME_SIZE_ERROR".into(),
+        Reason::REFUSED_STREAM => "REFUSED_STREAM".into(),
+        Reason::CANCEL => "CANCEL".into(),
+        Reason::COMPRESSION_ERROR => "COMPRESSION_ERROR".into(),
+        Reason::CONNECT_ERROR => "CONNECT_ERROR".into(),
+        Reason::ENHANCE_YOUR_CALM => "ENHANCE_YOUR_CALM".into(),
+        Reason::INADEQUATE_SECURITY => "INADEQUATE_SECURITY".into(),
+        Reason::HTTP_1_1_REQUIRED => "HTTP_1_1_REQUIRED".into(),
+        other => format!("error code {}", u32::from(other)).into(),
+    }
+}
+
+/// The session's connection, keeping its first bytes received to name what came instead of HTTP/2.
+pub(super) struct Sniffed {
+    io: Stream,
+    seen: Rc<First>,
+}
+
+/// A connection's first bytes received.
+#[derive(Default)]
+struct First {
+    bytes: Cell<[u8; SNIFF]>,
+    len: Cell<usize>,
+}
+
+impl First {
+    fn first(&self) -> Vec<u8> {
+        self.bytes.get()[..self.len.get()].to_vec()
+    }
+}
+
+impl Sniffed {
+    fn new(io: Stream) -> Sniffed {
+        Sniffed {
+            io,
+            seen: Rc::default(),
+        }
+    }
+}
+
+impl AsyncRead for Sniffed {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let me = self.get_mut();
+        let before = buf.filled().len();
+        let r = Pin::new(&mut me.io).poll_read(cx, buf);
+        let have = me.seen.len.get();
+        if have < SNIFF {
+            let new = &buf.filled()[before..];
+            let take = new.len().min(SNIFF - have);
+            let mut bytes = me.seen.bytes.get();
+            bytes[have..have + take].copy_from_slice(&new[..take]);
+            me.seen.bytes.set(bytes);
+            me.seen.len.set(have + take);
+        }
+        r
+    }
+}
+
+impl AsyncWrite for Sniffed {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.get_mut().io).poll_write(cx, buf)
+    }
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.get_mut().io).poll_write_vectored(cx, bufs)
+    }
+    fn is_write_vectored(&self) -> bool {
+        self.io.is_write_vectored()
+    }
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().io).poll_flush(cx)
+    }
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().io).poll_shutdown(cx)
+    }
+}
