@@ -213,6 +213,16 @@ pub(super) async fn probe(target: &Endpoint, negotiate: bool) -> Result<bool, Pr
                         .get(class)
                         .unwrap_or_default()
                         .to_string();
+                    if words.contains("NoApplicationProtocol") {
+                        return Err(format!(
+                            "{} does not offer HTTP/2 over TLS (its ALPN refused h2): use --http auto to fall back to HTTP/1.1, or --http 1.1",
+                            target.addr
+                        ));
+                    }
+                    // A TLS failure (a certificate, not TLS at all) fails every connection alike.
+                    if class == ErrorClass::Other {
+                        return Err(words);
+                    }
                     return Ok(Err(words));
                 }
             };
@@ -468,5 +478,157 @@ impl AsyncWrite for Sniffed {
     }
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         Pin::new(&mut self.get_mut().io).poll_shutdown(cx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use shared::plan::{HttpVersion, RequestSpec, UrlOrder, Workload};
+    use tokio::io::AsyncWriteExt;
+    use tokio::net::TcpListener;
+
+    use super::*;
+    use crate::client::testing::{acceptor_offering, read_request};
+
+    async fn prepare(url: String, http: HttpVersion, streams: u32) -> Result<Endpoint, String> {
+        let w = Workload::try_new(
+            vec![RequestSpec::try_new("GET", &url, vec![], vec![]).unwrap()],
+            UrlOrder::RoundRobin,
+            Duration::from_secs(2),
+            Duration::from_secs(2),
+            true,
+        )
+        .unwrap()
+        .with_http(http, streams)
+        .unwrap();
+        Endpoint::prepare(&w).await.map_err(|e| e.to_string())
+    }
+
+    /// A plain server that answers whatever comes with `reply`, once per connection.
+    async fn answering(reply: &'static [u8]) -> SocketAddr {
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap();
+        tokio::spawn(async move {
+            while let Ok((mut s, _)) = l.accept().await {
+                tokio::spawn(async move {
+                    let mut b = [0u8; 1024];
+                    let _ = tokio::io::AsyncReadExt::read(&mut s, &mut b).await;
+                    let _ = s.write_all(reply).await;
+                });
+            }
+        });
+        addr
+    }
+
+    /// An h2c (or, with ALPN `protocols`, TLS) server announcing `max_streams`, answering 200.
+    async fn h2_server(max_streams: u32, tls: Option<&[&[u8]]>) -> SocketAddr {
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap();
+        let acc = tls.map(acceptor_offering);
+        tokio::spawn(async move {
+            while let Ok((tcp, _)) = l.accept().await {
+                let acc = acc.clone();
+                tokio::spawn(async move {
+                    let mut b = h2::server::Builder::new();
+                    b.max_concurrent_streams(max_streams);
+                    let io: Box<dyn crate::client::testing::Io> = match acc {
+                        None => Box::new(tcp),
+                        Some(acc) => {
+                            let Ok(mut s) = acc.accept(tcp).await else {
+                                return;
+                            };
+                            if s.get_ref().1.alpn_protocol() != Some(b"h2") {
+                                // An HTTP/1.1 server behind the same port.
+                                read_request(&mut s).await;
+                                let _ = s
+                                    .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n")
+                                    .await;
+                                return;
+                            }
+                            Box::new(s)
+                        }
+                    };
+                    let Ok(mut conn) = b.handshake::<_, Bytes>(io).await else {
+                        return;
+                    };
+                    while let Some(Ok((_, mut respond))) = conn.accept().await {
+                        let reply = http::Response::builder().status(200).body(()).unwrap();
+                        let _ = respond.send_response(reply, true);
+                    }
+                });
+            }
+        });
+        addr
+    }
+
+    #[tokio::test]
+    async fn h2c_to_an_http1_server_names_what_came_back_before_any_load() {
+        let addr = answering(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n").await;
+        let e = prepare(format!("http://{addr}/"), HttpVersion::Http2, 1)
+            .await
+            .err()
+            .unwrap();
+        assert_eq!(
+            e,
+            format!(
+                "{addr} answered the HTTP/2 preface in HTTP/1 (\"HTTP/1.1 400 Bad Request\"): it does not speak h2c on this port; use --http 1.1, or h2:// over TLS"
+            )
+        );
+    }
+
+    #[tokio::test]
+    async fn a_server_allowing_no_streams_is_refused_before_any_load() {
+        let addr = h2_server(0, None).await;
+        let e = prepare(format!("http://{addr}/"), HttpVersion::Http2, 4)
+            .await
+            .err()
+            .unwrap();
+        assert!(e.contains("SETTINGS allow 0 concurrent streams"), "{e}");
+    }
+
+    #[tokio::test]
+    async fn over_tls_h2_needs_the_server_s_alpn_and_auto_falls_back() {
+        // ALPN offers only http/1.1.
+        let h1 = h2_server(100, Some(&[b"http/1.1"])).await;
+        let url = format!("https://localhost:{}/", h1.port());
+        let e = prepare(url.clone(), HttpVersion::Http2, 4)
+            .await
+            .err()
+            .unwrap();
+        assert!(
+            e.contains("does not offer HTTP/2 over TLS (its ALPN refused h2): use --http auto"),
+            "{e}"
+        );
+        let auto = prepare(url, HttpVersion::Auto, 4).await.unwrap();
+        assert_eq!((auto.http2, auto.streams), (false, 1));
+
+        let h2 = h2_server(100, Some(&[b"h2", b"http/1.1"])).await;
+        let url = format!("https://localhost:{}/", h2.port());
+        let auto = prepare(url.clone(), HttpVersion::Auto, 4).await.unwrap();
+        assert_eq!((auto.http2, auto.streams), (true, 4));
+        let forced = prepare(url, HttpVersion::Http2, 4).await.unwrap();
+        assert!(forced.http2);
+    }
+
+    #[tokio::test]
+    async fn an_unreachable_target_is_left_to_the_run_unless_auto_must_ask_it() {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .await
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let h2 = prepare(format!("http://127.0.0.1:{port}/"), HttpVersion::Http2, 2).await;
+        assert!(h2.is_ok_and(|e| e.http2));
+        let e = prepare(format!("https://localhost:{port}/"), HttpVersion::Auto, 2)
+            .await
+            .err()
+            .unwrap();
+        assert!(
+            e.starts_with(
+                "--http auto cannot tell which HTTP the target speaks: connection refused"
+            ),
+            "{e}"
+        );
     }
 }

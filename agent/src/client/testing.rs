@@ -35,6 +35,11 @@ pub(super) fn target(addr: SocketAddr, tls: bool) -> Endpoint {
 }
 
 pub(super) fn acceptor() -> tokio_rustls::TlsAcceptor {
+    acceptor_offering(&[])
+}
+
+/// A TLS acceptor whose ALPN offers `protocols` (none: it ignores the client's offer).
+pub(super) fn acceptor_offering(protocols: &[&[u8]]) -> tokio_rustls::TlsAcceptor {
     let ck = rcgen::generate_simple_self_signed(vec!["localhost".into()]).unwrap();
     let key = rustls::pki_types::PrivateKeyDer::Pkcs8(rustls::pki_types::PrivatePkcs8KeyDer::from(
         ck.signing_key.serialize_der(),
@@ -47,6 +52,8 @@ pub(super) fn acceptor() -> tokio_rustls::TlsAcceptor {
     .with_no_client_auth()
     .with_single_cert(vec![ck.cert.der().clone()], key)
     .unwrap();
+    let mut cfg = cfg;
+    cfg.alpn_protocols = protocols.iter().map(|p| p.to_vec()).collect();
     tokio_rustls::TlsAcceptor::from(Arc::new(cfg))
 }
 
@@ -59,3 +66,7 @@ pub(super) async fn read_request<S: AsyncRead + Unpin>(s: &mut S) {
         b.extend_from_slice(&x[..n]);
     }
 }
+
+/// A test server's connection, plain or TLS.
+pub(super) trait Io: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send {}
+impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send> Io for T {}
