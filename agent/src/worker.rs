@@ -311,8 +311,11 @@ struct Shared {
 impl Shared {
     async fn session(&self, ctx: &Ctx) -> Result<Rc<Session>, ErrorClass> {
         loop {
-            if let Some(s) = self.now.borrow().as_ref().filter(|s| !s.ended()) {
-                return Ok(s.clone());
+            if let Some(s) = self.now.borrow().as_ref() {
+                if !s.ended() {
+                    return Ok(s.clone());
+                }
+                s.count_end(&ctx.rec);
             }
             if self.opening.get() {
                 self.opened.notified().await;
@@ -1189,14 +1192,25 @@ mod tests {
         connections: AtomicU64,
         open: AtomicU64,
         peak: AtomicU64,
+        refused: AtomicU64,
     }
 
     /// An h2c server (the h2 crate's) announcing `max_streams`, answering each request after
-    /// `delay`; with `goaway_after`, it ends each connection gracefully (GOAWAY) after that many.
+    /// `delay`; with `goaway_after`, it ends each connection gracefully (GOAWAY) after that many;
+    /// with `refuse_every` N > 0, it refuses every Nth stream (REFUSED_STREAM) instead of answering.
     async fn h2_server(
         max_streams: u32,
         delay: Duration,
         goaway_after: Option<u64>,
+    ) -> (SocketAddr, Arc<SeenH2>) {
+        h2_server_refusing(max_streams, delay, goaway_after, 0).await
+    }
+
+    async fn h2_server_refusing(
+        max_streams: u32,
+        delay: Duration,
+        goaway_after: Option<u64>,
+        refuse_every: u64,
     ) -> (SocketAddr, Arc<SeenH2>) {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
@@ -1215,6 +1229,11 @@ mod tests {
                     let mut served = 0;
                     while let Some(Ok((_, mut respond))) = conn.accept().await {
                         served += 1;
+                        if refuse_every > 0 && served % refuse_every == 0 {
+                            seen.refused.fetch_add(1, Ordering::AcqRel);
+                            respond.send_reset(h2::Reason::REFUSED_STREAM);
+                            continue;
+                        }
                         let seen = seen.clone();
                         tokio::spawn(async move {
                             let now = seen.open.fetch_add(1, Ordering::AcqRel) + 1;
@@ -1253,6 +1272,24 @@ mod tests {
         assert_eq!((c.ok, c.failed()), (c.requests, 0), "{c:?}");
         assert!(c.requests > 600, "{c:?}");
         assert_eq!(c.waited, 0, "under the server's limit nothing waits");
+        assert_eq!(
+            (c.peer_max_streams, c.refused_streams, c.goaways),
+            (100, 0, 0)
+        );
+    }
+
+    #[tokio::test]
+    async fn a_refused_stream_is_counted_and_sent_again_not_lost() {
+        let (addr, seen) = h2_server_refusing(100, Duration::from_millis(2), None, 10).await;
+        let step = share(LoadModel::Concurrency, 0.0, 2, Duration::from_millis(1000));
+        let sent = run_step_on(target_over(addr, 4).await, step, Caps::default(), 1).await;
+        let c = &sent.counters;
+        let refused = seen.refused.load(Ordering::Acquire);
+        assert!(refused > 10, "{c:?}");
+        assert_eq!(c.refused_streams, refused);
+        // Each counted once, as the resend that the server answered.
+        assert_eq!(c.requests, seen.requests.load(Ordering::Acquire), "{c:?}");
+        assert_eq!((c.ok, c.failed()), (c.requests, 0), "{c:?}");
     }
 
     #[tokio::test]
@@ -1263,6 +1300,7 @@ mod tests {
         let sent = run_step_on(target_over(addr, 16).await, step, Caps::default(), 1).await;
         let c = &sent.counters;
         assert_eq!(seen.peak.load(Ordering::Acquire), 4, "{c:?}");
+        assert_eq!(c.peer_max_streams, 4);
         assert_eq!(
             (c.ok, c.failed()),
             (c.requests, 0),
@@ -1284,6 +1322,11 @@ mod tests {
         let c = &sent.counters;
         assert!(seen.connections.load(Ordering::Acquire) > 4, "{c:?}");
         assert_eq!(c.connections + 1, seen.connections.load(Ordering::Acquire));
+        // Every connection but the last of each loop ended by the server's GOAWAY.
+        assert!(
+            c.goaways + 2 >= c.connections && c.goaways <= c.connections,
+            "{c:?}"
+        );
         assert_eq!(c.requests, seen.requests.load(Ordering::Acquire), "{c:?}");
         assert_eq!((c.ok, c.failed()), (c.requests, 0), "{c:?}");
     }

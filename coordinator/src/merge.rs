@@ -146,7 +146,16 @@ pub fn check_claim(
     // Every other count is bounded by the requests: generously, as connections and errors may
     // outnumber them a little (a connect refused, then the request given up).
     let ceiling = allowed.saturating_mul(4);
-    let counts = [c.connections, c.waited, c.dropped, c.given_up, c.abandoned].into_iter();
+    let counts = [
+        c.connections,
+        c.waited,
+        c.dropped,
+        c.given_up,
+        c.abandoned,
+        c.refused_streams,
+        c.goaways,
+    ]
+    .into_iter();
     let mut classes = c.status.iter().chain(&c.errors).copied();
     if let Some(n) = counts.chain(&mut classes).find(|&n| n > ceiling) {
         return Err(format!(

@@ -344,6 +344,9 @@ impl From<&Counters> for pb::Counters {
             ok: c.ok,
             given_up: c.given_up,
             abandoned: c.abandoned,
+            refused_streams: c.refused_streams,
+            goaways: c.goaways,
+            peer_max_streams: c.peer_max_streams,
         }
     }
 }
@@ -375,6 +378,9 @@ impl TryFrom<&pb::Counters> for Counters {
             ok: c.ok,
             given_up: c.given_up,
             abandoned: c.abandoned,
+            refused_streams: c.refused_streams,
+            goaways: c.goaways,
+            peer_max_streams: c.peer_max_streams,
             ..Counters::default()
         };
         if c.ok > c.replies {

@@ -409,6 +409,59 @@ pub struct StepResult {
     /// load, so it is neither kept up with nor the server's limit ([`kept_up`], [`summarize_run`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub lost_load: Vec<LostShare>,
+    /// What HTTP/2 adds to the step; absent over HTTP/1.1 (no session opened).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub http2: Option<Http2Step>,
+}
+
+/// A step's HTTP/2 sessions as the server shaped them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Http2Step {
+    /// The fewest concurrent streams a server's SETTINGS allowed on a session; null: no limit.
+    pub server_max_streams: Option<u64>,
+    /// Streams the server refused (REFUSED_STREAM), each sent once more.
+    pub refused_streams: u64,
+    /// Sessions the server ended with GOAWAY; the streams it had not processed were sent again.
+    pub goaways: u64,
+}
+
+impl Http2Step {
+    /// From the step's counters: `None` when no HTTP/2 session was opened.
+    pub fn of(c: &Counters) -> Option<Http2Step> {
+        (c.peer_max_streams > 0).then(|| Http2Step {
+            server_max_streams: (c.peer_max_streams < u64::from(u32::MAX))
+                .then_some(c.peer_max_streams),
+            refused_streams: c.refused_streams,
+            goaways: c.goaways,
+        })
+    }
+
+    /// What a reader should know of them, in words.
+    fn notes(&self, waited: u64, wait_p99_ms: f64) -> Vec<String> {
+        let mut notes = Vec::new();
+        if waited > 0 {
+            let limit = match self.server_max_streams {
+                Some(n) => format!(" (the server allows {n} streams per connection)"),
+                None => String::new(),
+            };
+            notes.push(format!(
+                "{waited} requests waited for a free HTTP/2 stream{limit}, p99 {wait_p99_ms} ms: the client's queue, counted in their latency from the intended send and shown apart as the queue wait"
+            ));
+        }
+        if self.refused_streams > 0 {
+            notes.push(format!(
+                "the server refused {} streams (REFUSED_STREAM): each was sent once more, and counted once",
+                self.refused_streams
+            ));
+        }
+        if self.goaways > 0 {
+            notes.push(format!(
+                "the server ended {} HTTP/2 sessions with GOAWAY (its keepalive_requests or http2_max_requests, or a restart): the streams it had not processed were sent again on a new connection",
+                self.goaways
+            ));
+        }
+        notes
+    }
 }
 
 impl StepResult {
@@ -640,6 +693,10 @@ pub fn summarize(input: &StepInput<'_>) -> StepResult {
     let mut notes = judgement.notes;
     notes.extend(error_notes(c, &t.messages));
     notes.extend(failure_notes(input, &latency));
+    let http2 = Http2Step::of(c);
+    if let Some(h2) = &http2 {
+        notes.extend(h2.notes(generator.waited, generator.wait_p99_ms));
+    }
     let ok_rate = c.ok as f64 / served_over(input).as_secs_f64().max(1e-9);
     let server = verdict::judge_server(&ServerFacts {
         counters: *c,
@@ -708,6 +765,7 @@ pub fn summarize(input: &StepInput<'_>) -> StepResult {
         server_monitors: Vec::new(),
         ok_per_core_s: None,
         probe: None,
+        http2,
     }
 }
 
@@ -1645,5 +1703,35 @@ mod tests {
     #[test]
     fn empty_histogram_gives_zeros() {
         assert_eq!(LatencyStats::of(&histogram::new()), LatencyStats::default());
+    }
+
+    #[test]
+    fn http2_counters_make_their_block_and_notes_and_http1_has_none() {
+        let mut c = Counters::default();
+        assert_eq!(Http2Step::of(&c), None, "no session: HTTP/1.1");
+        c.peer_max_streams = u64::from(u32::MAX);
+        assert_eq!(
+            Http2Step::of(&c).unwrap().server_max_streams,
+            None,
+            "no limit"
+        );
+        c.peer_max_streams = 8;
+        c.refused_streams = 3;
+        c.goaways = 2;
+        let h2 = Http2Step::of(&c).unwrap();
+        assert_eq!(
+            (h2.server_max_streams, h2.refused_streams, h2.goaways),
+            (Some(8), 3, 2)
+        );
+        let notes = h2.notes(120, 4.5);
+        assert_eq!(notes.len(), 3, "{notes:?}");
+        assert!(notes[0].starts_with("120 requests waited for a free HTTP/2 stream (the server allows 8 streams per connection), p99 4.5 ms"), "{}", notes[0]);
+        assert!(notes[1].contains("refused 3 streams"), "{}", notes[1]);
+        assert!(
+            notes[2].contains("ended 2 HTTP/2 sessions with GOAWAY"),
+            "{}",
+            notes[2]
+        );
+        assert!(h2.notes(0, 0.0).len() == 2);
     }
 }

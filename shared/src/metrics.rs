@@ -117,6 +117,21 @@ pub struct Counters {
     /// Of the unsent, the later calls of a connection the target failed (refused, timed out, reset)
     /// or closed before them (connections model): the target's doing, however late the generator.
     pub abandoned: u64,
+    /// HTTP/2: streams the server refused (RST_STREAM REFUSED_STREAM), each sent once more.
+    pub refused_streams: u64,
+    /// HTTP/2: sessions the server ended with GOAWAY (its keepalive_requests, a restart, an error).
+    pub goaways: u64,
+    /// HTTP/2: the fewest concurrent streams a server's SETTINGS allowed on any session (0: no
+    /// session seen). Merged as the least, not added.
+    pub peer_max_streams: u64,
+}
+
+/// The lesser of two limits where 0 means none seen.
+fn least_seen(a: u64, b: u64) -> u64 {
+    match (a, b) {
+        (0, n) | (n, 0) => n,
+        (a, b) => a.min(b),
+    }
 }
 
 impl Counters {
@@ -138,6 +153,14 @@ impl Counters {
         self.dropped += o.dropped;
         self.given_up += o.given_up;
         self.abandoned += o.abandoned;
+        self.refused_streams += o.refused_streams;
+        self.goaways += o.goaways;
+        self.peer_max_streams = least_seen(self.peer_max_streams, o.peer_max_streams);
+    }
+
+    /// Notes a server's stream limit as a session sees it.
+    pub fn saw_peer_max_streams(&mut self, n: u64) {
+        self.peer_max_streams = least_seen(self.peer_max_streams, n);
     }
 
     pub fn error(&self, class: ErrorClass) -> u64 {

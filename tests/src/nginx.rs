@@ -11,6 +11,18 @@ pub struct Nginx {
     master: Child,
     pub addr: SocketAddr,
     dir: PathBuf,
+    /// Where stub_status answers over HTTP/1.1 (the load port may speak HTTP/2 only).
+    status: SocketAddr,
+    scheme: &'static str,
+}
+
+/// How nginx serves HTTP/2 on its load port (nginx 1.22's `listen ... http2`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Http2 {
+    /// h2c with prior knowledge only (a plain `listen ... http2` takes no HTTP/1.1).
+    Cleartext,
+    /// h2 by ALPN over TLS (self-signed for localhost), and http/1.1 for a client that asks.
+    Tls,
 }
 
 impl Nginx {
@@ -36,10 +48,26 @@ impl Nginx {
     /// Starts one with this many worker processes, once the caller knows nginx is installed;
     /// returns when its port accepts.
     pub fn spawn(workers: u32) -> Nginx {
-        let addr = TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap();
+        Nginx::spawn_with(workers, None, "")
+    }
+
+    /// Starts one whose load port speaks HTTP/2 as `http2` says, with `extra` in its server block
+    /// (`http2_max_concurrent_streams 8;`, `keepalive_requests 100;`); stub_status on a port of its
+    /// own over HTTP/1.1. Skips (None) as [`Nginx::start`] does.
+    pub fn start_http2(test: &str, http2: Http2, extra: &str) -> Option<Nginx> {
+        Nginx::start(test)?;
+        Some(Nginx::spawn_with(1, Some(http2), extra))
+    }
+
+    fn spawn_with(workers: u32, http2: Option<Http2>, extra: &str) -> Nginx {
+        let free = || {
+            TcpListener::bind("127.0.0.1:0")
+                .unwrap()
+                .local_addr()
+                .unwrap()
+        };
+        let addr = free();
+        let status = if http2.is_some() { free() } else { addr };
         let dir = std::env::temp_dir().join(format!(
             "stampede-tests-nginx-{}-{}",
             std::process::id(),
@@ -47,12 +75,28 @@ impl Nginx {
         ));
         std::fs::create_dir_all(dir.join("logs")).unwrap();
         let d = dir.display();
+        let listen = match http2 {
+            None => format!("listen {addr};"),
+            Some(Http2::Cleartext) => format!("listen {addr} http2;"),
+            Some(Http2::Tls) => {
+                self_signed(&dir);
+                format!(
+                    "listen {addr} ssl http2; ssl_certificate {d}/cert.pem; ssl_certificate_key {d}/key.pem;"
+                )
+            }
+        };
+        let status_server = if http2.is_some() {
+            format!("server {{ listen {status}; location = /nginx_status {{ stub_status; }} }}\n")
+        } else {
+            String::new()
+        };
         let config = format!(
             "worker_processes {workers};\ndaemon off;\npid {d}/nginx.pid;\nerror_log {d}/logs/error.log;\n\
              events {{ worker_connections 4096; }}\n\
              http {{ access_log off; client_body_temp_path {d}/body; proxy_temp_path {d}/proxy;\n\
              fastcgi_temp_path {d}/fcgi; uwsgi_temp_path {d}/uwsgi; scgi_temp_path {d}/scgi;\n\
-             server {{ listen {addr};\n\
+             {status_server}\
+             server {{ {listen} {extra}\n\
              location = /nginx_status {{ stub_status; }}\n\
              location / {{ return 200 \"hello\\n\"; }} }} }}\n"
         );
@@ -65,7 +109,17 @@ impl Nginx {
             .stderr(Stdio::null())
             .spawn()
             .expect("nginx starts");
-        let nginx = Nginx { master, addr, dir };
+        let scheme = match http2 {
+            Some(Http2::Tls) => "https",
+            _ => "http",
+        };
+        let nginx = Nginx {
+            master,
+            addr,
+            dir,
+            status,
+            scheme,
+        };
         let deadline = Instant::now() + Duration::from_secs(10);
         while TcpStream::connect(addr).is_err() {
             assert!(
@@ -107,14 +161,18 @@ impl Nginx {
         &self.dir
     }
 
+    /// The load port's URL (https://localhost:PORT/ over TLS, the name its certificate has).
     pub fn url(&self) -> String {
-        format!("http://{}/", self.addr)
+        match self.scheme {
+            "https" => format!("https://localhost:{}/", self.addr.port()),
+            _ => format!("http://{}/", self.addr),
+        }
     }
 
     /// nginx's own count of the requests it has handled, this read included (stub_status counts
     /// the request that asks).
     pub fn requests(&self) -> u64 {
-        let body = crate::http_get(self.addr, "/nginx_status");
+        let body = crate::http_get(self.status, "/nginx_status");
         // "Active connections: N\nserver accepts handled requests\n A H R\n..."
         body.lines()
             .nth(2)
@@ -122,6 +180,37 @@ impl Nginx {
             .and_then(|r| r.parse().ok())
             .unwrap_or_else(|| panic!("stub_status as nginx writes it: {body:?}"))
     }
+}
+
+/// A self-signed certificate for localhost, cert.pem and key.pem in `dir`, made by openssl (which
+/// Debian's nginx links).
+fn self_signed(dir: &std::path::Path) {
+    let made = Command::new("openssl")
+        .args([
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:P-256",
+            "-nodes",
+        ])
+        .args([
+            "-days",
+            "2",
+            "-subj",
+            "/CN=localhost",
+            "-addext",
+            "subjectAltName=DNS:localhost",
+        ])
+        .arg("-keyout")
+        .arg(dir.join("key.pem"))
+        .arg("-out")
+        .arg(dir.join("cert.pem"))
+        .stderr(Stdio::null())
+        .status()
+        .expect("openssl runs");
+    assert!(made.success(), "openssl made no certificate");
 }
 
 impl Drop for Nginx {

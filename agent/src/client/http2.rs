@@ -40,7 +40,13 @@ pub struct Session {
     peer: SocketAddr,
     /// The connection ended, or the server said GOAWAY: no new stream may open on it.
     ended: Rc<Cell<bool>>,
+    /// Its GOAWAY is counted, once, by the first stream to see it.
+    goaway_counted: Cell<bool>,
 }
+
+/// How a server that sets no stream limit is recorded in `peer_max_streams`: above any limit
+/// SETTINGS can carry (2^31 - 1).
+pub const UNLIMITED_STREAMS: u64 = u32::MAX as u64;
 
 /// What one stream waited for and measured, for its caller to record.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -67,6 +73,10 @@ impl Session {
         let left = target.connect_timeout.saturating_sub(began.elapsed());
         match tokio::time::timeout(left, handshake(io, target.addr)).await {
             Ok(Ok((send, conn))) => {
+                let limit = send.current_max_send_streams();
+                let limit =
+                    u64::try_from(limit).map_or(UNLIMITED_STREAMS, |n| n.min(UNLIMITED_STREAMS));
+                rec.with(|s| s.counters.saw_peer_max_streams(limit));
                 let ended = Rc::new(Cell::new(false));
                 let flag = ended.clone();
                 tokio::task::spawn_local(async move {
@@ -78,6 +88,7 @@ impl Session {
                     send,
                     peer: target.addr,
                     ended,
+                    goaway_counted: Cell::new(false),
                 })
             }
             Ok(Err(e)) => {
@@ -102,6 +113,15 @@ impl Session {
         self.ended.get()
     }
 
+    /// Counts why an ended session ended, if a GOAWAY did it and no stream has counted it yet: the
+    /// session's error, which any handle reports.
+    pub fn count_end(&self, rec: &Recorder) {
+        let mut cx = Context::from_waker(std::task::Waker::noop());
+        if let Poll::Ready(Err(e)) = self.send.clone().poll_ready(&mut cx) {
+            self.count(&e, rec);
+        }
+    }
+
     /// Sends one request on a stream of its own and reads the whole reply (counted, not kept).
     /// Latency counts from `intended`; the reply must be complete within `timeout` of the moment the
     /// stream was asked for.
@@ -113,6 +133,7 @@ impl Session {
         rec: &Recorder,
     ) -> Result<Opened, SendError> {
         if self.ended.get() {
+            self.count_end(rec);
             return Err(SendError::Stale);
         }
         let asked = Instant::now();
@@ -125,11 +146,9 @@ impl Session {
                 Ok(opened)
             }
             Ok(Err(e)) => {
+                self.count(&e, rec);
                 if unprocessed(&e) {
                     rec.unsend();
-                    if e.is_go_away() {
-                        self.ended.set(true);
-                    }
                     return Err(SendError::Stale);
                 }
                 let class = class_of(&e);
@@ -144,6 +163,19 @@ impl Session {
                     format!("no complete reply within {timeout:?} (--timeout)").into()
                 });
                 Err(SendError::Failed(class))
+            }
+        }
+    }
+
+    /// Counts what HTTP/2 adds to a step: a refused stream, the session's GOAWAY (once).
+    fn count(&self, e: &h2::Error, rec: &Recorder) {
+        if e.is_reset() && e.is_remote() && e.reason() == Some(Reason::REFUSED_STREAM) {
+            rec.with(|s| s.counters.refused_streams += 1);
+        }
+        if e.is_go_away() && e.is_remote() {
+            self.ended.set(true);
+            if !self.goaway_counted.replace(true) {
+                rec.with(|s| s.counters.goaways += 1);
             }
         }
     }
