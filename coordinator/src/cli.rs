@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use agent::link::role::CertRole;
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 use serde::Deserialize;
-use shared::plan::{Arrival, LoadModel, UrlOrder};
+use shared::plan::{Arrival, HttpVersion, LoadModel, UrlOrder};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -338,8 +338,9 @@ pub enum Constraint {
     Requires(&'static str, &'static str),
 }
 
-pub const CONSTRAINTS: [Constraint; 6] = [
+pub const CONSTRAINTS: [Constraint; 7] = [
     Constraint::OneOf("body", "body_file"),
+    Constraint::OneOf("http", "http2"),
     Constraint::OneOf("listen", "agents"),
     Constraint::OneOf("monitor_pid", "monitor_process"),
     Constraint::OneOf("monitor_pid", "monitor_cgroup"),
@@ -444,6 +445,33 @@ impl<'de> Deserialize<'de> for DurationText {
     }
 }
 
+/// A plan file's `http`: a name as the flag takes it ("1.1", "2", "auto", or an alias), or the bare
+/// number TOML lets one write (`http = 2`, `http = 1.1`), which a person means just the same.
+fn http_version<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<HttpVersion>, D::Error> {
+    use clap::ValueEnum;
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Either {
+        Text(String),
+        Number(f64),
+        Other(serde::de::IgnoredAny),
+    }
+    let text = match Either::deserialize(d)? {
+        Either::Text(s) => Some(s),
+        Either::Number(n) => Some(n.to_string()),
+        Either::Other(_) => None,
+    };
+    let version = text
+        .as_deref()
+        .and_then(|t| HttpVersion::from_str(t, false).ok());
+    version.map(Some).ok_or_else(|| {
+        let what = text.map_or(String::new(), |t| format!(" {t:?}"));
+        serde::de::Error::custom(format!(
+            "http{what} is no HTTP version: use \"1.1\", \"2\" or \"auto\""
+        ))
+    })
+}
+
 /// Step values: `30,100,1000` on the command line, `[30, 100, 1000]` in a plan file.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct Steps(pub Vec<f64>);
@@ -499,9 +527,10 @@ settings! {
     #[derive(Debug, Clone, Args, Default, Deserialize)]
     #[serde(deny_unknown_fields)]
     pub struct RunArgs {
-        /// A plan file (TOML) and/or target URLs (http:// or https://). Several targets, each named
-        /// NAME=URL (e.g. nginx=http://a:8080/ app=http://b:8081/), run side by side: every step on
-        /// each in turn, one results directory per NAME under --out, and a comparison beside them.
+        /// A plan file (TOML) and/or target URLs (http:// or https://; h2c:// or h2:// for HTTP/2,
+        /// see --http). Several targets, each named NAME=URL (e.g. nginx=http://a:8080/
+        /// app=http://b:8081/), run side by side: every step on each in turn, one results directory
+        /// per NAME under --out, and a comparison beside them.
         #[arg(value_name = "PLAN|URL|NAME=URL")]
         #[serde(skip)]
         pub plan_or_url: Vec<String>,
@@ -547,6 +576,22 @@ settings! {
         /// e.g. 200,204,404. Any other status is a failure.
         #[arg(long, value_name = "CODES", default_value = "200-399", help_heading = TARGET)]
         pub ok_status: Option<StringOrList>,
+        /// HTTP spoken to an http:// or https:// target; one written h2c:// (HTTP/2 over TCP by
+        /// prior knowledge) or h2:// (over TLS by ALPN) is HTTP/2 whatever this says, so targets of
+        /// one run may differ [default: 1.1].
+        #[arg(long, value_enum, value_name = "VERSION", help_heading = TARGET)]
+        #[serde(default, deserialize_with = "http_version")]
+        pub http: Option<HttpVersion>,
+        /// Short for --http 2.
+        #[arg(long, help_heading = TARGET)]
+        #[serde(default)]
+        pub http2: bool,
+        /// Requests each connection carries at once, as HTTP/2 streams (1 to 1000; more than 1 needs
+        /// HTTP/2): the concurrency model's N connections run M closed loops each, the requests
+        /// model's arrivals share at most --max-connections × M streams, the connections model's
+        /// --num-call requests go M at a time.
+        #[arg(long, value_name = "M", default_value = "1", help_heading = TARGET)]
+        pub streams: Option<u32>,
 
         /// Load model. The default opens a new connection per request (--num-call 1).
         #[arg(long, value_enum, default_value = "connections", help_heading = LOAD)]

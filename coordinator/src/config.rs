@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use results::condition::Cmp;
 use shared::plan::{
-    self, LoadModel, Plan, PlanError, RequestSpec, StepLimit, Workload, parse_header,
+    self, HttpVersion, LoadModel, Plan, PlanError, RequestSpec, StepLimit, Workload, parse_header,
     parse_url_list,
 };
 use shared::status::{StatusSet, StatusSetError};
@@ -69,6 +69,9 @@ pub enum ConfigError {
     Search(String),
     #[error(transparent)]
     Target(#[from] TargetError),
+    /// The protocol asked of a target against the one its scheme names, or streams it cannot carry.
+    #[error(transparent)]
+    Protocol(#[from] crate::protocol::ProtocolError),
     #[error("output directory {path} is not writable: {source}")]
     Output {
         path: PathBuf,
@@ -489,8 +492,9 @@ fn resolve_one(
     if let Some(l) = &label {
         targets::check_label(l)?;
     }
-    let requests = requests(&args)?;
+    let (requests, by_scheme) = requests(&args)?;
     let workload = workload(&args, requests)?;
+    let workload = protocol(&args, workload, by_scheme, label.as_deref())?;
     let plan = plan(&args, workload, given_duration)?;
     let threads = args.threads.unwrap_or_else(agent::system::cores);
     if threads == 0 || threads > 1024 {
@@ -701,8 +705,9 @@ fn required(given: &RunArgs, file: &RunArgs, plan: Option<&Path>) -> Result<(), 
     Ok(())
 }
 
-/// The requests to send: the URL, or each line of the --urls file, with the headers and body.
-fn requests(args: &RunArgs) -> Result<Vec<RequestSpec>, ConfigError> {
+/// The requests to send: the URL, or each line of the --urls file, with the headers and body; and
+/// whether their scheme names HTTP/2 (`h2c://`, `h2://`: the requests are in the http(s) spelling).
+fn requests(args: &RunArgs) -> Result<(Vec<RequestSpec>, bool), ConfigError> {
     let url = args.url.clone();
     let urls_file = args.urls.clone();
     if url.is_some() && urls_file.is_some() {
@@ -721,13 +726,8 @@ fn requests(args: &RunArgs) -> Result<Vec<RequestSpec>, ConfigError> {
         (None, Some(p)) => read_file("body file", p)?,
         _ => Vec::new(),
     };
-    let requests = match (&url, &urls_file) {
-        (Some(u), _) => vec![RequestSpec::try_new(
-            &method,
-            u,
-            headers.clone(),
-            body.clone(),
-        )?],
+    let urls = match (&url, &urls_file) {
+        (Some(u), _) => vec![(method, u.clone())],
         (None, Some(path)) => {
             let text = String::from_utf8(read_file("URL list", path)?).map_err(|_| {
                 ConfigError::UrlList {
@@ -738,19 +738,23 @@ fn requests(args: &RunArgs) -> Result<Vec<RequestSpec>, ConfigError> {
                     },
                 }
             })?;
-            parse_url_list(&text)
-                .map_err(|source| ConfigError::UrlList {
-                    path: path.clone(),
-                    source,
-                })?
-                .into_iter()
-                .map(|(m, u)| RequestSpec::try_new(&m, &u, headers.clone(), body.clone()))
-                .collect::<Result<Vec<_>, _>>()?
+            parse_url_list(&text).map_err(|source| ConfigError::UrlList {
+                path: path.clone(),
+                source,
+            })?
         }
         (None, None) => return Err(PlanError::NoRequests.into()),
     };
+    let by_scheme = crate::protocol::named_by_scheme(urls.iter().map(|(_, u)| u.as_str()))?;
+    let requests = urls
+        .iter()
+        .map(|(m, u)| {
+            let (u, _) = crate::protocol::transport(u);
+            RequestSpec::try_new(m, &u, headers.clone(), body.clone())
+        })
+        .collect::<Result<Vec<_>, _>>()?;
 
-    Ok(requests)
+    Ok((requests, by_scheme))
 }
 
 /// What every request of the run shares: timeouts, URL order, source addresses, expected statuses.
@@ -770,6 +774,24 @@ fn workload(args: &RunArgs, requests: Vec<RequestSpec>) -> Result<Workload, Conf
     };
 
     Ok(workload)
+}
+
+/// The protocol and streams per connection of the target `label` names (if any): `--http` (or
+/// `--http2`) and `--streams` against what its scheme says, `by_scheme` whether it names HTTP/2.
+fn protocol(
+    args: &RunArgs,
+    workload: Workload,
+    by_scheme: bool,
+    label: Option<&str>,
+) -> Result<Workload, ConfigError> {
+    let asked = args.http.or(args.http2.then_some(HttpVersion::Http2));
+    let target = crate::protocol::Target {
+        label,
+        origin: workload.origin(),
+        by_scheme,
+    };
+    let (http, streams) = crate::protocol::resolve(target, asked, args.streams.expect(DEFAULTED))?;
+    Ok(workload.with_http(http, streams)?)
 }
 
 /// The load model and its steps: an explicit list or a ramp, and what ends each step.
@@ -1378,6 +1400,8 @@ fn echo(plan: &Plan, threads: usize) -> results::run_file::PlanEcho {
         timeout_s: w.timeout().as_secs_f64(),
         connect_timeout_s: w.connect_timeout().as_secs_f64(),
         urls_order: w.url_order().name().to_string(),
+        http: Some(w.http().name().to_string()),
+        streams: Some(u64::from(w.streams().get())),
         source_addrs: w.source_addrs().iter().map(ToString::to_string).collect(),
         ok_status: w.ok_status().to_string(),
         threads: threads as u64,
@@ -2340,5 +2364,196 @@ mod tests {
                 .unwrap()
                 .contains("--warmup")
         );
+    }
+
+    /// Each target's label, protocol and streams, as `stampede run LINE` resolves them.
+    fn protocols_of(line: &str) -> Result<Vec<(Option<String>, HttpVersion, u32)>, String> {
+        let each = |c: &RunConfig| {
+            let w = c.plan.workload();
+            (c.label.clone(), w.http(), w.streams().get())
+        };
+        Ok(match runs_of(line)? {
+            Runs::One(c) => vec![each(&c)],
+            Runs::Side(side) => side.runs.iter().map(each).collect(),
+        })
+    }
+
+    #[test]
+    fn the_http_flags_and_the_h2_schemes_choose_each_targets_protocol() {
+        use HttpVersion::{Auto, Http1, Http2};
+        let one = |line: &str| {
+            let got = protocols_of(line).unwrap();
+            assert_eq!(got.len(), 1, "{line}");
+            (got[0].1, got[0].2)
+        };
+        assert_eq!(one("run http://h:1/ --steps 1"), (Http1, 1));
+        assert_eq!(one("run http://h:1/ --steps 1 --http 2"), (Http2, 1));
+        assert_eq!(
+            one("run http://h:1/ --steps 1 --http2 --streams 10"),
+            (Http2, 10)
+        );
+        assert_eq!(
+            one("run https://h/ --steps 1 --http auto --streams 3"),
+            (Auto, 3)
+        );
+        assert_eq!(one("run http://h:1/ --steps 1 --http auto"), (Auto, 1));
+        // h2c:// is HTTP/2 over TCP, h2:// over TLS: what the agent is sent is http(s).
+        for (url, sent) in [
+            ("h2c://127.0.0.1:8080/x", "http://127.0.0.1:8080/x"),
+            ("h2://example.test/y", "https://example.test:443/y"),
+        ] {
+            for flags in ["", "--http 2", "--http auto", "--streams 100"] {
+                let c = command_line(&format!("run {url} --steps 1 {flags}")).unwrap();
+                let w = c.plan.workload();
+                assert_eq!(w.http(), Http2, "{url} {flags}");
+                assert_eq!(c.echo.requests[0].url, sent);
+                assert_eq!(c.echo.http.as_deref(), Some("2"));
+            }
+        }
+        let c = command_line("run --url h2c://h:1/ --steps 1").unwrap();
+        assert_eq!(
+            c.plan.workload().http(),
+            Http2,
+            "--url takes the schemes too"
+        );
+        // Side by side, each target keeps its own.
+        assert_eq!(
+            protocols_of(
+                "run h1=http://127.0.0.1:8080/ h2=h2c://127.0.0.1:8080/ t=h2://h/ --steps 1"
+            )
+            .unwrap(),
+            vec![
+                (Some("h1".into()), Http1, 1),
+                (Some("h2".into()), Http2, 1),
+                (Some("t".into()), Http2, 1)
+            ]
+        );
+        assert_eq!(
+            protocols_of("run a=http://h:1/ b=h2c://h:1/ --steps 1 --http auto").unwrap()[0].1,
+            Auto
+        );
+    }
+
+    #[test]
+    fn streams_and_protocols_that_cannot_hold_are_refused_naming_the_target() {
+        for (line, says) in [
+            (
+                "run http://h:1/ --steps 1 --streams 0",
+                "--streams (streams per connection, at most 1000) must be a positive number, got 0",
+            ),
+            (
+                "run h2c://h:1/ --steps 1 --streams 1001",
+                "at most 1000) must be a positive number, got 1001",
+            ),
+            (
+                "run http://127.0.0.1:8080/ --steps 1 --streams 4",
+                "--streams 4 needs HTTP/2, but the target http://127.0.0.1:8080/ is HTTP/1.1, one request at a time per connection: write it h2c://127.0.0.1:8080/, or add --http 2",
+            ),
+            (
+                "run h1=http://127.0.0.1:8080/ h2=h2c://127.0.0.1:8080/ --steps 1 --streams 10",
+                "--streams 10 needs HTTP/2, but target h1 (http://127.0.0.1:8080/) is HTTP/1.1",
+            ),
+            (
+                "run http://h:1/ --steps 1 --http auto --streams 2",
+                "(--http auto negotiates over TLS only)",
+            ),
+            (
+                "run h2=h2c://127.0.0.1:8080/ --steps 1 --http 1.1",
+                "target h2 (h2c://127.0.0.1:8080/) is HTTP/2 by its scheme, but --http 1.1",
+            ),
+            ("run http://h:1/ --steps 1 --http 3", "'3'"),
+            ("run http://h:1/ --steps 1 --http 2 --http2", "--http2"),
+        ] {
+            let e = runs_of(line)
+                .err()
+                .unwrap_or_else(|| panic!("{line} resolved"));
+            assert!(e.contains(says), "{line}: {e}");
+        }
+    }
+
+    #[test]
+    fn a_url_list_names_http2_by_every_scheme_or_none() {
+        let dir = tempfile::tempdir().unwrap();
+        let list = |name: &str, text: &str| {
+            let p = dir.path().join(name);
+            std::fs::write(&p, text).unwrap();
+            runs_of(&format!("run --urls {} --steps 1", p.display()))
+        };
+        let Runs::One(c) = list("h2.txt", "h2c://h:1/a\nPOST h2c://h:1/b\n").unwrap() else {
+            panic!("one target")
+        };
+        assert_eq!(c.plan.workload().http(), HttpVersion::Http2);
+        assert_eq!(c.echo.requests[1].url, "http://h:1/b");
+        let e = list("mixed.txt", "h2c://h:1/a\nhttp://h:1/b\n")
+            .err()
+            .unwrap();
+        assert!(e.contains("mix h2c:// or h2:// with http://"), "{e}");
+    }
+
+    #[test]
+    fn http_and_streams_from_a_plan_file_under_the_flags_and_into_run_json() {
+        use HttpVersion::{Auto, Http1, Http2};
+        // The protocol and streams of a plan file (whose `url` and `steps` are given) under `flags`.
+        let chosen = |keys: &str, flags: &str| {
+            let (_d, c) = with_plan(&format!("steps = [1]\n{keys}\n"), flags);
+            c.map(|c| (c.plan.workload().http(), c.plan.workload().streams().get()))
+        };
+        let (_d, c) = with_plan(
+            "url = \"http://h:1/\"\nsteps = [1]\nhttp = \"2\"\nstreams = 50\n",
+            "",
+        );
+        let echo = c.unwrap().echo;
+        // run.json's plan records them, and reads them back as written.
+        assert_eq!((echo.http.as_deref(), echo.streams), (Some("2"), Some(50)));
+        let json = serde_json::to_value(&echo).unwrap();
+        assert_eq!((&json["http"], &json["streams"]), (&"2".into(), &50.into()));
+        let back: results::run_file::PlanEcho = serde_json::from_value(json).unwrap();
+        assert_eq!(back, echo);
+        for (keys, flags, want) in [
+            (
+                "url = \"http://h:1/\"\nhttp = \"2\"\nstreams = 50",
+                "",
+                (Http2, 50),
+            ),
+            // The flags over the file: --http over its http, and over its http2 (one setting).
+            (
+                "url = \"https://h/\"\nhttp = \"2\"",
+                "--http auto",
+                (Auto, 1),
+            ),
+            (
+                "url = \"https://h/\"\nhttp2 = true",
+                "--http 1.1",
+                (Http1, 1),
+            ),
+            (
+                "url = \"h2c://h:1/\"\nstreams = 4",
+                "--streams 8",
+                (Http2, 8),
+            ),
+            // As TOML lets a person write it, a bare number is the version it reads as.
+            ("url = \"h2c://h:1/\"\nhttp = 2", "", (Http2, 1)),
+            ("url = \"http://h:1/\"\nhttp = 1.1", "", (Http1, 1)),
+        ] {
+            let got = chosen(keys, flags).map_err(|e| e.to_string());
+            assert_eq!(got, Ok(want), "{keys} {flags}");
+        }
+        // Refused in the file as on the command line.
+        let e = chosen("url = \"http://h:1/\"\nhttp = \"2\"\nhttp2 = true", "").unwrap_err();
+        assert!(
+            e.to_string().contains("give http or http2, not both"),
+            "{e}"
+        );
+        let e = chosen("url = \"http://h:1/\"\nstreams = 4", "").unwrap_err();
+        assert!(matches!(e, ConfigError::Protocol(_)), "{e:?}");
+        for bad in ["3", "\"h3\"", "true"] {
+            let e = chosen(&format!("url = \"http://h:1/\"\nhttp = {bad}"), "")
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.contains("line 3, column 8") && e.contains("use \"1.1\", \"2\" or \"auto\""),
+                "{bad}: {e}"
+            );
+        }
     }
 }

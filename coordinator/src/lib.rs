@@ -10,6 +10,7 @@ pub mod merge;
 pub mod output;
 pub mod pairing;
 pub mod progress;
+pub mod protocol;
 pub mod report_file;
 pub mod run;
 pub mod serve;

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use results::quantity::{self, Quantity};
 use results::step::{LatencyStats, StepResult, human_ms};
-use shared::plan::{LoadModel, Plan, StepLimit};
+use shared::plan::{HttpVersion, LoadModel, Plan, StepLimit};
 
 /// How many pieces of text wait for a blocked stderr before more are dropped.
 const QUEUED: usize = 256;
@@ -181,13 +181,26 @@ pub fn plan_line(plan: &Plan, warmup: Option<Duration>, total: Duration, dir: &P
         [a, .., b] if n > 3 => format!("{a}..{b}"),
         _ => values.join(","),
     };
-    let unit = match plan.model() {
-        LoadModel::Connections if plan.num_call().get() > 1 => {
-            format!("conn/s x {} requests", plan.num_call())
+    let unit = match (plan.model(), multiplexed(plan)) {
+        (LoadModel::Connections, m) => {
+            let calls = match plan.num_call().get() {
+                1 => String::new(),
+                n => format!(" x {n} requests"),
+            };
+            let streams = m.map_or(String::new(), |(streams, http)| {
+                format!(", {streams} per connection ({http})")
+            });
+            format!("conn/s{calls}{streams}")
         }
-        LoadModel::Connections => "conn/s".to_string(),
-        LoadModel::Requests => "req/s".to_string(),
-        LoadModel::Concurrency => "connections".to_string(),
+        (LoadModel::Requests, None) => "req/s".to_string(),
+        (LoadModel::Requests, Some((streams, http))) => format!(
+            "req/s over at most {} connections × {streams} ({http})",
+            plan.max_connections()
+        ),
+        (LoadModel::Concurrency, None) => "connections".to_string(),
+        (LoadModel::Concurrency, Some((streams, http))) => {
+            format!("connections × {streams} ({http})")
+        }
     };
     let each = match (plan.limit(), plan.max_requests()) {
         (StepLimit::Duration(d), Some(n)) => {
@@ -206,6 +219,24 @@ pub fn plan_line(plan: &Plan, warmup: Option<Duration>, total: Duration, dir: &P
         span(total),
         dir.display()
     )
+}
+
+/// A connection's streams and its protocol, `("10 streams", "HTTP/2")`, when it may carry more than
+/// one request at once or is HTTP/2: the plan line then counts connections × streams. None for
+/// HTTP/1.1's one request at a time, the line as it always was.
+fn multiplexed(plan: &Plan) -> Option<(String, &'static str)> {
+    let w = plan.workload();
+    let http = match w.http() {
+        HttpVersion::Http2 => "HTTP/2",
+        // Over TCP auto is HTTP/1.1 (config refuses it more than one stream there).
+        HttpVersion::Auto if w.streams().get() > 1 => "HTTP/2 if ALPN agrees it",
+        HttpVersion::Auto | HttpVersion::Http1 => return None,
+    };
+    let streams = match w.streams().get() {
+        1 => "1 stream".to_string(),
+        n => format!("{n} streams"),
+    };
+    Some((streams, http))
 }
 
 /// What a side-by-side run does, in one line after each target's plan line: `side by side: nginx,
@@ -548,6 +579,59 @@ pub fn table_after(warmup: Option<&StepResult>, results: &[StepResult]) -> Strin
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The plan line of `stampede run ARGS` (a 10 s run into `out`), from the flags as the binary
+    /// resolves them.
+    fn plan_line_of(args: &str) -> String {
+        let argv = ["stampede", "run"]
+            .into_iter()
+            .chain(args.split_whitespace());
+        let cli = crate::cli::parse_from(argv).unwrap();
+        let crate::cli::Command::Run(a) = cli.command else {
+            unreachable!("a run command line")
+        };
+        let cfg = crate::config::resolve(*a).unwrap();
+        plan_line(&cfg.plan, None, Duration::from_secs(10), Path::new("out"))
+    }
+
+    #[test]
+    fn the_plan_line_counts_connections_times_streams_over_http2() {
+        for (args, says) in [
+            (
+                "h2c://h:1/ -c 50 --streams 10",
+                "1 step 50 connections × 10 streams (HTTP/2), 10 s each",
+            ),
+            (
+                "http://h:1/ --http2 --model concurrency --steps 5,10",
+                "2 steps 5,10 connections × 1 stream (HTTP/2), 10 s each",
+            ),
+            (
+                "http://h:1/ --http 2 --streams 8 --model requests --steps 100 --max-connections 20",
+                "1 step 100 req/s over at most 20 connections × 8 streams (HTTP/2), 10 s each",
+            ),
+            (
+                "https://h/ --http auto --streams 4 --model requests --steps 100",
+                "100 req/s over at most 1000 connections × 4 streams (HTTP/2 if ALPN agrees it)",
+            ),
+            (
+                "h2://h/ --streams 4 --steps 20 --num-call 10",
+                "1 step 20 conn/s x 10 requests, 4 streams per connection (HTTP/2), 10 s each",
+            ),
+            // HTTP/1.1's one request at a time reads as it always did.
+            ("http://h:1/ -c 50", "1 step 50 connections, 10 s each"),
+            (
+                "https://h/ --http auto --model requests --steps 100",
+                "1 step 100 req/s, 10 s each",
+            ),
+            (
+                "http://h:1/ --steps 20 --num-call 10",
+                "1 step 20 conn/s x 10 requests, 10 s each",
+            ),
+        ] {
+            let line = plan_line_of(args);
+            assert!(line.contains(says), "{args}: {line}");
+        }
+    }
 
     /// A writer that blocks until told to go on (a terminal paused with Ctrl-S), then keeps all.
     struct Paused {

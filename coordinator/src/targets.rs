@@ -3,7 +3,7 @@
 //! targets must each have their own.
 use std::path::{Path, PathBuf};
 
-use shared::plan::{PlanError, Url};
+use shared::plan::{PlanError, Url, http2_spelling};
 
 /// One target as the command line gave it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -124,7 +124,7 @@ fn check_labels(targets: &[Target]) -> Result<(), TargetError> {
 
 /// A label to suggest for a URL: its host, if that is a valid label (an IPv6 address is not).
 fn example_label(url: &str) -> String {
-    let host = Url::parse(url)
+    let host = Url::parse(&http2_spelling(url).unwrap_or_else(|| url.to_string()))
         .map(|u| u.host().to_string())
         .unwrap_or_default();
     match check_label(&host) {
@@ -134,7 +134,8 @@ fn example_label(url: &str) -> String {
 }
 
 /// A target (`Some`), or a plan file (`None`): an existing file is a plan; `NAME=` before anything
-/// that is no file is a label; a URL must be http(s) and is answered "did you mean" without one.
+/// that is no file is a label; a URL must be http(s), h2c or h2, and is answered "did you mean"
+/// without a scheme.
 fn classify(arg: &str) -> Result<Option<Target>, TargetError> {
     if is_http(arg) {
         return Ok(Some(Target {
@@ -165,8 +166,9 @@ fn classify(arg: &str) -> Result<Option<Target>, TargetError> {
     }
 }
 
+/// A URL's scheme is one a target takes: http(s), or h2c/h2 that name HTTP/2 as well.
 fn is_http(s: &str) -> bool {
-    s.starts_with("http://") || s.starts_with("https://")
+    s.starts_with("http://") || s.starts_with("https://") || http2_spelling(s).is_some()
 }
 
 /// `NAME=REST` where NAME is no URL's start (no ':'), and no path's unless a URL follows (so that
@@ -177,7 +179,7 @@ fn labelled(arg: &str) -> Option<(&str, &str)> {
     (!label.contains(':') && !path_like).then_some((label, rest))
 }
 
-/// A URL as a target's: http(s), or an error saying what to write (`prefix` is the `NAME=` it came
+/// A URL as a target's: http(s), h2c or h2, or an error saying what to write (`prefix` is the `NAME=` it came
 /// after, so the suggestion can be pasted back).
 fn check_url(url: &str, prefix: &str) -> Result<(), TargetError> {
     if is_http(url) {
@@ -187,7 +189,7 @@ fn check_url(url: &str, prefix: &str) -> Result<(), TargetError> {
     if url.contains("://") {
         return Err(PlanError::BadUrl {
             url: shown,
-            why: "it must start with http:// or https://".into(),
+            why: "it must start with http://, https://, h2c:// or h2://".into(),
         }
         .into());
     }
@@ -270,6 +272,23 @@ mod tests {
     }
 
     #[test]
+    fn targets_may_name_http2_by_their_scheme() {
+        let p = split_line("h1=http://a:1/ c=h2c://a:1/ t=h2://b/").unwrap();
+        assert_eq!(
+            p.targets,
+            vec![
+                target(Some("h1"), "http://a:1/"),
+                target(Some("c"), "h2c://a:1/"),
+                target(Some("t"), "h2://b/")
+            ]
+        );
+        assert_eq!(split_line("h2c://a:1/").unwrap().targets.len(), 1);
+        // Unlabeled among several, it is told a label from its host as an http:// one is.
+        let e = split_line("a=http://a:1/ h2c://b.example:2/").unwrap_err();
+        assert!(e.contains("(e.g. b.example=h2c://b.example:2/)"), "{e}");
+    }
+
+    #[test]
     fn a_plan_file_sits_among_the_targets() {
         let dir = tempfile::tempdir().unwrap();
         let plan = dir.path().join("a=b.toml");
@@ -347,7 +366,10 @@ mod tests {
             "bad URL 'app=localhost:8080': it has no scheme: did you mean app=http://localhost:8080?"
         );
         let e = split_line("app=ftp://h/").unwrap_err();
-        assert!(e.contains("must start with http:// or https://"), "{e}");
+        assert!(
+            e.contains("must start with http://, https://, h2c:// or h2://"),
+            "{e}"
+        );
         let e = split_line("app=").unwrap_err();
         assert!(e.contains("no URL after the label's '='"), "{e}");
         let e = split_line("127.0.0.1:8080").unwrap_err();
@@ -368,6 +390,6 @@ mod tests {
             assert!(!e.contains("http://http"), "{arg}: {e}");
         }
         let e = split_line("ws://h/").unwrap_err();
-        assert!(e.contains("must start with http:// or https://"), "{e}");
+        assert!(e.contains("must start with http://, https://"), "{e}");
     }
 }

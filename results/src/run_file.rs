@@ -34,6 +34,10 @@ pub struct PlanEcho {
     /// A capacity search's settings (`stampede find-max`); absent for a planned run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub find_max: Option<SearchEcho>,
+    /// `--http` as resolved for the target: `1.1`, `2` or `auto`. Absent from a file written
+    /// before HTTP/2, which was HTTP/1.1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub http: Option<String>,
     #[serde(default)]
     pub max_connections: u64,
     #[serde(default)]
@@ -59,6 +63,10 @@ pub struct PlanEcho {
     pub stop_after: u32,
     #[serde(default)]
     pub stop_on: Vec<String>,
+    /// `--streams`: requests one connection carries at once (1 over HTTP/1.1). Absent from a file
+    /// written before HTTP/2, which carried 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub streams: Option<u64>,
     #[serde(default)]
     pub threads: u64,
     #[serde(default)]

@@ -40,3 +40,24 @@ fn a_search_plan_and_unknown_keys_survive_a_round_trip() {
     assert_eq!(run.plan.find_max.as_ref().unwrap().slos, ["p99<50ms"]);
     assert_eq!(run.to_json(), text);
 }
+
+#[test]
+fn the_protocol_and_streams_are_typed_and_written_back_and_an_older_file_has_none() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/run.json");
+    let text = std::fs::read_to_string(&path).unwrap();
+    // The golden predates HTTP/2: neither key, and none is added writing it back.
+    let old = RunFile::parse(&text, &path).unwrap();
+    assert_eq!((old.plan.http.as_deref(), old.plan.streams), (None, None));
+    assert!(!old.to_json().contains("\"streams\""));
+    let mut v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    v["plan"]["http"] = serde_json::json!("2");
+    v["plan"]["streams"] = serde_json::json!(10);
+    let text = serde_json::to_string_pretty(&v).unwrap();
+    let run = RunFile::parse(&text, &path).unwrap();
+    assert_eq!(
+        (run.plan.http.as_deref(), run.plan.streams),
+        (Some("2"), Some(10))
+    );
+    assert!(run.plan.other.is_empty(), "known keys, not kept as unknown");
+    assert_eq!(run.to_json(), text);
+}

@@ -20,11 +20,52 @@ fn malformed_url() {
     );
     refused(
         &["run", "ftp://host/", "--steps", "1"],
+        "must start with http://, https://, h2c:// or h2://",
+    );
+    refused(
+        &["run", "--url", "ftp://host/", "--steps", "1"],
         "must start with http:// or https://",
     );
     refused(
         &["run", "--url", "http://h:99999/", "--steps", "1"],
         "port is not a number",
+    );
+}
+
+#[test]
+fn streams_over_http1_and_http1_against_an_h2_scheme_are_usage_errors() {
+    refused(
+        &[
+            "run",
+            "http://127.0.0.1:1/",
+            "--steps",
+            "1",
+            "--streams",
+            "4",
+        ],
+        "--streams 4 needs HTTP/2, but the target http://127.0.0.1:1/ is HTTP/1.1",
+    );
+    refused(
+        &[
+            "run",
+            "h2c://127.0.0.1:1/",
+            "--steps",
+            "1",
+            "--streams",
+            "0",
+        ],
+        "--streams (streams per connection, at most 1000) must be a positive number, got 0",
+    );
+    refused(
+        &[
+            "run",
+            "h2=h2c://127.0.0.1:1/",
+            "--steps",
+            "1",
+            "--http",
+            "1.1",
+        ],
+        "target h2 (h2c://127.0.0.1:1/) is HTTP/2 by its scheme, but --http 1.1",
     );
 }
 

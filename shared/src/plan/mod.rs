@@ -22,7 +22,7 @@ pub use request::{RequestSpec, parse_header};
 pub use share::StepShare;
 pub use source_addrs::{MAX_SOURCE_ADDRS, parse_source_addrs};
 pub use split::{Fork, ForkSide, Slice, split_proportional};
-pub use url::{Scheme, Url};
+pub use url::{Scheme, Url, http2_spelling};
 pub use url_list::{UrlListError, parse_url_list};
 pub use workload::{HttpVersion, MAX_STREAMS, UrlOrder, Workload};
 

@@ -1,5 +1,19 @@
-//! An absolute http(s) URL, parsed once into what a connection and a request line need.
+//! An absolute http(s) URL, parsed once into what a connection and a request line need; and the
+//! h2c:// and h2:// spellings of a target that name HTTP/2 as well.
 use super::PlanError;
+
+/// The schemes a target may be written with that name the protocol as well as the transport, each
+/// with the http(s) scheme of its transport: HTTP/2 over TCP by prior knowledge, over TLS by ALPN.
+const HTTP2_SCHEMES: [(&str, &str); 2] = [("h2c://", "http://"), ("h2://", "https://")];
+
+/// A URL written `h2c://…` or `h2://…`, as [`Url::parse`] takes it: `http://…` or `https://…`. None
+/// for any other input. The protocol is a workload's setting (`Workload::with_http`), not a URL's:
+/// agents are sent the http(s) spelling and the protocol beside it.
+pub fn http2_spelling(input: &str) -> Option<String> {
+    HTTP2_SCHEMES
+        .iter()
+        .find_map(|(h2, http)| input.strip_prefix(h2).map(|rest| format!("{http}{rest}")))
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Scheme {
@@ -32,6 +46,11 @@ impl Url {
             (Scheme::Http, r)
         } else if let Some(r) = input.strip_prefix("https://") {
             (Scheme::Https, r)
+        } else if http2_spelling(input).is_some() {
+            // Only a target names its protocol by its scheme; one that got here unmapped would lose it.
+            return Err(bad(
+                "h2c:// and h2:// name a target's protocol; here write http:// or https://",
+            ));
         } else {
             return Err(bad("it must start with http:// or https://"));
         };
@@ -167,6 +186,30 @@ mod tests {
     }
 
     #[test]
+    fn the_http2_schemes_are_spelled_by_their_transport() {
+        assert_eq!(
+            http2_spelling("h2c://127.0.0.1:8080/a?b").as_deref(),
+            Some("http://127.0.0.1:8080/a?b")
+        );
+        assert_eq!(
+            http2_spelling("h2://example.test").as_deref(),
+            Some("https://example.test")
+        );
+        for other in [
+            "http://h/",
+            "https://h/",
+            "h2",
+            "h2:/h",
+            "H2C://h/",
+            "xh2://h/",
+        ] {
+            assert_eq!(http2_spelling(other), None, "{other}");
+        }
+        let u = Url::parse(&http2_spelling("h2://h/x").unwrap()).unwrap();
+        assert_eq!((u.scheme(), u.port()), (Scheme::Https, 443));
+    }
+
+    #[test]
     fn bad_urls_say_why() {
         for (url, why) in [
             ("ftp://x/", "must start with http://"),
@@ -178,6 +221,7 @@ mod tests {
             ("http://u:p@h/", "user information"),
             ("http://[::1/", "closing"),
             ("http://ho$t/", "characters"),
+            ("h2c://h/", "here write http://"),
         ] {
             let e = Url::parse(url).unwrap_err().to_string();
             assert!(e.contains(why), "{url}: {e}");

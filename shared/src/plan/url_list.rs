@@ -1,5 +1,5 @@
 //! The siege-style URL list file (`--urls FILE`).
-use super::RequestSpec;
+use super::{RequestSpec, http2_spelling};
 
 /// A bad line in a URL list file.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -9,7 +9,9 @@ pub struct UrlListError {
     pub why: String,
 }
 
-/// Parses a siege-style URL list: one `URL` or `METHOD URL` per line; blank lines and `#` comments skipped.
+/// Parses a siege-style URL list: one `URL` or `METHOD URL` per line; blank lines and `#` comments
+/// skipped. A URL is returned as written: an `h2c://` or `h2://` one (checked in its http(s)
+/// spelling) still names its protocol to the caller.
 pub fn parse_url_list(text: &str) -> Result<Vec<(String, String)>, UrlListError> {
     let mut out = Vec::new();
     for (i, raw) in text.lines().enumerate() {
@@ -29,7 +31,8 @@ pub fn parse_url_list(text: &str) -> Result<Vec<(String, String)>, UrlListError>
                 "expected 'URL' or 'METHOD URL', found '{line}'"
             )));
         }
-        RequestSpec::try_new(&method, &url, Vec::new(), Vec::new())
+        let checked = http2_spelling(&url).unwrap_or_else(|| url.clone());
+        RequestSpec::try_new(&method, &checked, Vec::new(), Vec::new())
             .map_err(|e| err(e.to_string()))?;
         out.push((method, url));
     }
@@ -48,12 +51,13 @@ mod tests {
 
     #[test]
     fn url_list_names_the_bad_line() {
-        let ok = parse_url_list("# c\nhttp://h/a\n\nPOST http://h/b\n").unwrap();
+        let ok = parse_url_list("# c\nhttp://h/a\n\nPOST http://h/b\nh2c://h/c\n").unwrap();
         assert_eq!(
             ok,
             vec![
                 ("GET".into(), "http://h/a".into()),
-                ("POST".into(), "http://h/b".into())
+                ("POST".into(), "http://h/b".into()),
+                ("GET".into(), "h2c://h/c".into())
             ]
         );
         let e = parse_url_list("http://h/a\nnot-a-url\n").unwrap_err();
