@@ -460,29 +460,7 @@ pub async fn run(job: Job) {
             .await;
             pool.close();
         }
-        LoadModel::Concurrency => {
-            let per_worker: Vec<u64> = (0..job.workers)
-                .map(|w| even_share(u64::from(share.connections()), job.workers, w))
-                .collect();
-            if let Some(total) = share.max_requests() {
-                // In proportion to the connections, so the workers' counts add up to the share.
-                ctx.budget
-                    .set(split_proportional(total.get(), &per_worker)[job.worker as usize]);
-            }
-            for _ in 0..per_worker[job.worker as usize] {
-                if ctx.target.http2 {
-                    // One session, its streams each a closed loop.
-                    let shared = Rc::new(Shared::default());
-                    for _ in 0..ctx.target.streams {
-                        let (task_ctx, shared) = (ctx.clone(), shared.clone());
-                        spawn_tracked(&ctx, async move { closed_stream(&task_ctx, &shared).await });
-                    }
-                    continue;
-                }
-                let task_ctx = ctx.clone();
-                spawn_tracked(&ctx, async move { closed_loop(&task_ctx).await });
-            }
-        }
+        LoadModel::Concurrency => spawn_closed_loops(&ctx, &share, &job),
     }
 
     drain(&ctx, &job.cancel).await;
@@ -498,6 +476,32 @@ pub async fn run(job: Job) {
             end: Instant::now(),
         })
         .await;
+}
+
+/// The concurrency model: this worker's part of the connections, each a closed loop over
+/// HTTP/1.1, or over HTTP/2 a session whose `--streams` are each a closed loop.
+fn spawn_closed_loops(ctx: &Rc<Ctx>, share: &StepShare, job: &Job) {
+    let per_worker: Vec<u64> = (0..job.workers)
+        .map(|w| even_share(u64::from(share.connections()), job.workers, w))
+        .collect();
+    if let Some(total) = share.max_requests() {
+        // In proportion to the connections, so the workers' counts add up to the share.
+        ctx.budget
+            .set(split_proportional(total.get(), &per_worker)[job.worker as usize]);
+    }
+    for _ in 0..per_worker[job.worker as usize] {
+        if ctx.target.http2 {
+            // One session, its streams each a closed loop.
+            let shared = Rc::new(Shared::default());
+            for _ in 0..ctx.target.streams {
+                let (task_ctx, shared) = (ctx.clone(), shared.clone());
+                spawn_tracked(ctx, async move { closed_stream(&task_ctx, &shared).await });
+            }
+            continue;
+        }
+        let task_ctx = ctx.clone();
+        spawn_tracked(ctx, async move { closed_loop(&task_ctx).await });
+    }
 }
 
 /// This worker's part of the agent's `--max-rate` for a closed loop, in proportion to the connections
@@ -751,22 +755,22 @@ async fn closed_stream(ctx: &Ctx, shared: &Shared) {
 /// up to `--streams` at once, then closed. The first request of each stream counts from the arrival
 /// (they were all due then); later ones from the moment a stream was free.
 async fn connection_h2(ctx: Rc<Ctx>, intended: Instant, calls: u32) {
-    let session = match Session::open(&ctx.target, &ctx.rec).await {
-        Ok(s) => Rc::new(s),
-        Err(class) => {
-            if class == ErrorClass::ConnectTimeout {
-                ctx.rec.given_up(intended.elapsed());
-            }
-            ctx.rec.unsent(class);
-            abandon(&ctx, u64::from(calls - 1), Some(class));
-            return;
+    // Reopened, as an HTTP/1.1 connection the server closed is, when the server ends it with
+    // GOAWAY before its calls are done (its keepalive_requests): what it did not process is resent.
+    let shared = Rc::new(Shared::default());
+    if let Err(class) = shared.session(&ctx).await {
+        if class == ErrorClass::ConnectTimeout {
+            ctx.rec.given_up(intended.elapsed());
         }
-    };
+        ctx.rec.unsent(class);
+        abandon(&ctx, u64::from(calls - 1), Some(class));
+        return;
+    }
     let left = Rc::new(Cell::new(calls));
     let lanes = ctx.target.streams.min(calls);
     let mut streams = tokio::task::JoinSet::new();
     for _ in 0..lanes {
-        let (ctx, session, left) = (ctx.clone(), session.clone(), left.clone());
+        let (ctx, shared, left) = (ctx.clone(), shared.clone(), left.clone());
         streams.spawn_local(async move {
             let mut from = Some(intended);
             while left.get() > 0 {
@@ -775,24 +779,10 @@ async fn connection_h2(ctx: Rc<Ctx>, intended: Instant, calls: u32) {
                 }
                 left.set(left.get() - 1);
                 let at = from.take().unwrap_or_else(Instant::now);
-                match session
-                    .send(ctx.template(), at, ctx.target.timeout, &ctx.rec)
-                    .await
-                {
-                    Ok(opened) => {
-                        if let Some(w) = opened.waited {
-                            ctx.rec.wait(w, true);
-                        }
-                    }
-                    // The stream failed; the session may still carry the others.
-                    Err(SendError::Failed(class)) => ctx.rec.error(class),
-                    // The server ended the session before taking this one (GOAWAY): it and the
-                    // calls not yet made are abandoned with the connection, as over HTTP/1.1.
-                    Err(SendError::Stale) => {
-                        ctx.rec.unsent(ErrorClass::ConnReset);
-                        abandon(&ctx, u64::from(left.replace(0)), None);
-                        return;
-                    }
+                // Not sent (a reopen failed): the calls not yet made go with it, as over HTTP/1.1.
+                if let Err(Unsent(class)) = ctx.request_h2(&shared, at, None).await {
+                    abandon(&ctx, u64::from(left.replace(0)), Some(class));
+                    return;
                 }
             }
         });

@@ -55,11 +55,10 @@ fn over_h2c_nginx_counts_every_request_and_its_stream_limit_is_never_exceeded() 
         assert_eq!(h2["refused_streams"], 0, "{step}");
         assert!(step["generator"]["waited"].as_u64().unwrap() > 0, "{step}");
         assert!(
-            step["notes"]
-                .as_array()
+            step["notes"].as_array().unwrap().iter().any(|n| n
+                .as_str()
                 .unwrap()
-                .iter()
-                .any(|n| n.as_str().unwrap().contains("waited for a free HTTP/2 stream")),
+                .contains("waited for a free HTTP/2 stream")),
             "{step}"
         );
     }
@@ -70,8 +69,7 @@ fn over_h2c_nginx_counts_every_request_and_its_stream_limit_is_never_exceeded() 
 #[test]
 fn over_tls_nginx_ending_sessions_with_goaway_loses_no_request_in_every_model() {
     // keepalive_requests 100: nginx ends each session with GOAWAY after 100 streams.
-    let Some(nginx) =
-        Nginx::start_http2("http2_tls_goaway", Http2::Tls, "keepalive_requests 100;")
+    let Some(nginx) = Nginx::start_http2("http2_tls_goaway", Http2::Tls, "keepalive_requests 100;")
     else {
         return;
     };
@@ -92,9 +90,9 @@ fn over_tls_nginx_ending_sessions_with_goaway_loses_no_request_in_every_model() 
             "--model",
             "connections",
             "--steps",
-            "40",
+            "10",
             "--num-call",
-            "30",
+            "150",
             "--streams",
             "10",
         ],
@@ -118,9 +116,11 @@ fn over_tls_nginx_ending_sessions_with_goaway_loses_no_request_in_every_model() 
         assert_eq!(sent, handled, "{model:?}: {}", ran.run);
         assert_eq!(failed, 0, "{model:?}: {}", ran.run);
         let step = ran.step(0);
-        if sent > 200 {
-            assert!(step["http2"]["goaways"].as_u64().unwrap() > 0, "{model:?}: {step}");
-        }
+        assert!(sent > 1000, "{model:?}: {step}");
+        assert!(
+            step["http2"]["goaways"].as_u64().unwrap() > 0,
+            "{model:?}: {step}"
+        );
     }
 }
 
@@ -143,19 +143,32 @@ fn auto_negotiates_h2_over_tls_and_h2c_against_an_http1_port_stops_before_load()
         "--step-duration",
         "1s",
     ]);
-    assert!(ran.step(0)["http2"].is_object(), "ALPN chose h2: {}", ran.step(0));
+    assert!(
+        ran.step(0)["http2"].is_object(),
+        "ALPN chose h2: {}",
+        ran.step(0)
+    );
 
     // A plain HTTP/1.1 nginx, spoken to in h2c: a line naming what came back, exit 2, no load.
     let h1 = Nginx::spawn(1);
     let before = h1.requests();
-    let (o, _dir) = run_quiet(&[&h1.url(), "--http", "2", "--steps", "10", "--step-duration", "1s"]);
+    let (o, _dir) = run_quiet(&[
+        &h1.url(),
+        "--http",
+        "2",
+        "--steps",
+        "10",
+        "--step-duration",
+        "1s",
+    ]);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o.stderr));
     let said = text(&o.stderr);
     assert!(
         said.contains("answered the HTTP/2 preface in HTTP/1 (\"HTTP/1.1 400 Bad Request\")"),
         "{said}"
     );
-    assert_eq!(h1.requests() - before, 1, "no load was sent");
+    // This read, and the probe's preface, which nginx counts as one bad HTTP/1.1 request.
+    assert_eq!(h1.requests() - before, 2, "no load was sent");
 }
 
 /// h2load's "finished in 3.00s, 1999.33 req/s, ..." rate.
@@ -223,6 +236,9 @@ fn h2load_and_stampede_at_the_same_rate_against_one_nginx_agree() {
     );
     // Both held the demanded 2,000/s; each within 3 % of it, so of each other within a few.
     for (who, rate) in [("h2load", theirs), ("stampede", ours)] {
-        assert!((rate - 2000.0).abs() < 60.0, "{who} {rate} req/s: {peer}\n{step}");
+        assert!(
+            (rate - 2000.0).abs() < 60.0,
+            "{who} {rate} req/s: {peer}\n{step}"
+        );
     }
 }

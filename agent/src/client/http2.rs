@@ -603,7 +603,7 @@ mod tests {
         assert_eq!(
             e,
             format!(
-                "{addr} answered the HTTP/2 preface in HTTP/1 (\"HTTP/1.1 400 Bad Request\"): it does not speak h2c on this port; use --http 1.1, or h2:// over TLS"
+                "before any load, {addr} answered the HTTP/2 preface in HTTP/1 (\"HTTP/1.1 400 Bad Request\"): it does not speak h2c on this port; use --http 1.1, or h2:// over TLS"
             )
         );
     }
@@ -658,7 +658,7 @@ mod tests {
             .unwrap();
         assert!(
             e.starts_with(
-                "--http auto cannot tell which HTTP the target speaks: connection refused"
+                "before any load, --http auto cannot tell which HTTP the target speaks: connection refused"
             ),
             "{e}"
         );

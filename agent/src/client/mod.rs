@@ -28,4 +28,4 @@ mod transport;
 pub use failure::SendError;
 pub use http1::Conn;
 pub use http2::{Opened, Session};
-pub use target::{Endpoint, PrepareError, Template};
+pub use target::{Endpoint, PROTOCOL_REFUSAL, PrepareError, Template};

@@ -27,9 +27,13 @@ pub enum PrepareError {
     #[error("TLS server name '{0}' is not valid")]
     ServerName(String),
     /// Known before any load: the target does not speak the HTTP asked for.
-    #[error("{0}")]
+    #[error("before any load, {0}")]
     Protocol(String),
 }
+
+/// How a refused configure begins when the target does not speak the HTTP asked for: a setting to
+/// fix (exit 2), not a run that failed.
+pub const PROTOCOL_REFUSAL: &str = "before any load, ";
 
 /// One request, serialized once: every send writes these bytes as they are.
 #[derive(Debug, Clone)]

@@ -95,7 +95,11 @@ impl FleetError {
         match self {
             FleetError::Limit { .. } | FleetError::Setup(_) | FleetError::Role { .. } => true,
             // An agent's own --allow-target refused the target: a limit, exit 2 as every other.
-            FleetError::Refused { message, .. } => agent::policy::is_policy_refusal(message),
+            FleetError::Refused { message, .. } => {
+                agent::policy::is_policy_refusal(message)
+                    // The target does not speak the HTTP asked for (--http 2 to an HTTP/1.1 port).
+                    || message.starts_with(agent::client::PROTOCOL_REFUSAL)
+            }
             _ => false,
         }
     }
@@ -1077,6 +1081,10 @@ mod tests {
             refused("step 2 asks this agent for 100.0 requests/s; its --max-rate is 50").is_usage()
         );
         assert!(!refused("this agent is serving another coordinator").is_usage());
+        assert!(
+            refused("before any load, 127.0.0.1:80 answered the HTTP/2 preface in HTTP/1")
+                .is_usage()
+        );
     }
 
     #[tokio::test(start_paused = true)]
