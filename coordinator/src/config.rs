@@ -444,9 +444,28 @@ pub fn resolve_runs(mut args: RunArgs) -> Result<Runs, ConfigError> {
         ));
     }
     let mut runs = Vec::with_capacity(targets.len());
+    let mut over_http1 = None;
     for t in targets {
-        let cfg = resolve_one(args.clone(), plan, Some(&t.url), t.label)?;
+        let cfg = match resolve_one(args.clone(), plan, Some(&t.url), t.label.clone()) {
+            // Beside HTTP/2 targets (h1=http://… h2=h2c://… --streams 8), an HTTP/1.1 one carries
+            // its one request at a time: the comparison the user asked for, not a contradiction.
+            Err(ConfigError::Protocol(
+                e @ crate::protocol::ProtocolError::StreamsOverHttp1 { .. },
+            )) => {
+                over_http1.get_or_insert(e);
+                let mut one = args.clone();
+                one.streams = Some(1);
+                resolve_one(one, plan, Some(&t.url), t.label)?
+            }
+            r => r?,
+        };
         runs.push(cfg);
+    }
+    if let Some(e) = over_http1
+        && runs.iter().all(|c| c.plan.workload().streams().get() == 1)
+    {
+        // No target is HTTP/2: --streams says nothing anywhere.
+        return Err(e.into());
     }
     // The first one's directory holds them all: a default stamp is taken once, not per target.
     let dir = runs[0].out.clone();
@@ -2432,6 +2451,11 @@ mod tests {
             protocols_of("run a=http://h:1/ b=h2c://h:1/ --steps 1 --http auto").unwrap()[0].1,
             Auto
         );
+        // HTTP/1.1 beside HTTP/2 with --streams: each its own, the HTTP/1.1 one a request at a time.
+        assert_eq!(
+            protocols_of("run h1=http://h:1/ h2=h2c://h:1/ --steps 1 --streams 8").unwrap(),
+            vec![(Some("h1".into()), Http1, 1), (Some("h2".into()), Http2, 8)]
+        );
     }
 
     #[test]
@@ -2450,7 +2474,7 @@ mod tests {
                 "--streams 4 needs HTTP/2, but the target http://127.0.0.1:8080/ is HTTP/1.1, one request at a time per connection: write it h2c://127.0.0.1:8080/, or add --http 2",
             ),
             (
-                "run h1=http://127.0.0.1:8080/ h2=h2c://127.0.0.1:8080/ --steps 1 --streams 10",
+                "run h1=http://127.0.0.1:8080/ b=http://127.0.0.1:8081/ --steps 1 --streams 10",
                 "--streams 10 needs HTTP/2, but target h1 (http://127.0.0.1:8080/) is HTTP/1.1",
             ),
             (

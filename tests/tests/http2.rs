@@ -242,3 +242,47 @@ fn h2load_and_stampede_at_the_same_rate_against_one_nginx_agree() {
         );
     }
 }
+
+#[test]
+fn http1_and_http2_of_one_server_run_side_by_side_each_in_its_own_protocol() {
+    // The reference target speaks both on one port; 5 ms per request, so a connection's 8 streams
+    // carry 8 times what one HTTP/1.1 connection does.
+    let serve = tests::ServeProcess::start(&["--delay", "5ms"]);
+    let before = serve.requests();
+    let h1 = format!("h1=http://{}/", serve.addr);
+    let h2 = format!("h2=h2c://{}/", serve.addr);
+    let (o, out) = run_quiet(&[
+        &h1,
+        &h2,
+        "--model",
+        "concurrency",
+        "--steps",
+        "2",
+        "--streams",
+        "8",
+        "--step-duration",
+        "1s",
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let dir = |name: &str| tests::run_json(&out.path().join(name));
+    let (one, two) = (dir("h1"), dir("h2"));
+    let rate = |run: &serde_json::Value| run["steps"][0]["ok_rate"].as_f64().unwrap();
+    assert!(one["steps"][0]["http2"].is_null(), "{}", one["steps"][0]);
+    assert!(two["steps"][0]["http2"].is_object(), "{}", two["steps"][0]);
+    assert_eq!(
+        (one["plan"]["http"].as_str(), two["plan"]["http"].as_str()),
+        (Some("1.1"), Some("2"))
+    );
+    // 2 connections at 5 ms: about 400/s over HTTP/1.1; x 8 streams over HTTP/2.
+    assert!(
+        rate(&two) > 3.0 * rate(&one),
+        "h1 {} h2 {}",
+        rate(&one),
+        rate(&two)
+    );
+    let sent: u64 = [&one, &two]
+        .iter()
+        .map(|r| r["steps"][0]["requests"].as_u64().unwrap())
+        .sum();
+    assert_eq!(serve.requests() - before, sent, "the server counted both");
+}
