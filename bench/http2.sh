@@ -47,7 +47,9 @@ worker_processes 1; daemon on; pid $WORK/nginx.pid; error_log $WORK/error.log;
 events { worker_connections 4096; }
 http { access_log off; client_body_temp_path $WORK/b; proxy_temp_path $WORK/p;
   fastcgi_temp_path $WORK/f; uwsgi_temp_path $WORK/u; scgi_temp_path $WORK/s;
-  server { listen 127.0.0.1:$STATUS; location = /nginx_status { stub_status; } }
+  server { listen 127.0.0.1:$STATUS; location = /nginx_status { stub_status; }
+    # The same reply over HTTP/1.1, for the open loop's lag against the HTTP/1.1 client's.
+    location / { return 200 "hello\n"; } }
   # h2load does not reconnect after a GOAWAY: nginx's default keepalive_requests would end its run.
   server { listen 127.0.0.1:$PORT http2; keepalive_requests 100000000;
     http2_max_concurrent_streams $STREAMS; location / { return 200 "hello\n"; } } }
@@ -86,6 +88,10 @@ for rep in $(seq "$REPS"); do
         --max-connections "$CONNS" --streams "$STREAMS" --step-duration "${DURATION}s" --threads 1 \
         --quiet --out "$WORK/open" >>"$RESULTS"
     cp "$WORK/open/run.json" "$WORK/open-$rep.json"
+    measure stampede open-h1 "$STAMPEDE" run "http://127.0.0.1:$STATUS/" --model requests --steps "$RATE" \
+        --max-connections "$CONNS" --step-duration "${DURATION}s" --threads 1 \
+        --quiet --out "$WORK/open-h1" >>"$RESULTS"
+    cp "$WORK/open-h1/run.json" "$WORK/open-h1-$rep.json"
     measure h2load open h2load -c "$CONNS" -m "$STREAMS" --rps "$PER_CLIENT" -D "$DURATION" "$URL" >>"$RESULTS"
 done
 
@@ -97,19 +103,20 @@ awk '
         for (k in req) { eff[k] = req[k] / cpu[k] }
         for (k in req) {
             split(k, p, " ")
-            peer = "h2load " p[2]
+            peer = "h2load " (p[2] == "open-h1" ? "open" : p[2])
             printf "%-9s %-7s %12.0f %10.2f %14.0f %11.2fx\n", p[1], p[2], req[k] / wall[k], cpu[k] / n[k], eff[k], eff[k] / eff[peer]
         }
     }' "$RESULTS" | sort -k2,2 -k1,1
 echo
-# The open loop's schedule: the rate it held and its lag, from stampede's own run.json.
+# The open loop's schedule: the rate it held and its lag, from stampede's own run.json, over HTTP/2
+# and over HTTP/1.1 at the same rate (open-h1).
 for f in "$WORK"/open-*.json; do
     python3 - "$f" "$RATE" <<'EOF'
 import json, sys
 step = json.load(open(sys.argv[1]))["steps"][0]
 demanded = float(sys.argv[2])
 held = step["achieved_request_rate"]
-print(f"stampede open loop: {held:.1f} req/s of {demanded:.0f} ({(held - demanded) / demanded * 100:+.3f} %), "
+print(f"{sys.argv[1].rsplit('/', 1)[1]}: {held:.1f} req/s of {demanded:.0f} ({(held - demanded) / demanded * 100:+.3f} %), "
       f"lag p99 {step['generator']['lag_p99_ms']} ms, p99 {step['latency_ms']['p99']} ms, "
       f"waited {step['generator']['waited']}")
 EOF
