@@ -1186,65 +1186,101 @@ mod tests {
     }
 
     /// An h2c server (the h2 crate's) announcing `max_streams`, answering each request after
-    /// `delay`; with `goaway_after`, it ends each connection gracefully (GOAWAY) after that many;
-    /// with `refuse_every` N > 0, it refuses every Nth stream (REFUSED_STREAM) instead of answering.
+    /// `delay`; with `goaway_after`, it ends each connection after that many streams, gracefully
+    /// (GOAWAY NO_ERROR, the streams in flight answered) or, with `calm`, abruptly (GOAWAY
+    /// ENHANCE_YOUR_CALM, the connection closed); with `refuse_every` N > 0, it refuses every Nth
+    /// stream (REFUSED_STREAM) instead of answering.
+    #[derive(Clone, Copy)]
+    struct H2Server {
+        max_streams: u32,
+        delay: Duration,
+        goaway_after: Option<u64>,
+        calm: bool,
+        refuse_every: u64,
+    }
+
+    impl H2Server {
+        fn new(max_streams: u32, delay: Duration) -> H2Server {
+            H2Server {
+                max_streams,
+                delay,
+                goaway_after: None,
+                calm: false,
+                refuse_every: 0,
+            }
+        }
+    }
+
     async fn h2_server(
         max_streams: u32,
         delay: Duration,
         goaway_after: Option<u64>,
     ) -> (SocketAddr, Arc<SeenH2>) {
-        h2_server_refusing(max_streams, delay, goaway_after, 0).await
+        H2Server {
+            goaway_after,
+            ..H2Server::new(max_streams, delay)
+        }
+        .start()
+        .await
     }
 
-    async fn h2_server_refusing(
-        max_streams: u32,
-        delay: Duration,
-        goaway_after: Option<u64>,
-        refuse_every: u64,
-    ) -> (SocketAddr, Arc<SeenH2>) {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let seen = Arc::new(SeenH2::default());
-        let all = seen.clone();
-        tokio::spawn(async move {
-            while let Ok((tcp, _)) = listener.accept().await {
-                let seen = all.clone();
-                tokio::spawn(async move {
-                    let mut b = h2::server::Builder::new();
-                    b.max_concurrent_streams(max_streams);
-                    let Ok(mut conn) = b.handshake::<_, bytes::Bytes>(tcp).await else {
-                        return;
-                    };
-                    seen.connections.fetch_add(1, Ordering::AcqRel);
-                    let mut served = 0;
-                    while let Some(Ok((_, mut respond))) = conn.accept().await {
-                        served += 1;
-                        if refuse_every > 0 && served % refuse_every == 0 {
-                            seen.refused.fetch_add(1, Ordering::AcqRel);
-                            respond.send_reset(h2::Reason::REFUSED_STREAM);
-                            continue;
-                        }
-                        let seen = seen.clone();
-                        tokio::spawn(async move {
-                            let now = seen.open.fetch_add(1, Ordering::AcqRel) + 1;
-                            seen.peak.fetch_max(now, Ordering::AcqRel);
-                            seen.requests.fetch_add(1, Ordering::AcqRel);
-                            tokio::time::sleep(delay).await;
-                            // Counted down before the reply can free the client's slot.
-                            seen.open.fetch_sub(1, Ordering::AcqRel);
-                            let reply = http::Response::builder().status(200).body(()).unwrap();
-                            if let Ok(mut body) = respond.send_response(reply, false) {
-                                let _ = body.send_data(bytes::Bytes::from_static(b"ok"), true);
+    impl H2Server {
+        async fn start(self) -> (SocketAddr, Arc<SeenH2>) {
+            let H2Server {
+                max_streams,
+                delay,
+                goaway_after,
+                calm,
+                refuse_every,
+            } = self;
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let addr = listener.local_addr().unwrap();
+            let seen = Arc::new(SeenH2::default());
+            let all = seen.clone();
+            tokio::spawn(async move {
+                while let Ok((tcp, _)) = listener.accept().await {
+                    let seen = all.clone();
+                    tokio::spawn(async move {
+                        let mut b = h2::server::Builder::new();
+                        b.max_concurrent_streams(max_streams);
+                        let Ok(mut conn) = b.handshake::<_, bytes::Bytes>(tcp).await else {
+                            return;
+                        };
+                        seen.connections.fetch_add(1, Ordering::AcqRel);
+                        let mut served = 0;
+                        while let Some(Ok((_, mut respond))) = conn.accept().await {
+                            served += 1;
+                            if refuse_every > 0 && served % refuse_every == 0 {
+                                seen.refused.fetch_add(1, Ordering::AcqRel);
+                                respond.send_reset(h2::Reason::REFUSED_STREAM);
+                                continue;
                             }
-                        });
-                        if goaway_after == Some(served) {
-                            conn.graceful_shutdown();
+                            let seen = seen.clone();
+                            tokio::spawn(async move {
+                                let now = seen.open.fetch_add(1, Ordering::AcqRel) + 1;
+                                seen.peak.fetch_max(now, Ordering::AcqRel);
+                                seen.requests.fetch_add(1, Ordering::AcqRel);
+                                tokio::time::sleep(delay).await;
+                                // Counted down before the reply can free the client's slot.
+                                seen.open.fetch_sub(1, Ordering::AcqRel);
+                                let reply = http::Response::builder().status(200).body(()).unwrap();
+                                if let Ok(mut body) = respond.send_response(reply, false) {
+                                    let _ = body.send_data(bytes::Bytes::from_static(b"ok"), true);
+                                }
+                            });
+                            if goaway_after == Some(served) {
+                                if calm {
+                                    conn.abrupt_shutdown(h2::Reason::ENHANCE_YOUR_CALM);
+                                } else {
+                                    conn.graceful_shutdown();
+                                }
+                            }
                         }
-                    }
-                });
-            }
-        });
-        (addr, seen)
+                    });
+                }
+            });
+            (addr, seen)
+        }
     }
 
     #[tokio::test]
@@ -1270,7 +1306,12 @@ mod tests {
 
     #[tokio::test]
     async fn a_refused_stream_is_counted_and_sent_again_not_lost() {
-        let (addr, seen) = h2_server_refusing(100, Duration::from_millis(2), None, 10).await;
+        let (addr, seen) = H2Server {
+            refuse_every: 10,
+            ..H2Server::new(100, Duration::from_millis(2))
+        }
+        .start()
+        .await;
         let step = share(LoadModel::Concurrency, 0.0, 2, Duration::from_millis(1000));
         let sent = run_step_on(target_over(addr, 4).await, step, Caps::default(), 1).await;
         let c = &sent.counters;
@@ -1319,6 +1360,37 @@ mod tests {
         );
         assert_eq!(c.requests, seen.requests.load(Ordering::Acquire), "{c:?}");
         assert_eq!((c.ok, c.failed()), (c.requests, 0), "{c:?}");
+    }
+
+    #[tokio::test]
+    async fn an_abrupt_goaway_fails_the_streams_it_took_in_words_and_resends_the_rest() {
+        // After 30 streams the server says ENHANCE_YOUR_CALM and closes, 10 streams in flight.
+        let (addr, seen) = H2Server {
+            goaway_after: Some(30),
+            calm: true,
+            ..H2Server::new(100, Duration::from_millis(20))
+        }
+        .start()
+        .await;
+        let step = share(LoadModel::Concurrency, 0.0, 1, Duration::from_millis(800));
+        let sent = run_step_on(target_over(addr, 10).await, step, Caps::default(), 1).await;
+        let c = &sent.counters;
+        assert!(c.goaways >= 2, "{c:?}");
+        assert!(c.connections >= 2, "{c:?}");
+        // What the server took and never answered failed; nothing vanished.
+        assert_eq!(c.requests, c.ok + c.failed(), "{c:?}");
+        assert!(c.failed() > 0, "{c:?}");
+        let words: Vec<&str> = ErrorClass::ALL
+            .iter()
+            .filter_map(|class| sent.messages.get(*class))
+            .collect();
+        assert!(
+            words.iter().any(|w| w
+                .contains("ended the HTTP/2 session (GOAWAY ENHANCE_YOUR_CALM) after ")
+                && w.ends_with(" streams, this one unanswered")),
+            "{words:?} {c:?}"
+        );
+        assert!(seen.requests.load(Ordering::Acquire) >= c.ok);
     }
 
     #[tokio::test]

@@ -42,6 +42,8 @@ pub struct Session {
     ended: Rc<Cell<bool>>,
     /// Its GOAWAY is counted, once, by the first stream to see it.
     goaway_counted: Cell<bool>,
+    /// Streams asked of it so far.
+    opened: Cell<u64>,
 }
 
 /// How a server that sets no stream limit is recorded in `peer_max_streams`: above any limit
@@ -89,6 +91,7 @@ impl Session {
                     peer: target.addr,
                     ended,
                     goaway_counted: Cell::new(false),
+                    opened: Cell::new(0),
                 })
             }
             Ok(Err(e)) => {
@@ -116,9 +119,17 @@ impl Session {
     /// Counts why an ended session ended, if a GOAWAY did it and no stream has counted it yet: the
     /// session's error, which any handle reports.
     pub fn count_end(&self, rec: &Recorder) {
-        let mut cx = Context::from_waker(std::task::Waker::noop());
-        if let Poll::Ready(Err(e)) = self.send.clone().poll_ready(&mut cx) {
+        if let Some(e) = self.session_error() {
             self.count(&e, rec);
+        }
+    }
+
+    /// The session's own error, once it has one (a GOAWAY received, the connection lost).
+    fn session_error(&self) -> Option<h2::Error> {
+        let mut cx = Context::from_waker(std::task::Waker::noop());
+        match self.send.clone().poll_ready(&mut cx) {
+            Poll::Ready(Err(e)) => Some(e),
+            _ => None,
         }
     }
 
@@ -137,6 +148,7 @@ impl Session {
             return Err(SendError::Stale);
         }
         let asked = Instant::now();
+        self.opened.set(self.opened.get() + 1);
         // Counted as it leaves, as over HTTP/1.1, and taken back if the server never took it.
         rec.sent();
         let outcome = tokio::time::timeout_at(asked + timeout, self.exchange(t, asked)).await;
@@ -152,7 +164,29 @@ impl Session {
                     return Err(SendError::Stale);
                 }
                 let class = class_of(&e);
-                rec.note(class, || words(&e, self.peer));
+                // A stream cut off by the connection's end after the server's GOAWAY (abrupt, with
+                // an error code) is the GOAWAY's doing: say so, and after how many streams, which
+                // names the limit (keepalive_requests, 1,000).
+                let ended_by = self
+                    .session_error()
+                    .filter(|s| s.is_go_away() && s.is_remote());
+                if let Some(goaway) = &ended_by {
+                    self.count(goaway, rec);
+                }
+                rec.note(class, || {
+                    match ended_by
+                        .as_ref()
+                        .or((e.is_go_away() && e.is_remote()).then_some(&e))
+                    {
+                        Some(goaway) => format!(
+                            "{} after {} streams, this one unanswered",
+                            words(goaway, self.peer),
+                            self.opened.get()
+                        )
+                        .into(),
+                        None => words(&e, self.peer),
+                    }
+                });
                 Err(SendError::Failed(class))
             }
             Err(_) => {
