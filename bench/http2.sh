@@ -79,18 +79,18 @@ PER_CLIENT=$(echo "$RATE / $CONNS" | bc -l)
 for rep in $(seq "$REPS"); do
     echo "repetition $rep of $REPS" >&2
     measure stampede closed "$STAMPEDE" run "$URL" --http 2 --model concurrency --steps "$CONNS" \
-        --streams "$STREAMS" --step-duration "${DURATION}s" --threads 1 --quiet --out "$WORK/run" >>"$RESULTS"
+        --streams "$STREAMS" --step-duration "${DURATION}s" --threads 1 --quiet --force --out "$WORK/run" >>"$RESULTS"
     measure h2load closed h2load -c "$CONNS" -m "$STREAMS" -D "$DURATION" "$URL" >>"$RESULTS"
     if command -v oha >/dev/null; then
         measure oha closed oha --http2 -c "$CONNS" -p "$STREAMS" -z "${DURATION}s" --no-tui "$URL" >>"$RESULTS"
     fi
     measure stampede open "$STAMPEDE" run "$URL" --http 2 --model requests --steps "$RATE" \
         --max-connections "$CONNS" --streams "$STREAMS" --step-duration "${DURATION}s" --threads 1 \
-        --quiet --out "$WORK/open" >>"$RESULTS"
+        --quiet --force --out "$WORK/open" >>"$RESULTS"
     cp "$WORK/open/run.json" "$WORK/open-$rep.json"
     measure stampede open-h1 "$STAMPEDE" run "http://127.0.0.1:$STATUS/" --model requests --steps "$RATE" \
         --max-connections "$CONNS" --step-duration "${DURATION}s" --threads 1 \
-        --quiet --out "$WORK/open-h1" >>"$RESULTS"
+        --quiet --force --out "$WORK/open-h1" >>"$RESULTS"
     cp "$WORK/open-h1/run.json" "$WORK/open-h1-$rep.json"
     measure h2load open h2load -c "$CONNS" -m "$STREAMS" --rps "$PER_CLIENT" -D "$DURATION" "$URL" >>"$RESULTS"
 done
