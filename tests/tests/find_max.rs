@@ -742,3 +742,67 @@ fn interrupted_after(targets: &[String], out: &std::path::Path, line: &str) -> S
     std::io::Read::read_to_string(&mut child.stdout.take().unwrap(), &mut stdout).unwrap();
     stdout
 }
+
+#[test]
+fn http1_and_http2_of_one_server_are_searched_side_by_side_each_in_its_protocol() {
+    let _serial = tests::serial();
+    // One server of known capacity that speaks both; the probes take turns, each has it alone.
+    let target = ServeProcess::start(&["--capacity", "600"]);
+    let before = target.requests();
+    let targets = [
+        format!("h1=http://{}/", target.addr),
+        format!("h2=h2c://{}/", target.addr),
+    ];
+    let (code, stdout, stderr, dir) = find_max_side(
+        &targets,
+        &[
+            "--slo",
+            "p99<50ms",
+            "--model",
+            "requests",
+            "--streams",
+            "4",
+            "--start",
+            "300",
+            "--probe",
+            "2s",
+            "--confirm",
+            "2s",
+            "--warmup",
+            "0s",
+            "--cooldown",
+            "0s",
+            "--precision",
+            "25%",
+            "--repeat",
+            "1",
+        ],
+    );
+    assert_eq!(code, 0, "both resolved: {stdout}\n{stderr}");
+    let out = dir.path().join("out");
+    let mut sent = 0;
+    for (label, http, streams) in [("h1", "1.1", 1), ("h2", "2", 4)] {
+        let json = run_json(&out.join(label));
+        assert_eq!(json["plan"]["http"], http, "{label}: {}", json["plan"]);
+        assert_eq!(
+            json["plan"]["streams"], streams,
+            "{label}: {}",
+            json["plan"]
+        );
+        let c = capacity(&json);
+        let max = f(&c["max_rate"]["offered"]);
+        assert!(
+            (360.0..=690.0).contains(&max),
+            "{label}: max {max} of a 600/s server"
+        );
+        for step in json["steps"].as_array().unwrap() {
+            assert_eq!(step["http2"].is_object(), label == "h2", "{label}: {step}");
+            sent += step["requests"].as_u64().unwrap();
+        }
+    }
+    assert_eq!(
+        target.requests() - before,
+        sent,
+        "the server counted every probe's requests"
+    );
+}
