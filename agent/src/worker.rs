@@ -449,11 +449,8 @@ pub async fn run(job: Job) {
                 job.worker,
             )
             .max(1) as usize;
-            let pool = Rc::new(Pool::new(
-                max,
-                ctx.target.streams as usize,
-                ctx.target.http2,
-            ));
+            let streams = ctx.target.http2.then_some(ctx.target.streams as usize);
+            let pool = Rc::new(Pool::new(max, streams));
             open_loop(&ctx, &timer, &share, &slice, job.start, |intended| {
                 pool.clone().arrive(&ctx, intended)
             })
@@ -828,31 +825,30 @@ struct Pool {
     closed: Cell<bool>,
     /// Over HTTP/2, the sessions the slots share, `streams` slots to each; empty over HTTP/1.1.
     sessions: RefCell<Vec<Rc<Shared>>>,
-    streams: usize,
+    /// Over HTTP/2, the streams of one session; `None` over HTTP/1.1.
+    streams: Option<usize>,
 }
 
 impl Pool {
-    fn new(connections: usize, streams: usize, http2: bool) -> Pool {
-        let streams = if http2 { streams.max(1) } else { 1 };
+    /// A pool of `connections`, each `streams` slots over HTTP/2 (`Some`), one over HTTP/1.1.
+    fn new(connections: usize, streams: Option<usize>) -> Pool {
         Pool {
             queue: RefCell::new(VecDeque::new()),
-            max: connections * streams,
+            max: connections * streams.unwrap_or(1),
             slots: Cell::new(0),
             idle: Cell::new(0),
             wake: Notify::new(),
             closed: Cell::new(false),
             sessions: RefCell::new(Vec::new()),
-            streams: if http2 { streams } else { 0 },
+            streams,
         }
     }
 
     /// The session slot `n` (from 0) sends on over HTTP/2; `None` over HTTP/1.1.
     fn session_of(&self, n: usize) -> Option<Rc<Shared>> {
-        if self.streams == 0 {
-            return None;
-        }
+        let streams = self.streams?;
         let mut sessions = self.sessions.borrow_mut();
-        let i = n / self.streams;
+        let i = n / streams;
         while sessions.len() <= i {
             sessions.push(Rc::default());
         }

@@ -12,6 +12,7 @@ use shared::plan::{
 use shared::status::{StatusSet, StatusSetError};
 
 use crate::cli::{DurationText, Rate, RunArgs, Steps};
+use crate::protocol::ProtocolError;
 use crate::targets::{self, Positionals, TargetError};
 
 /// A configuration the user must fix; exit code 2.
@@ -71,7 +72,7 @@ pub enum ConfigError {
     Target(#[from] TargetError),
     /// The protocol asked of a target against the one its scheme names, or streams it cannot carry.
     #[error(transparent)]
-    Protocol(#[from] crate::protocol::ProtocolError),
+    Protocol(#[from] ProtocolError),
     #[error("output directory {path} is not writable: {source}")]
     Output {
         path: PathBuf,
@@ -428,7 +429,10 @@ pub fn resolve_runs(mut args: RunArgs) -> Result<Runs, ConfigError> {
             (named, _) => named,
         };
         let url = target.map(|t| t.url);
-        let mut cfg = resolve_one(args, plan, url.as_deref(), label)?;
+        let (mut cfg, over_http1) = resolve_one(args, plan, url.as_deref(), label)?;
+        if let Some(e) = over_http1 {
+            return Err(e.into());
+        }
         paired_with(std::slice::from_mut(&mut cfg))?;
         return Ok(Runs::One(Box::new(cfg)));
     }
@@ -446,25 +450,15 @@ pub fn resolve_runs(mut args: RunArgs) -> Result<Runs, ConfigError> {
     let mut runs = Vec::with_capacity(targets.len());
     let mut over_http1 = None;
     for t in targets {
-        let cfg = match resolve_one(args.clone(), plan, Some(&t.url), t.label.clone()) {
-            // Beside HTTP/2 targets (h1=http://… h2=h2c://… --streams 8), an HTTP/1.1 one carries
-            // its one request at a time: the comparison the user asked for, not a contradiction.
-            Err(ConfigError::Protocol(
-                e @ crate::protocol::ProtocolError::StreamsOverHttp1 { .. },
-            )) => {
-                over_http1.get_or_insert(e);
-                let mut one = args.clone();
-                one.streams = Some(1);
-                resolve_one(one, plan, Some(&t.url), t.label)?
-            }
-            r => r?,
-        };
+        let (cfg, over) = resolve_one(args.clone(), plan, Some(&t.url), t.label)?;
+        over_http1 = over_http1.or(over);
         runs.push(cfg);
     }
+    // Beside an HTTP/2 target, an HTTP/1.1 one carries its one request at a time under --streams;
+    // with none, --streams says nothing anywhere.
     if let Some(e) = over_http1
         && runs.iter().all(|c| c.plan.workload().streams().get() == 1)
     {
-        // No target is HTTP/2: --streams says nothing anywhere.
         return Err(e.into());
     }
     // The first one's directory holds them all: a default stamp is taken once, not per target.
@@ -499,13 +493,14 @@ fn paired_with(runs: &mut [RunConfig]) -> Result<(), ConfigError> {
     Ok(())
 }
 
-/// One target's configuration; `label` (from `NAME=URL`) over the flag's and the plan file's.
+/// One target's configuration; `label` (from `NAME=URL`) over the flag's and the plan file's. With
+/// it, `--streams` asked of it if it can only be HTTP/1.1, the run's to refuse or not.
 fn resolve_one(
     args: RunArgs,
     plan_file: Option<&Path>,
     url: Option<&str>,
     label: Option<String>,
-) -> Result<RunConfig, ConfigError> {
+) -> Result<(RunConfig, Option<ProtocolError>), ConfigError> {
     let (args, given_duration) = merged(args, plan_file, url)?;
     let label = label.or_else(|| args.label.clone());
     if let Some(l) = &label {
@@ -513,7 +508,7 @@ fn resolve_one(
     }
     let (requests, by_scheme) = requests(&args)?;
     let workload = workload(&args, requests)?;
-    let workload = protocol(&args, workload, by_scheme, label.as_deref())?;
+    let (workload, over_http1) = protocol(&args, workload, by_scheme, label.as_deref())?;
     let plan = plan(&args, workload, given_duration)?;
     let threads = args.threads.unwrap_or_else(agent::system::cores);
     if threads == 0 || threads > 1024 {
@@ -563,7 +558,7 @@ fn resolve_one(
         .map(|w| parse_pause("--warmup", &w.0))
         .transpose()?;
     echo.warmup_s = warmup.filter(|w| !w.is_zero()).map(|w| w.as_secs_f64());
-    Ok(RunConfig {
+    let cfg = RunConfig {
         label,
         agents,
         join,
@@ -590,7 +585,8 @@ fn resolve_one(
         thresholds,
         notes: crate::cli::habit_notes(&args),
         warmup,
-    })
+    };
+    Ok((cfg, over_http1))
 }
 
 /// A duration flag's text, parsed; `flag` names it in the error.
@@ -796,21 +792,22 @@ fn workload(args: &RunArgs, requests: Vec<RequestSpec>) -> Result<Workload, Conf
 }
 
 /// The protocol and streams per connection of the target `label` names (if any): `--http` (or
-/// `--http2`) and `--streams` against what its scheme says, `by_scheme` whether it names HTTP/2.
+/// `--http2`) and `--streams` against what its scheme says, `by_scheme` whether it names HTTP/2;
+/// with it, `--streams` asked of a target that can only be HTTP/1.1 (see `protocol::Resolved`).
 fn protocol(
     args: &RunArgs,
     workload: Workload,
     by_scheme: bool,
     label: Option<&str>,
-) -> Result<Workload, ConfigError> {
+) -> Result<(Workload, Option<ProtocolError>), ConfigError> {
     let asked = args.http.or(args.http2.then_some(HttpVersion::Http2));
     let target = crate::protocol::Target {
         label,
         origin: workload.origin(),
         by_scheme,
     };
-    let (http, streams) = crate::protocol::resolve(target, asked, args.streams.expect(DEFAULTED))?;
-    Ok(workload.with_http(http, streams)?)
+    let r = crate::protocol::resolve(target, asked, args.streams.expect(DEFAULTED))?;
+    Ok((workload.with_http(r.http, r.streams)?, r.over_http1))
 }
 
 /// The load model and its steps: an explicit list or a ramp, and what ends each step.

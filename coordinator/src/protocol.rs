@@ -82,15 +82,26 @@ impl Target<'_> {
     }
 }
 
+/// A target's protocol and the streams each of its connections carries at once.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Resolved {
+    pub http: HttpVersion,
+    pub streams: u32,
+    /// `--streams` above 1 asked of a target that can only be HTTP/1.1, which then carries one
+    /// request at a time: the run's to refuse, unless another of its targets is HTTP/2 (side by
+    /// side, `h1=http://… h2=h2c://… --streams 8` is the comparison asked for).
+    pub over_http1: Option<ProtocolError>,
+}
+
 /// The protocol and streams per connection of `target`: HTTP/2 if its scheme says so (an explicit
 /// `--http 1.1` then contradicts it), else `asked` (`--http`, `--http2`), HTTP/1.1 unless given.
-/// More than one stream over what can only be HTTP/1.1 is refused here, where the target can be
+/// More than one stream over what can only be HTTP/1.1 is worded here, where the target can be
 /// named; the range of `streams` is `Workload::with_http`'s to check.
 pub fn resolve(
     target: Target<'_>,
     asked: Option<HttpVersion>,
     streams: u32,
-) -> Result<(HttpVersion, u32), ProtocolError> {
+) -> Result<Resolved, ProtocolError> {
     let http = match (target.by_scheme, asked) {
         (true, Some(HttpVersion::Http1)) => {
             return Err(ProtocolError::SchemeAgainstHttp1 {
@@ -101,22 +112,28 @@ pub fn resolve(
         (true, _) => HttpVersion::Http2,
         (false, asked) => asked.unwrap_or_default(),
     };
+    let resolved = |streams, over_http1| Resolved {
+        http,
+        streams,
+        over_http1,
+    };
     // Without TLS there is no ALPN to agree HTTP/2 on: auto over TCP is HTTP/1.1.
     let why = match (http, target.origin.scheme()) {
         (HttpVersion::Http1, _) if asked.is_some() => " (--http 1.1)",
         (HttpVersion::Http1, _) => "",
         (HttpVersion::Auto, Scheme::Http) => " (--http auto negotiates over TLS only)",
-        _ => return Ok((http, streams)),
+        _ => return Ok(resolved(streams, None)),
     };
     if streams > 1 && streams <= MAX_STREAMS {
-        return Err(ProtocolError::StreamsOverHttp1 {
+        let over = ProtocolError::StreamsOverHttp1 {
             streams,
             target: target.named(),
             why,
             h2: target.spelled(true),
-        });
+        };
+        return Ok(resolved(1, Some(over)));
     }
-    Ok((http, streams))
+    Ok(resolved(streams, None))
 }
 
 #[cfg(test)]
@@ -137,7 +154,7 @@ mod tests {
         let h2c = target(Some("h2"), &u, true);
         for asked in [None, Some(HttpVersion::Http2), Some(HttpVersion::Auto)] {
             assert_eq!(
-                resolve(h2c, asked, 10),
+                resolve(h2c, asked, 10).map(|r| (r.http, r.streams)),
                 Ok((HttpVersion::Http2, 10)),
                 "{asked:?}"
             );
@@ -149,9 +166,10 @@ mod tests {
         );
         // An http:// target takes the flag, HTTP/1.1 without one.
         let plain = target(None, &u, false);
-        assert_eq!(resolve(plain, None, 1), Ok((HttpVersion::Http1, 1)));
+        let plain_as = |asked| resolve(plain, asked, 1).map(|r| (r.http, r.streams));
+        assert_eq!(plain_as(None), Ok((HttpVersion::Http1, 1)));
         assert_eq!(
-            resolve(plain, Some(HttpVersion::Auto), 1),
+            plain_as(Some(HttpVersion::Auto)),
             Ok((HttpVersion::Auto, 1))
         );
     }
@@ -159,26 +177,36 @@ mod tests {
     #[test]
     fn streams_over_what_can_only_be_http1_are_refused_naming_the_target_and_the_fix() {
         let u = Url::parse("http://127.0.0.1:8080/").unwrap();
-        let e = resolve(target(Some("h1"), &u, false), None, 4).unwrap_err();
+        // The words of the refusal the run makes of it, and the one stream such a target carries.
+        let over = |t, asked, streams| {
+            let r = resolve(t, asked, streams).unwrap();
+            assert_eq!(r.streams, 1, "an HTTP/1.1 target carries one at a time");
+            r.over_http1.expect("streams over HTTP/1.1")
+        };
+        let e = over(target(Some("h1"), &u, false), None, 4);
         assert_eq!(
             e.to_string(),
             "--streams 4 needs HTTP/2, but target h1 (http://127.0.0.1:8080/) is HTTP/1.1, one request at a time per connection: write it h2c://127.0.0.1:8080/, or add --http 2"
         );
-        let e = resolve(target(None, &u, false), Some(HttpVersion::Http1), 2).unwrap_err();
+        let e = over(target(None, &u, false), Some(HttpVersion::Http1), 2);
         assert!(
             e.to_string()
                 .contains("the target http://127.0.0.1:8080/ is HTTP/1.1 (--http 1.1)"),
             "{e}"
         );
-        let e = resolve(target(None, &u, false), Some(HttpVersion::Auto), 2).unwrap_err();
+        let e = over(target(None, &u, false), Some(HttpVersion::Auto), 2);
         assert!(e.to_string().contains("negotiates over TLS only"), "{e}");
         // Over TLS, auto may agree on h2: its streams are the agent's to use when it does.
         let tls = Url::parse("https://example.test/").unwrap();
         assert_eq!(
             resolve(target(None, &tls, false), Some(HttpVersion::Auto), 8),
-            Ok((HttpVersion::Auto, 8))
+            Ok(Resolved {
+                http: HttpVersion::Auto,
+                streams: 8,
+                over_http1: None
+            })
         );
-        let e = resolve(target(None, &tls, false), None, 8).unwrap_err();
+        let e = over(target(None, &tls, false), None, 8);
         assert!(
             e.to_string().contains("write it h2://example.test:443/"),
             "{e}"
@@ -186,7 +214,11 @@ mod tests {
         // Out of range is the workload's to say, whatever the protocol.
         assert_eq!(
             resolve(target(None, &u, false), None, 0),
-            Ok((HttpVersion::Http1, 0))
+            Ok(Resolved {
+                http: HttpVersion::Http1,
+                streams: 0,
+                over_http1: None
+            })
         );
     }
 

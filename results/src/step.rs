@@ -10,7 +10,9 @@ pub mod knee;
 use crate::verdict::{self, Facts, Server, ServerFacts, Verdict};
 use knee::Knee;
 use shared::histogram::{Histogram, us_to_ms};
-use shared::metrics::{Counters, ErrorClass, FirstErrors, STATUS_CLASSES, Snapshot};
+use shared::metrics::{
+    Counters, ErrorClass, FirstErrors, STATUS_CLASSES, Snapshot, UNLIMITED_STREAMS,
+};
 use shared::monitor::step::StepServer;
 use shared::plan::LoadModel;
 use shared::status::StatusSet;
@@ -429,7 +431,7 @@ impl Http2Step {
     /// From the step's counters: `None` when no HTTP/2 session was opened.
     pub fn of(c: &Counters) -> Option<Http2Step> {
         (c.peer_max_streams > 0).then(|| Http2Step {
-            server_max_streams: (c.peer_max_streams < u64::from(u32::MAX))
+            server_max_streams: (c.peer_max_streams < UNLIMITED_STREAMS)
                 .then_some(c.peer_max_streams),
             refused_streams: c.refused_streams,
             goaways: c.goaways,
@@ -1709,7 +1711,7 @@ mod tests {
     fn http2_counters_make_their_block_and_notes_and_http1_has_none() {
         let mut c = Counters::default();
         assert_eq!(Http2Step::of(&c), None, "no session: HTTP/1.1");
-        c.peer_max_streams = u64::from(u32::MAX);
+        c.peer_max_streams = shared::metrics::UNLIMITED_STREAMS;
         assert_eq!(
             Http2Step::of(&c).unwrap().server_max_streams,
             None,

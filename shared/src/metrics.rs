@@ -126,6 +126,10 @@ pub struct Counters {
     pub peer_max_streams: u64,
 }
 
+/// How a server that sets no stream limit is recorded in `Counters::peer_max_streams`: above any
+/// limit SETTINGS can carry (2^31 - 1).
+pub const UNLIMITED_STREAMS: u64 = u32::MAX as u64;
+
 /// The lesser of two limits where 0 means none seen.
 fn least_seen(a: u64, b: u64) -> u64 {
     match (a, b) {

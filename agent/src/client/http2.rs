@@ -21,7 +21,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use h2::Reason;
-use shared::metrics::ErrorClass;
+use shared::metrics::{ErrorClass, UNLIMITED_STREAMS};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::time::Instant;
 
@@ -45,10 +45,6 @@ pub struct Session {
     /// Streams asked of it so far.
     opened: Cell<u64>,
 }
-
-/// How a server that sets no stream limit is recorded in `peer_max_streams`: above any limit
-/// SETTINGS can carry (2^31 - 1).
-pub const UNLIMITED_STREAMS: u64 = u32::MAX as u64;
 
 /// What one stream waited for and measured, for its caller to record.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -437,38 +433,15 @@ fn words(e: &h2::Error, peer: SocketAddr) -> Cow<'static, str> {
     }
     let said = match e.reason() {
         Some(r) if e.is_go_away() && e.is_remote() => {
-            format!(
-                "{peer} ended the HTTP/2 session (GOAWAY {})",
-                reason_name(r)
-            )
+            // h2 writes an error code as RFC 9113 names it (ENHANCE_YOUR_CALM).
+            format!("{peer} ended the HTTP/2 session (GOAWAY {r:?})")
         }
         Some(r) if e.is_reset() && e.is_remote() => {
-            format!("{peer} reset the stream ({})", reason_name(r))
+            format!("{peer} reset the stream ({r:?})")
         }
         _ => format!("HTTP/2 with {peer}: {e}"),
     };
     said.into()
-}
-
-/// An error code as RFC 9113 names it.
-fn reason_name(r: Reason) -> Cow<'static, str> {
-    match r {
-        Reason::NO_ERROR => "NO_ERROR".into(),
-        Reason::PROTOCOL_ERROR => "PROTOCOL_ERROR".into(),
-        Reason::INTERNAL_ERROR => "INTERNAL_ERROR".into(),
-        Reason::FLOW_CONTROL_ERROR => "FLOW_CONTROL_ERROR".into(),
-        Reason::SETTINGS_TIMEOUT => "SETTINGS_TIMEOUT".into(),
-        Reason::STREAM_CLOSED => "STREAM_CLOSED".into(),
-        Reason::FRAME_SIZE_ERROR => "FRAME_SIZE_ERROR".into(),
-        Reason::REFUSED_STREAM => "REFUSED_STREAM".into(),
-        Reason::CANCEL => "CANCEL".into(),
-        Reason::COMPRESSION_ERROR => "COMPRESSION_ERROR".into(),
-        Reason::CONNECT_ERROR => "CONNECT_ERROR".into(),
-        Reason::ENHANCE_YOUR_CALM => "ENHANCE_YOUR_CALM".into(),
-        Reason::INADEQUATE_SECURITY => "INADEQUATE_SECURITY".into(),
-        Reason::HTTP_1_1_REQUIRED => "HTTP_1_1_REQUIRED".into(),
-        other => format!("error code {}", u32::from(other)).into(),
-    }
 }
 
 /// The session's connection, keeping its first bytes received to name what came instead of HTTP/2.

@@ -105,12 +105,14 @@ impl Template {
                 h2_headers.append(name, value.clone());
             }
         }
+        let wire = Bytes::from(wire);
         Template {
-            wire: Bytes::from(wire),
+            // The end of the HTTP/1.1 bytes, shared rather than copied: an upload is held once.
+            body: wire.slice(wire.len() - body.len()..),
+            wire,
             last: Bytes::from(last),
             head: *method == Method::HEAD,
             h2,
-            body: Bytes::copy_from_slice(body),
         }
     }
 
@@ -153,9 +155,8 @@ impl Template {
             Scheme::Http => "http",
             Scheme::Https => "https",
         };
-        let authority = headers
-            .get(HOST)
-            .map_or(host, |h| h.to_str().unwrap_or(host));
+        // The Host sent, the user's own or ours (set above).
+        let authority = headers[HOST].to_str().unwrap_or(host);
         let uri = format!("{scheme}://{authority}{}", r.url().path())
             .parse::<Uri>()
             .map_err(|e| bad(e.to_string()))?;
