@@ -154,6 +154,8 @@ pub fn check_claim(
         c.abandoned,
         c.refused_streams,
         c.goaways,
+        c.stream_resets,
+        c.window_stalls,
     ]
     .into_iter();
     let mut classes = c.status.iter().chain(&c.errors).copied();
@@ -162,7 +164,14 @@ pub fn check_claim(
             "it claims a count of {n} in one interval, where its share allows at most {ceiling}"
         ));
     }
-    let units = [c.bytes_in, c.bytes_out, report.cpu_ns];
+    let units = [
+        c.bytes_in,
+        c.bytes_out,
+        c.header_bytes_in,
+        c.body_bytes_in,
+        c.window_stall_us,
+        report.cpu_ns,
+    ];
     if let Some(n) = units.into_iter().find(|&n| n > CLAIM_MAX_UNITS) {
         return Err(format!(
             "it claims {n} bytes or CPU nanoseconds in one interval, more than any agent can"

@@ -347,6 +347,11 @@ impl From<&Counters> for pb::Counters {
             refused_streams: c.refused_streams,
             goaways: c.goaways,
             peer_max_streams: c.peer_max_streams,
+            stream_resets: c.stream_resets,
+            header_bytes_in: c.header_bytes_in,
+            body_bytes_in: c.body_bytes_in,
+            window_stalls: c.window_stalls,
+            window_stall_us: c.window_stall_us,
         }
     }
 }
@@ -381,6 +386,11 @@ impl TryFrom<&pb::Counters> for Counters {
             refused_streams: c.refused_streams,
             goaways: c.goaways,
             peer_max_streams: c.peer_max_streams,
+            stream_resets: c.stream_resets,
+            header_bytes_in: c.header_bytes_in,
+            body_bytes_in: c.body_bytes_in,
+            window_stalls: c.window_stalls,
+            window_stall_us: c.window_stall_us,
             ..Counters::default()
         };
         if c.ok > c.replies {

@@ -417,7 +417,7 @@ pub struct StepResult {
 }
 
 /// A step's HTTP/2 sessions as the server shaped them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Http2Step {
     /// The fewest concurrent streams a server's SETTINGS allowed on a session; null: no limit.
     pub server_max_streams: Option<u64>,
@@ -425,6 +425,19 @@ pub struct Http2Step {
     pub refused_streams: u64,
     /// Sessions the server ended with GOAWAY; the streams it had not processed were sent again.
     pub goaways: u64,
+    /// Streams the server reset with any other code (each failed, its code in the step's errors).
+    #[serde(default)]
+    pub stream_resets: u64,
+    /// Bytes of the replies' header blocks as received (HPACK-compressed), and of their bodies.
+    #[serde(default)]
+    pub header_bytes: u64,
+    #[serde(default)]
+    pub body_bytes: u64,
+    /// Request bodies that waited for the server's flow-control window, and how long in all (ms).
+    #[serde(default)]
+    pub window_stalls: u64,
+    #[serde(default)]
+    pub window_stall_ms: f64,
 }
 
 impl Http2Step {
@@ -435,6 +448,11 @@ impl Http2Step {
                 .then_some(c.peer_max_streams),
             refused_streams: c.refused_streams,
             goaways: c.goaways,
+            stream_resets: c.stream_resets,
+            header_bytes: c.header_bytes_in,
+            body_bytes: c.body_bytes_in,
+            window_stalls: c.window_stalls,
+            window_stall_ms: c.window_stall_us as f64 / 1000.0,
         })
     }
 
@@ -460,6 +478,18 @@ impl Http2Step {
             notes.push(format!(
                 "the server ended {} HTTP/2 sessions with GOAWAY (its keepalive_requests or http2_max_requests, or a restart): the streams it had not processed were sent again on a new connection",
                 self.goaways
+            ));
+        }
+        if self.stream_resets > 0 {
+            notes.push(format!(
+                "the server reset {} streams (RST_STREAM): each failed, its code in the step's errors",
+                self.stream_resets
+            ));
+        }
+        if self.window_stalls > 0 {
+            notes.push(format!(
+                "{} request bodies waited for the server's HTTP/2 flow-control window, {} ms in all: the server reading slowly, not the network",
+                self.window_stalls, self.window_stall_ms
             ));
         }
         notes

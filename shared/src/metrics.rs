@@ -124,6 +124,16 @@ pub struct Counters {
     /// HTTP/2: the fewest concurrent streams a server's SETTINGS allowed on any session (0: no
     /// session seen). Merged as the least, not added.
     pub peer_max_streams: u64,
+    /// HTTP/2: streams the server reset (RST_STREAM) with any code but REFUSED_STREAM.
+    pub stream_resets: u64,
+    /// HTTP/2: bytes of the replies' header blocks (HPACK-compressed, as received) and of their
+    /// bodies (DATA payload), apart.
+    pub header_bytes_in: u64,
+    pub body_bytes_in: u64,
+    /// HTTP/2: request bodies that waited for the server's flow-control window, and how long in all
+    /// (microseconds).
+    pub window_stalls: u64,
+    pub window_stall_us: u64,
 }
 
 /// How a server that sets no stream limit is recorded in `Counters::peer_max_streams`: above any
@@ -159,6 +169,11 @@ impl Counters {
         self.abandoned += o.abandoned;
         self.refused_streams += o.refused_streams;
         self.goaways += o.goaways;
+        self.stream_resets += o.stream_resets;
+        self.header_bytes_in += o.header_bytes_in;
+        self.body_bytes_in += o.body_bytes_in;
+        self.window_stalls += o.window_stalls;
+        self.window_stall_us += o.window_stall_us;
         self.peer_max_streams = least_seen(self.peer_max_streams, o.peer_max_streams);
     }
 

@@ -10,7 +10,7 @@ use http::header::{
     CONNECTION, CONTENT_LENGTH, HOST, HeaderName, HeaderValue, TE, TRANSFER_ENCODING, UPGRADE,
     USER_AGENT,
 };
-use http::{HeaderMap, Method, Request, Uri, Version};
+use http::{HeaderMap, Method, Uri};
 use shared::plan::{HttpVersion, RequestSpec, Scheme, Workload};
 
 /// A workload that cannot be prepared for sending.
@@ -45,9 +45,10 @@ pub struct Template {
     pub(super) last: Bytes,
     /// A reply to HEAD has no body, whatever its headers announce.
     pub(super) head: bool,
-    /// The same request as HTTP/2 sends it: pseudo-headers from the URI, no connection-specific
-    /// headers (RFC 9113 8.2.2 forbids them; h2 refuses to send them).
-    pub(super) h2: Request<()>,
+    /// The same request as HTTP/2 sends it, its header block encoded once (HPACK, nothing indexed):
+    /// pseudo-headers from the URI and the Host, no connection-specific headers (RFC 9113 8.2.2
+    /// forbids them).
+    pub(super) h2_block: Bytes,
     pub(super) body: Bytes,
 }
 
@@ -94,17 +95,27 @@ impl Template {
             w.extend_from_slice(b"\r\n");
             w.extend_from_slice(body);
         }
-        let mut h2 = Request::new(());
-        *h2.method_mut() = method.clone();
-        *h2.uri_mut() = uri.clone();
-        *h2.version_mut() = Version::HTTP_2;
-        let h2_headers = h2.headers_mut();
-        for (name, value) in headers {
-            let te_other_than_trailers = name == TE && value != "trailers";
-            if !NOT_IN_HTTP2.contains(name) && !te_other_than_trailers {
-                h2_headers.append(name, value.clone());
-            }
-        }
+        let fields: Vec<(&[u8], &[u8])> = headers
+            .iter()
+            .filter(|(name, value)| {
+                let te_other_than_trailers = *name == TE && *value != "trailers";
+                !NOT_IN_HTTP2.contains(name) && !te_other_than_trailers
+            })
+            .map(|(name, value)| (name.as_str().as_bytes(), value.as_bytes()))
+            .collect();
+        // The Host sent over HTTP/1.1 (the user's own, or ours) is the :authority.
+        let authority = headers
+            .get(HOST)
+            .and_then(|h| h.to_str().ok())
+            .or_else(|| uri.authority().map(|a| a.as_str()))
+            .unwrap_or_default();
+        let h2_block = super::http2::hpack::encode_request(
+            method.as_str(),
+            uri.scheme_str().unwrap_or("http"),
+            authority,
+            target,
+            &fields,
+        );
         let wire = Bytes::from(wire);
         Template {
             // The end of the HTTP/1.1 bytes, shared rather than copied: an upload is held once.
@@ -112,7 +123,7 @@ impl Template {
             wire,
             last: Bytes::from(last),
             head: *method == Method::HEAD,
-            h2,
+            h2_block: Bytes::from(h2_block),
         }
     }
 

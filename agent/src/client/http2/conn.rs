@@ -1,0 +1,787 @@
+//! One HTTP/2 connection's state, without its I/O: the driver gives it what it read and writes out
+//! what it queued, and the streams of any number of loops open, wait and finish through it. All on
+//! one thread, so a `RefCell` holds it and nothing locks.
+//!
+//! Flow control runs both ways: the server's windows cap what a request body may send (a stream
+//! waiting for window is a stall, timed), and stampede's own windows are set large at the start and
+//! refilled in bulk, so a reply never waits on the client.
+use std::collections::{HashMap, VecDeque};
+use std::task::Waker;
+use std::time::Duration;
+
+use bytes::Bytes;
+use tokio::time::Instant;
+
+use super::frame::{self, Head};
+use super::hpack::{Decoder, HpackError};
+
+/// The receive window stampede gives the connection and every stream (h2load's default too):
+/// large enough that no reply waits for a WINDOW_UPDATE.
+const RECV_WINDOW: u32 = 1 << 30;
+/// Refill a receive window once this much of it is used.
+const REFILL: u32 = RECV_WINDOW / 2;
+/// The most a reply's header block may hold, over its HEADERS and CONTINUATION frames.
+const MAX_HEADER_BLOCK: usize = 256 * 1024;
+/// A client's stream ids are odd and at most 2^31 - 1.
+const LAST_STREAM_ID: u32 = (1 << 31) - 1;
+
+/// How a stream ended, when it did not end with a whole reply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StreamEnd {
+    /// The server reset it with this code (REFUSED_STREAM: it did not process the request).
+    Reset(u32),
+    /// Above the last stream id of the server's GOAWAY: never processed.
+    AboveGoAway,
+    /// The connection ended first (`Conn::closed` says how).
+    Session,
+}
+
+/// How the connection ended.
+#[derive(Debug)]
+pub enum Closed {
+    Io(std::io::Error),
+    /// The server closed it (end of file).
+    Eof,
+    /// The server broke the protocol: stampede said GOAWAY with `code` and closed.
+    Protocol {
+        code: u32,
+        what: String,
+    },
+    /// The handles were all dropped: stampede closed it.
+    Done,
+}
+
+/// The server's GOAWAY.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GoAway {
+    pub last: u32,
+    pub code: u32,
+}
+
+/// What the set-up learnt: the server's first frame was SETTINGS, and the PING sent after ours was
+/// answered, so every setting the server sent first is applied.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Setup {
+    pub settings: bool,
+    pub pinged: bool,
+}
+
+#[derive(Debug)]
+struct Stream {
+    /// The reply's status, once its final header block came.
+    status: Option<u16>,
+    headers_at: Option<Instant>,
+    done_at: Option<Instant>,
+    end: Option<StreamEnd>,
+    waker: Option<Waker>,
+    /// The server's window for this stream's request body.
+    window: i64,
+    /// The request body not yet sent (from `body_at`), waiting for window.
+    body: Option<(Bytes, usize)>,
+    stalled_since: Option<Instant>,
+    /// The reply bytes received since this stream's window was last refilled.
+    consumed: u32,
+    /// Counted in `active` (open or half-closed, under the server's limit).
+    open: bool,
+}
+
+/// A connection's state.
+#[derive(Debug)]
+pub struct Conn {
+    /// Bytes queued for the driver to write.
+    pub out: Vec<u8>,
+    pub driver: Option<Waker>,
+    /// The driver has been woken and not yet run: a second wake is not needed.
+    pub driver_woken: bool,
+    pub setup: Setup,
+    /// The server's SETTINGS_MAX_CONCURRENT_STREAMS; `None` while it has sent none (unlimited).
+    pub max_streams: Option<u32>,
+    initial_window: i64,
+    max_frame: usize,
+    send_window: i64,
+    recv_consumed: u32,
+    next_id: u32,
+    streams: HashMap<u32, Stream>,
+    /// Streams open under the server's limit.
+    pub active: u32,
+    /// Streams waiting for a slot under the limit, by ticket, oldest first.
+    waiting: VecDeque<(u64, Waker)>,
+    next_ticket: u64,
+    /// Streams whose body waits for window, oldest first.
+    blocked: VecDeque<u32>,
+    decoder: Decoder,
+    /// A header block still coming in CONTINUATION frames: (stream, END_STREAM, the block so far).
+    continuing: Option<(u32, bool, Vec<u8>)>,
+    pub goaway: Option<GoAway>,
+    pub closed: Option<Closed>,
+    /// The first bytes the server sent, to name what came when it was not HTTP/2.
+    pub first: Vec<u8>,
+    /// All handles are gone: close once no stream is open.
+    pub closing: bool,
+    /// Counted here, taken by the streams' recorder: header block and DATA payload bytes received.
+    pub header_bytes: u64,
+    pub body_bytes: u64,
+    /// Streams that waited for the server's window, and for how long in all.
+    pub stalls: u64,
+    pub stalled: Duration,
+    /// Over TLS without ALPN (a server that chose no protocol): its refusal reads differently.
+    pub tls_without_alpn: bool,
+    setup_waker: Option<Waker>,
+}
+
+/// An opened stream's reply, complete.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Reply {
+    pub status: u16,
+    pub headers_at: Instant,
+    pub done_at: Instant,
+}
+
+impl Conn {
+    /// A connection with its preface, SETTINGS, window and set-up PING queued.
+    pub fn new(tls_without_alpn: bool) -> Conn {
+        let mut out = Vec::with_capacity(16 * 1024);
+        out.extend_from_slice(frame::PREFACE);
+        frame::put_settings(
+            &mut out,
+            &[
+                (frame::SETTINGS_ENABLE_PUSH, 0),
+                (frame::SETTINGS_INITIAL_WINDOW_SIZE, RECV_WINDOW),
+            ],
+        );
+        frame::put_window_update(&mut out, 0, RECV_WINDOW - frame::DEFAULT_WINDOW as u32);
+        frame::put_ping(&mut out, 0, *b"stampede");
+        Conn {
+            out,
+            driver: None,
+            driver_woken: false,
+            setup: Setup::default(),
+            max_streams: None,
+            initial_window: frame::DEFAULT_WINDOW,
+            max_frame: frame::MAX_FRAME,
+            send_window: frame::DEFAULT_WINDOW,
+            recv_consumed: 0,
+            next_id: 1,
+            streams: HashMap::new(),
+            active: 0,
+            waiting: VecDeque::new(),
+            next_ticket: 0,
+            blocked: VecDeque::new(),
+            decoder: Decoder::default(),
+            continuing: None,
+            goaway: None,
+            closed: None,
+            first: Vec::new(),
+            closing: false,
+            header_bytes: 0,
+            body_bytes: 0,
+            stalls: 0,
+            stalled: Duration::ZERO,
+            tls_without_alpn,
+            setup_waker: None,
+        }
+    }
+
+    /// Wakes `waker` when the set-up ends, or the connection does.
+    pub fn wait_setup(&mut self, waker: &Waker) {
+        self.setup_waker = Some(waker.clone());
+    }
+
+    fn setup_moved(&mut self) {
+        if let Some(w) = self.setup_waker.take() {
+            w.wake();
+        }
+    }
+
+    /// No new stream may open: the connection ended, the server said GOAWAY, or ids ran out.
+    pub fn ended(&self) -> bool {
+        self.closed.is_some() || self.goaway.is_some() || self.next_id > LAST_STREAM_ID
+    }
+
+    pub fn ready(&self) -> bool {
+        self.setup.settings && self.setup.pinged
+    }
+
+    pub fn wake_driver(&mut self) {
+        if !self.driver_woken {
+            self.driver_woken = true;
+            if let Some(w) = &self.driver {
+                w.wake_by_ref();
+            }
+        }
+    }
+
+    /// A ticket for a stream that may have to wait for a slot.
+    pub fn ticket(&mut self) -> u64 {
+        self.next_ticket += 1;
+        self.next_ticket
+    }
+
+    /// Opens a stream if the server's limit has room and no older stream waits, queueing its
+    /// request; otherwise the caller waits, woken when a slot frees. `None` while it waits.
+    pub fn try_open(
+        &mut self,
+        ticket: u64,
+        waker: &Waker,
+        block: &[u8],
+        body: &Bytes,
+        now: Instant,
+    ) -> Option<u32> {
+        let room = self.max_streams.is_none_or(|m| self.active < m);
+        let first = self.waiting.front().is_none_or(|(t, _)| *t == ticket);
+        if !(room && first) {
+            match self.waiting.iter_mut().find(|(t, _)| *t == ticket) {
+                Some((_, w)) => w.clone_from(waker),
+                None => self.waiting.push_back((ticket, waker.clone())),
+            }
+            return None;
+        }
+        if self.waiting.front().is_some_and(|(t, _)| *t == ticket) {
+            self.waiting.pop_front();
+        }
+        let id = self.next_id;
+        self.next_id += 2;
+        self.active += 1;
+        self.put_headers(id, block, body.is_empty());
+        let mut stream = Stream {
+            status: None,
+            headers_at: None,
+            done_at: None,
+            end: None,
+            waker: None,
+            window: self.initial_window,
+            body: (!body.is_empty()).then(|| (body.clone(), 0)),
+            stalled_since: None,
+            consumed: 0,
+            open: true,
+        };
+        self.send_body(id, &mut stream, now);
+        self.streams.insert(id, stream);
+        self.wake_driver();
+        // The next in line may open too, if there is still room.
+        self.wake_next();
+        Some(id)
+    }
+
+    /// A stream that waited and gave up leaves the queue.
+    pub fn leave_queue(&mut self, ticket: u64) {
+        let front = self.waiting.front().is_some_and(|(t, _)| *t == ticket);
+        self.waiting.retain(|(t, _)| *t != ticket);
+        if front {
+            self.wake_next();
+        }
+    }
+
+    fn wake_next(&mut self) {
+        if (self.max_streams.is_none_or(|m| self.active < m) || self.ended())
+            && let Some((_, w)) = self.waiting.front()
+        {
+            w.wake_by_ref();
+        }
+    }
+
+    /// Wakes every waiting stream: the connection can take no more.
+    fn wake_all(&mut self) {
+        for (_, w) in self.waiting.drain(..) {
+            w.wake();
+        }
+        for s in self.streams.values_mut() {
+            if let Some(w) = s.waker.take() {
+                w.wake();
+            }
+        }
+    }
+
+    fn put_headers(&mut self, id: u32, block: &[u8], end_stream: bool) {
+        let end = if end_stream { frame::END_STREAM } else { 0 };
+        let mut chunks = block.chunks(self.max_frame);
+        let first = chunks.next().unwrap_or_default();
+        let more = block.len() > self.max_frame;
+        let flags = end | if more { 0 } else { frame::END_HEADERS };
+        frame::put_head(&mut self.out, first.len(), frame::HEADERS, flags, id);
+        self.out.extend_from_slice(first);
+        let mut rest = chunks.peekable();
+        while let Some(c) = rest.next() {
+            let flags = if rest.peek().is_none() {
+                frame::END_HEADERS
+            } else {
+                0
+            };
+            frame::put_head(&mut self.out, c.len(), frame::CONTINUATION, flags, id);
+            self.out.extend_from_slice(c);
+        }
+    }
+
+    /// Sends as much of a stream's body as the windows allow; what is left waits, timed as a stall.
+    fn send_body(&mut self, id: u32, s: &mut Stream, now: Instant) {
+        let Some((body, mut at)) = s.body.take() else {
+            return;
+        };
+        while at < body.len() {
+            let room = s.window.min(self.send_window).min(self.max_frame as i64);
+            if room <= 0 {
+                if s.stalled_since.is_none() {
+                    s.stalled_since = Some(now);
+                    self.stalls += 1;
+                }
+                if !self.blocked.contains(&id) {
+                    self.blocked.push_back(id);
+                }
+                s.body = Some((body, at));
+                return;
+            }
+            let n = (body.len() - at).min(room as usize);
+            let last = at + n == body.len();
+            let flags = if last { frame::END_STREAM } else { 0 };
+            frame::put_head(&mut self.out, n, frame::DATA, flags, id);
+            self.out.extend_from_slice(&body[at..at + n]);
+            at += n;
+            s.window -= n as i64;
+            self.send_window -= n as i64;
+        }
+        if let Some(since) = s.stalled_since.take() {
+            self.stalled += now.saturating_duration_since(since);
+        }
+    }
+
+    /// After a window grew: the blocked bodies go on, oldest first.
+    fn unblock(&mut self, now: Instant) {
+        for _ in 0..self.blocked.len() {
+            let Some(id) = self.blocked.pop_front() else {
+                break;
+            };
+            if let Some(mut s) = self.streams.remove(&id) {
+                self.send_body(id, &mut s, now);
+                self.streams.insert(id, s);
+            }
+        }
+        self.wake_driver();
+    }
+
+    /// The stream's reply, once it is complete or the stream ended: `None` while it is coming.
+    pub fn poll_reply(&mut self, id: u32, waker: &Waker) -> Option<Result<Reply, StreamEnd>> {
+        let s = self.streams.get_mut(&id)?;
+        if let Some(end) = s.end {
+            self.streams.remove(&id);
+            return Some(Err(end));
+        }
+        if let (Some(status), Some(headers_at), Some(done_at)) = (s.status, s.headers_at, s.done_at)
+        {
+            self.streams.remove(&id);
+            return Some(Ok(Reply {
+                status,
+                headers_at,
+                done_at,
+            }));
+        }
+        match &mut s.waker {
+            Some(w) => w.clone_from(waker),
+            None => s.waker = Some(waker.clone()),
+        }
+        None
+    }
+
+    /// A stream given up by its caller (a timeout, a cancelled step): reset (CANCEL) if it is still
+    /// open, so the server stops working on it and its slot frees.
+    pub fn forget(&mut self, id: u32) {
+        let Some(s) = self.streams.remove(&id) else {
+            return;
+        };
+        if s.open {
+            self.active -= 1;
+            if self.closed.is_none() {
+                frame::put_rst(&mut self.out, id, frame::CANCEL);
+                self.wake_driver();
+            }
+            self.wake_next();
+        }
+        self.blocked.retain(|b| *b != id);
+    }
+
+    /// The stream is closed on both sides (or reset): its slot frees.
+    fn close_stream(&mut self, id: u32, end: Option<StreamEnd>, now: Instant) {
+        let Some(s) = self.streams.get_mut(&id) else {
+            return;
+        };
+        if s.open {
+            s.open = false;
+            self.active -= 1;
+        }
+        if end.is_some() && s.end.is_none() && s.done_at.is_none() {
+            s.end = end;
+        }
+        if end.is_none() {
+            s.done_at = Some(now);
+        }
+        if s.body.take().is_some() {
+            // The reply came before the whole request (RFC 9113 8.1): the rest is not sent.
+            frame::put_rst(&mut self.out, id, frame::CANCEL);
+            self.blocked.retain(|b| *b != id);
+        }
+        if let Some(w) = s.waker.take() {
+            w.wake();
+        }
+        self.wake_next();
+    }
+
+    /// The connection ended: every stream still open ends with it.
+    pub fn close(&mut self, how: Closed) {
+        if self.closed.is_none() {
+            self.closed = Some(how);
+        }
+        let open: Vec<u32> = self
+            .streams
+            .iter()
+            .filter(|(_, s)| s.end.is_none() && s.done_at.is_none())
+            .map(|(id, _)| *id)
+            .collect();
+        for id in open {
+            if let Some(s) = self.streams.get_mut(&id) {
+                s.end = Some(StreamEnd::Session);
+                if s.open {
+                    s.open = false;
+                    self.active -= 1;
+                }
+            }
+        }
+        self.wake_all();
+        self.setup_moved();
+    }
+
+    /// The server broke the protocol: say GOAWAY with `code`, and end.
+    fn broken(&mut self, code: u32, what: impl Into<String>) -> Result<(), ()> {
+        let last = self.next_id.saturating_sub(2);
+        frame::put_goaway(&mut self.out, last, code);
+        self.close(Closed::Protocol {
+            code,
+            what: what.into(),
+        });
+        Err(())
+    }
+
+    /// Takes in what was read: every whole frame at the start of `buf`. Returns how many bytes it
+    /// used (the rest is an unfinished frame). After a protocol error the connection is closed and
+    /// nothing more is read.
+    pub fn receive(&mut self, buf: &[u8], now: Instant) -> usize {
+        if self.first.len() < 24 {
+            let take = buf.len().min(24 - self.first.len());
+            self.first.extend_from_slice(&buf[..take]);
+        }
+        let mut at = 0;
+        while self.closed.is_none() {
+            let Some(head) = Head::parse(&buf[at..]) else {
+                break;
+            };
+            if !self.setup.settings
+                && (head.kind != frame::SETTINGS || head.flags & frame::ACK != 0)
+            {
+                let _ = self.broken(frame::PROTOCOL_ERROR, "its first frame was not SETTINGS");
+                break;
+            }
+            if head.len > frame::MAX_FRAME {
+                let _ = self.broken(
+                    frame::FRAME_SIZE_ERROR,
+                    format!("a frame of {} bytes, over the 16,384 allowed", head.len),
+                );
+                break;
+            }
+            let end = at + frame::HEADER_LEN + head.len;
+            if buf.len() < end {
+                break;
+            }
+            let payload = &buf[at + frame::HEADER_LEN..end];
+            at = end;
+            if self.frame(head, payload, now).is_err() {
+                break;
+            }
+        }
+        at
+    }
+
+    fn frame(&mut self, h: Head, p: &[u8], now: Instant) -> Result<(), ()> {
+        if self.continuing.is_some() && h.kind != frame::CONTINUATION {
+            return self.broken(frame::PROTOCOL_ERROR, "a header block left unfinished");
+        }
+        match h.kind {
+            frame::DATA => self.data(h, p, now),
+            frame::HEADERS => {
+                if h.stream == 0 || h.stream.is_multiple_of(2) {
+                    return self.broken(frame::PROTOCOL_ERROR, "HEADERS on a stream it cannot use");
+                }
+                let mut block = unpad(h, p).ok_or(()).or_else(|_| self.padding())?;
+                if h.flags & frame::PRIORITY_FLAG != 0 {
+                    if block.len() < 5 {
+                        return self.broken(frame::FRAME_SIZE_ERROR, "a HEADERS frame too short");
+                    }
+                    block = &block[5..];
+                }
+                let end_stream = h.flags & frame::END_STREAM != 0;
+                if h.flags & frame::END_HEADERS != 0 {
+                    self.header_block(h.stream, end_stream, block, now)
+                } else {
+                    self.continuing = Some((h.stream, end_stream, block.to_vec()));
+                    Ok(())
+                }
+            }
+            frame::CONTINUATION => {
+                let Some((id, end_stream, mut block)) = self.continuing.take() else {
+                    return self.broken(frame::PROTOCOL_ERROR, "CONTINUATION without HEADERS");
+                };
+                if h.stream != id {
+                    return self.broken(frame::PROTOCOL_ERROR, "CONTINUATION on another stream");
+                }
+                block.extend_from_slice(p);
+                if block.len() > MAX_HEADER_BLOCK {
+                    return self.broken(
+                        frame::PROTOCOL_ERROR,
+                        "a header block over 256 KiB (SETTINGS_MAX_HEADER_LIST_SIZE)",
+                    );
+                }
+                if h.flags & frame::END_HEADERS != 0 {
+                    self.header_block(id, end_stream, &block, now)
+                } else {
+                    self.continuing = Some((id, end_stream, block));
+                    Ok(())
+                }
+            }
+            frame::PRIORITY => Ok(()),
+            frame::RST_STREAM => {
+                if h.stream == 0 || p.len() != 4 {
+                    return self.broken(frame::PROTOCOL_ERROR, "a malformed RST_STREAM");
+                }
+                let code = frame::u32_at(p, 0);
+                self.close_stream(h.stream, Some(StreamEnd::Reset(code)), now);
+                Ok(())
+            }
+            frame::SETTINGS => self.settings(h, p, now),
+            frame::PUSH_PROMISE => {
+                self.broken(frame::PROTOCOL_ERROR, "PUSH_PROMISE, with push disabled")
+            }
+            frame::PING => {
+                if h.stream != 0 || p.len() != 8 {
+                    return self.broken(frame::FRAME_SIZE_ERROR, "a malformed PING");
+                }
+                if h.flags & frame::ACK != 0 {
+                    if p == b"stampede" {
+                        self.setup.pinged = true;
+                        self.setup_moved();
+                    }
+                } else {
+                    let mut data = [0u8; 8];
+                    data.copy_from_slice(p);
+                    frame::put_ping(&mut self.out, frame::ACK, data);
+                    self.wake_driver();
+                }
+                Ok(())
+            }
+            frame::GOAWAY => {
+                if h.stream != 0 || p.len() < 8 {
+                    return self.broken(frame::PROTOCOL_ERROR, "a malformed GOAWAY");
+                }
+                let goaway = GoAway {
+                    last: frame::u31(p, 0),
+                    code: frame::u32_at(p, 4),
+                };
+                self.goaway = Some(goaway);
+                self.setup_moved();
+                let above: Vec<u32> = self
+                    .streams
+                    .keys()
+                    .copied()
+                    .filter(|&id| id > goaway.last)
+                    .collect();
+                for id in above {
+                    self.close_stream(id, Some(StreamEnd::AboveGoAway), now);
+                }
+                // Streams waiting for a slot learn that this connection takes no more.
+                for (_, w) in self.waiting.drain(..) {
+                    w.wake();
+                }
+                Ok(())
+            }
+            frame::WINDOW_UPDATE => {
+                if p.len() != 4 {
+                    return self.broken(frame::FRAME_SIZE_ERROR, "a malformed WINDOW_UPDATE");
+                }
+                let inc = i64::from(frame::u31(p, 0));
+                if h.stream == 0 {
+                    if inc == 0 {
+                        return self.broken(frame::PROTOCOL_ERROR, "a WINDOW_UPDATE of 0");
+                    }
+                    self.send_window += inc;
+                    if self.send_window > frame::MAX_WINDOW {
+                        return self
+                            .broken(frame::FLOW_CONTROL_ERROR, "a connection window over 2^31-1");
+                    }
+                } else if let Some(s) = self.streams.get_mut(&h.stream) {
+                    s.window += inc;
+                    if inc == 0 || s.window > frame::MAX_WINDOW {
+                        frame::put_rst(&mut self.out, h.stream, frame::FLOW_CONTROL_ERROR);
+                        self.close_stream(
+                            h.stream,
+                            Some(StreamEnd::Reset(frame::FLOW_CONTROL_ERROR)),
+                            now,
+                        );
+                        return Ok(());
+                    }
+                }
+                if !self.blocked.is_empty() {
+                    self.unblock(now);
+                }
+                Ok(())
+            }
+            // Unknown frame types are ignored (RFC 9113 4.1).
+            _ => Ok(()),
+        }
+    }
+
+    fn padding(&mut self) -> Result<&'static [u8], ()> {
+        self.broken(frame::PROTOCOL_ERROR, "padding longer than its frame")
+            .map(|_| &[][..])
+    }
+
+    fn data(&mut self, h: Head, p: &[u8], now: Instant) -> Result<(), ()> {
+        if h.stream == 0 || h.stream >= self.next_id {
+            return self.broken(frame::PROTOCOL_ERROR, "DATA on a stream never opened");
+        }
+        // The whole payload, padding too, counts against the windows (RFC 9113 6.9.1).
+        let len = p.len() as u32;
+        self.recv_consumed += len;
+        if self.recv_consumed >= REFILL {
+            frame::put_window_update(&mut self.out, 0, self.recv_consumed);
+            self.recv_consumed = 0;
+            self.wake_driver();
+        }
+        let Some(body) = unpad(h, p) else {
+            return self.padding().map(|_| ());
+        };
+        let Some(s) = self.streams.get_mut(&h.stream) else {
+            // A stream stampede gave up on: what was already in flight is dropped.
+            return Ok(());
+        };
+        if s.status.is_none() {
+            frame::put_rst(&mut self.out, h.stream, frame::PROTOCOL_ERROR);
+            self.close_stream(h.stream, Some(StreamEnd::Reset(frame::PROTOCOL_ERROR)), now);
+            return Ok(());
+        }
+        self.body_bytes += body.len() as u64;
+        s.consumed += len;
+        if s.consumed >= REFILL {
+            frame::put_window_update(&mut self.out, h.stream, s.consumed);
+            s.consumed = 0;
+            self.wake_driver();
+        }
+        if h.flags & frame::END_STREAM != 0 {
+            self.close_stream(h.stream, None, now);
+        }
+        Ok(())
+    }
+
+    fn header_block(
+        &mut self,
+        id: u32,
+        end_stream: bool,
+        block: &[u8],
+        now: Instant,
+    ) -> Result<(), ()> {
+        if id >= self.next_id {
+            return self.broken(frame::PROTOCOL_ERROR, "HEADERS on a stream never opened");
+        }
+        self.header_bytes += block.len() as u64;
+        // Decoded whatever the stream's state: the table the server keeps must stay in step.
+        let decoded = match self.decoder.decode(block) {
+            Ok(d) => d,
+            Err(HpackError(what)) => {
+                return self.broken(frame::COMPRESSION_ERROR, format!("HPACK: {what}"));
+            }
+        };
+        let Some(s) = self.streams.get_mut(&id) else {
+            return Ok(());
+        };
+        match (s.status, decoded.status) {
+            // Informational (1xx): the final reply is still to come.
+            (None, Some(status)) if (100..200).contains(&status) && !end_stream => {}
+            (None, Some(status)) => {
+                s.status = Some(status);
+                s.headers_at = Some(now);
+            }
+            // Trailers, which must end the stream.
+            (Some(_), _) if end_stream => {}
+            _ => {
+                frame::put_rst(&mut self.out, id, frame::PROTOCOL_ERROR);
+                self.close_stream(id, Some(StreamEnd::Reset(frame::PROTOCOL_ERROR)), now);
+                return Ok(());
+            }
+        }
+        if end_stream {
+            self.close_stream(id, None, now);
+        }
+        Ok(())
+    }
+
+    fn settings(&mut self, h: Head, p: &[u8], now: Instant) -> Result<(), ()> {
+        if h.stream != 0 {
+            return self.broken(frame::PROTOCOL_ERROR, "SETTINGS on a stream");
+        }
+        if h.flags & frame::ACK != 0 {
+            return Ok(());
+        }
+        if !p.len().is_multiple_of(6) {
+            return self.broken(frame::FRAME_SIZE_ERROR, "a SETTINGS frame of a bad length");
+        }
+        for s in p.chunks_exact(6) {
+            let id = u16::from_be_bytes([s[0], s[1]]);
+            let value = frame::u32_at(s, 2);
+            match id {
+                frame::SETTINGS_MAX_CONCURRENT_STREAMS => self.max_streams = Some(value),
+                frame::SETTINGS_INITIAL_WINDOW_SIZE => {
+                    if i64::from(value) > frame::MAX_WINDOW {
+                        return self.broken(
+                            frame::FLOW_CONTROL_ERROR,
+                            "SETTINGS_INITIAL_WINDOW_SIZE over 2^31-1",
+                        );
+                    }
+                    // Every stream's window moves by the change (RFC 9113 6.9.2).
+                    let delta = i64::from(value) - self.initial_window;
+                    self.initial_window = i64::from(value);
+                    for st in self.streams.values_mut() {
+                        st.window += delta;
+                    }
+                }
+                frame::SETTINGS_MAX_FRAME_SIZE => {
+                    if !(frame::MAX_FRAME as u32..=(1 << 24) - 1).contains(&value) {
+                        return self.broken(
+                            frame::PROTOCOL_ERROR,
+                            "SETTINGS_MAX_FRAME_SIZE outside 16,384..16,777,215",
+                        );
+                    }
+                    self.max_frame = value as usize;
+                }
+                frame::SETTINGS_ENABLE_PUSH if value > 1 => {
+                    return self.broken(frame::PROTOCOL_ERROR, "SETTINGS_ENABLE_PUSH not 0 or 1");
+                }
+                // The header table size limits the encoder, which indexes nothing.
+                _ => {}
+            }
+        }
+        self.setup.settings = true;
+        frame::put_head(&mut self.out, 0, frame::SETTINGS, frame::ACK, 0);
+        self.wake_driver();
+        if !self.blocked.is_empty() {
+            self.unblock(now);
+        }
+        self.wake_next();
+        Ok(())
+    }
+}
+
+/// A padded frame's payload without its padding; `None` when the padding does not fit.
+fn unpad(h: Head, p: &[u8]) -> Option<&[u8]> {
+    if h.flags & frame::PADDED == 0 {
+        return Some(p);
+    }
+    let (&pad, rest) = p.split_first()?;
+    rest.len()
+        .checked_sub(usize::from(pad))
+        .map(|keep| &rest[..keep])
+}
