@@ -301,11 +301,17 @@ struct Unsent(ErrorClass);
 /// An HTTP/2 session shared by the loops whose streams it carries (a connection's `--streams`),
 /// opened by the first of them to need it and again after it ended; the others wait for that open
 /// rather than each opening a connection of its own.
+///
+/// An open that fails fails for the loops that waited for it too, in its class: they do not each
+/// try a connection of their own (M connects where the server refused one).
 #[derive(Default)]
 struct Shared {
     now: RefCell<Option<Rc<Session>>>,
     opening: Cell<bool>,
     opened: Notify,
+    /// Opens ended so far, and how the last one failed (`None`: it did not).
+    opens: Cell<u64>,
+    failed: Cell<Option<ErrorClass>>,
 }
 
 impl Shared {
@@ -318,14 +324,22 @@ impl Shared {
                 s.count_end(&ctx.rec);
             }
             if self.opening.get() {
+                let before = self.opens.get();
                 self.opened.notified().await;
+                if self.opens.get() != before
+                    && let Some(class) = self.failed.get()
+                {
+                    return Err(class);
+                }
                 continue;
             }
             self.opening.set(true);
             // Cleared however the open ends, a cancelled one too, so no waiter is left behind.
             let _open = Opening(self);
-            let session = Session::open(&ctx.target, &ctx.rec).await?;
-            let session = Rc::new(session);
+            self.failed.set(None);
+            let opened = Session::open(&ctx.target, &ctx.rec).await;
+            self.failed.set(opened.as_ref().err().copied());
+            let session = Rc::new(opened?);
             *self.now.borrow_mut() = Some(session.clone());
             return Ok(session);
         }
@@ -338,6 +352,7 @@ struct Opening<'a>(&'a Shared);
 impl Drop for Opening<'_> {
     fn drop(&mut self) {
         self.0.opening.set(false);
+        self.0.opens.set(self.0.opens.get() + 1);
         self.0.opened.notify_waiters();
     }
 }

@@ -75,6 +75,8 @@ impl Nginx {
         ));
         std::fs::create_dir_all(dir.join("logs")).unwrap();
         let d = dir.display();
+        // A server block may pass requests on to the status server, named before it is known.
+        let extra = extra.replace("$STATUS_ADDR", &status.to_string());
         let listen = match http2 {
             None => format!("listen {addr};"),
             Some(Http2::Cleartext) => format!("listen {addr} http2;"),

@@ -53,6 +53,11 @@ fn over_h2c_nginx_counts_every_request_and_its_stream_limit_is_never_exceeded() 
         let h2 = &step["http2"];
         assert_eq!(h2["server_max_streams"], 8, "{step}");
         assert_eq!(h2["refused_streams"], 0, "{step}");
+        // nginx's reply is "hello\n": six bytes of DATA each, and a header block of its own.
+        let replies = step["replies"].as_u64().unwrap();
+        assert_eq!(h2["body_bytes"], 6 * replies, "{step}");
+        let headers = h2["header_bytes"].as_u64().unwrap();
+        assert!(headers > replies && headers < 100 * replies, "{step}");
         assert!(step["generator"]["waited"].as_u64().unwrap() > 0, "{step}");
         assert!(
             step["notes"].as_array().unwrap().iter().any(|n| n
@@ -64,6 +69,65 @@ fn over_h2c_nginx_counts_every_request_and_its_stream_limit_is_never_exceeded() 
     }
     assert_eq!(ran.run["plan"]["http"], "2", "{}", ran.run["plan"]);
     assert_eq!(ran.run["plan"]["streams"], 16, "{}", ran.run["plan"]);
+}
+
+#[test]
+fn request_bodies_past_nginx_s_window_wait_for_it_and_every_one_arrives() {
+    // nginx's stream window for a request body is http2_body_preread_size: 16 KiB here, so a 200 KB
+    // upload waits for nginx's WINDOW_UPDATEs as it reads. nginx reads the whole body only when it
+    // has somewhere to send it: /upload passes it on (as a GET) to its own status server, which
+    // stub_status counts as a second request.
+    let Some(nginx) = Nginx::start_http2(
+        "http2_window",
+        Http2::Cleartext,
+        "http2_body_preread_size 16k; client_max_body_size 1m; \
+         location = /upload { proxy_method GET; proxy_pass http://$STATUS_ADDR/nginx_status; }",
+    ) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let body = dir.path().join("body");
+    std::fs::write(&body, "b".repeat(200_000)).unwrap();
+    let body = body.to_str().unwrap();
+    let before = nginx.requests();
+    let url = format!("{}upload", nginx.url());
+    let ran = run_ok(&[
+        &url,
+        "--http",
+        "2",
+        "-m",
+        "POST",
+        "--body-file",
+        body,
+        "--model",
+        "concurrency",
+        "--steps",
+        "2",
+        "--streams",
+        "4",
+        "--step-duration",
+        "1s",
+        "--threads",
+        "1",
+    ]);
+    let handled = nginx.requests() - before - 1;
+    let (sent, failed) = sent_and_failed(&ran);
+    assert!(sent > 20, "{}", ran.run);
+    assert_eq!(
+        2 * sent,
+        handled,
+        "nginx handled and passed on what stampede sent"
+    );
+    assert_eq!(failed, 0, "{}", ran.run);
+    let step = &ran.steps()[0];
+    let h2 = &step["http2"];
+    assert!(h2["window_stalls"].as_u64().unwrap() > 0, "{step}");
+    assert!(h2["window_stall_ms"].as_f64().unwrap() > 0.0, "{step}");
+    // Every body was sent whole, not cut off by an early reply.
+    assert!(
+        step["bytes_out"].as_u64().unwrap() >= 200_000 * sent,
+        "{step}"
+    );
 }
 
 #[test]

@@ -413,6 +413,9 @@ impl Conn {
         if end.is_none() {
             s.done_at = Some(now);
         }
+        if let Some(since) = s.stalled_since.take() {
+            self.stalled += now.saturating_duration_since(since);
+        }
         if s.body.take().is_some() {
             // The reply came before the whole request (RFC 9113 8.1): the rest is not sent.
             frame::put_rst(&mut self.out, id, frame::CANCEL);
@@ -784,4 +787,255 @@ fn unpad(h: Head, p: &[u8]) -> Option<&[u8]> {
     rest.len()
         .checked_sub(usize::from(pad))
         .map(|keep| &rest[..keep])
+}
+
+#[cfg(test)]
+mod tests {
+    use std::task::Waker;
+
+    use proptest::prelude::*;
+
+    use super::*;
+
+    fn frame_of(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
+        let mut out = Vec::new();
+        frame::put_head(&mut out, payload.len(), kind, flags, stream);
+        out.extend_from_slice(payload);
+        out
+    }
+
+    fn settings(pairs: &[(u16, u32)]) -> Vec<u8> {
+        let mut out = Vec::new();
+        frame::put_settings(&mut out, pairs);
+        out
+    }
+
+    /// A connection whose server sent `pairs` and answered the set-up PING.
+    fn ready(pairs: &[(u16, u32)]) -> Conn {
+        let mut c = Conn::new(false);
+        let mut input = settings(pairs);
+        input.extend(frame_of(frame::PING, frame::ACK, 0, b"stampede"));
+        assert_eq!(c.receive(&input, Instant::now()), input.len());
+        assert!(c.ready() && c.closed.is_none(), "{:?}", c.closed);
+        c.out.clear();
+        c
+    }
+
+    fn open(c: &mut Conn, body: &'static [u8]) -> Option<u32> {
+        let t = c.ticket();
+        c.try_open(
+            t,
+            Waker::noop(),
+            &[0x82, 0x86, 0x84],
+            &Bytes::from_static(body),
+            Instant::now(),
+        )
+    }
+
+    /// The frames in what the connection queued, as (type, flags, stream, payload length).
+    fn frames(out: &[u8]) -> Vec<(u8, u8, u32, usize)> {
+        let mut at = 0;
+        let mut seen = Vec::new();
+        while let Some(h) = Head::parse(&out[at..]) {
+            seen.push((h.kind, h.flags, h.stream, h.len));
+            at += frame::HEADER_LEN + h.len;
+        }
+        seen
+    }
+
+    #[test]
+    fn the_set_up_says_the_preface_and_acknowledges_the_server_s_settings() {
+        let c = Conn::new(false);
+        assert!(c.out.starts_with(frame::PREFACE));
+        let kinds: Vec<u8> = frames(&c.out[frame::PREFACE.len()..])
+            .iter()
+            .map(|f| f.0)
+            .collect();
+        assert_eq!(kinds, [frame::SETTINGS, frame::WINDOW_UPDATE, frame::PING]);
+        let mut c = Conn::new(false);
+        c.out.clear();
+        c.receive(
+            &settings(&[(frame::SETTINGS_MAX_CONCURRENT_STREAMS, 2)]),
+            Instant::now(),
+        );
+        assert!(!c.ready(), "the PING is not answered yet");
+        assert_eq!(c.max_streams, Some(2));
+        assert!(frames(&c.out).contains(&(frame::SETTINGS, frame::ACK, 0, 0)));
+    }
+
+    #[test]
+    fn no_more_streams_open_than_the_server_allows_and_the_next_opens_when_one_ends() {
+        let mut c = ready(&[(frame::SETTINGS_MAX_CONCURRENT_STREAMS, 2)]);
+        assert_eq!(open(&mut c, b""), Some(1));
+        assert_eq!(open(&mut c, b""), Some(3));
+        let t = c.ticket();
+        let block = [0x82u8];
+        let none = Bytes::new();
+        assert_eq!(
+            c.try_open(t, Waker::noop(), &block, &none, Instant::now()),
+            None
+        );
+        // Stream 1's reply: :status 200 (static index 8) and six bytes of body.
+        let now = Instant::now();
+        c.receive(
+            &frame_of(frame::HEADERS, frame::END_HEADERS, 1, &[0x88]),
+            now,
+        );
+        c.receive(
+            &frame_of(frame::DATA, frame::END_STREAM, 1, b"hello\n"),
+            now,
+        );
+        let reply = c.poll_reply(1, Waker::noop()).unwrap().unwrap();
+        assert_eq!(reply.status, 200);
+        assert_eq!((c.header_bytes, c.body_bytes, c.active), (1, 6, 1));
+        assert_eq!(
+            c.try_open(t, Waker::noop(), &block, &none, Instant::now()),
+            Some(5)
+        );
+    }
+
+    #[test]
+    fn a_body_past_the_server_s_window_waits_for_it_and_the_wait_is_timed() {
+        let mut c = ready(&[(frame::SETTINGS_INITIAL_WINDOW_SIZE, 10)]);
+        let id = open(&mut c, b"0123456789abcdefghijklmno").unwrap();
+        let sent = frames(&c.out);
+        assert_eq!(sent[1], (frame::DATA, 0, id, 10), "{sent:?}");
+        assert_eq!(c.stalls, 1);
+        c.out.clear();
+        let later = Instant::now() + Duration::from_millis(5);
+        c.receive(
+            &frame_of(frame::WINDOW_UPDATE, 0, id, &20u32.to_be_bytes()),
+            later,
+        );
+        assert_eq!(frames(&c.out), [(frame::DATA, frame::END_STREAM, id, 15)]);
+        assert!(c.stalled >= Duration::from_millis(4), "{:?}", c.stalled);
+    }
+
+    #[test]
+    fn a_goaway_ends_the_streams_above_its_last_id_unprocessed_and_the_session_for_new_ones() {
+        let mut c = ready(&[]);
+        let (a, b) = (open(&mut c, b"").unwrap(), open(&mut c, b"").unwrap());
+        let mut goaway = a.to_be_bytes().to_vec();
+        goaway.extend(11u32.to_be_bytes());
+        c.receive(&frame_of(frame::GOAWAY, 0, 0, &goaway), Instant::now());
+        assert!(c.ended());
+        assert_eq!(c.goaway, Some(GoAway { last: a, code: 11 }));
+        assert_eq!(
+            c.poll_reply(b, Waker::noop()),
+            Some(Err(StreamEnd::AboveGoAway))
+        );
+        assert_eq!(
+            c.poll_reply(a, Waker::noop()),
+            None,
+            "stream 1 may still be answered"
+        );
+        c.receive(
+            &frame_of(frame::RST_STREAM, 0, a, &7u32.to_be_bytes()),
+            Instant::now(),
+        );
+        assert_eq!(
+            c.poll_reply(a, Waker::noop()),
+            Some(Err(StreamEnd::Reset(7)))
+        );
+        assert_eq!(c.active, 0);
+    }
+
+    #[test]
+    fn a_server_that_breaks_the_protocol_is_told_why_and_the_session_ends() {
+        let cases: Vec<(Vec<u8>, &str)> = vec![
+            (frame_of(frame::PUSH_PROMISE, 0, 1, &[0; 4]), "PUSH_PROMISE"),
+            (frame_of(frame::DATA, 0, 99, b"x"), "never opened"),
+            (
+                frame_of(frame::HEADERS, frame::PADDED, 1, &[9, 0x88]),
+                "padding",
+            ),
+            (
+                frame_of(frame::HEADERS, frame::END_HEADERS, 1, &[0xff, 0xff]),
+                "HPACK",
+            ),
+            (frame_of(frame::PING, 0, 0, &[0; 3]), "PING"),
+            (
+                frame_of(frame::WINDOW_UPDATE, 0, 0, &0u32.to_be_bytes()),
+                "WINDOW_UPDATE of 0",
+            ),
+            (
+                frame_of(frame::CONTINUATION, 0, 1, &[]),
+                "CONTINUATION without",
+            ),
+            (
+                settings(&[(frame::SETTINGS_MAX_FRAME_SIZE, 10)]),
+                "MAX_FRAME_SIZE",
+            ),
+            (vec![0, 0x40, 0x01, 0, 0, 0, 0, 0, 1], "over the 16,384"),
+        ];
+        for (input, says) in cases {
+            let mut c = ready(&[]);
+            let id = open(&mut c, b"").unwrap();
+            c.out.clear();
+            c.receive(&input, Instant::now());
+            match &c.closed {
+                Some(Closed::Protocol { what, .. }) => assert!(what.contains(says), "{what}"),
+                other => panic!("{says}: {other:?}"),
+            }
+            assert_eq!(frames(&c.out)[0].0, frame::GOAWAY);
+            assert_eq!(
+                c.poll_reply(id, Waker::noop()),
+                Some(Err(StreamEnd::Session))
+            );
+        }
+        let mut c = Conn::new(false);
+        c.receive(b"HTTP/1.1 400 Bad Request\r\n\r\n", Instant::now());
+        assert!(matches!(c.closed, Some(Closed::Protocol { .. })));
+        assert_eq!(&c.first[..8], b"HTTP/1.1");
+    }
+
+    /// Any frame a server might send, as bytes: a real type or not, any flags, a small stream id.
+    fn any_frame() -> impl Strategy<Value = Vec<u8>> {
+        (
+            0u8..12,
+            any::<u8>(),
+            0u32..8,
+            proptest::collection::vec(any::<u8>(), 0..40),
+        )
+            .prop_map(|(kind, flags, stream, payload)| frame_of(kind, flags, stream, &payload))
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2_000))]
+
+        /// The frame handling is ours, so it is fuzzed: whatever a server sends, in whatever order
+        /// and cut wherever the reads cut it, nothing panics and the stream accounting holds.
+        #[test]
+        fn whatever_a_server_sends_nothing_panics_and_the_slots_add_up(
+            frames in proptest::collection::vec(any_frame(), 0..24),
+            cut in 1usize..64,
+            opens in 0usize..4,
+        ) {
+            let mut c = ready(&[(frame::SETTINGS_MAX_CONCURRENT_STREAMS, 3)]);
+            let mut ids = Vec::new();
+            for _ in 0..opens {
+                if let Some(id) = open(&mut c, b"body") {
+                    ids.push(id);
+                }
+            }
+            let input: Vec<u8> = frames.concat();
+            let mut pending = Vec::new();
+            for piece in input.chunks(cut) {
+                pending.extend_from_slice(piece);
+                let used = c.receive(&pending, Instant::now());
+                pending.drain(..used);
+                if c.closed.is_some() {
+                    break;
+                }
+            }
+            prop_assert!(c.active as usize <= ids.len());
+            let open_now = c.streams.values().filter(|s| s.open).count();
+            prop_assert_eq!(open_now, c.active as usize);
+            for id in ids {
+                let _ = c.poll_reply(id, Waker::noop());
+                c.forget(id);
+            }
+            prop_assert_eq!(c.active, 0);
+        }
+    }
 }

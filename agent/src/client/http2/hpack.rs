@@ -213,6 +213,16 @@ fn get_int(buf: &[u8], at: &mut usize, n: u8) -> Result<usize, HpackError> {
     }
 }
 
+/// Steps over a string literal at `block[*at]`.
+fn skip_string(block: &[u8], at: &mut usize) -> Result<(), HpackError> {
+    let len = get_int(block, at, 7)?;
+    *at = at
+        .checked_add(len)
+        .filter(|&e| e <= block.len())
+        .ok_or(HpackError("a string runs past its header block"))?;
+    Ok(())
+}
+
 fn put_str(out: &mut Vec<u8>, s: &[u8]) {
     put_int(out, 7, 0, s.len());
     out.extend_from_slice(s);
@@ -274,6 +284,7 @@ pub struct Decoder {
     max: usize,
     /// Reused for every string decoded, so a reply's block allocates only for what it indexes.
     scratch: Vec<u8>,
+    name: Vec<u8>,
 }
 
 impl Default for Decoder {
@@ -283,6 +294,7 @@ impl Default for Decoder {
             size: 0,
             max: TABLE_SIZE,
             scratch: Vec::new(),
+            name: Vec::new(),
         }
     }
 }
@@ -300,14 +312,20 @@ impl Decoder {
     /// Decodes one whole header block (HEADERS and its CONTINUATIONs), updating the table.
     pub fn decode(&mut self, block: &[u8]) -> Result<Decoded, HpackError> {
         let mut out = Decoded::default();
-        self.decode_each(block, |name, value| out.note(name, value))?;
+        self.decode_each(
+            block,
+            |name| name == b":status",
+            |name, value| out.note(name, value),
+        )?;
         Ok(out)
     }
 
-    /// Decodes a header block, each field given to `field` as it comes.
+    /// Decodes a header block, each field given to `field` as it comes; the value of a field that
+    /// is not indexed only when `wanted` says so by its name (given as empty otherwise).
     fn decode_each(
         &mut self,
         block: &[u8],
+        wanted: impl Fn(&[u8]) -> bool,
         mut field: impl FnMut(&[u8], &[u8]),
     ) -> Result<(), HpackError> {
         let mut at = 0;
@@ -329,19 +347,27 @@ impl Decoder {
             } else {
                 let (prefix, index) = if b & 0x40 != 0 { (6, true) } else { (4, false) };
                 let i = get_int(block, &mut at, prefix)?;
-                let mut name = Vec::new();
+                let mut name = std::mem::take(&mut self.name);
+                name.clear();
                 if i == 0 {
                     self.string(block, &mut at)?;
                     name.extend_from_slice(&self.scratch);
                 } else {
                     self.with_entry(i, |n, _| name.extend_from_slice(n))?;
                 }
-                self.string(block, &mut at)?;
-                field(&name, &self.scratch);
-                if index {
-                    let value = self.scratch.clone();
-                    self.insert(name, value);
+                if index || wanted(&name) {
+                    self.string(block, &mut at)?;
+                    field(&name, &self.scratch);
+                    if index {
+                        self.insert(name.clone(), self.scratch.clone());
+                    }
+                } else {
+                    // A value neither kept nor indexed is stepped over, not decoded: most of a
+                    // reply's block (its date, its server) costs nothing but its length.
+                    skip_string(block, &mut at)?;
+                    field(&name, b"");
                 }
+                self.name = name;
             }
             may_resize = false;
         }
@@ -473,9 +499,11 @@ mod tests {
         let mut d = Decoder::default();
         for pair in lines.chunks(2) {
             let mut got = Vec::new();
-            d.decode_each(&hex(pair[0]), |n, v| {
-                got.push(format!("{}: {}", n.escape_ascii(), v.escape_ascii()))
-            })
+            d.decode_each(
+                &hex(pair[0]),
+                |_| true,
+                |n, v| got.push(format!("{}: {}", n.escape_ascii(), v.escape_ascii())),
+            )
             .unwrap();
             assert_eq!(got.join("\t"), pair[1]);
             assert!(d.size <= TABLE_SIZE);
