@@ -14,7 +14,8 @@
 //! - `tls`: the rustls client config for the target (`--insecure`, SNI, ALPN);
 //! - `transport`: TCP or TLS, counted, opened within the connect timeout;
 //! - `http1`: the HTTP/1.1 exchange (`Conn`);
-//! - `http2`: the HTTP/2 exchange (`Session`), its streams shared by several loops;
+//! - `http2`: the HTTP/2 exchange (`Session`), its streams shared by several loops, with frames, HPACK
+//!   and the connection's state of its own (`http2/`);
 //! - `failure`: error classes and their words.
 mod failure;
 mod http1;

@@ -507,46 +507,8 @@ impl Conn {
         }
         match h.kind {
             frame::DATA => self.data(h, p, now),
-            frame::HEADERS => {
-                if h.stream == 0 || h.stream.is_multiple_of(2) {
-                    return self.broken(frame::PROTOCOL_ERROR, "HEADERS on a stream it cannot use");
-                }
-                let mut block = unpad(h, p).ok_or(()).or_else(|_| self.padding())?;
-                if h.flags & frame::PRIORITY_FLAG != 0 {
-                    if block.len() < 5 {
-                        return self.broken(frame::FRAME_SIZE_ERROR, "a HEADERS frame too short");
-                    }
-                    block = &block[5..];
-                }
-                let end_stream = h.flags & frame::END_STREAM != 0;
-                if h.flags & frame::END_HEADERS != 0 {
-                    self.header_block(h.stream, end_stream, block, now)
-                } else {
-                    self.continuing = Some((h.stream, end_stream, block.to_vec()));
-                    Ok(())
-                }
-            }
-            frame::CONTINUATION => {
-                let Some((id, end_stream, mut block)) = self.continuing.take() else {
-                    return self.broken(frame::PROTOCOL_ERROR, "CONTINUATION without HEADERS");
-                };
-                if h.stream != id {
-                    return self.broken(frame::PROTOCOL_ERROR, "CONTINUATION on another stream");
-                }
-                block.extend_from_slice(p);
-                if block.len() > MAX_HEADER_BLOCK {
-                    return self.broken(
-                        frame::PROTOCOL_ERROR,
-                        "a header block over 256 KiB (SETTINGS_MAX_HEADER_LIST_SIZE)",
-                    );
-                }
-                if h.flags & frame::END_HEADERS != 0 {
-                    self.header_block(id, end_stream, &block, now)
-                } else {
-                    self.continuing = Some((id, end_stream, block));
-                    Ok(())
-                }
-            }
+            frame::HEADERS => self.headers(h, p, now),
+            frame::CONTINUATION => self.continuation(h, p, now),
             frame::PRIORITY => Ok(()),
             frame::RST_STREAM => {
                 if h.stream == 0 || p.len() != 4 {
@@ -635,6 +597,48 @@ impl Conn {
             }
             // Unknown frame types are ignored (RFC 9113 4.1).
             _ => Ok(()),
+        }
+    }
+
+    fn headers(&mut self, h: Head, p: &[u8], now: Instant) -> Result<(), ()> {
+        if h.stream == 0 || h.stream.is_multiple_of(2) {
+            return self.broken(frame::PROTOCOL_ERROR, "HEADERS on a stream it cannot use");
+        }
+        let mut block = unpad(h, p).ok_or(()).or_else(|_| self.padding())?;
+        if h.flags & frame::PRIORITY_FLAG != 0 {
+            if block.len() < 5 {
+                return self.broken(frame::FRAME_SIZE_ERROR, "a HEADERS frame too short");
+            }
+            block = &block[5..];
+        }
+        let end_stream = h.flags & frame::END_STREAM != 0;
+        if h.flags & frame::END_HEADERS != 0 {
+            self.header_block(h.stream, end_stream, block, now)
+        } else {
+            self.continuing = Some((h.stream, end_stream, block.to_vec()));
+            Ok(())
+        }
+    }
+
+    fn continuation(&mut self, h: Head, p: &[u8], now: Instant) -> Result<(), ()> {
+        let Some((id, end_stream, mut block)) = self.continuing.take() else {
+            return self.broken(frame::PROTOCOL_ERROR, "CONTINUATION without HEADERS");
+        };
+        if h.stream != id {
+            return self.broken(frame::PROTOCOL_ERROR, "CONTINUATION on another stream");
+        }
+        block.extend_from_slice(p);
+        if block.len() > MAX_HEADER_BLOCK {
+            return self.broken(
+                frame::PROTOCOL_ERROR,
+                "a header block over 256 KiB (SETTINGS_MAX_HEADER_LIST_SIZE)",
+            );
+        }
+        if h.flags & frame::END_HEADERS != 0 {
+            self.header_block(id, end_stream, &block, now)
+        } else {
+            self.continuing = Some((id, end_stream, block));
+            Ok(())
         }
     }
 
