@@ -221,6 +221,14 @@ pub fn plan_line(plan: &Plan, warmup: Option<Duration>, total: Duration, dir: &P
     )
 }
 
+/// What a search's line adds when its probes go over HTTP/2 (`; over HTTP/2, 10 streams per
+/// connection`); empty over HTTP/1.1, the line as it always was.
+pub fn over_http2(plan: &Plan) -> String {
+    multiplexed(plan).map_or(String::new(), |(streams, http)| {
+        format!("; over {http}, {streams} per connection")
+    })
+}
+
 /// A connection's streams and its protocol, `("10 streams", "HTTP/2")`, when it may carry more than
 /// one request at once or is HTTP/2: the plan line then counts connections × streams. None for
 /// HTTP/1.1's one request at a time, the line as it always was.
@@ -592,6 +600,24 @@ mod tests {
         };
         let cfg = crate::config::resolve(*a).unwrap();
         plan_line(&cfg.plan, None, Duration::from_secs(10), Path::new("out"))
+    }
+
+    #[test]
+    fn a_search_over_http2_says_its_streams() {
+        let plan = |args: &str| {
+            let argv = ["stampede", "run"]
+                .into_iter()
+                .chain(args.split_whitespace());
+            let crate::cli::Command::Run(a) = crate::cli::parse_from(argv).unwrap().command else {
+                unreachable!("a run command line")
+            };
+            crate::config::resolve(*a).unwrap().plan
+        };
+        assert_eq!(
+            over_http2(&plan("h2c://h:1/ -c 50 --streams 10")),
+            "; over HTTP/2, 10 streams per connection"
+        );
+        assert_eq!(over_http2(&plan("http://h:1/ -c 50")), "");
     }
 
     #[test]
