@@ -131,6 +131,46 @@ fn request_bodies_past_nginx_s_window_wait_for_it_and_every_one_arrives() {
 }
 
 #[test]
+fn large_replies_arrive_whole_past_the_connection_s_receive_window() {
+    // 300 replies of 4 MiB on one connection: 1.2 GiB, past the 1 GiB window stampede gives a
+    // connection, so the run finishes only if it refills that window as it reads.
+    let dir = tempfile::tempdir().unwrap();
+    let big = dir.path().join("big.bin");
+    std::fs::write(&big, vec![b'x'; 4 << 20]).unwrap();
+    let extra = format!("location = /big {{ alias {}; }}", big.display());
+    let Some(nginx) = Nginx::start_http2("http2_big", Http2::Cleartext, &extra) else {
+        return;
+    };
+    let before = nginx.requests();
+    let url = format!("{}big", nginx.url());
+    let ran = run_ok(&[
+        &url,
+        "--http",
+        "2",
+        "--model",
+        "concurrency",
+        "--steps",
+        "1",
+        "--streams",
+        "2",
+        "-n",
+        "300",
+        "--step-duration",
+        "60s",
+        "--timeout",
+        "20s",
+        "--threads",
+        "1",
+    ]);
+    let handled = nginx.requests() - before - 1;
+    let (sent, failed) = sent_and_failed(&ran);
+    assert_eq!((sent, failed), (300, 0), "{}", ran.run);
+    assert_eq!(handled, 300, "nginx handled what stampede sent");
+    let step = &ran.steps()[0];
+    assert_eq!(step["http2"]["body_bytes"], 300u64 << 22, "{step}");
+}
+
+#[test]
 fn over_tls_nginx_ending_sessions_with_goaway_loses_no_request_in_every_model() {
     // keepalive_requests 100: nginx ends each session with GOAWAY after 100 streams.
     let Some(nginx) = Nginx::start_http2("http2_tls_goaway", Http2::Tls, "keepalive_requests 100;")
