@@ -170,6 +170,112 @@ fn large_replies_arrive_whole_past_the_connection_s_receive_window() {
     assert_eq!(step["http2"]["body_bytes"], 300u64 << 22, "{step}");
 }
 
+/// Node's http2 server (nghttp2 underneath, not nginx's HTTP/2 and not ours), answering each stream
+/// with an informational 103 first, a 20 KB header (a header block over one frame: HEADERS and
+/// CONTINUATION), a body and trailers; it counts the streams, told on a second, HTTP/1.1 port.
+struct NodeH2 {
+    child: std::process::Child,
+    ports: (u16, u16),
+}
+
+impl NodeH2 {
+    fn start(test: &str) -> Option<NodeH2> {
+        let script = "const http2 = require('http2'); const http = require('http');\n\
+            let n = 0;\n\
+            const s = http2.createServer({ settings: { maxConcurrentStreams: 5 } });\n\
+            s.on('stream', (st) => { n++;\n\
+              st.additionalHeaders({ ':status': 103, link: '</a.css>; rel=preload' });\n\
+              st.respond({ ':status': 200, 'x-big': 'v'.repeat(20000) }, { waitForTrailers: true });\n\
+              st.on('wantTrailers', () => st.sendTrailers({ 'x-done': 'yes' }));\n\
+              st.end('hi from node\\n'); });\n\
+            const c = http.createServer((q, r) => r.end(String(n)));\n\
+            s.listen(0, '127.0.0.1', () => c.listen(0, '127.0.0.1', () =>\n\
+              console.log(s.address().port + ' ' + c.address().port)));\n\
+            setTimeout(() => process.exit(0), 600000);\n";
+        let child = Command::new("node")
+            .args(["-e", script])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn();
+        let mut child = match child {
+            Ok(c) => c,
+            Err(e) => {
+                assert!(
+                    std::env::var("CI").as_deref() != Ok("true"),
+                    "{test}: CI=true requires node ({e})"
+                );
+                eprintln!("SKIPPED {test}: no node on this machine ({e})");
+                return None;
+            }
+        };
+        let mut line = String::new();
+        std::io::BufRead::read_line(
+            &mut std::io::BufReader::new(child.stdout.take().unwrap()),
+            &mut line,
+        )
+        .unwrap();
+        let mut ports = line
+            .split_whitespace()
+            .map(|p| p.parse().expect("node prints its ports"));
+        let ports = (ports.next().unwrap(), ports.next().unwrap());
+        Some(NodeH2 { child, ports })
+    }
+
+    fn served(&self) -> u64 {
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", self.ports.1)).unwrap();
+        std::io::Write::write_all(&mut s, b"GET / HTTP/1.0\r\n\r\n").unwrap();
+        let mut reply = String::new();
+        std::io::Read::read_to_string(&mut s, &mut reply).unwrap();
+        reply.rsplit("\r\n\r\n").next().unwrap().parse().unwrap()
+    }
+}
+
+impl Drop for NodeH2 {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn node_s_http2_server_with_continuations_103s_and_trailers_counts_every_request() {
+    let Some(node) = NodeH2::start("http2_node") else {
+        return;
+    };
+    let url = format!("h2c://127.0.0.1:{}/", node.ports.0);
+    let ran = run_ok(&[
+        &url,
+        "--model",
+        "concurrency",
+        "--steps",
+        "2",
+        "--streams",
+        "8",
+        "--step-duration",
+        "1s",
+        "--threads",
+        "1",
+    ]);
+    let (sent, failed) = sent_and_failed(&ran);
+    assert!(sent > 100, "{}", ran.run);
+    assert_eq!((node.served(), failed), (sent, 0), "{}", ran.run);
+    let step = &ran.steps()[0];
+    let replies = step["replies"].as_u64().unwrap();
+    assert_eq!(
+        step["status_codes"]["200"], replies,
+        "the 103s are not replies: {step}"
+    );
+    let h2 = &step["http2"];
+    assert_eq!(h2["server_max_streams"], 5, "{step}");
+    assert_eq!(h2["body_bytes"], 13 * replies, "{step}");
+    // Each reply's header blocks hold the 20,000-byte header, Huffman-coded or not.
+    assert!(
+        h2["header_bytes"].as_u64().unwrap() > 12_000 * replies,
+        "{step}"
+    );
+    assert!(step["generator"]["waited"].as_u64().unwrap() > 0, "{step}");
+}
+
 #[test]
 fn over_tls_nginx_ending_sessions_with_goaway_loses_no_request_in_every_model() {
     // keepalive_requests 100: nginx ends each session with GOAWAY after 100 streams.
