@@ -5,6 +5,7 @@ pub mod docker;
 pub mod dom;
 pub mod netns;
 pub mod nginx;
+pub mod node;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};

@@ -4,6 +4,7 @@
 use std::process::Command;
 
 use tests::nginx::{Http2, Nginx};
+use tests::node::NodeScript;
 use tests::{run_ok, run_quiet, text};
 
 /// Every step's requests, and that none failed.
@@ -174,7 +175,7 @@ fn large_replies_arrive_whole_past_the_connection_s_receive_window() {
 /// with an informational 103 first, a 20 KB header (a header block over one frame: HEADERS and
 /// CONTINUATION), a body and trailers; it counts the streams, told on a second, HTTP/1.1 port.
 struct NodeH2 {
-    child: std::process::Child,
+    _script: NodeScript,
     ports: (u16, u16),
 }
 
@@ -192,48 +193,21 @@ impl NodeH2 {
             s.listen(0, '127.0.0.1', () => c.listen(0, '127.0.0.1', () =>\n\
               console.log(s.address().port + ' ' + c.address().port)));\n\
             setTimeout(() => process.exit(0), 600000);\n";
-        let child = Command::new("node")
-            .args(["-e", script])
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::null())
-            .spawn();
-        let mut child = match child {
-            Ok(c) => c,
-            Err(e) => {
-                assert!(
-                    std::env::var("CI").as_deref() != Ok("true"),
-                    "{test}: CI=true requires node ({e})"
-                );
-                eprintln!("SKIPPED {test}: no node on this machine ({e})");
-                return None;
-            }
-        };
-        let mut line = String::new();
-        std::io::BufRead::read_line(
-            &mut std::io::BufReader::new(child.stdout.take().unwrap()),
-            &mut line,
-        )
-        .unwrap();
-        let mut ports = line
+        let script = NodeScript::start(test, script)?;
+        let mut ports = script
+            .said
             .split_whitespace()
             .map(|p| p.parse().expect("node prints its ports"));
         let ports = (ports.next().unwrap(), ports.next().unwrap());
-        Some(NodeH2 { child, ports })
+        Some(NodeH2 {
+            _script: script,
+            ports,
+        })
     }
 
     fn served(&self) -> u64 {
-        let mut s = std::net::TcpStream::connect(("127.0.0.1", self.ports.1)).unwrap();
-        std::io::Write::write_all(&mut s, b"GET / HTTP/1.0\r\n\r\n").unwrap();
-        let mut reply = String::new();
-        std::io::Read::read_to_string(&mut s, &mut reply).unwrap();
-        reply.rsplit("\r\n\r\n").next().unwrap().parse().unwrap()
-    }
-}
-
-impl Drop for NodeH2 {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        let count = tests::http_get(([127, 0, 0, 1], self.ports.1).into(), "/");
+        count.trim().parse().expect("node counts its streams")
     }
 }
 

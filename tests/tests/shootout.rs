@@ -2,17 +2,16 @@
 //! spends 0.5 ms of CPU on each request (a knee below 2,000 req/s on its one thread), and the
 //! reference target capped at 150 req/s, each watched by its own monitor, ramped side by side. The
 //! truth is by construction (the cap, the CPU per request) and the kernel's (/proc/PID/stat).
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
 
 use tests::nginx::Nginx;
+use tests::node::NodeScript;
 use tests::{ServeProcess, browser, run_json, stampede, text};
 
 /// A Node `http` server on a free loopback port spending `busy_us` µs of CPU per request; killed
 /// when dropped.
 struct Node {
-    child: Child,
+    script: NodeScript,
     port: u16,
 }
 
@@ -30,39 +29,17 @@ impl Node {
              s.listen(0, '127.0.0.1', () => console.log(s.address().port));\n\
              setTimeout(() => process.exit(0), 600000);\n"
         );
-        let child = Command::new("node")
-            .args(["-e", &script])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn();
-        let mut child = match child {
-            Ok(c) => c,
-            Err(e) => {
-                assert!(
-                    std::env::var("CI").as_deref() != Ok("true"),
-                    "{test}: CI=true requires node ({e})"
-                );
-                eprintln!("SKIPPED {test}: no node on this machine ({e})");
-                return None;
-            }
-        };
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let port = line.trim().parse().expect("node prints its port");
-        Some(Node { child, port })
+        let script = NodeScript::start(test, &script)?;
+        let port = script.said.trim().parse().expect("node prints its port");
+        Some(Node { script, port })
+    }
+
+    fn pid(&self) -> u32 {
+        self.script.child.id()
     }
 
     fn url(&self) -> String {
         format!("http://127.0.0.1:{}/", self.port)
-    }
-}
-
-impl Drop for Node {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 
@@ -107,13 +84,13 @@ fn three_real_servers_ramped_side_by_side_rank_by_their_true_knees_each_with_its
     let reference = ServeProcess::start(&["--capacity", "150"]);
     let pids = [
         ("nginx", nginx.pid()),
-        ("node", node.child.id()),
+        ("node", node.pid()),
         ("ref", reference.pid()),
     ];
     // nginx's master and its worker: the monitor watches a process's children too.
     let processes = |name: &str| match name {
         "nginx" => nginx.all(),
-        "node" => vec![node.child.id()],
+        "node" => vec![node.pid()],
         _ => vec![reference.pid()],
     };
     let kernel_cpu_s = |name: &str| processes(name).into_iter().map(cpu_s).sum::<f64>();
@@ -145,7 +122,7 @@ fn three_real_servers_ramped_side_by_side_rank_by_their_true_knees_each_with_its
     // And node watched once more by a monitor no target owns: on every target's steps, so the
     // steps that load the others show node idle.
     args.push("--monitor-pid".into());
-    args.push(node.child.id().to_string());
+    args.push(node.pid().to_string());
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let o = stampede(&args);
     let stdout = text(&o.stdout);

@@ -261,11 +261,10 @@ impl Session {
                         )
                         .into(),
                     ),
-                    (None, Some(closed)) => closed_words(closed, self.peer),
-                    (None, None) => (
-                        ErrorClass::Other,
-                        format!("HTTP/2 with {}: the session ended", self.peer).into(),
-                    ),
+                    // A stream ends with its session only when the session has closed.
+                    (None, closed) => {
+                        closed_words(closed.as_ref().unwrap_or(&Closed::Done), self.peer)
+                    }
                 };
                 let goaway = c.goaway.is_some();
                 drop(c);
@@ -291,14 +290,16 @@ impl Session {
             ticket,
             waiting: false,
         };
-        let id = std::future::poll_fn(|cx| {
+        let (id, opened_at) = std::future::poll_fn(|cx| {
             let mut c = self.conn.borrow_mut();
             if c.ended() {
                 // Not opened here: the caller sends it on a fresh session.
                 return Poll::Ready(Err(StreamEnd::AboveGoAway));
             }
-            match c.try_open(ticket, cx.waker(), &t.h2_block, &t.body, Instant::now()) {
-                Some(id) => Poll::Ready(Ok(id)),
+            // One clock read: the moment the request is queued is when the server's time begins.
+            let now = Instant::now();
+            match c.try_open(ticket, cx.waker(), &t.h2_block, &t.body, now) {
+                Some(id) => Poll::Ready(Ok((id, now))),
                 None => {
                     queued.waiting = true;
                     Poll::Pending
@@ -308,8 +309,8 @@ impl Session {
         .await?;
         let waited = std::mem::replace(&mut queued.waiting, false);
         drop(queued);
-        let opened_at = Instant::now();
-        let guard = Open {
+        // Dropped with the reply in hand it does nothing: the stream is gone from the connection.
+        let _open = Open {
             conn: &self.conn,
             id,
         };
@@ -320,9 +321,7 @@ impl Session {
                     None => Poll::Pending,
                 },
             )
-            .await;
-        std::mem::forget(guard);
-        let reply = reply?;
+            .await?;
         Ok((
             reply,
             opened_at,
