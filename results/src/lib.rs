@@ -6,6 +6,7 @@
 pub mod compare;
 pub mod condition;
 pub mod distribution;
+pub mod events;
 pub mod quantity;
 pub mod run_file;
 pub mod search;

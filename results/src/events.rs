@@ -1,0 +1,452 @@
+//! A run as it happens, as events (`events.ndjson`, schema `stampede.events/1`): what the live page
+//! and /metrics are fed, and what rebuilds them afterwards. One event per target's run created, per
+//! step started, per merged 1 s interval, per step and warmup written, per target's run ended; never
+//! one per agent sample. [`Live::apply`] folds them back: a lane's `run` after every event is its
+//! run.json as last written (steps, summary, ending), so what the page shows of a finished step is
+//! run.json's, by construction.
+use serde::{Deserialize, Serialize};
+
+use crate::run_file::{Breach, RunFile, RunStatus, Stopped};
+use crate::search::Capacity;
+use crate::step::{RunSummary, StepResult};
+
+/// The schema of `events.ndjson`, said by its first event.
+pub const SCHEMA: &str = "stampede.events/1";
+
+/// One line of events.ndjson, and one message of the live page's stream: its place in the run
+/// (from 1, the stream's event id) and what happened.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Line {
+    pub id: u64,
+    #[serde(flatten)]
+    pub event: Event,
+}
+
+/// What happened. `lane` is a target's index in the command line's order (0 for a run of one).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum Event {
+    /// The run began: its targets' names (one unnamed lane for a run of one target), whether it is
+    /// a capacity search, and its scheduled length (a search's deadline).
+    Begin {
+        schema: String,
+        lanes: Vec<String>,
+        search: bool,
+        total_s: f64,
+        /// When it began (RFC 3339, to the millisecond).
+        started_at: String,
+    },
+    /// A lane's run.json as first written: its plan and agents, no step yet.
+    Run { lane: usize, run: Box<RunFile> },
+    /// A step is about to start on every agent.
+    StepStart { lane: usize, step: StepStart },
+    /// One merged second of the running step.
+    Interval { lane: usize, interval: Interval },
+    /// A planned run's warmup, measured and kept apart (run.json `warmup`).
+    Warmup { lane: usize, step: Box<StepResult> },
+    /// A step written, with the run's answer after it (run.json's `steps[]` and `summary`).
+    Step {
+        lane: usize,
+        step: Box<StepResult>,
+        summary: Option<RunSummary>,
+    },
+    /// A lane's run ended: run.json's last fields.
+    End { lane: usize, end: Box<End> },
+    /// The whole run is over; `report` is the report's file name beside events.ndjson, when there
+    /// is one (side by side: the comparison's).
+    Finished { report: Option<String> },
+}
+
+/// A step as it starts.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StepStart {
+    /// Counted from 1 (0: a warmup).
+    pub step: u32,
+    /// The lane's planned steps, when known beforehand (a search's are not).
+    pub steps: Option<usize>,
+    /// A search's probe: what it is for.
+    pub role: Option<String>,
+    pub value: f64,
+    pub demanded: Option<f64>,
+    pub length_s: f64,
+    /// The agents running it, by name, and each one's share of its value.
+    pub agents: Vec<AgentShare>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AgentShare {
+    pub agent: String,
+    pub share: f64,
+}
+
+/// One merged second of a step: what every agent reported for it, added.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Interval {
+    pub step: u32,
+    /// Its start and length, into the step.
+    pub at_s: f64,
+    pub length_s: f64,
+    /// Of this second: requests sent, replies served (expected status), failed.
+    pub sent: u64,
+    pub ok: u64,
+    pub failed: u64,
+    /// Of this second's merged latency (ms); null when nothing was measured.
+    pub p50_ms: Option<f64>,
+    pub p99_ms: Option<f64>,
+    /// Over the step so far: requests sent, and each agent's (the step's agents' order).
+    pub sent_so_far: u64,
+    pub agents_sent: Vec<u64>,
+}
+
+/// How a lane's run ended: run.json's `status`, `finished_at`, `stopped`, `fail_on`, `capacity`
+/// and its `warnings` by then.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct End {
+    pub status: RunStatus,
+    pub finished_at: Option<String>,
+    pub stopped: Option<Option<Stopped>>,
+    pub fail_on: Option<Vec<Breach>>,
+    pub capacity: Option<Capacity>,
+    pub warnings: Vec<String>,
+}
+
+impl End {
+    pub fn of(run: &RunFile) -> End {
+        End {
+            status: run.status,
+            finished_at: run.finished_at.clone(),
+            stopped: run.stopped.clone(),
+            fail_on: run.fail_on.clone(),
+            capacity: run.capacity.clone(),
+            warnings: run.warnings.clone(),
+        }
+    }
+}
+
+/// A run folded from its events: what the live page draws.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Live {
+    /// The id of the last event applied (0: none).
+    pub last: u64,
+    pub begun: Option<Begun>,
+    pub lanes: Vec<Lane>,
+    /// Whether the whole run is over, and its report's file name.
+    pub finished: bool,
+    pub report: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Begun {
+    pub search: bool,
+    pub total_s: f64,
+    pub started_at: String,
+}
+
+/// One target's run as its events left it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Lane {
+    pub name: String,
+    /// Its run.json as last written; `None` until its `run` event.
+    pub run: Option<RunFile>,
+    /// The step running, or the last one that ran (until the next starts), with its seconds.
+    pub current: Option<Current>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Current {
+    pub start: StepStart,
+    pub intervals: Vec<Interval>,
+    /// Written: its result is among the run's steps (or its warmup).
+    pub done: bool,
+}
+
+/// Why an event cannot be folded: the stream is not one run's, in order.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum FoldError {
+    #[error("event {id} names lane {lane}, and the run has {lanes}")]
+    NoLane { id: u64, lane: usize, lanes: usize },
+    #[error("event {id} comes after event {last}: events are applied in order, once")]
+    OutOfOrder { id: u64, last: u64 },
+    #[error("event {id} comes before the run's begin")]
+    NotBegun { id: u64 },
+    #[error("event {id} is of schema {found}, not {SCHEMA}")]
+    Schema { id: u64, found: String },
+    #[error("event {id} changes lane {lane}'s run before its run event")]
+    NoRun { id: u64, lane: usize },
+}
+
+impl Live {
+    /// Folds one more event in; the events must come in order, each once.
+    pub fn apply(&mut self, line: &Line) -> Result<(), FoldError> {
+        let id = line.id;
+        if id <= self.last {
+            return Err(FoldError::OutOfOrder {
+                id,
+                last: self.last,
+            });
+        }
+        if let Event::Begin {
+            schema,
+            lanes,
+            search,
+            total_s,
+            started_at,
+        } = &line.event
+        {
+            if schema != SCHEMA {
+                return Err(FoldError::Schema {
+                    id,
+                    found: schema.clone(),
+                });
+            }
+            self.begun = Some(Begun {
+                search: *search,
+                total_s: *total_s,
+                started_at: started_at.clone(),
+            });
+            self.lanes = lanes
+                .iter()
+                .map(|name| Lane {
+                    name: name.clone(),
+                    run: None,
+                    current: None,
+                })
+                .collect();
+            self.last = id;
+            return Ok(());
+        }
+        if self.begun.is_none() {
+            return Err(FoldError::NotBegun { id });
+        }
+        let lanes = self.lanes.len();
+        let lane_of = |lane: usize| {
+            if lane < lanes {
+                Ok(lane)
+            } else {
+                Err(FoldError::NoLane { id, lane, lanes })
+            }
+        };
+        match &line.event {
+            Event::Begin { .. } => unreachable!("handled above"),
+            Event::Run { lane, run } => {
+                self.lanes[lane_of(*lane)?].run = Some((**run).clone());
+            }
+            Event::StepStart { lane, step } => {
+                self.lanes[lane_of(*lane)?].current = Some(Current {
+                    start: step.clone(),
+                    intervals: Vec::new(),
+                    done: false,
+                });
+            }
+            Event::Interval { lane, interval } => {
+                let l = &mut self.lanes[lane_of(*lane)?];
+                // An interval of a step whose start was not seen (a stream joined late is replayed
+                // from the start, so only a damaged file) is kept out rather than misplaced.
+                if let Some(c) = l
+                    .current
+                    .as_mut()
+                    .filter(|c| c.start.step == interval.step && !c.done)
+                {
+                    c.intervals.push(interval.clone());
+                }
+            }
+            Event::Warmup { lane, step } => {
+                let l = &mut self.lanes[lane_of(*lane)?];
+                let run = l.run.as_mut().ok_or(FoldError::NoRun { id, lane: *lane })?;
+                run.warmup = Some((**step).clone());
+                mark_done(l, 0);
+            }
+            Event::Step {
+                lane,
+                step,
+                summary,
+            } => {
+                let l = &mut self.lanes[lane_of(*lane)?];
+                let run = l.run.as_mut().ok_or(FoldError::NoRun { id, lane: *lane })?;
+                run.steps.push((**step).clone());
+                run.summary = summary.clone();
+                mark_done(l, step.number);
+            }
+            Event::End { lane, end } => {
+                let l = &mut self.lanes[lane_of(*lane)?];
+                let run = l.run.as_mut().ok_or(FoldError::NoRun { id, lane: *lane })?;
+                run.status = end.status;
+                run.finished_at = end.finished_at.clone();
+                run.stopped = end.stopped.clone();
+                run.fail_on = end.fail_on.clone();
+                run.capacity = end.capacity.clone();
+                run.warnings = end.warnings.clone();
+            }
+            Event::Finished { report } => {
+                self.finished = true;
+                self.report = report.clone();
+            }
+        }
+        self.last = id;
+        Ok(())
+    }
+
+    /// A whole events.ndjson folded, each line read as it stands. A line that cannot be read or
+    /// folded is named by its number.
+    pub fn read(text: &str) -> Result<Live, ReadError> {
+        let mut live = Live::default();
+        for (n, raw) in text.lines().enumerate() {
+            if raw.trim().is_empty() {
+                continue;
+            }
+            let line: Line = serde_json::from_str(raw).map_err(|e| ReadError::Line {
+                line: n + 1,
+                why: e.to_string(),
+            })?;
+            live.apply(&line).map_err(|e| ReadError::Line {
+                line: n + 1,
+                why: e.to_string(),
+            })?;
+        }
+        Ok(live)
+    }
+}
+
+fn mark_done(l: &mut Lane, step: u32) {
+    if let Some(c) = l.current.as_mut().filter(|c| c.start.step == step) {
+        c.done = true;
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ReadError {
+    #[error("events.ndjson line {line}: {why}")]
+    Line { line: usize, why: String },
+}
+
+impl Line {
+    /// The line as events.ndjson holds it (one line of JSON, no newline).
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).expect("an event is always serializable")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn begin() -> Line {
+        Line {
+            id: 1,
+            event: Event::Begin {
+                schema: SCHEMA.into(),
+                lanes: vec![String::new()],
+                search: false,
+                total_s: 30.0,
+                started_at: "2026-12-05T08:00:00.000Z".into(),
+            },
+        }
+    }
+
+    fn start(id: u64, step: u32) -> Line {
+        Line {
+            id,
+            event: Event::StepStart {
+                lane: 0,
+                step: StepStart {
+                    step,
+                    steps: Some(3),
+                    role: None,
+                    value: 100.0,
+                    demanded: Some(100.0),
+                    length_s: 10.0,
+                    agents: vec![AgentShare {
+                        agent: "embedded".into(),
+                        share: 100.0,
+                    }],
+                },
+            },
+        }
+    }
+
+    fn tick(id: u64, step: u32) -> Line {
+        Line {
+            id,
+            event: Event::Interval {
+                lane: 0,
+                interval: Interval {
+                    step,
+                    at_s: 0.0,
+                    length_s: 1.0,
+                    sent: 100,
+                    ok: 99,
+                    failed: 1,
+                    p50_ms: Some(1.5),
+                    p99_ms: Some(9.0),
+                    sent_so_far: 100,
+                    agents_sent: vec![100],
+                },
+            },
+        }
+    }
+
+    #[test]
+    fn a_line_reads_back_as_it_was_written() {
+        for line in [begin(), start(2, 1), tick(3, 1)] {
+            let text = line.to_json();
+            assert!(!text.contains('\n'));
+            assert_eq!(serde_json::from_str::<Line>(&text).unwrap(), line);
+        }
+        assert!(
+            begin()
+                .to_json()
+                .starts_with("{\"id\":1,\"event\":\"begin\"")
+        );
+    }
+
+    #[test]
+    fn events_out_of_order_or_before_the_begin_or_of_another_lane_are_refused() {
+        let mut live = Live::default();
+        assert_eq!(live.apply(&start(2, 1)), Err(FoldError::NotBegun { id: 2 }));
+        live.apply(&begin()).unwrap();
+        live.apply(&start(2, 1)).unwrap();
+        assert_eq!(
+            live.apply(&start(2, 1)),
+            Err(FoldError::OutOfOrder { id: 2, last: 2 })
+        );
+        let mut other = start(3, 1);
+        if let Event::StepStart { lane, .. } = &mut other.event {
+            *lane = 1;
+        }
+        assert_eq!(
+            live.apply(&other),
+            Err(FoldError::NoLane {
+                id: 3,
+                lane: 1,
+                lanes: 1
+            })
+        );
+        let mut old = begin();
+        if let Event::Begin { schema, .. } = &mut old.event {
+            *schema = "stampede.events/0".into();
+        }
+        old.id = 9;
+        assert!(matches!(live.apply(&old), Err(FoldError::Schema { .. })));
+    }
+
+    #[test]
+    fn a_step_s_seconds_are_kept_until_the_next_step_starts_and_strays_are_left_out() {
+        let mut live = Live::default();
+        for l in [begin(), start(2, 1), tick(3, 1), tick(4, 1), tick(5, 2)] {
+            live.apply(&l).unwrap();
+        }
+        let c = live.lanes[0].current.as_ref().unwrap();
+        assert_eq!((c.start.step, c.intervals.len()), (1, 2));
+        live.apply(&start(6, 2)).unwrap();
+        assert!(live.lanes[0].current.as_ref().unwrap().intervals.is_empty());
+    }
+
+    #[test]
+    fn a_file_is_read_line_by_line_and_a_bad_line_is_named() {
+        let text = format!("{}\n{}\n", begin().to_json(), start(2, 1).to_json());
+        assert_eq!(Live::read(&text).unwrap().last, 2);
+        let bad = format!("{}\n{{\"id\": 2}}\n", begin().to_json());
+        let e = Live::read(&bad).unwrap_err().to_string();
+        assert!(e.starts_with("events.ndjson line 2:"), "{e}");
+    }
+}
