@@ -273,7 +273,7 @@ impl Merge for Current {
         if m.reports == self.agents && !m.tail {
             let p = self
                 .merge
-                .progress(m.seq)
+                .progress(m.seq, |_| {})
                 .expect("the spill reads back")
                 .expect("the interval just merged");
             self.p99s.push(p.p99_us);

@@ -338,7 +338,7 @@ pub enum Constraint {
     Requires(&'static str, &'static str),
 }
 
-pub const CONSTRAINTS: [Constraint; 7] = [
+pub const CONSTRAINTS: [Constraint; 9] = [
     Constraint::OneOf("body", "body_file"),
     Constraint::OneOf("http", "http2"),
     Constraint::OneOf("listen", "agents"),
@@ -346,6 +346,8 @@ pub const CONSTRAINTS: [Constraint; 7] = [
     Constraint::OneOf("monitor_pid", "monitor_cgroup"),
     Constraint::OneOf("monitor_process", "monitor_cgroup"),
     Constraint::Requires("expect_monitors", "listen"),
+    Constraint::Requires("live_keep", "live"),
+    Constraint::Requires("baseline", "live"),
 ];
 
 /// A setting's flag, from its id: `body_file` is `--body-file`.
@@ -680,6 +682,19 @@ settings! {
         #[arg(long = "fail-on", value_name = "EXPR", help_heading = OUTPUT)]
         #[serde(default)]
         pub fail_on: Vec<String>,
+
+        /// Serve the run as it happens on this address: a page for browsers (/), its event stream
+        /// (/events) and Prometheus metrics (/metrics), e.g. 127.0.0.1:5665. Beyond loopback only
+        /// with the fleet's token (--token-file or STAMPEDE_TOKEN), which every request must present.
+        #[arg(long, value_name = "ADDR", help_heading = OUTPUT)]
+        pub live: Option<std::net::SocketAddr>,
+        /// How long --live keeps serving once the run is over (Ctrl-C ends it sooner) [default: 0s].
+        #[arg(long, value_name = "DURATION", allow_hyphen_values = true, help_heading = OUTPUT)]
+        pub live_keep: Option<DurationText>,
+        /// A finished run (its results directory or run.json) drawn underneath the live page's
+        /// charts.
+        #[arg(long, value_name = "DIR", help_heading = OUTPUT)]
+        pub baseline: Option<PathBuf>,
 
         /// Remote agents: host:port,host:port | @FILE (one per line, # comments) | dns://NAME:PORT (every
         /// A/AAAA record is one agent). Without it, an embedded agent runs the load.

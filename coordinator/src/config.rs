@@ -223,6 +223,8 @@ pub struct RunConfig {
     /// `--warmup` as given (zero: none): a planned run's load before each target's first step, not
     /// counted; a search takes it for its own (its default is not a planned run's).
     pub warmup: Option<Duration>,
+    /// `--live`: the run served as it happens.
+    pub live: Option<crate::live::LiveSpec>,
 }
 
 /// Parses "10s", "500ms", "2m" or a bare number of seconds.
@@ -558,6 +560,7 @@ fn resolve_one(
         .map(|w| parse_pause("--warmup", &w.0))
         .transpose()?;
     echo.warmup_s = warmup.filter(|w| !w.is_zero()).map(|w| w.as_secs_f64());
+    let live = live(&args, token.as_deref())?;
     let cfg = RunConfig {
         label,
         agents,
@@ -585,6 +588,7 @@ fn resolve_one(
         thresholds,
         notes: crate::cli::habit_notes(&args),
         warmup,
+        live,
     };
     Ok((cfg, over_http1))
 }
@@ -622,6 +626,7 @@ fn merged(
         tls_key: rel(file.tls_key),
         tls_ca: rel(file.tls_ca),
         token_file: rel(file.token_file),
+        baseline: rel(file.baseline),
         ..file
     };
     let file = match plan {
@@ -908,6 +913,50 @@ fn token(args: &RunArgs) -> Result<Option<String>, ConfigError> {
             .filter(|t| !t.trim().is_empty())
             .map(|t| t.trim().to_string()),
     })
+}
+
+/// `--live ADDR`, `--live-keep`, `--baseline`: beyond loopback only with the fleet's token (which
+/// the page then asks of every request); the baseline read now, so a bad one stops the run before
+/// any load.
+fn live(args: &RunArgs, token: Option<&str>) -> Result<Option<crate::live::LiveSpec>, ConfigError> {
+    let Some(addr) = args.live else {
+        return Ok(None);
+    };
+    if !addr.ip().is_loopback() && token.is_none() {
+        return Err(ConfigError::Exposed(format!(
+            "refusing to serve the live page on {addr} without a token: add --token-file FILE (or set \
+             STAMPEDE_TOKEN), or keep it on loopback (--live 127.0.0.1:{})",
+            addr.port()
+        )));
+    }
+    let keep = args
+        .live_keep
+        .as_ref()
+        .map(|k| parse_pause("--live-keep", &k.0))
+        .transpose()?
+        .unwrap_or_default();
+    let baseline = match &args.baseline {
+        Some(path) => {
+            let file = if path.is_dir() {
+                path.join("run.json")
+            } else {
+                path.clone()
+            };
+            let run = results::run_file::RunFile::read(&file)
+                .map_err(|e| ConfigError::File(format!("--baseline {}: {e}", path.display())))?;
+            Some(Box::new(run))
+        }
+        None => None,
+    };
+    Ok(Some(crate::live::LiveSpec {
+        addr,
+        keep,
+        baseline,
+        // Asked of the page's requests only beyond loopback: on loopback the page is the user's own.
+        token: token
+            .filter(|_| !addr.ip().is_loopback())
+            .map(str::to_string),
+    }))
 }
 
 /// `--listen` + `--expect-agents` and/or `--expect-monitors`: accepting agents and monitors that

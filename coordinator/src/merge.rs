@@ -361,7 +361,10 @@ pub struct SeqProgress {
     pub offset: Duration,
     pub length: Duration,
     pub counters: Counters,
+    pub p50_us: u64,
     pub p99_us: u64,
+    /// How many latencies the interval's merge holds (0: its percentiles mean nothing).
+    pub measured: u64,
 }
 
 /// One agent's step, as the summary takes it.
@@ -492,19 +495,26 @@ impl StepMerge {
         &self.counters
     }
 
-    /// Interval `seq` as it stands: its counters and its merged latency's p99. Reads that interval's
-    /// reports back and merges them again, so call it once, when the interval is complete and someone
-    /// is watching.
-    pub fn progress(&mut self, seq: u32) -> Result<Option<SeqProgress>, SpillError> {
+    /// Interval `seq` as it stands: its counters and its merged latency's p50 and p99, the merged
+    /// latency shown to `see` as well. Reads that interval's reports back and merges them again, so
+    /// call it once, when the interval is complete and someone is watching.
+    pub fn progress(
+        &mut self,
+        seq: u32,
+        see: impl FnOnce(&Histogram<u64>),
+    ) -> Result<Option<SeqProgress>, SpillError> {
         let Some(s) = self.seqs.get(&seq) else {
             return Ok(None);
         };
         let merged = self.spill.merge(&mut self.scratch, &s.latency)?;
+        see(merged);
         Ok(Some(SeqProgress {
             offset: s.offset,
             length: s.length,
             counters: s.counters,
+            p50_us: merged.value_at_quantile(0.50),
             p99_us: merged.value_at_quantile(0.99),
+            measured: merged.len(),
         }))
     }
 
@@ -709,10 +719,10 @@ mod tests {
                 tail: true
             })
         );
-        let p = merge.progress(1).unwrap().unwrap();
+        let p = merge.progress(1, |_| {}).unwrap().unwrap();
         assert_eq!(p.counters.requests, 10 + 11 + 12);
         assert_eq!(p.length, Duration::from_secs(1));
-        assert!(merge.progress(7).unwrap().is_none());
+        assert!(merge.progress(7, |_| {}).unwrap().is_none());
 
         let done = merge.finish().unwrap();
         assert_eq!(done.total.counters, total.counters);
@@ -748,7 +758,7 @@ mod tests {
             merge.interval(agent as usize, (&i).into()).unwrap();
         }
         assert_eq!(
-            merge.progress(0).unwrap().unwrap().p99_us,
+            merge.progress(0, |_| {}).unwrap().unwrap().p99_us,
             merged.value_at_quantile(0.99)
         );
     }
@@ -851,7 +861,7 @@ mod tests {
         let mut reference = Merger::default();
         for (seq, reports) in &kept {
             let want = reference.merge(reports.iter().map(|(_, h)| h));
-            let got = merge.progress(*seq).unwrap().unwrap();
+            let got = merge.progress(*seq, |_| {}).unwrap().unwrap();
             assert_eq!(got.p99_us, want.value_at_quantile(0.99), "seq {seq}");
         }
 
@@ -886,7 +896,7 @@ mod tests {
         }
         // Cut short, as a full disk that lost a write-back would.
         merge.spill.file.set_len(10).unwrap();
-        let e = merge.progress(0).unwrap_err();
+        let e = merge.progress(0, |_| {}).unwrap_err();
         assert!(matches!(e, SpillError::Read { .. }), "{e:?}");
         assert!(
             e.to_string().contains("cannot read the step's latency"),
@@ -935,8 +945,8 @@ mod tests {
         );
         assert!(e.to_string().contains("free space there"), "{e}");
         assert_eq!(*merge.counters(), before);
-        assert!(merge.progress(1).unwrap().is_none());
-        assert!(merge.progress(0).unwrap().is_some());
+        assert!(merge.progress(1, |_| {}).unwrap().is_none());
+        assert!(merge.progress(0, |_| {}).unwrap().is_some());
         // A later write fails the same way, and still adds nothing.
         assert!(merge.interval(0, (&interval(0, 2, false)).into()).is_err());
         let done = merge.finish().unwrap();

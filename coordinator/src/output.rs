@@ -8,6 +8,7 @@ use std::time::{Duration, SystemTime};
 
 use hdrhistogram::serialization::interval_log::{IntervalLogWriterBuilder, Tag};
 use results::distribution::Distribution;
+use results::events::{End, Event};
 pub use results::run_file::AgentInfo;
 use results::run_file::{Breach, RunFile, RunStatus, Stopped};
 use results::step::{RunSummary, StepResult};
@@ -57,6 +58,11 @@ pub struct Output {
     /// The table's length before the row of a step run.json does not hold yet: a step whose
     /// run.json cannot be written is taken back out of the table, so the two always agree.
     unsummarized: Option<u64>,
+    /// Where what run.json gains is told as it is written (the live page, events.ndjson), as
+    /// target `lane` of the run, and how many of its steps have been told.
+    feed: crate::live::Feed,
+    lane: usize,
+    told: usize,
 }
 
 /// Why a run cannot have its output directory.
@@ -324,6 +330,9 @@ impl Output {
             doc,
             status_at: None,
             unsummarized: None,
+            feed: crate::live::Feed::off(),
+            lane: 0,
+            told: 0,
         };
         out.write_json()?;
         out.write_report()?;
@@ -332,6 +341,22 @@ impl Output {
 
     pub fn dir(&self) -> &Path {
         &self.dir
+    }
+
+    /// Tells `feed` this run (as target `lane`) from here on, starting with run.json as it stands.
+    pub fn attach(&mut self, feed: &crate::live::Feed, lane: usize) {
+        self.feed = feed.clone();
+        self.lane = lane;
+        self.told = self.doc.steps.len();
+        self.feed.emit(Event::Run {
+            lane,
+            run: Box::new(self.doc.clone()),
+        });
+    }
+
+    /// Where the run's steps are told as they run, and as which target.
+    pub fn feed(&self) -> (&crate::live::Feed, usize) {
+        (&self.feed, self.lane)
     }
 
     /// Appends the step to the table, writes its hlog and .hgrm, durably, and appends it to run.json's
@@ -368,7 +393,12 @@ impl Output {
     /// table, no hlog or .hgrm, no summary, whose readers take every step they find as counted.
     pub fn record_warmup(&mut self, r: &StepResult) -> Result<(), OutputError> {
         self.doc.warmup = Some(r.clone());
-        self.write_json()
+        self.write_json()?;
+        self.feed.emit(Event::Warmup {
+            lane: self.lane,
+            step: Box::new(r.clone()),
+        });
+        Ok(())
     }
 
     /// Truncates the table to `len`, where it was before a row run.json will not hold.
@@ -394,6 +424,14 @@ impl Output {
             return Err(e);
         }
         self.unsummarized = None;
+        for step in &self.doc.steps[self.told..] {
+            self.feed.emit(Event::Step {
+                lane: self.lane,
+                step: Box::new(step.clone()),
+                summary: Some(summary.clone()),
+            });
+        }
+        self.told = self.doc.steps.len();
         self.write_report()
     }
 
@@ -425,7 +463,12 @@ impl Output {
     pub fn finish(&mut self, status: RunStatus) -> Result<Finished, OutputError> {
         self.doc.status = status;
         self.doc.finished_at = Some(now());
-        let whole = match self.write_json() {
+        let written = self.write_json();
+        self.feed.emit(Event::End {
+            lane: self.lane,
+            end: Box::new(End::of(&self.doc)),
+        });
+        let whole = match written {
             Ok(()) => return Ok(Finished::Whole),
             Err(e) => e,
         };
@@ -478,7 +521,7 @@ pub fn marked_in_place(status: RunStatus) -> RunStatus {
 }
 
 /// The wall clock as run.json writes it.
-fn now() -> String {
+pub fn now() -> String {
     humantime::format_rfc3339_millis(SystemTime::now()).to_string()
 }
 

@@ -430,6 +430,48 @@ pub fn load(chromium: &Path, page: &Path) -> Result<Loaded, String> {
     })
 }
 
+/// Opens `url` (a page this test serves on loopback) in Chromium and returns its DOM once loaded,
+/// after `wait` more of its script's time (`--virtual-time-budget`), and its console.
+pub fn load_url(chromium: &Path, url: &str, wait: Option<Duration>) -> Result<Loaded, String> {
+    let profile = tempfile::tempdir().map_err(|e| format!("a profile directory: {e}"))?;
+    let mut cmd = command(chromium, profile.path());
+    cmd.args(["--enable-logging=stderr", "--v=0", "--dump-dom"]);
+    if let Some(w) = wait {
+        cmd.arg(format!("--virtual-time-budget={}", w.as_millis()));
+    }
+    cmd.arg(url);
+    let (status, stdout, stderr) = run_bounded(cmd)?;
+    if !status.success() {
+        return Err(format!("chromium exited {status}: {}", tail(&stderr, 2000)));
+    }
+    Ok(Loaded {
+        html: stdout,
+        console: console_messages(&stderr),
+    })
+}
+
+/// A screenshot of `url` (a file:// page or one served on loopback), `width` × `height` pixels, into
+/// `png`: for a person to look at.
+pub fn screenshot(
+    chromium: &Path,
+    url: &str,
+    png: &Path,
+    width: u32,
+    height: u32,
+) -> Result<(), String> {
+    let profile = tempfile::tempdir().map_err(|e| format!("a profile directory: {e}"))?;
+    let mut cmd = command(chromium, profile.path());
+    cmd.arg(format!("--screenshot={}", png.display()))
+        .arg(format!("--window-size={width},{height}"))
+        .arg("--hide-scrollbars")
+        .arg(url);
+    let (status, _, stderr) = run_bounded(cmd)?;
+    if !status.success() || !png.is_file() {
+        return Err(format!("chromium exited {status}: {}", tail(&stderr, 2000)));
+    }
+    Ok(())
+}
+
 /// Opens `page` in a frame of a page of ours and, once both have loaded, runs `script` on it: the
 /// body of a JavaScript function of the framed page's `doc` and `win` that returns a JSON value
 /// (what a person's clicks and pointer did, say). Returns that value (an exception thrown becomes

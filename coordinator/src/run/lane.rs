@@ -168,6 +168,8 @@ impl<'a> Lane<'a> {
         stop: &Stop,
     ) -> Result<Option<StepOutcome>, RunError> {
         self.watch.baseline_p50_ms = baseline_p50(&self.results);
+        let (feed, lane) = self.out.feed();
+        let feed = feed.clone();
         let cx = StepCx {
             cfg: self.cfg,
             progress: &self.progress,
@@ -175,6 +177,8 @@ impl<'a> Lane<'a> {
             earlier: &self.results,
             steps: self.source.planned(),
             outlasts_overruns: self.source.outlasts_overruns(),
+            feed: &feed,
+            lane,
         };
         if !spec.pause.is_zero() {
             tokio::select! {

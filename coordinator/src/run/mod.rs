@@ -59,13 +59,15 @@ pub enum RunError {
     Spill(#[from] SpillError),
     #[error("{0}")]
     Search(#[from] results::search::SearchConfigError),
+    #[error(transparent)]
+    Live(#[from] crate::live::LiveError),
 }
 
 impl RunError {
     /// 2 for what the user must fix before running, 1 for a run that failed.
     pub fn exit_code(&self) -> u8 {
         match self {
-            RunError::Config(_) | RunError::Dir(_) | RunError::Search(_) => 2,
+            RunError::Config(_) | RunError::Dir(_) | RunError::Search(_) | RunError::Live(_) => 2,
             RunError::Fleet(e) if e.is_usage() => 2,
             RunError::Target(t) if t.source.is_usage() => 2,
             _ => 1,
@@ -249,6 +251,23 @@ async fn run_lanes(
     beside: Option<&Path>,
     search: Option<SearchSetup>,
 ) -> Result<Vec<RunOutcome>, RunError> {
+    // The live address is bound before any directory is claimed or agent reached: a port in use
+    // stops the run with nothing done.
+    let live = cfgs[0].live.clone();
+    let feed = crate::live::Feed::new(
+        live.is_some(),
+        live.as_ref().and_then(|l| l.baseline.clone()),
+    );
+    let server = match &live {
+        Some(spec) => {
+            let server = crate::live::Server::start(spec, &feed).await?;
+            if !cfgs[0].quiet {
+                eprintln!("stampede: watch the run at http://{}/", server.addr());
+            }
+            Some(server)
+        }
+        None => None,
+    };
     let mut dirs: Vec<PathBuf> = Vec::with_capacity(cfgs.len());
     for cfg in &mut cfgs {
         match output::claim(&cfg.out, cfg.out_default, cfg.force) {
@@ -266,7 +285,17 @@ async fn run_lanes(
         dirs: dirs.clone(),
         why: "the coordinator stopped before the run ended".into(),
     };
-    let outcome = run_in(&cfgs, stop, links, beside, search).await;
+    let outcome = run_in(&cfgs, stop.clone(), links, beside, search, &feed).await;
+    if outcome.is_ok() || feed.is_on() {
+        let report = match beside {
+            Some(dir) => dir.join("compare.html"),
+            None => dirs[0].join(crate::report_file::REPORT),
+        };
+        feed.finished(report.exists().then_some(report));
+    }
+    if let Some(server) = server {
+        server.linger(&stop.drain, cfgs[0].quiet).await;
+    }
     if let Err(RunError::Interrupted) = &outcome {
         // The run's record says it was interrupted, not that it is still starting.
         dirs.iter().for_each(|d| output::mark_interrupted(d));
@@ -315,6 +344,7 @@ async fn run_in(
     links: Option<Vec<(String, Expect, CoordinatorEnd)>>,
     beside: Option<&Path>,
     search: Option<SearchSetup>,
+    feed: &crate::live::Feed,
 ) -> Result<Vec<RunOutcome>, RunError> {
     // Any Ctrl-C while the fleet is reached and greeted ends the run at once: no load was sent.
     let (mut fleet, announced) = tokio::select! {
@@ -327,8 +357,25 @@ async fn run_in(
         None => cfgs.iter().map(plan_total).sum(),
     };
     let side = cfgs.len() > 1;
+    let events_dir = beside.unwrap_or(&cfgs[0].out);
+    if let Err(e) = feed.write_to(events_dir) {
+        eprintln!(
+            "stampede: {} cannot be written ({e}); the run goes on without it",
+            events_dir.join(crate::live::EVENTS_FILE).display()
+        );
+    }
+    feed.emit(results::events::Event::Begin {
+        schema: results::events::SCHEMA.to_string(),
+        lanes: cfgs
+            .iter()
+            .map(|c| c.label.clone().filter(|_| side).unwrap_or_default())
+            .collect(),
+        search: search.is_some(),
+        total_s: total.as_secs_f64(),
+        started_at: output::now(),
+    });
     let mut lanes = Vec::with_capacity(cfgs.len());
-    for (cfg, (warnings, warned)) in cfgs.iter().zip(announced) {
+    for (k, (cfg, (warnings, warned))) in cfgs.iter().zip(announced).enumerate() {
         // Side by side, each target its own search: its own probes, under its own ceiling.
         let (source, line): (Box<dyn StepSource + Send>, _) = match search.clone() {
             Some(setup) => {
@@ -349,7 +396,8 @@ async fn run_in(
             .into_iter()
             .filter(|m| cfg.pairing.watches(lane, &m.name).is_some())
             .collect();
-        let out = Output::create(cfg, &fleet.infos(), &monitors, &warnings)?;
+        let mut out = Output::create(cfg, &fleet.infos(), &monitors, &warnings)?;
+        out.attach(feed, k);
         let label = cfg.label.as_deref().filter(|_| side);
         if !cfg.quiet {
             let line = match line {

@@ -56,6 +56,10 @@ pub struct StepCx<'a> {
     pub steps: Option<usize>,
     /// Whether the lane goes on after a step that overran its deadline (a search's probe).
     pub outlasts_overruns: bool,
+    /// Where the step's start and merged seconds go as it runs (the live page, events.ndjson), and
+    /// which of the run's targets it is.
+    pub feed: &'a crate::live::Feed,
+    pub lane: usize,
 }
 
 /// Why the run must end after this step, whatever the step's result says.
@@ -153,6 +157,7 @@ pub async fn run_step(
 ) -> Result<StepOutcome, RunError> {
     let prepared = prepare(fleet, cx, spec, &mut watch.warned).await?;
     let started = start(fleet, spec, &prepared).await;
+    tell_start(fleet, cx, spec, &prepared, &started);
     let collected = Collecting::new(fleet, cx, spec, &prepared, &started, out.dir())?
         .run()
         .await?;
@@ -275,6 +280,8 @@ struct Collecting<'a> {
     /// What the step's notes must say: an agent past the step's deadline, or dropped for reports
     /// that cannot be true.
     notes: Vec<String>,
+    /// The agents given a share, in the order the step's start named them.
+    who: Vec<usize>,
 }
 
 impl<'a> Collecting<'a> {
@@ -317,6 +324,7 @@ impl<'a> Collecting<'a> {
             bounds,
             dropped: vec![false; n],
             notes: Vec::new(),
+            who: p.who.clone(),
             fleet,
             cx,
             spec,
@@ -487,21 +495,38 @@ impl<'a> Collecting<'a> {
             }),
             IntervalError::Spill(e) => e.into(),
         })?;
-        // The interval's merged p99 costs a pass over its reports: only for a watcher.
-        if merged.reports == self.waiting.len()
-            && !merged.tail
-            && self.cx.progress.wants_ticks()
-            && let Some(seq) = self.merge.progress(merged.seq)?
-        {
-            let so_far = *self.merge.counters();
-            show_progress(
-                self.cx,
-                self.spec,
-                &seq,
-                &so_far,
-                self.demanded,
-                self.scheduled,
-            );
+        // The interval's merged percentiles cost a pass over its reports: only for a watcher.
+        let watched = self.cx.progress.wants_ticks() || self.cx.feed.wants_intervals();
+        if merged.reports == self.waiting.len() && !merged.tail && watched {
+            let (feed, lane) = (self.cx.feed, self.cx.lane);
+            let mut latency = None;
+            let seq = self.merge.progress(merged.seq, |h| {
+                // Only /metrics wants the histogram itself, and only while it is served.
+                if feed.wants_intervals() {
+                    latency = Some(h.clone());
+                }
+            })?;
+            if let Some(seq) = seq {
+                let so_far = *self.merge.counters();
+                show_progress(
+                    self.cx,
+                    self.spec,
+                    &seq,
+                    &so_far,
+                    self.demanded,
+                    self.scheduled,
+                );
+                let agents_sent = self
+                    .who
+                    .iter()
+                    .map(|&i| self.merge.agent_counters(i).requests)
+                    .collect();
+                feed.interval(
+                    lane,
+                    tell_interval(self.spec, &seq, &so_far, agents_sent),
+                    latency.as_ref(),
+                );
+            }
         }
         Ok(None)
     }
@@ -605,6 +630,8 @@ fn summarise(
         agents: sums,
         hlog,
     } = c.totals;
+    cx.feed
+        .step_latency(cx.lane, step_number(spec), &total.hist.latency);
     let members = p.who.iter().chain(&p.lost_before);
     let agents = members
         .map(|&i| AgentInput {
@@ -722,6 +749,61 @@ fn measured(
             .unwrap_or(s.scheduled)
             .min(s.scheduled),
         None => s.scheduled,
+    }
+}
+
+/// The step as it starts, for the live page: its agents and their shares of its value.
+fn tell_start(fleet: &Fleet, cx: &StepCx<'_>, spec: StepSpec, p: &Prepared, s: &Started) {
+    if !cx.feed.is_on() {
+        return;
+    }
+    let closed = cx.cfg.plan.model() == shared::plan::LoadModel::Concurrency;
+    let agents = p
+        .who
+        .iter()
+        .zip(&p.shares)
+        .map(|(&i, share)| results::events::AgentShare {
+            agent: fleet.name(i).to_string(),
+            share: if closed {
+                f64::from(share.connections())
+            } else {
+                share.rate() * share.slice().fraction()
+            },
+        })
+        .collect();
+    cx.feed.emit(results::events::Event::StepStart {
+        lane: cx.lane,
+        step: results::events::StepStart {
+            step: step_number(spec),
+            steps: cx.steps,
+            role: spec.role.map(|r| r.name().to_string()),
+            value: spec.value,
+            demanded: cx.cfg.plan.demanded_request_rate(spec.value),
+            length_s: s.scheduled.as_secs_f64(),
+            agents,
+        },
+    });
+}
+
+/// One merged second as the live page and events.ndjson take it.
+fn tell_interval(
+    spec: StepSpec,
+    seq: &SeqProgress,
+    so_far: &shared::metrics::Counters,
+    agents_sent: Vec<u64>,
+) -> results::events::Interval {
+    let ms = |us: u64| (seq.measured > 0).then(|| histogram::us_to_ms(us));
+    results::events::Interval {
+        step: step_number(spec),
+        at_s: seq.offset.as_secs_f64(),
+        length_s: seq.length.as_secs_f64(),
+        sent: seq.counters.requests,
+        ok: seq.counters.ok,
+        failed: seq.counters.known_failed(),
+        p50_ms: ms(seq.p50_us),
+        p99_ms: ms(seq.p99_us),
+        sent_so_far: so_far.requests,
+        agents_sent,
     }
 }
 

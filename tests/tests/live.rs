@@ -1,0 +1,585 @@
+//! `--live`: a real ramp watched as it happens. Chromium opens the page mid-run and again at the
+//! end (screenshots kept for a person to look at), the event stream is read as a browser reads it
+//! (replayed from the start, resumed from a Last-Event-ID), and what the page and events.ndjson say
+//! of the finished steps is run.json's and steps.tsv's. Then what the live address must refuse.
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use results::events::{Event, Live};
+use results::run_file::RunFile;
+use tests::browser::{self, Loaded};
+use tests::dom::{Dom, El};
+use tests::{Lines, ServeProcess, bin, text};
+
+/// Starts `stampede run URL ARGS --live 127.0.0.1:0` into `dir`; returns the child, its stderr, and
+/// the live address it says.
+fn live_run(url: &str, args: &[&str], dir: &Path) -> (Child, Lines, SocketAddr) {
+    let mut child = Command::new(bin("stampede"))
+        .arg("run")
+        .arg(url)
+        .args(args)
+        .args(["--live", "127.0.0.1:0", "--out"])
+        .arg(dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("stampede runs");
+    let log = Lines::of(&mut child);
+    let said = "watch the run at http://";
+    assert!(
+        log.wait_for(said, Duration::from_secs(60)),
+        "no live address said: {}",
+        log.text()
+    );
+    let text = log.text();
+    let addr = text[text.find(said).unwrap() + said.len()..]
+        .split('/')
+        .next()
+        .unwrap()
+        .parse()
+        .expect("an address");
+    (child, log, addr)
+}
+
+/// One request on a fresh connection: (status code, head, body).
+fn request(addr: SocketAddr, head: &str) -> (u16, String, Vec<u8>) {
+    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(5)).expect("reachable");
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(s, "{head}Host: {addr}\r\nConnection: close\r\n\r\n").unwrap();
+    let mut raw = Vec::new();
+    let _ = s.read_to_end(&mut raw);
+    let split = raw
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .expect("a whole response head");
+    let head = String::from_utf8_lossy(&raw[..split]).into_owned();
+    let code = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .expect("a status code");
+    (code, head, raw[split + 4..].to_vec())
+}
+
+fn get(addr: SocketAddr, path: &str) -> (u16, String, Vec<u8>) {
+    request(addr, &format!("GET {path} HTTP/1.1\r\n"))
+}
+
+/// The stream's messages (event name, id, data) as they come, until `enough` says so or 20 s pass.
+fn read_stream(
+    addr: SocketAddr,
+    last_event_id: Option<u64>,
+    enough: impl Fn(&[(String, Option<u64>, String)]) -> bool,
+) -> Vec<(String, Option<u64>, String)> {
+    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(5)).expect("reachable");
+    s.set_read_timeout(Some(Duration::from_millis(200)))
+        .unwrap();
+    let resume = last_event_id.map_or(String::new(), |id| format!("Last-Event-ID: {id}\r\n"));
+    write!(
+        s,
+        "GET /events HTTP/1.1\r\nHost: {addr}\r\nAccept: text/event-stream\r\n{resume}\r\n"
+    )
+    .unwrap();
+    let mut raw = Vec::new();
+    let began = Instant::now();
+    let mut messages = Vec::new();
+    while began.elapsed() < Duration::from_secs(20) {
+        let mut buf = [0u8; 65536];
+        match s.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => raw.extend_from_slice(&buf[..n]),
+            Err(_) => {}
+        }
+        messages = sse_messages(&dechunk(&raw));
+        if enough(&messages) {
+            break;
+        }
+    }
+    messages
+}
+
+/// The body of a chunked response read so far (whole chunks only).
+fn dechunk(raw: &[u8]) -> String {
+    let text = String::from_utf8_lossy(raw);
+    let Some((head, mut rest)) = text.split_once("\r\n\r\n") else {
+        return String::new();
+    };
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    assert!(head.contains("text/event-stream"), "{head}");
+    let mut body = String::new();
+    while let Some((size, after)) = rest.split_once("\r\n") {
+        let Ok(n) = usize::from_str_radix(size.trim(), 16) else {
+            break;
+        };
+        if n == 0 || after.len() < n + 2 {
+            break;
+        }
+        body.push_str(&after[..n]);
+        rest = &after[n + 2..];
+    }
+    body
+}
+
+fn sse_messages(body: &str) -> Vec<(String, Option<u64>, String)> {
+    let mut out = Vec::new();
+    for block in body.split("\n\n") {
+        let (mut event, mut id, mut data) = (String::from("message"), None, String::new());
+        let mut any = false;
+        for line in block.lines() {
+            if let Some(v) = line.strip_prefix("event: ") {
+                event = v.to_string();
+                any = true;
+            } else if let Some(v) = line.strip_prefix("id: ") {
+                id = v.parse().ok();
+            } else if let Some(v) = line.strip_prefix("data: ") {
+                data.push_str(v);
+                any = true;
+            }
+        }
+        if any {
+            out.push((event, id, data));
+        }
+    }
+    // The last block may be cut short: only whole ones (its view's JSON parses) are kept.
+    if let Some((_, _, data)) = out.last()
+        && serde_json::from_str::<serde_json::Value>(data).is_err()
+    {
+        out.pop();
+    }
+    out
+}
+
+/// The `#steps` table's rows, each cell's text.
+fn steps_rows(dom: &Dom) -> Vec<Vec<String>> {
+    let table = dom.by_id("steps").expect("a <table id=\"steps\">");
+    table
+        .all("tr")
+        .iter()
+        .filter(|tr| !tr.all("td").is_empty())
+        .map(|tr| tr.all("td").iter().map(El::text).collect())
+        .collect()
+}
+
+fn last_event(page: &Loaded) -> u64 {
+    page.dom()
+        .first("html")
+        .and_then(|h| h.attr("data-last-event"))
+        .and_then(|v| v.parse().ok())
+        .expect("<html data-last-event>")
+}
+
+fn wait_until(what: &str, limit: Duration, done: impl Fn() -> bool) {
+    let began = Instant::now();
+    while !done() {
+        assert!(began.elapsed() < limit, "{what} within {limit:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn steps_written(dir: &Path) -> usize {
+    std::fs::read_to_string(dir.join("run.json"))
+        .ok()
+        .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+        .and_then(|v| v["steps"].as_array().map(Vec::len))
+        .unwrap_or(0)
+}
+
+#[test]
+fn a_ramp_watched_live_shows_run_json_s_numbers_and_a_late_browser_the_whole_history() {
+    let Some(chromium) = browser::available(
+        "a_ramp_watched_live_shows_run_json_s_numbers_and_a_late_browser_the_whole_history",
+    ) else {
+        return;
+    };
+    let serve = ServeProcess::start(&["--capacity", "300"]);
+    let dir = tempfile::tempdir().unwrap();
+    let shots = std::env::temp_dir().join("stampede-live-shots");
+    std::fs::create_dir_all(&shots).unwrap();
+    let (mut child, log, addr) = live_run(
+        &serve.url(),
+        &[
+            "--model",
+            "requests",
+            "--steps",
+            "100,200,400",
+            "--step-duration",
+            "3s",
+            "--live-keep",
+            "30s",
+        ],
+        dir.path(),
+    );
+    let url = format!("http://{addr}/");
+
+    // Mid-run: the first step written, the second running.
+    wait_until("the first step written", Duration::from_secs(60), || {
+        steps_written(dir.path()) >= 1
+    });
+    std::thread::sleep(Duration::from_millis(1500));
+    let early = browser::load_url(&chromium, &url, None).expect("the page mid-run");
+    let dom = browser::assert_clean(&early);
+    let rows = steps_rows(&dom);
+    let (_, tsv) = browser::steps_tsv(dir.path());
+    assert!(!rows.is_empty(), "a finished step is on the page mid-run");
+    assert_eq!(rows, tsv[..rows.len()], "the page's steps are steps.tsv's");
+    assert!(
+        dom.by_id("strip").is_some() && dom.by_id("current").is_some(),
+        "the run strip and the current step's chart"
+    );
+    browser::screenshot(&chromium, &url, &shots.join("mid-run.png"), 1280, 2200)
+        .expect("a screenshot mid-run");
+
+    // The stream, as a browser reads it: every event from the first, each with its id in order,
+    // then the view after the last.
+    let messages = read_stream(addr, None, |m| m.iter().any(|(e, _, _)| e == "view"));
+    let ids: Vec<u64> = messages.iter().filter_map(|(_, id, _)| *id).collect();
+    assert!(ids.len() >= 3, "events replayed: {messages:?}");
+    assert_eq!(
+        ids,
+        (1..=ids.len() as u64).collect::<Vec<_>>(),
+        "ids 1, 2, ..."
+    );
+    let first: serde_json::Value = serde_json::from_str(&messages[0].2).unwrap();
+    assert_eq!(first["event"], "begin");
+    assert_eq!(messages.last().unwrap().0, "view");
+    // A reconnect resumes after the id it last saw.
+    let from = ids.len() as u64 - 1;
+    let resumed = read_stream(addr, Some(from), |m| m.iter().any(|(e, _, _)| e == "view"));
+    let first_id = resumed.iter().find_map(|(_, id, _)| *id);
+    assert_eq!(
+        first_id,
+        Some(from + 1),
+        "resumed after {from}: {resumed:?}"
+    );
+
+    // An interval reaches a reader as it is merged: wait for one more event on an open stream.
+    let seen = ids.len() as u64;
+    let more = read_stream(addr, Some(seen), |m| {
+        m.iter().any(|(_, id, _)| id.is_some())
+    });
+    assert!(
+        more.iter().any(|(_, id, _)| id.is_some_and(|i| i > seen)),
+        "a new event came: {more:?}"
+    );
+
+    // The run ends; the page stays (--live-keep).
+    assert!(
+        log.wait_for("the live page stays at", Duration::from_secs(60)),
+        "{}",
+        log.text()
+    );
+    let late = browser::load_url(&chromium, &url, None).expect("the page at the end");
+    let dom = browser::assert_clean(&late);
+    let (_, tsv) = browser::steps_tsv(dir.path());
+    assert_eq!(steps_rows(&dom), tsv, "a late browser sees every step");
+    let end = dom.by_id("end").expect("the #end section");
+    assert!(
+        end.all("a")
+            .iter()
+            .any(|a| a.attr("href") == Some("report.html")),
+        "the end links to report.html: {}",
+        end.text()
+    );
+    browser::screenshot(&chromium, &url, &shots.join("end.png"), 1280, 2200)
+        .expect("a screenshot at the end");
+
+    // events.ndjson folds into run.json, and its last id is the page's.
+    let events = std::fs::read_to_string(dir.path().join("events.ndjson")).unwrap();
+    let live = Live::read(&events).expect("events.ndjson folds");
+    let run = RunFile::read(&dir.path().join("run.json")).unwrap();
+    assert_eq!(live.lanes.len(), 1);
+    assert_eq!(
+        live.lanes[0].run.as_ref(),
+        Some(&run),
+        "the fold of events.ndjson is run.json"
+    );
+    assert!(live.finished);
+    assert_eq!(last_event(&late), live.last);
+    let intervals = events
+        .lines()
+        .filter(|l| l.contains("\"event\":\"interval\""))
+        .count();
+    assert!(
+        (6..=12).contains(&intervals),
+        "about one interval a second of 9 s: {intervals}"
+    );
+    // The finished run's page from the file shows what the browser showed.
+    let page = browser::load(&chromium, &dir.path().join("live.html")).expect("live.html");
+    let file_dom = page.dom();
+    assert_eq!(steps_rows(&file_dom), tsv);
+    for id in ["strip", "notes", "end"] {
+        assert_eq!(
+            file_dom.by_id(id).map(|e| e.text()),
+            dom.by_id(id).map(|e| e.text()),
+            "#{id} of live.html and of the page served"
+        );
+    }
+    // While it stays: the report, and nothing else.
+    let (code, _, body) = get(addr, "/report.html");
+    assert_eq!(code, 200);
+    assert_eq!(body, std::fs::read(dir.path().join("report.html")).unwrap());
+    assert_eq!(get(addr, "/etc/passwd").0, 404);
+    assert_eq!(get(addr, "/events/../metrics").0, 404);
+    assert_eq!(
+        request(addr, "POST / HTTP/1.1\r\nContent-Length: 0\r\n").0,
+        405
+    );
+    assert_eq!(request(addr, "DELETE /events HTTP/1.1\r\n").0, 405);
+
+    tests::signal(&child, libc::SIGINT);
+    let status = child.wait().unwrap();
+    assert!(status.success(), "{status}: {}", log.text());
+    eprintln!("screenshots in {}", shots.display());
+}
+
+#[test]
+fn the_live_address_refuses_what_it_must_and_the_run_goes_on() {
+    let serve = ServeProcess::start(&[]);
+    let run = |extra: &[&str], env: &[(&str, &str)]| {
+        let dir = tempfile::tempdir().unwrap();
+        let mut cmd = Command::new(bin("stampede"));
+        cmd.arg("run")
+            .arg(serve.url())
+            .args(["--steps", "50", "--step-duration", "1s", "--quiet", "--out"])
+            .arg(dir.path())
+            .args(extra)
+            .env_remove("STAMPEDE_TOKEN")
+            .stdin(Stdio::null());
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        (cmd.output().unwrap(), dir)
+    };
+    // A port in use: exit 2 before any load, naming the flag and the address.
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let at = taken.local_addr().unwrap().to_string();
+    let before = serve.requests();
+    let (o, _) = run(&["--live", &at], &[]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o.stderr));
+    assert!(
+        text(&o.stderr).contains(&format!("--live {at}: cannot listen there")),
+        "{}",
+        text(&o.stderr)
+    );
+    assert_eq!(serve.requests(), before, "no load sent");
+    // Beyond loopback without a token: refused in one line.
+    let (o, _) = run(&["--live", "0.0.0.0:0"], &[]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o.stderr));
+    assert!(
+        text(&o.stderr).contains("without a token"),
+        "{}",
+        text(&o.stderr)
+    );
+    // --live-keep and --baseline need --live.
+    let (o, _) = run(&["--live-keep", "5s"], &[]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o.stderr));
+
+    // With the token: every request must present it; a wrong one is 401 and the run goes on.
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = Command::new(bin("stampede"))
+        .arg("run")
+        .arg(serve.url())
+        .args([
+            "--steps",
+            "50,60",
+            "--step-duration",
+            "2s",
+            "--live",
+            "0.0.0.0:0",
+            "--live-keep",
+            "20s",
+            "--out",
+        ])
+        .arg(dir.path())
+        .env("STAMPEDE_TOKEN", "s3cret token")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let log = Lines::of(&mut child);
+    let said = "watch the run at http://0.0.0.0:";
+    assert!(
+        log.wait_for(said, Duration::from_secs(60)),
+        "{}",
+        log.text()
+    );
+    let t = log.text();
+    let port: u16 = t[t.find(said).unwrap() + said.len()..]
+        .split('/')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    // Only ever reached on loopback.
+    let addr: SocketAddr = ([127, 0, 0, 1], port).into();
+    assert_eq!(get(addr, "/").0, 401);
+    assert_eq!(get(addr, "/metrics").0, 401);
+    assert_eq!(get(addr, "/?token=wrong").0, 401);
+    assert_eq!(
+        request(
+            addr,
+            "GET /events HTTP/1.1\r\nAuthorization: Bearer nope\r\n"
+        )
+        .0,
+        401
+    );
+    let (code, _, page) = get(addr, "/?token=s3cret%20token");
+    assert_eq!(code, 200);
+    assert!(
+        text(&page).contains("events?token=s3cret%20token"),
+        "the page's stream carries the token"
+    );
+    assert_eq!(
+        request(
+            addr,
+            "GET /metrics HTTP/1.1\r\nAuthorization: Bearer s3cret token\r\n"
+        )
+        .0,
+        200
+    );
+
+    // Connections past the bound are answered 503 and closed; those held idle take their seats.
+    let mut held = Vec::new();
+    for _ in 0..200 {
+        held.push(TcpStream::connect(addr).unwrap());
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    let mut refused = 0;
+    for s in &mut held {
+        s.set_read_timeout(Some(Duration::from_millis(300)))
+            .unwrap();
+        let mut b = [0u8; 64];
+        if let Ok(n) = s.read(&mut b)
+            && String::from_utf8_lossy(&b[..n]).starts_with("HTTP/1.1 503")
+        {
+            refused += 1;
+        }
+    }
+    assert_eq!(refused, 200 - 64, "all but 64 of 200 refused with 503");
+    drop(held);
+
+    // A browser that never reads its stream is dropped, and said so; the run goes on.
+    let slow = slow_reader(addr);
+    assert!(
+        log.wait_for("read nothing", Duration::from_secs(30)),
+        "the slow reader was dropped: {}",
+        log.text()
+    );
+    drop(slow);
+    assert!(
+        log.wait_for("the live page stays at", Duration::from_secs(60)),
+        "{}",
+        log.text()
+    );
+    let run = tests::run_json(dir.path());
+    assert_eq!(run["status"], "completed", "the run went on");
+    assert_eq!(run["steps"].as_array().unwrap().len(), 2);
+    tests::signal(&child, libc::SIGINT);
+    assert!(child.wait().unwrap().success(), "{}", log.text());
+}
+
+/// A stream asked for on a socket whose receive buffer is tiny and never read: the server's writes
+/// fill it at once.
+fn slow_reader(addr: SocketAddr) -> TcpStream {
+    use std::os::fd::AsRawFd;
+    // SAFETY: a plain socket(2)/setsockopt(2)/connect(2) on a descriptor owned here.
+    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_STREAM, 0) };
+    assert!(fd >= 0);
+    let small: libc::c_int = 2048;
+    unsafe {
+        libc::setsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_RCVBUF,
+            (&small as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        );
+    }
+    let sa = libc::sockaddr_in {
+        sin_family: libc::AF_INET as libc::sa_family_t,
+        sin_port: addr.port().to_be(),
+        sin_addr: libc::in_addr {
+            s_addr: u32::from_ne_bytes([127, 0, 0, 1]),
+        },
+        sin_zero: [0; 8],
+    };
+    let rc = unsafe {
+        libc::connect(
+            fd,
+            (&sa as *const libc::sockaddr_in).cast(),
+            std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t,
+        )
+    };
+    assert_eq!(rc, 0, "connect");
+    // SAFETY: fd is a connected socket nobody else owns.
+    let mut s = unsafe { <TcpStream as std::os::fd::FromRawFd>::from_raw_fd(fd) };
+    assert_eq!(s.as_raw_fd(), fd);
+    write!(
+        s,
+        "GET /events HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer s3cret token\r\n\r\n"
+    )
+    .unwrap();
+    s
+}
+
+#[test]
+fn an_event_stream_folds_like_the_file() {
+    // The events of a file, told one by one, fold to what reading the file folds to: the page
+    // rebuilt later from events.ndjson is the page the stream drew.
+    let serve = ServeProcess::start(&[]);
+    let dir = tempfile::tempdir().unwrap();
+    let o = tests::stampede(&[
+        "run",
+        &serve.url(),
+        "--steps",
+        "20,40",
+        "--step-duration",
+        "2s",
+        "--quiet",
+        "--out",
+        dir.path().to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    // events.ndjson is written without --live too.
+    let events = std::fs::read_to_string(dir.path().join("events.ndjson")).unwrap();
+    let mut live = Live::default();
+    let mut kinds = Vec::new();
+    for l in events.lines() {
+        let line: results::events::Line = serde_json::from_str(l).unwrap();
+        kinds.push(match &line.event {
+            Event::Begin { .. } => "begin",
+            Event::Run { .. } => "run",
+            Event::StepStart { .. } => "step_start",
+            Event::Interval { .. } => "interval",
+            Event::Warmup { .. } => "warmup",
+            Event::Step { .. } => "step",
+            Event::End { .. } => "end",
+            Event::Finished { .. } => "finished",
+        });
+        live.apply(&line).unwrap();
+    }
+    assert_eq!(live, Live::read(&events).unwrap());
+    let run = RunFile::read(&dir.path().join("run.json")).unwrap();
+    assert_eq!(live.lanes[0].run.as_ref(), Some(&run));
+    kinds.dedup();
+    assert_eq!(
+        kinds,
+        [
+            "begin",
+            "run",
+            "step_start",
+            "interval",
+            "step",
+            "step_start",
+            "interval",
+            "step",
+            "end",
+            "finished"
+        ]
+    );
+}
