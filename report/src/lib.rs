@@ -47,15 +47,19 @@
 //!   `agent_steps` (a `<noscript>` line says so);
 //! - once the page's script has run, `<html data-ready="1">`; a script error sets `data-errors` on
 //!   `<html>` to its message.
+//!
+//! The live page (`live_page.rs`: a run as it happens, and live.html) has its own contract there.
 
 pub mod chart;
 mod compare_page;
 mod data;
 pub mod escape;
 mod input;
+mod live_page;
 mod page;
 mod run_page;
 
 pub use compare_page::{COMPARE_CHARTS, COMPARE_MONITOR_CHARTS, render_compare};
 pub use input::{InputError, RunReport};
+pub use live_page::{AGENT_COLS, BASELINE_PREFIX, LIVE_SECTIONS, View, live_page, live_view};
 pub use run_page::{RUN_CHARTS, RUN_MONITOR_CHARTS, RUN_SEARCH_CHARTS, render_run};

@@ -14,7 +14,10 @@ th{position:sticky;top:0;background:#fff}figure.chart{margin:1em 0}figure.empty{
 /// columns it names (each cell as `data::text` writes it, `≥` before a lower bound), hover readout
 /// of the nearest point (a line's vertices from its path data: `M x y` then steps `l dx dy …`), legend entries that hide what they name, the log/linear switch. It marks the page ready, and any error
 /// it meets on the page. Numbers are written as the charts' ticks write them (`chart::Unit::label`).
-const SCRIPT: &str = r#"(function(){var d=document.documentElement;
+macro_rules! page_script {
+    ($charts:literal) => {
+        concat!(
+            r#"(function(){var d=document.documentElement;
 window.addEventListener('error',function(e){d.setAttribute('data-errors',String(e.message))});
 var D=JSON.parse(document.getElementById('stampede-data').textContent);
 document.querySelectorAll('table[data-fill]').forEach(function(t){var a=D[t.getAttribute('data-fill')],f=document.createDocumentFragment(),
@@ -50,18 +53,54 @@ clear();if(!best)return;hl.setAttribute('cx',at[0]);hl.setAttribute('cy',at[1]);
 ro.textContent=best.parentNode.getAttribute('data-n')+': '+fmt(v[1],yu)+' at '+fmt(v[0],xu)});
 svg.addEventListener('mouseleave',clear)}
 document.querySelectorAll('rect[data-t]').forEach(function(r){var t=document.getElementById('shade-'+r.getAttribute('data-t'));if(t&&t.firstChild)r.appendChild(t.firstChild.cloneNode(true))});
-document.querySelectorAll('figure.chart').forEach(chart);
-d.setAttribute('data-ready','1');})();"#;
+"#,
+            $charts,
+            "d.setAttribute('data-ready','1');})();"
+        )
+    };
+}
+
+/// The report's script: its charts bound once, at load.
+const SCRIPT: &str = page_script!("document.querySelectorAll('figure.chart').forEach(chart);\n");
+
+/// The live page's script: the report's, its charts bound at load and again in each section a
+/// `view` message redraws. When the embedded data names a `stream` (and the run is not over), it
+/// follows it with an `EventSource`, which itself reconnects and resumes from the last event id it
+/// saw. A view no newer than the page's (`data-last-event`) is left out: a reconnect replays the
+/// current one. `#live-state`'s `data-stream` says how the stream is: `static` (none), `connecting`,
+/// `open`, `lost` (reconnecting), `closed` (the browser gave up), `over` (the run ended).
+const LIVE_SCRIPT: &str = page_script!(
+    r#"document.querySelectorAll('figure.chart').forEach(chart);
+d.setAttribute('data-last-event',String(D.last));
+var st=document.getElementById('live-state');function state(s,t){st.setAttribute('data-stream',s);st.textContent=t}
+if(D.stream&&!D.finished){var es=new EventSource(D.stream);state('connecting','connecting to the run\u2026');
+es.addEventListener('open',function(){state('open','live: every event redraws the page')});
+es.addEventListener('view',function(m){var v=JSON.parse(m.data);if(v.last<=+d.getAttribute('data-last-event'))return;
+for(var k in v.sections){var e=document.querySelector('[data-section="'+k+'"]');if(e){e.innerHTML=v.sections[k];e.querySelectorAll('figure.chart').forEach(chart)}}
+d.setAttribute('data-last-event',String(v.last));if(v.finished){es.close();state('over','the run is over: this page is final')}});
+es.addEventListener('error',function(){if(es.readyState==2)state('closed','stream closed: reload the page to follow the run again');
+else state('lost','stream lost, reconnecting\u2026')})}
+"#
+);
 
 /// A whole page: `title` (text), `style` (CSS of its own, after the shared one), `body` (markup
 /// built from escaped values), `data` (the JSON it embeds, as serialized).
 pub fn styled_page(title: &str, style: &str, body: &str, data: &str) -> String {
+    shell(title, style, body, data, SCRIPT)
+}
+
+/// The live page (`live_page.rs`): the report's look, and its script following the run's stream.
+pub fn live_shell(title: &str, style: &str, body: &str, data: &str) -> String {
+    shell(title, style, body, data, LIVE_SCRIPT)
+}
+
+fn shell(title: &str, style: &str, body: &str, data: &str, script: &str) -> String {
     format!(
         "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
          <meta name=\"viewport\" content=\"width=device-width,initial-scale=1\">\n\
          <title>{title}</title>\n<style>{STYLE}{CHART_STYLE}{style}</style>\n</head>\n<body>\n{body}\n\
          <script type=\"application/json\" id=\"stampede-data\">{data}</script>\n\
-         <script>{SCRIPT}</script>\n</body>\n</html>\n",
+         <script>{script}</script>\n</body>\n</html>\n",
         title = escape::html(title),
         data = escape::script_json(data),
     )

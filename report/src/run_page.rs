@@ -2,10 +2,12 @@
 //! probes and answer, the charts against the step value, the timeline, and the tables.
 /// Also what a comparison draws its step-value axis and shading with.
 pub(crate) mod charts;
-mod search;
+/// Also what the live page draws a search's probes with.
+pub(crate) mod search;
 /// Also what a comparison reads the monitors' view of a step with.
 pub(crate) mod server;
-mod tables;
+/// Also what the live page writes its steps table with.
+pub(crate) mod tables;
 
 use std::fmt::Write;
 
