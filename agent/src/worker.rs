@@ -217,6 +217,11 @@ impl Ctx {
                 }
                 Err(SendError::Stale) if attempt == 0 => continue,
                 Err(SendError::Stale) => break,
+                // Not an HTTP/1.1 outcome (it has no stream slots), counted as any unsent.
+                Err(SendError::Unsent { class, .. }) => {
+                    self.rec.unsent(class);
+                    return (None, Err(Unsent(class)));
+                }
             }
         }
         // A fresh connection that closes before it can take a request.
@@ -261,6 +266,13 @@ impl Ctx {
                 Err(SendError::Failed(class)) => {
                     self.rec.error(class);
                     outcome = Ok(());
+                    break;
+                }
+                // Timed out waiting for a stream slot: its wait is recorded, as waited, and it is
+                // counted unsent below.
+                Err(SendError::Unsent { class, waited }) => {
+                    opened.waited = Some(waited);
+                    outcome = Err(Unsent(class));
                     break;
                 }
                 Err(SendError::Stale) => continue,
@@ -1022,6 +1034,11 @@ mod tests {
 
     /// The target over HTTP/2 (h2c) with `streams` per connection when `streams` > 1.
     async fn target_over(addr: SocketAddr, streams: u32) -> Endpoint {
+        target_timing_out(addr, streams, 5000).await
+    }
+
+    /// As `target_over`, with `--timeout` of `timeout_ms`.
+    async fn target_timing_out(addr: SocketAddr, streams: u32, timeout_ms: u64) -> Endpoint {
         let h2 = streams > 1;
         let configure = pb::Configure {
             requests: vec![pb::RequestTemplate {
@@ -1031,7 +1048,7 @@ mod tests {
                 body: Vec::new(),
             }],
             url_order: pb::UrlOrder::RoundRobin as i32,
-            timeout_ms: 5000,
+            timeout_ms,
             connect_timeout_ms: 1000,
             http: if h2 {
                 pb::HttpVersion::Http2
@@ -1353,6 +1370,26 @@ mod tests {
         // A stream waits about 3 replies (60 ms) for its slot; latency includes it.
         let wait_p50 = sent.hist.wait.value_at_quantile(0.5);
         assert!((20_000..200_000).contains(&wait_p50), "{wait_p50} µs");
+    }
+
+    #[tokio::test]
+    async fn a_request_timed_out_waiting_for_a_stream_slot_is_unsent_not_a_server_timeout() {
+        // One stream at a time, none answered within the 200 ms timeout; 4 closed loops ask at
+        // once, so 1 opens and the others wait for the slot as long as it is held, and their
+        // timeouts come with its: they time out in the queue, never sent.
+        let (addr, seen) = h2_server(1, Duration::from_secs(2), None).await;
+        let step = share(LoadModel::Concurrency, 0.0, 1, Duration::from_millis(1000));
+        let target = target_timing_out(addr, 4, 200).await;
+        let sent = run_step_on(target, step, Caps::default(), 1).await;
+        let c = &sent.counters;
+        // About 5 rounds of 4: at most one of each round is sent.
+        assert!(c.unsent >= 5, "{c:?}");
+        assert!(c.requests <= 8, "{c:?}");
+        // What was sent timed out at the server; what was not, in the queue: each once.
+        assert_eq!(c.errors_total(), c.requests + c.unsent, "{c:?}");
+        assert_eq!(c.given_up, c.requests + c.unsent, "{c:?}");
+        assert!(c.requests <= seen.requests.load(Ordering::Acquire), "{c:?}");
+        assert!(c.waited >= c.unsent, "each waited for the slot: {c:?}");
     }
 
     #[tokio::test]

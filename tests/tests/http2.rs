@@ -470,3 +470,178 @@ fn http1_and_http2_of_one_server_run_side_by_side_each_in_its_own_protocol() {
         .sum();
     assert_eq!(serve.requests() - before, sent, "the server counted both");
 }
+
+/// A Node http2 server (nghttp2) made with `options`, running `on_stream` for each stream (`st`)
+/// with `http2` in scope and counters `n` (streams) and `resets` (streams it reset) to keep; the
+/// counters are told as "n resets" on a second, HTTP/1.1 port.
+struct NodeCounting {
+    _script: NodeScript,
+    port: u16,
+    count_port: u16,
+}
+
+impl NodeCounting {
+    fn start(test: &str, options: &str, on_stream: &str) -> Option<NodeCounting> {
+        let script = format!(
+            "const http2 = require('http2'); const http = require('http');\n\
+             let n = 0, resets = 0;\n\
+             const s = http2.createServer({options});\n\
+             // A stream closed with an error code emits 'error': it is counted, not fatal.\n\
+             s.on('sessionError', () => {{}});\n\
+             s.on('stream', (st) => {{ st.on('error', () => {{}}); {on_stream} }});\n\
+             const c = http.createServer((q, r) => r.end(n + ' ' + resets));\n\
+             s.listen(0, '127.0.0.1', () => c.listen(0, '127.0.0.1', () =>\n\
+               console.log(s.address().port + ' ' + c.address().port)));\n\
+             setTimeout(() => process.exit(0), 600000);\n"
+        );
+        let script = NodeScript::start(test, &script)?;
+        let ports: Vec<u16> = script
+            .said
+            .split_whitespace()
+            .map(|p| p.parse().expect("node prints its ports"))
+            .collect();
+        Some(NodeCounting {
+            _script: script,
+            port: ports[0],
+            count_port: ports[1],
+        })
+    }
+
+    /// (streams, streams it reset), as node counted them.
+    fn counts(&self) -> (u64, u64) {
+        let said = tests::http_get(([127, 0, 0, 1], self.count_port).into(), "/");
+        let mut n = said
+            .split_whitespace()
+            .map(|c| c.parse().expect("node counts"));
+        (n.next().unwrap(), n.next().unwrap())
+    }
+
+    fn url(&self) -> String {
+        format!("h2c://127.0.0.1:{}/", self.port)
+    }
+}
+
+/// 1 connection x 4 streams for 1 s.
+fn one_connection(url: &str) -> tests::Ran {
+    run_ok(&[
+        url,
+        "--model",
+        "concurrency",
+        "--steps",
+        "1",
+        "--streams",
+        "4",
+        "--step-duration",
+        "1s",
+        "--threads",
+        "1",
+    ])
+}
+
+#[test]
+fn a_server_whose_header_table_is_below_4096_takes_every_request() {
+    // nghttp2 with SETTINGS_HEADER_TABLE_SIZE 0 refuses (COMPRESSION_ERROR) a header block that
+    // does not open with a table size update once its SETTINGS are acknowledged (RFC 7541 4.2).
+    let Some(node) = NodeCounting::start(
+        "http2_node_table_0",
+        "{ settings: { headerTableSize: 0 } }",
+        "n++; st.respond({ ':status': 200 }); st.end('ok');",
+    ) else {
+        return;
+    };
+    let ran = one_connection(&node.url());
+    let (sent, failed) = sent_and_failed(&ran);
+    assert!(sent > 100, "{}", ran.run);
+    assert_eq!((node.counts().0, failed), (sent, 0), "{}", ran.run);
+}
+
+#[test]
+fn stream_resets_are_the_ones_node_sent_before_and_after_its_headers() {
+    // Node resets every 7th stream before answering (CANCEL) and every 11th after its HEADERS
+    // (INTERNAL_ERROR: destroyed; `close` after `respond` would end the stream whole and reset it
+    // NO_ERROR after, as nghttp -nv shows); the rest are answered.
+    let Some(node) = NodeCounting::start(
+        "http2_node_resets",
+        "{}",
+        "n++;\n\
+         if (n % 7 == 0) { resets++; st.close(http2.constants.NGHTTP2_CANCEL); return; }\n\
+         if (n % 11 == 0) { resets++; st.respond({ ':status': 200 });\n\
+           st.destroy(new Error('reset after the headers')); return; }\n\
+         st.respond({ ':status': 200 }); st.end('ok');",
+    ) else {
+        return;
+    };
+    let ran = one_connection(&node.url());
+    let step = ran.step(0);
+    let (sent, failed) = sent_and_failed(&ran);
+    let (streams, resets) = node.counts();
+    eprintln!(
+        "node: {streams} streams, {resets} reset; stampede: {sent} sent, stream_resets {}",
+        step["http2"]["stream_resets"]
+    );
+    assert!(resets > 20, "{step}");
+    assert_eq!(streams, sent, "{step}");
+    assert_eq!(step["http2"]["stream_resets"], resets, "{step}");
+    assert_eq!(failed, resets, "{step}");
+    assert_eq!(step["replies"], sent - resets, "{step}");
+    let notes = step["error_messages"].to_string();
+    assert!(notes.contains(" reset the stream ("), "{notes}");
+}
+
+/// The length of each HEADERS frame nghttp received, in order, asking `paths` of `base` over one
+/// connection; `None` without nghttp (nghttp2-client).
+fn nghttp_header_lengths(base: &str, paths: &[&str]) -> Option<Vec<u64>> {
+    let urls: Vec<String> = paths.iter().map(|p| format!("{base}{p}")).collect();
+    let out = match Command::new("nghttp").arg("-nv").args(&urls).output() {
+        Ok(o) => text(&o.stdout),
+        Err(e) => {
+            assert!(
+                std::env::var("CI").as_deref() != Ok("true"),
+                "CI=true requires nghttp (nghttp2-client): {e}"
+            );
+            eprintln!("SKIPPED: no nghttp ({e})");
+            return None;
+        }
+    };
+    Some(
+        out.lines()
+            .filter_map(|l| l.split_once("recv HEADERS frame <length=").map(|(_, r)| r))
+            .map(|r| r.split(',').next().unwrap().parse().expect("a length"))
+            .collect(),
+    )
+}
+
+#[test]
+fn header_bytes_are_what_nghttp_receives_from_the_same_server() {
+    // Fixed reply headers (the date too): the first block on a connection indexes them into the
+    // server's table, every later one is a few indexed bytes. nghttp's frame lengths give both.
+    let Some(node) = NodeCounting::start(
+        "http2_node_header_bytes",
+        "{}",
+        "n++; st.respond({ ':status': 200, date: 'Sat, 05 Dec 2026 00:00:00 GMT',\n\
+           'x-load': 'stampede-check' }); st.end('ok');",
+    ) else {
+        return;
+    };
+    let base = format!("http://127.0.0.1:{}", node.port);
+    let Some(lengths) = nghttp_header_lengths(&base, &["/a", "/b", "/c"]) else {
+        return;
+    };
+    assert_eq!(lengths.len(), 3, "{lengths:?}");
+    let (first, later) = (lengths[0], lengths[1]);
+    assert_eq!(lengths[2], later, "{lengths:?}");
+    assert!(first > later, "{lengths:?}");
+    let ran = one_connection(&node.url());
+    let step = ran.step(0);
+    let replies = step["replies"].as_u64().unwrap();
+    eprintln!(
+        "nghttp: {lengths:?}; stampede: {replies} replies, header_bytes {}",
+        step["http2"]["header_bytes"]
+    );
+    assert!(replies > 100, "{step}");
+    assert_eq!(
+        step["http2"]["header_bytes"],
+        first + (replies - 1) * later,
+        "nghttp's {first} then {later} per reply: {step}"
+    );
+}

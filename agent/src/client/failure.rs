@@ -7,6 +7,7 @@ use std::net::SocketAddr;
 use shared::metrics::ErrorClass;
 
 use crate::response::{HeadError, MAX_HEAD};
+use std::time::Duration;
 
 /// Why a request was not answered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -16,6 +17,9 @@ pub enum SendError {
     Stale,
     /// The request was written and failed; the connection is unusable.
     Failed(ErrorClass),
+    /// The request was never written and is not to be (HTTP/2: it timed out waiting for a stream
+    /// slot under the server's limit, after `waited`): the caller counts it as unsent, in `class`.
+    Unsent { class: ErrorClass, waited: Duration },
 }
 
 pub(super) fn io_class(e: &io::Error) -> ErrorClass {

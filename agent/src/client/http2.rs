@@ -172,9 +172,12 @@ impl Session {
         }
         let asked = Instant::now();
         self.opened.set(self.opened.get() + 1);
-        // Counted as it leaves, as over HTTP/1.1, and taken back if the server never took it.
-        rec.sent();
-        let outcome = tokio::time::timeout_at(asked + timeout, self.exchange(t, asked)).await;
+        // Counted as it leaves (as its stream opens, as over HTTP/1.1 as it is written), and taken
+        // back if the server never took it; a stream that never opened was never counted.
+        let opened = Cell::new(false);
+        let deadline = asked + timeout;
+        let exchange = self.exchange(t, asked, deadline, &opened, rec);
+        let outcome = tokio::time::timeout_at(deadline, exchange).await;
         self.take_counts(rec);
         match outcome {
             Ok(Ok((reply, opened_at, opened))) => {
@@ -185,7 +188,26 @@ impl Session {
                 );
                 Ok(opened)
             }
-            Ok(Err(end)) => self.failed(end, rec),
+            Ok(Err(end)) => self.failed(end, opened.get(), rec),
+            Err(_) if !opened.get() => {
+                // Timed out still waiting for a slot under the server's stream limit: never
+                // written, so the queue's and not the server's, counted as an arrival that
+                // expired in the pool's queue is (unsent, given up at its age).
+                rec.given_up(intended.elapsed());
+                let class = ErrorClass::ClientTimeout;
+                let limit = self.conn.borrow().max_streams.unwrap_or(0);
+                rec.note(class, || {
+                    format!(
+                        "waited {timeout:?} (--timeout) for a free HTTP/2 stream under {}'s limit of {limit} (SETTINGS_MAX_CONCURRENT_STREAMS): never sent",
+                        self.peer
+                    )
+                    .into()
+                });
+                Err(SendError::Unsent {
+                    class,
+                    waited: asked.elapsed(),
+                })
+            }
             Err(_) => {
                 // The stream is reset (CANCEL) as it is dropped: the session goes on.
                 rec.given_up(intended.elapsed());
@@ -221,17 +243,34 @@ impl Session {
 
     /// A stream that ended without its reply: sent again if the server never processed it,
     /// otherwise failed in its class and words.
-    fn failed(&self, end: StreamEnd, rec: &Recorder) -> Result<Opened, SendError> {
+    /// `opened`: its stream opened, so it was counted as sent.
+    fn failed(&self, end: StreamEnd, opened: bool, rec: &Recorder) -> Result<Opened, SendError> {
         match end {
             StreamEnd::Reset(frame::REFUSED_STREAM) => {
                 rec.with(|s| s.counters.refused_streams += 1);
                 rec.unsend();
                 Err(SendError::Stale)
             }
-            StreamEnd::AboveGoAway => {
+            StreamEnd::AboveGoAway | StreamEnd::Unsent => {
                 self.count_end(rec);
-                rec.unsend();
+                if opened {
+                    rec.unsend();
+                }
                 Err(SendError::Stale)
+            }
+            // Not the server's reset, so not in `stream_resets`: the server broke the protocol on
+            // the stream and stampede reset it, as it ends a session the server breaks.
+            StreamEnd::ResetByUs { code, why } => {
+                let class = ErrorClass::Other;
+                rec.note(class, || {
+                    format!(
+                        "{} broke HTTP/2 on a stream ({why}): stampede reset it ({})",
+                        self.peer,
+                        frame::code_name(code)
+                    )
+                    .into()
+                });
+                Err(SendError::Failed(class))
             }
             StreamEnd::Reset(code) => {
                 rec.with(|s| s.counters.stream_resets += 1);
@@ -283,6 +322,9 @@ impl Session {
         &self,
         t: &Template,
         asked: Instant,
+        deadline: Instant,
+        opened: &Cell<bool>,
+        rec: &Recorder,
     ) -> Result<(conn::Reply, Instant, Opened), StreamEnd> {
         let ticket = self.conn.borrow_mut().ticket();
         let mut queued = Queued {
@@ -298,8 +340,20 @@ impl Session {
             }
             // One clock read: the moment the request is queued is when the server's time begins.
             let now = Instant::now();
+            if now >= deadline {
+                // Woken for a slot as its timeout came: opened now it would only be reset at
+                // once. It leaves the queue to the next in line, and its timeout ends it unsent.
+                if std::mem::replace(&mut queued.waiting, false) {
+                    c.leave_queue(ticket);
+                }
+                return Poll::Pending;
+            }
             match c.try_open(ticket, cx.waker(), &t.h2_block, &t.body, now) {
-                Some(id) => Poll::Ready(Ok((id, now))),
+                Some(id) => {
+                    opened.set(true);
+                    rec.sent();
+                    Poll::Ready(Ok((id, now)))
+                }
                 None => {
                     queued.waiting = true;
                     Poll::Pending
@@ -427,6 +481,8 @@ impl Future for Driver {
                 if !c.driver.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
                     c.driver = Some(cx.waker().clone());
                 }
+                // Counted as taken, so a stream can tell whether its request left.
+                c.taken += c.out.len() as u64;
                 if me.written == me.write.len() {
                     me.write.clear();
                     me.written = 0;
@@ -443,6 +499,7 @@ impl Future for Driver {
                     }
                     Poll::Ready(Ok(n)) => {
                         me.written += n;
+                        me.conn.borrow_mut().written += n as u64;
                         me.flush = true;
                         progress = true;
                     }

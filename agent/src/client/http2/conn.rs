@@ -24,12 +24,21 @@ const REFILL: u32 = RECV_WINDOW / 2;
 const MAX_HEADER_BLOCK: usize = 256 * 1024;
 /// A client's stream ids are odd and at most 2^31 - 1.
 const LAST_STREAM_ID: u32 = (1 << 31) - 1;
+/// The HPACK dynamic table size an encoder starts with (RFC 7541 4.2, SETTINGS_HEADER_TABLE_SIZE's
+/// default).
+const DEFAULT_TABLE_SIZE: u32 = 4096;
 
 /// How a stream ended, when it did not end with a whole reply.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StreamEnd {
     /// The server reset it with this code (REFUSED_STREAM: it did not process the request).
     Reset(u32),
+    /// Stampede reset it with this code, because the server broke the protocol on it (`why`):
+    /// the server's fault, but not a reset of the server's.
+    ResetByUs { code: u32, why: &'static str },
+    /// The connection ended before the stream's header block was wholly written: the server
+    /// cannot have taken it, so it is sent again.
+    Unsent,
     /// Above the last stream id of the server's GOAWAY: never processed.
     AboveGoAway,
     /// The connection ended first (`Conn::closed` says how).
@@ -83,6 +92,9 @@ struct Stream {
     consumed: u32,
     /// Counted in `active` (open or half-closed, under the server's limit).
     open: bool,
+    /// Where its header block ends in the connection's output (counted as `Conn::written` is):
+    /// until the socket took that much, the server cannot have the request.
+    sent_by: u64,
 }
 
 /// A connection's state.
@@ -127,6 +139,16 @@ pub struct Conn {
     /// Over TLS without ALPN (a server that chose no protocol): its refusal reads differently.
     pub tls_without_alpn: bool,
     setup_waker: Option<Waker>,
+    /// Bytes of output the driver has taken from `out` so far, and of those, the bytes the socket
+    /// took: a stream whose header block lies past `written` when the connection ends never left.
+    pub taken: u64,
+    pub written: u64,
+    /// The HPACK dynamic table size the server's decoder holds ours to: 4,096 until stampede says
+    /// otherwise. The encoder indexes nothing, so once it must signal a size it signals 0.
+    encoder_table: u32,
+    /// The server's SETTINGS_HEADER_TABLE_SIZE went below `encoder_table`: the next header block
+    /// must open with a size update (RFC 7541 4.2).
+    table_update: bool,
 }
 
 /// An opened stream's reply, complete.
@@ -179,6 +201,10 @@ impl Conn {
             stalled: Duration::ZERO,
             tls_without_alpn,
             setup_waker: None,
+            taken: 0,
+            written: 0,
+            encoder_table: DEFAULT_TABLE_SIZE,
+            table_update: false,
         }
     }
 
@@ -254,6 +280,7 @@ impl Conn {
             stalled_since: None,
             consumed: 0,
             open: true,
+            sent_by: self.taken + self.out.len() as u64,
         };
         self.send_body(id, &mut stream, now);
         self.streams.insert(id, stream);
@@ -294,13 +321,28 @@ impl Conn {
 
     fn put_headers(&mut self, id: u32, block: &[u8], end_stream: bool) {
         let end = if end_stream { frame::END_STREAM } else { 0 };
-        let mut chunks = block.chunks(self.max_frame);
-        let first = chunks.next().unwrap_or_default();
-        let more = block.len() > self.max_frame;
-        let flags = end | if more { 0 } else { frame::END_HEADERS };
-        frame::put_head(&mut self.out, first.len(), frame::HEADERS, flags, id);
+        // The server's decoder took a table smaller than the 4,096 bytes ours may use: this block
+        // (the first after the SETTINGS' ACK) opens by shrinking it, to 0, as nothing is indexed
+        // (RFC 7541 4.2 and 6.3; nghttp2 refuses a block without it).
+        let update: &[u8] = if std::mem::take(&mut self.table_update) {
+            self.encoder_table = 0;
+            &[0x20]
+        } else {
+            &[]
+        };
+        let len = update.len() + block.len();
+        let first_len = len.min(self.max_frame);
+        let (first, rest) = block.split_at(first_len - update.len());
+        let flags = end
+            | if len > self.max_frame {
+                0
+            } else {
+                frame::END_HEADERS
+            };
+        frame::put_head(&mut self.out, first_len, frame::HEADERS, flags, id);
+        self.out.extend_from_slice(update);
         self.out.extend_from_slice(first);
-        let mut rest = chunks.peekable();
+        let mut rest = rest.chunks(self.max_frame).peekable();
         while let Some(c) = rest.next() {
             let flags = if rest.peek().is_none() {
                 frame::END_HEADERS
@@ -387,6 +429,10 @@ impl Conn {
         let Some(s) = self.streams.remove(&id) else {
             return;
         };
+        // A body given up while it waited for window stalled until now.
+        if let Some(since) = s.stalled_since {
+            self.stalled += Instant::now().saturating_duration_since(since);
+        }
         if s.open {
             self.active -= 1;
             if self.closed.is_none() {
@@ -417,9 +463,13 @@ impl Conn {
             self.stalled += now.saturating_duration_since(since);
         }
         if s.body.take().is_some() {
-            // The reply came before the whole request (RFC 9113 8.1): the rest is not sent.
-            frame::put_rst(&mut self.out, id, frame::CANCEL);
             self.blocked.retain(|b| *b != id);
+            // The reply came before the whole request (RFC 9113 8.1): the rest is not sent. A
+            // stream ended by a reset (the server's, never answered with one, RFC 9113 5.4.2; or
+            // ours, already said) or by GOAWAY is not reset again.
+            if end.is_none() {
+                frame::put_rst(&mut self.out, id, frame::CANCEL);
+            }
         }
         if let Some(w) = s.waker.take() {
             w.wake();
@@ -432,21 +482,28 @@ impl Conn {
         if self.closed.is_none() {
             self.closed = Some(how);
         }
-        let open: Vec<u32> = self
-            .streams
-            .iter()
-            .filter(|(_, s)| s.end.is_none() && s.done_at.is_none())
-            .map(|(id, _)| *id)
-            .collect();
-        for id in open {
-            if let Some(s) = self.streams.get_mut(&id) {
-                s.end = Some(StreamEnd::Session);
-                if s.open {
-                    s.open = false;
-                    self.active -= 1;
-                }
+        let now = Instant::now();
+        for s in self.streams.values_mut() {
+            // A body waiting for window when the connection ended stalled until now.
+            if let Some(since) = s.stalled_since.take() {
+                self.stalled += now.saturating_duration_since(since);
+            }
+            if s.end.is_some() || s.done_at.is_some() {
+                continue;
+            }
+            // Not wholly written, the request never reached the server: it is sent again.
+            s.end = Some(if s.sent_by > self.written {
+                StreamEnd::Unsent
+            } else {
+                StreamEnd::Session
+            });
+            s.body = None;
+            if s.open {
+                s.open = false;
+                self.active -= 1;
             }
         }
+        self.blocked.clear();
         self.wake_all();
         self.setup_moved();
     }
@@ -460,6 +517,20 @@ impl Conn {
             what: what.into(),
         });
         Err(())
+    }
+
+    /// The server broke the protocol on one stream: stampede resets it with `code` (a stream
+    /// error), saying why, and the connection goes on.
+    fn reset_by_us(&mut self, id: u32, code: u32, why: &'static str, now: Instant) {
+        frame::put_rst(&mut self.out, id, code);
+        self.close_stream(id, Some(StreamEnd::ResetByUs { code, why }), now);
+        self.wake_driver();
+    }
+
+    /// A stream id the server may send no frame on but HEADERS or PRIORITY (RFC 9113 5.1): one of
+    /// its own (push is off, so never opened) or one of ours not opened yet.
+    fn idle(&self, id: u32) -> bool {
+        id.is_multiple_of(2) || id >= self.next_id
     }
 
     /// Takes in what was read: every whole frame at the start of `buf`. Returns how many bytes it
@@ -513,6 +584,10 @@ impl Conn {
             frame::RST_STREAM => {
                 if h.stream == 0 || p.len() != 4 {
                     return self.broken(frame::PROTOCOL_ERROR, "a malformed RST_STREAM");
+                }
+                if self.idle(h.stream) {
+                    return self
+                        .broken(frame::PROTOCOL_ERROR, "RST_STREAM on a stream never opened");
                 }
                 let code = frame::u32_at(p, 0);
                 self.close_stream(h.stream, Some(StreamEnd::Reset(code)), now);
@@ -569,6 +644,12 @@ impl Conn {
                     return self.broken(frame::FRAME_SIZE_ERROR, "a malformed WINDOW_UPDATE");
                 }
                 let inc = i64::from(frame::u31(p, 0));
+                if h.stream != 0 && self.idle(h.stream) {
+                    return self.broken(
+                        frame::PROTOCOL_ERROR,
+                        "WINDOW_UPDATE on a stream never opened",
+                    );
+                }
                 if h.stream == 0 {
                     if inc == 0 {
                         return self.broken(frame::PROTOCOL_ERROR, "a WINDOW_UPDATE of 0");
@@ -580,13 +661,14 @@ impl Conn {
                     }
                 } else if let Some(s) = self.streams.get_mut(&h.stream) {
                     s.window += inc;
-                    if inc == 0 || s.window > frame::MAX_WINDOW {
-                        frame::put_rst(&mut self.out, h.stream, frame::FLOW_CONTROL_ERROR);
-                        self.close_stream(
-                            h.stream,
-                            Some(StreamEnd::Reset(frame::FLOW_CONTROL_ERROR)),
-                            now,
-                        );
+                    if inc == 0 {
+                        let why = "a stream's WINDOW_UPDATE of 0";
+                        self.reset_by_us(h.stream, frame::PROTOCOL_ERROR, why, now);
+                        return Ok(());
+                    }
+                    if s.window > frame::MAX_WINDOW {
+                        let why = "a stream's window over 2^31-1";
+                        self.reset_by_us(h.stream, frame::FLOW_CONTROL_ERROR, why, now);
                         return Ok(());
                     }
                 }
@@ -648,7 +730,7 @@ impl Conn {
     }
 
     fn data(&mut self, h: Head, p: &[u8], now: Instant) -> Result<(), ()> {
-        if h.stream == 0 || h.stream >= self.next_id {
+        if h.stream == 0 || self.idle(h.stream) {
             return self.broken(frame::PROTOCOL_ERROR, "DATA on a stream never opened");
         }
         // The whole payload, padding too, counts against the windows (RFC 9113 6.9.1).
@@ -667,8 +749,8 @@ impl Conn {
             return Ok(());
         };
         if s.status.is_none() {
-            frame::put_rst(&mut self.out, h.stream, frame::PROTOCOL_ERROR);
-            self.close_stream(h.stream, Some(StreamEnd::Reset(frame::PROTOCOL_ERROR)), now);
+            let why = "DATA before the reply's HEADERS";
+            self.reset_by_us(h.stream, frame::PROTOCOL_ERROR, why, now);
             return Ok(());
         }
         self.body_bytes += body.len() as u64;
@@ -705,20 +787,25 @@ impl Conn {
         let Some(s) = self.streams.get_mut(&id) else {
             return Ok(());
         };
-        match (s.status, decoded.status) {
-            // Informational (1xx): the final reply is still to come.
-            (None, Some(status)) if (100..200).contains(&status) && !end_stream => {}
+        let malformed = match (s.status, decoded.status) {
+            // Informational (1xx): the final reply is still to come, so it cannot end the stream
+            // (RFC 9113 8.1).
+            (None, Some(status)) if (100..200).contains(&status) => {
+                end_stream.then_some("an informational (1xx) reply that ended the stream")
+            }
             (None, Some(status)) => {
                 s.status = Some(status);
                 s.headers_at = Some(now);
+                None
             }
+            (None, None) => Some("a reply without :status"),
             // Trailers, which must end the stream.
-            (Some(_), _) if end_stream => {}
-            _ => {
-                frame::put_rst(&mut self.out, id, frame::PROTOCOL_ERROR);
-                self.close_stream(id, Some(StreamEnd::Reset(frame::PROTOCOL_ERROR)), now);
-                return Ok(());
-            }
+            (Some(_), _) if end_stream => None,
+            (Some(_), _) => Some("a header block after the reply's that did not end the stream"),
+        };
+        if let Some(why) = malformed {
+            self.reset_by_us(id, frame::PROTOCOL_ERROR, why, now);
+            return Ok(());
         }
         if end_stream {
             self.close_stream(id, None, now);
@@ -751,8 +838,18 @@ impl Conn {
                     // Every stream's window moves by the change (RFC 9113 6.9.2).
                     let delta = i64::from(value) - self.initial_window;
                     self.initial_window = i64::from(value);
-                    for st in self.streams.values_mut() {
+                    let mut over = false;
+                    for st in self.streams.values_mut().filter(|st| st.open) {
                         st.window += delta;
+                        over |= st.window > frame::MAX_WINDOW;
+                    }
+                    // A change that takes a stream's window past the most allowed is the
+                    // connection's error (RFC 9113 6.9.2).
+                    if over {
+                        return self.broken(
+                            frame::FLOW_CONTROL_ERROR,
+                            "SETTINGS_INITIAL_WINDOW_SIZE took a stream's window over 2^31-1",
+                        );
                     }
                 }
                 frame::SETTINGS_MAX_FRAME_SIZE => {
@@ -767,7 +864,11 @@ impl Conn {
                 frame::SETTINGS_ENABLE_PUSH if value > 1 => {
                     return self.broken(frame::PROTOCOL_ERROR, "SETTINGS_ENABLE_PUSH not 0 or 1");
                 }
-                // The header table size limits the encoder, which indexes nothing.
+                // The encoder indexes nothing, but a table smaller than the one it may use must
+                // still be said, in the next header block (`put_headers`).
+                frame::SETTINGS_HEADER_TABLE_SIZE if value < self.encoder_table => {
+                    self.table_update = true;
+                }
                 _ => {}
             }
         }
@@ -975,7 +1076,7 @@ mod tests {
         for (input, says) in cases {
             let mut c = ready(&[]);
             let id = open(&mut c, b"").unwrap();
-            c.out.clear();
+            wrote_all(&mut c);
             c.receive(&input, Instant::now());
             match &c.closed {
                 Some(Closed::Protocol { what, .. }) => assert!(what.contains(says), "{what}"),
@@ -991,6 +1092,259 @@ mod tests {
         c.receive(b"HTTP/1.1 400 Bad Request\r\n\r\n", Instant::now());
         assert!(matches!(c.closed, Some(Closed::Protocol { .. })));
         assert_eq!(&c.first[..8], b"HTTP/1.1");
+    }
+
+    /// The payload of every frame of `kind` in what the connection queued.
+    fn payloads(out: &[u8], kind: u8) -> Vec<Vec<u8>> {
+        let mut at = 0;
+        let mut seen = Vec::new();
+        while let Some(h) = Head::parse(&out[at..]) {
+            let p = &out[at + frame::HEADER_LEN..at + frame::HEADER_LEN + h.len];
+            if h.kind == kind {
+                seen.push(p.to_vec());
+            }
+            at += frame::HEADER_LEN + h.len;
+        }
+        seen
+    }
+
+    /// As the driver does: everything queued is taken and written to the socket.
+    fn wrote_all(c: &mut Conn) {
+        c.taken += c.out.len() as u64;
+        c.written = c.taken;
+        c.out.clear();
+    }
+
+    fn rst_count(c: &Conn) -> usize {
+        frames(&c.out)
+            .iter()
+            .filter(|f| f.0 == frame::RST_STREAM)
+            .count()
+    }
+
+    fn closed_with(c: &Conn) -> Option<u32> {
+        match &c.closed {
+            Some(Closed::Protocol { code, .. }) => Some(*code),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn a_header_table_lowered_below_4096_is_signalled_at_the_start_of_the_next_header_block() {
+        // nghttp2 (a decoder whose SETTINGS_HEADER_TABLE_SIZE went below the 4,096 the encoder may
+        // use) refuses a block that does not open with a size update (RFC 7541 4.2).
+        let mut c = ready(&[(0x1, 256)]);
+        open(&mut c, b"").unwrap();
+        open(&mut c, b"").unwrap();
+        let blocks = payloads(&c.out, frame::HEADERS);
+        assert_eq!(
+            blocks[0],
+            [0x20, 0x82, 0x86, 0x84],
+            "size 0, then the request"
+        );
+        assert_eq!(blocks[1], [0x82, 0x86, 0x84], "said once");
+        // Once at 0 the table can go no lower: later SETTINGS need no more updates.
+        c.out.clear();
+        c.receive(&settings(&[(0x1, 0)]), Instant::now());
+        open(&mut c, b"").unwrap();
+        assert_eq!(payloads(&c.out, frame::HEADERS)[0], [0x82, 0x86, 0x84]);
+        // A table left at 4,096 or raised needs none.
+        let mut c = ready(&[(0x1, 65_536)]);
+        open(&mut c, b"").unwrap();
+        assert_eq!(payloads(&c.out, frame::HEADERS)[0], [0x82, 0x86, 0x84]);
+        // A size update makes the block longer by a byte; one filling a frame still splits right.
+        let mut c = ready(&[(0x1, 0)]);
+        let big = vec![0x82u8; frame::MAX_FRAME];
+        let t = c.ticket();
+        c.try_open(t, Waker::noop(), &big, &Bytes::new(), Instant::now())
+            .unwrap();
+        let f = frames(&c.out);
+        assert_eq!(
+            f[0],
+            (frame::HEADERS, frame::END_STREAM, 1, frame::MAX_FRAME)
+        );
+        assert_eq!(f[1], (frame::CONTINUATION, frame::END_HEADERS, 1, 1));
+    }
+
+    #[test]
+    fn a_reset_from_the_server_is_never_answered_with_a_reset_and_no_stream_is_reset_twice() {
+        // A body waiting for window when the server resets the stream: nothing is said back
+        // (RFC 9113 5.4.2).
+        let mut c = ready(&[(frame::SETTINGS_INITIAL_WINDOW_SIZE, 10)]);
+        let id = open(&mut c, b"0123456789abcdefghijklmno").unwrap();
+        c.out.clear();
+        c.receive(
+            &frame_of(frame::RST_STREAM, 0, id, &frame::CANCEL.to_be_bytes()),
+            Instant::now(),
+        );
+        assert_eq!(rst_count(&c), 0, "{:?}", frames(&c.out));
+        assert_eq!(
+            c.poll_reply(id, Waker::noop()),
+            Some(Err(StreamEnd::Reset(8)))
+        );
+        // DATA before HEADERS on a stream whose body waits: one reset (PROTOCOL_ERROR), not a
+        // second (CANCEL) for the body.
+        let id = open(&mut c, b"0123456789abcdefghijklmno").unwrap();
+        c.out.clear();
+        c.receive(&frame_of(frame::DATA, 0, id, b"x"), Instant::now());
+        assert_eq!(rst_count(&c), 1, "{:?}", frames(&c.out));
+        // Given up after that, it is not reset again.
+        c.forget(id);
+        assert_eq!(rst_count(&c), 1, "{:?}", frames(&c.out));
+    }
+
+    #[test]
+    fn a_reset_stampede_sends_itself_is_not_read_as_the_server_s() {
+        // DATA before any HEADERS: stampede resets the stream (PROTOCOL_ERROR), not the server.
+        let mut c = ready(&[]);
+        let id = open(&mut c, b"").unwrap();
+        c.receive(&frame_of(frame::DATA, 0, id, b"x"), Instant::now());
+        let end = c.poll_reply(id, Waker::noop());
+        assert!(
+            !matches!(end, Some(Err(StreamEnd::Reset(_)))),
+            "read as the server's reset: {end:?}"
+        );
+        assert_eq!(
+            end,
+            Some(Err(StreamEnd::ResetByUs {
+                code: frame::PROTOCOL_ERROR,
+                why: "DATA before the reply's HEADERS"
+            }))
+        );
+    }
+
+    #[test]
+    fn streams_not_written_when_the_connection_drops_are_sent_again_not_failed() {
+        // No GOAWAY: the socket fails with one request written and one still in the buffer.
+        let mut c = ready(&[]);
+        let written = open(&mut c, b"").unwrap();
+        wrote_all(&mut c);
+        let queued = open(&mut c, b"").unwrap();
+        // Half of its header block: the server cannot have it whole.
+        c.taken += c.out.len() as u64;
+        c.written += 9 + 1;
+        c.close(Closed::Io(std::io::ErrorKind::BrokenPipe.into()));
+        assert_eq!(
+            c.poll_reply(written, Waker::noop()),
+            Some(Err(StreamEnd::Session)),
+            "the server may have taken it: failed"
+        );
+        assert_eq!(
+            c.poll_reply(queued, Waker::noop()),
+            Some(Err(StreamEnd::Unsent)),
+            "never left: sent again"
+        );
+        assert_eq!(c.active, 0);
+    }
+
+    #[test]
+    fn an_initial_window_raised_past_2_31_on_an_open_stream_is_a_flow_control_error() {
+        let mut c = ready(&[]);
+        let id = open(&mut c, b"").unwrap();
+        // The stream's window to exactly 2^31-1: allowed.
+        let inc = (frame::MAX_WINDOW - frame::DEFAULT_WINDOW) as u32;
+        c.receive(
+            &frame_of(frame::WINDOW_UPDATE, 0, id, &inc.to_be_bytes()),
+            Instant::now(),
+        );
+        assert!(c.closed.is_none(), "{:?}", c.closed);
+        // One more by SETTINGS (RFC 9113 6.9.2): a connection error.
+        c.receive(
+            &settings(&[(frame::SETTINGS_INITIAL_WINDOW_SIZE, 65_536)]),
+            Instant::now(),
+        );
+        assert_eq!(
+            closed_with(&c),
+            Some(frame::FLOW_CONTROL_ERROR),
+            "{:?}",
+            c.closed
+        );
+    }
+
+    #[test]
+    fn a_1xx_that_ends_the_stream_is_not_taken_for_the_reply() {
+        // :status 103 (literal, name index 8) with END_STREAM: malformed (RFC 9113 8.1).
+        let mut c = ready(&[]);
+        let id = open(&mut c, b"").unwrap();
+        c.out.clear();
+        c.receive(
+            &frame_of(
+                frame::HEADERS,
+                frame::END_HEADERS | frame::END_STREAM,
+                id,
+                &[0x08, 0x03, b'1', b'0', b'3'],
+            ),
+            Instant::now(),
+        );
+        let end = c.poll_reply(id, Waker::noop());
+        assert!(!matches!(end, Some(Ok(_))), "taken for the reply: {end:?}");
+        assert!(end.is_some(), "the stream ended");
+        assert_eq!(
+            payloads(&c.out, frame::RST_STREAM),
+            [frame::PROTOCOL_ERROR.to_be_bytes()]
+        );
+        assert_eq!(c.active, 0);
+    }
+
+    #[test]
+    fn a_stalled_upload_given_up_still_counts_its_stall_time() {
+        for session_ends in [false, true] {
+            let mut c = ready(&[(frame::SETTINGS_INITIAL_WINDOW_SIZE, 10)]);
+            let id = open(&mut c, b"0123456789abcdefghijklmno").unwrap();
+            assert_eq!(c.stalls, 1);
+            std::thread::sleep(Duration::from_millis(5));
+            if session_ends {
+                c.close(Closed::Eof);
+                let _ = c.poll_reply(id, Waker::noop());
+            } else {
+                c.forget(id);
+            }
+            assert!(
+                c.stalled >= Duration::from_millis(5),
+                "session ends {session_ends}: {:?}",
+                c.stalled
+            );
+        }
+    }
+
+    #[test]
+    fn frames_on_idle_streams_are_a_connection_error() {
+        // RFC 9113 5.1: on an idle stream only HEADERS and PRIORITY may come; stream 2 is a
+        // server's (push is off), stream 5 is not opened yet.
+        let cases: Vec<(Vec<u8>, &str)> = vec![
+            (frame_of(frame::DATA, 0, 2, b"x"), "DATA on 2"),
+            (
+                frame_of(frame::RST_STREAM, 0, 5, &frame::CANCEL.to_be_bytes()),
+                "RST_STREAM on 5",
+            ),
+            (
+                frame_of(frame::RST_STREAM, 0, 2, &frame::CANCEL.to_be_bytes()),
+                "RST_STREAM on 2",
+            ),
+            (
+                frame_of(frame::WINDOW_UPDATE, 0, 5, &1u32.to_be_bytes()),
+                "WINDOW_UPDATE on 5",
+            ),
+            (
+                frame_of(frame::WINDOW_UPDATE, 0, 4, &1u32.to_be_bytes()),
+                "WINDOW_UPDATE on 4",
+            ),
+        ];
+        for (input, case) in cases {
+            let mut c = ready(&[]);
+            open(&mut c, b"").unwrap();
+            c.receive(&input, Instant::now());
+            assert_eq!(
+                closed_with(&c),
+                Some(frame::PROTOCOL_ERROR),
+                "{case}: {:?}",
+                c.closed
+            );
+        }
+        // PRIORITY on an idle stream is allowed.
+        let mut c = ready(&[]);
+        c.receive(&frame_of(frame::PRIORITY, 0, 9, &[0; 5]), Instant::now());
+        assert!(c.closed.is_none(), "{:?}", c.closed);
     }
 
     /// Any frame a server might send, as bytes: a real type or not, any flags, a small stream id.
