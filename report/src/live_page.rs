@@ -280,7 +280,8 @@ pub(crate) mod fixture {
                     ok,
                     failed: s.failed / n as u64,
                     p50_ms: Some(s.latency_ms.p50),
-                    p99_ms: Some(s.latency_ms.p99),
+                    // A little ragged, as seconds are.
+                    p99_ms: Some(s.latency_ms.p99 * (1.0 + 0.1 * (k % 4) as f64)),
                     sent_so_far: so_far,
                     agents_sent: s
                         .agents
@@ -560,19 +561,45 @@ mod tests {
     fn ten_steps() -> RunFile {
         let mut run = golden();
         let template = run.steps[5].clone();
+        let mut second = template.agents[0].clone();
+        second.agent = "agent-2".into();
         run.steps = (1..=10)
             .map(|n| {
+                // A server that serves up to 650/s, its p99 rising past it.
                 let v = 100.0 * n as f64;
-                let mut monitor = crate::run_page::server::example("web1", 8.0 * n as f64);
+                let served = v.min(650.0);
+                let mut monitor = crate::run_page::server::example("web1", served / 7.0);
                 monitor.partial = false;
+                let mut latency = template.latency_ms.clone();
+                latency.p50 = 2.0 + (v - served) / 4.0;
+                latency.p90 = 5.0 + (v - served) / 2.0;
+                latency.p99 = 9.0 + (v - served) * 1.5;
+                latency.p999 = 15.0 + (v - served) * 2.0;
+                latency.max = 30.0 + (v - served) * 3.0;
+                let mut reply_rate = template.reply_rate.clone();
+                (reply_rate.min, reply_rate.avg, reply_rate.max) =
+                    (served - 3.0, served - 1.0, served);
+                let requests = (v * 30.0) as u64;
+                let ok = (served * 30.0) as u64;
                 StepResult {
                     number: n,
                     step_value: v,
                     demanded_rate: Some(v),
                     duration_s: 30.0,
-                    reply_rate_series: (0..30).map(|k| v - (k % 3) as f64).collect(),
+                    requests,
+                    replies: ok,
+                    ok,
+                    due: requests,
+                    failed: requests - ok,
+                    failed_pct: 100.0 * (requests - ok) as f64 / requests as f64,
+                    ok_rate: served,
+                    achieved_request_rate: v,
+                    latency_ms: latency,
+                    reply_rate,
+                    reply_rate_series: (0..30).map(|k| served - (k % 3) as f64).collect(),
                     notes: vec![format!("step {n}'s note")],
                     server_monitors: vec![monitor],
+                    agents: vec![template.agents[0].clone(), second.clone()],
                     ..template.clone()
                 }
             })
@@ -669,6 +696,33 @@ mod tests {
         assert_eq!(json["sections"]["steps"], view.section("steps").unwrap());
     }
 
+    #[test]
+    fn side_by_side_each_section_holds_each_lane_under_its_name() {
+        let mut live = all(&golden());
+        let mut other = live.lanes[0].clone();
+        live.lanes[0].name = "nginx".into();
+        other.name = "app".into();
+        other.run.as_mut().unwrap().steps.truncate(2);
+        live.lanes.push(other);
+        let view = live_view(&live, None);
+        for (id, h) in &view.sections {
+            if *id == "end" {
+                continue;
+            }
+            let nginx = h.find("<section class=\"lane\" data-lane=\"nginx\">\n<h3>nginx</h3>");
+            let app = h.find("<section class=\"lane\" data-lane=\"app\">\n<h3>app</h3>");
+            assert!(nginx.unwrap() < app.unwrap(), "{id}");
+        }
+        let steps = view.section("steps").unwrap();
+        let app = &steps[steps.find("data-lane=\"app\"").unwrap()..];
+        assert_eq!(app.matches("<tr>").count(), 2 + 1);
+        // The lanes take turns on one fleet: their times add up.
+        let strip = view.section("strip").unwrap();
+        assert_eq!(figure(strip, "elapsed").1, Some("8"));
+        let end = view.section("end").unwrap();
+        assert!(end.contains("data-lane=\"app\" data-status=\"completed\">app: completed"));
+    }
+
     /// Pages to look at as a person would (`STAMPEDE_LOOK=DIR cargo test -p report -- --ignored
     /// pages_to_look_at`, then open DIR/live-*.html): mid-run against a baseline, a search
     /// mid-way, and a finished run's static page.
@@ -694,5 +748,18 @@ mod tests {
             "live-search.html",
             live_page(&running(&search, 7, 0), None, None),
         );
+        // A stream to serve by hand: the page as of the run's begin, then each event's view.
+        write(
+            "live-stream.html",
+            live_page(&folded(&run, 2), None, Some("events")),
+        );
+        let mut live = Live::default();
+        let mut views = String::new();
+        for l in events(&run) {
+            live.apply(&l).unwrap();
+            views.push_str(&live_view(&live, None).to_json());
+            views.push('\n');
+        }
+        write("live-views.ndjson", views);
     }
 }

@@ -191,16 +191,40 @@ pub fn lane(lane: &Lane, search: bool) -> String {
         Some(r) => match (&r.capacity, &r.summary) {
             (Some(c), _) => c.answer.clone(),
             (None, Some(s)) => s.answer.clone(),
+            (None, None) if !r.steps.is_empty() => probes_so_far(r),
             (None, None) => "no step written yet".to_string(),
         },
     };
-    figs.push(fig("answer", "answer so far", answer, None));
+    figs.push(fig("answer", "answer", answer, None));
     let mut out = String::new();
     figures(&mut out, &figs);
     if let Some(r) = run.filter(|r| search || r.is_search()) {
         out.push_str(&bracket_line(r));
     }
     out
+}
+
+/// A search's answer until it ends: its probes so far by class (`6 probes: 4 pass, 2 fail`).
+fn probes_so_far(run: &RunFile) -> String {
+    let mut counts: Vec<(&str, usize)> = Vec::new();
+    for s in &run.steps {
+        let class = s.probe.as_ref().map_or("not classed", |p| p.class.name());
+        match counts.iter_mut().find(|(c, _)| *c == class) {
+            Some((_, n)) => *n += 1,
+            None => counts.push((class, 1)),
+        }
+    }
+    let counts: Vec<String> = counts.iter().map(|(c, n)| format!("{n} {c}")).collect();
+    let probes = if run.steps.len() == 1 {
+        "probe"
+    } else {
+        "probes"
+    };
+    format!(
+        "searching: {} {probes} so far ({})",
+        run.steps.len(),
+        counts.join(", ")
+    )
 }
 
 /// The search's bracket, its two ends each a figure: `data-k="passed"` and `data-k="failed-at"`.
