@@ -570,13 +570,13 @@ mod tests {
                 let served = v.min(650.0);
                 let mut monitor = crate::run_page::server::example("web1", served / 7.0);
                 monitor.partial = false;
-                let mut latency = template.latency_ms.clone();
+                let mut latency = template.latency_ms;
                 latency.p50 = 2.0 + (v - served) / 4.0;
                 latency.p90 = 5.0 + (v - served) / 2.0;
                 latency.p99 = 9.0 + (v - served) * 1.5;
                 latency.p999 = 15.0 + (v - served) * 2.0;
                 latency.max = 30.0 + (v - served) * 3.0;
-                let mut reply_rate = template.reply_rate.clone();
+                let mut reply_rate = template.reply_rate;
                 (reply_rate.min, reply_rate.avg, reply_rate.max) =
                     (served - 3.0, served - 1.0, served);
                 let requests = (v * 30.0) as u64;
