@@ -477,24 +477,23 @@ fn counters<'a>(
 
 impl Collector for Exposition {
     fn encode(&self, mut e: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        self.now(&mut e)?;
+        self.agents(&mut e)?;
+        self.steps(&mut e)
+    }
+}
+
+impl Exposition {
+    /// The run as it stands: over or not, and each target's running step, rates and generator.
+    fn now(&self, e: &mut DescriptorEncoder) -> Result<(), std::fmt::Error> {
         let s = &*self.0;
-        let lanes = || s.lanes.iter();
-        let steps = || {
-            lanes().flat_map(|l| {
-                l.steps.iter().map(move |st| {
-                    let labels = Labels {
-                        step: Some(st.number),
-                        ..Labels::lane(l)
-                    };
-                    (labels, st)
-                })
-            })
-        };
         let per_lane = |f: fn(&Lane) -> Option<f64>| {
-            lanes().filter_map(move |l| f(l).map(|v| (Labels::lane(l), v)))
+            s.lanes
+                .iter()
+                .filter_map(move |l| f(l).map(|v| (Labels::lane(l), v)))
         };
         gauges(
-            &mut e,
+            e,
             "stampede_run_finished",
             "1 once the whole run is over (every target's run ended), else 0",
             None,
@@ -504,56 +503,62 @@ impl Collector for Exposition {
             )),
         )?;
         gauges(
-            &mut e,
+            e,
             "stampede_step",
             "The running step's number, from 1 (0: the warmup); the last one's until the next starts",
             None,
             per_lane(|l| l.step.map(f64::from)),
         )?;
         gauges(
-            &mut e,
+            e,
             "stampede_steps_planned",
             "The steps the plan holds (absent for a capacity search)",
             None,
             per_lane(|l| l.planned.map(|n| n as f64)),
         )?;
         gauges(
-            &mut e,
+            e,
             "stampede_demanded_requests_per_second",
             "Requests per second the running step demands (absent for the closed model)",
             None,
             per_lane(|l| l.demanded),
         )?;
         gauges(
-            &mut e,
+            e,
             "stampede_sent_requests_per_second",
             "Requests sent in the last merged second, per second",
             None,
             per_lane(|l| l.sent_per_s),
         )?;
         gauges(
-            &mut e,
+            e,
             "stampede_served_requests_per_second",
             "Replies with an expected status in the last merged second, per second",
             None,
             per_lane(|l| l.served_per_s),
         )?;
         gauges(
-            &mut e,
+            e,
             "stampede_generator_cpu_ratio",
             "The last written step's busiest agent's worker CPU, of what its workers can use",
             None,
             per_lane(|l| l.generator.map(|g| g.0)),
         )?;
         gauges(
-            &mut e,
+            e,
             "stampede_generator_lag_p99",
             "The last written step's p99 of how late arrivals were dispatched",
             Some(&Unit::Seconds),
             per_lane(|l| l.generator.map(|g| g.1)),
         )?;
+        Ok(())
+    }
+
+    /// Each agent's CPU and requests: as many series as the fleet has agents.
+    fn agents(&self, e: &mut DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let lanes = || self.0.lanes.iter();
         gauges(
-            &mut e,
+            e,
             "stampede_agent_cpu_ratio",
             "Each agent's worker CPU in the last written step, of what its workers can use",
             None,
@@ -568,7 +573,7 @@ impl Collector for Exposition {
             }),
         )?;
         counters(
-            &mut e,
+            e,
             "stampede_agent_requests",
             "Requests each agent sent over the counted steps (the warmup's left out)",
             lanes().flat_map(|l| {
@@ -581,33 +586,49 @@ impl Collector for Exposition {
                 })
             }),
         )?;
+        Ok(())
+    }
+
+    /// Per step: whether it is written, its counters and its latency histogram.
+    fn steps(&self, e: &mut DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let steps = || {
+            self.0.lanes.iter().flat_map(|l| {
+                l.steps.iter().map(move |st| {
+                    let labels = Labels {
+                        step: Some(st.number),
+                        ..Labels::lane(l)
+                    };
+                    (labels, st)
+                })
+            })
+        };
         gauges(
-            &mut e,
+            e,
             "stampede_step_final",
             "1 once the step is written: its counters and latency are then run.json's",
             None,
             steps().map(|(labels, st)| (labels, f64::from(u8::from(st.written)))),
         )?;
         counters(
-            &mut e,
+            e,
             "stampede_requests",
             "Requests sent in the step (run.json requests once written)",
             steps().map(|(labels, st)| (labels, st.requests)),
         )?;
         counters(
-            &mut e,
+            e,
             "stampede_served",
             "Replies with an expected status in the step (run.json ok once written)",
             steps().map(|(labels, st)| (labels, st.served)),
         )?;
         counters(
-            &mut e,
+            e,
             "stampede_failed",
             "Requests due in the step and not served (run.json failed once written)",
             steps().map(|(labels, st)| (labels, st.failed)),
         )?;
         counters(
-            &mut e,
+            e,
             "stampede_errors",
             "Transport errors in the step by class (run.json errors; counted when the step is written)",
             steps().flat_map(|(labels, st)| {
