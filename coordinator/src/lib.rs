@@ -229,6 +229,22 @@ fn report(args: &cli::ReportArgs) -> u8 {
             Err(e) => return fail(1, &e),
         },
     };
+    // Beside the report by default: the live page, from the run's events alone.
+    if args.output.is_none() {
+        match report_file::render_live(&args.dir) {
+            Ok(None) => {}
+            Ok(Some(page)) => {
+                let path = args.dir.join(live::PAGE_FILE);
+                if let Err(e) = output::write_file(&path, &page) {
+                    return fail(1, &e);
+                }
+                if let Err(e) = print_out(&format!("{}\n", path.display())) {
+                    return fail(1, &e);
+                }
+            }
+            Err(e) => return fail(2, &e),
+        }
+    }
     match said {
         Ok(()) => 0,
         Err(e) => fail(1, &e),

@@ -122,6 +122,8 @@ pub fn claim(dir: &Path, fresh: bool, force: bool) -> Result<PathBuf, DirError> 
 
 /// The files a side-by-side run writes beside its targets' directories.
 pub const BESIDE_FILES: [&str; 3] = ["compare.html", "compare.tsv", "compare.json"];
+/// What the live feed writes beside them (the run's events and its page).
+const BESIDE_LIVE: [&str; 2] = [crate::live::EVENTS_FILE, crate::live::PAGE_FILE];
 
 /// Takes the directory of a side-by-side run, which holds one directory per target (each then taken
 /// by [`claim`]) and the comparison. A default stamped `dir` takes the first free name, as a run's
@@ -138,6 +140,7 @@ pub fn claim_beside(dir: &Path, fresh: bool, force: bool) -> Result<PathBuf, Dir
     fs::create_dir_all(dir).map_err(unwritable)?;
     let mut old: Vec<PathBuf> = BESIDE_FILES
         .iter()
+        .chain(&BESIDE_LIVE)
         .map(|f| dir.join(f))
         .filter(|p| p.is_file())
         .collect();
@@ -236,6 +239,8 @@ fn run_files(dir: &Path) -> io::Result<Vec<PathBuf>> {
         "steps.csv",
         REPORT,
         "report.html.tmp",
+        crate::live::EVENTS_FILE,
+        crate::live::PAGE_FILE,
     ]
     .iter()
     .map(|f| dir.join(f))
@@ -428,7 +433,7 @@ impl Output {
             self.feed.emit(Event::Step {
                 lane: self.lane,
                 step: Box::new(step.clone()),
-                summary: Some(summary.clone()),
+                summary: Some(Box::new(summary.clone())),
             });
         }
         self.told = self.doc.steps.len();

@@ -18,6 +18,13 @@ pub enum ReportError {
     NoRun(PathBuf),
     #[error(transparent)]
     Input(#[from] report::InputError),
+    #[error("{path}: {source}")]
+    Events {
+        path: PathBuf,
+        source: results::events::ReadError,
+    },
+    #[error("cannot read {path}: {source}")]
+    ReadEvents { path: PathBuf, source: io::Error },
 }
 
 /// Where `stampede report` writes.
@@ -54,6 +61,20 @@ pub fn render(dir: &Path) -> Result<String, ReportError> {
     }
     let run = report::RunReport::read(dir)?;
     Ok(report::render_run(&run))
+}
+
+/// The live page of the run in `dir` as its events.ndjson leaves it (`live.html`), or none when the
+/// run kept no events (one from before they were written).
+pub fn render_live(dir: &Path) -> Result<Option<String>, ReportError> {
+    let path = dir.join(crate::live::EVENTS_FILE);
+    let text = match std::fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(source) => return Err(ReportError::ReadEvents { path, source }),
+    };
+    let live = results::events::Live::read(&text)
+        .map_err(|source| ReportError::Events { path, source })?;
+    Ok(Some(report::live_page(&live, live.baseline.as_ref(), None)))
 }
 
 #[cfg(test)]

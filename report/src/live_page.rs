@@ -163,14 +163,17 @@ pub fn live_view(live: &Live, baseline: Option<&RunFile>) -> View {
     }
 }
 
-/// The live page's own CSS: the stream's state, the lanes, the strip's figures.
+/// The live page's own CSS: the stream's state, the lanes, the strip's figures; a row of charts
+/// keeps its columns when it holds one chart (the failed share without a monitor), rather than
+/// stretching it across the page as the report's rows of several do.
 const STYLE: &str = ".live-state{display:inline-block;padding:2px 8px;border-radius:3px;background:#eee;color:#333}\
 .live-state[data-stream=open]{background:#e3f4e1;color:#1b5e20}.live-state[data-stream=lost],.live-state[data-stream=closed]{background:#fde8c8;color:#8a4b00}\
 .live-state[data-stream=over]{background:#e6eef8}section.lane{border-left:3px solid #ddd;padding-left:.8em;margin:.6em 0}\
 section.lane h3{margin:.2em 0}.figures{margin:.3em 0}.figures dd{font-weight:600;font-variant-numeric:tabular-nums}\
 .run-line{color:#444}.run-line .note,.lane .note,.bracket .note{color:#666;font-size:12px;margin:.2em 0}.bracket{margin:.2em 0}\
 .end{background:#e6eef8;padding:.4em .8em}#agents-live caption{text-align:left;color:#666;font-size:12px}#notes{padding-left:2em}\
-#agents-live td:first-child{text-align:left}";
+#agents-live td:first-child{text-align:left}\
+section.lane .strip{grid-template-columns:repeat(auto-fill,minmax(20em,1fr))}";
 
 /// Each section's heading on the page (outside it: a view replaces only what is inside).
 fn heading(id: &str) -> &'static str {
@@ -335,7 +338,7 @@ pub(crate) mod fixture {
             push(Event::Step {
                 lane: 0,
                 step: Box::new(s.clone()),
-                summary,
+                summary: summary.map(Box::new),
             });
         }
         push(Event::End {

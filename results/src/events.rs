@@ -36,6 +36,9 @@ pub enum Event {
         /// When it began (RFC 3339, to the millisecond).
         started_at: String,
     },
+    /// A finished run drawn under this one's charts (`--baseline`), right after the begin: the page
+    /// rebuilt from the file alone is the one the browsers saw.
+    Baseline { run: Box<RunFile> },
     /// A lane's run.json as first written: its plan and agents, no step yet.
     Run { lane: usize, run: Box<RunFile> },
     /// A step is about to start on every agent.
@@ -48,7 +51,7 @@ pub enum Event {
     Step {
         lane: usize,
         step: Box<StepResult>,
-        summary: Option<RunSummary>,
+        summary: Option<Box<RunSummary>>,
     },
     /// A lane's run ended: run.json's last fields.
     End { lane: usize, end: Box<End> },
@@ -104,6 +107,12 @@ pub struct Interval {
 pub struct End {
     pub status: RunStatus,
     pub finished_at: Option<String>,
+    /// As run.json's: absent while unknown, null when nothing stopped the ramp early.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "crate::run_file::present"
+    )]
     pub stopped: Option<Option<Stopped>>,
     pub fail_on: Option<Vec<Breach>>,
     pub capacity: Option<Capacity>,
@@ -133,6 +142,8 @@ pub struct Live {
     /// Whether the whole run is over, and its report's file name.
     pub finished: bool,
     pub report: Option<String>,
+    /// The run drawn under this one (`--baseline`), as the begin event carried it.
+    pub baseline: Option<RunFile>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -228,6 +239,7 @@ impl Live {
         };
         match &line.event {
             Event::Begin { .. } => unreachable!("handled above"),
+            Event::Baseline { run } => self.baseline = Some((**run).clone()),
             Event::Run { lane, run } => {
                 self.lanes[lane_of(*lane)?].run = Some((**run).clone());
             }
@@ -264,7 +276,7 @@ impl Live {
                 let l = &mut self.lanes[lane_of(*lane)?];
                 let run = l.run.as_mut().ok_or(FoldError::NoRun { id, lane: *lane })?;
                 run.steps.push((**step).clone());
-                run.summary = summary.clone();
+                run.summary = summary.as_deref().cloned();
                 mark_done(l, step.number);
             }
             Event::End { lane, end } => {

@@ -204,7 +204,7 @@ pub struct RunFile {
 }
 
 /// A key that is there, even as null, is `Some`: serde's own `Option` reads null as absent.
-fn present<'de, D, T>(d: D) -> Result<Option<T>, D::Error>
+pub(crate) fn present<'de, D, T>(d: D) -> Result<Option<T>, D::Error>
 where
     D: serde::Deserializer<'de>,
     T: Deserialize<'de>,

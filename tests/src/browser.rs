@@ -430,12 +430,16 @@ pub fn load(chromium: &Path, page: &Path) -> Result<Loaded, String> {
     })
 }
 
+/// Still no host name resolved, but the loopback address a test serves its page on reached (the
+/// last of Chromium's switches given twice is the one it takes).
+const LOOPBACK_ONLY: &str = "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1";
+
 /// Opens `url` (a page this test serves on loopback) in Chromium and returns its DOM once loaded,
 /// after `wait` more of its script's time (`--virtual-time-budget`), and its console.
 pub fn load_url(chromium: &Path, url: &str, wait: Option<Duration>) -> Result<Loaded, String> {
     let profile = tempfile::tempdir().map_err(|e| format!("a profile directory: {e}"))?;
     let mut cmd = command(chromium, profile.path());
-    cmd.args(["--enable-logging=stderr", "--v=0", "--dump-dom"]);
+    cmd.args(["--enable-logging=stderr", "--v=0", "--dump-dom", LOOPBACK_ONLY]);
     if let Some(w) = wait {
         cmd.arg(format!("--virtual-time-budget={}", w.as_millis()));
     }
@@ -464,6 +468,7 @@ pub fn screenshot(
     cmd.arg(format!("--screenshot={}", png.display()))
         .arg(format!("--window-size={width},{height}"))
         .arg("--hide-scrollbars")
+        .arg(LOOPBACK_ONLY)
         .arg(url);
     let (status, _, stderr) = run_bounded(cmd)?;
     if !status.success() || !png.is_file() {

@@ -51,7 +51,6 @@ pub(crate) struct Hub {
     state: Mutex<State>,
     /// The last event's id, for the browsers' tasks to wait on.
     changed: tokio::sync::watch::Sender<u64>,
-    baseline: Option<Box<RunFile>>,
 }
 
 pub(crate) struct State {
@@ -74,7 +73,7 @@ impl Feed {
     }
 
     /// A feed whose metrics are kept (for /metrics) when `serving`.
-    pub fn new(serving: bool, baseline: Option<Box<RunFile>>) -> Feed {
+    pub fn new(serving: bool) -> Feed {
         let (changed, _) = tokio::sync::watch::channel(0);
         Feed(Some(Arc::new(Hub {
             state: Mutex::new(State {
@@ -87,7 +86,6 @@ impl Feed {
                 report: None,
             }),
             changed,
-            baseline,
         })))
     }
 
@@ -155,7 +153,7 @@ impl Feed {
         let Some(hub) = &self.0 else { return };
         let state = hub.lock();
         let Some((path, _)) = &state.file else { return };
-        let page = report::live_page(&state.live, hub.baseline.as_deref(), None);
+        let page = report::live_page(&state.live, state.live.baseline.as_ref(), None);
         let to = path.with_file_name(PAGE_FILE);
         if let Err(e) = std::fs::write(&to, page) {
             eprintln!("stampede: could not write {}: {e}", to.display());
@@ -233,7 +231,7 @@ impl Hub {
         let view = match &state.view {
             Some(v) => v.clone(),
             None => {
-                let v: Arc<str> = report::live_view(&state.live, self.baseline.as_deref())
+                let v: Arc<str> = report::live_view(&state.live, state.live.baseline.as_ref())
                     .to_json()
                     .into();
                 state.view = Some(v.clone());
@@ -246,7 +244,7 @@ impl Hub {
     /// The whole page as it stands, its stream at `stream`.
     pub(crate) fn page(&self, stream: &str) -> String {
         let state = self.lock();
-        report::live_page(&state.live, self.baseline.as_deref(), Some(stream))
+        report::live_page(&state.live, state.live.baseline.as_ref(), Some(stream))
     }
 
     pub(crate) fn metrics(&self) -> Option<String> {

@@ -37,8 +37,9 @@ pub const SLOW_READER: Duration = Duration::from_secs(5);
 pub const HEAD_WITHIN: Duration = Duration::from_secs(10);
 /// A comment line on an idle stream this often, so a proxy or a browser does not take it for dead.
 const KEEP_ALIVE: Duration = Duration::from_secs(15);
-/// Stream messages waiting for a browser's connection to take them.
-const STREAM_QUEUE: usize = 4;
+/// Stream messages waiting for a browser's connection to take them: one, so a browser that stops
+/// reading holds back the very next message, and is dropped [`SLOW_READER`] after.
+const STREAM_QUEUE: usize = 1;
 
 #[derive(Debug, thiserror::Error)]
 pub enum LiveError {
@@ -101,6 +102,7 @@ async fn accept(listener: TcpListener, ctx: Arc<Ctx>, stop: CancellationToken) {
             },
             () = stop.cancelled() => return,
         };
+        small_send_buffer(&stream);
         let Ok(seat) = seats.clone().try_acquire_owned() else {
             tokio::spawn(refuse(stream));
             continue;
@@ -117,6 +119,10 @@ async fn accept(listener: TcpListener, ctx: Arc<Ctx>, stop: CancellationToken) {
             let conn = hyper::server::conn::http1::Builder::new()
                 .timer(TokioTimer::new())
                 .header_read_timeout(HEAD_WITHIN)
+                // What hyper buffers of a response beyond the socket's own: small, so a browser
+                // that stops reading holds back the stream's next message at once (and a request's
+                // head is a GET's, never more).
+                .max_buf_size(8192)
                 .serve_connection(TokioIo::new(stream), svc);
             tokio::select! {
                 _ = conn => {}
@@ -124,6 +130,30 @@ async fn accept(listener: TcpListener, ctx: Arc<Ctx>, stop: CancellationToken) {
             }
             drop(seat);
         });
+    }
+}
+
+/// What the kernel holds of a connection's unsent bytes: the few views a browser a network away
+/// has in flight, not the megabytes autotuning would let a browser that stopped reading pile up.
+const SEND_BUFFER: libc::c_int = 64 * 1024;
+
+fn small_send_buffer(stream: &TcpStream) {
+    use std::os::fd::AsRawFd;
+    // SAFETY: setsockopt(2) on a socket this task owns, with a pointer to a local int and its size.
+    let rc = unsafe {
+        libc::setsockopt(
+            stream.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_SNDBUF,
+            (&SEND_BUFFER as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if rc != 0 {
+        tracing::debug!(
+            "live page: SO_SNDBUF not set: {}",
+            std::io::Error::last_os_error()
+        );
     }
 }
 

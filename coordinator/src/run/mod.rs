@@ -254,10 +254,7 @@ async fn run_lanes(
     // The live address is bound before any directory is claimed or agent reached: a port in use
     // stops the run with nothing done.
     let live = cfgs[0].live.clone();
-    let feed = crate::live::Feed::new(
-        live.is_some(),
-        live.as_ref().and_then(|l| l.baseline.clone()),
-    );
+    let feed = crate::live::Feed::new(live.is_some());
     let server = match &live {
         Some(spec) => {
             let server = crate::live::Server::start(spec, &feed).await?;
@@ -374,6 +371,9 @@ async fn run_in(
         total_s: total.as_secs_f64(),
         started_at: output::now(),
     });
+    if let Some(run) = cfgs[0].live.as_ref().and_then(|l| l.baseline.clone()) {
+        feed.emit(results::events::Event::Baseline { run });
+    }
     let mut lanes = Vec::with_capacity(cfgs.len());
     for (k, (cfg, (warnings, warned))) in cfgs.iter().zip(announced).enumerate() {
         // Side by side, each target its own search: its own probes, under its own ceiling.
