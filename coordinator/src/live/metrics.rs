@@ -118,7 +118,10 @@ impl Metrics {
             return;
         }
         match &line.event {
-            Event::Begin { .. } | Event::Run { .. } | Event::End { .. } => {}
+            Event::Begin { .. }
+            | Event::Baseline { .. }
+            | Event::Run { .. }
+            | Event::End { .. } => {}
             Event::StepStart { lane, step: start } => {
                 let Some(l) = state.lanes.get_mut(*lane) else {
                     return;
@@ -764,6 +767,7 @@ mod tests {
                     p99_ms: None,
                     sent_so_far: sent,
                     agents_sent: vec![sent],
+                    merged_unix_ms: 0,
                 },
             });
         }
