@@ -311,6 +311,22 @@ fn prometheus_watching_a_ramp_sums_to_run_json_and_reads_each_step_s_p99_within_
         }
     }
     eprintln!("{test}: {requests} requests; {}", off.join("; "));
+    // The guide's other readings: every step's p99 at once, one series a step; a step's mean is
+    // run.json's (which is rounded to the microsecond).
+    let all = prom.query("histogram_quantile(0.99, stampede_latency_seconds_bucket)");
+    assert_eq!(all.len(), steps.len(), "{all:?}");
+    for s in steps {
+        let n = s["step"].as_u64().unwrap();
+        let mean_ms = 1000.0
+            * prom.one(&format!(
+                "stampede_latency_seconds_sum{{step=\"{n}\"}} / stampede_latency_seconds_count{{step=\"{n}\"}}"
+            ));
+        let ours = s["latency_ms"]["mean"].as_f64().expect("a mean");
+        assert!(
+            (mean_ms - ours).abs() <= 0.0005 + 1e-9,
+            "step {n}'s mean: Prometheus {mean_ms} ms, run.json {ours} ms"
+        );
+    }
 
     // Watched as it happened: scrapes during the run saw it go from step to step.
     let range = prom.api(
