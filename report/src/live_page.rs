@@ -291,6 +291,7 @@ pub(crate) mod fixture {
                         .iter()
                         .map(|_| so_far / s.agents.len() as u64)
                         .collect(),
+                    merged_unix_ms: 0,
                 }
             })
             .collect()

@@ -99,6 +99,10 @@ pub struct Interval {
     /// Over the step so far: requests sent, and each agent's (the step's agents' order).
     pub sent_so_far: u64,
     pub agents_sent: Vec<u64>,
+    /// When the coordinator had it merged (ms since the Unix epoch, its wall clock): how late a
+    /// reader on the same machine sees it.
+    #[serde(default)]
+    pub merged_unix_ms: u64,
 }
 
 /// How a lane's run ended: run.json's `status`, `finished_at`, `stopped`, `fail_on`, `capacity`
@@ -392,6 +396,7 @@ mod tests {
                     p99_ms: Some(9.0),
                     sent_so_far: 100,
                     agents_sent: vec![100],
+                    merged_unix_ms: 1_796_457_600_000,
                 },
             },
         }

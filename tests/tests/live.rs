@@ -244,6 +244,16 @@ fn a_ramp_watched_live_shows_run_json_s_numbers_and_a_late_browser_the_whole_his
     );
     browser::screenshot(&chromium, &url, &shots.join("mid-run.png"), 1280, 2200)
         .expect("a screenshot mid-run");
+    // A browser that stays from here to the end: what it shows then came by its stream (Chromium
+    // dumps the page once the stream is closed, which the page does when the run is over).
+    let opened_at = last_event(&early);
+    let follower = {
+        let (chromium, url) = (chromium.clone(), url.clone());
+        std::thread::spawn(move || {
+            browser::load_url(&chromium, &url, Some(Duration::from_secs(5)))
+                .expect("the page followed to the end")
+        })
+    };
 
     // The stream, as a browser reads it: every event from the first, each with its id in order,
     // then the view after the last.
@@ -308,6 +318,21 @@ fn a_ramp_watched_live_shows_run_json_s_numbers_and_a_late_browser_the_whole_his
     browser::screenshot(&chromium, &url, &shots.join("end.png"), 1280, 2200)
         .expect("a screenshot at the end");
 
+    // The browser that followed the stream from mid-run drew every step, and the end.
+    let followed = follower.join().unwrap();
+    let fdom = followed.dom();
+    let fhtml = fdom.first("html").expect("an <html>");
+    assert_eq!(fhtml.attr("data-errors"), None, "{:?}", followed.console);
+    assert!(
+        last_event(&followed) > opened_at,
+        "the stream moved the page on"
+    );
+    assert_eq!(
+        fdom.by_id("live-state").and_then(|e| e.attr("data-stream")),
+        Some("over"),
+        "the stream said the run is over"
+    );
+    assert_eq!(steps_rows(&fdom), tsv, "the followed page drew every step");
     // events.ndjson folds into run.json, and its last id is the page's.
     let events = std::fs::read_to_string(dir.path().join("events.ndjson")).unwrap();
     let live = Live::read(&events).expect("events.ndjson folds");
@@ -320,6 +345,7 @@ fn a_ramp_watched_live_shows_run_json_s_numbers_and_a_late_browser_the_whole_his
     );
     assert!(live.finished);
     assert_eq!(last_event(&late), live.last);
+    assert_eq!(last_event(&followed), live.last);
     let intervals = events
         .lines()
         .filter(|l| l.contains("\"event\":\"interval\""))
@@ -605,5 +631,113 @@ fn an_event_stream_folds_like_the_file() {
             "end",
             "finished"
         ]
+    );
+}
+
+#[test]
+fn a_search_watched_live_shows_its_bracket_and_live_html_is_rebuilt_by_stampede_report() {
+    let Some(chromium) = browser::available(
+        "a_search_watched_live_shows_its_bracket_and_live_html_is_rebuilt_by_stampede_report",
+    ) else {
+        return;
+    };
+    let target = ServeProcess::start(&["--capacity", "600"]);
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let mut child = Command::new(bin("stampede"))
+        .args(["find-max", &target.url()])
+        .args([
+            "--slo",
+            "p99<50ms",
+            "--model",
+            "requests",
+            "--start",
+            "200",
+            "--probe",
+            "2s",
+            "--confirm",
+            "2s",
+            "--warmup",
+            "0s",
+            "--cooldown",
+            "500ms",
+            "--precision",
+            "10%",
+            "--live",
+            "127.0.0.1:0",
+            "--live-keep",
+            "20s",
+            "--out",
+        ])
+        .arg(&out)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let log = Lines::of(&mut child);
+    let said = "watch the run at http://";
+    assert!(
+        log.wait_for(said, Duration::from_secs(60)),
+        "{}",
+        log.text()
+    );
+    let t = log.text();
+    let addr: SocketAddr = t[t.find(said).unwrap() + said.len()..]
+        .split('/')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(
+        log.wait_for("the live page stays at", Duration::from_secs(120)),
+        "{}",
+        log.text()
+    );
+    let page = browser::load_url(&chromium, &format!("http://{addr}/"), None).unwrap();
+    let dom = page.dom();
+    let run = tests::run_json(&out);
+    let capacity = &run["capacity"];
+    let figure = |k: &str| {
+        dom.elements()
+            .into_iter()
+            .find(|e| e.attr("data-k") == Some(k))
+            .and_then(|e| e.attr("data-v").map(str::to_string))
+    };
+    // The page writes numbers to three decimals.
+    let same = |k: &str, want: &serde_json::Value| {
+        let shown: f64 = figure(k).and_then(|v| v.parse().ok()).expect(k);
+        let want = want["offered"].as_f64().unwrap();
+        assert!(
+            (shown - want).abs() < 1e-3,
+            "{k}: {shown} shown, {want} in run.json"
+        );
+    };
+    // The bracket's ends are the search's answer.
+    same("passed", &capacity["max_rate"]);
+    same("failed-at", &capacity["lowest_fail"]);
+    assert!(
+        dom.elements()
+            .iter()
+            .any(|e| e.attr("data-chart") == Some("search")),
+        "the search's chart"
+    );
+    tests::signal(&child, libc::SIGINT);
+    assert!(child.wait().unwrap().success(), "{}", log.text());
+    // `stampede report DIR` rebuilds live.html from events.ndjson, byte for byte.
+    let written = std::fs::read(out.join("live.html")).unwrap();
+    std::fs::remove_file(out.join("live.html")).unwrap();
+    let o = tests::stampede(&["report", out.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(text(&o.stdout).contains("live.html"), "{}", text(&o.stdout));
+    assert_eq!(std::fs::read(out.join("live.html")).unwrap(), written);
+    // A damaged events.ndjson is named, line and all.
+    std::fs::write(out.join("events.ndjson"), "{\"id\": 1}\n").unwrap();
+    let o = tests::stampede(&["report", out.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        text(&o.stderr).contains("events.ndjson line 1:"),
+        "{}",
+        text(&o.stderr)
     );
 }

@@ -804,6 +804,7 @@ fn tell_interval(
         p99_ms: ms(seq.p99_us),
         sent_so_far: so_far.requests,
         agents_sent,
+        merged_unix_ms: u64::try_from(unix_ns(SystemTime::now()) / 1_000_000).unwrap_or(0),
     }
 }
 
