@@ -29,6 +29,13 @@ fn live_run(url: &str, args: &[&str], dir: &Path) -> (Child, Lines, SocketAddr) 
         .spawn()
         .expect("stampede runs");
     let log = Lines::of(&mut child);
+    let addr = said_addr(&log);
+    (child, log, addr)
+}
+
+/// The live address a coordinator says on stderr (`watch the run at http://ADDR/`), waited for; an
+/// unspecified one (0.0.0.0) is reached on loopback.
+fn said_addr(log: &Lines) -> SocketAddr {
     let said = "watch the run at http://";
     assert!(
         log.wait_for(said, Duration::from_secs(60)),
@@ -36,13 +43,13 @@ fn live_run(url: &str, args: &[&str], dir: &Path) -> (Child, Lines, SocketAddr) 
         log.text()
     );
     let text = log.text();
-    let addr = text[text.find(said).unwrap() + said.len()..]
+    let addr: SocketAddr = text[text.find(said).unwrap() + said.len()..]
         .split('/')
         .next()
         .unwrap()
         .parse()
         .expect("an address");
-    (child, log, addr)
+    ([127, 0, 0, 1], addr.port()).into()
 }
 
 /// One request on a fresh connection: (status code, head, body).
@@ -449,21 +456,9 @@ fn the_live_address_refuses_what_it_must_and_the_run_goes_on() {
         .spawn()
         .unwrap();
     let log = Lines::of(&mut child);
-    let said = "watch the run at http://0.0.0.0:";
-    assert!(
-        log.wait_for(said, Duration::from_secs(60)),
-        "{}",
-        log.text()
-    );
-    let t = log.text();
-    let port: u16 = t[t.find(said).unwrap() + said.len()..]
-        .split('/')
-        .next()
-        .unwrap()
-        .parse()
-        .unwrap();
+    assert!(log.wait_for("watch the run at http://0.0.0.0:", Duration::from_secs(60)));
     // Only ever reached on loopback.
-    let addr: SocketAddr = ([127, 0, 0, 1], port).into();
+    let addr = said_addr(&log);
     // A browser that never reads its stream, from the start: dropped once the run's messages
     // fill what its connection holds, and said so; the run goes on.
     let slow = slow_reader(addr);
@@ -676,19 +671,7 @@ fn a_search_watched_live_shows_its_bracket_and_live_html_is_rebuilt_by_stampede_
         .spawn()
         .unwrap();
     let log = Lines::of(&mut child);
-    let said = "watch the run at http://";
-    assert!(
-        log.wait_for(said, Duration::from_secs(60)),
-        "{}",
-        log.text()
-    );
-    let t = log.text();
-    let addr: SocketAddr = t[t.find(said).unwrap() + said.len()..]
-        .split('/')
-        .next()
-        .unwrap()
-        .parse()
-        .unwrap();
+    let addr = said_addr(&log);
     assert!(
         log.wait_for("the live page stays at", Duration::from_secs(120)),
         "{}",

@@ -154,25 +154,7 @@ pub fn bracket(run: &RunFile) -> (Option<f64>, Option<f64>) {
             }
         })
         .collect();
-    let mut rates: Vec<f64> = marked.iter().map(|m| m.0).collect();
-    rates.sort_by(f64::total_cmp);
-    rates.dedup();
-    let passes = |rate: f64| {
-        let (pass, fail) = marked
-            .iter()
-            .filter(|m| m.0 == rate)
-            .fold((0.0, 0.0), |(p, f), m| match m.1 {
-                true => (p + m.2, f),
-                false => (p, f + m.2),
-            });
-        pass > fail
-    };
-    let hi = rates.iter().copied().find(|r| !passes(*r));
-    let lo = rates
-        .iter()
-        .copied()
-        .rfind(|r| hi.is_none_or(|h| *r < h) && passes(*r));
-    (lo, hi)
+    results::search::bracket(&marked)
 }
 
 /// A lane's figures: its step, the step's load, its answer so far, its status.

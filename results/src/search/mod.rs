@@ -306,20 +306,29 @@ pub struct Search {
 /// passing rate below it (a pass above a fail is noise, never a maximum). A recovery probe checks
 /// the server's health after a break, not its capacity: it moves no bound.
 fn bounds(records: &[Record]) -> (Option<f64>, Option<f64>) {
-    let records: Vec<&Record> = records
+    let marks: Vec<(f64, bool, f64)> = records
         .iter()
         .filter(|r| r.role != ProbeRole::Recovery)
+        .map(|r| (r.offered, r.failure.is_none(), r.measured_s))
         .collect();
-    let mut rates: Vec<f64> = records.iter().map(|r| r.offered).collect();
+    bracket(&marks)
+}
+
+/// The bounds of probes marked (offered rate, passed, seconds measured), recovery probes already
+/// left out: a rate passes when its passing probes measured longer than its failing ones; the high
+/// bound is the lowest failing rate, the low bound the highest passing rate below it. The search's
+/// own rule, and the live page's bracket while a search runs.
+pub fn bracket(marks: &[(f64, bool, f64)]) -> (Option<f64>, Option<f64>) {
+    let mut rates: Vec<f64> = marks.iter().map(|m| m.0).collect();
     rates.sort_by(f64::total_cmp);
     rates.dedup();
     let passes = |rate: f64| {
         let (mut pass, mut fail) = (0.0, 0.0);
-        for r in records.iter().filter(|r| r.offered == rate) {
-            if r.failure.is_some() {
-                fail += r.measured_s;
+        for (_, passed, seconds) in marks.iter().filter(|m| m.0 == rate) {
+            if *passed {
+                pass += seconds;
             } else {
-                pass += r.measured_s;
+                fail += seconds;
             }
         }
         pass > fail
