@@ -439,7 +439,12 @@ const LOOPBACK_ONLY: &str = "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.
 pub fn load_url(chromium: &Path, url: &str, wait: Option<Duration>) -> Result<Loaded, String> {
     let profile = tempfile::tempdir().map_err(|e| format!("a profile directory: {e}"))?;
     let mut cmd = command(chromium, profile.path());
-    cmd.args(["--enable-logging=stderr", "--v=0", "--dump-dom", LOOPBACK_ONLY]);
+    cmd.args([
+        "--enable-logging=stderr",
+        "--v=0",
+        "--dump-dom",
+        LOOPBACK_ONLY,
+    ]);
     if let Some(w) = wait {
         cmd.arg(format!("--virtual-time-budget={}", w.as_millis()));
     }
