@@ -135,7 +135,15 @@ impl Feed {
     }
 
     /// The run is over: its report (side by side, the comparison) is `report`, beside the events.
+    /// A run that ended before it began (no agent reached) has no events to end.
     pub fn finished(&self, report: Option<PathBuf>) {
+        if self
+            .0
+            .as_ref()
+            .is_none_or(|hub| hub.lock().live.begun.is_none())
+        {
+            return;
+        }
         let name = report
             .as_ref()
             .and_then(|p| p.file_name())
@@ -285,9 +293,9 @@ impl Server {
         self.bound.addr
     }
 
-    /// Keeps serving the finished run for `keep` (or until `stop`), then stops.
-    pub async fn linger(self, stop: &CancellationToken, quiet: bool) {
-        if !self.keep.is_zero() && self.feed.is_on() {
+    /// Keeps serving the finished run for `keep` (when `stay`; or until `stop`), then stops.
+    pub async fn linger(self, stop: &CancellationToken, quiet: bool, stay: bool) {
+        if stay && !self.keep.is_zero() && self.feed.is_on() {
             if !quiet {
                 eprintln!(
                     "stampede: the live page stays at http://{}/ for {} (Ctrl-C ends it)",

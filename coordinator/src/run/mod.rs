@@ -283,15 +283,15 @@ async fn run_lanes(
         why: "the coordinator stopped before the run ended".into(),
     };
     let outcome = run_in(&cfgs, stop.clone(), links, beside, search, &feed).await;
-    if outcome.is_ok() || feed.is_on() {
-        let report = match beside {
-            Some(dir) => dir.join("compare.html"),
-            None => dirs[0].join(crate::report_file::REPORT),
-        };
-        feed.finished(report.exists().then_some(report));
-    }
+    let report = match beside {
+        Some(dir) => dir.join("compare.html"),
+        None => dirs[0].join(crate::report_file::REPORT),
+    };
+    feed.finished(report.exists().then_some(report));
     if let Some(server) = server {
-        server.linger(&stop.drain, cfgs[0].quiet).await;
+        // A run that failed before its end has no page worth staying for.
+        let keep = outcome.is_ok();
+        server.linger(&stop.drain, cfgs[0].quiet, keep).await;
     }
     if let Err(RunError::Interrupted) = &outcome {
         // The run's record says it was interrupted, not that it is still starting.
