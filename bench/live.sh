@@ -148,7 +148,7 @@ run_one() {
             die "live run $rep: nothing serves 127.0.0.1:$LIVE_PORT ($(cat "$WORK/run-$mode-$rep.log"))"
         local r
         for (( r = 1; r <= READERS; r++ )); do
-            # curl says 18 (a partial file) at the end: the server ends the stream by closing it.
+            # The server ends each stream whole when it stops (curl 0); 18 (a partial file) was an older cut.
             { timeout "$RUN_TIMEOUT" curl -sN "127.0.0.1:$LIVE_PORT/events" || [[ $? == 18 ]]; } |
                 python3 "$HELPER" reader "$WORK/delays-$rep-$r" &
             readers+=($!)

@@ -37,6 +37,8 @@ pub const SLOW_READER: Duration = Duration::from_secs(5);
 pub const HEAD_WITHIN: Duration = Duration::from_secs(10);
 /// A comment line on an idle stream this often, so a proxy or a browser does not take it for dead.
 const KEEP_ALIVE: Duration = Duration::from_secs(15);
+/// How long the streams have to end whole before the connections are closed.
+const STREAMS_END: Duration = Duration::from_millis(200);
 /// Stream messages waiting for a browser's connection to take them: one, so a browser that stops
 /// reading holds back the very next message, and is dropped [`SLOW_READER`] after.
 const STREAM_QUEUE: usize = 1;
@@ -56,12 +58,17 @@ pub enum LiveError {
 pub struct Bound {
     pub addr: SocketAddr,
     stop: CancellationToken,
+    /// Told first when the server stops: every stream ends its body cleanly.
+    ending: CancellationToken,
     task: JoinHandle<()>,
 }
 
 impl Bound {
     /// Stops accepting and closes every connection.
     pub async fn stop(self) {
+        // The streams first, so a reader sees its stream end whole rather than cut mid-chunk.
+        self.ending.cancel();
+        tokio::time::sleep(STREAMS_END).await;
         self.stop.cancel();
         let _ = self.task.await;
     }
@@ -72,6 +79,7 @@ type Body = BoxBody<Bytes, Infallible>;
 struct Ctx {
     hub: Arc<Hub>,
     token: Option<String>,
+    ending: CancellationToken,
 }
 
 pub async fn bind(
@@ -86,9 +94,19 @@ pub async fn bind(
         .local_addr()
         .map_err(|source| LiveError::Bind { addr, source })?;
     let stop = CancellationToken::new();
-    let ctx = Arc::new(Ctx { hub, token });
+    let ending = CancellationToken::new();
+    let ctx = Arc::new(Ctx {
+        hub,
+        token,
+        ending: ending.clone(),
+    });
     let task = tokio::spawn(accept(listener, ctx, stop.clone()));
-    Ok(Bound { addr, stop, task })
+    Ok(Bound {
+        addr,
+        stop,
+        ending,
+        task,
+    })
 }
 
 async fn accept(listener: TcpListener, ctx: Arc<Ctx>, stop: CancellationToken) {
@@ -239,7 +257,7 @@ fn handle(
                 .and_then(|v| v.to_str().ok())
                 .and_then(|v| v.trim().parse::<u64>().ok())
                 .unwrap_or(0);
-            stream(hub.clone(), after, peer, done)
+            stream(hub.clone(), after, peer, done, ctx.ending.clone())
         }
         "/metrics" => match hub.metrics() {
             Some(m) => respond(StatusCode::OK, metrics::CONTENT_TYPE, m),
@@ -265,7 +283,13 @@ fn handle(
 
 /// The stream: every event after `after`, each with its id, then the view after the last; then the
 /// same for each new event, until the run's server stops or the browser goes.
-fn stream(hub: Arc<Hub>, after: u64, peer: SocketAddr, done: CancellationToken) -> Response<Body> {
+fn stream(
+    hub: Arc<Hub>,
+    after: u64,
+    peer: SocketAddr,
+    done: CancellationToken,
+    ending: CancellationToken,
+) -> Response<Body> {
     let (tx, rx) = mpsc::channel::<Result<Frame<Bytes>, Infallible>>(STREAM_QUEUE);
     tokio::spawn(async move {
         let mut changed = hub.subscribe();
@@ -307,6 +331,7 @@ fn stream(hub: Arc<Hub>, after: u64, peer: SocketAddr, done: CancellationToken) 
                 changed = changed.changed() => if changed.is_err() { return },
                 () = tokio::time::sleep(KEEP_ALIVE) => {}
                 () = done.cancelled() => return,
+                () = ending.cancelled() => return,
             }
         }
     });
