@@ -953,9 +953,10 @@ fn live(args: &RunArgs, token: Option<&str>) -> Result<Option<crate::live::LiveS
         keep,
         baseline,
         // Asked of the page's requests only beyond loopback: on loopback the page is the user's own.
+        // Not the fleet's token itself: a viewer may read the run, not command its agents.
         token: token
             .filter(|_| !addr.ip().is_loopback())
-            .map(str::to_string),
+            .map(crate::live::view_token),
     }))
 }
 

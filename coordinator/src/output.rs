@@ -162,6 +162,10 @@ pub fn release(dir: &Path) {
     let json = dir.join("run.json");
     if fs::read(&json).is_ok_and(|b| b == CLAIM) {
         let _ = fs::remove_file(json);
+        // A run that never got its agents leaves nothing that would hold the directory.
+        for f in [crate::live::EVENTS_FILE, crate::live::PAGE_FILE] {
+            let _ = fs::remove_file(dir.join(f));
+        }
     }
 }
 

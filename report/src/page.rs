@@ -65,18 +65,21 @@ const SCRIPT: &str = page_script!("document.querySelectorAll('figure.chart').for
 
 /// The live page's script: the report's, its charts bound at load and again in each section a
 /// `view` message redraws. When the embedded data names a `stream` (and the run is not over), it
-/// follows it with an `EventSource`, which itself reconnects and resumes from the last event id it
-/// saw. A view no newer than the page's (`data-last-event`) is left out: a reconnect replays the
+/// follows it with an `EventSource` from the event after the page's own (`?after=N`, so opening the
+/// page replays nothing it already shows; the page's own query, the live address's token, goes along,
+/// and onto its links), which itself reconnects and resumes from the last event id it saw. A view no newer than the page's (`data-last-event`) is left out: a reconnect replays the
 /// current one. `#live-state`'s `data-stream` says how the stream is: `static` (none), `connecting`,
 /// `open`, `lost` (reconnecting), `closed` (the browser gave up), `over` (the run ended).
 const LIVE_SCRIPT: &str = page_script!(
     r#"document.querySelectorAll('figure.chart').forEach(chart);
 d.setAttribute('data-last-event',String(D.last));
+var Q=location.search.slice(1);function links(e){if(Q)e.querySelectorAll('a[href]').forEach(function(a){var h=a.getAttribute('href');if(!/^[a-z]+:|^[\/#?]/i.test(h)&&h.indexOf('?')<0)a.setAttribute('href',h+'?'+Q)})}
+links(document);
 var st=document.getElementById('live-state');function state(s,t){st.setAttribute('data-stream',s);st.textContent=t}
-if(D.stream&&!D.finished){var es=new EventSource(D.stream);state('connecting','connecting to the run\u2026');
+if(D.stream&&!D.finished){var es=new EventSource(D.stream+'?after='+D.last+(Q?'&'+Q:''));state('connecting','connecting to the run\u2026');
 es.addEventListener('open',function(){state('open','live: every event redraws the page')});
 es.addEventListener('view',function(m){var v=JSON.parse(m.data);if(v.last<=+d.getAttribute('data-last-event'))return;
-for(var k in v.sections){var e=document.querySelector('[data-section="'+k+'"]');if(e){e.innerHTML=v.sections[k];e.querySelectorAll('figure.chart').forEach(chart)}}
+for(var k in v.sections){var e=document.querySelector('[data-section="'+k+'"]');if(e){e.innerHTML=v.sections[k];e.querySelectorAll('figure.chart').forEach(chart);links(e)}}
 d.setAttribute('data-last-event',String(v.last));if(v.finished){es.close();state('over','the run is over: this page is final')}});
 es.addEventListener('error',function(){if(es.readyState==2)state('closed','stream closed: reload the page to follow the run again');
 else state('lost','stream lost, reconnecting\u2026')})}

@@ -188,6 +188,8 @@ pub enum FoldError {
     Schema { id: u64, found: String },
     #[error("event {id} changes lane {lane}'s run before its run event")]
     NoRun { id: u64, lane: usize },
+    #[error("event {id} begins the run again: one file holds one run")]
+    BegunTwice { id: u64 },
 }
 
 impl Live {
@@ -199,6 +201,11 @@ impl Live {
                 id,
                 last: self.last,
             });
+        }
+        if let Event::Begin { .. } = &line.event
+            && self.begun.is_some()
+        {
+            return Err(FoldError::BegunTwice { id });
         }
         if let Event::Begin {
             schema,
@@ -295,7 +302,12 @@ impl Live {
             }
             Event::Finished { report } => {
                 self.finished = true;
-                self.report = report.clone();
+                // A file name beside the events, nothing that would make a link go elsewhere.
+                self.report = report.clone().filter(|r| {
+                    r.ends_with(".html")
+                        && r.bytes()
+                            .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
+                });
             }
         }
         self.last = id;
@@ -304,16 +316,26 @@ impl Live {
 
     /// A whole events.ndjson folded, each line read as it stands. A line that cannot be read or
     /// folded is named by its number.
+    /// A last line without its newline is a write cut short (a crash, a full disk): it is left
+    /// out, the events before it stand.
     pub fn read(text: &str) -> Result<Live, ReadError> {
         let mut live = Live::default();
-        for (n, raw) in text.lines().enumerate() {
+        let lines: Vec<&str> = text.lines().collect();
+        let cut = !text.is_empty() && !text.ends_with('\n');
+        for (n, raw) in lines.iter().enumerate() {
             if raw.trim().is_empty() {
                 continue;
             }
-            let line: Line = serde_json::from_str(raw).map_err(|e| ReadError::Line {
-                line: n + 1,
-                why: e.to_string(),
-            })?;
+            let line: Line = match serde_json::from_str(raw) {
+                Ok(l) => l,
+                Err(_) if cut && n + 1 == lines.len() => break,
+                Err(e) => {
+                    return Err(ReadError::Line {
+                        line: n + 1,
+                        why: e.to_string(),
+                    });
+                }
+            };
             live.apply(&line).map_err(|e| ReadError::Line {
                 line: n + 1,
                 why: e.to_string(),
@@ -442,8 +464,10 @@ mod tests {
         if let Event::Begin { schema, .. } = &mut old.event {
             *schema = "stampede.events/0".into();
         }
-        old.id = 9;
-        assert!(matches!(live.apply(&old), Err(FoldError::Schema { .. })));
+        assert!(matches!(
+            Live::default().apply(&old),
+            Err(FoldError::Schema { .. })
+        ));
     }
 
     #[test]
@@ -462,6 +486,29 @@ mod tests {
     fn a_file_is_read_line_by_line_and_a_bad_line_is_named() {
         let text = format!("{}\n{}\n", begin().to_json(), start(2, 1).to_json());
         assert_eq!(Live::read(&text).unwrap().last, 2);
+        // A last line cut short by a crash is left out; the same line whole but bad is named.
+        let cut = format!("{}\n{{\"id\":2,\"ev", begin().to_json());
+        assert_eq!(Live::read(&cut).unwrap().last, 1);
+        assert!(Live::read(&format!("{cut}\n")).is_err());
+        // One file, one run.
+        let mut again = begin();
+        again.id = 3;
+        let twice = format!("{}\n{}\n", text.trim_end(), again.to_json());
+        assert!(
+            Live::read(&twice)
+                .unwrap_err()
+                .to_string()
+                .contains("begins the run again")
+        );
+        // A report named as a link elsewhere is not one.
+        let end = Line {
+            id: 3,
+            event: Event::Finished {
+                report: Some("javascript:alert(1)//.html".into()),
+            },
+        };
+        let finished = format!("{}{}\n", text, end.to_json());
+        assert_eq!(Live::read(&finished).unwrap().report, None);
         let bad = format!("{}\n{{\"id\": 2}}\n", begin().to_json());
         let e = Live::read(&bad).unwrap_err().to_string();
         assert!(e.starts_with("events.ndjson line 2:"), "{e}");

@@ -191,7 +191,7 @@ fn a_reused_out_kept_the_earlier_runs_hlog_files() {
     assert_eq!(again.status.code(), Some(2), "{err}");
     assert_eq!(
         err,
-        "stampede: output directory today holds another run's files (run.json, steps.tsv, report.html, hlog/step-001.hgrm, 5 more): give another --out, or add --force to replace them\n"
+        "stampede: output directory today holds another run's files (run.json, steps.tsv, report.html, events.ndjson, 7 more): give another --out, or add --force to replace them\n"
     );
     assert_eq!(
         tests::run_json(&cwd.path().join("today"))["steps"]

@@ -56,7 +56,12 @@ fn said_addr(log: &Lines) -> SocketAddr {
 fn request(addr: SocketAddr, head: &str) -> (u16, String, Vec<u8>) {
     let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(5)).expect("reachable");
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    write!(s, "{head}Host: {addr}\r\nConnection: close\r\n\r\n").unwrap();
+    let host = if head.contains("Host: ") {
+        String::new()
+    } else {
+        format!("Host: {addr}\r\n")
+    };
+    write!(s, "{head}{host}Connection: close\r\n\r\n").unwrap();
     let mut raw = Vec::new();
     let _ = s.read_to_end(&mut raw);
     let split = raw
@@ -79,6 +84,7 @@ fn get(addr: SocketAddr, path: &str) -> (u16, String, Vec<u8>) {
 /// The stream's messages (event name, id, data) as they come, until `enough` says so or 20 s pass.
 fn read_stream(
     addr: SocketAddr,
+    query: &str,
     last_event_id: Option<u64>,
     enough: impl Fn(&[(String, Option<u64>, String)]) -> bool,
 ) -> Vec<(String, Option<u64>, String)> {
@@ -88,7 +94,7 @@ fn read_stream(
     let resume = last_event_id.map_or(String::new(), |id| format!("Last-Event-ID: {id}\r\n"));
     write!(
         s,
-        "GET /events HTTP/1.1\r\nHost: {addr}\r\nAccept: text/event-stream\r\n{resume}\r\n"
+        "GET /events{query} HTTP/1.1\r\nHost: {addr}\r\nAccept: text/event-stream\r\n{resume}\r\n"
     )
     .unwrap();
     let mut raw = Vec::new();
@@ -264,7 +270,7 @@ fn a_ramp_watched_live_shows_run_json_s_numbers_and_a_late_browser_the_whole_his
 
     // The stream, as a browser reads it: every event from the first, each with its id in order,
     // then the view after the last.
-    let messages = read_stream(addr, None, |m| m.iter().any(|(e, _, _)| e == "view"));
+    let messages = read_stream(addr, "", None, |m| m.iter().any(|(e, _, _)| e == "view"));
     let ids: Vec<u64> = messages.iter().filter_map(|(_, id, _)| *id).collect();
     assert!(ids.len() >= 3, "events replayed: {messages:?}");
     assert_eq!(
@@ -277,7 +283,9 @@ fn a_ramp_watched_live_shows_run_json_s_numbers_and_a_late_browser_the_whole_his
     assert_eq!(messages.last().unwrap().0, "view");
     // A reconnect resumes after the id it last saw.
     let from = ids.len() as u64 - 1;
-    let resumed = read_stream(addr, Some(from), |m| m.iter().any(|(e, _, _)| e == "view"));
+    let resumed = read_stream(addr, "", Some(from), |m| {
+        m.iter().any(|(e, _, _)| e == "view")
+    });
     let first_id = resumed.iter().find_map(|(_, id, _)| *id);
     assert_eq!(
         first_id,
@@ -285,9 +293,23 @@ fn a_ramp_watched_live_shows_run_json_s_numbers_and_a_late_browser_the_whole_his
         "resumed after {from}: {resumed:?}"
     );
 
+    // A page opened mid-run asks only what comes after what it shows (`?after=N`); a reconnect's
+    // Last-Event-ID wins over it.
+    let after = read_stream(addr, &format!("?after={from}"), None, |m| {
+        m.iter().any(|(e, _, _)| e == "view")
+    });
+    assert_eq!(after.iter().find_map(|(_, id, _)| *id), Some(from + 1));
+    let both = read_stream(addr, "?after=1", Some(from), |m| {
+        m.iter().any(|(e, _, _)| e == "view")
+    });
+    assert_eq!(both.iter().find_map(|(_, id, _)| *id), Some(from + 1));
+    // On loopback the page answers only to a loopback name: a site of elsewhere whose name was
+    // pointed here (DNS rebinding) is refused.
+    let (code, head, _) = request(addr, "GET /events HTTP/1.1\r\nHost: evil.example:5665\r\n");
+    assert_eq!(code, 403, "{head}");
     // An interval reaches a reader as it is merged: wait for one more event on an open stream.
     let seen = ids.len() as u64;
-    let more = read_stream(addr, Some(seen), |m| {
+    let more = read_stream(addr, "", Some(seen), |m| {
         m.iter().any(|(_, id, _)| id.is_some())
     });
     assert!(
@@ -459,35 +481,49 @@ fn the_live_address_refuses_what_it_must_and_the_run_goes_on() {
     assert!(log.wait_for("watch the run at http://0.0.0.0:", Duration::from_secs(60)));
     // Only ever reached on loopback.
     let addr = said_addr(&log);
+    // The page's own token, said with its address: not the fleet's, which commands agents.
+    let said = log.text();
+    let token = said[said.find("?token=").expect("the page's token said") + 7..]
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .to_string();
+    assert_eq!(token.len(), 32, "{token}");
+    assert!(!said.contains("s3cret"), "the fleet's token is never said");
     // A browser that never reads its stream, from the start: dropped once the run's messages
     // fill what its connection holds, and said so; the run goes on.
-    let slow = slow_reader(addr);
+    let slow = slow_reader(addr, &token);
     assert_eq!(get(addr, "/").0, 401);
     assert_eq!(get(addr, "/metrics").0, 401);
     assert_eq!(get(addr, "/?token=wrong").0, 401);
     assert_eq!(
-        request(
-            addr,
-            "GET /events HTTP/1.1\r\nAuthorization: Bearer nope\r\n"
-        )
-        .0,
-        401
+        get(addr, "/?token=s3cret%20token").0,
+        401,
+        "the fleet's token"
     );
-    let (code, _, page) = get(addr, "/?token=s3cret%20token");
+    let (code, head, _) = request(
+        addr,
+        "GET /events HTTP/1.1\r\nAuthorization: Bearer nope\r\n",
+    );
+    assert_eq!(code, 401);
+    assert!(
+        head.to_ascii_lowercase().contains("connection: close"),
+        "a refused connection keeps no seat: {head}"
+    );
+    let (code, _, page) = get(addr, &format!("/?token={token}"));
     assert_eq!(code, 200);
     assert!(
-        text(&page).contains("events?token=s3cret%20token"),
-        "the page's stream carries the token"
+        !text(&page).contains(&token),
+        "the page carries no token: its script asks the stream with the page's own query"
     );
     assert_eq!(
         request(
             addr,
-            "GET /metrics HTTP/1.1\r\nAuthorization: Bearer s3cret token\r\n"
+            &format!("GET /metrics HTTP/1.1\r\nAuthorization: bearer {token}\r\n")
         )
         .0,
         200
     );
-
     // Connections past the bound are answered 503 and closed; those held idle take their seats.
     let mut held = Vec::new();
     for _ in 0..200 {
@@ -529,7 +565,7 @@ fn the_live_address_refuses_what_it_must_and_the_run_goes_on() {
 
 /// A stream asked for on a socket whose receive buffer is tiny and never read: the server's writes
 /// fill it at once.
-fn slow_reader(addr: SocketAddr) -> TcpStream {
+fn slow_reader(addr: SocketAddr, token: &str) -> TcpStream {
     use std::os::fd::AsRawFd;
     // SAFETY: a plain socket(2)/setsockopt(2)/connect(2) on a descriptor owned here.
     let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_STREAM, 0) };
@@ -565,7 +601,7 @@ fn slow_reader(addr: SocketAddr) -> TcpStream {
     assert_eq!(s.as_raw_fd(), fd);
     write!(
         s,
-        "GET /events HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer s3cret token\r\n\r\n"
+        "GET /events HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\n\r\n"
     )
     .unwrap();
     s

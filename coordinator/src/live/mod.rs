@@ -29,6 +29,18 @@ pub const EVENTS_FILE: &str = "events.ndjson";
 /// The finished run's page, drawn from events.ndjson alone.
 pub const PAGE_FILE: &str = "live.html";
 
+/// The live page's own token, made from the fleet's: whoever has it can read the run, never
+/// command an agent or join the fleet (HMAC-SHA256 of a fixed label under the fleet's token; 32 hex
+/// characters).
+pub fn view_token(fleet: &str) -> String {
+    let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, fleet.as_bytes());
+    let tag = ring::hmac::sign(&key, b"stampede live page");
+    tag.as_ref()[..16]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
 /// What `--live` asked for, checked.
 #[derive(Debug, Clone)]
 pub struct LiveSpec {
@@ -37,7 +49,8 @@ pub struct LiveSpec {
     pub keep: Duration,
     /// A finished run drawn underneath (`--baseline DIR`), read before any load.
     pub baseline: Option<Box<RunFile>>,
-    /// Asked of every request when set (`?token=` or `Authorization: Bearer`): the fleet's token.
+    /// Asked of every request when set (`?token=` or `Authorization: Bearer`): the page's token,
+    /// [`view_token`] of the fleet's.
     pub token: Option<String>,
 }
 
@@ -57,12 +70,11 @@ pub(crate) struct State {
     /// Every event so far, as its stream message's data (the line of events.ndjson).
     lines: Vec<Arc<str>>,
     live: Live,
-    /// The view after the last event, once someone asked for it.
+    /// The view and the page after the last event, once someone asked for them.
     view: Option<Arc<str>>,
+    page: Option<bytes::Bytes>,
     metrics: Option<metrics::Metrics>,
     file: Option<(PathBuf, File)>,
-    /// Why the file stopped being written, said once.
-    file_failed: bool,
     /// The report's path once the run is over, for `/report.html`.
     report: Option<PathBuf>,
 }
@@ -80,9 +92,9 @@ impl Feed {
                 lines: Vec::new(),
                 live: Live::default(),
                 view: None,
+                page: None,
                 metrics: serving.then(metrics::Metrics::new),
                 file: None,
-                file_failed: false,
                 report: None,
             }),
             changed,
@@ -110,6 +122,13 @@ impl Feed {
     /// Whether a merged second is worth its percentiles: someone is fed it.
     pub fn wants_intervals(&self) -> bool {
         self.is_on()
+    }
+
+    /// Whether /metrics is kept, so a merged second's latency is worth a copy.
+    pub fn keeps_metrics(&self) -> bool {
+        self.0
+            .as_ref()
+            .is_some_and(|hub| hub.lock().metrics.is_some())
     }
 
     pub fn emit(&self, event: Event) {
@@ -187,9 +206,9 @@ impl Feed {
                 live,
                 metrics,
                 file,
-                file_failed,
                 lines,
                 view,
+                page,
                 ..
             } = &mut *state;
             if let Some(m) = metrics.as_mut() {
@@ -201,18 +220,18 @@ impl Feed {
                 let written = f
                     .write_all(text.as_bytes())
                     .and_then(|()| f.write_all(b"\n"));
-                if let Err(e) = written
-                    && !*file_failed
-                {
-                    *file_failed = true;
+                if let Err(e) = written {
+                    // No line after a cut one: the file stays readable up to where it stopped.
                     eprintln!(
                         "stampede: {} is no longer written ({e}); the run goes on",
                         path.display()
                     );
+                    *file = None;
                 }
             }
             lines.push(text.into());
             *view = None;
+            *page = None;
             id
         };
         hub.changed.send_replace(id);
@@ -249,10 +268,19 @@ impl Hub {
         (lines, last, view)
     }
 
-    /// The whole page as it stands, its stream at `stream`.
-    pub(crate) fn page(&self, stream: &str) -> String {
-        let state = self.lock();
-        report::live_page(&state.live, state.live.baseline.as_ref(), Some(stream))
+    /// The whole page as it stands (its script follows `events`), rendered once an event.
+    pub(crate) fn page(&self) -> bytes::Bytes {
+        let mut state = self.lock();
+        if let Some(p) = &state.page {
+            return p.clone();
+        }
+        let p = bytes::Bytes::from(report::live_page(
+            &state.live,
+            state.live.baseline.as_ref(),
+            Some("events"),
+        ));
+        state.page = Some(p.clone());
+        p
     }
 
     pub(crate) fn metrics(&self) -> Option<String> {
@@ -275,6 +303,7 @@ pub struct Server {
     bound: Bound,
     feed: Feed,
     keep: Duration,
+    token: Option<String>,
 }
 
 impl Server {
@@ -286,11 +315,16 @@ impl Server {
             bound,
             feed: feed.clone(),
             keep: spec.keep,
+            token: spec.token.clone(),
         })
     }
 
-    pub fn addr(&self) -> SocketAddr {
-        self.bound.addr
+    /// The page's address, with its token when one is asked.
+    pub fn url(&self) -> String {
+        match &self.token {
+            Some(t) => format!("http://{}/?token={t}", self.bound.addr),
+            None => format!("http://{}/", self.bound.addr),
+        }
     }
 
     /// Keeps serving the finished run for `keep` (when `stay`; or until `stop`), then stops.
@@ -298,8 +332,8 @@ impl Server {
         if stay && !self.keep.is_zero() && self.feed.is_on() {
             if !quiet {
                 eprintln!(
-                    "stampede: the live page stays at http://{}/ for {} (Ctrl-C ends it)",
-                    self.bound.addr,
+                    "stampede: the live page stays at {} for {} (Ctrl-C ends it)",
+                    self.url(),
                     crate::progress::span(self.keep)
                 );
             }

@@ -80,6 +80,7 @@ struct Ctx {
     hub: Arc<Hub>,
     token: Option<String>,
     ending: CancellationToken,
+    said: Said,
 }
 
 pub async fn bind(
@@ -99,6 +100,7 @@ pub async fn bind(
         hub,
         token,
         ending: ending.clone(),
+        said: Said::default(),
     });
     let task = tokio::spawn(accept(listener, ctx, stop.clone()));
     Ok(Bound {
@@ -220,42 +222,22 @@ fn handle(
             .insert(header::ALLOW, HeaderValue::from_static("GET, HEAD"));
         return r;
     }
-    let presented = presented_token(&req);
-    if let Some(expected) = &ctx.token
-        && !presented
-            .as_deref()
-            .is_some_and(|p| agent::session::token_matches(p, expected))
-    {
-        tracing::warn!(viewer = %peer, path = req.uri().path(), "live page: refused a request without the fleet's token");
-        let mut r = text(
-            StatusCode::UNAUTHORIZED,
-            "the live page needs the fleet's token: add ?token=TOKEN to the address\n",
-        );
-        r.headers_mut()
-            .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
-        return r;
+    if let Some(refused) = refuse_stranger(ctx, &req, peer) {
+        return refused;
     }
     let hub = &ctx.hub;
     match req.uri().path() {
-        "/" => {
-            // The stream is asked with the token the page was opened with: EventSource sends no
-            // headers of its own.
-            let stream = match (&ctx.token, &presented) {
-                (Some(_), Some(t)) => format!("events?token={}", query_escape(t)),
-                _ => "events".to_string(),
-            };
-            respond(
-                StatusCode::OK,
-                "text/html; charset=utf-8",
-                hub.page(&stream),
-            )
-        }
+        // The page's script asks its stream with the page's own query (the token, when one is
+        // asked), so the page is the same bytes for every browser: rendered once an event.
+        "/" => respond(StatusCode::OK, "text/html; charset=utf-8", hub.page()),
         "/events" => {
+            // A reconnect says where it was (Last-Event-ID); a page opened mid-run, what it shows.
             let after = req
                 .headers()
                 .get("last-event-id")
                 .and_then(|v| v.to_str().ok())
                 .and_then(|v| v.trim().parse::<u64>().ok())
+                .or_else(|| query(&req, "after").and_then(|v| v.parse().ok()))
                 .unwrap_or(0);
             stream(hub.clone(), after, peer, done, ctx.ending.clone())
         }
@@ -263,22 +245,112 @@ fn handle(
             Some(m) => respond(StatusCode::OK, metrics::CONTENT_TYPE, m),
             None => text(StatusCode::NOT_FOUND, "no metrics are kept for this run\n"),
         },
-        "/report.html" => match hub.report().map(std::fs::read) {
-            Some(Ok(bytes)) => respond(StatusCode::OK, "text/html; charset=utf-8", bytes),
-            Some(Err(e)) => text(
+        path => match hub.report() {
+            // The run's report (side by side, the comparison), by its own name, once it is over.
+            Some(report) if report.file_name().is_some_and(|n| path[1..] == *n) => {
+                match std::fs::read(&report) {
+                    Ok(bytes) => respond(StatusCode::OK, "text/html; charset=utf-8", bytes),
+                    Err(e) => text(
+                        StatusCode::NOT_FOUND,
+                        format!("the report could not be read: {e}\n"),
+                    ),
+                }
+            }
+            _ => text(
                 StatusCode::NOT_FOUND,
-                format!("the report could not be read: {e}\n"),
-            ),
-            None => text(
-                StatusCode::NOT_FOUND,
-                "the report is served once the run is over\n",
+                "not here: the live page is /, its stream /events, its metrics /metrics (and its \
+                 report once the run is over)\n",
             ),
         },
-        _ => text(
-            StatusCode::NOT_FOUND,
-            "not here: the live page is /, its stream /events, its metrics /metrics\n",
-        ),
     }
+}
+
+/// The answer to a request that may not read the run, if this is one: without the page's token
+/// where one is asked (401, and the connection closed, so a stranger holds no seat), or, on
+/// loopback without a token, one that names another host (a web page of elsewhere whose name was
+/// pointed at 127.0.0.1 to read the run: DNS rebinding).
+fn refuse_stranger(ctx: &Ctx, req: &Request<Incoming>, peer: SocketAddr) -> Option<Response<Body>> {
+    let mut r = match &ctx.token {
+        Some(expected) => {
+            let presented = presented_token(req);
+            if presented
+                .as_deref()
+                .is_some_and(|p| agent::session::token_matches(p, expected))
+            {
+                return None;
+            }
+            ctx.said
+                .say(peer, "a request without the live page's token");
+            let mut r = text(
+                StatusCode::UNAUTHORIZED,
+                "the live page needs its token: open the address stampede printed (?token=...)\n",
+            );
+            r.headers_mut()
+                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+            r
+        }
+        None => {
+            let host = req
+                .headers()
+                .get(header::HOST)
+                .and_then(|h| h.to_str().ok())
+                .unwrap_or("");
+            if is_loopback_host(host) {
+                return None;
+            }
+            ctx.said.say(peer, "a request naming another host");
+            text(
+                StatusCode::FORBIDDEN,
+                "the live page on loopback answers requests to 127.0.0.1, [::1] or localhost only\n",
+            )
+        }
+    };
+    r.headers_mut()
+        .insert(header::CONNECTION, HeaderValue::from_static("close"));
+    Some(r)
+}
+
+/// Whether a Host header names this machine's loopback: `127.x.y.z`, `[::1]` or `localhost`, with
+/// or without a port.
+fn is_loopback_host(host: &str) -> bool {
+    let name = match host.strip_prefix('[') {
+        Some(rest) => rest.split(']').next().unwrap_or(""),
+        None => host.rsplit_once(':').map_or(host, |(h, _)| h),
+    };
+    name.eq_ignore_ascii_case("localhost")
+        || name
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
+
+/// What is said of refused requests: once a second per reason at most, so a stranger's flood is
+/// not the log's.
+#[derive(Default)]
+struct Said(std::sync::Mutex<Vec<(&'static str, std::time::Instant)>>);
+
+impl Said {
+    fn say(&self, peer: SocketAddr, why: &'static str) {
+        let now = std::time::Instant::now();
+        let mut said = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((_, at)) = said.iter_mut().find(|(w, _)| *w == why) {
+            if now.duration_since(*at) < Duration::from_secs(1) {
+                return;
+            }
+            *at = now;
+        } else {
+            said.push((why, now));
+        }
+        tracing::warn!(viewer = %peer, "live page: refused {why}");
+    }
+}
+
+/// A query parameter's value, unescaped.
+fn query(req: &Request<Incoming>, key: &str) -> Option<String> {
+    req.uri()
+        .query()?
+        .split('&')
+        .find_map(|kv| kv.strip_prefix(key)?.strip_prefix('='))
+        .map(query_unescape)
 }
 
 /// The stream: every event after `after`, each with its id, then the view after the last; then the
@@ -295,6 +367,9 @@ fn stream(
         let mut changed = hub.subscribe();
         let mut sent = after;
         let mut first = true;
+        // Set when the server stops (or the run's feed is gone): what is new is sent, then the
+        // stream ends whole.
+        let mut closing = false;
         loop {
             changed.mark_unchanged();
             let (lines, last, view) = hub.since(sent);
@@ -307,31 +382,39 @@ fn stream(
                 text.push_str(&format!("event: view\ndata: {view}\n\n"));
                 sent = last;
                 first = false;
-                text
+                Some(text)
+            } else if closing {
+                None
             } else {
-                ": keep-alive\n\n".to_string()
+                Some(": keep-alive\n\n".to_string())
             };
-            match tx
-                .send_timeout(Ok(Frame::data(Bytes::from(message))), SLOW_READER)
-                .await
-            {
-                Ok(()) => {}
-                Err(mpsc::error::SendTimeoutError::Timeout(_)) => {
-                    tracing::warn!(
-                        viewer = %peer,
-                        "live page: dropped a browser that read nothing for {} s",
-                        SLOW_READER.as_secs()
-                    );
-                    done.cancel();
-                    return;
+            if let Some(message) = message {
+                match tx
+                    .send_timeout(Ok(Frame::data(Bytes::from(message))), SLOW_READER)
+                    .await
+                {
+                    Ok(()) => {}
+                    Err(mpsc::error::SendTimeoutError::Timeout(_)) => {
+                        tracing::warn!(
+                            viewer = %peer,
+                            "live page: dropped a browser that read nothing for {} s",
+                            SLOW_READER.as_secs()
+                        );
+                        done.cancel();
+                        return;
+                    }
+                    Err(mpsc::error::SendTimeoutError::Closed(_)) => return,
                 }
-                Err(mpsc::error::SendTimeoutError::Closed(_)) => return,
+            }
+            if closing {
+                return;
             }
             tokio::select! {
-                changed = changed.changed() => if changed.is_err() { return },
-                () = tokio::time::sleep(KEEP_ALIVE) => {}
+                biased;
                 () = done.cancelled() => return,
-                () = ending.cancelled() => return,
+                () = ending.cancelled() => closing = true,
+                changed = changed.changed() => closing = changed.is_err(),
+                () = tokio::time::sleep(KEEP_ALIVE) => {}
             }
         }
     });
@@ -347,31 +430,14 @@ fn stream(
 
 /// The token a request presents: `Authorization: Bearer T`, or `?token=T`.
 fn presented_token(req: &Request<Incoming>) -> Option<String> {
-    if let Some(t) = req
+    let header = req
         .headers()
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-    {
-        return Some(t.trim().to_string());
-    }
-    req.uri()
-        .query()?
-        .split('&')
-        .find_map(|kv| kv.strip_prefix("token="))
-        .map(query_unescape)
-}
-
-fn query_escape(s: &str) -> String {
-    let mut out = String::new();
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
+        .and_then(|v| v.split_once(' '))
+        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+        .map(|(_, t)| t.trim().to_string());
+    header.or_else(|| query(req, "token"))
 }
 
 fn query_unescape(s: &str) -> String {
@@ -388,7 +454,6 @@ fn query_unescape(s: &str) -> String {
                 }
                 _ => out.push(b'%'),
             },
-            b'+' => out.push(b' '),
             b => out.push(b),
         }
         i += 1;
@@ -403,6 +468,42 @@ fn hex(b: u8) -> Option<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn query_escape(s: &str) -> String {
+        let mut out = String::new();
+        for b in s.bytes() {
+            if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+                out.push(b as char);
+            } else {
+                out.push_str(&format!("%{b:02X}"));
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn only_loopback_names_are_loopback_hosts() {
+        for h in [
+            "127.0.0.1:5665",
+            "127.1.2.3",
+            "localhost:80",
+            "LOCALHOST",
+            "[::1]:5665",
+            "[::1]",
+        ] {
+            assert!(is_loopback_host(h), "{h}");
+        }
+        for h in [
+            "evil.example:5665",
+            "10.0.0.1:5665",
+            "",
+            "[::2]:1",
+            "localhost.evil:1",
+            "0.0.0.0:1",
+        ] {
+            assert!(!is_loopback_host(h), "{h}");
+        }
+    }
 
     #[test]
     fn a_token_survives_the_page_s_stream_address() {

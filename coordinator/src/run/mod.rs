@@ -259,7 +259,7 @@ async fn run_lanes(
         Some(spec) => {
             let server = crate::live::Server::start(spec, &feed).await?;
             if !cfgs[0].quiet {
-                eprintln!("stampede: watch the run at http://{}/", server.addr());
+                eprintln!("stampede: watch the run at {}", server.url());
             }
             Some(server)
         }

@@ -500,9 +500,10 @@ impl<'a> Collecting<'a> {
         if merged.reports == self.waiting.len() && !merged.tail && watched {
             let (feed, lane) = (self.cx.feed, self.cx.lane);
             let mut latency = None;
+            // Only /metrics wants the histogram itself, and only while it is served.
+            let keep = feed.keeps_metrics();
             let seq = self.merge.progress(merged.seq, |h| {
-                // Only /metrics wants the histogram itself, and only while it is served.
-                if feed.wants_intervals() {
+                if keep {
                     latency = Some(h.clone());
                 }
             })?;
