@@ -175,6 +175,20 @@ pub struct Current {
     pub done: bool,
 }
 
+impl Current {
+    /// The step's merged seconds so far, added: requests sent, served, failed (saturating: a file
+    /// made up to overflow them is still read).
+    pub fn totals(&self) -> (u64, u64, u64) {
+        self.intervals.iter().fold((0, 0, 0), |(a, b, f), i| {
+            (
+                a.saturating_add(i.sent),
+                b.saturating_add(i.ok),
+                f.saturating_add(i.failed),
+            )
+        })
+    }
+}
+
 /// Why an event cannot be folded: the stream is not one run's, in order.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum FoldError {

@@ -304,13 +304,7 @@ fn step_figures(
         }
         None => {
             let secs: f64 = c.intervals.iter().map(|i| i.length_s).sum();
-            let (sent, ok, failed) = c.intervals.iter().fold((0u64, 0u64, 0u64), |(a, b, f), i| {
-                (
-                    a.saturating_add(i.sent),
-                    b.saturating_add(i.ok),
-                    f.saturating_add(i.failed),
-                )
-            });
+            let (sent, ok, failed) = c.totals();
             let per_s = |n: u64| if secs > 0.0 { n as f64 / secs } else { 0.0 };
             let into = c.intervals.last().map_or(0.0, |i| i.at_s + i.length_s);
             figs.push(fig(
