@@ -510,8 +510,9 @@ impl Conn {
 
     /// The server broke the protocol: say GOAWAY with `code`, and end.
     fn broken(&mut self, code: u32, what: impl Into<String>) -> Result<(), ()> {
-        let last = self.next_id.saturating_sub(2);
-        frame::put_goaway(&mut self.out, last, code);
+        // A GOAWAY's last stream id names the peer's streams its sender may act on (RFC 9113 6.8):
+        // a server's pushed ones, and stampede takes none (ENABLE_PUSH 0).
+        frame::put_goaway(&mut self.out, 0, code);
         self.close(Closed::Protocol {
             code,
             what: what.into(),
@@ -1083,6 +1084,8 @@ mod tests {
                 other => panic!("{says}: {other:?}"),
             }
             assert_eq!(frames(&c.out)[0].0, frame::GOAWAY);
+            // Its last stream id is the server's streams stampede acted on: none.
+            assert_eq!(c.out[9..13], [0, 0, 0, 0], "{says}");
             assert_eq!(
                 c.poll_reply(id, Waker::noop()),
                 Some(Err(StreamEnd::Session))
