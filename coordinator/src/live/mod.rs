@@ -75,6 +75,9 @@ pub(crate) struct State {
     page: Option<bytes::Bytes>,
     metrics: Option<metrics::Metrics>,
     file: Option<(PathBuf, File)>,
+    /// Why the file stopped being written, said when the run is over (a full disk is said once,
+    /// by the run).
+    file_error: Option<String>,
     /// The report's path once the run is over, for `/report.html`.
     report: Option<PathBuf>,
 }
@@ -93,6 +96,7 @@ impl Feed {
                 live: Live::default(),
                 view: None,
                 page: None,
+                file_error: None,
                 metrics: serving.then(metrics::Metrics::new),
                 file: None,
                 report: None,
@@ -155,7 +159,9 @@ impl Feed {
 
     /// The run is over: its report (side by side, the comparison) is `report`, beside the events.
     /// A run that ended before it began (no agent reached) has no events to end.
-    pub fn finished(&self, report: Option<PathBuf>) {
+    /// `say` is whether the events' own write errors are still to be said (not when the run
+    /// failed for its outputs: that error was said, and is the same disk's).
+    pub fn finished(&self, report: Option<PathBuf>, say: bool) {
         if self
             .0
             .as_ref()
@@ -171,20 +177,27 @@ impl Feed {
             hub.lock().report = report.clone();
         }
         self.emit(Event::Finished { report: name });
-        self.write_page();
+        let written = self.write_page();
+        let Some(hub) = &self.0 else { return };
+        let said = hub.lock().file_error.take();
+        if say {
+            for e in said.into_iter().chain(written.err()) {
+                eprintln!("stampede: {e}");
+            }
+        }
     }
 
     /// `live.html` beside events.ndjson: the finished run's page, as a browser saw it last, without
-    /// its stream.
-    fn write_page(&self) {
-        let Some(hub) = &self.0 else { return };
+    /// its stream. None without a whole events.ndjson to go with it.
+    fn write_page(&self) -> Result<(), String> {
+        let Some(hub) = &self.0 else { return Ok(()) };
         let state = hub.lock();
-        let Some((path, _)) = &state.file else { return };
+        let Some((path, _)) = &state.file else {
+            return Ok(());
+        };
         let page = report::live_page(&state.live, state.live.baseline.as_ref(), None);
         let to = path.with_file_name(PAGE_FILE);
-        if let Err(e) = std::fs::write(&to, page) {
-            eprintln!("stampede: could not write {}: {e}", to.display());
-        }
+        std::fs::write(&to, page).map_err(|e| format!("could not write {}: {e}", to.display()))
     }
 
     fn emit_with(&self, event: Event, also: impl FnOnce(&mut metrics::Metrics)) {
@@ -209,6 +222,7 @@ impl Feed {
                 lines,
                 view,
                 page,
+                file_error,
                 ..
             } = &mut *state;
             if let Some(m) = metrics.as_mut() {
@@ -222,10 +236,11 @@ impl Feed {
                     .and_then(|()| f.write_all(b"\n"));
                 if let Err(e) = written {
                     // No line after a cut one: the file stays readable up to where it stopped.
-                    eprintln!(
-                        "stampede: {} is no longer written ({e}); the run goes on",
-                        path.display()
-                    );
+                    *file_error = Some(format!(
+                        "{} was written up to event {} ({e}); the run went on",
+                        path.display(),
+                        id - 1
+                    ));
                     *file = None;
                 }
             }

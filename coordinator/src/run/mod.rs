@@ -287,7 +287,8 @@ async fn run_lanes(
         Some(dir) => dir.join("compare.html"),
         None => dirs[0].join(crate::report_file::REPORT),
     };
-    feed.finished(report.exists().then_some(report));
+    let said = matches!(outcome, Err(RunError::Output(_) | RunError::Spill(_)));
+    feed.finished(report.exists().then_some(report), !said);
     if let Some(server) = server {
         // A run that failed before its end has no page worth staying for.
         let keep = outcome.is_ok();
