@@ -91,13 +91,7 @@ pub fn run(cfg: CompareConfig) -> Result<Outcome, CompareError> {
     }
     let mut runs = Vec::with_capacity(cfg.dirs.len());
     for (i, dir) in cfg.dirs.iter().enumerate() {
-        // A path that is not a file is a directory, so a missing one is named with its run.json.
-        let file = if dir.is_file() {
-            dir.clone()
-        } else {
-            dir.join("run.json")
-        };
-        let run = RunFile::read(&file)?;
+        let run = RunFile::read(&results::run_file::path_of(dir))?;
         let label = cfg
             .labels
             .get(i)

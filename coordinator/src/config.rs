@@ -937,11 +937,7 @@ fn live(args: &RunArgs, token: Option<&str>) -> Result<Option<crate::live::LiveS
         .unwrap_or_default();
     let baseline = match &args.baseline {
         Some(path) => {
-            let file = if path.is_dir() {
-                path.join("run.json")
-            } else {
-                path.clone()
-            };
+            let file = results::run_file::path_of(path);
             let run = results::run_file::RunFile::read(&file)
                 .map_err(|e| ConfigError::File(format!("--baseline {}: {e}", path.display())))?;
             Some(Box::new(run))

@@ -203,6 +203,16 @@ pub struct RunFile {
     pub warmup: Option<StepResult>,
 }
 
+/// The run.json a user names: the file itself, or the results directory holding it (a path that is
+/// not a file is taken for a directory, so a missing one is named with its run.json).
+pub fn path_of(dir_or_file: &std::path::Path) -> std::path::PathBuf {
+    if dir_or_file.is_file() {
+        dir_or_file.to_path_buf()
+    } else {
+        dir_or_file.join("run.json")
+    }
+}
+
 /// A key that is there, even as null, is `Some`: serde's own `Option` reads null as absent.
 pub(crate) fn present<'de, D, T>(d: D) -> Result<Option<T>, D::Error>
 where

@@ -416,10 +416,16 @@ pub fn load(chromium: &Path, page: &Path) -> Result<Loaded, String> {
     let page = page
         .canonicalize()
         .map_err(|e| format!("{}: {e}", page.display()))?;
+    dump_dom(chromium, &format!("file://{}", page.display()), &[])
+}
+
+/// The DOM of `url` once loaded, and the page's console, Chromium given `extra` switches too.
+fn dump_dom(chromium: &Path, url: &str, extra: &[String]) -> Result<Loaded, String> {
     let profile = tempfile::tempdir().map_err(|e| format!("a profile directory: {e}"))?;
     let mut cmd = command(chromium, profile.path());
     cmd.args(["--enable-logging=stderr", "--v=0", "--dump-dom"])
-        .arg(format!("file://{}", page.display()));
+        .args(extra)
+        .arg(url);
     let (status, stdout, stderr) = run_bounded(cmd)?;
     if !status.success() {
         return Err(format!("chromium exited {status}: {}", tail(&stderr, 2000)));
@@ -437,26 +443,11 @@ const LOOPBACK_ONLY: &str = "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.
 /// Opens `url` (a page this test serves on loopback) in Chromium and returns its DOM once loaded,
 /// after `wait` more of its script's time (`--virtual-time-budget`), and its console.
 pub fn load_url(chromium: &Path, url: &str, wait: Option<Duration>) -> Result<Loaded, String> {
-    let profile = tempfile::tempdir().map_err(|e| format!("a profile directory: {e}"))?;
-    let mut cmd = command(chromium, profile.path());
-    cmd.args([
-        "--enable-logging=stderr",
-        "--v=0",
-        "--dump-dom",
-        LOOPBACK_ONLY,
-    ]);
+    let mut extra = vec![LOOPBACK_ONLY.to_string()];
     if let Some(w) = wait {
-        cmd.arg(format!("--virtual-time-budget={}", w.as_millis()));
+        extra.push(format!("--virtual-time-budget={}", w.as_millis()));
     }
-    cmd.arg(url);
-    let (status, stdout, stderr) = run_bounded(cmd)?;
-    if !status.success() {
-        return Err(format!("chromium exited {status}: {}", tail(&stderr, 2000)));
-    }
-    Ok(Loaded {
-        html: stdout,
-        console: console_messages(&stderr),
-    })
+    dump_dom(chromium, url, &extra)
 }
 
 /// A screenshot of `url` (a file:// page or one served on loopback), `width` × `height` pixels, into

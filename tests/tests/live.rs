@@ -14,20 +14,26 @@ use tests::browser::{self, Loaded};
 use tests::dom::{Dom, El};
 use tests::{Lines, ServeProcess, bin, text};
 
-/// Starts `stampede run URL ARGS --live 127.0.0.1:0` into `dir`; returns the child, its stderr, and
-/// the live address it says.
-fn live_run(url: &str, args: &[&str], dir: &Path) -> (Child, Lines, SocketAddr) {
-    let mut child = Command::new(bin("stampede"))
-        .arg("run")
-        .arg(url)
-        .args(args)
-        .args(["--live", "127.0.0.1:0", "--out"])
-        .arg(dir)
+/// Starts `stampede COMMAND --live LIVE --out OUT` (the environment's token left out unless `token`
+/// gives one); returns the child, its stderr, and the live address it says.
+fn live_run(
+    command: &[&str],
+    live: &str,
+    out: &Path,
+    token: Option<&str>,
+) -> (Child, Lines, SocketAddr) {
+    let mut cmd = Command::new(bin("stampede"));
+    cmd.args(command)
+        .args(["--live", live, "--out"])
+        .arg(out)
+        .env_remove("STAMPEDE_TOKEN")
         .stdin(Stdio::null())
         .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("stampede runs");
+        .stderr(Stdio::piped());
+    if let Some(t) = token {
+        cmd.env("STAMPEDE_TOKEN", t);
+    }
+    let mut child = cmd.spawn().expect("stampede runs");
     let log = Lines::of(&mut child);
     let addr = said_addr(&log);
     (child, log, addr)
@@ -225,8 +231,9 @@ fn a_ramp_watched_live_shows_run_json_s_numbers_and_a_late_browser_the_whole_his
     let shots = std::env::temp_dir().join("stampede-live-shots");
     std::fs::create_dir_all(&shots).unwrap();
     let (mut child, log, addr) = live_run(
-        &serve.url(),
         &[
+            "run",
+            &serve.url(),
             "--model",
             "requests",
             "--steps",
@@ -236,7 +243,9 @@ fn a_ramp_watched_live_shows_run_json_s_numbers_and_a_late_browser_the_whole_his
             "--live-keep",
             "30s",
         ],
+        "127.0.0.1:0",
         dir.path(),
+        None,
     );
     let url = format!("http://{addr}/");
 
@@ -452,37 +461,34 @@ fn the_live_address_refuses_what_it_must_and_the_run_goes_on() {
         "{}",
         text(&o.stderr)
     );
-    // --live-keep and --baseline need --live.
+    // --live-keep needs --live.
     let (o, _) = run(&["--live-keep", "5s"], &[]);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o.stderr));
 
     // With the token: every request must present it; a wrong one is 401 and the run goes on.
     let dir = tempfile::tempdir().unwrap();
-    let mut child = Command::new(bin("stampede"))
-        .arg("run")
-        .arg(serve.url())
-        .args([
+    let url = serve.url();
+    let (mut child, log, addr) = live_run(
+        &[
+            "run",
+            &url,
             "--steps",
             "50,60",
             "--step-duration",
             "6s",
-            "--live",
-            "0.0.0.0:0",
             "--live-keep",
             "20s",
-            "--out",
-        ])
-        .arg(dir.path())
-        .env("STAMPEDE_TOKEN", "s3cret token")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let log = Lines::of(&mut child);
-    assert!(log.wait_for("watch the run at http://0.0.0.0:", Duration::from_secs(60)));
-    // Only ever reached on loopback.
-    let addr = said_addr(&log);
+        ],
+        "0.0.0.0:0",
+        dir.path(),
+        Some("s3cret token"),
+    );
+    assert!(
+        log.text().contains("watch the run at http://0.0.0.0:"),
+        "{}",
+        log.text()
+    );
+    // Only ever reached on loopback (said_addr's address).
     // The page's own token, said with its address: not the fleet's, which commands agents.
     let said = log.text();
     let token = said[said.find("?token=").expect("the page's token said") + 7..]
@@ -677,9 +683,11 @@ fn a_search_watched_live_shows_its_bracket_and_live_html_is_rebuilt_by_stampede_
     let target = ServeProcess::start(&["--capacity", "600"]);
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("out");
-    let mut child = Command::new(bin("stampede"))
-        .args(["find-max", &target.url()])
-        .args([
+    let url = target.url();
+    let (mut child, log, addr) = live_run(
+        &[
+            "find-max",
+            &url,
             "--slo",
             "p99<50ms",
             "--model",
@@ -696,20 +704,13 @@ fn a_search_watched_live_shows_its_bracket_and_live_html_is_rebuilt_by_stampede_
             "500ms",
             "--precision",
             "10%",
-            "--live",
-            "127.0.0.1:0",
             "--live-keep",
             "20s",
-            "--out",
-        ])
-        .arg(&out)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let log = Lines::of(&mut child);
-    let addr = said_addr(&log);
+        ],
+        "127.0.0.1:0",
+        &out,
+        None,
+    );
     assert!(
         log.wait_for("the live page stays at", Duration::from_secs(120)),
         "{}",

@@ -56,7 +56,7 @@ pub struct LiveSpec {
 
 /// The run's events as the run task sends them. Cloned into every lane's output; `Feed::off` (for
 /// tests of pieces) records nothing.
-#[derive(Clone, Default)]
+#[derive(Clone)]
 pub struct Feed(Option<Arc<Hub>>);
 
 /// Everything the run's events make, behind the one lock.
@@ -64,6 +64,8 @@ pub(crate) struct Hub {
     state: Mutex<State>,
     /// The last event's id, for the browsers' tasks to wait on.
     changed: tokio::sync::watch::Sender<u64>,
+    /// Whether /metrics is kept (`--live`): fixed for the run, so asking takes no lock.
+    serving: bool,
 }
 
 pub(crate) struct State {
@@ -102,6 +104,7 @@ impl Feed {
                 report: None,
             }),
             changed,
+            serving,
         })))
     }
 
@@ -123,16 +126,9 @@ impl Feed {
         self.0.is_some()
     }
 
-    /// Whether a merged second is worth its percentiles: someone is fed it.
-    pub fn wants_intervals(&self) -> bool {
-        self.is_on()
-    }
-
     /// Whether /metrics is kept, so a merged second's latency is worth a copy.
     pub fn keeps_metrics(&self) -> bool {
-        self.0
-            .as_ref()
-            .is_some_and(|hub| hub.lock().metrics.is_some())
+        self.0.as_ref().is_some_and(|hub| hub.serving)
     }
 
     pub fn emit(&self, event: Event) {

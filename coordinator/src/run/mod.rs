@@ -284,7 +284,7 @@ async fn run_lanes(
     };
     let outcome = run_in(&cfgs, stop.clone(), links, beside, search, &feed).await;
     let report = match beside {
-        Some(dir) => dir.join("compare.html"),
+        Some(dir) => dir.join(output::BESIDE_FILES[0]),
         None => dirs[0].join(crate::report_file::REPORT),
     };
     let said = matches!(outcome, Err(RunError::Output(_) | RunError::Spill(_)));

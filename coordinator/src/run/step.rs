@@ -495,8 +495,9 @@ impl<'a> Collecting<'a> {
             }),
             IntervalError::Spill(e) => e.into(),
         })?;
-        // The interval's merged percentiles cost a pass over its reports: only for a watcher.
-        let watched = self.cx.progress.wants_ticks() || self.cx.feed.wants_intervals();
+        // The interval's merged percentiles cost a pass over its reports, once a merged second: for
+        // the progress line and the run's events (events.ndjson is written by every run).
+        let watched = self.cx.progress.wants_ticks() || self.cx.feed.is_on();
         if merged.reports == self.waiting.len() && !merged.tail && watched {
             let (feed, lane) = (self.cx.feed, self.cx.lane);
             let mut latency = None;

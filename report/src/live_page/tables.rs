@@ -5,7 +5,6 @@ use std::fmt::Write;
 use results::events::{Lane, Live};
 use results::step::{StepResult, tsv_number};
 
-use crate::chart::short;
 use crate::escape::html;
 
 use super::strip::written;
@@ -118,13 +117,7 @@ pub fn notes(lane: &Lane) -> String {
         for s in run.warmup.iter().chain(&run.steps) {
             for n in &s.notes {
                 any = true;
-                let _ = writeln!(
-                    out,
-                    "<li data-step=\"{0}\">step {0} ({1}): {2}</li>",
-                    s.number,
-                    html(&short(s.step_value)),
-                    html(n)
-                );
+                out.push_str(&crate::run_page::tables::note_item(s, n));
             }
         }
     }

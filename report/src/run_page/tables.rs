@@ -132,6 +132,17 @@ pub fn plan(run: &RunFile) -> String {
 }
 
 /// The run's warnings and each step's notes.
+/// A step's note as a list item, the step named by its number and value (the report's list and the
+/// live page's).
+pub(crate) fn note_item(s: &StepResult, note: &str) -> String {
+    format!(
+        "<li data-step=\"{0}\">step {0} ({1}): {2}</li>\n",
+        s.number,
+        html(&short(s.step_value)),
+        html(note)
+    )
+}
+
 pub fn warnings_and_notes(run: &RunFile) -> String {
     let mut out = String::from("<h2>Warnings and notes</h2>\n");
     let notes: Vec<(&StepResult, &String)> = run
@@ -148,13 +159,7 @@ pub fn warnings_and_notes(run: &RunFile) -> String {
         let _ = writeln!(out, "<li>{}</li>", html(w));
     }
     for (s, n) in notes {
-        let _ = writeln!(
-            out,
-            "<li data-step=\"{0}\">step {0} ({1}): {2}</li>",
-            s.number,
-            html(&short(s.step_value)),
-            html(n)
-        );
+        out.push_str(&note_item(s, n));
     }
     out.push_str("</ul>\n");
     out
