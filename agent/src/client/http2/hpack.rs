@@ -1,8 +1,12 @@
 //! HPACK (RFC 7541), as much as a client needs: the request's header block encoded once, without
 //! the dynamic table (every request is the same bytes, so nothing is gained by indexing), and any
 //! reply's header block decoded with the table the server keeps, of which stampede only keeps the
-//! status.
+//! status. Decoding is on the hot path (a reply each): strings the server indexes are decoded once
+//! while they keep coming (nginx indexes four in every reply), and Huffman codes are read eight bits
+//! at a time.
 use std::collections::VecDeque;
+use std::ops::Deref;
+use std::rc::Rc;
 use std::sync::OnceLock;
 
 /// The table size the decoder allows the server (SETTINGS_HEADER_TABLE_SIZE's default, which
@@ -105,6 +109,9 @@ struct Huffman {
     start: [u16; MAX_CODE + 2],
     count: [u16; MAX_CODE + 2],
     symbols: [u16; 257],
+    /// By the next 8 bits: the symbol whose code they begin with and its length, for the codes of
+    /// at most 8 bits (what text is made of); a length of 0 means a longer code.
+    short: [(u8, u8); 256],
 }
 
 fn huffman() -> &'static Huffman {
@@ -130,23 +137,78 @@ fn huffman() -> &'static Huffman {
             }
             code += u32::from(count[len]);
         }
+        let mut short = [(0u8, 0u8); 256];
+        for len in 1..=8 {
+            for k in 0..count[len] {
+                let sym = symbols[usize::from(start[len] + k)];
+                let code = (first[len] + u32::from(k)) as usize;
+                let free = 8 - len;
+                for rest in 0..1usize << free {
+                    short[(code << free) | rest] = (sym as u8, len as u8);
+                }
+            }
+        }
         Huffman {
             first,
             start,
             count,
             symbols,
+            short,
         }
     })
 }
 
 /// Decodes a Huffman-coded string onto `out` (RFC 7541 5.2): the padding must be the EOS code's
 /// first bits, shorter than a byte, and EOS itself must not appear.
+///
+/// Eight bits at a time where the next code is that short (every letter, digit and most of
+/// punctuation), bit by bit through the canonical code otherwise.
 pub fn huffman_decode(bytes: &[u8], out: &mut Vec<u8>) -> Result<(), HpackError> {
     let h = huffman();
-    let (mut code, mut len) = (0u32, 0usize);
-    for &b in bytes {
-        for i in (0..8).rev() {
-            code = (code << 1) | u32::from((b >> i) & 1);
+    // The bits not yet decoded, the oldest highest: `have` of them, at the bottom of `acc`.
+    let (mut acc, mut have) = (0u64, 0u32);
+    let mut next = bytes.iter();
+    out.reserve(bytes.len() + bytes.len() / 2);
+    loop {
+        while have <= 56 {
+            match next.next() {
+                Some(&b) => {
+                    acc = (acc << 8) | u64::from(b);
+                    have += 8;
+                }
+                None => break,
+            }
+        }
+        if have == 0 {
+            return Ok(());
+        }
+        // The next 8 bits, ones past the end (EOS's first bits, what padding must be).
+        let peek = if have >= 8 {
+            (acc >> (have - 8)) as u8
+        } else {
+            ((acc << (8 - have)) as u8) | (0xff >> have)
+        };
+        let (sym, len) = h.short[usize::from(peek)];
+        if len != 0 && u32::from(len) <= have {
+            out.push(sym);
+            have -= u32::from(len);
+            continue;
+        }
+        // A code longer than 8 bits, or the padding.
+        let (mut code, mut len) = (0u32, 0usize);
+        loop {
+            if have == 0 {
+                // What is left must be padding: fewer than 8 bits, all ones.
+                return if len < 8 && code == (1 << len) - 1 {
+                    Ok(())
+                } else {
+                    Err(HpackError(
+                        "a Huffman string's padding is not EOS's first bits",
+                    ))
+                };
+            }
+            have -= 1;
+            code = (code << 1) | ((acc >> have) & 1) as u32;
             len += 1;
             let offset = code.wrapping_sub(h.first[len]);
             if offset < u32::from(h.count[len]) {
@@ -155,20 +217,12 @@ pub fn huffman_decode(bytes: &[u8], out: &mut Vec<u8>) -> Result<(), HpackError>
                     return Err(HpackError("a Huffman string holds EOS"));
                 }
                 out.push(s as u8);
-                code = 0;
-                len = 0;
+                break;
             } else if len == MAX_CODE {
                 return Err(HpackError("a Huffman code that is not in the table"));
             }
         }
     }
-    // What is left must be padding: fewer than 8 bits, all ones (EOS's most significant bits).
-    if len >= 8 || code != (1 << len) - 1 {
-        return Err(HpackError(
-            "a Huffman string's padding is not EOS's first bits",
-        ));
-    }
-    Ok(())
 }
 
 /// Encodes an integer with an `n`-bit prefix whose other bits are `flags` (RFC 7541 5.1).
@@ -279,12 +333,50 @@ pub fn encode_request(
 /// 4.1 counts them.
 #[derive(Debug)]
 pub struct Decoder {
-    table: VecDeque<(Vec<u8>, Vec<u8>)>,
+    table: VecDeque<(Text, Text)>,
     size: usize,
     max: usize,
-    /// Reused for every string decoded, so a reply's block allocates only for what it indexes.
+    /// Reused for every string decoded that is not indexed.
     scratch: Vec<u8>,
-    name: Vec<u8>,
+    /// The strings indexed lately, by their coded bytes: a server that indexes the same fields in
+    /// every reply (nginx sends its server, date, content type and length "with incremental
+    /// indexing", four entries a reply) has them decoded once, not once a reply.
+    recent: [Recent; RECENT],
+    /// Counts the strings looked up in `recent`, to tell the least recently used.
+    uses: u64,
+}
+
+/// How many indexed strings the decoder remembers, and the longest it remembers.
+const RECENT: usize = 8;
+const RECENT_BYTES: usize = 128;
+
+/// A string the server indexed: its bytes in the block (the Huffman bit, then the octets) and what
+/// they decode to.
+#[derive(Debug, Default)]
+struct Recent {
+    huffman: bool,
+    coded: Vec<u8>,
+    text: Option<Rc<[u8]>>,
+    /// When it was last decoded or found (`Decoder::uses`).
+    used: u64,
+}
+
+/// A name or value in the table: a static name, or a decoded string, shared with `recent`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Text {
+    Static(&'static [u8]),
+    Shared(Rc<[u8]>),
+}
+
+impl Deref for Text {
+    type Target = [u8];
+
+    fn deref(&self) -> &[u8] {
+        match self {
+            Text::Static(s) => s,
+            Text::Shared(s) => s,
+        }
+    }
 }
 
 impl Default for Decoder {
@@ -294,7 +386,8 @@ impl Default for Decoder {
             size: 0,
             max: TABLE_SIZE,
             scratch: Vec::new(),
-            name: Vec::new(),
+            recent: Default::default(),
+            uses: 0,
         }
     }
 }
@@ -334,7 +427,8 @@ impl Decoder {
             let b = block[at];
             if b & 0x80 != 0 {
                 let i = get_int(block, &mut at, 7)?;
-                self.with_entry(i, &mut field)?;
+                let (n, v) = self.entry(i)?;
+                field(&n, &v);
             } else if b & 0xe0 == 0x20 {
                 // Dynamic table size update: only before the block's first field (4.2).
                 let size = get_int(block, &mut at, 5)?;
@@ -347,35 +441,33 @@ impl Decoder {
             } else {
                 let (prefix, index) = if b & 0x40 != 0 { (6, true) } else { (4, false) };
                 let i = get_int(block, &mut at, prefix)?;
-                let mut name = std::mem::take(&mut self.name);
-                name.clear();
-                if i == 0 {
-                    self.string(block, &mut at)?;
-                    name.extend_from_slice(&self.scratch);
+                let name = if i == 0 {
+                    self.text(block, &mut at)?
                 } else {
-                    self.with_entry(i, |n, _| name.extend_from_slice(n))?;
-                }
-                if index || wanted(&name) {
+                    self.entry(i)?.0
+                };
+                if index {
+                    let value = self.text(block, &mut at)?;
+                    field(&name, &value);
+                    self.insert(name, value);
+                } else if wanted(&name) {
                     self.string(block, &mut at)?;
                     field(&name, &self.scratch);
-                    if index {
-                        self.insert(name.clone(), self.scratch.clone());
-                    }
                 } else {
                     // A value neither kept nor indexed is stepped over, not decoded: most of a
                     // reply's block (its date, its server) costs nothing but its length.
                     skip_string(block, &mut at)?;
                     field(&name, b"");
                 }
-                self.name = name;
             }
             may_resize = false;
         }
         Ok(())
     }
 
-    /// Decodes a string literal at `block[*at]` into `scratch`.
-    fn string(&mut self, block: &[u8], at: &mut usize) -> Result<(), HpackError> {
+    /// The string literal at `block[*at]` (`*at` is moved past it), split into whether it is
+    /// Huffman-coded and its octets.
+    fn literal<'b>(block: &'b [u8], at: &mut usize) -> Result<(bool, &'b [u8]), HpackError> {
         let huffman = block
             .get(*at)
             .ok_or(HpackError("a header block ends before a string"))?
@@ -388,6 +480,12 @@ impl Decoder {
             .ok_or(HpackError("a string runs past its header block"))?;
         let raw = &block[*at..end];
         *at = end;
+        Ok((huffman, raw))
+    }
+
+    /// Decodes a string literal at `block[*at]` into `scratch`.
+    fn string(&mut self, block: &[u8], at: &mut usize) -> Result<(), HpackError> {
+        let (huffman, raw) = Self::literal(block, at)?;
         self.scratch.clear();
         if huffman {
             huffman_decode(raw, &mut self.scratch)
@@ -397,23 +495,54 @@ impl Decoder {
         }
     }
 
-    fn with_entry(&self, i: usize, f: impl FnOnce(&[u8], &[u8])) -> Result<(), HpackError> {
+    /// A string literal at `block[*at]` that goes into the table (or names a field): decoded once
+    /// for as long as `recent` remembers its bytes.
+    fn text(&mut self, block: &[u8], at: &mut usize) -> Result<Text, HpackError> {
+        let (huffman, raw) = Self::literal(block, at)?;
+        self.uses += 1;
+        if let Some(r) = self
+            .recent
+            .iter_mut()
+            .find(|r| r.huffman == huffman && r.coded == raw)
+            && let Some(text) = &r.text
+        {
+            r.used = self.uses;
+            return Ok(Text::Shared(text.clone()));
+        }
+        self.scratch.clear();
+        if huffman {
+            huffman_decode(raw, &mut self.scratch)?;
+        } else {
+            self.scratch.extend_from_slice(raw);
+        }
+        let text: Rc<[u8]> = Rc::from(&self.scratch[..]);
+        if raw.len() <= RECENT_BYTES
+            && let Some(r) = self.recent.iter_mut().min_by_key(|r| r.used)
+        {
+            r.used = self.uses;
+            r.huffman = huffman;
+            r.coded.clear();
+            r.coded.extend_from_slice(raw);
+            r.text = Some(text.clone());
+        }
+        Ok(Text::Shared(text))
+    }
+
+    /// The field at index `i`: the static table's, then the dynamic table's, newest first.
+    fn entry(&self, i: usize) -> Result<(Text, Text), HpackError> {
         if i == 0 {
             return Err(HpackError("index 0"));
         }
         if let Some(&(n, v)) = STATIC.get(i - 1) {
-            f(n.as_bytes(), v.as_bytes());
-            return Ok(());
+            return Ok((Text::Static(n.as_bytes()), Text::Static(v.as_bytes())));
         }
-        let (n, v) = self
-            .table
+        self.table
             .get(i - 1 - STATIC.len())
-            .ok_or(HpackError("an index past the table"))?;
-        f(n, v);
-        Ok(())
+            .cloned()
+            .ok_or(HpackError("an index past the table"))
     }
 
-    fn insert(&mut self, name: Vec<u8>, value: Vec<u8>) {
+    fn insert(&mut self, name: Text, value: Text) {
         let size = name.len() + value.len() + 32;
         if size > self.max {
             // An entry larger than the table empties it and is not added (4.4).
@@ -461,14 +590,6 @@ mod tests {
     #[test]
     fn the_canonical_code_is_the_rfc_s() {
         // RFC 7541 Appendix B: '0' is 00000 (5 bits), 'a' 00011, ' ' 010100 (6), EOS thirty ones.
-        let h = huffman();
-        let code_of = |sym: u16| {
-            let len = usize::from(CODE_LENGTHS[usize::from(sym)]);
-            let at = (h.start[len]..h.start[len] + h.count[len])
-                .position(|i| h.symbols[usize::from(i)] == sym)
-                .unwrap();
-            (h.first[len] + at as u32, len)
-        };
         assert_eq!(code_of(u16::from(b'0')), (0, 5));
         assert_eq!(code_of(u16::from(b'a')), (3, 5));
         assert_eq!(code_of(u16::from(b' ')), (0x14, 6));
@@ -482,10 +603,8 @@ mod tests {
         let block = hex("8286 8441 8cf1 e3c2 e5f2 3a6b a0ab 90f4 ff");
         assert_eq!(d.decode(&block).unwrap().fields, 4);
         // :authority www.example.com was indexed: entry 62.
-        assert_eq!(
-            d.table[0],
-            (b":authority".to_vec(), b"www.example.com".to_vec())
-        );
+        assert_eq!(&*d.table[0].0, b":authority");
+        assert_eq!(&*d.table[0].1, b"www.example.com");
         assert_eq!(d.size, 57);
         let mut out = Vec::new();
         huffman_decode(&hex("f1e3 c2e5 f23a 6ba0 ab90 f4ff"), &mut out).unwrap();
@@ -515,6 +634,166 @@ mod tests {
             .map(|p| again.decode(&hex(p[0])).unwrap().status)
             .collect();
         assert_eq!(status, [Some(200), None, Some(503)]);
+    }
+
+    /// Each symbol's code and length, from the canonical code's tables.
+    fn code_of(sym: u16) -> (u32, usize) {
+        let h = huffman();
+        let len = usize::from(CODE_LENGTHS[usize::from(sym)]);
+        let at = (h.start[len]..h.start[len] + h.count[len])
+            .position(|i| h.symbols[usize::from(i)] == sym)
+            .unwrap();
+        (h.first[len] + at as u32, len)
+    }
+
+    /// RFC 7541 5.2's encoding: the codes one after another, the last byte padded with EOS's
+    /// first bits; `pad_bits` more ones (to make bad padding) or a code of `extra` appended.
+    fn huffman_encode(text: &[u8], extra: Option<u16>, pad_bits: usize) -> Vec<u8> {
+        let mut bits: Vec<bool> = Vec::new();
+        for sym in text.iter().map(|&b| u16::from(b)).chain(extra) {
+            let (code, len) = code_of(sym);
+            bits.extend((0..len).rev().map(|i| code >> i & 1 == 1));
+        }
+        bits.extend(std::iter::repeat_n(true, pad_bits));
+        while !bits.len().is_multiple_of(8) {
+            bits.push(true);
+        }
+        bits.chunks(8)
+            .map(|c| c.iter().fold(0u8, |b, &bit| b << 1 | u8::from(bit)))
+            .collect()
+    }
+
+    /// The decoder as it was before it took 8 bits at a time: one bit at a time through the
+    /// canonical code, the reference the fast one is held to.
+    fn huffman_decode_bitwise(bytes: &[u8]) -> Result<Vec<u8>, HpackError> {
+        let h = huffman();
+        let mut out = Vec::new();
+        let (mut code, mut len) = (0u32, 0usize);
+        for &b in bytes {
+            for i in (0..8).rev() {
+                code = (code << 1) | u32::from((b >> i) & 1);
+                len += 1;
+                let offset = code.wrapping_sub(h.first[len]);
+                if offset < u32::from(h.count[len]) {
+                    let s = h.symbols[usize::from(h.start[len]) + offset as usize];
+                    if s == EOS {
+                        return Err(HpackError("EOS"));
+                    }
+                    out.push(s as u8);
+                    code = 0;
+                    len = 0;
+                } else if len == MAX_CODE {
+                    return Err(HpackError("no such code"));
+                }
+            }
+        }
+        if len >= 8 || code != (1 << len) - 1 {
+            return Err(HpackError("padding"));
+        }
+        Ok(out)
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn the_fast_huffman_decoder_agrees_with_the_bitwise_one_on_any_text(
+            text in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..64),
+            extra in proptest::option::of(0u16..=256),
+            pad_bits in 0usize..10,
+        ) {
+            let coded = huffman_encode(&text, extra, pad_bits);
+            let mut fast = Vec::new();
+            let got = huffman_decode(&coded, &mut fast).map(|()| fast);
+            let want = huffman_decode_bitwise(&coded);
+            proptest::prop_assert_eq!(got.is_ok(), want.is_ok(), "{:?}", coded);
+            if let Ok(w) = want {
+                proptest::prop_assert_eq!(got.unwrap(), w);
+            }
+            // Well-formed input (no EOS, padding under a byte) decodes to the text.
+            if extra.is_none_or(|e| e != EOS) && pad_bits == 0 {
+                let mut out = Vec::new();
+                huffman_decode(&coded, &mut out).unwrap();
+                let mut whole = text.clone();
+                whole.extend(extra.map(|e| e as u8));
+                proptest::prop_assert_eq!(out, whole);
+            }
+        }
+
+        #[test]
+        fn arbitrary_bytes_decode_alike_fast_and_bitwise(
+            bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..48),
+        ) {
+            let mut fast = Vec::new();
+            let got = huffman_decode(&bytes, &mut fast).map(|()| fast);
+            let want = huffman_decode_bitwise(&bytes);
+            proptest::prop_assert_eq!(got.is_ok(), want.is_ok());
+            if let Ok(w) = want {
+                proptest::prop_assert_eq!(got.unwrap(), w);
+            }
+        }
+    }
+
+    #[test]
+    fn a_string_indexed_in_every_reply_is_decoded_once_and_the_table_stays_right() {
+        // nginx's way: server, date and content type "with incremental indexing" in every reply,
+        // the date changing once a second.
+        let block = |date: &[u8]| {
+            let mut b = vec![0x88]; // :status 200
+            for (index, value) in [(54, &b"nginx/1.22.1"[..]), (33, date), (31, b"text/plain")] {
+                put_int(&mut b, 6, 0x40, index);
+                let coded = huffman_encode(value, None, 0);
+                put_int(&mut b, 7, 0x80, coded.len());
+                b.extend_from_slice(&coded);
+            }
+            b
+        };
+        let mut d = Decoder::default();
+        let mut texts = Vec::new();
+        for second in 0..40 {
+            let date = format!("Sat, 05 Dec 2026 12:00:{:02} GMT", second / 2);
+            let mut got = Vec::new();
+            d.decode_each(
+                &block(date.as_bytes()),
+                |_| true,
+                |n, v| got.push((n.to_vec(), v.to_vec())),
+            )
+            .unwrap();
+            assert_eq!(got[2], (b"date".to_vec(), date.clone().into_bytes()));
+            // Referred to by index, the newest entries read back as sent.
+            let mut back = Vec::new();
+            d.decode_each(
+                &[0xbe, 0xbf, 0xc0],
+                |_| true,
+                |n, v| back.push((n.to_vec(), v.to_vec())),
+            )
+            .unwrap();
+            assert_eq!(back, vec![got[3].clone(), got[2].clone(), got[1].clone()]);
+            assert_eq!(
+                d.size,
+                d.table
+                    .iter()
+                    .map(|(n, v)| n.len() + v.len() + 32)
+                    .sum::<usize>()
+            );
+            assert!(d.size <= TABLE_SIZE);
+            if let Text::Shared(server) = &d.table[2].1 {
+                texts.push(server.clone());
+            }
+        }
+        // The server's value was decoded once and shared since, not decoded into a new string a
+        // reply.
+        assert!(texts.windows(2).all(|w| Rc::ptr_eq(&w[0], &w[1])));
+        // The same octets, once Huffman-coded and once not, are two strings.
+        let mut d = Decoder::default();
+        let coded = huffman_encode(b"abc", None, 0);
+        let mut b = vec![0x40 | 54];
+        put_int(&mut b, 7, 0x80, coded.len());
+        b.extend_from_slice(&coded);
+        b.push(0x40 | 54);
+        put_int(&mut b, 7, 0, coded.len());
+        b.extend_from_slice(&coded);
+        d.decode(&b).unwrap();
+        assert_eq!(&*d.table[1].1, b"abc");
+        assert_eq!(&*d.table[0].1, &coded[..]);
     }
 
     #[test]
