@@ -17,7 +17,7 @@ use tokio::sync::{Notify, mpsc};
 use tokio::time::{Instant, sleep_until};
 use tokio_util::sync::CancellationToken;
 
-use crate::client::{Conn, Endpoint, Opened, SendError, Session, Template};
+use crate::client::{Conn, Endpoint, SendError, Session, Template};
 use crate::recorder::Recorder;
 use crate::timer::Timer;
 
@@ -218,7 +218,7 @@ impl Ctx {
                 Err(SendError::Stale) if attempt == 0 => continue,
                 Err(SendError::Stale) => break,
                 // Not an HTTP/1.1 outcome (it has no stream slots), counted as any unsent.
-                Err(SendError::Unsent { class, .. }) => {
+                Err(SendError::Unsent(class)) => {
                     self.rec.unsent(class);
                     return (None, Err(Unsent(class)));
                 }
@@ -242,7 +242,8 @@ impl Ctx {
     ) -> Result<(), Unsent> {
         let template = self.template();
         let mut outcome = Err(Unsent(ErrorClass::ConnReset));
-        let mut opened = Opened::default();
+        // Its waits for a stream slot, on each session it was tried on.
+        let waited = Cell::new(None);
         for _ in 0..2 {
             let session = match shared.session(self).await {
                 Ok(s) => s,
@@ -255,11 +256,10 @@ impl Ctx {
                 }
             };
             match session
-                .send(template, intended, self.target.timeout, &self.rec)
+                .send(template, intended, self.target.timeout, &self.rec, &waited)
                 .await
             {
-                Ok(o) => {
-                    opened = o;
+                Ok(()) => {
                     outcome = Ok(());
                     break;
                 }
@@ -268,23 +268,24 @@ impl Ctx {
                     outcome = Ok(());
                     break;
                 }
-                // Timed out waiting for a stream slot: its wait is recorded, as waited, and it is
-                // counted unsent below.
-                Err(SendError::Unsent { class, waited }) => {
-                    opened.waited = Some(waited);
+                // Timed out waiting for a stream slot: its wait is recorded below, as waited, and
+                // it is counted unsent.
+                Err(SendError::Unsent(class)) => {
                     outcome = Err(Unsent(class));
                     break;
                 }
                 Err(SendError::Stale) => continue,
             }
         }
+        // However it ended (a timed-out stream too, after it opened), a wait for a slot is
+        // recorded.
+        let waited = waited.get();
         match queued {
-            Some((d, counted)) => self.rec.wait(
-                d + opened.waited.unwrap_or_default(),
-                !counted && opened.waited.is_some(),
-            ),
+            Some((d, counted)) => self
+                .rec
+                .wait(d + waited.unwrap_or_default(), !counted && waited.is_some()),
             None => {
-                if let Some(w) = opened.waited {
+                if let Some(w) = waited {
                     self.rec.wait(w, true);
                 }
             }
@@ -1390,6 +1391,32 @@ mod tests {
         assert_eq!(c.given_up, c.requests + c.unsent, "{c:?}");
         assert!(c.requests <= seen.requests.load(Ordering::Acquire), "{c:?}");
         assert!(c.waited >= c.unsent, "each waited for the slot: {c:?}");
+    }
+
+    #[tokio::test]
+    async fn a_stream_that_waited_for_its_slot_and_then_timed_out_still_records_its_wait() {
+        // One stream at a time, each answered after 300 ms, a 400 ms timeout, 2 closed loops on
+        // one connection: the slot is never free when a loop asks, so every request but the very
+        // first waits for it; the second loop's first opens after 300 ms of waiting and times out
+        // 100 ms later, at the server.
+        let (addr, _) = h2_server(1, Duration::from_millis(300), None).await;
+        let step = share(LoadModel::Concurrency, 0.0, 1, Duration::from_millis(1000));
+        let target = target_timing_out(addr, 2, 400).await;
+        let sent = run_step_on(target, step, Caps::default(), 1).await;
+        let c = &sent.counters;
+        assert!(c.given_up >= 1, "one timed out after it opened: {c:?}");
+        let asked = c.requests + c.unsent;
+        assert!(
+            c.waited + 1 >= asked,
+            "every wait recorded, however the stream ended: {c:?}"
+        );
+        assert_eq!(sent.hist.wait.len(), c.waited, "{c:?}");
+        // The first timed-out stream's wait (about 300 ms) is among them.
+        assert!(
+            sent.hist.wait.max() >= 250_000,
+            "{} µs",
+            sent.hist.wait.max()
+        );
     }
 
     #[tokio::test]

@@ -7,7 +7,6 @@ use std::net::SocketAddr;
 use shared::metrics::ErrorClass;
 
 use crate::response::{HeadError, MAX_HEAD};
-use std::time::Duration;
 
 /// Why a request was not answered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -18,8 +17,8 @@ pub enum SendError {
     /// The request was written and failed; the connection is unusable.
     Failed(ErrorClass),
     /// The request was never written and is not to be (HTTP/2: it timed out waiting for a stream
-    /// slot under the server's limit, after `waited`): the caller counts it as unsent, in `class`.
-    Unsent { class: ErrorClass, waited: Duration },
+    /// slot under the server's limit): the caller counts it as unsent, in this class.
+    Unsent(ErrorClass),
 }
 
 pub(super) fn io_class(e: &io::Error) -> ErrorClass {

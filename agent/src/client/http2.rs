@@ -57,14 +57,6 @@ pub struct Session {
     goaway_counted: Cell<bool>,
 }
 
-/// What one stream waited for and measured, for its caller to record.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Opened {
-    /// How long the stream waited for a free slot under the server's stream limit; `None` when it
-    /// opened at once.
-    pub waited: Option<Duration>,
-}
-
 /// Why a session could not be set up, in the words its failure class is noted with.
 #[derive(Debug)]
 pub(super) struct SetupError {
@@ -158,14 +150,17 @@ impl Session {
 
     /// Sends one request on a stream of its own and reads the whole reply (counted, not kept).
     /// Latency counts from `intended`; the reply must be complete within `timeout` of the moment the
-    /// stream was asked for.
+    /// stream was asked for. The time the stream waited for a free slot under the server's stream
+    /// limit, if it had to, is added to `waited` however the stream ends (answered, failed, timed
+    /// out, sent again), for the caller to record once.
     pub async fn send(
         &self,
         t: &Template,
         intended: Instant,
         timeout: Duration,
         rec: &Recorder,
-    ) -> Result<Opened, SendError> {
+        waited: &Cell<Option<Duration>>,
+    ) -> Result<(), SendError> {
         if self.ended() {
             self.count_end(rec);
             return Err(SendError::Stale);
@@ -176,17 +171,17 @@ impl Session {
         // back if the server never took it; a stream that never opened was never counted.
         let opened = Cell::new(false);
         let deadline = asked + timeout;
-        let exchange = self.exchange(t, asked, deadline, &opened, rec);
+        let exchange = self.exchange(t, asked, deadline, &opened, waited, rec);
         let outcome = tokio::time::timeout_at(deadline, exchange).await;
         self.take_counts(rec);
         match outcome {
-            Ok(Ok((reply, opened_at, opened))) => {
+            Ok(Ok((reply, opened_at))) => {
                 rec.replied(
                     reply.status,
                     reply.headers_at.saturating_duration_since(opened_at),
                     reply.done_at.saturating_duration_since(intended),
                 );
-                Ok(opened)
+                Ok(())
             }
             Ok(Err(end)) => self.failed(end, opened.get(), rec),
             Err(_) if !opened.get() => {
@@ -203,10 +198,8 @@ impl Session {
                     )
                     .into()
                 });
-                Err(SendError::Unsent {
-                    class,
-                    waited: asked.elapsed(),
-                })
+                add_wait(waited, asked.elapsed());
+                Err(SendError::Unsent(class))
             }
             Err(_) => {
                 // The stream is reset (CANCEL) as it is dropped: the session goes on.
@@ -244,7 +237,7 @@ impl Session {
     /// A stream that ended without its reply: sent again if the server never processed it,
     /// otherwise failed in its class and words.
     /// `opened`: its stream opened, so it was counted as sent.
-    fn failed(&self, end: StreamEnd, opened: bool, rec: &Recorder) -> Result<Opened, SendError> {
+    fn failed(&self, end: StreamEnd, opened: bool, rec: &Recorder) -> Result<(), SendError> {
         match end {
             StreamEnd::Reset(frame::REFUSED_STREAM) => {
                 rec.with(|s| s.counters.refused_streams += 1);
@@ -316,16 +309,17 @@ impl Session {
         }
     }
 
-    /// Opens a stream (waiting for a slot under the server's limit if it must), then waits for its
-    /// reply. Returns the reply, when the stream opened, and how long it waited.
+    /// Opens a stream (waiting for a slot under the server's limit if it must, the wait added to
+    /// `waited` as it opens), then waits for its reply. Returns the reply and when the stream opened.
     async fn exchange(
         &self,
         t: &Template,
         asked: Instant,
         deadline: Instant,
         opened: &Cell<bool>,
+        waited: &Cell<Option<Duration>>,
         rec: &Recorder,
-    ) -> Result<(conn::Reply, Instant, Opened), StreamEnd> {
+    ) -> Result<(conn::Reply, Instant), StreamEnd> {
         let ticket = self.conn.borrow_mut().ticket();
         let mut queued = Queued {
             conn: &self.conn,
@@ -361,7 +355,9 @@ impl Session {
             }
         })
         .await?;
-        let waited = std::mem::replace(&mut queued.waiting, false);
+        if std::mem::replace(&mut queued.waiting, false) {
+            add_wait(waited, opened_at - asked);
+        }
         drop(queued);
         // Dropped with the reply in hand it does nothing: the stream is gone from the connection.
         let _open = Open {
@@ -376,14 +372,13 @@ impl Session {
                 },
             )
             .await?;
-        Ok((
-            reply,
-            opened_at,
-            Opened {
-                waited: waited.then(|| opened_at - asked),
-            },
-        ))
+        Ok((reply, opened_at))
     }
+}
+
+/// Adds a stream's wait for a slot to what its request waited so far.
+fn add_wait(waited: &Cell<Option<Duration>>, d: Duration) {
+    waited.set(Some(waited.get().unwrap_or_default() + d));
 }
 
 impl Drop for Session {
