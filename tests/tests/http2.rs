@@ -539,6 +539,58 @@ fn one_connection(url: &str) -> tests::Ran {
 }
 
 #[test]
+fn window_stall_time_is_the_pause_node_s_flow_control_imposed() {
+    // Node announces a 1,024-byte stream window and, for each request, reads nothing of its body
+    // for 300 ms (a paused stream sends no WINDOW_UPDATE), then reads it all and answers: each
+    // 8 KB upload stalls on the window for the 300 ms the test put there, and a little more while
+    // the rest goes through the window 1 KB at a time.
+    let Some(node) = NodeCounting::start(
+        "http2_node_window",
+        "{ settings: { initialWindowSize: 1024 } }",
+        "n++; st.pause();\n\
+         st.on('data', () => {});\n\
+         st.on('end', () => { st.respond({ ':status': 200 }); st.end('ok'); });\n\
+         setTimeout(() => st.resume(), 300);",
+    ) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let body = dir.path().join("body");
+    std::fs::write(&body, "b".repeat(8_192)).unwrap();
+    let ran = run_ok(&[
+        &node.url(),
+        "-m",
+        "POST",
+        "--body-file",
+        body.to_str().unwrap(),
+        "--model",
+        "concurrency",
+        "--steps",
+        "1",
+        "--streams",
+        "1",
+        "--step-duration",
+        "1500ms",
+        "--threads",
+        "1",
+    ]);
+    let step = ran.step(0);
+    let (sent, failed) = sent_and_failed(&ran);
+    let (streams, _) = node.counts();
+    let h2 = &step["http2"];
+    eprintln!("node: {streams} streams; stampede: {sent} sent, {h2}");
+    assert_eq!((streams, failed), (sent, 0), "{step}");
+    assert!((3..=6).contains(&sent), "about 1.5 s / 300 ms: {step}");
+    let stalls = h2["window_stalls"].as_u64().unwrap();
+    let stall_ms = h2["window_stall_ms"].as_f64().unwrap();
+    assert!(stalls >= sent, "every upload stalled: {step}");
+    // Per request: the 300 ms pause, give or take the timer's slack, and what the rest of the
+    // body's window round trips add on loopback.
+    let per = stall_ms / sent as f64;
+    assert!((290.0..550.0).contains(&per), "{per} ms a request: {step}");
+}
+
+#[test]
 fn a_server_whose_header_table_is_below_4096_takes_every_request() {
     // nghttp2 with SETTINGS_HEADER_TABLE_SIZE 0 refuses (COMPRESSION_ERROR) a header block that
     // does not open with a table size update once its SETTINGS are acknowledged (RFC 7541 4.2).
