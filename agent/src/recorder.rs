@@ -89,7 +89,9 @@ impl Recorder {
         }
     }
 
-    /// Takes back a [`Recorder::sent`] for a request the server never took (it is sent again).
+    /// Takes back a [`Recorder::sent`] for a request no attempt got to the server (it is counted
+    /// unsent instead). A resend is not counted again, so this is the rare way back, and it may have
+    /// to come off an interval still to be counted (`owed`).
     pub fn unsend(&self) {
         self.with(|s| match s.counters.requests.checked_sub(1) {
             Some(n) => s.counters.requests = n,

@@ -17,7 +17,7 @@ use tokio::sync::{Notify, mpsc};
 use tokio::time::{Instant, sleep_until};
 use tokio_util::sync::CancellationToken;
 
-use crate::client::{Conn, Endpoint, SendError, Session, Template};
+use crate::client::{Conn, Endpoint, SendError, Session, Template, Tries};
 use crate::recorder::Recorder;
 use crate::timer::Timer;
 
@@ -192,6 +192,14 @@ impl Ctx {
         let mut conn = conn;
         // Chosen once: a resend after a stale connection is the same request.
         let template = self.template();
+        // Counted as sent once, by the attempt that first wrote it; taken back only if no attempt
+        // reached the server, when it is counted unsent instead.
+        let counted = Cell::new(false);
+        let take_back = || {
+            if counted.get() {
+                self.rec.unsend();
+            }
+        };
         for attempt in 0..2 {
             let mut c = match conn.take() {
                 Some(c) => c,
@@ -202,12 +210,20 @@ impl Ctx {
                         if class == ErrorClass::ConnectTimeout {
                             self.rec.given_up(intended.elapsed());
                         }
+                        take_back();
                         return (None, Err(Unsent(class)));
                     }
                 },
             };
             match c
-                .send(template, last, intended, self.target.timeout, &self.rec)
+                .send(
+                    template,
+                    last,
+                    intended,
+                    self.target.timeout,
+                    &self.rec,
+                    &counted,
+                )
                 .await
             {
                 Ok(()) => return (Some(c), Ok(())),
@@ -219,12 +235,14 @@ impl Ctx {
                 Err(SendError::Stale) => break,
                 // Not an HTTP/1.1 outcome (it has no stream slots), counted as any unsent.
                 Err(SendError::Unsent(class)) => {
+                    take_back();
                     self.rec.unsent(class);
                     return (None, Err(Unsent(class)));
                 }
             }
         }
         // A fresh connection that closes before it can take a request.
+        take_back();
         self.rec.unsent(ErrorClass::ConnReset);
         (None, Err(Unsent(ErrorClass::ConnReset)))
     }
@@ -242,8 +260,9 @@ impl Ctx {
     ) -> Result<(), Unsent> {
         let template = self.template();
         let mut outcome = Err(Unsent(ErrorClass::ConnReset));
-        // Its waits for a stream slot, on each session it was tried on.
-        let waited = Cell::new(None);
+        // What its attempts share: its waits for a stream slot, on each session it was tried on,
+        // and whether it was counted as sent (once, as its first stream opened).
+        let tries = Tries::default();
         for _ in 0..2 {
             let session = match shared.session(self).await {
                 Ok(s) => s,
@@ -256,7 +275,7 @@ impl Ctx {
                 }
             };
             match session
-                .send(template, intended, self.target.timeout, &self.rec, &waited)
+                .send(template, intended, self.target.timeout, &self.rec, &tries)
                 .await
             {
                 Ok(()) => {
@@ -279,7 +298,7 @@ impl Ctx {
         }
         // However it ended (a timed-out stream too, after it opened), a wait for a slot is
         // recorded.
-        let waited = waited.get();
+        let waited = tries.waited.get();
         match queued {
             Some((d, counted)) => self
                 .rec
@@ -291,6 +310,10 @@ impl Ctx {
             }
         }
         if let Err(Unsent(class)) = outcome {
+            // Counted as it left, but no session took it: unsent instead.
+            if tries.counted.get() {
+                self.rec.unsend();
+            }
             self.rec.unsent(class);
         }
         outcome

@@ -308,7 +308,15 @@ mod tests {
             let t = target(addr, false);
             let rec = Recorder::default();
             let mut c = Conn::open(&t, &Rc::new(Recorder::default())).await.unwrap();
-            let r = c.send(&t.templates[0], false, Instant::now(), t.timeout, &rec);
+            let counted = std::cell::Cell::new(false);
+            let r = c.send(
+                &t.templates[0],
+                false,
+                Instant::now(),
+                t.timeout,
+                &rec,
+                &counted,
+            );
             assert_eq!(r.await, Err(SendError::Failed(ErrorClass::Other)));
             assert_eq!(rec.swap().messages.get(ErrorClass::Other), Some(words));
         }

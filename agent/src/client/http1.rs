@@ -1,5 +1,6 @@
 //! The HTTP/1.1 exchange on one connection: a request written as its template's bytes, the reply
 //! read into the connection's own buffer and parsed in place (`crate::response`), counted, not kept.
+use std::cell::Cell;
 use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
@@ -63,7 +64,8 @@ impl Conn {
 
     /// Sends one request and reads the whole reply (counted, not kept). Latency counts from
     /// `intended`; the reply must be complete within `timeout` of the moment the request was written.
-    /// `last` says no other request follows on this connection.
+    /// `last` says no other request follows on this connection. `counted` is shared by a request's
+    /// attempts: the first that writes it counts it as sent, and a resend after `Stale` does not.
     pub async fn send(
         &mut self,
         t: &Template,
@@ -71,6 +73,7 @@ impl Conn {
         intended: Instant,
         timeout: Duration,
         rec: &Recorder,
+        counted: &Cell<bool>,
     ) -> Result<(), SendError> {
         // A kept-alive connection the server has closed (Connection: close, an idle timeout) is no
         // error of the target's: the caller reconnects and sends.
@@ -78,13 +81,13 @@ impl Conn {
             return Err(SendError::Stale);
         }
         let sent_at = Instant::now();
-        // Counted as it leaves (the live line shows what is sent now), and taken back if the
-        // server never saw it, so a resent request counts once.
-        rec.sent();
-        let outcome = tokio::time::timeout_at(sent_at + timeout, self.exchange(t, last)).await;
-        if matches!(outcome, Ok(Err(Fault::Stale))) {
-            rec.unsend();
+        // Counted as it first leaves (the live line shows what is sent now), once: a request the
+        // server never saw is sent again and not counted again, so its count stays in the interval
+        // it left in and is never taken back from one already reported.
+        if !counted.replace(true) {
+            rec.sent();
         }
+        let outcome = tokio::time::timeout_at(sent_at + timeout, self.exchange(t, last)).await;
         let failure = match outcome {
             Ok(Ok((status, ttfb))) => {
                 rec.replied(status, ttfb, intended.elapsed());
@@ -306,8 +309,15 @@ mod tests {
 
     async fn send(c: &mut Conn, t: &Endpoint, last: bool) -> Result<(), SendError> {
         let rec = Recorder::default();
-        c.send(&t.templates[0], last, Instant::now(), t.timeout, &rec)
-            .await
+        c.send(
+            &t.templates[0],
+            last,
+            Instant::now(),
+            t.timeout,
+            &rec,
+            &Cell::new(false),
+        )
+        .await
     }
 
     #[tokio::test(flavor = "current_thread")]
@@ -377,7 +387,15 @@ mod tests {
         let t = target(addr, false);
         let rec = Rc::new(Recorder::default());
         let mut c = Conn::open(&t, &rec).await.unwrap();
-        let sending = c.send(&t.templates[0], false, Instant::now(), t.timeout, &rec);
+        let counted = Cell::new(false);
+        let sending = c.send(
+            &t.templates[0],
+            false,
+            Instant::now(),
+            t.timeout,
+            &rec,
+            &counted,
+        );
         let r = tokio::time::timeout(Duration::from_millis(300), sending).await;
         assert!(r.is_err(), "the server never answers");
         assert_eq!(rec.with(|s| s.counters.requests), 1, "counted as it left");
@@ -408,7 +426,16 @@ mod tests {
         let rec = Recorder::default();
         let mut c = Conn::open(&t, &Rc::new(Recorder::default())).await.unwrap();
         assert_eq!(send(&mut c, &t, false).await, Ok(()));
-        let r = c.send(&big, false, Instant::now(), t.timeout, &rec).await;
+        let r = c
+            .send(
+                &big,
+                false,
+                Instant::now(),
+                t.timeout,
+                &rec,
+                &Cell::new(false),
+            )
+            .await;
         assert!(matches!(r, Err(SendError::Failed(_))), "{r:?}");
         assert_eq!(rec.with(|s| s.counters.requests), 1, "counted as sent");
     }
@@ -450,7 +477,14 @@ mod tests {
         let rec = Recorder::default();
         let mut c = Conn::open(&t, &Rc::new(Recorder::default())).await.unwrap();
         let r = c
-            .send(&upload, false, Instant::now(), t.timeout, &rec)
+            .send(
+                &upload,
+                false,
+                Instant::now(),
+                t.timeout,
+                &rec,
+                &Cell::new(false),
+            )
             .await;
         assert_eq!(r, Ok(()));
         let (ttfb, latency) = rec.with(|s| (s.hist.ttfb.max(), s.hist.latency.max()));

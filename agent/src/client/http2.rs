@@ -57,6 +57,18 @@ pub struct Session {
     goaway_counted: Cell<bool>,
 }
 
+/// What a request's attempts share (a stream the server did not process is sent again, on a fresh
+/// session), for its caller to record once.
+#[derive(Debug, Default)]
+pub struct Tries {
+    /// Its waits for a free slot under the server's stream limit, added up; `None` if it never
+    /// waited.
+    pub waited: Cell<Option<Duration>>,
+    /// It was counted as sent, when its first stream opened: a resend is not counted again, so its
+    /// count stays in the interval it left in.
+    pub counted: Cell<bool>,
+}
+
 /// Why a session could not be set up, in the words its failure class is noted with.
 #[derive(Debug)]
 pub(super) struct SetupError {
@@ -151,15 +163,16 @@ impl Session {
     /// Sends one request on a stream of its own and reads the whole reply (counted, not kept).
     /// Latency counts from `intended`; the reply must be complete within `timeout` of the moment the
     /// stream was asked for. The time the stream waited for a free slot under the server's stream
-    /// limit, if it had to, is added to `waited` however the stream ends (answered, failed, timed
-    /// out, sent again), for the caller to record once.
+    /// limit, if it had to, is added to `tries.waited` however the stream ends (answered, failed,
+    /// timed out, sent again), for the caller to record once; the request is counted as sent as its
+    /// stream opens, unless an earlier attempt counted it.
     pub async fn send(
         &self,
         t: &Template,
         intended: Instant,
         timeout: Duration,
         rec: &Recorder,
-        waited: &Cell<Option<Duration>>,
+        tries: &Tries,
     ) -> Result<(), SendError> {
         if self.ended() {
             self.count_end(rec);
@@ -167,11 +180,10 @@ impl Session {
         }
         let asked = Instant::now();
         self.opened.set(self.opened.get() + 1);
-        // Counted as it leaves (as its stream opens, as over HTTP/1.1 as it is written), and taken
-        // back if the server never took it; a stream that never opened was never counted.
+        // Whether this attempt's stream opened (and so reached the server, or was refused by it).
         let opened = Cell::new(false);
         let deadline = asked + timeout;
-        let exchange = self.exchange(t, asked, deadline, &opened, waited, rec);
+        let exchange = self.exchange(t, asked, deadline, &opened, tries, rec);
         let outcome = tokio::time::timeout_at(deadline, exchange).await;
         self.take_counts(rec);
         match outcome {
@@ -183,7 +195,7 @@ impl Session {
                 );
                 Ok(())
             }
-            Ok(Err(end)) => self.failed(end, opened.get(), rec),
+            Ok(Err(end)) => self.failed(end, rec),
             Err(_) if !opened.get() => {
                 // Timed out still waiting for a slot under the server's stream limit: never
                 // written, so the queue's and not the server's, counted as an arrival that
@@ -198,7 +210,7 @@ impl Session {
                     )
                     .into()
                 });
-                add_wait(waited, asked.elapsed());
+                add_wait(&tries.waited, asked.elapsed());
                 Err(SendError::Unsent(class))
             }
             Err(_) => {
@@ -234,21 +246,16 @@ impl Session {
         });
     }
 
-    /// A stream that ended without its reply: sent again if the server never processed it,
-    /// otherwise failed in its class and words.
-    /// `opened`: its stream opened, so it was counted as sent.
-    fn failed(&self, end: StreamEnd, opened: bool, rec: &Recorder) -> Result<(), SendError> {
+    /// A stream that ended without its reply: sent again if the server never processed it (not
+    /// counted again: `Tries::counted`), otherwise failed in its class and words.
+    fn failed(&self, end: StreamEnd, rec: &Recorder) -> Result<(), SendError> {
         match end {
             StreamEnd::Reset(frame::REFUSED_STREAM) => {
                 rec.with(|s| s.counters.refused_streams += 1);
-                rec.unsend();
                 Err(SendError::Stale)
             }
             StreamEnd::AboveGoAway | StreamEnd::Unsent => {
                 self.count_end(rec);
-                if opened {
-                    rec.unsend();
-                }
                 Err(SendError::Stale)
             }
             // Not the server's reset, so not in `stream_resets`: the server broke the protocol on
@@ -310,14 +317,15 @@ impl Session {
     }
 
     /// Opens a stream (waiting for a slot under the server's limit if it must, the wait added to
-    /// `waited` as it opens), then waits for its reply. Returns the reply and when the stream opened.
+    /// `tries.waited` as it opens), then waits for its reply. Returns the reply and when the stream
+    /// opened.
     async fn exchange(
         &self,
         t: &Template,
         asked: Instant,
         deadline: Instant,
         opened: &Cell<bool>,
-        waited: &Cell<Option<Duration>>,
+        tries: &Tries,
         rec: &Recorder,
     ) -> Result<(conn::Reply, Instant), StreamEnd> {
         let ticket = self.conn.borrow_mut().ticket();
@@ -345,7 +353,9 @@ impl Session {
             match c.try_open(ticket, cx.waker(), &t.h2_block, &t.body, now) {
                 Some(id) => {
                     opened.set(true);
-                    rec.sent();
+                    if !tries.counted.replace(true) {
+                        rec.sent();
+                    }
                     Poll::Ready(Ok((id, now)))
                 }
                 None => {
@@ -356,7 +366,7 @@ impl Session {
         })
         .await?;
         if std::mem::replace(&mut queued.waiting, false) {
-            add_wait(waited, opened_at - asked);
+            add_wait(&tries.waited, opened_at - asked);
         }
         drop(queued);
         // Dropped with the reply in hand it does nothing: the stream is gone from the connection.

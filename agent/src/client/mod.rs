@@ -28,7 +28,7 @@ mod transport;
 
 pub use failure::SendError;
 pub use http1::Conn;
-pub use http2::Session;
 #[doc(hidden)]
 pub use http2::conn::fuzz_frames;
+pub use http2::{Session, Tries};
 pub use target::{Endpoint, PROTOCOL_REFUSAL, PrepareError, Template};
