@@ -1249,6 +1249,8 @@ mod tests {
         goaway_after: Option<u64>,
         calm: bool,
         refuse_every: u64,
+        /// Ends each connection gracefully (GOAWAY) this long after it began.
+        goaway_at: Option<Duration>,
     }
 
     impl H2Server {
@@ -1259,6 +1261,7 @@ mod tests {
                 goaway_after: None,
                 calm: false,
                 refuse_every: 0,
+                goaway_at: None,
             }
         }
     }
@@ -1284,6 +1287,7 @@ mod tests {
                 goaway_after,
                 calm,
                 refuse_every,
+                goaway_at,
             } = self;
             let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
             let addr = listener.local_addr().unwrap();
@@ -1300,7 +1304,22 @@ mod tests {
                         };
                         seen.connections.fetch_add(1, Ordering::AcqRel);
                         let mut served = 0;
-                        while let Some(Ok((_, mut respond))) = conn.accept().await {
+                        let mut goaway = goaway_at.map(|d| Box::pin(tokio::time::sleep(d)));
+                        loop {
+                            let accepted = match &mut goaway {
+                                Some(at) => tokio::select! {
+                                    a = conn.accept() => a,
+                                    _ = at.as_mut() => {
+                                        conn.graceful_shutdown();
+                                        goaway = None;
+                                        continue;
+                                    }
+                                },
+                                None => conn.accept().await,
+                            };
+                            let Some(Ok((_, mut respond))) = accepted else {
+                                break;
+                            };
                             served += 1;
                             if refuse_every > 0 && served % refuse_every == 0 {
                                 seen.refused.fetch_add(1, Ordering::AcqRel);
@@ -1440,6 +1459,36 @@ mod tests {
             "{} µs",
             sent.hist.wait.max()
         );
+    }
+
+    #[tokio::test]
+    async fn a_stream_waiting_for_its_slot_when_a_goaway_comes_keeps_its_wait_and_counts_once() {
+        // One stream at a time, each answered after 300 ms; each connection ends by GOAWAY 100 ms
+        // after it began. 2 loops share a connection: one opens, the other waits for the slot until
+        // the GOAWAY sends it to a fresh connection, where it opens at once. Its 100 ms of waiting
+        // on the first is the client's queue all the same.
+        let (addr, seen) = H2Server {
+            goaway_at: Some(Duration::from_millis(100)),
+            ..H2Server::new(1, Duration::from_millis(300))
+        }
+        .start()
+        .await;
+        let step = share(LoadModel::Concurrency, 0.0, 1, Duration::from_millis(1000));
+        let sent = run_step_on(target_over(addr, 2).await, step, Caps::default(), 1).await;
+        let c = &sent.counters;
+        assert!(c.goaways >= 2, "{c:?}");
+        assert!(
+            c.waited >= 1,
+            "the waits before each GOAWAY are recorded: {c:?}"
+        );
+        assert!(
+            sent.hist.wait.max() >= 60_000,
+            "{} µs",
+            sent.hist.wait.max()
+        );
+        // Sent again, each counted once, as the server saw them.
+        assert_eq!(c.requests, seen.requests.load(Ordering::Acquire), "{c:?}");
+        assert_eq!((c.ok, c.failed()), (c.requests, 0), "{c:?}");
     }
 
     #[tokio::test]

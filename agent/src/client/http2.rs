@@ -334,7 +334,7 @@ impl Session {
             ticket,
             waiting: false,
         };
-        let (id, opened_at) = std::future::poll_fn(|cx| {
+        let opened = std::future::poll_fn(|cx| {
             let mut c = self.conn.borrow_mut();
             if c.ended() {
                 // Not opened here: the caller sends it on a fresh session.
@@ -364,10 +364,18 @@ impl Session {
                 }
             }
         })
-        .await?;
-        if std::mem::replace(&mut queued.waiting, false) {
-            add_wait(&tries.waited, opened_at - asked);
+        .await;
+        // Its wait is the client's however it ended: opened, or woken by the session's end (a
+        // GOAWAY, the connection gone) to be sent again elsewhere.
+        if queued.waiting {
+            let until = opened
+                .as_ref()
+                .map_or_else(|_| Instant::now(), |&(_, at)| at);
+            add_wait(&tries.waited, until - asked);
         }
+        let (id, opened_at) = opened?;
+        // Its slot taken, it is out of the queue.
+        queued.waiting = false;
         drop(queued);
         // Dropped with the reply in hand it does nothing: the stream is gone from the connection.
         let _open = Open {

@@ -336,8 +336,9 @@ pub struct Decoder {
     table: VecDeque<(Text, Text)>,
     size: usize,
     max: usize,
-    /// Reused for every string decoded that is not indexed.
+    /// Reused for every string decoded that is not indexed, and for the name of a field that is not.
     scratch: Vec<u8>,
+    name: Vec<u8>,
     /// The strings indexed lately, by their coded bytes: a server that indexes the same fields in
     /// every reply (nginx sends its server, date, content type and length "with incremental
     /// indexing", four entries a reply) has them decoded once, not once a reply.
@@ -386,6 +387,7 @@ impl Default for Decoder {
             size: 0,
             max: TABLE_SIZE,
             scratch: Vec::new(),
+            name: Vec::new(),
             recent: Default::default(),
             uses: 0,
         }
@@ -441,23 +443,36 @@ impl Decoder {
             } else {
                 let (prefix, index) = if b & 0x40 != 0 { (6, true) } else { (4, false) };
                 let i = get_int(block, &mut at, prefix)?;
-                let name = if i == 0 {
-                    self.text(block, &mut at)?
-                } else {
-                    self.entry(i)?.0
-                };
                 if index {
+                    let name = if i == 0 {
+                        self.text(block, &mut at)?
+                    } else {
+                        self.entry(i)?.0
+                    };
                     let value = self.text(block, &mut at)?;
                     field(&name, &value);
                     self.insert(name, value);
-                } else if wanted(&name) {
-                    self.string(block, &mut at)?;
-                    field(&name, &self.scratch);
                 } else {
-                    // A value neither kept nor indexed is stepped over, not decoded: most of a
-                    // reply's block (its date, its server) costs nothing but its length.
-                    skip_string(block, &mut at)?;
-                    field(&name, b"");
+                    // Not indexed: nothing of it is kept, so a new name is decoded into scratch
+                    // space, not remembered among the indexed strings.
+                    let mut name = std::mem::take(&mut self.name);
+                    name.clear();
+                    if i == 0 {
+                        self.string(block, &mut at)?;
+                        name.extend_from_slice(&self.scratch);
+                    } else {
+                        name.extend_from_slice(&self.entry(i)?.0);
+                    }
+                    if wanted(&name) {
+                        self.string(block, &mut at)?;
+                        field(&name, &self.scratch);
+                    } else {
+                        // A value neither kept nor indexed is stepped over, not decoded: most of
+                        // a reply's block (its date, its server) costs nothing but its length.
+                        skip_string(block, &mut at)?;
+                        field(&name, b"");
+                    }
+                    self.name = name;
                 }
             }
             may_resize = false;
