@@ -237,11 +237,10 @@ mod tests {
 
     use tokio::io::AsyncWriteExt;
     use tokio::net::TcpListener;
-    use tokio::time::Instant;
 
     use super::*;
     use crate::client::Conn;
-    use crate::client::testing::{acceptor, read_request, target};
+    use crate::client::testing::{acceptor, read_request, send_one, target};
 
     #[test]
     fn a_head_with_many_headers_or_a_bad_length_was_misnamed() {
@@ -308,16 +307,8 @@ mod tests {
             let t = target(addr, false);
             let rec = Recorder::default();
             let mut c = Conn::open(&t, &Rc::new(Recorder::default())).await.unwrap();
-            let counted = std::cell::Cell::new(false);
-            let r = c.send(
-                &t.templates[0],
-                false,
-                Instant::now(),
-                t.timeout,
-                &rec,
-                &counted,
-            );
-            assert_eq!(r.await, Err(SendError::Failed(ErrorClass::Other)));
+            let r = send_one(&mut c, &t.templates[0], t.timeout, &rec).await;
+            assert_eq!(r, Err(SendError::Failed(ErrorClass::Other)));
             assert_eq!(rec.swap().messages.get(ErrorClass::Other), Some(words));
         }
 

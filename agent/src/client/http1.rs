@@ -295,7 +295,7 @@ const STALE_WRITE_MAX: usize = 4 * 1024;
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::client::testing::{acceptor, read_request, target};
+    use crate::client::testing::{acceptor, read_request, send_one, target};
     use http::header::{HOST, HeaderValue};
     use http::{HeaderMap, Method};
     use tokio::net::TcpListener;
@@ -387,15 +387,7 @@ mod tests {
         let t = target(addr, false);
         let rec = Rc::new(Recorder::default());
         let mut c = Conn::open(&t, &rec).await.unwrap();
-        let counted = Cell::new(false);
-        let sending = c.send(
-            &t.templates[0],
-            false,
-            Instant::now(),
-            t.timeout,
-            &rec,
-            &counted,
-        );
+        let sending = send_one(&mut c, &t.templates[0], t.timeout, &rec);
         let r = tokio::time::timeout(Duration::from_millis(300), sending).await;
         assert!(r.is_err(), "the server never answers");
         assert_eq!(rec.with(|s| s.counters.requests), 1, "counted as it left");
@@ -426,16 +418,7 @@ mod tests {
         let rec = Recorder::default();
         let mut c = Conn::open(&t, &Rc::new(Recorder::default())).await.unwrap();
         assert_eq!(send(&mut c, &t, false).await, Ok(()));
-        let r = c
-            .send(
-                &big,
-                false,
-                Instant::now(),
-                t.timeout,
-                &rec,
-                &Cell::new(false),
-            )
-            .await;
+        let r = send_one(&mut c, &big, t.timeout, &rec).await;
         assert!(matches!(r, Err(SendError::Failed(_))), "{r:?}");
         assert_eq!(rec.with(|s| s.counters.requests), 1, "counted as sent");
     }
@@ -476,16 +459,7 @@ mod tests {
         let upload = upload(BODY);
         let rec = Recorder::default();
         let mut c = Conn::open(&t, &Rc::new(Recorder::default())).await.unwrap();
-        let r = c
-            .send(
-                &upload,
-                false,
-                Instant::now(),
-                t.timeout,
-                &rec,
-                &Cell::new(false),
-            )
-            .await;
+        let r = send_one(&mut c, &upload, t.timeout, &rec).await;
         assert_eq!(r, Ok(()));
         let (ttfb, latency) = rec.with(|s| (s.hist.ttfb.max(), s.hist.latency.max()));
         assert!(latency >= 350_000, "the upload took {latency} µs");

@@ -70,3 +70,23 @@ pub(super) async fn read_request<S: AsyncRead + Unpin>(s: &mut S) {
 /// A test server's connection, plain or TLS.
 pub(super) trait Io: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send {}
 impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send> Io for T {}
+
+/// One request on `c` as a request's only attempt (counted as sent when written), without intent
+/// lag: what most client tests send.
+pub(super) async fn send_one(
+    c: &mut super::Conn,
+    t: &super::Template,
+    timeout: std::time::Duration,
+    rec: &crate::recorder::Recorder,
+) -> Result<(), super::SendError> {
+    let counted = std::cell::Cell::new(false);
+    c.send(
+        t,
+        false,
+        tokio::time::Instant::now(),
+        timeout,
+        rec,
+        &counted,
+    )
+    .await
+}
