@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use results::compare::{self, Comparison, Labelled, Regression, Threshold};
 use results::run_file::{RunFile, RunFileError};
 
-use crate::output::{self, OutputError};
+use crate::destination::{self, Destination, DestinationError};
 
 /// What to compare and where to write it.
 #[derive(Debug, Clone, PartialEq)]
@@ -19,9 +19,10 @@ pub struct CompareConfig {
     /// The baseline's label; none: the first run.
     pub baseline: Option<String>,
     pub threshold: Threshold,
-    pub html: PathBuf,
-    pub tsv: Option<PathBuf>,
-    pub json: Option<PathBuf>,
+    /// Where each file goes: written through, never replaced (a symlink's target, a FIFO, `-`).
+    pub html: Destination,
+    pub tsv: Option<Destination>,
+    pub json: Option<Destination>,
 }
 
 impl CompareConfig {
@@ -32,7 +33,7 @@ impl CompareConfig {
             labels: Vec::new(),
             baseline: None,
             threshold: Threshold::default(),
-            html: PathBuf::from("compare.html"),
+            html: Destination::File(PathBuf::from("compare.html")),
             tsv: None,
             json: None,
         }
@@ -43,8 +44,8 @@ impl CompareConfig {
 #[derive(Debug)]
 pub struct Outcome {
     pub comparison: Comparison,
-    /// The files written, compare.html first.
-    pub written: Vec<PathBuf>,
+    /// Where the files went, compare.html's first.
+    pub written: Vec<Destination>,
 }
 
 impl Outcome {
@@ -64,7 +65,7 @@ pub enum CompareError {
     #[error(transparent)]
     Compare(#[from] compare::CompareError),
     #[error(transparent)]
-    Write(#[from] OutputError),
+    Write(#[from] DestinationError),
 }
 
 impl CompareError {
@@ -72,7 +73,7 @@ impl CompareError {
     /// that could not be written.
     pub fn exit_code(&self) -> u8 {
         match self {
-            CompareError::Write(_) => 1,
+            CompareError::Write(e) => e.exit_code(),
             CompareError::TooManyLabels { .. }
             | CompareError::Read(_)
             | CompareError::Compare(_) => 2,
@@ -81,13 +82,22 @@ impl CompareError {
 }
 
 /// Reads every run, compares them and writes the files `cfg` names. Nothing is written unless
-/// every run was read and the comparison made.
+/// every run was read, the comparison made and every destination is one a file can go to.
 pub fn run(cfg: CompareConfig) -> Result<Outcome, CompareError> {
     if cfg.labels.len() > cfg.dirs.len() {
         return Err(CompareError::TooManyLabels {
             labels: cfg.labels.len(),
             dirs: cfg.dirs.len(),
         });
+    }
+    let named: Vec<(&'static str, &Destination)> = [("-o", Some(&cfg.html))]
+        .into_iter()
+        .chain([("--tsv", cfg.tsv.as_ref()), ("--json", cfg.json.as_ref())])
+        .filter_map(|(flag, d)| d.map(|d| (flag, d)))
+        .collect();
+    destination::one_stdout(&named)?;
+    for (flag, d) in &named {
+        d.check(flag)?;
     }
     let mut runs = Vec::with_capacity(cfg.dirs.len());
     for (i, dir) in cfg.dirs.iter().enumerate() {
@@ -106,15 +116,15 @@ pub fn run(cfg: CompareConfig) -> Result<Outcome, CompareError> {
     }
     let comparison = compare::compare(runs, cfg.baseline.as_deref(), cfg.threshold)?;
     let mut written = Vec::new();
-    output::write_file(&cfg.html, &report::render_compare(&comparison))?;
+    cfg.html.write("-o", &report::render_compare(&comparison))?;
     written.push(cfg.html);
-    if let Some(path) = cfg.tsv {
-        output::write_file(&path, &comparison.tsv())?;
-        written.push(path);
+    if let Some(to) = cfg.tsv {
+        to.write("--tsv", &comparison.tsv())?;
+        written.push(to);
     }
-    if let Some(path) = cfg.json {
-        output::write_file(&path, &(comparison.to_json() + "\n"))?;
-        written.push(path);
+    if let Some(to) = cfg.json {
+        to.write("--json", &(comparison.to_json() + "\n"))?;
+        written.push(to);
     }
     Ok(Outcome {
         comparison,
@@ -165,7 +175,7 @@ pub fn summary(o: &Outcome) -> String {
         out.push_str(&format!("note: {b}\n"));
     }
     out.push_str(&regressions(c));
-    let files: Vec<String> = o.written.iter().map(|p| p.display().to_string()).collect();
+    let files: Vec<String> = o.written.iter().map(ToString::to_string).collect();
     out.push_str(&format!("wrote: {}\n", files.join(", ")));
     out.push_str(&ranking(c));
     out
@@ -219,7 +229,7 @@ mod tests {
 
     fn config(root: &Path, dirs: Vec<PathBuf>) -> CompareConfig {
         CompareConfig {
-            html: root.join("compare.html"),
+            html: Destination::File(root.join("compare.html")),
             ..CompareConfig::new(dirs)
         }
     }
@@ -240,7 +250,10 @@ mod tests {
         let o = run(cfg).unwrap();
         let labels: Vec<&str> = o.comparison.runs.iter().map(|r| r.label.as_str()).collect();
         assert_eq!(labels, ["x", "named", "third"]);
-        assert_eq!(o.written, [root.path().join("compare.html")]);
+        assert_eq!(
+            o.written,
+            [Destination::File(root.path().join("compare.html"))]
+        );
         // `.` is named as it resolves.
         assert_eq!(directory_name(&b.join(".")), "second");
     }
@@ -251,14 +264,16 @@ mod tests {
         let a = results(&root.path().join("x"), "same", None);
         let b = results(&root.path().join("y"), "same", None);
         let mut cfg = config(root.path(), vec![a, b]);
-        cfg.tsv = Some(root.path().join("compare.tsv"));
+        cfg.tsv = Some(Destination::File(root.path().join("compare.tsv")));
         let e = run(cfg.clone()).unwrap_err();
         assert_eq!(e.exit_code(), 2);
         assert!(
             e.to_string().contains("two runs are labelled `same`"),
             "{e}"
         );
-        assert!(!cfg.html.exists() && !root.path().join("compare.tsv").exists());
+        assert!(
+            !root.path().join("compare.html").exists() && !root.path().join("compare.tsv").exists()
+        );
         cfg.labels = vec!["1".into(), "2".into(), "3".into()];
         let e = run(cfg).unwrap_err().to_string();
         assert_eq!(
@@ -296,8 +311,8 @@ mod tests {
         let a = results(root.path(), "a", None);
         let b = results(root.path(), "b", None);
         let mut cfg = config(root.path(), vec![a, b]);
-        cfg.tsv = Some(root.path().join("c.tsv"));
-        cfg.json = Some(root.path().join("c.json"));
+        cfg.tsv = Some(Destination::File(root.path().join("c.tsv")));
+        cfg.json = Some(Destination::File(root.path().join("c.json")));
         let o = run(cfg.clone()).unwrap();
         assert_eq!(o.written.len(), 3);
         let tsv = std::fs::read_to_string(root.path().join("c.tsv")).unwrap();
@@ -318,9 +333,24 @@ mod tests {
             tail[1].starts_with("1  a ") && tail[0].starts_with("1  b "),
             "{said}"
         );
-        cfg.html = root.path().join("missing-dir").join("compare.html");
+        cfg.html = Destination::File(root.path().join("missing-dir").join("compare.html"));
         let e = run(cfg).unwrap_err();
         assert_eq!(e.exit_code(), 1);
         assert!(e.to_string().contains("missing-dir/compare.html"), "{e}");
+    }
+
+    #[test]
+    fn a_destination_that_is_no_file_is_refused_before_anything_is_written() {
+        let root = tempfile::tempdir().unwrap();
+        let a = results(root.path(), "a", None);
+        let b = results(root.path(), "b", None);
+        let mut cfg = config(root.path(), vec![a, b]);
+        cfg.tsv = Some(Destination::File(root.path().join("c.tsv")));
+        cfg.json = Some(Destination::File(root.path().to_path_buf()));
+        let e = run(cfg).unwrap_err();
+        assert_eq!(e.exit_code(), 2);
+        assert!(e.to_string().starts_with("--json "), "{e}");
+        assert!(!root.path().join("compare.html").exists());
+        assert!(!root.path().join("c.tsv").exists());
     }
 }

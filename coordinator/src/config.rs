@@ -44,6 +44,11 @@ pub enum ConfigError {
     },
     #[error("{flag}: '{value}' is not a duration (write e.g. 500ms, 10s, 2m)")]
     Duration { flag: &'static str, value: String },
+    #[error(
+        "{flag}: '{value}' is longer than any duration stampede takes ({} days at most)",
+        MAX_DURATION.as_secs() / 86_400
+    )]
+    DurationTooLong { flag: &'static str, value: String },
     #[error("unknown format '{0}': use tsv or csv")]
     Format(String),
     /// Settings that cannot go together, or one that needs another: two flags, two keys of a plan
@@ -227,6 +232,11 @@ pub struct RunConfig {
     pub live: Option<crate::live::LiveSpec>,
 }
 
+/// The longest duration any flag or plan key takes: a year is beyond every step, run, timeout and
+/// wait a load test has, and far below what overflows a clock (`Instant + d`) or a wire field
+/// (milliseconds in a u64), which a bare `1e20` did (a panic, exit 101).
+pub const MAX_DURATION: Duration = Duration::from_secs(366 * 86_400);
+
 /// Parses "10s", "500ms", "2m" or a bare number of seconds.
 pub fn parse_duration(flag: &'static str, value: &str) -> Result<Duration, ConfigError> {
     let d = parse_pause(flag, value)?;
@@ -253,14 +263,26 @@ pub fn parse_pause(flag: &'static str, value: &str) -> Result<Duration, ConfigEr
             value: value.to_string(),
         }));
     }
+    let too_long = || ConfigError::DurationTooLong {
+        flag,
+        value: value.to_string(),
+    };
     let d = if let Ok(secs) = v.parse::<f64>() {
         if !(secs.is_finite() && secs >= 0.0) {
             return Err(bad());
         }
-        Duration::from_secs_f64(secs)
+        Duration::try_from_secs_f64(secs).map_err(|_| too_long())?
     } else {
-        humantime::parse_duration(v).map_err(|_| bad())?
+        // humantime refuses what overflows a Duration ("500000000000y") in words of its own.
+        match humantime::parse_duration(v) {
+            Ok(d) => d,
+            Err(humantime::DurationError::NumberOverflow) => return Err(too_long()),
+            Err(_) => return Err(bad()),
+        }
     };
+    if d > MAX_DURATION {
+        return Err(too_long());
+    }
     Ok(d)
 }
 
@@ -559,6 +581,14 @@ fn resolve_one(
         .as_ref()
         .map(|w| parse_pause("--warmup", &w.0))
         .transpose()?;
+    if let Some(w) = warmup.filter(|w| *w > shared::plan::MAX_STEP_DURATION) {
+        // The warmup runs as a step of its own: said here, not as the agent's "invalid step 1".
+        return Err(ConfigError::Value(format!(
+            "--warmup {}: a warmup is a step, and a step lasts at most {}",
+            humantime::format_duration(w),
+            humantime::format_duration(shared::plan::MAX_STEP_DURATION)
+        )));
+    }
     echo.warmup_s = warmup.filter(|w| !w.is_zero()).map(|w| w.as_secs_f64());
     let live = live(&args, token.as_deref())?;
     let cfg = RunConfig {
@@ -2357,6 +2387,34 @@ mod tests {
         );
         assert!(parse_duration("x", "0s").is_err());
         assert!(parse_duration("x", "-1").is_err());
+    }
+
+    #[test]
+    fn a_duration_past_a_year_is_refused_in_words_not_a_panic() {
+        // 1e20 s overflowed Duration::from_secs_f64 (a panic, exit 101); 500000y overflowed the
+        // agent's step checks further on ("invalid step 1").
+        for v in [
+            "1e20",
+            "1.8e19",
+            "1e300",
+            "500000y",
+            "367days",
+            "99999999999999999999s",
+        ] {
+            let e = parse_pause("--timeout", v).unwrap_err();
+            assert!(matches!(e, ConfigError::DurationTooLong { .. }), "{v}: {e}");
+            assert_eq!(
+                e.to_string(),
+                format!(
+                    "--timeout: '{v}' is longer than any duration stampede takes (366 days at most)"
+                )
+            );
+        }
+        assert_eq!(parse_pause("x", "366days").unwrap(), MAX_DURATION);
+        assert!(matches!(
+            parse_pause("x", "NaN").unwrap_err(),
+            ConfigError::Duration { .. }
+        ));
     }
 
     #[test]

@@ -5,6 +5,7 @@ pub mod cli;
 pub mod compare;
 pub mod config;
 pub mod demo;
+pub mod destination;
 pub mod fleet;
 pub mod live;
 pub mod merge;
@@ -186,10 +187,15 @@ fn compared(args: cli::CompareArgs) -> u8 {
         labels: args.labels,
         baseline: args.baseline,
         threshold,
-        html: args.output,
-        tsv: args.tsv,
-        json: args.json,
+        html: destination::Destination::of(&args.output),
+        tsv: args.tsv.as_deref().map(destination::Destination::of),
+        json: args.json.as_deref().map(destination::Destination::of),
     };
+    // A file on stdout owns it: the summary goes to stderr beside the progress.
+    let summary_to_stderr = cfg.html.is_stdout()
+        || [&cfg.tsv, &cfg.json]
+            .iter()
+            .any(|d| d.as_ref().is_some_and(destination::Destination::is_stdout));
     let outcome = match compare::run(cfg) {
         Ok(o) => o,
         Err(e) => {
@@ -197,7 +203,10 @@ fn compared(args: cli::CompareArgs) -> u8 {
             return e.exit_code();
         }
     };
-    if let Err(e) = print_out(&compare::summary(&outcome)) {
+    let summary = compare::summary(&outcome);
+    if summary_to_stderr {
+        eprint!("{summary}");
+    } else if let Err(e) = print_out(&summary) {
         eprintln!("stampede: {e}");
         return 1;
     }
@@ -222,12 +231,21 @@ fn report(args: &cli::ReportArgs) -> u8 {
         Ok(html) => html,
         Err(e) => return fail(2, &e),
     };
-    let said = match report_file::Destination::of(args.output.as_deref(), &args.dir) {
-        report_file::Destination::Stdout => print_out(&html),
-        report_file::Destination::File(path) => match output::write_file(&path, &html) {
-            Ok(()) => print_out(&format!("{}\n", path.display())),
-            Err(e) => return fail(1, &e),
+    // A path the user named is written through; the directory's own report.html is replaced
+    // atomically, like the run's other files.
+    let said = match args.output.as_deref().map(destination::Destination::of) {
+        Some(destination::Destination::Stdout) => print_out(&html),
+        Some(to) => match to.write("-o", &html) {
+            Ok(()) => print_out(&format!("{to}\n")),
+            Err(e) => return fail(e.exit_code(), &e),
         },
+        None => {
+            let path = args.dir.join(report_file::REPORT);
+            match output::write_file(&path, &html) {
+                Ok(()) => print_out(&format!("{}\n", path.display())),
+                Err(e) => return fail(1, &e),
+            }
+        }
     };
     // Beside the report by default: the live page, from the run's events alone.
     if args.output.is_none() {

@@ -66,8 +66,10 @@ pub enum IntervalError {
 /// Slack over what a share had due: arrivals are paced on the agent's clock and its reports cross a
 /// network, so a count a little past the schedule is honest; one ten percent past it is not.
 const CLAIM_SLACK: f64 = 1.1;
-/// Requests any share may claim whatever its schedule (a step's first instants, clocks apart).
-const CLAIM_FLOOR: u64 = 1_000;
+/// Arrivals any share may claim beyond its rate: each worker's first comes at the step's first
+/// instant. Counted in arrivals (a `connections` arrival brings its `num_call` requests), never a
+/// fixed number of requests: 1,000 of them let a share due 10 req/s claim 262/s.
+const CLAIM_FLOOR_ARRIVALS: u64 = 64;
 /// A closed loop's requests per second per connection that no real server answers (a keep-alive reply
 /// over loopback takes tens of microseconds): the ceiling of a model without a rate.
 const CLOSED_PER_CONNECTION: f64 = 200_000.0;
@@ -83,6 +85,8 @@ pub struct ShareBound {
     per_sec: f64,
     /// The share's own request count (the concurrency model's `-n`), if it has one.
     total: Option<u64>,
+    /// Requests one arrival brings: [`CLAIM_FLOOR_ARRIVALS`] of them are the floor.
+    per_arrival: u64,
 }
 
 impl ShareBound {
@@ -93,9 +97,14 @@ impl ShareBound {
             LoadModel::Requests => share.rate() * fraction,
             LoadModel::Concurrency => f64::from(share.connections()) * CLOSED_PER_CONNECTION,
         };
+        let per_arrival = match share.model() {
+            LoadModel::Connections => u64::from(share.num_call().get()),
+            LoadModel::Requests | LoadModel::Concurrency => 1,
+        };
         ShareBound {
             per_sec,
             total: share.max_requests().map(|n| n.get()),
+            per_arrival,
         }
     }
 
@@ -103,9 +112,10 @@ impl ShareBound {
     pub fn allows(&self, elapsed: Duration) -> u64 {
         // A float past u64's range saturates in the cast: never a wrap.
         let due = (self.per_sec * elapsed.as_secs_f64() * CLAIM_SLACK) as u64;
-        let due = due.saturating_add(CLAIM_FLOOR);
+        let floor = self.per_arrival.saturating_mul(CLAIM_FLOOR_ARRIVALS);
+        let due = due.saturating_add(floor);
         match self.total {
-            Some(n) => due.min(n.saturating_add(CLAIM_FLOOR)),
+            Some(n) => due.min(n.saturating_add(floor)),
             None => due,
         }
     }
@@ -612,10 +622,11 @@ mod tests {
         let bound = ShareBound {
             per_sec: 100_000.0,
             total: None,
+            per_arrival: 1,
         };
-        // 1 s in, with the second over: 100k/s x 2 s x 1.1 + 1000.
+        // 1 s in, with the second over: 100k/s x 2 s x 1.1 + 64.
         let allowed = bound.allows(Duration::from_secs(2));
-        assert_eq!(allowed, 221_000);
+        assert_eq!(allowed, 220_064);
         let mut so_far = Counters::default();
         assert_eq!(
             check_claim(&so_far, &claim(100_000, 99_000, 98_000), allowed),
@@ -633,8 +644,35 @@ mod tests {
         let counted = ShareBound {
             per_sec: 1e9,
             total: Some(50),
+            per_arrival: 1,
         };
-        assert_eq!(counted.allows(Duration::from_secs(10)), 1_050);
+        assert_eq!(counted.allows(Duration::from_secs(10)), 114);
+    }
+
+    #[test]
+    fn a_slow_share_cannot_claim_a_fixed_thousand_more() {
+        // A peer holding the token, due 10 req/s, claimed 262/s over a 10 s step and stayed
+        // `valid` under the old bound (1.1x + 1,000 requests). Its slack is its own rate's now.
+        let bound = ShareBound {
+            per_sec: 10.0,
+            total: None,
+            per_arrival: 1,
+        };
+        // 10 s in, with the second over: 10/s x 11 s x 1.1 + 64 arrivals.
+        assert_eq!(bound.allows(Duration::from_secs(11)), 185);
+        let e = check_claim(&Counters::default(), &claim(2_620, 2_620, 2_620), 185).unwrap_err();
+        assert!(e.contains("it claims 2620 requests"), "{e}");
+        assert_eq!(
+            check_claim(&Counters::default(), &claim(100, 100, 100), 185),
+            Ok(())
+        );
+        // A `connections` arrival brings its num_call requests: the floor is in arrivals.
+        let calls = ShareBound {
+            per_sec: 10.0 * 50.0,
+            total: None,
+            per_arrival: 50,
+        };
+        assert_eq!(calls.allows(Duration::from_secs(1)), 550 + 64 * 50);
     }
 
     /// Agent `agent`'s report of interval `seq`: a few latencies and counters that differ per agent.

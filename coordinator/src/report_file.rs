@@ -27,25 +27,6 @@ pub enum ReportError {
     ReadEvents { path: PathBuf, source: io::Error },
 }
 
-/// Where `stampede report` writes.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Destination {
-    /// A file, replaced atomically.
-    File(PathBuf),
-    Stdout,
-}
-
-impl Destination {
-    /// `-o`'s value (`-` is stdout); none is `dir/report.html`.
-    pub fn of(o: Option<&Path>, dir: &Path) -> Destination {
-        match o {
-            Some(p) if p == Path::new("-") => Destination::Stdout,
-            Some(p) => Destination::File(p.to_path_buf()),
-            None => Destination::File(dir.join(REPORT)),
-        }
-    }
-}
-
 /// The page of the run in `dir`, from its files as they are now.
 pub fn render(dir: &Path) -> Result<String, ReportError> {
     match std::fs::metadata(dir) {
@@ -94,14 +75,6 @@ mod tests {
         let dir = golden_dir();
         let run = report::RunReport::read(dir.path()).unwrap();
         assert_eq!(render(dir.path()).unwrap(), report::render_run(&run));
-        assert_eq!(
-            Destination::of(None, dir.path()),
-            Destination::File(dir.path().join(REPORT))
-        );
-        assert_eq!(
-            Destination::of(Some(Path::new("-")), dir.path()),
-            Destination::Stdout
-        );
     }
 
     #[test]

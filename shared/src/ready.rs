@@ -20,13 +20,23 @@ pub fn line(listen: SocketAddr, pid: u32) -> String {
 }
 
 /// Writes the ready file atomically (a temporary file beside it, renamed over it), so a reader
-/// never sees it half written.
+/// never sees it half written. A path that is already something else (a FIFO a script waits on, a
+/// symlink, a terminal) is written through instead, never replaced: the line is one short write.
 pub fn write(path: &Path, listen: SocketAddr) -> Result<(), ReadyError> {
     let fail = |source| ReadyError {
         path: path.to_path_buf(),
         source,
     };
     let pid = std::process::id();
+    let through = std::fs::symlink_metadata(path).is_ok_and(|m| !m.file_type().is_file());
+    if through {
+        return std::fs::OpenOptions::new()
+            .write(true)
+            .truncate(true)
+            .open(path)
+            .and_then(|mut f| f.write_all(line(listen, pid).as_bytes()))
+            .map_err(fail);
+    }
     let mut name = path.file_name().unwrap_or_default().to_os_string();
     name.push(format!(".{pid}.tmp"));
     let tmp = path.with_file_name(name);
@@ -72,5 +82,46 @@ mod tests {
         )
         .unwrap_err();
         assert!(e.to_string().contains("/nonexistent/dir/ready.json"), "{e}");
+    }
+
+    #[test]
+    fn a_symlink_or_a_fifo_is_written_through_not_replaced() {
+        let dir =
+            std::env::temp_dir().join(format!("stampede-ready-through-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let target = dir.join("ready.json");
+        let link = dir.join("link");
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        std::fs::write(&target, "").unwrap();
+        let addr: SocketAddr = "127.0.0.1:9".parse().unwrap();
+        write(&link, addr).unwrap();
+        assert!(
+            std::fs::symlink_metadata(&link)
+                .unwrap()
+                .file_type()
+                .is_symlink()
+        );
+        assert!(
+            std::fs::read_to_string(&target)
+                .unwrap()
+                .contains("127.0.0.1:9")
+        );
+        let fifo = dir.join("fifo");
+        let made = std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap();
+        assert!(made.success());
+        let reader = {
+            let fifo = fifo.clone();
+            std::thread::spawn(move || std::fs::read_to_string(fifo).unwrap())
+        };
+        write(&fifo, addr).unwrap();
+        assert!(
+            reader
+                .join()
+                .unwrap()
+                .contains("\"listen\":\"127.0.0.1:9\"")
+        );
     }
 }

@@ -245,3 +245,103 @@ fn a_results_directory_of_schema_2_is_still_reported_and_compared() {
         assert_eq!(row["ok_rate_again"], step["ok_rate"]);
     }
 }
+
+#[test]
+fn the_paths_named_are_written_through_never_replaced() {
+    // `-o` and `--tsv` were written to PATH.tmp and renamed over PATH: a symlink became a file, a
+    // FIFO's reader got nothing, and as root `-o /dev/full` replaced the device with a page.
+    let (_target, ran) = ramp("1ms");
+    let run_dir = ran.dir.path().to_str().unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let at = |name: &str| out.path().join(name);
+    std::fs::write(at("page.html"), "old").unwrap();
+    std::os::unix::fs::symlink(at("page.html"), at("link.html")).unwrap();
+    let made = std::process::Command::new("mkfifo")
+        .arg(at("pipe.tsv"))
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let reader = {
+        let fifo = at("pipe.tsv");
+        std::thread::spawn(move || std::fs::read_to_string(fifo).unwrap())
+    };
+    let (link, fifo) = (at("link.html"), at("pipe.tsv"));
+    // The run twice, as two labels: what is compared does not matter here, where it goes does.
+    let compare = |more: &[&str]| {
+        let mut args = vec!["compare", run_dir, run_dir, "--label", "a", "--label", "b"];
+        args.extend_from_slice(more);
+        stampede(&args)
+    };
+    let o = compare(&[
+        "-o",
+        link.to_str().unwrap(),
+        "--tsv",
+        fifo.to_str().unwrap(),
+        "--json",
+        "-",
+    ]);
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    let json: serde_json::Value = serde_json::from_slice(&o.stdout).expect("stdout is the JSON");
+    assert_eq!(json["schema"], "stampede.compare/2");
+    assert!(
+        err.contains("ranking, best first:"),
+        "the summary on stderr: {err}"
+    );
+    let tsv = reader.join().unwrap();
+    assert!(tsv.starts_with("dem_req_rate\t"), "{tsv}");
+    let kind = |p: &Path| std::fs::symlink_metadata(p).unwrap().file_type();
+    assert!(kind(&link).is_symlink() && kind(&fifo).is_fifo());
+    let page = std::fs::read_to_string(at("page.html")).unwrap();
+    assert!(page.starts_with("<!DOCTYPE html>"), "{}", &page[..40]);
+    assert_eq!(
+        std::fs::read_dir(out.path()).unwrap().count(),
+        3,
+        "nothing left beside"
+    );
+
+    // `report -o` alike; /dev/full is a write error (exit 1) and stays a device.
+    std::fs::write(at("page.html"), "old").unwrap();
+    let o = stampede(&["report", run_dir, "-o", link.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert!(kind(&link).is_symlink());
+    assert!(
+        std::fs::read_to_string(at("page.html"))
+            .unwrap()
+            .starts_with("<!DOCTYPE html>")
+    );
+    let o = stampede(&["report", run_dir, "-o", "/dev/full"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o.stderr));
+    assert!(text(&o.stderr).contains("cannot write /dev/full: "));
+    use std::os::unix::fs::FileTypeExt;
+    assert!(kind(Path::new("/dev/full")).is_char_device());
+
+    // A directory, or two files on stdout, is refused in one line before anything is written.
+    let o = compare(&["-o", out.path().to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        text(&o.stderr).contains("a directory, not a file"),
+        "{}",
+        text(&o.stderr)
+    );
+    let o = stampede(&[
+        "compare",
+        run_dir,
+        run_dir,
+        "--label",
+        "a",
+        "--label",
+        "b",
+        "-o",
+        "-",
+        "--tsv",
+        "/dev/stdout",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(o.stdout.is_empty());
+    assert!(
+        text(&o.stderr).contains("-o and --tsv are both - (stdout)"),
+        "{}",
+        text(&o.stderr)
+    );
+}

@@ -479,3 +479,63 @@ fn the_embedded_agents_connections_leave_the_coordinator_descriptors_for_its_own
     let monitor = &step["server_monitors"][0];
     assert!(monitor["samples"].as_u64().unwrap() >= 2, "{monitor}");
 }
+
+#[test]
+fn a_duration_past_any_clock_is_refused_in_one_line_not_a_panic() {
+    // 1e20 s overflowed Duration::from_secs_f64 (exit 101, a backtrace); 500000y reached the
+    // embedded agent as "invalid step 1".
+    let url = format!("http://127.0.0.1:{}/", closed_port());
+    let long = "is longer than any duration stampede takes (366 days at most)";
+    for flag in [
+        "--timeout",
+        "--warmup",
+        "--step-duration",
+        "--connect-timeout",
+    ] {
+        for value in ["1e20", "1.8e19", "500000y"] {
+            refused(
+                &["run", &url, "--steps", "1", flag, value],
+                &format!("{flag}: '{value}' {long}"),
+            );
+        }
+    }
+    refused(
+        &[
+            "run",
+            &url,
+            "--steps",
+            "1",
+            "--live",
+            "127.0.0.1:0",
+            "--live-keep",
+            "1e20",
+        ],
+        &format!("--live-keep: '1e20' {long}"),
+    );
+    for flag in ["--probe", "--deadline", "--confirm", "--cooldown"] {
+        refused(
+            &["find-max", &url, flag, "1e20"],
+            &format!("{flag}: '1e20' {long}"),
+        );
+    }
+    refused(
+        &["serve", "--listen", "127.0.0.1:0", "--delay", "1e20"],
+        &format!("--delay: '1e20' {long}"),
+    );
+    // A warmup is a step: past a step's 24 h it is said so, by the flag's name.
+    refused(
+        &["run", &url, "--steps", "1", "--warmup", "2days"],
+        "--warmup 2days: a warmup is a step, and a step lasts at most 1day",
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let plan = dir.path().join("plan.toml");
+    std::fs::write(
+        &plan,
+        format!("url = \"{url}\"\nsteps = [1]\ntimeout = \"1e20\"\n"),
+    )
+    .unwrap();
+    refused(
+        &["run", plan.to_str().unwrap()],
+        &format!("--timeout: '1e20' {long}"),
+    );
+}

@@ -353,6 +353,16 @@ async fn a_joined_peer_claiming_a_million_ok_for_a_5_per_s_share_is_dropped_and_
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_peer_claiming_a_thousand_more_than_a_slow_share_is_dropped() {
+    // Under the old bound (1.1x the share + 1,000 requests) a peer due 5 req/s could claim 262 a
+    // second and stay valid; the slack is now its own rate's and 64 arrivals.
+    let claim = served(262);
+    let (outcome, json, log) = b_claims(claim).await;
+    let why = "it claims 262 requests sent or due so far, where its share allows at most 7";
+    assert_dropped(&outcome, &json, &log, why);
+}
+
+#[tokio::test(start_paused = true)]
 async fn counters_near_2_pow_63_are_refused_not_wrapped() {
     let near = (1u64 << 63) + 5;
     let claim = pb::Counters {

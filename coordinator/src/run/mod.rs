@@ -16,6 +16,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::compare::{self, CompareConfig, CompareError};
 use crate::config::{ConfigError, LossPolicy, RunConfig, SearchSetup, SideBySide, Thresholds};
+use crate::destination::Destination;
 use crate::fleet::{self, Expect, Fleet, FleetError};
 use crate::merge::SpillError;
 use crate::output::{self, DirError, Finished, Output, OutputError};
@@ -667,7 +668,7 @@ fn compare_beside(dir: &Path, runs: &[RunOutcome]) -> Result<Comparison, Compare
 /// compare.json in `dir`, of the runs (label, directory) beside it, the first one the baseline.
 fn write_comparison(dir: &Path, runs: &[(String, PathBuf)]) -> Result<Comparison, CompareError> {
     let (labels, dirs) = runs.iter().cloned().unzip();
-    let [html, tsv, json] = output::BESIDE_FILES.map(|f| dir.join(f));
+    let [html, tsv, json] = output::BESIDE_FILES.map(|f| Destination::Own(dir.join(f)));
     compare::run(CompareConfig {
         labels,
         html,

@@ -23,7 +23,7 @@ use super::{RunError, Watch};
 use crate::config::{LossPolicy, RunConfig};
 use crate::fleet::{Fleet, FleetError, Waiting, unix_ns};
 use crate::merge::{
-    Hlog, IntervalError, SeqProgress, ShareBound, StepMerge, StepTotals, check_claim,
+    AgentTotals, Hlog, IntervalError, SeqProgress, ShareBound, StepMerge, StepTotals, check_claim,
 };
 use crate::output::Output;
 use crate::progress::{self, Progress, Tick};
@@ -686,10 +686,37 @@ fn summarise(
             step::human(lost.pct)
         ));
     }
+    let named = p.who.iter().map(|&i| (fleet.name(i), &sums[i]));
+    result.notes.extend(below_the_network(named));
     result.notes.extend(p.notes);
     result.notes.extend(c.notes);
     let distribution = Distribution::of(result.number, &total.hist.latency);
     (result, hlog, distribution)
+}
+
+/// No HTTP reply crosses even loopback in under this (a keep-alive request there takes tens of
+/// microseconds: two system calls each way and the server's own work).
+const NETWORK_FLOOR_MS: f64 = 0.010;
+/// Replies an agent must claim before its latencies are weighed against the floor: a handful of
+/// cached or rounded values proves nothing.
+const FLOOR_MIN_REPLIES: u64 = 100;
+
+/// Names each agent whose every latency in the step is below [`NETWORK_FLOOR_MS`]: a peer holding
+/// the token can claim what its share allows, but replies faster than any network are not
+/// measurements. Notes only: its counts passed the share's bound, so they are merged.
+fn below_the_network<'a>(agents: impl Iterator<Item = (&'a str, &'a AgentTotals)>) -> Vec<String> {
+    agents
+        .filter(|(_, a)| a.counters.replies >= FLOOR_MIN_REPLIES)
+        .filter(|(_, a)| a.latency_ms.max < NETWORK_FLOOR_MS)
+        .map(|(name, a)| {
+            format!(
+                "agent {name}: all {} of its replies took under {} µs (max {} µs), faster than any network: its latencies are not measurements",
+                a.counters.replies,
+                NETWORK_FLOOR_MS * 1000.0,
+                a.latency_ms.max * 1000.0
+            )
+        })
+        .collect()
 }
 
 /// Puts each monitor's view of the step into its result, with the notes they make (a CPU at its
@@ -836,4 +863,35 @@ fn show_progress(
         // neither served nor failed yet (the step's `failed_pct` counts every one, once all are in).
         failed_pct: results::verdict::pct(so_far.known_failed(), so_far.due()),
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use shared::metrics::Counters;
+
+    fn totals(replies: u64, max_ms: f64) -> AgentTotals {
+        let mut a = AgentTotals {
+            counters: Counters {
+                replies,
+                ..Counters::default()
+            },
+            ..AgentTotals::default()
+        };
+        a.latency_ms.max = max_ms;
+        a
+    }
+
+    #[test]
+    fn an_agent_whose_every_reply_beat_the_network_is_named() {
+        // A peer with the token claimed its share's replies at 0 ms each, and the step read valid.
+        let (liar, honest, few) = (totals(500, 0.0), totals(500, 0.04), totals(20, 0.0));
+        let notes = below_the_network([("b", &liar), ("a", &honest), ("c", &few)].into_iter());
+        assert_eq!(
+            notes,
+            [
+                "agent b: all 500 of its replies took under 10 µs (max 0 µs), faster than any network: its latencies are not measurements"
+            ]
+        );
+    }
 }
