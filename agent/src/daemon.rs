@@ -5,6 +5,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::Mutex;
+use std::time::Duration;
 
 use proto::pb;
 use proto::pb::agent_server::{Agent, AgentServer};
@@ -248,9 +249,16 @@ pub async fn serve(
     after_run.map_or(Ok(()), |a| a.result())
 }
 
+/// The first wait before dialing again after a failed join, doubled after each failure in a row.
+const JOIN_RETRY_FIRST: Duration = Duration::from_secs(1);
+/// The longest wait between joins: a coordinator started later is found within this, well inside
+/// its --wait-agents (60 s by default).
+const JOIN_RETRY_MOST: Duration = Duration::from_secs(10);
+
 /// `stampede-agent --join ADDR`: dial the coordinator (no listening port on the agent, so it works
-/// behind NAT) and serve its sessions, one after another, until `shutdown`. Between coordinators, or
-/// while none answers, it retries every second.
+/// behind NAT) and serve its sessions, one after another, until `shutdown`. After a session it
+/// dials again after 1 s; while none can be had it backs off (1 s, doubling to 10 s) and says each
+/// reason once, not once a try.
 pub async fn join(
     coordinator: String,
     cfg: DaemonConfig,
@@ -274,6 +282,9 @@ pub async fn join(
         "stampede-agent: joining the coordinator at {coordinator} {}",
         cfg.duty_words()
     );
+    let mut wait = JOIN_RETRY_FIRST;
+    // The last failure said, so the same one is not said again on every try.
+    let mut said: Option<String> = None;
     while !shutdown.is_cancelled() {
         let rules = Arc::new(rules.for_session());
         let session = join_once(&dialer, &coordinator, &duty, &rules, shutdown.clone());
@@ -283,20 +294,48 @@ pub async fn join(
         {
             return end;
         }
+        if rules.was_admitted() {
+            wait = JOIN_RETRY_FIRST;
+            said = None;
+        }
         match outcome {
             Ok(()) => tracing::info!(%coordinator, "Coordinator session ended"),
-            // Both ends are up and disagree (TLS on one side only, a certificate): the user's to fix.
-            Err(Joined::Dial(DialError::Refused(why))) => {
-                tracing::warn!(%coordinator, reason = %why, "The coordinator refused this agent")
-            }
-            Err(e) => tracing::info!(%coordinator, error = %e, "No session with the coordinator"),
+            Err(failure) => say_join_failure(&coordinator, &failure, wait, &mut said),
         }
         tokio::select! {
-            _ = tokio::time::sleep(std::time::Duration::from_secs(1)) => {}
+            _ = tokio::time::sleep(wait) => {}
             _ = shutdown.cancelled() => {}
         }
+        wait = (wait * 2).min(JOIN_RETRY_MOST);
     }
     Ok(())
+}
+
+/// Logs why a join failed, unless it is the failure said last.
+fn say_join_failure(
+    coordinator: &str,
+    failure: &Joined,
+    wait: Duration,
+    said: &mut Option<String>,
+) {
+    let words = failure.to_string();
+    if said.as_deref() != Some(words.as_str()) {
+        let retry_s = wait.as_secs();
+        match failure {
+            // Both ends are up and disagree (TLS on one side only, a certificate): the user's
+            // to fix.
+            Joined::Dial(DialError::Refused(why)) => tracing::warn!(
+                %coordinator, reason = %why, retry_s, "The coordinator refused this agent"
+            ),
+            Joined::Dial(DialError::Distrusted(why)) => tracing::warn!(
+                %coordinator, reason = %why, retry_s, "This agent refused the coordinator"
+            ),
+            e => tracing::info!(
+                %coordinator, error = %e, retry_s, "No session with the coordinator"
+            ),
+        }
+        *said = Some(words);
+    }
 }
 
 /// With `--exit-after-run`, how a joining agent ends after an attempt: after a session whose hello was

@@ -421,3 +421,59 @@ fn a_tls_agent_joining_a_plain_coordinator_read_transport_error() {
         "reason=it speaks TLS; this coordinator listens in plain text",
     );
 }
+
+#[test]
+fn an_agent_that_refuses_the_coordinator_s_certificate_says_so_once_and_backs_off() {
+    // The coordinator's certificate names 127.0.0.1; the agent dials it as localhost. That is the
+    // agent's own refusal: it read "The coordinator refused this agent", once a second.
+    let (_pki, agent_tls, coordinator_tls) = pki();
+    let ready = tempfile::tempdir().unwrap();
+    let file = ready.path().join("ready.json");
+    let out = tempfile::tempdir().unwrap();
+    let mut args = vec![
+        "run",
+        "http://127.0.0.1:9/",
+        "--listen",
+        "127.0.0.1:0",
+        "--ready-file",
+        file.to_str().unwrap(),
+        "--expect-agents",
+        "1",
+        "--wait-agents",
+        "30s",
+        "--steps",
+        "5",
+        "--quiet",
+        "--out",
+        out.path().to_str().unwrap(),
+    ];
+    args.extend(strs(&coordinator_tls));
+    let mut coordinator = tests::spawn_stampede(&args);
+    let coordinator_log = Lines::of(&mut coordinator);
+    let port = tests::ready_addr(&file, &mut coordinator, &coordinator_log).port();
+    let mut joiner = std::process::Command::new(tests::bin("stampede-agent"))
+        .args(["--join", &format!("localhost:{port}"), "--threads", "1"])
+        .args(strs(&agent_tls))
+        .env("STAMPEDE_LOG", "info")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let agent_log = Lines::of(&mut joiner);
+    let said = "This agent refused the coordinator";
+    let told = agent_log.wait_for(said, Duration::from_secs(20));
+    // Tries at 0, 1, 3 and 7 s: the old loop said it 8 times in these 7 s.
+    std::thread::sleep(Duration::from_secs(7));
+    for child in [&mut joiner, &mut coordinator] {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    let log = agent_log.text();
+    assert!(told, "the agent said: {log}");
+    assert_eq!(log.matches(said).count(), 1, "{log}");
+    assert!(
+        log.contains("its certificate does not name localhost"),
+        "{log}"
+    );
+    assert!(!log.contains("The coordinator refused this agent"), "{log}");
+}

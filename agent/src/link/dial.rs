@@ -30,6 +30,11 @@ pub enum DialError {
     /// other does not take): dialing again will not help.
     #[error("{0}")]
     Refused(String),
+    /// This side refused the peer: its certificate does not name the address dialed, is not
+    /// signed by this side's CA, or has expired. Not the peer's refusal, and dialing again will
+    /// not help either.
+    #[error("{0}")]
+    Distrusted(String),
 }
 
 /// How to reach one peer's control port.
@@ -74,6 +79,9 @@ impl Dialer {
             .connect()
             .await
             .map_err(|e| match rustls_cause(&e) {
+                Some(tls @ rustls::Error::InvalidCertificate(_)) => {
+                    DialError::Distrusted(self.tls_words(tls))
+                }
                 Some(tls) => DialError::Refused(self.tls_words(tls)),
                 None => DialError::Unreachable(in_words(&e)),
             })

@@ -338,7 +338,7 @@ pub(crate) async fn remote(
         .await
         .map_err(mute)?
         .map_err(|e| match e {
-            DialError::Refused(why) => refused(why),
+            DialError::Refused(why) | DialError::Distrusted(why) => refused(why),
             e => FleetError::Unreachable {
                 agent: name.to_string(),
                 why: e.to_string(),
