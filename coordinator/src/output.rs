@@ -169,6 +169,15 @@ pub fn release(dir: &Path) {
     }
 }
 
+/// How many steps the run.json in `dir` holds, as it is on disk now (none where it cannot be read).
+pub fn kept_steps(dir: &Path) -> usize {
+    fs::read_to_string(dir.join("run.json"))
+        .ok()
+        .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+        .and_then(|doc| doc["steps"].as_array().map(Vec::len))
+        .unwrap_or(0)
+}
+
 /// For a run interrupted before its first step: its claim's run.json says `aborted`, and why.
 pub fn mark_interrupted(dir: &Path) {
     let json = dir.join("run.json");

@@ -302,11 +302,19 @@ async fn run_lanes(
         unfinished.why = e.to_string();
         dirs.iter().for_each(|d| output::release(d));
         if let RunError::Output(_) | RunError::Spill(_) = e {
-            let kept: Vec<String> = dirs.iter().map(|d| d.display().to_string()).collect();
-            eprintln!(
-                "stampede: the steps finished before this are kept in {}",
-                kept.join(", ")
-            );
+            // By number: a step whose progress line was shown may be in no file, since its row
+            // and run.json were what failed.
+            for d in &dirs {
+                let kept = match output::kept_steps(d) {
+                    0 => "no step is kept in".to_string(),
+                    1 => "step 1 is kept in".to_string(),
+                    n => format!("steps 1-{n} are kept in"),
+                };
+                eprintln!(
+                    "stampede: {kept} {}; a step shown after that is in no file",
+                    d.display()
+                );
+            }
         }
     }
     outcome
