@@ -806,3 +806,46 @@ fn http1_and_http2_of_one_server_are_searched_side_by_side_each_in_its_protocol(
         "the server counted every probe's requests"
     );
 }
+
+#[test]
+fn a_target_killed_after_the_warmup_stopped_answering_it_was_not_doomed_from_the_start() {
+    // It read "fails already at the start, 100 conn/s ... try a lower --start" though the warmup
+    // had just served 100 conn/s there.
+    let target = ServeProcess::start(&[]);
+    let url = target.url();
+    let pid = target.pid();
+    let killer = {
+        let target_addr = target.addr;
+        std::thread::spawn(move || {
+            // The warmup's 100 requests served, then gone before the first probe (2 s of
+            // cooldown after the warmup).
+            let deadline = std::time::Instant::now() + Duration::from_secs(60);
+            while std::time::Instant::now() < deadline {
+                let body = tests::http_get(target_addr, "/_stampede/stats");
+                let served: serde_json::Value = serde_json::from_str(&body).unwrap();
+                if served["requests"].as_u64().unwrap_or(0) >= 95 {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            Command::new("kill")
+                .args(["-9", &pid.to_string()])
+                .status()
+                .unwrap();
+        })
+    };
+    let (code, stdout, stderr, json, _dir) =
+        find_max(&[&url, "--start", "100", "--warmup", "1s", "--probe", "1s"]);
+    killer.join().unwrap();
+    let c = capacity(&json);
+    assert_eq!(c["status"], "server_unrecovered", "{stdout}\n{stderr}");
+    let answer = c["answer"].as_str().unwrap();
+    assert!(
+        answer.starts_with(
+            "the server stopped answering during the search: it served the warmup at the start rate, then failed at 100 conn/s"
+        ),
+        "{answer}"
+    );
+    assert!(!stdout.contains("fails already at the start"), "{stdout}");
+    assert_ne!(code, 6, "not doomed's exit code");
+}

@@ -36,6 +36,11 @@ pub struct Probes {
     /// What the step just run measured, for the search's next turn.
     probed: Option<Probed>,
     answer: Option<Answer>,
+    /// The warmup (at the start rate) passed: a search that then fails at its start did not
+    /// find the start too high, the server went away.
+    warmup_passed: bool,
+    /// The last probe judged saw the target's own errors (refused, reset, timed out).
+    last_target_errors: bool,
 }
 
 impl Probes {
@@ -71,6 +76,8 @@ impl Probes {
             issued_unrun: false,
             probed: None,
             answer: None,
+            warmup_passed: false,
+            last_target_errors: false,
         })
     }
 
@@ -152,6 +159,11 @@ impl Probes {
     fn settled(&self, mut answer: Answer) -> Answer {
         if answer.status == Status::LowerBoundOnly && self.generator_ceiling {
             answer.status = Status::GeneratorBound;
+        }
+        // A target killed mid-search read "fails already at the start" beside a warmup it had
+        // served at that very rate.
+        if answer.status == Status::Doomed && self.warmup_passed && self.last_target_errors {
+            answer.status = Status::ServerUnrecovered;
         }
         answer
     }
@@ -250,9 +262,12 @@ impl StepSource for Probes {
         }
         result.probe = Some(mark);
         if role == ProbeRole::Warmup {
+            self.warmup_passed = class == Class::Pass;
             return;
         }
-        self.probed = Some(Probed::of(class, &facts, result.duration_s, &self.slos));
+        let probed = Probed::of(class, &facts, result.duration_s, &self.slos);
+        self.last_target_errors = probed.target_errors;
+        self.probed = Some(probed);
     }
 
     fn conclude(&mut self, ended: Ended) -> Option<Capacity> {

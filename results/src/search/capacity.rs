@@ -230,6 +230,10 @@ impl Capacity {
                     _ => "try a lower --start",
                 }
             ),
+            Status::ServerUnrecovered if max.is_none() => format!(
+                "the server stopped answering during the search: it served the warmup at the start rate, then failed at {}",
+                fail.unwrap_or_default()
+            ),
             Status::ServerUnrecovered => format!(
                 "the server broke and did not come back: a rate that had passed failed after an overload with errors ({bounds})"
             ),
