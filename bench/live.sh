@@ -39,7 +39,7 @@ done
 [[ $STEPS =~ ^[0-9]+(,[0-9]+)*$ ]] || die "STEPS is a comma-separated list of rates (got '$STEPS')"
 (( REPS >= 1 && REPS <= 20 && AGENTS >= 1 && AGENTS <= 500 && STEP_DURATION >= 2 && STEP_DURATION <= 600 )) ||
     die "1 <= REPS <= 20, 1 <= AGENTS <= 500, 2 <= STEP_DURATION <= 600, please"
-(( READERS <= 50 )) || die "READERS <= 50 (the live server serves 64 connections)"
+(( READERS <= 30 )) || die "READERS <= 30 (the live server seats 32 viewers from one address)"
 LIVE_PORT=$((PORT + 1))
 PROM_PORT=$((PORT + 2))
 NSTEPS=$(tr ',' '\n' <<<"$STEPS" | wc -l)

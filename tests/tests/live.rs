@@ -483,8 +483,11 @@ fn the_live_address_refuses_what_it_must_and_the_run_goes_on() {
         dir.path(),
         Some("s3cret token"),
     );
+    // The unspecified address is not one a browser can open: loopback's is said instead (and the
+    // host's own addresses, when it has any beyond loopback).
+    assert!(!log.text().contains("http://0.0.0.0:"), "{}", log.text());
     assert!(
-        log.text().contains("watch the run at http://0.0.0.0:"),
+        log.text().contains("watch the run at http://127.0.0.1:"),
         "{}",
         log.text()
     );
@@ -532,26 +535,17 @@ fn the_live_address_refuses_what_it_must_and_the_run_goes_on() {
         .0,
         200
     );
-    // Connections past the bound are answered 503 and closed; those held idle take their seats.
-    let mut held = Vec::new();
-    for _ in 0..200 {
-        held.push(TcpStream::connect(addr).unwrap());
-    }
+    // Connections that send nothing hold no seat: 8 from one address are let wait, the rest are
+    // closed at once, and the 8 once PROVE_WITHIN (3 s) has passed.
+    let held: Vec<TcpStream> = (0..200)
+        .map(|_| TcpStream::connect(addr).unwrap())
+        .collect();
     std::thread::sleep(Duration::from_millis(500));
-    let mut refused = 0;
-    for s in &mut held {
-        s.set_read_timeout(Some(Duration::from_millis(300)))
-            .unwrap();
-        let mut b = [0u8; 64];
-        if let Ok(n) = s.read(&mut b)
-            && String::from_utf8_lossy(&b[..n]).starts_with("HTTP/1.1 503")
-        {
-            refused += 1;
-        }
-    }
-    // The slow reader above holds one of the 64 seats.
-    assert_eq!(refused, 200 - 63, "all but the free seats refused with 503");
+    assert_eq!(closed(&held), 200 - 8, "all but 8 closed at once");
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(closed(&held), 200, "the 8 closed unproven");
     drop(held);
+    assert_eq!(get(addr, &format!("/?token={token}")).0, 200);
 
     assert!(
         log.wait_for("read nothing", Duration::from_secs(30)),
@@ -569,6 +563,51 @@ fn the_live_address_refuses_what_it_must_and_the_run_goes_on() {
     assert_eq!(run["steps"].as_array().unwrap().len(), 2);
     tests::signal(&child, libc::SIGINT);
     assert!(child.wait().unwrap().success(), "{}", log.text());
+}
+
+/// How many of `held` the server has closed (EOF or reset), seen without waiting.
+fn closed(held: &[TcpStream]) -> usize {
+    held.iter()
+        .filter(|s| {
+            s.set_nonblocking(true).unwrap();
+            let mut b = [0u8; 256];
+            let mut s: &TcpStream = s;
+            match s.read(&mut b) {
+                Ok(0) => true,
+                Ok(_) => false,
+                Err(e) => e.kind() != std::io::ErrorKind::WouldBlock,
+            }
+        })
+        .count()
+}
+
+/// A connection to `to` from the loopback address `from` (127.0.0.0/8 is all this host's): a crowd
+/// from many addresses, on one machine.
+fn connect_from(from: [u8; 4], to: SocketAddr) -> Option<TcpStream> {
+    use std::os::fd::FromRawFd;
+    // SAFETY: socket(2), bind(2), connect(2) on a descriptor owned here, with sockaddr_in locals
+    // and their sizes; the descriptor is closed on failure and owned by the stream on success.
+    unsafe {
+        let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM, 0);
+        assert!(fd >= 0);
+        let sa = |ip: [u8; 4], port: u16| libc::sockaddr_in {
+            sin_family: libc::AF_INET as libc::sa_family_t,
+            sin_port: port.to_be(),
+            sin_addr: libc::in_addr {
+                s_addr: u32::from_ne_bytes(ip),
+            },
+            sin_zero: [0; 8],
+        };
+        let len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+        let (src, dst) = (sa(from, 0), sa([127, 0, 0, 1], to.port()));
+        if libc::bind(fd, (&src as *const libc::sockaddr_in).cast(), len) != 0
+            || libc::connect(fd, (&dst as *const libc::sockaddr_in).cast(), len) != 0
+        {
+            libc::close(fd);
+            return None;
+        }
+        Some(TcpStream::from_raw_fd(fd))
+    }
 }
 
 /// A stream asked for on a socket whose receive buffer is tiny and never read: the server's writes
@@ -762,4 +801,224 @@ fn a_search_watched_live_shows_its_bracket_and_live_html_is_rebuilt_by_stampede_
         "{}",
         text(&o.stderr)
     );
+}
+
+#[test]
+fn an_authority_form_request_while_the_page_stays_is_a_404_not_a_panic() {
+    let serve = ServeProcess::start(&[]);
+    let dir = tempfile::tempdir().unwrap();
+    let url = serve.url();
+    let (mut child, log, addr) = live_run(
+        &[
+            "run",
+            &url,
+            "--steps",
+            "50",
+            "--step-duration",
+            "1s",
+            "--live-keep",
+            "20s",
+        ],
+        "127.0.0.1:0",
+        dir.path(),
+        None,
+    );
+    assert!(
+        log.wait_for("the live page stays at", Duration::from_secs(60)),
+        "{}",
+        log.text()
+    );
+    // While it stays the report is served by its name: a target without a path ("" or "*") once
+    // panicked its connection's task there, answering nothing.
+    for _ in 0..3 {
+        let (code, _, _) = request(addr, &format!("GET {addr} HTTP/1.1\r\n"));
+        assert_eq!(code, 404);
+    }
+    assert_eq!(request(addr, "GET * HTTP/1.1\r\n").0, 404);
+    assert_eq!(request(addr, "OPTIONS * HTTP/1.1\r\n").0, 405);
+    assert_eq!(get(addr, "/report.html").0, 200);
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(!log.text().contains("panicked"), "{}", log.text());
+    tests::signal(&child, libc::SIGINT);
+    assert!(child.wait().unwrap().success(), "{}", log.text());
+}
+
+/// What a crowd from `addrs` did: connections that sent nothing (`idle`, held and reopened as the
+/// server closes them) and `/events` asked without the token and never read (`events`).
+struct Crowd {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: std::thread::JoinHandle<(usize, Vec<u8>)>,
+}
+
+impl Crowd {
+    /// `per` connections from each address of `idle` and of `events`, for at most `limit`.
+    fn start(addr: SocketAddr, idle: &[u8], events: &[u8], per: usize, limit: Duration) -> Crowd {
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (idle, events) = (idle.to_vec(), events.to_vec());
+        let quit = stop.clone();
+        let thread = std::thread::spawn(move || {
+            let open = |from: u8, ask: bool| {
+                let s = connect_from([127, 0, 0, from], addr)?;
+                if ask {
+                    let mut w: &TcpStream = &s;
+                    let _ = write!(w, "GET /events HTTP/1.1\r\nHost: {addr}\r\n\r\n");
+                }
+                Some((from, ask, s))
+            };
+            let mut held: Vec<(u8, bool, TcpStream)> = Vec::new();
+            for &from in &idle {
+                held.extend((0..per).filter_map(|_| open(from, false)));
+            }
+            for &from in &events {
+                held.extend((0..per).filter_map(|_| open(from, true)));
+            }
+            let (mut reopened, mut heard) = (0, Vec::new());
+            let began = Instant::now();
+            while !quit.load(std::sync::atomic::Ordering::Relaxed) && began.elapsed() < limit {
+                for slot in held.iter_mut() {
+                    slot.2.set_nonblocking(true).unwrap();
+                    let mut b = [0u8; 4096];
+                    let gone = match slot.2.read(&mut b) {
+                        Ok(0) => true,
+                        // Only an /events asker hears anything: what it heard is kept.
+                        Ok(n) => {
+                            heard.extend_from_slice(&b[..n]);
+                            false
+                        }
+                        Err(e) => e.kind() != std::io::ErrorKind::WouldBlock,
+                    };
+                    if gone && let Some(again) = open(slot.0, slot.1) {
+                        *slot = again;
+                        reopened += 1;
+                    }
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            (reopened, heard)
+        });
+        Crowd { stop, thread }
+    }
+
+    /// Connections reopened, and what the /events askers heard.
+    fn stop(self) -> (usize, Vec<u8>) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.thread.join().unwrap()
+    }
+}
+
+#[test]
+fn idle_crowds_scrape_floods_and_slow_readers_leave_a_token_holder_served() {
+    let serve = ServeProcess::start(&[]);
+    let dir = tempfile::tempdir().unwrap();
+    let url = serve.url();
+    let (mut child, log, addr) = live_run(
+        &[
+            "run",
+            &url,
+            "--steps",
+            "50,60",
+            "--step-duration",
+            "8s",
+            "--live-keep",
+            "20s",
+        ],
+        "0.0.0.0:0",
+        dir.path(),
+        Some("s3cret token"),
+    );
+    let said = log.text();
+    let token = said[said.find("?token=").expect("the page's token said") + 7..]
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .to_string();
+    // Ten token holders' streams never read, dropped together: said in a line a second, not ten.
+    let slow: Vec<TcpStream> = (0..10).map(|_| slow_reader(addr, &token)).collect();
+
+    // 128 connections that send nothing from 16 addresses and 80 /events asked without the token
+    // from 10 more, reopened as they are closed: once they held every seat (503 for everyone).
+    let idle: Vec<u8> = (2..18).collect();
+    let events: Vec<u8> = (20..30).collect();
+    let crowd = Crowd::start(addr, &idle, &events, 8, Duration::from_secs(20));
+    std::thread::sleep(Duration::from_secs(1));
+    // 0: closed without an answer.
+    let answer = |head: String| std::panic::catch_unwind(|| request(addr, &head).0).unwrap_or(0);
+    let mut answers = Vec::new();
+    for _ in 0..10 {
+        answers.push(answer(format!("GET /?token={token} HTTP/1.1\r\n")));
+        answers.push(answer(format!(
+            "GET /metrics HTTP/1.1\r\nAuthorization: Bearer {token}\r\n"
+        )));
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    // Past PROVE_WITHIN (3 s) every idle one has been closed at least once.
+    std::thread::sleep(Duration::from_secs(2));
+    let (reopened, heard) = crowd.stop();
+    let not_ok = answers.iter().filter(|&&c| c != 200).count();
+    assert_eq!(
+        not_ok, 0,
+        "a token holder's answers under the crowd: {answers:?}"
+    );
+    assert!(
+        reopened >= 128,
+        "idle connections closed unproven: {reopened} reopened"
+    );
+    let heard = String::from_utf8_lossy(&heard);
+    assert!(
+        !heard.contains("event:") && !heard.contains("HTTP/1.1 200"),
+        "the askers without the token got nothing of the run: {heard}"
+    );
+
+    // A scrape flood from one address: refused with 429 beyond its allowance, served again after.
+    let flood: Vec<u16> = (0..60)
+        .map(|_| {
+            request(
+                addr,
+                &format!("GET /metrics HTTP/1.1\r\nAuthorization: Bearer {token}\r\n"),
+            )
+            .0
+        })
+        .collect();
+    let limited = flood.iter().filter(|&&c| c == 429).count();
+    assert!(limited >= 40, "429s in a flood of 60: {flood:?}");
+    assert!(flood.iter().all(|&c| c == 200 || c == 429), "{flood:?}");
+    std::thread::sleep(Duration::from_secs(1));
+    let metrics = format!("GET /metrics HTTP/1.1\r\nAuthorization: Bearer {token}\r\n");
+    assert_eq!(request(addr, &metrics).0, 200);
+
+    // Wrong tokens: a line a second at most, the next one counting those not said.
+    for _ in 0..3 {
+        assert_eq!(get(addr, "/?token=wrong").0, 401);
+    }
+    std::thread::sleep(Duration::from_millis(1100));
+    assert_eq!(get(addr, "/?token=wrong").0, 401);
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(
+        log.text()
+            .lines()
+            .any(|l| l.contains("without the live page's token") && l.contains("unlogged=")),
+        "{}",
+        log.text()
+    );
+
+    assert!(
+        log.wait_for("the live page stays at", Duration::from_secs(60)),
+        "{}",
+        log.text()
+    );
+    let dropped = log
+        .text()
+        .lines()
+        .filter(|l| l.contains("read nothing"))
+        .count();
+    assert!(
+        (1..=3).contains(&dropped),
+        "10 slow readers said in {dropped} lines: {}",
+        log.text()
+    );
+    drop(slow);
+    let run = tests::run_json(dir.path());
+    assert_eq!(run["status"], "completed", "the run went on");
+    tests::signal(&child, libc::SIGINT);
+    assert!(child.wait().unwrap().success(), "{}", log.text());
 }

@@ -40,8 +40,9 @@ pub const QUANTILE_BOUND: f64 = 0.044_273_782_427_413_84;
 /// The run's metrics, folded from its events; owned by whoever feeds them (no locks inside).
 #[derive(Debug, Default)]
 pub struct Metrics {
-    /// Behind an `Arc` only to be lent to the crate's registry while a scrape is encoded (its
-    /// collectors are `'static`); nothing else holds it, so folding never copies it.
+    /// Behind an `Arc` to be lent to the crate's registry (its collectors are `'static`) and to be
+    /// encoded from a [`Metrics::snapshot`] outside the hub's lock; folding copies it only when an
+    /// event comes while an encode still holds the last one (once a second at most).
     state: Arc<State>,
 }
 
@@ -220,6 +221,14 @@ impl Metrics {
         s.latency = Grid::default();
         s.latency.add(latency);
         s.latency_whole = true;
+    }
+
+    /// The metrics as they stand, sharing what they hold: cheap to take under a lock, to be
+    /// encoded after it is let go.
+    pub fn snapshot(&self) -> Metrics {
+        Metrics {
+            state: Arc::clone(&self.state),
+        }
     }
 
     /// The exposition text, ending with `# EOF`.

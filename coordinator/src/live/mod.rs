@@ -6,6 +6,8 @@
 //! The events, their fold, the rendered view and the metrics are kept behind one lock: the run task
 //! takes it once an event (about once a second), each browser's task once an event to copy out what
 //! it has not sent yet, and a view is rendered at most once an event, only when someone reads it.
+//! `/metrics` is encoded at most once a change too, outside that lock, and every scrape until the
+//! next change is served the same bytes: a scrape flood costs the run a lock taken to read a number.
 //! Nothing a browser or a scraper sends reaches the run: the server answers GETs from this state.
 pub mod metrics;
 mod server;
@@ -22,7 +24,7 @@ use results::events::{Event, Interval, Line, Live};
 use results::run_file::RunFile;
 use tokio_util::sync::CancellationToken;
 
-pub use server::{Bound, LiveError};
+pub use server::{Bound, LiveError, Route, fuzz_route, route};
 
 /// The file the events go to, beside run.json (side by side: beside the targets' directories).
 pub const EVENTS_FILE: &str = "events.ndjson";
@@ -66,6 +68,12 @@ pub(crate) struct Hub {
     changed: tokio::sync::watch::Sender<u64>,
     /// Whether /metrics is kept (`--live`): fixed for the run, so asking takes no lock.
     serving: bool,
+    /// /metrics as last encoded, and the metrics' version it is of. Its own lock, held while
+    /// encoding, so scrapes that come together wait for one encode rather than each doing it,
+    /// and the run task, which never takes it, never waits on an encode.
+    scraped: Mutex<(u64, Option<bytes::Bytes>)>,
+    /// Encodes of /metrics so far (a scrape of unchanged metrics makes none).
+    encodes: std::sync::atomic::AtomicU64,
 }
 
 pub(crate) struct State {
@@ -76,6 +84,8 @@ pub(crate) struct State {
     view: Option<Arc<str>>,
     page: Option<bytes::Bytes>,
     metrics: Option<metrics::Metrics>,
+    /// Changes made to `metrics`, so a scrape knows whether its last encode still holds.
+    metrics_version: u64,
     file: Option<(PathBuf, File)>,
     /// Why the file stopped being written, said when the run is over (a full disk is said once,
     /// by the run).
@@ -100,11 +110,14 @@ impl Feed {
                 page: None,
                 file_error: None,
                 metrics: serving.then(metrics::Metrics::new),
+                metrics_version: 0,
                 file: None,
                 report: None,
             }),
             changed,
             serving,
+            scraped: Mutex::new((0, None)),
+            encodes: Default::default(),
         })))
     }
 
@@ -148,8 +161,10 @@ impl Feed {
     /// A written step's whole merged latency, for /metrics (before its `Step` event).
     pub fn step_latency(&self, lane: usize, step: u32, latency: &Histogram<u64>) {
         let Some(hub) = &self.0 else { return };
-        if let Some(m) = hub.lock().metrics.as_mut() {
+        let mut state = hub.lock();
+        if let Some(m) = state.metrics.as_mut() {
             m.set_step_latency(lane, step, latency);
+            state.metrics_version += 1;
         }
     }
 
@@ -210,6 +225,7 @@ impl Feed {
             }
             if let Some(m) = state.metrics.as_mut() {
                 also(m);
+                state.metrics_version += 1;
             }
             let State {
                 live,
@@ -294,8 +310,28 @@ impl Hub {
         p
     }
 
-    pub(crate) fn metrics(&self) -> Option<String> {
-        self.lock().metrics.as_ref().map(metrics::Metrics::encode)
+    /// /metrics as it stands: the last encode's bytes while the metrics have not changed since,
+    /// else encoded now, from a snapshot taken under the lock and encoded after it is let go.
+    pub(crate) fn metrics(&self) -> Option<bytes::Bytes> {
+        if !self.serving {
+            return None;
+        }
+        let mut scraped = self.scraped.lock().unwrap_or_else(|e| e.into_inner());
+        let (version, snapshot) = {
+            let state = self.lock();
+            let version = state.metrics_version;
+            if scraped.0 == version
+                && let Some(body) = &scraped.1
+            {
+                return Some(body.clone());
+            }
+            (version, state.metrics.as_ref()?.snapshot())
+        };
+        let body = bytes::Bytes::from(snapshot.encode());
+        self.encodes
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        *scraped = (version, Some(body.clone()));
+        Some(body)
     }
 
     pub(crate) fn report(&self) -> Option<PathBuf> {
@@ -330,12 +366,22 @@ impl Server {
         })
     }
 
-    /// The page's address, with its token when one is asked.
+    /// The page's addresses to open, with its token when one is asked: the bound address, or for
+    /// an unspecified one (`0.0.0.0`, `[::]`) loopback first, then this host's own addresses,
+    /// since the unspecified address itself is not one a browser can open.
+    pub fn urls(&self) -> Vec<String> {
+        open_at(self.bound.addr, &host_addrs())
+            .into_iter()
+            .map(|addr| match &self.token {
+                Some(t) => format!("http://{addr}/?token={t}"),
+                None => format!("http://{addr}/"),
+            })
+            .collect()
+    }
+
+    /// The first of [`Server::urls`]: the one to open on this host.
     pub fn url(&self) -> String {
-        match &self.token {
-            Some(t) => format!("http://{}/?token={t}", self.bound.addr),
-            None => format!("http://{}/", self.bound.addr),
-        }
+        self.urls().swap_remove(0)
     }
 
     /// Keeps serving the finished run for `keep` (when `stay`; or until `stop`), then stops.
@@ -354,5 +400,143 @@ impl Server {
             }
         }
         self.bound.stop().await;
+    }
+}
+
+/// Where a browser can reach a server bound to `bound`: itself, or for an unspecified address the
+/// loopback of its family and then each of `host`'s addresses of that family that another machine
+/// could use (not loopback, not link-local, which needs an interface named beside it).
+fn open_at(bound: SocketAddr, host: &[std::net::IpAddr]) -> Vec<SocketAddr> {
+    use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+    let ip = bound.ip();
+    if !ip.is_unspecified() {
+        return vec![bound];
+    }
+    let loopback = match ip {
+        IpAddr::V4(_) => IpAddr::V4(Ipv4Addr::LOCALHOST),
+        IpAddr::V6(_) => IpAddr::V6(Ipv6Addr::LOCALHOST),
+    };
+    let mut out = vec![SocketAddr::new(loopback, bound.port())];
+    for &a in host {
+        let usable = match a {
+            IpAddr::V4(v4) => {
+                ip.is_ipv4() && !v4.is_loopback() && !v4.is_unspecified() && !v4.is_link_local()
+            }
+            IpAddr::V6(v6) => {
+                ip.is_ipv6()
+                    && !v6.is_loopback()
+                    && !v6.is_unspecified()
+                    && !v6.is_unicast_link_local()
+            }
+        };
+        let at = SocketAddr::new(a, bound.port());
+        if usable && !out.contains(&at) {
+            out.push(at);
+        }
+    }
+    out
+}
+
+/// This host's interface addresses (getifaddrs(3)); none if they cannot be read.
+fn host_addrs() -> Vec<std::net::IpAddr> {
+    use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+    let mut out = Vec::new();
+    let mut list: *mut libc::ifaddrs = std::ptr::null_mut();
+    // SAFETY: getifaddrs(3) sets `list` to a list of its own, walked read-only below and freed once.
+    if unsafe { libc::getifaddrs(&mut list) } != 0 {
+        return out;
+    }
+    let mut node = list;
+    while !node.is_null() {
+        // SAFETY: `node` is a node of the list getifaddrs returned, not freed yet; an address's
+        // family says which sockaddr it is, so each cast reads a structure of that type.
+        unsafe {
+            let ifa = &*node;
+            if !ifa.ifa_addr.is_null() {
+                match i32::from((*ifa.ifa_addr).sa_family) {
+                    libc::AF_INET => {
+                        let sin = &*(ifa.ifa_addr as *const libc::sockaddr_in);
+                        out.push(IpAddr::V4(Ipv4Addr::from(u32::from_be(
+                            sin.sin_addr.s_addr,
+                        ))));
+                    }
+                    libc::AF_INET6 => {
+                        let sin6 = &*(ifa.ifa_addr as *const libc::sockaddr_in6);
+                        out.push(IpAddr::V6(Ipv6Addr::from(sin6.sin6_addr.s6_addr)));
+                    }
+                    _ => {}
+                }
+            }
+            node = ifa.ifa_next;
+        }
+    }
+    // SAFETY: the list getifaddrs returned, freed once, nothing of it kept.
+    unsafe { libc::freeifaddrs(list) };
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::IpAddr;
+    use std::sync::atomic::Ordering;
+
+    #[test]
+    fn a_scrape_of_unchanged_metrics_is_the_last_encode_s_bytes() {
+        let feed = Feed::new(true);
+        let hub = feed.hub().unwrap().clone();
+        let first = hub.metrics().unwrap();
+        for _ in 0..100 {
+            assert_eq!(
+                hub.metrics().unwrap(),
+                first,
+                "byte-identical until a change"
+            );
+        }
+        assert_eq!(
+            hub.encodes.load(Ordering::Relaxed),
+            1,
+            "one encode for 101 scrapes"
+        );
+        // A merged second's latency (as the run task hands it over) is a change: encoded again,
+        // once.
+        let mut h = Histogram::<u64>::new(3).unwrap();
+        h.record(1_000).unwrap();
+        feed.step_latency(0, 1, &h);
+        hub.metrics().unwrap();
+        hub.metrics().unwrap();
+        assert_eq!(hub.encodes.load(Ordering::Relaxed), 2);
+        assert!(Feed::new(false).hub().unwrap().metrics().is_none());
+    }
+
+    #[test]
+    fn an_unspecified_address_is_opened_on_loopback_and_the_host_s_addresses() {
+        let host: Vec<IpAddr> = [
+            "127.0.0.1",
+            "192.168.1.5",
+            "fe80::1",
+            "2001:db8::5",
+            "10.0.0.2",
+        ]
+        .iter()
+        .map(|a| a.parse().unwrap())
+        .collect();
+        let open = |a: &str| -> Vec<String> {
+            open_at(a.parse().unwrap(), &host)
+                .iter()
+                .map(|a| a.to_string())
+                .collect()
+        };
+        assert_eq!(
+            open("0.0.0.0:5665"),
+            ["127.0.0.1:5665", "192.168.1.5:5665", "10.0.0.2:5665"]
+        );
+        assert_eq!(open("[::]:5665"), ["[::1]:5665", "[2001:db8::5]:5665"]);
+        assert_eq!(open("192.168.1.5:1"), ["192.168.1.5:1"]);
+        assert!(
+            open_at("0.0.0.0:1".parse().unwrap(), &host_addrs())[0]
+                .ip()
+                .is_loopback()
+        );
     }
 }

@@ -1,27 +1,36 @@
 //! The live address's HTTP/1.1 server: the page (`/`), its event stream (`/events`, server-sent
 //! events replayed from the start or from the browser's Last-Event-ID), `/metrics` for Prometheus,
 //! and once the run is over its report (`/report.html`). Read-only: only GET and HEAD are
-//! answered, no request body is read, and nothing received reaches the run.
+//! answered, no request body is read, and nothing received reaches the run. What a request asks
+//! for is decided by [`route`], a plain function of its method, target, headers and the token.
 //!
-//! Bounded: at most [`MAX_VIEWERS`] connections at once (the next is answered 503 and closed), a
-//! request's head within [`HEAD_WITHIN`], and a stream whose browser reads nothing for
-//! [`SLOW_READER`] is dropped (said in the log), so a browser that never reads holds at most a few
-//! messages of memory.
+//! Bounded, so that nobody without the token holds anything a token holder needs:
+//! - a connection is *unproven* until a request on it passes the token check: at most
+//!   [`MAX_UNPROVEN`] of them at once ([`MAX_UNPROVEN_PER_IP`] from one address: one more from it
+//!   is closed at once; one more from elsewhere closes the oldest of the address holding the
+//!   most), each closed [`PROVE_WITHIN`] after its accept unless proven;
+//! - a *seat* is taken by the first request that passed the check, and held by its connection: at
+//!   most [`MAX_VIEWERS`] ([`MAX_SEATS_PER_IP`] from one address); past them, 503;
+//! - `/metrics` at most [`SCRAPES_PER_S`] a second per address (a burst of [`SCRAPE_BURST`]);
+//!   beyond, 429. The body is encoded once a change, never once a scrape (`Hub::metrics`);
+//! - a request's head within [`HEAD_WITHIN`], and a stream whose browser reads nothing for
+//!   [`SLOW_READER`] is dropped (said in the log, one line a second), so a browser that never
+//!   reads holds at most a few messages of memory.
+use std::collections::{HashMap, VecDeque};
 use std::convert::Infallible;
-use std::net::SocketAddr;
-use std::sync::Arc;
-use std::time::Duration;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, StreamBody, combinators::BoxBody};
 use hyper::body::{Frame, Incoming};
 use hyper::header::{self, HeaderValue};
 use hyper::service::service_fn;
-use hyper::{Method, Request, Response, StatusCode};
+use hyper::{HeaderMap, Method, Request, Response, StatusCode, Uri};
 use hyper_util::rt::{TokioIo, TokioTimer};
-use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{Semaphore, mpsc};
+use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
@@ -29,11 +38,25 @@ use tokio_util::sync::CancellationToken;
 use super::Hub;
 use super::metrics;
 
-/// Connections served at once: browsers and scrapers together.
+/// Seats: connections that presented the token, served at once (browsers and scrapers together).
 pub const MAX_VIEWERS: usize = 64;
+/// Seats one address may hold: half, so one host (or one NAT) of token holders leaves room.
+pub const MAX_SEATS_PER_IP: usize = 32;
+/// Connections accepted and not yet proven (no request on them has passed the token check).
+pub const MAX_UNPROVEN: usize = 64;
+/// Unproven connections one address may hold; one more from it is closed at once, so a crowd from
+/// one address can never push out a connection from another.
+pub const MAX_UNPROVEN_PER_IP: usize = 8;
+/// How long a connection has, from its accept, to send a request that passes the token check: a
+/// browser's or a scraper's first request comes at once.
+pub const PROVE_WITHIN: Duration = Duration::from_secs(3);
+/// `/metrics` a second from one address, sustained (Prometheus scrapes every 15 s by default).
+pub const SCRAPES_PER_S: f64 = 5.0;
+/// `/metrics` one address may ask at once after a quiet spell.
+pub const SCRAPE_BURST: f64 = 10.0;
 /// How long a stream may wait on a browser that reads nothing before it is dropped.
 pub const SLOW_READER: Duration = Duration::from_secs(5);
-/// How long a connection has to send a request's head.
+/// How long a connection has to send a request's head (and a kept-alive one to send its next).
 pub const HEAD_WITHIN: Duration = Duration::from_secs(10);
 /// A comment line on an idle stream this often, so a proxy or a browser does not take it for dead.
 const KEEP_ALIVE: Duration = Duration::from_secs(15);
@@ -42,6 +65,11 @@ const STREAMS_END: Duration = Duration::from_millis(200);
 /// Stream messages waiting for a browser's connection to take them: one, so a browser that stops
 /// reading holds back the very next message, and is dropped [`SLOW_READER`] after.
 const STREAM_QUEUE: usize = 1;
+/// The least time between two log lines of one reason.
+const LOG_EVERY: Duration = Duration::from_secs(1);
+/// Addresses whose scrapes are remembered; past it, those whose allowance is whole are forgotten
+/// (and all of them if that is not enough), so a sweep of addresses cannot grow the map.
+const SCRAPERS_KEPT: usize = 4096;
 
 #[derive(Debug, thiserror::Error)]
 pub enum LiveError {
@@ -80,7 +108,9 @@ struct Ctx {
     hub: Arc<Hub>,
     token: Option<String>,
     ending: CancellationToken,
-    said: Said,
+    door: Arc<Door>,
+    scrapes: Scrapes,
+    hush: Hush,
 }
 
 pub async fn bind(
@@ -100,7 +130,9 @@ pub async fn bind(
         hub,
         token,
         ending: ending.clone(),
-        said: Said::default(),
+        door: Arc::default(),
+        scrapes: Scrapes::default(),
+        hush: Hush::default(),
     });
     let task = tokio::spawn(accept(listener, ctx, stop.clone()));
     Ok(Bound {
@@ -112,7 +144,6 @@ pub async fn bind(
 }
 
 async fn accept(listener: TcpListener, ctx: Arc<Ctx>, stop: CancellationToken) {
-    let seats = Arc::new(Semaphore::new(MAX_VIEWERS));
     loop {
         let (stream, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
@@ -122,35 +153,56 @@ async fn accept(listener: TcpListener, ctx: Arc<Ctx>, stop: CancellationToken) {
             },
             () = stop.cancelled() => return,
         };
-        small_send_buffer(&stream);
-        let Ok(seat) = seats.clone().try_acquire_owned() else {
-            tokio::spawn(refuse(stream));
-            continue;
-        };
-        let ctx = ctx.clone();
-        let done = stop.child_token();
-        tokio::spawn(async move {
-            let conn_done = done.clone();
-            let svc = service_fn(move |req| {
-                let ctx = ctx.clone();
-                let done = conn_done.clone();
-                async move { Ok::<_, Infallible>(handle(&ctx, req, peer, done)) }
-            });
-            let conn = hyper::server::conn::http1::Builder::new()
-                .timer(TokioTimer::new())
-                .header_read_timeout(HEAD_WITHIN)
-                // What hyper buffers of a response beyond the socket's own: small, so a browser
-                // that stops reading holds back the stream's next message at once (and a request's
-                // head is a GET's, never more).
-                .max_buf_size(8192)
-                .serve_connection(TokioIo::new(stream), svc);
-            tokio::select! {
-                _ = conn => {}
-                () = done.cancelled() => {}
+        let ticket = match ctx.door.arrive(peer.ip()) {
+            Arrival::Let(ticket, closed) => {
+                if let Some(closed) = closed {
+                    ctx.hush.say(Refusal::Crowded, closed);
+                }
+                ticket
             }
-            drop(seat);
-        });
+            Arrival::Refused => {
+                // Closed unanswered: an answer would be one more thing for the crowd to hold.
+                ctx.hush.say(Refusal::Crowded, peer.ip());
+                drop(stream);
+                continue;
+            }
+        };
+        small_send_buffer(&stream);
+        tokio::spawn(serve(stream, peer, ticket, ctx.clone(), stop.child_token()));
     }
+}
+
+/// One connection, until it ends, the server stops, or it is turned away unproven.
+async fn serve(
+    stream: TcpStream,
+    peer: SocketAddr,
+    ticket: Ticket,
+    ctx: Arc<Ctx>,
+    done: CancellationToken,
+) {
+    let ticket = Arc::new(ticket);
+    let turned_away = ticket.turned_away();
+    let svc = {
+        let (ctx, ticket, done) = (ctx.clone(), ticket.clone(), done.clone());
+        service_fn(move |req| {
+            let response = handle(&ctx, &ticket, req, peer, done.clone());
+            async move { Ok::<_, Infallible>(response) }
+        })
+    };
+    let conn = hyper::server::conn::http1::Builder::new()
+        .timer(TokioTimer::new())
+        .header_read_timeout(HEAD_WITHIN)
+        // What hyper buffers of a response beyond the socket's own: small, so a browser that
+        // stops reading holds back the stream's next message at once (and a request's head is a
+        // GET's, never more).
+        .max_buf_size(8192)
+        .serve_connection(TokioIo::new(stream), svc);
+    tokio::select! {
+        _ = conn => {}
+        () = done.cancelled() => {}
+        () = turned_away => {}
+    }
+    ctx.door.leave(&ticket);
 }
 
 /// What the kernel holds of a connection's unsent bytes: the few views a browser a network away
@@ -177,20 +229,281 @@ fn small_send_buffer(stream: &TcpStream) {
     }
 }
 
-/// The connection past the bound: told so in one response and closed.
-async fn refuse(mut stream: TcpStream) {
-    let body = format!(
-        "the live page serves at most {MAX_VIEWERS} connections at once; try again later\n"
-    );
-    let response = format!(
-        "HTTP/1.1 503 Service Unavailable\r\ncontent-type: text/plain; charset=utf-8\r\nretry-after: 5\r\nconnection: close\r\ncontent-length: {}\r\n\r\n{body}",
-        body.len()
-    );
-    let _ = tokio::time::timeout(Duration::from_secs(1), async {
-        let _ = stream.write_all(response.as_bytes()).await;
-        let _ = stream.shutdown().await;
-    })
-    .await;
+/// What is known of a connection at the door.
+struct Ticket {
+    id: u64,
+    ip: IpAddr,
+    /// Cancelled when the door closes it unproven to let a newer one in.
+    closed: CancellationToken,
+    /// Cancelled when a request on it passed the token check and took a seat.
+    proven: CancellationToken,
+    /// The seat, once taken; given back when the connection ends.
+    seat: Mutex<Option<Seat>>,
+}
+
+impl Ticket {
+    /// Resolves when the connection must be closed unproven: [`PROVE_WITHIN`] passed, or the door
+    /// closed it; never once it is proven.
+    fn turned_away(&self) -> impl Future<Output = ()> + use<> {
+        let (closed, proven) = (self.closed.clone(), self.proven.clone());
+        async move {
+            tokio::select! {
+                biased;
+                () = proven.cancelled() => std::future::pending().await,
+                () = closed.cancelled() => {}
+                () = tokio::time::sleep(PROVE_WITHIN) => {}
+            }
+        }
+    }
+
+    fn seated(&self) -> bool {
+        self.proven.is_cancelled()
+    }
+}
+
+/// The connections that have not proven themselves yet, and the seats of those that have.
+#[derive(Default)]
+struct Door(Mutex<DoorState>);
+
+#[derive(Default)]
+struct DoorState {
+    next: u64,
+    /// Oldest first: (ticket id, address, its `closed`).
+    unproven: VecDeque<(u64, IpAddr, CancellationToken)>,
+    seats: HashMap<IpAddr, usize>,
+    seated: usize,
+}
+
+enum Arrival {
+    /// Let in unproven; the address of a connection closed to make room, if one was.
+    Let(Ticket, Option<IpAddr>),
+    /// Its address already holds [`MAX_UNPROVEN_PER_IP`] unproven connections.
+    Refused,
+}
+
+/// Why a seat was not given.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum NoSeat {
+    /// Every seat, or every seat of the address, is taken.
+    Full,
+    /// The door closed the connection already (to let a newer one in).
+    Closed,
+}
+
+impl Door {
+    fn lock(&self) -> std::sync::MutexGuard<'_, DoorState> {
+        // Counts only: whatever a panic left is still a count the next change corrects.
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn arrive(&self, ip: IpAddr) -> Arrival {
+        let mut d = self.lock();
+        if d.unproven.iter().filter(|(_, i, _)| *i == ip).count() >= MAX_UNPROVEN_PER_IP {
+            return Arrival::Refused;
+        }
+        let id = d.next;
+        d.next += 1;
+        let closed = CancellationToken::new();
+        d.unproven.push_back((id, ip, closed.clone()));
+        let mut made_room = None;
+        if d.unproven.len() > MAX_UNPROVEN {
+            // The oldest of the address holding the most: a crowd from a few addresses gives way
+            // before anyone else's one connection does.
+            let mut per_ip: HashMap<IpAddr, usize> = HashMap::new();
+            for (_, i, _) in &d.unproven {
+                *per_ip.entry(*i).or_default() += 1;
+            }
+            let most = per_ip.values().copied().max().unwrap_or(0);
+            if let Some(at) = d.unproven.iter().position(|(_, i, _)| per_ip[i] == most)
+                && let Some((_, i, token)) = d.unproven.remove(at)
+            {
+                token.cancel();
+                made_room = Some(i);
+            }
+        }
+        let ticket = Ticket {
+            id,
+            ip,
+            closed,
+            proven: CancellationToken::new(),
+            seat: Mutex::new(None),
+        };
+        Arrival::Let(ticket, made_room)
+    }
+
+    /// A seat for the connection of `ticket`, now that a request on it passed the token check.
+    fn seat_for(self: &Arc<Self>, ticket: &Ticket) -> Result<(), NoSeat> {
+        let mut d = self.lock();
+        let Some(at) = d.unproven.iter().position(|(i, _, _)| *i == ticket.id) else {
+            return Err(NoSeat::Closed);
+        };
+        let mine = d.seats.get(&ticket.ip).copied().unwrap_or(0);
+        if d.seated >= MAX_VIEWERS || mine >= MAX_SEATS_PER_IP {
+            return Err(NoSeat::Full);
+        }
+        d.unproven.remove(at);
+        d.seated += 1;
+        *d.seats.entry(ticket.ip).or_default() += 1;
+        drop(d);
+        *ticket.seat.lock().unwrap_or_else(|e| e.into_inner()) = Some(Seat {
+            door: self.clone(),
+            ip: ticket.ip,
+        });
+        ticket.proven.cancel();
+        Ok(())
+    }
+
+    /// The connection of `ticket` has ended: out of the unproven, its seat given back.
+    fn leave(&self, ticket: &Ticket) {
+        let seat = ticket.seat.lock().unwrap_or_else(|e| e.into_inner()).take();
+        drop(seat);
+        let mut d = self.lock();
+        if let Some(at) = d.unproven.iter().position(|(i, _, _)| *i == ticket.id) {
+            d.unproven.remove(at);
+        }
+    }
+
+    #[cfg(test)]
+    fn counts(&self) -> (usize, usize) {
+        let d = self.lock();
+        (d.unproven.len(), d.seated)
+    }
+}
+
+/// A taken seat, given back when dropped.
+struct Seat {
+    door: Arc<Door>,
+    ip: IpAddr,
+}
+
+impl Drop for Seat {
+    fn drop(&mut self) {
+        let mut d = self.door.lock();
+        d.seated = d.seated.saturating_sub(1);
+        if let Some(n) = d.seats.get_mut(&self.ip) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                d.seats.remove(&self.ip);
+            }
+        }
+    }
+}
+
+/// Each address's allowance of scrapes: a token bucket of [`SCRAPE_BURST`] refilled at
+/// [`SCRAPES_PER_S`].
+#[derive(Default)]
+struct Scrapes(Mutex<HashMap<IpAddr, (f64, Instant)>>);
+
+impl Scrapes {
+    /// Whether `ip` may scrape at `now` (and if so, the scrape is counted).
+    fn allow(&self, ip: IpAddr, now: Instant) -> bool {
+        let mut m = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if m.len() >= SCRAPERS_KEPT && !m.contains_key(&ip) {
+            m.retain(|_, (left, at)| {
+                *left + now.saturating_duration_since(*at).as_secs_f64() * SCRAPES_PER_S
+                    < SCRAPE_BURST
+            });
+            if m.len() >= SCRAPERS_KEPT {
+                m.clear();
+            }
+        }
+        let (left, at) = m.entry(ip).or_insert((SCRAPE_BURST, now));
+        *left = (*left + now.saturating_duration_since(*at).as_secs_f64() * SCRAPES_PER_S)
+            .min(SCRAPE_BURST);
+        *at = now;
+        if *left >= 1.0 {
+            *left -= 1.0;
+            true
+        } else {
+            false
+        }
+    }
+}
+
+/// What is said in the log of what the server turned away: one line a second per reason at most,
+/// the next one counting those not said, so a flood is not the log's.
+#[derive(Default)]
+struct Hush(Mutex<HashMap<Refusal, (Instant, u64)>>);
+
+/// What the log says of a request or a connection turned away.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Refusal {
+    /// A request without the page's token (or with a wrong one).
+    NoToken,
+    /// On loopback without a token, a request naming another host (DNS rebinding).
+    OtherHost,
+    /// A connection closed unproven to let a newer one in, or refused for its address's crowd.
+    Crowded,
+    /// A proven request with every seat (or its address's) taken.
+    Full,
+    /// A scrape beyond its address's allowance.
+    Scrapes,
+    /// A stream whose browser read nothing for [`SLOW_READER`].
+    SlowReader,
+}
+
+impl Refusal {
+    fn words(self) -> String {
+        match self {
+            Refusal::NoToken => "refused a request without the live page's token".into(),
+            Refusal::OtherHost => "refused a request naming another host".into(),
+            Refusal::Crowded => format!(
+                "closed a connection that sent no request with the token (at most \
+                 {MAX_UNPROVEN_PER_IP} from one address, {MAX_UNPROVEN} in all)"
+            ),
+            Refusal::Full => format!(
+                "refused a viewer: all {MAX_VIEWERS} seats taken (or {MAX_SEATS_PER_IP} of its \
+                 address)"
+            ),
+            Refusal::Scrapes => {
+                format!("refused a scrape: more than {SCRAPES_PER_S} a second from one address")
+            }
+            Refusal::SlowReader => format!(
+                "dropped a browser that read nothing for {} s",
+                SLOW_READER.as_secs()
+            ),
+        }
+    }
+}
+
+impl Hush {
+    fn say(&self, why: Refusal, peer: impl std::fmt::Display) {
+        if let Some(unlogged) = self.due(why, Instant::now()) {
+            let words = why.words();
+            if unlogged == 0 {
+                tracing::warn!(viewer = %peer, "live page: {words}");
+            } else {
+                tracing::warn!(viewer = %peer, unlogged, "live page: {words}");
+            }
+        }
+    }
+
+    /// Whether `why` is said at `now`: `Some(how many were not said since its last line)`, or
+    /// `None` within [`LOG_EVERY`] of that line.
+    fn due(&self, why: Refusal, now: Instant) -> Option<u64> {
+        let mut said = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        match said.get_mut(&why) {
+            Some((at, unsaid)) if now.saturating_duration_since(*at) < LOG_EVERY => {
+                *unsaid += 1;
+                None
+            }
+            Some((at, unsaid)) => {
+                *at = now;
+                Some(std::mem::take(unsaid))
+            }
+            None => {
+                said.insert(why, (now, 0));
+                Some(0)
+            }
+        }
+    }
+}
+
+/// What to tell a connection the server will not keep, and close it.
+fn closing(mut r: Response<Body>) -> Response<Body> {
+    r.headers_mut()
+        .insert(header::CONNECTION, HeaderValue::from_static("close"));
+    r
 }
 
 fn text(status: StatusCode, body: impl Into<String>) -> Response<Body> {
@@ -207,47 +520,221 @@ fn respond(status: StatusCode, kind: &'static str, body: impl Into<Bytes>) -> Re
     r
 }
 
+/// What a request asks for, once its method, its target and its token are checked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Route {
+    /// Not GET or HEAD: 405.
+    NotAllowed,
+    /// Without the page's token where one is asked (or with a wrong one): 401.
+    NoToken,
+    /// On loopback without a token, a Host (or a target's authority) naming another host: a web
+    /// page of elsewhere whose name was pointed at 127.0.0.1 to read the run (DNS rebinding). 403.
+    OtherHost,
+    Page,
+    /// The stream, from the event after this one.
+    Events {
+        after: u64,
+    },
+    Metrics,
+    /// A file by its name (one path segment): the run's report once it is over, else 404.
+    Named(String),
+    /// Anything else, a target without a path among it (`GET 127.0.0.1:5665`, `OPTIONS *`): 404.
+    NotFound,
+}
+
+impl Route {
+    /// Whether the request may read the run: it passed the token (or loopback's Host) check.
+    pub fn admitted(&self) -> bool {
+        !matches!(self, Route::NotAllowed | Route::NoToken | Route::OtherHost)
+    }
+}
+
+/// What a request asks for: its method first, then whether it may read the run (`token`: the
+/// page's token when one is asked), then its path. Total over every method, target form and header
+/// value: no input panics.
+pub fn route(method: &Method, uri: &Uri, headers: &HeaderMap, token: Option<&str>) -> Route {
+    if method != Method::GET && method != Method::HEAD {
+        return Route::NotAllowed;
+    }
+    match token {
+        Some(expected) => {
+            let presented = presented_token(uri, headers);
+            if !presented
+                .as_deref()
+                .is_some_and(|p| agent::session::token_matches(p, expected))
+            {
+                return Route::NoToken;
+            }
+        }
+        None => {
+            let host = headers
+                .get(header::HOST)
+                .and_then(|h| h.to_str().ok())
+                .unwrap_or("");
+            // A target in absolute form names its host itself, and that is the one that counts.
+            let named = uri.authority().map_or(host, |a| a.as_str());
+            if !is_loopback_host(host) || !is_loopback_host(named) {
+                return Route::OtherHost;
+            }
+        }
+    }
+    match uri.path() {
+        // The page's script asks its stream with the page's own query (the token, when one is
+        // asked), so the page is the same bytes for every browser: rendered once an event.
+        "/" => Route::Page,
+        "/events" => {
+            // A reconnect says where it was (Last-Event-ID); a page opened mid-run, what it shows.
+            let after = headers
+                .get("last-event-id")
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.trim().parse::<u64>().ok())
+                .or_else(|| query(uri, "after").and_then(|v| v.parse().ok()))
+                .unwrap_or(0);
+            Route::Events { after }
+        }
+        "/metrics" => Route::Metrics,
+        // An authority-form or asterisk-form target has no path: "" or "*".
+        path => match path.strip_prefix('/') {
+            Some(name) if !name.is_empty() && !name.contains('/') => Route::Named(name.into()),
+            _ => Route::NotFound,
+        },
+    }
+}
+
+/// The live routes' fuzz target (`shared/fuzz/fuzz_targets/live_routes.rs`): a request made of
+/// whatever bytes (its first byte says whether a token is asked; then a method line, a target line
+/// in any form, and `name: value` header lines) is routed without a panic, and admitted only with
+/// GET or HEAD and, where a token is asked, only if the token is among what it presents.
+pub fn fuzz_route(data: &[u8]) {
+    const TOKEN: &str = "0123456789abcdef0123456789abcdef";
+    let [flags, rest @ ..] = data else {
+        return;
+    };
+    let mut lines = rest.split(|&b| b == b'\n');
+    let (Some(method), Some(target)) = (lines.next(), lines.next()) else {
+        return;
+    };
+    let (Ok(method), Ok(uri)) = (Method::from_bytes(method), Uri::try_from(target)) else {
+        return;
+    };
+    let mut headers = HeaderMap::new();
+    for line in lines {
+        let Some(colon) = line.iter().position(|&b| b == b':') else {
+            continue;
+        };
+        if let (Ok(name), Ok(value)) = (
+            header::HeaderName::from_bytes(&line[..colon]),
+            HeaderValue::from_bytes(line[colon + 1..].trim_ascii()),
+        ) {
+            headers.append(name, value);
+        }
+    }
+    let token = (flags & 1 == 1).then_some(TOKEN);
+    let routed = route(&method, &uri, &headers, token);
+    if !routed.admitted() {
+        return;
+    }
+    assert!(method == Method::GET || method == Method::HEAD, "{method}");
+    if token.is_some() {
+        let in_target = query_unescape(&String::from_utf8_lossy(target)).contains(TOKEN);
+        let in_header = headers
+            .values()
+            .any(|v| String::from_utf8_lossy(v.as_bytes()).contains(TOKEN));
+        assert!(
+            in_target || in_header,
+            "admitted without the token: {routed:?}"
+        );
+    } else {
+        let host = headers.get(header::HOST).and_then(|h| h.to_str().ok());
+        assert!(host.is_some_and(is_loopback_host), "{routed:?}");
+    }
+    if let Route::Named(name) = &routed {
+        assert!(!name.is_empty() && !name.contains('/'), "{name}");
+    }
+}
+
 fn handle(
-    ctx: &Ctx,
+    ctx: &Arc<Ctx>,
+    ticket: &Arc<Ticket>,
     req: Request<Incoming>,
     peer: SocketAddr,
     done: CancellationToken,
 ) -> Response<Body> {
-    if req.method() != Method::GET && req.method() != Method::HEAD {
-        let mut r = text(
-            StatusCode::METHOD_NOT_ALLOWED,
-            "the live page is read-only: GET only\n",
-        );
-        r.headers_mut()
-            .insert(header::ALLOW, HeaderValue::from_static("GET, HEAD"));
-        return r;
+    let route = route(req.method(), req.uri(), req.headers(), ctx.token.as_deref());
+    match route {
+        Route::NotAllowed => {
+            let mut r = text(
+                StatusCode::METHOD_NOT_ALLOWED,
+                "the live page is read-only: GET only\n",
+            );
+            r.headers_mut()
+                .insert(header::ALLOW, HeaderValue::from_static("GET, HEAD"));
+            return r;
+        }
+        // Closed after the answer, so a stranger holds no connection (it never held a seat).
+        Route::NoToken => {
+            ctx.hush.say(Refusal::NoToken, peer);
+            let mut r = text(
+                StatusCode::UNAUTHORIZED,
+                "the live page needs its token: open the address stampede printed (?token=...)\n",
+            );
+            r.headers_mut()
+                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+            return closing(r);
+        }
+        Route::OtherHost => {
+            ctx.hush.say(Refusal::OtherHost, peer);
+            return closing(text(
+                StatusCode::FORBIDDEN,
+                "the live page on loopback answers requests to 127.0.0.1, [::1] or localhost only\n",
+            ));
+        }
+        _ => {}
     }
-    if let Some(refused) = refuse_stranger(ctx, &req, peer) {
-        return refused;
+    if !ticket.seated() {
+        match ctx.door.seat_for(ticket) {
+            Ok(()) => {}
+            Err(NoSeat::Closed) => {
+                return closing(text(StatusCode::SERVICE_UNAVAILABLE, "try again\n"));
+            }
+            Err(NoSeat::Full) => {
+                ctx.hush.say(Refusal::Full, peer);
+                let mut r = text(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    format!(
+                        "the live page serves at most {MAX_VIEWERS} viewers at once \
+                         ({MAX_SEATS_PER_IP} from one address); try again later\n"
+                    ),
+                );
+                r.headers_mut()
+                    .insert(header::RETRY_AFTER, HeaderValue::from_static("5"));
+                return closing(r);
+            }
+        }
     }
     let hub = &ctx.hub;
-    match req.uri().path() {
-        // The page's script asks its stream with the page's own query (the token, when one is
-        // asked), so the page is the same bytes for every browser: rendered once an event.
-        "/" => respond(StatusCode::OK, "text/html; charset=utf-8", hub.page()),
-        "/events" => {
-            // A reconnect says where it was (Last-Event-ID); a page opened mid-run, what it shows.
-            let after = req
-                .headers()
-                .get("last-event-id")
-                .and_then(|v| v.to_str().ok())
-                .and_then(|v| v.trim().parse::<u64>().ok())
-                .or_else(|| query(&req, "after").and_then(|v| v.parse().ok()))
-                .unwrap_or(0);
-            stream(hub.clone(), after, peer, done, ctx.ending.clone())
+    match route {
+        Route::Page => respond(StatusCode::OK, "text/html; charset=utf-8", hub.page()),
+        Route::Events { after } => stream(ctx.clone(), after, peer, done),
+        Route::Metrics => {
+            if !ctx.scrapes.allow(peer.ip(), Instant::now()) {
+                ctx.hush.say(Refusal::Scrapes, peer);
+                let mut r = text(
+                    StatusCode::TOO_MANY_REQUESTS,
+                    format!("at most {SCRAPES_PER_S} scrapes a second from one address\n"),
+                );
+                r.headers_mut()
+                    .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+                return r;
+            }
+            match hub.metrics() {
+                Some(m) => respond(StatusCode::OK, metrics::CONTENT_TYPE, m),
+                None => text(StatusCode::NOT_FOUND, "no metrics are kept for this run\n"),
+            }
         }
-        "/metrics" => match hub.metrics() {
-            Some(m) => respond(StatusCode::OK, metrics::CONTENT_TYPE, m),
-            None => text(StatusCode::NOT_FOUND, "no metrics are kept for this run\n"),
-        },
-        path => match hub.report() {
-            // The run's report (side by side, the comparison), by its own name, once it is over.
-            Some(report) if report.file_name().is_some_and(|n| path[1..] == *n) => {
+        // The run's report (side by side, the comparison), by its own name, once it is over.
+        Route::Named(name) => match hub.report() {
+            Some(report) if report.file_name().is_some_and(|n| *n == *name) => {
                 match std::fs::read(&report) {
                     Ok(bytes) => respond(StatusCode::OK, "text/html; charset=utf-8", bytes),
                     Err(e) => text(
@@ -256,58 +743,18 @@ fn handle(
                     ),
                 }
             }
-            _ => text(
-                StatusCode::NOT_FOUND,
-                "not here: the live page is /, its stream /events, its metrics /metrics (and its \
-                 report once the run is over)\n",
-            ),
+            _ => not_here(),
         },
+        Route::NotFound | Route::NotAllowed | Route::NoToken | Route::OtherHost => not_here(),
     }
 }
 
-/// The answer to a request that may not read the run, if this is one: without the page's token
-/// where one is asked (401, and the connection closed, so a stranger holds no seat), or, on
-/// loopback without a token, one that names another host (a web page of elsewhere whose name was
-/// pointed at 127.0.0.1 to read the run: DNS rebinding).
-fn refuse_stranger(ctx: &Ctx, req: &Request<Incoming>, peer: SocketAddr) -> Option<Response<Body>> {
-    let mut r = match &ctx.token {
-        Some(expected) => {
-            let presented = presented_token(req);
-            if presented
-                .as_deref()
-                .is_some_and(|p| agent::session::token_matches(p, expected))
-            {
-                return None;
-            }
-            ctx.said
-                .say(peer, "a request without the live page's token");
-            let mut r = text(
-                StatusCode::UNAUTHORIZED,
-                "the live page needs its token: open the address stampede printed (?token=...)\n",
-            );
-            r.headers_mut()
-                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
-            r
-        }
-        None => {
-            let host = req
-                .headers()
-                .get(header::HOST)
-                .and_then(|h| h.to_str().ok())
-                .unwrap_or("");
-            if is_loopback_host(host) {
-                return None;
-            }
-            ctx.said.say(peer, "a request naming another host");
-            text(
-                StatusCode::FORBIDDEN,
-                "the live page on loopback answers requests to 127.0.0.1, [::1] or localhost only\n",
-            )
-        }
-    };
-    r.headers_mut()
-        .insert(header::CONNECTION, HeaderValue::from_static("close"));
-    Some(r)
+fn not_here() -> Response<Body> {
+    text(
+        StatusCode::NOT_FOUND,
+        "not here: the live page is /, its stream /events, its metrics /metrics (and its report \
+         once the run is over)\n",
+    )
 }
 
 /// Whether a Host header names this machine's loopback: `127.x.y.z`, `[::1]` or `localhost`, with
@@ -323,31 +770,9 @@ fn is_loopback_host(host: &str) -> bool {
             .is_ok_and(|ip| ip.is_loopback())
 }
 
-/// What is said of refused requests: once a second per reason at most, so a stranger's flood is
-/// not the log's.
-#[derive(Default)]
-struct Said(std::sync::Mutex<Vec<(&'static str, std::time::Instant)>>);
-
-impl Said {
-    fn say(&self, peer: SocketAddr, why: &'static str) {
-        let now = std::time::Instant::now();
-        let mut said = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some((_, at)) = said.iter_mut().find(|(w, _)| *w == why) {
-            if now.duration_since(*at) < Duration::from_secs(1) {
-                return;
-            }
-            *at = now;
-        } else {
-            said.push((why, now));
-        }
-        tracing::warn!(viewer = %peer, "live page: refused {why}");
-    }
-}
-
 /// A query parameter's value, unescaped.
-fn query(req: &Request<Incoming>, key: &str) -> Option<String> {
-    req.uri()
-        .query()?
+fn query(uri: &Uri, key: &str) -> Option<String> {
+    uri.query()?
         .split('&')
         .find_map(|kv| kv.strip_prefix(key)?.strip_prefix('='))
         .map(query_unescape)
@@ -355,15 +780,10 @@ fn query(req: &Request<Incoming>, key: &str) -> Option<String> {
 
 /// The stream: every event after `after`, each with its id, then the view after the last; then the
 /// same for each new event, until the run's server stops or the browser goes.
-fn stream(
-    hub: Arc<Hub>,
-    after: u64,
-    peer: SocketAddr,
-    done: CancellationToken,
-    ending: CancellationToken,
-) -> Response<Body> {
+fn stream(ctx: Arc<Ctx>, after: u64, peer: SocketAddr, done: CancellationToken) -> Response<Body> {
     let (tx, rx) = mpsc::channel::<Result<Frame<Bytes>, Infallible>>(STREAM_QUEUE);
     tokio::spawn(async move {
+        let (hub, ending) = (&ctx.hub, &ctx.ending);
         let mut changed = hub.subscribe();
         let mut sent = after;
         let mut first = true;
@@ -395,11 +815,7 @@ fn stream(
                 {
                     Ok(()) => {}
                     Err(mpsc::error::SendTimeoutError::Timeout(_)) => {
-                        tracing::warn!(
-                            viewer = %peer,
-                            "live page: dropped a browser that read nothing for {} s",
-                            SLOW_READER.as_secs()
-                        );
+                        ctx.hush.say(Refusal::SlowReader, peer);
                         done.cancel();
                         return;
                     }
@@ -429,15 +845,14 @@ fn stream(
 }
 
 /// The token a request presents: `Authorization: Bearer T`, or `?token=T`.
-fn presented_token(req: &Request<Incoming>) -> Option<String> {
-    let header = req
-        .headers()
+fn presented_token(uri: &Uri, headers: &HeaderMap) -> Option<String> {
+    let header = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.split_once(' '))
         .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
         .map(|(_, t)| t.trim().to_string());
-    header.or_else(|| query(req, "token"))
+    header.or_else(|| query(uri, "token"))
 }
 
 fn query_unescape(s: &str) -> String {
@@ -512,5 +927,202 @@ mod tests {
         }
         assert_eq!(query_unescape("%4"), "%4");
         assert_eq!(query_unescape("%zz"), "%zz");
+    }
+
+    fn get(target: &str, headers: &[(&str, &str)], token: Option<&str>) -> Route {
+        let mut h = HeaderMap::new();
+        for (k, v) in headers {
+            h.append(
+                header::HeaderName::from_bytes(k.as_bytes()).unwrap(),
+                HeaderValue::from_str(v).unwrap(),
+            );
+        }
+        route(&Method::GET, &Uri::try_from(target).unwrap(), &h, token)
+    }
+
+    #[test]
+    fn targets_without_a_path_are_not_found_and_only_the_token_admits() {
+        let host = [("host", "127.0.0.1:5665")];
+        // The authority form and the asterisk form have no path ("" and "*"): they once panicked
+        // on the report's name.
+        assert_eq!(get("127.0.0.1:5665", &host, None), Route::NotFound);
+        assert_eq!(get("*", &host, None), Route::NotFound);
+        assert_eq!(
+            get("/report.html", &host, None),
+            Route::Named("report.html".into())
+        );
+        assert_eq!(get("/a/b", &host, None), Route::NotFound);
+        assert_eq!(
+            get("http://127.0.0.1:5665/metrics", &host, None),
+            Route::Metrics
+        );
+        assert_eq!(
+            get("http://evil.example/metrics", &host, None),
+            Route::OtherHost
+        );
+        assert_eq!(
+            get("/", &[("host", "evil.example")], None),
+            Route::OtherHost
+        );
+        let t = Some("t0k");
+        assert_eq!(get("127.0.0.1:5665", &host, t), Route::NoToken);
+        assert_eq!(get("/?token=nope", &host, t), Route::NoToken);
+        assert_eq!(get("/?token=t0k", &host, t), Route::Page);
+        assert_eq!(get("/?token=t%30k", &host, t), Route::Page);
+        assert_eq!(
+            get("/events?after=7", &[("authorization", "Bearer t0k")], t),
+            Route::Events { after: 7 }
+        );
+        assert_eq!(
+            get(
+                "/events",
+                &[("authorization", "bearer t0k"), ("last-event-id", " 9")],
+                t
+            ),
+            Route::Events { after: 9 }
+        );
+        let mut h = HeaderMap::new();
+        h.insert(header::HOST, HeaderValue::from_static("127.0.0.1"));
+        let post = route(&Method::POST, &Uri::from_static("/"), &h, None);
+        assert_eq!(post, Route::NotAllowed);
+        assert!(!post.admitted() && get("/x", &host, None).admitted());
+    }
+
+    #[test]
+    fn the_fuzz_target_s_own_seeds_pass() {
+        for seed in [
+            &b"\x01GET\n127.0.0.1:5665\nauthorization: Bearer 0123456789abcdef0123456789abcdef"[..],
+            b"\x00GET\n127.0.0.1:5665\nhost: 127.0.0.1",
+            b"\x00HEAD\n*\nhost: [::1]:1",
+            b"\x01GET\n/?token=%30123456789abcdef0123456789abcdef\n",
+            b"\x00GET\nhttp://localhost/events?after=99999999999999999999999\nhost: localhost",
+            b"\x01GET\n/metrics\nauthorization: Bearer",
+            b"",
+            b"\x00",
+            b"\x00\xff\n\xff",
+        ] {
+            fuzz_route(seed);
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn any_request_is_routed_without_a_panic(
+            flags in 0u8..2,
+            method in "GET|HEAD|POST|[A-Z]{1,6}",
+            target in "(/|\\*|127\\.0\\.0\\.1:[0-9]{1,5}|http://[a-z.]{1,9}(:[0-9]{1,5})?/)[ -~]{0,40}",
+            headers in proptest::collection::vec(("[a-z-]{1,12}", "[ -~]{0,40}"), 0..4),
+        ) {
+            let mut data = vec![flags];
+            data.extend_from_slice(method.as_bytes());
+            data.push(b'\n');
+            data.extend_from_slice(target.as_bytes());
+            for (k, v) in headers {
+                data.push(b'\n');
+                data.extend_from_slice(format!("{k}: {v}").as_bytes());
+            }
+            fuzz_route(&data);
+        }
+    }
+
+    fn ip(last: u8) -> IpAddr {
+        IpAddr::from([127, 0, 0, last])
+    }
+
+    fn let_in(door: &Door, ip: IpAddr) -> Ticket {
+        match door.arrive(ip) {
+            Arrival::Let(t, _) => t,
+            Arrival::Refused => panic!("{ip} refused"),
+        }
+    }
+
+    #[test]
+    fn idle_connections_from_one_address_cannot_push_out_another_s() {
+        let door = Arc::new(Door::default());
+        let crowd: Vec<Ticket> = (0..MAX_UNPROVEN_PER_IP)
+            .map(|_| let_in(&door, ip(2)))
+            .collect();
+        // One more from the crowd's address is closed at once; the door holds what it held.
+        assert!(matches!(door.arrive(ip(2)), Arrival::Refused));
+        assert_eq!(door.counts(), (MAX_UNPROVEN_PER_IP, 0));
+        // Fill the rest from other addresses, then one more: the oldest of an address holding the
+        // most goes (the first crowd's), never the single connection of 127.0.0.99.
+        let mine = let_in(&door, ip(99));
+        let mut others = Vec::new();
+        for k in 0..(MAX_UNPROVEN - MAX_UNPROVEN_PER_IP - 1) {
+            others.push(let_in(&door, ip(3 + (k / MAX_UNPROVEN_PER_IP) as u8)));
+        }
+        assert_eq!(door.counts(), (MAX_UNPROVEN, 0));
+        let Arrival::Let(_newest, Some(closed)) = door.arrive(ip(200)) else {
+            panic!("room made");
+        };
+        assert_eq!(closed, ip(2));
+        assert!(crowd[0].closed.is_cancelled());
+        assert!(!mine.closed.is_cancelled());
+        // A connection closed by the door takes no seat; one still waiting does.
+        assert_eq!(door.seat_for(&crowd[0]), Err(NoSeat::Closed));
+        assert_eq!(door.seat_for(&mine), Ok(()));
+        assert!(mine.seated());
+        assert_eq!(door.counts(), (MAX_UNPROVEN - 1, 1));
+        door.leave(&mine);
+        assert_eq!(door.counts(), (MAX_UNPROVEN - 1, 0));
+    }
+
+    #[test]
+    fn seats_are_bounded_in_all_and_per_address() {
+        let door = Arc::new(Door::default());
+        let mut seated = Vec::new();
+        for k in 0..MAX_SEATS_PER_IP {
+            let t = let_in(&door, ip(1));
+            assert_eq!(door.seat_for(&t), Ok(()), "seat {k}");
+            seated.push(t);
+        }
+        let t = let_in(&door, ip(1));
+        assert_eq!(door.seat_for(&t), Err(NoSeat::Full));
+        door.leave(&t);
+        for k in 0..(MAX_VIEWERS - MAX_SEATS_PER_IP) {
+            let t = let_in(&door, ip(2 + (k / 8) as u8));
+            assert_eq!(door.seat_for(&t), Ok(()));
+            seated.push(t);
+        }
+        let t = let_in(&door, ip(100));
+        assert_eq!(door.seat_for(&t), Err(NoSeat::Full));
+        door.leave(&seated[0]);
+        assert_eq!(door.seat_for(&t), Ok(()), "a seat given back is taken");
+    }
+
+    #[test]
+    fn scrapes_beyond_an_address_s_allowance_are_refused() {
+        let scrapes = Scrapes::default();
+        let now = Instant::now();
+        let allowed = (0..100).filter(|_| scrapes.allow(ip(1), now)).count();
+        assert_eq!(allowed, SCRAPE_BURST as usize);
+        assert!(scrapes.allow(ip(2), now), "another address has its own");
+        let later = now + Duration::from_secs(1);
+        let allowed = (0..100).filter(|_| scrapes.allow(ip(1), later)).count();
+        assert_eq!(allowed, SCRAPES_PER_S as usize);
+        // A sweep of addresses forgets the whole allowances first, and never grows past its bound.
+        for k in 0..(2 * SCRAPERS_KEPT as u32) {
+            scrapes.allow(IpAddr::from(k.to_be_bytes()), later);
+        }
+        assert!(scrapes.0.lock().unwrap().len() <= SCRAPERS_KEPT);
+    }
+
+    #[test]
+    fn a_crowd_of_refusals_is_one_line_a_second_with_the_count_of_the_rest() {
+        let hush = Hush::default();
+        let now = Instant::now();
+        // 64 slow readers dropped at once: one line, then the next second's says the other 63.
+        let said: Vec<_> = (0..64)
+            .filter_map(|_| hush.due(Refusal::SlowReader, now))
+            .collect();
+        assert_eq!(said, [0]);
+        assert_eq!(
+            hush.due(Refusal::NoToken, now),
+            Some(0),
+            "each reason its own"
+        );
+        assert_eq!(hush.due(Refusal::SlowReader, now + LOG_EVERY), Some(63));
+        assert_eq!(hush.due(Refusal::SlowReader, now + LOG_EVERY), None);
     }
 }

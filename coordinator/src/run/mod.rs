@@ -260,7 +260,11 @@ async fn run_lanes(
         Some(spec) => {
             let server = crate::live::Server::start(spec, &feed).await?;
             if !cfgs[0].quiet {
-                eprintln!("stampede: watch the run at {}", server.url());
+                let urls = server.urls();
+                eprintln!("stampede: watch the run at {}", urls[0]);
+                if urls.len() > 1 {
+                    eprintln!("stampede: from another machine: {}", urls[1..].join("  "));
+                }
             }
             Some(server)
         }
