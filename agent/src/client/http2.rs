@@ -45,6 +45,10 @@ use crate::recorder::Recorder;
 
 /// The driver's read buffer: room for several whole frames of the largest size.
 const READ_BUFFER: usize = 64 * 1024;
+/// Once its session is dropped and no stream is open, the most a connection waits for the last of
+/// its output to be written: a server that never reads must not keep it (and what it queued) past
+/// the step that opened it.
+const CLOSE_GRACE: Duration = Duration::from_secs(1);
 
 /// One HTTP/2 session on its own connection. Streams are opened through it by any number of loops
 /// of the worker's thread at once.
@@ -272,6 +276,19 @@ impl Session {
                 });
                 Err(SendError::Failed(class))
             }
+            StreamEnd::Flooded(how) => {
+                let class = ErrorClass::Other;
+                rec.note(class, || {
+                    format!(
+                        "{} flooded an HTTP/2 stream ({}): stampede reset it ({})",
+                        self.peer,
+                        how.words(),
+                        frame::code_name(frame::ENHANCE_YOUR_CALM)
+                    )
+                    .into()
+                });
+                Err(SendError::Failed(class))
+            }
             StreamEnd::Reset(code) => {
                 rec.with(|s| s.counters.stream_resets += 1);
                 let class = ErrorClass::ConnReset;
@@ -459,6 +476,7 @@ fn start(io: Stream, peer: SocketAddr) -> Result<(Session, Driver), SetupError> 
         write: Vec::with_capacity(16 * 1024),
         written: 0,
         flush: false,
+        grace: None,
     };
     let session = Session {
         conn,
@@ -479,6 +497,8 @@ struct Driver {
     write: Vec<u8>,
     written: usize,
     flush: bool,
+    /// Runs from the moment the session was dropped with its output still unwritten.
+    grace: Option<Pin<Box<tokio::time::Sleep>>>,
 }
 
 impl Future for Driver {
@@ -538,15 +558,31 @@ impl Future for Driver {
                 // A GOAWAY of our own is written, as far as the socket takes it at once.
                 return Poll::Ready(());
             }
-            {
-                let c = me.conn.borrow();
-                if c.closing && c.active == 0 && c.out.is_empty() && me.written == me.write.len() {
-                    drop(c);
+            let c = me.conn.borrow();
+            if c.closing && c.active == 0 {
+                let drained = c.out.is_empty() && me.written == me.write.len();
+                drop(c);
+                if drained {
                     me.end(Closed::Done);
                     let _ = Pin::new(&mut me.io).poll_shutdown(cx);
                     return Poll::Ready(());
                 }
+                // Nothing is read any more (no stream waits for a reply, and a server's PINGs
+                // would only queue more): what is left to write has CLOSE_GRACE, whether or not the
+                // server reads it.
+                let grace = me
+                    .grace
+                    .get_or_insert_with(|| Box::pin(tokio::time::sleep(CLOSE_GRACE)));
+                if grace.as_mut().poll(cx).is_ready() {
+                    me.end(Closed::Done);
+                    return Poll::Ready(());
+                }
+                if !progress {
+                    return Poll::Pending;
+                }
+                continue;
             }
+            drop(c);
             let mut buf = ReadBuf::new(&mut me.read[me.filled..]);
             match Pin::new(&mut me.io).poll_read(cx, &mut buf) {
                 Poll::Ready(Ok(())) => {
@@ -677,6 +713,15 @@ fn closed_words(closed: &Closed, peer: SocketAddr) -> (ErrorClass, Cow<'static, 
             format!(
                 "{peer} broke HTTP/2 ({what}): stampede ended the session ({})",
                 frame::code_name(*code)
+            )
+            .into(),
+        ),
+        Closed::Flood(how) => (
+            ErrorClass::Other,
+            format!(
+                "{peer} flooded HTTP/2 ({}): stampede ended the session (GOAWAY {})",
+                how.words(),
+                frame::code_name(frame::ENHANCE_YOUR_CALM)
             )
             .into(),
         ),
