@@ -623,13 +623,118 @@ fn misbehave(mut conn: TcpStream, how: Hostile, stop: &std::sync::atomic::Atomic
     }
 }
 
+/// An h2c server on 127.0.0.1:0 that, once it has said its SETTINGS and acknowledged the client's
+/// set-up PING (stampede's, whose payload it knows without reading it), sends PINGs and SETTINGS as
+/// fast as it can and never reads (CVE-2019-9512 and -9515): every one asks for an ACK that a client
+/// without a bound queues for good. A thread per connection; stops when dropped.
+pub struct H2ControlFlood {
+    pub addr: SocketAddr,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    open: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    accepted: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl H2ControlFlood {
+    pub fn start() -> H2ControlFlood {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let open = std::sync::Arc::new(AtomicUsize::new(0));
+        let accepted = std::sync::Arc::new(AtomicUsize::new(0));
+        let (open2, accepted2) = (open.clone(), accepted.clone());
+        let (addr, stop) = accept_each(move |conn, stop| {
+            accepted2.fetch_add(1, Ordering::Relaxed);
+            open2.fetch_add(1, Ordering::Relaxed);
+            flood_controls(conn, stop);
+            open2.fetch_sub(1, Ordering::Relaxed);
+        });
+        H2ControlFlood {
+            addr,
+            stop,
+            open,
+            accepted,
+        }
+    }
+
+    pub fn url(&self) -> String {
+        format!("h2c://{}/", self.addr)
+    }
+
+    /// Connections the client has not closed yet (a write to one fails once it has).
+    pub fn open(&self) -> usize {
+        self.open.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    pub fn accepted(&self) -> usize {
+        self.accepted.load(std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
+impl Drop for H2ControlFlood {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+/// An HTTP/2 frame: its nine-byte head, then `payload`.
+fn h2_frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
+    let len = payload.len() as u32;
+    let mut f = len.to_be_bytes()[1..].to_vec();
+    f.extend_from_slice(&[kind, flags]);
+    f.extend_from_slice(&stream.to_be_bytes());
+    f.extend_from_slice(payload);
+    f
+}
+
+fn flood_controls(mut conn: TcpStream, stop: &std::sync::atomic::AtomicBool) {
+    const PING: u8 = 0x6;
+    const SETTINGS: u8 = 0x4;
+    let _ = conn.set_nonblocking(false);
+    // A write blocked on a client that stopped reading wakes now and then to see `stop`.
+    let _ = conn.set_write_timeout(Some(Duration::from_millis(200)));
+    let mut hello = h2_frame(SETTINGS, 0, 0, &[]);
+    hello.extend(h2_frame(PING, 0x1, 0, b"stampede"));
+    // 64 KiB of PINGs and SETTINGS, each asking for an ACK.
+    let mut flood = Vec::new();
+    while flood.len() < 64 * 1024 {
+        flood.extend(h2_frame(PING, 0, 0, b"floodfld"));
+        flood.extend(h2_frame(SETTINGS, 0, 0, &[]));
+    }
+    let mut out: &[u8] = &hello;
+    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+        if out.is_empty() {
+            out = &flood;
+        }
+        match conn.write(out) {
+            Ok(0) => return,
+            Ok(n) => out = &out[n..],
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock
+                        | std::io::ErrorKind::TimedOut
+                        | std::io::ErrorKind::Interrupted
+                ) => {}
+            // The client closed the connection.
+            Err(_) => return,
+        }
+    }
+}
+
+/// Resident memory of a running process now, in KiB (VmRSS), or 0 if it has exited.
+pub fn rss_kib(pid: u32) -> u64 {
+    proc_status_kib(pid, "VmRSS:")
+}
+
 /// Peak resident memory of a running process, in KiB (VmHWM), or 0 if it has exited.
 pub fn peak_rss_kib(pid: u32) -> u64 {
+    proc_status_kib(pid, "VmHWM:")
+}
+
+fn proc_status_kib(pid: u32, field: &str) -> u64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
         .ok()
         .and_then(|s| {
             s.lines()
-                .find(|l| l.starts_with("VmHWM:"))
+                .find(|l| l.starts_with(field))
                 .and_then(|l| l.split_whitespace().nth(1).and_then(|v| v.parse().ok()))
         })
         .unwrap_or(0)

@@ -2,7 +2,10 @@
 //! and counted, never kept), and the generator keeps its schedule for the other requests.
 use std::time::{Duration, Instant};
 
-use tests::{Hostile, HostileServer, peak_rss_kib, run_json, spawn_stampede};
+use tests::{
+    AgentProc, H2ControlFlood, Hostile, HostileServer, ServeProcess, peak_rss_kib, rss_kib,
+    run_json, run_ok, spawn_stampede,
+};
 
 /// Runs 40 req/s for 2 s with a 1 s timeout against a misbehaving server; returns the step and peak RSS.
 fn against(how: Hostile) -> (serde_json::Value, u64) {
@@ -109,4 +112,106 @@ fn a_slow_trickle_is_client_timeout() {
     let _serial = tests::serial();
     let (step, _) = against(Hostile::Trickle);
     assert!(errors(&step, "client-timeout") >= 70, "{step}");
+}
+
+/// What an agent may hold while an HTTP/2 server floods it: its own few MiB, and a bounded queue
+/// of acknowledgements per connection. Unbounded, it passed 3.7 GB in 9 s.
+const FLOOD_RSS_KIB: u64 = 100 * 1024;
+
+#[test]
+fn an_http2_flood_of_pings_and_settings_unread_leaves_the_agent_bounded_and_its_next_run_clean() {
+    let _serial = tests::serial();
+    let flood = H2ControlFlood::start();
+    let mut agent = AgentProc::start(&[], &[]);
+    let pid = agent.child.id();
+    let out = tempfile::tempdir().unwrap();
+    let url = flood.url();
+    let agents = agent.addr.to_string();
+    let mut run = spawn_stampede(&[
+        "run",
+        &url,
+        "--agents",
+        &agents,
+        "--model",
+        "concurrency",
+        "--steps",
+        "2",
+        "--streams",
+        "4",
+        "--step-duration",
+        "3s",
+        "--timeout",
+        "1s",
+        "--quiet",
+        "--out",
+        out.path().to_str().unwrap(),
+    ]);
+    let began = Instant::now();
+    let mut peak = 0;
+    let mut watch = |agent: &mut AgentProc, what: &str| {
+        let now = rss_kib(pid);
+        peak = peak.max(now);
+        if now > FLOOD_RSS_KIB {
+            // Killed before it takes the machine's memory with it.
+            agent.kill();
+            panic!("{what}: the agent grew to {now} KiB under the flood");
+        }
+    };
+    while run.try_wait().unwrap().is_none() {
+        watch(&mut agent, "during the run");
+        assert!(
+            began.elapsed() < Duration::from_secs(30),
+            "the run must end"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(run.wait().unwrap().success());
+    // Its connections end with the run, whatever the server does; a session waits at most a
+    // second for the last of its output to be written.
+    let ended = Instant::now();
+    while flood.open() > 0 && ended.elapsed() < Duration::from_secs(3) {
+        watch(&mut agent, "after the run");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(
+        flood.open(),
+        0,
+        "of {} connections, some outlived the run",
+        flood.accepted()
+    );
+    let hwm = peak_rss_kib(pid);
+    eprintln!(
+        "flood: {} connections, agent RSS peak {peak} KiB (VmHWM {hwm} KiB)",
+        flood.accepted()
+    );
+    assert!(hwm < FLOOD_RSS_KIB, "VmHWM {hwm} KiB");
+    let step = run_json(out.path())["steps"][0].clone();
+    // Named in the step's notes: the server flooded, stampede said ENHANCE_YOUR_CALM.
+    let notes = step["notes"].to_string();
+    assert!(
+        notes.contains("GOAWAY ENHANCE_YOUR_CALM"),
+        "the flood is not named: {step}"
+    );
+
+    // The same agent, a healthy server: every request answered on time, nothing blamed on it.
+    let healthy = ServeProcess::start(&[]);
+    let ran = run_ok(&[
+        &healthy.url(),
+        "--agents",
+        &agents,
+        "--model",
+        "requests",
+        "--steps",
+        "500",
+        "--step-duration",
+        "2s",
+    ]);
+    let step = ran.step(0);
+    assert_eq!(step["server"], "ok", "{step}");
+    assert_eq!(step["requests"], 1000, "{step}");
+    assert_eq!(step["ok"], 1000, "{step}");
+    assert!(
+        step["generator"]["lag_p99_ms"].as_f64().unwrap() < 50.0,
+        "{step}"
+    );
 }

@@ -45,6 +45,10 @@ use crate::recorder::Recorder;
 
 /// The driver's read buffer: room for several whole frames of the largest size.
 const READ_BUFFER: usize = 64 * 1024;
+/// Once its session is dropped and no stream is open, the most a connection waits for the last of
+/// its output to be written: a server that never reads must not keep it (and what it queued) past
+/// the step that opened it.
+const CLOSE_GRACE: Duration = Duration::from_secs(1);
 
 /// One HTTP/2 session on its own connection. Streams are opened through it by any number of loops
 /// of the worker's thread at once.
@@ -272,6 +276,19 @@ impl Session {
                 });
                 Err(SendError::Failed(class))
             }
+            StreamEnd::Flooded(how) => {
+                let class = ErrorClass::Other;
+                rec.note(class, || {
+                    format!(
+                        "{} flooded an HTTP/2 stream ({}): stampede reset it ({})",
+                        self.peer,
+                        how.words(),
+                        frame::code_name(frame::ENHANCE_YOUR_CALM)
+                    )
+                    .into()
+                });
+                Err(SendError::Failed(class))
+            }
             StreamEnd::Reset(code) => {
                 rec.with(|s| s.counters.stream_resets += 1);
                 let class = ErrorClass::ConnReset;
@@ -459,6 +476,7 @@ fn start(io: Stream, peer: SocketAddr) -> Result<(Session, Driver), SetupError> 
         write: Vec::with_capacity(16 * 1024),
         written: 0,
         flush: false,
+        grace: None,
     };
     let session = Session {
         conn,
@@ -479,6 +497,8 @@ struct Driver {
     write: Vec<u8>,
     written: usize,
     flush: bool,
+    /// Runs from the moment the session was dropped with its output still unwritten.
+    grace: Option<Pin<Box<tokio::time::Sleep>>>,
 }
 
 impl Future for Driver {
@@ -538,15 +558,31 @@ impl Future for Driver {
                 // A GOAWAY of our own is written, as far as the socket takes it at once.
                 return Poll::Ready(());
             }
-            {
-                let c = me.conn.borrow();
-                if c.closing && c.active == 0 && c.out.is_empty() && me.written == me.write.len() {
-                    drop(c);
+            let c = me.conn.borrow();
+            if c.closing && c.active == 0 {
+                let drained = c.out.is_empty() && me.written == me.write.len();
+                drop(c);
+                if drained {
                     me.end(Closed::Done);
                     let _ = Pin::new(&mut me.io).poll_shutdown(cx);
                     return Poll::Ready(());
                 }
+                // Nothing is read any more (no stream waits for a reply, and a server's PINGs
+                // would only queue more): what is left to write has CLOSE_GRACE, whether or not the
+                // server reads it.
+                let grace = me
+                    .grace
+                    .get_or_insert_with(|| Box::pin(tokio::time::sleep(CLOSE_GRACE)));
+                if grace.as_mut().poll(cx).is_ready() {
+                    me.end(Closed::Done);
+                    return Poll::Ready(());
+                }
+                if !progress {
+                    return Poll::Pending;
+                }
+                continue;
             }
+            drop(c);
             let mut buf = ReadBuf::new(&mut me.read[me.filled..]);
             match Pin::new(&mut me.io).poll_read(cx, &mut buf) {
                 Poll::Ready(Ok(())) => {
@@ -680,6 +716,15 @@ fn closed_words(closed: &Closed, peer: SocketAddr) -> (ErrorClass, Cow<'static, 
             )
             .into(),
         ),
+        Closed::Flood(how) => (
+            ErrorClass::Other,
+            format!(
+                "{peer} flooded HTTP/2 ({}): stampede ended the session (GOAWAY {})",
+                how.words(),
+                frame::code_name(frame::ENHANCE_YOUR_CALM)
+            )
+            .into(),
+        ),
         Closed::Done => (
             ErrorClass::Other,
             format!("HTTP/2 with {peer}: the session was closed").into(),
@@ -807,6 +852,193 @@ mod tests {
             }
         });
         addr
+    }
+
+    /// An HTTP/2 frame as bytes.
+    fn raw_frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
+        let mut out = Vec::new();
+        frame::put_head(&mut out, payload.len(), kind, flags, stream);
+        out.extend_from_slice(payload);
+        out
+    }
+
+    /// A hand-written h2c server: it says SETTINGS (`settings`, and the whole connection window),
+    /// acknowledges stampede's set-up PING, waits for the first request's HEADERS, writes `first`
+    /// to that stream and then `each`, again and again, until a write fails. It reads nothing past
+    /// that HEADERS. The task ends when stampede has closed the connection.
+    async fn endless(
+        settings: &'static [(u16, u32)],
+        first: fn(u32) -> Vec<u8>,
+        each: fn(u32) -> Vec<u8>,
+    ) -> (SocketAddr, tokio::task::JoinHandle<()>) {
+        use tokio::io::AsyncReadExt;
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap();
+        let served = tokio::spawn(async move {
+            let (mut s, _) = l.accept().await.unwrap();
+            let mut hello = Vec::new();
+            frame::put_settings(&mut hello, settings);
+            frame::put_window_update(&mut hello, 0, (1 << 31) - 1 - 65_535);
+            hello.extend(raw_frame(frame::PING, frame::ACK, 0, b"stampede"));
+            s.write_all(&hello).await.unwrap();
+            // The preface, then whole frames, until the first HEADERS.
+            let mut got = Vec::new();
+            let mut at = frame::PREFACE.len();
+            let id = 'read: loop {
+                let mut b = [0u8; 4096];
+                let n = s.read(&mut b).await.unwrap();
+                assert!(n > 0, "the client closed before its request");
+                got.extend_from_slice(&b[..n]);
+                while let Some(h) = got.get(at..).and_then(frame::Head::parse) {
+                    if h.kind == frame::HEADERS {
+                        break 'read h.stream;
+                    }
+                    at += frame::HEADER_LEN + h.len;
+                }
+            };
+            if s.write_all(&first(id)).await.is_err() {
+                return;
+            }
+            let again = each(id);
+            while s.write_all(&again).await.is_ok() {}
+        });
+        (addr, served)
+    }
+
+    /// One request (a POST of `body`) to `addr` over h2c with a 1 s timeout, on a session of its
+    /// own: its outcome, the session, and the note of its class. On a `LocalSet`, as a worker's
+    /// sessions are: the driver lives as long as it does.
+    async fn send_once(
+        addr: SocketAddr,
+        body: &'static [u8],
+    ) -> (Result<(), SendError>, Session, String) {
+        let mut target = crate::client::testing::target(addr, false);
+        target.http2 = true;
+        target.timeout = Duration::from_secs(1);
+        let t = Template::new(
+            &http::Method::POST,
+            &"/".parse().unwrap(),
+            &http::HeaderMap::new(),
+            body,
+        );
+        let rec = Rc::new(Recorder::default());
+        let session = Session::open(&target, &rec).await.unwrap();
+        let r = session
+            .send(&t, Instant::now(), target.timeout, &rec, &Tries::default())
+            .await;
+        let note = match r {
+            Err(SendError::Failed(class)) => rec
+                .swap()
+                .messages
+                .get(class)
+                .unwrap_or_default()
+                .to_string(),
+            _ => String::new(),
+        };
+        (r, session, note)
+    }
+
+    #[tokio::test]
+    async fn a_reply_whose_header_block_never_ends_is_cut_off_as_a_flood_not_a_timeout() {
+        // A HEADERS that says more is to come, then empty CONTINUATIONs for ever.
+        let (addr, server) = endless(
+            &[],
+            |id| raw_frame(frame::HEADERS, 0, id, &[0x88]),
+            |id| raw_frame(frame::CONTINUATION, 0, id, &[]),
+        )
+        .await;
+        let began = Instant::now();
+        let local = tokio::task::LocalSet::new();
+        let (r, session, note) = local.run_until(send_once(addr, b"")).await;
+        assert_eq!(r, Err(SendError::Failed(ErrorClass::Other)), "{note}");
+        assert!(
+            began.elapsed() < Duration::from_millis(900),
+            "not the timeout"
+        );
+        let closed = format!("{:?}", session.conn.borrow().closed);
+        assert!(
+            matches!(
+                session.conn.borrow().closed,
+                Some(Closed::Flood(conn::Flood::Continuations))
+            ),
+            "{closed}"
+        );
+        assert!(note.contains("flooded HTTP/2"), "{note}");
+        assert!(note.ends_with("(GOAWAY ENHANCE_YOUR_CALM)"), "{note}");
+        drop(session);
+        tokio::time::timeout(Duration::from_secs(5), server)
+            .await
+            .expect("the connection is closed")
+            .unwrap();
+    }
+
+    #[tokio::test]
+    async fn endless_informational_replies_are_cut_off_as_a_flood_not_a_timeout() {
+        // :status 103 (literal, name index 8), for ever.
+        let (addr, _server) = endless(
+            &[],
+            |_| Vec::new(),
+            |id| {
+                raw_frame(
+                    frame::HEADERS,
+                    frame::END_HEADERS,
+                    id,
+                    &[0x08, 0x03, b'1', b'0', b'3'],
+                )
+            },
+        )
+        .await;
+        let began = Instant::now();
+        let local = tokio::task::LocalSet::new();
+        let (r, session, note) = local.run_until(send_once(addr, b"")).await;
+        assert_eq!(r, Err(SendError::Failed(ErrorClass::Other)), "{note}");
+        assert!(
+            began.elapsed() < Duration::from_millis(900),
+            "not the timeout"
+        );
+        assert!(
+            note.contains("flooded an HTTP/2 stream (more than"),
+            "{note}"
+        );
+        assert!(
+            note.ends_with("stampede reset it (ENHANCE_YOUR_CALM)"),
+            "{note}"
+        );
+        // The stream's, not the connection's.
+        assert!(session.conn.borrow().closed.is_none());
+    }
+
+    #[tokio::test]
+    async fn a_session_dropped_with_output_a_server_never_reads_still_closes_its_connection() {
+        // The server opens every window and reads nothing: a 32 MiB upload fills the socket's
+        // buffers and the rest stays queued. Once the request has timed out and the session is
+        // dropped, the connection must still end (within CLOSE_GRACE), not wait for a drain.
+        static BODY: std::sync::LazyLock<Vec<u8>> =
+            std::sync::LazyLock::new(|| vec![b'b'; 32 << 20]);
+        let (addr, server) = endless(
+            &[(frame::SETTINGS_INITIAL_WINDOW_SIZE, (1 << 31) - 1)],
+            |_| Vec::new(),
+            // A frame of a type no one knows, ignored (RFC 9113 4.1): it only shows when the
+            // connection is gone.
+            |_| raw_frame(0xfa, 0, 0, b"still there?"),
+        )
+        .await;
+        let local = tokio::task::LocalSet::new();
+        let dropped = local
+            .run_until(async move {
+                let (r, session, _) = send_once(addr, &BODY).await;
+                assert_eq!(r, Err(SendError::Failed(ErrorClass::ClientTimeout)));
+                let dropped = Instant::now();
+                drop(session);
+                tokio::time::timeout(CLOSE_GRACE + Duration::from_secs(2), server)
+                    .await
+                    .expect("the connection outlived its session")
+                    .unwrap();
+                dropped.elapsed()
+            })
+            .await;
+        // Its grace, not at once: what was queued had its chance.
+        assert!(dropped >= CLOSE_GRACE / 2, "{dropped:?}");
     }
 
     #[tokio::test]

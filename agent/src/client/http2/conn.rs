@@ -24,6 +24,20 @@ const REFILL: u32 = RECV_WINDOW / 2;
 const MAX_HEADER_BLOCK: usize = 256 * 1024;
 /// A client's stream ids are odd and at most 2^31 - 1.
 const LAST_STREAM_ID: u32 = (1 << 31) - 1;
+/// The most PING and SETTINGS acknowledgements queued and not yet taken by the socket. A server
+/// that asks for them faster than it reads (CVE-2019-9512 and -9515) would otherwise grow the output
+/// without end; past this it is told ENHANCE_YOUR_CALM and the connection ends. 10,000, as Go's
+/// server and Netty hold their peers to: 170 KB of PING ACKs, and far more than a server that reads
+/// its socket ever has waiting (the kernel's buffers take the output first).
+const MAX_PENDING_ACKS: usize = 10_000;
+/// The most CONTINUATION frames one header block may take: twice what the largest block allowed
+/// (`MAX_HEADER_BLOCK`) takes in whole frames of the 16,384 bytes stampede accepts. Empty ones add
+/// nothing to the block's size, so without a count they could come for ever (CVE-2024-27316's
+/// pattern).
+const MAX_CONTINUATIONS: u32 = 2 * (MAX_HEADER_BLOCK / frame::MAX_FRAME) as u32;
+/// The most informational (1xx) replies one request may get before its final one: 100 Continue,
+/// 103 Early Hints and a few 102 Processing fit many times over.
+const MAX_INFORMATIONAL: u8 = 16;
 /// The HPACK dynamic table size an encoder starts with (RFC 7541 4.2, SETTINGS_HEADER_TABLE_SIZE's
 /// default).
 const DEFAULT_TABLE_SIZE: u32 = 4096;
@@ -36,6 +50,8 @@ pub enum StreamEnd {
     /// Stampede reset it with this code, because the server broke the protocol on it (`why`):
     /// the server's fault, but not a reset of the server's.
     ResetByUs { code: u32, why: &'static str },
+    /// Stampede reset it with ENHANCE_YOUR_CALM: the server sent on it without end.
+    Flooded(Flood),
     /// The connection ended before the stream's header block was wholly written: the server
     /// cannot have taken it, so it is sent again.
     Unsent,
@@ -43,6 +59,40 @@ pub enum StreamEnd {
     AboveGoAway,
     /// The connection ended first (`Conn::closed` says how).
     Session,
+}
+
+/// What a server sent without end, past the bound stampede holds it to: the connection (or, for
+/// `Informational`, the stream) is ended with ENHANCE_YOUR_CALM.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Flood {
+    /// PINGs faster than it read their ACKs.
+    Pings,
+    /// SETTINGS faster than it read their ACKs.
+    Settings,
+    /// A header block in more than `MAX_CONTINUATIONS` CONTINUATION frames.
+    Continuations,
+    /// More than `MAX_INFORMATIONAL` informational (1xx) replies on one stream.
+    Informational,
+}
+
+impl Flood {
+    /// What the server did, in words.
+    pub fn words(self) -> String {
+        match self {
+            Flood::Pings => {
+                format!("PINGs faster than it read their ACKs: {MAX_PENDING_ACKS} ACKs unread")
+            }
+            Flood::Settings => {
+                format!("SETTINGS faster than it read their ACKs: {MAX_PENDING_ACKS} ACKs unread")
+            }
+            Flood::Continuations => {
+                format!("a header block that went on past {MAX_CONTINUATIONS} CONTINUATION frames")
+            }
+            Flood::Informational => {
+                format!("more than {MAX_INFORMATIONAL} informational (1xx) replies to one request")
+            }
+        }
+    }
 }
 
 /// How the connection ended.
@@ -56,6 +106,8 @@ pub enum Closed {
         code: u32,
         what: String,
     },
+    /// The server flooded the connection: stampede said GOAWAY ENHANCE_YOUR_CALM and closed.
+    Flood(Flood),
     /// The handles were all dropped: stampede closed it.
     Done,
 }
@@ -92,6 +144,8 @@ struct Stream {
     consumed: u32,
     /// Counted in `active` (open or half-closed, under the server's limit).
     open: bool,
+    /// Informational (1xx) replies so far.
+    informational: u8,
     /// Where its header block ends in the connection's output (counted as `Conn::written` is):
     /// until the socket took that much, the server cannot have the request.
     sent_by: u64,
@@ -122,8 +176,11 @@ pub struct Conn {
     /// Streams whose body waits for window, oldest first.
     blocked: VecDeque<u32>,
     decoder: Decoder,
-    /// A header block still coming in CONTINUATION frames: (stream, END_STREAM, the block so far).
-    continuing: Option<(u32, bool, Vec<u8>)>,
+    /// A header block still coming in CONTINUATION frames.
+    continuing: Option<Continuing>,
+    /// Where each PING or SETTINGS ACK not yet taken by the socket ends in the output (counted as
+    /// `written` is), oldest first: at most `MAX_PENDING_ACKS`.
+    acks: VecDeque<u64>,
     pub goaway: Option<GoAway>,
     pub closed: Option<Closed>,
     /// The first bytes the server sent, to name what came when it was not HTTP/2.
@@ -149,6 +206,16 @@ pub struct Conn {
     /// The server's SETTINGS_HEADER_TABLE_SIZE went below `encoder_table`: the next header block
     /// must open with a size update (RFC 7541 4.2).
     table_update: bool,
+}
+
+/// A header block still coming in CONTINUATION frames.
+#[derive(Debug)]
+struct Continuing {
+    id: u32,
+    end_stream: bool,
+    block: Vec<u8>,
+    /// CONTINUATION frames so far.
+    frames: u32,
 }
 
 /// An opened stream's reply, complete.
@@ -191,6 +258,7 @@ impl Conn {
             blocked: VecDeque::new(),
             decoder: Decoder::default(),
             continuing: None,
+            acks: VecDeque::new(),
             goaway: None,
             closed: None,
             first: Vec::new(),
@@ -280,6 +348,7 @@ impl Conn {
             stalled_since: None,
             consumed: 0,
             open: true,
+            informational: 0,
             sent_by: self.taken + self.out.len() as u64,
         };
         self.send_body(id, &mut stream, now);
@@ -520,11 +589,38 @@ impl Conn {
         Err(())
     }
 
+    /// The server flooded the connection (`how`): say GOAWAY ENHANCE_YOUR_CALM, and end.
+    fn flooded(&mut self, how: Flood) -> Result<(), ()> {
+        frame::put_goaway(&mut self.out, 0, frame::ENHANCE_YOUR_CALM);
+        self.close(Closed::Flood(how));
+        Err(())
+    }
+
+    /// Queues an acknowledgement (`put`) of a PING or SETTINGS (`kind`), unless the server has
+    /// `MAX_PENDING_ACKS` it has not read yet: then it floods, and the connection ends.
+    fn ack(&mut self, kind: Flood, put: impl FnOnce(&mut Vec<u8>)) -> Result<(), ()> {
+        while self.acks.front().is_some_and(|&end| end <= self.written) {
+            self.acks.pop_front();
+        }
+        if self.acks.len() >= MAX_PENDING_ACKS {
+            return self.flooded(kind);
+        }
+        put(&mut self.out);
+        self.acks.push_back(self.taken + self.out.len() as u64);
+        self.wake_driver();
+        Ok(())
+    }
+
     /// The server broke the protocol on one stream: stampede resets it with `code` (a stream
     /// error), saying why, and the connection goes on.
     fn reset_by_us(&mut self, id: u32, code: u32, why: &'static str, now: Instant) {
+        self.reset(id, code, StreamEnd::ResetByUs { code, why }, now);
+    }
+
+    /// Resets a stream with `code`, ending it as `end`.
+    fn reset(&mut self, id: u32, code: u32, end: StreamEnd, now: Instant) {
         frame::put_rst(&mut self.out, id, code);
-        self.close_stream(id, Some(StreamEnd::ResetByUs { code, why }), now);
+        self.close_stream(id, Some(end), now);
         self.wake_driver();
     }
 
@@ -610,8 +706,7 @@ impl Conn {
                 } else {
                     let mut data = [0u8; 8];
                     data.copy_from_slice(p);
-                    frame::put_ping(&mut self.out, frame::ACK, data);
-                    self.wake_driver();
+                    self.ack(Flood::Pings, |out| frame::put_ping(out, frame::ACK, data))?;
                 }
                 Ok(())
             }
@@ -698,29 +793,38 @@ impl Conn {
         if h.flags & frame::END_HEADERS != 0 {
             self.header_block(h.stream, end_stream, block, now)
         } else {
-            self.continuing = Some((h.stream, end_stream, block.to_vec()));
+            self.continuing = Some(Continuing {
+                id: h.stream,
+                end_stream,
+                block: block.to_vec(),
+                frames: 0,
+            });
             Ok(())
         }
     }
 
     fn continuation(&mut self, h: Head, p: &[u8], now: Instant) -> Result<(), ()> {
-        let Some((id, end_stream, mut block)) = self.continuing.take() else {
+        let Some(mut c) = self.continuing.take() else {
             return self.broken(frame::PROTOCOL_ERROR, "CONTINUATION without HEADERS");
         };
-        if h.stream != id {
+        if h.stream != c.id {
             return self.broken(frame::PROTOCOL_ERROR, "CONTINUATION on another stream");
         }
-        block.extend_from_slice(p);
-        if block.len() > MAX_HEADER_BLOCK {
+        c.frames += 1;
+        if c.frames > MAX_CONTINUATIONS {
+            return self.flooded(Flood::Continuations);
+        }
+        c.block.extend_from_slice(p);
+        if c.block.len() > MAX_HEADER_BLOCK {
             return self.broken(
                 frame::PROTOCOL_ERROR,
                 "a header block over 256 KiB (SETTINGS_MAX_HEADER_LIST_SIZE)",
             );
         }
         if h.flags & frame::END_HEADERS != 0 {
-            self.header_block(id, end_stream, &block, now)
+            self.header_block(c.id, c.end_stream, &c.block, now)
         } else {
-            self.continuing = Some((id, end_stream, block));
+            self.continuing = Some(c);
             Ok(())
         }
     }
@@ -745,8 +849,9 @@ impl Conn {
         let Some(body) = unpad(h, p) else {
             return self.padding().map(|_| ());
         };
-        let Some(s) = self.streams.get_mut(&h.stream) else {
-            // A stream stampede gave up on: what was already in flight is dropped.
+        let Some(s) = self.streams.get_mut(&h.stream).filter(|s| s.end.is_none()) else {
+            // A stream stampede gave up on, or one already reset: what was already in flight is
+            // dropped.
             return Ok(());
         };
         if s.status.is_none() {
@@ -785,13 +890,21 @@ impl Conn {
                 return self.broken(frame::COMPRESSION_ERROR, format!("HPACK: {what}"));
             }
         };
-        let Some(s) = self.streams.get_mut(&id) else {
+        // A stream gone, or ended by a reset (the server's or ours) and not yet polled: what
+        // still comes for it is dropped, never reset again.
+        let Some(s) = self.streams.get_mut(&id).filter(|s| s.end.is_none()) else {
             return Ok(());
         };
         let malformed = match (s.status, decoded.status) {
             // Informational (1xx): the final reply is still to come, so it cannot end the stream
             // (RFC 9113 8.1).
             (None, Some(status)) if (100..200).contains(&status) => {
+                s.informational = s.informational.saturating_add(1);
+                if s.informational > MAX_INFORMATIONAL && !end_stream {
+                    let end = StreamEnd::Flooded(Flood::Informational);
+                    self.reset(id, frame::ENHANCE_YOUR_CALM, end, now);
+                    return Ok(());
+                }
                 end_stream.then_some("an informational (1xx) reply that ended the stream")
             }
             (None, Some(status)) => {
@@ -874,8 +987,9 @@ impl Conn {
             }
         }
         self.setup.settings = true;
-        frame::put_head(&mut self.out, 0, frame::SETTINGS, frame::ACK, 0);
-        self.wake_driver();
+        self.ack(Flood::Settings, |out| {
+            frame::put_head(out, 0, frame::SETTINGS, frame::ACK, 0)
+        })?;
         if !self.blocked.is_empty() {
             self.unblock(now);
         }
@@ -977,7 +1091,7 @@ mod tests {
         input.extend(frame_of(frame::PING, frame::ACK, 0, b"stampede"));
         assert_eq!(c.receive(&input, Instant::now()), input.len());
         assert!(c.ready() && c.closed.is_none(), "{:?}", c.closed);
-        c.out.clear();
+        wrote_all(&mut c);
         c
     }
 
@@ -1402,6 +1516,146 @@ mod tests {
         let mut c = ready(&[]);
         c.receive(&frame_of(frame::PRIORITY, 0, 9, &[0; 5]), Instant::now());
         assert!(c.closed.is_none(), "{:?}", c.closed);
+    }
+
+    /// `n` copies of `one`, as one read.
+    fn times(one: &[u8], n: usize) -> Vec<u8> {
+        one.repeat(n)
+    }
+
+    #[test]
+    fn a_server_asking_for_acks_faster_than_it_reads_them_is_told_to_calm_down_and_cut_off() {
+        let ping = frame_of(frame::PING, 0, 0, b"floodfld");
+        let settings = settings(&[]);
+        for (one, kind) in [(&ping, Flood::Pings), (&settings, Flood::Settings)] {
+            // The socket takes nothing: the ACKs wait, up to the bound.
+            let mut c = ready(&[]);
+            let id = open(&mut c, b"").unwrap();
+            wrote_all(&mut c);
+            c.receive(&times(one, MAX_PENDING_ACKS), Instant::now());
+            assert!(c.closed.is_none(), "{kind:?}: {:?}", c.closed);
+            let queued = c.out.len();
+            c.receive(one, Instant::now());
+            assert!(
+                matches!(c.closed, Some(Closed::Flood(k)) if k == kind),
+                "{kind:?}: {:?}",
+                c.closed
+            );
+            // Said after the ACKs already queued, and no ACK more.
+            let said = frames(&c.out[queued..]);
+            assert_eq!(said, [(frame::GOAWAY, 0, 0, 8)], "{kind:?}");
+            assert_eq!(
+                payloads(&c.out[queued..], frame::GOAWAY)[0][4..],
+                frame::ENHANCE_YOUR_CALM.to_be_bytes()
+            );
+            assert_eq!(
+                c.poll_reply(id, Waker::noop()),
+                Some(Err(StreamEnd::Session))
+            );
+            // A server that reads its socket may ask as often as it likes.
+            let mut c = ready(&[]);
+            for _ in 0..6 {
+                c.receive(&times(one, MAX_PENDING_ACKS / 2), Instant::now());
+                wrote_all(&mut c);
+            }
+            assert!(c.closed.is_none(), "{kind:?}: {:?}", c.closed);
+            // Only what the socket has not taken counts: half taken, half a bound more fits.
+            c.receive(&times(one, MAX_PENDING_ACKS), Instant::now());
+            let half = c.out.len() / 2;
+            c.taken += half as u64;
+            c.written += half as u64;
+            c.out.drain(..half);
+            c.receive(&times(one, MAX_PENDING_ACKS / 2), Instant::now());
+            assert!(c.closed.is_none(), "{kind:?}: {:?}", c.closed);
+            c.receive(one, Instant::now());
+            assert!(c.closed.is_some(), "{kind:?}");
+        }
+    }
+
+    #[test]
+    fn an_endless_header_block_of_empty_continuations_ends_the_session_as_a_flood() {
+        let status_200 = frame_of(frame::HEADERS, 0, 1, &[0x88]);
+        let empty = frame_of(frame::CONTINUATION, 0, 1, &[]);
+        let mut c = ready(&[]);
+        let id = open(&mut c, b"").unwrap();
+        wrote_all(&mut c);
+        c.receive(&status_200, Instant::now());
+        c.receive(&times(&empty, MAX_CONTINUATIONS as usize), Instant::now());
+        assert!(c.closed.is_none(), "{:?}", c.closed);
+        c.receive(&empty, Instant::now());
+        assert!(
+            matches!(c.closed, Some(Closed::Flood(Flood::Continuations))),
+            "{:?}",
+            c.closed
+        );
+        assert_eq!(frames(&c.out), [(frame::GOAWAY, 0, 0, 8)]);
+        assert_eq!(
+            payloads(&c.out, frame::GOAWAY)[0][4..],
+            frame::ENHANCE_YOUR_CALM.to_be_bytes()
+        );
+        assert_eq!(
+            c.poll_reply(id, Waker::noop()),
+            Some(Err(StreamEnd::Session))
+        );
+        // Up to the bound, a block is a block: the last CONTINUATION ends it, and the reply comes.
+        let mut c = ready(&[]);
+        let id = open(&mut c, b"").unwrap();
+        c.receive(&status_200, Instant::now());
+        c.receive(
+            &times(&empty, MAX_CONTINUATIONS as usize - 1),
+            Instant::now(),
+        );
+        c.receive(
+            &frame_of(frame::CONTINUATION, frame::END_HEADERS, 1, &[]),
+            Instant::now(),
+        );
+        c.receive(
+            &frame_of(frame::DATA, frame::END_STREAM, 1, b"ok"),
+            Instant::now(),
+        );
+        assert!(c.closed.is_none(), "{:?}", c.closed);
+        assert_eq!(
+            c.poll_reply(id, Waker::noop()).unwrap().unwrap().status,
+            200
+        );
+    }
+
+    #[test]
+    fn endless_informational_replies_reset_their_stream_as_a_flood_and_the_session_goes_on() {
+        // :status 103 (literal, name index 8), never the final reply.
+        let early = [0x08, 0x03, b'1', b'0', b'3'];
+        let mut c = ready(&[]);
+        let (a, b) = (open(&mut c, b"").unwrap(), open(&mut c, b"").unwrap());
+        wrote_all(&mut c);
+        let one = frame_of(frame::HEADERS, frame::END_HEADERS, a, &early);
+        c.receive(&times(&one, usize::from(MAX_INFORMATIONAL)), Instant::now());
+        assert_eq!(c.poll_reply(a, Waker::noop()), None, "still waiting");
+        assert!(c.out.is_empty(), "{:?}", frames(&c.out));
+        c.receive(&times(&one, 100), Instant::now());
+        assert_eq!(
+            c.poll_reply(a, Waker::noop()),
+            Some(Err(StreamEnd::Flooded(Flood::Informational)))
+        );
+        assert_eq!(
+            payloads(&c.out, frame::RST_STREAM),
+            [frame::ENHANCE_YOUR_CALM.to_be_bytes()],
+            "reset once"
+        );
+        assert!(c.closed.is_none(), "{:?}", c.closed);
+        // The other stream, with as many 1xx as allowed, gets its reply.
+        let one = frame_of(frame::HEADERS, frame::END_HEADERS, b, &early);
+        c.receive(&times(&one, usize::from(MAX_INFORMATIONAL)), Instant::now());
+        c.receive(
+            &frame_of(
+                frame::HEADERS,
+                frame::END_HEADERS | frame::END_STREAM,
+                b,
+                &[0x88],
+            ),
+            Instant::now(),
+        );
+        assert_eq!(c.poll_reply(b, Waker::noop()).unwrap().unwrap().status, 200);
+        assert_eq!(c.active, 0);
     }
 
     /// Any frame a server might send, as bytes: a real type or not, any flags, a small stream id.

@@ -40,6 +40,7 @@ pub const FRAME_SIZE_ERROR: u32 = 0x6;
 pub const REFUSED_STREAM: u32 = 0x7;
 pub const CANCEL: u32 = 0x8;
 pub const COMPRESSION_ERROR: u32 = 0x9;
+pub const ENHANCE_YOUR_CALM: u32 = 0xb;
 
 /// An error code as RFC 9113 7 names it, or its number when it names none.
 pub fn code_name(code: u32) -> std::borrow::Cow<'static, str> {
