@@ -18,6 +18,8 @@ pub struct Recorder {
     /// Requests counted as sent that turned out stale after the interval holding them was swapped
     /// out: taken off the next ones counted, so the step's total stays exact.
     owed: std::cell::Cell<u64>,
+    /// The open schedule has ended: replies from now on are the drain's.
+    draining: std::cell::Cell<bool>,
 }
 
 fn us(d: Duration) -> u64 {
@@ -31,7 +33,14 @@ impl Recorder {
             cpu_mark: std::cell::Cell::new(system::thread_cpu_ns()),
             ok,
             owed: std::cell::Cell::new(0),
+            draining: std::cell::Cell::new(false),
         }
+    }
+
+    /// The open schedule has sent its last arrival: every reply after this is counted as drained
+    /// (a flag read per reply, no clock).
+    pub fn drain_begins(&self) {
+        self.draining.set(true);
     }
 
     /// Runs `f` on the current interval's snapshot. Never held across an await.
@@ -107,8 +116,10 @@ impl Recorder {
                 format!("reply status {status} is outside 100-599: not an HTTP status").into()
             });
         }
+        let drained = u64::from(self.draining.get());
         self.with(|s| {
             s.counters.replies += 1;
+            s.counters.drained += drained;
             s.counters.record_status(status);
             s.codes.record(status);
             s.hist.ttfb.saturating_record(us(ttfb));

@@ -510,6 +510,17 @@ pub async fn run(job: Job) {
         }
         LoadModel::Concurrency => spawn_closed_loops(&ctx, &share, &job),
     }
+    let one_request_an_arrival = match share.model() {
+        LoadModel::Requests => true,
+        LoadModel::Connections => share.num_call().get() == 1,
+        LoadModel::Concurrency => false,
+    };
+    if one_request_an_arrival {
+        // The open schedule is over: what answers from here on is the backlog the step left. Not
+        // for a closed loop (its connections stop with the schedule) nor for connections of
+        // several calls, whose later calls are still to be sent.
+        rec.drain_begins();
+    }
 
     drain(&ctx, &job.cancel).await;
     finished.cancel();

@@ -166,6 +166,7 @@ pub fn check_claim(
         c.goaways,
         c.stream_resets,
         c.window_stalls,
+        c.drained,
     ]
     .into_iter();
     let mut classes = c.status.iter().chain(&c.errors).copied();

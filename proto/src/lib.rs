@@ -352,6 +352,7 @@ impl From<&Counters> for pb::Counters {
             body_bytes_in: c.body_bytes_in,
             window_stalls: c.window_stalls,
             window_stall_us: c.window_stall_us,
+            drained: c.drained,
         }
     }
 }
@@ -391,11 +392,17 @@ impl TryFrom<&pb::Counters> for Counters {
             body_bytes_in: c.body_bytes_in,
             window_stalls: c.window_stalls,
             window_stall_us: c.window_stall_us,
+            drained: c.drained,
             ..Counters::default()
         };
         if c.ok > c.replies {
             return Err(ConvertError::Invalid(
                 "counters have more ok replies than replies",
+            ));
+        }
+        if c.drained > c.replies {
+            return Err(ConvertError::Invalid(
+                "counters have more replies in the drain than replies",
             ));
         }
         fixed("status counts", &c.status, 5)?;

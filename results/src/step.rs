@@ -352,9 +352,16 @@ pub struct StepResult {
     /// Of those, not served: transport errors, unexpected statuses, never sent.
     pub failed: u64,
     pub failed_pct: f64,
-    /// Served replies per second, over the step's schedule and its drain (a queueing server's late
-    /// replies count at the pace it delivered them).
+    /// Served replies per second over the step's own length: those that came while the schedule
+    /// ran, over its length less the fastest reply's latency (none can come sooner). The drain's
+    /// replies are apart ([`StepResult::drain`]), so one straggler does not stretch the window;
+    /// where the drain is not told apart (a closed loop, connections of several calls) the
+    /// window is the step and its drain.
     pub ok_rate: f64,
+    /// What came after the open schedule ended; absent for a closed loop, connections of several
+    /// calls (their later calls are sent in it), and older files.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drain: Option<Drain>,
     /// Requests given up (timed out, expired, dropped at the end) that enter the latency at their
     /// age then.
     pub given_up: u64,
@@ -414,6 +421,15 @@ pub struct StepResult {
     /// What HTTP/2 adds to the step; absent over HTTP/1.1 (no session opened).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub http2: Option<Http2Step>,
+}
+
+/// The drain after an open schedule: how long replies kept coming once the last arrival was sent,
+/// and how many did (the backlog the step left: a healthy server's is what it had in flight, a
+/// queueing one's grows with the step).
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Drain {
+    pub seconds: f64,
+    pub replies: u64,
 }
 
 /// A step's HTTP/2 sessions as the server shaped them.
@@ -691,22 +707,52 @@ fn judge_trust(input: &StepInput<'_>, generator: &Generator, achieved: f64) -> v
     })
 }
 
-/// The window the replies came in: the step's run, drain included, less the fastest reply's
-/// latency (no reply can come sooner after the start). A queueing server's replies after the
-/// schedule ended count at its pace, not the schedule's; a healthy one's drain is its latency.
-fn served_over(input: &StepInput<'_>) -> Duration {
-    if input.aborted {
-        return input.duration;
+/// A drain this long is said in the step's notes (a healthy server's lasts its latency).
+const DRAIN_NOTED_S: f64 = 0.1;
+
+/// Whether the agents told the drain's replies apart: an open schedule of one request an arrival
+/// (a `connections` step of several calls sends its later calls in the drain).
+fn drain_counted(input: &StepInput<'_>) -> bool {
+    match input.model {
+        LoadModel::Requests => true,
+        LoadModel::Connections => input.demanded_rate == Some(input.value),
+        LoadModel::Concurrency => false,
     }
-    let latency = &input.total.hist.latency;
-    let ran = input
+}
+
+/// How long the agents ran past the step's length: the drain.
+fn ran_past(input: &StepInput<'_>) -> Duration {
+    input
         .agents
         .iter()
         .map(|a| a.wall)
         .max()
-        .unwrap_or(input.duration);
+        .unwrap_or(input.duration)
+        .saturating_sub(input.duration)
+}
+
+/// Served (ok) replies per second over the step's own length ([`StepResult::ok_rate`]).
+fn served_rate(input: &StepInput<'_>) -> f64 {
+    let c = &input.total.counters;
+    let latency = &input.total.hist.latency;
     let fastest = Duration::from_micros(if latency.is_empty() { 0 } else { latency.min() });
-    ran.saturating_sub(fastest).max(input.duration)
+    let (served, window) = if input.aborted {
+        (c.ok, input.duration)
+    } else if drain_counted(input) {
+        // The drain's replies are the backlog's, said apart; the window is the step less the
+        // time before any reply could come (a 1 s endpoint answers nothing in its first second).
+        // Nothing in the drain: every reply came before the end, so none waited a latency of
+        // note (and the window is the step's).
+        let drained_ok = c.drained.min(c.ok);
+        let late_start = if drained_ok > 0 { fastest } else { Duration::ZERO };
+        let window = input.duration.saturating_sub(late_start);
+        (c.ok - drained_ok, window.max(input.duration / 2))
+    } else {
+        // Not told apart: the drain is in the window, at the server's own pace.
+        let window = (input.duration + ran_past(input)).saturating_sub(fastest);
+        (c.ok, window.max(input.duration))
+    };
+    served as f64 / window.as_secs_f64().max(1e-9)
 }
 
 /// Summarises a merged step; percentiles and rates are computed here and only here.
@@ -729,15 +775,32 @@ pub fn summarize(input: &StepInput<'_>) -> StepResult {
     if let Some(h2) = &http2 {
         notes.extend(h2.notes(generator.waited, generator.wait_p99_ms));
     }
-    let ok_rate = c.ok as f64 / served_over(input).as_secs_f64().max(1e-9);
+    let ok_rate = served_rate(input);
+    let drain = (drain_counted(input) && !input.aborted).then(|| Drain {
+        seconds: round3(ran_past(input).as_secs_f64()),
+        replies: c.drained,
+    });
+    if let Some(d) = drain.filter(|d| d.replies > 0 && d.seconds >= DRAIN_NOTED_S) {
+        notes.push(format!(
+            "{} replies came in the {:.2} s after the schedule ended (the drain): served, and left out of served/s, which is over the step's own length",
+            d.replies,
+            d.seconds
+        ));
+    }
     let server = verdict::judge_server(&ServerFacts {
         counters: *c,
         codes: &t.codes,
         ok_status: input.ok_status,
         p50_ms: latency.p50,
+        p10_ms: if t.hist.latency.is_empty() {
+            0.0
+        } else {
+            us_to_ms(t.hist.latency.value_at_quantile(0.10))
+        },
         baseline_p50_ms: input.baseline_p50_ms,
         served_per_s: ok_rate,
         due_per_s: c.due() as f64 / secs,
+        backlog: drain.map(|d| d.replies),
         step_s: secs,
     });
     StepResult {
@@ -755,6 +818,7 @@ pub fn summarize(input: &StepInput<'_>) -> StepResult {
         failed: c.failed(),
         failed_pct: share_pct(c.failed(), c.due()),
         ok_rate: round3(ok_rate),
+        drain,
         given_up: c.given_up,
         achieved_request_rate: achieved,
         connection_rate: round3(c.connections as f64 / secs),
@@ -1287,6 +1351,49 @@ mod tests {
             baseline_p50_ms: None,
         });
         f(&r);
+    }
+
+    #[test]
+    fn a_step_whose_every_request_was_served_with_one_straggler_kept_up() {
+        // python3 -m http.server at 1,500 req/s for 3 s: 4,500 due, 4,500 served, p99 5.5 ms, one
+        // reply at 1,032 ms (a SYN retransmit). Divided by the step plus its drain, it read
+        // "served 1284/s of the 1500/s due: requests queued", saturated, and not kept up.
+        let mut lat = vec![1_400; 4_450];
+        lat.extend([5_500; 49]);
+        lat.push(1_032_000);
+        let mut t = snapshot(4_500, &lat);
+        t.counters.drained = 3;
+        let duration = Duration::from_secs(3);
+        let r = summarize(&StepInput {
+            number: 3,
+            model: LoadModel::Requests,
+            value: 1_500.0,
+            demanded_rate: Some(1_500.0),
+            duration,
+            total: &t,
+            series: &[],
+            agents: vec![agent_input(&t, 1, 2, Duration::from_millis(4_032))],
+            aborted: false,
+            mark_lost: true,
+            start_skew: None,
+            ok_status: &StatusSet::default(),
+            baseline_p50_ms: Some(1.4),
+        });
+        assert!((1_498.0..=1_500.0).contains(&r.ok_rate), "{}", r.ok_rate);
+        assert_eq!(r.server, Server::Ok, "{:?}", r.server_reasons);
+        assert_eq!(
+            r.drain,
+            Some(Drain {
+                seconds: 1.032,
+                replies: 3
+            })
+        );
+        assert!(kept_up(&r));
+        assert!(
+            r.notes.contains(&"3 replies came in the 1.03 s after the schedule ended (the drain): served, and left out of served/s, which is over the step's own length".to_string()),
+            "{:?}",
+            r.notes
+        );
     }
 
     #[test]

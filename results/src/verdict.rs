@@ -36,6 +36,10 @@ pub const QUEUEING_MIN_MS: f64 = 1.0;
 /// not serve in time, however many it answered in the end. Not tighter: a healthy step's replies
 /// arrive over its length plus its latency spread, which lowers the pace a little.
 pub const QUEUEING_PACE: f64 = 0.9;
+/// A backlog at the step's end of more than this many seconds of the offered rate is a queue...
+pub const BACKLOG_S: f64 = 0.1;
+/// ... and of at least this many replies: a handful of stragglers is never one.
+pub const BACKLOG_MIN: u64 = 10;
 /// A step shorter than this, or with fewer requests due, says nothing of queueing: its replies'
 /// pace is its latency spread, not the server's (a 2 ms step was "saturated").
 pub const MIN_JUDGED_S: f64 = 1.0;
@@ -348,12 +352,16 @@ pub struct ServerFacts<'a> {
     pub codes: &'a StatusCodes,
     pub ok_status: &'a StatusSet,
     pub p50_ms: f64,
+    /// The step's fastest tenth: what a reply takes when it does not queue.
+    pub p10_ms: f64,
     /// The lowest median of the run's earlier steps whose server was ok: queueing shows against it.
     pub baseline_p50_ms: Option<f64>,
-    /// Served (ok) replies per second over the window they came in, and what was due per second of
+    /// Served (ok) replies per second over the step's own length, and what was due per second of
     /// the step: a server that falls behind shows here even when no earlier step gives a baseline.
     pub served_per_s: f64,
     pub due_per_s: f64,
+    /// Replies that came in the drain after an open schedule (none where not told apart).
+    pub backlog: Option<u64>,
     /// The step's length, in seconds.
     pub step_s: f64,
 }
@@ -452,6 +460,20 @@ pub fn judge_server(f: &ServerFacts<'_>) -> ServerJudgement {
             "served {:.0}/s of the {:.0}/s due: requests queued",
             f.served_per_s, f.due_per_s
         ));
+    }
+    // The backlog at the step's end against what was in flight by Little's law at the step's
+    // fast latency (twice over): a queue grows past it, a straggler (one SYN retransmit's second)
+    // is one reply and never does.
+    if let Some(backlog) = f.backlog {
+        let in_flight = f.due_per_s * f.p10_ms / 1000.0 * 2.0;
+        let floor = in_flight.max(BACKLOG_S * f.due_per_s);
+        if backlog >= BACKLOG_MIN && backlog as f64 > floor {
+            reasons.push(format!(
+                "{backlog} replies were still owed when the schedule ended ({:.2} s of the {:.0}/s due): requests queued",
+                backlog as f64 / f.due_per_s.max(1e-9),
+                f.due_per_s
+            ));
+        }
     }
     ServerJudgement {
         state: if reasons.is_empty() {
@@ -637,9 +659,11 @@ mod tests {
             codes,
             ok_status: &StatusSet::default(),
             p50_ms: p50,
+            p10_ms: p50,
             baseline_p50_ms: best,
             served_per_s: 0.0,
             due_per_s: 0.0,
+            backlog: None,
             step_s: 10.0,
         })
     }
@@ -660,9 +684,11 @@ mod tests {
                 codes: &codes,
                 ok_status: &StatusSet::default(),
                 p50_ms: 1.0,
+                p10_ms: 1.0,
                 baseline_p50_ms: Some(0.1),
                 served_per_s: 333.0,
                 due_per_s: 500.0,
+                backlog: None,
                 step_s,
             })
         };
@@ -705,9 +731,11 @@ mod tests {
                 codes: &codes,
                 ok_status: &StatusSet::default(),
                 p50_ms: 300.0,
+                p10_ms: 30.0,
                 baseline_p50_ms: None,
                 served_per_s: served,
                 due_per_s: 500.0,
+                backlog: None,
                 step_s: 2.0,
             })
         };
@@ -718,6 +746,44 @@ mod tests {
             ["served 300/s of the 500/s due: requests queued"]
         );
         assert_eq!(judged(470.0).state, Server::Ok);
+    }
+
+    #[test]
+    fn a_backlog_at_the_step_s_end_is_queueing_and_one_straggler_is_not() {
+        // python's http.server at 1,500 req/s for 3 s: every request served, p10 1.4 ms, one
+        // reply 1,032 ms late (a SYN retransmit). It read "saturated: served 1284/s of 1500/s".
+        let c = Counters {
+            requests: 4500,
+            replies: 4500,
+            ok: 4500,
+            drained: 3,
+            ..Counters::default()
+        };
+        let codes = StatusCodes::default();
+        let judged = |backlog: u64, p10_ms: f64| {
+            judge_server(&ServerFacts {
+                counters: c,
+                codes: &codes,
+                ok_status: &StatusSet::default(),
+                p50_ms: 1.5,
+                p10_ms,
+                baseline_p50_ms: Some(1.4),
+                served_per_s: 1499.0,
+                due_per_s: 1500.0,
+                backlog: Some(backlog),
+                step_s: 3.0,
+            })
+        };
+        assert_eq!(judged(3, 1.4).state, Server::Ok);
+        // A queue: 600 owed at the end (0.4 s of the offer) where 4 were in flight.
+        let queued = judged(600, 1.4);
+        assert_eq!(queued.state, Server::Saturated);
+        assert_eq!(
+            queued.reasons,
+            ["600 replies were still owed when the schedule ended (0.40 s of the 1500/s due): requests queued"]
+        );
+        // A slow endpoint (every reply 1 s, no queue): 1,500 in flight is Little's law, not a queue.
+        assert_eq!(judged(1500, 1000.0).state, Server::Ok);
     }
 
     #[test]

@@ -134,6 +134,9 @@ pub struct Counters {
     /// (microseconds).
     pub window_stalls: u64,
     pub window_stall_us: u64,
+    /// Replies that arrived after the open schedule's end, in the drain: the step's backlog then
+    /// (a healthy server's is what it had in flight; a queueing one's grows with the step).
+    pub drained: u64,
 }
 
 /// How a server that sets no stream limit is recorded in `Counters::peer_max_streams`: above any
@@ -174,6 +177,7 @@ impl Counters {
         self.body_bytes_in += o.body_bytes_in;
         self.window_stalls += o.window_stalls;
         self.window_stall_us += o.window_stall_us;
+        self.drained += o.drained;
         self.peer_max_streams = least_seen(self.peer_max_streams, o.peer_max_streams);
     }
 
