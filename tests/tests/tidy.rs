@@ -99,7 +99,9 @@ fn workspace_crates() -> Vec<String> {
         .into_iter()
         .filter(|d| {
             files.contains(&Path::new(d).join("Cargo.toml"))
-                && files.iter().any(|f| f.starts_with(Path::new(d).join("src")))
+                && files
+                    .iter()
+                    .any(|f| f.starts_with(Path::new(d).join("src")))
         })
         .collect();
     crates.sort();
@@ -168,7 +170,9 @@ fn a_results_folder_the_readme_s_demo_leaves_is_no_code_folder() {
         "{walked:?}"
     );
     assert!(
-        !walked.iter().any(|f| f.starts_with("stampede-results") || f.starts_with("target")),
+        !walked
+            .iter()
+            .any(|f| f.starts_with("stampede-results") || f.starts_with("target")),
         "{walked:?}"
     );
 }
