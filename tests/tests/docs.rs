@@ -791,7 +791,7 @@ fn runnable_blocks(text: &str) -> Vec<(usize, String)> {
     let mut open: Option<(usize, String)> = None;
     for (i, line) in text.lines().enumerate() {
         match (&mut open, line.trim_start()) {
-            (None, t) if t == "```sh runnable" => open = Some((i + 1, String::new())),
+            (None, "```sh runnable") => open = Some((i + 1, String::new())),
             (Some(_), t) if t.starts_with("```") => blocks.push(open.take().unwrap()),
             (Some((_, body)), _) => {
                 body.push_str(line);
