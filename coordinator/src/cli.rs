@@ -419,9 +419,13 @@ impl<'de> Deserialize<'de> for AgentWeights {
 #[derive(Debug, Clone, PartialEq)]
 pub struct DurationText(pub String);
 
+/// The command line's value; what it means is checked in `config`. Every duration flag takes a value
+/// that starts with '-' (so `-5s` is refused as negative there), and this is the one place that tells
+/// such a value from the next flag (`-d --out m4`: `-d` has no value).
 impl std::str::FromStr for DurationText {
-    type Err = std::convert::Infallible;
+    type Err = shared::usage::NextOption;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
+        shared::usage::not_the_next_option(s)?;
         Ok(DurationText(s.to_string()))
     }
 }
@@ -824,6 +828,60 @@ impl StringOrList {
             StringOrList::Many(v) => v.join(","),
         }
     }
+}
+
+/// The keys a plan file takes: every field of [`RunArgs`] serde reads, and their aliases
+/// (`const_test_time`), not what it skips (the positionals, wrk's and ab's no-op habits). Read from the
+/// derive itself, which hands its list of fields to the deserializer, so there is no second list to
+/// keep: the plan file's refusal of an unknown key names the closest of these.
+pub fn plan_keys() -> &'static [&'static str] {
+    use serde::de::{Deserializer, Visitor};
+
+    /// A deserializer that only records the fields it is asked for, then stops.
+    struct Fields<'a>(&'a mut &'static [&'static str]);
+
+    #[derive(Debug)]
+    struct Stop;
+    impl std::fmt::Display for Stop {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("stop")
+        }
+    }
+    impl std::error::Error for Stop {}
+    impl serde::de::Error for Stop {
+        fn custom<T: std::fmt::Display>(_: T) -> Self {
+            Stop
+        }
+    }
+
+    impl<'de> Deserializer<'de> for Fields<'_> {
+        type Error = Stop;
+        fn deserialize_any<V: Visitor<'de>>(self, _: V) -> Result<V::Value, Stop> {
+            Err(Stop)
+        }
+        fn deserialize_struct<V: Visitor<'de>>(
+            self,
+            _: &'static str,
+            fields: &'static [&'static str],
+            _: V,
+        ) -> Result<V::Value, Stop> {
+            *self.0 = fields;
+            Err(Stop)
+        }
+        serde::forward_to_deserialize_any! {
+            bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes byte_buf
+            option unit unit_struct newtype_struct seq tuple tuple_struct map enum identifier
+            ignored_any
+        }
+    }
+
+    static KEYS: std::sync::OnceLock<&'static [&'static str]> = std::sync::OnceLock::new();
+    KEYS.get_or_init(|| {
+        let mut fields: &'static [&'static str] = &[];
+        // It fails by design, once it has the list.
+        let _ = RunArgs::deserialize(Fields(&mut fields));
+        fields
+    })
 }
 
 impl RunArgs {

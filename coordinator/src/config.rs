@@ -42,6 +42,13 @@ pub enum ConfigError {
         path: PathBuf,
         source: plan::UrlListError,
     },
+    /// Nothing says what load to send: `stampede run URL` alone, as wrk users first type it.
+    #[error(
+        "no steps: say what load to send, e.g. `stampede run {url} -c 10 -d 10s` (wrk: 10 connections \
+         for 10 s), `-R 1000 -d 10s` (wrk2: 1000 req/s), or a ramp: --low-rate 100 --high-rate 1000 \
+         --rate-step 100 (or --steps 100,500,1000)"
+    )]
+    NoSteps { url: String },
     #[error("{flag}: '{value}' is not a duration (write e.g. 500ms, 10s, 2m)")]
     Duration { flag: &'static str, value: String },
     #[error(
@@ -300,6 +307,9 @@ pub fn read_plan_file(path: &Path) -> Result<RunArgs, ConfigError> {
 
 /// Parses a plan file's text; the error names the line and column.
 pub fn parse_plan(text: &str) -> Result<RunArgs, String> {
+    if let Some(unknown) = unknown_key(text) {
+        return Err(unknown.to_string());
+    }
     toml::from_str(text).map_err(|e| describe_toml_error(text, &e))
 }
 
@@ -308,13 +318,102 @@ fn describe_toml_error(text: &str, e: &toml::de::Error) -> String {
     let msg = e.message().trim().to_string();
     match e.span() {
         Some(span) => {
-            let before = &text[..span.start.min(text.len())];
-            let line = before.matches('\n').count() + 1;
-            let col = before.len() - before.rfind('\n').map_or(0, |i| i + 1) + 1;
+            let (line, col) = line_and_column(text, span.start);
             format!("line {line}, column {col}: {msg}")
         }
         None => msg,
     }
+}
+
+/// The line and column (from 1) of byte `at` of `text`.
+fn line_and_column(text: &str, at: usize) -> (usize, usize) {
+    let before = &text[..at.min(text.len())];
+    let line = before.matches('\n').count() + 1;
+    let col = before.len() - before.rfind('\n').map_or(0, |i| i + 1) + 1;
+    (line, col)
+}
+
+/// A plan file's key that is no setting: where it is, and the key meant when one is close. serde's own
+/// refusal listed all 64 keys and left the reader to find the one meant.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnknownKey {
+    pub key: String,
+    pub line: usize,
+    pub column: usize,
+    pub meant: Option<&'static str>,
+}
+
+impl std::fmt::Display for UnknownKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let Self {
+            key, line, column, ..
+        } = self;
+        write!(f, "line {line}, column {column}: unknown key `{key}`: ")?;
+        match self.meant {
+            Some(meant) => write!(f, "did you mean `{meant}`?"),
+            None => f.write_str(
+                "no setting is called that (a key is a `stampede run` flag's long name with _ for -, \
+                 as step_duration is --step-duration; `stampede run --help` lists them)",
+            ),
+        }
+    }
+}
+
+/// The first top-level key of the plan file `text` that no setting has, if any; None for a file
+/// that does not parse as TOML, which toml's own error then describes.
+fn unknown_key(text: &str) -> Option<UnknownKey> {
+    let table = toml::de::DeTable::parse(text).ok()?;
+    let keys = crate::cli::plan_keys();
+    let (key, start) = table
+        .get_ref()
+        .keys()
+        .filter(|k| !keys.contains(&k.get_ref().as_ref()))
+        .map(|k| (k.get_ref().to_string(), k.span().start))
+        .min_by_key(|(_, start)| *start)?;
+    let (line, column) = line_and_column(text, start);
+    Some(UnknownKey {
+        meant: closest_key(&key, keys),
+        key,
+        line,
+        column,
+    })
+}
+
+/// The key `key` was meant to be: the key of a flag written as the flag is (`step-duration`,
+/// `--step-duration`), else the closest key by edit distance if it is near enough to be a typo (a
+/// third of its letters, at least one), else none: a far guess misleads more than no guess.
+fn closest_key(key: &str, keys: &[&'static str]) -> Option<&'static str> {
+    let spelled = key.trim_start_matches('-').replace('-', "_").to_lowercase();
+    if let Some(k) = keys.iter().find(|k| **k == spelled) {
+        return Some(k);
+    }
+    let near = (spelled.chars().count() / 3).max(1);
+    keys.iter()
+        .map(|k| (edit_distance(&spelled, k), *k))
+        .filter(|(d, _)| *d <= near)
+        .min_by_key(|(d, _)| *d)
+        .map(|(_, k)| k)
+}
+
+/// Levenshtein's distance: the fewest one-character insertions, deletions and replacements from `a`
+/// to `b`.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut diagonal = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let above = row[j + 1];
+            row[j + 1] = if ca == *cb {
+                diagonal
+            } else {
+                1 + diagonal.min(above).min(row[j])
+            };
+            diagonal = above;
+        }
+    }
+    row[b.len()]
 }
 
 fn utc_stamp() -> String {
@@ -845,6 +944,24 @@ fn protocol(
     Ok((workload.with_http(r.http, r.streams)?, r.over_http1))
 }
 
+/// The refusal of a ramp without `--rate-step` (`low` below `high`): a round step that makes at most
+/// eleven steps of it, and `--steps` for its two ends alone.
+fn no_rate_step(low: f64, high: f64) -> String {
+    // A round step, 1, 2 or 5 times a power of ten, that makes at most 10 steps past the first.
+    let tenth = (high - low) / 10.0;
+    let power = 10f64.powf(tenth.log10().floor());
+    let step = [1.0, 2.0, 5.0, 10.0]
+        .into_iter()
+        .map(|m| (m * power * 1e6).round() / 1e6)
+        .find(|s| *s >= tenth)
+        .unwrap_or(tenth);
+    let steps = plan::ramp(low, high, step).map_or(0, |s| s.len());
+    format!(
+        "--low-rate {low} --high-rate {high} needs --rate-step, the increment between steps: e.g. \
+         --rate-step {step} ({steps} steps, {low} to {high}); for the two ends alone, --steps {low},{high}"
+    )
+}
+
 /// The load model and its steps: an explicit list or a ramp, and what ends each step.
 fn plan(args: &RunArgs, workload: Workload, given_duration: bool) -> Result<Plan, ConfigError> {
     let model = args.model.expect(DEFAULTED);
@@ -860,15 +977,26 @@ fn plan(args: &RunArgs, workload: Workload, given_duration: bool) -> Result<Plan
             ));
         }
         (Some(s), None, None, None) => s,
-        (None, Some(l), Some(h), s) => {
-            // Without a step, a ramp is just its two ends.
-            plan::ramp(l, h, s.unwrap_or(if l == h { 1.0 } else { (h - l).abs() }))?
+        (None, Some(l), Some(h), Some(s)) => plan::ramp(l, h, s)?,
+        (None, Some(l), Some(h), None) => {
+            // The ends are checked first (positive, in order), as a ramp's are.
+            let ends = plan::ramp(l, h, if l == h { 1.0 } else { (h - l).abs() })?;
+            if l != h {
+                // It once ran the two ends alone, 2 steps where an autobench user expects a ramp:
+                // refused, with a ramp's step and the two-step run each written out.
+                return Err(ConfigError::Value(no_rate_step(l, h)));
+            }
+            ends
         }
         (None, Some(l), None, None) => vec![l],
-        (None, None, None, None) => return Err(PlanError::NoSteps.into()),
+        (None, None, None, None) => {
+            return Err(ConfigError::NoSteps {
+                url: args.url.clone().unwrap_or_else(|| "URL".into()),
+            });
+        }
         _ => {
             return Err(ConfigError::Conflict(
-                "a ramp needs both --low-rate and --high-rate (and usually --rate-step)".into(),
+                "a ramp needs --low-rate, --high-rate and --rate-step".into(),
             ));
         }
     };
@@ -1718,7 +1846,142 @@ mod tests {
         std::fs::write(&p, "url = \"http://h/\"\nrat = 5\n").unwrap();
         let e = resolve(args(p.to_str().unwrap())).unwrap_err().to_string();
         assert!(e.contains("line 2, column 1"), "{e}");
-        assert!(e.contains("unknown field `rat`"), "{e}");
+        assert!(e.contains("unknown key `rat`: did you mean `rate`?"), "{e}");
+    }
+
+    #[test]
+    fn a_plan_file_key_typo_dumped_every_key() {
+        // Regression: `step_duraton` was answered with serde's list of all 64 keys.
+        let unknown = |text: &str| unknown_key(text).expect("an unknown key");
+        let typo = unknown("url = \"http://h/\"\nsteps = [1]\nstep_duraton = \"5s\"\n");
+        assert_eq!(
+            typo,
+            UnknownKey {
+                key: "step_duraton".into(),
+                line: 3,
+                column: 1,
+                meant: Some("step_duration"),
+            }
+        );
+        assert_eq!(
+            typo.to_string(),
+            "line 3, column 1: unknown key `step_duraton`: did you mean `step_duration`?"
+        );
+        // The flag's spelling is its key.
+        for flag in ["step-duration", "--step-duration"] {
+            assert_eq!(
+                unknown(&format!("{flag} = \"5s\"\n")).meant,
+                Some("step_duration")
+            );
+        }
+        assert_eq!(
+            unknown("max-connections = 5\n").meant,
+            Some("max_connections")
+        );
+        assert_eq!(unknown("header = [\"A: b\"]\n").meant, Some("headers"));
+        // The first in the file, not in the alphabet.
+        assert_eq!(unknown("zzz = 1\naaa = 2\n").key, "zzz");
+        // Far from every key: no guess, and no list of them all.
+        let far = unknown("colour = \"blue\"\n");
+        assert_eq!(far.meant, None);
+        let said = far.to_string();
+        assert!(said.contains("no setting is called that"), "{said}");
+        assert!(!said.contains("expected one of"), "{said}");
+        // Known keys and aliases, a nested table, and a file that is no TOML at all pass to serde.
+        assert_eq!(
+            unknown_key("const_test_time = 3\nduration = \"1s\"\n[agent_weights]\n\"a:1\" = 2\n"),
+            None
+        );
+        assert_eq!(unknown_key("url = "), None);
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("plan.toml");
+        std::fs::write(&p, "url = \"http://h/\"\nstep_duraton = 5\n").unwrap();
+        let e = resolve(args(p.to_str().unwrap())).unwrap_err().to_string();
+        assert!(
+            e.ends_with(
+                "line 2, column 1: unknown key `step_duraton`: did you mean `step_duration`?"
+            ),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn the_plan_keys_are_serde_s_fields_and_aliases() {
+        let keys = crate::cli::plan_keys();
+        for key in [
+            "url",
+            "step_duration",
+            "const_test_time",
+            "duration",
+            "monitor_target",
+        ] {
+            assert!(keys.contains(&key), "{key}: {keys:?}");
+        }
+        // What serde skips is no key: the positionals and the habits with no meaning in a file.
+        for skipped in ["plan_or_url", "wrk_latency", "ab_keep_alive"] {
+            assert!(!keys.contains(&skipped), "{skipped}");
+        }
+        assert!(keys.len() > 60, "{}", keys.len());
+    }
+
+    #[test]
+    fn a_ramp_without_rate_step_ran_its_two_ends() {
+        // Regression: `--low-rate 100 --high-rate 500` alone silently ran 2 steps of 10 s.
+        let e = command_line("run http://h:1/ --low-rate 100 --high-rate 500").unwrap_err();
+        assert_eq!(
+            e,
+            "--low-rate 100 --high-rate 500 needs --rate-step, the increment between steps: e.g. \
+             --rate-step 50 (9 steps, 100 to 500); for the two ends alone, --steps 100,500"
+        );
+        let said = command_line("run http://h:1/ --low-rate 0.1 --high-rate 0.3").unwrap_err();
+        assert!(said.contains("--rate-step 0.02 (11 steps"), "{said}");
+        // The ends are checked before the step is asked for; equal ends are one step.
+        assert_eq!(
+            command_line("run http://h:1/ --low-rate 50 --high-rate 10").unwrap_err(),
+            "--low-rate (50) is above --high-rate (10)"
+        );
+        let one = command_line("run http://h:1/ --low-rate 40 --high-rate 40").unwrap();
+        assert_eq!(one.plan.steps(), vec![40.0]);
+        let e = command_line("run http://h:1/ --high-rate 40 --rate-step 5").unwrap_err();
+        assert_eq!(e, "a ramp needs --low-rate, --high-rate and --rate-step");
+    }
+
+    #[test]
+    fn run_url_alone_was_refused_without_the_one_liner() {
+        let e = command_line("run http://127.0.0.1:8080/").unwrap_err();
+        assert!(
+            e.starts_with(
+                "no steps: say what load to send, e.g. `stampede run http://127.0.0.1:8080/ -c 10 -d 10s`"
+            ),
+            "{e}"
+        );
+        // The one-liner it offers runs.
+        let c = command_line("run http://127.0.0.1:8080/ -c 10 -d 10s").unwrap();
+        assert_eq!(c.plan.steps(), vec![10.0]);
+        assert!(command_line("run http://127.0.0.1:8080/ -R 1000 -d 10s").is_ok());
+        assert!(
+            command_line("run http://h:1/ --low-rate 100 --high-rate 1000 --rate-step 100").is_ok()
+        );
+    }
+
+    #[test]
+    fn a_duration_flag_took_the_next_flag_as_its_value() {
+        // Regression: "cannot read plan file m4" and "must be a positive number, got --quiet".
+        assert_eq!(
+            command_line("run http://h:1/ -c 1 -d --out m4").unwrap_err(),
+            "--step-duration needs a value: '--out' is the next option"
+        );
+        assert_eq!(
+            command_line("run http://h:1/ -c 1 --timeout --quiet").unwrap_err(),
+            "--timeout needs a value: '--quiet' is the next option"
+        );
+        assert_eq!(
+            command_line("run http://h:1/ -c 1 --warmup -q 5").unwrap_err(),
+            "--warmup needs a value: '-q' is the next option"
+        );
+        // A negative duration is still a value, refused as one.
+        let e = command_line("run http://h:1/ -c 1 -d -5s").unwrap_err();
+        assert!(e.contains("-5s"), "{e}");
     }
 
     #[test]

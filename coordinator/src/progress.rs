@@ -204,7 +204,11 @@ pub fn plan_line(plan: &Plan, warmup: Option<Duration>, total: Duration, dir: &P
     };
     let each = match (plan.limit(), plan.max_requests()) {
         (StepLimit::Duration(d), Some(n)) => {
-            format!("{n} requests each (or {}, if that comes first)", span(d))
+            // -n is the step's count, shared by its connections (and agents), not each one's.
+            format!(
+                "{n} requests per step, shared by its connections (or {}, if that comes first)",
+                span(d)
+            )
         }
         (StepLimit::Duration(d), None) => format!("{} each", span(d)),
         (StepLimit::Connections(c), _) => format!("{c} connections each"),
@@ -600,6 +604,21 @@ mod tests {
         };
         let cfg = crate::config::resolve(*a).unwrap();
         plan_line(&cfg.plan, None, Duration::from_secs(10), Path::new("out"))
+    }
+
+    #[test]
+    fn minus_n_read_as_requests_for_each_connection() {
+        // Regression: `-n 1000 -c 10` said "1000 requests each" beside "10 connections", where the
+        // step ends after 1000 requests in all.
+        let line = plan_line_of("http://h:1/ -n 1000 -c 10");
+        assert!(
+            line.contains(
+                "1 step 10 connections, 1000 requests per step, shared by its connections \
+                 (or 10 s, if that comes first)"
+            ),
+            "{line}"
+        );
+        assert!(!line.contains("requests each"), "{line}");
     }
 
     #[test]

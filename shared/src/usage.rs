@@ -2,6 +2,22 @@
 //! tips and usage (its "to pass '-c' as a value, use '-- -c'" misleads anyone who meant a flag).
 use clap::error::{ContextKind, ContextValue, ErrorKind};
 
+/// A flag's value that is the next option (`-d --out m4`, `--timeout --quiet`): it starts with '-' and
+/// holds no digit. The duration flags let a value start with '-', so that `-5s` meets the clear refusal
+/// of a negative duration rather than clap's "unexpected argument"; without this check they took the
+/// next flag as their value ("cannot read plan file m4").
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("'{0}' is the next option, not a value")]
+pub struct NextOption(pub String);
+
+/// Refuses a value that is the next option rather than one a flag could take (see [`NextOption`]).
+pub fn not_the_next_option(value: &str) -> Result<(), NextOption> {
+    if value.starts_with('-') && !value.contains(|c: char| c.is_ascii_digit()) {
+        return Err(NextOption(value.to_string()));
+    }
+    Ok(())
+}
+
 /// Whether clap's error is a request for help or the version, which clap prints itself.
 pub fn is_display(e: &clap::Error) -> bool {
     matches!(
@@ -66,6 +82,11 @@ pub fn one_line(e: &clap::Error, hint: impl Fn(&str) -> Option<String>) -> Strin
                 ),
             }
         }
+        (ErrorKind::ValueValidation, Some(arg), Some(value))
+            if std::error::Error::source(e).is_some_and(|s| s.is::<NextOption>()) =>
+        {
+            format!("{arg} needs a value: '{value}' is the next option")
+        }
         (ErrorKind::ValueValidation, Some(arg), Some(value)) => {
             let why = std::error::Error::source(e)
                 .map(ToString::to_string)
@@ -94,6 +115,50 @@ mod tests {
         count: Option<u32>,
         #[arg(long, value_parser = ["a", "b", "c"])]
         pick: Option<String>,
+    }
+
+    #[derive(Debug, Clone)]
+    struct Wait(String);
+
+    impl std::str::FromStr for Wait {
+        type Err = NextOption;
+        fn from_str(s: &str) -> Result<Self, NextOption> {
+            not_the_next_option(s).map(|()| Wait(s.to_string()))
+        }
+    }
+
+    #[derive(Debug, Parser)]
+    struct Timed {
+        /// As `run`'s plan or URL, which took the `m4` of `-d --out m4`.
+        plans: Vec<String>,
+        #[arg(long, short = 'd', allow_hyphen_values = true)]
+        duration: Option<Wait>,
+        #[arg(long)]
+        out: Option<String>,
+        #[arg(long)]
+        quiet: bool,
+    }
+
+    #[test]
+    fn a_duration_flag_swallowed_the_next_flag() {
+        // Regression: `-d --out m4` read "cannot read plan file m4", `--timeout --quiet` "must be a
+        // positive number, got --quiet".
+        let error = |argv: &[&str]| one_line(&Timed::try_parse_from(argv).unwrap_err(), |_| None);
+        assert_eq!(
+            error(&["t", "-d", "--out", "m4"]),
+            "--duration needs a value: '--out' is the next option"
+        );
+        assert_eq!(
+            error(&["t", "--duration", "--quiet"]),
+            "--duration needs a value: '--quiet' is the next option"
+        );
+        // A negative value is a value, refused later with its own words.
+        let t = Timed::try_parse_from(["t", "-d", "-5s", "--quiet"]).unwrap();
+        assert_eq!(t.duration.unwrap().0, "-5s");
+        assert!(t.quiet);
+        assert_eq!(not_the_next_option("-"), Err(NextOption("-".into())));
+        assert_eq!(not_the_next_option("-0.5"), Ok(()));
+        assert_eq!(not_the_next_option("10s"), Ok(()));
     }
 
     fn error(argv: &[&str]) -> String {

@@ -97,9 +97,14 @@ fn readme_starts_with_the_two_setup_commands() {
             "README links to {path}, which does not exist"
         );
     }
-    // CI runs the README's test command.
+    // CI runs the README's two commands, in its order: the suite must pass with the results folder the
+    // demo leaves in the checkout.
     let ci = std::fs::read_to_string(root().join(".ci/run")).unwrap();
-    assert!(ci.contains("\ncargo test --workspace\n"));
+    let both = format!("\n{}\n", commands.join("\n"));
+    assert!(
+        ci.contains(&both),
+        ".ci/run does not run the README's commands one after the other:{both}"
+    );
 }
 
 #[test]
@@ -527,4 +532,389 @@ fn a_documented_flag_could_be_missing_from_the_binary() {
         "flags the docs use that --help does not list: {unknown:#?}"
     );
     assert!(checked > 100, "only {checked} flags found in the docs");
+}
+
+/// Every page a reader may open, each with its path: the README and the files beside it, docs/ with
+/// its guide and reference (but the generated cli.md, which is `--help`'s words), deploy/README.md.
+fn every_page() -> Vec<(String, String)> {
+    let mut pages = Vec::new();
+    for name in [
+        "README.md",
+        "ARCHITECTURE.md",
+        "CONTRIBUTING.md",
+        "SECURITY.md",
+        "deploy/README.md",
+    ] {
+        let text =
+            std::fs::read_to_string(root().join(name)).unwrap_or_else(|e| panic!("{name}: {e}"));
+        pages.push((name.to_string(), text));
+    }
+    for dir in ["docs", "docs/guide", "docs/reference"] {
+        let mut found: Vec<(String, String)> = std::fs::read_dir(root().join(dir))
+            .unwrap()
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.extension().is_some_and(|x| x == "md"))
+            .map(|p| {
+                let name = format!("{dir}/{}", p.file_name().unwrap().to_string_lossy());
+                (name, std::fs::read_to_string(&p).unwrap())
+            })
+            .filter(|(name, _)| name != "docs/reference/cli.md")
+            .collect();
+        found.sort();
+        pages.extend(found);
+    }
+    pages
+}
+
+/// The lines of a page outside its fenced code blocks, numbered from 1; a fence's own line is given
+/// as blank, so that it ends a paragraph.
+fn prose_lines(text: &str) -> Vec<(usize, &str)> {
+    let mut fenced = false;
+    let mut lines = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        if line.trim_start().starts_with("```") {
+            fenced = !fenced;
+            lines.push((i + 1, ""));
+        } else if !fenced {
+            lines.push((i + 1, line));
+        }
+    }
+    lines
+}
+
+/// Each paragraph or list item of a page that ends without a full stop (or `:`, `?`, `!`; a list item
+/// may also end with `;`, a clause of a list), as its first line and its last words: the trace of a
+/// sentence cut off, as the wrk2 bullet once stopped at "so a".
+fn unfinished_paragraphs(text: &str) -> Vec<(usize, String)> {
+    let mut found = Vec::new();
+    let mut block: Vec<(usize, &str)> = Vec::new();
+    let mut check = |block: &mut Vec<(usize, &str)>| {
+        let Some(&(first, head)) = block.first() else {
+            return;
+        };
+        let head = head.trim_start();
+        // Headings, tables, comments and pictures are not sentences.
+        if !["#", "|", "<!--", "!["].iter().any(|p| head.starts_with(p)) {
+            let mut items: Vec<Vec<(usize, &str)>> = Vec::new();
+            for &(n, line) in block.iter() {
+                let t = line.trim_start();
+                let item = t.starts_with("- ")
+                    || t.starts_with("* ")
+                    || t.split_once(". ").is_some_and(|(d, _)| {
+                        !d.is_empty() && d.chars().all(|c| c.is_ascii_digit())
+                    });
+                match items.last_mut() {
+                    Some(last) if !item => last.push((n, line)),
+                    _ => items.push(vec![(n, line)]),
+                }
+            }
+            for item in items {
+                let is_item = item.len() != block.len() || {
+                    let t = head;
+                    t.starts_with("- ") || t.starts_with("* ") || t.starts_with(char::is_numeric)
+                };
+                let end = item.last().unwrap().1.trim_end();
+                // Closing marks after the stop: `.)`, `.**`, `.`` ` ``, `."`.
+                let bare = end.trim_end_matches([')', '*', '`', '"']);
+                let stops: &[char] = if is_item {
+                    &['.', ':', '?', '!', ';']
+                } else {
+                    &['.', ':', '?', '!']
+                };
+                if !bare.ends_with(stops) {
+                    let tail: String = end
+                        .chars()
+                        .rev()
+                        .take(60)
+                        .collect::<Vec<_>>()
+                        .into_iter()
+                        .rev()
+                        .collect();
+                    found.push((item[0].0.max(first), tail));
+                }
+            }
+        }
+        block.clear();
+    };
+    for (n, line) in prose_lines(text) {
+        if line.trim().is_empty() {
+            check(&mut block);
+        } else {
+            block.push((n, line));
+        }
+    }
+    check(&mut block);
+    found
+}
+
+/// Each heading of a page whose section is code and nothing else: no sentence says what the block
+/// shows (as "## A plan file" once had none). A section of tables or subsections only is reference.
+fn sections_that_are_only_code(text: &str) -> Vec<(usize, String)> {
+    let mut found = Vec::new();
+    let mut heading: Option<(usize, &str)> = None;
+    let (mut code, mut words) = (false, false);
+    let mut fenced = false;
+    for (i, line) in text.lines().chain(std::iter::once("# end")).enumerate() {
+        let t = line.trim();
+        if t.starts_with("```") {
+            fenced = !fenced;
+            code = true;
+            continue;
+        }
+        if fenced {
+            continue;
+        }
+        if line.starts_with('#') {
+            if let Some((at, h)) = heading.filter(|_| code && !words) {
+                found.push((at, h.to_string()));
+            }
+            heading = Some((i + 1, line));
+            (code, words) = (false, false);
+        } else if !t.is_empty() && !t.starts_with("<!--") && !t.starts_with("![") {
+            words = true;
+        }
+    }
+    found
+}
+
+/// The top-level folders of the checkout, as ARCHITECTURE.md's codemap lists them (the tidy checks
+/// keep that list whole).
+fn top_level_folders() -> Vec<String> {
+    let architecture = std::fs::read_to_string(root().join("ARCHITECTURE.md")).unwrap();
+    architecture
+        .lines()
+        .filter_map(|l| l.strip_prefix("- `"))
+        .filter_map(|l| l.split_once("/`").map(|(name, _)| name.to_string()))
+        .filter(|name| !name.contains('/'))
+        .collect()
+}
+
+/// The paths into the checkout a page names in backticks outside its code blocks: those under a
+/// top-level folder, without wildcards or placeholders (`hlog/step-NNN.hlog`, `OUT/NAME/`).
+fn named_paths(text: &str, folders: &[String]) -> Vec<(usize, String)> {
+    let mut found = Vec::new();
+    for (n, line) in prose_lines(text) {
+        for (i, span) in line.split('`').enumerate() {
+            // Odd pieces are inside backticks.
+            if i % 2 == 0 || span.contains([' ', '*', '{', '<']) {
+                continue;
+            }
+            let Some((first, rest)) = span.split_once('/') else {
+                continue;
+            };
+            let placeholder = rest.split('/').any(|part| {
+                part.len() > 1 && part.chars().all(|c| c.is_ascii_uppercase() || c == '_')
+                    || part.contains("NNN")
+            });
+            if folders.iter().any(|f| f == first) && !placeholder {
+                found.push((n, span.to_string()));
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn a_cut_off_sentence_and_a_section_of_bare_code_are_found() {
+    let page = "# Page\n\nA sentence.\n\n- **wrk2**: measures, so a\n- **wrk/ab**: the closed loop.\n\n\
+                ## A plan file\n\n\n```toml\nurl = \"x\"\n```\n\n## Fine\n\nWhat it is:\n\n```sh\nls\n```\n\n\
+                | a | b |\n|---|---|\n\n1. first; \n2. second:\n\nends with a word\n";
+    assert_eq!(
+        unfinished_paragraphs(page),
+        vec![
+            (5, "- **wrk2**: measures, so a".to_string()),
+            (29, "ends with a word".to_string())
+        ]
+    );
+    assert_eq!(
+        sections_that_are_only_code(page),
+        vec![(8, "## A plan file".to_string())]
+    );
+    let folders = vec!["results".to_string(), "docs".to_string()];
+    assert_eq!(
+        named_paths(
+            "`results/src/report.rs` and `run/step.rs`, `docs/guide/` and `OUT/NAME/`, \
+             `results/NAME/x`, `tests/*.rs`\n```\n`results/in/code`\n```\n",
+            &folders
+        ),
+        vec![
+            (1, "results/src/report.rs".to_string()),
+            (1, "docs/guide/".to_string())
+        ]
+    );
+}
+
+#[test]
+fn every_paragraph_ends_and_every_path_named_exists() {
+    let folders = top_level_folders();
+    assert!(
+        folders.len() >= 8 && folders.iter().any(|f| f == "coordinator"),
+        "{folders:?}"
+    );
+    let mut wrong = Vec::new();
+    for (name, text) in every_page() {
+        for (line, end) in unfinished_paragraphs(&text) {
+            wrong.push(format!(
+                "{name}:{line}: a paragraph ends without a full stop: ...{end}"
+            ));
+        }
+        for (line, heading) in sections_that_are_only_code(&text) {
+            wrong.push(format!(
+                "{name}:{line}: '{heading}' has a code block and no text saying what it shows"
+            ));
+        }
+        for (line, path) in named_paths(&text, &folders) {
+            if !root().join(&path).exists() {
+                wrong.push(format!("{name}:{line}: `{path}` does not exist"));
+            }
+        }
+        // Relative links, from the page's own folder.
+        let dir = root().join(&name).parent().unwrap().to_path_buf();
+        for link in text.split("](").skip(1).filter_map(|s| s.split(')').next()) {
+            let file = link.split('#').next().unwrap();
+            if file.is_empty() || link.contains("://") || link.contains(' ') {
+                continue;
+            }
+            if !dir.join(file).exists() {
+                wrong.push(format!("{name}: link to {link}, which does not exist"));
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "{wrong:#?}");
+}
+
+/// The blocks of a page marked to be run (a fence opened with ```` ```sh runnable ````), each with the
+/// line its fence is on.
+fn runnable_blocks(text: &str) -> Vec<(usize, String)> {
+    let mut blocks = Vec::new();
+    let mut open: Option<(usize, String)> = None;
+    for (i, line) in text.lines().enumerate() {
+        match (&mut open, line.trim_start()) {
+            (None, "```sh runnable") => open = Some((i + 1, String::new())),
+            (Some(_), t) if t.starts_with("```") => blocks.push(open.take().unwrap()),
+            (Some((_, body)), _) => {
+                body.push_str(line);
+                body.push('\n');
+            }
+            _ => {}
+        }
+    }
+    blocks
+}
+
+/// The script with each loopback port it names (`127.0.0.1:8080`) moved to a free one, the same port
+/// to the same free one: the page's commands as a reader pastes them, without the fixed ports a test
+/// must not bind beside other tests.
+fn on_free_ports(script: &str) -> String {
+    const HOST: &str = "127.0.0.1:";
+    let mut moved: Vec<(String, String)> = Vec::new();
+    let mut out = String::new();
+    let mut rest = script;
+    while let Some(at) = rest.find(HOST) {
+        let after = &rest[at + HOST.len()..];
+        let digits: String = after.chars().take_while(char::is_ascii_digit).collect();
+        out.push_str(&rest[..at + HOST.len()]);
+        if digits.is_empty() || digits == "0" {
+            rest = after;
+            continue;
+        }
+        let known = moved.iter().find(|(from, _)| *from == digits).cloned();
+        let to = known.map(|(_, to)| to).unwrap_or_else(|| {
+            let free = std::net::TcpListener::bind("127.0.0.1:0")
+                .unwrap()
+                .local_addr()
+                .unwrap()
+                .port()
+                .to_string();
+            moved.push((digits.clone(), free.clone()));
+            free
+        });
+        out.push_str(&to);
+        rest = &after[digits.len()..];
+    }
+    out.push_str(rest);
+    out
+}
+
+#[test]
+fn the_port_mover_keeps_one_port_one_port() {
+    let moved =
+        on_free_ports("a 127.0.0.1:8080 b 127.0.0.1:8080/ c 127.0.0.1:7701 d 127.0.0.1:0\n");
+    let ports: Vec<&str> = moved
+        .split("127.0.0.1:")
+        .skip(1)
+        .map(|p| p.split(|c: char| !c.is_ascii_digit()).next().unwrap())
+        .collect();
+    assert_eq!(ports.len(), 4);
+    assert_eq!(ports[0], ports[1]);
+    assert_ne!(ports[0], ports[2]);
+    assert_ne!(ports[0], "8080");
+    assert_eq!(ports[3], "0");
+}
+
+/// Runs one block with the built binaries first on PATH, in its own directory and process group
+/// (whatever it leaves running is killed after), for at most `limit`: its exit status and output.
+fn run_block(script: &str, limit: std::time::Duration) -> Result<String, String> {
+    use std::os::unix::process::CommandExt;
+    let dir = tempfile::tempdir().unwrap();
+    let bins = bin("stampede").parent().unwrap().to_path_buf();
+    bin("stampede-agent");
+    let path = std::env::join_paths(std::iter::once(bins).chain(std::env::split_paths(
+        &std::env::var_os("PATH").unwrap_or_default(),
+    )))
+    .unwrap();
+    let mut child = std::process::Command::new("bash")
+        .args(["-euo", "pipefail", "-c", script])
+        .current_dir(dir.path())
+        .env("PATH", path)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    let group = child.id() as i32;
+    let start = std::time::Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break Some(status);
+        }
+        if start.elapsed() > limit {
+            break None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    // SAFETY: kill(2) with a negative pid signals the group this test made; no memory is touched.
+    unsafe {
+        libc::kill(-group, libc::SIGKILL);
+    }
+    let out = child.wait_with_output().unwrap();
+    let said = format!("{}{}", text(&out.stdout), text(&out.stderr));
+    match status {
+        Some(s) if s.success() => Ok(said),
+        Some(s) => Err(format!("exited {s}: {said}")),
+        None => Err(format!("still running after {limit:?}: {said}")),
+    }
+}
+
+#[test]
+fn the_guide_s_runnable_blocks_run_on_loopback() {
+    let mut ran = 0;
+    let mut failed = Vec::new();
+    for (name, text) in guide_pages() {
+        for (line, block) in runnable_blocks(&text) {
+            // Traffic only to loopback: a block that names another address is no block to run here.
+            assert!(
+                !block.contains("0.0.0.0") && !block.contains("10.0."),
+                "{name}:{line}: a runnable block leaves loopback"
+            );
+            if let Err(e) = run_block(&on_free_ports(&block), std::time::Duration::from_secs(120)) {
+                failed.push(format!("{name}:{line}: {e}"));
+            }
+            ran += 1;
+        }
+    }
+    assert!(failed.is_empty(), "{failed:#?}");
+    assert!(ran >= 1, "no ```sh runnable block in docs/guide/");
 }

@@ -139,7 +139,26 @@ fn zero_negative_and_inverted_rates() {
         ],
         "--low-rate (50) is above --high-rate (10)",
     );
-    refused(&["run", "http://127.0.0.1:1/"], "no steps");
+    refused(
+        &["run", "http://127.0.0.1:1/"],
+        "no steps: say what load to send, e.g. `stampede run http://127.0.0.1:1/ -c 10 -d 10s`",
+    );
+    // A duration flag without its value once took the next flag as it.
+    refused(
+        &["run", "http://127.0.0.1:1/", "-c", "1", "-d", "--out", "m4"],
+        "stampede: --step-duration needs a value: '--out' is the next option\n",
+    );
+    refused(
+        &[
+            "run",
+            "http://127.0.0.1:1/",
+            "--low-rate",
+            "100",
+            "--high-rate",
+            "500",
+        ],
+        "needs --rate-step",
+    );
     // Regression: a rate this small once panicked a worker thread and hung the step.
     refused(
         &[

@@ -1,7 +1,7 @@
-//! Tidy checks on the source tree, run as ordinary tests (rust-analyzer's `tidy.rs` is the model):
-//! every source file opens with a `//!` header saying what it is for, ARCHITECTURE.md's codemap has
-//! every crate and top-level folder, no function grows past what one screen can hold, no crate's
-//! modules import each other in a cycle, and a quantity's key is written only in the catalogue.
+//! Tidy checks on the source tree as git tracks it, run as ordinary tests (rust-analyzer's `tidy.rs` is
+//! the model): every source file opens with a `//!` header saying what it is for, ARCHITECTURE.md's
+//! codemap has every crate and top-level folder, no function grows past what one screen can hold, no
+//! crate's modules import each other in a cycle, and a quantity's key is written only in the catalogue.
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
@@ -15,51 +15,166 @@ fn root() -> PathBuf {
         .to_path_buf()
 }
 
-/// Every `.rs` file under `dir`, as paths relative to it, sorted.
-fn sources(dir: &Path) -> Vec<PathBuf> {
+/// The checkout's files the checks read, relative to `root`, sorted: git's tracked files, so what a
+/// user's run leaves in the checkout (`stampede-results/` from the README's demo, a `--out` folder)
+/// never fails a check. A new file counts once it is added (`git add`), as CI's clean clone sees it.
+/// Without git (a source archive, no `git` on the machine), every file but the hidden, the build's and
+/// the top-level folders `.gitignore` names.
+fn checkout_files(root: &Path) -> Vec<PathBuf> {
+    let mut files = tracked_files(root).unwrap_or_else(|| walked_files(root));
+    // A tracked file deleted but not yet committed is not there to read.
+    files.retain(|f| root.join(f).is_file());
+    files.sort();
+    files
+}
+
+/// `git ls-files` in `root`, or None where there is no git or no repository.
+fn tracked_files(root: &Path) -> Option<Vec<PathBuf>> {
+    let out = std::process::Command::new("git")
+        .arg("-C")
+        .arg(root)
+        .args(["ls-files", "-z"])
+        .output()
+        .ok()
+        .filter(|o| o.status.success())?;
+    Some(
+        out.stdout
+            .split(|b| *b == 0)
+            .filter(|p| !p.is_empty())
+            .map(|p| PathBuf::from(String::from_utf8_lossy(p).into_owned()))
+            .collect(),
+    )
+}
+
+/// Every file under `root` but the hidden ones, the build's (`target/`) and those of the top-level
+/// folders the root `.gitignore` names (`stampede-results/`, `/bench-results`): the checkout as git
+/// would track it, near enough, where there is no git to ask.
+fn walked_files(root: &Path) -> Vec<PathBuf> {
+    let ignore = std::fs::read_to_string(root.join(".gitignore")).unwrap_or_default();
+    let ignored: BTreeSet<&str> = ignore
+        .lines()
+        .map(|l| l.trim().trim_start_matches('/').trim_end_matches('/'))
+        .filter(|l| !l.is_empty() && !l.starts_with('#') && !l.contains(['/', '*']))
+        .chain(["target"])
+        .collect();
     let mut found = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
+    let mut stack = vec![root.to_path_buf()];
     while let Some(d) = stack.pop() {
         let Ok(entries) = std::fs::read_dir(&d) else {
             continue;
         };
         for e in entries.flatten() {
             let p = e.path();
+            let name = e.file_name().to_string_lossy().to_string();
+            let top = d == root;
+            if name.starts_with('.') || (top && ignored.contains(name.as_str())) {
+                continue;
+            }
             if p.is_dir() {
                 stack.push(p);
-            } else if p.extension().is_some_and(|x| x == "rs") {
-                found.push(p.strip_prefix(dir).unwrap().to_path_buf());
+            } else {
+                found.push(p.strip_prefix(root).unwrap().to_path_buf());
             }
         }
     }
-    found.sort();
     found
+}
+
+/// Every `.rs` file of the checkout under `dir` (relative to the workspace root), as paths relative
+/// to `dir`, sorted.
+fn sources(dir: &Path) -> Vec<PathBuf> {
+    let rel = dir.strip_prefix(root()).unwrap_or(dir);
+    checkout_files(&root())
+        .into_iter()
+        .filter(|f| f.extension().is_some_and(|x| x == "rs"))
+        .filter_map(|f| f.strip_prefix(rel).ok().map(Path::to_path_buf))
+        .collect()
 }
 
 /// The workspace's crates: every top-level folder with a `Cargo.toml` and a `src/`, so a crate added
 /// is covered without a list to keep.
 fn workspace_crates() -> Vec<String> {
-    let mut crates: Vec<String> = top_level_folders()
+    let files = checkout_files(&root());
+    let mut crates: Vec<String> = top_level_folders(&root())
         .into_iter()
         .filter(|d| {
-            root().join(d).join("Cargo.toml").is_file() && root().join(d).join("src").is_dir()
+            files.contains(&Path::new(d).join("Cargo.toml"))
+                && files
+                    .iter()
+                    .any(|f| f.starts_with(Path::new(d).join("src")))
         })
         .collect();
     crates.sort();
     crates
 }
 
-/// The top-level folders a person would look into: not hidden, not the build's.
-fn top_level_folders() -> Vec<String> {
-    let mut found: Vec<String> = std::fs::read_dir(root())
-        .unwrap()
-        .flatten()
-        .filter(|e| e.path().is_dir())
-        .map(|e| e.file_name().to_string_lossy().to_string())
+/// The top-level folders of the checkout at `root` a person would look into: not hidden, and holding
+/// a file the checkout has (not a results folder a run left, not the build's).
+fn top_level_folders(root: &Path) -> Vec<String> {
+    let found: BTreeSet<String> = checkout_files(root)
+        .iter()
+        .filter(|f| f.components().count() > 1)
+        .filter_map(|f| f.components().next())
+        .map(|c| c.as_os_str().to_string_lossy().to_string())
         .filter(|n| !n.starts_with('.') && n != "target")
         .collect();
-    found.sort();
-    found
+    found.into_iter().collect()
+}
+
+/// A checkout as the README leaves it: one crate tracked, and the demo's `stampede-results/` (ignored)
+/// and a `--out shootout` folder (neither tracked nor ignored) beside it.
+fn checkout_after_a_run() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    for (file, text) in [
+        (".gitignore", "/target\nstampede-results/\n"),
+        ("shared/src/lib.rs", "//! The wire.\n"),
+        ("shared/Cargo.toml", "[package]\n"),
+        ("stampede-results/20261202T160816Z/run.json", "{}\n"),
+        ("target/debug/stampede", ""),
+    ] {
+        let path = dir.path().join(file);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    }
+    dir
+}
+
+#[test]
+fn a_results_folder_the_readme_s_demo_leaves_is_no_code_folder() {
+    // Regression: `cargo run --release --bin stampede -- demo`, then `cargo test --workspace`, as the
+    // README orders them, failed the codemap check on stampede-results/ and so never ran the tests
+    // after tidy.
+    let checkout = checkout_after_a_run();
+    let root = checkout.path();
+    let git = |args: &[&str]| {
+        std::process::Command::new("git")
+            .arg("-C")
+            .arg(root)
+            .args(args)
+            .output()
+            .is_ok_and(|o| o.status.success())
+    };
+    // Without git (none installed) the check falls back to the walk, asserted below as well.
+    if git(&["init", "-q"]) {
+        assert!(git(&["add", ".gitignore", "shared"]));
+        std::fs::create_dir_all(root.join("shootout/nginx")).unwrap();
+        std::fs::write(root.join("shootout/nginx/run.json"), "{}\n").unwrap();
+        assert_eq!(top_level_folders(root), ["shared"]);
+        std::fs::remove_dir_all(root.join("shootout")).unwrap();
+        std::fs::remove_dir_all(root.join(".git")).unwrap();
+    }
+    // No repository: the walk leaves out the folders .gitignore names and the build's.
+    let walked = walked_files(root);
+    assert!(
+        walked.contains(&PathBuf::from("shared/src/lib.rs")),
+        "{walked:?}"
+    );
+    assert!(
+        !walked
+            .iter()
+            .any(|f| f.starts_with("stampede-results") || f.starts_with("target")),
+        "{walked:?}"
+    );
 }
 
 /// Whether a source file opens with a `//!` header (a file's first line, before any code).
@@ -109,7 +224,7 @@ fn the_codemap_has_every_crate_and_top_level_folder() {
         .nth(1)
         .and_then(|rest| rest.split("\n## ").next())
         .expect("ARCHITECTURE.md has a `## Codemap` section");
-    let missing: Vec<String> = top_level_folders()
+    let missing: Vec<String> = top_level_folders(&root())
         .into_iter()
         .filter(|d| !codemap.contains(&format!("\n- `{d}/`")))
         .collect();

@@ -35,7 +35,7 @@ pub const GENERATOR_CHECKS: &str = "the generator's own checks (not measured)";
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Ceiling {
     pub rate: f64,
-    /// Who set it, in a few words: `--max-rate`, `the agents' limits`, `the generator's capacity`.
+    /// Who set it, in a few words: `--max-rate`, `the agents' limits`, [`GENERATOR_CHECKS`].
     pub by: String,
     /// The refusal that set it, as the agent's check said it (absent for --max-rate).
     #[serde(default, skip_serializing_if = "Option::is_none")]
