@@ -737,6 +737,12 @@ async fn connection(ctx: &Ctx, intended: Instant, calls: u32) {
 async fn closed_loop(ctx: &Ctx) {
     let mut conn: Option<Conn> = None;
     while !ctx.past_deadline() {
+        // A turn before the connect: a connect that fails is that turn's request, due and unsent,
+        // so it is paced and counted against `-n` like one sent (a refusing target took 13,935
+        // turns of a 1,000-request step, and the agent was dropped for claiming them).
+        if !next_turn(ctx).await {
+            return;
+        }
         if conn.is_none() {
             match ctx.connect().await {
                 Ok(c) => conn = Some(c),
@@ -756,9 +762,6 @@ async fn closed_loop(ctx: &Ctx) {
             if ctx.past_deadline() {
                 return;
             }
-        }
-        if !next_turn(ctx).await {
-            return;
         }
         conn = ctx.request(conn.take(), Instant::now(), false).await.0;
     }
@@ -791,6 +794,10 @@ async fn next_turn(ctx: &Ctx) -> bool {
 /// session it shares with its connection's other streams.
 async fn closed_stream(ctx: &Ctx, shared: &Shared) {
     while !ctx.past_deadline() {
+        // As the HTTP/1.1 loop: a session that fails to open is this turn's request, unsent.
+        if !next_turn(ctx).await {
+            return;
+        }
         match shared.session(ctx).await {
             Ok(_) => {}
             Err(class) => {
@@ -803,7 +810,7 @@ async fn closed_stream(ctx: &Ctx, shared: &Shared) {
                 continue;
             }
         }
-        if ctx.past_deadline() || !next_turn(ctx).await {
+        if ctx.past_deadline() {
             return;
         }
         let _ = ctx.request_h2(shared, Instant::now(), None).await;
@@ -1176,6 +1183,21 @@ mod tests {
         );
         assert_eq!(seen.requests.load(Ordering::Acquire), requests);
         assert_eq!(sent.counters.ok, requests, "paced, every request is served");
+    }
+
+    #[tokio::test]
+    async fn a_closed_loop_against_a_refusing_target_is_paced_and_counted_by_turns() {
+        // Each refused connect is a turn's request, due and unsent: under --max-rate 50 for 2 s,
+        // about 100 of them, where the loop spun thousands past its pace (and past `-n`).
+        let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = closed.local_addr().unwrap();
+        drop(closed);
+        let step = share(LoadModel::Concurrency, 0.0, 3, Duration::from_secs(2));
+        let sent = run_step(addr, step, Caps::new(Some(50.0), None), 2).await;
+        let c = &sent.counters;
+        assert_eq!(c.requests, 0);
+        assert!((50..=105).contains(&c.unsent), "{c:?}");
+        assert_eq!(c.error(ErrorClass::ConnRefused), c.unsent);
     }
 
     #[tokio::test]

@@ -744,7 +744,11 @@ fn served_rate(input: &StepInput<'_>) -> f64 {
         // Nothing in the drain: every reply came before the end, so none waited a latency of
         // note (and the window is the step's).
         let drained_ok = c.drained.min(c.ok);
-        let late_start = if drained_ok > 0 { fastest } else { Duration::ZERO };
+        let late_start = if drained_ok > 0 {
+            fastest
+        } else {
+            Duration::ZERO
+        };
         let window = input.duration.saturating_sub(late_start);
         (c.ok - drained_ok, window.max(input.duration / 2))
     } else {

@@ -780,7 +780,9 @@ mod tests {
         assert_eq!(queued.state, Server::Saturated);
         assert_eq!(
             queued.reasons,
-            ["600 replies were still owed when the schedule ended (0.40 s of the 1500/s due): requests queued"]
+            [
+                "600 replies were still owed when the schedule ended (0.40 s of the 1500/s due): requests queued"
+            ]
         );
         // A slow endpoint (every reply 1 s, no queue): 1,500 in flight is Little's law, not a queue.
         assert_eq!(judged(1500, 1000.0).state, Server::Ok);
