@@ -1621,8 +1621,17 @@ mod tests {
         let c = &sent.counters;
         assert_eq!(c.connections, 20, "{c:?}");
         assert_eq!(seen.connections.load(Ordering::Acquire), 20 + 1);
-        assert_eq!((c.requests, c.ok), (200, 200), "{c:?}");
-        assert_eq!(seen.requests.load(Ordering::Acquire), 200);
+        // The last connection opens at 950 ms and its second round is due at about 960: on a
+        // loaded machine it can start past the step's deadline, and a call not begun by then is
+        // cut (not due), a round of 5 at a time. Whatever was sent, the server saw and served.
+        assert!(
+            c.requests == 200 || c.requests == 195,
+            "{} requests: {c:?}",
+            c.requests
+        );
+        assert_eq!(c.ok, c.requests, "{c:?}");
+        assert_eq!(c.unsent, 0, "{c:?}");
+        assert_eq!(seen.requests.load(Ordering::Acquire), c.requests);
         assert_eq!(seen.peak.load(Ordering::Acquire), 5);
     }
 
