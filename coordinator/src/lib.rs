@@ -497,9 +497,10 @@ fn told(o: &run::RunOutcome, whose: &str) -> String {
             not_run.join(", ")
         ));
     }
+    // The headline: the answer at a glance; every number behind it is in run.json's summary.
     text.push_str(&format!(
         "answer{whose}: {}\n",
-        results::step::summarize_run(&o.steps).answer
+        results::step::summarize_run(&o.steps).headline
     ));
     text
 }

@@ -115,7 +115,18 @@ fn header(r: &RunReport) -> String {
     match &run.summary {
         _ if run.is_search() => out.push_str(&search::answer(run)),
         Some(s) => {
-            let _ = writeln!(out, "<p class=\"answer\">{}</p>", html(&s.answer));
+            // The headline first, the whole answer with its numbers beneath (older files have
+            // no headline: their answer alone).
+            if s.headline.is_empty() {
+                let _ = writeln!(out, "<p class=\"answer\">{}</p>", html(&s.answer));
+            } else {
+                let _ = writeln!(
+                    out,
+                    "<p class=\"answer\"><strong>{}</strong></p>\n<p class=\"answer-detail\">{}</p>",
+                    html(&s.headline),
+                    html(&s.answer)
+                );
+            }
         }
         None => out.push_str("<p class=\"answer\">No step has finished yet.</p>\n"),
     }

@@ -5,6 +5,7 @@ use std::time::Duration;
 use serde::de::{self, Deserialize, Deserializer};
 use serde::ser::{Serialize, SerializeMap, Serializer};
 
+pub mod headline;
 pub mod knee;
 
 use crate::verdict::{self, Facts, Server, ServerFacts, Verdict};
@@ -955,6 +956,15 @@ pub struct RunSummary {
     /// in files written before the knee was named).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub knee: Option<Knee>,
+    /// What the run found of the server, as a kind: the structure the headline is rendered from
+    /// (absent in files written before it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finding: Option<headline::Finding>,
+    /// The answer at a glance, at most [`headline::MAX_CHARS`] characters: what stdout's `answer:`
+    /// line, the ranking and the report's lead say. Empty in files written before it.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub headline: String,
+    /// The answer in full: every number behind the headline, in one sentence.
     pub answer: String,
 }
 
@@ -965,6 +975,8 @@ pub struct RunSummary {
 pub fn kept_up(r: &StepResult) -> bool {
     judged(r)
         && r.trust != Verdict::Invalid
+        // The generator's limit says nothing of the server: kept up with no more than failed.
+        && !r.generator_bound
         && r.due > 0
         && r.failed_pct <= verdict::FAILING_PCT
         && r.ok as f64 >= KEPT_UP_RATIO * r.due as f64
@@ -1020,19 +1032,24 @@ pub fn judged(r: &StepResult) -> bool {
 }
 
 pub fn summarize_run(steps: &[StepResult]) -> RunSummary {
+    let knee = knee::find(steps);
+    // "Kept up to" is the last step before the knee, so the knee is always above it.
     let kept = steps
         .iter()
-        .filter(|r| kept_up(r))
+        .filter(|r| kept_up(r) && knee.as_ref().is_none_or(|k| r.step_value < k.step_value))
         .max_by(|a, b| a.step_value.total_cmp(&b.step_value));
-    let beyond = kept.map_or_else(
-        || steps.iter().find(|r| judged(r) && !kept_up(r)),
-        |k| {
-            steps
-                .iter()
-                .filter(|r| r.step_value > k.step_value && judged(r) && !kept_up(r))
-                .min_by(|a, b| a.step_value.total_cmp(&b.step_value))
-        },
-    );
+    let beyond = match &knee {
+        Some(k) => steps.iter().find(|r| r.number == k.step),
+        None => kept.map_or_else(
+            || steps.iter().find(|r| judged(r) && !kept_up(r)),
+            |k| {
+                steps
+                    .iter()
+                    .filter(|r| r.step_value > k.step_value && judged(r) && !kept_up(r))
+                    .min_by(|a, b| a.step_value.total_cmp(&b.step_value))
+            },
+        ),
+    };
     let peak = steps.iter().map(|r| r.ok_rate).fold(0.0, f64::max);
     let plateau_from = steps
         .iter()
@@ -1057,7 +1074,6 @@ pub fn summarize_run(steps: &[StepResult]) -> RunSummary {
         generator_bound: r.generator_bound,
         aborted: r.aborted,
     });
-    let knee = knee::find(steps);
     let mut answer = answer(steps, kept, beyond.as_ref(), peak, plateau_from);
     if let Some(k) = &knee {
         // A server that served every step past its knee kept up by the served rate alone: its
@@ -1070,6 +1086,8 @@ pub fn summarize_run(steps: &[StepResult]) -> RunSummary {
         }
         answer = format!("{}; {answer}", knee_lead(steps, k));
     }
+    let finding = headline::Finding::of(steps, kept, beyond.as_ref(), knee.as_ref());
+    let headline = headline::render(steps, &finding, kept, knee.as_ref());
     RunSummary {
         kept_up_to: kept.map(|r| r.step_value),
         kept_up_step: kept.map(|r| r.number),
@@ -1079,6 +1097,8 @@ pub fn summarize_run(steps: &[StepResult]) -> RunSummary {
         plateau_from,
         untrusted_steps,
         knee,
+        finding,
+        headline,
         answer,
     }
 }
@@ -1723,19 +1743,21 @@ mod tests {
         );
         let knee = s.knee.as_ref().unwrap();
         assert_eq!((knee.step, knee.cause), (4, knee::KneeCause::Failures));
-        // A step the generator could not be trusted on does not count as kept up.
+        assert_eq!(s.finding, Some(headline::Finding::Knee));
+        assert_eq!(
+            s.headline,
+            "kept up to 400 req/s (p99 9.3 ms); broke at 500: 19.8% failed, p99 ×1,651 (3.3 s), served 401/s"
+        );
+        // A step the generator could not be trusted on does not count as kept up, nor as the
+        // knee: the knee is the server's, where its service degraded.
         let mut untrusted = steps.clone();
         untrusted[2].trust = Verdict::Invalid;
         untrusted[2].generator_bound = true;
         let s = summarize_run(&untrusted);
         assert_eq!(s.kept_up_to, Some(200.0));
         assert_eq!(s.untrusted_steps, [3]);
-        assert!(
-            s.answer
-                .contains("(the generator could not be trusted there)"),
-            "{}",
-            s.answer
-        );
+        assert_eq!(s.knee.as_ref().map(|k| k.step_value), Some(500.0));
+        assert_eq!(s.beyond.as_ref().map(|b| b.step_value), Some(500.0));
         // Every step kept up: the limit is beyond the ramp; none did: null.
         let s = summarize_run(&steps[..2]);
         assert!(
@@ -1780,11 +1802,14 @@ mod tests {
         // A server that answered only errors has no p99 to report, not one of 0 ms.
         let mut dead = ramp_step(1, 100.0, 0.0, 0.0, Verdict::Valid);
         dead.latency_ms = LatencyStats::default();
+        // Nor a knee: nothing answered at any step (a wrong port read "knee at 100 conn/s").
         let s = summarize_run(&[dead]);
         assert_eq!(
             s.answer,
-            "knee at 100 req/s: 100% failed; kept up with no step; at 100 req/s it served nothing, 100% failed"
+            "kept up with no step; at 100 req/s it served nothing, 100% failed"
         );
+        assert_eq!(s.finding, Some(headline::Finding::NothingAnswered));
+        assert_eq!(s.headline, "nothing answered: 100% failed at every step");
     }
 
     #[test]

@@ -208,8 +208,14 @@ fn the_run_ends_with_where_the_server_broke() {
     assert_eq!(summary["knee"]["step_value"], 600.0, "{summary}");
     assert!(answer.contains("; kept up to 200 req/s (p99 "), "{answer}");
     assert!(answer.contains("; at 600 req/s it served "), "{answer}");
+    // stdout's answer is the headline: the knee's step above the one kept up with.
+    let headline = summary["headline"].as_str().unwrap();
     assert!(
-        ran.stdout.contains(&format!("answer: {answer}")),
+        headline.starts_with("kept up to 200 req/s (p99 ") && headline.contains("; broke at 600: "),
+        "{headline}"
+    );
+    assert!(
+        ran.stdout.contains(&format!("answer: {headline}\n")),
         "{}",
         ran.stdout
     );
@@ -232,23 +238,25 @@ fn demo_did_not_say_where_its_target_broke() {
     ]);
     assert!(o.status.success(), "{}", tests::text(&o.stderr));
     let run = tests::run_json(out.path());
-    assert_eq!(
-        f(&run["summary"]["kept_up_to"]),
-        400.0,
-        "{}",
-        run["summary"]
-    );
     let stdout = tests::text(&o.stdout);
     // At 400 req/s the target runs at exactly its capacity: any jitter queues there and never
-    // drains, so the knee is that step or the first past it, never before, never later.
-    assert!(
-        (stdout.contains("answer: knee at 500 req/s: ")
-            || stdout.contains("answer: knee at 400 req/s: "))
-            && stdout.contains("; kept up to 400 req/s (p99 "),
-        "{stdout}"
-    );
+    // drains, so the knee is that step or the first past it, never before, never later; and
+    // "kept up to" is the step before the knee (it read "knee at 400 … kept up to 400").
     let knee = f(&run["summary"]["knee"]["step_value"]);
     assert!(knee == 400.0 || knee == 500.0, "{}", run["summary"]);
+    let kept = f(&run["summary"]["kept_up_to"]);
+    assert_eq!(kept, knee - 100.0, "{}", run["summary"]);
+    let headline = run["summary"]["headline"].as_str().unwrap();
+    assert!(
+        headline.starts_with(&format!("kept up to {kept} req/s (p99 "))
+            && headline.contains(&format!("; broke at {knee}: ")),
+        "{headline}"
+    );
+    assert!(headline.chars().count() <= 120, "{headline}");
+    assert!(
+        stdout.contains(&format!("answer: {headline}\n")),
+        "{stdout}"
+    );
     // Past the knee the served rate is the capacity, not the demand.
     let last = &run["steps"][5];
     assert!(f(&last["ok_rate"]) < 450.0, "{last}");

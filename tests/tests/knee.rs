@@ -53,6 +53,22 @@ fn a_ramp_across_a_servers_capacity_names_its_knee_and_the_latency_that_shows_it
         answer.starts_with("knee at 600 req/s: p99 rose "),
         "{answer}"
     );
+    // The headline: short, its knee the knee's step, "kept up to" the step before it, and what
+    // stdout says.
+    let headline = summary["headline"].as_str().unwrap();
+    assert!(headline.chars().count() <= 120, "{headline}");
+    assert!(
+        headline.starts_with("kept up to 300 req/s (p99 ")
+            && headline.contains("; broke at 600: p99 ×"),
+        "{headline}"
+    );
+    assert_eq!(summary["kept_up_to"], 300.0, "{summary:#}");
+    assert_eq!(summary["finding"], "knee");
+    assert!(
+        ran.stdout.contains(&format!("answer: {headline}\n")),
+        "{}",
+        ran.stdout
+    );
     // Each step's requests per server core-second: a number above 0, or absent, never 0.
     for s in ran.steps() {
         match s.get("ok_per_core_s") {

@@ -567,7 +567,17 @@ fn entry(r: &Labelled, baseline: bool, base: Option<&RunSummary>) -> RunEntry {
             },
             peak_ok_rate: summary.map_or(0.0, |s| s.peak_ok_rate),
             sentence,
-            answer: summary.map_or_else(|| "no step ran".to_string(), |s| s.answer.clone()),
+            // The headline where the run has one (older files: their whole answer).
+            answer: summary.map_or_else(
+                || "no step ran".to_string(),
+                |s| {
+                    if s.headline.is_empty() {
+                        s.answer.clone()
+                    } else {
+                        s.headline.clone()
+                    }
+                },
+            ),
         },
         capacity: run.capacity.clone(),
     }
