@@ -129,6 +129,45 @@ fn max_rate_no_longer_lets_a_closed_loop_run_unpaced() {
 }
 
 #[test]
+fn an_agent_s_max_rate_pacing_a_ramp_is_never_the_server_s_knee() {
+    // It read "knee at 2 connections: the served rate flattened", every step valid: the served
+    // rate stood at the agent's 50 req/s while the connections doubled.
+    let _serial = tests::serial();
+    let target = ServeProcess::start(&[]);
+    let capped = agent(&["--max-rate", "50"]);
+    let (o, dir) = run_quiet(&[
+        &target.url(),
+        "--agents",
+        &capped.addr.to_string(),
+        "--model",
+        "concurrency",
+        "--steps",
+        "1,2,4",
+        "--step-duration",
+        "2s",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let run = tests::run_json(dir.path());
+    let summary = &run["summary"];
+    assert!(summary.get("knee").is_none(), "{summary:#}");
+    assert_eq!(summary["finding"], "generator_limit", "{summary:#}");
+    let headline = summary["headline"].as_str().unwrap();
+    assert!(
+        headline == "the generator was the limit from 1 connections, not the server",
+        "{headline}"
+    );
+    for step in run["steps"].as_array().unwrap() {
+        assert_eq!(step["generator_bound"], true, "{step}");
+        assert!(
+            step["reasons"]
+                .to_string()
+                .contains("paced at the agents' --max-rate (50 req/s in all)"),
+            "{step}"
+        );
+    }
+}
+
+#[test]
 fn max_connections_no_longer_lets_the_connections_model_hold_more_sockets() {
     let _serial = tests::serial();
     // Each connection held 400 ms: 100 arrivals/s would hold about 40 open at once.

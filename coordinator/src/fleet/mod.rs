@@ -403,6 +403,11 @@ impl Fleet {
         self.agents[i].info.as_ref().map_or(1, |a| a.cores)
     }
 
+    /// The `--max-rate` agent `i` announced: a closed loop on it is paced at that.
+    pub fn max_rate(&self, i: usize) -> Option<f64> {
+        self.agents[i].policy.max_rate
+    }
+
     /// Each agent's part of the load, for those in `who`: its `--agent-weights` entry, found by its
     /// name (never by its place in the fleet, which joins and monitors change), or its cores. `config`
     /// weighs every agent `--agents` lists, so the cores are the answer only without weights.

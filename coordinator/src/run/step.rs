@@ -13,7 +13,7 @@ use results::distribution::Distribution;
 use results::step::{self, AgentInput, StepInput, StepResult};
 use shared::histogram;
 use shared::monitor::step::Window;
-use shared::plan::StepShare;
+use shared::plan::{LoadModel, StepShare};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
@@ -686,12 +686,37 @@ fn summarise(
             step::human(lost.pct)
         ));
     }
+    if plan.model() == LoadModel::Concurrency {
+        paced_by_agents(fleet, &p.who, &mut result);
+    }
     let named = p.who.iter().map(|&i| (fleet.name(i), &sums[i]));
     result.notes.extend(below_the_network(named));
     result.notes.extend(p.notes);
     result.notes.extend(c.notes);
     let distribution = Distribution::of(result.number, &total.hist.latency);
     (result, hlog, distribution)
+}
+
+/// A closed loop that started at least this share of what its agents' `--max-rate` allows was
+/// held by that pace, not by the server.
+const PACED_SHARE: f64 = 0.95;
+
+/// Marks a closed-loop step the agents' own `--max-rate` held as the generator's: every agent of
+/// it paced, and together they started about what their limits allow. A server that could go
+/// faster shows the agents' limit, never its own knee ("knee at 2 connections: the served rate
+/// flattened" read every step of such a run).
+fn paced_by_agents(fleet: &Fleet, who: &[usize], result: &mut StepResult) {
+    let Some(pace) = who.iter().map(|&i| fleet.max_rate(i)).sum::<Option<f64>>() else {
+        return;
+    };
+    if who.is_empty() || result.achieved_request_rate < PACED_SHARE * pace {
+        return;
+    }
+    result.generator_bound = true;
+    result.reasons.push(format!(
+        "paced at the agents' --max-rate ({} req/s in all): their limit, not the server's",
+        step::human(pace)
+    ));
 }
 
 /// No HTTP reply crosses even loopback in under this (a keep-alive request there takes tens of
@@ -786,7 +811,7 @@ fn tell_start(fleet: &Fleet, cx: &StepCx<'_>, spec: StepSpec, p: &Prepared, s: &
     if !cx.feed.is_on() {
         return;
     }
-    let closed = cx.cfg.plan.model() == shared::plan::LoadModel::Concurrency;
+    let closed = cx.cfg.plan.model() == LoadModel::Concurrency;
     let agents = p
         .who
         .iter()
