@@ -427,7 +427,9 @@ pub async fn run(job: Job) {
     let deadline = job.start + share.scheduled_duration();
     let rec = Rc::new(Recorder::new(job.target.ok_status.clone()));
     let ctx = Rc::new(Ctx {
-        target: job.target.clone(),
+        // With `--tls-sessions resume`, this worker's own session store (one per thread, kept
+        // through the run's steps), so workers never lock one together.
+        target: job.target.for_worker(job.worker),
         rec: rec.clone(),
         deadline,
         cancel: job.cancel.clone(),

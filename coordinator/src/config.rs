@@ -817,7 +817,8 @@ fn workload(args: &RunArgs, requests: Vec<RequestSpec>) -> Result<Workload, Conf
         None => Vec::new(),
     };
     let workload = Workload::try_new(requests, url_order, timeout, connect_timeout, args.insecure)?
-        .with_source_addrs(source_addrs)?;
+        .with_source_addrs(source_addrs)?
+        .with_tls_sessions(args.tls_sessions.expect(DEFAULTED));
     let workload = match &args.ok_status {
         Some(list) => workload.with_ok_status(StatusSet::parse(&list.joined())?),
         None => workload,
@@ -1494,6 +1495,8 @@ fn echo(plan: &Plan, threads: usize) -> results::run_file::PlanEcho {
         urls_order: w.url_order().name().to_string(),
         http: Some(w.http().name().to_string()),
         streams: Some(u64::from(w.streams().get())),
+        tls_sessions: (w.origin().scheme() == plan::Scheme::Https)
+            .then(|| w.tls_sessions().name().to_string()),
         source_addrs: w.source_addrs().iter().map(ToString::to_string).collect(),
         ok_status: w.ok_status().to_string(),
         threads: threads as u64,

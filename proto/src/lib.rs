@@ -11,7 +11,7 @@ use shared::metrics::{
 };
 use shared::plan::{
     Arrival, Fork, ForkSide, HttpVersion, LoadModel, PlanError, RequestSpec, Slice, StepLimit,
-    StepShare, UrlOrder, Workload,
+    StepShare, TlsSessions, UrlOrder, Workload,
 };
 use shared::status::{StatusCodes, StatusSet};
 use shared::warning::{Warning, WarningKind};
@@ -228,6 +228,10 @@ impl From<&Workload> for pb::Configure {
                 HttpVersion::Auto => pb::HttpVersion::Auto,
             } as i32,
             streams: w.streams().get(),
+            tls_sessions: match w.tls_sessions() {
+                TlsSessions::Fresh => pb::TlsSessions::Fresh,
+                TlsSessions::Resume => pb::TlsSessions::Resume,
+            } as i32,
         }
     }
 }
@@ -272,6 +276,16 @@ impl TryFrom<&pb::Configure> for Workload {
                 });
             }
         };
+        let tls_sessions = match pb::TlsSessions::try_from(c.tls_sessions) {
+            Ok(pb::TlsSessions::Unspecified | pb::TlsSessions::Fresh) => TlsSessions::Fresh,
+            Ok(pb::TlsSessions::Resume) => TlsSessions::Resume,
+            Err(_) => {
+                return Err(ConvertError::Unknown {
+                    what: "TLS sessions",
+                    value: c.tls_sessions,
+                });
+            }
+        };
         let source_addrs = c
             .source_addrs
             .iter()
@@ -291,7 +305,8 @@ impl TryFrom<&pb::Configure> for Workload {
         )?
         .with_source_addrs(source_addrs)?
         .with_ok_status(ok_status_from_pb(&c.ok_status)?)
-        .with_http(http, c.streams.max(1))?)
+        .with_http(http, c.streams.max(1))?
+        .with_tls_sessions(tls_sessions))
     }
 }
 
@@ -352,6 +367,8 @@ impl From<&Counters> for pb::Counters {
             body_bytes_in: c.body_bytes_in,
             window_stalls: c.window_stalls,
             window_stall_us: c.window_stall_us,
+            tls_full: c.tls_full,
+            tls_resumed: c.tls_resumed,
         }
     }
 }
@@ -391,6 +408,8 @@ impl TryFrom<&pb::Counters> for Counters {
             body_bytes_in: c.body_bytes_in,
             window_stalls: c.window_stalls,
             window_stall_us: c.window_stall_us,
+            tls_full: c.tls_full,
+            tls_resumed: c.tls_resumed,
             ..Counters::default()
         };
         if c.ok > c.replies {

@@ -6,6 +6,7 @@ use serde::de::{self, Deserialize, Deserializer};
 use serde::ser::{Serialize, SerializeMap, Serializer};
 
 pub mod knee;
+pub mod tls;
 
 use crate::verdict::{self, Facts, Server, ServerFacts, Verdict};
 use knee::Knee;
@@ -414,6 +415,9 @@ pub struct StepResult {
     /// What HTTP/2 adds to the step; absent over HTTP/1.1 (no session opened).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub http2: Option<Http2Step>,
+    /// The step's TLS handshakes, full and resumed; absent over plain TCP (and in older files).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls: Option<tls::TlsStep>,
 }
 
 /// A step's HTTP/2 sessions as the server shaped them.
@@ -729,6 +733,8 @@ pub fn summarize(input: &StepInput<'_>) -> StepResult {
     if let Some(h2) = &http2 {
         notes.extend(h2.notes(generator.waited, generator.wait_p99_ms));
     }
+    let tls = tls::TlsStep::of(c);
+    notes.extend(tls.map(|t| t.note()));
     let ok_rate = c.ok as f64 / served_over(input).as_secs_f64().max(1e-9);
     let server = verdict::judge_server(&ServerFacts {
         counters: *c,
@@ -798,6 +804,7 @@ pub fn summarize(input: &StepInput<'_>) -> StepResult {
         ok_per_core_s: None,
         probe: None,
         http2,
+        tls,
     }
 }
 

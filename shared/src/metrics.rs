@@ -134,6 +134,10 @@ pub struct Counters {
     /// (microseconds).
     pub window_stalls: u64,
     pub window_stall_us: u64,
+    /// TLS handshakes done in full (a HelloRetryRequest's too) and resumed from a session of the
+    /// worker's (`--tls-sessions resume`): a resumed one costs the server far less.
+    pub tls_full: u64,
+    pub tls_resumed: u64,
 }
 
 /// How a server that sets no stream limit is recorded in `Counters::peer_max_streams`: above any
@@ -174,6 +178,8 @@ impl Counters {
         self.body_bytes_in += o.body_bytes_in;
         self.window_stalls += o.window_stalls;
         self.window_stall_us += o.window_stall_us;
+        self.tls_full += o.tls_full;
+        self.tls_resumed += o.tls_resumed;
         self.peer_max_streams = least_seen(self.peer_max_streams, o.peer_max_streams);
     }
 
