@@ -2684,4 +2684,38 @@ mod tests {
             );
         }
     }
+
+    #[test]
+    fn tls_sessions_from_a_plan_file_under_the_flag_and_into_run_json_over_tls_only() {
+        use shared::plan::TlsSessions::{Fresh, Resume};
+        let chosen = |keys: &str, flags: &str| {
+            let (_d, c) = with_plan(&format!("steps = [1]\n{keys}\n"), flags);
+            let c = c.unwrap();
+            (c.plan.workload().tls_sessions(), c.echo.tls_sessions)
+        };
+        let said = |s: &str| Some(s.to_string());
+        assert_eq!(chosen("url = \"https://h/\"", ""), (Fresh, said("fresh")));
+        assert_eq!(
+            chosen("url = \"h2://h/\"\ntls_sessions = \"resume\"", ""),
+            (Resume, said("resume"))
+        );
+        assert_eq!(
+            chosen(
+                "url = \"https://h/\"\ntls_sessions = \"resume\"",
+                "--tls-sessions fresh"
+            ),
+            (Fresh, said("fresh"))
+        );
+        // Plain TCP has no handshake to say anything of.
+        assert_eq!(
+            chosen("url = \"http://h:1/\"", "--tls-sessions resume").1,
+            None
+        );
+        let (_d, c) = with_plan(
+            "url = \"https://h/\"\nsteps = [1]\ntls_sessions = \"reuse\"\n",
+            "",
+        );
+        let e = c.unwrap_err().to_string();
+        assert!(e.contains("fresh") && e.contains("resume"), "{e}");
+    }
 }

@@ -686,11 +686,36 @@ mod tests {
     }
 
     #[test]
+    fn tls_sessions_roundtrip_and_an_old_coordinator_means_fresh() {
+        let w = Workload::try_new(
+            vec![RequestSpec::try_new("GET", "https://h/x", vec![], vec![]).unwrap()],
+            UrlOrder::RoundRobin,
+            Duration::from_secs(2),
+            Duration::from_secs(1),
+            false,
+        )
+        .unwrap();
+        let resume = w.clone().with_tls_sessions(TlsSessions::Resume);
+        let mut c = pb::Configure::from(&resume);
+        assert_eq!(Workload::try_from(&c).unwrap(), resume);
+        c.tls_sessions = 0;
+        assert_eq!(
+            Workload::try_from(&c).unwrap().tls_sessions(),
+            TlsSessions::Fresh
+        );
+        c.tls_sessions = 7;
+        let e = Workload::try_from(&c).unwrap_err().to_string();
+        assert!(e.contains("TLS sessions"), "{e}");
+    }
+
+    #[test]
     fn interval_roundtrips_losslessly() {
         let mut s = Snapshot::default();
         s.counters.requests = 5;
         s.counters.record_status(200);
         s.counters.record_error(ErrorClass::ConnReset);
+        s.counters.tls_full = 3;
+        s.counters.tls_resumed = 4;
         s.hist.latency.record(12_345).unwrap();
         s.cpu_ns = 99;
         s.messages
