@@ -88,6 +88,17 @@ impl Recorder {
         });
     }
 
+    /// A TLS handshake done, in full or `resumed` from an earlier session of the worker's.
+    pub fn tls_handshake(&self, resumed: bool) {
+        self.with(|s| {
+            if resumed {
+                s.counters.tls_resumed += 1;
+            } else {
+                s.counters.tls_full += 1;
+            }
+        });
+    }
+
     /// A request handed to the connection: counted as it leaves, not when its reply (or timeout)
     /// comes, so the live rate is what is being sent now and the step's total is all of it by its end.
     pub fn sent(&self) {

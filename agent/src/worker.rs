@@ -259,7 +259,7 @@ impl Ctx {
         queued: Option<(Duration, bool)>,
     ) -> Result<(), Unsent> {
         let template = self.template();
-        let mut outcome = Err(Unsent(ErrorClass::ConnReset));
+        let mut outcome = None;
         // What its attempts share: its waits for a stream slot, on each session it was tried on,
         // and whether it was counted as sent (once, as its first stream opened).
         let tries = Tries::default();
@@ -270,7 +270,7 @@ impl Ctx {
                     if class == ErrorClass::ConnectTimeout {
                         self.rec.given_up(intended.elapsed());
                     }
-                    outcome = Err(Unsent(class));
+                    outcome = Some(Err(Unsent(class)));
                     break;
                 }
             };
@@ -279,23 +279,26 @@ impl Ctx {
                 .await
             {
                 Ok(()) => {
-                    outcome = Ok(());
+                    outcome = Some(Ok(()));
                     break;
                 }
                 Err(SendError::Failed(class)) => {
                     self.rec.error(class);
-                    outcome = Ok(());
+                    outcome = Some(Ok(()));
                     break;
                 }
                 // Timed out waiting for a stream slot: its wait is recorded below, as waited, and
                 // it is counted unsent.
                 Err(SendError::Unsent(class)) => {
-                    outcome = Err(Unsent(class));
+                    outcome = Some(Err(Unsent(class)));
                     break;
                 }
                 Err(SendError::Stale) => continue,
             }
         }
+        // Every attempt was left unprocessed (refused, above a GOAWAY, on a session that ended).
+        let spent = outcome.is_none();
+        let outcome = outcome.unwrap_or(Err(Unsent(ErrorClass::ConnReset)));
         // However it ended (a timed-out stream too, after it opened), a wait for a slot is
         // recorded.
         let waited = tries.waited.get();
@@ -310,11 +313,25 @@ impl Ctx {
             }
         }
         if let Err(Unsent(class)) = outcome {
-            // Counted as it left, but no session took it: unsent instead.
             if tries.counted.get() {
-                self.rec.unsend();
+                // A stream of it reached the server, which refused it (or left it above its
+                // GOAWAY) and then took none of its attempts: sent, as it was counted when it
+                // left, and failed. Not taken back and counted unsent: the interval that counted
+                // it may be reported already, and at the step's end no later send is left to take
+                // it back from, so it was due twice.
+                if spent && tries.refused.get() {
+                    self.rec.note(class, || {
+                        format!(
+                            "{} refused the stream (REFUSED_STREAM) and again when it was sent once more: the server took none of it",
+                            self.target.addr
+                        )
+                        .into()
+                    });
+                }
+                self.rec.error(class);
+            } else {
+                self.rec.unsent(class);
             }
-            self.rec.unsent(class);
         }
         outcome
     }
@@ -427,7 +444,9 @@ pub async fn run(job: Job) {
     let deadline = job.start + share.scheduled_duration();
     let rec = Rc::new(Recorder::new(job.target.ok_status.clone()));
     let ctx = Rc::new(Ctx {
-        target: job.target.clone(),
+        // With `--tls-sessions resume`, this worker's own session store (one per thread, kept
+        // through the run's steps), so workers never lock one together.
+        target: job.target.for_worker(job.worker),
         rec: rec.clone(),
         deadline,
         cancel: job.cancel.clone(),
@@ -1284,6 +1303,8 @@ mod tests {
         refuse_every: u64,
         /// Ends each connection gracefully (GOAWAY) this long after it began.
         goaway_at: Option<Duration>,
+        /// Refuses a stream after its `delay`, as a server that queued it first does, not at once.
+        slow_refusals: bool,
     }
 
     impl H2Server {
@@ -1295,6 +1316,7 @@ mod tests {
                 calm: false,
                 refuse_every: 0,
                 goaway_at: None,
+                slow_refusals: false,
             }
         }
     }
@@ -1321,6 +1343,7 @@ mod tests {
                 calm,
                 refuse_every,
                 goaway_at,
+                slow_refusals,
             } = self;
             let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
             let addr = listener.local_addr().unwrap();
@@ -1356,7 +1379,14 @@ mod tests {
                             served += 1;
                             if refuse_every > 0 && served % refuse_every == 0 {
                                 seen.refused.fetch_add(1, Ordering::AcqRel);
-                                respond.send_reset(h2::Reason::REFUSED_STREAM);
+                                if slow_refusals {
+                                    tokio::spawn(async move {
+                                        tokio::time::sleep(delay).await;
+                                        respond.send_reset(h2::Reason::REFUSED_STREAM);
+                                    });
+                                } else {
+                                    respond.send_reset(h2::Reason::REFUSED_STREAM);
+                                }
                                 continue;
                             }
                             let seen = seen.clone();
@@ -1425,6 +1455,33 @@ mod tests {
         // Each counted once, as the resend that the server answered.
         assert_eq!(c.requests, seen.requests.load(Ordering::Acquire), "{c:?}");
         assert_eq!((c.ok, c.failed()), (c.requests, 0), "{c:?}");
+    }
+
+    #[tokio::test]
+    async fn a_request_refused_on_every_attempt_is_due_once_though_its_interval_was_reported() {
+        // Every stream refused (REFUSED_STREAM) 40 ms after it opened, 60 req/s for 1 s: a request
+        // is refused, sent once more and refused again 80 ms after it left, so the last ones'
+        // second refusal comes after the interval that counted them as sent was swapped out.
+        // Before, each of those was taken back from an interval with nothing left to take from,
+        // owed to a later send that never came, and counted unsent too: 65 due of 60.
+        let (addr, seen) = H2Server {
+            refuse_every: 1,
+            slow_refusals: true,
+            ..H2Server::new(100, Duration::from_millis(40))
+        }
+        .start()
+        .await;
+        let step = share(LoadModel::Requests, 60.0, 1, Duration::from_secs(1));
+        let sent = run_step_on(target_over(addr, 4).await, step, Caps::default(), 1).await;
+        let c = &sent.counters;
+        assert_eq!((c.due(), c.failed(), c.ok), (60, 60, 0), "{c:?}");
+        // Each reached the server, which refused it: sent, and failed, once.
+        assert_eq!((c.requests, c.unsent), (60, 0), "{c:?}");
+        assert_eq!(c.error(ErrorClass::ConnReset), 60, "{c:?}");
+        assert_eq!(c.refused_streams, seen.refused.load(Ordering::Acquire));
+        assert_eq!(c.refused_streams, 120, "{c:?}");
+        let words = sent.messages.get(ErrorClass::ConnReset).unwrap_or_default();
+        assert!(words.contains("REFUSED_STREAM"), "{words}");
     }
 
     #[tokio::test]

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use agent::link::role::CertRole;
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 use serde::Deserialize;
-use shared::plan::{Arrival, HttpVersion, LoadModel, UrlOrder};
+use shared::plan::{Arrival, HttpVersion, LoadModel, TlsSessions, UrlOrder};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -598,6 +598,11 @@ settings! {
         /// --num-call requests go M at a time.
         #[arg(long, value_name = "M", default_value = "1", help_heading = TARGET)]
         pub streams: Option<u32>,
+        /// Whether a new TLS connection to an https:// (or h2://) target may resume a session its
+        /// worker made before: `fresh` measures the server's full handshakes, `resume` the cheaper
+        /// resumed ones. run.json and steps.tsv count both kinds (tls_full, tls_resumed).
+        #[arg(long, value_enum, value_name = "HOW", default_value = "fresh", help_heading = TARGET)]
+        pub tls_sessions: Option<TlsSessions>,
 
         /// Load model. The default opens a new connection per request (--num-call 1).
         #[arg(long, value_enum, default_value = "connections", help_heading = LOAD)]

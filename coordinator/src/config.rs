@@ -916,7 +916,8 @@ fn workload(args: &RunArgs, requests: Vec<RequestSpec>) -> Result<Workload, Conf
         None => Vec::new(),
     };
     let workload = Workload::try_new(requests, url_order, timeout, connect_timeout, args.insecure)?
-        .with_source_addrs(source_addrs)?;
+        .with_source_addrs(source_addrs)?
+        .with_tls_sessions(args.tls_sessions.expect(DEFAULTED));
     let workload = match &args.ok_status {
         Some(list) => workload.with_ok_status(StatusSet::parse(&list.joined())?),
         None => workload,
@@ -1622,6 +1623,8 @@ fn echo(plan: &Plan, threads: usize) -> results::run_file::PlanEcho {
         urls_order: w.url_order().name().to_string(),
         http: Some(w.http().name().to_string()),
         streams: Some(u64::from(w.streams().get())),
+        tls_sessions: (w.origin().scheme() == plan::Scheme::Https)
+            .then(|| w.tls_sessions().name().to_string()),
         source_addrs: w.source_addrs().iter().map(ToString::to_string).collect(),
         ok_status: w.ok_status().to_string(),
         threads: threads as u64,
@@ -2943,5 +2946,39 @@ mod tests {
                 "{bad}: {e}"
             );
         }
+    }
+
+    #[test]
+    fn tls_sessions_from_a_plan_file_under_the_flag_and_into_run_json_over_tls_only() {
+        use shared::plan::TlsSessions::{Fresh, Resume};
+        let chosen = |keys: &str, flags: &str| {
+            let (_d, c) = with_plan(&format!("steps = [1]\n{keys}\n"), flags);
+            let c = c.unwrap();
+            (c.plan.workload().tls_sessions(), c.echo.tls_sessions)
+        };
+        let said = |s: &str| Some(s.to_string());
+        assert_eq!(chosen("url = \"https://h/\"", ""), (Fresh, said("fresh")));
+        assert_eq!(
+            chosen("url = \"h2://h/\"\ntls_sessions = \"resume\"", ""),
+            (Resume, said("resume"))
+        );
+        assert_eq!(
+            chosen(
+                "url = \"https://h/\"\ntls_sessions = \"resume\"",
+                "--tls-sessions fresh"
+            ),
+            (Fresh, said("fresh"))
+        );
+        // Plain TCP has no handshake to say anything of.
+        assert_eq!(
+            chosen("url = \"http://h:1/\"", "--tls-sessions resume").1,
+            None
+        );
+        let (_d, c) = with_plan(
+            "url = \"https://h/\"\nsteps = [1]\ntls_sessions = \"reuse\"\n",
+            "",
+        );
+        let e = c.unwrap_err().to_string();
+        assert!(e.contains("fresh") && e.contains("resume"), "{e}");
     }
 }

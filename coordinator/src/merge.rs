@@ -167,6 +167,8 @@ pub fn check_claim(
         c.stream_resets,
         c.window_stalls,
         c.drained,
+        c.tls_full,
+        c.tls_resumed,
     ]
     .into_iter();
     let mut classes = c.status.iter().chain(&c.errors).copied();

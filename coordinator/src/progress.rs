@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use results::quantity::{self, Quantity};
 use results::step::{LatencyStats, StepResult, human_ms};
-use shared::plan::{HttpVersion, LoadModel, Plan, StepLimit};
+use shared::plan::{HttpVersion, LoadModel, Plan, Scheme, StepLimit, TlsSessions};
 
 /// How many pieces of text wait for a blocked stderr before more are dropped.
 const QUEUED: usize = 256;
@@ -216,13 +216,32 @@ pub fn plan_line(plan: &Plan, warmup: Option<Duration>, total: Duration, dir: &P
     let warmup = warmup.filter(|w| !w.is_zero()).map_or(String::new(), |w| {
         format!(", {} warmup first (not counted)", span(w))
     });
+    let tls = tls_sessions(plan).map_or(String::new(), |t| format!(", {t}"));
     format!(
-        "plan: {} model, {n} step{} {values} {unit}, {each}{warmup}, ~{} in all; results in {}",
+        "plan: {} model, {n} step{} {values} {unit}, {each}{warmup}{tls}, ~{} in all; results in {}",
         plan.model().name(),
         if n == 1 { "" } else { "s" },
         span(total),
         dir.display()
     )
+}
+
+/// What a search's line adds over TLS: `; every TLS connection a full handshake (--tls-sessions
+/// fresh)`; empty over plain TCP.
+pub fn over_tls(plan: &Plan) -> String {
+    tls_sessions(plan).map_or(String::new(), |t| format!("; {t}"))
+}
+
+/// How a TLS target's handshakes go, said because a resumed handshake costs the server a fraction
+/// of a full one: a connection rate means something else with each. None over plain TCP.
+fn tls_sessions(plan: &Plan) -> Option<&'static str> {
+    let w = plan.workload();
+    (w.origin().scheme() == Scheme::Https).then_some(match w.tls_sessions() {
+        TlsSessions::Fresh => "every TLS connection a full handshake (--tls-sessions fresh)",
+        TlsSessions::Resume => {
+            "TLS sessions resumed within each agent thread (--tls-sessions resume)"
+        }
+    })
 }
 
 /// What a search's line adds when its probes go over HTTP/2 (`; over HTTP/2, 10 streams per
@@ -662,8 +681,17 @@ mod tests {
                 "h2://h/ --streams 4 --steps 20 --num-call 10",
                 "1 step 20 conn/s x 10 requests, 4 streams per connection (HTTP/2), 10 s each",
             ),
+            // Over TLS, how its handshakes go.
+            (
+                "https://h/ --steps 20",
+                "1 step 20 conn/s, 10 s each, every TLS connection a full handshake (--tls-sessions fresh), ~",
+            ),
+            (
+                "h2://h/ -c 5 --tls-sessions resume",
+                "5 connections × 1 stream (HTTP/2), 10 s each, TLS sessions resumed within each agent thread (--tls-sessions resume), ~",
+            ),
             // HTTP/1.1's one request at a time reads as it always did.
-            ("http://h:1/ -c 50", "1 step 50 connections, 10 s each"),
+            ("http://h:1/ -c 50", "1 step 50 connections, 10 s each, ~"),
             (
                 "https://h/ --http auto --model requests --steps 100",
                 "1 step 100 req/s, 10 s each",

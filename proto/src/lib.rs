@@ -11,7 +11,7 @@ use shared::metrics::{
 };
 use shared::plan::{
     Arrival, Fork, ForkSide, HttpVersion, LoadModel, PlanError, RequestSpec, Slice, StepLimit,
-    StepShare, UrlOrder, Workload,
+    StepShare, TlsSessions, UrlOrder, Workload,
 };
 use shared::status::{StatusCodes, StatusSet};
 use shared::warning::{Warning, WarningKind};
@@ -228,6 +228,10 @@ impl From<&Workload> for pb::Configure {
                 HttpVersion::Auto => pb::HttpVersion::Auto,
             } as i32,
             streams: w.streams().get(),
+            tls_sessions: match w.tls_sessions() {
+                TlsSessions::Fresh => pb::TlsSessions::Fresh,
+                TlsSessions::Resume => pb::TlsSessions::Resume,
+            } as i32,
         }
     }
 }
@@ -272,6 +276,16 @@ impl TryFrom<&pb::Configure> for Workload {
                 });
             }
         };
+        let tls_sessions = match pb::TlsSessions::try_from(c.tls_sessions) {
+            Ok(pb::TlsSessions::Unspecified | pb::TlsSessions::Fresh) => TlsSessions::Fresh,
+            Ok(pb::TlsSessions::Resume) => TlsSessions::Resume,
+            Err(_) => {
+                return Err(ConvertError::Unknown {
+                    what: "TLS sessions",
+                    value: c.tls_sessions,
+                });
+            }
+        };
         let source_addrs = c
             .source_addrs
             .iter()
@@ -291,7 +305,8 @@ impl TryFrom<&pb::Configure> for Workload {
         )?
         .with_source_addrs(source_addrs)?
         .with_ok_status(ok_status_from_pb(&c.ok_status)?)
-        .with_http(http, c.streams.max(1))?)
+        .with_http(http, c.streams.max(1))?
+        .with_tls_sessions(tls_sessions))
     }
 }
 
@@ -353,6 +368,8 @@ impl From<&Counters> for pb::Counters {
             window_stalls: c.window_stalls,
             window_stall_us: c.window_stall_us,
             drained: c.drained,
+            tls_full: c.tls_full,
+            tls_resumed: c.tls_resumed,
         }
     }
 }
@@ -393,6 +410,8 @@ impl TryFrom<&pb::Counters> for Counters {
             window_stalls: c.window_stalls,
             window_stall_us: c.window_stall_us,
             drained: c.drained,
+            tls_full: c.tls_full,
+            tls_resumed: c.tls_resumed,
             ..Counters::default()
         };
         if c.ok > c.replies {
@@ -674,11 +693,36 @@ mod tests {
     }
 
     #[test]
+    fn tls_sessions_roundtrip_and_an_old_coordinator_means_fresh() {
+        let w = Workload::try_new(
+            vec![RequestSpec::try_new("GET", "https://h/x", vec![], vec![]).unwrap()],
+            UrlOrder::RoundRobin,
+            Duration::from_secs(2),
+            Duration::from_secs(1),
+            false,
+        )
+        .unwrap();
+        let resume = w.clone().with_tls_sessions(TlsSessions::Resume);
+        let mut c = pb::Configure::from(&resume);
+        assert_eq!(Workload::try_from(&c).unwrap(), resume);
+        c.tls_sessions = 0;
+        assert_eq!(
+            Workload::try_from(&c).unwrap().tls_sessions(),
+            TlsSessions::Fresh
+        );
+        c.tls_sessions = 7;
+        let e = Workload::try_from(&c).unwrap_err().to_string();
+        assert!(e.contains("TLS sessions"), "{e}");
+    }
+
+    #[test]
     fn interval_roundtrips_losslessly() {
         let mut s = Snapshot::default();
         s.counters.requests = 5;
         s.counters.record_status(200);
         s.counters.record_error(ErrorClass::ConnReset);
+        s.counters.tls_full = 3;
+        s.counters.tls_resumed = 4;
         s.hist.latency.record(12_345).unwrap();
         s.cpu_ns = 99;
         s.messages

@@ -71,6 +71,10 @@ pub struct PlanEcho {
     pub threads: u64,
     #[serde(default)]
     pub timeout_s: f64,
+    /// `--tls-sessions` over TLS: `fresh` (every connection a full handshake) or `resume`. Absent
+    /// over plain TCP, and from a file written before it, whose connections resumed sessions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls_sessions: Option<String>,
     #[serde(default)]
     pub urls_order: String,
     /// `--warmup`: how long the load before the first step lasted (a planned run's; a search's is
@@ -337,6 +341,7 @@ impl RunFile {
         StepTable::of_run(
             &self.host(),
             self.model(),
+            self.plan.tls_sessions.is_some(),
             self.is_search(),
             &monitors,
             self.paired_monitor.as_deref(),

@@ -7,6 +7,7 @@ use serde::ser::{Serialize, SerializeMap, Serializer};
 
 pub mod headline;
 pub mod knee;
+pub mod tls;
 
 use crate::verdict::{self, Facts, Server, ServerFacts, Verdict};
 use knee::Knee;
@@ -422,6 +423,9 @@ pub struct StepResult {
     /// What HTTP/2 adds to the step; absent over HTTP/1.1 (no session opened).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub http2: Option<Http2Step>,
+    /// The step's TLS handshakes, full and resumed; absent over plain TCP (and in older files).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls: Option<tls::TlsStep>,
 }
 
 /// The drain after an open schedule: how long replies kept coming once the last arrival was sent,
@@ -780,6 +784,8 @@ pub fn summarize(input: &StepInput<'_>) -> StepResult {
     if let Some(h2) = &http2 {
         notes.extend(h2.notes(generator.waited, generator.wait_p99_ms));
     }
+    let tls = tls::TlsStep::of(c);
+    notes.extend(tls.map(|t| t.note()));
     let ok_rate = served_rate(input);
     let drain = (drain_counted(input) && !input.aborted).then(|| Drain {
         seconds: round3(ran_past(input).as_secs_f64()),
@@ -867,6 +873,7 @@ pub fn summarize(input: &StepInput<'_>) -> StepResult {
         ok_per_core_s: None,
         probe: None,
         http2,
+        tls,
     }
 }
 

@@ -20,17 +20,19 @@ impl StepTable {
         StepTable::build(host, model, false)
     }
 
-    /// A run's steps.tsv: a search's probe columns, then its monitors' (the one place the writer
-    /// and readers of run.json choose the same columns); `paired` is the monitor paired with the
-    /// run's target, if one was.
+    /// A run's steps.tsv: a TLS run's handshake columns, a search's probe columns, then its
+    /// monitors' (the one place the writer and readers of run.json choose the same columns);
+    /// `paired` is the monitor paired with the run's target, if one was.
     pub fn of_run(
         host: &str,
         model: LoadModel,
+        tls: bool,
         search: bool,
         monitors: &[String],
         paired: Option<&str>,
     ) -> StepTable {
         let t = StepTable::new(host, model);
+        let t = if tls { t.with_tls() } else { t };
         let t = if search { t.with_probes() } else { t };
         t.with_monitors(monitors, paired)
     }
@@ -97,7 +99,8 @@ impl StepTable {
         ));
         t.push((ours("trust"), Box::new(|r| r.trust.name().to_string())));
         t.push((ours("server"), Box::new(|r| r.server.name().to_string())));
-        // A free-text column (the last but for monitors'): no separators in it.
+        // A free-text column (the last but for a TLS run's, a search's and monitors'): no
+        // separators in it.
         t.push((
             ours("server_reason"),
             Box::new(|r| r.server_reasons.join("; ").replace(['\t', ','], " ")),
@@ -161,6 +164,20 @@ impl StepTable {
 
     /// The same table with a capacity search's `role` and `class` columns (a step without a probe
     /// mark leaves them empty): before the monitors' columns, which always come last.
+    /// The TLS handshakes of a run over TLS (`--tls-sessions`), after the columns every run has,
+    /// so that a plain run's file reads as it always did, by name and by position.
+    pub fn with_tls(mut self) -> StepTable {
+        self.0.push((
+            "tls_full".into(),
+            Box::new(|r| r.tls.map_or(String::new(), |t| t.full.to_string())),
+        ));
+        self.0.push((
+            "tls_resumed".into(),
+            Box::new(|r| r.tls.map_or(String::new(), |t| t.resumed.to_string())),
+        ));
+        self
+    }
+
     pub fn with_probes(mut self) -> StepTable {
         self.0.push((
             "role".into(),

@@ -137,6 +137,10 @@ pub struct Counters {
     /// Replies that arrived after the open schedule's end, in the drain: the step's backlog then
     /// (a healthy server's is what it had in flight; a queueing one's grows with the step).
     pub drained: u64,
+    /// TLS handshakes done in full (a HelloRetryRequest's too) and resumed from a session of the
+    /// worker's (`--tls-sessions resume`): a resumed one costs the server far less.
+    pub tls_full: u64,
+    pub tls_resumed: u64,
 }
 
 /// How a server that sets no stream limit is recorded in `Counters::peer_max_streams`: above any
@@ -178,6 +182,8 @@ impl Counters {
         self.window_stalls += o.window_stalls;
         self.window_stall_us += o.window_stall_us;
         self.drained += o.drained;
+        self.tls_full += o.tls_full;
+        self.tls_resumed += o.tls_resumed;
         self.peer_max_streams = least_seen(self.peer_max_streams, o.peer_max_streams);
     }
 

@@ -52,8 +52,10 @@ impl Nginx {
     }
 
     /// Starts one whose load port speaks HTTP/2 as `http2` says, with `extra` in its server block
-    /// (`http2_max_concurrent_streams 8;`, `keepalive_requests 100;`); stub_status on a port of its
-    /// own over HTTP/1.1. Skips (None) as [`Nginx::start`] does.
+    /// (`http2_max_concurrent_streams 8;`, `keepalive_requests 100;`; `$DIR` is its directory, and
+    /// `access_log $DIR/logs/tls.log tls;` logs each request's connection and whether its TLS
+    /// session was reused); stub_status on a port of its own over HTTP/1.1. Skips (None) as
+    /// [`Nginx::start`] does.
     pub fn start_http2(test: &str, http2: Http2, extra: &str) -> Option<Nginx> {
         Nginx::start(test)?;
         Some(Nginx::spawn_with(1, Some(http2), extra))
@@ -76,7 +78,9 @@ impl Nginx {
         std::fs::create_dir_all(dir.join("logs")).unwrap();
         let d = dir.display();
         // A server block may pass requests on to the status server, named before it is known.
-        let extra = extra.replace("$STATUS_ADDR", &status.to_string());
+        let extra = extra
+            .replace("$STATUS_ADDR", &status.to_string())
+            .replace("$DIR", &dir.display().to_string());
         let listen = match http2 {
             None => format!("listen {addr};"),
             Some(Http2::Cleartext) => format!("listen {addr} http2;"),
@@ -96,6 +100,7 @@ impl Nginx {
             "worker_processes {workers};\ndaemon off;\npid {d}/nginx.pid;\nerror_log {d}/logs/error.log;\n\
              events {{ worker_connections 4096; }}\n\
              http {{ access_log off; client_body_temp_path {d}/body; proxy_temp_path {d}/proxy;\n\
+             log_format tls '$connection $ssl_session_reused';\n\
              fastcgi_temp_path {d}/fcgi; uwsgi_temp_path {d}/uwsgi; scgi_temp_path {d}/scgi;\n\
              {status_server}\
              server {{ {listen} {extra}\n\

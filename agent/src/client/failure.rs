@@ -275,7 +275,7 @@ mod tests {
             let _ = acc.accept(tcp).await;
         });
         let mut t = target(addr, true);
-        t.tls.as_mut().unwrap().0 =
+        t.tls.as_mut().unwrap().connector =
             tokio_rustls::TlsConnector::from(Arc::new(crate::client::tls::config(false)));
         let rec = Rc::new(Recorder::default());
         assert!(matches!(Conn::open(&t, &rec).await, Err(ErrorClass::Other)));

@@ -71,6 +71,9 @@ pub struct Tries {
     /// It was counted as sent, when its first stream opened: a resend is not counted again, so its
     /// count stays in the interval it left in.
     pub counted: Cell<bool>,
+    /// Its last attempt's stream was refused (REFUSED_STREAM): if no attempt is left, that is why
+    /// it failed, and its words say so.
+    pub refused: Cell<bool>,
 }
 
 /// Why a session could not be set up, in the words its failure class is noted with.
@@ -199,7 +202,12 @@ impl Session {
                 );
                 Ok(())
             }
-            Ok(Err(end)) => self.failed(end, rec),
+            Ok(Err(end)) => {
+                tries
+                    .refused
+                    .set(matches!(end, StreamEnd::Reset(frame::REFUSED_STREAM)));
+                self.failed(end, rec)
+            }
             Err(_) if !opened.get() => {
                 // Timed out still waiting for a slot under the server's stream limit: never
                 // written, so the queue's and not the server's, counted as an arrival that

@@ -180,10 +180,7 @@ impl Template {
 pub struct Endpoint {
     pub addr: SocketAddr,
     pub templates: Arc<Vec<Template>>,
-    pub tls: Option<(
-        tokio_rustls::TlsConnector,
-        rustls::pki_types::ServerName<'static>,
-    )>,
+    pub tls: Option<super::tls::TlsTarget>,
     pub timeout: Duration,
     pub connect_timeout: Duration,
     pub random_order: bool,
@@ -200,6 +197,14 @@ pub struct Endpoint {
 }
 
 impl Endpoint {
+    /// The copy worker `index` sends with: the same, but for its own TLS sessions (see
+    /// [`super::tls::TlsTarget::for_worker`]).
+    pub fn for_worker(&self, index: u64) -> Endpoint {
+        let mut mine = self.clone();
+        mine.tls = self.tls.as_ref().map(|t| t.for_worker(index));
+        mine
+    }
+
     pub async fn prepare(w: &Workload) -> Result<Endpoint, PrepareError> {
         let origin = w.origin();
         let resolved = tokio::net::lookup_host((origin.host(), origin.port()))
@@ -235,7 +240,7 @@ impl Endpoint {
         let tls = match origin.scheme() {
             Scheme::Http => None,
             Scheme::Https => Some(
-                super::tls::connector(origin.host(), w.insecure_tls(), w.http())
+                super::tls::target(origin.host(), w.insecure_tls(), w.http(), w.tls_sessions())
                     .map_err(|_| PrepareError::ServerName(origin.host().to_string()))?,
             ),
         };

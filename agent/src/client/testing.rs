@@ -18,10 +18,13 @@ pub(super) fn target(addr: SocketAddr, tls: bool) -> Endpoint {
         addr,
         templates: Arc::new(vec![t]),
         tls: tls.then(|| {
-            (
-                tokio_rustls::TlsConnector::from(Arc::new(super::tls::config(true))),
-                rustls::pki_types::ServerName::try_from("localhost".to_string()).unwrap(),
+            super::tls::target(
+                "localhost",
+                true,
+                shared::plan::HttpVersion::Http1,
+                shared::plan::TlsSessions::Fresh,
             )
+            .unwrap()
         }),
         timeout: Duration::from_secs(2),
         connect_timeout: Duration::from_secs(2),

@@ -5,6 +5,7 @@ use std::pin::Pin;
 use std::rc::Rc;
 use std::task::{Context, Poll};
 
+use rustls::HandshakeKind;
 use shared::metrics::ErrorClass;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
@@ -32,8 +33,9 @@ pub(super) async fn open(target: &Endpoint, rec: &Rc<Recorder>) -> Result<Stream
         };
         match &target.tls {
             None => Ok(Stream::Plain(counted)),
-            Some((connector, name)) => connector
-                .connect(name.clone(), counted)
+            Some(tls) => tls
+                .connector
+                .connect(tls.name.clone(), counted)
                 .await
                 .map(|s| Stream::Tls(Box::new(s)))
                 .map_err(|e| Failure::io(Doing::Handshake, e)),
@@ -57,6 +59,9 @@ pub(super) async fn open(target: &Endpoint, rec: &Rc<Recorder>) -> Result<Stream
         }
     };
     rec.connected(began.elapsed());
+    if let Stream::Tls(s) = &io {
+        rec.tls_handshake(s.get_ref().1.handshake_kind() == Some(HandshakeKind::Resumed));
+    }
     Ok(io)
 }
 

@@ -398,7 +398,9 @@ async fn run_in(
                 let model = cfg.plan.model().name();
                 let probes =
                     probes::Probes::new(setup, model, ceiling, generator, stop.drain.clone())?;
-                let line = probes.plan_line() + &progress::over_http2(&cfg.plan);
+                let line = probes.plan_line()
+                    + &progress::over_http2(&cfg.plan)
+                    + &progress::over_tls(&cfg.plan);
                 (Box::new(probes), Some(line))
             }
             None => (Box::new(Planned::new(cfg.plan.steps(), cfg.warmup)), None),

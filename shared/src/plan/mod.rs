@@ -24,7 +24,7 @@ pub use source_addrs::{MAX_SOURCE_ADDRS, parse_source_addrs};
 pub use split::{Fork, ForkSide, Slice, split_proportional};
 pub use url::{Scheme, Url, http2_spelling};
 pub use url_list::{UrlListError, parse_url_list};
-pub use workload::{HttpVersion, MAX_STREAMS, UrlOrder, Workload};
+pub use workload::{HttpVersion, MAX_STREAMS, TlsSessions, UrlOrder, Workload};
 
 /// The whole run: a model, a list of step values, and what to send.
 #[derive(Debug, Clone, PartialEq)]

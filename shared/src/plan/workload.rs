@@ -64,6 +64,30 @@ impl HttpVersion {
     }
 }
 
+/// Whether a new TLS connection may resume a session an earlier one of its worker made
+/// (`--tls-sessions`). Resumed handshakes cost a server far less than full ones, so which one a run
+/// does decides what its connection rate measures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize)]
+#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
+#[serde(rename_all = "kebab-case")]
+pub enum TlsSessions {
+    /// every new connection a full handshake: the server's TLS capacity
+    #[default]
+    Fresh,
+    /// a new connection resumes a session of its worker thread (tickets or IDs), as browsers do
+    /// and httperf does unless --ssl-no-reuse
+    Resume,
+}
+
+impl TlsSessions {
+    pub fn name(self) -> &'static str {
+        match self {
+            TlsSessions::Fresh => "fresh",
+            TlsSessions::Resume => "resume",
+        }
+    }
+}
+
 /// Streams one HTTP/2 connection carries at once at most (`--streams`); 1 means HTTP/1.1's one request
 /// at a time, and is all an HTTP/1.1 connection ever carries.
 pub const MAX_STREAMS: u32 = 1_000;
@@ -80,6 +104,7 @@ pub struct Workload {
     ok_status: StatusSet,
     http: HttpVersion,
     streams: std::num::NonZeroU32,
+    tls_sessions: TlsSessions,
 }
 
 impl Workload {
@@ -123,6 +148,16 @@ impl Workload {
     /// Requests one connection carries at once (`--streams`): HTTP/2 streams, 1 over HTTP/1.1.
     pub fn streams(&self) -> std::num::NonZeroU32 {
         self.streams
+    }
+
+    /// Whether TLS sessions are resumed (`--tls-sessions`); plain TCP ignores it.
+    pub fn tls_sessions(&self) -> TlsSessions {
+        self.tls_sessions
+    }
+
+    pub fn with_tls_sessions(mut self, tls_sessions: TlsSessions) -> Self {
+        self.tls_sessions = tls_sessions;
+        self
     }
 
     /// Sets the protocol and the streams per connection: more than one stream needs HTTP/2 (or
@@ -188,6 +223,7 @@ impl Workload {
             ok_status: StatusSet::default(),
             http: HttpVersion::Http1,
             streams: std::num::NonZeroU32::MIN,
+            tls_sessions: TlsSessions::Fresh,
         })
     }
 
