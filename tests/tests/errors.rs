@@ -197,7 +197,7 @@ fn unknown_flag_and_bad_plan_file() {
     .unwrap();
     refused(
         &["run", p.to_str().unwrap()],
-        "line 3, column 1: unknown field `num_calls`",
+        "line 3, column 1: unknown key `num_calls`: did you mean `num_call`?",
     );
 }
 
