@@ -35,7 +35,7 @@ const STYLE: &str = ".banner{background:#fff6d6;border:1px solid #e0c040;padding
 #compare [data-class=worse]{color:#a40}#compare .regression{color:#fff;background:#c62828;font-weight:600}#compare [data-class=undecided]{color:#86a}\
 #compare .untrusted::after{content:' \\2020';color:#c62828}#compare .bound{text-decoration:underline dotted}\
 td.t-degraded{background:#fdf0c4}td.t-invalid{background:#f9d0d0}.verdict.regressed{color:#c62828;font-weight:600}\
-.key-of-table span{margin-right:1.2em}#ranking th,#ranking td.l{text-align:left}#ranking .answer{white-space:normal;min-width:20em;max-width:40em}\
+.key-of-table span{margin-right:1.2em}#ranking th,#ranking td.l{text-align:left}#ranking .answer{font-size:100%;white-space:normal;min-width:12em}#ranking thead th{white-space:normal;vertical-align:bottom}#ranking th.nw{white-space:nowrap}\
 #ranking td,#ranking th{white-space:nowrap}#ranking .cause{font-size:85%;color:#555;white-space:normal;display:block}details.verdicts{margin:1em 0}.max-under-slo{font-size:115%;font-weight:600}details.verdicts summary{cursor:pointer}";
 
 /// The HTML page of a comparison.
@@ -116,7 +116,7 @@ fn ranking(c: &Comparison) -> String {
         "<table id=\"ranking\">\n<thead><tr><th>#</th><th>target</th>{served_head}{max_head}<th>{knee}</th>\
          <th>{kept}</th><th>p99 there</th><th title=\"its own server's CPU, % of the \
          cores it may use\">server CPU</th><th>memory</th><th title=\"requests served per second of \
-         the server's CPU\">req/core-s</th><th>trust</th><th>answer</th></tr></thead>\n<tbody>\n",
+         the server's CPU\" class=\"nw\">req/core-s</th><th>trust</th><th>answer</th></tr></thead>\n<tbody>\n",
         knee = html(&heads.knee),
         kept = html(&heads.kept_up_to),
     );
@@ -191,6 +191,13 @@ fn ranking(c: &Comparison) -> String {
         );
     }
     out.push_str("</tbody>\n</table>\n");
+    out.push_str(&ranking_key(on));
+    out
+}
+
+/// What the ranking's order and numbers mean, under it.
+fn ranking_key(on: RankedOn) -> String {
+    let mut out = String::new();
     let (order, at) = match on {
         RankedOn::MaxRate => (
             "best first: the highest rate sustained under the SLOs, then the later knee",
@@ -1086,7 +1093,8 @@ mod tests {
         );
         let css = &page[page.find("#ranking .answer{").unwrap()..];
         let css = &css[..css.find('}').unwrap()];
-        assert!(!css.contains("font-size"), "at the table's size: {css}");
+        // The table's size: neither the old 85 % nor the run page's lead (`.answer`, 1.2em).
+        assert!(css.contains("font-size:100%"), "at the table's size: {css}");
         // The knee and kept-up cells say the headline's numbers.
         let r = &c.ranking.iter().find(|r| r.label == "nginx").unwrap();
         let kept = human(r.kept_up_to.unwrap());
