@@ -160,15 +160,12 @@ pub fn summary(o: &Outcome) -> String {
     let mut out = String::new();
     for r in &c.runs {
         let role = if r.baseline { " (baseline)" } else { "" };
-        let vs = r
-            .headline
-            .kept_up_vs_baseline_pct
-            .map_or(String::new(), |d| {
-                format!(", {d:+.1}% against {}", c.baseline)
-            });
         out.push_str(&format!(
-            "{}{role}: {}{vs} [{}]\n",
-            r.label, r.headline.sentence, r.source
+            "{}{role}: {}{} [{}]\n",
+            r.label,
+            r.headline.sentence,
+            r.headline.versus(&c.baseline),
+            r.source
         ));
     }
     for b in &c.banners {

@@ -6,7 +6,7 @@
 //! verdicts folded under it: a shoot-out is not a regression test, CI's `--baseline` is.
 use std::fmt::Write;
 
-use results::compare::{CellEntry, Change, Compared, Comparison, METRICS, in_unit};
+use results::compare::{CellEntry, Change, Compared, Comparison, METRICS, RankedOn, in_unit};
 use results::quantity::{
     FAILED_PCT, OK_RATE, P50_MS, P99_MS, Quantity, SRV_CPU_UTIL_PCT, SRV_MEM_MB,
 };
@@ -15,7 +15,7 @@ use results::verdict::Verdict;
 
 use shared::plan::LoadModel;
 
-use crate::chart::{self, Axis, Chart, Colour, Mark, Marker, Scale, Series, Titles, Unit};
+use crate::chart::{self, Axis, Chart, Colour, Mark, Marker, Series, Titles, Unit};
 use crate::escape::html;
 use crate::page::styled_page;
 use crate::run_page::charts::step_axis_over;
@@ -35,7 +35,7 @@ const STYLE: &str = ".banner{background:#fff6d6;border:1px solid #e0c040;padding
 #compare [data-class=worse]{color:#a40}#compare .regression{color:#fff;background:#c62828;font-weight:600}#compare [data-class=undecided]{color:#86a}\
 #compare .untrusted::after{content:' \\2020';color:#c62828}#compare .bound{text-decoration:underline dotted}\
 td.t-degraded{background:#fdf0c4}td.t-invalid{background:#f9d0d0}.verdict.regressed{color:#c62828;font-weight:600}\
-.key-of-table span{margin-right:1.2em}#ranking th,#ranking td.l{text-align:left}#ranking .answer{font-size:85%;color:#555;white-space:normal;min-width:16em}\
+.key-of-table span{margin-right:1.2em}#ranking th,#ranking td.l{text-align:left}#ranking .answer{font-size:100%;white-space:normal;min-width:12em}#ranking thead th{white-space:normal;vertical-align:bottom}#ranking th.nw{white-space:nowrap}\
 #ranking td,#ranking th{white-space:nowrap}#ranking .cause{font-size:85%;color:#555;white-space:normal;display:block}details.verdicts{margin:1em 0}.max-under-slo{font-size:115%;font-weight:600}details.verdicts summary{cursor:pointer}";
 
 /// The HTML page of a comparison.
@@ -92,11 +92,8 @@ fn banners(c: &Comparison) -> String {
 /// The ranking, best first: per run its knee and cause, how far it kept up and its p99, its own
 /// server's CPU and memory and requests per core-second there, the trust there, and its answer.
 fn ranking(c: &Comparison) -> String {
-    let unit = if c.axis == "connections" {
-        "connections"
-    } else {
-        "req/s"
-    };
+    let on = c.ranked_on;
+    let heads = results::compare::ranking::heads(&c.ranking, on);
     // Searches are ranked on their answer: the line of them first, then a column of it.
     let searches = c.max_under_slo.is_some();
     let mut out = match &c.max_under_slo {
@@ -104,15 +101,24 @@ fn ranking(c: &Comparison) -> String {
         None => String::new(),
     };
     let max_head = match searches {
-        true => format!("<th>max ({unit})</th><th>search</th>"),
+        true => format!("<th>{}</th><th>search</th>", html(&heads.max)),
         false => String::new(),
     };
+    // Runs on different axes are ranked on the rate each served: it comes first.
+    let served_head = heads.served.map_or(String::new(), |h| {
+        format!(
+            "<th title=\"requests/s served at the kept-up step, whatever the load model\">{}</th>",
+            html(h)
+        )
+    });
     let _ = write!(
         out,
-        "<table id=\"ranking\">\n<thead><tr><th>#</th><th>target</th>{max_head}<th>knee ({unit})</th>\
-         <th>kept up to ({unit})</th><th>p99 there</th><th title=\"its own server's CPU, % of the \
+        "<table id=\"ranking\">\n<thead><tr><th>#</th><th>target</th>{served_head}{max_head}<th>{knee}</th>\
+         <th>{kept}</th><th>p99 there</th><th title=\"its own server's CPU, % of the \
          cores it may use\">server CPU</th><th>memory</th><th title=\"requests served per second of \
-         the server's CPU\">req/core-s</th><th>trust</th><th>answer</th></tr></thead>\n<tbody>\n"
+         the server's CPU\" class=\"nw\">req/core-s</th><th>trust</th><th>answer</th></tr></thead>\n<tbody>\n",
+        knee = html(&heads.knee),
+        kept = html(&heads.kept_up_to),
     );
     for r in &c.ranking {
         let i = run_index(c, &r.label);
@@ -120,7 +126,7 @@ fn ranking(c: &Comparison) -> String {
         let dash = |v: Option<String>| v.map_or_else(|| "–".to_string(), |v| html(&v));
         let knee = match &r.knee {
             Some(k) => {
-                let at = human(r.knee_at.unwrap_or(k.step_value));
+                let at = r.value(r.knee_at.unwrap_or(k.step_value), on);
                 let at = if k.servers { at } else { format!("≥{at}") };
                 format!(
                     "{} <span class=\"cause\">{}</span>",
@@ -142,10 +148,14 @@ fn ranking(c: &Comparison) -> String {
             (None, 0) => "<td class=\"l\">–</td>".to_string(),
             (None, n) => format!("<td class=\"l\">{n} untrusted</td>"),
         };
+        let served = match heads.served {
+            Some(_) => format!("<td>{}</td>", dash(r.served.map(human))),
+            None => String::new(),
+        };
         let max = match searches {
             true => format!(
                 "<td>{}</td><td class=\"l\">{}</td>",
-                dash(r.max_rate.map(human)),
+                dash(r.max_rate.map(|v| r.value(v, on))),
                 dash(r.search.map(str::to_string))
             ),
             false => String::new(),
@@ -153,14 +163,14 @@ fn ranking(c: &Comparison) -> String {
         let _ = writeln!(
             out,
             "<tr data-run=\"{label}\" data-rank=\"{rank}\"><td>{rank}</td><th title=\"{target} · {source}\">\
-             <i class=\"swatch\" style=\"--c:{colour}\"></i>{label}</th>{max}<td>{knee}</td><td>{kept}</td>\
-             <td>{p99}</td><td>{cpu}</td><td>{mem}</td><td>{per_core}</td>{trust}<td class=\"answer l\">{answer}</td></tr>",
+             <i class=\"swatch\" style=\"--c:{colour}\"></i>{label}</th>{served}{max}<td>{knee}</td><td>{kept}</td>\
+             <td>{p99}</td><td>{cpu}</td><td>{mem}</td><td>{per_core}</td>{trust}<td class=\"answer l\"{whole}>{answer}</td></tr>",
             rank = r.rank,
             label = html(&r.label),
             target = html(&run.target),
             source = html(&run.source),
             colour = Colour::nth(i).0,
-            kept = dash(r.kept_up_to.map(human)),
+            kept = dash(r.kept_up_to.map(|v| r.value(v, on))),
             p99 = dash(r.p99_ms.map(|v| human_ms(v, r.p99_lower_bound))),
             cpu = dash(r.server_cpu_util_pct.map(|v| format!("{}%", human(v)))),
             mem = dash(r.server_mem_mb.map(|v| format!("{} MiB", human(v)))),
@@ -171,16 +181,36 @@ fn ranking(c: &Comparison) -> String {
                     .as_ref()
                     .map_or(&run.headline.answer, |c| &c.answer)
             ),
+            // The headline at a glance; the whole answer, every number behind it, on hover.
+            whole = c.inputs()[i]
+                .run
+                .summary
+                .as_ref()
+                .filter(|s| run.capacity.is_none() && s.answer != run.headline.answer)
+                .map_or(String::new(), |s| format!(" title=\"{}\"", html(&s.answer))),
         );
     }
     out.push_str("</tbody>\n</table>\n");
-    let (order, at) = match searches {
-        true => (
+    out.push_str(&ranking_key(on));
+    out
+}
+
+/// What the ranking's order and numbers mean, under it.
+fn ranking_key(on: RankedOn) -> String {
+    let mut out = String::new();
+    let (order, at) = match on {
+        RankedOn::MaxRate => (
             "best first: the highest rate sustained under the SLOs, then the later knee",
             "its highest passing probe",
         ),
-        false => (
+        RankedOn::Knee => (
             "best first: the later the knee, the better; no knee seen: it lies beyond the steps run",
+            "the kept-up step",
+        ),
+        RankedOn::Served => (
+            "best first: the most requests/s served at the kept-up step, as the runs' steps are \
+             different quantities (connections, requests/s): each one's knee and kept-up step are \
+             in its own unit",
             "the kept-up step",
         ),
     };
@@ -225,6 +255,9 @@ fn regressions(c: &Comparison) -> String {
     out
 }
 
+/// How many times its lowest a latency chart's highest value may be on a linear scale.
+const LOG_SPAN: f64 = 100.0;
+
 /// The charts of [`COMPARE_CHARTS`], in order, then [`COMPARE_MONITOR_CHARTS`] if a monitor
 /// measured a run's server CPU.
 fn charts(c: &Comparison) -> Vec<Chart> {
@@ -233,27 +266,23 @@ fn charts(c: &Comparison) -> Vec<Chart> {
         c,
         "rates",
         &format!("Served rate ({})", OK_RATE.key),
-        OK_RATE.key,
+        &OK_RATE,
         Unit::Si,
     );
     if offered {
         rates = rates.ideal("ideal: served = offered");
     }
+    // Servers a hundred times apart (4 s beside 37 ms) on a log scale, or the faster lies flat
+    // on the axis.
     let p99 =
-        against(c, "latency-p99", "Latency p99", P99_MS.key, Unit::Ms).switch_scale(Scale::Log);
-    let p50 = against(
-        c,
-        "latency-p50",
-        "Latency p50 (median)",
-        P50_MS.key,
-        Unit::Ms,
-    )
-    .switch_scale(Scale::Log);
+        against(c, "latency-p99", "Latency p99", &P99_MS, Unit::Ms).log_when_spanning(LOG_SPAN);
+    let p50 = against(c, "latency-p50", "Latency p50 (median)", &P50_MS, Unit::Ms)
+        .log_when_spanning(LOG_SPAN);
     let failed = against(
         c,
         "failures",
         &format!("Failed share of the requests due ({})", FAILED_PCT.key),
-        FAILED_PCT.key,
+        &FAILED_PCT,
         Unit::Percent,
     );
     let mut charts = vec![rates, p99, p50, failed];
@@ -292,7 +321,7 @@ fn charts(c: &Comparison) -> Vec<Chart> {
 /// has; a run without one has no line, and a monitor of the database behind them all is none's.
 fn own_server(c: &Comparison, name: &str, title: &str, q: &Quantity, unit: Unit) -> Chart {
     let percent = unit == Unit::Percent;
-    let mut chart = Chart::new(name, title, joined_axis(c), Axis::linear(q.key, unit));
+    let mut chart = Chart::new(name, title, joined_axis(c), Axis::linear(&q.titled(), unit));
     let mut top: f64 = if percent { 100.0 } else { 0.0 };
     let mut partial = false;
     let mut doubts = Doubts::default();
@@ -349,12 +378,12 @@ fn joined_axis(c: &Comparison) -> Axis {
 
 /// One metric of every run against the joined step value: a line per run in its colour, lower
 /// bounds hollow, steps that some run could not trust shaded.
-fn against(c: &Comparison, name: &str, title: &str, metric: &str, unit: Unit) -> Chart {
+fn against(c: &Comparison, name: &str, title: &str, q: &Quantity, unit: Unit) -> Chart {
     let m = METRICS
         .iter()
-        .position(|m| m.name == metric)
+        .position(|m| m.name == q.key)
         .expect("a compared metric");
-    let mut chart = Chart::new(name, title, joined_axis(c), Axis::linear(metric, unit));
+    let mut chart = Chart::new(name, title, joined_axis(c), Axis::linear(&q.titled(), unit));
     let mut any_bound = false;
     let mut doubts = Doubts::default();
     for (i, run) in c.runs.iter().enumerate() {
@@ -892,5 +921,240 @@ mod tests {
         let json = &page[start..start + page[start..].find("</script>").unwrap()];
         let v: serde_json::Value = serde_json::from_str(json).unwrap();
         assert_eq!(v["runs"][0]["label"], PAYLOAD);
+    }
+
+    /// The `<g class="plot …">` group of chart `name` whose class is `class` (`log`, `lin off`).
+    fn plot<'a>(page: &'a str, name: &str, class: &str) -> &'a str {
+        let figure = &page[page.find(&format!("data-chart=\"{name}\"")).unwrap()..];
+        let figure = &figure[..figure.find("</figure>").unwrap()];
+        let g = figure
+            .find(&format!("<g class=\"plot {class}\""))
+            .unwrap_or_else(|| panic!("{name}: no plot {class}: {figure}"));
+        let g = &figure[g..];
+        // The plot group ends where the next one or the readout begins.
+        let end = g[1..]
+            .find("<g class=\"plot")
+            .or_else(|| g.find("<text class=\"ro\""))
+            .unwrap();
+        &g[..end + 1]
+    }
+
+    /// The y pixels of `run`'s points in a plot group (each marker's `M x y`).
+    fn ys(plot: &str, run: &str) -> Vec<f64> {
+        let g = &plot[plot.find(&format!("data-n=\"{run}\"")).unwrap()..];
+        let g = &g[..g.find("</g>").unwrap()];
+        let d = g.split("class=\"mk\" d=\"").nth(1).unwrap();
+        let d = &d[..d.find('"').unwrap()];
+        d.split('M')
+            .skip(1)
+            .map(|p| {
+                p.trim_end_matches("h0")
+                    .split(' ')
+                    .nth(1)
+                    .unwrap()
+                    .parse()
+                    .unwrap()
+            })
+            .collect()
+    }
+
+    /// The y axis' title and tick labels of a plot group.
+    fn y_axis(plot: &str) -> (String, Vec<String>) {
+        let title = plot
+            .split("rotate(-90)\" text-anchor=\"middle\">")
+            .nth(1)
+            .unwrap();
+        let title = title[..title.find("</text>").unwrap()].to_string();
+        let ticks = plot
+            .split("text-anchor=\"end\">")
+            .skip(1)
+            .map(|t| t[..t.find("</text>").unwrap()].to_string())
+            .filter(|t| !t.is_empty())
+            .collect();
+        (title, ticks)
+    }
+
+    /// Issue 34: aiohttp's 4 s p99 flattened node's 37 ms onto a linear axis's foot, and the axes
+    /// were titled `p99_ms`. Values more than 100× apart are drawn on a log scale that says so,
+    /// ticked at 1, 2 and 5 of each decade, and both lines stand clear of the axis and each other.
+    #[test]
+    fn latencies_a_hundred_times_apart_get_a_log_scale_that_says_so() {
+        let mut node = run("node");
+        let mut aiohttp = run("aiohttp");
+        for (i, (n, a)) in node
+            .run
+            .steps
+            .iter_mut()
+            .zip(&mut aiohttp.run.steps)
+            .enumerate()
+        {
+            n.latency_ms.p99 = 20.0 + 3.4 * i as f64; // 20 to 37 ms
+            a.latency_ms.p99 = 2000.0 + 400.0 * i as f64; // 2 to 4 s
+        }
+        let page =
+            render_compare(&compare(vec![node, aiohttp], None, Threshold::default()).unwrap());
+        let log = plot(&page, "latency-p99", "log");
+        let (title, ticks) = y_axis(log);
+        assert_eq!(title, "p99 latency (ms), log scale");
+        assert_eq!(
+            ticks,
+            [
+                "10 ms", "20 ms", "50 ms", "100 ms", "200 ms", "500 ms", "1 s", "2 s", "5 s",
+                "10 s"
+            ]
+        );
+        // The frame's foot is at y = 224 (260 high, 36 below); node's lowest point, 20 ms, a
+        // tenth of the way up three decades.
+        let (node, aiohttp) = (ys(log, "node"), ys(log, "aiohttp"));
+        assert_eq!(node.len(), 6);
+        assert!(
+            node.iter().all(|y| *y < 224.0 - 15.0),
+            "clear of the axis: {node:?}"
+        );
+        let mut all: Vec<f64> = node.iter().chain(&aiohttp).copied().collect();
+        all.sort_by(f64::total_cmp);
+        all.dedup();
+        assert_eq!(
+            all.len(),
+            12,
+            "every point its own height: {node:?} {aiohttp:?}"
+        );
+        // The linear scale is a switch away, and there node lay on the axis.
+        let lin = plot(&page, "latency-p99", "lin off");
+        assert_eq!(y_axis(lin).0, "p99 latency (ms)");
+        assert!(ys(lin, "node").iter().all(|y| *y > 224.0 - 3.0));
+        let figure = &page[page.find("data-chart=\"latency-p99\"").unwrap()..];
+        assert!(
+            figure.contains(">linear scale</button>"),
+            "the switch names the other"
+        );
+    }
+
+    /// Within 100× a linear scale reads best: the golden run's p50 at 300 req/s and below.
+    #[test]
+    fn latencies_within_a_hundred_times_stay_linear() {
+        let short = |label: &str| {
+            let mut r = run(label);
+            r.run.steps.truncate(4);
+            r
+        };
+        let page = render_compare(
+            &compare(vec![short("a"), short("b")], None, Threshold::default()).unwrap(),
+        );
+        let lin = plot(&page, "latency-p99", "lin");
+        assert_eq!(y_axis(lin).0, "p99 latency (ms)");
+        assert_eq!(
+            y_axis(plot(&page, "latency-p99", "log off")).0,
+            "p99 latency (ms), log scale"
+        );
+    }
+
+    /// Issue 34: the y axes were titled by column key (`ok_rate`, `p99_ms`): words with units.
+    #[test]
+    fn every_y_axis_is_titled_in_words_with_its_unit() {
+        let page = render_compare(&comparison());
+        for (name, want) in [
+            ("rates", "served (req/s)"),
+            // 1.3 to 253 ms: more than 100× apart.
+            ("latency-p50", "p50 latency (ms), log scale"),
+            ("failures", "failed (% of requests)"),
+        ] {
+            let figure = &page[page.find(&format!("data-chart=\"{name}\"")).unwrap()..];
+            let g = &figure[figure.find("<g class=\"plot").unwrap()..];
+            assert_eq!(y_axis(g).0, want, "{name}");
+        }
+        for key in ["ok_rate", "p99_ms", "p50_ms", "failed_pct"] {
+            assert!(
+                !page.contains(&format!("rotate(-90)\" text-anchor=\"middle\">{key}<")),
+                "{key}"
+            );
+        }
+    }
+
+    /// Issue 34: the ranking's answer cell held the whole answer in small grey type. It holds
+    /// the headline at the table's size, the whole answer on hover, and its knee and kept-up
+    /// numbers are the ones the headline says.
+    #[test]
+    fn the_ranking_shows_each_run_s_headline_at_full_size_agreeing_with_its_numbers() {
+        let mut nginx = run("nginx");
+        nginx.run.summary = Some(results::step::summarize_run(&nginx.run.steps));
+        let summary = nginx.run.summary.clone().unwrap();
+        assert!(!summary.headline.is_empty() && summary.headline != summary.answer);
+        let c = compare(vec![nginx, run("app")], None, Threshold::default()).unwrap();
+        let page = render_compare(&c);
+        let row = &page[page.find("<tr data-run=\"nginx\"").unwrap()..];
+        let row = &row[..row.find("</tr>").unwrap()];
+        let cell = &row[row.find("<td class=\"answer l\"").unwrap()..];
+        let text = &cell[cell.find('>').unwrap() + 1..cell.find("</td>").unwrap()];
+        assert_eq!(text, html(&summary.headline));
+        assert!(
+            cell.contains(&format!("title=\"{}\"", html(&summary.answer))),
+            "{cell}"
+        );
+        let css = &page[page.find("#ranking .answer{").unwrap()..];
+        let css = &css[..css.find('}').unwrap()];
+        // The table's size: neither the old 85 % nor the run page's lead (`.answer`, 1.2em).
+        assert!(css.contains("font-size:100%"), "at the table's size: {css}");
+        // The knee and kept-up cells say the headline's numbers.
+        let r = &c.ranking.iter().find(|r| r.label == "nginx").unwrap();
+        let kept = human(r.kept_up_to.unwrap());
+        let knee = human(r.knee_at.unwrap());
+        assert!(
+            summary
+                .headline
+                .starts_with(&format!("kept up to {kept} req/s")),
+            "{}",
+            summary.headline
+        );
+        assert!(
+            summary.headline.contains(&format!("broke at {knee}")),
+            "{}",
+            summary.headline
+        );
+        assert!(
+            row.contains(&format!("<td>{knee} <span class=\"cause\">")),
+            "{row}"
+        );
+        assert!(row.contains(&format!("<td>{kept}</td>")), "{row}");
+    }
+
+    /// Issue 34: a closed loop beside a requests run was ranked under "knee (req/s)" and "kept up
+    /// to (req/s)" holding its connection counts. Runs on different axes are ranked on the rate
+    /// served, its column in req/s, each run's step values in its own unit.
+    #[test]
+    fn runs_on_different_axes_are_ranked_on_served_requests_with_their_own_units() {
+        let mut nginx = run("nginx");
+        nginx.run.plan.model = "concurrency".into();
+        for (s, n) in nginx
+            .run
+            .steps
+            .iter_mut()
+            .zip([1.0, 2.0, 4.0, 8.0, 16.0, 32.0])
+        {
+            s.model = "concurrency".into();
+            (s.step_value, s.demanded_rate, s.ok_rate) = (n, None, 250.0 * n);
+        }
+        nginx.run.summary.as_mut().unwrap().kept_up_to = Some(8.0);
+        let page =
+            render_compare(&compare(vec![run("node"), nginx], None, Threshold::default()).unwrap());
+        let table = &page[page.find("<table id=\"ranking\">").unwrap()..];
+        let head = &table[..table.find("</thead>").unwrap()];
+        assert!(head.contains("served there (req/s)</th>"), "{head}");
+        assert!(
+            !head.contains("(connections)") && !head.contains("knee (req/s)"),
+            "{head}"
+        );
+        let first = &table[table.find("<tbody>").unwrap()..];
+        assert!(
+            first.starts_with("<tbody>\n<tr data-run=\"nginx\" data-rank=\"1\">"),
+            "{first}"
+        );
+        let nginx = &first[..first.find("</tr>").unwrap()];
+        assert!(
+            nginx.contains("<td>2,000</td>") && nginx.contains("<td>8 connections</td>"),
+            "{nginx}"
+        );
+        let node = &first[first.find("data-run=\"node\"").unwrap()..];
+        assert!(node.contains("<td>400 req/s</td>"), "{node}");
     }
 }

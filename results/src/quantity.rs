@@ -91,6 +91,28 @@ impl Quantity {
         }
     }
 
+    /// Its label with its unit, as a chart's axis or a column says it to a person: `served
+    /// (req/s)`, `p99 latency (ms)`, `failed (% of requests)`, `server memory (MiB)`.
+    pub fn titled(&self) -> String {
+        let unit = match (self.scale, self.unit) {
+            // A rate per second counts requests, but for the connections opened.
+            (_, "/s") if self.key == CON_RATE.key => "conn/s",
+            (_, "/s") => "req/s",
+            (Scale::Share, _) => "% of requests",
+            (_, unit) => unit,
+        };
+        let what = match self.scale {
+            Scale::Latency if !self.label.contains("latency") => {
+                format!("{} latency", self.label)
+            }
+            _ => self.label.to_string(),
+        };
+        match unit {
+            "" => what,
+            unit => format!("{what} ({unit})"),
+        }
+    }
+
     /// The canonical name the condition grammar knows it by.
     pub fn grammar_name(&self) -> &'static str {
         self.grammar.first().copied().unwrap_or(self.key)
@@ -402,6 +424,34 @@ pub fn by_grammar_name(word: &str) -> Option<&'static Quantity> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_title_says_the_label_in_words_with_its_unit() {
+        let titles: Vec<String> = [
+            OK_RATE,
+            P99_MS,
+            RESP_TIME,
+            FAILED_PCT,
+            CON_RATE,
+            SRV_MEM_MB,
+            TCP_RETRANS,
+        ]
+        .iter()
+        .map(Quantity::titled)
+        .collect();
+        assert_eq!(
+            titles,
+            [
+                "served (req/s)",
+                "p99 latency (ms)",
+                "mean latency (ms)",
+                "failed (% of requests)",
+                "connections (conn/s)",
+                "server memory (MiB)",
+                "retransmits",
+            ]
+        );
+    }
 
     #[test]
     fn every_key_names_one_quantity() {

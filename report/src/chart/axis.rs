@@ -311,8 +311,9 @@ fn log_ticks(lo: f64, hi: f64) -> (f64, f64, Vec<f64>) {
     let a = lo.log10().floor();
     let b = hi.log10().ceil().max(a + 1.0);
     let decades = (b - a) as i32;
-    // Few decades: 2 and 5 as well, so the axis has more than its two ends.
-    let within: &[f64] = if decades <= 2 {
+    // Up to three decades: 2 and 5 as well, so a line between two ticks can be read against a
+    // labelled value (a 37 ms beside a 4 s); more would crowd the labels.
+    let within: &[f64] = if decades <= 3 {
         &[1.0, 2.0, 5.0]
     } else {
         &[1.0]
@@ -437,8 +438,16 @@ mod tests {
     fn log_ticks_are_decades_and_labels_say_the_unit() {
         let a = Axis::log("latency", Unit::Ms);
         assert_eq!(
-            labels(&a, &[1.3, 480.0, 0.0]),
-            ["1 ms", "10 ms", "100 ms", "1 s"]
+            labels(&a, &[1.3, 4800.0, 0.0]),
+            ["1 ms", "10 ms", "100 ms", "1 s", "10 s"]
+        );
+        assert_eq!(
+            labels(&a, &[1.3, 480.0]),
+            [
+                "1 ms", "2 ms", "5 ms", "10 ms", "20 ms", "50 ms", "100 ms", "200 ms", "500 ms",
+                "1 s"
+            ],
+            "three decades: 1, 2 and 5 of each"
         );
         assert_eq!(
             labels(&a, &[2.0, 40.0]),

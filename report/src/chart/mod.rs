@@ -402,6 +402,23 @@ impl Chart {
         self
     }
 
+    /// Drawn on a log y scale when its positive values span more than `ratio` times (a line of
+    /// tens of milliseconds beside one of seconds would lie flat on a linear axis's foot), on a
+    /// linear one otherwise; the other scale a switch away. Call it once everything is added.
+    pub fn log_when_spanning(mut self, ratio: f64) -> Chart {
+        let (lo, hi) = plot::ys(&self)
+            .filter(|v| v.is_finite() && *v > 0.0)
+            .fold((f64::INFINITY, 0.0_f64), |(lo, hi), v| {
+                (lo.min(v), hi.max(v))
+            });
+        let (scale, other) = match hi > lo * ratio {
+            true => (Scale::Log, Scale::Linear),
+            false => (Scale::Linear, Scale::Log),
+        };
+        self.y = self.y.with_scale(scale);
+        self.switch_scale(other)
+    }
+
     pub fn note(mut self, note: &str) -> Chart {
         self.note = Some(note.to_string());
         self

@@ -51,7 +51,10 @@ pub fn svg(c: &Chart, titles: &mut Titles) -> String {
     }
     for (scale, off) in scales {
         let axis = c.y.with_scale(scale);
-        let axis = if c.y.range.is_some() || !c.y.from_zero {
+        // An axis told not to start at zero keeps that on its other scale; a log axis does not
+        // start there by its nature, and its linear switch does.
+        let told = !c.y.from_zero && c.y.scale == Scale::Linear;
+        let axis = if c.y.range.is_some() || told {
             super::Axis {
                 from_zero: c.y.from_zero && scale == Scale::Linear,
                 ..axis
@@ -66,7 +69,12 @@ pub fn svg(c: &Chart, titles: &mut Titles) -> String {
             "<g class=\"plot {name}{off}\" data-y=\"{}\">",
             y.mapping()
         );
-        out.push_str(&grid(c, &x, &y, &f));
+        // A log axis says so in its title: its gridlines are not evenly spaced values.
+        let y_label = match scale {
+            Scale::Log => format!("{}, log scale", c.y.label),
+            Scale::Linear | Scale::Percentile => c.y.label.clone(),
+        };
+        out.push_str(&grid(c, &y_label, &x, &y, &f));
         out.push_str(&plotted(c, &x, &y, &f));
         out.push_str("</g>\n");
     }
@@ -96,7 +104,7 @@ fn xs(c: &Chart) -> impl Iterator<Item = f64> + '_ {
 
 /// Every y the chart draws at: a stack's tops, and with the ideal line, the x values too (y = x
 /// must be on the chart to be read against).
-fn ys(c: &Chart) -> impl Iterator<Item = f64> + '_ {
+pub(super) fn ys(c: &Chart) -> impl Iterator<Item = f64> + '_ {
     let series = c.series.iter().flat_map(|s| s.marks.iter().map(|m| m.y));
     let bands = c
         .bands
@@ -191,7 +199,7 @@ fn shading(c: &Chart, x: &Fitted, f: &Frame, titles: &mut Titles) -> String {
 }
 
 /// Grid lines, ticks and their labels, the axes' names.
-fn grid(c: &Chart, x: &Fitted, y: &Fitted, f: &Frame) -> String {
+fn grid(c: &Chart, y_label: &str, x: &Fitted, y: &Fitted, f: &Frame) -> String {
     let mut out = String::new();
     for (v, label) in y.ticks() {
         let py = y.px(v);
@@ -236,7 +244,7 @@ fn grid(c: &Chart, x: &Fitted, y: &Fitted, f: &Frame) -> String {
         Px(f.bottom + 31.0),
         html(&c.x.label),
         Px((f.top + f.bottom) / 2.0),
-        html(&c.y.label)
+        html(y_label)
     );
     out
 }

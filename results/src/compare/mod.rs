@@ -13,10 +13,10 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 pub use metric::{Better, Change, Compared, METRICS, Reading};
-pub use ranking::Ranked;
+pub use ranking::{Ranked, RankedOn};
 
 use crate::run_file::RunFile;
-use crate::step::{RunSummary, StepResult, human, human_ms, step_value};
+use crate::step::{StepResult, human, human_ms, step_value};
 use crate::verdict::{Server, Verdict};
 use shared::plan::LoadModel;
 
@@ -108,8 +108,11 @@ pub struct Comparison {
     pub threshold_pct: f64,
     pub metrics: Vec<MetricInfo>,
     pub runs: Vec<RunEntry>,
-    /// The runs ranked by their knee, best first, or searches by the highest rate each sustained
-    /// (see [`ranking`]).
+    /// What the ranking puts first: the knee, a search's highest passing rate, or (runs on
+    /// different axes) the requests/s served at the kept-up step.
+    pub ranked_on: RankedOn,
+    /// The runs ranked by their knee, best first, or searches by the highest rate each sustained,
+    /// or runs on different axes by the rate each served (see [`ranking`]).
     pub ranking: Vec<Ranked>,
     /// Searches compared (`find-max NAME=URL ...`): their answers in one line, best first, "max
     /// under p99<50ms: nginx 31,200 req/s, go 14,900, node 11,800"; absent for planned runs.
@@ -160,13 +163,44 @@ pub struct Headline {
     pub kept_up_p99_ms: Option<f64>,
     pub kept_up_p99_lower_bound: bool,
     /// How much further (or less far) it kept up than the baseline, in % of the baseline's value;
-    /// none for the baseline, or when either kept up with no step.
+    /// none for the baseline, when either kept up with no step, or when their steps are different
+    /// quantities (connections against requests/s).
     pub kept_up_vs_baseline_pct: Option<f64>,
+    /// The requests/s served at the kept-up step (`ok_rate`), whatever the model.
+    pub served_at_kept_up: Option<f64>,
+    /// How much more (or less) it served there than the baseline at its own kept-up step, in % of
+    /// the baseline's: what runs on different axes are set against it by, in place of
+    /// `kept_up_vs_baseline_pct`; none otherwise.
+    pub served_vs_baseline_pct: Option<f64>,
     pub peak_ok_rate: f64,
     /// "kept up to 400 req/s (p99 5.5 ms)", or "kept up with no step".
     pub sentence: String,
     /// The run's whole answer, as run.json's `summary` says it.
     pub answer: String,
+}
+
+impl Headline {
+    /// How it compares with the baseline, for stdout's line of the run: `, -25.0% against nginx`,
+    /// or across axes `, served 2,000 req/s there: +400.0% against nginx's 399`; empty for the
+    /// baseline and where there is nothing to set against it.
+    pub fn versus(&self, baseline: &str) -> String {
+        match (
+            self.kept_up_vs_baseline_pct,
+            self.served_vs_baseline_pct,
+            self.served_at_kept_up,
+        ) {
+            (Some(d), _, _) => format!(", {d:+.1}% against {baseline}"),
+            (None, Some(d), Some(v)) => {
+                let then = v / (1.0 + d / 100.0);
+                format!(
+                    ", served {} there: {d:+.1}% against {baseline}'s {}",
+                    step_value("requests", v),
+                    human(then)
+                )
+            }
+            _ => String::new(),
+        }
+    }
 }
 
 /// One step value, in every run that has it.
@@ -243,6 +277,23 @@ impl Regression {
     }
 }
 
+/// The axis a run's steps are on, as [`Comparison::axis`] names it: a closed loop's connections,
+/// or the demanded requests/s of an open model (a connections run's rate × `--num-call`).
+pub fn axis_of(model: LoadModel) -> &'static str {
+    match model {
+        LoadModel::Concurrency => "connections",
+        LoadModel::Connections | LoadModel::Requests => "dem_req_rate",
+    }
+}
+
+/// An axis' unit, as a column head or a value says it: `connections`, `req/s`.
+pub fn axis_unit(axis: &str) -> &'static str {
+    match axis {
+        "connections" => "connections",
+        _ => "req/s",
+    }
+}
+
 /// The value a step is joined on: steps.tsv's first column (demanded requests/s, or the
 /// connection count of a closed loop), so compare.tsv's first column is what joined its rows.
 fn joined_value(r: &StepResult) -> f64 {
@@ -278,6 +329,7 @@ pub fn compare(
     let regressions = regressions(&runs, &steps, base);
     let model = runs[base].run.model();
     let ranking = ranking::rank(&runs);
+    let ranked_on = ranking::ranked_on(&runs);
     let mut banners = banner::plan_differences(&runs);
     // Each search chooses its own rates: that they differ is how searches work, not news.
     if !ranking::searches(&runs) {
@@ -285,11 +337,7 @@ pub fn compare(
     }
     Ok(Comparison {
         schema: COMPARE_SCHEMA,
-        axis: if model == LoadModel::Concurrency {
-            "connections"
-        } else {
-            "dem_req_rate"
-        },
+        axis: axis_of(model),
         baseline: runs[base].label.clone(),
         threshold_pct: threshold.pct(),
         metrics: METRICS
@@ -303,9 +351,10 @@ pub fn compare(
         runs: runs
             .iter()
             .enumerate()
-            .map(|(i, r)| entry(r, i == base, runs[base].run.summary.as_ref()))
+            .map(|(i, r)| entry(r, i == base, &runs[base]))
             .collect(),
         max_under_slo: max_under_slo(&runs, &ranking),
+        ranked_on,
         ranking,
         banners,
         steps,
@@ -316,7 +365,8 @@ pub fn compare(
 
 /// Searches' answers in one line, in the ranking's order (see [`crate::search::capacity::ranking`]).
 fn max_under_slo(runs: &[Labelled], ranking: &[Ranked]) -> Option<String> {
-    if !ranking::searches(runs) {
+    // Searches on different axes have no one unit to say their answers in.
+    if ranking::ranked_on(runs) != RankedOn::MaxRate {
         return None;
     }
     let ranked: Vec<(&str, &crate::search::Capacity)> = ranking
@@ -358,12 +408,7 @@ impl Comparison {
 
     /// The ranking as one table for people (stdout's last).
     pub fn ranking_table(&self) -> String {
-        let unit = if self.axis == "connections" {
-            "connections"
-        } else {
-            "req/s"
-        };
-        ranking::text_table(&self.ranking, unit)
+        ranking::text_table(&self.ranking, self.ranked_on)
     }
 
     /// The baseline's index in [`Comparison::runs`].
@@ -525,14 +570,29 @@ pub fn in_unit(m: &Compared, v: f64, lower_bound: bool) -> String {
     }
 }
 
-fn entry(r: &Labelled, baseline: bool, base: Option<&RunSummary>) -> RunEntry {
+/// A run's step it kept up with last.
+fn kept_step(run: &RunFile) -> Option<&StepResult> {
+    let n = run.summary.as_ref()?.kept_up_step?;
+    run.steps.iter().find(|s| s.number == n)
+}
+
+/// `now` against `then` in % of `then`, to three decimals; none without both or from 0.
+fn pct_of(now: Option<f64>, then: Option<f64>) -> Option<f64> {
+    match (now, then) {
+        (Some(v), Some(b)) if b > 0.0 => Some(((v - b) / b * 100_000.0).round() / 1000.0),
+        _ => None,
+    }
+}
+
+fn entry(r: &Labelled, baseline: bool, base: &Labelled) -> RunEntry {
     let run = &r.run;
     let model = run.model().name();
     let summary = run.summary.as_ref();
-    let kept_step = summary
-        .and_then(|s| s.kept_up_step)
-        .and_then(|n| run.steps.iter().find(|s| s.number == n));
-    let p99_bound = kept_step.is_some_and(|s| s.latency_ms.lower_bounds.contains("p99"));
+    let kept = kept_step(run);
+    let served_at_kept_up = kept.map(|s| s.ok_rate);
+    // Connections against requests/s is no percent: then only the rates served are set apart.
+    let one_axis = axis_of(run.model()) == axis_of(base.run.model());
+    let p99_bound = kept.is_some_and(|s| s.latency_ms.lower_bounds.contains("p99"));
     let kept_up_to = summary.and_then(|s| s.kept_up_to);
     let kept_up_p99_ms = summary.and_then(|s| s.kept_up_p99_ms);
     let sentence = match (kept_up_to, kept_up_p99_ms) {
@@ -559,11 +619,17 @@ fn entry(r: &Labelled, baseline: bool, base: Option<&RunSummary>) -> RunEntry {
             kept_up_to,
             kept_up_p99_ms,
             kept_up_p99_lower_bound: p99_bound,
-            kept_up_vs_baseline_pct: match (kept_up_to, base.and_then(|b| b.kept_up_to)) {
-                (Some(v), Some(b)) if !baseline && b > 0.0 => {
-                    Some(((v - b) / b * 100_000.0).round() / 1000.0)
-                }
-                _ => None,
+            kept_up_vs_baseline_pct: match !baseline && one_axis {
+                true => pct_of(
+                    kept_up_to,
+                    base.run.summary.as_ref().and_then(|b| b.kept_up_to),
+                ),
+                false => None,
+            },
+            served_at_kept_up,
+            served_vs_baseline_pct: match !baseline && !one_axis {
+                true => pct_of(served_at_kept_up, kept_step(&base.run).map(|s| s.ok_rate)),
+                false => None,
             },
             peak_ok_rate: summary.map_or(0.0, |s| s.peak_ok_rate),
             sentence,

@@ -14,6 +14,12 @@
 //! rate each sustained under the same SLOs, best first, the knee only breaking ties, as the
 //! search's probes are not a ramp (they go up and down), so a knee read off them says less than
 //! the search's own bounds.
+//!
+//! Runs whose steps are different quantities (a closed loop's connections beside an open model's
+//! requests/s) have no knee or step value in common: 8 connections is not less than 400 req/s.
+//! They are ranked on what every model measures alike, the requests/s each served at its kept-up
+//! step, then by the lower p99 there and the highest rate served; each one's knee and kept-up step
+//! stay in its own unit.
 use std::cmp::Ordering;
 
 use serde::Serialize;
@@ -23,7 +29,31 @@ use crate::quantity::{OK_PER_CORE_S, P99_MS, SRV_CPU_UTIL_PCT, SRV_MEM_MB};
 use crate::step::{Mark, StepResult, human, human_ms, step_value};
 use crate::verdict::Verdict;
 
-use super::{Labelled, joined_value};
+use super::{Labelled, axis_of, joined_value};
+
+/// What the runs are ranked on first (see the module's header).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RankedOn {
+    /// The later knee (planned runs on one axis).
+    Knee,
+    /// The highest rate sustained under the SLOs (capacity searches on one axis).
+    MaxRate,
+    /// The requests/s served at the kept-up step (runs on different axes).
+    Served,
+}
+
+/// What `runs` are ranked on: their step values when they are one quantity, else the rate served.
+pub fn ranked_on(runs: &[Labelled]) -> RankedOn {
+    let first = runs.first().map(|r| axis_of(r.run.model()));
+    if runs.iter().any(|r| Some(axis_of(r.run.model())) != first) {
+        RankedOn::Served
+    } else if searches(runs) {
+        RankedOn::MaxRate
+    } else {
+        RankedOn::Knee
+    }
+}
 
 /// One run's place in the ranking.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -31,6 +61,9 @@ pub struct Ranked {
     /// Counted from 1, best first; runs that cannot be told apart share a rank.
     pub rank: u32,
     pub label: String,
+    /// What its knee, kept-up value and max rate are in, as [`super::Comparison::axis`] names an
+    /// axis: `dem_req_rate` (demanded requests/s) or `connections` (a closed loop's).
+    pub axis: &'static str,
     /// Where the server stopped coping, and why; none when no step shows it.
     pub knee: Option<Knee>,
     /// The knee's value on the comparison's axis (demanded requests/s, or connections).
@@ -42,6 +75,8 @@ pub struct Ranked {
     pub at_step: Option<u32>,
     pub p99_ms: Option<f64>,
     pub p99_lower_bound: bool,
+    /// The requests/s served at that step (`ok_rate`): what runs on different axes are ranked on.
+    pub served: Option<f64>,
     /// Its own server's CPU (% of the cores it may use) and memory (MiB, the step's highest) at
     /// that step, and the requests served per core-second of that CPU; none without a
     /// monitor paired with the target.
@@ -67,8 +102,9 @@ pub struct Ranked {
 #[derive(Debug, Clone, Copy, PartialEq)]
 struct Key {
     ran: bool,
-    /// A search's highest passing rate, when every run compared is a search (else 0 for all).
-    max_rate: f64,
+    /// What [`RankedOn`] puts first: a search's highest passing rate, or the rate served at the
+    /// kept-up step; 0 for all when ranked on the knee.
+    first: f64,
     /// The knee's value, or the highest step's when it has none.
     knee: f64,
     /// No knee: it lies beyond `knee`.
@@ -83,7 +119,7 @@ impl Key {
     fn cmp(&self, other: &Key) -> Ordering {
         self.ran
             .cmp(&other.ran)
-            .then(self.max_rate.total_cmp(&other.max_rate))
+            .then(self.first.total_cmp(&other.first))
             .then(self.knee.total_cmp(&other.knee))
             .then(self.beyond.cmp(&other.beyond))
             .then(self.kept_up_to.total_cmp(&other.kept_up_to))
@@ -94,9 +130,14 @@ impl Key {
 
 /// The runs ranked, best first (see the module's header for the order).
 pub fn rank(runs: &[Labelled]) -> Vec<Ranked> {
-    let searches = searches(runs);
-    let mut keyed: Vec<(Key, Ranked)> =
-        runs.iter().map(|r| (key(r, searches), ranked(r))).collect();
+    let on = ranked_on(runs);
+    let mut keyed: Vec<(Key, Ranked)> = runs
+        .iter()
+        .map(|r| {
+            let ranked = ranked(r, on);
+            (key(r, on, ranked.served), ranked)
+        })
+        .collect();
     // Stable: runs that tie keep the command line's order.
     keyed.sort_by(|a, b| b.0.cmp(&a.0));
     let mut out: Vec<Ranked> = Vec::with_capacity(keyed.len());
@@ -119,20 +160,30 @@ pub fn searches(runs: &[Labelled]) -> bool {
     !runs.is_empty() && runs.iter().all(|r| r.run.capacity.is_some())
 }
 
-fn key(r: &Labelled, searches: bool) -> Key {
+fn key(r: &Labelled, on: RankedOn, served: Option<f64>) -> Key {
     let summary = r.run.summary.as_ref();
     let top = r.run.steps.iter().map(joined_value).max_by(f64::total_cmp);
     let knee = summary.and_then(|s| s.knee.as_ref());
+    // Across axes a knee or a step value says nothing against another run's: only the rate served
+    // and the latency there are compared.
+    let own_axis = on != RankedOn::Served;
     Key {
         ran: top.is_some(),
-        max_rate: match searches {
-            true => max_rate(r).unwrap_or(f64::NEG_INFINITY),
+        first: match on {
+            RankedOn::Knee => 0.0,
+            RankedOn::MaxRate => max_rate(r).unwrap_or(f64::NEG_INFINITY),
+            RankedOn::Served => served.unwrap_or(-1.0),
+        },
+        knee: match own_axis {
+            true => knee.map_or(top.unwrap_or(0.0), knee_at),
             false => 0.0,
         },
-        knee: knee.map_or(top.unwrap_or(0.0), knee_at),
         // A generator-bound knee is no knee of the server's: its own lies at least that far.
-        beyond: knee.is_none_or(|k| !k.servers),
-        kept_up_to: kept_up_at(r).unwrap_or(-1.0),
+        beyond: own_axis && knee.is_none_or(|k| !k.servers),
+        kept_up_to: match own_axis {
+            true => kept_up_at(r).unwrap_or(-1.0),
+            false => 0.0,
+        },
         neg_p99: summary
             .and_then(|s| s.kept_up_p99_ms)
             .map_or(f64::NEG_INFINITY, |p| -p),
@@ -169,7 +220,7 @@ fn knee_at(k: &Knee) -> f64 {
     k.demanded_rate.unwrap_or(k.step_value)
 }
 
-fn ranked(r: &Labelled) -> Ranked {
+fn ranked(r: &Labelled, on: RankedOn) -> Ranked {
     let run = &r.run;
     let model = run.model().name();
     let summary = run.summary.as_ref();
@@ -181,6 +232,7 @@ fn ranked(r: &Labelled) -> Ranked {
     let p99_ms = there.map(|s| s.latency_ms.p99);
     let p99_lower_bound = there.is_some_and(|s| s.latency_ms.lower_bounds.contains("p99"));
     let p99_there = p99_ms.map(|p99| format!(" (p99 {})", human_ms(p99, p99_lower_bound)));
+    let served = there.map(|s| s.ok_rate);
     let mut said = Vec::new();
     if let Some(c) = &run.capacity {
         let slos = match c.slos.is_empty() {
@@ -221,15 +273,20 @@ fn ranked(r: &Labelled) -> Ranked {
             None => {}
         }
     }
+    if let (RankedOn::Served, Some(v)) = (on, served) {
+        said.push(format!("served {} there", step_value("requests", v)));
+    }
     Ranked {
         rank: 0,
         label: r.label.clone(),
+        axis: axis_of(run.model()),
         knee_at: knee.as_ref().map(knee_at),
         knee,
         kept_up_to: kept_up_at(r),
         at_step: there.map(|s| s.number),
         p99_ms,
         p99_lower_bound,
+        served,
         server_cpu_util_pct: server(&SRV_CPU_UTIL_PCT),
         server_mem_mb: server(&SRV_MEM_MB).map(|v| (v * 10.0).round() / 10.0),
         ok_per_core_s: server(&OK_PER_CORE_S),
@@ -301,12 +358,14 @@ impl Ranked {
         ]
     }
 
-    /// The row's cells, for people: `11,000`, `1.4 ms`, `97%`, `52 MiB`, `-` where there is none.
-    pub fn text_cells(&self) -> Vec<String> {
+    /// The row's cells, for people: `11,000`, `1.4 ms`, `97%`, `52 MiB`, `-` where there is none;
+    /// ranked `on` the rate served, the knee and kept-up value in its own unit (`8 connections`)
+    /// and the rate served after the target.
+    pub fn text_cells(&self, on: RankedOn) -> Vec<String> {
         let or_dash = |v: Option<String>| v.unwrap_or_else(|| "-".to_string());
         let knee = match &self.knee {
-            Some(k) if !k.servers => format!("≥{}", human(knee_at(k))),
-            Some(k) => human(knee_at(k)),
+            Some(k) if !k.servers => format!("≥{}", self.value(knee_at(k), on)),
+            Some(k) => self.value(knee_at(k), on),
             None => "-".to_string(),
         };
         let cause = self
@@ -319,19 +378,65 @@ impl Ranked {
             (None, 0) => "-".to_string(),
             (None, n) => format!("{n} untrusted"),
         };
-        vec![
+        let mut cells = vec![
             self.rank.to_string(),
             self.label.clone(),
             knee,
             cause,
-            or_dash(self.kept_up_to.map(human)),
+            or_dash(self.kept_up_to.map(|v| self.value(v, on))),
             or_dash(self.p99_ms.map(|v| human_ms(v, self.p99_lower_bound))),
             or_dash(self.server_cpu_util_pct.map(|v| format!("{}%", human(v)))),
             or_dash(self.server_mem_mb.map(|v| format!("{} MiB", human(v)))),
             or_dash(self.ok_per_core_s.map(human)),
             trust,
-        ]
+        ];
+        if on == RankedOn::Served {
+            cells.insert(2, or_dash(self.served.map(human)));
+        }
+        cells
     }
+
+    /// A value on the run's own axis: a bare number under a head that names the unit, with its
+    /// unit where runs on different axes share a column.
+    pub fn value(&self, v: f64, on: RankedOn) -> String {
+        match on {
+            RankedOn::Served => format!("{} {}", human(v), super::axis_unit(self.axis)),
+            RankedOn::Knee | RankedOn::MaxRate => human(v),
+        }
+    }
+}
+
+/// The heads of the ranking's value columns, by what it is ranked on: each names its unit when the
+/// runs share one, and the runs' own units are in the cells when they do not.
+pub fn heads(ranking: &[Ranked], on: RankedOn) -> Heads {
+    match on {
+        RankedOn::Served => Heads {
+            served: Some("served there (req/s)"),
+            knee: "knee".into(),
+            kept_up_to: "kept up to".into(),
+            max: "max".into(),
+        },
+        RankedOn::Knee | RankedOn::MaxRate => {
+            let unit = super::axis_unit(ranking.first().map_or("dem_req_rate", |r| r.axis));
+            Heads {
+                served: None,
+                knee: format!("knee ({unit})"),
+                kept_up_to: format!("kept up to ({unit})"),
+                max: format!("max ({unit})"),
+            }
+        }
+    }
+}
+
+/// The ranking's column heads that carry a unit (see [`heads`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Heads {
+    /// The rate served at the kept-up step, shown when it is what the runs are ranked on.
+    pub served: Option<&'static str>,
+    pub knee: String,
+    pub kept_up_to: String,
+    /// A search's highest passing rate.
+    pub max: String,
 }
 
 /// A knee's cause and those that held at the same step, for people: `latency, plateau`.
@@ -345,13 +450,14 @@ pub fn causes(k: &Knee) -> String {
 
 /// The ranking as one table for stdout, a head line and a line per run, columns aligned (text
 /// left, numbers right).
-pub fn text_table(ranking: &[Ranked], axis_unit: &str) -> String {
+pub fn text_table(ranking: &[Ranked], on: RankedOn) -> String {
+    let heads = heads(ranking, on);
     let mut head: Vec<String> = [
         "#",
         "target",
-        &format!("knee ({axis_unit})"),
+        &heads.knee,
         "cause",
-        &format!("kept up to ({axis_unit})"),
+        &heads.kept_up_to,
         "p99 there",
         "server CPU",
         "memory",
@@ -363,14 +469,20 @@ pub fn text_table(ranking: &[Ranked], axis_unit: &str) -> String {
     let mut left = vec![
         false, true, false, true, false, false, false, false, false, true,
     ];
-    let mut rows: Vec<Vec<String>> = ranking.iter().map(Ranked::text_cells).collect();
+    let mut rows: Vec<Vec<String>> = ranking.iter().map(|r| r.text_cells(on)).collect();
+    if let Some(served) = heads.served {
+        head.insert(2, served.to_string());
+        left.insert(2, false);
+    }
     // Searches are ranked on their answer: it comes first, and "p99 there" is at it.
     if ranking.iter().any(|r| r.search.is_some()) {
-        head.insert(2, format!("max ({axis_unit})"));
+        head.insert(2, heads.max.clone());
         head.insert(3, "search".to_string());
         left.splice(2..2, [false, true]);
         for (row, r) in rows.iter_mut().zip(ranking) {
-            let max = r.max_rate.map_or_else(|| "-".to_string(), human);
+            let max = r
+                .max_rate
+                .map_or_else(|| "-".to_string(), |v| r.value(v, on));
             row.insert(2, max);
             row.insert(3, r.search.unwrap_or("-").to_string());
         }
@@ -546,7 +658,7 @@ mod tests {
             (without.server_cpu_util_pct, without.ok_per_core_s),
             (None, None)
         );
-        let cells = without.text_cells();
+        let cells = without.text_cells(RankedOn::Knee);
         assert_eq!(cells[6], "-", "no monitor, no CPU: {cells:?}");
     }
 
@@ -604,7 +716,7 @@ mod tests {
             cells[cells.len() - 2..],
             ["1600".to_string(), "resolved".to_string()]
         );
-        let table = text_table(&ranking, "req/s");
+        let table = text_table(&ranking, RankedOn::MaxRate);
         let head = table.lines().next().unwrap();
         assert!(
             head.starts_with("#  target  max (req/s)  search    knee (req/s)"),
@@ -622,7 +734,7 @@ mod tests {
             run("node", Some((300.0, KneeCause::Latency))),
             run("go", Some((500.0, KneeCause::GeneratorBound))),
         ];
-        let table = text_table(&rank(&runs), "req/s");
+        let table = text_table(&rank(&runs), RankedOn::Knee);
         let lines: Vec<&str> = table.lines().collect();
         assert_eq!(lines.len(), 3, "{table}");
         assert!(lines[0].starts_with("#  target  knee (req/s)"), "{table}");

@@ -490,3 +490,118 @@ fn a_change_below_what_the_measurement_resolves_is_never_a_regression() {
         "{said:?}"
     );
 }
+
+/// The golden run as a closed loop of `connections[i]` connections at step i, each serving
+/// `per_conn` × 50 requests/s (at 5, 8 connections serve 2,000 req/s at its kept-up step, 4).
+fn closed_loop(label: &str, connections: [f64; 6], per_conn: f64) -> Labelled {
+    let mut r = run(label);
+    r.run.plan.model = "concurrency".into();
+    for (s, c) in r.run.steps.iter_mut().zip(connections) {
+        s.model = "concurrency".into();
+        s.ok_rate = c * per_conn * 50.0;
+        (s.step_value, s.demanded_rate) = (c, None);
+    }
+    let summary = r.run.summary.as_mut().unwrap();
+    summary.kept_up_to = Some(connections[3]);
+    r
+}
+
+/// Issue 34: a closed loop's "kept up to 8 connections" beside a requests baseline's "400 req/s"
+/// read "-98.0% against" it and ranked by 8 against 400 (then by its 32 connections against the
+/// baseline's 600 req/s): counts of different things. Runs on different axes are ranked on the
+/// rate each served at its kept-up step, and no percent is taken across units.
+#[test]
+fn runs_on_different_axes_are_ranked_on_the_rate_served_never_a_percent_across_units() {
+    let nginx = closed_loop("nginx", [1.0, 2.0, 4.0, 8.0, 16.0, 32.0], 5.0);
+    let c = compared(vec![run("requests"), nginx]);
+    assert_eq!(c.runs[1].headline.kept_up_vs_baseline_pct, None);
+    // nginx served 2,000 req/s at 8 connections; the baseline 399 req/s at 400 req/s.
+    let order: Vec<&str> = c.ranking.iter().map(|r| r.label.as_str()).collect();
+    assert_eq!(order, ["nginx", "requests"]);
+    assert_eq!(c.ranked_on, RankedOn::Served);
+    let head = &c.runs[1].headline;
+    assert_eq!(head.served_at_kept_up, Some(2000.0));
+    // +401.087 %: 2,000 against 399.133.
+    assert!(
+        head.served_vs_baseline_pct
+            .is_some_and(|d| (d - 401.087).abs() < 1e-3),
+        "{head:?}"
+    );
+    // Each run's values stay on its own axis, with the rate served beside them.
+    let by = |l: &str| c.ranking.iter().find(|r| r.label == l).unwrap();
+    let n = by("nginx");
+    assert_eq!(
+        (n.axis, n.kept_up_to, n.served),
+        ("connections", Some(8.0), Some(2000.0))
+    );
+    let r = by("requests");
+    assert_eq!(
+        (r.axis, r.kept_up_to, r.served),
+        ("dem_req_rate", Some(400.0), Some(399.133))
+    );
+    assert_eq!(
+        c.runs[0].headline.served_vs_baseline_pct, None,
+        "the baseline"
+    );
+    // Runs on one axis keep their knee order and percent of how far each kept up.
+    let same = compared(vec![run("a"), run("b")]);
+    assert_eq!(same.ranked_on, RankedOn::Knee);
+    assert_eq!(same.runs[1].headline.kept_up_vs_baseline_pct, Some(0.0));
+    assert_eq!(same.runs[1].headline.served_vs_baseline_pct, None);
+    // The other way round too: a baseline that served more is first.
+    let slow = closed_loop("slow", [1.0, 2.0, 4.0, 8.0, 16.0, 32.0], 0.2);
+    let c = compared(vec![run("requests"), slow]);
+    let order: Vec<&str> = c.ranking.iter().map(|r| r.label.as_str()).collect();
+    assert_eq!(order, ["requests", "slow"]);
+}
+
+/// The words of a comparison across axes: the ranking's heads name the rate served in req/s and
+/// leave the step values' unit to the cells; stdout's line sets the rates served side by side.
+#[test]
+fn across_axes_the_table_says_each_run_s_unit_and_the_line_the_rates_served() {
+    let nginx = closed_loop("nginx", [1.0, 2.0, 4.0, 8.0, 16.0, 32.0], 5.0);
+    let c = compared(vec![run("requests"), nginx]);
+    let table = c.ranking_table();
+    let lines: Vec<&str> = table.lines().collect();
+    let heads: Vec<&str> = lines[0]
+        .split("  ")
+        .map(str::trim)
+        .filter(|h| !h.is_empty())
+        .collect();
+    assert_eq!(
+        heads[..6],
+        [
+            "#",
+            "target",
+            "served there (req/s)",
+            "knee",
+            "cause",
+            "kept up to"
+        ],
+        "{table}"
+    );
+    assert!(!lines[0].contains("(connections)"), "{table}");
+    assert!(
+        lines[1].contains("2,000") && lines[1].contains("8 connections"),
+        "{table}"
+    );
+    assert!(
+        lines[2].contains("399") && lines[2].contains("400 req/s"),
+        "{table}"
+    );
+    assert_eq!(
+        c.runs[1].headline.versus("requests"),
+        ", served 2,000 req/s there: +401.1% against requests's 399"
+    );
+    assert!(
+        c.ranking[0]
+            .sentence
+            .ends_with("; served 2,000 req/s there"),
+        "{}",
+        c.ranking[0].sentence
+    );
+    let same = compared(vec![run("a"), run("b")]);
+    assert_eq!(same.runs[1].headline.versus("a"), ", +0.0% against a");
+    assert_eq!(same.runs[0].headline.versus("a"), "");
+    assert!(same.ranking_table().starts_with("#  target  knee (req/s)"));
+}
