@@ -6,6 +6,7 @@ pub mod compare;
 pub mod config;
 pub mod demo;
 pub mod destination;
+pub mod exit;
 pub mod fleet;
 pub mod live;
 pub mod merge;

@@ -93,7 +93,7 @@ fn mutual_tls_runs_a_ramp_and_refuses_bad_client_certificates() {
         args.extend_from_slice(tls);
         let o = stampede(&args);
         let err = text(&o.stderr);
-        assert_eq!(o.status.code(), Some(1), "{tls:?}: {err}");
+        assert_eq!(o.status.code(), Some(2), "{tls:?}: {err}");
         assert!(
             err.contains(&format!("agent {agents} refused:")),
             "{tls:?}: {err}"

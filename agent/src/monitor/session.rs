@@ -12,6 +12,7 @@ use proto::pb::agent_message::Kind as Up;
 use proto::pb::coordinator_message::Kind as Down;
 use proto::{PROTOCOL_VERSION, from_agent, pb};
 use shared::monitor::{MonitorInfo, Sample, Watch};
+use shared::refusal::RefusalKind;
 use tokio::sync::mpsc;
 use tokio::time::{Instant, MissedTickBehavior};
 use tokio_util::sync::CancellationToken;
@@ -190,7 +191,7 @@ impl Session {
     async fn handle(&mut self, msg: pb::CoordinatorMessage) -> Result<bool, SessionError> {
         let greeted = self.info.is_some();
         let reply = match msg.kind {
-            None => refusal("empty message"),
+            None => refusal(RefusalKind::Other, "empty message"),
             Some(Down::Hello(h)) => return self.on_hello(&h).await,
             // Nothing is answered before a valid hello (as a load agent).
             Some(Down::Ping(_)) if !greeted => None,
@@ -201,13 +202,13 @@ impl Session {
             Some(_) if !greeted => {
                 let e = SessionError::Auth("say hello first");
                 log_refused(Side::Agent, &self.peer, &e);
-                if let Some(kind) = refusal(e.to_string()) {
+                if let Some(kind) = refusal(e.refusal_kind(), e.to_string()) {
                     self.send(kind).await?;
                 }
                 return Err(e);
             }
             Some(Down::Configure(_) | Down::PrepareStep(_) | Down::StartStep(_)) => {
-                refusal(NO_LOAD)
+                refusal(RefusalKind::Setup, NO_LOAD)
             }
             // Nothing runs here, so there is nothing to abort.
             Some(Down::Abort(_)) => None,
@@ -226,7 +227,7 @@ impl Session {
         };
         if let Err(e) = admitted.map(|seated| self.seated = self.seated.take().or(seated)) {
             log_refused(Side::Agent, &self.peer, &e);
-            if let Some(kind) = refusal(e.to_string()) {
+            if let Some(kind) = refusal(e.refusal_kind(), e.to_string()) {
                 self.send(kind).await?;
             }
             return Err(e);
@@ -244,7 +245,7 @@ impl Session {
             Ok(s) => s,
             Err(why) => {
                 let e = SessionError::Watch(why);
-                if let Some(kind) = refusal(e.to_string()) {
+                if let Some(kind) = refusal(e.refusal_kind(), e.to_string()) {
                     self.send(kind).await?;
                 }
                 return Err(e);

@@ -329,8 +329,10 @@ pub(crate) async fn remote(
             why: e.to_string(),
         },
     })?;
+    // Refused below the session (a certificate, a gRPC status): the fleet's setup to fix.
     let refused = |message: String| FleetError::Refused {
         agent: name.to_string(),
+        kind: shared::refusal::RefusalKind::Setup,
         message,
     };
     // The connect timeout bounds TCP; a peer that accepts and then stalls TLS is bounded here.

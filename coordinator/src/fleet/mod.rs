@@ -10,6 +10,9 @@ use agent::link::{Closed, CoordinatorEnd, Link, LinkTx};
 use proto::pb::agent_message::Kind as Up;
 use proto::pb::coordinator_message::Kind as Down;
 use proto::{PROTOCOL_VERSION, pb, to_agent};
+use shared::refusal::{Refusal, RefusalKind};
+
+use crate::exit::Exit;
 use shared::monitor::MonitorInfo;
 use shared::monitor::step::{StepServer, Window};
 use shared::plan::StepShare;
@@ -57,7 +60,11 @@ pub enum FleetError {
     #[error("agent {agent} is unreachable: {why}")]
     Unreachable { agent: String, why: String },
     #[error("agent {agent} refused: {message}")]
-    Refused { agent: String, message: String },
+    Refused {
+        agent: String,
+        kind: RefusalKind,
+        message: String,
+    },
     #[error("agent {agent} disconnected while {doing}{}", cause(why))]
     Lost {
         agent: String,
@@ -90,17 +97,31 @@ pub enum FleetError {
 }
 
 impl FleetError {
-    /// Whether the user must fix something before running (exit 2) rather than the run failing.
-    pub fn is_usage(&self) -> bool {
+    /// Whether the user must fix something before running (exit 2) or the run failed (exit 1).
+    pub fn exit(&self) -> Exit {
         match self {
-            FleetError::Limit { .. } | FleetError::Setup(_) | FleetError::Role { .. } => true,
-            // An agent's own --allow-target refused the target: a limit, exit 2 as every other.
-            FleetError::Refused { message, .. } => {
-                agent::policy::is_policy_refusal(message)
-                    // The target does not speak the HTTP asked for (--http 2 to an HTTP/1.1 port).
-                    || message.starts_with(agent::client::PROTOCOL_REFUSAL)
+            FleetError::Limit { .. } | FleetError::Setup(_) | FleetError::Role { .. } => {
+                Exit::Usage
             }
-            _ => false,
+            // Decided by the refusal's kind, never its words.
+            FleetError::Refused { kind, .. } => Exit::of_refusal(*kind),
+            _ => Exit::Failed,
+        }
+    }
+
+    /// An agent's refusal, as it came over the wire; one whose kind this side does not know is an
+    /// invalid message.
+    pub fn refused(agent: &str, r: pb::Refusal) -> FleetError {
+        match Refusal::try_from(r) {
+            Ok(r) => FleetError::Refused {
+                agent: agent.to_string(),
+                kind: r.kind,
+                message: r.message,
+            },
+            Err(e) => FleetError::Protocol {
+                agent: agent.to_string(),
+                why: format!("its refusal: {e}"),
+            },
         }
     }
 }
@@ -544,12 +565,7 @@ impl Fleet {
                     waiting.remove(i);
                 }
                 Err(why) => return Err(self.lost(i, doing, why)),
-                Ok(Up::Refusal(r)) => {
-                    return Err(FleetError::Refused {
-                        agent: self.agents[i].name.clone(),
-                        message: r.message,
-                    });
-                }
+                Ok(Up::Refusal(r)) => return Err(FleetError::refused(&self.agents[i].name, r)),
                 Ok(Up::Pong(_)) | Ok(Up::Interval(_)) | Ok(Up::StepReport(_)) => {}
                 Ok(other) => {
                     got.push((i, other));
@@ -1068,23 +1084,28 @@ mod tests {
     }
 
     #[test]
-    fn an_allow_target_refusal_exited_1_where_every_other_limit_exits_2() {
-        let refused = |message: &str| FleetError::Refused {
-            agent: "a:1".into(),
-            message: message.into(),
+    fn a_refusal_s_exit_is_its_kind_s_whatever_its_words() {
+        let refused = |kind, message: &str| {
+            let r = Refusal::new(kind, message);
+            FleetError::refused("a:1", pb::Refusal::from(&r)).exit()
         };
-        assert!(
-            refused("target localhost (127.0.0.1) is outside this agent's --allow-target list")
-                .is_usage()
+        // An --allow-target name rule's words once lacked the phrase an address rule's had: exit 1.
+        let name_rule =
+            "target x resolves to 127.0.0.1, loopback: its name matches --allow-target 'x'";
+        assert_eq!(refused(RefusalKind::Policy, name_rule), Exit::Usage);
+        assert_eq!(refused(RefusalKind::Target, "cannot resolve"), Exit::Usage);
+        assert_eq!(
+            refused(RefusalKind::Busy, "this agent's --allow-target"),
+            Exit::Failed
         );
-        assert!(
-            refused("step 2 asks this agent for 100.0 requests/s; its --max-rate is 50").is_usage()
-        );
-        assert!(!refused("this agent is serving another coordinator").is_usage());
-        assert!(
-            refused("before any load, 127.0.0.1:80 answered the HTTP/2 preface in HTTP/1")
-                .is_usage()
-        );
+        let unknown = pb::Refusal {
+            message: "?".into(),
+            kind: 99,
+        };
+        assert!(matches!(
+            FleetError::refused("a:1", unknown),
+            FleetError::Protocol { .. }
+        ));
     }
 
     #[tokio::test(start_paused = true)]

@@ -290,9 +290,10 @@ pub fn spawn_monitor(name: &str, lost_after: Option<Duration>) -> CoordinatorEnd
                     agent_unix_nanos: unix_ns(SystemTime::now()),
                 }),
                 Down::Abort(_) => continue,
-                _ => Up::Refusal(pb::Refusal {
-                    message: "this is a monitor: it runs no load".into(),
-                }),
+                _ => Up::Refusal(pb::Refusal::from(&shared::refusal::Refusal::new(
+                    shared::refusal::RefusalKind::Setup,
+                    "this is a monitor: it runs no load",
+                ))),
             };
             if send(&link, answer).await.is_err() {
                 return;

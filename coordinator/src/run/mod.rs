@@ -33,6 +33,7 @@ mod source;
 mod step;
 mod warned;
 
+use crate::exit::Exit;
 use lane::{After, Lane};
 pub use source::{Planned, StepSource, StepSpec};
 pub use step::{EndCause, LOSS_SILENCE, STEP_GRACE, StepOutcome};
@@ -65,14 +66,20 @@ pub enum RunError {
 }
 
 impl RunError {
-    /// 2 for what the user must fix before running, 1 for a run that failed.
-    pub fn exit_code(&self) -> u8 {
+    /// Usage for what the user must fix before running, Failed for a run that failed.
+    pub fn exit(&self) -> Exit {
         match self {
-            RunError::Config(_) | RunError::Dir(_) | RunError::Search(_) | RunError::Live(_) => 2,
-            RunError::Fleet(e) if e.is_usage() => 2,
-            RunError::Target(t) if t.source.is_usage() => 2,
-            _ => 1,
+            RunError::Config(_) | RunError::Dir(_) | RunError::Search(_) | RunError::Live(_) => {
+                Exit::Usage
+            }
+            RunError::Fleet(e) => e.exit(),
+            RunError::Target(t) => t.source.exit(),
+            _ => Exit::Failed,
         }
+    }
+
+    pub fn exit_code(&self) -> u8 {
+        self.exit().code()
     }
 }
 

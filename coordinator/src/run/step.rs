@@ -441,13 +441,7 @@ impl<'a> Collecting<'a> {
     fn on_message(&mut self, i: usize, msg: Result<Up, Closed>) -> Result<Option<Event>, RunError> {
         match msg {
             Err(why) => return Ok(Some(Event::AgentLost(i, why.to_string()))),
-            Ok(Up::Refusal(r)) => {
-                return Err(FleetError::Refused {
-                    agent: self.fleet.name(i).to_string(),
-                    message: r.message,
-                }
-                .into());
-            }
+            Ok(Up::Refusal(r)) => return Err(FleetError::refused(self.fleet.name(i), r).into()),
             Ok(Up::Interval(report)) => return self.interval(i, report),
             Ok(Up::StepReport(r)) => {
                 // Its workers' time, the CPU share's denominator: no longer than the step has been on.
