@@ -597,6 +597,8 @@ impl Session {
                 });
                 (state, Some(pong))
             }
+            // A monitor's to answer: a load agent has no sample to take.
+            Down::SampleNow(_) => (state, None),
             _ if matches!(state, State::Greeting) => {
                 let e = SessionError::Auth("say hello first");
                 log_refused(Side::Agent, &self.peer, &e);

@@ -488,7 +488,7 @@ fn finish_side(outcome: Result<run::SideOutcome, run::RunError>) -> u8 {
 
 /// One run's table, why --stop-on ended it, and its answer (`whose` after "answer"), for stdout.
 fn told(o: &run::RunOutcome, whose: &str) -> String {
-    let mut text = progress::table_after(o.warmup.as_ref(), &o.steps);
+    let mut text = progress::table_after(o.warmup.as_ref(), &o.steps, &o.repeats);
     if let Some(s) = &o.stopped {
         let not_run: Vec<String> = s.not_run.iter().map(f64::to_string).collect();
         text.push_str(&format!(

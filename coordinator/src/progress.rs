@@ -464,7 +464,7 @@ const TABLE_LATENCIES: [&Quantity; 4] = [
 
 /// The end-of-run table for stdout.
 pub fn table(results: &[StepResult]) -> String {
-    table_after(None, results)
+    table_after(None, results, &[])
 }
 
 /// A row's name in the table and the lines under it: its number, or `warmup` (number 0).
@@ -478,7 +478,12 @@ fn row_name(r: &StepResult) -> String {
 
 /// The end-of-run table for stdout, a planned run's warmup first when it had one: its row named
 /// `warmup`, and a line under the table saying it is not counted.
-pub fn table_after(warmup: Option<&StepResult>, results: &[StepResult]) -> String {
+/// `repeats`: the notes (by step number) not to say again.
+pub fn table_after(
+    warmup: Option<&StepResult>,
+    results: &[StepResult],
+    repeats: &[(u32, String)],
+) -> String {
     let shown: Vec<&StepResult> = warmup.into_iter().chain(results).collect();
     let results = shown.as_slice();
     let mut head: Vec<String> = ["step".to_string(), "demanded".to_string()]
@@ -577,7 +582,13 @@ pub fn table_after(warmup: Option<&StepResult>, results: &[StepResult]) -> Strin
                 p.class.name()
             ));
         }
-        for note in &r.notes {
+        // A warning about the generator is said once per run: its repeats stay in run.json.
+        let repeat = |note: &String| {
+            repeats
+                .iter()
+                .any(|(n, text)| *n == r.number && text == note)
+        };
+        for note in r.notes.iter().filter(|n| !repeat(n)) {
             out.push_str(&format!("{name}: note: {note}\n"));
         }
     }

@@ -134,7 +134,7 @@ impl Session {
                             dead_man.heard(at);
                             if self.handle(m).await? {
                                 // Sampling starts with the hello: the first sample now, then every
-                                // second.
+                                // second; a step's end asks for one now, and the seconds go on from it.
                                 ticks.reset_immediately();
                             }
                         }
@@ -187,7 +187,8 @@ impl Session {
             .map_err(|_| SessionError::Closed)
     }
 
-    /// Answers one message; true when it was the hello that starts the samples.
+    /// Answers one message; true when a sample is due now: the hello that starts the samples, or a
+    /// coordinator's `SampleNow` at a step's end.
     async fn handle(&mut self, msg: pb::CoordinatorMessage) -> Result<bool, SessionError> {
         let greeted = self.info.is_some();
         let reply = match msg.kind {
@@ -212,6 +213,7 @@ impl Session {
             }
             // Nothing runs here, so there is nothing to abort.
             Some(Down::Abort(_)) => None,
+            Some(Down::SampleNow(_)) => return Ok(true),
         };
         if let Some(kind) = reply {
             self.send(kind).await?;

@@ -492,34 +492,39 @@ impl Fleet {
     /// are passed over (but count as heard).
     pub async fn next_event(&mut self) -> (usize, Result<Up, Closed>) {
         loop {
-            match self.events.recv().await {
-                Some((i, heard)) => {
-                    // A monitor's samples and its loss are the fleet's to keep: no step waits on it.
-                    let heard = match (self.agents[i].monitor.as_mut(), heard) {
-                        (
-                            Some(m),
-                            Ok(pb::AgentMessage {
-                                kind: Some(Up::MonitorSample(s)),
-                            }),
-                        ) => {
-                            m.receive(&s);
-                            continue;
-                        }
-                        (Some(_), Err(why)) => {
-                            self.lose_monitor(i, &why.to_string());
-                            continue;
-                        }
-                        (_, heard) => heard,
-                    };
-                    match heard {
-                        Ok(pb::AgentMessage { kind: Some(kind) }) => return (i, Ok(kind)),
-                        Ok(pb::AgentMessage { kind: None }) => {}
-                        Err(why) => return (i, Err(why)),
-                    }
-                }
-                // The forwarders hold senders as long as the fleet lives; unreachable in practice.
-                None => std::future::pending().await,
+            if let Some(event) = self.next_message().await {
+                return event;
             }
+        }
+    }
+
+    /// The next message from any agent, or `None` when it was the fleet's own to keep: a monitor's
+    /// sample or its loss (no step waits on a monitor), or an empty message.
+    async fn next_message(&mut self) -> Option<(usize, Result<Up, Closed>)> {
+        let Some((i, heard)) = self.events.recv().await else {
+            // The forwarders hold senders as long as the fleet lives; unreachable in practice.
+            return std::future::pending().await;
+        };
+        let heard = match (self.agents[i].monitor.as_mut(), heard) {
+            (
+                Some(m),
+                Ok(pb::AgentMessage {
+                    kind: Some(Up::MonitorSample(s)),
+                }),
+            ) => {
+                m.receive(&s);
+                return None;
+            }
+            (Some(_), Err(why)) => {
+                self.lose_monitor(i, &why.to_string());
+                return None;
+            }
+            (_, heard) => heard,
+        };
+        match heard {
+            Ok(pb::AgentMessage { kind: Some(kind) }) => Some((i, Ok(kind))),
+            Ok(pb::AgentMessage { kind: None }) => None,
+            Err(why) => Some((i, Err(why))),
         }
     }
 
@@ -705,8 +710,24 @@ impl Fleet {
     /// Waits until every live monitor has sent a sample at or after `end_ns` (coordinator's clock),
     /// the one that closes a step, or [`SAMPLE_WAIT`] has passed. The load agents' messages meanwhile
     /// are passed over (every step report is in); one whose stream ended is lost.
+    ///
+    /// Each live monitor is asked for a sample now (`SampleNow`): the step has ended, so the sample
+    /// it takes closes it, and the next step need not wait up to a second for the monitor's own tick.
+    /// Each sample that arrives is looked at as it comes: a wait that only woke for the load agents'
+    /// messages (none come between steps) always ran to its deadline, 2.5 s a step.
     pub async fn await_samples(&mut self, end_ns: i64) {
         let deadline = Instant::now() + SAMPLE_WAIT;
+        // The load agents' last reports can come a few tens of ms before the step's end on this
+        // clock (their start was converted to their own clocks): a sample asked for then would not
+        // close the step.
+        let early = end_ns.saturating_sub(unix_ns(SystemTime::now()));
+        if early > 0 {
+            tokio::time::sleep(Duration::from_nanos(early as u64).min(SAMPLE_WAIT)).await;
+        }
+        for i in self.monitors() {
+            // A monitor whose stream is gone shows as lost below.
+            let _ = self.send(i, Down::SampleNow(pb::SampleNow {})).await;
+        }
         let covered = |f: &Fleet| {
             f.monitors().into_iter().all(|i| {
                 let a = &f.agents[i];
@@ -717,10 +738,10 @@ impl Fleet {
             })
         };
         while !covered(self) {
-            let Ok((i, heard)) = tokio::time::timeout_at(deadline, self.next_event()).await else {
+            let Ok(event) = tokio::time::timeout_at(deadline, self.next_message()).await else {
                 return;
             };
-            if let Err(why) = heard {
+            if let Some((i, Err(why))) = event {
                 self.mark_lost(i, &format!("{why} after a step"));
             }
         }

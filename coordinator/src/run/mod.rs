@@ -105,6 +105,9 @@ pub struct RunOutcome {
     pub capacity: Option<results::search::Capacity>,
     /// A planned run's `--warmup`, as it ran: not among `steps`.
     pub warmup: Option<StepResult>,
+    /// Notes of `steps` (by step number) that repeat a warning about the generator which the run
+    /// said before: in run.json with their step, not said again at the end.
+    pub repeats: Vec<(u32, String)>,
 }
 
 pub use results::run_file::{Breach, Stopped};
@@ -120,8 +123,10 @@ struct Watch<'a> {
     /// The lowest median of the finished steps whose server was ok (see [`baseline_p50`]): what
     /// the next step's queueing is judged against.
     baseline_p50_ms: Option<f64>,
-    /// The agents' warnings already said in this run.
+    /// The agents' warnings already said in this run (shared by its lanes).
     warned: Warned,
+    /// The notes of this lane's steps (by step number) that repeat a warning the run said before.
+    repeats: Vec<(u32, String)>,
 }
 
 impl Watch<'_> {
@@ -561,13 +566,14 @@ async fn ready_fleet(
         fleet.check_source_addrs()?;
     }
     let mut announced = Vec::with_capacity(cfgs.len());
+    // One record for the run: a risk of the generator's is the same whichever target it loads.
+    let warned = Warned::default();
     for cfg in cfgs {
         let blame = |e| blame(cfgs.len() > 1, cfg, e);
         let warnings = configure(&mut fleet, cfg, false).await.map_err(blame)?;
-        let mut warned = Warned::default();
-        let mut warnings = warned.announce(&fleet, &warnings);
+        let mut warnings = warned.announce(&fleet, &warnings).notes;
         warnings.extend(shared.iter().cloned());
-        announced.push((warnings, warned));
+        announced.push((warnings, warned.clone()));
     }
     check_limits(&fleet, cfgs)?;
     Ok((fleet, announced))
@@ -623,9 +629,10 @@ fn unfinished_words(
 }
 
 /// The plan's scheduled time, step after step (without the moments between steps).
+/// How long the plan takes, as its line says: each step's schedule and what a step costs beyond it.
 fn plan_total(cfg: &RunConfig) -> Duration {
     source::planned(cfg)
-        .map(|spec| source::shares(cfg, spec, &[1])[0].scheduled_duration())
+        .map(|spec| source::shares(cfg, spec, &[1])[0].scheduled_duration() + step::STEP_OVERHEAD)
         .sum()
 }
 
@@ -805,6 +812,7 @@ mod tests {
             stop: None,
             baseline_p50_ms: None,
             warned: Warned::default(),
+            repeats: Vec::new(),
         }
     }
 
