@@ -30,7 +30,7 @@ trap cleanup EXIT INT TERM
 ready_of() {
     i=0
     while [ $i -lt 100 ]; do
-        a=$(sed -n 's/.*"listen":"\([^"]*\)".*/\1/p' "$1" 2>/dev/null)
+        a=$(sed -n 's/.*"listen":"\([^"]*\)".*/\1/p' "$1" 2>/dev/null || true)
         if [ -n "$a" ]; then echo "$a"; return 0; fi
         sleep 0.1
         i=$((i + 1))

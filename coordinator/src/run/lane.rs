@@ -279,6 +279,7 @@ impl<'a> Lane<'a> {
             capacity: self.capacity,
             warmup: self.warmup,
             repeats: self.watch.repeats,
+            live: None,
         }
     }
 }

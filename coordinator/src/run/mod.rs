@@ -108,6 +108,8 @@ pub struct RunOutcome {
     /// Notes of `steps` (by step number) that repeat a warning about the generator which the run
     /// said before: in run.json with their step, not said again at the end.
     pub repeats: Vec<(u32, String)>,
+    /// The live page, to keep up for `--live-keep` once the answer is out (the first lane's).
+    pub live: Option<crate::live::Lingering>,
 }
 
 pub use results::run_file::{Breach, Stopped};
@@ -306,10 +308,20 @@ async fn run_lanes(
     };
     let said = matches!(outcome, Err(RunError::Output(_) | RunError::Spill(_)));
     feed.finished(report.exists().then_some(report), !said);
+    // The page stays for --live-keep after the answer is printed (the caller waits on it then); a
+    // run that failed before its end has no page worth staying for.
+    let mut lingering = None;
     if let Some(server) = server {
-        // A run that failed before its end has no page worth staying for.
-        let keep = outcome.is_ok();
-        server.linger(&stop.drain, cfgs[0].quiet, keep).await;
+        match outcome.is_ok() {
+            true => {
+                lingering = Some(crate::live::Lingering::new(
+                    server,
+                    stop.drain.clone(),
+                    cfgs[0].quiet,
+                ))
+            }
+            false => server.linger(&stop.drain, cfgs[0].quiet, false).await,
+        }
     }
     if let Err(RunError::Interrupted) = &outcome {
         // The run's record says it was interrupted, not that it is still starting.
@@ -333,7 +345,12 @@ async fn run_lanes(
             }
         }
     }
-    outcome
+    outcome.map(|mut runs| {
+        if let Some(first) = runs.first_mut() {
+            first.live = lingering;
+        }
+        runs
+    })
 }
 
 /// The claimed directories of a run, finished by [`output::fail_unfinished`] when it is dropped.

@@ -32,9 +32,9 @@ use crate::progress::{self, Progress, Tick};
 const START_LEAD: Duration = Duration::from_millis(200);
 /// What a step costs beyond its schedule, for the plan line's estimate: its [`START_LEAD`], the
 /// drain of its last requests, its closing sample from each monitor (asked for at its end), and the
-/// writing of its files and the next step's prepare. Measured by bench/monitored.sh (~0.4 s a
+/// writing of its files and the next step's prepare. Measured by bench/monitored.sh (~0.25 s a
 /// step on loopback, monitored or not; docs/benchmarks.md).
-pub const STEP_OVERHEAD: Duration = Duration::from_millis(400);
+pub const STEP_OVERHEAD: Duration = Duration::from_millis(300);
 /// Extra time past a step's schedule and timeout before an agent counts as stuck.
 pub const STEP_GRACE: Duration = Duration::from_secs(5);
 /// How much longer than the coordinator saw the step run an agent's own wall time may be: clocks
