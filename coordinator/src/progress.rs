@@ -173,7 +173,14 @@ pub fn span(d: Duration) -> String {
 /// the results go, e.g. `plan: requests model, 4 steps 1000..10000 req/s, 10 s each, ~40 s in all;
 /// results in stampede-results/20261130T201500Z`.
 /// A warmup before the first step is said after the steps: `, 5 s warmup first (not counted)`.
-pub fn plan_line(plan: &Plan, warmup: Option<Duration>, total: Duration, dir: &Path) -> String {
+/// `over`: who runs it ([`over`]).
+pub fn plan_line(
+    plan: &Plan,
+    warmup: Option<Duration>,
+    over: &str,
+    total: Duration,
+    dir: &Path,
+) -> String {
     let n = plan.steps().len();
     // As they were given: 10, 2.5 (not the rates' 10.0).
     let values: Vec<String> = plan.steps().iter().map(|v| format!("{v}")).collect();
@@ -213,12 +220,27 @@ pub fn plan_line(plan: &Plan, warmup: Option<Duration>, total: Duration, dir: &P
         format!(", {} warmup first (not counted)", span(w))
     });
     format!(
-        "plan: {} model, {n} step{} {values} {unit}, {each}{warmup}, ~{} in all; results in {}",
+        "plan: {} model, {n} step{} {values} {unit}, {each}{warmup}, {over}, ~{} in all; results in {}",
         plan.model().name(),
         if n == 1 { "" } else { "s" },
         span(total),
         dir.display()
     )
+}
+
+/// Who a run is over, for its plan line: `the embedded agent`, `3 agents`, `3 agents and 1 monitor`:
+/// a cluster that came up with fewer agents than meant is seen before any load.
+pub fn over(agents: &[&str], monitors: usize) -> String {
+    let load = match agents {
+        [one] if *one == crate::fleet::EMBEDDED => "the embedded agent".to_string(),
+        [_] => "1 agent".to_string(),
+        many => format!("{} agents", many.len()),
+    };
+    match monitors {
+        0 => format!("over {load}"),
+        1 => format!("over {load} and 1 monitor"),
+        n => format!("over {load} and {n} monitors"),
+    }
 }
 
 /// What a search's line adds when its probes go over HTTP/2 (`; over HTTP/2, 10 streams per
@@ -610,7 +632,26 @@ mod tests {
             unreachable!("a run command line")
         };
         let cfg = crate::config::resolve(*a).unwrap();
-        plan_line(&cfg.plan, None, Duration::from_secs(10), Path::new("out"))
+        plan_line(
+            &cfg.plan,
+            None,
+            "over 1 agent",
+            Duration::from_secs(10),
+            Path::new("out"),
+        )
+    }
+
+    #[test]
+    fn the_plan_line_said_nothing_of_how_many_agents_the_run_is_over() {
+        assert_eq!(over(&["embedded"], 0), "over the embedded agent");
+        assert_eq!(over(&["a:1"], 1), "over 1 agent and 1 monitor");
+        assert_eq!(
+            over(&["a:1", "b:1", "c:1"], 2),
+            "over 3 agents and 2 monitors"
+        );
+        assert!(
+            plan_line_of("http://h:1/ -c 5").contains(", 10 s each, over 1 agent, ~10 s in all")
+        );
     }
 
     #[test]

@@ -445,7 +445,12 @@ async fn run_in(
         if !cfg.quiet {
             let line = match line {
                 Some(l) => format!("{l}; results in {}", out.dir().display()),
-                None => progress::plan_line(&cfg.plan, cfg.warmup, plan_total(cfg), out.dir()),
+                None => {
+                    let live = fleet.live();
+                    let names: Vec<&str> = live.iter().map(|&i| fleet.name(i)).collect();
+                    let over = progress::over(&names, monitors.len());
+                    progress::plan_line(&cfg.plan, cfg.warmup, &over, plan_total(cfg), out.dir())
+                }
             };
             eprintln!(
                 "{}{line}",
