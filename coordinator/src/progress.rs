@@ -230,11 +230,12 @@ pub fn plan_line(
 
 /// Who a run is over, for its plan line: `the embedded agent`, `3 agents`, `3 agents and 1 monitor`:
 /// a cluster that came up with fewer agents than meant is seen before any load.
-pub fn over(agents: &[&str], monitors: usize) -> String {
+/// `embedded`: the one agent is the coordinator's own.
+pub fn over(agents: usize, embedded: bool, monitors: usize) -> String {
     let load = match agents {
-        [one] if *one == crate::fleet::EMBEDDED => "the embedded agent".to_string(),
-        [_] => "1 agent".to_string(),
-        many => format!("{} agents", many.len()),
+        1 if embedded => "the embedded agent".to_string(),
+        1 => "1 agent".to_string(),
+        n => format!("{n} agents"),
     };
     match monitors {
         0 => format!("over {load}"),

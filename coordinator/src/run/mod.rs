@@ -447,8 +447,10 @@ async fn run_in(
                 Some(l) => format!("{l}; results in {}", out.dir().display()),
                 None => {
                     let live = fleet.live();
-                    let names: Vec<&str> = live.iter().map(|&i| fleet.name(i)).collect();
-                    let over = progress::over(&names, monitors.len());
+                    let embedded = live
+                        .iter()
+                        .all(|&i| fleet.name(i) == crate::fleet::EMBEDDED);
+                    let over = progress::over(live.len(), embedded, monitors.len());
                     progress::plan_line(&cfg.plan, cfg.warmup, &over, plan_total(cfg), out.dir())
                 }
             };
