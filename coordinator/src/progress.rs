@@ -644,12 +644,9 @@ mod tests {
 
     #[test]
     fn the_plan_line_said_nothing_of_how_many_agents_the_run_is_over() {
-        assert_eq!(over(&["embedded"], 0), "over the embedded agent");
-        assert_eq!(over(&["a:1"], 1), "over 1 agent and 1 monitor");
-        assert_eq!(
-            over(&["a:1", "b:1", "c:1"], 2),
-            "over 3 agents and 2 monitors"
-        );
+        assert_eq!(over(1, true, 0), "over the embedded agent");
+        assert_eq!(over(1, false, 1), "over 1 agent and 1 monitor");
+        assert_eq!(over(3, false, 2), "over 3 agents and 2 monitors");
         assert!(
             plan_line_of("http://h:1/ -c 5").contains(", 10 s each, over 1 agent, ~10 s in all")
         );
