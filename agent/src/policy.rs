@@ -99,15 +99,6 @@ pub struct Policy {
     pub max_run_duration: Option<Duration>,
 }
 
-/// Whether a refusal's words are this agent's policy's (an `--allow-target` or `--max-*` of its own):
-/// the plan is the user's to fix, as a limit the coordinator checks up front is. The refusal travels
-/// as words only, so its words are the mark: every policy refusal names the flag it comes from.
-pub fn is_policy_refusal(message: &str) -> bool {
-    message.contains("this agent's --allow-target")
-        || message.contains("its --max-")
-        || message.contains("this agent's --max-")
-}
-
 impl Policy {
     /// Checks a target after resolution, on the address the agent will connect to (it resolves once,
     /// at configure, and connects to that address for the whole run). An address rule that holds the

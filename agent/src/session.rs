@@ -17,6 +17,7 @@ use proto::pb::coordinator_message::Kind as Down;
 use proto::{PROTOCOL_VERSION, from_agent, pb};
 use shared::metrics::{Interval, Snapshot};
 use shared::plan::{StepShare, Workload};
+use shared::refusal::{Refusal, RefusalKind};
 use shared::warning::{Warning, WarningKind};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
@@ -61,6 +62,17 @@ pub enum SessionError {
 }
 
 impl SessionError {
+    /// What a refusal that ends the session with this error is about.
+    pub fn refusal_kind(&self) -> RefusalKind {
+        match self {
+            SessionError::Version { .. } | SessionError::Auth(_) | SessionError::Watch(_) => {
+                RefusalKind::Setup
+            }
+            SessionError::Busy => RefusalKind::Busy,
+            _ => RefusalKind::Other,
+        }
+    }
+
     /// The session ended before it took the agent's seat: no hello in time, or another
     /// coordinator's session held it.
     pub fn never_seated(&self) -> bool {
@@ -216,10 +228,10 @@ type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
 /// Turns a configured workload into the target its workers load. In service it is [`Endpoint::prepare`],
 /// whose DNS lookup can take seconds; tests give one that takes its time on tokio's clock.
 pub(crate) type Prepare =
-    Arc<dyn Fn(Workload) -> BoxFuture<Result<Endpoint, String>> + Send + Sync>;
+    Arc<dyn Fn(Workload) -> BoxFuture<Result<Endpoint, Refusal>> + Send + Sync>;
 
 fn lookup() -> Prepare {
-    Arc::new(|w| Box::pin(async move { Endpoint::prepare(&w).await.map_err(|e| e.to_string()) }))
+    Arc::new(|w| Box::pin(async move { Endpoint::prepare(&w).await.map_err(|e| e.refusal()) }))
 }
 
 /// A configure's answer: the target, and the risks its ack reports.
@@ -239,7 +251,7 @@ enum State {
     Unconfigured,
     /// A configure's target is being prepared (its DNS lookup) beside the loop; dropping the handle
     /// aborts it, so a newer configure, an abort or the session's end discards its answer.
-    Configuring(AbortOnDropHandle<Result<Configured, String>>),
+    Configuring(AbortOnDropHandle<Result<Configured, Refusal>>),
     Idle(Endpoint),
     Prepared {
         target: Endpoint,
@@ -260,7 +272,7 @@ enum Work {
     /// A worker's report; `None` once every worker's sender is gone.
     Report(Option<Report>),
     /// A configure's lookup finished.
-    Configured(Result<Configured, String>),
+    Configured(Result<Configured, Refusal>),
 }
 
 impl State {
@@ -279,11 +291,12 @@ impl State {
     async fn work(&mut self) -> Work {
         match self {
             State::Running { running, .. } => Work::Report(running.reports.recv().await),
-            State::Configuring(lookup) => Work::Configured(
-                lookup
-                    .await
-                    .unwrap_or_else(|e| Err(format!("preparing the target failed: {e}"))),
-            ),
+            State::Configuring(lookup) => Work::Configured(lookup.await.unwrap_or_else(|e| {
+                Err(Refusal::new(
+                    RefusalKind::Other,
+                    format!("preparing the target failed: {e}"),
+                ))
+            })),
             _ => std::future::pending().await,
         }
     }
@@ -494,11 +507,13 @@ impl DeadMan {
     }
 }
 
-/// Builds a refusal, logged here because the coordinator's reading of it is out of our hands.
-pub(crate) fn refusal(message: impl Into<String>) -> Option<Up> {
-    let message = message.into();
-    tracing::warn!(%message, "Refused a coordinator request");
-    Some(Up::Refusal(pb::Refusal { message }))
+/// Builds a refusal, logged here because the coordinator's reading of it is out of our hands. Info,
+/// not warn: the coordinator says every refusal it reads, and in its own process (the embedded agent,
+/// whose log is the coordinator's stderr) a warn would say the first one twice.
+pub(crate) fn refusal(kind: RefusalKind, message: impl Into<String>) -> Option<Up> {
+    let r = Refusal::new(kind, message);
+    tracing::info!(kind = ?r.kind, message = %r.message, "Refused a coordinator request");
+    Some(Up::Refusal(pb::Refusal::from(&r)))
 }
 
 fn ack(what: &str, step: u32, warnings: Vec<Warning>) -> Option<Up> {
@@ -543,7 +558,9 @@ impl Session {
 
     async fn handle(&mut self, msg: pb::CoordinatorMessage) -> Result<(), SessionError> {
         let Some(kind) = msg.kind else {
-            return self.reply(refusal("empty message")).await;
+            return self
+                .reply(refusal(RefusalKind::Other, "empty message"))
+                .await;
         };
         let state = std::mem::take(&mut self.state);
         let (state, reply) = match kind {
@@ -558,7 +575,7 @@ impl Session {
                         log_refused(Side::Agent, &self.peer, &e);
                         // The session ends here; a running step's load stops with it.
                         state.stop_load();
-                        self.reply(refusal(e.to_string())).await?;
+                        self.reply(refusal(e.refusal_kind(), e.to_string())).await?;
                         return Err(e);
                     }
                     Ok(seated) => self.seated = self.seated.take().or(seated),
@@ -580,10 +597,12 @@ impl Session {
                 });
                 (state, Some(pong))
             }
+            // A monitor's to answer: a load agent has no sample to take.
+            Down::SampleNow(_) => (state, None),
             _ if matches!(state, State::Greeting) => {
                 let e = SessionError::Auth("say hello first");
                 log_refused(Side::Agent, &self.peer, &e);
-                self.reply(refusal(e.to_string())).await?;
+                self.reply(refusal(e.refusal_kind(), e.to_string())).await?;
                 return Err(e);
             }
             Down::Configure(c) => self.on_configure(state, &c),
@@ -637,7 +656,10 @@ impl Session {
     /// configure wins. Its ack or refusal comes when its own lookup ends (see [`on_configured`]).
     fn on_configure(&self, state: State, c: &pb::Configure) -> (State, Option<Up>) {
         if state.is_running() {
-            return (state, refusal("cannot reconfigure while a step runs"));
+            return (
+                state,
+                refusal(RefusalKind::Other, "cannot reconfigure while a step runs"),
+            );
         }
         drop(state);
         let w = match Workload::try_from(c) {
@@ -645,7 +667,7 @@ impl Session {
             Err(e) => {
                 return (
                     State::Unconfigured,
-                    refusal(format!("invalid workload: {e}")),
+                    refusal(RefusalKind::Other, format!("invalid workload: {e}")),
                 );
             }
         };
@@ -654,7 +676,10 @@ impl Session {
             let host = w.origin().host().to_string();
             let target = prepare(w).await?;
             // Checked on the resolved address, before any load is sent.
-            rules.policy.check_target(&host, target.addr.ip())?;
+            rules
+                .policy
+                .check_target(&host, target.addr.ip())
+                .map_err(|why| Refusal::new(RefusalKind::Policy, why))?;
             let warnings = missing_sources(&target);
             Ok(Configured { target, warnings })
         });
@@ -667,19 +692,25 @@ impl Session {
             State::Idle(target) | State::Prepared { target, .. } => target,
             State::Running { running, target } => {
                 let words = format!("step {} is still running", running.step + 1);
-                return (State::Running { running, target }, refusal(words));
+                return (
+                    State::Running { running, target },
+                    refusal(RefusalKind::Other, words),
+                );
             }
             // Refused, not queued: the coordinator prepares only after the configure's ack, so a
             // prepare now is out of order, and its answer would otherwise wait on DNS.
             State::Configuring(_) => {
                 let words = "the workload is still being configured (its target is being looked up): \
                              prepare a step after the configure's ack";
-                return (state, refusal(words));
+                return (state, refusal(RefusalKind::Other, words));
             }
             State::Greeting | State::Unconfigured => {
                 return (
                     state,
-                    refusal("configure the workload before preparing a step"),
+                    refusal(
+                        RefusalKind::Other,
+                        "configure the workload before preparing a step",
+                    ),
                 );
             }
         };
@@ -696,7 +727,7 @@ impl Session {
                     ack("prepare", p.step, warnings),
                 )
             }
-            Err(why) => (State::Idle(target), refusal(why)),
+            Err(why) => (State::Idle(target), refusal(why.kind, why.message)),
         }
     }
 
@@ -705,13 +736,21 @@ impl Session {
         &self,
         target: &Endpoint,
         p: &pb::PrepareStep,
-    ) -> Result<(StepShare, Vec<Warning>), String> {
-        let share =
-            StepShare::try_from(p).map_err(|e| format!("invalid step {}: {e}", p.step + 1))?;
-        self.rules.policy.check_step(&share, self.used)?;
+    ) -> Result<(StepShare, Vec<Warning>), Refusal> {
+        let share = StepShare::try_from(p).map_err(|e| {
+            Refusal::new(
+                RefusalKind::Other,
+                format!("invalid step {}: {e}", p.step + 1),
+            )
+        })?;
+        self.rules
+            .policy
+            .check_step(&share, self.used)
+            .map_err(|why| Refusal::new(RefusalKind::Policy, why))?;
         // The machine's limits are read now, not at hello: ulimit and sysctls can change.
         let mut warnings = MachineLimits::of_this_machine(self.engine.threads())
-            .check_step(&share, &Route::of(target))?;
+            .check_step(&share, &Route::of(target))
+            .map_err(|why| Refusal::new(RefusalKind::Capacity, why))?;
         warnings.extend(self.rules.policy.step_warnings(&share));
         Ok((share, warnings))
     }
@@ -730,11 +769,11 @@ impl Session {
                     share.step() + 1,
                     st.step + 1
                 );
-                return Ok((State::Idle(target), refusal(words)));
+                return Ok((State::Idle(target), refusal(RefusalKind::Other, words)));
             }
             other => {
                 let words = format!("step {} was not prepared", st.step + 1);
-                return Ok((other, refusal(words)));
+                return Ok((other, refusal(RefusalKind::Other, words)));
             }
         };
         let running = self.launch(&target, share, st.start_unix_nanos).await?;
@@ -821,7 +860,7 @@ impl Session {
 }
 
 /// A configure's lookup ended: idle with its target, or refused and unconfigured.
-fn on_configured(answer: Result<Configured, String>) -> (State, Option<Up>) {
+fn on_configured(answer: Result<Configured, Refusal>) -> (State, Option<Up>) {
     match answer {
         Ok(Configured { target, warnings }) => {
             for w in &warnings {
@@ -830,7 +869,7 @@ fn on_configured(answer: Result<Configured, String>) -> (State, Option<Up>) {
             }
             (State::Idle(target), ack("configure", 0, warnings))
         }
-        Err(why) => (State::Unconfigured, refusal(why)),
+        Err(why) => (State::Unconfigured, refusal(why.kind, why.message)),
     }
 }
 
@@ -1145,11 +1184,16 @@ mod tests {
         Arc::new(|w: Workload| {
             Box::pin(async move {
                 match w.origin().port() {
-                    1 => return Err("cannot resolve 127.0.0.1: no such host".into()),
+                    1 => {
+                        return Err(Refusal::new(
+                            RefusalKind::Target,
+                            "cannot resolve 127.0.0.1: no such host",
+                        ));
+                    }
                     2 => tokio::time::sleep(SLOW_LOOKUP).await,
                     _ => {}
                 }
-                Endpoint::prepare(&w).await.map_err(|e| e.to_string())
+                Endpoint::prepare(&w).await.map_err(|e| e.refusal())
             })
         })
     }

@@ -6,6 +6,7 @@ pub mod compare;
 pub mod config;
 pub mod demo;
 pub mod destination;
+pub mod exit;
 pub mod fleet;
 pub mod live;
 pub mod merge;
@@ -35,11 +36,15 @@ pub async fn execute(command: Command, stop: Stop) -> u8 {
         Command::Run(args) => match config::resolve_runs(*args) {
             Ok(config::Runs::One(cfg)) => {
                 say_notes(&cfg.notes);
-                finish(run::run(*cfg, stop).await)
+                let mut outcome = run::run(*cfg, stop).await;
+                let live = live_of(&mut outcome);
+                keep_live(finish(outcome), live).await
             }
             Ok(config::Runs::Side(side)) => {
                 say_notes(side.runs.first().map_or(&[][..], |c| &c.notes));
-                finish_side(run::run_side(side, stop).await)
+                let mut outcome = run::run_side(side, stop).await;
+                let live = side_live_of(&mut outcome);
+                keep_live(finish_side(outcome), live).await
             }
             Err(e) => {
                 eprintln!("stampede: {e}");
@@ -141,6 +146,29 @@ pub async fn execute(command: Command, stop: Stop) -> u8 {
     }
 }
 
+/// The run's live page, taken out of its outcome so that it lingers (`--live-keep`) only after the
+/// table and the answer are printed.
+fn live_of(outcome: &mut Result<run::RunOutcome, run::RunError>) -> Option<live::Lingering> {
+    outcome.as_mut().ok().and_then(|o| o.live.take())
+}
+
+fn side_live_of(outcome: &mut Result<run::SideOutcome, run::RunError>) -> Option<live::Lingering> {
+    outcome
+        .as_mut()
+        .ok()
+        .and_then(|o| o.runs.first_mut())
+        .and_then(|o| o.live.take())
+}
+
+/// The exit code `code`, once the live page has had its `--live-keep`.
+async fn keep_live(code: u8, live: Option<live::Lingering>) -> u8 {
+    if let Some(live) = live {
+        progress::flush();
+        live.wait().await;
+    }
+    code
+}
+
 /// `stampede find-max`: one search, or one per target side by side.
 async fn find_max(args: cli::FindMaxArgs, stop: Stop) -> u8 {
     let cfg = match config::resolve_find_max(args) {
@@ -152,8 +180,16 @@ async fn find_max(args: cli::FindMaxArgs, stop: Stop) -> u8 {
     };
     say_notes(&cfg.runs.first().notes);
     match cfg.runs {
-        config::Runs::One(run) => found(run::find_max(*run, cfg.setup, stop).await),
-        config::Runs::Side(side) => found_side(run::find_max_side(side, cfg.setup, stop).await),
+        config::Runs::One(run) => {
+            let mut outcome = run::find_max(*run, cfg.setup, stop).await;
+            let live = live_of(&mut outcome);
+            keep_live(found(outcome), live).await
+        }
+        config::Runs::Side(side) => {
+            let mut outcome = run::find_max_side(side, cfg.setup, stop).await;
+            let live = side_live_of(&mut outcome);
+            keep_live(found_side(outcome), live).await
+        }
     }
 }
 
@@ -487,7 +523,7 @@ fn finish_side(outcome: Result<run::SideOutcome, run::RunError>) -> u8 {
 
 /// One run's table, why --stop-on ended it, and its answer (`whose` after "answer"), for stdout.
 fn told(o: &run::RunOutcome, whose: &str) -> String {
-    let mut text = progress::table_after(o.warmup.as_ref(), &o.steps);
+    let mut text = progress::table_after(o.warmup.as_ref(), &o.steps, &o.repeats);
     if let Some(s) = &o.stopped {
         let not_run: Vec<String> = s.not_run.iter().map(f64::to_string).collect();
         text.push_str(&format!(

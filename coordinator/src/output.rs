@@ -82,6 +82,18 @@ const FRESH_TRIES: u32 = 1000;
 /// run.json before the run has agents: it claims the directory (created exclusively, so two runs
 /// cannot both take it), and is removed by [`release`] if the run ends before [`Output::create`].
 const CLAIM: &[u8] = b"{\"status\": \"starting\"}\n";
+/// The claim of a directory this run made (a fresh stamped name, or a given one that did not exist):
+/// [`release`] removes the directory too, so a run that never started leaves none behind.
+const CLAIM_MADE: &[u8] = b"{\"status\": \"starting\", \"made\": true}\n";
+
+/// Whether run.json's bytes are a claim alone, and whether the run made its directory.
+fn claimed(json: &Path) -> Option<bool> {
+    match fs::read(json).ok()?.as_slice() {
+        b if b == CLAIM => Some(false),
+        b if b == CLAIM_MADE => Some(true),
+        _ => None,
+    }
+}
 
 /// Takes the run's output directory and checks up front that results can be written, so a long run
 /// never ends in a lost result. `fresh`: `dir` is the default stamped name, and the run takes the
@@ -93,6 +105,7 @@ pub fn claim(dir: &Path, fresh: bool, force: bool) -> Result<PathBuf, DirError> 
         let path = path.to_path_buf();
         move |source| DirError::Unwritable { path, source }
     };
+    let made = fresh || !dir.exists();
     let dir = if fresh {
         fresh_dir(dir).map_err(unwritable(dir))?
     } else {
@@ -116,7 +129,8 @@ pub fn claim(dir: &Path, fresh: bool, force: bool) -> Result<PathBuf, DirError> 
         }
         Err(e) => return Err(unwritable(&dir)(e)),
     };
-    f.write_all(CLAIM).map_err(unwritable(&dir))?;
+    f.write_all(if made { CLAIM_MADE } else { CLAIM })
+        .map_err(unwritable(&dir))?;
     Ok(dir)
 }
 
@@ -158,14 +172,21 @@ pub fn claim_beside(dir: &Path, fresh: bool, force: bool) -> Result<PathBuf, Dir
 }
 
 /// Undoes [`claim`] for a run that ended before writing anything: its run.json would say nothing.
+/// A run that never started leaves no results directory: the empty `hlog/` goes, and the directory
+/// itself when the run made it and nothing else is in it (`remove_dir` takes only an empty one).
 pub fn release(dir: &Path) {
     let json = dir.join("run.json");
-    if fs::read(&json).is_ok_and(|b| b == CLAIM) {
-        let _ = fs::remove_file(json);
-        // A run that never got its agents leaves nothing that would hold the directory.
-        for f in [crate::live::EVENTS_FILE, crate::live::PAGE_FILE] {
-            let _ = fs::remove_file(dir.join(f));
-        }
+    let Some(made) = claimed(&json) else {
+        return;
+    };
+    let _ = fs::remove_file(json);
+    // A run that never got its agents leaves nothing that would hold the directory.
+    for f in [crate::live::EVENTS_FILE, crate::live::PAGE_FILE] {
+        let _ = fs::remove_file(dir.join(f));
+    }
+    let _ = fs::remove_dir(dir.join("hlog"));
+    if made {
+        let _ = fs::remove_dir(dir);
     }
 }
 
@@ -181,7 +202,7 @@ pub fn kept_steps(dir: &Path) -> usize {
 /// For a run interrupted before its first step: its claim's run.json says `aborted`, and why.
 pub fn mark_interrupted(dir: &Path) {
     let json = dir.join("run.json");
-    if fs::read(&json).is_ok_and(|b| b == CLAIM) {
+    if claimed(&json).is_some() {
         let doc = "{\"status\": \"aborted\", \"why\": \"interrupted before the first step: no load was sent\"}\n";
         let _ = fs::write(json, doc);
     }
@@ -965,6 +986,28 @@ mod tests {
         let run: serde_json::Value =
             serde_json::from_slice(&fs::read(out.dir().join("run.json")).unwrap()).unwrap();
         assert_eq!(run["steps"].as_array().unwrap().len(), 1);
+    }
+
+    #[test]
+    fn a_run_that_never_started_left_its_directory_with_an_empty_hlog() {
+        let dir = tempfile::tempdir().unwrap();
+        // Made by the run (a stamped name, or a given one that did not exist): gone with its claim.
+        for (given, fresh) in [("stamped", true), ("new", false)] {
+            let claimed = claim(&dir.path().join(given), fresh, false).unwrap();
+            release(&claimed);
+            assert!(!claimed.exists(), "{given}: {claimed:?} is left");
+        }
+        // The user's own directory stays, as it was, whatever else it holds.
+        let own = dir.path().join("own");
+        fs::create_dir(&own).unwrap();
+        release(&claim(&own, false, false).unwrap());
+        assert!(own.is_dir() && fs::read_dir(&own).unwrap().count() == 0);
+        fs::write(own.join("notes.txt"), b"the user's").unwrap();
+        let gone = dir.path().join("gone");
+        let claimed = claim(&gone, false, false).unwrap();
+        fs::write(claimed.join("notes.txt"), b"the user's").unwrap();
+        release(&claimed);
+        assert!(claimed.join("notes.txt").is_file() && !claimed.join("hlog").exists());
     }
 
     #[test]

@@ -173,7 +173,14 @@ pub fn span(d: Duration) -> String {
 /// the results go, e.g. `plan: requests model, 4 steps 1000..10000 req/s, 10 s each, ~40 s in all;
 /// results in stampede-results/20261130T201500Z`.
 /// A warmup before the first step is said after the steps: `, 5 s warmup first (not counted)`.
-pub fn plan_line(plan: &Plan, warmup: Option<Duration>, total: Duration, dir: &Path) -> String {
+/// `over`: who runs it ([`over`]).
+pub fn plan_line(
+    plan: &Plan,
+    warmup: Option<Duration>,
+    over: &str,
+    total: Duration,
+    dir: &Path,
+) -> String {
     let n = plan.steps().len();
     // As they were given: 10, 2.5 (not the rates' 10.0).
     let values: Vec<String> = plan.steps().iter().map(|v| format!("{v}")).collect();
@@ -218,7 +225,7 @@ pub fn plan_line(plan: &Plan, warmup: Option<Duration>, total: Duration, dir: &P
     });
     let tls = tls_sessions(plan).map_or(String::new(), |t| format!(", {t}"));
     format!(
-        "plan: {} model, {n} step{} {values} {unit}, {each}{warmup}{tls}, ~{} in all; results in {}",
+        "plan: {} model, {n} step{} {values} {unit}, {each}{warmup}{tls}, {over}, ~{} in all; results in {}",
         plan.model().name(),
         if n == 1 { "" } else { "s" },
         span(total),
@@ -242,6 +249,22 @@ fn tls_sessions(plan: &Plan) -> Option<&'static str> {
             "TLS sessions resumed within each agent thread (--tls-sessions resume)"
         }
     })
+}
+
+/// Who a run is over, for its plan line: `the embedded agent`, `3 agents`, `3 agents and 1 monitor`:
+/// a cluster that came up with fewer agents than meant is seen before any load.
+/// `embedded`: the one agent is the coordinator's own.
+pub fn over(agents: usize, embedded: bool, monitors: usize) -> String {
+    let load = match agents {
+        1 if embedded => "the embedded agent".to_string(),
+        1 => "1 agent".to_string(),
+        n => format!("{n} agents"),
+    };
+    match monitors {
+        0 => format!("over {load}"),
+        1 => format!("over {load} and 1 monitor"),
+        n => format!("over {load} and {n} monitors"),
+    }
 }
 
 /// What a search's line adds when its probes go over HTTP/2 (`; over HTTP/2, 10 streams per
@@ -487,7 +510,7 @@ const TABLE_LATENCIES: [&Quantity; 4] = [
 
 /// The end-of-run table for stdout.
 pub fn table(results: &[StepResult]) -> String {
-    table_after(None, results)
+    table_after(None, results, &[])
 }
 
 /// A row's name in the table and the lines under it: its number, or `warmup` (number 0).
@@ -501,7 +524,12 @@ fn row_name(r: &StepResult) -> String {
 
 /// The end-of-run table for stdout, a planned run's warmup first when it had one: its row named
 /// `warmup`, and a line under the table saying it is not counted.
-pub fn table_after(warmup: Option<&StepResult>, results: &[StepResult]) -> String {
+/// `repeats`: the notes (by step number) not to say again.
+pub fn table_after(
+    warmup: Option<&StepResult>,
+    results: &[StepResult],
+    repeats: &[(u32, String)],
+) -> String {
     let shown: Vec<&StepResult> = warmup.into_iter().chain(results).collect();
     let results = shown.as_slice();
     let mut head: Vec<String> = ["step".to_string(), "demanded".to_string()]
@@ -600,7 +628,13 @@ pub fn table_after(warmup: Option<&StepResult>, results: &[StepResult]) -> Strin
                 p.class.name()
             ));
         }
-        for note in &r.notes {
+        // A warning about the generator is said once per run: its repeats stay in run.json.
+        let repeat = |note: &String| {
+            repeats
+                .iter()
+                .any(|(n, text)| *n == r.number && text == note)
+        };
+        for note in r.notes.iter().filter(|n| !repeat(n)) {
             out.push_str(&format!("{name}: note: {note}\n"));
         }
     }
@@ -622,7 +656,23 @@ mod tests {
             unreachable!("a run command line")
         };
         let cfg = crate::config::resolve(*a).unwrap();
-        plan_line(&cfg.plan, None, Duration::from_secs(10), Path::new("out"))
+        plan_line(
+            &cfg.plan,
+            None,
+            "over 1 agent",
+            Duration::from_secs(10),
+            Path::new("out"),
+        )
+    }
+
+    #[test]
+    fn the_plan_line_said_nothing_of_how_many_agents_the_run_is_over() {
+        assert_eq!(over(1, true, 0), "over the embedded agent");
+        assert_eq!(over(1, false, 1), "over 1 agent and 1 monitor");
+        assert_eq!(over(3, false, 2), "over 3 agents and 2 monitors");
+        assert!(
+            plan_line_of("http://h:1/ -c 5").contains(", 10 s each, over 1 agent, ~10 s in all")
+        );
     }
 
     #[test]
@@ -684,14 +734,17 @@ mod tests {
             // Over TLS, how its handshakes go.
             (
                 "https://h/ --steps 20",
-                "1 step 20 conn/s, 10 s each, every TLS connection a full handshake (--tls-sessions fresh), ~",
+                "1 step 20 conn/s, 10 s each, every TLS connection a full handshake (--tls-sessions fresh), over 1 agent, ~",
             ),
             (
                 "h2://h/ -c 5 --tls-sessions resume",
-                "5 connections × 1 stream (HTTP/2), 10 s each, TLS sessions resumed within each agent thread (--tls-sessions resume), ~",
+                "5 connections × 1 stream (HTTP/2), 10 s each, TLS sessions resumed within each agent thread (--tls-sessions resume), over 1 agent, ~",
             ),
             // HTTP/1.1's one request at a time reads as it always did.
-            ("http://h:1/ -c 50", "1 step 50 connections, 10 s each, ~"),
+            (
+                "http://h:1/ -c 50",
+                "1 step 50 connections, 10 s each, over 1 agent, ~",
+            ),
             (
                 "https://h/ --http auto --model requests --steps 100",
                 "1 step 100 req/s, 10 s each",

@@ -13,6 +13,7 @@ use shared::plan::{
     Arrival, Fork, ForkSide, HttpVersion, LoadModel, PlanError, RequestSpec, Slice, StepLimit,
     StepShare, TlsSessions, UrlOrder, Workload,
 };
+use shared::refusal::{Refusal, RefusalKind};
 use shared::status::{StatusCodes, StatusSet};
 use shared::warning::{Warning, WarningKind};
 
@@ -25,7 +26,7 @@ pub mod pb {
 }
 
 /// Bumped whenever a message changes meaning; peers with another version are refused.
-pub const PROTOCOL_VERSION: u32 = 5;
+pub const PROTOCOL_VERSION: u32 = 6;
 
 impl From<&Warning> for pb::Warning {
     fn from(w: &Warning) -> pb::Warning {
@@ -54,6 +55,52 @@ impl From<pb::Warning> for Warning {
             Ok(pb::WarningKind::Other) | Err(_) => WarningKind::Other,
         };
         Warning { kind, text: w.text }
+    }
+}
+
+impl From<&Refusal> for pb::Refusal {
+    fn from(r: &Refusal) -> pb::Refusal {
+        let kind = match r.kind {
+            RefusalKind::Other => pb::RefusalKind::Other,
+            RefusalKind::Busy => pb::RefusalKind::Busy,
+            RefusalKind::Setup => pb::RefusalKind::Setup,
+            RefusalKind::Target => pb::RefusalKind::Target,
+            RefusalKind::Protocol => pb::RefusalKind::Protocol,
+            RefusalKind::Policy => pb::RefusalKind::Policy,
+            RefusalKind::Capacity => pb::RefusalKind::Capacity,
+        };
+        pb::Refusal {
+            message: r.message.clone(),
+            kind: kind as i32,
+        }
+    }
+}
+
+/// A kind this side does not know is an invalid message: both peers speak one protocol version, and
+/// a refusal's kind decides the run's exit code.
+impl TryFrom<pb::Refusal> for Refusal {
+    type Error = ConvertError;
+
+    fn try_from(r: pb::Refusal) -> Result<Refusal, ConvertError> {
+        let kind = match pb::RefusalKind::try_from(r.kind) {
+            Ok(pb::RefusalKind::Other) => RefusalKind::Other,
+            Ok(pb::RefusalKind::Busy) => RefusalKind::Busy,
+            Ok(pb::RefusalKind::Setup) => RefusalKind::Setup,
+            Ok(pb::RefusalKind::Target) => RefusalKind::Target,
+            Ok(pb::RefusalKind::Protocol) => RefusalKind::Protocol,
+            Ok(pb::RefusalKind::Policy) => RefusalKind::Policy,
+            Ok(pb::RefusalKind::Capacity) => RefusalKind::Capacity,
+            Err(_) => {
+                return Err(ConvertError::Unknown {
+                    what: "refusal kind",
+                    value: r.kind,
+                });
+            }
+        };
+        Ok(Refusal {
+            kind,
+            message: r.message,
+        })
     }
 }
 
@@ -571,6 +618,20 @@ pub fn from_agent(kind: pb::agent_message::Kind) -> pb::AgentMessage {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn every_refusal_kind_crosses_the_wire_as_itself_and_an_unknown_one_is_invalid() {
+        use shared::refusal::{Refusal, RefusalKind};
+        for kind in RefusalKind::ALL {
+            let r = Refusal::new(kind, "words");
+            assert_eq!(Refusal::try_from(super::pb::Refusal::from(&r)).unwrap(), r);
+        }
+        let unknown = super::pb::Refusal {
+            message: "words".into(),
+            kind: 99,
+        };
+        assert!(Refusal::try_from(unknown).is_err());
+    }
+
     use super::*;
 
     #[test]

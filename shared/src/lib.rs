@@ -9,6 +9,7 @@ pub mod metrics;
 pub mod monitor;
 pub mod plan;
 pub mod ready;
+pub mod refusal;
 pub mod rng;
 pub mod schedule;
 pub mod status;

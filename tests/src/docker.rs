@@ -126,6 +126,23 @@ pub fn exclusive() -> MutexGuard<'static, ()> {
     ONE.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// The Compose lines of docs/guide/deploying.md's cluster block, each as the words after its
+/// `docker compose -f deploy/docker-compose.yml -p stampede` (comments dropped): what a test runs, so
+/// the guide's commands are the tested ones.
+pub fn guide_lines() -> Vec<Vec<String>> {
+    let prefix = "docker compose -f deploy/docker-compose.yml -p stampede ";
+    let guide = std::fs::read_to_string(repo_root().join("docs/guide/deploying.md"))
+        .expect("docs/guide/deploying.md");
+    guide
+        .lines()
+        .filter_map(|l| l.strip_prefix(prefix))
+        .map(|rest| {
+            let words = rest.split('#').next().unwrap_or_default();
+            words.split_whitespace().map(str::to_string).collect()
+        })
+        .collect()
+}
+
 /// What the coordinator is asked to run (the compose file's variables).
 #[derive(Debug, Clone)]
 pub struct Plan {
@@ -161,6 +178,23 @@ impl Cluster {
     /// Starts the target and `plan.agents` agents (not the coordinator) and waits until the target answers
     /// and the agents are running.
     pub fn up(plan: Plan) -> Cluster {
+        let cluster = Cluster::prepared(plan);
+        let started = Instant::now();
+        let scale = format!("agent={}", cluster.plan.agents);
+        cluster
+            .compose(&["up", "-d", "--scale", &scale, "target", "agent"])
+            .unwrap_or_else(|e| panic!("starting the cluster failed: {e}"));
+        cluster.wait_up();
+        eprintln!(
+            "cluster {} up in {:.1?}",
+            cluster.project,
+            started.elapsed()
+        );
+        cluster
+    }
+
+    /// A project ready to be brought up (images built, certificates made), nothing started yet.
+    pub fn prepared(plan: Plan) -> Cluster {
         build_images();
         static N: AtomicU32 = AtomicU32::new(0);
         let n = N.fetch_add(1, Ordering::Relaxed);
@@ -192,43 +226,54 @@ impl Cluster {
             let path = entry.expect("pki entry").path();
             std::os::unix::fs::chown(&path, Some(65534), Some(65534)).expect("chown a pki file");
         }
-        let started = Instant::now();
-        let cluster = Cluster {
+        Cluster {
             project,
             plan,
             token: format!("test-token-{}-{n}", std::process::id()),
             override_dir,
-        };
-        let scale = format!("agent={}", cluster.plan.agents);
-        cluster
-            .compose(&["up", "-d", "--scale", &scale, "target", "agent"])
-            .unwrap_or_else(|e| panic!("starting the cluster failed: {e}"));
+        }
+    }
+
+    /// Waits until the target answers and `plan.agents` agents are running (30 s at most).
+    pub fn wait_up(&self) {
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
-            let target_ok = cluster.try_stats().is_ok();
-            let agents = cluster.ids("agent");
-            let running = agents.iter().filter(|id| cluster.running(id)).count();
-            if target_ok && running == cluster.plan.agents {
+            let target_ok = self.try_stats().is_ok();
+            let agents = self.ids("agent");
+            let running = agents.iter().filter(|id| self.running(id)).count();
+            if target_ok && running == self.plan.agents {
                 break;
             }
             assert!(
                 Instant::now() < deadline,
                 "the cluster did not come up in 30 s: target answers {target_ok}, {running}/{} agents running\n{}",
-                cluster.plan.agents,
-                cluster.logs_of("agent")
+                self.plan.agents,
+                self.logs_of("agent")
             );
             std::thread::sleep(Duration::from_millis(200));
         }
-        eprintln!(
-            "cluster {} up in {:.1?}",
-            cluster.project,
-            started.elapsed()
-        );
-        cluster
     }
 
     fn compose(&self, args: &[&str]) -> Result<String, String> {
-        let program = compose_program().ok_or("no docker compose")?;
+        run(&mut self.compose_command(args).ok_or("no docker compose")?)
+    }
+
+    /// A line of the deploying guide (the words after `docker compose -f deploy/docker-compose.yml -p
+    /// stampede`), run in this project with whichever Compose is installed; the child, for its caller to
+    /// bound.
+    pub fn spawn_as_written(&self, words: &[String]) -> std::process::Child {
+        let words: Vec<&str> = words.iter().map(String::as_str).collect();
+        self.compose_command(&words)
+            .expect("docker compose")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("compose starts")
+    }
+
+    fn compose_command(&self, args: &[&str]) -> Option<Command> {
+        let program = compose_program()?;
         let file = repo_root().join("deploy/docker-compose.yml");
         let over = self.override_dir.join("test.yml");
         let mut cmd = Command::new(program[0]);
@@ -248,8 +293,9 @@ impl Cluster {
             .env("STAMPEDE_STEPS", &self.plan.steps)
             .env("STAMPEDE_STEP_DURATION", &self.plan.step_duration)
             .env("STAMPEDE_ON_AGENT_LOSS", &self.plan.on_agent_loss)
+            .env("STAMPEDE_AGENTS", self.plan.agents.to_string())
             .env("STAMPEDE_AGENT_THREADS", "1");
-        run(&mut cmd)
+        Some(cmd)
     }
 
     /// Starts the coordinator (its run begins at once) and returns its container id.

@@ -179,6 +179,62 @@ fn three_agents_run_a_ramp_and_add_up() {
     );
 }
 
+/// docs/guide/deploying.md's own lines, with whichever Compose is installed (v1's `docker-compose` here):
+/// `up coordinator` once recreated the coordinator's dependencies at their default scale under v1,
+/// removing agents 2 and 3, and the run went over one agent without a word. The coordinator now waits for
+/// the agents it expects, says how many the run is over, and every step has all three.
+#[test]
+fn the_guide_s_compose_commands_ran_the_ramp_over_one_agent_of_three() {
+    if !docker::available("the_guide_s_compose_commands_ran_the_ramp_over_one_agent_of_three") {
+        return;
+    }
+    let _one = docker::exclusive();
+    let (ramp, step) = ("100,200", Duration::from_secs(2));
+    let c = Cluster::prepared(Plan::new(AGENTS, ramp, "2s"));
+    let ups: Vec<Vec<String>> = docker::guide_lines()
+        .into_iter()
+        .filter(|w| w.first().is_some_and(|w| w == "up"))
+        .collect();
+    assert_eq!(ups.len(), 2, "the guide's two `up` lines: {ups:?}");
+    let scale = format!("agent={AGENTS}");
+    assert!(
+        ups[0].contains(&scale),
+        "the guide scales to {AGENTS}: {:?}",
+        ups[0]
+    );
+    let run = |words: &[String], limit: Duration| {
+        let mut child = c.spawn_as_written(words);
+        let deadline = Instant::now() + limit;
+        while child.try_wait().unwrap().is_none() {
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("{words:?} did not end within {limit:?}");
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        let o = child.wait_with_output().unwrap();
+        let said = format!("{}{}", tests::text(&o.stdout), tests::text(&o.stderr));
+        assert!(o.status.success(), "{words:?}: {said}");
+        said
+    };
+    run(&ups[0], Duration::from_secs(60));
+    c.wait_up();
+    let started = Instant::now();
+    run(&ups[1], planned(ramp, step) + RUN_SLACK);
+    let coordinator = c.ids("coordinator").pop().expect("a coordinator container");
+    let run = finish(&c, &coordinator, started, planned(ramp, step));
+    assert_eq!(c.ids("agent").len(), AGENTS, "the agents are still there");
+    let logs = c.logs(&coordinator);
+    assert!(
+        logs.contains(&format!("over {AGENTS} agents")),
+        "the plan line says how many: {logs}"
+    );
+    for s in steps(&run) {
+        assert_eq!(agents(s).len(), AGENTS, "every agent in every step: {s}");
+    }
+}
+
 /// `docker kill` of an agent mid-step: the step is degraded and names it, the run goes on with two agents
 /// and ends on time.
 #[test]

@@ -93,7 +93,7 @@ fn mutual_tls_runs_a_ramp_and_refuses_bad_client_certificates() {
         args.extend_from_slice(tls);
         let o = stampede(&args);
         let err = text(&o.stderr);
-        assert_eq!(o.status.code(), Some(1), "{tls:?}: {err}");
+        assert_eq!(o.status.code(), Some(2), "{tls:?}: {err}");
         assert!(
             err.contains(&format!("agent {agents} refused:")),
             "{tls:?}: {err}"
@@ -154,7 +154,8 @@ fn mutual_tls_runs_a_ramp_and_refuses_bad_client_certificates() {
         "--out",
         out.path().to_str().unwrap(),
     ]);
-    assert_eq!(o.status.code(), Some(1), "{}", text(&o.stderr));
+    // The fleet's setup to fix, as every refusal of it: exit 2.
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o.stderr));
     assert_eq!(
         target.requests(),
         sent,
@@ -283,12 +284,13 @@ fn dial(agent: &AgentProc, tls: &[&str]) -> (Option<i32>, String) {
     (o.status.code(), text(&o.stderr))
 }
 
-/// Dials `agent` with the coordinator's `tls` flags and checks the refusal: exit 1, the coordinator
+/// Dials `agent` with the coordinator's `tls` flags and checks the refusal: exit 2 (the fleet's setup
+/// to fix), the coordinator
 /// says `says` after "agent ADDR refused: " and not the transport's `not_said`, and the agent logs
 /// why it refused the peer (`reason`).
 fn refused_in_words(agent: &AgentProc, tls: &[&str], says: &str, not_said: &str, reason: &str) {
     let (code, err) = dial(agent, tls);
-    assert_eq!(code, Some(1), "{err}");
+    assert_eq!(code, Some(2), "{err}");
     assert!(
         err.contains(&format!("agent {} refused: {says}", agent.addr)),
         "{err}"

@@ -196,13 +196,13 @@ fn handshake_refusals_name_the_problem() {
         (o.status.code(), text(&o.stderr))
     };
     let (code, err) = run(&[], &[]);
-    assert_eq!(code, Some(1), "{err}");
+    assert_eq!(code, Some(2), "{err}");
     assert!(
         err.contains("refused: this agent requires a token"),
         "{err}"
     );
     let (code, err) = run(&[], &[("STAMPEDE_TOKEN", "guess")]);
-    assert_eq!(code, Some(1), "{err}");
+    assert_eq!(code, Some(2), "{err}");
     assert!(
         err.contains("refused: the token does not match this agent's"),
         "{err}"

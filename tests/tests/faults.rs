@@ -799,7 +799,8 @@ fn a_stranger_without_a_certificate_is_refused_and_the_agent_serves_on() {
             w.pki("ca.crt"),
         ],
     );
-    assert_eq!(code, 1, "{err}");
+    // Refused by the fleet's setup (a certificate, a token): exit 2.
+    assert_eq!(code, 2, "{err}");
     assert!(err.contains("refused"), "{err}");
     assert!(
         a1.log
@@ -809,7 +810,8 @@ fn a_stranger_without_a_certificate_is_refused_and_the_agent_serves_on() {
     );
     // Plain text, too.
     let (code, err) = stranger_runs(&w, &["--token-file".into(), w.token()]);
-    assert_eq!(code, 1, "{err}");
+    // Refused by the fleet's setup (a certificate, a token): exit 2.
+    assert_eq!(code, 2, "{err}");
     assert_eq!(w.nginx.served(&w.net), 0, "no stranger sent load");
     the_real_coordinator_runs(&w);
 }
@@ -831,7 +833,8 @@ fn a_stranger_with_another_agents_certificate_cannot_drive_an_agent() {
         "an agent's certificate drove a run (exit {code}): {err}\n{}",
         a1.log.text()
     );
-    assert_eq!(code, 1, "{err}");
+    // Refused by the fleet's setup (a certificate, a token): exit 2.
+    assert_eq!(code, 2, "{err}");
     assert!(err.contains("refused"), "{err}");
     the_real_coordinator_runs(&w);
 }
@@ -844,7 +847,8 @@ fn a_stranger_without_the_token_is_refused_and_an_exit_after_run_agent_waits_on(
     let mut a1 = w.agent(Node::Agent1, &["--exit-after-run"]);
     let tls = w.tls("coordinator");
     let (code, err) = stranger_runs(&w, &tls);
-    assert_eq!(code, 1, "{err}");
+    // Refused by the fleet's setup (a certificate, a token): exit 2.
+    assert_eq!(code, 2, "{err}");
     assert!(err.contains("this agent requires a token"), "{err}");
     sleep(Duration::from_millis(500));
     // Item 4: a refused session is not "its coordinator's run".
@@ -859,7 +863,8 @@ fn a_stranger_without_the_token_is_refused_and_an_exit_after_run_agent_waits_on(
     std::fs::set_permissions(&guess, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
     wrong.extend(["--token-file".into(), guess.to_str().unwrap().into()]);
     let (code, err) = stranger_runs(&w, &wrong);
-    assert_eq!(code, 1, "{err}");
+    // Refused by the fleet's setup (a certificate, a token): exit 2.
+    assert_eq!(code, 2, "{err}");
     assert!(err.contains("the token does not match"), "{err}");
     sleep(Duration::from_millis(500));
     assert!(

@@ -1022,3 +1022,56 @@ fn idle_crowds_scrape_floods_and_slow_readers_leave_a_token_holder_served() {
     tests::signal(&child, libc::SIGINT);
     assert!(child.wait().unwrap().success(), "{}", log.text());
 }
+
+#[test]
+fn live_keep_held_back_the_table_and_the_answer_until_the_page_went() {
+    let target = ServeProcess::start(&[]);
+    let out = tempfile::tempdir().unwrap();
+    let mut child = Command::new(bin("stampede"))
+        .args([
+            "run",
+            &target.url(),
+            "--steps",
+            "10",
+            "--step-duration",
+            "500ms",
+        ])
+        .args(["--live", "127.0.0.1:0", "--live-keep", "60s", "--out"])
+        .arg(out.path())
+        .env_remove("STAMPEDE_TOKEN")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let log = Lines::of(&mut child);
+    let mut stdout = child.stdout.take().unwrap();
+    let said = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+    let into = said.clone();
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 4096];
+        while let Ok(n) = stdout.read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            into.lock()
+                .unwrap()
+                .push_str(&String::from_utf8_lossy(&buf[..n]));
+        }
+    });
+    // The answer comes while the page stays, not 60 s later.
+    wait_until("the answer on stdout", Duration::from_secs(30), || {
+        said.lock().unwrap().contains("answer:")
+    });
+    assert!(
+        log.wait_for("the live page stays at", Duration::from_secs(10)),
+        "{}",
+        log.text()
+    );
+    assert!(child.try_wait().unwrap().is_none(), "the page went early");
+    // Ctrl-C ends the page's stay; the run's exit code is its own.
+    tests::signal(&child, libc::SIGINT);
+    assert_eq!(child.wait().unwrap().code(), Some(0), "{}", log.text());
+    let text = said.lock().unwrap().clone();
+    assert!(text.contains("results: "), "{text}");
+}

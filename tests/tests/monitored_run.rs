@@ -604,3 +604,34 @@ fn a_paired_remote_monitor_killed_mid_run_empties_its_target_s_later_server_cell
     assert_eq!(lost.count(), 1, "said once, in a's steps: {a_notes:?}");
     assert!(b_notes.iter().all(|n| !n.contains("lost")), "{b_notes:?}");
 }
+
+#[test]
+fn a_monitored_step_waited_2_5_s_for_its_closing_sample_before_the_next() {
+    let target = ServeProcess::start(&[]);
+    let pid = target.pid().to_string();
+    // Built before the clock starts.
+    tests::bin("stampede");
+    let began = std::time::Instant::now();
+    let ran = run_ok(&[
+        &target.url(),
+        "--steps",
+        "10,20,30",
+        "--step-duration",
+        "1s",
+        "--monitor-pid",
+        &pid,
+    ]);
+    let took = began.elapsed();
+    // Generous: a correctness bound, not a benchmark (bench/monitored.sh measures). It took ~10 s
+    // when each step waited out the sample's 2.5 s deadline.
+    assert!(
+        took < std::time::Duration::from_secs(6),
+        "3 steps of 1 s with a monitor took {took:?}"
+    );
+    // Not sooner by losing the closing sample: every step has the server's view, whole.
+    for i in 0..3 {
+        let v = &ran.step(i)["server_monitors"][0];
+        assert_eq!(v["partial"], false, "step {}: {v}", i + 1);
+        assert!(v["target"]["cpu_pct"].is_number(), "step {}: {v}", i + 1);
+    }
+}

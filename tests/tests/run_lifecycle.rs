@@ -284,7 +284,7 @@ fn the_plan_was_not_said_before_the_load() {
     assert_eq!(
         first,
         format!(
-            "plan: requests model, 4 steps 10..40 req/s, 250 ms each, ~1 s in all; results in {dir}"
+            "plan: requests model, 4 steps 10..40 req/s, 250 ms each, over the embedded agent, ~2.2 s in all; results in {dir}"
         ),
         "{err}"
     );

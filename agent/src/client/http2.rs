@@ -748,9 +748,9 @@ fn setup_error(closed: &Closed, c: &Conn, peer: SocketAddr) -> SetupError {
         return SetupError {
             class: ErrorClass::Other,
             words: format!(
-                "{peer} answered the HTTP/2 preface in HTTP/1 (\"{}\"): it does not speak h2c on this port; use --http 1.1{}",
+                "{peer} answered the HTTP/2 preface in HTTP/1 (\"{}\"): it does not speak h2c on this port; for HTTP/1.1 write the target http://, not h2c://, and without --http 2{}",
                 line.escape_ascii(),
-                if c.tls_without_alpn { "" } else { ", or h2:// over TLS" }
+                if c.tls_without_alpn { "" } else { " (or h2:// over TLS)" }
             )
             .into(),
         };
@@ -1059,7 +1059,7 @@ mod tests {
         assert_eq!(
             e,
             format!(
-                "before any load, {addr} answered the HTTP/2 preface in HTTP/1 (\"HTTP/1.1 400 Bad Request\"): it does not speak h2c on this port; use --http 1.1, or h2:// over TLS"
+                "before any load, {addr} answered the HTTP/2 preface in HTTP/1 (\"HTTP/1.1 400 Bad Request\"): it does not speak h2c on this port; for HTTP/1.1 write the target http://, not h2c://, and without --http 2 (or h2:// over TLS)"
             )
         );
     }

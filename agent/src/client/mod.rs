@@ -31,4 +31,4 @@ pub use http1::Conn;
 #[doc(hidden)]
 pub use http2::conn::fuzz_frames;
 pub use http2::{Session, Tries};
-pub use target::{Endpoint, PROTOCOL_REFUSAL, PrepareError, Template};
+pub use target::{Endpoint, PrepareError, Template};

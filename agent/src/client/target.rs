@@ -12,6 +12,7 @@ use http::header::{
 };
 use http::{HeaderMap, Method, Uri};
 use shared::plan::{HttpVersion, RequestSpec, Scheme, Workload};
+use shared::refusal::{Refusal, RefusalKind};
 
 /// A workload that cannot be prepared for sending.
 #[derive(Debug, thiserror::Error)]
@@ -31,9 +32,19 @@ pub enum PrepareError {
     Protocol(String),
 }
 
-/// How a refused configure begins when the target does not speak the HTTP asked for: a setting to
-/// fix (exit 2), not a run that failed.
-pub const PROTOCOL_REFUSAL: &str = "before any load, ";
+impl PrepareError {
+    /// The refusal of the configure this failed: its kind, which the coordinator decides by.
+    pub fn refusal(&self) -> Refusal {
+        let kind = match self {
+            PrepareError::Resolve { .. }
+            | PrepareError::NoAddress(_)
+            | PrepareError::NoSourceFamily { .. } => RefusalKind::Target,
+            PrepareError::Protocol(_) => RefusalKind::Protocol,
+            PrepareError::Request { .. } | PrepareError::ServerName(_) => RefusalKind::Other,
+        };
+        Refusal::new(kind, self.to_string())
+    }
+}
 
 /// One request, serialized once: every send writes these bytes as they are.
 #[derive(Debug, Clone)]

@@ -223,9 +223,10 @@ pub async fn prove_join(end: &mut AgentEnd, token: Option<&str>) -> Result<(), S
     use pb::agent_message::Kind as Up;
     let challenge = join_hello(end, "its challenge").await?.join_challenge;
     let refuse = |why: &str| {
-        Up::Refusal(pb::Refusal {
-            message: why.into(),
-        })
+        Up::Refusal(pb::Refusal::from(&shared::refusal::Refusal::new(
+            shared::refusal::RefusalKind::Setup,
+            why,
+        )))
     };
     let nonce = proto::join::nonce().map_err(|e| e.to_string())?;
     let mac = match (token, challenge.is_empty()) {

@@ -12,6 +12,7 @@ use proto::pb::agent_message::Kind as Up;
 use proto::pb::coordinator_message::Kind as Down;
 use proto::{PROTOCOL_VERSION, from_agent, pb};
 use shared::monitor::{MonitorInfo, Sample, Watch};
+use shared::refusal::RefusalKind;
 use tokio::sync::mpsc;
 use tokio::time::{Instant, MissedTickBehavior};
 use tokio_util::sync::CancellationToken;
@@ -133,7 +134,7 @@ impl Session {
                             dead_man.heard(at);
                             if self.handle(m).await? {
                                 // Sampling starts with the hello: the first sample now, then every
-                                // second.
+                                // second; a step's end asks for one now, and the seconds go on from it.
                                 ticks.reset_immediately();
                             }
                         }
@@ -186,11 +187,12 @@ impl Session {
             .map_err(|_| SessionError::Closed)
     }
 
-    /// Answers one message; true when it was the hello that starts the samples.
+    /// Answers one message; true when a sample is due now: the hello that starts the samples, or a
+    /// coordinator's `SampleNow` at a step's end.
     async fn handle(&mut self, msg: pb::CoordinatorMessage) -> Result<bool, SessionError> {
         let greeted = self.info.is_some();
         let reply = match msg.kind {
-            None => refusal("empty message"),
+            None => refusal(RefusalKind::Other, "empty message"),
             Some(Down::Hello(h)) => return self.on_hello(&h).await,
             // Nothing is answered before a valid hello (as a load agent).
             Some(Down::Ping(_)) if !greeted => None,
@@ -201,16 +203,17 @@ impl Session {
             Some(_) if !greeted => {
                 let e = SessionError::Auth("say hello first");
                 log_refused(Side::Agent, &self.peer, &e);
-                if let Some(kind) = refusal(e.to_string()) {
+                if let Some(kind) = refusal(e.refusal_kind(), e.to_string()) {
                     self.send(kind).await?;
                 }
                 return Err(e);
             }
             Some(Down::Configure(_) | Down::PrepareStep(_) | Down::StartStep(_)) => {
-                refusal(NO_LOAD)
+                refusal(RefusalKind::Setup, NO_LOAD)
             }
             // Nothing runs here, so there is nothing to abort.
             Some(Down::Abort(_)) => None,
+            Some(Down::SampleNow(_)) => return Ok(true),
         };
         if let Some(kind) = reply {
             self.send(kind).await?;
@@ -226,7 +229,7 @@ impl Session {
         };
         if let Err(e) = admitted.map(|seated| self.seated = self.seated.take().or(seated)) {
             log_refused(Side::Agent, &self.peer, &e);
-            if let Some(kind) = refusal(e.to_string()) {
+            if let Some(kind) = refusal(e.refusal_kind(), e.to_string()) {
                 self.send(kind).await?;
             }
             return Err(e);
@@ -244,7 +247,7 @@ impl Session {
             Ok(s) => s,
             Err(why) => {
                 let e = SessionError::Watch(why);
-                if let Some(kind) = refusal(e.to_string()) {
+                if let Some(kind) = refusal(e.refusal_kind(), e.to_string()) {
                     self.send(kind).await?;
                 }
                 return Err(e);

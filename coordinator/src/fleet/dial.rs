@@ -58,6 +58,7 @@ pub async fn connect(cfg: &RunConfig) -> Result<Fleet, FleetError> {
             expect: Expect::Load,
             tls,
             token,
+            quiet: cfg.quiet,
         };
         dial_all(&mut fleet, &cfg.agents, peers, cfg.dial_wait).await?;
     } else if !joined_load {
@@ -73,6 +74,7 @@ pub async fn connect(cfg: &RunConfig) -> Result<Fleet, FleetError> {
         expect: Expect::Monitor,
         tls,
         token,
+        quiet: cfg.quiet,
     };
     dial_all(&mut fleet, &cfg.monitors, peers, None).await?;
     let mut greeted = Vec::new();
@@ -93,6 +95,16 @@ struct Peers<'a> {
     expect: Expect,
     tls: Option<&'a agent::tls::TlsFiles>,
     token: Option<&'a str>,
+    /// `--quiet`: the waits go unsaid.
+    quiet: bool,
+}
+
+/// When a wait of `wait` from now ends, for a person: `until 05:20:12 UTC (10 s)`.
+pub(crate) fn until(wait: Duration) -> String {
+    let at = humantime::format_rfc3339_seconds(std::time::SystemTime::now() + wait).to_string();
+    // 2026-12-06T05:20:12Z: the time of day is what a person waiting compares with.
+    let time = at.get(11..19).unwrap_or(&at);
+    format!("until {time} UTC ({})", crate::progress::span(wait))
 }
 
 /// The embedded agent's name.
@@ -167,15 +179,25 @@ async fn dial_all(
 ) -> Result<(), FleetError> {
     let deadline = Instant::now() + wait.map_or(DIAL_WAIT, |w| w.wait);
     let addrs = match wait {
-        Some(wait) => expected(specs, wait, deadline).await?,
+        Some(wait) => expected(specs, wait, deadline, peers.quiet).await?,
         None => resolve(specs).await?,
     };
     let stop = fleet.stopper();
     for (name, addr, domain) in addrs {
+        // Said once, when the first attempt fails: a silent wait of 10 s (or --wait-agents) looks
+        // like a hang.
+        let said = std::cell::Cell::new(peers.quiet);
         let (link, greet_by) = patiently_until(
             deadline,
             || remote(&name, addr, &domain, peers.tls, Some((peers.token, &stop))),
-            |e| matches!(e, FleetError::Unreachable { .. }),
+            |e| {
+                let again = matches!(e, FleetError::Unreachable { .. });
+                if again && !said.replace(true) {
+                    let left = deadline.saturating_duration_since(Instant::now());
+                    eprintln!("stampede: {e}; trying again {}", until(left));
+                }
+                again
+            },
         )
         .await?;
         let i = fleet.add_dialed(name, peers.expect, link);
@@ -242,7 +264,9 @@ async fn expected(
     agents: &[AgentSpec],
     wait: DialWait,
     deadline: Instant,
+    quiet: bool,
 ) -> Result<Vec<Dialed>, FleetError> {
+    let mut said = quiet;
     loop {
         let (found, why) = match resolve(agents).await {
             Ok(found) if found.len() >= wait.expect => return Ok(found),
@@ -250,6 +274,16 @@ async fn expected(
             Err(e @ FleetError::Unreachable { .. }) => (0, Some(e.to_string())),
             Err(e) => return Err(e),
         };
+        if !said {
+            said = true;
+            let left = deadline.saturating_duration_since(Instant::now());
+            eprintln!(
+                "stampede: waiting for {} agents at {} ({found} found so far) {}",
+                wait.expect,
+                names(agents),
+                until(left)
+            );
+        }
         if Instant::now() >= deadline {
             let last = why.map_or_else(String::new, |w| format!(" (last lookup: {w})"));
             return Err(FleetError::Unreachable {
@@ -329,8 +363,10 @@ pub(crate) async fn remote(
             why: e.to_string(),
         },
     })?;
+    // Refused below the session (a certificate, a gRPC status): the fleet's setup to fix.
     let refused = |message: String| FleetError::Refused {
         agent: name.to_string(),
+        kind: shared::refusal::RefusalKind::Setup,
         message,
     };
     // The connect timeout bounds TCP; a peer that accepts and then stalls TLS is bounded here.
@@ -463,7 +499,10 @@ pub(crate) async fn accept_joins(
         0 => format!("{} monitors", join.monitors).replace("1 monitors", "1 monitor"),
         n => format!("{n} agents{monitors}"),
     };
-    eprintln!("stampede: waiting for {waiting} to join on {listen}");
+    eprintln!(
+        "stampede: waiting for {waiting} to join on {listen} {}",
+        until(join.wait)
+    );
     if let Some(path) = &join.ready_file {
         shared::ready::write(path, listen).map_err(|e| {
             stop.cancel();
@@ -663,7 +702,7 @@ mod tests {
             wait: Duration::from_secs(5),
         };
         let started = Instant::now();
-        let found = expected(&agents, wait, started + wait.wait).await;
+        let found = expected(&agents, wait, started + wait.wait, true).await;
         (found, started.elapsed())
     }
 

@@ -10,6 +10,9 @@ use agent::link::{Closed, CoordinatorEnd, Link, LinkTx};
 use proto::pb::agent_message::Kind as Up;
 use proto::pb::coordinator_message::Kind as Down;
 use proto::{PROTOCOL_VERSION, pb, to_agent};
+use shared::refusal::{Refusal, RefusalKind};
+
+use crate::exit::Exit;
 use shared::monitor::MonitorInfo;
 use shared::monitor::step::{StepServer, Window};
 use shared::plan::StepShare;
@@ -57,7 +60,11 @@ pub enum FleetError {
     #[error("agent {agent} is unreachable: {why}")]
     Unreachable { agent: String, why: String },
     #[error("agent {agent} refused: {message}")]
-    Refused { agent: String, message: String },
+    Refused {
+        agent: String,
+        kind: RefusalKind,
+        message: String,
+    },
     #[error("agent {agent} disconnected while {doing}{}", cause(why))]
     Lost {
         agent: String,
@@ -90,17 +97,31 @@ pub enum FleetError {
 }
 
 impl FleetError {
-    /// Whether the user must fix something before running (exit 2) rather than the run failing.
-    pub fn is_usage(&self) -> bool {
+    /// Whether the user must fix something before running (exit 2) or the run failed (exit 1).
+    pub fn exit(&self) -> Exit {
         match self {
-            FleetError::Limit { .. } | FleetError::Setup(_) | FleetError::Role { .. } => true,
-            // An agent's own --allow-target refused the target: a limit, exit 2 as every other.
-            FleetError::Refused { message, .. } => {
-                agent::policy::is_policy_refusal(message)
-                    // The target does not speak the HTTP asked for (--http 2 to an HTTP/1.1 port).
-                    || message.starts_with(agent::client::PROTOCOL_REFUSAL)
+            FleetError::Limit { .. } | FleetError::Setup(_) | FleetError::Role { .. } => {
+                Exit::Usage
             }
-            _ => false,
+            // Decided by the refusal's kind, never its words.
+            FleetError::Refused { kind, .. } => Exit::of_refusal(*kind),
+            _ => Exit::Failed,
+        }
+    }
+
+    /// An agent's refusal, as it came over the wire; one whose kind this side does not know is an
+    /// invalid message.
+    pub fn refused(agent: &str, r: pb::Refusal) -> FleetError {
+        match Refusal::try_from(r) {
+            Ok(r) => FleetError::Refused {
+                agent: agent.to_string(),
+                kind: r.kind,
+                message: r.message,
+            },
+            Err(e) => FleetError::Protocol {
+                agent: agent.to_string(),
+                why: format!("its refusal: {e}"),
+            },
         }
     }
 }
@@ -476,34 +497,39 @@ impl Fleet {
     /// are passed over (but count as heard).
     pub async fn next_event(&mut self) -> (usize, Result<Up, Closed>) {
         loop {
-            match self.events.recv().await {
-                Some((i, heard)) => {
-                    // A monitor's samples and its loss are the fleet's to keep: no step waits on it.
-                    let heard = match (self.agents[i].monitor.as_mut(), heard) {
-                        (
-                            Some(m),
-                            Ok(pb::AgentMessage {
-                                kind: Some(Up::MonitorSample(s)),
-                            }),
-                        ) => {
-                            m.receive(&s);
-                            continue;
-                        }
-                        (Some(_), Err(why)) => {
-                            self.lose_monitor(i, &why.to_string());
-                            continue;
-                        }
-                        (_, heard) => heard,
-                    };
-                    match heard {
-                        Ok(pb::AgentMessage { kind: Some(kind) }) => return (i, Ok(kind)),
-                        Ok(pb::AgentMessage { kind: None }) => {}
-                        Err(why) => return (i, Err(why)),
-                    }
-                }
-                // The forwarders hold senders as long as the fleet lives; unreachable in practice.
-                None => std::future::pending().await,
+            if let Some(event) = self.next_message().await {
+                return event;
             }
+        }
+    }
+
+    /// The next message from any agent, or `None` when it was the fleet's own to keep: a monitor's
+    /// sample or its loss (no step waits on a monitor), or an empty message.
+    async fn next_message(&mut self) -> Option<(usize, Result<Up, Closed>)> {
+        let Some((i, heard)) = self.events.recv().await else {
+            // The forwarders hold senders as long as the fleet lives; unreachable in practice.
+            return std::future::pending().await;
+        };
+        let heard = match (self.agents[i].monitor.as_mut(), heard) {
+            (
+                Some(m),
+                Ok(pb::AgentMessage {
+                    kind: Some(Up::MonitorSample(s)),
+                }),
+            ) => {
+                m.receive(&s);
+                return None;
+            }
+            (Some(_), Err(why)) => {
+                self.lose_monitor(i, &why.to_string());
+                return None;
+            }
+            (_, heard) => heard,
+        };
+        match heard {
+            Ok(pb::AgentMessage { kind: Some(kind) }) => Some((i, Ok(kind))),
+            Ok(pb::AgentMessage { kind: None }) => None,
+            Err(why) => Some((i, Err(why))),
         }
     }
 
@@ -549,12 +575,7 @@ impl Fleet {
                     waiting.remove(i);
                 }
                 Err(why) => return Err(self.lost(i, doing, why)),
-                Ok(Up::Refusal(r)) => {
-                    return Err(FleetError::Refused {
-                        agent: self.agents[i].name.clone(),
-                        message: r.message,
-                    });
-                }
+                Ok(Up::Refusal(r)) => return Err(FleetError::refused(&self.agents[i].name, r)),
                 Ok(Up::Pong(_)) | Ok(Up::Interval(_)) | Ok(Up::StepReport(_)) => {}
                 Ok(other) => {
                     got.push((i, other));
@@ -694,8 +715,24 @@ impl Fleet {
     /// Waits until every live monitor has sent a sample at or after `end_ns` (coordinator's clock),
     /// the one that closes a step, or [`SAMPLE_WAIT`] has passed. The load agents' messages meanwhile
     /// are passed over (every step report is in); one whose stream ended is lost.
+    ///
+    /// Each live monitor is asked for a sample now (`SampleNow`): the step has ended, so the sample
+    /// it takes closes it, and the next step need not wait up to a second for the monitor's own tick.
+    /// Each sample that arrives is looked at as it comes: a wait that only woke for the load agents'
+    /// messages (none come between steps) always ran to its deadline, 2.5 s a step.
     pub async fn await_samples(&mut self, end_ns: i64) {
         let deadline = Instant::now() + SAMPLE_WAIT;
+        // The load agents' last reports can come a few tens of ms before the step's end on this
+        // clock (their start was converted to their own clocks): a sample asked for then would not
+        // close the step.
+        let early = end_ns.saturating_sub(unix_ns(SystemTime::now()));
+        if early > 0 {
+            tokio::time::sleep(Duration::from_nanos(early as u64).min(SAMPLE_WAIT)).await;
+        }
+        for i in self.monitors() {
+            // A monitor whose stream is gone shows as lost below.
+            let _ = self.send(i, Down::SampleNow(pb::SampleNow {})).await;
+        }
         let covered = |f: &Fleet| {
             f.monitors().into_iter().all(|i| {
                 let a = &f.agents[i];
@@ -706,10 +743,10 @@ impl Fleet {
             })
         };
         while !covered(self) {
-            let Ok((i, heard)) = tokio::time::timeout_at(deadline, self.next_event()).await else {
+            let Ok(event) = tokio::time::timeout_at(deadline, self.next_message()).await else {
                 return;
             };
-            if let Err(why) = heard {
+            if let Some((i, Err(why))) = event {
                 self.mark_lost(i, &format!("{why} after a step"));
             }
         }
@@ -1073,23 +1110,28 @@ mod tests {
     }
 
     #[test]
-    fn an_allow_target_refusal_exited_1_where_every_other_limit_exits_2() {
-        let refused = |message: &str| FleetError::Refused {
-            agent: "a:1".into(),
-            message: message.into(),
+    fn a_refusal_s_exit_is_its_kind_s_whatever_its_words() {
+        let refused = |kind, message: &str| {
+            let r = Refusal::new(kind, message);
+            FleetError::refused("a:1", pb::Refusal::from(&r)).exit()
         };
-        assert!(
-            refused("target localhost (127.0.0.1) is outside this agent's --allow-target list")
-                .is_usage()
+        // An --allow-target name rule's words once lacked the phrase an address rule's had: exit 1.
+        let name_rule =
+            "target x resolves to 127.0.0.1, loopback: its name matches --allow-target 'x'";
+        assert_eq!(refused(RefusalKind::Policy, name_rule), Exit::Usage);
+        assert_eq!(refused(RefusalKind::Target, "cannot resolve"), Exit::Usage);
+        assert_eq!(
+            refused(RefusalKind::Busy, "this agent's --allow-target"),
+            Exit::Failed
         );
-        assert!(
-            refused("step 2 asks this agent for 100.0 requests/s; its --max-rate is 50").is_usage()
-        );
-        assert!(!refused("this agent is serving another coordinator").is_usage());
-        assert!(
-            refused("before any load, 127.0.0.1:80 answered the HTTP/2 preface in HTTP/1")
-                .is_usage()
-        );
+        let unknown = pb::Refusal {
+            message: "?".into(),
+            kind: 99,
+        };
+        assert!(matches!(
+            FleetError::refused("a:1", unknown),
+            FleetError::Protocol { .. }
+        ));
     }
 
     #[tokio::test(start_paused = true)]

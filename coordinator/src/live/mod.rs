@@ -403,6 +403,29 @@ impl Server {
     }
 }
 
+/// A finished run's live page, kept up for `--live-keep` after the run's table and answer are printed:
+/// a person at the terminal has them at once, whatever the page does.
+pub struct Lingering {
+    server: Server,
+    stop: CancellationToken,
+    quiet: bool,
+}
+
+impl Lingering {
+    pub fn new(server: Server, stop: CancellationToken, quiet: bool) -> Lingering {
+        Lingering {
+            server,
+            stop,
+            quiet,
+        }
+    }
+
+    /// Serves the finished run for `--live-keep` (or until Ctrl-C), then stops.
+    pub async fn wait(self) {
+        self.server.linger(&self.stop, self.quiet, true).await;
+    }
+}
+
 /// Where a browser can reach a server bound to `bound`: itself, or for an unspecified address the
 /// loopback of its family and then each of `host`'s addresses of that family that another machine
 /// could use (not loopback, not link-local, which needs an interface named beside it).

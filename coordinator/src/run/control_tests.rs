@@ -778,7 +778,7 @@ async fn peers_that_joined_are_counted_by_the_role_their_hello_says() {
         e.to_string(),
         "2 peers joined: 1 load agents (a) and 1 monitors (m), where --expect-agents 2 and --expect-monitors 0 were asked for"
     );
-    assert!(e.is_usage());
+    assert_eq!(e.exit(), crate::exit::Exit::Usage);
 }
 
 #[tokio::test(start_paused = true)]

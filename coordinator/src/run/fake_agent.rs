@@ -197,6 +197,7 @@ async fn play(mut link: AgentEnd, script: Script, log: Log) {
                 }
                 None
             }
+            Down::SampleNow(_) => None,
         };
         if let Some(answer) = answer
             && send(&link, answer).await.is_err()
@@ -290,9 +291,16 @@ pub fn spawn_monitor(name: &str, lost_after: Option<Duration>) -> CoordinatorEnd
                     agent_unix_nanos: unix_ns(SystemTime::now()),
                 }),
                 Down::Abort(_) => continue,
-                _ => Up::Refusal(pb::Refusal {
-                    message: "this is a monitor: it runs no load".into(),
-                }),
+                // As a real monitor: a sample now, and its seconds go on from it.
+                Down::SampleNow(_) => {
+                    tick.reset();
+                    n += 1;
+                    Up::MonitorSample(monitor_sample(n))
+                }
+                _ => Up::Refusal(pb::Refusal::from(&shared::refusal::Refusal::new(
+                    shared::refusal::RefusalKind::Setup,
+                    "this is a monitor: it runs no load",
+                ))),
             };
             if send(&link, answer).await.is_err() {
                 return;

@@ -60,6 +60,7 @@ impl<'a> Lane<'a> {
                 stop: None,
                 baseline_p50_ms: None,
                 warned,
+                repeats: Vec::new(),
             },
             results: Vec::new(),
             source,
@@ -277,6 +278,8 @@ impl<'a> Lane<'a> {
             breaches: self.watch.breaches,
             capacity: self.capacity,
             warmup: self.warmup,
+            repeats: self.watch.repeats,
+            live: None,
         }
     }
 }

@@ -33,6 +33,7 @@ mod source;
 mod step;
 mod warned;
 
+use crate::exit::Exit;
 use lane::{After, Lane};
 pub use source::{Planned, StepSource, StepSpec};
 pub use step::{EndCause, LOSS_SILENCE, STEP_GRACE, StepOutcome};
@@ -65,14 +66,20 @@ pub enum RunError {
 }
 
 impl RunError {
-    /// 2 for what the user must fix before running, 1 for a run that failed.
-    pub fn exit_code(&self) -> u8 {
+    /// Usage for what the user must fix before running, Failed for a run that failed.
+    pub fn exit(&self) -> Exit {
         match self {
-            RunError::Config(_) | RunError::Dir(_) | RunError::Search(_) | RunError::Live(_) => 2,
-            RunError::Fleet(e) if e.is_usage() => 2,
-            RunError::Target(t) if t.source.is_usage() => 2,
-            _ => 1,
+            RunError::Config(_) | RunError::Dir(_) | RunError::Search(_) | RunError::Live(_) => {
+                Exit::Usage
+            }
+            RunError::Fleet(e) => e.exit(),
+            RunError::Target(t) => t.source.exit(),
+            _ => Exit::Failed,
         }
+    }
+
+    pub fn exit_code(&self) -> u8 {
+        self.exit().code()
     }
 }
 
@@ -98,6 +105,11 @@ pub struct RunOutcome {
     pub capacity: Option<results::search::Capacity>,
     /// A planned run's `--warmup`, as it ran: not among `steps`.
     pub warmup: Option<StepResult>,
+    /// Notes of `steps` (by step number) that repeat a warning about the generator which the run
+    /// said before: in run.json with their step, not said again at the end.
+    pub repeats: Vec<(u32, String)>,
+    /// The live page, to keep up for `--live-keep` once the answer is out (the first lane's).
+    pub live: Option<crate::live::Lingering>,
 }
 
 pub use results::run_file::{Breach, Stopped};
@@ -113,8 +125,10 @@ struct Watch<'a> {
     /// The lowest median of the finished steps whose server was ok (see [`baseline_p50`]): what
     /// the next step's queueing is judged against.
     baseline_p50_ms: Option<f64>,
-    /// The agents' warnings already said in this run.
+    /// The agents' warnings already said in this run (shared by its lanes).
     warned: Warned,
+    /// The notes of this lane's steps (by step number) that repeat a warning the run said before.
+    repeats: Vec<(u32, String)>,
 }
 
 impl Watch<'_> {
@@ -294,10 +308,20 @@ async fn run_lanes(
     };
     let said = matches!(outcome, Err(RunError::Output(_) | RunError::Spill(_)));
     feed.finished(report.exists().then_some(report), !said);
+    // The page stays for --live-keep after the answer is printed (the caller waits on it then); a
+    // run that failed before its end has no page worth staying for.
+    let mut lingering = None;
     if let Some(server) = server {
-        // A run that failed before its end has no page worth staying for.
-        let keep = outcome.is_ok();
-        server.linger(&stop.drain, cfgs[0].quiet, keep).await;
+        match outcome.is_ok() {
+            true => {
+                lingering = Some(crate::live::Lingering::new(
+                    server,
+                    stop.drain.clone(),
+                    cfgs[0].quiet,
+                ))
+            }
+            false => server.linger(&stop.drain, cfgs[0].quiet, false).await,
+        }
     }
     if let Err(RunError::Interrupted) = &outcome {
         // The run's record says it was interrupted, not that it is still starting.
@@ -321,7 +345,12 @@ async fn run_lanes(
             }
         }
     }
-    outcome
+    outcome.map(|mut runs| {
+        if let Some(first) = runs.first_mut() {
+            first.live = lingering;
+        }
+        runs
+    })
 }
 
 /// The claimed directories of a run, finished by [`output::fail_unfinished`] when it is dropped.
@@ -418,7 +447,14 @@ async fn run_in(
         if !cfg.quiet {
             let line = match line {
                 Some(l) => format!("{l}; results in {}", out.dir().display()),
-                None => progress::plan_line(&cfg.plan, cfg.warmup, plan_total(cfg), out.dir()),
+                None => {
+                    let live = fleet.live();
+                    let embedded = live
+                        .iter()
+                        .all(|&i| fleet.name(i) == crate::fleet::EMBEDDED);
+                    let over = progress::over(live.len(), embedded, monitors.len());
+                    progress::plan_line(&cfg.plan, cfg.warmup, &over, plan_total(cfg), out.dir())
+                }
             };
             eprintln!(
                 "{}{line}",
@@ -556,13 +592,14 @@ async fn ready_fleet(
         fleet.check_source_addrs()?;
     }
     let mut announced = Vec::with_capacity(cfgs.len());
+    // One record for the run: a risk of the generator's is the same whichever target it loads.
+    let warned = Warned::default();
     for cfg in cfgs {
         let blame = |e| blame(cfgs.len() > 1, cfg, e);
         let warnings = configure(&mut fleet, cfg, false).await.map_err(blame)?;
-        let mut warned = Warned::default();
-        let mut warnings = warned.announce(&fleet, &warnings);
+        let mut warnings = warned.announce(&fleet, &warnings).notes;
         warnings.extend(shared.iter().cloned());
-        announced.push((warnings, warned));
+        announced.push((warnings, warned.clone()));
     }
     check_limits(&fleet, cfgs)?;
     Ok((fleet, announced))
@@ -618,9 +655,10 @@ fn unfinished_words(
 }
 
 /// The plan's scheduled time, step after step (without the moments between steps).
+/// How long the plan takes, as its line says: each step's schedule and what a step costs beyond it.
 fn plan_total(cfg: &RunConfig) -> Duration {
     source::planned(cfg)
-        .map(|spec| source::shares(cfg, spec, &[1])[0].scheduled_duration())
+        .map(|spec| source::shares(cfg, spec, &[1])[0].scheduled_duration() + step::STEP_OVERHEAD)
         .sum()
 }
 
@@ -800,6 +838,7 @@ mod tests {
             stop: None,
             baseline_p50_ms: None,
             warned: Warned::default(),
+            repeats: Vec::new(),
         }
     }
 

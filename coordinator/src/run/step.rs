@@ -30,6 +30,11 @@ use crate::progress::{self, Progress, Tick};
 
 /// How far ahead of "now" a step's start instant is set, so every agent has it before it passes.
 const START_LEAD: Duration = Duration::from_millis(200);
+/// What a step costs beyond its schedule, for the plan line's estimate: its [`START_LEAD`], the
+/// drain of its last requests, its closing sample from each monitor (asked for at its end), and the
+/// writing of its files and the next step's prepare. Measured by bench/monitored.sh (~0.25 s a
+/// step on loopback, monitored or not; docs/benchmarks.md).
+pub const STEP_OVERHEAD: Duration = Duration::from_millis(300);
 /// Extra time past a step's schedule and timeout before an agent counts as stuck.
 pub const STEP_GRACE: Duration = Duration::from_secs(5);
 /// How much longer than the coordinator saw the step run an agent's own wall time may be: clocks
@@ -81,6 +86,8 @@ struct Prepared {
     who: Vec<usize>,
     shares: Vec<StepShare>,
     notes: Vec<String>,
+    /// Of `notes`, those that repeat a warning the run said before.
+    repeats: Vec<String>,
     lost_before: Vec<usize>,
 }
 
@@ -155,7 +162,8 @@ pub async fn run_step(
     watch: &mut Watch<'_>,
     source: &mut (dyn StepSource + Send + '_),
 ) -> Result<StepOutcome, RunError> {
-    let prepared = prepare(fleet, cx, spec, &mut watch.warned).await?;
+    let mut prepared = prepare(fleet, cx, spec, &watch.warned).await?;
+    let repeats = std::mem::take(&mut prepared.repeats);
     let started = start(fleet, spec, &prepared).await;
     tell_start(fleet, cx, spec, &prepared, &started);
     let collected = Collecting::new(fleet, cx, spec, &prepared, &started, out.dir())?
@@ -165,6 +173,10 @@ pub async fn run_step(
     let (mut result, hlog, distribution) =
         summarise(fleet, cx, spec, prepared, &started, collected, watch);
     observe_server(fleet, &mut result, &started, cx).await;
+    let number = result.number;
+    watch
+        .repeats
+        .extend(repeats.into_iter().map(|note| (number, note)));
     if !spec.counted {
         // A warmup: shown, and kept apart in run.json; no threshold judges it, no table holds it.
         cx.progress.step_done(&result, cx.steps);
@@ -190,7 +202,7 @@ async fn prepare(
     fleet: &mut Fleet,
     cx: &StepCx<'_>,
     spec: StepSpec,
-    warned: &mut Warned,
+    warned: &Warned,
 ) -> Result<Prepared, RunError> {
     let cfg = cx.cfg;
     let tolerate = cfg.on_agent_loss != LossPolicy::Abort;
@@ -216,7 +228,7 @@ async fn prepare(
         }
     };
     // What the agents warned of when they accepted the step goes on stderr now and into its notes.
-    let notes = warned.announce(fleet, &warnings);
+    let announced = warned.announce(fleet, &warnings);
     let lost_before = before.into_iter().filter(|i| !who.contains(i)).collect();
     // The monitors' clocks too: their samples are put on the step's clock by these offsets.
     let clocks: Vec<usize> = who.iter().copied().chain(fleet.monitors()).collect();
@@ -227,7 +239,8 @@ async fn prepare(
     Ok(Prepared {
         who,
         shares,
-        notes,
+        notes: announced.notes,
+        repeats: announced.repeats,
         lost_before,
     })
 }
@@ -441,13 +454,7 @@ impl<'a> Collecting<'a> {
     fn on_message(&mut self, i: usize, msg: Result<Up, Closed>) -> Result<Option<Event>, RunError> {
         match msg {
             Err(why) => return Ok(Some(Event::AgentLost(i, why.to_string()))),
-            Ok(Up::Refusal(r)) => {
-                return Err(FleetError::Refused {
-                    agent: self.fleet.name(i).to_string(),
-                    message: r.message,
-                }
-                .into());
-            }
+            Ok(Up::Refusal(r)) => return Err(FleetError::refused(self.fleet.name(i), r).into()),
             Ok(Up::Interval(report)) => return self.interval(i, report),
             Ok(Up::StepReport(r)) => {
                 // Its workers' time, the CPU share's denominator: no longer than the step has been on.
