@@ -535,10 +535,20 @@ pub async fn run(job: Job) {
         LoadModel::Concurrency => false,
     };
     if one_request_an_arrival {
-        // The open schedule is over: what answers from here on is the backlog the step left. Not
-        // for a closed loop (its connections stop with the schedule) nor for connections of
-        // several calls, whose later calls are still to be sent.
-        rec.drain_begins();
+        // What answers after the schedule's end is the backlog the step left. Not for a closed
+        // loop (its connections stop with the schedule) nor for connections of several calls,
+        // whose later calls are still to be sent. The loop returns at its last arrival, before
+        // the end: the mark waits for the end itself, or that arrival's reply would count as
+        // the drain's (1 or 2 of a 100 req/s step read "served 99.1/s").
+        let rec = rec.clone();
+        let cancel = job.cancel.clone();
+        tokio::task::spawn_local(async move {
+            tokio::select! {
+                _ = sleep_until(deadline) => {}
+                _ = cancel.cancelled() => {}
+            }
+            rec.drain_begins();
+        });
     }
 
     drain(&ctx, &job.cancel).await;
@@ -1202,6 +1212,27 @@ mod tests {
         );
         assert_eq!(seen.requests.load(Ordering::Acquire), requests);
         assert_eq!(sent.counters.ok, requests, "paced, every request is served");
+    }
+
+    #[tokio::test]
+    async fn the_drain_counts_the_replies_after_the_schedule_s_end_and_only_those() {
+        // Instant replies: none comes after the end (the last arrival's reply came before it,
+        // though the loop had returned at that arrival).
+        let (addr, _) = server(Duration::ZERO).await;
+        let step = share(LoadModel::Requests, 100.0, 10, Duration::from_secs(1));
+        let fast = run_step(addr, step, Caps::default(), 2).await;
+        assert_eq!(fast.counters.ok, 100, "{:?}", fast.counters);
+        assert_eq!(fast.counters.drained, 0, "{:?}", fast.counters);
+        // Replies 300 ms late: those sent in the step's last 300 ms come in the drain.
+        let (addr, _) = server(Duration::from_millis(300)).await;
+        let step = share(LoadModel::Requests, 100.0, 100, Duration::from_secs(1));
+        let slow = run_step(addr, step, Caps::default(), 2).await;
+        assert_eq!(slow.counters.ok, 100, "{:?}", slow.counters);
+        assert!(
+            (25..=40).contains(&slow.counters.drained),
+            "{:?}",
+            slow.counters
+        );
     }
 
     #[tokio::test]
