@@ -170,7 +170,8 @@ fn an_agents_certificate_was_taken_as_a_coordinators() {
         &strs(&tls(pki.path(), "other-agent")),
         Duration::from_secs(60),
     );
-    assert_eq!(code, Some(1), "{err}");
+    // A certificate of the wrong role is the fleet's setup to fix: 2 (docs/reference/exit-codes.md).
+    assert_eq!(code, Some(2), "{err}");
     let says = "refused: this agent takes only a coordinator's certificate and it is an agent's: \
                 re-issue it with `stampede certs issue DIR NAME --role coordinator`";
     assert!(err.contains(says), "{err}");
