@@ -610,6 +610,21 @@ fn paired_with(runs: &mut [RunConfig]) -> Result<(), ConfigError> {
     crate::pairing::check(&runs[0].paired, &labels)
         .map_err(|e| ConfigError::Value(e.to_string()))?;
     let pairing = crate::pairing::Pairing::new(labels);
+    // A monitor in this process watches this host: only a target here can be checked.
+    let ports: Vec<(String, u16)> = runs
+        .iter()
+        .filter_map(|c| {
+            let origin = c.plan.workload().origin();
+            let local = origin
+                .host()
+                .parse::<std::net::IpAddr>()
+                .is_ok_and(|ip| ip.is_loopback())
+                || origin.host() == "localhost";
+            Some((c.label.clone()?, origin.port())).filter(|_| local)
+        })
+        .collect();
+    let notes = crate::pairing::not_listening(&runs[0].paired, &ports);
+    runs[0].notes.extend(notes);
     for cfg in runs {
         cfg.pairing = pairing.clone();
     }

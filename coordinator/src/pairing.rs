@@ -342,3 +342,136 @@ mod tests {
         );
     }
 }
+
+/// Notes for each `--monitor-target NAME=process:COMM` whose processes do not all listen on their
+/// target's port: a name matches every process of it on the host (`process:nginx` every nginx), and
+/// one that serves another port is watched as the target's server all the same. `ports` gives each
+/// target's label and port, for targets on this host (a monitor in this process watches this host).
+/// Said once, before the run; nothing where `/proc` cannot tell.
+pub fn not_listening(paired: &[Paired], ports: &[(String, u16)]) -> Vec<String> {
+    let mut notes = Vec::new();
+    for p in paired {
+        let Watch::Process(name) = &p.watch else {
+            continue;
+        };
+        let Some((_, port)) = ports.iter().find(|(label, _)| *label == p.target) else {
+            continue;
+        };
+        let named = listen::named(name);
+        if named.is_empty() {
+            continue;
+        }
+        let listening = listen::pids_on(*port);
+        let idle: Vec<u32> = named
+            .iter()
+            .copied()
+            .filter(|pid| !listening.contains(pid))
+            .collect();
+        if idle.is_empty() {
+            continue;
+        }
+        let pids = |v: &[u32]| v.iter().map(u32::to_string).collect::<Vec<_>>().join(", ");
+        notes.push(if idle.len() == named.len() {
+            format!(
+                "{FLAG} {}=process:{name}: no process named {name} listens on port {port}, the target's (pids {}): it may be another {name}; name the server by pid:PID or cgroup:PATH",
+                p.target,
+                pids(&idle)
+            )
+        } else {
+            format!(
+                "{FLAG} {}=process:{name}: {} of the {} processes named {name} do not listen on port {port}, the target's (pids {}), and are watched as its server too; name it by pid:PID or cgroup:PATH",
+                p.target,
+                idle.len(),
+                named.len(),
+                pids(&idle)
+            )
+        });
+    }
+    notes
+}
+
+/// Who listens where, from `/proc` (Linux): the listening TCP sockets of a port and the processes
+/// that hold them.
+mod listen {
+    use std::collections::HashSet;
+    use std::fs;
+
+    /// The processes whose `comm` is `name` (as `process:NAME` matches them).
+    pub fn named(name: &str) -> Vec<u32> {
+        let Ok(dir) = fs::read_dir("/proc") else {
+            return Vec::new();
+        };
+        let mut pids: Vec<u32> = dir
+            .flatten()
+            .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+            .filter(|pid| {
+                fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim_end() == name)
+            })
+            .collect();
+        pids.sort_unstable();
+        pids
+    }
+
+    /// The processes holding a TCP socket that listens on `port` (any address, v4 or v6).
+    pub fn pids_on(port: u16) -> HashSet<u32> {
+        let inodes: HashSet<String> = ["/proc/net/tcp", "/proc/net/tcp6"]
+            .iter()
+            .filter_map(|f| fs::read_to_string(f).ok())
+            .flat_map(|text| listening_inodes(&text, port))
+            .collect();
+        if inodes.is_empty() {
+            return HashSet::new();
+        }
+        let Ok(dir) = fs::read_dir("/proc") else {
+            return HashSet::new();
+        };
+        dir.flatten()
+            .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+            .filter(|pid| {
+                fs::read_dir(format!("/proc/{pid}/fd")).is_ok_and(|fds| {
+                    fds.flatten().any(|fd| {
+                        fs::read_link(fd.path()).is_ok_and(|l| {
+                            l.to_str()
+                                .and_then(|s| s.strip_prefix("socket:["))
+                                .and_then(|s| s.strip_suffix(']'))
+                                .is_some_and(|inode| inodes.contains(inode))
+                        })
+                    })
+                })
+            })
+            .collect()
+    }
+
+    /// The inodes of the sockets in a `/proc/net/tcp` table that listen (state 0A) on `port`.
+    pub fn listening_inodes(table: &str, port: u16) -> Vec<String> {
+        table
+            .lines()
+            .skip(1)
+            .filter_map(|line| {
+                let f: Vec<&str> = line.split_whitespace().collect();
+                let local_port = f.get(1)?.rsplit_once(':')?.1;
+                let listens = f.get(3) == Some(&"0A");
+                (listens && u16::from_str_radix(local_port, 16).ok()? == port)
+                    .then(|| f.get(9).map(|s| s.to_string()))
+                    .flatten()
+            })
+            .collect()
+    }
+
+    #[cfg(test)]
+    mod tests {
+        #[test]
+        fn a_listening_socket_is_found_by_its_port_and_one_connected_is_not() {
+            let table = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n   0: 0100007F:1F92 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 4242 1 0\n   1: 0100007F:1F92 0100007F:C350 01 00000000:00000000 00:00000000 00000000     0        0 4343 1 0\n";
+            assert_eq!(super::listening_inodes(table, 8082), ["4242"]);
+            assert!(super::listening_inodes(table, 80).is_empty());
+        }
+
+        #[test]
+        fn this_process_is_found_listening_on_its_own_port() {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            let port = l.local_addr().unwrap().port();
+            assert!(super::pids_on(port).contains(&std::process::id()));
+        }
+    }
+}

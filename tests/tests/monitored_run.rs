@@ -635,3 +635,66 @@ fn a_monitored_step_waited_2_5_s_for_its_closing_sample_before_the_next() {
         assert!(v["target"]["cpu_pct"].is_number(), "step {}: {v}", i + 1);
     }
 }
+
+#[test]
+fn a_process_name_that_matches_a_process_not_serving_the_target_is_said() {
+    // `--monitor-target web=process:python3` matched every python3 on the host, the one serving
+    // the target and any other, in silence.
+    let dir = tempfile::tempdir().unwrap();
+    let port = tests::closed_port();
+    let mut server = std::process::Command::new("python3")
+        .args([
+            "-m",
+            "http.server",
+            &port.to_string(),
+            "--bind",
+            "127.0.0.1",
+        ])
+        .current_dir(dir.path())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut idle = std::process::Command::new("python3")
+        .args(["-c", "import time; time.sleep(60)"])
+        .spawn()
+        .unwrap();
+    let up = (0..100).any(|_| {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+    });
+    let url = format!("web=http://127.0.0.1:{port}/");
+    let o = tests::stampede(&[
+        "run",
+        &url,
+        "--model",
+        "requests",
+        "--steps",
+        "10",
+        "--step-duration",
+        "1s",
+        "--monitor-target",
+        "web=process:python3",
+        "--monitor-processes",
+        "64",
+        "--quiet",
+        "--out",
+        dir.path().join("out").to_str().unwrap(),
+    ]);
+    for child in [&mut server, &mut idle] {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    assert!(up, "python3 -m http.server did not start");
+    let err = tests::text(&o.stderr);
+    let says = format!("named python3 do not listen on port {port}, the target's (pids ");
+    let note = err
+        .lines()
+        .find(|l| l.contains(&says))
+        .unwrap_or_else(|| panic!("{err}"));
+    let named = note.split("(pids ").nth(1).unwrap_or_default();
+    let named = named.split(')').next().unwrap_or_default();
+    let pids: Vec<&str> = named.split(", ").collect();
+    assert!(pids.contains(&idle.id().to_string().as_str()), "{note}");
+    assert!(!pids.contains(&server.id().to_string().as_str()), "{note}");
+}
