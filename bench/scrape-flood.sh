@@ -63,18 +63,20 @@ run_once() {
     local mode=$1 dir=$2 flood_pid= url=
     /usr/bin/time -f '%U %S' -o "$dir.time" timeout $((RAMP_S + 60)) \
         "$STAMPEDE" run "http://127.0.0.1:$PORT/" --model requests --steps "$STEPS" \
-        --step-duration "${STEP_DURATION}s" --live "127.0.0.1:$LIVE_PORT" --quiet --out "$dir" \
+        --step-duration "${STEP_DURATION}s" --live "127.0.0.1:$LIVE_PORT" --out "$dir" \
         >"$dir.out" 2>"$dir.err" &
     local run=$!
-    # The page's address with its token, as the run says it on stderr.
+    # The page's address as the run says it on stderr (on loopback without a token, none in it).
     for _ in $(seq 1 300); do
-        url=$(grep -o "http://127.0.0.1:$LIVE_PORT/?token=[0-9a-f]*" "$dir.err" 2>/dev/null | head -1 || true)
+        url=$(grep -o "http://127.0.0.1:$LIVE_PORT/[^ ]*" "$dir.err" 2>/dev/null | head -1 || true)
         [[ -n $url ]] && break
         sleep 0.1
     done
     [[ -n $url ]] || die "the run said no live address: $(head -c 400 "$dir.err")"
     if [[ $mode == flood ]]; then
-        wrk -t1 -c"$CONNS" -d"${RAMP_S}s" "${url/\/?token=/\/metrics?token=}" >"$dir.wrk" 2>&1 &
+        local metrics="${url%%\?*}metrics"
+        [[ $url == *\?* ]] && metrics="$metrics?${url#*\?}"
+        wrk -t1 -c"$CONNS" -d"${RAMP_S}s" "$metrics" >"$dir.wrk" 2>&1 &
         flood_pid=$!
     fi
     wait "$run" || die "the $mode run failed: $(tail -c 400 "$dir.err")"
