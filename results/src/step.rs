@@ -1026,6 +1026,7 @@ pub fn human_ms(ms: f64, lower_bound: bool) -> String {
 pub fn step_value(model: &str, v: f64) -> String {
     let unit = match model {
         "connections" => "conn/s",
+        "concurrency" if v == 1.0 => "connection",
         "concurrency" => "connections",
         _ => "req/s",
     };

@@ -153,7 +153,7 @@ fn an_agent_s_max_rate_pacing_a_ramp_is_never_the_server_s_knee() {
     assert_eq!(summary["finding"], "generator_limit", "{summary:#}");
     let headline = summary["headline"].as_str().unwrap();
     assert!(
-        headline == "the generator was the limit from 1 connections, not the server",
+        headline == "the generator was the limit from 1 connection, not the server",
         "{headline}"
     );
     for step in run["steps"].as_array().unwrap() {
