@@ -356,9 +356,9 @@ pub struct StepResult {
     pub failed_pct: f64,
     /// Served replies per second over the step's own length: those that came while the schedule
     /// ran, over its length less the fastest reply's latency (none can come sooner). The drain's
-    /// replies are apart ([`StepResult::drain`]), so one straggler does not stretch the window;
-    /// where the drain is not told apart (a closed loop, connections of several calls) the
-    /// window is the step and its drain.
+    /// replies are apart ([`StepResult::drain`]), so one straggler does not stretch the window. A
+    /// closed loop's is all its replies over the step (its last round is sent in it); connections
+    /// of several calls, whose drain is not told apart, over the step and its drain.
     pub ok_rate: f64,
     /// What came after the open schedule ended; absent for a closed loop, connections of several
     /// calls (their later calls are sent in it), and older files.
@@ -741,7 +741,11 @@ fn served_rate(input: &StepInput<'_>) -> f64 {
     let c = &input.total.counters;
     let latency = &input.total.hist.latency;
     let fastest = Duration::from_micros(if latency.is_empty() { 0 } else { latency.min() });
-    let (served, window) = if input.aborted {
+    let (served, window) = if input.aborted || input.model == LoadModel::Concurrency {
+        // A closed loop holds at most its connections in flight: what they answer after the end
+        // is that last round, sent in the step. Over the step's own length, served is what was
+        // sent (nginx -c 50 read "sent 63,690/s, served 63,650/s, failed 0 %": its 6 ms drain in
+        // the divisor).
         (c.ok, input.duration)
     } else if drain_counted(input) {
         // The drain's replies are the backlog's, said apart; the window is the step less the
@@ -1426,6 +1430,30 @@ mod tests {
             "{:?}",
             r.notes
         );
+    }
+
+    #[test]
+    fn a_closed_loop_served_what_it_sent_over_the_step_s_own_length() {
+        // nginx -c 50 for 10 s: every request served, the last round 6 ms after the end.
+        let t = snapshot(636_900, &[700; 100]);
+        let duration = Duration::from_secs(10);
+        let r = summarize(&StepInput {
+            number: 1,
+            model: LoadModel::Concurrency,
+            value: 50.0,
+            demanded_rate: None,
+            duration,
+            total: &t,
+            series: &[],
+            agents: vec![agent_input(&t, 1, 2, Duration::from_millis(10_006))],
+            aborted: false,
+            mark_lost: true,
+            start_skew: None,
+            ok_status: &StatusSet::default(),
+            baseline_p50_ms: None,
+        });
+        assert_eq!((r.achieved_request_rate, r.ok_rate), (63_690.0, 63_690.0));
+        assert_eq!(r.drain, None);
     }
 
     #[test]
