@@ -191,7 +191,7 @@ fn an_agents_certificate_was_taken_as_a_coordinators() {
         &strs(&tls(pki.path(), "old-coordinator")),
         Duration::from_secs(60),
     );
-    assert_eq!(code, Some(1), "{err}");
+    assert_eq!(code, Some(2), "{err}");
     assert!(
         err.contains("and it says no role (no SAN URI stampede:role:…): re-issue it with `stampede certs issue DIR NAME --role coordinator`"),
         "{err}"
