@@ -338,14 +338,15 @@ fn tls_to_a_plain_agent_read_as_invalid_data() {
     );
 }
 
-/// A coordinator waiting on 127.0.0.1:0 for one agent to join, and an agent dialing it, each with
-/// its own TLS flags; waits for `agent_says` in the agent's log and `coordinator_says` in the
-/// coordinator's, then stops both.
-fn join_mismatch(
-    coordinator_tls: &[&str],
-    agent_tls: &[&str],
-    agent_says: &str,
-    coordinator_says: &str,
+/// A coordinator (its `tls` flags) waiting on 127.0.0.1:0 for one agent to join: the process,
+/// its log, the address it listens on, and the directories it uses (kept while it runs).
+fn awaiting_one_agent(
+    tls: &[&str],
+) -> (
+    std::process::Child,
+    Lines,
+    std::net::SocketAddr,
+    [tempfile::TempDir; 2],
 ) {
     let ready = tempfile::tempdir().unwrap();
     let file = ready.path().join("ready.json");
@@ -367,10 +368,24 @@ fn join_mismatch(
         "--out",
         out.path().to_str().unwrap(),
     ];
-    args.extend_from_slice(coordinator_tls);
+    args.extend_from_slice(tls);
     let mut coordinator = tests::spawn_stampede(&args);
-    let coordinator_log = Lines::of(&mut coordinator);
-    let listen = tests::ready_addr(&file, &mut coordinator, &coordinator_log).to_string();
+    let log = Lines::of(&mut coordinator);
+    let listen = tests::ready_addr(&file, &mut coordinator, &log);
+    (coordinator, log, listen, [ready, out])
+}
+
+/// A coordinator waiting on 127.0.0.1:0 for one agent to join, and an agent dialing it, each with
+/// its own TLS flags; waits for `agent_says` in the agent's log and `coordinator_says` in the
+/// coordinator's, then stops both.
+fn join_mismatch(
+    coordinator_tls: &[&str],
+    agent_tls: &[&str],
+    agent_says: &str,
+    coordinator_says: &str,
+) {
+    let (mut coordinator, coordinator_log, listen, _dirs) = awaiting_one_agent(coordinator_tls);
+    let listen = listen.to_string();
     let mut joiner = std::process::Command::new(tests::bin("stampede-agent"))
         .args(["--join", &listen, "--threads", "1"])
         .args(agent_tls)
@@ -429,30 +444,8 @@ fn an_agent_that_refuses_the_coordinator_s_certificate_says_so_once_and_backs_of
     // The coordinator's certificate names 127.0.0.1; the agent dials it as localhost. That is the
     // agent's own refusal: it read "The coordinator refused this agent", once a second.
     let (_pki, agent_tls, coordinator_tls) = pki();
-    let ready = tempfile::tempdir().unwrap();
-    let file = ready.path().join("ready.json");
-    let out = tempfile::tempdir().unwrap();
-    let mut args = vec![
-        "run",
-        "http://127.0.0.1:9/",
-        "--listen",
-        "127.0.0.1:0",
-        "--ready-file",
-        file.to_str().unwrap(),
-        "--expect-agents",
-        "1",
-        "--wait-agents",
-        "30s",
-        "--steps",
-        "5",
-        "--quiet",
-        "--out",
-        out.path().to_str().unwrap(),
-    ];
-    args.extend(strs(&coordinator_tls));
-    let mut coordinator = tests::spawn_stampede(&args);
-    let coordinator_log = Lines::of(&mut coordinator);
-    let port = tests::ready_addr(&file, &mut coordinator, &coordinator_log).port();
+    let (mut coordinator, _log, listen, _dirs) = awaiting_one_agent(&strs(&coordinator_tls));
+    let port = listen.port();
     let mut joiner = std::process::Command::new(tests::bin("stampede-agent"))
         .args(["--join", &format!("localhost:{port}"), "--threads", "1"])
         .args(strs(&agent_tls))
