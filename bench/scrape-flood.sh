@@ -60,7 +60,7 @@ done
 
 # One run: $1 the mode (quiet|flood), $2 its directory. Prints one line of results.
 run_once() {
-    local mode=$1 dir=$2 flood_pid= url=
+    local mode=$1 dir=$2 flood_pid='' url=''
     /usr/bin/time -f '%U %S' -o "$dir.time" timeout $((RAMP_S + 60)) \
         "$STAMPEDE" run "http://127.0.0.1:$PORT/" --model requests --steps "$STEPS" \
         --step-duration "${STEP_DURATION}s" --live "127.0.0.1:$LIVE_PORT" --out "$dir" \

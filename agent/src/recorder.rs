@@ -37,8 +37,8 @@ impl Recorder {
         }
     }
 
-    /// The open schedule has sent its last arrival: every reply after this is counted as drained
-    /// (a flag read per reply, no clock).
+    /// The open schedule has ended: every reply after this is counted as drained (a flag read per
+    /// reply, no clock; set at the schedule's end by `worker::drain_from_the_end`).
     pub fn drain_begins(&self) {
         self.draining.set(true);
     }

@@ -5,6 +5,7 @@
 //! Nothing here knows about tokio, tonic or prost; `proto` converts its messages into these types.
 
 pub mod histogram;
+pub mod hush;
 pub mod metrics;
 pub mod monitor;
 pub mod plan;

@@ -12,7 +12,7 @@
 //! certificate passed no longer counts), so peers that connect and never get in cannot hold the
 //! listener's descriptors, nor push out one with the fleet's certificate. Refusals are logged at most
 //! once a second per reason, with the count of those not logged.
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::VecDeque;
 use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
@@ -47,8 +47,6 @@ pub const MAX_AWAITING: usize = 64;
 const TLS_HANDSHAKE: u8 = 0x16;
 /// Connections handshaken but not yet taken by the server.
 const BACKLOG: usize = 16;
-/// The least time between two log lines of one reason.
-const LOG_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Logs a peer that `me` refused: the one line every refusal gets, wherever it is decided. At most
 /// one line a second per reason; the next line says how many like it were not logged.
@@ -70,33 +68,14 @@ pub fn log_refused(me: Side, peer: &dyn std::fmt::Display, why: &dyn std::fmt::D
 }
 
 /// When each reason was last logged, and how many of it since were not.
-static SAID: Mutex<BTreeMap<(bool, String), (std::time::Instant, u64)>> =
-    Mutex::new(BTreeMap::new());
+static SAID: shared::hush::Hush<(bool, String)> = shared::hush::Hush::new();
 
-/// Whether a refusal for `why` is logged now: `Some(the count not logged since the last line)`, or
-/// `None` within [`LOG_EVERY`] of the last line of the same reason.
+/// Whether `why` (of `me`) is logged now: how many like it were not since, or `None`.
 fn hush(me: Side, why: &str) -> Option<u64> {
-    let now = std::time::Instant::now();
-    let mut said = SAID.lock().unwrap_or_else(|p| p.into_inner());
-    // Reasons are a handful of sentences; a peer cannot make the map grow past this.
-    if said.len() > 256 {
-        said.clear();
-    }
-    let key = (me == Side::Agent, why.to_string());
-    match said.get_mut(&key) {
-        Some((at, unsaid)) if now.duration_since(*at) < LOG_EVERY => {
-            *unsaid += 1;
-            None
-        }
-        Some((at, unsaid)) => {
-            *at = now;
-            Some(std::mem::take(unsaid))
-        }
-        None => {
-            said.insert(key, (now, 0));
-            Some(0)
-        }
-    }
+    SAID.due(
+        (me == Side::Agent, why.to_string()),
+        std::time::Instant::now(),
+    )
 }
 
 /// The connections of one listener that await admission, oldest first.
@@ -593,7 +572,7 @@ mod tests {
         }
         // The other listener's line of the same words is its own.
         assert_eq!(hush(Side::Coordinator, why), Some(0));
-        std::thread::sleep(LOG_EVERY + std::time::Duration::from_millis(50));
+        std::thread::sleep(shared::hush::LOG_EVERY + std::time::Duration::from_millis(50));
         assert_eq!(
             hush(Side::Agent, why),
             Some(100),

@@ -65,8 +65,6 @@ const STREAMS_END: Duration = Duration::from_millis(200);
 /// Stream messages waiting for a browser's connection to take them: one, so a browser that stops
 /// reading holds back the very next message, and is dropped [`SLOW_READER`] after.
 const STREAM_QUEUE: usize = 1;
-/// The least time between two log lines of one reason.
-const LOG_EVERY: Duration = Duration::from_secs(1);
 /// Addresses whose scrapes are remembered; past it, those whose allowance is whole are forgotten
 /// (and all of them if that is not enough), so a sweep of addresses cannot grow the map.
 const SCRAPERS_KEPT: usize = 4096;
@@ -439,10 +437,10 @@ impl Scrapes {
 /// What is said in the log of what the server turned away: one line a second per reason at most,
 /// the next one counting those not said, so a flood is not the log's.
 #[derive(Default)]
-struct Hush(Mutex<HashMap<Refusal, (Instant, u64)>>);
+struct Hush(shared::hush::Hush<Refusal>);
 
 /// What the log says of a request or a connection turned away.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum Refusal {
     /// A request without the page's token (or with a wrong one).
     NoToken,
@@ -484,32 +482,12 @@ impl Refusal {
 
 impl Hush {
     fn say(&self, why: Refusal, peer: impl std::fmt::Display) {
-        if let Some(unlogged) = self.due(why, Instant::now()) {
+        if let Some(unlogged) = self.0.due(why, Instant::now()) {
             let words = why.words();
             if unlogged == 0 {
                 tracing::warn!(viewer = %peer, "live page: {words}");
             } else {
                 tracing::warn!(viewer = %peer, unlogged, "live page: {words}");
-            }
-        }
-    }
-
-    /// Whether `why` is said at `now`: `Some(how many were not said since its last line)`, or
-    /// `None` within [`LOG_EVERY`] of that line.
-    fn due(&self, why: Refusal, now: Instant) -> Option<u64> {
-        let mut said = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        match said.get_mut(&why) {
-            Some((at, unsaid)) if now.saturating_duration_since(*at) < LOG_EVERY => {
-                *unsaid += 1;
-                None
-            }
-            Some((at, unsaid)) => {
-                *at = now;
-                Some(std::mem::take(unsaid))
-            }
-            None => {
-                said.insert(why, (now, 0));
-                Some(0)
             }
         }
     }
@@ -1134,15 +1112,23 @@ mod tests {
         let now = Instant::now();
         // 64 slow readers dropped at once: one line, then the next second's says the other 63.
         let said: Vec<_> = (0..64)
-            .filter_map(|_| hush.due(Refusal::SlowReader, now))
+            .filter_map(|_| hush.0.due(Refusal::SlowReader, now))
             .collect();
         assert_eq!(said, [0]);
         assert_eq!(
-            hush.due(Refusal::NoToken, now),
+            hush.0.due(Refusal::NoToken, now),
             Some(0),
             "each reason its own"
         );
-        assert_eq!(hush.due(Refusal::SlowReader, now + LOG_EVERY), Some(63));
-        assert_eq!(hush.due(Refusal::SlowReader, now + LOG_EVERY), None);
+        assert_eq!(
+            hush.0
+                .due(Refusal::SlowReader, now + shared::hush::LOG_EVERY),
+            Some(63)
+        );
+        assert_eq!(
+            hush.0
+                .due(Refusal::SlowReader, now + shared::hush::LOG_EVERY),
+            None
+        );
     }
 }
