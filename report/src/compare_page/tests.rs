@@ -5,7 +5,7 @@ use results::compare::{Labelled, Threshold, compare};
 use results::run_file::RunFile;
 use std::path::Path;
 
-const GOLDEN: &str = include_str!("../../results/tests/golden/run.json");
+const GOLDEN: &str = include_str!("../../../results/tests/golden/run.json");
 
 fn run(label: &str) -> Labelled {
     Labelled {
@@ -209,7 +209,7 @@ fn the_page_opens_with_the_ranking_and_folds_the_verdicts_under_the_table() {
 /// Searches side by side open with their answers in one line, and rank on them.
 #[test]
 fn searches_open_with_the_line_of_their_answers_and_a_column_of_them() {
-    const SEARCH: &str = include_str!("../../results/tests/golden/find-max-run/run.json");
+    const SEARCH: &str = include_str!("../../../results/tests/golden/find-max-run/run.json");
     let search = |label: &str, scale: f64| {
         let mut run = RunFile::parse(SEARCH, Path::new("run.json")).unwrap();
         for s in &mut run.steps {
