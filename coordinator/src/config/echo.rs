@@ -1,7 +1,6 @@
 //! run.json's echo of the plan: the resolved plan as a person reads it back, with the thresholds
 //! and the warmup it ran with.
 use std::num::NonZeroU64;
-
 use std::time::Duration;
 
 use shared::plan::{self, Plan, StepLimit};

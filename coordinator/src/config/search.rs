@@ -53,8 +53,6 @@ const MAX_SEARCH_CONNECTIONS: f64 = 1_000_000.0;
 /// A search's warmup when none is given.
 const SEARCH_WARMUP: Duration = Duration::from_secs(2);
 
-/// The search's own warmup, a probe at --start: `--warmup` (the flag or the plan file's key, checked
-/// with the run's settings) taken from the run, whose planned warmup it is not.
 /// The search's settings as every target's run.json records them.
 fn search_echo(
     slos: &[results::condition::Condition],
@@ -77,7 +75,9 @@ fn search_echo(
     }
 }
 
-pub(super) fn search_warmup(run: &mut RunConfig) -> Duration {
+/// The search's own warmup, a probe at --start: `--warmup` (the flag or the plan file's key, checked
+/// with the run's settings) taken from the run, whose planned warmup it is not.
+fn search_warmup(run: &mut RunConfig) -> Duration {
     run.echo.warmup_s = None;
     run.warmup.take().unwrap_or(SEARCH_WARMUP)
 }
