@@ -146,6 +146,10 @@ settings! {
         #[arg(long = "header", short = 'H', value_name = "NAME: VALUE", help_heading = TARGET)]
         #[serde(default)]
         pub headers: Vec<String>,
+        /// HTTP Basic credentials sent with every request as its Authorization header (oha and hey
+        /// -a, ab -A).
+        #[arg(long, value_name = "USER:PASSWORD", help_heading = TARGET)]
+        pub basic_auth: Option<String>,
         /// Request body.
         #[arg(long, help_heading = TARGET)]
         pub body: Option<String>,

@@ -25,11 +25,14 @@ pub fn requests(s: &Settings) -> Result<(Vec<RequestSpec>, bool), ConfigError> {
         ));
     }
     let method = s.method.clone();
-    let headers = args
+    let mut headers = args
         .headers
         .iter()
         .map(|h| parse_header(h))
         .collect::<Result<Vec<_>, _>>()?;
+    if let Some(credentials) = &args.basic_auth {
+        headers.push(basic_auth(credentials, &headers)?);
+    }
     let body = match (&args.body, &args.body_file) {
         (Some(b), _) => b.clone().into_bytes(),
         (None, Some(p)) => read_file("body file", p)?,
@@ -64,6 +67,50 @@ pub fn requests(s: &Settings) -> Result<(Vec<RequestSpec>, bool), ConfigError> {
         .collect::<Result<Vec<_>, _>>()?;
 
     Ok((requests, by_scheme))
+}
+
+/// `--basic-auth USER:PASSWORD` as the header it is (RFC 7617): refused without its colon, and beside
+/// an Authorization header of the headers given, which one of the two would silently replace.
+fn basic_auth(
+    credentials: &str,
+    headers: &[(String, String)],
+) -> Result<(String, String), ConfigError> {
+    // The value is a password: no refusal repeats it.
+    if !credentials.contains(':') {
+        return Err(ConfigError::Value(
+            "--basic-auth takes USER:PASSWORD, a colon between them (a user alone is USER:)".into(),
+        ));
+    }
+    if headers
+        .iter()
+        .any(|(name, _)| name.eq_ignore_ascii_case("authorization"))
+    {
+        return Err(ConfigError::Conflict(
+            "give --basic-auth or an Authorization header (-H or the plan file's headers), not both"
+                .into(),
+        ));
+    }
+    let encoded = base64(credentials.as_bytes());
+    Ok(("Authorization".into(), format!("Basic {encoded}")))
+}
+
+/// Standard base64 with padding (RFC 4648), written out for the one header that needs it rather
+/// than a dependency.
+fn base64(bytes: &[u8]) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
+    for chunk in bytes.chunks(3) {
+        let byte = |i: usize| u32::from(chunk.get(i).copied().unwrap_or(0));
+        let n = byte(0) << 16 | byte(1) << 8 | byte(2);
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(char::from(ALPHABET[(n >> (18 - 6 * i) & 63) as usize]));
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
 }
 
 /// What every request of the run shares: timeouts, URL order, source addresses, expected statuses.

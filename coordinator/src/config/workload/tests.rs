@@ -292,3 +292,46 @@ fn tls_sessions_from_a_plan_file_under_the_flag_and_into_run_json_over_tls_only(
     let e = c.unwrap_err().to_string();
     assert!(e.contains("fresh") && e.contains("resume"), "{e}");
 }
+
+#[test]
+fn basic_auth_is_the_authorization_header_of_every_request() {
+    // RFC 7617's example, and the padding of each length.
+    assert_eq!(
+        base64(b"Aladdin:open sesame"),
+        "QWxhZGRpbjpvcGVuIHNlc2FtZQ=="
+    );
+    for (plain, encoded) in [("", ""), ("f", "Zg=="), ("fo", "Zm8="), ("foo", "Zm9v")] {
+        assert_eq!(base64(plain.as_bytes()), encoded);
+    }
+    let c = command_line("run http://h:1/ --steps 1 --basic-auth Aladdin:open:sesame").unwrap();
+    assert_eq!(
+        c.echo.requests[0].headers,
+        ["Authorization: Basic QWxhZGRpbjpvcGVuOnNlc2FtZQ=="]
+    );
+    // A plan file's key, for every request of a URL list too.
+    let dir = tempfile::tempdir().unwrap();
+    let urls = dir.path().join("urls.txt");
+    std::fs::write(&urls, "http://h:1/a\nPOST http://h:1/b\n").unwrap();
+    let plan = format!(
+        "urls = \"{}\"\nsteps = [1]\nbasic_auth = \"u:\"\n",
+        urls.display()
+    );
+    let (_d, c) = with_plan(&plan, "");
+    for r in c.unwrap().plan.workload().requests() {
+        assert_eq!(r.headers(), [("Authorization".into(), "Basic dTo=".into())]);
+    }
+    // Refused without its colon (the value unsaid), and beside an Authorization header.
+    let e = command_line("run http://h:1/ --steps 1 --basic-auth secret").unwrap_err();
+    assert!(
+        e.starts_with("--basic-auth takes USER:PASSWORD") && !e.contains("secret"),
+        "{e}"
+    );
+    let e =
+        command_line("run http://h:1/ --steps 1 --basic-auth u:p -H Authorization:x").unwrap_err();
+    assert!(e.contains("--basic-auth or an Authorization header"), "{e}");
+    let (_d, c) = with_plan(
+        "url = \"http://h:1/\"\nsteps = [1]\nheaders = [\"authorization: Bearer t\"]\n",
+        "--basic-auth u:p",
+    );
+    assert!(matches!(c.unwrap_err(), ConfigError::Conflict(_)));
+}
