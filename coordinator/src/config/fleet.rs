@@ -340,6 +340,13 @@ fn weights(
             .collect(),
         AgentWeights::ByAgent(w) => w.clone(),
     };
+    by_agent(&keyed, &names).map(Some)
+}
+
+/// The weights `keyed` by agent, each checked against the agents `names` (every one weighed once,
+/// none unknown, none zero), in the order and spelling of `--agents`.
+fn by_agent(keyed: &[(String, u64)], names: &[&str]) -> Result<Vec<(String, u64)>, ConfigError> {
+    let refuse = |m: String| Err(ConfigError::Peers(m));
     for (i, (agent, w)) in keyed.iter().enumerate() {
         if !names.iter().any(|n| n.eq_ignore_ascii_case(agent)) {
             return refuse(format!(
@@ -368,18 +375,16 @@ fn weights(
         ));
     }
     // Named as the fleet names them: by the entry in --agents.
-    Ok(Some(
-        names
-            .iter()
-            .map(|n| {
-                let w = keyed
-                    .iter()
-                    .find(|(a, _)| a.eq_ignore_ascii_case(n))
-                    .map_or(1, |(_, w)| *w);
-                (n.to_string(), w)
-            })
-            .collect(),
-    ))
+    Ok(names
+        .iter()
+        .map(|n| {
+            let w = keyed
+                .iter()
+                .find(|(a, _)| a.eq_ignore_ascii_case(n))
+                .map_or(1, |(_, w)| *w);
+            (n.to_string(), w)
+        })
+        .collect())
 }
 
 /// Checks the monitors paired with targets against the targets, and tells every lane who they are.

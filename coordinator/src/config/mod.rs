@@ -27,8 +27,9 @@ pub use plan_file::{UnknownKey, parse_plan, read_plan_file};
 pub use search::{FindMaxConfig, SearchSetup, resolve_find_max};
 pub use settings::{Settings, default_out_dir};
 pub use thresholds::Thresholds;
-use workload::http_version::HttpVersionError;
-use workload::targets::{self, Positionals, TargetError};
+pub use workload::http_version::HttpVersionError;
+pub use workload::targets::TargetError;
+use workload::targets::{self, Positionals};
 
 /// A configuration the user must fix; exit code 2.
 #[derive(Debug, thiserror::Error)]

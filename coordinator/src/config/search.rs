@@ -9,7 +9,7 @@ use shared::plan::{self, LoadModel, PlanError};
 use super::{
     ConfigError, RunConfig, Runs, parse_duration, parse_pause, resolve_runs, thresholds::conditions,
 };
-use crate::cli::RunArgs;
+use crate::cli::{Rate, RunArgs};
 
 /// An SLO is what a passing probe meets; `p99>50ms` is --stop-on's way round, a breach: refused,
 /// naming the SLO meant.
@@ -105,10 +105,7 @@ pub struct FindMaxConfig {
 /// Builds a search's configuration: `run`'s from the flags and plan file (the steps left to the
 /// search: one step at --start, for the check before any load), and the search's own.
 pub fn resolve_find_max(args: crate::cli::FindMaxArgs) -> Result<FindMaxConfig, ConfigError> {
-    let crate::cli::FindMaxArgs {
-        run: mut args,
-        search,
-    } = args;
+    let crate::cli::FindMaxArgs { run: args, search } = args;
     if let Some((_, flag, instead, _)) = crate::cli::FIND_MAX_REFUSED
         .iter()
         .find(|(.., given)| given(&args))
@@ -121,36 +118,8 @@ pub fn resolve_find_max(args: crate::cli::FindMaxArgs) -> Result<FindMaxConfig, 
     let confirm = parse_duration("--confirm", &search.confirm.0)?;
     let cooldown = parse_pause("--cooldown", &search.cooldown.0)?;
     let deadline = parse_duration("--deadline", &search.deadline.0)?;
-    let max_rate = search.max_rate.map(|r| r.0);
     let precision = precision(&search.precision)?;
-    // The one step the plan holds is the start: every check a plan passes (its rate, the agents'
-    // limits before any load) is made on it; the search gives the rest.
-    args.step_duration = Some(probe.into());
-    let resolve_at = |start: f64| {
-        let args = RunArgs {
-            steps: Some(crate::cli::Steps(vec![start])),
-            ..args.clone()
-        };
-        resolve_runs(args)
-    };
-    if let Some(r) = search.start.filter(|r| !(r.0.is_finite() && r.0 > 0.0)) {
-        return Err(ConfigError::Search(
-            results::search::SearchConfigError::Start(r.0).to_string(),
-        ));
-    }
-    let (start, run) = match search.start {
-        Some(r) => (r.0, resolve_at(r.0)?),
-        None => {
-            let run = resolve_at(100.0)?;
-            // The model may come from a plan file: known only once resolved.
-            if run.first().plan.model() == LoadModel::Concurrency {
-                (10.0, resolve_at(10.0)?)
-            } else {
-                (100.0, run)
-            }
-        }
-    };
-    let mut runs = run;
+    let (start, mut runs) = runs_at_start(args, search.start, probe)?;
     // Every target's configuration comes from the same flags and plan file: the first speaks for all.
     let run = runs.first();
     // A plan file may hold them too: refused as the flags are, not kept and ignored.
@@ -160,36 +129,16 @@ pub fn resolve_find_max(args: crate::cli::FindMaxArgs) -> Result<FindMaxConfig, 
                 .into(),
         ));
     }
-    let closed = run.plan.model() == LoadModel::Concurrency;
-    let samples_per_unit = match run.plan.model() {
-        LoadModel::Connections => u64::from(run.plan.num_call().get()),
-        _ => 1,
-    };
     let slos = conditions("--slo", &search.slos, run.plan.model())?;
     check_slo_direction(&slos)?;
     let config = results::search::Config {
         start,
-        // The agents' own limits (their --max-rate, their sockets and fds) lower it before the search.
-        max_rate: max_rate.unwrap_or(if closed {
-            MAX_SEARCH_CONNECTIONS
-        } else {
-            plan::MAX_RATE
-        }),
         precision,
         probe_s: probe.as_secs_f64(),
         confirm_s: confirm.as_secs_f64(),
         repeat: search.repeat,
         deadline_s: deadline.as_secs_f64(),
-        // Each connection of the connections model makes --num-call requests, each a sample.
-        samples: slos
-            .iter()
-            .map(results::search::probe::samples_needed)
-            .max()
-            .unwrap_or(0)
-            .div_ceil(samples_per_unit),
-        per_second: !closed,
-        whole: closed,
-        ..results::search::Config::default()
+        ..search_config(run, search.max_rate, &slos)
     };
     config
         .validate()
@@ -202,7 +151,13 @@ pub fn resolve_find_max(args: crate::cli::FindMaxArgs) -> Result<FindMaxConfig, 
     for run in runs.each_mut() {
         warmup = search_warmup(run);
     }
-    let echo = search_echo(&slos, &config, max_rate, warmup, cooldown);
+    let echo = search_echo(
+        &slos,
+        &config,
+        search.max_rate.map(|r| r.0),
+        warmup,
+        cooldown,
+    );
     for run in runs.each_mut() {
         run.echo.find_max = Some(echo.clone());
     }
@@ -215,6 +170,76 @@ pub fn resolve_find_max(args: crate::cli::FindMaxArgs) -> Result<FindMaxConfig, 
             cooldown,
         },
     })
+}
+
+/// The run's configuration with its one step at the search's start, and that start: `--start`, else
+/// 100 (10 connections for the closed model, which may come from a plan file, so is known only once
+/// resolved). Every check a plan passes (its rate, the agents' limits before any load) is made on
+/// that step, each `probe` long; the search gives the rest.
+fn runs_at_start(
+    mut args: RunArgs,
+    start: Option<Rate>,
+    probe: Duration,
+) -> Result<(f64, Runs), ConfigError> {
+    args.step_duration = Some(probe.into());
+    let resolve_at = |start: f64| {
+        let args = RunArgs {
+            steps: Some(crate::cli::Steps(vec![start])),
+            ..args.clone()
+        };
+        resolve_runs(args)
+    };
+    if let Some(r) = start.filter(|r| !(r.0.is_finite() && r.0 > 0.0)) {
+        return Err(ConfigError::Search(
+            results::search::SearchConfigError::Start(r.0).to_string(),
+        ));
+    }
+    Ok(match start {
+        Some(r) => (r.0, resolve_at(r.0)?),
+        None => {
+            let run = resolve_at(100.0)?;
+            if run.first().plan.model() == LoadModel::Concurrency {
+                (10.0, resolve_at(10.0)?)
+            } else {
+                (100.0, run)
+            }
+        }
+    })
+}
+
+/// What the search's settings owe to the run's load model: the ceiling (`--max-rate`, else the
+/// model's own), how rates are counted, and the samples a probe needs for its `slos`' percentiles.
+fn search_config(
+    run: &RunConfig,
+    max_rate: Option<Rate>,
+    slos: &[results::condition::Condition],
+) -> results::search::Config {
+    let closed = run.plan.model() == LoadModel::Concurrency;
+    let samples_per_unit = match run.plan.model() {
+        LoadModel::Connections => u64::from(run.plan.num_call().get()),
+        _ => 1,
+    };
+    results::search::Config {
+        // The agents' own limits (their --max-rate, their sockets and fds) lower it before the search.
+        max_rate: max_rate.map_or(
+            if closed {
+                MAX_SEARCH_CONNECTIONS
+            } else {
+                plan::MAX_RATE
+            },
+            |r| r.0,
+        ),
+        // Each connection of the connections model makes --num-call requests, each a sample.
+        samples: slos
+            .iter()
+            .map(results::search::probe::samples_needed)
+            .max()
+            .unwrap_or(0)
+            .div_ceil(samples_per_unit),
+        per_second: !closed,
+        whole: closed,
+        ..results::search::Config::default()
+    }
 }
 
 #[cfg(test)]

@@ -9,7 +9,10 @@ use crate::cli::{DurationText, Format, LossPolicy, Rate, RunArgs, Steps, StringO
 
 /// One target's settings: the flags over the plan file, other tools' habits mapped, and every default
 /// applied (by [`Settings::of`], the one place they are). A setting with a default is a plain value
-/// here; `given` keeps the rest, whose `None` means "not given" and is the resolver's to read.
+/// here; `given` keeps the rest, whose `None` means "not given" and is the resolver's to read. A
+/// duration stays as written, parsed by the resolver that uses it: its refusal names the flag, in
+/// the order the checks have always been made, and a setting nothing uses (`--wait-agents` without
+/// agents to wait for) is refused by nothing.
 #[derive(Debug, Clone)]
 pub struct Settings {
     /// What the flags and the plan file gave, without the settings that have a default (those are
