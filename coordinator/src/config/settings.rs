@@ -133,8 +133,16 @@ fn given(
 /// this plan's settings where they mean one thing, or refuses them naming the command that does it.
 /// Runs before the defaults are filled in, so it sees only what the user set.
 fn habits(mut s: RunArgs, url: &str) -> Result<RunArgs, ConfigError> {
-    let refuse = |m: String| Err(ConfigError::Habit(m));
     let ramp = s.steps.is_some() || s.low_rate.is_some() || s.high_rate.is_some();
+    rate_habit(&mut s, url, ramp)?;
+    connections_habit(&mut s, url, ramp)?;
+    requests_habit(&mut s, url, ramp)?;
+    Ok(s)
+}
+
+/// wrk2's `-R`, vegeta's `--rate`, oha's `-q`: one step of the requests model (with `-c`, its pool).
+fn rate_habit(s: &mut RunArgs, url: &str, ramp: bool) -> Result<(), ConfigError> {
+    let refuse = |m: String| Err(ConfigError::Habit(m));
     if let Some(Rate(rate)) = s.rate {
         let model = s.model.unwrap_or(LoadModel::Requests);
         if model != LoadModel::Requests {
@@ -165,6 +173,12 @@ fn habits(mut s: RunArgs, url: &str) -> Result<RunArgs, ConfigError> {
         s.model = Some(LoadModel::Requests);
         s.steps = Some(Steps(vec![rate]));
     }
+    Ok(())
+}
+
+/// wrk's, ab's and oha's `-c` without a rate: one step of the closed loop.
+fn connections_habit(s: &mut RunArgs, url: &str, ramp: bool) -> Result<(), ConfigError> {
+    let refuse = |m: String| Err(ConfigError::Habit(m));
     if let Some(c) = s.connections.take() {
         let model = s.model.unwrap_or(LoadModel::Concurrency);
         if model != LoadModel::Concurrency {
@@ -181,6 +195,12 @@ fn habits(mut s: RunArgs, url: &str) -> Result<RunArgs, ConfigError> {
         s.model = Some(LoadModel::Concurrency);
         s.steps = Some(Steps(vec![f64::from(c)]));
     }
+    Ok(())
+}
+
+/// ab's `-n`: a closed loop's requests per step (one connection unless `-c` says more).
+fn requests_habit(s: &mut RunArgs, url: &str, ramp: bool) -> Result<(), ConfigError> {
+    let refuse = |m: String| Err(ConfigError::Habit(m));
     if let Some(n) = s.max_requests {
         match s.model {
             // ab's concurrency is 1 unless -c says otherwise.
@@ -201,7 +221,7 @@ fn habits(mut s: RunArgs, url: &str) -> Result<RunArgs, ConfigError> {
             }
         }
     }
-    Ok(s)
+    Ok(())
 }
 
 fn utc_stamp() -> String {
