@@ -11,13 +11,10 @@ pub mod fleet;
 pub mod live;
 pub mod merge;
 pub mod output;
-pub mod pairing;
 pub mod progress;
-pub mod protocol;
 pub mod report_file;
 pub mod run;
 pub mod serve;
-pub mod targets;
 
 use std::io::Write;
 use std::path::Path;

@@ -183,6 +183,22 @@ fn zero_negative_and_inverted_rates() {
 }
 
 #[test]
+fn basic_auth_without_its_colon_or_beside_an_authorization_header_is_refused_in_one_line() {
+    let run = ["run", "http://127.0.0.1:1/", "--steps", "1", "--basic-auth"];
+    let no_colon = [&run[..], &["alice"]].concat();
+    refused(&no_colon, "stampede: --basic-auth takes USER:PASSWORD");
+    let twice = [&run[..], &["alice:pw", "-H", "Authorization: Bearer t"]].concat();
+    refused(
+        &twice,
+        "give --basic-auth or an Authorization header (-H or the plan file's headers), not both",
+    );
+    for args in [no_colon, twice] {
+        let err = text(&stampede(&args).stderr);
+        assert_eq!(err.lines().count(), 1, "{err}");
+    }
+}
+
+#[test]
 fn unknown_flag_and_bad_plan_file() {
     refused(
         &["run", "http://127.0.0.1:1/", "--bogus", "5"],

@@ -126,7 +126,7 @@ fn embedded_monitor(
     let flag = match (paired, watch) {
         (Some(target), _) => format!(
             "--monitor-target {target}={}",
-            crate::pairing::spelled(watch)
+            crate::config::pairing::spelled(watch)
         ),
         (None, Watch::Pid(_)) => "--monitor-pid".into(),
         (None, Watch::Process(_)) => "--monitor-process".into(),

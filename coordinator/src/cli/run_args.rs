@@ -1,247 +1,15 @@
-//! The command line as clap parses it: raw, unvalidated. `config` turns it into a valid plan.
-use std::net::SocketAddr;
+//! `stampede run`'s settings, declared once (`settings!`): the struct clap parses the flags into and
+//! serde reads a plan file into, how a flag and a plan-file value combine, the table of how settings
+//! go together (`CONSTRAINTS`), and their defaults (clap's `default_value`s, read back by
+//! `RunArgs::defaults`).
 use std::path::PathBuf;
 
-use agent::link::role::CertRole;
-use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
+use clap::{Args, FromArgMatches};
 use serde::Deserialize;
 use shared::plan::{Arrival, HttpVersion, LoadModel, TlsSessions, UrlOrder};
 
-#[derive(Debug, Parser)]
-#[command(
-    name = "stampede",
-    version,
-    about = "Distributed HTTP load testing: ramp load in steps, merge every agent's histograms, and say when a result cannot be trusted",
-    after_help = "Exit codes: 0 every step ran (or --stop-on ended the ramp), 1 the run failed or was aborted, 2 usage or configuration error, 3 a --fail-on expression was breached."
-)]
-pub struct Cli {
-    #[command(subcommand)]
-    pub command: Command,
-}
-
-#[derive(Debug, Subcommand)]
-pub enum Command {
-    /// Run a ramp against a target, or several side by side (URLs or NAME=URLs, a plan file, or both;
-    /// flags override the file).
-    Run(Box<RunArgs>),
-    /// Serve the reference target over HTTP/1.1 and HTTP/2: a fixed body, an optional delay and
-    /// capacity, its own request counter.
-    Serve(ServeArgs),
-    /// Start the reference target and an embedded agent, run a short ramp past its knee, write the results.
-    Demo(DemoArgs),
-    /// Make certificates for mutual TLS on the control channel.
-    #[command(subcommand)]
-    Certs(CertsCommand),
-    /// Rebuild a run's report.html from its results directory (run.json and hlog/).
-    Report(ReportArgs),
-    /// Compare runs side by side: steps joined on their value, each against a baseline run.
-    #[command(after_help = COMPARE_EXAMPLES)]
-    Compare(CompareArgs),
-    /// Find the highest rate the target sustains under SLOs: grow, bisect, confirm both bounds;
-    /// probes the generator cannot be trusted on are never bounds. Takes `run`'s target, workload,
-    /// fleet, TLS, monitor and output flags; the search chooses the steps. Several NAME=URL targets
-    /// are searched side by side and ranked.
-    #[command(name = "find-max", after_help = FIND_MAX_EXAMPLES)]
-    FindMax(Box<FindMaxArgs>),
-}
-
-const FIND_MAX_EXAMPLES: &str = "Examples:
-  stampede find-max http://127.0.0.1:8080/ --slo 'p99<50ms' --model requests
-  stampede find-max http://127.0.0.1:8080/ --slo 'p99<20ms' --slo 'failed<0.1%' --start 1000 --max-rate 50000 --probe 5s
-  stampede find-max http://10.0.0.5/ --slo 'p999<200ms' --agents a1:7700,a2:7700 --tls-ca ca.crt --tls-cert c.crt --tls-key c.key
-  stampede find-max nginx=http://127.0.0.1:8080/ go=http://127.0.0.1:8081/ --slo 'p99<50ms' --model requests
-
-Exit codes: 0 resolved (both bounds found and confirmed), 1 the run failed or was interrupted (the bounds so far are in run.json), 2 usage or configuration error, 4 lower_bound_only (a pass at the ceiling: not a maximum), 5 generator_bound (the generator is the limit: add agents), 6 doomed (the start rate already fails), 7 server_unrecovered (after an overload with errors a passing rate failed too), 8 deadline (time or probe budget ran out: the bounds so far). With several NAME=URL targets, one search each, their probes interleaved: the worst target's (1, then 6, 7, 5, 8, 4; 0 when all resolved).";
-
-/// `run`'s settings find-max chooses itself: each one's clap id (hidden from find-max's help), its
-/// flag, the search's flag to use instead, and whether a command line gave it. The one list that
-/// `config::resolve_find_max` refuses by and the help hides by.
-pub type Refused = (
-    &'static str,
-    &'static str,
-    &'static str,
-    fn(&RunArgs) -> bool,
-);
-
-pub const FIND_MAX_REFUSED: [Refused; 12] = [
-    ("steps", "--steps", "--start and --max-rate", |a| {
-        a.steps.is_some()
-    }),
-    ("low_rate", "--low-rate", "--start", |a| {
-        a.low_rate.is_some()
-    }),
-    ("high_rate", "--high-rate", "--max-rate", |a| {
-        a.high_rate.is_some()
-    }),
-    ("rate_step", "--rate-step", "--precision", |a| {
-        a.rate_step.is_some()
-    }),
-    ("rate", "-R/--rate", "--start", |a| a.rate.is_some()),
-    (
-        "connections",
-        "-c/--connections",
-        "--max-connections (the requests model's pool) or --model concurrency --start N",
-        |a| a.connections.is_some(),
-    ),
-    ("num_conn", "--num-conn", "--probe", |a| {
-        a.num_conn.is_some()
-    }),
-    ("max_requests", "-n/--max-requests", "--probe", |a| {
-        a.max_requests.is_some()
-    }),
-    (
-        "step_duration",
-        "--step-duration",
-        "--probe and --confirm",
-        |a| a.step_duration.is_some(),
-    ),
-    ("stop_on", "--stop-on", "--slo", |a| !a.stop_on.is_empty()),
-    ("stop_after", "--stop-after", "--repeat", |a| {
-        a.stop_after.is_some()
-    }),
-    (
-        "fail_on",
-        "--fail-on",
-        "--slo (the exit code says how the search ended)",
-        |a| !a.fail_on.is_empty(),
-    ),
-];
-
-/// `stampede find-max`: the search's own flags beside every setting of `run` but the steps.
-#[derive(Debug, Clone, Args)]
-pub struct FindMaxArgs {
-    #[command(flatten)]
-    pub run: RunArgs,
-    #[command(flatten)]
-    pub search: SearchArgs,
-}
-
-#[derive(Debug, Clone, Args)]
-pub struct SearchArgs {
-    /// A service level every passing probe meets, in the --stop-on grammar: p99<50ms, p999<200ms,
-    /// failed<1%, ok_rate>=99% (repeatable: all of them). A percentile counts only with enough
-    /// samples behind it (10 / (1 - q): 1,000 for p99). Without any, only throughput decides.
-    #[arg(long = "slo", value_name = "EXPR", help_heading = SEARCH)]
-    pub slos: Vec<String>,
-    /// The first probe's rate (req/s, conn/s, or connections for --model concurrency)
-    /// [default: 100, or 10 connections].
-    #[arg(long, value_name = "R", help_heading = SEARCH)]
-    pub start: Option<Rate>,
-    /// The highest rate to offer [default: no limit but the agents' own --max-rate].
-    #[arg(long, value_name = "R", help_heading = SEARCH)]
-    pub max_rate: Option<Rate>,
-    /// Bisect until the lowest failing rate is within this of the highest passing one.
-    #[arg(long, default_value = "5%", allow_hyphen_values = true, help_heading = SEARCH)]
-    pub precision: String,
-    /// Length of a ramp or bisect probe.
-    #[arg(long, default_value = "10s", allow_hyphen_values = true, help_heading = SEARCH)]
-    pub probe: DurationText,
-    /// Length of each confirmation of the two bounds.
-    #[arg(long, default_value = "30s", allow_hyphen_values = true, help_heading = SEARCH)]
-    pub confirm: DurationText,
-    /// Confirmations of each bound; a contradiction is settled by the majority of measured seconds.
-    #[arg(long, default_value_t = 2, help_heading = SEARCH)]
-    pub repeat: u32,
-    /// Idle time before each probe, for the server to drain what the last one queued.
-    #[arg(long, default_value = "2s", allow_hyphen_values = true, help_heading = SEARCH)]
-    pub cooldown: DurationText,
-    /// The whole search's time limit: at it, the bounds so far are the answer (status deadline).
-    #[arg(long, default_value = "30m", allow_hyphen_values = true, help_heading = SEARCH)]
-    pub deadline: DurationText,
-}
-
-#[derive(Debug, Args)]
-pub struct ReportArgs {
-    /// A results directory: the one holding the run's run.json.
-    pub dir: PathBuf,
-    /// Where to write the page [default: DIR/report.html]; - for stdout.
-    #[arg(short = 'o', long = "output", value_name = "FILE")]
-    pub output: Option<PathBuf>,
-}
-
-const COMPARE_EXAMPLES: &str = "Examples:
-  stampede compare results/nginx results/app                 # compare.html here, nginx the baseline
-  stampede compare old new --baseline old --threshold 3% --tsv compare.tsv --json compare.json
-  stampede compare main pr --fail-on-regression              # exit 3 when a trusted step got worse (CI)
-
-Exit codes: 0 compared, 1 a file could not be written, 2 usage or a run.json that cannot be read, 3 --fail-on-regression and a trusted step got worse beyond the threshold.";
-
-#[derive(Debug, Args, Clone)]
-pub struct CompareArgs {
-    /// Results directories (each holding a run.json) or run.json files; the first is the baseline
-    /// unless --baseline names another.
-    #[arg(required = true, value_name = "DIR")]
-    pub dirs: Vec<PathBuf>,
-    /// A run's name, in the order of the directories (repeatable); unnamed runs go by run.json's
-    /// label, else their directory's name.
-    #[arg(long = "label", value_name = "NAME")]
-    pub labels: Vec<String>,
-    /// The label of the run the others are compared with (default: the first).
-    #[arg(long, value_name = "LABEL")]
-    pub baseline: Option<String>,
-    /// A change of at most this much is noise, e.g. 5% or 2.5%.
-    #[arg(long, default_value = "5%", allow_hyphen_values = true)]
-    pub threshold: String,
-    /// The HTML page to write.
-    #[arg(
-        short = 'o',
-        long = "output",
-        value_name = "FILE",
-        default_value = "compare.html"
-    )]
-    pub output: PathBuf,
-    /// Also write the comparison as autobench-shaped TSV (dem_req_rate, then every column suffixed _LABEL).
-    #[arg(long, value_name = "FILE")]
-    pub tsv: Option<PathBuf>,
-    /// Also write the whole comparison as JSON (schema stampede.compare/2).
-    #[arg(long, value_name = "FILE")]
-    pub json: Option<PathBuf>,
-    /// Exit 3 when a trusted step got worse than the baseline's beyond the threshold.
-    #[arg(long)]
-    pub fail_on_regression: bool,
-}
-
-#[derive(Debug, Subcommand)]
-pub enum CertsCommand {
-    /// Create a CA, a coordinator certificate and one per agent in DIR (keys readable by their owner only).
-    Init {
-        dir: PathBuf,
-        /// An agent's name as the coordinator dials it (host name or IP address); repeatable.
-        #[arg(long = "agent", value_delimiter = ',')]
-        agents: Vec<String>,
-        /// A monitor's name as the coordinator dials it (stampede-agent --monitor); repeatable.
-        #[arg(long = "monitor", value_delimiter = ',')]
-        monitors: Vec<String>,
-        /// The coordinator's name (as agents that --join dial it).
-        #[arg(long, default_value = "coordinator")]
-        coordinator: String,
-        /// Validity in days.
-        #[arg(long, default_value_t = 365)]
-        days: i64,
-        /// Also print the certificates as the Kubernetes Secret manifests deploy/kubernetes mounts
-        /// (stampede-agent-tls, stampede-coordinator-tls) on stdout, the files written on stderr. Takes
-        /// one --agent: the name the coordinator dials the agents' Service by.
-        #[arg(long)]
-        kubernetes: bool,
-    },
-    /// Issue one more certificate from DIR's CA, written to DIR/FILE.crt and DIR/FILE.key.
-    Issue {
-        dir: PathBuf,
-        name: String,
-        /// Who the certificate is for: an agent only admits a coordinator's, a coordinator's
-        /// --listen only an agent's or a monitor's.
-        #[arg(long, value_enum, default_value_t = CertRole::Agent)]
-        role: CertRole,
-        /// File name without extension (default: ROLE-NAME, e.g. agent-NAME).
-        #[arg(long)]
-        file: Option<String>,
-        #[arg(long, default_value_t = 365)]
-        days: i64,
-        /// Move the validity window this many days into the past (to test expiry).
-        #[arg(long, default_value_t = 0, hide = true)]
-        backdate_days: i64,
-    },
-}
+use super::values::http_version;
+use super::{AgentWeights, DurationText, Format, LossPolicy, Rate, Steps, StringOrList};
 
 /// Declares the run's settings once: the struct clap parses the flags into and serde reads a plan
 /// file into (the same names, snake_case in the file), and `over`, the one place where flags and file
@@ -355,179 +123,6 @@ pub fn flag_of(id: &str) -> String {
     format!("--{}", id.replace('_', "-"))
 }
 
-/// `--agent-weights`: each agent's share of the load, keyed by the agent (`a:7700=3,b:7700=1`, or a
-/// plan file's table `{ "a:7700" = 3 }`), or the old form, one weight per agent in `--agents` order
-/// (`3,1`), taken only where that order is the fleet's.
-#[derive(Debug, Clone, PartialEq)]
-pub enum AgentWeights {
-    InOrder(Vec<u64>),
-    ByAgent(Vec<(String, u64)>),
-}
-
-impl std::str::FromStr for AgentWeights {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        let weight = |w: &str| {
-            w.trim()
-                .parse::<u64>()
-                .map_err(|_| format!("weight '{}' is not a whole number", w.trim()))
-        };
-        let entries: Vec<&str> = s.split(',').map(str::trim).collect();
-        let keyed = entries.iter().filter(|e| e.contains('=')).count();
-        if keyed == 0 {
-            return entries
-                .iter()
-                .map(|e| weight(e))
-                .collect::<Result<_, _>>()
-                .map(AgentWeights::InOrder);
-        }
-        if keyed != entries.len() {
-            return Err(format!(
-                "'{s}' mixes AGENT=WEIGHT entries with bare weights: give every one as AGENT=WEIGHT (e.g. a:7700=3,b:7700=1)"
-            ));
-        }
-        entries
-            .iter()
-            .map(|e| {
-                let (agent, w) = e.rsplit_once('=').unwrap_or((e, ""));
-                Ok((agent.trim().to_string(), weight(w)?))
-            })
-            .collect::<Result<_, String>>()
-            .map(AgentWeights::ByAgent)
-    }
-}
-
-impl<'de> Deserialize<'de> for AgentWeights {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        #[derive(Deserialize)]
-        #[serde(untagged)]
-        enum Either {
-            List(Vec<u64>),
-            Table(std::collections::BTreeMap<String, u64>),
-            Text(String),
-        }
-        Ok(match Either::deserialize(d)? {
-            Either::List(w) => AgentWeights::InOrder(w),
-            Either::Table(t) => AgentWeights::ByAgent(t.into_iter().collect()),
-            Either::Text(s) => s.parse().map_err(serde::de::Error::custom)?,
-        })
-    }
-}
-
-/// A duration as written ("10s", "500ms", "2m", or seconds; a plan file may also give a number). It is
-/// checked in `config`, which names the setting in its message.
-#[derive(Debug, Clone, PartialEq)]
-pub struct DurationText(pub String);
-
-/// The command line's value; what it means is checked in `config`. Every duration flag takes a value
-/// that starts with '-' (so `-5s` is refused as negative there), and this is the one place that tells
-/// such a value from the next flag (`-d --out m4`: `-d` has no value).
-impl std::str::FromStr for DurationText {
-    type Err = shared::usage::NextOption;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        shared::usage::not_the_next_option(s)?;
-        Ok(DurationText(s.to_string()))
-    }
-}
-
-impl From<std::time::Duration> for DurationText {
-    fn from(d: std::time::Duration) -> Self {
-        DurationText(humantime::format_duration(d).to_string())
-    }
-}
-
-impl<'de> Deserialize<'de> for DurationText {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        #[derive(Deserialize)]
-        #[serde(untagged)]
-        enum Either {
-            Text(String),
-            Secs(f64),
-        }
-        Ok(DurationText(match Either::deserialize(d)? {
-            Either::Text(s) => s,
-            Either::Secs(n) => n.to_string(),
-        }))
-    }
-}
-
-/// A plan file's `http`: a name as the flag takes it ("1.1", "2", "auto", or an alias), or the bare
-/// number TOML lets one write (`http = 2`, `http = 1.1`), which a person means just the same.
-fn http_version<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<HttpVersion>, D::Error> {
-    use clap::ValueEnum;
-    #[derive(Deserialize)]
-    #[serde(untagged)]
-    enum Either {
-        Text(String),
-        Number(f64),
-        Other(serde::de::IgnoredAny),
-    }
-    let text = match Either::deserialize(d)? {
-        Either::Text(s) => Some(s),
-        Either::Number(n) => Some(n.to_string()),
-        Either::Other(_) => None,
-    };
-    let version = text
-        .as_deref()
-        .and_then(|t| HttpVersion::from_str(t, false).ok());
-    version.map(Some).ok_or_else(|| {
-        let what = text.map_or(String::new(), |t| format!(" {t:?}"));
-        serde::de::Error::custom(format!(
-            "http{what} is no HTTP version: use \"1.1\", \"2\" or \"auto\""
-        ))
-    })
-}
-
-/// Step values: `30,100,1000` on the command line, `[30, 100, 1000]` in a plan file.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-pub struct Steps(pub Vec<f64>);
-
-impl std::str::FromStr for Steps {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        let parts: Vec<&str> = s.split(',').collect();
-        let count = parts.len();
-        parts
-            .iter()
-            .enumerate()
-            .map(|(i, p)| {
-                let p = p.trim();
-                if p.is_empty() {
-                    return Err(format!("empty step value (value {} of {count})", i + 1));
-                }
-                p.parse::<f64>()
-                    .map_err(|_| format!("step value '{p}' is not a number"))
-            })
-            .collect::<Result<Vec<_>, _>>()
-            .map(Steps)
-    }
-}
-
-/// A rate as wrk2/oha (`2000`) or vegeta (`50/1s`, `3000/1m`) write it, in requests per second.
-#[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
-pub struct Rate(pub f64);
-
-impl std::str::FromStr for Rate {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        let (count, per) = s.split_once('/').unwrap_or((s, "1s"));
-        let count: f64 = count
-            .trim()
-            .parse()
-            .map_err(|_| format!("'{s}' is not a rate (write 2000, or 50/1s as vegeta does)"))?;
-        let per = match per.trim() {
-            "s" => "1s",
-            "m" => "1m",
-            p => p,
-        };
-        let per = humantime::parse_duration(per)
-            .ok()
-            .filter(|d| !d.is_zero())
-            .ok_or_else(|| format!("'{s}': '{per}' is not a time unit (write 50/1s or 3000/1m)"))?;
-        Ok(Rate(count / per.as_secs_f64()))
-    }
-}
-
 settings! {
     /// `stampede run`'s settings: flags, and the keys of a TOML plan file.
     #[derive(Debug, Clone, Args, Default, Deserialize)]
@@ -551,6 +146,10 @@ settings! {
         #[arg(long = "header", short = 'H', value_name = "NAME: VALUE", help_heading = TARGET)]
         #[serde(default)]
         pub headers: Vec<String>,
+        /// HTTP Basic credentials sent with every request as its Authorization header (oha and hey
+        /// -a, ab -A).
+        #[arg(long, value_name = "USER:PASSWORD", help_heading = TARGET)]
+        pub basic_auth: Option<String>,
         /// Request body.
         #[arg(long, help_heading = TARGET)]
         pub body: Option<String>,
@@ -795,14 +394,13 @@ settings! {
     }
 }
 
-const SEARCH: &str = "Search";
 const TARGET: &str = "Target and request";
 const LOAD: &str = "Load shape";
 const OUTPUT: &str = "Output";
 const DISTRIBUTED: &str = "Distributed";
 const MONITOR: &str = "Server monitor";
 
-const RUN_EXAMPLES: &str = "\
+pub(super) const RUN_EXAMPLES: &str = "\
 Examples:
   # autobench/httperf: 20 -> 200 new connections/s, 10 requests each, 10 s per step
   stampede run http://127.0.0.1:8080/ --low-rate 20 --high-rate 200 --rate-step 20 --num-call 10
@@ -810,30 +408,6 @@ Examples:
   stampede run http://127.0.0.1:8080/ --model requests --steps 1000,2000,5000
   # wrk/ab closed loop: 50 connections for 10 s (the same as -c 50 -d 10s)
   stampede run http://127.0.0.1:8080/ --model concurrency --steps 50 --step-duration 10s";
-
-/// One string or a list of them; each is parsed as the flag's value would be.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(untagged)]
-pub enum StringOrList {
-    One(String),
-    Many(Vec<String>),
-}
-
-impl std::str::FromStr for StringOrList {
-    type Err = std::convert::Infallible;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Ok(StringOrList::One(s.to_string()))
-    }
-}
-
-impl StringOrList {
-    pub fn joined(&self) -> String {
-        match self {
-            StringOrList::One(s) => s.clone(),
-            StringOrList::Many(v) => v.join(","),
-        }
-    }
-}
 
 /// The keys a plan file takes: every field of [`RunArgs`] serde reads, and their aliases
 /// (`const_test_time`), not what it skips (the positionals, wrk's and ab's no-op habits). Read from the
@@ -900,7 +474,7 @@ impl RunArgs {
     }
 
     /// The settings the command line gave, without the defaults clap filled in.
-    fn explicit(matches: &clap::ArgMatches) -> Result<RunArgs, clap::Error> {
+    pub(super) fn explicit(matches: &clap::ArgMatches) -> Result<RunArgs, clap::Error> {
         let mut args = RunArgs::from_arg_matches(matches)?;
         for id in matches.ids() {
             if matches.value_source(id.as_str()) == Some(clap::parser::ValueSource::DefaultValue) {
@@ -911,26 +485,9 @@ impl RunArgs {
     }
 }
 
-/// What an option from wrk, ab, oha, vegeta or httperf that has no one meaning here does in stampede.
-pub fn habit_hint(arg: &str) -> Option<String> {
-    let (tool, answer) = match arg {
-        "-s" | "--script" => (
-            "wrk -s (a Lua script)",
-            "give the request with -m, -H and --body (or --body-file), or several with --urls FILE",
-        ),
-        "-p" => ("ab -p (POST file)", "use -m POST --body-file FILE"),
-        "-T" => ("ab -T (content type)", "use -H 'Content-Type: TYPE'"),
-        "--vus" => ("k6 --vus", "use -c N (a closed loop of N connections)"),
-        _ => return None,
-    };
-    Some(format!(
-        "unknown option {arg}: {tool} has no one equivalent; {answer}"
-    ))
-}
-
 /// Gives clap the conflicts of [`CONSTRAINTS`]; what a setting needs is checked in `config`, where
 /// the plan file may give it.
-fn with_constraints(c: clap::Command) -> clap::Command {
+pub(super) fn with_constraints(c: clap::Command) -> clap::Command {
     CONSTRAINTS.iter().fold(c, |c, rule| match *rule {
         Constraint::OneOf(a, b) => c.mut_arg(a, |arg| arg.conflicts_with(b)),
         Constraint::Requires(..) => c,
@@ -951,126 +508,4 @@ pub fn habit_notes(args: &RunArgs) -> Vec<String> {
         );
     }
     notes
-}
-
-/// Parses a command line; `run`'s settings keep only what the command line set.
-pub fn parse_from<I, T>(argv: I) -> Result<Cli, clap::Error>
-where
-    I: IntoIterator<Item = T>,
-    T: Into<std::ffi::OsString> + Clone,
-{
-    let matches = Cli::command()
-        .mut_subcommand("run", |c| with_constraints(c).after_help(RUN_EXAMPLES))
-        .mut_subcommand("find-max", with_constraints)
-        // `run`'s step-shaping flags come with the flattened `RunArgs`; find-max refuses them
-        // (naming its own), so its help does not offer them.
-        .mut_subcommand("find-max", |c| {
-            FIND_MAX_REFUSED
-                .iter()
-                .fold(c, |c, (id, ..)| c.mut_arg(*id, |a| a.hide(true)))
-        })
-        .try_get_matches_from(argv)?;
-    let mut cli = Cli::from_arg_matches(&matches)?;
-    match (&mut cli.command, matches.subcommand()) {
-        (Command::Run(args), Some(("run", sub))) => **args = RunArgs::explicit(sub)?,
-        (Command::FindMax(args), Some(("find-max", sub))) => args.run = RunArgs::explicit(sub)?,
-        _ => {}
-    }
-    Ok(cli)
-}
-
-#[derive(Debug, Args, Clone)]
-pub struct ServeArgs {
-    /// Address to listen on.
-    #[arg(long, default_value = "127.0.0.1:8080")]
-    pub listen: SocketAddr,
-    /// Delay before every reply, e.g. 20ms.
-    #[arg(long)]
-    pub delay: Option<String>,
-    /// Serve at most this many requests per second; the rest queue (a known knee).
-    #[arg(long)]
-    pub capacity: Option<f64>,
-    /// Break for good at the first overload (needs --capacity): once a request would wait longer than
-    /// this for its turn, e.g. 100ms, no request is answered again, as a deadlocked server does.
-    #[arg(long, value_name = "DURATION", allow_hyphen_values = true)]
-    pub wedge_after: Option<String>,
-    /// Reply body.
-    #[arg(long, default_value = "I am a stupid HTTP server!\n")]
-    pub body: String,
-    /// Server threads (default: one per core).
-    #[arg(long)]
-    pub threads: Option<usize>,
-    /// Serve HTTPS with a self-signed certificate made at start (clients need --insecure); ALPN
-    /// offers h2, then http/1.1.
-    #[arg(long)]
-    pub tls: bool,
-    /// HTTP/2 streams a client may have open at once on one connection (the SETTINGS it announces,
-    /// SETTINGS_MAX_CONCURRENT_STREAMS). HTTP/1.1 and HTTP/2 are always both served: h2c to a client
-    /// that opens with the HTTP/2 preface (prior knowledge), h2 by ALPN over --tls. 0 refuses every
-    /// stream, a server to test a client against.
-    #[arg(long, default_value = "200", value_name = "N")]
-    pub max_streams: u32,
-    /// Once the port is bound, write one line of JSON, {"listen":"127.0.0.1:PORT","pid":N}, to PATH
-    /// (atomically: a temporary file renamed over it), a ready signal for scripts.
-    #[arg(long, value_name = "PATH")]
-    pub ready_file: Option<PathBuf>,
-}
-
-#[derive(Debug, Args)]
-pub struct DemoArgs {
-    /// Output directory (default: stampede-results/<UTC timestamp>/).
-    #[arg(long)]
-    pub out: Option<PathBuf>,
-    /// Length of each step, e.g. 2s.
-    #[arg(long, default_value = "2s", allow_hyphen_values = true)]
-    pub step_duration: DurationText,
-    /// No progress on stderr.
-    #[arg(long, short = 'q')]
-    pub quiet: bool,
-}
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Format {
-    /// tab-separated, autobench's columns first
-    Tsv,
-    /// comma-separated
-    Csv,
-}
-
-impl Format {
-    pub fn separator(self) -> char {
-        match self {
-            Format::Tsv => '\t',
-            Format::Csv => ',',
-        }
-    }
-
-    pub fn file_name(self) -> &'static str {
-        match self {
-            Format::Tsv => "steps.tsv",
-            Format::Csv => "steps.csv",
-        }
-    }
-}
-
-/// What happens when an agent is lost mid-run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum LossPolicy {
-    /// stop the run
-    Abort,
-    /// finish the step without it, mark the step degraded, re-split later steps
-    Degrade,
-    /// re-split without marking
-    Continue,
-}
-
-impl LossPolicy {
-    pub fn name(self) -> &'static str {
-        match self {
-            LossPolicy::Abort => "abort",
-            LossPolicy::Degrade => "degrade",
-            LossPolicy::Continue => "continue",
-        }
-    }
 }

@@ -6,7 +6,7 @@ use shared::plan::{HttpVersion, MAX_STREAMS, Scheme, Url, http2_spelling};
 
 /// A target's protocol settings that cannot hold; exit code 2 like every configuration error.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ProtocolError {
+pub enum HttpVersionError {
     #[error(
         "{target} is HTTP/2 by its scheme, but --http 1.1 (the flag or the plan file's http) asks for HTTP/1.1: leave --http out, or write the target {plain}"
     )]
@@ -38,11 +38,13 @@ pub fn transport(url: &str) -> (String, bool) {
 
 /// Whether a target's URLs (one, or a `--urls` list sharing its connections) name HTTP/2 by their
 /// scheme: all of them, or none.
-pub fn named_by_scheme<'a>(mut urls: impl Iterator<Item = &'a str>) -> Result<bool, ProtocolError> {
+pub fn named_by_scheme<'a>(
+    mut urls: impl Iterator<Item = &'a str>,
+) -> Result<bool, HttpVersionError> {
     let first = urls.next().is_some_and(|u| transport(u).1);
     match urls.all(|u| transport(u).1 == first) {
         true => Ok(first),
-        false => Err(ProtocolError::MixedSchemes),
+        false => Err(HttpVersionError::MixedSchemes),
     }
 }
 
@@ -90,7 +92,7 @@ pub struct Resolved {
     /// `--streams` above 1 asked of a target that can only be HTTP/1.1, which then carries one
     /// request at a time: the run's to refuse, unless another of its targets is HTTP/2 (side by
     /// side, `h1=http://… h2=h2c://… --streams 8` is the comparison asked for).
-    pub over_http1: Option<ProtocolError>,
+    pub over_http1: Option<HttpVersionError>,
 }
 
 /// The protocol and streams per connection of `target`: HTTP/2 if its scheme says so (an explicit
@@ -101,10 +103,10 @@ pub fn resolve(
     target: Target<'_>,
     asked: Option<HttpVersion>,
     streams: u32,
-) -> Result<Resolved, ProtocolError> {
+) -> Result<Resolved, HttpVersionError> {
     let http = match (target.by_scheme, asked) {
         (true, Some(HttpVersion::Http1)) => {
-            return Err(ProtocolError::SchemeAgainstHttp1 {
+            return Err(HttpVersionError::SchemeAgainstHttp1 {
                 target: target.named(),
                 plain: target.spelled(false),
             });
@@ -125,7 +127,7 @@ pub fn resolve(
         _ => return Ok(resolved(streams, None)),
     };
     if streams > 1 && streams <= MAX_STREAMS {
-        let over = ProtocolError::StreamsOverHttp1 {
+        let over = HttpVersionError::StreamsOverHttp1 {
             streams,
             target: target.named(),
             why,
@@ -229,7 +231,7 @@ mod tests {
         assert_eq!(list(&["http://h/a", "http://h/b"]), Ok(false));
         assert_eq!(
             list(&["h2c://h/a", "http://h/b"]),
-            Err(ProtocolError::MixedSchemes)
+            Err(HttpVersionError::MixedSchemes)
         );
         assert_eq!(transport("h2://h:1/x"), ("https://h:1/x".to_string(), true));
         assert_eq!(

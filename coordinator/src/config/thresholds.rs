@@ -1,0 +1,108 @@
+//! `--stop-on`, `--stop-after` and `--fail-on`: the one threshold grammar's expressions, checked
+//! against the load model.
+use shared::plan::{LoadModel, Plan, PlanError};
+
+use super::ConfigError;
+
+/// `--stop-on`, `--stop-after` and `--fail-on`, resolved.
+#[derive(Debug, Clone)]
+pub struct Thresholds {
+    pub stop_on: Vec<results::condition::Condition>,
+    /// Steps in a row that must breach some `stop_on` condition (at least 1).
+    pub stop_after: u32,
+    pub fail_on: Vec<results::condition::Condition>,
+}
+
+/// --stop-on, --stop-after and --fail-on (the plan file's and the flags'), parsed and checked against
+/// the plan: a share of the demanded rate needs a model that demands one.
+pub fn thresholds(
+    stop_on: &[String],
+    stop_after: Option<u32>,
+    fail_on: &[String],
+    plan: &Plan,
+) -> Result<Thresholds, ConfigError> {
+    let stop_on = conditions("--stop-on", stop_on, plan.model())?;
+    let fail_on = conditions("--fail-on", fail_on, plan.model())?;
+    let stop_after = match stop_after {
+        None => 1,
+        Some(0) => {
+            return Err(PlanError::NotPositive {
+                what: "--stop-after",
+                value: "0".into(),
+            }
+            .into());
+        }
+        Some(_) if stop_on.is_empty() => {
+            return Err(ConfigError::Conflict(
+                "--stop-after counts steps that breach a --stop-on: give --stop-on EXPR too".into(),
+            ));
+        }
+        Some(n) => n,
+    };
+    Ok(Thresholds {
+        stop_on,
+        stop_after,
+        fail_on,
+    })
+}
+
+/// Expressions of the one threshold grammar, each checked against the model (the closed model
+/// demands no rate, so a share of the demanded rate means nothing there).
+pub fn conditions(
+    flag: &'static str,
+    list: &[String],
+    model: LoadModel,
+) -> Result<Vec<results::condition::Condition>, ConfigError> {
+    list.iter()
+        .map(|text| {
+            let c = results::condition::parse(text)
+                .map_err(|source| ConfigError::Condition { flag, source })?;
+            if c.needs_demanded_rate() && model == LoadModel::Concurrency {
+                return Err(ConfigError::Value(format!(
+                    "{flag} '{text}': the concurrency model demands no rate; write ok_rate in /s (e.g. {}<{}/s)",
+                    c.metric.name(),
+                    c.threshold.value
+                )));
+            }
+            Ok(c)
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::config::tests::command_line;
+
+    #[test]
+    fn thresholds_from_a_plan_file_and_the_flags() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("plan.toml");
+        std::fs::write(
+            &p,
+            "url = \"http://127.0.0.1:9/\"\nsteps = [1]\nstop_on = [\"p99 > 1s\"]\nstop_after = 2\nfail_on = [\"failed>1%\"]\n",
+        )
+        .unwrap();
+        let plan = p.to_str().unwrap();
+        let c = command_line(&format!("run {plan}")).unwrap();
+        assert_eq!(c.thresholds.stop_on[0].to_string(), "p99>1s");
+        assert_eq!(c.thresholds.stop_after, 2);
+        assert_eq!(c.echo.fail_on[0], "failed>1%");
+        // Lists add up, the file's first, as every list setting does.
+        let c = command_line(&format!("run {plan} --stop-on mean>=2ms")).unwrap();
+        assert_eq!(c.echo.stop_on, ["p99>1s", "mean>=2ms"]);
+        std::fs::write(
+            &p,
+            "url = \"http://127.0.0.1:9/\"\nsteps = [1]\nfail_on = [\"p99>\"]\n",
+        )
+        .unwrap();
+        let e = command_line(&format!("run {plan}")).unwrap_err();
+        assert!(
+            e.starts_with(
+                "--fail-on 'p99>': expected a number after '>', found the end at column 5\n"
+            ),
+            "{e}"
+        );
+        let e = command_line("run http://127.0.0.1:9/ --steps 1 --stop-after 2").unwrap_err();
+        assert!(e.contains("give --stop-on EXPR too"), "{e}");
+    }
+}
