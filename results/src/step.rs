@@ -1,5 +1,6 @@
-//! The result schema: one `StepResult` per step, computed only from merged data (its table row is
-//! `table.rs`'s). Everything a report says is derived here, once, so TSV, JSON and the terminal agree.
+//! The result schema: one `StepResult` per step, computed only from merged data (by `step/input.rs`;
+//! the run's answer over its steps by `step/answer.rs`; its table row is `table.rs`'s). Everything a
+//! report says is derived here and below, once, so TSV, JSON and the terminal agree.
 use std::time::Duration;
 
 use serde::de::{self, Deserialize, Deserializer};
