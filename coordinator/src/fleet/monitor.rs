@@ -1,7 +1,8 @@
 //! A server monitor as the fleet keeps it: who it is (`MonitorInfo`, from its hello), the samples it
 //! streams every second (kept, bounded, until the steps they can still belong to are written), and
 //! whether it was lost. A monitor's samples never reach the step's loop: the fleet takes them as they
-//! arrive, so the step waits for load agents only and a monitor lost mid-run ends nothing.
+//! arrive, so the step waits for load agents only and a monitor lost mid-run ends nothing. The
+//! fleet's questions about its monitors (the sample that closes a step, each target's view) are here.
 use std::collections::VecDeque;
 use std::time::{Duration, SystemTime};
 
