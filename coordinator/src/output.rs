@@ -58,10 +58,10 @@ pub struct Output {
     /// The table's length before the row of a step run.json does not hold yet: a step whose
     /// run.json cannot be written is taken back out of the table, so the two always agree.
     unsummarized: Option<u64>,
-    /// Where what run.json gains is told as it is written (the live page, events.ndjson), as
-    /// target `lane` of the run, and how many of its steps have been told.
+    /// Where what run.json gains is told as it is written (the live page, events.ndjson), as the
+    /// run's target number `target`, and how many of its steps have been told.
     feed: crate::live::Feed,
-    lane: usize,
+    target: usize,
     told: usize,
 }
 
@@ -209,7 +209,7 @@ pub fn mark_interrupted(dir: &Path) {
 }
 
 /// Ends the run.json in `dir` that a run left unfinished, whatever stopped it (an error before its
-/// lanes could finish, a panic): a claim alone (`starting`) is removed as [`release`] does; a file
+/// targets could finish, a panic): a claim alone (`starting`) is removed as [`release`] does; a file
 /// still `running` is marked `failed`, ended now, with `why` among its warnings. A finished file is
 /// left as it is. Best effort: it runs while the run goes away, and has nobody to tell.
 pub fn fail_unfinished(dir: &Path, why: &str) {
@@ -371,7 +371,7 @@ impl Output {
             status_at: None,
             unsummarized: None,
             feed: crate::live::Feed::off(),
-            lane: 0,
+            target: 0,
             told: 0,
         };
         out.write_json()?;
@@ -383,24 +383,24 @@ impl Output {
         &self.dir
     }
 
-    /// Tells `feed` this run (as target `lane`) from here on, starting with run.json as it stands.
-    pub fn attach(&mut self, feed: &crate::live::Feed, lane: usize) {
+    /// Tells `feed` this run (as target number `target`) from here on, starting with run.json as it stands.
+    pub fn attach(&mut self, feed: &crate::live::Feed, target: usize) {
         self.feed = feed.clone();
-        self.lane = lane;
+        self.target = target;
         self.told = self.doc.steps.len();
         self.feed.emit(Event::Run {
-            lane,
+            target,
             run: Box::new(self.doc.clone()),
         });
     }
 
     /// Where the run's steps are told as they run, and as which target.
     pub fn feed(&self) -> (&crate::live::Feed, usize) {
-        (&self.feed, self.lane)
+        (&self.feed, self.target)
     }
 
     /// Appends the step to the table, writes its hlog and .hgrm, durably, and appends it to run.json's
-    /// steps, which are written with the summary that follows ([`Output::summarize`]): run.json once
+    /// steps, which are written with the summary that follows ([`Output::write_summary`]): run.json once
     /// per step. `agents` names the agents that `hlog` refers to by index; `hlog` is read as in
     /// [`write_hlog`]; `distribution` is the step's merged latency.
     pub fn write_step<E>(
@@ -435,7 +435,7 @@ impl Output {
         self.doc.warmup = Some(r.clone());
         self.write_json()?;
         self.feed.emit(Event::Warmup {
-            lane: self.lane,
+            target: self.target,
             step: Box::new(r.clone()),
         });
         Ok(())
@@ -453,7 +453,7 @@ impl Output {
     /// Puts the run's answer so far into run.json, and writes it (with the steps appended since),
     /// then report.html from it. A run.json that cannot be written takes the step it would have
     /// added back out of the table and of what run.json will say: both keep the steps before.
-    pub fn summarize(&mut self, summary: &RunSummary) -> Result<(), OutputError> {
+    pub fn write_summary(&mut self, summary: &RunSummary) -> Result<(), OutputError> {
         let before = self.doc.summary.replace(summary.clone());
         if let Err(e) = self.write_json() {
             if let Some(len) = self.unsummarized.take() {
@@ -466,7 +466,7 @@ impl Output {
         self.unsummarized = None;
         for step in &self.doc.steps[self.told..] {
             self.feed.emit(Event::Step {
-                lane: self.lane,
+                target: self.target,
                 step: Box::new(step.clone()),
                 summary: Some(Box::new(summary.clone())),
             });
@@ -505,7 +505,7 @@ impl Output {
         self.doc.finished_at = Some(now());
         let written = self.write_json();
         self.feed.emit(Event::End {
-            lane: self.lane,
+            target: self.target,
             end: Box::new(End::of(&self.doc)),
         });
         let whole = match written {
@@ -965,14 +965,14 @@ mod tests {
                 .unwrap();
         };
         write(&mut out, 1);
-        out.summarize(&results::step::summarize_run(&[step(1)]))
+        out.write_summary(&results::step::summarize_run(&[step(1)]))
             .unwrap();
         write(&mut out, 2);
         // run.json cannot be replaced (its temporary's name is taken by a directory), as on a
         // full disk.
         fs::create_dir(out.dir().join("run.json.tmp")).unwrap();
         assert!(
-            out.summarize(&results::step::summarize_run(&[step(1), step(2)]))
+            out.write_summary(&results::step::summarize_run(&[step(1), step(2)]))
                 .is_err()
         );
         let run: serde_json::Value =

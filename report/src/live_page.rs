@@ -7,11 +7,11 @@
 //! - each section is a `<div data-section="ID">` whose content a `view` message replaces whole;
 //!   the ids, in page order, are [`LIVE_SECTIONS`]. A `view` message's data is [`View::to_json`]:
 //!   `{"last": N, "finished": BOOL, "sections": {"ID": "HTML", …}}`, N the last event folded in;
-//! - within a section, each lane (a target) is a `<section class="lane" data-lane="NAME">` (NAME
+//! - within a section, each target is a `<section class="lane" data-lane="NAME">` (NAME
 //!   as the run's `begin` event names it, empty for a run of one), headed by its name when there
-//!   are several; ids repeat once per lane, so side by side a reader scopes them by the lane;
+//!   are several; ids repeat once per target, so side by side a reader scopes them by its section;
 //! - `strip`: first the run's line (`data-k` `run`: running or over, `started`, `elapsed`: the
-//!   seconds measured, `left`: the scheduled length less those, ≈), then per lane its figures, each
+//!   seconds measured, `left`: the scheduled length less those, ≈), then per target its figures, each
 //!   a `<dd data-k="NAME">` with its number (if any) in `data-v`: `step` (k of N, or `probe k`),
 //!   `role` (a search's), `phase` (`running`, `written`), `value`, `at` (seconds into the step, or
 //!   its length once written), `demanded`, `sent`, `served` (per second), `failed` (%), of the
@@ -30,7 +30,7 @@
 //! - `notes`: `<ol id="notes">`, the warnings (`data-kind="warning"`) then each written step's
 //!   notes (`data-step`), newest last;
 //! - `steps`: the report's `<table id="steps">`, cell for cell as steps.tsv has them;
-//! - `end`: empty until the run is over, then its status (`data-status` per lane) and a link to
+//! - `end`: empty until the run is over, then its status (`data-status` per target) and a link to
 //!   its report;
 //! - `<html data-last-event="N">`: the last event the page shows; `data-ready="1"` once its script
 //!   ran, `data-errors` on a script error; `#live-state`'s `data-stream` how the stream is
@@ -41,7 +41,7 @@ mod tables;
 
 use std::fmt::Write;
 
-use results::events::{Lane, Live};
+use results::events::{Live, Target};
 use results::run_file::RunFile;
 
 pub use charts::BASELINE_PREFIX;
@@ -91,31 +91,31 @@ impl View {
     }
 }
 
-/// What a lane is called on the page: its name, else its run's label or target.
-fn lane_title(lane: &Lane) -> String {
-    if !lane.name.is_empty() {
-        return lane.name.clone();
+/// What a target is called on the page: its name, else its run's label or target.
+fn target_title(target: &Target) -> String {
+    if !target.name.is_empty() {
+        return target.name.clone();
     }
-    lane.run.as_ref().map_or_else(
+    target.run.as_ref().map_or_else(
         || "the target".into(),
         |r| r.label.clone().unwrap_or_else(|| r.target.clone()),
     )
 }
 
-/// Each lane's part of a section, one after another.
-fn per_lane(live: &Live, part: impl Fn(&Lane) -> String) -> String {
-    let several = live.lanes.len() > 1;
+/// Each target's part of a section, one after another.
+fn per_target(live: &Live, part: impl Fn(&Target) -> String) -> String {
+    let several = live.targets.len() > 1;
     let mut out = String::new();
-    for lane in &live.lanes {
+    for target in &live.targets {
         let _ = writeln!(
             out,
             "<section class=\"lane\" data-lane=\"{}\">",
-            html(&lane.name)
+            html(&target.name)
         );
         if several {
-            let _ = writeln!(out, "<h3>{}</h3>", html(&lane_title(lane)));
+            let _ = writeln!(out, "<h3>{}</h3>", html(&target_title(target)));
         }
-        out.push_str(&part(lane));
+        out.push_str(&part(target));
         out.push_str("</section>\n");
     }
     out
@@ -129,30 +129,30 @@ pub fn live_view(live: &Live, baseline: Option<&RunFile>) -> View {
         match id {
             "strip" => {
                 let mut out = strip::run_line(live);
-                out.push_str(&per_lane(live, |l| strip::lane(l, search)));
+                out.push_str(&per_target(live, |l| strip::target(l, search)));
                 out
             }
             "end" => tables::end(live),
-            "charts" => per_lane(live, |l| match &l.run {
+            "charts" => per_target(live, |l| match &l.run {
                 None => "<p class=\"note\">The run has not started yet.</p>\n".into(),
                 Some(run) => {
                     let pending = l.current.as_ref().filter(|c| !c.done && c.start.step > 0);
                     charts::against_load(run, pending.map(|c| c.start.value), baseline)
                 }
             }),
-            "current" => per_lane(live, |l| match &l.current {
+            "current" => per_target(live, |l| match &l.current {
                 None => "<p class=\"note\">No step has started yet.</p>\n".into(),
                 Some(c) => {
                     let model = l.run.as_ref().map_or("requests", |r| r.model().name());
                     charts::current(c, model)
                 }
             }),
-            "agents" => per_lane(live, tables::agents),
-            "steps" => per_lane(live, |l| match &l.run {
+            "agents" => per_target(live, tables::agents),
+            "steps" => per_target(live, |l| match &l.run {
                 Some(run) => crate::run_page::tables::steps(run),
                 None => String::new(),
             }),
-            "notes" => per_lane(live, tables::notes),
+            "notes" => per_target(live, tables::notes),
             _ => unreachable!("a section of LIVE_SECTIONS"),
         }
     };
@@ -163,7 +163,7 @@ pub fn live_view(live: &Live, baseline: Option<&RunFile>) -> View {
     }
 }
 
-/// The live page's own CSS: the stream's state, the lanes, the strip's figures; a row of charts
+/// The live page's own CSS: the stream's state, the targets' sections, the strip's figures; a row of charts
 /// keeps its columns when it holds one chart (the failed share without a monitor), rather than
 /// stretching it across the page as the report's rows of several do.
 const STYLE: &str = ".live-state{display:inline-block;padding:2px 8px;border-radius:3px;background:#eee;color:#333}\
@@ -191,7 +191,7 @@ fn heading(id: &str) -> &'static str {
 /// at once. With a `stream` (the URL of the coordinator's event stream, relative to the page), its
 /// script follows the run; without, it is the final page (`live.html`).
 pub fn live_page(live: &Live, baseline: Option<&RunFile>, stream: Option<&str>) -> String {
-    let names: Vec<String> = live.lanes.iter().map(lane_title).collect();
+    let names: Vec<String> = live.targets.iter().map(target_title).collect();
     let title = match names.is_empty() {
         true => "stampede live".to_string(),
         false => format!("stampede live: {}", names.join(", ")),
@@ -306,7 +306,7 @@ pub(crate) mod fixture {
         let total: f64 = run.steps.iter().map(|s| s.duration_s).sum();
         push(Event::Begin {
             schema: SCHEMA.into(),
-            lanes: vec![String::new()],
+            targets: vec![String::new()],
             search: run.is_search(),
             total_s: total + 10.0,
             started_at: run.started_at.clone(),
@@ -320,16 +320,19 @@ pub(crate) mod fixture {
         first.fail_on = None;
         first.capacity = None;
         push(Event::Run {
-            lane: 0,
+            target: 0,
             run: Box::new(first),
         });
         for (i, s) in run.steps.iter().enumerate() {
             push(Event::StepStart {
-                lane: 0,
+                target: 0,
                 step: start(run, s),
             });
             for interval in seconds(s) {
-                push(Event::Interval { lane: 0, interval });
+                push(Event::Interval {
+                    target: 0,
+                    interval,
+                });
             }
             let summary = match i + 1 == run.steps.len() {
                 true => run.summary.clone(),
@@ -337,13 +340,13 @@ pub(crate) mod fixture {
                 false => Some(summarize_run(&run.steps[..=i])),
             };
             push(Event::Step {
-                lane: 0,
+                target: 0,
                 step: Box::new(s.clone()),
                 summary: summary.map(Box::new),
             });
         }
         push(Event::End {
-            lane: 0,
+            target: 0,
             end: Box::new(End::of(run)),
         });
         push(Event::Finished {
@@ -404,7 +407,7 @@ mod tests {
     fn the_fold_of_a_run_s_events_is_its_run_json_and_draws_its_steps_table() {
         let run = golden();
         let live = all(&run);
-        assert_eq!(live.lanes[0].run.as_ref(), Some(&run));
+        assert_eq!(live.targets[0].run.as_ref(), Some(&run));
         let view = live_view(&live, None);
         let steps = view.section("steps").unwrap();
         let table = crate::run_page::tables::steps(&run);
@@ -549,7 +552,7 @@ mod tests {
         run.label = Some(payload.into());
         run.steps[0].agents[0].agent = payload.into();
         let mut live = all(&run);
-        live.lanes[0].name = payload.into();
+        live.targets[0].name = payload.into();
         live.report = Some(format!("\"><{payload}"));
         let page = live_page(&live, None, Some(payload));
         let view = live_view(&live, None).to_json();
@@ -701,13 +704,13 @@ mod tests {
     }
 
     #[test]
-    fn side_by_side_each_section_holds_each_lane_under_its_name() {
+    fn side_by_side_each_section_holds_each_target_under_its_name() {
         let mut live = all(&golden());
-        let mut other = live.lanes[0].clone();
-        live.lanes[0].name = "nginx".into();
+        let mut other = live.targets[0].clone();
+        live.targets[0].name = "nginx".into();
         other.name = "app".into();
         other.run.as_mut().unwrap().steps.truncate(2);
-        live.lanes.push(other);
+        live.targets.push(other);
         let view = live_view(&live, None);
         for (id, h) in &view.sections {
             if *id == "end" {
@@ -720,7 +723,7 @@ mod tests {
         let steps = view.section("steps").unwrap();
         let app = &steps[steps.find("data-lane=\"app\"").unwrap()..];
         assert_eq!(app.matches("<tr>").count(), 2 + 1);
-        // The lanes take turns on one fleet: their times add up.
+        // The targets take turns on one fleet: their times add up.
         let strip = view.section("strip").unwrap();
         assert_eq!(figure(strip, "elapsed").1, Some("8"));
         let end = view.section("end").unwrap();

@@ -1,7 +1,7 @@
 //! A run as it happens, as events (`events.ndjson`, schema `stampede.events/1`): what the live page
 //! and /metrics are fed, and what rebuilds them afterwards. One event per target's run created, per
 //! step started, per merged 1 s interval, per step and warmup written, per target's run ended; never
-//! one per agent sample. [`Live::apply`] folds them back: a lane's `run` after every event is its
+//! one per agent sample. [`Live::apply`] folds them back: a target's `run` after every event is its
 //! run.json as last written (steps, summary, ending), so what the page shows of a finished step is
 //! run.json's, by construction.
 use serde::{Deserialize, Serialize};
@@ -22,15 +22,18 @@ pub struct Line {
     pub event: Event,
 }
 
-/// What happened. `lane` is a target's index in the command line's order (0 for a run of one).
+/// What happened. `target` is a target's index in the command line's order (0 for a run of one).
+/// The file keeps its documented keys (`lane`, `lanes`; docs/reference/events.md), which readers of
+/// `stampede.events/1` parse.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "event", rename_all = "snake_case")]
 pub enum Event {
-    /// The run began: its targets' names (one unnamed lane for a run of one target), whether it is
+    /// The run began: its targets' names (one unnamed target for a run of one target), whether it is
     /// a capacity search, and its scheduled length (a search's deadline).
     Begin {
         schema: String,
-        lanes: Vec<String>,
+        #[serde(rename = "lanes")]
+        targets: Vec<String>,
         search: bool,
         total_s: f64,
         /// When it began (RFC 3339, to the millisecond).
@@ -39,22 +42,43 @@ pub enum Event {
     /// A finished run drawn under this one's charts (`--baseline`), right after the begin: the page
     /// rebuilt from the file alone is the one the browsers saw.
     Baseline { run: Box<RunFile> },
-    /// A lane's run.json as first written: its plan and agents, no step yet.
-    Run { lane: usize, run: Box<RunFile> },
+    /// A target's run.json as first written: its plan and agents, no step yet.
+    Run {
+        #[serde(rename = "lane")]
+        target: usize,
+        run: Box<RunFile>,
+    },
     /// A step is about to start on every agent.
-    StepStart { lane: usize, step: StepStart },
+    StepStart {
+        #[serde(rename = "lane")]
+        target: usize,
+        step: StepStart,
+    },
     /// One merged second of the running step.
-    Interval { lane: usize, interval: Interval },
+    Interval {
+        #[serde(rename = "lane")]
+        target: usize,
+        interval: Interval,
+    },
     /// A planned run's warmup, measured and kept apart (run.json `warmup`).
-    Warmup { lane: usize, step: Box<StepResult> },
+    Warmup {
+        #[serde(rename = "lane")]
+        target: usize,
+        step: Box<StepResult>,
+    },
     /// A step written, with the run's answer after it (run.json's `steps[]` and `summary`).
     Step {
-        lane: usize,
+        #[serde(rename = "lane")]
+        target: usize,
         step: Box<StepResult>,
         summary: Option<Box<RunSummary>>,
     },
-    /// A lane's run ended: run.json's last fields.
-    End { lane: usize, end: Box<End> },
+    /// A target's run ended: run.json's last fields.
+    End {
+        #[serde(rename = "lane")]
+        target: usize,
+        end: Box<End>,
+    },
     /// The whole run is over; `report` is the report's file name beside events.ndjson, when there
     /// is one (side by side: the comparison's).
     Finished { report: Option<String> },
@@ -65,7 +89,7 @@ pub enum Event {
 pub struct StepStart {
     /// Counted from 1 (0: a warmup).
     pub step: u32,
-    /// The lane's planned steps, when known beforehand (a search's are not).
+    /// The target's planned steps, when known beforehand (a search's are not).
     pub steps: Option<usize>,
     /// A search's probe: what it is for.
     pub role: Option<String>,
@@ -105,7 +129,7 @@ pub struct Interval {
     pub merged_unix_ms: u64,
 }
 
-/// How a lane's run ended: run.json's `status`, `finished_at`, `stopped`, `fail_on`, `capacity`
+/// How a target's run ended: run.json's `status`, `finished_at`, `stopped`, `fail_on`, `capacity`
 /// and its `warnings` by then.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct End {
@@ -142,7 +166,7 @@ pub struct Live {
     /// The id of the last event applied (0: none).
     pub last: u64,
     pub begun: Option<Begun>,
-    pub lanes: Vec<Lane>,
+    pub targets: Vec<Target>,
     /// Whether the whole run is over, and its report's file name.
     pub finished: bool,
     pub report: Option<String>,
@@ -159,7 +183,7 @@ pub struct Begun {
 
 /// One target's run as its events left it.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Lane {
+pub struct Target {
     pub name: String,
     /// Its run.json as last written; `None` until its `run` event.
     pub run: Option<RunFile>,
@@ -192,16 +216,20 @@ impl Current {
 /// Why an event cannot be folded: the stream is not one run's, in order.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum FoldError {
-    #[error("event {id} names lane {lane}, and the run has {lanes}")]
-    NoLane { id: u64, lane: usize, lanes: usize },
+    #[error("event {id} names lane {target}, and the run has {targets}")]
+    NoTarget {
+        id: u64,
+        target: usize,
+        targets: usize,
+    },
     #[error("event {id} comes after event {last}: events are applied in order, once")]
     OutOfOrder { id: u64, last: u64 },
     #[error("event {id} comes before the run's begin")]
     NotBegun { id: u64 },
     #[error("event {id} is of schema {found}, not {SCHEMA}")]
     Schema { id: u64, found: String },
-    #[error("event {id} changes lane {lane}'s run before its run event")]
-    NoRun { id: u64, lane: usize },
+    #[error("event {id} changes lane {target}'s run before its run event")]
+    NoRun { id: u64, target: usize },
     #[error("event {id} begins the run again: one file holds one run")]
     BegunTwice { id: u64 },
 }
@@ -223,60 +251,49 @@ impl Live {
         }
         if let Event::Begin {
             schema,
-            lanes,
+            targets,
             search,
             total_s,
             started_at,
         } = &line.event
         {
-            if schema != SCHEMA {
-                return Err(FoldError::Schema {
-                    id,
-                    found: schema.clone(),
-                });
-            }
-            self.begun = Some(Begun {
+            let begun = Begun {
                 search: *search,
                 total_s: *total_s,
                 started_at: started_at.clone(),
-            });
-            self.lanes = lanes
-                .iter()
-                .map(|name| Lane {
-                    name: name.clone(),
-                    run: None,
-                    current: None,
-                })
-                .collect();
-            self.last = id;
-            return Ok(());
+            };
+            return self.begin(id, schema, targets, begun);
         }
         if self.begun.is_none() {
             return Err(FoldError::NotBegun { id });
         }
-        let lanes = self.lanes.len();
-        let lane_of = |lane: usize| {
-            if lane < lanes {
-                Ok(lane)
+        let targets = self.targets.len();
+        let target_of = |target: usize| {
+            if target < targets {
+                Ok(target)
             } else {
-                Err(FoldError::NoLane { id, lane, lanes })
+                Err(FoldError::NoTarget {
+                    id,
+                    target,
+                    targets,
+                })
             }
         };
         match &line.event {
             Event::Begin { .. } => unreachable!("handled above"),
             Event::Baseline { run } => self.baseline = Some((**run).clone()),
-            Event::Run { lane, run } => {
-                self.lanes[lane_of(*lane)?].run = Some((**run).clone());
+            Event::Run { target, run } => {
+                self.targets[target_of(*target)?].run = Some((**run).clone());
             }
-            Event::StepStart { lane, step } => {
-                self.lanes[lane_of(*lane)?].current = Some(Current {
+            Event::StepStart { target, step } => {
+                self.targets[target_of(*target)?].current = Some(Current {
                     start: step.clone(),
                     intervals: Vec::new(),
                     done: false,
                 });
             }
-            Event::Interval { lane, interval } => {
-                let l = &mut self.lanes[lane_of(*lane)?];
+            Event::Interval { target, interval } => {
+                let l = &mut self.targets[target_of(*target)?];
                 // An interval of a step whose start was not seen (a stream joined late is replayed
                 // from the start, so only a damaged file) is kept out rather than misplaced.
                 if let Some(c) = l
@@ -287,26 +304,26 @@ impl Live {
                     c.intervals.push(interval.clone());
                 }
             }
-            Event::Warmup { lane, step } => {
-                let l = &mut self.lanes[lane_of(*lane)?];
-                let run = l.run.as_mut().ok_or(FoldError::NoRun { id, lane: *lane })?;
+            Event::Warmup { target, step } => {
+                let l = &mut self.targets[target_of(*target)?];
+                let run = run_of(l, id, *target)?;
                 run.warmup = Some((**step).clone());
                 mark_done(l, 0);
             }
             Event::Step {
-                lane,
+                target,
                 step,
                 summary,
             } => {
-                let l = &mut self.lanes[lane_of(*lane)?];
-                let run = l.run.as_mut().ok_or(FoldError::NoRun { id, lane: *lane })?;
+                let l = &mut self.targets[target_of(*target)?];
+                let run = run_of(l, id, *target)?;
                 run.steps.push((**step).clone());
                 run.summary = summary.as_deref().cloned();
                 mark_done(l, step.number);
             }
-            Event::End { lane, end } => {
-                let l = &mut self.lanes[lane_of(*lane)?];
-                let run = l.run.as_mut().ok_or(FoldError::NoRun { id, lane: *lane })?;
+            Event::End { target, end } => {
+                let l = &mut self.targets[target_of(*target)?];
+                let run = run_of(l, id, *target)?;
                 run.status = end.status;
                 run.finished_at = end.finished_at.clone();
                 run.stopped = end.stopped.clone();
@@ -324,6 +341,33 @@ impl Live {
                 });
             }
         }
+        self.last = id;
+        Ok(())
+    }
+
+    /// The run's begin: its schema checked, its targets named, none of them run yet.
+    fn begin(
+        &mut self,
+        id: u64,
+        schema: &str,
+        targets: &[String],
+        begun: Begun,
+    ) -> Result<(), FoldError> {
+        if schema != SCHEMA {
+            return Err(FoldError::Schema {
+                id,
+                found: schema.to_string(),
+            });
+        }
+        self.begun = Some(begun);
+        self.targets = targets
+            .iter()
+            .map(|name| Target {
+                name: name.clone(),
+                run: None,
+                current: None,
+            })
+            .collect();
         self.last = id;
         Ok(())
     }
@@ -359,7 +403,12 @@ impl Live {
     }
 }
 
-fn mark_done(l: &mut Lane, step: u32) {
+/// The run.json an event of target `target` changes: its `run` event must have come first.
+fn run_of(l: &mut Target, id: u64, target: usize) -> Result<&mut RunFile, FoldError> {
+    l.run.as_mut().ok_or(FoldError::NoRun { id, target })
+}
+
+fn mark_done(l: &mut Target, step: u32) {
     if let Some(c) = l.current.as_mut().filter(|c| c.start.step == step) {
         c.done = true;
     }
@@ -387,7 +436,7 @@ mod tests {
             id: 1,
             event: Event::Begin {
                 schema: SCHEMA.into(),
-                lanes: vec![String::new()],
+                targets: vec![String::new()],
                 search: false,
                 total_s: 30.0,
                 started_at: "2026-12-05T08:00:00.000Z".into(),
@@ -399,7 +448,7 @@ mod tests {
         Line {
             id,
             event: Event::StepStart {
-                lane: 0,
+                target: 0,
                 step: StepStart {
                     step,
                     steps: Some(3),
@@ -420,7 +469,7 @@ mod tests {
         Line {
             id,
             event: Event::Interval {
-                lane: 0,
+                target: 0,
                 interval: Interval {
                     step,
                     at_s: 0.0,
@@ -453,7 +502,7 @@ mod tests {
     }
 
     #[test]
-    fn events_out_of_order_or_before_the_begin_or_of_another_lane_are_refused() {
+    fn events_out_of_order_or_before_the_begin_or_of_another_target_are_refused() {
         let mut live = Live::default();
         assert_eq!(live.apply(&start(2, 1)), Err(FoldError::NotBegun { id: 2 }));
         live.apply(&begin()).unwrap();
@@ -463,15 +512,15 @@ mod tests {
             Err(FoldError::OutOfOrder { id: 2, last: 2 })
         );
         let mut other = start(3, 1);
-        if let Event::StepStart { lane, .. } = &mut other.event {
-            *lane = 1;
+        if let Event::StepStart { target, .. } = &mut other.event {
+            *target = 1;
         }
         assert_eq!(
             live.apply(&other),
-            Err(FoldError::NoLane {
+            Err(FoldError::NoTarget {
                 id: 3,
-                lane: 1,
-                lanes: 1
+                target: 1,
+                targets: 1
             })
         );
         let mut old = begin();
@@ -490,10 +539,17 @@ mod tests {
         for l in [begin(), start(2, 1), tick(3, 1), tick(4, 1), tick(5, 2)] {
             live.apply(&l).unwrap();
         }
-        let c = live.lanes[0].current.as_ref().unwrap();
+        let c = live.targets[0].current.as_ref().unwrap();
         assert_eq!((c.start.step, c.intervals.len()), (1, 2));
         live.apply(&start(6, 2)).unwrap();
-        assert!(live.lanes[0].current.as_ref().unwrap().intervals.is_empty());
+        assert!(
+            live.targets[0]
+                .current
+                .as_ref()
+                .unwrap()
+                .intervals
+                .is_empty()
+        );
     }
 
     #[test]

@@ -199,3 +199,31 @@ impl StepTable {
         self.0.iter().map(|(_, cell)| cell(r)).collect()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn header_keeps_autobench_names_in_order() {
+        let h = StepTable::new("web1", LoadModel::Connections).header();
+        assert_eq!(
+            &h[..10],
+            &[
+                "dem_req_rate",
+                "req_rate_web1",
+                "con_rate_web1",
+                "min_rep_rate_web1",
+                "avg_rep_rate_web1",
+                "max_rep_rate_web1",
+                "stddev_rep_rate_web1",
+                "resp_time_web1",
+                "net_io_web1",
+                "errors_web1"
+            ]
+        );
+        assert!(h.contains(&"err_addr_unavailable".to_string()));
+        assert_eq!(h[10..12], ["ok_rate", "failed_pct"]);
+        assert_eq!(h.last().unwrap(), "server_reason");
+    }
+}

@@ -375,9 +375,9 @@ fn a_ramp_watched_live_shows_run_json_s_numbers_and_a_late_browser_the_whole_his
     let events = std::fs::read_to_string(dir.path().join("events.ndjson")).unwrap();
     let live = Live::read(&events).expect("events.ndjson folds");
     let run = RunFile::read(&dir.path().join("run.json")).unwrap();
-    assert_eq!(live.lanes.len(), 1);
+    assert_eq!(live.targets.len(), 1);
     assert_eq!(
-        as_json(live.lanes[0].run.as_ref()),
+        as_json(live.targets[0].run.as_ref()),
         as_json(Some(&run)),
         "the fold of events.ndjson is run.json"
     );
@@ -693,7 +693,7 @@ fn an_event_stream_folds_like_the_file() {
     }
     assert_eq!(live, Live::read(&events).unwrap());
     let run = RunFile::read(&dir.path().join("run.json")).unwrap();
-    assert_eq!(as_json(live.lanes[0].run.as_ref()), as_json(Some(&run)));
+    assert_eq!(as_json(live.targets[0].run.as_ref()), as_json(Some(&run)));
     kinds.dedup();
     assert_eq!(
         kinds,

@@ -10,11 +10,7 @@ use agent::link::{Closed, CoordinatorEnd, Link, LinkTx};
 use proto::pb::agent_message::Kind as Up;
 use proto::pb::coordinator_message::Kind as Down;
 use proto::{PROTOCOL_VERSION, pb, to_agent};
-use shared::refusal::{Refusal, RefusalKind};
 
-use crate::exit::Exit;
-use shared::monitor::MonitorInfo;
-use shared::monitor::step::{StepServer, Window};
 use shared::plan::StepShare;
 use shared::warning::Warning;
 use tokio::sync::mpsc;
@@ -23,11 +19,15 @@ use tokio_util::sync::CancellationToken;
 
 use crate::output::AgentInfo;
 
+mod clock;
 mod dial;
+mod error;
+mod greeting;
 mod monitor;
 mod waiting;
 
 pub use dial::{EMBEDDED, connect};
+pub use error::FleetError;
 use monitor::Watched;
 pub use waiting::Waiting;
 
@@ -39,99 +39,12 @@ pub const ANSWER_TIMEOUT: Duration = Duration::from_secs(15);
 pub const GREETING_TIMEOUT: Duration = Duration::from_secs(10);
 /// Heartbeat period: the agent's dead-man switch fires after a few missed beats.
 pub const HEARTBEAT: Duration = Duration::from_millis(500);
-/// Clock-offset samples per step; the one with the smallest round trip is kept.
-const CLOCK_SAMPLES: u32 = 5;
-/// How long one round of clock samples waits for its pongs.
-const CLOCK_WAIT: Duration = Duration::from_secs(2);
 /// What the fleet is doing while it greets an agent, as its errors say.
 const GREETING: &str = "greeting it";
-/// How long after a step's end the monitors may take to send the sample that closes it: a second of
-/// sampling, and the way here.
-const SAMPLE_WAIT: Duration = Duration::from_millis(2500);
 
 pub fn unix_ns(t: SystemTime) -> i64 {
     t.duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos() as i64)
-}
-
-/// What went wrong with an agent, or with reaching one.
-#[derive(Debug, thiserror::Error)]
-pub enum FleetError {
-    #[error("agent {agent} is unreachable: {why}")]
-    Unreachable { agent: String, why: String },
-    #[error("agent {agent} refused: {message}")]
-    Refused {
-        agent: String,
-        kind: RefusalKind,
-        message: String,
-    },
-    #[error("agent {agent} disconnected while {doing}{}", cause(why))]
-    Lost {
-        agent: String,
-        doing: String,
-        why: Closed,
-    },
-    #[error("agent {agent} did not answer within {secs} s while {doing}")]
-    Silent {
-        agent: String,
-        secs: u64,
-        doing: String,
-    },
-    /// Connected, but the greeting went unanswered: not a stampede-agent, or a wedged one.
-    #[error(
-        "agent {agent} accepted TCP but has not answered the greeting in {secs} s: is it a stampede-agent, and is it responsive?"
-    )]
-    Mute { agent: String, secs: u64 },
-    #[error("agent {agent} sent an invalid message: {why}")]
-    Protocol { agent: String, why: String },
-    #[error("agent {agent} would refuse this plan: {message}")]
-    Limit { agent: String, message: String },
-    /// A monitor where a load agent was expected, or the other way round.
-    #[error("{agent} {message}")]
-    Role { agent: String, message: String },
-    /// A local setup problem (unreadable certificates, a bad TLS configuration, a port taken).
-    #[error("{0}")]
-    Setup(String),
-    #[error("cannot start the embedded agent: {0}")]
-    Engine(#[from] agent::engine::EngineError),
-}
-
-impl FleetError {
-    /// Whether the user must fix something before running (exit 2) or the run failed (exit 1).
-    pub fn exit(&self) -> Exit {
-        match self {
-            FleetError::Limit { .. } | FleetError::Setup(_) | FleetError::Role { .. } => {
-                Exit::Usage
-            }
-            // Decided by the refusal's kind, never its words.
-            FleetError::Refused { kind, .. } => Exit::of_refusal(*kind),
-            _ => Exit::Failed,
-        }
-    }
-
-    /// An agent's refusal, as it came over the wire; one whose kind this side does not know is an
-    /// invalid message.
-    pub fn refused(agent: &str, r: pb::Refusal) -> FleetError {
-        match Refusal::try_from(r) {
-            Ok(r) => FleetError::Refused {
-                agent: agent.to_string(),
-                kind: r.kind,
-                message: r.message,
-            },
-            Err(e) => FleetError::Protocol {
-                agent: agent.to_string(),
-                why: format!("its refusal: {e}"),
-            },
-        }
-    }
-}
-
-/// What a closed stream adds to "disconnected": nothing when it simply ended.
-fn cause(why: &Closed) -> String {
-    match why {
-        Closed::Ended => String::new(),
-        Closed::Dropped(words) | Closed::Broken(words) => format!(": {words}"),
-    }
 }
 
 /// What an agent is in the run for.
@@ -627,33 +540,6 @@ impl Fleet {
         }
     }
 
-    /// A monitor lost: the run goes on without it; the next step's notes say so.
-    fn lose_monitor(&mut self, i: usize, why: &str) {
-        let a = &mut self.agents[i];
-        if a.alive {
-            tracing::warn!(monitor = %a.name, why, "Monitor lost; the run goes on without it");
-            a.alive = false;
-            if let Some(m) = a.monitor.as_mut() {
-                m.lost = Some(why.to_string());
-            }
-        }
-    }
-
-    /// The live monitors, in fleet order.
-    pub fn monitors(&self) -> Vec<usize> {
-        (0..self.agents.len())
-            .filter(|&i| self.agents[i].alive && self.agents[i].monitor.is_some())
-            .collect()
-    }
-
-    /// Who every monitor that greeted the run is, lost ones included.
-    pub fn monitor_infos(&self) -> Vec<MonitorInfo> {
-        self.agents
-            .iter()
-            .filter_map(|a| a.monitor.as_ref().map(|m| m.info.clone()))
-            .collect()
-    }
-
     /// The peers joined on `--listen` whose links are open.
     pub(crate) fn joined(&self) -> usize {
         let joined = self.agents.iter().filter(|a| a.expect == Expect::Either);
@@ -696,229 +582,12 @@ impl Fleet {
         })
     }
 
-    /// Each monitor that watches a machine a load agent sends from (the same kernel: their machine
-    /// ids are equal), with that agent: the generator's CPU there competes with the target's, and
-    /// the run should say so.
-    pub fn sharing_a_host(&self) -> Vec<(String, String)> {
-        let monitors = self.agents.iter().filter_map(|a| a.monitor.as_ref());
-        monitors
-            .flat_map(|m| {
-                self.agents
-                    .iter()
-                    .filter(|a| a.role == Role::Load && !a.machine_id.is_empty())
-                    .filter(move |a| a.machine_id == m.info.machine_id)
-                    .map(move |a| (m.info.name.clone(), a.name.clone()))
-            })
-            .collect()
-    }
-
-    /// Waits until every live monitor has sent a sample at or after `end_ns` (coordinator's clock),
-    /// the one that closes a step, or [`SAMPLE_WAIT`] has passed. The load agents' messages meanwhile
-    /// are passed over (every step report is in); one whose stream ended is lost.
-    ///
-    /// Each live monitor is asked for a sample now (`SampleNow`): the step has ended, so the sample
-    /// it takes closes it, and the next step need not wait up to a second for the monitor's own tick.
-    /// Each sample that arrives is looked at as it comes: a wait that only woke for the load agents'
-    /// messages (none come between steps) always ran to its deadline, 2.5 s a step.
-    pub async fn await_samples(&mut self, end_ns: i64) {
-        let deadline = Instant::now() + SAMPLE_WAIT;
-        // The load agents' last reports can come a few tens of ms before the step's end on this
-        // clock (their start was converted to their own clocks): a sample asked for then would not
-        // close the step.
-        let early = end_ns.saturating_sub(unix_ns(SystemTime::now()));
-        if early > 0 {
-            tokio::time::sleep(Duration::from_nanos(early as u64).min(SAMPLE_WAIT)).await;
-        }
-        for i in self.monitors() {
-            // A monitor whose stream is gone shows as lost below.
-            let _ = self.send(i, Down::SampleNow(pb::SampleNow {})).await;
-        }
-        let covered = |f: &Fleet| {
-            f.monitors().into_iter().all(|i| {
-                let a = &f.agents[i];
-                a.monitor
-                    .as_ref()
-                    .and_then(Watched::newest_ns)
-                    .is_some_and(|t| t - a.clock_offset_ns >= end_ns)
-            })
-        };
-        while !covered(self) {
-            let Ok(event) = tokio::time::timeout_at(deadline, self.next_message()).await else {
-                return;
-            };
-            if let Some((i, Err(why))) = event {
-                self.mark_lost(i, &format!("{why} after a step"));
-            }
-        }
-    }
-
-    /// The view of the step `window` of every monitor the target labelled `lane` `carries`, and
-    /// the notes of those lost since its last step (said once to each target). A live monitor
-    /// without a view (no sample bracketed the step) is noted too.
-    pub fn server_views(
-        &mut self,
-        window: Window,
-        lane: Option<&str>,
-        carries: impl Fn(&str) -> bool,
-    ) -> (Vec<StepServer>, Vec<String>) {
-        let mut views = Vec::new();
-        let mut notes = Vec::new();
-        for a in &mut self.agents {
-            let Some(m) = a.monitor.as_mut().filter(|m| carries(&m.info.name)) else {
-                continue;
-            };
-            // Named as its columns are, and where it is when that says more.
-            let who = match &m.info.name {
-                name if *name == a.name => name.clone(),
-                name => format!("{name} ({})", a.name),
-            };
-            let told = m.told.iter().any(|t| t.as_deref() == lane);
-            if let Some(why) = m.lost.as_ref().filter(|_| !told) {
-                notes.push(format!(
-                    "server monitor {who} lost ({why}): its columns are empty from here on"
-                ));
-                m.told.push(lane.map(str::to_string));
-            }
-            match m.view(window, a.clock_offset_ns) {
-                Some(v) => views.push(v),
-                None if a.alive => notes.push(format!(
-                    "server monitor {who} sent no samples around this step: its columns are empty"
-                )),
-                None => {}
-            }
-        }
-        (views, notes)
-    }
-
     pub fn lost(&self, i: usize, doing: &str, why: Closed) -> FleetError {
         FleetError::Lost {
             agent: self.agents[i].name.clone(),
             doing: doing.to_string(),
             why,
         }
-    }
-
-    /// Greets every agent not greeted yet (the links a test gave): each must answer within
-    /// [`GREETING_TIMEOUT`].
-    pub async fn hello(&mut self, token: Option<&str>) -> Result<(), FleetError> {
-        let ungreeted: Vec<usize> = (0..self.agents.len())
-            .filter(|&i| !self.agents[i].greeted)
-            .collect();
-        self.greet(&ungreeted, token, Instant::now() + GREETING_TIMEOUT)
-            .await
-    }
-
-    /// Sends each agent in `who` the hello and takes their replies, all by `deadline`. The agents
-    /// greeted before are heartbeaten meanwhile, and their messages passed over.
-    pub async fn greet(
-        &mut self,
-        who: &[usize],
-        token: Option<&str>,
-        deadline: Instant,
-    ) -> Result<(), FleetError> {
-        for &i in who {
-            // A joined peer proved the token in the join handshake, and was given none: nor here.
-            let token = match self.agents[i].expect {
-                Expect::Either => None,
-                Expect::Load | Expect::Monitor => token,
-            };
-            self.agents[i]
-                .tx
-                .send(hello(token))
-                .await
-                .map_err(|why| self.lost(i, GREETING, why))?;
-        }
-        self.hello_replies(who, deadline).await
-    }
-
-    /// Takes the hello replies of the agents in `who`, whose hellos were sent, by `deadline`.
-    pub(crate) async fn hello_replies(
-        &mut self,
-        who: &[usize],
-        deadline: Instant,
-    ) -> Result<(), FleetError> {
-        for (i, answer) in self.answers_until(who, GREETING, false, deadline).await? {
-            let Up::HelloReply(h) = answer else {
-                return Err(FleetError::Protocol {
-                    agent: self.agents[i].name.clone(),
-                    why: "expected a hello reply".into(),
-                });
-            };
-            self.introduce(i, h)?;
-            self.agents[i].greeted = true;
-        }
-        Ok(())
-    }
-
-    /// Keeps what an agent's hello reply announced: its role, and its limits, sockets and machine (a
-    /// load agent's) or who it is (a monitor's).
-    fn introduce(&mut self, i: usize, h: pb::HelloReply) -> Result<(), FleetError> {
-        let a = &mut self.agents[i];
-        let is_monitor = h.role() == pb::Role::Monitor;
-        let wrong = match (a.expect, is_monitor) {
-            (Expect::Load, true) => Some(
-                "is a monitor (stampede-agent --monitor), which runs no load: name it in --monitors, not --agents",
-            ),
-            (Expect::Monitor, false) => Some(
-                "is a load agent, not a monitor (stampede-agent --monitor): name it in --agents, not --monitors",
-            ),
-            _ => None,
-        };
-        if let Some(message) = wrong {
-            return Err(FleetError::Role {
-                agent: a.name.clone(),
-                message: message.into(),
-            });
-        }
-        if is_monitor {
-            let info = h.monitor.as_ref().ok_or_else(|| FleetError::Protocol {
-                agent: a.name.clone(),
-                why: "a monitor's hello reply without who it is".into(),
-            })?;
-            let info = MonitorInfo::try_from(info).map_err(|e| FleetError::Protocol {
-                agent: a.name.clone(),
-                why: e.to_string(),
-            })?;
-            // Its name suffixes its columns: two alike would make two columns of one name.
-            let twin = self
-                .agents
-                .iter()
-                .find(|b| b.monitor.as_ref().is_some_and(|m| m.info.name == info.name));
-            if let Some(twin) = twin {
-                return Err(FleetError::Role {
-                    agent: self.agents[i].name.clone(),
-                    message: format!(
-                        "is a monitor named {}, as {} is: give each its own --name (its steps.tsv columns are suffixed with it, and a monitor named as a target is that target's server: one per target)",
-                        info.name, twin.name
-                    ),
-                });
-            }
-            let a = &mut self.agents[i];
-            a.role = Role::Monitor;
-            a.monitor = Some(Watched::new(info));
-            return Ok(());
-        }
-        let caps = h.capabilities.unwrap_or_default();
-        if let Some(limits) = &caps.limits {
-            a.policy =
-                agent::policy::Policy::try_from(limits).map_err(|e| FleetError::Protocol {
-                    agent: a.name.clone(),
-                    why: e.to_string(),
-                })?;
-        }
-        a.capacity = agent::capacity::MachineLimits::from_capabilities(&caps);
-        a.binds_sources = caps.source_addrs;
-        a.machine_id = caps.machine_id.clone();
-        a.info = Some(AgentInfo {
-            name: a.name.clone(),
-            version: h.agent_version,
-            hostname: caps.hostname,
-            cores: caps.cores.max(1),
-            threads: caps.threads.max(1),
-            fd_limit: caps.fd_limit,
-            port_range: [caps.port_range_low, caps.port_range_high],
-        });
-        Ok(())
     }
 
     /// Sends the same command to each agent in `who` and waits for every acknowledgement. Returns the
@@ -949,65 +618,6 @@ impl Fleet {
             warnings.extend(ack.warnings.into_iter().map(|w| (i, Warning::from(w))));
         }
         Ok(warnings)
-    }
-
-    /// Measures each agent's clock offset (Cristian: offset = t_agent - (t_send + t_recv) / 2) over
-    /// several pings, keeping the sample with the smallest round trip; its error is at most RTT / 2.
-    pub async fn sync_clocks(&mut self, who: &[usize]) {
-        let mut best: Vec<Option<(i64, i64)>> = vec![None; self.agents.len()];
-        for round in 1..=u64::from(CLOCK_SAMPLES) {
-            self.clock_round(who, round, &mut best).await;
-        }
-        for &i in who {
-            if let Some((offset, rtt)) = best[i] {
-                self.agents[i].clock_offset_ns = offset;
-                self.agents[i].rtt_ns = rtt;
-            }
-        }
-    }
-
-    /// One ping to each agent in `who`; keeps its (offset, round trip) in `best` when the round trip
-    /// is the shortest yet.
-    async fn clock_round(&mut self, who: &[usize], round: u64, best: &mut [Option<(i64, i64)>]) {
-        let mut sent_at = vec![0i64; self.agents.len()];
-        let mut pending = Waiting::new(self.agents.len(), []);
-        for &i in who {
-            sent_at[i] = unix_ns(SystemTime::now());
-            if self
-                .send(i, Down::Ping(pb::Ping { id: round }))
-                .await
-                .is_ok()
-            {
-                pending.insert(i);
-            }
-        }
-        let deadline = Instant::now() + CLOCK_WAIT;
-        while !pending.is_empty() {
-            let Ok((i, msg)) = tokio::time::timeout_at(deadline, self.next_event()).await else {
-                break;
-            };
-            let msg = match msg {
-                Ok(msg) => msg,
-                Err(why) => {
-                    // Its stream ended: the step will find it lost; stop waiting for it here.
-                    self.mark_lost(i, &format!("{why} while measuring its clock"));
-                    pending.remove(i);
-                    continue;
-                }
-            };
-            if let Up::Pong(p) = msg
-                && p.id == round
-                && pending.contains(i)
-            {
-                let recv = unix_ns(SystemTime::now());
-                let rtt = recv - sent_at[i];
-                let offset = p.agent_unix_nanos - (sent_at[i] + recv) / 2;
-                if best[i].is_none_or(|(_, r)| rtt < r) {
-                    best[i] = Some((offset, rtt));
-                }
-                pending.remove(i);
-            }
-        }
     }
 
     pub async fn abort_all(&self, who: &[usize], reason: &str) {
@@ -1107,31 +717,6 @@ mod tests {
             got.err()
         );
         assert!(fleet.silent_for(a) < Duration::from_secs(1));
-    }
-
-    #[test]
-    fn a_refusal_s_exit_is_its_kind_s_whatever_its_words() {
-        let refused = |kind, message: &str| {
-            let r = Refusal::new(kind, message);
-            FleetError::refused("a:1", pb::Refusal::from(&r)).exit()
-        };
-        // An --allow-target name rule's words once lacked the phrase an address rule's had: exit 1.
-        let name_rule =
-            "target x resolves to 127.0.0.1, loopback: its name matches --allow-target 'x'";
-        assert_eq!(refused(RefusalKind::Policy, name_rule), Exit::Usage);
-        assert_eq!(refused(RefusalKind::Target, "cannot resolve"), Exit::Usage);
-        assert_eq!(
-            refused(RefusalKind::Busy, "this agent's --allow-target"),
-            Exit::Failed
-        );
-        let unknown = pb::Refusal {
-            message: "?".into(),
-            kind: 99,
-        };
-        assert!(matches!(
-            FleetError::refused("a:1", unknown),
-            FleetError::Protocol { .. }
-        ));
     }
 
     #[tokio::test(start_paused = true)]

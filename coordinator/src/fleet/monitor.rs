@@ -1,12 +1,18 @@
 //! A server monitor as the fleet keeps it: who it is (`MonitorInfo`, from its hello), the samples it
 //! streams every second (kept, bounded, until the steps they can still belong to are written), and
 //! whether it was lost. A monitor's samples never reach the step's loop: the fleet takes them as they
-//! arrive, so the step waits for load agents only and a monitor lost mid-run ends nothing.
+//! arrive, so the step waits for load agents only and a monitor lost mid-run ends nothing. The
+//! fleet's questions about its monitors (the sample that closes a step, each target's view) are here.
 use std::collections::VecDeque;
+use std::time::{Duration, SystemTime};
 
 use proto::pb;
+use proto::pb::coordinator_message::Kind as Down;
 use shared::monitor::step::{StepServer, Window};
 use shared::monitor::{MonitorInfo, Sample};
+use tokio::time::Instant;
+
+use super::{Fleet, Role, unix_ns};
 
 /// Samples kept per monitor at most: two hours of seconds, more than any step and the pause after it.
 /// Older ones are dropped first, and counted.
@@ -95,6 +101,135 @@ impl Watched {
             self.samples.pop_front();
         }
         view
+    }
+}
+
+/// How long after a step's end the monitors may take to send the sample that closes it: a second of
+/// sampling, and the way here.
+const SAMPLE_WAIT: Duration = Duration::from_millis(2500);
+
+/// The fleet's questions about its monitors: which are live, the sample that closes a step, and
+/// the view of it each target carries.
+impl Fleet {
+    /// A monitor lost: the run goes on without it; the next step's notes say so.
+    pub(super) fn lose_monitor(&mut self, i: usize, why: &str) {
+        let a = &mut self.agents[i];
+        if a.alive {
+            tracing::warn!(monitor = %a.name, why, "Monitor lost; the run goes on without it");
+            a.alive = false;
+            if let Some(m) = a.monitor.as_mut() {
+                m.lost = Some(why.to_string());
+            }
+        }
+    }
+
+    /// The live monitors, in fleet order.
+    pub fn monitors(&self) -> Vec<usize> {
+        (0..self.agents.len())
+            .filter(|&i| self.agents[i].alive && self.agents[i].monitor.is_some())
+            .collect()
+    }
+
+    /// Who every monitor that greeted the run is, lost ones included.
+    pub fn monitor_infos(&self) -> Vec<MonitorInfo> {
+        self.agents
+            .iter()
+            .filter_map(|a| a.monitor.as_ref().map(|m| m.info.clone()))
+            .collect()
+    }
+
+    /// Each monitor that watches a machine a load agent sends from (the same kernel: their machine
+    /// ids are equal), with that agent: the generator's CPU there competes with the target's, and
+    /// the run should say so.
+    pub fn sharing_a_host(&self) -> Vec<(String, String)> {
+        let monitors = self.agents.iter().filter_map(|a| a.monitor.as_ref());
+        monitors
+            .flat_map(|m| {
+                self.agents
+                    .iter()
+                    .filter(|a| a.role == Role::Load && !a.machine_id.is_empty())
+                    .filter(move |a| a.machine_id == m.info.machine_id)
+                    .map(move |a| (m.info.name.clone(), a.name.clone()))
+            })
+            .collect()
+    }
+
+    /// Waits until every live monitor has sent a sample at or after `end_ns` (coordinator's clock),
+    /// the one that closes a step, or [`SAMPLE_WAIT`] has passed. The load agents' messages meanwhile
+    /// are passed over (every step report is in); one whose stream ended is lost.
+    ///
+    /// Each live monitor is asked for a sample now (`SampleNow`): the step has ended, so the sample
+    /// it takes closes it, and the next step need not wait up to a second for the monitor's own tick.
+    /// Each sample that arrives is looked at as it comes: a wait that only woke for the load agents'
+    /// messages (none come between steps) always ran to its deadline, 2.5 s a step.
+    pub async fn await_samples(&mut self, end_ns: i64) {
+        let deadline = Instant::now() + SAMPLE_WAIT;
+        // The load agents' last reports can come a few tens of ms before the step's end on this
+        // clock (their start was converted to their own clocks): a sample asked for then would not
+        // close the step.
+        let early = end_ns.saturating_sub(unix_ns(SystemTime::now()));
+        if early > 0 {
+            tokio::time::sleep(Duration::from_nanos(early as u64).min(SAMPLE_WAIT)).await;
+        }
+        for i in self.monitors() {
+            // A monitor whose stream is gone shows as lost below.
+            let _ = self.send(i, Down::SampleNow(pb::SampleNow {})).await;
+        }
+        let covered = |f: &Fleet| {
+            f.monitors().into_iter().all(|i| {
+                let a = &f.agents[i];
+                a.monitor
+                    .as_ref()
+                    .and_then(Watched::newest_ns)
+                    .is_some_and(|t| t - a.clock_offset_ns >= end_ns)
+            })
+        };
+        while !covered(self) {
+            let Ok(event) = tokio::time::timeout_at(deadline, self.next_message()).await else {
+                return;
+            };
+            if let Some((i, Err(why))) = event {
+                self.mark_lost(i, &format!("{why} after a step"));
+            }
+        }
+    }
+
+    /// The view of the step `window` of every monitor the target labelled `target` `carries`, and
+    /// the notes of those lost since its last step (said once to each target). A live monitor
+    /// without a view (no sample bracketed the step) is noted too.
+    pub fn server_views(
+        &mut self,
+        window: Window,
+        target: Option<&str>,
+        carries: impl Fn(&str) -> bool,
+    ) -> (Vec<StepServer>, Vec<String>) {
+        let mut views = Vec::new();
+        let mut notes = Vec::new();
+        for a in &mut self.agents {
+            let Some(m) = a.monitor.as_mut().filter(|m| carries(&m.info.name)) else {
+                continue;
+            };
+            // Named as its columns are, and where it is when that says more.
+            let who = match &m.info.name {
+                name if *name == a.name => name.clone(),
+                name => format!("{name} ({})", a.name),
+            };
+            let told = m.told.iter().any(|t| t.as_deref() == target);
+            if let Some(why) = m.lost.as_ref().filter(|_| !told) {
+                notes.push(format!(
+                    "server monitor {who} lost ({why}): its columns are empty from here on"
+                ));
+                m.told.push(target.map(str::to_string));
+            }
+            match m.view(window, a.clock_offset_ns) {
+                Some(v) => views.push(v),
+                None if a.alive => notes.push(format!(
+                    "server monitor {who} sent no samples around this step: its columns are empty"
+                )),
+                None => {}
+            }
+        }
+        (views, notes)
     }
 }
 

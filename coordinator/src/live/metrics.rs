@@ -4,7 +4,7 @@
 //! histogram on one fixed geometric grid, so `histogram_quantile` over it lands within
 //! [`QUANTILE_BOUND`] of stampede's own percentile (docs/guide/live.md, "Prometheus").
 //!
-//! Labels are bounded: `target` (a lane: the command line's targets), `step`, `agent` (the fleet)
+//! Labels are bounded: `target` (the command line's targets), `step`, `agent` (the fleet)
 //! and `class` (the seven error classes); never a URL, a status code or anything per request.
 //!
 //! Cheap by shape: an event folds in a few counters, a merged second's latency is moved onto the
@@ -48,13 +48,13 @@ pub struct Metrics {
 
 #[derive(Debug, Clone, Default)]
 struct State {
-    lanes: Vec<Lane>,
+    targets: Vec<Target>,
     finished: bool,
 }
 
 /// One target's run.
 #[derive(Debug, Clone, Default)]
-struct Lane {
+struct Target {
     /// The target's name (`NAME=` or `--label`); empty for a run of one target.
     name: String,
     /// The running step's number (0: the warmup), or the last one's until the next starts.
@@ -103,16 +103,16 @@ impl Metrics {
         Metrics::default()
     }
 
-    /// Folds one event in; `live` is the fold after it (lane names, each lane's run.json so far).
+    /// Folds one event in; `live` is the fold after it (target names, each target's run.json so far).
     pub fn apply(&mut self, line: &Line, live: &Live) {
         let state = Arc::make_mut(&mut self.state);
         if let Event::Begin { .. } = &line.event {
-            state.lanes = live
-                .lanes
+            state.targets = live
+                .targets
                 .iter()
-                .map(|l| Lane {
+                .map(|l| Target {
                     name: l.name.clone(),
-                    ..Lane::default()
+                    ..Target::default()
                 })
                 .collect();
             state.finished = false;
@@ -123,8 +123,11 @@ impl Metrics {
             | Event::Baseline { .. }
             | Event::Run { .. }
             | Event::End { .. } => {}
-            Event::StepStart { lane, step: start } => {
-                let Some(l) = state.lanes.get_mut(*lane) else {
+            Event::StepStart {
+                target,
+                step: start,
+            } => {
+                let Some(l) = state.targets.get_mut(*target) else {
                     return;
                 };
                 l.step = Some(start.step);
@@ -146,8 +149,8 @@ impl Metrics {
                     };
                 }
             }
-            Event::Interval { lane, interval } => {
-                let Some(l) = state.lanes.get_mut(*lane) else {
+            Event::Interval { target, interval } => {
+                let Some(l) = state.targets.get_mut(*target) else {
                     return;
                 };
                 if interval.length_s > 0.0 {
@@ -173,13 +176,13 @@ impl Metrics {
                     }
                 }
             }
-            Event::Warmup { lane, step } => {
-                if let Some(l) = state.lanes.get_mut(*lane) {
+            Event::Warmup { target, step } => {
+                if let Some(l) = state.targets.get_mut(*target) {
                     l.written(step, false);
                 }
             }
-            Event::Step { lane, step, .. } => {
-                let Some(l) = state.lanes.get_mut(*lane) else {
+            Event::Step { target, step, .. } => {
+                let Some(l) = state.targets.get_mut(*target) else {
                     return;
                 };
                 let s = l.step_mut(step.number);
@@ -198,11 +201,11 @@ impl Metrics {
         }
     }
 
-    /// One merged 1 s interval's latency (µs) of lane `lane`'s step `step`, added into that step's
+    /// One merged 1 s interval's latency (µs) of target number `target`'s step `step`, added into that step's
     /// histogram. The warmup's (step 0) is left out, as from every counter.
-    pub fn add_latency(&mut self, lane: usize, step: u32, latency: &Histogram<u64>) {
+    pub fn add_latency(&mut self, target: usize, step: u32, latency: &Histogram<u64>) {
         let state = Arc::make_mut(&mut self.state);
-        let Some(l) = state.lanes.get_mut(lane).filter(|_| step > 0) else {
+        let Some(l) = state.targets.get_mut(target).filter(|_| step > 0) else {
             return;
         };
         let s = l.step_mut(step);
@@ -212,9 +215,9 @@ impl Metrics {
     }
 
     /// A finished step's whole merged latency: replaces what its intervals added.
-    pub fn set_step_latency(&mut self, lane: usize, step: u32, latency: &Histogram<u64>) {
+    pub fn set_step_latency(&mut self, target: usize, step: u32, latency: &Histogram<u64>) {
         let state = Arc::make_mut(&mut self.state);
-        let Some(l) = state.lanes.get_mut(lane).filter(|_| step > 0) else {
+        let Some(l) = state.targets.get_mut(target).filter(|_| step > 0) else {
             return;
         };
         let s = l.step_mut(step);
@@ -238,7 +241,7 @@ impl Metrics {
         // About 120 bytes a series; a step's histogram is most of them.
         let series: usize = self
             .state
-            .lanes
+            .targets
             .iter()
             .map(|l| {
                 8 + 2 * l.agents.len()
@@ -255,7 +258,7 @@ impl Metrics {
     }
 }
 
-impl Lane {
+impl Target {
     /// The agent called `name`, added when new: the fleet bounds them.
     fn agent(&mut self, name: &str) -> usize {
         match self.agents.iter().position(|a| a.name == name) {
@@ -410,7 +413,7 @@ struct Labels<'a> {
 }
 
 impl<'a> Labels<'a> {
-    fn lane(l: &'a Lane) -> Labels<'a> {
+    fn target(l: &'a Target) -> Labels<'a> {
         Labels {
             target: &l.name,
             step: None,
@@ -457,7 +460,7 @@ impl EncodeMetric for StepLatency<'_> {
 #[derive(Debug)]
 struct Exposition(Arc<State>);
 
-/// One family's series: its labels and value, by lane.
+/// One family's series: its labels and value, by target.
 fn gauges<'a>(
     e: &mut DescriptorEncoder,
     name: &str,
@@ -499,10 +502,10 @@ impl Exposition {
     /// The run as it stands: over or not, and each target's running step, rates and generator.
     fn now(&self, e: &mut DescriptorEncoder) -> Result<(), std::fmt::Error> {
         let s = &*self.0;
-        let per_lane = |f: fn(&Lane) -> Option<f64>| {
-            s.lanes
+        let per_target = |f: fn(&Target) -> Option<f64>| {
+            s.targets
                 .iter()
-                .filter_map(move |l| f(l).map(|v| (Labels::lane(l), v)))
+                .filter_map(move |l| f(l).map(|v| (Labels::target(l), v)))
         };
         gauges(
             e,
@@ -510,7 +513,7 @@ impl Exposition {
             "1 once the whole run is over (every target's run ended), else 0",
             None,
             std::iter::once((
-                Labels::lane(&Lane::default()),
+                Labels::target(&Target::default()),
                 f64::from(u8::from(s.finished)),
             )),
         )?;
@@ -519,66 +522,66 @@ impl Exposition {
             "stampede_step",
             "The running step's number, from 1 (0: the warmup); the last one's until the next starts",
             None,
-            per_lane(|l| l.step.map(f64::from)),
+            per_target(|l| l.step.map(f64::from)),
         )?;
         gauges(
             e,
             "stampede_steps_planned",
             "The steps the plan holds (absent for a capacity search)",
             None,
-            per_lane(|l| l.planned.map(|n| n as f64)),
+            per_target(|l| l.planned.map(|n| n as f64)),
         )?;
         gauges(
             e,
             "stampede_demanded_requests_per_second",
             "Requests per second the running step demands (absent for the closed model)",
             None,
-            per_lane(|l| l.demanded),
+            per_target(|l| l.demanded),
         )?;
         gauges(
             e,
             "stampede_sent_requests_per_second",
             "Requests sent in the last merged second, per second",
             None,
-            per_lane(|l| l.sent_per_s),
+            per_target(|l| l.sent_per_s),
         )?;
         gauges(
             e,
             "stampede_served_requests_per_second",
             "Replies with an expected status in the last merged second, per second",
             None,
-            per_lane(|l| l.served_per_s),
+            per_target(|l| l.served_per_s),
         )?;
         gauges(
             e,
             "stampede_generator_cpu_ratio",
             "The last written step's busiest agent's worker CPU, of what its workers can use",
             None,
-            per_lane(|l| l.generator.map(|g| g.0)),
+            per_target(|l| l.generator.map(|g| g.0)),
         )?;
         gauges(
             e,
             "stampede_generator_lag_p99",
             "The last written step's p99 of how late arrivals were dispatched",
             Some(&Unit::Seconds),
-            per_lane(|l| l.generator.map(|g| g.1)),
+            per_target(|l| l.generator.map(|g| g.1)),
         )?;
         Ok(())
     }
 
     /// Each agent's CPU and requests: as many series as the fleet has agents.
     fn agents(&self, e: &mut DescriptorEncoder) -> Result<(), std::fmt::Error> {
-        let lanes = || self.0.lanes.iter();
+        let targets = || self.0.targets.iter();
         gauges(
             e,
             "stampede_agent_cpu_ratio",
             "Each agent's worker CPU in the last written step, of what its workers can use",
             None,
-            lanes().flat_map(|l| {
+            targets().flat_map(|l| {
                 l.agents.iter().filter_map(move |a| {
                     let labels = Labels {
                         agent: Some(&a.name),
-                        ..Labels::lane(l)
+                        ..Labels::target(l)
                     };
                     a.cpu_ratio.map(|v| (labels, v))
                 })
@@ -588,11 +591,11 @@ impl Exposition {
             e,
             "stampede_agent_requests",
             "Requests each agent sent over the counted steps (the warmup's left out)",
-            lanes().flat_map(|l| {
+            targets().flat_map(|l| {
                 l.agents.iter().map(move |a| {
                     let labels = Labels {
                         agent: Some(&a.name),
-                        ..Labels::lane(l)
+                        ..Labels::target(l)
                     };
                     (labels, a.done + a.now)
                 })
@@ -604,11 +607,11 @@ impl Exposition {
     /// Per step: whether it is written, its counters and its latency histogram.
     fn steps(&self, e: &mut DescriptorEncoder) -> Result<(), std::fmt::Error> {
         let steps = || {
-            self.0.lanes.iter().flat_map(|l| {
+            self.0.targets.iter().flat_map(|l| {
                 l.steps.iter().map(move |st| {
                     let labels = Labels {
                         step: Some(st.number),
-                        ..Labels::lane(l)
+                        ..Labels::target(l)
                     };
                     (labels, st)
                 })
@@ -708,7 +711,7 @@ mod tests {
     }
 
     impl Run {
-        fn new(lanes: &[&str]) -> Run {
+        fn new(targets: &[&str]) -> Run {
             let mut r = Run {
                 metrics: Metrics::new(),
                 live: Live::default(),
@@ -716,16 +719,16 @@ mod tests {
             };
             r.feed(Event::Begin {
                 schema: SCHEMA.into(),
-                lanes: lanes.iter().map(|l| l.to_string()).collect(),
+                targets: targets.iter().map(|l| l.to_string()).collect(),
                 search: false,
                 total_s: 18.0,
                 started_at: "2026-12-05T08:00:00.000Z".into(),
             });
-            for lane in 0..lanes.len() {
+            for target in 0..targets.len() {
                 let mut run = golden();
                 run.steps.clear();
                 r.feed(Event::Run {
-                    lane,
+                    target,
                     run: Box::new(run),
                 });
             }
@@ -739,9 +742,9 @@ mod tests {
             self.metrics.apply(&line, &self.live);
         }
 
-        fn start(&mut self, lane: usize, s: &StepResult) {
+        fn start(&mut self, target: usize, s: &StepResult) {
             self.feed(Event::StepStart {
-                lane,
+                target,
                 step: StepStart {
                     step: s.number,
                     steps: Some(6),
@@ -762,9 +765,9 @@ mod tests {
         }
 
         /// A merged second of `sent` requests, `ok` of them served and `failed` failed.
-        fn second(&mut self, lane: usize, step: u32, sent: u64, ok: u64, failed: u64) {
+        fn second(&mut self, target: usize, step: u32, sent: u64, ok: u64, failed: u64) {
             self.feed(Event::Interval {
-                lane,
+                target,
                 interval: Interval {
                     step,
                     at_s: 0.0,
@@ -781,21 +784,21 @@ mod tests {
             });
         }
 
-        fn written(&mut self, lane: usize, s: &StepResult) {
+        fn written(&mut self, target: usize, s: &StepResult) {
             self.feed(Event::Step {
-                lane,
+                target,
                 step: Box::new(s.clone()),
                 summary: None,
             });
         }
 
         /// Every step of the golden run: started, two seconds that undercount it, written.
-        fn whole(&mut self, lane: usize) {
+        fn whole(&mut self, target: usize) {
             for s in golden().steps {
-                self.start(lane, &s);
-                self.second(lane, s.number, s.requests / 3, s.ok / 3, 0);
-                self.second(lane, s.number, s.requests / 3, s.ok / 3, 1);
-                self.written(lane, &s);
+                self.start(target, &s);
+                self.second(target, s.number, s.requests / 3, s.ok / 3, 0);
+                self.second(target, s.number, s.requests / 3, s.ok / 3, 1);
+                self.written(target, &s);
             }
         }
 
@@ -1108,12 +1111,16 @@ mod tests {
         r.whole(1);
         let m = r.samples();
         let steps = golden().steps;
-        for lane in ["a", "b"] {
-            let reset = [("target", lane), ("step", "3"), ("class", "conn-reset")];
+        for target in ["a", "b"] {
+            let reset = [("target", target), ("step", "3"), ("class", "conn-reset")];
             assert_eq!(value(&m, "stampede_errors_total", &reset), Some(4.0));
-            let timeout = [("target", lane), ("step", "3"), ("class", "client-timeout")];
+            let timeout = [
+                ("target", target),
+                ("step", "3"),
+                ("class", "client-timeout"),
+            ];
             assert_eq!(value(&m, "stampede_errors_total", &timeout), Some(2.0));
-            let other = [("target", lane), ("agent", "b:7000")];
+            let other = [("target", target), ("agent", "b:7000")];
             assert_eq!(
                 value(&m, "stampede_agent_requests_total", &other),
                 Some(50.0)
@@ -1150,7 +1157,7 @@ mod tests {
         r.metrics.add_latency(0, 0, &h);
         r.metrics.set_step_latency(0, 0, &h);
         r.feed(Event::Warmup {
-            lane: 0,
+            target: 0,
             step: Box::new(warm),
         });
         let m = r.samples();

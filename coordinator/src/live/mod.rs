@@ -56,7 +56,7 @@ pub struct LiveSpec {
     pub token: Option<String>,
 }
 
-/// The run's events as the run task sends them. Cloned into every lane's output; `Feed::off` (for
+/// The run's events as the run task sends them. Cloned into every target's output; `Feed::off` (for
 /// tests of pieces) records nothing.
 #[derive(Clone)]
 pub struct Feed(Option<Arc<Hub>>);
@@ -149,21 +149,21 @@ impl Feed {
     }
 
     /// One merged second, with its merged latency for /metrics.
-    pub fn interval(&self, lane: usize, interval: Interval, latency: Option<&Histogram<u64>>) {
+    pub fn interval(&self, target: usize, interval: Interval, latency: Option<&Histogram<u64>>) {
         let step = interval.step;
-        self.emit_with(Event::Interval { lane, interval }, |m| {
+        self.emit_with(Event::Interval { target, interval }, |m| {
             if let Some(h) = latency {
-                m.add_latency(lane, step, h);
+                m.add_latency(target, step, h);
             }
         });
     }
 
     /// A written step's whole merged latency, for /metrics (before its `Step` event).
-    pub fn step_latency(&self, lane: usize, step: u32, latency: &Histogram<u64>) {
+    pub fn step_latency(&self, target: usize, step: u32, latency: &Histogram<u64>) {
         let Some(hub) = &self.0 else { return };
         let mut state = hub.lock();
         if let Some(m) = state.metrics.as_mut() {
-            m.set_step_latency(lane, step, latency);
+            m.set_step_latency(target, step, latency);
             state.metrics_version += 1;
         }
     }

@@ -571,7 +571,7 @@ async fn side_by_side_each_step_ran_on_every_target_in_turn_with_its_own_workloa
     };
     let (link, log) = fake_agent::spawn(Script::default());
     let links = vec![("agent".to_string(), Expect::Load, link)];
-    let runs = run_lanes(side.runs, Stop::default(), Some(links), None, None)
+    let runs = run_targets(side.runs, Stop::default(), Some(links), None, None)
         .await
         .unwrap();
     // Both checked before any load; then each step on a, then on b, each after its own configure
@@ -712,7 +712,7 @@ async fn side_by_side_a_target_s_lost_monitor_is_its_note_alone_and_the_run_goes
             fake_agent::spawn_monitor("db", None),
         ),
     ];
-    let runs = run_lanes(side.runs, Stop::default(), Some(links), None, None)
+    let runs = run_targets(side.runs, Stop::default(), Some(links), None, None)
         .await
         .expect("the run goes on without a's monitor");
     for (run, (own, other)) in runs.iter().zip([("a", "b"), ("b", "a")]) {
@@ -857,7 +857,7 @@ async fn a_find_max_probe_that_lost_an_agent_is_invalid_not_a_pass() {
     let crate::config::Runs::One(run) = cfg.runs else {
         unreachable!("one target")
     };
-    let mut runs = run_lanes(
+    let mut runs = run_targets(
         vec![*run],
         Stop::default(),
         Some(links),
@@ -969,7 +969,7 @@ async fn side_by_side_each_target_warmed_up_right_before_its_first_step() {
     };
     let (link, log) = fake_agent::spawn(Script::default());
     let links = vec![("agent".to_string(), Expect::Load, link)];
-    let runs = run_lanes(side.runs, Stop::default(), Some(links), None, None)
+    let runs = run_targets(side.runs, Stop::default(), Some(links), None, None)
         .await
         .unwrap();
     let sent: Vec<String> = {
@@ -1038,7 +1038,7 @@ async fn two_searches_took_turns_each_configured_before_its_probe_and_each_concl
     let (runs, setup) = two_searches(dir.path());
     // The agent serves nothing: every probe fails, and each search ends at its start.
     let (link, log) = fake_agent::spawn(Script::default());
-    let runs = run_lanes(
+    let runs = run_targets(
         runs,
         Stop::default(),
         Some(vec![("a".to_string(), Expect::Load, link)]),
@@ -1082,7 +1082,7 @@ async fn ctrl_c_in_one_target_s_probe_concluded_both_searches_as_interrupted() {
     // a's first probe has run (its 2 s), b's is under way (from 2 s to 4 s).
     drain_after(&stop, Duration::from_secs(3));
     let (link, _log) = fake_agent::spawn(Script::default());
-    let runs = run_lanes(
+    let runs = run_targets(
         runs,
         stop,
         Some(vec![("a".to_string(), Expect::Load, link)]),
@@ -1092,7 +1092,7 @@ async fn ctrl_c_in_one_target_s_probe_concluded_both_searches_as_interrupted() {
     .await
     .unwrap();
     let [a, b] = &runs[..] else {
-        unreachable!("two lanes")
+        unreachable!("two targets")
     };
     for (run, label) in [(a, "a"), (b, "b")] {
         let c = run.capacity.as_ref().expect("each search's answer");

@@ -1,5 +1,5 @@
 //! Drives a run: for each step, splits it among the live agents, prepares it, measures their clocks,
-//! starts it at one instant, merges the streamed intervals, handles lost agents by policy, summarises
+//! starts it at one instant, merges the streamed intervals, handles lost agents by policy, summarizes
 //! and writes. This task alone owns the run's state; agents' messages reach it through the fleet.
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -27,16 +27,16 @@ use results::compare::Comparison;
 mod control_tests;
 #[cfg(test)]
 mod fake_agent;
-mod lane;
 mod probes;
 mod source;
 mod step;
+mod target;
 mod warned;
 
 use crate::exit::Exit;
-use lane::{After, Lane};
 pub use source::{Planned, StepSource, StepSpec};
 pub use step::{EndCause, LOSS_SILENCE, STEP_GRACE, StepOutcome};
+use target::{After, TargetRun};
 use warned::Warned;
 
 #[derive(Debug, thiserror::Error)]
@@ -108,7 +108,7 @@ pub struct RunOutcome {
     /// Notes of `steps` (by step number) that repeat a warning about the generator which the run
     /// said before: in run.json with their step, not said again at the end.
     pub repeats: Vec<(u32, String)>,
-    /// The live page, to keep up for `--live-keep` once the answer is out (the first lane's).
+    /// The live page, to keep up for `--live-keep` once the answer is out (the first target's).
     pub live: Option<crate::live::Lingering>,
 }
 
@@ -125,9 +125,9 @@ struct Watch<'a> {
     /// The lowest median of the finished steps whose server was ok (see [`baseline_p50`]): what
     /// the next step's queueing is judged against.
     baseline_p50_ms: Option<f64>,
-    /// The agents' warnings already said in this run (shared by its lanes).
+    /// The agents' warnings already said in this run (shared by its targets).
     warned: Warned,
-    /// The notes of this lane's steps (by step number) that repeat a warning the run said before.
+    /// The notes of this target's steps (by step number) that repeat a warning the run said before.
     repeats: Vec<(u32, String)>,
 }
 
@@ -192,7 +192,7 @@ pub async fn find_max(
     setup: SearchSetup,
     stop: Stop,
 ) -> Result<RunOutcome, RunError> {
-    let mut runs = run_lanes(vec![cfg], stop, None, None, Some(setup)).await?;
+    let mut runs = run_targets(vec![cfg], stop, None, None, Some(setup)).await?;
     Ok(runs.remove(0))
 }
 
@@ -212,7 +212,7 @@ pub struct SideOutcome {
 /// of steps, so a killed run keeps one. A target whose `--stop-on` ends its ramp is left out of the
 /// later rounds while the others go on; Ctrl-C, an error or a lost agent under `abort` ends them all.
 pub async fn run_side(side: SideBySide, stop: Stop) -> Result<SideOutcome, RunError> {
-    side_lanes(side, stop, None).await
+    side_targets(side, stop, None).await
 }
 
 /// Capacity searches side by side (`stampede find-max NAME=URL NAME=URL ...`): one search per target
@@ -224,10 +224,10 @@ pub async fn find_max_side(
     setup: SearchSetup,
     stop: Stop,
 ) -> Result<SideOutcome, RunError> {
-    side_lanes(side, stop, Some(setup)).await
+    side_targets(side, stop, Some(setup)).await
 }
 
-async fn side_lanes(
+async fn side_targets(
     mut side: SideBySide,
     stop: Stop,
     search: Option<SearchSetup>,
@@ -237,7 +237,7 @@ async fn side_lanes(
         let label = cfg.label.clone().unwrap_or_default();
         cfg.out = dir.join(label);
     }
-    let runs = run_lanes(side.runs, stop, None, Some(&dir), search).await?;
+    let runs = run_targets(side.runs, stop, None, Some(&dir), search).await?;
     let compared = compare_beside(&dir, &runs);
     Ok(SideOutcome {
         dir,
@@ -253,13 +253,13 @@ async fn run_with(
     stop: Stop,
     links: Option<Vec<(String, Expect, CoordinatorEnd)>>,
 ) -> Result<RunOutcome, RunError> {
-    let mut runs = run_lanes(vec![cfg], stop, links, None, None).await?;
+    let mut runs = run_targets(vec![cfg], stop, links, None, None).await?;
     Ok(runs.remove(0))
 }
 
-/// Runs one lane per configuration, each into the directory it claims, side by side (`beside`: the
+/// Runs one target's run per configuration, each into the directory it claims, side by side (`beside`: the
 /// directory the comparison goes to) when there are several.
-async fn run_lanes(
+async fn run_targets(
     mut cfgs: Vec<RunConfig>,
     stop: Stop,
     links: Option<Vec<(String, Expect, CoordinatorEnd)>>,
@@ -371,7 +371,7 @@ impl Drop for Unfinished {
 /// anything there (an hour).
 const MAX_SHOWN_DEADLINE_S: f64 = 3600.0;
 
-/// How a lane's ramp ended, when no error ended it.
+/// How a target's ramp ended, when no error ended it.
 #[derive(Debug, Clone, Default)]
 struct Ramped {
     aborted: bool,
@@ -406,7 +406,7 @@ async fn run_in(
     }
     feed.emit(results::events::Event::Begin {
         schema: results::events::SCHEMA.to_string(),
-        lanes: cfgs
+        targets: cfgs
             .iter()
             .map(|c| c.label.clone().filter(|_| side).unwrap_or_default())
             .collect(),
@@ -417,7 +417,7 @@ async fn run_in(
     if let Some(run) = cfgs[0].live.as_ref().and_then(|l| l.baseline.clone()) {
         feed.emit(results::events::Event::Baseline { run });
     }
-    let mut lanes = Vec::with_capacity(cfgs.len());
+    let mut targets = Vec::with_capacity(cfgs.len());
     for (k, (cfg, (warnings, warned))) in cfgs.iter().zip(announced).enumerate() {
         // Side by side, each target its own search: its own probes, under its own ceiling.
         let (source, line): (Box<dyn StepSource + Send>, _) = match search.clone() {
@@ -435,11 +435,11 @@ async fn run_in(
             None => (Box::new(Planned::new(cfg.plan.steps(), cfg.warmup)), None),
         };
         // This target's own server and those behind them all; no other target's.
-        let lane = cfg.label.as_deref();
+        let target = cfg.label.as_deref();
         let monitors: Vec<_> = fleet
             .monitor_infos()
             .into_iter()
-            .filter(|m| cfg.pairing.watches(lane, &m.name).is_some())
+            .filter(|m| cfg.pairing.watches(target, &m.name).is_some())
             .collect();
         let mut out = Output::create(cfg, &fleet.infos(), &monitors, &warnings)?;
         out.attach(feed, k);
@@ -462,7 +462,7 @@ async fn run_in(
             );
         }
         let progress = Progress::new(cfg.quiet, total).labelled(label);
-        lanes.push(Lane::new(cfg, out, warned, progress, source));
+        targets.push(TargetRun::new(cfg, out, warned, progress, source));
     }
     if let Some(dir) = beside.filter(|_| !cfgs[0].quiet) {
         let labels: Vec<&str> = cfgs.iter().filter_map(|c| c.label.as_deref()).collect();
@@ -471,61 +471,61 @@ async fn run_in(
             progress::side_line(&labels, total, dir, search.is_some())
         );
     }
-    let outcome = ramp(&mut fleet, &mut lanes, &stop, beside).await;
+    let outcome = ramp(&mut fleet, &mut targets, &stop, beside).await;
     let mut finished = Ok(());
     let failed = outcome.as_ref().err().map(ToString::to_string);
-    for lane in &mut lanes {
-        let done = lane.finish(failed.as_deref());
+    for target in &mut targets {
+        let done = target.finish(failed.as_deref());
         finished = finished.and(done);
     }
     outcome?;
     finished?;
-    Ok(lanes.into_iter().map(Lane::outcome).collect())
+    Ok(targets.into_iter().map(TargetRun::outcome).collect())
 }
 
-/// Runs the steps the lanes' sources give, round by round: each round one step of every lane whose
-/// ramp goes on, in the lanes' order, each written before the next. A lane ends when its source gives
-/// no more or --stop-on ends it; all end when a step is aborted. With several lanes, the fleet is
-/// configured with a lane's workload before its step, and the comparison rewritten after each round.
+/// Runs the steps the targets' sources give, round by round: each round one step of every target whose
+/// ramp goes on, in the targets' order, each written before the next. A target ends when its source gives
+/// no more or --stop-on ends it; all end when a step is aborted. With several targets, the fleet is
+/// configured with a target's workload before its step, and the comparison rewritten after each round.
 async fn ramp(
     fleet: &mut Fleet,
-    lanes: &mut [Lane<'_>],
+    targets: &mut [TargetRun<'_>],
     stop: &Stop,
     beside: Option<&Path>,
 ) -> Result<(), RunError> {
-    // The check before the run configured every lane's workload in turn: the last one holds.
-    let mut configured = lanes.len() - 1;
+    // The check before the run configured every target's workload in turn: the last one holds.
+    let mut configured = targets.len() - 1;
     loop {
         let mut ran = false;
-        for k in 0..lanes.len() {
-            let lane = &mut lanes[k];
-            if lane.ended.is_some() {
+        for k in 0..targets.len() {
+            let target = &mut targets[k];
+            if target.ended.is_some() {
                 continue;
             }
             // Before the source is asked: a search counts the probe it gives.
             if stop.drain.is_cancelled() || stop.now.is_cancelled() {
-                lanes.iter_mut().for_each(Lane::abort);
+                targets.iter_mut().for_each(TargetRun::abort);
                 return Ok(());
             }
-            let lane = &mut lanes[k];
-            let Some(spec) = lane.source.next(lane.results.last()) else {
-                lane.ended = Some(Ramped::default());
+            let target = &mut targets[k];
+            let Some(spec) = target.source.next(target.results.last()) else {
+                target.ended = Some(Ramped::default());
                 continue;
             };
             if configured != k {
-                let tolerate = lane.cfg.on_agent_loss != LossPolicy::Abort;
+                let tolerate = target.cfg.on_agent_loss != LossPolicy::Abort;
                 tokio::select! {
-                    done = configure(fleet, lane.cfg, tolerate) => { done.map_err(lane.blame())?; }
+                    done = configure(fleet, target.cfg, tolerate) => { done.map_err(target.blame())?; }
                     _ = stop.now.cancelled() => {
-                        lanes.iter_mut().for_each(Lane::abort);
+                        targets.iter_mut().for_each(TargetRun::abort);
                         return Ok(());
                     }
                 }
                 configured = k;
             }
             ran = true;
-            if lane.step(fleet, spec, stop).await? == After::AbortAll {
-                lanes.iter_mut().for_each(Lane::abort);
+            if target.step(fleet, spec, stop).await? == After::AbortAll {
+                targets.iter_mut().for_each(TargetRun::abort);
                 return Ok(());
             }
         }
@@ -533,7 +533,7 @@ async fn ramp(
             return Ok(());
         }
         if let Some(dir) = beside {
-            compare_round(dir, lanes);
+            compare_round(dir, targets);
         }
     }
 }
@@ -557,9 +557,9 @@ async fn configure(
         .await
 }
 
-/// Reaches (or takes the `links` to), greets and configures the agents with every lane's workload in
+/// Reaches (or takes the `links` to), greets and configures the agents with every target's workload in
 /// turn, so that an agent's refusal of any target (its --allow-target) comes before any load, and
-/// checks every lane's plan against what they announced. Returns each lane's warnings, said.
+/// checks every target's plan against what they announced. Returns each target's warnings, said.
 async fn ready_fleet(
     cfgs: &[RunConfig],
     links: Option<Vec<(String, Expect, CoordinatorEnd)>>,
@@ -663,7 +663,7 @@ fn plan_total(cfg: &RunConfig) -> Duration {
 }
 
 /// Refuses, before any load, a plan that some agent's announced limits would refuse at some step of
-/// some lane, the lanes' steps taken in the order they will run (an agent's --max-run-duration counts
+/// some target, the targets' steps taken in the order they will run (an agent's --max-run-duration counts
 /// them all): its policy, or its sockets (fd limit, ports). Warnings are left to the agents, which
 /// know the resolved target and say them when each step is prepared.
 fn check_limits(fleet: &Fleet, cfgs: &[RunConfig]) -> Result<(), RunError> {
@@ -692,8 +692,8 @@ fn check_limits(fleet: &Fleet, cfgs: &[RunConfig]) -> Result<(), RunError> {
 
 /// The comparison after a round of steps: a failure is said and the run goes on (its own
 /// directories are whole; the end of the run, or `stampede compare`, writes it again).
-fn compare_round(dir: &Path, lanes: &[Lane<'_>]) {
-    let runs: Vec<(String, PathBuf)> = lanes
+fn compare_round(dir: &Path, targets: &[TargetRun<'_>]) {
+    let runs: Vec<(String, PathBuf)> = targets
         .iter()
         .map(|l| {
             (

@@ -1,7 +1,7 @@
 //! Where the run's steps come from: a source that gives the next step's spec, knowing the result of
 //! the last: the plan's fixed list ([`Planned`]), or a capacity search deciding each probe from the
 //! last one's result (`probes::Probes`). A planned run's `--warmup` is a step of its own before the
-//! first, at the first's value, not counted: the lane runs it and records it apart.
+//! first, at the first's value, not counted: the target runs it and records it apart.
 use std::time::Duration;
 
 use results::search::{Capacity, ProbeRole};

@@ -1,7 +1,7 @@
 //! One step, owned by one task, as a state machine: prepare (split among the live load agents, acks,
 //! clocks), start (one instant, in each agent's clock), collect (merge the streamed intervals; the
 //! events it consumes are a closed enum; an abort, whatever its cause, is one transition from running
-//! to stopping), summarise. Each phase hands the next a typed result.
+//! to stopping), summarize. Each phase hands the next a typed result.
 use std::path::Path;
 use std::time::{Duration, SystemTime};
 
@@ -55,16 +55,16 @@ pub struct StepCx<'a> {
     pub progress: &'a Progress,
     /// The first Ctrl-C: aborts the step; its requests in flight may finish.
     pub drain: &'a CancellationToken,
-    /// The lane's steps before this one (the monitors' notes say since when a CPU is at its limit).
+    /// The target's steps before this one (the monitors' notes say since when a CPU is at its limit).
     pub earlier: &'a [StepResult],
-    /// How many steps the lane has, when known beforehand.
+    /// How many steps the target has, when known beforehand.
     pub steps: Option<usize>,
-    /// Whether the lane goes on after a step that overran its deadline (a search's probe).
+    /// Whether the target goes on after a step that overran its deadline (a search's probe).
     pub outlasts_overruns: bool,
     /// Where the step's start and merged seconds go as it runs (the live page, events.ndjson), and
     /// which of the run's targets it is.
     pub feed: &'a crate::live::Feed,
-    pub lane: usize,
+    pub target: usize,
 }
 
 /// Why the run must end after this step, whatever the step's result says.
@@ -171,7 +171,7 @@ pub async fn run_step(
         .await?;
     let end_run = collected.end_run;
     let (mut result, hlog, distribution) =
-        summarise(fleet, cx, spec, prepared, &started, collected, watch);
+        summarize(fleet, cx, spec, prepared, &started, collected, watch);
     observe_server(fleet, &mut result, &started, cx).await;
     let number = result.number;
     watch
@@ -506,7 +506,7 @@ impl<'a> Collecting<'a> {
         // the progress line and the run's events (events.ndjson is written by every run).
         let watched = self.cx.progress.wants_ticks() || self.cx.feed.is_on();
         if merged.reports == self.waiting.len() && !merged.tail && watched {
-            let (feed, lane) = (self.cx.feed, self.cx.lane);
+            let (feed, target) = (self.cx.feed, self.cx.target);
             let mut latency = None;
             // Only /metrics wants the histogram itself, and only while it is served.
             let keep = feed.keeps_metrics();
@@ -531,7 +531,7 @@ impl<'a> Collecting<'a> {
                     .map(|&i| self.merge.agent_counters(i).requests)
                     .collect();
                 feed.interval(
-                    lane,
+                    target,
                     tell_interval(self.spec, &seq, &so_far, agents_sent),
                     latency.as_ref(),
                 );
@@ -616,7 +616,7 @@ fn step_number(spec: StepSpec) -> u32 {
 
 /// The step's result from what was collected, its latency per interval for the hlog, and its merged
 /// latency's percentile distribution for the .hgrm.
-fn summarise(
+fn summarize(
     fleet: &Fleet,
     cx: &StepCx<'_>,
     spec: StepSpec,
@@ -640,7 +640,7 @@ fn summarise(
         hlog,
     } = c.totals;
     cx.feed
-        .step_latency(cx.lane, step_number(spec), &total.hist.latency);
+        .step_latency(cx.target, step_number(spec), &total.hist.latency);
     let members = p.who.iter().chain(&p.lost_before);
     let agents = members
         .map(|&i| AgentInput {
@@ -762,14 +762,15 @@ async fn observe_server(fleet: &mut Fleet, result: &mut StepResult, s: &Started,
     fleet.await_samples(end_ns).await;
     // Only the server under load, and what is behind every target: another target's own server
     // is idle in this step, and its numbers are that target's.
-    let (pairing, lane) = (&cx.cfg.pairing, cx.cfg.label.as_deref());
+    let (pairing, target) = (&cx.cfg.pairing, cx.cfg.label.as_deref());
     let window = Window {
         start_ns: s.start_ns,
         end_ns,
     };
-    let (views, lost) =
-        fleet.server_views(window, lane, |name| pairing.watches(lane, name).is_some());
-    results::quantity::observed(result, pairing.mark(lane, views));
+    let (views, lost) = fleet.server_views(window, target, |name| {
+        pairing.watches(target, name).is_some()
+    });
+    results::quantity::observed(result, pairing.mark(target, views));
     result.notes.extend(lost);
     let explained = results::server_notes::notes(result, cx.earlier);
     result.notes.extend(explained);
@@ -792,7 +793,7 @@ fn start_delays(
         .collect()
 }
 
-/// The time a step is summarised over. An aborted step: the time it ran until the abort, not the
+/// The time a step is summarized over. An aborted step: the time it ran until the abort, not the
 /// drain after it; a closed loop that spent its request count (`-n`): the time its agents took, as
 /// ab reports.
 fn measured(
@@ -833,7 +834,7 @@ fn tell_start(fleet: &Fleet, cx: &StepCx<'_>, spec: StepSpec, p: &Prepared, s: &
         })
         .collect();
     cx.feed.emit(results::events::Event::StepStart {
-        lane: cx.lane,
+        target: cx.target,
         step: results::events::StepStart {
             step: step_number(spec),
             steps: cx.steps,

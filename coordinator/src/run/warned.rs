@@ -9,7 +9,7 @@ use crate::fleet::Fleet;
 
 /// The capacity risks already told on stderr in this run, by agent and kind: an ordinary ramp has one
 /// on every step, and a side-by-side run on every target's; repeating them buries everything else.
-/// One is shared by the run's lanes (a clone is the same record).
+/// One is shared by the run's targets (a clone is the same record).
 #[derive(Default, Clone)]
 pub struct Warned(Arc<Mutex<HashSet<(usize, WarningKind)>>>);
 
@@ -79,8 +79,8 @@ mod tests {
             warned.say(0, &other) && warned.say(0, &other),
             "not a risk: every time"
         );
-        // Another lane of the run (side by side) shares the record: said once per run.
-        let lane = warned.clone();
-        assert!(!lane.say(0, &fd), "another target's step, the same risk");
+        // Another target of the run (side by side) shares the record: said once per run.
+        let target = warned.clone();
+        assert!(!target.say(0, &fd), "another target's step, the same risk");
     }
 }

@@ -1,4 +1,4 @@
-//! The live page's charts: the report's charts against the offered load, drawn from a lane's run as
+//! The live page's charts: the report's charts against the offered load, drawn from a target's run as
 //! last written (a point more per step written), a baseline run's line under each, and the running
 //! step second by second.
 use results::events::Current;
@@ -15,7 +15,7 @@ const BASELINE: Colour = Colour("#b0b0b0");
 /// The `data-n` prefix of a baseline's series: `baseline: p99`.
 pub const BASELINE_PREFIX: &str = "baseline: ";
 
-/// The lane's charts against the offered load: for a search its probes first, then served rate,
+/// The target's charts against the offered load: for a search its probes first, then served rate,
 /// latency, failed share, and the server's CPU and memory when the run has a monitor. `pending` is
 /// the running step's value, so the axis has room for the point it will add.
 pub fn against_load(run: &RunFile, pending: Option<f64>, baseline: Option<&RunFile>) -> String {

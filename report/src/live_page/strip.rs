@@ -1,10 +1,10 @@
-//! The strip atop the live page: the run's time so far and left, then per lane where it is (step k
+//! The strip atop the live page: the run's time so far and left, then per target where it is (step k
 //! of N, or a search's probe and role), what the step demanded, sent, served and failed, the
 //! answer so far and, for a search, the bracket its probes have closed in on. Each figure is a
 //! `<dd data-k="NAME">`, its number (when it has one) in `data-v`, so a test reads it as it is.
 use std::fmt::Write;
 
-use results::events::{Current, Lane, Live};
+use results::events::{Current, Live, Target};
 use results::run_file::RunFile;
 use results::search::{Mark, ProbeRole};
 use results::step::{StepResult, human, step_value, tsv_number};
@@ -40,11 +40,11 @@ fn figures(out: &mut String, figs: &[Figure]) {
     out.push_str("</dl>\n");
 }
 
-/// The seconds the run has measured so far: every lane's written steps (and warmup) at their
-/// lengths, and each running step up to its last second. Side by side the lanes take turns on one
+/// The seconds the run has measured so far: every target's written steps (and warmup) at their
+/// lengths, and each running step up to its last second. Side by side the targets take turns on one
 /// fleet, so their times add up.
 pub fn elapsed_s(live: &Live) -> f64 {
-    live.lanes
+    live.targets
         .iter()
         .map(|l| {
             let written: f64 = l.run.as_ref().map_or(0.0, |r| {
@@ -157,12 +157,12 @@ pub fn bracket(run: &RunFile) -> (Option<f64>, Option<f64>) {
     results::search::bracket(&marked)
 }
 
-/// A lane's figures: its step, the step's load, its answer so far, its status.
-pub fn lane(lane: &Lane, search: bool) -> String {
-    let run = lane.run.as_ref();
+/// A target's figures: its step, the step's load, its answer so far, its status.
+pub fn target(target: &Target, search: bool) -> String {
+    let run = target.run.as_ref();
     let model = run.map_or("requests", |r| r.model().name());
     let mut figs = Vec::new();
-    match &lane.current {
+    match &target.current {
         None => figs.push(fig("step", "step", "none started yet".into(), None)),
         Some(c) => step_figures(&mut figs, c, written(run, c), model, search),
     }

@@ -2,7 +2,7 @@
 //! warnings and notes so far (`#notes`), and the run's end (its status, the report's link).
 use std::fmt::Write;
 
-use results::events::{Lane, Live};
+use results::events::{Live, Target};
 use results::step::{StepResult, tsv_number};
 
 use crate::escape::html;
@@ -24,9 +24,9 @@ pub const AGENT_COLS: [&str; 7] = [
 /// from the last merged second), with what the last written step said of it: its CPU, how late it
 /// started, whether it was lost, and the step's trust verdict (`lost` for a lost agent). An agent
 /// of that step not running this one still has its row.
-pub fn agents(lane: &Lane) -> String {
-    let run = lane.run.as_ref();
-    let current = lane.current.as_ref();
+pub fn agents(target: &Target) -> String {
+    let run = target.run.as_ref();
+    let current = target.current.as_ref();
     // The last step written: the running one's predecessor, or the one just written.
     let last: Option<&StepResult> = match current {
         Some(c) if c.done => written(run, c),
@@ -104,12 +104,12 @@ pub fn agents(lane: &Lane) -> String {
     out
 }
 
-/// The lane's warnings (the run's, as last written), then every written step's notes in step
+/// The target's warnings (the run's, as last written), then every written step's notes in step
 /// order: newest last.
-pub fn notes(lane: &Lane) -> String {
+pub fn notes(target: &Target) -> String {
     let mut out = String::from("<ol id=\"notes\">\n");
     let mut any = false;
-    if let Some(run) = &lane.run {
+    if let Some(run) = &target.run {
         for w in &run.warnings {
             any = true;
             let _ = writeln!(out, "<li data-kind=\"warning\">{}</li>", html(w));
@@ -128,17 +128,17 @@ pub fn notes(lane: &Lane) -> String {
     out
 }
 
-/// Empty until the whole run is over; then each lane's status (a search's too) and the report.
+/// Empty until the whole run is over; then each target's status (a search's too) and the report.
 pub fn end(live: &Live) -> String {
     if !live.finished {
         return String::new();
     }
-    let several = live.lanes.len() > 1;
+    let several = live.targets.len() > 1;
     let mut out = String::from("<div class=\"end\"><p><b>The run is over.</b>");
-    for lane in &live.lanes {
-        let Some(run) = &lane.run else { continue };
+    for target in &live.targets {
+        let Some(run) = &target.run else { continue };
         let who = match several {
-            true => format!("{}: ", html(&super::lane_title(lane))),
+            true => format!("{}: ", html(&super::target_title(target))),
             false => String::new(),
         };
         let search = run
@@ -148,7 +148,7 @@ pub fn end(live: &Live) -> String {
         let _ = write!(
             out,
             " <span data-lane=\"{}\" data-status=\"{}\">{who}{}{search}.</span>",
-            html(&lane.name),
+            html(&target.name),
             run.status.name(),
             run.status.name()
         );

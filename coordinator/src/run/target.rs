@@ -1,7 +1,7 @@
 //! One target's side of a run: its configuration, results directory, thresholds, steps so far and
-//! how its ramp ended. A run of one target has one lane; a side-by-side run one per target, driven
-//! over one fleet in turn by `ramp`. A planned run's warmup runs right before the lane's first step,
-//! in the same turn, so no other target's load comes between them.
+//! how its ramp ended. A run has one per target (side by side, several), driven over one fleet in
+//! turn by `ramp`. A planned run's warmup runs right before the target's first step, in the same
+//! turn, so no other target's load comes between them.
 use results::run_file::RunStatus;
 use results::search::Capacity;
 use results::step::{self, StepResult};
@@ -18,7 +18,7 @@ use crate::fleet::{Fleet, FleetError};
 use crate::output::{Output, OutputError};
 use crate::progress::Progress;
 
-pub(super) struct Lane<'a> {
+pub(super) struct TargetRun<'a> {
     pub cfg: &'a RunConfig,
     pub out: Output,
     pub watch: Watch<'a>,
@@ -27,30 +27,30 @@ pub(super) struct Lane<'a> {
     pub progress: Progress,
     /// How its ramp ended; `None` while it goes on.
     pub ended: Option<super::Ramped>,
-    /// A search's answer, once the lane has finished.
+    /// A search's answer, once the target has finished.
     pub capacity: Option<Capacity>,
     /// A planned run's warmup, once run: never among `results`.
     pub warmup: Option<StepResult>,
 }
 
-/// What a lane's step means for the run.
+/// What a target's step means for the run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum After {
-    /// This lane goes on, or its own ramp ended (--stop-on, or its last step).
+    /// This target goes on, or its own ramp ended (--stop-on, or its last step).
     Next,
-    /// The step was aborted (an interrupt, a lost agent under `abort`): every lane ends.
+    /// The step was aborted (an interrupt, a lost agent under `abort`): every target ends.
     AbortAll,
 }
 
-impl<'a> Lane<'a> {
+impl<'a> TargetRun<'a> {
     pub fn new(
         cfg: &'a RunConfig,
         out: Output,
         warned: Warned,
         progress: Progress,
         source: Box<dyn StepSource + Send + 'a>,
-    ) -> Lane<'a> {
-        Lane {
+    ) -> TargetRun<'a> {
+        TargetRun {
             cfg,
             out,
             watch: Watch {
@@ -71,13 +71,13 @@ impl<'a> Lane<'a> {
         }
     }
 
-    /// How a fleet's error reads in this lane: naming its target when there are others.
+    /// How a fleet's error reads in this target's run: naming the target when there are others.
     pub fn blame(&self) -> impl FnOnce(FleetError) -> RunError + '_ {
         let side = self.progress.label().is_some();
         move |e| blame(side, self.cfg, e)
     }
 
-    /// Runs one step of this lane and writes it; ends the lane's ramp when --stop-on says so.
+    /// Runs one step of this target and writes it; ends the target's ramp when --stop-on says so.
     // Dropping the step at an await leaves no half of it on disk: it is written in one synchronous
     // stretch at its end (its row and hlog, then run.json with the summary).
     /// A warmup (a spec not counted) is run first, then the step after it, in the same turn.
@@ -110,7 +110,8 @@ impl<'a> Lane<'a> {
             (result.aborted && !(overran && self.source.outlasts_overruns())) || end_run.is_some();
         let because = self.watch.stop.take();
         self.results.push(result);
-        self.out.summarize(&step::summarize_run(&self.results))?;
+        self.out
+            .write_summary(&step::summarize_run(&self.results))?;
         if aborted {
             return Ok(After::AbortAll);
         }
@@ -169,7 +170,7 @@ impl<'a> Lane<'a> {
         stop: &Stop,
     ) -> Result<Option<StepOutcome>, RunError> {
         self.watch.baseline_p50_ms = baseline_p50(&self.results);
-        let (feed, lane) = self.out.feed();
+        let (feed, target) = self.out.feed();
         let feed = feed.clone();
         let cx = StepCx {
             cfg: self.cfg,
@@ -179,7 +180,7 @@ impl<'a> Lane<'a> {
             steps: self.source.planned(),
             outlasts_overruns: self.source.outlasts_overruns(),
             feed: &feed,
-            lane,
+            target,
         };
         if !spec.pause.is_zero() {
             tokio::select! {
@@ -195,7 +196,7 @@ impl<'a> Lane<'a> {
         }
     }
 
-    /// Ends this lane's ramp after `spec` (--stop-on), saying so; other lanes go on.
+    /// Ends this target's ramp after `spec` (--stop-on), saying so; other targets go on.
     fn stop_ramp(&mut self, spec: StepSpec, because: String, not_run: Vec<f64>) {
         let planned = self.cfg.plan.steps().len();
         let (who, others) = match self.progress.label() {
@@ -221,7 +222,7 @@ impl<'a> Lane<'a> {
         });
     }
 
-    /// Ends the lane's ramp as aborted, unless it had ended already.
+    /// Ends the target's ramp as aborted, unless it had ended already.
     pub fn abort(&mut self) {
         if self.ended.is_none() {
             self.ended = Some(super::Ramped {
@@ -231,7 +232,7 @@ impl<'a> Lane<'a> {
         }
     }
 
-    /// Writes how the lane ended into its run.json: `failed` with the error's words (`failed`, among
+    /// Writes how the target ended into its run.json: `failed` with the error's words (`failed`, among
     /// its warnings) when an error ended the run; a search's answer, with the bounds known so far
     /// when it was cut short.
     pub fn finish(&mut self, failed: Option<&str>) -> Result<(), OutputError> {
