@@ -387,7 +387,7 @@ fn by_agent(keyed: &[(String, u64)], names: &[&str]) -> Result<Vec<(String, u64)
         .collect())
 }
 
-/// Checks the monitors paired with targets against the targets, and tells every lane who they are.
+/// Checks the monitors paired with targets against the targets, and tells every target's run who they are.
 pub fn paired_with(runs: &mut [RunConfig]) -> Result<(), ConfigError> {
     let labels: Vec<Option<String>> = runs.iter().map(|c| c.label.clone()).collect();
     pairing::check(&runs[0].paired, &labels).map_err(|e| ConfigError::Value(e.to_string()))?;
@@ -612,10 +612,10 @@ mod tests {
             assert_eq!(
                 cfg.paired.len(),
                 2,
-                "every lane runs every in-process monitor"
+                "every target's run has every in-process monitor"
             );
-            let lane = cfg.label.as_deref();
-            let own = cfg.pairing.watches(lane, lane.unwrap());
+            let target = cfg.label.as_deref();
+            let own = cfg.pairing.watches(target, target.unwrap());
             assert_eq!(own, Some(shared::monitor::step::Watches::Target));
         }
         let e =

@@ -118,9 +118,9 @@ pub struct RunConfig {
     /// Server monitors to dial, and the one to run in-process.
     pub monitors: Vec<AgentSpec>,
     pub monitor: Option<shared::monitor::Watch>,
-    /// In-process monitors each paired with a target (`--monitor-target`), the same in every lane.
+    /// In-process monitors each paired with a target (`--monitor-target`), the same for every target.
     pub paired: Vec<pairing::Paired>,
-    /// The run's targets, as monitors are paired with them (every lane's label).
+    /// The run's targets, as monitors are paired with them (every target's label).
     pub pairing: pairing::Pairing,
     /// How many processes `--monitor-process` may match (`--monitor-processes`).
     pub monitor_processes: usize,

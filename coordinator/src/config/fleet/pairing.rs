@@ -116,35 +116,35 @@ impl Pairing {
         }
     }
 
-    /// Whose server monitor `name` watches, seen from the target labelled `lane`: its own
+    /// Whose server monitor `name` watches, seen from the target labelled `target`: its own
     /// (`Target`), all of theirs (`Shared`), or another target's (`None`: not this target's to
     /// carry).
-    pub fn watches(&self, lane: Option<&str>, name: &str) -> Option<Watches> {
+    pub fn watches(&self, target: Option<&str>, name: &str) -> Option<Watches> {
         if !self.labels.iter().any(|l| l == name) {
             Some(Watches::Shared)
-        } else if lane == Some(name) {
+        } else if target == Some(name) {
             Some(Watches::Target)
         } else {
             None
         }
     }
 
-    /// The monitor paired with the target labelled `lane`, among those named.
-    pub fn paired<'a>(&self, lane: Option<&str>, names: &'a [String]) -> Option<&'a str> {
+    /// The monitor paired with the target labelled `target`, among those named.
+    pub fn paired<'a>(&self, target: Option<&str>, names: &'a [String]) -> Option<&'a str> {
         names
             .iter()
-            .find(|n| self.watches(lane, n) == Some(Watches::Target))
+            .find(|n| self.watches(target, n) == Some(Watches::Target))
             .map(String::as_str)
     }
 
     /// A step's monitor views, each marked whose it is, those of another target's server left out.
     /// A run of one target with no monitor paired keeps the rule from before pairing: its only
     /// monitor of processes or a cgroup watches its server (its columns keep their suffix).
-    pub fn mark(&self, lane: Option<&str>, views: Vec<StepServer>) -> Vec<StepServer> {
+    pub fn mark(&self, target: Option<&str>, views: Vec<StepServer>) -> Vec<StepServer> {
         let mut kept: Vec<StepServer> = views
             .into_iter()
             .filter_map(|mut v| {
-                v.watches = self.watches(lane, &v.monitor)?;
+                v.watches = self.watches(target, &v.monitor)?;
                 Some(v)
             })
             .collect();
@@ -272,8 +272,8 @@ mod tests {
         v
     }
 
-    fn marks(p: &Pairing, lane: Option<&str>, views: Vec<StepServer>) -> Vec<(String, Watches)> {
-        p.mark(lane, views)
+    fn marks(p: &Pairing, target: Option<&str>, views: Vec<StepServer>) -> Vec<(String, Watches)> {
+        p.mark(target, views)
             .into_iter()
             .map(|v| (v.monitor, v.watches))
             .collect()
