@@ -2,8 +2,8 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
-use agent::link::role::CertRole;
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
+use control::role::CertRole;
 use serde::Deserialize;
 use shared::plan::{Arrival, HttpVersion, LoadModel, TlsSessions, UrlOrder};
 

@@ -197,7 +197,7 @@ pub struct RunConfig {
     pub join: Option<JoinSpec>,
     /// Server monitors to dial, and the one to run in-process.
     pub monitors: Vec<AgentSpec>,
-    pub monitor: Option<shared::monitor::Watch>,
+    pub monitor: Option<monitor::Watch>,
     /// In-process monitors each paired with a target (`--monitor-target`), the same in every lane.
     pub paired: Vec<crate::pairing::Paired>,
     /// The run's targets, as monitors are paired with them (every lane's label).
@@ -208,7 +208,7 @@ pub struct RunConfig {
     pub dial_wait: Option<DialWait>,
     pub token: Option<String>,
     /// Mutual TLS with remote agents.
-    pub tls: Option<agent::tls::TlsFiles>,
+    pub tls: Option<control::mtls::TlsFiles>,
     pub on_agent_loss: LossPolicy,
     /// Each agent's share, by its name as `--agents` lists it (every listed agent has one).
     pub agent_weights: Option<Vec<(String, u64)>>,
@@ -648,7 +648,7 @@ fn resolve_one(
     let workload = workload(&args, requests)?;
     let (workload, over_http1) = protocol(&args, workload, by_scheme, label.as_deref())?;
     let plan = plan(&args, workload, given_duration)?;
-    let threads = args.threads.unwrap_or_else(agent::system::cores);
+    let threads = args.threads.unwrap_or_else(control::system::cores);
     if threads == 0 || threads > 1024 {
         return Err(PlanError::NotPositive {
             what: "--threads (1 to 1024)",
@@ -665,7 +665,7 @@ fn resolve_one(
     };
     let token = token(&args)?;
     let on_agent_loss = args.on_agent_loss.expect(DEFAULTED);
-    let tls = agent::tls::TlsFiles::from_flags(
+    let tls = control::mtls::TlsFiles::from_flags(
         args.tls_cert.clone(),
         args.tls_key.clone(),
         args.tls_ca.clone(),
@@ -1136,7 +1136,7 @@ fn live(args: &RunArgs, token: Option<&str>) -> Result<Option<crate::live::LiveS
 fn join(
     args: &RunArgs,
     token: Option<&str>,
-    tls: Option<&agent::tls::TlsFiles>,
+    tls: Option<&control::mtls::TlsFiles>,
 ) -> Result<Option<JoinSpec>, ConfigError> {
     let monitors = args.expect_monitors.unwrap_or(0);
     let agents = match args.expect_agents {
@@ -1212,8 +1212,8 @@ fn dial_wait(args: &RunArgs) -> Result<Option<DialWait>, ConfigError> {
 
 /// What the in-process monitor watches (`--monitor-pid`, `--monitor-process`, `--monitor-cgroup`),
 /// checked for what can be told before it is opened; the probe says the rest when it opens it.
-fn embedded_monitor(args: &RunArgs) -> Result<Option<shared::monitor::Watch>, ConfigError> {
-    use shared::monitor::Watch;
+fn embedded_monitor(args: &RunArgs) -> Result<Option<monitor::Watch>, ConfigError> {
+    use monitor::Watch;
     let (flag, watch) = match (
         args.monitor_pid,
         &args.monitor_process,
@@ -2206,7 +2206,7 @@ mod tests {
             );
             let lane = cfg.label.as_deref();
             let own = cfg.pairing.watches(lane, lane.unwrap());
-            assert_eq!(own, Some(shared::monitor::step::Watches::Target));
+            assert_eq!(own, Some(monitor::step::Watches::Target));
         }
         let e =
             runs_of("run go=http://h:1/ node=http://h:2/ --steps 1 --monitor-target rust=pid:7")
@@ -2228,10 +2228,7 @@ mod tests {
         )
         .unwrap();
         let c = command_line(&format!("run {}", plan.display())).unwrap();
-        assert_eq!(
-            c.paired[0].watch,
-            shared::monitor::Watch::Process("nginx".into())
-        );
+        assert_eq!(c.paired[0].watch, monitor::Watch::Process("nginx".into()));
     }
 
     #[test]

@@ -11,11 +11,11 @@ pub mod tls;
 
 use crate::verdict::{self, Facts, Server, ServerFacts, Verdict};
 use knee::Knee;
+use monitor::step::StepServer;
 use shared::histogram::{Histogram, us_to_ms};
 use shared::metrics::{
     Counters, ErrorClass, FirstErrors, STATUS_CLASSES, Snapshot, UNLIMITED_STREAMS,
 };
-use shared::monitor::step::StepServer;
 use shared::plan::LoadModel;
 use shared::status::StatusSet;
 
@@ -524,7 +524,7 @@ impl StepResult {
     /// are shared has none. A step written before pairing says nothing: its only monitor, when it
     /// has exactly one that watches processes or a cgroup, was its server then and is now.
     pub fn own_server(&self) -> Option<&StepServer> {
-        use shared::monitor::step::Watches;
+        use monitor::step::Watches;
         let mut said = false;
         for m in &self.server_monitors {
             match m.watches {
@@ -1307,7 +1307,7 @@ mod tests {
 
     #[test]
     fn a_step_s_own_server_is_the_monitor_paired_with_its_target() {
-        use shared::monitor::step::Watches;
+        use monitor::step::Watches;
         let mut r = ramp_step(1, 100.0, 100.0, 2.0, Verdict::Valid);
         let mark = |name: &str, w: Watches| {
             let mut m = crate::example_server(name, 50.0, 1.0);

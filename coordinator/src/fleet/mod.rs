@@ -6,15 +6,15 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use agent::link::{Closed, CoordinatorEnd, Link, LinkTx};
+use control::link::{Closed, CoordinatorEnd, Link, LinkTx};
 use proto::pb::agent_message::Kind as Up;
 use proto::pb::coordinator_message::Kind as Down;
 use proto::{PROTOCOL_VERSION, pb, to_agent};
 use shared::refusal::{Refusal, RefusalKind};
 
 use crate::exit::Exit;
-use shared::monitor::MonitorInfo;
-use shared::monitor::step::{StepServer, Window};
+use ::monitor::MonitorInfo;
+use ::monitor::step::{StepServer, Window};
 use shared::plan::StepShare;
 use shared::warning::Warning;
 use tokio::sync::mpsc;
@@ -27,8 +27,8 @@ mod dial;
 mod monitor;
 mod waiting;
 
+use self::monitor::Watched;
 pub use dial::{EMBEDDED, connect};
-use monitor::Watched;
 pub use waiting::Waiting;
 
 /// How long an agent may take to answer hello, configure or prepare.
@@ -174,9 +174,9 @@ struct AgentHandle {
     /// Whether its hello reply was taken.
     greeted: bool,
     /// The limits it announced; a plan over them is refused before any load is sent.
-    policy: agent::policy::Policy,
+    policy: control::policy::Policy,
     /// Its socket limits (fd limit, ports, TIME_WAIT reuse), if it announced them.
-    capacity: Option<agent::capacity::MachineLimits>,
+    capacity: Option<control::machine::MachineLimits>,
     /// Whether it binds connections to `--source-addrs` (an older agent would ignore them).
     binds_sources: bool,
     /// The hashed boot id its hello gave (empty from an older agent): a monitor with the same one
@@ -287,7 +287,7 @@ impl Fleet {
             rtt_ns: 0,
             heard,
             greeted: false,
-            policy: agent::policy::Policy::default(),
+            policy: control::policy::Policy::default(),
             capacity: None,
             binds_sources: false,
             machine_id: String::new(),
@@ -449,7 +449,7 @@ impl Fleet {
         i: usize,
         share: &StepShare,
         used: Duration,
-        route: &agent::capacity::Route,
+        route: &control::machine::Route,
     ) -> Result<(), FleetError> {
         let agent = &self.agents[i];
         let limit = |message| FleetError::Limit {
@@ -901,12 +901,12 @@ impl Fleet {
         let caps = h.capabilities.unwrap_or_default();
         if let Some(limits) = &caps.limits {
             a.policy =
-                agent::policy::Policy::try_from(limits).map_err(|e| FleetError::Protocol {
+                control::policy::Policy::try_from(limits).map_err(|e| FleetError::Protocol {
                     agent: a.name.clone(),
                     why: e.to_string(),
                 })?;
         }
-        a.capacity = agent::capacity::MachineLimits::from_capabilities(&caps);
+        a.capacity = control::machine::MachineLimits::from_capabilities(&caps);
         a.binds_sources = caps.source_addrs;
         a.machine_id = caps.machine_id.clone();
         a.info = Some(AgentInfo {
@@ -1138,7 +1138,7 @@ mod tests {
     async fn agent_weights_were_read_by_place_in_the_fleet() {
         // A monitor joined first: the load agents are 1 and 2, the weights two, by name.
         let names = ["monitor", "a:1", "b:2"];
-        let ends: Vec<_> = names.iter().map(|_| agent::link::pair()).collect();
+        let ends: Vec<_> = names.iter().map(|_| control::link::pair()).collect();
         let links = names
             .iter()
             .zip(ends)
@@ -1152,8 +1152,8 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_monitor_gets_no_share_and_its_messages_answer_nothing() {
-        let (load, load_end) = agent::link::pair();
-        let (monitor, monitor_end) = agent::link::pair();
+        let (load, load_end) = control::link::pair();
+        let (monitor, monitor_end) = control::link::pair();
         let links = vec![("load".to_string(), load), ("monitor".to_string(), monitor)];
         let mut fleet = Fleet::new(links, CancellationToken::new());
         fleet.set_role(1, Role::Monitor);

@@ -4,9 +4,9 @@
 //! arrive, so the step waits for load agents only and a monitor lost mid-run ends nothing.
 use std::collections::VecDeque;
 
+use monitor::step::{StepServer, Window};
+use monitor::{MonitorInfo, Sample};
 use proto::pb;
-use shared::monitor::step::{StepServer, Window};
-use shared::monitor::{MonitorInfo, Sample};
 
 /// Samples kept per monitor at most: two hours of seconds, more than any step and the pause after it.
 /// Older ones are dropped first, and counted.
@@ -101,7 +101,7 @@ impl Watched {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use shared::monitor::{Cores, CpuStates, HostSample, NetScope, TcpCounters};
+    use monitor::{Cores, CpuStates, HostSample, NetScope, TcpCounters};
 
     fn info() -> MonitorInfo {
         MonitorInfo {

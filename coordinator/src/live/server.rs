@@ -555,7 +555,7 @@ pub fn route(method: &Method, uri: &Uri, headers: &HeaderMap, token: Option<&str
             let presented = presented_token(uri, headers);
             if !presented
                 .as_deref()
-                .is_some_and(|p| agent::session::token_matches(p, expected))
+                .is_some_and(|p| control::admission::token_matches(p, expected))
             {
                 return Route::NoToken;
             }
