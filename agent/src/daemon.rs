@@ -7,20 +7,21 @@ use std::sync::Arc;
 use std::sync::Mutex;
 use std::time::Duration;
 
+use control::admission::Rules;
+use control::dial::{DialError, Dialer};
+use control::link::{self, AgentEnd, Link, MAX_MESSAGE_BYTES, Side};
+use control::listener::{self, Peer};
+use control::mtls::TlsFiles;
+use control::policy::Policy;
+use control::session::SessionError;
+use monitor::session::Monitor;
 use proto::pb;
 use proto::pb::agent_server::{Agent, AgentServer};
 use tokio_util::sync::CancellationToken;
 use tonic::{Request, Response, Status, Streaming};
 
 use crate::engine::Engine;
-use crate::link::AgentEnd;
-use crate::link::accept::{self, Peer};
-use crate::link::dial::{DialError, Dialer};
-use crate::link::{self, Link, MAX_MESSAGE_BYTES, Side};
-use crate::monitor::session::Monitor;
-use crate::policy::Policy;
-use crate::session::{self, Rules};
-use crate::tls::TlsFiles;
+use crate::session;
 
 #[derive(Debug, Clone)]
 pub struct DaemonConfig {
@@ -61,11 +62,11 @@ impl Duty {
         end: AgentEnd,
         peer: String,
         shutdown: CancellationToken,
-    ) -> Result<(), session::SessionError> {
+    ) -> Result<(), SessionError> {
         match self {
             Duty::Load(engine) => session::serve(engine.clone(), rules, end, peer, shutdown).await,
             Duty::Monitor(m) => {
-                crate::monitor::session::serve(m.clone(), rules, end, peer, shutdown).await
+                monitor::session::serve(m.clone(), rules, end, peer, shutdown).await
             }
         }
     }
@@ -105,7 +106,7 @@ pub enum DaemonError {
     #[error("cannot join the coordinator at {0}")]
     Join(String),
     #[error(transparent)]
-    Tls(#[from] crate::tls::TlsError),
+    Tls(#[from] control::mtls::TlsError),
     #[error(transparent)]
     Ready(#[from] shared::ready::ReadyError),
     #[error("the coordinator session ended in error (--exit-after-run): {0}")]
@@ -244,7 +245,7 @@ pub async fn serve(
     let tls = cfg.tls.as_ref().map(TlsFiles::server).transpose()?;
     tonic::transport::Server::builder()
         .add_service(server)
-        .serve_with_incoming_shutdown(accept::incoming(listener, tls, Side::Agent), stop)
+        .serve_with_incoming_shutdown(listener::incoming(listener, tls, Side::Agent), stop)
         .await?;
     after_run.map_or(Ok(()), |a| a.result())
 }
@@ -264,7 +265,7 @@ pub async fn join(
     cfg: DaemonConfig,
     shutdown: CancellationToken,
 ) -> Result<(), DaemonError> {
-    crate::system::raise_fd_limit();
+    control::system::raise_fd_limit();
     let duty = Duty::start(&cfg)?;
     let rules = Rules {
         token: cfg.token.clone(),
@@ -274,7 +275,7 @@ pub async fn join(
     let dialer = Dialer::new(
         Side::Coordinator,
         &coordinator,
-        crate::tls::host_of(&coordinator),
+        control::mtls::host_of(&coordinator),
         cfg.tls.as_ref(),
     )
     .map_err(|e| DaemonError::Join(format!("{coordinator}: {e}")))?;
@@ -356,7 +357,7 @@ enum Joined {
     #[error(transparent)]
     Dial(#[from] DialError),
     #[error(transparent)]
-    Session(#[from] session::SessionError),
+    Session(#[from] SessionError),
 }
 
 async fn join_once(
@@ -376,7 +377,7 @@ async fn join_once(
         tx: up_tx,
         rx: link::read_stream(response.into_inner()),
     };
-    link::dial::prove_join(&mut end, rules.token.as_deref())
+    control::dial::prove_join(&mut end, rules.token.as_deref())
         .await
         .map_err(|why| DialError::Refused(format!("the join handshake failed: {why}")))?;
     // The coordinator proved the token in the handshake: the session's hello carries none. The
@@ -391,7 +392,7 @@ async fn join_once(
 
 /// `stampede-agent --listen`'s library entry point.
 pub async fn run(cfg: DaemonConfig, shutdown: CancellationToken) -> Result<(), DaemonError> {
-    crate::system::raise_fd_limit();
+    control::system::raise_fd_limit();
     let listener = bind(&cfg).await?;
     let addr = listener.local_addr().map_err(|source| DaemonError::Bind {
         addr: cfg.listen,
@@ -606,7 +607,7 @@ mod tests {
 
     #[test]
     fn a_joining_agent_with_exit_after_run_keeps_trying_after_a_refused_hello() {
-        let refused = Err(super::Joined::Session(session::SessionError::Auth("no")));
+        let refused = Err(super::Joined::Session(SessionError::Auth("no")));
         assert!(end_after_run(&refused, false).is_none());
         assert!(
             end_after_run(&Ok(()), false).is_none(),
@@ -638,8 +639,8 @@ mod tests {
         assert!(caps.fd_limit > 0);
         assert_eq!(r.role, pb::Role::Load as i32);
         // The id a monitor on this host reports, so a coordinator can tell they share it.
-        let probe = crate::monitor::Probe::open(&shared::monitor::Watch::Pid(std::process::id()));
-        assert_eq!(caps.machine_id, probe.unwrap().info(None).machine_id);
+        let sensor = monitor::sensor::Sensor::open(&monitor::Watch::Pid(std::process::id()));
+        assert_eq!(caps.machine_id, sensor.unwrap().info(None).machine_id);
         assert_eq!(caps.machine_id.len(), 16, "{}", caps.machine_id);
         shutdown.cancel();
     }
@@ -823,7 +824,7 @@ mod tests {
             .unwrap();
         assert!(matches!(ok[0].kind, Some(Up::HelloReply(_))), "{ok:?}");
         // The stranger is answered nothing, and its stream ends at the hello deadline.
-        let patience = session::HELLO_WITHIN + std::time::Duration::from_secs(5);
+        let patience = control::admission::HELLO_WITHIN + std::time::Duration::from_secs(5);
         let read = tokio::time::timeout(patience, stranger.get_mut().message()).await;
         assert!(
             matches!(read, Ok(Ok(None)) | Ok(Err(_))),
@@ -876,9 +877,7 @@ mod tests {
             ready_file: None,
             monitor: Some(Monitor {
                 name: Some("self".into()),
-                open: crate::monitor::session::opener(shared::monitor::Watch::Pid(
-                    std::process::id(),
-                )),
+                open: monitor::session::opener(monitor::Watch::Pid(std::process::id())),
             }),
             exit_after_run: false,
         };
@@ -905,7 +904,7 @@ mod tests {
             }
         };
         // The join handshake: the monitor proves the token, then the coordinator does.
-        let challenge = proto::join::nonce().unwrap();
+        let challenge = control::admission::join::nonce().unwrap();
         let hello = |join_challenge, join_proof| {
             Down::Hello(pb::Hello {
                 protocol_version: proto::PROTOCOL_VERSION,
@@ -919,13 +918,13 @@ mod tests {
         let Up::JoinProof(proof) = next().await else {
             panic!("expected the monitor's proof of the token");
         };
-        assert!(proto::join::verify_agent(
+        assert!(control::admission::join::verify_agent(
             "s3cret",
             &challenge,
             &proof.nonce,
             &proof.mac
         ));
-        let ours = proto::join::coordinator_proof("s3cret", &challenge, &proof.nonce);
+        let ours = control::admission::join::coordinator_proof("s3cret", &challenge, &proof.nonce);
         send(hello(Vec::new(), ours)).await.unwrap();
         // The session's own hello, without the token.
         send(hello(Vec::new(), Vec::new())).await.unwrap();
@@ -960,7 +959,7 @@ mod tests {
                 other => panic!("read {other:?}"),
             }
         }
-        assert_eq!(refused.unwrap(), crate::monitor::session::NO_LOAD);
+        assert_eq!(refused.unwrap(), monitor::session::NO_LOAD);
         let gap = second.unwrap().at_unix_nanos - first.at_unix_nanos;
         assert!(
             (800_000_000..1_200_000_000).contains(&gap),

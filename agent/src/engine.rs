@@ -23,7 +23,7 @@ pub enum EngineError {
 impl Engine {
     pub fn start(threads: usize) -> Result<Engine, EngineError> {
         // Before any connection: a default soft limit of 1024 would cap the load, not the target.
-        let fd_limit = crate::system::raise_fd_limit();
+        let fd_limit = control::system::raise_fd_limit();
         let threads = threads.max(1);
         let mut jobs = Vec::with_capacity(threads);
         for index in 0..threads {
@@ -75,7 +75,7 @@ fn socket_budget(fd_limit: u64, threads: usize, index: usize) -> u64 {
     if fd_limit == 0 {
         return u64::MAX;
     }
-    let usable = crate::capacity::usable_fds(fd_limit, threads as u64);
+    let usable = control::machine::usable_fds(fd_limit, threads as u64);
     even_share(usable, threads as u64, index as u64)
 }
 
@@ -101,7 +101,7 @@ mod tests {
         // thread's budget, however the connections are dealt out.
         for threads in 1..6usize {
             for limit in [64u64, 257, 400, 1023] {
-                let usable = crate::capacity::usable_fds(limit, threads as u64);
+                let usable = control::machine::usable_fds(limit, threads as u64);
                 assert_eq!(budgets(limit, threads).iter().sum::<u64>(), usable);
                 for connections in 0..=usable {
                     for w in 0..threads {

@@ -105,7 +105,7 @@ fn main() -> ExitCode {
         )
         .with_writer(std::io::stderr)
         .init();
-    agent::install_crypto_provider();
+    control::install_crypto_provider();
     let join = args.join.clone();
     let config = match config(args) {
         Ok(c) => c,
@@ -181,25 +181,25 @@ fn config(args: Args) -> Result<agent::daemon::DaemonConfig, String> {
     let allow = args
         .allow_target
         .iter()
-        .map(|a| agent::policy::Allow::parse(a))
+        .map(|a| control::policy::Allow::parse(a))
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| e.to_string())?;
     let monitor = monitor(&args)?;
     if let Some(r) = args.max_rate.filter(|r| !(r.is_finite() && *r > 0.0)) {
         return Err(format!("--max-rate must be a positive number, got {r}"));
     }
-    let policy = agent::policy::Policy {
+    let policy = control::policy::Policy {
         allow,
         max_rate: args.max_rate,
         max_connections: args.max_connections,
         max_step_duration: args.max_step_duration.map(Into::into),
         max_run_duration: args.max_run_duration.map(Into::into),
     };
-    let tls = agent::tls::TlsFiles::from_flags(args.tls_cert, args.tls_key, args.tls_ca)
+    let tls = control::mtls::TlsFiles::from_flags(args.tls_cert, args.tls_key, args.tls_ca)
         .map_err(|e| e.to_string())?;
     Ok(agent::daemon::DaemonConfig {
         listen: args.listen.unwrap_or(DEFAULT_LISTEN),
-        threads: args.threads.unwrap_or_else(agent::system::cores).max(1),
+        threads: args.threads.unwrap_or_else(control::system::cores).max(1),
         token,
         policy,
         tls,
@@ -211,8 +211,8 @@ fn config(args: Args) -> Result<agent::daemon::DaemonConfig, String> {
 
 /// `--monitor`'s flags as the monitor, its watch opened once now so a bad one is said at start; a
 /// load agent's flags beside it, or a watch without it, are refused in one line.
-fn monitor(args: &Args) -> Result<Option<agent::monitor::session::Monitor>, String> {
-    use shared::monitor::Watch;
+fn monitor(args: &Args) -> Result<Option<monitor::session::Monitor>, String> {
+    use monitor::Watch;
     let watch = match (&args.pid, &args.process, &args.cgroup, &args.container) {
         (Some(0), ..) => return Err("--pid 0 is not a process: give a running process's id".into()),
         (Some(pid), ..) => Some(Watch::Pid(*pid)),
@@ -267,12 +267,12 @@ fn monitor(args: &Args) -> Result<Option<agent::monitor::session::Monitor>, Stri
     if args.name.as_deref().is_some_and(|n| n.trim().is_empty()) {
         return Err("--name is empty: give the monitor a label, or leave --name out".into());
     }
-    let probe = agent::monitor::Probe::open(&watch).map_err(|e| format!("--monitor: {e}"))?;
-    for warning in probe.warnings() {
+    let sensor = monitor::sensor::Sensor::open(&watch).map_err(|e| format!("--monitor: {e}"))?;
+    for warning in sensor.warnings() {
         eprintln!("stampede-agent: {warning}");
     }
-    Ok(Some(agent::monitor::session::Monitor {
+    Ok(Some(monitor::session::Monitor {
         name: args.name.clone(),
-        open: agent::monitor::session::opener(watch),
+        open: monitor::session::opener(watch),
     }))
 }

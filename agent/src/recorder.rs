@@ -7,7 +7,7 @@ use std::time::Duration;
 use shared::metrics::{ErrorClass, Snapshot};
 use shared::status::StatusSet;
 
-use crate::system;
+use control::system;
 
 #[derive(Debug)]
 pub struct Recorder {

@@ -9,8 +9,7 @@ use std::collections::BTreeMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use proto::pb::agent_message::Kind as Up;
 use proto::pb::coordinator_message::Kind as Down;
@@ -24,59 +23,24 @@ use tokio::time::Instant;
 use tokio_util::sync::{CancellationToken, DropGuard};
 use tokio_util::task::AbortOnDropHandle;
 
-use crate::capacity::{MachineLimits, Route};
-use crate::client::Endpoint;
-use crate::engine::Engine;
-use crate::link::accept::{Admission, log_refused};
-use crate::link::{
-    self, AgentEnd, Closed, CoordinatorEnd, LINK_CAPACITY, Link, LinkRx, LinkTx, Side,
+use control::admission::{HELLO_WITHIN, Rules, Seated};
+use control::link::log_refused;
+use control::link::{self, AgentEnd, Closed, CoordinatorEnd, Link, LinkTx, Side};
+use control::machine::{MachineLimits, Route};
+use control::session::{
+    Arrival, DEAD_MAN, DeadMan, SessionError, refusal, stamp_arrivals, unix_ns_now,
 };
-use crate::policy::Policy;
-use crate::system;
+use control::system;
+
+use crate::client::Endpoint;
+use crate::engine::{Engine, EngineError};
 use crate::worker::{self, INTERVAL, Job, Report};
 
-/// Why a session ended early.
-#[derive(Debug, thiserror::Error)]
-pub enum SessionError {
-    #[error("coordinator speaks protocol version {theirs}; this agent speaks {ours}")]
-    Version { theirs: u32, ours: u32 },
-    #[error("the coordinator's stream closed")]
-    Closed,
-    #[error("the coordinator's stream broke: {0}")]
-    Broken(String),
-    #[error("nothing heard from the coordinator for {0:?}; stopped all load")]
-    Silent(Duration),
-    #[error("{0}")]
-    Auth(&'static str),
-    /// The stream was open this long without a valid hello: a stranger, or a coordinator that hung.
-    #[error("no hello within {0:?} of opening the stream; closed it")]
-    NoHello(Duration),
-    /// A valid hello while another coordinator's session holds this agent.
-    #[error("this agent is serving another coordinator")]
-    Busy,
-    #[error(transparent)]
-    Engine(#[from] crate::engine::EngineError),
-    /// A monitor cannot read what it watches (the process is gone): the probe's words.
-    #[error("this monitor cannot watch what it was started for: {0}")]
-    Watch(String),
-}
-
-impl SessionError {
-    /// What a refusal that ends the session with this error is about.
-    pub fn refusal_kind(&self) -> RefusalKind {
-        match self {
-            SessionError::Version { .. } | SessionError::Auth(_) | SessionError::Watch(_) => {
-                RefusalKind::Setup
-            }
-            SessionError::Busy => RefusalKind::Busy,
-            _ => RefusalKind::Other,
-        }
-    }
-
-    /// The session ended before it took the agent's seat: no hello in time, or another
-    /// coordinator's session held it.
-    pub fn never_seated(&self) -> bool {
-        matches!(self, SessionError::NoHello(_) | SessionError::Busy)
+/// The worker threads' failure ends a session as the control crate's error, which cannot name the
+/// engine's type.
+impl From<EngineError> for SessionError {
+    fn from(e: EngineError) -> SessionError {
+        SessionError::Engine(Box::new(e))
     }
 }
 
@@ -97,130 +61,6 @@ pub fn embedded(engine: Arc<Engine>, shutdown: CancellationToken) -> Coordinator
         }
     });
     coordinator
-}
-
-/// Silence from the coordinator after which an agent stops all load. The coordinator pings every
-/// 500 ms, so this is three missed beats, and load stops within 2 s of losing the coordinator
-/// ([`STALL_GRACE`] later if this process was itself stopped past the deadline).
-pub const DEAD_MAN: Duration = Duration::from_millis(1500);
-
-/// How long a peer that connected to this agent's listener has, from opening the control stream, to
-/// send a valid hello. Until a valid hello nothing is answered (not even a ping) and the agent is not
-/// taken, so a peer without the token cannot hold it.
-pub const HELLO_WITHIN: Duration = Duration::from_secs(5);
-
-/// Compares a presented token with the expected one without an early exit, so timing does not tell
-/// an attacker how much of a guess was right (the coordinator's live page asks it too).
-pub fn token_matches(presented: &str, expected: &str) -> bool {
-    let (a, b) = (presented.as_bytes(), expected.as_bytes());
-    let mut diff = a.len() ^ b.len();
-    for i in 0..a.len().max(b.len()) {
-        let x = a.get(i).copied().unwrap_or(0);
-        let y = b.get(i).copied().unwrap_or(0);
-        diff |= usize::from(x ^ y);
-    }
-    diff == 0
-}
-
-/// An agent's one coordinator seat: taken by a valid hello, given back when that session ends.
-#[derive(Debug, Clone, Default)]
-pub struct Seat(Arc<AtomicBool>);
-
-/// A session's hold on the [`Seat`]; dropping it (the session ending, however) frees the seat.
-#[derive(Debug)]
-pub(crate) struct Seated(Arc<AtomicBool>);
-
-impl Seat {
-    fn take(&self) -> Option<Seated> {
-        (!self.0.swap(true, Ordering::AcqRel)).then(|| Seated(self.0.clone()))
-    }
-}
-
-impl Drop for Seated {
-    fn drop(&mut self) {
-        self.0.store(false, Ordering::Release);
-    }
-}
-
-/// What a coordinator must present (the token), what this agent agrees to do (the policy), and the
-/// door it comes through: the agent's seat, and the connection to tell once it is admitted.
-#[derive(Debug, Clone, Default)]
-pub struct Rules {
-    pub token: Option<String>,
-    pub policy: Policy,
-    /// Shared by every session of one agent: one coordinator at a time.
-    pub seat: Seat,
-    /// The listener's connection this session came on, admitted (its deadline lifted) by a valid
-    /// hello; `None` for a coordinator this agent dialed (`--join`) or the embedded agent.
-    pub door: Option<Admission>,
-    /// Set by the first hello this session admits. A daemon gives each session its own, so that
-    /// `--exit-after-run` ends only after a session that was admitted, never after a refused stranger.
-    pub admitted: Arc<AtomicBool>,
-}
-
-impl Rules {
-    /// This session's rules on the connection `door`: the same token, policy and seat, and a fresh
-    /// admission mark.
-    pub fn at(&self, door: Admission) -> Rules {
-        Rules {
-            door: Some(door),
-            admitted: Arc::default(),
-            ..self.clone()
-        }
-    }
-
-    /// These rules with a fresh admission mark, for one session this agent dialed (`--join`).
-    pub fn for_session(&self) -> Rules {
-        Rules {
-            admitted: Arc::default(),
-            ..self.clone()
-        }
-    }
-
-    /// Whether a hello was admitted under these rules.
-    pub fn was_admitted(&self) -> bool {
-        self.admitted.load(Ordering::Acquire)
-    }
-
-    /// When a session opened at `opened` must have said a valid hello: on a stream that came through
-    /// a listener (a door), where anyone may connect; none on one this agent dialed itself (`--join`)
-    /// or in process, whose peer it chose.
-    pub(crate) fn hello_by(&self, opened: Instant) -> Option<Instant> {
-        self.door.as_ref().map(|_| opened + HELLO_WITHIN)
-    }
-
-    /// A first hello: checked ([`Rules::check`]), then the seat taken and the connection admitted.
-    pub(crate) fn admit(&self, h: &pb::Hello) -> Result<Seated, SessionError> {
-        self.check(h)?;
-        let seated = self.seat.take().ok_or(SessionError::Busy)?;
-        if let Some(door) = &self.door {
-            door.admit();
-        }
-        self.admitted.store(true, Ordering::Release);
-        Ok(seated)
-    }
-
-    /// Checks a hello's protocol version and token: the same door for a load agent and a monitor.
-    pub(crate) fn check(&self, h: &pb::Hello) -> Result<(), SessionError> {
-        if h.protocol_version != PROTOCOL_VERSION {
-            return Err(SessionError::Version {
-                theirs: h.protocol_version,
-                ours: PROTOCOL_VERSION,
-            });
-        }
-        let Some(expected) = &self.token else {
-            return Ok(());
-        };
-        if h.token.is_empty() {
-            Err(SessionError::Auth(
-                "this agent requires a token: give the coordinator --token-file or STAMPEDE_TOKEN",
-            ))
-        } else if !token_matches(&h.token, expected) {
-            Err(SessionError::Auth("the token does not match this agent's"))
-        } else {
-            Ok(())
-        }
-    }
 }
 
 type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
@@ -302,32 +142,6 @@ impl State {
     }
 }
 
-/// A coordinator message, or why there will be none, with the instant it arrived.
-pub(crate) type Arrival = (Instant, Result<pb::CoordinatorMessage, Closed>);
-
-/// Reads the coordinator's side of the link beside the session loop and stamps each message as it
-/// arrives: a heartbeat that came while the loop was busy (sending to a slow reader, starting a step)
-/// counts from when it came, not from when the loop got to it, in both directions.
-pub(crate) fn stamp_arrivals(
-    mut inbound: LinkRx<pb::CoordinatorMessage>,
-) -> mpsc::Receiver<Arrival> {
-    let (tx, rx) = mpsc::channel(LINK_CAPACITY);
-    tokio::spawn(async move {
-        loop {
-            let frame = tokio::select! {
-                frame = inbound.recv() => frame,
-                // The session ended: stop reading, so the coordinator's sends fail as they should.
-                () = tx.closed() => return,
-            };
-            let last = frame.is_err();
-            if tx.send((Instant::now(), frame)).await.is_err() || last {
-                return;
-            }
-        }
-    });
-    rx
-}
-
 struct Session {
     engine: Arc<Engine>,
     rules: Arc<Rules>,
@@ -340,12 +154,6 @@ struct Session {
     state: State,
     /// The agent's seat, held from the first valid hello to the session's end.
     seated: Option<Seated>,
-}
-
-pub(crate) fn unix_ns_now() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as i64)
 }
 
 /// Serves one coordinator until it says goodbye, its stream ends, or `shutdown` fires. On shutdown
@@ -443,77 +251,6 @@ enum Event {
     Due,
     /// A stream that came through a listener brought no valid hello in time.
     NoHello,
-}
-
-/// A deadline passed by more than this when the loop was already waiting on it means the loop did not
-/// run in the meantime: its process was stopped (SIGSTOP, a paused VM) or starved of CPU. Timers here
-/// fire within a millisecond or so of their deadline; a stall of 2 s is late by half a second or more.
-pub(crate) const STALL: Duration = Duration::from_millis(100);
-
-/// How long a session back from a stall waits for its reader before judging its coordinator silent:
-/// one of the coordinator's 500 ms ping periods, so a live coordinator's next ping comes within it
-/// even if nothing of what it sent during the stall was left to read.
-pub(crate) const STALL_GRACE: Duration = Duration::from_millis(500);
-
-/// The dead-man switch's clock. Silence is judged from what arrived: [`DEAD_MAN`] after the stamp
-/// of the last message. A stopped process's reader was stopped too, and what the coordinator sent
-/// meanwhile sits unread in the socket when the process resumes, with the deadline already passed;
-/// so a loop that finds it was itself stalled gives its reader [`STALL_GRACE`] to deliver before it
-/// calls the coordinator silent. A coordinator truly gone still stops the load, one grace later.
-pub(crate) struct DeadMan {
-    /// When the last coordinator message arrived.
-    heard: Instant,
-    /// Until when the reader's grace after a stall runs.
-    grace: Instant,
-}
-
-impl DeadMan {
-    pub(crate) fn new(now: Instant) -> DeadMan {
-        DeadMan {
-            heard: now,
-            grace: now,
-        }
-    }
-
-    /// When the coordinator is silent unless something arrives.
-    pub(crate) fn deadline(&self) -> Instant {
-        (self.heard + DEAD_MAN).max(self.grace)
-    }
-
-    /// A message arrived at `at` (stamped by the reader).
-    pub(crate) fn heard(&mut self, at: Instant) {
-        self.heard = self.heard.max(at);
-    }
-
-    /// The loop woke, whatever woke it, after waiting since `waited_since` on the deadline `due`.
-    /// Waiting past `due` by more than [`STALL`] means the process did not run: the reader's grace
-    /// starts now. A loop busy elsewhere (sending to a slow reader) was not waiting, and the reader,
-    /// which ran meanwhile, has stamped what came.
-    pub(crate) fn woke(&mut self, waited_since: Instant, due: Instant) {
-        let now = Instant::now();
-        if waited_since < due && now > due + STALL {
-            tracing::info!(
-                late = ?(now - due),
-                "This agent was not running past its dead-man deadline (stopped?); \
-                 waiting for what its coordinator sent meanwhile"
-            );
-            self.grace = now + STALL_GRACE;
-        }
-    }
-
-    /// Whether the coordinator has been silent past the deadline.
-    pub(crate) fn silent(&self) -> bool {
-        Instant::now() >= self.deadline()
-    }
-}
-
-/// Builds a refusal, logged here because the coordinator's reading of it is out of our hands. Info,
-/// not warn: the coordinator says every refusal it reads, and in its own process (the embedded agent,
-/// whose log is the coordinator's stderr) a warn would say the first one twice.
-pub(crate) fn refusal(kind: RefusalKind, message: impl Into<String>) -> Option<Up> {
-    let r = Refusal::new(kind, message);
-    tracing::info!(kind = ?r.kind, message = %r.message, "Refused a coordinator request");
-    Some(Up::Refusal(pb::Refusal::from(&r)))
 }
 
 fn ack(what: &str, step: u32, warnings: Vec<Warning>) -> Option<Up> {
@@ -749,7 +486,7 @@ impl Session {
             .map_err(|why| Refusal::new(RefusalKind::Policy, why))?;
         // The machine's limits are read now, not at hello: ulimit and sysctls can change.
         let mut warnings = MachineLimits::of_this_machine(self.engine.threads())
-            .check_step(&share, &Route::of(target))
+            .check_step(&share, &route(target))
             .map_err(|why| Refusal::new(RefusalKind::Capacity, why))?;
         warnings.extend(self.rules.policy.step_warnings(&share));
         Ok((share, warnings))
@@ -990,11 +727,22 @@ impl Running {
 
 /// A warning naming the source addresses this machine does not have: every connection from them would
 /// fail as addr-unavailable. Not a refusal: that is the run's result to report, in its error class.
+/// The route of a prepared target: its resolved address says whether it is on loopback.
+fn route(target: &Endpoint) -> Route {
+    Route {
+        timeout: target.timeout,
+        connect_timeout: target.connect_timeout,
+        sources: target.sources.len(),
+        loopback: Some(target.addr.ip().is_loopback()),
+        server_closes: target.server_closes,
+    }
+}
+
 fn missing_sources(target: &Endpoint) -> Vec<Warning> {
     let mut missing = Vec::new();
     let mut why = String::new();
     for &source in target.sources.iter() {
-        if let Err(e) = crate::socket::probe(source) {
+        if let Err(e) = crate::socket::check_source(source) {
             if why.is_empty() {
                 why = e.to_string();
             }
@@ -1031,6 +779,10 @@ pub use worker::INTERVAL as REPORT_INTERVAL;
 mod tests {
     use std::sync::atomic::{AtomicU64, Ordering};
 
+    use control::admission::Seat;
+    use control::link::{LINK_CAPACITY, LinkRx};
+    use control::listener::Admission;
+    use control::session::STALL_GRACE;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     use tokio::task::JoinHandle;
 
@@ -1327,15 +1079,6 @@ mod tests {
         c.greet().await;
         c.send(start(1)).await;
         assert_eq!(c.refused().await, "step 2 was not prepared");
-    }
-
-    #[test]
-    fn tokens_compare_whole() {
-        assert!(token_matches("s3cret", "s3cret"));
-        assert!(!token_matches("s3cre", "s3cret"));
-        assert!(!token_matches("s3cret!", "s3cret"));
-        assert!(!token_matches("S3cret", "s3cret"));
-        assert!(!token_matches("", "s3cret"));
     }
 
     #[tokio::test(start_paused = true)]

@@ -107,7 +107,7 @@ pub async fn connect(addr: SocketAddr, source: Option<IpAddr>) -> io::Result<(Tc
 
 /// Checks that `source` is an address of this machine by binding to it (no port is claimed and no
 /// packet is sent). Used once at configure, to warn before a run whose connections would all fail.
-pub fn probe(source: IpAddr) -> io::Result<()> {
+pub fn check_source(source: IpAddr) -> io::Result<()> {
     bound(source).map(drop)
 }
 
@@ -275,7 +275,7 @@ mod tests {
             shared::metrics::ErrorClass::from_errno(e.raw_os_error().unwrap()),
             shared::metrics::ErrorClass::AddrUnavailable
         );
-        assert!(probe(source).is_err());
-        assert!(probe("127.0.0.2".parse().unwrap()).is_ok());
+        assert!(check_source(source).is_err());
+        assert!(check_source("127.0.0.2".parse().unwrap()).is_ok());
     }
 }

@@ -5,7 +5,7 @@ use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
-use agent::link::role::CertRole;
+use control::role::CertRole;
 use rcgen::{
     BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa,
     Issuer, KeyPair, KeyUsagePurpose, SanType,
@@ -369,7 +369,7 @@ mod tests {
         use rustls::pki_types::CertificateDer;
         use rustls::pki_types::pem::PemObject;
         let der = CertificateDer::from_pem_file(path).unwrap();
-        agent::link::role::of_certificate(&der).unwrap()
+        control::role::of_certificate(&der).unwrap()
     }
 
     #[test]

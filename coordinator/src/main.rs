@@ -26,7 +26,7 @@ fn main() -> ExitCode {
         // Off the run's tasks: a blocked stderr (a terminal paused with Ctrl-S) must not stall them.
         .with_writer(coordinator::progress::LogLine::default)
         .init();
-    agent::install_crypto_provider();
+    control::install_crypto_provider();
     let mut rt = tokio::runtime::Builder::new_multi_thread();
     if let Command::Serve(s) = &cli.command
         && let Some(n) = s.threads

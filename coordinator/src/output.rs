@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
 use hdrhistogram::serialization::interval_log::{IntervalLogWriterBuilder, Tag};
+use monitor::MonitorInfo;
 use results::distribution::Distribution;
 use results::events::{End, Event};
 pub use results::run_file::AgentInfo;
@@ -14,7 +15,6 @@ use results::run_file::{Breach, RunFile, RunStatus, Stopped};
 use results::step::{RunSummary, StepResult};
 use results::table::StepTable;
 use shared::histogram::{Deflater, Encoded, Merger};
-use shared::monitor::MonitorInfo;
 
 use crate::config::RunConfig;
 use crate::report_file::{self, REPORT};

@@ -351,7 +351,7 @@ pub async fn start(
 pub async fn run(cfg: ServeConfig, shutdown: CancellationToken) -> Result<(), ServeError> {
     // One descriptor per client connection: a default soft limit of 1024 would refuse a many-connection
     // test (accept fails with EMFILE) long before the machine is out of anything.
-    agent::system::raise_fd_limit();
+    control::system::raise_fd_limit();
     let (addr, task) = start(cfg.clone(), shutdown).await?;
     let scheme = if cfg.tls { "https" } else { "http" };
     eprintln!(

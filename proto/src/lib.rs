@@ -1,5 +1,6 @@
 //! The control protocol: generated messages and service, and the only conversions between them and
-//! `shared`'s domain types. Everything received is validated here before the rest of the code sees it.
+//! `shared`'s domain types (the monitor's are `monitor::wire`'s). Everything received is validated here
+//! before the rest of the code sees it.
 use std::num::NonZeroU64;
 use std::time::Duration;
 
@@ -16,9 +17,6 @@ use shared::plan::{
 use shared::refusal::{Refusal, RefusalKind};
 use shared::status::{StatusCodes, StatusSet};
 use shared::warning::{Warning, WarningKind};
-
-pub mod join;
-pub mod monitor;
 
 pub mod pb {
     #![allow(clippy::all, clippy::pedantic, missing_docs)]

@@ -25,7 +25,7 @@ pub(crate) fn example_server(
     name: &str,
     cpu_util_pct: f64,
     cores: f64,
-) -> shared::monitor::step::StepServer {
+) -> monitor::step::StepServer {
     let gauge = serde_json::json!({"min": 1.0, "avg": 1.0, "max": 1.0});
     serde_json::from_value(serde_json::json!({
         "monitor": name, "counted_s": 5.0, "rated_s": 4.0, "partial": false, "samples": 4,
@@ -39,7 +39,7 @@ pub(crate) fn example_server(
         "host": {"cpu_pct": 10.0, "softirq_pct": 1.0, "steal_pct": 0.0, "iowait_pct": 0.0,
                  "busiest_core": 0, "busiest_core_pct": 20.0, "run_queue": null,
                  "mem_available_bytes": null},
-        "net": [], "tcp": shared::monitor::TcpCounters::default(), "monitor_cpu_pct": 0.1,
+        "net": [], "tcp": monitor::TcpCounters::default(), "monitor_cpu_pct": 0.1,
         "series": []
     }))
     .expect("the example is a StepServer")

@@ -5,8 +5,8 @@
 //! table, the stdout table, compare's metrics, the condition grammar, the search's SLOs and the
 //! report's data all read their quantities from here; a key is written as a literal nowhere else
 //! (the tidy test checks). Adding a quantity is one entry here plus its computation.
+use monitor::step::StepServer;
 use serde::Serialize;
-use shared::monitor::step::StepServer;
 
 use crate::step::StepResult;
 

@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::step::{RUN_SCHEMA, RunSummary, StepResult};
 use crate::table::StepTable;
-use shared::monitor::MonitorInfo;
+use monitor::MonitorInfo;
 use shared::plan::LoadModel;
 
 /// The key of run.json's `plan` that holds a capacity search's settings (`stampede find-max`).
@@ -524,7 +524,7 @@ mod tests {
             name: "web1".into(),
             hostname: "web1.example".into(),
             watching: "process nginx (3 pids)".into(),
-            cores: shared::monitor::Cores {
+            cores: monitor::Cores {
                 online: 4,
                 cpuset: None,
                 quota: Some(1.0),

@@ -2,8 +2,8 @@
 //! overflowed, one thread at 100 % of a core, a throttled container. They are notes only: a step's
 //! trust is the generator judging itself, and what the server did never changes it.
 use crate::step::{StepResult, human};
+use monitor::step::StepServer;
 use shared::metrics::ErrorClass;
-use shared::monitor::step::StepServer;
 
 // The limits are the verdict rules' (the knee reads them too).
 pub use crate::verdict::{CPU_LIMIT_PCT, THREAD_LIMIT_PCT};

@@ -18,9 +18,9 @@ pub use answer::{
 pub use input::{AgentInput, IntervalSample, StepInput, summarize};
 
 use crate::verdict::{Server, Verdict};
+use monitor::step::StepServer;
 use shared::histogram::{Histogram, us_to_ms};
 use shared::metrics::{Counters, FirstErrors, UNLIMITED_STREAMS};
-use shared::monitor::step::StepServer;
 
 /// `run.json`'s schema name; bump it when a field changes meaning (and keep reading the one before:
 /// `run_file::READS`).
@@ -527,7 +527,7 @@ impl StepResult {
     /// are shared has none. A step written before pairing says nothing: its only monitor, when it
     /// has exactly one that watches processes or a cgroup, was its server then and is now.
     pub fn own_server(&self) -> Option<&StepServer> {
-        use shared::monitor::step::Watches;
+        use monitor::step::Watches;
         let mut said = false;
         for m in &self.server_monitors {
             match m.watches {
@@ -760,7 +760,7 @@ mod tests {
 
     #[test]
     fn a_step_s_own_server_is_the_monitor_paired_with_its_target() {
-        use shared::monitor::step::Watches;
+        use monitor::step::Watches;
         let mut r = ramp_step(1, 100.0, 100.0, 2.0, Verdict::Valid);
         let mark = |name: &str, w: Watches| {
             let mut m = crate::example_server(name, 50.0, 1.0);

@@ -1,13 +1,13 @@
 //! stampede's plain-Rust core, shared by agents and the coordinator: plan types, the arrival schedule,
-//! interval metrics and their histogram codec, server monitor samples. The analysis of results (the
-//! step schema, verdicts, compare, conditions, the capacity search) is the `results` crate's.
+//! interval metrics and their histogram codec. The analysis of results (the step schema, verdicts,
+//! compare, conditions, the capacity search) is the `results` crate's; the server monitor's samples
+//! are the `monitor` crate's.
 //!
 //! Nothing here knows about tokio, tonic or prost; `proto` converts its messages into these types.
 
 pub mod histogram;
 pub mod hush;
 pub mod metrics;
-pub mod monitor;
 pub mod plan;
 pub mod ready;
 pub mod refusal;

@@ -885,13 +885,14 @@ fn a_stranger_without_the_token_is_refused_and_an_exit_after_run_agent_waits_on(
 /// A stranger holding a fleet certificate (agent 2's) opens agent 1's control stream and pings for
 /// `hold`, never saying hello; returns what the agent sent it.
 fn hold_without_hello(w: &World, hold: Duration) -> std::thread::JoinHandle<Vec<String>> {
-    let tls = agent::tls::TlsFiles {
+    let tls = control::mtls::TlsFiles {
         cert: Some(w.pki(&format!("agent-{}.crt", Node::Agent2.ip())).into()),
         key: Some(w.pki(&format!("agent-{}.key", Node::Agent2.ip())).into()),
         ca: w.pki("ca.crt").into(),
     };
     w.net.spawn_within(Node::Stranger, move || {
-        use agent::link::{self, Side, dial::Dialer};
+        use control::dial::Dialer;
+        use control::link::{self, Side};
         use proto::pb::coordinator_message::Kind as Down;
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -999,13 +1000,14 @@ fn a_fake_joining_agent_is_never_sent_the_token() {
     let mut c = w.coordinator(&args);
     sleep(Duration::from_millis(1500));
     // A fleet certificate (the stranger's own), but no token: it joins and listens.
-    let tls = agent::tls::TlsFiles {
+    let tls = control::mtls::TlsFiles {
         cert: Some(w.pki(&format!("agent-{}.crt", Node::Stranger.ip())).into()),
         key: Some(w.pki(&format!("agent-{}.key", Node::Stranger.ip())).into()),
         ca: w.pki("ca.crt").into(),
     };
     let heard = w.net.within(Node::Stranger, move || {
-        use agent::link::{self, Side, dial::Dialer};
+        use control::dial::Dialer;
+        use control::link::{self, Side};
         use prost::Message;
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()

@@ -6,12 +6,12 @@ use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
 
-use agent::link::dial::Dialer;
-use agent::link::{self, LinkRx, LinkTx, Side};
+use control::dial::Dialer;
+use control::link::{self, LinkRx, LinkTx, Side};
+use monitor::{MonitorInfo, Sample};
 use proto::pb;
 use proto::pb::agent_message::Kind as Up;
 use proto::pb::coordinator_message::Kind as Down;
-use shared::monitor::{MonitorInfo, Sample};
 use tests::{AgentProc, bin, text};
 
 /// Words the watched process carries in its command line and its environment: none may reach the

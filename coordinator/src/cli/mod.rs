@@ -8,8 +8,8 @@ mod values;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
-use agent::link::role::CertRole;
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
+use control::role::CertRole;
 
 use find_max::FIND_MAX_EXAMPLES;
 pub use find_max::{FIND_MAX_REFUSED, FindMaxArgs, Refused, SearchArgs};

@@ -101,10 +101,10 @@ pub struct DialWait {
 pub struct Fleet {
     pub agents: Vec<AgentSpec>,
     pub token: Option<String>,
-    pub tls: Option<agent::tls::TlsFiles>,
+    pub tls: Option<control::mtls::TlsFiles>,
     pub join: Option<JoinSpec>,
     pub monitors: Vec<AgentSpec>,
-    pub monitor: Option<shared::monitor::Watch>,
+    pub monitor: Option<monitor::Watch>,
     pub paired: Vec<pairing::Paired>,
     pub dial_wait: Option<DialWait>,
     pub agent_weights: Option<Vec<(String, u64)>>,
@@ -119,7 +119,7 @@ impl Fleet {
             None => Vec::new(),
         };
         let token = token(args)?;
-        let tls = agent::tls::TlsFiles::from_flags(
+        let tls = control::mtls::TlsFiles::from_flags(
             args.tls_cert.clone(),
             args.tls_key.clone(),
             args.tls_ca.clone(),
@@ -184,7 +184,7 @@ fn token(args: &RunArgs) -> Result<Option<String>, ConfigError> {
 fn join(
     s: &Settings,
     token: Option<&str>,
-    tls: Option<&agent::tls::TlsFiles>,
+    tls: Option<&control::mtls::TlsFiles>,
 ) -> Result<Option<JoinSpec>, ConfigError> {
     let args = &s.given;
     let monitors = args.expect_monitors.unwrap_or(0);
@@ -262,8 +262,8 @@ fn dial_wait(s: &Settings) -> Result<Option<DialWait>, ConfigError> {
 
 /// What the in-process monitor watches (`--monitor-pid`, `--monitor-process`, `--monitor-cgroup`),
 /// checked for what can be told before it is opened; the probe says the rest when it opens it.
-fn embedded_monitor(args: &RunArgs) -> Result<Option<shared::monitor::Watch>, ConfigError> {
-    use shared::monitor::Watch;
+fn embedded_monitor(args: &RunArgs) -> Result<Option<monitor::Watch>, ConfigError> {
+    use monitor::Watch;
     let (flag, watch) = match (
         args.monitor_pid,
         &args.monitor_process,
@@ -616,7 +616,7 @@ mod tests {
             );
             let target = cfg.label.as_deref();
             let own = cfg.pairing.watches(target, target.unwrap());
-            assert_eq!(own, Some(shared::monitor::step::Watches::Target));
+            assert_eq!(own, Some(monitor::step::Watches::Target));
         }
         let e =
             runs_of("run go=http://h:1/ node=http://h:2/ --steps 1 --monitor-target rust=pid:7")
@@ -638,9 +638,6 @@ mod tests {
         )
         .unwrap();
         let c = command_line(&format!("run {}", plan.display())).unwrap();
-        assert_eq!(
-            c.paired[0].watch,
-            shared::monitor::Watch::Process("nginx".into())
-        );
+        assert_eq!(c.paired[0].watch, monitor::Watch::Process("nginx".into()));
     }
 }

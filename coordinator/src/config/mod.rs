@@ -117,7 +117,7 @@ pub struct RunConfig {
     pub join: Option<JoinSpec>,
     /// Server monitors to dial, and the one to run in-process.
     pub monitors: Vec<AgentSpec>,
-    pub monitor: Option<shared::monitor::Watch>,
+    pub monitor: Option<monitor::Watch>,
     /// In-process monitors each paired with a target (`--monitor-target`), the same for every target.
     pub paired: Vec<pairing::Paired>,
     /// The run's targets, as monitors are paired with them (every target's label).
@@ -128,7 +128,7 @@ pub struct RunConfig {
     pub dial_wait: Option<DialWait>,
     pub token: Option<String>,
     /// Mutual TLS with remote agents.
-    pub tls: Option<agent::tls::TlsFiles>,
+    pub tls: Option<control::mtls::TlsFiles>,
     pub on_agent_loss: LossPolicy,
     /// Each agent's share, by its name as `--agents` lists it (every listed agent has one).
     pub agent_weights: Option<Vec<(String, u64)>>,

@@ -79,7 +79,7 @@ impl Settings {
             wait_agents: or(given.wait_agents.take(), d.wait_agents),
             on_agent_loss: or(given.on_agent_loss.take(), d.on_agent_loss),
             monitor_processes: or(given.monitor_processes.take(), d.monitor_processes),
-            threads: given.threads.unwrap_or_else(agent::system::cores),
+            threads: given.threads.unwrap_or_else(control::system::cores),
             out_default: given.out.is_none(),
             out: given.out.clone().unwrap_or_else(default_out_dir),
             given,

@@ -1,17 +1,17 @@
 //! The coordinator's ends of the control channel's transport: dialing listening agents (`remote`,
 //! retried `patiently` while they come up) and serving `Coordinator.Join` for agents that dial in
 //! (`accept_joins`), each stream adapted to a `Link`. The endpoint setup and the words for a
-//! failure are `agent::link::dial`'s, shared with the agent's `--join`; every agent the join port
+//! failure are `control::dial`'s, shared with the agent's `--join`; every agent the join port
 //! refuses is logged (`Refused an agent`).
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use agent::Engine;
-use agent::link::accept::{self, Peer, log_refused};
-use agent::link::dial::{self, DialError, Dialer};
-use agent::link::{self, CoordinatorEnd, Link, MAX_MESSAGE_BYTES, Side};
-use agent::tls::host_of;
+use control::dial::{self, DialError, Dialer};
+use control::link::{self, CoordinatorEnd, Link, MAX_MESSAGE_BYTES, Side, log_refused};
+use control::listener::{self, Peer};
+use control::mtls::host_of;
 use proto::pb;
 use proto::pb::coordinator_message::Kind as Down;
 use proto::pb::coordinator_server::Coordinator as CoordinatorSvc;
@@ -93,7 +93,7 @@ pub async fn connect(cfg: &RunConfig) -> Result<Fleet, FleetError> {
 #[derive(Clone, Copy)]
 struct Peers<'a> {
     expect: Expect,
-    tls: Option<&'a agent::tls::TlsFiles>,
+    tls: Option<&'a control::mtls::TlsFiles>,
     token: Option<&'a str>,
     /// `--quiet`: the waits go unsaid.
     quiet: bool,
@@ -117,12 +117,12 @@ pub const EMBEDDED: &str = "embedded";
 /// (`--monitor-target`), else `server` for a pid (which changes from run to run, while scripts and
 /// `stampede compare` read columns by name), the process name, or the cgroup's last component.
 fn embedded_monitor(
-    watch: &shared::monitor::Watch,
+    watch: &monitor::Watch,
     paired: Option<&str>,
     most: usize,
 ) -> Result<(String, CoordinatorEnd), FleetError> {
-    use agent::monitor::session::{self, Monitor};
-    use shared::monitor::Watch;
+    use monitor::Watch;
+    use monitor::session::{self, Monitor};
     let flag = match (paired, watch) {
         (Some(target), _) => format!(
             "--monitor-target {target}={}",
@@ -160,7 +160,7 @@ fn embedded_monitor(
     });
     let (coordinator, end) = link::pair();
     tokio::spawn(async move {
-        let rules = Arc::new(agent::session::Rules::default());
+        let rules = Arc::new(control::admission::Rules::default());
         let shutdown = CancellationToken::new();
         if let Err(e) = session::serve(monitor, rules, end, EMBEDDED.into(), shutdown).await {
             tracing::warn!(error = %e, "Embedded monitor session ended");
@@ -348,7 +348,7 @@ pub(crate) async fn remote(
     name: &str,
     addr: SocketAddr,
     domain: &str,
-    tls: Option<&agent::tls::TlsFiles>,
+    tls: Option<&control::mtls::TlsFiles>,
     greet: Option<(Option<&str>, &CancellationToken)>,
 ) -> Result<(CoordinatorEnd, Instant), FleetError> {
     let deadline = Instant::now() + GREETING_TIMEOUT;
@@ -400,7 +400,7 @@ pub(crate) async fn remote(
 }
 
 /// The coordinator's side of `Coordinator.Join`: each joining agent's stream becomes a `Link`, once
-/// the peer has proved the token (`agent::link::dial::challenge_join`).
+/// the peer has proved the token (`control::dial::challenge_join`).
 pub(crate) struct JoinService {
     joined: mpsc::Sender<(String, CoordinatorEnd)>,
     token: Option<Arc<str>>,
@@ -457,12 +457,12 @@ impl CoordinatorSvc for JoinService {
 pub(crate) async fn accept_joins(
     fleet: &mut Fleet,
     join: &crate::config::JoinSpec,
-    tls: Option<&agent::tls::TlsFiles>,
+    tls: Option<&control::mtls::TlsFiles>,
     token: Option<&str>,
     stop: CancellationToken,
 ) -> Result<(), FleetError> {
     let tls = tls
-        .map(agent::tls::TlsFiles::server)
+        .map(control::mtls::TlsFiles::server)
         .transpose()
         .map_err(setup_error)?;
     let listener = tokio::net::TcpListener::bind(join.listen)
@@ -479,7 +479,7 @@ pub(crate) async fn accept_joins(
     })
     .max_decoding_message_size(MAX_MESSAGE_BYTES)
     .max_encoding_message_size(MAX_MESSAGE_BYTES);
-    let incoming = accept::incoming(listener, tls, Side::Coordinator);
+    let incoming = listener::incoming(listener, tls, Side::Coordinator);
     let shutdown = stop.clone();
     tokio::spawn(async move {
         let served = tonic::transport::Server::builder()
@@ -573,7 +573,7 @@ mod tests {
     }
 
     /// Joins `addr` as an agent holding `token` and runs the handshake: the link, or why not.
-    async fn join_as_agent(addr: &str, token: &str) -> Result<agent::link::AgentEnd, String> {
+    async fn join_as_agent(addr: &str, token: &str) -> Result<control::link::AgentEnd, String> {
         let mut client =
             pb::coordinator_client::CoordinatorClient::connect(format!("http://{addr}"))
                 .await
@@ -615,7 +615,7 @@ mod tests {
         let kept = join_as_agent(&addr, "s3cret").await.unwrap();
         // A real agent session on the proven link answers the fleet's greeting.
         let engine = Arc::new(Engine::start(1).unwrap());
-        let rules = Arc::new(agent::session::Rules::default());
+        let rules = Arc::new(control::admission::Rules::default());
         let session = CancellationToken::new();
         tokio::spawn(agent::session::serve(
             engine,
@@ -672,7 +672,7 @@ mod tests {
             {
                 // A guess, not a proof.
                 let guess = pb::JoinProof {
-                    nonce: vec![7; proto::join::NONCE_BYTES],
+                    nonce: vec![7; control::admission::join::NONCE_BYTES],
                     mac: vec![0; 32],
                 };
                 up.send(proto::from_agent(Up::JoinProof(guess)))

@@ -1,6 +1,6 @@
 //! What went wrong with an agent, or with reaching one (`FleetError`), and which exit code each
 //! kind of it makes: a refusal by its kind, never its words.
-use agent::link::Closed;
+use control::link::Closed;
 use proto::pb;
 use shared::refusal::{Refusal, RefusalKind};
 

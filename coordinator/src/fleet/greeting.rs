@@ -1,8 +1,8 @@
 //! The fleet's greeting: the hello sent to each agent, and what its reply announces kept (its role,
 //! and a load agent's limits, sockets and machine, or who a monitor is).
+use monitor::MonitorInfo;
 use proto::pb;
 use proto::pb::agent_message::Kind as Up;
-use shared::monitor::MonitorInfo;
 use tokio::time::Instant;
 
 use super::monitor::Watched;
@@ -113,12 +113,12 @@ impl Fleet {
         let caps = h.capabilities.unwrap_or_default();
         if let Some(limits) = &caps.limits {
             a.policy =
-                agent::policy::Policy::try_from(limits).map_err(|e| FleetError::Protocol {
+                control::policy::Policy::try_from(limits).map_err(|e| FleetError::Protocol {
                     agent: a.name.clone(),
                     why: e.to_string(),
                 })?;
         }
-        a.capacity = agent::capacity::MachineLimits::from_capabilities(&caps);
+        a.capacity = control::machine::MachineLimits::from_capabilities(&caps);
         a.binds_sources = caps.source_addrs;
         a.machine_id = caps.machine_id.clone();
         a.info = Some(AgentInfo {

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use agent::link::{Closed, CoordinatorEnd, Link, LinkTx};
+use control::link::{Closed, CoordinatorEnd, Link, LinkTx};
 use proto::pb::agent_message::Kind as Up;
 use proto::pb::coordinator_message::Kind as Down;
 use proto::{PROTOCOL_VERSION, pb, to_agent};
@@ -26,9 +26,9 @@ mod greeting;
 mod monitor;
 mod waiting;
 
+use self::monitor::Watched;
 pub use dial::{EMBEDDED, connect};
 pub use error::FleetError;
-use monitor::Watched;
 pub use waiting::Waiting;
 
 /// How long an agent may take to answer hello, configure or prepare.
@@ -87,9 +87,9 @@ struct AgentHandle {
     /// Whether its hello reply was taken.
     greeted: bool,
     /// The limits it announced; a plan over them is refused before any load is sent.
-    policy: agent::policy::Policy,
+    policy: control::policy::Policy,
     /// Its socket limits (fd limit, ports, TIME_WAIT reuse), if it announced them.
-    capacity: Option<agent::capacity::MachineLimits>,
+    capacity: Option<control::machine::MachineLimits>,
     /// Whether it binds connections to `--source-addrs` (an older agent would ignore them).
     binds_sources: bool,
     /// The hashed boot id its hello gave (empty from an older agent): a monitor with the same one
@@ -200,7 +200,7 @@ impl Fleet {
             rtt_ns: 0,
             heard,
             greeted: false,
-            policy: agent::policy::Policy::default(),
+            policy: control::policy::Policy::default(),
             capacity: None,
             binds_sources: false,
             machine_id: String::new(),
@@ -362,7 +362,7 @@ impl Fleet {
         i: usize,
         share: &StepShare,
         used: Duration,
-        route: &agent::capacity::Route,
+        route: &control::machine::Route,
     ) -> Result<(), FleetError> {
         let agent = &self.agents[i];
         let limit = |message| FleetError::Limit {
@@ -723,7 +723,7 @@ mod tests {
     async fn agent_weights_were_read_by_place_in_the_fleet() {
         // A monitor joined first: the load agents are 1 and 2, the weights two, by name.
         let names = ["monitor", "a:1", "b:2"];
-        let ends: Vec<_> = names.iter().map(|_| agent::link::pair()).collect();
+        let ends: Vec<_> = names.iter().map(|_| control::link::pair()).collect();
         let links = names
             .iter()
             .zip(ends)
@@ -737,8 +737,8 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_monitor_gets_no_share_and_its_messages_answer_nothing() {
-        let (load, load_end) = agent::link::pair();
-        let (monitor, monitor_end) = agent::link::pair();
+        let (load, load_end) = control::link::pair();
+        let (monitor, monitor_end) = control::link::pair();
         let links = vec![("load".to_string(), load), ("monitor".to_string(), monitor)];
         let mut fleet = Fleet::new(links, CancellationToken::new());
         fleet.set_role(1, Role::Monitor);

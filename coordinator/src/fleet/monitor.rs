@@ -6,10 +6,10 @@
 use std::collections::VecDeque;
 use std::time::{Duration, SystemTime};
 
+use monitor::step::{StepServer, Window};
+use monitor::{MonitorInfo, Sample};
 use proto::pb;
 use proto::pb::coordinator_message::Kind as Down;
-use shared::monitor::step::{StepServer, Window};
-use shared::monitor::{MonitorInfo, Sample};
 use tokio::time::Instant;
 
 use super::{Fleet, Role, unix_ns};
@@ -236,7 +236,7 @@ impl Fleet {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use shared::monitor::{Cores, CpuStates, HostSample, NetScope, TcpCounters};
+    use monitor::{Cores, CpuStates, HostSample, NetScope, TcpCounters};
 
     fn info() -> MonitorInfo {
         MonitorInfo {

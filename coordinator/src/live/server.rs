@@ -555,7 +555,7 @@ pub fn route(method: &Method, uri: &Uri, headers: &HeaderMap, token: Option<&str
             let presented = presented_token(uri, headers);
             if !presented
                 .as_deref()
-                .is_some_and(|p| agent::session::token_matches(p, expected))
+                .is_some_and(|p| control::admission::token_matches(p, expected))
             {
                 return Route::NoToken;
             }
@@ -595,7 +595,7 @@ pub fn route(method: &Method, uri: &Uri, headers: &HeaderMap, token: Option<&str
     }
 }
 
-/// The live routes' fuzz target (`shared/fuzz/fuzz_targets/live_routes.rs`): a request made of
+/// The live routes' fuzz target (`fuzz/fuzz_targets/live_routes.rs`): a request made of
 /// whatever bytes (its first byte says whether a token is asked; then a method line, a target line
 /// in any form, and `name: value` header lines) is routed without a panic, and admitted only with
 /// GET or HEAD and, where a token is asked, only if the token is among what it presents.

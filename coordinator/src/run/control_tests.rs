@@ -605,7 +605,7 @@ async fn side_by_side_each_step_ran_on_every_target_in_turn_with_its_own_workloa
 /// Runs `cfg` over a scripted load agent `a` and the `others`, each given as what it was named as.
 async fn run_beside(
     cfg: RunConfig,
-    others: Vec<(&str, Expect, agent::link::CoordinatorEnd)>,
+    others: Vec<(&str, Expect, control::link::CoordinatorEnd)>,
 ) -> Result<RunOutcome, RunError> {
     let (a, _log) = fake_agent::spawn(Script::default());
     let mut links = vec![("a".to_string(), Expect::Load, a)];

@@ -4,7 +4,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
-use agent::link::{AgentEnd, CoordinatorEnd};
+use control::link::{AgentEnd, CoordinatorEnd};
 use proto::pb;
 use proto::pb::agent_message::Kind as Up;
 use proto::pb::coordinator_message::Kind as Down;
@@ -87,7 +87,7 @@ pub type Log = Arc<Mutex<Vec<(Instant, Down)>>>;
 
 /// Spawns a scripted agent; returns the coordinator's end of its link and its log.
 pub fn spawn(script: Script) -> (CoordinatorEnd, Log) {
-    let (coordinator, agent) = agent::link::pair();
+    let (coordinator, agent) = control::link::pair();
     let log = Log::default();
     tokio::spawn(play(agent, script, log.clone()));
     (coordinator, log)
@@ -219,7 +219,7 @@ async fn silent(mut link: AgentEnd) {
     while link.rx.recv().await.is_ok() {}
 }
 
-async fn send(link: &AgentEnd, kind: Up) -> Result<(), agent::link::Closed> {
+async fn send(link: &AgentEnd, kind: Up) -> Result<(), control::link::Closed> {
     link.tx.send(pb::AgentMessage { kind: Some(kind) }).await
 }
 
@@ -259,7 +259,7 @@ fn report(step: u32, wall: Duration, aborted: bool) -> Up {
 /// sends a sample every second (on the wall clock, whose time is what the step's window is on) until
 /// `lost_after` has passed, when it drops its link.
 pub fn spawn_monitor(name: &str, lost_after: Option<Duration>) -> CoordinatorEnd {
-    let (coordinator, mut link) = agent::link::pair();
+    let (coordinator, mut link) = control::link::pair();
     let name = name.to_string();
     tokio::spawn(async move {
         let mut tick = tokio::time::interval(Duration::from_secs(1));
@@ -311,11 +311,11 @@ pub fn spawn_monitor(name: &str, lost_after: Option<Duration>) -> CoordinatorEnd
 }
 
 fn monitor_hello(name: &str) -> Up {
-    let info = shared::monitor::MonitorInfo {
+    let info = monitor::MonitorInfo {
         name: name.into(),
         hostname: "fake".into(),
         watching: "pid 1".into(),
-        cores: shared::monitor::Cores {
+        cores: monitor::Cores {
             online: 1,
             cpuset: None,
             quota: None,
@@ -333,11 +333,11 @@ fn monitor_hello(name: &str) -> Up {
 
 /// The `n`-th sample: a host-only reading whose counters grow by one a sample.
 fn monitor_sample(n: u64) -> pb::MonitorSample {
-    let sample = shared::monitor::Sample {
+    let sample = monitor::Sample {
         at_unix_ns: unix_ns(SystemTime::now()),
         target: None,
-        host: shared::monitor::HostSample {
-            cpu: shared::monitor::CpuStates {
+        host: monitor::HostSample {
+            cpu: monitor::CpuStates {
                 user_ns: n * 100,
                 idle_ns: n * 300,
                 ..Default::default()
@@ -348,9 +348,9 @@ fn monitor_sample(n: u64) -> pb::MonitorSample {
             mem_available_bytes: 1 << 30,
             mem_total_bytes: 2 << 30,
         },
-        net_scope: shared::monitor::NetScope::Host,
+        net_scope: monitor::NetScope::Host,
         net: Vec::new(),
-        tcp: shared::monitor::TcpCounters {
+        tcp: monitor::TcpCounters {
             listen_drops: n,
             ..Default::default()
         },

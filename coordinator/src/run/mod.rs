@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use agent::link::CoordinatorEnd;
+use control::link::CoordinatorEnd;
 use proto::pb;
 use proto::pb::coordinator_message::Kind as Down;
 use results::condition::Observed;
@@ -733,10 +733,10 @@ fn write_comparison(dir: &Path, runs: &[(String, PathBuf)]) -> Result<Comparison
 
 /// The route as the coordinator knows it: it does not resolve the target, so a host name's
 /// loopback-ness is left open (the agent checks again with the resolved address).
-fn route(cfg: &RunConfig) -> agent::capacity::Route {
+fn route(cfg: &RunConfig) -> control::machine::Route {
     let w = cfg.plan.workload();
     let host = w.origin().host();
-    agent::capacity::Route {
+    control::machine::Route {
         timeout: w.timeout(),
         connect_timeout: w.connect_timeout(),
         sources: w.source_addrs().len(),

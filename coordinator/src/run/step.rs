@@ -5,14 +5,14 @@
 use std::path::Path;
 use std::time::{Duration, SystemTime};
 
-use agent::link::Closed;
+use control::link::Closed;
+use monitor::step::Window;
 use proto::pb;
 use proto::pb::agent_message::Kind as Up;
 use proto::pb::coordinator_message::Kind as Down;
 use results::distribution::Distribution;
 use results::step::{self, AgentInput, StepInput, StepResult};
 use shared::histogram;
-use shared::monitor::step::Window;
 use shared::plan::{LoadModel, StepShare};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;

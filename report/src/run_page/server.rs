@@ -7,9 +7,9 @@
 //! and softirq of all its cores. A line reaching 100 is a resource used up, whatever the core count:
 //! a dotted line at `usable × 100 %` on a "% of a core" axis would put an 8-core server's knee off the
 //! top of a single-threaded one's chart, and the busiest thread (at most 100) would be lost under it.
+use monitor::step::StepServer;
 use results::run_file::RunFile;
 use results::step::StepResult;
-use shared::monitor::step::StepServer;
 
 use super::charts::{knee_line, step_axis, trust_shades};
 use crate::chart::{self, Axis, Band, Chart, Colour, Dash, Mark, Series, Titles, Unit};
@@ -230,7 +230,7 @@ pub(crate) fn example(name: &str, cpu_util_pct: f64) -> StepServer {
         "host": {"cpu_pct": 30.0, "softirq_pct": 2.0, "steal_pct": 0.0, "iowait_pct": 0.0,
                  "busiest_core": 0, "busiest_core_pct": 60.0, "run_queue": null,
                  "mem_available_bytes": null},
-        "net": [], "tcp": shared::monitor::TcpCounters::default(), "monitor_cpu_pct": 0.1,
+        "net": [], "tcp": monitor::TcpCounters::default(), "monitor_cpu_pct": 0.1,
         "series": []
     }))
     .expect("the example is a StepServer")

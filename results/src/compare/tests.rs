@@ -347,11 +347,11 @@ fn the_tsv_is_autobench_shaped_with_every_run_suffixed_by_its_label() {
 #[test]
 fn a_monitored_run_s_columns_are_suffixed_with_its_monitor_and_its_label() {
     let mut b = run("b");
-    b.run.monitors = vec![shared::monitor::MonitorInfo {
+    b.run.monitors = vec![monitor::MonitorInfo {
         name: "web".into(),
         hostname: "web.example".into(),
         watching: "process nginx (3 pids)".into(),
-        cores: shared::monitor::Cores {
+        cores: monitor::Cores {
             online: 2,
             cpuset: None,
             quota: None,
@@ -372,12 +372,12 @@ fn a_monitored_run_s_columns_are_suffixed_with_its_monitor_and_its_label() {
     assert_eq!((lines[1][at], lines[2][at]), ("", "98"));
 }
 
-fn monitor(name: &str) -> shared::monitor::MonitorInfo {
-    shared::monitor::MonitorInfo {
+fn monitor(name: &str) -> monitor::MonitorInfo {
+    monitor::MonitorInfo {
         name: name.into(),
         hostname: "h".into(),
         watching: "pid 1".into(),
-        cores: shared::monitor::Cores {
+        cores: monitor::Cores {
             online: 1,
             cpuset: None,
             quota: None,
@@ -388,7 +388,7 @@ fn monitor(name: &str) -> shared::monitor::MonitorInfo {
 
 #[test]
 fn each_target_s_own_server_is_one_column_per_target_the_shared_ones_suffixed() {
-    use shared::monitor::step::Watches;
+    use monitor::step::Watches;
     let with_own = |label: &str, cpu: f64| {
         let mut r = run(label);
         r.run.monitors = vec![monitor(label), monitor("db")];

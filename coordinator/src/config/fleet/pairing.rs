@@ -2,8 +2,8 @@
 //! against the targets, and the one rule both kinds of monitor are paired by, in-process and remote:
 //! a monitor named as a target is that target's own server; any other watches what is behind them
 //! all (a database, the host) and stays on every target.
-use shared::monitor::Watch;
-use shared::monitor::step::{StepServer, Watches};
+use monitor::Watch;
+use monitor::step::{StepServer, Watches};
 
 const FLAG: &str = "--monitor-target";
 
@@ -244,13 +244,13 @@ mod tests {
             "host": {"cpu_pct": null, "softirq_pct": null, "steal_pct": null, "iowait_pct": null,
                      "busiest_core": null, "busiest_core_pct": null, "run_queue": null,
                      "mem_available_bytes": null},
-            "net": [], "tcp": shared::monitor::TcpCounters::default(), "monitor_cpu_pct": 0.0,
+            "net": [], "tcp": monitor::TcpCounters::default(), "monitor_cpu_pct": 0.0,
             "series": []
         }))
         .unwrap();
         if target {
-            let gauge = shared::monitor::step::Gauge::default();
-            v.target = Some(shared::monitor::step::TargetStep {
+            let gauge = monitor::step::Gauge::default();
+            v.target = Some(monitor::step::TargetStep {
                 cpu_pct: 1.0,
                 cpu_user_pct: 1.0,
                 cpu_system_pct: 0.0,

@@ -1,4 +1,4 @@
-//! The probe against things stampede did not write: a real nginx (master + 2 workers) loaded by wrk,
+//! The sensor against things stampede did not write: a real nginx (master + 2 workers) loaded by wrk,
 //! `pgrep`, `ps`, the fd table as `ls` lists it, a thread's own CPU clock, the kernel's schedstat,
 //! `nstat`, a cgroup v2 made here, a listener whose accept queue overflows.
 //!
@@ -10,8 +10,8 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use agent::monitor::Probe;
-use shared::monitor::{Sample, TargetSample, Watch};
+use monitor::sensor::Sensor;
+use monitor::{Sample, TargetSample, Watch};
 use tests::nginx::Nginx;
 
 /// Whether a test can run: when `ok` is false it says why and skips, unless under CI=true.
@@ -83,19 +83,19 @@ fn process_nginx_finds_master_and_workers_as_pgrep_does() {
         return;
     }
     let nginx = start_nginx();
-    let mut tree = Probe::open(&Watch::Pid(nginx.pid())).unwrap();
+    let mut tree = Sensor::open(&Watch::Pid(nginx.pid())).unwrap();
     assert_eq!(
         target(&tree.sample().unwrap()).processes,
         3,
         "master + 2 workers"
     );
     // Other nginx may come and go on this machine meanwhile: agree with pgrep at one moment.
-    let mut by_name = Probe::open(&Watch::Process("nginx".into())).unwrap();
+    let mut by_name = Sensor::open(&Watch::Process("nginx".into())).unwrap();
     let agreed = (0..5).any(|_| {
         let before = output("pgrep", &["-x", "nginx"]).lines().count();
-        let probed = target(&by_name.sample().unwrap()).processes as usize;
+        let sensed = target(&by_name.sample().unwrap()).processes as usize;
         let after = output("pgrep", &["-x", "nginx"]).lines().count();
-        before == probed && probed == after
+        before == sensed && sensed == after
     });
     assert!(agreed, "--process nginx never agreed with `pgrep -x nginx`");
     assert!(by_name.info(None).watching.starts_with("process nginx ("));
@@ -107,16 +107,16 @@ fn nginx_cpu_grows_under_wrk_and_memory_and_fds_match_ps_and_ls() {
         return;
     }
     let nginx = start_nginx();
-    let mut probe = Probe::open(&Watch::Pid(nginx.pid())).unwrap();
-    let idle0 = probe.sample().unwrap();
+    let mut sensor = Sensor::open(&Watch::Pid(nginx.pid())).unwrap();
+    let idle0 = sensor.sample().unwrap();
     std::thread::sleep(Duration::from_millis(500));
-    let idle1 = probe.sample().unwrap();
+    let idle1 = sensor.sample().unwrap();
     let wrk = Command::new("wrk")
         .args(["-t1", "-c10", "-d2s", &nginx.url()])
         .stdout(Stdio::piped())
         .output()
         .unwrap();
-    let loaded = probe.sample().unwrap();
+    let loaded = sensor.sample().unwrap();
     let wrk_out = String::from_utf8_lossy(&wrk.stdout);
     assert!(wrk_out.contains("requests in"), "{wrk_out}");
     let (idle, busy) = (cpu_pct(&idle0, &idle1), cpu_pct(&idle1, &loaded));
@@ -146,7 +146,7 @@ fn nginx_cpu_grows_under_wrk_and_memory_and_fds_match_ps_and_ls() {
             .sum()
     };
     let (rss_before, fds_before) = (ps_rss(), ls_fds());
-    let sample = probe.sample().unwrap();
+    let sample = sensor.sample().unwrap();
     let (rss_after, fds_after) = (ps_rss(), ls_fds());
     let t = target(&sample);
     let (lo, hi) = (rss_before.min(rss_after), rss_before.max(rss_after));
@@ -170,14 +170,14 @@ fn nginx_reloads_are_sampled_through_and_cpu_never_goes_back() {
         return;
     }
     let nginx = start_nginx();
-    let mut probe = Probe::open(&Watch::Process("nginx".into())).unwrap();
-    let mut last = probe.sample().unwrap();
+    let mut sensor = Sensor::open(&Watch::Process("nginx".into())).unwrap();
+    let mut last = sensor.sample().unwrap();
     // Each reload starts 2 new workers and retires the old ones while we sample.
     for _ in 0..4 {
         // SAFETY: signals only the nginx master we started (SIGHUP: reload).
         unsafe { libc::kill(nginx.pid() as libc::pid_t, libc::SIGHUP) };
         for _ in 0..5 {
-            let sample = probe
+            let sample = sensor
                 .sample()
                 .expect("a worker exiting mid-sample is not an error");
             assert!(target(&sample).cpu_ns() >= target(&last).cpu_ns());
@@ -191,7 +191,7 @@ fn nginx_reloads_are_sampled_through_and_cpu_never_goes_back() {
         assert!(Instant::now() < deadline, "the old workers did not exit");
         std::thread::sleep(Duration::from_millis(50));
     }
-    let mut tree = Probe::open(&Watch::Pid(nginx.pid())).unwrap();
+    let mut tree = Sensor::open(&Watch::Pid(nginx.pid())).unwrap();
     assert_eq!(target(&tree.sample().unwrap()).processes, 3);
 }
 
@@ -220,10 +220,10 @@ fn spin_and_sample(share: f64, core: usize) -> Option<(Sample, Sample, f64)> {
         .unwrap();
     let pid = child.id();
     std::thread::sleep(Duration::from_millis(300));
-    let mut probe = Probe::open(&Watch::Pid(pid)).unwrap();
-    let (a, sched_a) = (probe.sample().unwrap(), schedstat_ns(pid));
+    let mut sensor = Sensor::open(&Watch::Pid(pid)).unwrap();
+    let (a, sched_a) = (sensor.sample().unwrap(), schedstat_ns(pid));
     std::thread::sleep(Duration::from_secs(1));
-    let (b, sched_b) = (probe.sample().unwrap(), schedstat_ns(pid));
+    let (b, sched_b) = (sensor.sample().unwrap(), schedstat_ns(pid));
     let _ = child.kill();
     let _ = child.wait();
     let own = 100.0 * (sched_b - sched_a) as f64 / (b.at_unix_ns - a.at_unix_ns) as f64;
@@ -233,7 +233,7 @@ fn spin_and_sample(share: f64, core: usize) -> Option<(Sample, Sample, f64)> {
 #[test]
 fn the_busiest_thread_is_the_spinner_at_the_schedulers_share() {
     // On a quiet machine the spinner holds its core (~100 %); on a shared one less, and the scheduler
-    // says how much: the probe must agree with it, within the ticks' and timing's ±5 points.
+    // says how much: the sensor must agree with it, within the ticks' and timing's ±5 points.
     let Some((_, b, sched)) = spin_and_sample(1.0, 0) else {
         return;
     };
@@ -253,11 +253,12 @@ fn the_busiest_thread_is_the_spinner_at_the_schedulers_share() {
 #[test]
 fn a_known_share_of_a_core_is_reported_within_five_points() {
     // Another core than the other spinner's, when there is one: the tests run side by side.
-    let Some((a, b, sched)) = spin_and_sample(0.4, agent::system::cores().saturating_sub(1)) else {
+    let Some((a, b, sched)) = spin_and_sample(0.4, control::system::cores().saturating_sub(1))
+    else {
         return;
     };
     // Its share is known by its own clock: 40 % on a quiet machine, less where other work takes the
-    // core; the probe must agree with the scheduler's count.
+    // core; the sensor must agree with the scheduler's count.
     assert!(
         sched > 10.0 && sched < 50.0,
         "the spinner used {sched:.1} %, not up to 40 %"
@@ -289,13 +290,13 @@ fn memory_allocated_by_a_process_is_its_rss_within_ten_percent() {
     let mut stdin = child.stdin.take().unwrap();
     let mut stdout = BufReader::new(child.stdout.take().unwrap());
     std::thread::sleep(Duration::from_millis(300));
-    let mut probe = Probe::open(&Watch::Pid(child.id())).unwrap();
-    let before = target(&probe.sample().unwrap()).rss_bytes;
+    let mut sensor = Sensor::open(&Watch::Pid(child.id())).unwrap();
+    let before = target(&sensor.sample().unwrap()).rss_bytes;
     writeln!(stdin).unwrap();
     let mut line = String::new();
     stdout.read_line(&mut line).unwrap();
     assert_eq!(line.trim(), "held");
-    let after = target(&probe.sample().unwrap()).rss_bytes;
+    let after = target(&sensor.sample().unwrap()).rss_bytes;
     writeln!(stdin).unwrap();
     child.wait().unwrap();
     let grew = after.saturating_sub(before) as f64;
@@ -308,13 +309,13 @@ fn memory_allocated_by_a_process_is_its_rss_within_ten_percent() {
 
 #[test]
 fn host_cpu_adds_up_to_the_wall_clock_on_every_core() {
-    let mut probe = Probe::open(&Watch::Pid(std::process::id())).unwrap();
-    let a = probe.sample().unwrap();
+    let mut sensor = Sensor::open(&Watch::Pid(std::process::id())).unwrap();
+    let a = sensor.sample().unwrap();
     std::thread::sleep(Duration::from_secs(1));
-    let b = probe.sample().unwrap();
+    let b = sensor.sample().unwrap();
     let wall = (b.at_unix_ns - a.at_unix_ns) as f64;
     let cores = b.host.cores.len();
-    assert_eq!(cores as u32, probe.info(None).cores.online);
+    assert_eq!(cores as u32, sensor.info(None).cores.online);
     // Every core accounts for every tick of wall time in one state or another (mpstat's arithmetic:
     // the states of an interval add up to it); USER_HZ ticks make that exact to ~2 ticks a core.
     // The clock and /proc/stat are read a moment apart, and on a loaded machine this thread can be
@@ -377,8 +378,8 @@ fn nstat(counter: &str) -> u64 {
 #[test]
 fn listen_queue_overflows_of_a_listener_that_never_accepts() {
     let (fd, addr) = unaccepting_listener();
-    let mut probe = Probe::open(&Watch::Pid(std::process::id())).unwrap();
-    let before = probe.sample().unwrap().tcp;
+    let mut sensor = Sensor::open(&Watch::Pid(std::process::id())).unwrap();
+    let before = sensor.sample().unwrap().tcp;
     let with_nstat = runnable(has("nstat"), "nstat (iproute2) for the cross-check part");
     let nstat_before = with_nstat.then(|| nstat("TcpExtListenOverflows"));
     // Hammer it for at most a second: the first two connections fill its queue, later SYNs are dropped.
@@ -389,7 +390,7 @@ fn listen_queue_overflows_of_a_listener_that_never_accepts() {
             held.push(conn);
         }
     }
-    let after = probe.sample().unwrap().tcp;
+    let after = sensor.sample().unwrap().tcp;
     let nstat_after = with_nstat.then(|| nstat("TcpExtListenOverflows"));
     // SAFETY: closes the listener we opened.
     unsafe { libc::close(fd) };
@@ -478,17 +479,17 @@ fn a_cgroup_made_here_reports_its_process_cpu() {
     let cgroup = Cgroup { dir, child };
     let pid = cgroup.child.id();
     std::fs::write(cgroup.dir.join("cgroup.procs"), pid.to_string()).unwrap();
-    let mut probe = Probe::open(&Watch::Cgroup(cgroup.dir.clone())).unwrap();
-    let info = probe.info(None);
+    let mut sensor = Sensor::open(&Watch::Cgroup(cgroup.dir.clone())).unwrap();
+    let info = sensor.info(None);
     assert!(
         info.watching.contains("stampede-probe-"),
         "{}",
         info.watching
     );
     std::thread::sleep(Duration::from_millis(200));
-    let (a, sched_a) = (probe.sample().unwrap(), schedstat_ns(pid));
+    let (a, sched_a) = (sensor.sample().unwrap(), schedstat_ns(pid));
     std::thread::sleep(Duration::from_secs(1));
-    let (b, sched_b) = (probe.sample().unwrap(), schedstat_ns(pid));
+    let (b, sched_b) = (sensor.sample().unwrap(), schedstat_ns(pid));
     let wall = (b.at_unix_ns - a.at_unix_ns) as f64;
     let sched = 100.0 * (sched_b - sched_a) as f64 / wall;
     let (ca, cb) = (
@@ -540,8 +541,8 @@ fn a_target_in_its_own_network_namespace_is_read_there() {
         );
         std::thread::sleep(Duration::from_millis(20));
     }
-    let mut probe = Probe::open(&Watch::Pid(pid)).unwrap();
-    let sample = probe.sample().unwrap();
+    let mut sensor = Sensor::open(&Watch::Pid(pid)).unwrap();
+    let sample = sensor.sample().unwrap();
     // ip, asking the namespace over netlink, lists the same interfaces.
     let listed = output(
         "nsenter",
@@ -558,7 +559,7 @@ fn a_target_in_its_own_network_namespace_is_read_there() {
     names.sort_unstable();
     let _ = child.kill();
     let _ = child.wait();
-    assert_eq!(sample.net_scope, shared::monitor::NetScope::Target);
+    assert_eq!(sample.net_scope, monitor::NetScope::Target);
     let ours: Vec<&str> = sample.net.iter().map(|i| i.name.as_str()).collect();
     assert_eq!(ours, names, "{listed}");
     // Its loopback is new and carried nothing: the host's has.
@@ -573,15 +574,15 @@ fn a_target_in_its_own_network_namespace_is_read_there() {
     assert_eq!(sample.tcp.curr_estab, 0);
 }
 
-/// The monitor role runs the probe beside its session: it must be able to move to another thread.
+/// The monitor role runs the sensor beside its session: it must be able to move to another thread.
 #[test]
-fn a_probe_can_move_between_threads() {
+fn a_sensor_can_move_between_threads() {
     fn sendable<T: Send>(_: &T) {}
-    let probe = Probe::open(&Watch::Pid(std::process::id())).unwrap();
-    sendable(&probe);
+    let sensor = Sensor::open(&Watch::Pid(std::process::id())).unwrap();
+    sendable(&sensor);
     std::thread::spawn(move || {
-        let mut probe = probe;
-        probe.sample().unwrap();
+        let mut sensor = sensor;
+        sensor.sample().unwrap();
     })
     .join()
     .unwrap();
@@ -592,12 +593,12 @@ fn host_busy_share_agrees_with_vmstat_over_the_same_second() {
     if !runnable(has("vmstat"), "vmstat (procps)") {
         return;
     }
-    let mut probe = Probe::open(&Watch::Pid(std::process::id())).unwrap();
+    let mut sensor = Sensor::open(&Watch::Pid(std::process::id())).unwrap();
     // vmstat's second line covers its first second; our samples bracket that second within the few
     // ms vmstat takes to start and to print.
-    let a = probe.sample().unwrap();
+    let a = sensor.sample().unwrap();
     let out = output("vmstat", &["-n", "1", "2"]);
-    let b = probe.sample().unwrap();
+    let b = sensor.sample().unwrap();
     let header: Vec<&str> = out.lines().nth(1).unwrap().split_whitespace().collect();
     let values: Vec<f64> = out
         .lines()

@@ -4,7 +4,7 @@
 use proptest::prelude::*;
 
 use super::*;
-use crate::monitor::{CgroupSample, HostSample, NetScope};
+use crate::{CgroupSample, HostSample, NetScope};
 
 const S: i64 = 1_000_000_000;
 /// Some wall-clock instant, so the arithmetic is done on epoch-sized numbers as in a run.

@@ -6,18 +6,18 @@
 //! `system.slice/docker-<id>.scope` (systemd driver) and `docker/<id>` (cgroupfs driver).
 use std::path::{Path, PathBuf};
 
-use shared::monitor::CgroupSample;
+use crate::CgroupSample;
 
-use super::ProbeError;
+use super::SensorError;
 use super::host::parse_cpu_list;
 use super::procfs::{self, ParseError, key_values, number};
 
 /// Where cgroup v2 is mounted, from /proc/self/mountinfo (`/sys/fs/cgroup`, or
 /// `/sys/fs/cgroup/unified` on a hybrid host).
-pub fn mount() -> Result<PathBuf, ProbeError> {
+pub fn mount() -> Result<PathBuf, SensorError> {
     let path = Path::new("/proc/self/mountinfo");
     let text = procfs::read(path)?;
-    procfs::parse(path, &text, parse_mountinfo)?.ok_or(ProbeError::NoCgroupV2)
+    procfs::parse(path, &text, parse_mountinfo)?.ok_or(SensorError::NoCgroupV2)
 }
 
 /// The first cgroup2 mount point in mountinfo's text.
@@ -69,13 +69,13 @@ fn unescape(field: &str) -> String {
 }
 
 /// `--cgroup PATH`: absolute, or relative to the cgroup v2 mount; it must be a cgroup v2 directory.
-pub fn resolve(path: &Path, mount: &Path) -> Result<PathBuf, ProbeError> {
+pub fn resolve(path: &Path, mount: &Path) -> Result<PathBuf, SensorError> {
     let joined = if path.is_absolute() {
         path.to_path_buf()
     } else {
         mount.join(path)
     };
-    let not = |why: String| ProbeError::NotCgroup {
+    let not = |why: String| SensorError::NotCgroup {
         path: path.to_path_buf(),
         why,
     };
@@ -95,8 +95,8 @@ pub fn resolve(path: &Path, mount: &Path) -> Result<PathBuf, ProbeError> {
 }
 
 /// `--container ID`: the full id or a prefix naming exactly one container.
-pub fn container(id: &str, mount: &Path) -> Result<PathBuf, ProbeError> {
-    let refuse = |why: String| ProbeError::Container {
+pub fn container(id: &str, mount: &Path) -> Result<PathBuf, SensorError> {
+    let refuse = |why: String| SensorError::Container {
         id: id.to_string(),
         why,
     };
@@ -163,7 +163,7 @@ pub fn of_pid(pid: u32, mount: &Path) -> Option<PathBuf> {
 
 /// The CPU quota in cores that binds `dir`: the smallest `cpu.max` of it and its ancestors up to the
 /// mount (a parent's quota binds its children too).
-pub fn quota(dir: &Path, mount: &Path) -> Result<Option<f64>, ProbeError> {
+pub fn quota(dir: &Path, mount: &Path) -> Result<Option<f64>, SensorError> {
     let mut least: Option<f64> = None;
     for ancestor in dir.ancestors().take_while(|a| a.starts_with(mount)) {
         let path = ancestor.join("cpu.max");
@@ -195,7 +195,7 @@ pub fn parse_cpu_max(text: &str) -> Result<Option<f64>, ParseError> {
 }
 
 /// How many cores `cpuset.cpus.effective` gives the cgroup, when the cpuset controller is on.
-pub fn cpuset(dir: &Path) -> Result<Option<u32>, ProbeError> {
+pub fn cpuset(dir: &Path) -> Result<Option<u32>, SensorError> {
     let path = dir.join("cpuset.cpus.effective");
     match std::fs::read_to_string(&path) {
         Ok(text) => Ok(Some(procfs::parse(&path, &text, parse_cpu_list)?)),
@@ -204,7 +204,7 @@ pub fn cpuset(dir: &Path) -> Result<Option<u32>, ProbeError> {
 }
 
 /// Every process in the cgroup and the cgroups below it (a service's sub-cgroups are its too).
-pub fn pids(dir: &Path) -> Result<Vec<u32>, ProbeError> {
+pub fn pids(dir: &Path) -> Result<Vec<u32>, SensorError> {
     let mut pids = Vec::new();
     let mut dirs = vec![dir.to_path_buf()];
     let mut watched = true;
@@ -243,11 +243,11 @@ pub fn parse_procs(text: &str) -> Result<Vec<u32>, ParseError> {
 
 /// The cgroup's own accounting. cpu.stat is always there in v2; the memory files only with the
 /// memory controller, the throttling fields only with the cpu controller.
-pub fn sample(dir: &Path) -> Result<CgroupSample, ProbeError> {
+pub fn sample(dir: &Path) -> Result<CgroupSample, SensorError> {
     let path = dir.join("cpu.stat");
     let text = procfs::read(&path)?;
     let mut sample = procfs::parse(&path, &text, parse_cpu_stat)?;
-    let optional = |name: &str| -> Result<Option<(PathBuf, String)>, ProbeError> {
+    let optional = |name: &str| -> Result<Option<(PathBuf, String)>, SensorError> {
         let path = dir.join(name);
         Ok(std::fs::read_to_string(&path).ok().map(|text| (path, text)))
     };

@@ -3,7 +3,7 @@
 //! own TLS server drops a failed handshake silently. The first byte tells TLS from plain text; a
 //! plain-text gRPC client on a TLS port is served a refusal in words instead of a TLS alert that it
 //! would read as an HTTP/2 frame ("frame with invalid size"). A TLS peer's certificate must say the
-//! role this listener takes ([`super::role`]): a coordinator's on an agent, an agent's or a monitor's
+//! role this listener takes ([`crate::role`]): a coordinator's on an agent, an agent's or a monitor's
 //! on a coordinator.
 //!
 //! Admission: a connection is closed unless it is admitted within [`ADMIT_WITHIN`] of being accepted
@@ -31,8 +31,8 @@ use tokio_stream::Stream;
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
 
-use super::Side;
-use super::role::{self, CertRole};
+use crate::link::{Side, hush, log_refused};
+use crate::role::{self, CertRole};
 
 /// How long a peer has to send its first byte and finish its TLS handshake (tonic's server used 5 s).
 const HANDSHAKE: Duration = Duration::from_secs(5);
@@ -47,36 +47,6 @@ pub const MAX_AWAITING: usize = 64;
 const TLS_HANDSHAKE: u8 = 0x16;
 /// Connections handshaken but not yet taken by the server.
 const BACKLOG: usize = 16;
-
-/// Logs a peer that `me` refused: the one line every refusal gets, wherever it is decided. At most
-/// one line a second per reason; the next line says how many like it were not logged.
-pub fn log_refused(me: Side, peer: &dyn std::fmt::Display, why: &dyn std::fmt::Display) {
-    let why = why.to_string();
-    let Some(unsaid) = hush(me, &why) else {
-        return;
-    };
-    match (me, unsaid) {
-        (Side::Agent, 0) => tracing::warn!(peer = %peer, reason = %why, "Refused a coordinator"),
-        (Side::Agent, n) => {
-            tracing::warn!(peer = %peer, reason = %why, unlogged = n, "Refused a coordinator")
-        }
-        (Side::Coordinator, 0) => tracing::warn!(peer = %peer, reason = %why, "Refused an agent"),
-        (Side::Coordinator, n) => {
-            tracing::warn!(peer = %peer, reason = %why, unlogged = n, "Refused an agent")
-        }
-    }
-}
-
-/// When each reason was last logged, and how many of it since were not.
-static SAID: shared::hush::Hush<(bool, String)> = shared::hush::Hush::new();
-
-/// Whether `why` (of `me`) is logged now: how many like it were not since, or `None`.
-fn hush(me: Side, why: &str) -> Option<u64> {
-    SAID.due(
-        (me == Side::Agent, why.to_string()),
-        std::time::Instant::now(),
-    )
-}
 
 /// The connections of one listener that await admission, oldest first.
 #[derive(Default)]
@@ -148,9 +118,8 @@ impl Admission {
         self.0.awaiting.remove(self.0.id);
     }
 
-    /// An admission on no listener, for a session's tests.
-    #[cfg(test)]
-    pub(crate) fn unlisted() -> Admission {
+    /// An admission on no listener, for the sessions' tests (the agent's and the monitor's crates).
+    pub fn unlisted() -> Admission {
         let awaiting = Arc::new(Awaiting::default());
         awaiting.add(SocketAddr::from(([127, 0, 0, 1], 0)), Side::Agent)
     }
@@ -562,24 +531,6 @@ fn handshake_words(e: &io::Error, me: Side) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn every_refusal_was_a_log_line_so_a_crowd_flooded_the_log() {
-        let why = "a reason only this test gives";
-        assert_eq!(hush(Side::Agent, why), Some(0));
-        for _ in 0..100 {
-            assert_eq!(hush(Side::Agent, why), None);
-        }
-        // The other listener's line of the same words is its own.
-        assert_eq!(hush(Side::Coordinator, why), Some(0));
-        std::thread::sleep(shared::hush::LOG_EVERY + std::time::Duration::from_millis(50));
-        assert_eq!(
-            hush(Side::Agent, why),
-            Some(100),
-            "the next line counts the rest"
-        );
-        assert_eq!(hush(Side::Agent, why), None);
-    }
 
     #[tokio::test]
     async fn connections_awaiting_admission_were_unbounded_and_a_crowd_pushed_out_the_vouched() {

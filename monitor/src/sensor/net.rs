@@ -3,7 +3,7 @@
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
-use shared::monitor::InterfaceCounters;
+use crate::InterfaceCounters;
 
 use super::procfs::{ParseError, number};
 

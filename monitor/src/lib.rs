@@ -1,8 +1,10 @@
-//! What a server monitor reports: what it watches (`Watch`), who it is (`MonitorInfo`, sent once) and one
-//! reading a second (`Sample`). Plain data, independent of the wire: `proto` converts, run.json
-//! serializes.
+//! The server monitor. Its data, plain and always built: what it watches (`Watch`), who it is
+//! (`MonitorInfo`, sent once), one reading a second (`Sample`), and one monitor's view of a step
+//! (`step`), which run.json serializes and the analysis reads. With the `role` feature, the monitor
+//! itself: what reads /proc and cgroup v2 (`sensor`), the role's control session (`session`) and the
+//! data's wire form (`wire`), which need tokio and protobuf that the analysis does without.
 //!
-//! Counters are cumulative since some origin the monitor chose (boot, the probe's start), so whoever
+//! Counters are cumulative since some origin the monitor chose (boot, the sensor's start), so whoever
 //! holds two samples takes an exact delta between them whatever was lost in between; a delta is only
 //! meaningful between two samples of the same monitor. Gauges are instantaneous, or, where only a delta
 //! makes sense (the busiest thread, the busiest core), over the interval since the previous sample.
@@ -11,7 +13,13 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
+#[cfg(feature = "role")]
+pub mod sensor;
+#[cfg(feature = "role")]
+pub mod session;
 pub mod step;
+#[cfg(feature = "role")]
+pub mod wire;
 
 /// What a monitor watches besides the host (which it always reports).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -23,7 +31,7 @@ pub enum Watch {
     Process(String),
     /// A cgroup v2 directory: its own accounting (cpu.stat, memory.*), and its processes for the rest.
     Cgroup(PathBuf),
-    /// A container's id or a unique prefix of it, resolved by the probe to its cgroup v2 directory.
+    /// A container's id or a unique prefix of it, resolved by the sensor to its cgroup v2 directory.
     Container(String),
 }
 
@@ -105,7 +113,7 @@ pub struct TargetSample {
     pub open_fds: u64,
     /// Gauge: resident set, summed over the processes (shared pages counted in each).
     pub rss_bytes: u64,
-    /// Counters: CPU time in user and system mode. For a process set, kept monotonic by the probe:
+    /// Counters: CPU time in user and system mode. For a process set, kept monotonic by the sensor:
     /// what each process used since the previous sample (all of it for a process new since then), so
     /// a worker that exits takes nothing back. From cpu.stat when watching a cgroup.
     pub cpu_user_ns: u64,

@@ -2,9 +2,9 @@
 //! clock tick, the online cores, and the machine id a monitor and a load agent compare.
 use std::path::Path;
 
-use shared::monitor::CpuStates;
+use crate::CpuStates;
 
-use super::ProbeError;
+use super::SensorError;
 use super::procfs::{self, ParseError, number};
 
 /// What /proc/stat says, ticks already converted to ns.
@@ -106,7 +106,7 @@ pub fn parse_cpu_list(text: &str) -> Result<u32, ParseError> {
 }
 
 /// The online cores (/sys/devices/system/cpu/online), or the scheduler's count when it is unreadable.
-pub fn online_cores() -> Result<u32, ProbeError> {
+pub fn online_cores() -> Result<u32, SensorError> {
     let path = Path::new("/sys/devices/system/cpu/online");
     match std::fs::read_to_string(path) {
         Ok(text) => procfs::parse(path, &text, parse_cpu_list),
@@ -131,7 +131,7 @@ pub fn page_size() -> u64 {
 
 /// The running kernel's id, hashed: in `system` beside the machine's other facts, since a load agent's
 /// hello reports it too.
-pub use crate::system::machine_id;
+pub use control::system::machine_id;
 
 #[cfg(test)]
 mod tests {

@@ -1,21 +1,21 @@
-//! One reading of the server monitor's probe, for a person to look at.
+//! One reading of the server monitor's sensor, for a person to look at.
 //!
 //! ```sh
-//! cargo run -p agent --example probe -- --process nginx
-//! cargo run -p agent --example probe -- --pid 1234 --json
-//! cargo run -p agent --example probe -- --cgroup system.slice/nginx.service
-//! cargo run -p agent --example probe -- --container 3f2a
+//! cargo run -p monitor --example sensor -- --process nginx
+//! cargo run -p monitor --example sensor -- --pid 1234 --json
+//! cargo run -p monitor --example sensor -- --cgroup system.slice/nginx.service
+//! cargo run -p monitor --example sensor -- --container 3f2a
 //! ```
 //!
-//! It opens the probe, samples `--samples N` times (2 by default) one second apart and prints what
-//! the last second says (the rates a step row would show) and what the probe itself cost per sample,
+//! It opens the sensor, samples `--samples N` times (2 by default) one second apart and prints what
+//! the last second says (the rates a step row would show) and what the sensor itself cost per sample,
 //! then, with `--json`, the last two samples as they travel. Measure its cost with a release build:
-//! `cargo run --release -p agent --example probe -- --process nginx --samples 60`.
+//! `cargo run --release -p monitor --example sensor -- --process nginx --samples 60`.
 use std::process::ExitCode;
 use std::time::Duration;
 
-use agent::monitor::Probe;
-use shared::monitor::{Sample, Watch};
+use monitor::sensor::Sensor;
+use monitor::{Sample, Watch};
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -47,26 +47,26 @@ fn main() -> ExitCode {
         ["--container", id] => Watch::Container(id.to_string()),
         _ => return usage("give one of --pid N, --process NAME, --cgroup PATH, --container ID"),
     };
-    let mut probe = match Probe::open(&watch) {
-        Ok(probe) => probe,
+    let mut sensor = match Sensor::open(&watch) {
+        Ok(sensor) => sensor,
         Err(err) => {
-            eprintln!("probe: {err}");
+            eprintln!("sensor: {err}");
             return ExitCode::from(2);
         }
     };
-    for warning in probe.warnings() {
-        eprintln!("probe: warning: {warning}");
+    for warning in sensor.warnings() {
+        eprintln!("sensor: warning: {warning}");
     }
-    let info = probe.info(None);
+    let info = sensor.info(None);
     let mut samples = Vec::with_capacity(count as usize);
     for i in 0..count {
         if i > 0 {
             std::thread::sleep(Duration::from_secs(1));
         }
-        match probe.sample() {
+        match sensor.sample() {
             Ok(sample) => samples.push(sample),
             Err(err) => {
-                eprintln!("probe: {err}");
+                eprintln!("sensor: {err}");
                 return ExitCode::from(1);
             }
         }
@@ -83,7 +83,7 @@ fn main() -> ExitCode {
     print!("{}", summary(first, second));
     let own_ms = second.monitor_cpu_ns as f64 / 1e6 / f64::from(count);
     println!(
-        "the probe's own CPU: {own_ms:.3} ms per sample over {count} samples ({:.3} % of a core at 1 s)",
+        "the sensor's own CPU: {own_ms:.3} ms per sample over {count} samples ({:.3} % of a core at 1 s)",
         own_ms / 10.0
     );
     if json {
@@ -100,7 +100,7 @@ fn main() -> ExitCode {
 }
 
 fn usage(why: &str) -> ExitCode {
-    eprintln!("probe: {why} [--samples N] [--json]");
+    eprintln!("sensor: {why} [--samples N] [--json]");
     ExitCode::from(2)
 }
 

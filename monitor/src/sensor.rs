@@ -1,7 +1,7 @@
-//! The probe: one reading a second of what a monitor watches and of the host, from Linux's /proc and
+//! The sensor: one reading a second of what a monitor watches and of the host, from Linux's /proc and
 //! cgroup v2, synchronous and cheap (a few dozen small reads; never the per-socket tables).
 //!
-//! `Probe::open` resolves the watch once (a pid that exists, a name some process has, a cgroup v2
+//! `Sensor::open` resolves the watch once (a pid that exists, a name some process has, a cgroup v2
 //! directory, a container's cgroup) and says clearly why it cannot; `sample` re-reads the set of
 //! processes every time, and a process that exits meanwhile is skipped, never an error.
 mod cgroup;
@@ -15,16 +15,16 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::time::Instant;
 
-use shared::monitor::{
+use crate::{
     CgroupSample, Cores, CpuStates, HostSample, InterfaceCounters, MonitorInfo, NetScope, Sample,
     TargetSample, TcpCounters, Watch,
 };
 
 use process::{Process, Selector, Tally};
 
-/// Why a probe cannot open or read.
+/// Why a sensor cannot open or read.
 #[derive(Debug, thiserror::Error)]
-pub enum ProbeError {
+pub enum SensorError {
     #[error("the server monitor reads Linux's /proc and cgroup v2; this is {0}")]
     Unsupported(&'static str),
     #[error("no process has pid {0}: is it running? (`--pid` takes a running process's id)")]
@@ -70,7 +70,7 @@ pub enum ProbeError {
 /// process of an interpreter's name on the host.
 pub const MAX_NAMED: usize = 64;
 
-/// What the probe watches, with the state its deltas need.
+/// What the sensor watches, with the state its deltas need.
 struct Target {
     selector: Selector,
     /// The cgroup whose own accounting is read, when watching one.
@@ -81,8 +81,8 @@ struct Target {
     threads_before: HashMap<u32, (u64, u64)>,
 }
 
-/// An open probe: call `sample` once a second.
-pub struct Probe {
+/// An open sensor: call `sample` once a second.
+pub struct Sensor {
     target: Option<Target>,
     scope: NetScope,
     ns_per_tick: u64,
@@ -99,17 +99,17 @@ pub struct Probe {
     own_cpu_ns: u64,
 }
 
-impl Probe {
+impl Sensor {
     /// Resolves what `watch` names, or says why it cannot be watched.
-    pub fn open(watch: &Watch) -> Result<Probe, ProbeError> {
-        Probe::open_allowing(watch, MAX_NAMED)
+    pub fn open(watch: &Watch) -> Result<Sensor, SensorError> {
+        Sensor::open_allowing(watch, MAX_NAMED)
     }
 
-    /// [`Probe::open`], a process name allowed to match up to `most` processes (the coordinator's
+    /// [`Sensor::open`], a process name allowed to match up to `most` processes (the coordinator's
     /// `--monitor-processes N`: told that many are meant).
-    pub fn open_allowing(watch: &Watch, most: usize) -> Result<Probe, ProbeError> {
+    pub fn open_allowing(watch: &Watch, most: usize) -> Result<Sensor, SensorError> {
         if !cfg!(target_os = "linux") {
-            return Err(ProbeError::Unsupported(std::env::consts::OS));
+            return Err(SensorError::Unsupported(std::env::consts::OS));
         }
         let mount = || cgroup::mount();
         let (selector, cgroup_dir) = match watch {
@@ -129,11 +129,11 @@ impl Probe {
         };
         let pids = selector.pids()?;
         if let (Watch::Process(name), true) = (watch, pids.is_empty()) {
-            return Err(ProbeError::NoSuchProcess(name.clone()));
+            return Err(SensorError::NoSuchProcess(name.clone()));
         }
         // A name like python3 may match every script on the host, not the one server.
         if let (Watch::Process(name), true) = (watch, pids.len() > most) {
-            return Err(ProbeError::TooManyProcesses {
+            return Err(SensorError::TooManyProcesses {
                 name: name.clone(),
                 count: pids.len(),
                 most,
@@ -163,7 +163,7 @@ impl Probe {
             (Some(dir), _) => format!("{watch} (cgroup {}, {count})", dir.display()),
             (None, _) => format!("{watch} ({count})"),
         };
-        Ok(Probe {
+        Ok(Sensor {
             target: Some(Target {
                 selector,
                 cgroup: cgroup_dir,
@@ -178,7 +178,7 @@ impl Probe {
             last_net: (Vec::new(), TcpCounters::default()),
             watching,
             cores,
-            hostname: crate::system::hostname(),
+            hostname: control::system::hostname(),
             machine_id: host::machine_id(),
             warnings,
             own_cpu_ns: 0,
@@ -196,16 +196,16 @@ impl Probe {
         }
     }
 
-    /// What the probe could not read as asked, said once (a counter this kernel lacks).
+    /// What the sensor could not read as asked, said once (a counter this kernel lacks).
     pub fn warnings(&self) -> &[String] {
         &self.warnings
     }
 
     /// One reading. Counters are cumulative; the interval gauges (busiest thread and core) cover the
     /// time since the previous call, and are `None` on the first.
-    pub fn sample(&mut self) -> Result<Sample, ProbeError> {
-        let cpu_before = crate::system::thread_cpu_ns();
-        let at_unix_ns = crate::session::unix_ns_now();
+    pub fn sample(&mut self) -> Result<Sample, SensorError> {
+        let cpu_before = control::system::thread_cpu_ns();
+        let at_unix_ns = control::session::unix_ns_now();
         let now = Instant::now();
         let elapsed_ns = self
             .before
@@ -222,7 +222,7 @@ impl Probe {
         };
         let (net, tcp) = self.network(net_pid)?;
         self.before = Some((now, host.cores.clone()));
-        self.own_cpu_ns += crate::system::thread_cpu_ns().saturating_sub(cpu_before);
+        self.own_cpu_ns += control::system::thread_cpu_ns().saturating_sub(cpu_before);
         Ok(Sample {
             at_unix_ns,
             target,
@@ -234,7 +234,7 @@ impl Probe {
         })
     }
 
-    fn host(&self) -> Result<HostSample, ProbeError> {
+    fn host(&self) -> Result<HostSample, SensorError> {
         let path = PathBuf::from("/proc/stat");
         let text = procfs::read(&path)?;
         let stat = procfs::parse(&path, &text, |t| host::parse_stat(t, self.ns_per_tick))?;
@@ -267,7 +267,7 @@ impl Probe {
     fn network(
         &mut self,
         pid: Option<u32>,
-    ) -> Result<(Vec<InterfaceCounters>, TcpCounters), ProbeError> {
+    ) -> Result<(Vec<InterfaceCounters>, TcpCounters), SensorError> {
         let dir = match self.scope {
             NetScope::Host => Some(net::ours().to_path_buf()),
             NetScope::Target => pid.and_then(net::own_namespace),
@@ -289,7 +289,7 @@ impl Probe {
                 Ok(pair)
             }
             // The process we read the namespace through exited between the two reads.
-            Err(ProbeError::Read { source, .. }) if procfs::is_gone(&source) => {
+            Err(SensorError::Read { source, .. }) if procfs::is_gone(&source) => {
                 Ok(self.last_net.clone())
             }
             Err(err) => Err(err),
@@ -304,7 +304,7 @@ impl Target {
         page_size: u64,
         elapsed_ns: Option<u64>,
         net_pid: &mut Option<u32>,
-    ) -> Result<TargetSample, ProbeError> {
+    ) -> Result<TargetSample, SensorError> {
         let mut processes = Vec::new();
         for pid in self.selector.pids()? {
             if let Some(p) = Process::read(pid)? {
@@ -371,9 +371,9 @@ impl Target {
     }
 }
 
-/// What the probe will not read as asked, said once when it opens: a TCP counter this kernel lacks,
+/// What the sensor will not read as asked, said once when it opens: a TCP counter this kernel lacks,
 /// an fd table it may not read.
-fn warnings_about(first: Option<u32>) -> Result<Vec<String>, ProbeError> {
+fn warnings_about(first: Option<u32>) -> Result<Vec<String>, SensorError> {
     let mut warnings = Vec::new();
     let (_, missing) = read_tcp(net::ours())?;
     if !missing.0.is_empty() {
@@ -399,7 +399,7 @@ fn warnings_about(first: Option<u32>) -> Result<Vec<String>, ProbeError> {
 }
 
 /// A `--process` name must be one /proc/PID/comm can hold.
-fn check_name(name: &str) -> Result<(), ProbeError> {
+fn check_name(name: &str) -> Result<(), SensorError> {
     let why = if name.is_empty() {
         Some("it is empty".to_string())
     } else if name.len() > process::MAX_NAME {
@@ -418,7 +418,7 @@ fn check_name(name: &str) -> Result<(), ProbeError> {
         None
     };
     match why {
-        Some(why) => Err(ProbeError::BadProcessName {
+        Some(why) => Err(SensorError::BadProcessName {
             name: name.to_string(),
             why,
         }),
@@ -428,7 +428,7 @@ fn check_name(name: &str) -> Result<(), ProbeError> {
 
 /// The cores the target may use: online, narrowed by its cpuset (the cgroup's, or the first
 /// process's affinity) and by the CPU quota of its cgroup and the cgroups above it.
-fn cores_of(cgroup_dir: Option<&std::path::Path>, pid: Option<u32>) -> Result<Cores, ProbeError> {
+fn cores_of(cgroup_dir: Option<&std::path::Path>, pid: Option<u32>) -> Result<Cores, SensorError> {
     let online = host::online_cores()?;
     let mount = cgroup::mount().ok();
     let dir = cgroup_dir
@@ -472,7 +472,7 @@ fn affinity(pid: u32) -> Option<u32> {
 }
 
 /// /proc/net/netstat and snmp of one namespace's net directory.
-fn read_tcp(dir: &std::path::Path) -> Result<(TcpCounters, tcp::Missing), ProbeError> {
+fn read_tcp(dir: &std::path::Path) -> Result<(TcpCounters, tcp::Missing), SensorError> {
     let netstat_path = dir.join("netstat");
     let netstat = procfs::read(&netstat_path)?;
     let snmp_path = dir.join("snmp");
@@ -482,8 +482,8 @@ fn read_tcp(dir: &std::path::Path) -> Result<(TcpCounters, tcp::Missing), ProbeE
     procfs::parse(&snmp_path, &snmp, |s| tcp::counters(&netstat, s))
 }
 
-fn parse_error(path: &std::path::Path, err: procfs::ParseError) -> ProbeError {
-    ProbeError::Parse {
+fn parse_error(path: &std::path::Path, err: procfs::ParseError) -> SensorError {
+    SensorError::Parse {
         path: path.to_path_buf(),
         line: err.line,
         what: err.what,
@@ -559,13 +559,13 @@ mod tests {
 
     #[test]
     fn bad_watches_are_refused_in_words() {
-        let err = |watch: Watch| Probe::open(&watch).err().expect("refused").to_string();
+        let err = |watch: Watch| Sensor::open(&watch).err().expect("refused").to_string();
         assert!(err(Watch::Pid(0)).contains("no process has pid 0"));
         assert!(err(Watch::Pid(u32::MAX)).contains("is it running"));
         let thread = std::thread::spawn(|| {
             // SAFETY: gettid has no preconditions.
             let tid = unsafe { libc::gettid() } as u32;
-            Probe::open(&Watch::Pid(tid))
+            Sensor::open(&Watch::Pid(tid))
                 .err()
                 .expect("refused")
                 .to_string()
@@ -606,7 +606,7 @@ mod tests {
             }
         };
         named(2);
-        let watching = Probe::open(&Watch::Process(name.clone()))
+        let watching = Sensor::open(&Watch::Process(name.clone()))
             .unwrap()
             .info(None)
             .watching;
@@ -616,11 +616,11 @@ mod tests {
         assert!(watching.contains("2 pids: "), "{watching}");
         children.extend((0..MAX_NAMED - 1).map(|_| spawn()));
         named(MAX_NAMED + 1);
-        let refused = Probe::open(&Watch::Process(name.clone()))
+        let refused = Sensor::open(&Watch::Process(name.clone()))
             .err()
             .map(|e| e.to_string());
         // Told that many are meant, it watches them all.
-        let told = Probe::open_allowing(&Watch::Process(name.clone()), MAX_NAMED + 1)
+        let told = Sensor::open_allowing(&Watch::Process(name.clone()), MAX_NAMED + 1)
             .map(|p| p.info(None).watching);
         for mut c in children {
             let _ = c.kill();
@@ -644,8 +644,8 @@ mod tests {
 
     #[test]
     fn a_process_of_our_own_is_sampled() {
-        let mut probe = Probe::open(&Watch::Pid(std::process::id())).unwrap();
-        let info = probe.info(None);
+        let mut sensor = Sensor::open(&Watch::Pid(std::process::id())).unwrap();
+        let info = sensor.info(None);
         assert!(
             info.watching
                 .starts_with(&format!("pid {} (", std::process::id())),
@@ -653,13 +653,13 @@ mod tests {
             info.watching
         );
         assert!(info.cores.usable() >= 1.0);
-        let first = probe.sample().unwrap();
+        let first = sensor.sample().unwrap();
         let mut x = 0u64;
         let spin = Instant::now();
         while spin.elapsed() < std::time::Duration::from_millis(150) {
             x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(1));
         }
-        let second = probe.sample().unwrap();
+        let second = sensor.sample().unwrap();
         let (a, b) = (first.target.unwrap(), second.target.unwrap());
         assert!(b.cpu_ns() > a.cpu_ns(), "{a:?} {b:?}");
         assert!(a.busiest_thread_pct.is_none() && b.busiest_thread_pct.is_some());

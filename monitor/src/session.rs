@@ -8,22 +8,23 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use control::admission::{HELLO_WITHIN, Rules, Seated};
+use control::link::log_refused;
+use control::link::{AgentEnd, Closed, Link, LinkTx, Side};
+use control::session::{
+    Arrival, DEAD_MAN, DeadMan, SessionError, refusal, stamp_arrivals, unix_ns_now,
+};
+use control::system;
 use proto::pb::agent_message::Kind as Up;
 use proto::pb::coordinator_message::Kind as Down;
 use proto::{PROTOCOL_VERSION, from_agent, pb};
-use shared::monitor::{MonitorInfo, Sample, Watch};
 use shared::refusal::RefusalKind;
 use tokio::sync::mpsc;
 use tokio::time::{Instant, MissedTickBehavior};
 use tokio_util::sync::CancellationToken;
 
-use crate::link::accept::log_refused;
-use crate::link::{AgentEnd, Closed, Link, LinkTx, Side};
-use crate::session::{
-    Arrival, DEAD_MAN, DeadMan, HELLO_WITHIN, Rules, Seated, SessionError, refusal, stamp_arrivals,
-    unix_ns_now,
-};
-use crate::system;
+use crate::sensor::{MAX_NAMED, Sensor};
+use crate::{MonitorInfo, Sample, Watch};
 
 /// How often a monitor samples: the coordinator's 1 s series and its step windows assume this.
 pub const SAMPLE_EVERY: Duration = Duration::from_secs(1);
@@ -31,7 +32,7 @@ pub const SAMPLE_EVERY: Duration = Duration::from_secs(1);
 /// The refusal of every load command.
 pub const NO_LOAD: &str = "this is a monitor: it runs no load";
 
-/// What the session reads: the probe in service, a scripted one in tests. Synchronous and cheap
+/// What the session reads: the sensor in service, a scripted one in tests. Synchronous and cheap
 /// (a few small /proc reads), but run on a blocking thread since a read of /proc may stall.
 pub trait Sampler: Send + Sync + 'static {
     /// Who this monitor is; `name` (`--name`) defaults to the hostname.
@@ -40,32 +41,32 @@ pub trait Sampler: Send + Sync + 'static {
     fn sample(&mut self) -> Result<Sample, String>;
 }
 
-impl Sampler for super::Probe {
+impl Sampler for Sensor {
     fn info(&self, name: Option<String>) -> MonitorInfo {
-        super::Probe::info(self, name)
+        Sensor::info(self, name)
     }
 
     fn sample(&mut self) -> Result<Sample, String> {
-        super::Probe::sample(self).map_err(|e| e.to_string())
+        Sensor::sample(self).map_err(|e| e.to_string())
     }
 }
 
-/// Opens the probe of `watch` anew for each session.
+/// Opens the sensor of `watch` anew for each session.
 pub fn opener(watch: Watch) -> Open {
-    opener_allowing(watch, super::probe::MAX_NAMED)
+    opener_allowing(watch, MAX_NAMED)
 }
 
 /// [`opener`], a process name allowed to match up to `most` processes.
 pub fn opener_allowing(watch: Watch, most: usize) -> Open {
     Arc::new(move || {
-        super::Probe::open_allowing(&watch, most)
+        Sensor::open_allowing(&watch, most)
             .map(|p| Box::new(p) as Box<dyn Sampler>)
             .map_err(|e| e.to_string())
     })
 }
 
 /// Opens a fresh sampler for each session: a pid gone since the last one is refused at the hello, in
-/// the probe's words, and a session's interval gauges never span two sessions.
+/// the sensor's words, and a session's interval gauges never span two sessions.
 pub type Open = Arc<dyn Fn() -> Result<Box<dyn Sampler>, String> + Send + Sync>;
 
 /// A monitor's fixed configuration: its name and how to open what it watches.
@@ -316,11 +317,11 @@ fn hello_reply(info: pb::MonitorInfo) -> pb::HelloReply {
 mod tests {
     use std::sync::Mutex;
 
-    use shared::monitor::{Cores, CpuStates, HostSample, NetScope, TcpCounters};
+    use crate::{Cores, CpuStates, HostSample, NetScope, TcpCounters};
     use tokio::task::JoinHandle;
 
     use super::*;
-    use crate::link::{self, LinkRx};
+    use control::link::{self, LinkRx};
 
     /// A sampler that counts its readings, fails the ones scripted to, and records every call.
     struct Scripted {
@@ -529,7 +530,7 @@ mod tests {
     async fn a_monitor_answered_pings_before_a_hello_and_waited_for_one_forever() {
         // As on the monitor's listener, where anyone may connect.
         let door = Rules {
-            door: Some(crate::link::accept::Admission::unlisted()),
+            door: Some(control::listener::Admission::unlisted()),
             ..Rules::default()
         };
         let mut c = session_at(door, never);

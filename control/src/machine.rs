@@ -409,19 +409,6 @@ impl MachineLimits {
     }
 }
 
-impl Route {
-    /// The route of a prepared target: its resolved address says whether it is on loopback.
-    pub fn of(target: &crate::client::Endpoint) -> Route {
-        Route {
-            timeout: target.timeout,
-            connect_timeout: target.connect_timeout,
-            sources: target.sources.len(),
-            loopback: Some(target.addr.ip().is_loopback()),
-            server_closes: target.server_closes,
-        }
-    }
-}
-
 /// Arrivals per second this agent's share sends: new connections (connections model) or requests
 /// (requests model); 0 for the closed model.
 pub fn arrival_rate(share: &StepShare) -> f64 {

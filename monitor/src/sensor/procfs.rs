@@ -1,10 +1,10 @@
 //! Reading /proc and /sys text: a file that vanished because its process exited is told apart from a
-//! real failure, and a parse error names the line, so the probe's error names the file and line.
+//! real failure, and a parse error names the line, so the sensor's error names the file and line.
 use std::fmt;
 use std::io;
 use std::path::Path;
 
-use super::ProbeError;
+use super::SensorError;
 
 /// What is wrong with a file's text, and on which line (1-based).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -35,19 +35,19 @@ pub fn is_gone(err: &io::Error) -> bool {
 }
 
 /// The file's text.
-pub fn read(path: &Path) -> Result<String, ProbeError> {
-    std::fs::read_to_string(path).map_err(|source| ProbeError::Read {
+pub fn read(path: &Path) -> Result<String, SensorError> {
+    std::fs::read_to_string(path).map_err(|source| SensorError::Read {
         path: path.to_path_buf(),
         source,
     })
 }
 
 /// The file's text, or `None` when its process has exited.
-pub fn read_alive(path: &Path) -> Result<Option<String>, ProbeError> {
+pub fn read_alive(path: &Path) -> Result<Option<String>, SensorError> {
     match std::fs::read_to_string(path) {
         Ok(text) => Ok(Some(text)),
         Err(err) if is_gone(&err) => Ok(None),
-        Err(source) => Err(ProbeError::Read {
+        Err(source) => Err(SensorError::Read {
             path: path.to_path_buf(),
             source,
         }),
@@ -59,8 +59,8 @@ pub fn parse<T>(
     path: &Path,
     text: &str,
     parser: impl FnOnce(&str) -> Result<T, ParseError>,
-) -> Result<T, ProbeError> {
-    parser(text).map_err(|err| ProbeError::Parse {
+) -> Result<T, SensorError> {
+    parser(text).map_err(|err| SensorError::Parse {
         path: path.to_path_buf(),
         line: err.line,
         what: err.what,

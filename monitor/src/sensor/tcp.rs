@@ -2,7 +2,7 @@
 //! pairs of lines (a header of names, then the values under the same prefix).
 use std::collections::HashMap;
 
-use shared::monitor::TcpCounters;
+use crate::TcpCounters;
 
 use super::procfs::{ParseError, number};
 
@@ -74,7 +74,7 @@ pub fn counters(netstat: &str, snmp: &str) -> Result<(TcpCounters, Missing), Par
     Ok((counters, missing))
 }
 
-/// Counters this kernel does not have (each is reported as 0, and said once when the probe opens).
+/// Counters this kernel does not have (each is reported as 0, and said once when the sensor opens).
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Missing(pub Vec<&'static str>);
 

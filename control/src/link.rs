@@ -1,8 +1,9 @@
 //! The link between a coordinator and one agent: a bounded channel each way carrying the protocol's
 //! messages, whatever carries them underneath (in-process for the embedded agent, a gRPC stream either
 //! way for remote ones), and why it closed. Every gRPC stream is adapted here, once, so a transport's
-//! reason for closing ("message too large", a TLS alert) reaches whoever reads the link. Dialing a
-//! control port is [`dial`]; accepting one, with every refused peer logged, is [`accept`].
+//! reason for closing ("message too large", a TLS alert) reaches whoever reads the link; and the one
+//! log line every refused peer gets, wherever it is refused (`log_refused`). Dialing a control port is
+//! `dial`'s; accepting one is `listener`'s.
 use std::pin::Pin;
 
 use proto::pb;
@@ -10,10 +11,6 @@ use tokio::sync::mpsc;
 use tokio_stream::Stream;
 use tokio_stream::StreamExt;
 use tokio_stream::wrappers::ReceiverStream;
-
-pub mod accept;
-pub mod dial;
-pub mod role;
 
 /// The two ends of the control protocol, for words that name the other side ("the agent listens in
 /// plain text") and the flags to give it.
@@ -38,6 +35,36 @@ impl Side {
             Side::Coordinator => Side::Agent,
         }
     }
+}
+
+/// Logs a peer that `me` refused: the one line every refusal gets, wherever it is decided. At most
+/// one line a second per reason; the next line says how many like it were not logged.
+pub fn log_refused(me: Side, peer: &dyn std::fmt::Display, why: &dyn std::fmt::Display) {
+    let why = why.to_string();
+    let Some(unsaid) = hush(me, &why) else {
+        return;
+    };
+    match (me, unsaid) {
+        (Side::Agent, 0) => tracing::warn!(peer = %peer, reason = %why, "Refused a coordinator"),
+        (Side::Agent, n) => {
+            tracing::warn!(peer = %peer, reason = %why, unlogged = n, "Refused a coordinator")
+        }
+        (Side::Coordinator, 0) => tracing::warn!(peer = %peer, reason = %why, "Refused an agent"),
+        (Side::Coordinator, n) => {
+            tracing::warn!(peer = %peer, reason = %why, unlogged = n, "Refused an agent")
+        }
+    }
+}
+
+/// When each reason was last logged, and how many of it since were not.
+static SAID: shared::hush::Hush<(bool, String)> = shared::hush::Hush::new();
+
+/// Whether `why` (of `me`) is logged now: how many like it were not since, or `None`.
+pub(crate) fn hush(me: Side, why: &str) -> Option<u64> {
+    SAID.due(
+        (me == Side::Agent, why.to_string()),
+        std::time::Instant::now(),
+    )
 }
 
 /// Bound on queued control messages each way; a coordinator that stops reading slows the agent's
@@ -205,7 +232,7 @@ fn read<M: Send + 'static>(
                     if status.code() == tonic::Code::OutOfRange
                         && let Some((me, peer)) = listener.take()
                     {
-                        accept::log_refused(me, &peer, &status_in_words(&status));
+                        log_refused(me, &peer, &status_in_words(&status));
                     }
                     Err(Closed::of_status(&status))
                 }
@@ -242,6 +269,24 @@ pub fn request_stream<M: Send + 'static>(rx: LinkRx<M>) -> impl Stream<Item = M>
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_refusal_was_a_log_line_so_a_crowd_flooded_the_log() {
+        let why = "a reason only this test gives";
+        assert_eq!(hush(Side::Agent, why), Some(0));
+        for _ in 0..100 {
+            assert_eq!(hush(Side::Agent, why), None);
+        }
+        // The other listener's line of the same words is its own.
+        assert_eq!(hush(Side::Coordinator, why), Some(0));
+        std::thread::sleep(shared::hush::LOG_EVERY + std::time::Duration::from_millis(50));
+        assert_eq!(
+            hush(Side::Agent, why),
+            Some(100),
+            "the next line counts the rest"
+        );
+        assert_eq!(hush(Side::Agent, why), None);
+    }
 
     #[tokio::test]
     async fn a_close_reason_reaches_the_reader_once() {

@@ -1,12 +1,12 @@
-//! The monitor's messages and their conversions to `shared::monitor`: what is received is checked (a
-//! share that is not a number, a missing part, text longer than any the kernel gives) before the
-//! coordinator sees it.
-use shared::monitor::{
+//! The monitor's wire form: its protobuf messages (`proto`'s) converted to and from this crate's data.
+//! What is received is checked (a share that is not a number, a missing part, text longer than any the
+//! kernel gives) before the coordinator sees it.
+use proto::{ConvertError, pb};
+
+use crate::{
     CgroupSample, Cores, CpuStates, HostSample, InterfaceCounters, MonitorInfo, NetScope, Sample,
     TargetSample, TcpCounters,
 };
-
-use crate::{ConvertError, pb};
 
 /// Longest text a monitor may send in one field: names, a hostname, "process nginx (3 pids)". The
 /// kernel's own names are far shorter (an interface 15 bytes, a thread 15, a hostname 64).

@@ -10,8 +10,9 @@ use proto::pb::agent_client::AgentClient;
 use proto::pb::coordinator_client::CoordinatorClient;
 use tonic::transport::{Channel, Endpoint};
 
-use super::{AgentEnd, CoordinatorEnd, Link, MAX_MESSAGE_BYTES, Side};
-use crate::tls::TlsFiles;
+use crate::admission::join;
+use crate::link::{AgentEnd, CoordinatorEnd, Link, MAX_MESSAGE_BYTES, Side};
+use crate::mtls::TlsFiles;
 
 /// How long a TCP connect may take before the peer counts as unreachable.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -22,7 +23,7 @@ pub enum DialError {
     #[error("{0}")]
     Setup(String),
     #[error(transparent)]
-    Tls(#[from] crate::tls::TlsError),
+    Tls(#[from] crate::mtls::TlsError),
     /// Nothing answered (refused, timed out): it may yet come up.
     #[error("{0}")]
     Unreachable(String),
@@ -104,7 +105,7 @@ impl Dialer {
     /// The status the peer's first call failed with, in words: the peer's own refusal as it said
     /// it, or a TLS failure below gRPC (an alert after the handshake) with what mutual TLS takes.
     pub fn refused(&self, status: &tonic::Status) -> String {
-        let words = super::status_in_words(status);
+        let words = crate::link::status_in_words(status);
         if self.tls && std::error::Error::source(status).is_some() {
             format!(
                 "{words} (mutual TLS: the {} takes a certificate signed by its --tls-ca, valid now, \
@@ -215,7 +216,7 @@ async fn join_hello(end: &mut AgentEnd, what: &str) -> Result<pb::Hello, String>
     }
 }
 
-/// The joining agent's side of the handshake ([`proto::join`]): answers the coordinator's challenge
+/// The joining agent's side of the handshake ([`join`]): answers the coordinator's challenge
 /// with this agent's proof of `token`, then checks the coordinator's. An agent without a token never
 /// answers a challenge, and one with a token takes no coordinator without it. Only after this is the
 /// session served; its hello then carries no token.
@@ -228,7 +229,7 @@ pub async fn prove_join(end: &mut AgentEnd, token: Option<&str>) -> Result<(), S
             why,
         )))
     };
-    let nonce = proto::join::nonce().map_err(|e| e.to_string())?;
+    let nonce = join::nonce().map_err(|e| e.to_string())?;
     let mac = match (token, challenge.is_empty()) {
         (Some(_), true) => {
             let why = "it has no token and this agent requires one: give the coordinator --token-file or STAMPEDE_TOKEN";
@@ -241,7 +242,7 @@ pub async fn prove_join(end: &mut AgentEnd, token: Option<&str>) -> Result<(), S
             let _ = end.tx.send(proto::from_agent(refuse(why))).await;
             return Err(why.into());
         }
-        (Some(t), false) => proto::join::agent_proof(t, &challenge, &nonce),
+        (Some(t), false) => join::agent_proof(t, &challenge, &nonce),
         (None, true) => Vec::new(),
     };
     let proof = Up::JoinProof(pb::JoinProof {
@@ -254,7 +255,7 @@ pub async fn prove_join(end: &mut AgentEnd, token: Option<&str>) -> Result<(), S
         .map_err(|e| format!("{e} while proving the token"))?;
     let proof = join_hello(end, "its proof of the token").await?.join_proof;
     match token {
-        Some(t) if !proto::join::verify_coordinator(t, &challenge, &nonce, &proof) => {
+        Some(t) if !join::verify_coordinator(t, &challenge, &nonce, &proof) => {
             Err("it did not prove it holds this agent's token".into())
         }
         _ => Ok(()),
@@ -281,7 +282,7 @@ pub async fn challenge_join(
         }))
     };
     let challenge = match token {
-        Some(_) => proto::join::nonce().map_err(|e| e.to_string())?,
+        Some(_) => join::nonce().map_err(|e| e.to_string())?,
         None => Vec::new(),
     };
     end.tx
@@ -299,7 +300,7 @@ pub async fn challenge_join(
             ),
         };
     if let Some(t) = token
-        && !proto::join::verify_agent(t, &challenge, &proof.nonce, &proof.mac)
+        && !join::verify_agent(t, &challenge, &proof.nonce, &proof.mac)
     {
         let why = "it did not prove it holds this coordinator's token";
         let abort = Down::Abort(pb::Abort {
@@ -311,7 +312,7 @@ pub async fn challenge_join(
         return Err(why.into());
     }
     let proof = match token {
-        Some(t) => proto::join::coordinator_proof(t, &challenge, &proof.nonce),
+        Some(t) => join::coordinator_proof(t, &challenge, &proof.nonce),
         None => Vec::new(),
     };
     Ok(hello(Vec::new(), proof))
@@ -326,7 +327,7 @@ mod tests {
         coordinator: Option<&str>,
         agent: Option<&str>,
     ) -> (Result<(), String>, Result<(), String>) {
-        let (mut c, mut a) = super::super::pair();
+        let (mut c, mut a) = crate::link::pair();
         let coordinator = async {
             let proof = challenge_join(&mut c, coordinator).await?;
             c.tx.send(proof).await.map_err(|e| e.to_string())
@@ -365,9 +366,9 @@ mod tests {
     async fn a_coordinator_that_cannot_prove_the_token_is_refused_by_the_joining_agent() {
         use pb::agent_message::Kind as Up;
         use pb::coordinator_message::Kind as Down;
-        let (mut c, mut a) = super::super::pair();
+        let (mut c, mut a) = crate::link::pair();
         let stranger = async move {
-            let challenge = proto::join::nonce().unwrap();
+            let challenge = join::nonce().unwrap();
             let hello = |join_challenge, join_proof| {
                 proto::to_agent(Down::Hello(pb::Hello {
                     protocol_version: proto::PROTOCOL_VERSION,

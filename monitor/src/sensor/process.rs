@@ -7,7 +7,7 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use super::ProbeError;
+use super::SensorError;
 use super::cgroup;
 use super::procfs::{self, ParseError, number};
 
@@ -28,7 +28,7 @@ pub const MAX_NAME: usize = 15;
 
 impl Selector {
     /// The current pids, sorted.
-    pub fn pids(&self) -> Result<Vec<u32>, ProbeError> {
+    pub fn pids(&self) -> Result<Vec<u32>, SensorError> {
         match self {
             Selector::Tree(root, start) => tree(*root, *start),
             Selector::Name(name) => named(name),
@@ -38,9 +38,9 @@ impl Selector {
 }
 
 /// Every numeric entry of /proc.
-fn all_pids() -> Result<Vec<u32>, ProbeError> {
+fn all_pids() -> Result<Vec<u32>, SensorError> {
     let dir = Path::new("/proc");
-    let entries = std::fs::read_dir(dir).map_err(|source| ProbeError::Read {
+    let entries = std::fs::read_dir(dir).map_err(|source| SensorError::Read {
         path: dir.to_path_buf(),
         source,
     })?;
@@ -50,7 +50,7 @@ fn all_pids() -> Result<Vec<u32>, ProbeError> {
         .collect())
 }
 
-fn named(name: &str) -> Result<Vec<u32>, ProbeError> {
+fn named(name: &str) -> Result<Vec<u32>, SensorError> {
     let mut pids = Vec::new();
     for pid in all_pids()? {
         let path = PathBuf::from(format!("/proc/{pid}/comm"));
@@ -64,7 +64,7 @@ fn named(name: &str) -> Result<Vec<u32>, ProbeError> {
 
 /// The root and every process whose parent chain reaches it. Without CONFIG_PROC_CHILDREN the only
 /// way is every process's parent, from its stat.
-fn tree(root: u32, start: u64) -> Result<Vec<u32>, ProbeError> {
+fn tree(root: u32, start: u64) -> Result<Vec<u32>, SensorError> {
     let mut children: HashMap<u32, Vec<u32>> = HashMap::new();
     let mut root_alive = false;
     for pid in all_pids()? {
@@ -89,7 +89,7 @@ fn tree(root: u32, start: u64) -> Result<Vec<u32>, ProbeError> {
     Ok(pids)
 }
 
-/// What /proc/PID/stat (or task/TID/stat) says that the probe uses.
+/// What /proc/PID/stat (or task/TID/stat) says that the sensor uses.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Stat {
     pub comm: String,
@@ -187,19 +187,19 @@ impl<const N: usize> Tally<N> {
 
 /// The process `pid` is, for `--pid`: its start time, or why it cannot be watched (no such
 /// process; a thread's id, whose process is the one to give).
-pub fn root(pid: u32) -> Result<u64, ProbeError> {
+pub fn root(pid: u32) -> Result<u64, SensorError> {
     let base = PathBuf::from(format!("/proc/{pid}"));
     let path = base.join("status");
     let status = match procfs::read_alive(&path)? {
         Some(text) if pid != 0 => text,
-        _ => return Err(ProbeError::NoSuchPid(pid)),
+        _ => return Err(SensorError::NoSuchPid(pid)),
     };
     let [tgid] = procfs::parse(&path, &status, |t| procfs::colon_fields(t, ["Tgid"]))?;
     if let Some(process) = tgid.filter(|tgid| *tgid != u64::from(pid)) {
-        return Err(ProbeError::ThreadNotProcess { tid: pid, process });
+        return Err(SensorError::ThreadNotProcess { tid: pid, process });
     }
     let path = base.join("stat");
-    let text = procfs::read_alive(&path)?.ok_or(ProbeError::NoSuchPid(pid))?;
+    let text = procfs::read_alive(&path)?.ok_or(SensorError::NoSuchPid(pid))?;
     Ok(procfs::parse(&path, &text, parse_stat)?.start)
 }
 
@@ -224,7 +224,7 @@ pub struct Process {
 }
 
 impl Process {
-    pub fn read(pid: u32) -> Result<Option<Process>, ProbeError> {
+    pub fn read(pid: u32) -> Result<Option<Process>, SensorError> {
         let base = PathBuf::from(format!("/proc/{pid}"));
         let path = base.join("stat");
         let Some(text) = procfs::read_alive(&path)? else {
@@ -255,7 +255,7 @@ impl Process {
     }
 }
 
-fn read_thread(base: &Path, tid: u32) -> Result<Option<Thread>, ProbeError> {
+fn read_thread(base: &Path, tid: u32) -> Result<Option<Thread>, SensorError> {
     let dir = base.join("task").join(tid.to_string());
     let path = dir.join("stat");
     let Some(text) = procfs::read_alive(&path)? else {
