@@ -25,7 +25,7 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 use tokio_util::task::AbortOnDropHandle;
 
 use crate::capacity::{MachineLimits, Route};
-use crate::client::Endpoint;
+use crate::client::{self, Endpoint};
 use crate::engine::Engine;
 use crate::link::accept::{Admission, log_refused};
 use crate::link::{
@@ -226,12 +226,18 @@ impl Rules {
 type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
 
 /// Turns a configured workload into the target its workers load. In service it is [`Endpoint::prepare`],
-/// whose DNS lookup can take seconds; tests give one that takes its time on tokio's clock.
+/// whose DNS lookup can take seconds, then [`client::preflight`]; tests give one that takes its time on
+/// tokio's clock.
 pub(crate) type Prepare =
     Arc<dyn Fn(Workload) -> BoxFuture<Result<Endpoint, Refusal>> + Send + Sync>;
 
 fn lookup() -> Prepare {
-    Arc::new(|w| Box::pin(async move { Endpoint::prepare(&w).await.map_err(|e| e.refusal()) }))
+    Arc::new(|w| {
+        Box::pin(async move {
+            let target = Endpoint::prepare(&w).await.map_err(|e| e.refusal())?;
+            client::preflight(target, &w).await.map_err(|e| e.refusal())
+        })
+    })
 }
 
 /// A configure's answer: the target, and the risks its ack reports.

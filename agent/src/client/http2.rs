@@ -34,10 +34,11 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use shared::metrics::{ErrorClass, UNLIMITED_STREAMS};
+use shared::plan::{HttpVersion, Scheme, Workload};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::time::Instant;
 
-use self::conn::{Closed, Conn, StreamEnd};
+use self::conn::{Closed, State, StreamEnd};
 use super::failure::{SendError, io_class};
 use super::target::{Endpoint, PrepareError, Template};
 use super::transport::{self, Stream};
@@ -52,8 +53,8 @@ const CLOSE_GRACE: Duration = Duration::from_secs(1);
 
 /// One HTTP/2 session on its own connection. Streams are opened through it by any number of loops
 /// of the worker's thread at once.
-pub struct Session {
-    conn: Rc<RefCell<Conn>>,
+pub struct Conn {
+    conn: Rc<RefCell<State>>,
     peer: SocketAddr,
     /// Streams asked of it so far.
     opened: Cell<u64>,
@@ -83,11 +84,11 @@ pub(super) struct SetupError {
     pub(super) words: Cow<'static, str>,
 }
 
-impl Session {
+impl Conn {
     /// Connects (TCP, then TLS if the target is https), says the HTTP/2 preface and waits for the
     /// server's SETTINGS, all within the connect timeout; the session's frames are then driven on
     /// this thread until it is dropped and its streams are done, or the connection ends.
-    pub async fn open(target: &Endpoint, rec: &Rc<Recorder>) -> Result<Session, ErrorClass> {
+    pub async fn open(target: &Endpoint, rec: &Rc<Recorder>) -> Result<Conn, ErrorClass> {
         let began = Instant::now();
         let io = transport::open(target, rec).await?;
         let left = target.connect_timeout.saturating_sub(began.elapsed());
@@ -310,7 +311,7 @@ impl Session {
                 });
                 Err(SendError::Failed(class))
             }
-            StreamEnd::Session => {
+            StreamEnd::Connection => {
                 let c = self.conn.borrow();
                 let (class, words): (ErrorClass, Cow<'static, str>) = match (&c.goaway, &c.closed) {
                     // A stream cut off by the connection's end after the server's GOAWAY (abrupt,
@@ -424,7 +425,7 @@ fn add_wait(waited: &Cell<Option<Duration>>, d: Duration) {
     waited.set(Some(waited.get().unwrap_or_default() + d));
 }
 
-impl Drop for Session {
+impl Drop for Conn {
     fn drop(&mut self) {
         let mut c = self.conn.borrow_mut();
         c.closing = true;
@@ -435,7 +436,7 @@ impl Drop for Session {
 
 /// A stream waiting for a slot; dropped (its caller gave up), it leaves the queue.
 struct Queued<'a> {
-    conn: &'a RefCell<Conn>,
+    conn: &'a RefCell<State>,
     ticket: u64,
     waiting: bool,
 }
@@ -451,7 +452,7 @@ impl Drop for Queued<'_> {
 /// An open stream whose reply is awaited; dropped before it came (a timeout, a cancelled step), it
 /// is reset so its slot frees.
 struct Open<'a> {
-    conn: &'a RefCell<Conn>,
+    conn: &'a RefCell<State>,
     id: u32,
 }
 
@@ -463,7 +464,7 @@ impl Drop for Open<'_> {
 
 /// A session on an open connection, and the driver that moves its bytes (to be spawned, or run
 /// beside the set-up). Refuses at once a TLS connection whose ALPN chose something else.
-fn start(io: Stream, peer: SocketAddr) -> Result<(Session, Driver), SetupError> {
+fn start(io: Stream, peer: SocketAddr) -> Result<(Conn, Driver), SetupError> {
     if io.alpn().is_some_and(|p| p != b"h2") {
         return Err(SetupError {
             class: ErrorClass::Other,
@@ -475,7 +476,7 @@ fn start(io: Stream, peer: SocketAddr) -> Result<(Session, Driver), SetupError> 
         });
     }
     let tls_without_alpn = io.is_tls() && io.alpn().is_none();
-    let conn = Rc::new(RefCell::new(Conn::new(tls_without_alpn)));
+    let conn = Rc::new(RefCell::new(State::new(tls_without_alpn)));
     let driver = Driver {
         io,
         conn: conn.clone(),
@@ -486,7 +487,7 @@ fn start(io: Stream, peer: SocketAddr) -> Result<(Session, Driver), SetupError> 
         flush: false,
         grace: None,
     };
-    let session = Session {
+    let session = Conn {
         conn,
         peer,
         opened: Cell::new(0),
@@ -499,7 +500,7 @@ fn start(io: Stream, peer: SocketAddr) -> Result<(Session, Driver), SetupError> 
 /// connection's state, until the connection ends or its session is dropped and its streams done.
 struct Driver {
     io: Stream,
-    conn: Rc<RefCell<Conn>>,
+    conn: Rc<RefCell<State>>,
     read: Vec<u8>,
     filled: usize,
     write: Vec<u8>,
@@ -627,19 +628,39 @@ impl Driver {
     }
 }
 
-/// Asks the target, once before any load, whether it speaks HTTP/2 as asked: one connection, set up
+/// The preflight of a configure, on the target `Endpoint::prepare` made of `w`: asks the target,
+/// once before any load, whether it speaks HTTP/2 as asked. With `--http 2` a target that answers
+/// in something else, or allows no streams, is an error now, before a step is planned; with
+/// `--http auto` over TLS, ALPN's answer says which HTTP the run speaks. HTTP/1.1 asks nothing.
+pub async fn preflight(mut target: Endpoint, w: &Workload) -> Result<Endpoint, PrepareError> {
+    match (w.http(), w.origin().scheme()) {
+        (HttpVersion::Http1, _) | (HttpVersion::Auto, Scheme::Http) => {}
+        (HttpVersion::Http2, _) => {
+            ask(&target, false).await?;
+        }
+        (HttpVersion::Auto, Scheme::Https) => {
+            if ask(&target, true).await? {
+                target.http2 = true;
+                target.streams = w.streams().get();
+            }
+        }
+    }
+    Ok(target)
+}
+
+/// The preflight's question: whether the target speaks HTTP/2 as asked: one connection, set up
 /// as every session is, then closed. With `negotiate` (`--http auto` over TLS) the answer is whether
 /// ALPN chose h2; otherwise a target that answers in something else, or allows no streams, is an
 /// error now, before a step is planned. A target that cannot be reached is left to the run, which
 /// counts its failures as over HTTP/1.1, unless the protocol depends on the answer.
-pub(super) async fn probe(target: &Endpoint, negotiate: bool) -> Result<bool, PrepareError> {
+async fn ask(target: &Endpoint, negotiate: bool) -> Result<bool, PrepareError> {
     let target = target.clone();
     // On a thread of its own: a session lives on one thread, as the workers' do.
     let asked = tokio::task::spawn_blocking(move || {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
-            .map_err(|e| format!("cannot start the HTTP/2 probe: {e}"))?;
+            .map_err(|e| format!("cannot start the HTTP/2 preflight: {e}"))?;
         rt.block_on(async {
             let rec = Rc::new(Recorder::default());
             let left = target.connect_timeout;
@@ -688,7 +709,7 @@ pub(super) async fn probe(target: &Endpoint, negotiate: bool) -> Result<bool, Pr
         })
     })
     .await
-    .map_err(|e| PrepareError::Protocol(format!("the HTTP/2 probe failed: {e}")))?;
+    .map_err(|e| PrepareError::Protocol(format!("the HTTP/2 preflight failed: {e}")))?;
     match asked {
         Ok(Ok(h2)) => Ok(h2),
         Ok(Err(_)) if !negotiate => Ok(true),
@@ -700,7 +721,7 @@ pub(super) async fn probe(target: &Endpoint, negotiate: bool) -> Result<bool, Pr
 }
 
 /// The server's GOAWAY in words.
-fn goaway_words(c: &Conn, peer: SocketAddr) -> String {
+fn goaway_words(c: &State, peer: SocketAddr) -> String {
     let code = c.goaway.map_or(0, |g| g.code);
     format!(
         "{peer} ended the HTTP/2 session (GOAWAY {})",
@@ -741,7 +762,7 @@ fn closed_words(closed: &Closed, peer: SocketAddr) -> (ErrorClass, Cow<'static, 
 }
 
 /// A set-up failure in words, naming what came instead of HTTP/2 when it was not HTTP/2.
-fn setup_error(closed: &Closed, c: &Conn, peer: SocketAddr) -> SetupError {
+fn setup_error(closed: &Closed, c: &State, peer: SocketAddr) -> SetupError {
     let first = &c.first[..];
     if first.starts_with(b"HTTP/") {
         let line = first.split(|&b| b == b'\r').next().unwrap_or(first);
@@ -802,7 +823,8 @@ mod tests {
         .unwrap()
         .with_http(http, streams)
         .unwrap();
-        Endpoint::prepare(&w).await.map_err(|e| e.to_string())
+        let target = Endpoint::prepare(&w).await.map_err(|e| e.to_string())?;
+        preflight(target, &w).await.map_err(|e| e.to_string())
     }
 
     /// A plain server that answers whatever comes with `reply`, once per connection.
@@ -919,7 +941,7 @@ mod tests {
     async fn send_once(
         addr: SocketAddr,
         body: &'static [u8],
-    ) -> (Result<(), SendError>, Session, String) {
+    ) -> (Result<(), SendError>, Conn, String) {
         let mut target = crate::client::testing::target(addr, false);
         target.http2 = true;
         target.timeout = Duration::from_secs(1);
@@ -930,7 +952,7 @@ mod tests {
             body,
         );
         let rec = Rc::new(Recorder::default());
-        let session = Session::open(&target, &rec).await.unwrap();
+        let session = Conn::open(&target, &rec).await.unwrap();
         let r = session
             .send(&t, Instant::now(), target.timeout, &rec, &Tries::default())
             .await;
