@@ -169,6 +169,27 @@ struct Ctx {
 }
 
 impl Ctx {
+    fn new(job: &Job, deadline: Instant, rec: Rc<Recorder>) -> Ctx {
+        let share = &job.share;
+        Ctx {
+            // With `--tls-sessions resume`, this worker's own session store (one per thread, kept
+            // through the run's steps), so workers never lock one together.
+            target: job.target.for_worker(job.worker),
+            rec,
+            deadline,
+            cancel: job.cancel.clone(),
+            next_url: Cell::new(job.worker as usize),
+            rng: RefCell::new(Rng::new(
+                share.seed() ^ job.worker.wrapping_mul(0x2545_F491_4F6C_DD1D),
+            )),
+            began: Cell::new(None),
+            in_flight: Cell::new(0),
+            idle: Notify::new(),
+            budget: Cell::new(u64::MAX),
+            pace: closed_pace(share, job).and_then(|rate| Pacer::new(rate, job.start)),
+        }
+    }
+
     fn template(&self) -> &Template {
         let templates = &self.target.templates;
         let i = if templates.len() == 1 {
@@ -221,23 +242,7 @@ pub async fn run(job: Job) {
     let share = job.share.clone();
     let deadline = job.start + share.scheduled_duration();
     let rec = Rc::new(Recorder::new(job.target.ok_status.clone()));
-    let ctx = Rc::new(Ctx {
-        // With `--tls-sessions resume`, this worker's own session store (one per thread, kept
-        // through the run's steps), so workers never lock one together.
-        target: job.target.for_worker(job.worker),
-        rec: rec.clone(),
-        deadline,
-        cancel: job.cancel.clone(),
-        next_url: Cell::new(job.worker as usize),
-        rng: RefCell::new(Rng::new(
-            share.seed() ^ job.worker.wrapping_mul(0x2545_F491_4F6C_DD1D),
-        )),
-        began: Cell::new(None),
-        in_flight: Cell::new(0),
-        idle: Notify::new(),
-        budget: Cell::new(u64::MAX),
-        pace: closed_pace(&share, &job).and_then(|rate| Pacer::new(rate, job.start)),
-    });
+    let ctx = Rc::new(Ctx::new(&job, deadline, rec.clone()));
     // A count-limited step can end before its deadline; the ticker then stops with the work.
     let finished = CancellationToken::new();
 
@@ -261,44 +266,7 @@ pub async fn run(job: Job) {
     // Reset the CPU mark and drop anything measured while waiting for the start.
     rec.swap();
 
-    // This worker's part of the agent's slice of the step.
-    let slice = share.slice().part(job.worker, job.workers);
-    match share.model() {
-        LoadModel::Connections => {
-            let calls = share.num_call().get();
-            open_loop(&ctx, &timer, &share, &slice, job.start, |intended| {
-                let slot = match &job.caps.sockets {
-                    None => None,
-                    Some(cap) => match cap.take() {
-                        Some(slot) => Some(slot),
-                        None => return over_socket_cap(&ctx, calls, cap.max),
-                    },
-                };
-                let task_ctx = ctx.clone();
-                spawn_tracked(&ctx, async move {
-                    // Given back once the connection is closed (it is dropped inside).
-                    let _slot = slot;
-                    connection(task_ctx, intended, calls).await
-                });
-            })
-            .await;
-        }
-        LoadModel::Requests => {
-            let max = even_share(
-                u64::from(share.max_connections().get()),
-                job.workers,
-                job.worker,
-            )
-            .max(1) as usize;
-            let pool = Rc::new(Pool::new(max, &ctx.target));
-            open_loop(&ctx, &timer, &share, &slice, job.start, |intended| {
-                pool.clone().arrive(&ctx, intended)
-            })
-            .await;
-            pool.close();
-        }
-        LoadModel::Concurrency => spawn_closed_loops(&ctx, &share, &job),
-    }
+    load(&ctx, &timer, &job).await;
     drain_from_the_end(&rec, &share, deadline, &job.cancel);
 
     drain(&ctx, &job.cancel).await;
@@ -314,6 +282,50 @@ pub async fn run(job: Job) {
             end: Instant::now(),
         })
         .await;
+}
+
+/// Starts the step's load in its model: the open models dispatch their arrivals here until the
+/// schedule's last; the closed loops are spawned and run on.
+async fn load(ctx: &Rc<Ctx>, timer: &Timer, job: &Job) {
+    let share = &job.share;
+    // This worker's part of the agent's slice of the step.
+    let slice = share.slice().part(job.worker, job.workers);
+    match share.model() {
+        LoadModel::Connections => {
+            let calls = share.num_call().get();
+            open_loop(ctx, timer, share, &slice, job.start, |intended| {
+                let slot = match &job.caps.sockets {
+                    None => None,
+                    Some(cap) => match cap.take() {
+                        Some(slot) => Some(slot),
+                        None => return over_socket_cap(ctx, calls, cap.max),
+                    },
+                };
+                let task_ctx = ctx.clone();
+                spawn_tracked(ctx, async move {
+                    // Given back once the connection is closed (it is dropped inside).
+                    let _slot = slot;
+                    connection(task_ctx, intended, calls).await
+                });
+            })
+            .await;
+        }
+        LoadModel::Requests => {
+            let max = even_share(
+                u64::from(share.max_connections().get()),
+                job.workers,
+                job.worker,
+            )
+            .max(1) as usize;
+            let pool = Rc::new(Pool::new(max, &ctx.target));
+            open_loop(ctx, timer, share, &slice, job.start, |intended| {
+                pool.clone().arrive(ctx, intended)
+            })
+            .await;
+            pool.close();
+        }
+        LoadModel::Concurrency => spawn_closed_loops(ctx, share, job),
+    }
 }
 
 /// Marks the drain's start at the schedule's end: what answers after it is the backlog the step

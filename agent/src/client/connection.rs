@@ -136,7 +136,6 @@ impl Keepalive {
         if let Some((queued, _)) = req.queued {
             rec.wait(queued.elapsed(), false);
         }
-        let mut conn = self.conn.take();
         // Counted as sent once, by the attempt that first wrote it; taken back only if no attempt
         // reached the server, when it is counted unsent instead.
         let counted = Cell::new(false);
@@ -146,15 +145,13 @@ impl Keepalive {
             }
         };
         for attempt in 0..2 {
-            let mut c = match conn.take() {
+            // The kept-alive connection first; one that went stale is not put back.
+            let mut c = match self.conn.take() {
                 Some(c) => c,
                 None => match connect(target, rec).await {
                     Ok(c) => c,
                     Err(class) => {
-                        // Given up waiting for the server to accept: a lower bound of its latency.
-                        if class == ErrorClass::ConnectTimeout {
-                            rec.given_up(req.intended.elapsed());
-                        }
+                        give_up_connecting(rec, class, req.intended);
                         take_back();
                         return Err(Unsent(class));
                     }
@@ -187,6 +184,13 @@ impl Keepalive {
         take_back();
         rec.unsent(ErrorClass::ConnReset);
         Err(Unsent(ErrorClass::ConnReset))
+    }
+}
+
+/// A connect given up waiting for the server to accept: a lower bound of the request's latency.
+fn give_up_connecting(rec: &Recorder, class: ErrorClass, intended: Instant) {
+    if class == ErrorClass::ConnectTimeout {
+        rec.given_up(intended.elapsed());
     }
 }
 
@@ -268,9 +272,7 @@ impl Multiplexed {
             let conn = match self.current(target, rec).await {
                 Ok(c) => c,
                 Err(class) => {
-                    if class == ErrorClass::ConnectTimeout {
-                        rec.given_up(req.intended.elapsed());
-                    }
+                    give_up_connecting(rec, class, req.intended);
                     outcome = Some(Err(Unsent(class)));
                     break;
                 }

@@ -191,7 +191,14 @@ impl Conn {
         // Whether this attempt's stream opened (and so reached the server, or was refused by it).
         let opened = Cell::new(false);
         let deadline = asked + timeout;
-        let exchange = self.exchange(t, asked, deadline, &opened, tries, rec);
+        let exchange = self.exchange(Attempt {
+            t,
+            asked,
+            deadline,
+            opened: &opened,
+            tries,
+            rec,
+        });
         let outcome = tokio::time::timeout_at(deadline, exchange).await;
         self.take_counts(rec);
         match outcome {
@@ -210,24 +217,11 @@ impl Conn {
                 self.failed(end, rec)
             }
             Err(_) if !opened.get() => {
-                // Timed out still waiting for a slot under the server's stream limit: never
-                // written, so the queue's and not the server's, counted as an arrival that
-                // expired in the pool's queue is (unsent, given up at its age).
-                rec.given_up(intended.elapsed());
-                let class = ErrorClass::ClientTimeout;
-                let limit = self.conn.borrow().max_streams.unwrap_or(0);
-                rec.note(class, || {
-                    format!(
-                        "waited {timeout:?} (--timeout) for a free HTTP/2 stream under {}'s limit of {limit} (SETTINGS_MAX_CONCURRENT_STREAMS): never sent",
-                        self.peer
-                    )
-                    .into()
-                });
                 add_wait(&tries.waited, asked.elapsed());
-                Err(SendError::Unsent(class))
+                Err(self.no_slot_in_time(intended, timeout, rec))
             }
             Err(_) => {
-                // The stream is reset (CANCEL) as it is dropped: the session goes on.
+                // The stream is reset (CANCEL) as it is dropped: the connection goes on.
                 rec.given_up(intended.elapsed());
                 let class = ErrorClass::ClientTimeout;
                 rec.note(class, || {
@@ -236,6 +230,23 @@ impl Conn {
                 Err(SendError::Failed(class))
             }
         }
+    }
+
+    /// Timed out still waiting for a slot under the server's stream limit: never written, so the
+    /// queue's and not the server's, counted as an arrival that expired in the pool's queue is
+    /// (unsent, given up at its age).
+    fn no_slot_in_time(&self, intended: Instant, timeout: Duration, rec: &Recorder) -> SendError {
+        rec.given_up(intended.elapsed());
+        let class = ErrorClass::ClientTimeout;
+        let limit = self.conn.borrow().max_streams.unwrap_or(0);
+        rec.note(class, || {
+            format!(
+                "waited {timeout:?} (--timeout) for a free HTTP/2 stream under {}'s limit of {limit} (SETTINGS_MAX_CONCURRENT_STREAMS): never sent",
+                self.peer
+            )
+            .into()
+        });
+        SendError::Unsent(class)
     }
 
     /// What the connection counted since (bytes of headers and bodies, window stalls), into the
@@ -311,49 +322,49 @@ impl Conn {
                 });
                 Err(SendError::Failed(class))
             }
-            StreamEnd::Connection => {
-                let c = self.conn.borrow();
-                let (class, words): (ErrorClass, Cow<'static, str>) = match (&c.goaway, &c.closed) {
-                    // A stream cut off by the connection's end after the server's GOAWAY (abrupt,
-                    // with an error code) is the GOAWAY's doing: say so, and after how many
-                    // streams, which names the limit (keepalive_requests, 1,000).
-                    (Some(_), _) => (
-                        ErrorClass::ConnReset,
-                        format!(
-                            "{} after {} streams, this one unanswered",
-                            goaway_words(&c, self.peer),
-                            self.opened.get()
-                        )
-                        .into(),
-                    ),
-                    // A stream ends with its session only when the session has closed.
-                    (None, closed) => {
-                        closed_words(closed.as_ref().unwrap_or(&Closed::Done), self.peer)
-                    }
-                };
-                let goaway = c.goaway.is_some();
-                drop(c);
-                if goaway {
-                    self.count_end(rec);
-                }
-                rec.note(class, || words);
-                Err(SendError::Failed(class))
-            }
+            StreamEnd::Connection => self.cut_off(rec),
         }
     }
 
-    /// Opens a stream (waiting for a slot under the server's limit if it must, the wait added to
-    /// `tries.waited` as it opens), then waits for its reply. Returns the reply and when the stream
-    /// opened.
-    async fn exchange(
-        &self,
-        t: &Template,
-        asked: Instant,
-        deadline: Instant,
-        opened: &Cell<bool>,
-        tries: &Tries,
-        rec: &Recorder,
-    ) -> Result<(conn::Reply, Instant), StreamEnd> {
+    /// A stream that ended with its connection, in the words of that end.
+    fn cut_off(&self, rec: &Recorder) -> Result<(), SendError> {
+        let c = self.conn.borrow();
+        let (class, words): (ErrorClass, Cow<'static, str>) = match (&c.goaway, &c.closed) {
+            // A stream cut off by the connection's end after the server's GOAWAY (abrupt,
+            // with an error code) is the GOAWAY's doing: say so, and after how many
+            // streams, which names the limit (keepalive_requests, 1,000).
+            (Some(_), _) => (
+                ErrorClass::ConnReset,
+                format!(
+                    "{} after {} streams, this one unanswered",
+                    goaway_words(&c, self.peer),
+                    self.opened.get()
+                )
+                .into(),
+            ),
+            // A stream ends with its connection only when the connection has closed.
+            (None, closed) => closed_words(closed.as_ref().unwrap_or(&Closed::Done), self.peer),
+        };
+        let goaway = c.goaway.is_some();
+        drop(c);
+        if goaway {
+            self.count_end(rec);
+        }
+        rec.note(class, || words);
+        Err(SendError::Failed(class))
+    }
+
+    /// Opens a stream for `t`, waiting for a slot under the server's limit if it must (the wait
+    /// added to `tries.waited`): its id, and when it opened.
+    async fn open_stream(&self, attempt: Attempt<'_>) -> Result<(u32, Instant), StreamEnd> {
+        let Attempt {
+            t,
+            asked,
+            deadline,
+            opened,
+            tries,
+            rec,
+        } = attempt;
         let ticket = self.conn.borrow_mut().ticket();
         let mut queued = Queued {
             conn: &self.conn,
@@ -363,7 +374,7 @@ impl Conn {
         let opened = std::future::poll_fn(|cx| {
             let mut c = self.conn.borrow_mut();
             if c.ended() {
-                // Not opened here: the caller sends it on a fresh session.
+                // Not opened here: the caller sends it on a fresh connection.
                 return Poll::Ready(Err(StreamEnd::AboveGoAway));
             }
             // One clock read: the moment the request is queued is when the server's time begins.
@@ -391,7 +402,7 @@ impl Conn {
             }
         })
         .await;
-        // Its wait is the client's however it ended: opened, or woken by the session's end (a
+        // Its wait is the client's however it ended: opened, or woken by the connection's end (a
         // GOAWAY, the connection gone) to be sent again elsewhere.
         if queued.waiting {
             let until = opened
@@ -399,10 +410,17 @@ impl Conn {
                 .map_or_else(|_| Instant::now(), |&(_, at)| at);
             add_wait(&tries.waited, until - asked);
         }
-        let (id, opened_at) = opened?;
+        let opened = opened?;
         // Its slot taken, it is out of the queue.
         queued.waiting = false;
-        drop(queued);
+        Ok(opened)
+    }
+
+    /// Opens a stream (waiting for a slot under the server's limit if it must, the wait added to
+    /// `tries.waited` as it opens), then waits for its reply. Returns the reply and when the stream
+    /// opened.
+    async fn exchange(&self, attempt: Attempt<'_>) -> Result<(conn::Reply, Instant), StreamEnd> {
+        let (id, opened_at) = self.open_stream(attempt).await?;
         // Dropped with the reply in hand it does nothing: the stream is gone from the connection.
         let _open = Open {
             conn: &self.conn,
@@ -418,6 +436,20 @@ impl Conn {
             .await?;
         Ok((reply, opened_at))
     }
+}
+
+/// One attempt of a request on a connection: what its stream is sent with and reports into.
+#[derive(Clone, Copy)]
+struct Attempt<'a> {
+    t: &'a Template,
+    /// When the stream was asked for: its wait for a slot counts from here.
+    asked: Instant,
+    /// Its timeout: a slot that frees after it is left to the next in line.
+    deadline: Instant,
+    /// Set as the stream opens (and so reached the server, or was refused by it).
+    opened: &'a Cell<bool>,
+    tries: &'a Tries,
+    rec: &'a Recorder,
 }
 
 /// Adds a stream's wait for a slot to what its request waited so far.
@@ -516,104 +548,24 @@ impl Future for Driver {
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
         let me = self.get_mut();
         loop {
-            let mut progress = false;
-            {
-                let mut c = me.conn.borrow_mut();
-                c.driver_woken = false;
-                if !c.driver.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
-                    c.driver = Some(cx.waker().clone());
-                }
-                // Counted as taken, so a stream can tell whether its request left.
-                c.taken += c.out.len() as u64;
-                if me.written == me.write.len() {
-                    me.write.clear();
-                    me.written = 0;
-                    std::mem::swap(&mut me.write, &mut c.out);
-                } else if !c.out.is_empty() {
-                    me.write.append(&mut c.out);
-                }
-            }
-            while me.written < me.write.len() {
-                match Pin::new(&mut me.io).poll_write(cx, &me.write[me.written..]) {
-                    Poll::Ready(Ok(0)) => {
-                        me.end(Closed::Io(io::ErrorKind::WriteZero.into()));
-                        return Poll::Ready(());
-                    }
-                    Poll::Ready(Ok(n)) => {
-                        me.written += n;
-                        me.conn.borrow_mut().written += n as u64;
-                        me.flush = true;
-                        progress = true;
-                    }
-                    Poll::Ready(Err(e)) => {
-                        me.end(Closed::Io(e));
-                        return Poll::Ready(());
-                    }
-                    Poll::Pending => break,
-                }
-            }
-            // TLS holds written bytes until flushed.
-            if me.flush {
-                match Pin::new(&mut me.io).poll_flush(cx) {
-                    Poll::Ready(Ok(())) => me.flush = false,
-                    Poll::Ready(Err(e)) => {
-                        me.end(Closed::Io(e));
-                        return Poll::Ready(());
-                    }
-                    Poll::Pending => {}
-                }
-            }
+            me.take_output(cx.waker());
+            let Some(mut progress) = me.write_out(cx) else {
+                return Poll::Ready(());
+            };
             if me.conn.borrow().closed.is_some() {
                 // A GOAWAY of our own is written, as far as the socket takes it at once.
                 return Poll::Ready(());
             }
-            let c = me.conn.borrow();
-            if c.closing && c.active == 0 {
-                let drained = c.out.is_empty() && me.written == me.write.len();
-                drop(c);
-                if drained {
-                    me.end(Closed::Done);
-                    let _ = Pin::new(&mut me.io).poll_shutdown(cx);
-                    return Poll::Ready(());
+            if me.conn.borrow().closing && me.conn.borrow().active == 0 {
+                match me.wind_down(cx) {
+                    Poll::Ready(()) => return Poll::Ready(()),
+                    Poll::Pending if !progress => return Poll::Pending,
+                    Poll::Pending => continue,
                 }
-                // Nothing is read any more (no stream waits for a reply, and a server's PINGs
-                // would only queue more): what is left to write has CLOSE_GRACE, whether or not the
-                // server reads it.
-                let grace = me
-                    .grace
-                    .get_or_insert_with(|| Box::pin(tokio::time::sleep(CLOSE_GRACE)));
-                if grace.as_mut().poll(cx).is_ready() {
-                    me.end(Closed::Done);
-                    return Poll::Ready(());
-                }
-                if !progress {
-                    return Poll::Pending;
-                }
-                continue;
             }
-            drop(c);
-            let mut buf = ReadBuf::new(&mut me.read[me.filled..]);
-            match Pin::new(&mut me.io).poll_read(cx, &mut buf) {
-                Poll::Ready(Ok(())) => {
-                    let n = buf.filled().len();
-                    if n == 0 {
-                        me.end(Closed::Eof);
-                        return Poll::Ready(());
-                    }
-                    me.filled += n;
-                    let used = me
-                        .conn
-                        .borrow_mut()
-                        .receive(&me.read[..me.filled], Instant::now());
-                    me.read.copy_within(used..me.filled, 0);
-                    me.filled -= used;
-                    progress = true;
-                }
-                Poll::Ready(Err(e)) => {
-                    me.end(Closed::Io(e));
-                    return Poll::Ready(());
-                }
-                Poll::Pending => {}
+            match me.read_in(cx) {
+                None => return Poll::Ready(()),
+                Some(read) => progress |= read,
             }
             if !progress {
                 return Poll::Pending;
@@ -625,6 +577,110 @@ impl Future for Driver {
 impl Driver {
     fn end(&mut self, how: Closed) {
         self.conn.borrow_mut().close(how);
+    }
+
+    /// Takes what the streams queued into the write buffer (whole, when the last was written).
+    fn take_output(&mut self, waker: &std::task::Waker) {
+        let mut c = self.conn.borrow_mut();
+        c.driver_woken = false;
+        if !c.driver.as_ref().is_some_and(|w| w.will_wake(waker)) {
+            c.driver = Some(waker.clone());
+        }
+        // Counted as taken, so a stream can tell whether its request left.
+        c.taken += c.out.len() as u64;
+        if self.written == self.write.len() {
+            self.write.clear();
+            self.written = 0;
+            std::mem::swap(&mut self.write, &mut c.out);
+        } else if !c.out.is_empty() {
+            self.write.append(&mut c.out);
+        }
+    }
+
+    /// Writes what the socket takes now, and flushes it: whether anything was written, or `None`
+    /// when the connection ended.
+    fn write_out(&mut self, cx: &mut Context<'_>) -> Option<bool> {
+        let mut progress = false;
+        while self.written < self.write.len() {
+            match Pin::new(&mut self.io).poll_write(cx, &self.write[self.written..]) {
+                Poll::Ready(Ok(0)) => {
+                    self.end(Closed::Io(io::ErrorKind::WriteZero.into()));
+                    return None;
+                }
+                Poll::Ready(Ok(n)) => {
+                    self.written += n;
+                    self.conn.borrow_mut().written += n as u64;
+                    self.flush = true;
+                    progress = true;
+                }
+                Poll::Ready(Err(e)) => {
+                    self.end(Closed::Io(e));
+                    return None;
+                }
+                Poll::Pending => break,
+            }
+        }
+        // TLS holds written bytes until flushed.
+        if self.flush {
+            match Pin::new(&mut self.io).poll_flush(cx) {
+                Poll::Ready(Ok(())) => self.flush = false,
+                Poll::Ready(Err(e)) => {
+                    self.end(Closed::Io(e));
+                    return None;
+                }
+                Poll::Pending => {}
+            }
+        }
+        Some(progress)
+    }
+
+    /// The connection's handle dropped and no stream open: ends once its output is written, or
+    /// after CLOSE_GRACE.
+    fn wind_down(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        let drained = self.conn.borrow().out.is_empty() && self.written == self.write.len();
+        if drained {
+            self.end(Closed::Done);
+            let _ = Pin::new(&mut self.io).poll_shutdown(cx);
+            return Poll::Ready(());
+        }
+        // Nothing is read any more (no stream waits for a reply, and a server's PINGs would only
+        // queue more): what is left to write has CLOSE_GRACE, whether or not the server reads it.
+        let grace = self
+            .grace
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep(CLOSE_GRACE)));
+        if grace.as_mut().poll(cx).is_ready() {
+            self.end(Closed::Done);
+            return Poll::Ready(());
+        }
+        Poll::Pending
+    }
+
+    /// Reads what came and gives it to the connection's state: whether anything was read, or
+    /// `None` when the connection ended.
+    fn read_in(&mut self, cx: &mut Context<'_>) -> Option<bool> {
+        let mut buf = ReadBuf::new(&mut self.read[self.filled..]);
+        match Pin::new(&mut self.io).poll_read(cx, &mut buf) {
+            Poll::Ready(Ok(())) => {
+                let n = buf.filled().len();
+                if n == 0 {
+                    self.end(Closed::Eof);
+                    return None;
+                }
+                self.filled += n;
+                let used = self
+                    .conn
+                    .borrow_mut()
+                    .receive(&self.read[..self.filled], Instant::now());
+                self.read.copy_within(used..self.filled, 0);
+                self.filled -= used;
+                Some(true)
+            }
+            Poll::Ready(Err(e)) => {
+                self.end(Closed::Io(e));
+                None
+            }
+            Poll::Pending => Some(false),
+        }
     }
 }
 
@@ -655,58 +711,13 @@ pub async fn preflight(mut target: Endpoint, w: &Workload) -> Result<Endpoint, P
 /// counts its failures as over HTTP/1.1, unless the protocol depends on the answer.
 async fn ask(target: &Endpoint, negotiate: bool) -> Result<bool, PrepareError> {
     let target = target.clone();
-    // On a thread of its own: a session lives on one thread, as the workers' do.
+    // On a thread of its own: an HTTP/2 connection lives on one thread, as the workers' do.
     let asked = tokio::task::spawn_blocking(move || {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .map_err(|e| format!("cannot start the HTTP/2 preflight: {e}"))?;
-        rt.block_on(async {
-            let rec = Rc::new(Recorder::default());
-            let left = target.connect_timeout;
-            let io = match transport::open(&target, &rec).await {
-                Ok(io) => io,
-                Err(class) => {
-                    let words = rec
-                        .swap()
-                        .messages
-                        .get(class)
-                        .unwrap_or_default()
-                        .to_string();
-                    if words.contains("NoApplicationProtocol") {
-                        return Err(format!(
-                            "{} does not offer HTTP/2 over TLS (its ALPN refused h2): use --http auto to fall back to HTTP/1.1, or --http 1.1",
-                            target.addr
-                        ));
-                    }
-                    // A TLS failure (a certificate, not TLS at all) fails every connection alike.
-                    if class == ErrorClass::Other {
-                        return Err(words);
-                    }
-                    return Ok(Err(words));
-                }
-            };
-            if negotiate && io.alpn() != Some(b"h2") {
-                return Ok(Ok(false));
-            }
-            let (session, driver) = start(io, target.addr).map_err(|e| e.words.into_owned())?;
-            let set_up = async {
-                tokio::select! {
-                    r = session.set_up() => r,
-                    // The connection ended: the set-up says how.
-                    () = driver => session.set_up().await,
-                }
-            };
-            match tokio::time::timeout(left, set_up).await {
-                Ok(Ok(_)) => Ok(Ok(true)),
-                Ok(Err(e)) if e.class == ErrorClass::Other => Err(e.words.into_owned()),
-                Ok(Err(e)) => Ok(Err(e.words.into_owned())),
-                Err(_) => Ok(Err(format!(
-                    "{} sent no HTTP/2 SETTINGS within {left:?} (--connect-timeout)",
-                    target.addr
-                ))),
-            }
-        })
+        rt.block_on(ask_here(&target, negotiate))
     })
     .await
     .map_err(|e| PrepareError::Protocol(format!("the HTTP/2 preflight failed: {e}")))?;
@@ -717,6 +728,56 @@ async fn ask(target: &Endpoint, negotiate: bool) -> Result<bool, PrepareError> {
             "--http auto cannot tell which HTTP the target speaks: {unreachable}"
         ))),
         Err(wrong) => Err(PrepareError::Protocol(wrong)),
+    }
+}
+
+/// The preflight's one connection, on the thread it was opened on: `Ok(Ok(h2))` the answer,
+/// `Ok(Err(words))` a target that could not be reached (or set up), `Err(words)` one that certainly
+/// does not speak HTTP/2 as asked.
+async fn ask_here(target: &Endpoint, negotiate: bool) -> Result<Result<bool, String>, String> {
+    let rec = Rc::new(Recorder::default());
+    let left = target.connect_timeout;
+    let io = match transport::open(target, &rec).await {
+        Ok(io) => io,
+        Err(class) => {
+            let words = rec
+                .swap()
+                .messages
+                .get(class)
+                .unwrap_or_default()
+                .to_string();
+            if words.contains("NoApplicationProtocol") {
+                return Err(format!(
+                    "{} does not offer HTTP/2 over TLS (its ALPN refused h2): use --http auto to fall back to HTTP/1.1, or --http 1.1",
+                    target.addr
+                ));
+            }
+            // A TLS failure (a certificate, not TLS at all) fails every connection alike.
+            if class == ErrorClass::Other {
+                return Err(words);
+            }
+            return Ok(Err(words));
+        }
+    };
+    if negotiate && io.alpn() != Some(b"h2") {
+        return Ok(Ok(false));
+    }
+    let (session, driver) = start(io, target.addr).map_err(|e| e.words.into_owned())?;
+    let set_up = async {
+        tokio::select! {
+            r = session.set_up() => r,
+            // The connection ended: the set-up says how.
+            () = driver => session.set_up().await,
+        }
+    };
+    match tokio::time::timeout(left, set_up).await {
+        Ok(Ok(_)) => Ok(Ok(true)),
+        Ok(Err(e)) if e.class == ErrorClass::Other => Err(e.words.into_owned()),
+        Ok(Err(e)) => Ok(Err(e.words.into_owned())),
+        Err(_) => Ok(Err(format!(
+            "{} sent no HTTP/2 SETTINGS within {left:?} (--connect-timeout)",
+            target.addr
+        ))),
     }
 }
 

@@ -60,104 +60,111 @@ impl State {
             frame::HEADERS => self.headers(h, p, now),
             frame::CONTINUATION => self.continuation(h, p, now),
             frame::PRIORITY => Ok(()),
-            frame::RST_STREAM => {
-                if h.stream == 0 || p.len() != 4 {
-                    return self.broken(frame::PROTOCOL_ERROR, "a malformed RST_STREAM");
-                }
-                if self.idle(h.stream) {
-                    return self
-                        .broken(frame::PROTOCOL_ERROR, "RST_STREAM on a stream never opened");
-                }
-                let code = frame::u32_at(p, 0);
-                self.close_stream(h.stream, Some(StreamEnd::Reset(code)), now);
-                Ok(())
-            }
+            frame::RST_STREAM => self.rst_stream(h, p, now),
             frame::SETTINGS => self.settings(h, p, now),
             frame::PUSH_PROMISE => {
                 self.broken(frame::PROTOCOL_ERROR, "PUSH_PROMISE, with push disabled")
             }
-            frame::PING => {
-                if h.stream != 0 || p.len() != 8 {
-                    return self.broken(frame::FRAME_SIZE_ERROR, "a malformed PING");
-                }
-                if h.flags & frame::ACK != 0 {
-                    if p == b"stampede" {
-                        self.setup.pinged = true;
-                        self.setup_moved();
-                    }
-                } else {
-                    let mut data = [0u8; 8];
-                    data.copy_from_slice(p);
-                    self.ack(Flood::Pings, |out| frame::put_ping(out, frame::ACK, data))?;
-                }
-                Ok(())
-            }
-            frame::GOAWAY => {
-                if h.stream != 0 || p.len() < 8 {
-                    return self.broken(frame::PROTOCOL_ERROR, "a malformed GOAWAY");
-                }
-                let goaway = GoAway {
-                    last: frame::u31(p, 0),
-                    code: frame::u32_at(p, 4),
-                };
-                self.goaway = Some(goaway);
-                self.setup_moved();
-                let above: Vec<u32> = self
-                    .streams
-                    .keys()
-                    .copied()
-                    .filter(|&id| id > goaway.last)
-                    .collect();
-                for id in above {
-                    self.close_stream(id, Some(StreamEnd::AboveGoAway), now);
-                }
-                // Streams waiting for a slot learn that this connection takes no more.
-                for (_, w) in self.waiting.drain(..) {
-                    w.wake();
-                }
-                Ok(())
-            }
-            frame::WINDOW_UPDATE => {
-                if p.len() != 4 {
-                    return self.broken(frame::FRAME_SIZE_ERROR, "a malformed WINDOW_UPDATE");
-                }
-                let inc = i64::from(frame::u31(p, 0));
-                if h.stream != 0 && self.idle(h.stream) {
-                    return self.broken(
-                        frame::PROTOCOL_ERROR,
-                        "WINDOW_UPDATE on a stream never opened",
-                    );
-                }
-                if h.stream == 0 {
-                    if inc == 0 {
-                        return self.broken(frame::PROTOCOL_ERROR, "a WINDOW_UPDATE of 0");
-                    }
-                    self.send_window += inc;
-                    if self.send_window > frame::MAX_WINDOW {
-                        return self
-                            .broken(frame::FLOW_CONTROL_ERROR, "a connection window over 2^31-1");
-                    }
-                } else if let Some(s) = self.streams.get_mut(&h.stream) {
-                    s.window += inc;
-                    if inc == 0 {
-                        let why = "a stream's WINDOW_UPDATE of 0";
-                        self.reset_by_us(h.stream, frame::PROTOCOL_ERROR, why, now);
-                        return Ok(());
-                    }
-                    if s.window > frame::MAX_WINDOW {
-                        let why = "a stream's window over 2^31-1";
-                        self.reset_by_us(h.stream, frame::FLOW_CONTROL_ERROR, why, now);
-                        return Ok(());
-                    }
-                }
-                if !self.blocked.is_empty() {
-                    self.unblock(now);
-                }
-                Ok(())
-            }
+            frame::PING => self.ping(h, p),
+            frame::GOAWAY => self.goaway(h, p, now),
+            frame::WINDOW_UPDATE => self.window_update(h, p, now),
             // Unknown frame types are ignored (RFC 9113 4.1).
             _ => Ok(()),
         }
+    }
+
+    fn rst_stream(&mut self, h: Head, p: &[u8], now: Instant) -> Result<(), ()> {
+        if h.stream == 0 || p.len() != 4 {
+            return self.broken(frame::PROTOCOL_ERROR, "a malformed RST_STREAM");
+        }
+        if self.idle(h.stream) {
+            return self.broken(frame::PROTOCOL_ERROR, "RST_STREAM on a stream never opened");
+        }
+        let code = frame::u32_at(p, 0);
+        self.close_stream(h.stream, Some(StreamEnd::Reset(code)), now);
+        Ok(())
+    }
+
+    fn ping(&mut self, h: Head, p: &[u8]) -> Result<(), ()> {
+        if h.stream != 0 || p.len() != 8 {
+            return self.broken(frame::FRAME_SIZE_ERROR, "a malformed PING");
+        }
+        if h.flags & frame::ACK != 0 {
+            if p == b"stampede" {
+                self.setup.pinged = true;
+                self.setup_moved();
+            }
+        } else {
+            let mut data = [0u8; 8];
+            data.copy_from_slice(p);
+            self.ack(Flood::Pings, |out| frame::put_ping(out, frame::ACK, data))?;
+        }
+        Ok(())
+    }
+
+    /// The server takes no more streams: those above its last id were never processed.
+    fn goaway(&mut self, h: Head, p: &[u8], now: Instant) -> Result<(), ()> {
+        if h.stream != 0 || p.len() < 8 {
+            return self.broken(frame::PROTOCOL_ERROR, "a malformed GOAWAY");
+        }
+        let goaway = GoAway {
+            last: frame::u31(p, 0),
+            code: frame::u32_at(p, 4),
+        };
+        self.goaway = Some(goaway);
+        self.setup_moved();
+        let above: Vec<u32> = self
+            .streams
+            .keys()
+            .copied()
+            .filter(|&id| id > goaway.last)
+            .collect();
+        for id in above {
+            self.close_stream(id, Some(StreamEnd::AboveGoAway), now);
+        }
+        // Streams waiting for a slot learn that this connection takes no more.
+        for (_, w) in self.waiting.drain(..) {
+            w.wake();
+        }
+        Ok(())
+    }
+
+    fn window_update(&mut self, h: Head, p: &[u8], now: Instant) -> Result<(), ()> {
+        if p.len() != 4 {
+            return self.broken(frame::FRAME_SIZE_ERROR, "a malformed WINDOW_UPDATE");
+        }
+        let inc = i64::from(frame::u31(p, 0));
+        if h.stream != 0 && self.idle(h.stream) {
+            return self.broken(
+                frame::PROTOCOL_ERROR,
+                "WINDOW_UPDATE on a stream never opened",
+            );
+        }
+        if h.stream == 0 {
+            if inc == 0 {
+                return self.broken(frame::PROTOCOL_ERROR, "a WINDOW_UPDATE of 0");
+            }
+            self.send_window += inc;
+            if self.send_window > frame::MAX_WINDOW {
+                return self.broken(frame::FLOW_CONTROL_ERROR, "a connection window over 2^31-1");
+            }
+        } else if let Some(s) = self.streams.get_mut(&h.stream) {
+            s.window += inc;
+            if inc == 0 {
+                let why = "a stream's WINDOW_UPDATE of 0";
+                self.reset_by_us(h.stream, frame::PROTOCOL_ERROR, why, now);
+                return Ok(());
+            }
+            if s.window > frame::MAX_WINDOW {
+                let why = "a stream's window over 2^31-1";
+                self.reset_by_us(h.stream, frame::FLOW_CONTROL_ERROR, why, now);
+                return Ok(());
+            }
+        }
+        if !self.blocked.is_empty() {
+            self.unblock(now);
+        }
+        Ok(())
     }
 
     fn headers(&mut self, h: Head, p: &[u8], now: Instant) -> Result<(), ()> {
@@ -324,30 +331,7 @@ impl State {
             let value = frame::u32_at(s, 2);
             match id {
                 frame::SETTINGS_MAX_CONCURRENT_STREAMS => self.max_streams = Some(value),
-                frame::SETTINGS_INITIAL_WINDOW_SIZE => {
-                    if i64::from(value) > frame::MAX_WINDOW {
-                        return self.broken(
-                            frame::FLOW_CONTROL_ERROR,
-                            "SETTINGS_INITIAL_WINDOW_SIZE over 2^31-1",
-                        );
-                    }
-                    // Every stream's window moves by the change (RFC 9113 6.9.2).
-                    let delta = i64::from(value) - self.initial_window;
-                    self.initial_window = i64::from(value);
-                    let mut over = false;
-                    for st in self.streams.values_mut().filter(|st| st.open) {
-                        st.window += delta;
-                        over |= st.window > frame::MAX_WINDOW;
-                    }
-                    // A change that takes a stream's window past the most allowed is the
-                    // connection's error (RFC 9113 6.9.2).
-                    if over {
-                        return self.broken(
-                            frame::FLOW_CONTROL_ERROR,
-                            "SETTINGS_INITIAL_WINDOW_SIZE took a stream's window over 2^31-1",
-                        );
-                    }
-                }
+                frame::SETTINGS_INITIAL_WINDOW_SIZE => self.initial_window(value)?,
                 frame::SETTINGS_MAX_FRAME_SIZE => {
                     if !(frame::MAX_FRAME as u32..=(1 << 24) - 1).contains(&value) {
                         return self.broken(
@@ -376,6 +360,33 @@ impl State {
             self.unblock(now);
         }
         self.wake_next();
+        Ok(())
+    }
+
+    /// SETTINGS_INITIAL_WINDOW_SIZE: every open stream's window moves by the change (RFC 9113
+    /// 6.9.2).
+    fn initial_window(&mut self, value: u32) -> Result<(), ()> {
+        if i64::from(value) > frame::MAX_WINDOW {
+            return self.broken(
+                frame::FLOW_CONTROL_ERROR,
+                "SETTINGS_INITIAL_WINDOW_SIZE over 2^31-1",
+            );
+        }
+        let delta = i64::from(value) - self.initial_window;
+        self.initial_window = i64::from(value);
+        let mut over = false;
+        for st in self.streams.values_mut().filter(|st| st.open) {
+            st.window += delta;
+            over |= st.window > frame::MAX_WINDOW;
+        }
+        // A change that takes a stream's window past the most allowed is the connection's error
+        // (RFC 9113 6.9.2).
+        if over {
+            return self.broken(
+                frame::FLOW_CONTROL_ERROR,
+                "SETTINGS_INITIAL_WINDOW_SIZE took a stream's window over 2^31-1",
+            );
+        }
         Ok(())
     }
 }
