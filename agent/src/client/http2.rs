@@ -1,6 +1,6 @@
-//! The HTTP/2 exchange, stampede's own: one session per connection (h2c with prior knowledge over
-//! TCP, h2 by ALPN over TLS), its frames read and written by a driver task of its own on the
-//! worker's thread, and streams opened on it by any number of loops at once, a request each.
+//! The HTTP/2 exchange, stampede's own: a connection (`Conn`: h2c with prior knowledge over TCP, h2
+//! by ALPN over TLS), its frames read and written by a driver task of its own on the worker's
+//! thread, and streams opened on it by any number of slots at once, a request each.
 //!
 //! It is written for the hot path as the HTTP/1.1 client is: a request is its header block encoded
 //! once per template plus a nine-byte frame header, queued into the connection's one write buffer;
@@ -14,8 +14,11 @@
 //! time: it is returned to the caller, to be reported apart (the step's queue wait).
 //!
 //! A request the server did not process is `SendError::Stale`, as a request on a closed HTTP/1.1
-//! connection is, and is sent again on a fresh session: a stream above a GOAWAY's last stream id
-//! (RFC 9113 6.8), a stream refused (REFUSED_STREAM, 8.7), a request on a session that had ended.
+//! connection is, and is sent again on a fresh connection: a stream above a GOAWAY's last stream id
+//! (RFC 9113 6.8), a stream refused (REFUSED_STREAM, 8.7), a request on a connection that had ended.
+//!
+//! Before any load, the configure step's `preflight` asks the target once whether it speaks HTTP/2
+//! as asked (or, for `--http auto` over TLS, which HTTP its ALPN chose).
 //!
 //! Below: `frame` (the frame layout and names), `hpack` (header blocks), `conn` (a connection's
 //! state, without I/O, which the fuzz target drives).
@@ -46,13 +49,13 @@ use crate::recorder::Recorder;
 
 /// The driver's read buffer: room for several whole frames of the largest size.
 const READ_BUFFER: usize = 64 * 1024;
-/// Once its session is dropped and no stream is open, the most a connection waits for the last of
+/// Once its `Conn` is dropped and no stream is open, the most a connection waits for the last of
 /// its output to be written: a server that never reads must not keep it (and what it queued) past
 /// the step that opened it.
 const CLOSE_GRACE: Duration = Duration::from_secs(1);
 
-/// One HTTP/2 session on its own connection. Streams are opened through it by any number of loops
-/// of the worker's thread at once.
+/// One HTTP/2 connection. Streams are opened on it by any number of slots of the worker's thread at
+/// once.
 pub struct Conn {
     conn: Rc<RefCell<State>>,
     peer: SocketAddr,
@@ -63,7 +66,7 @@ pub struct Conn {
 }
 
 /// What a request's attempts share (a stream the server did not process is sent again, on a fresh
-/// session), for its caller to record once.
+/// connection), for its caller to record once.
 #[derive(Debug, Default)]
 pub struct Tries {
     /// Its waits for a free slot under the server's stream limit, added up; `None` if it never
@@ -77,7 +80,7 @@ pub struct Tries {
     pub refused: Cell<bool>,
 }
 
-/// Why a session could not be set up, in the words its failure class is noted with.
+/// Why a connection could not be set up, in the words its failure class is noted with.
 #[derive(Debug)]
 pub(super) struct SetupError {
     pub(super) class: ErrorClass,
@@ -86,7 +89,7 @@ pub(super) struct SetupError {
 
 impl Conn {
     /// Connects (TCP, then TLS if the target is https), says the HTTP/2 preface and waits for the
-    /// server's SETTINGS, all within the connect timeout; the session's frames are then driven on
+    /// server's SETTINGS, all within the connect timeout; the connection's frames are then driven on
     /// this thread until it is dropped and its streams are done, or the connection ends.
     pub async fn open(target: &Endpoint, rec: &Rc<Recorder>) -> Result<Conn, ErrorClass> {
         let began = Instant::now();
@@ -156,12 +159,12 @@ impl Conn {
         .await
     }
 
-    /// Whether the session can open no more streams (its connection ended, or GOAWAY came).
+    /// Whether the connection can open no more streams (it ended, or GOAWAY came).
     pub fn ended(&self) -> bool {
         self.conn.borrow().ended()
     }
 
-    /// Counts why an ended session ended, if a GOAWAY did it and no stream has counted it yet.
+    /// Counts why an ended connection ended, if a GOAWAY did it and no stream has counted it yet.
     pub fn count_end(&self, rec: &Recorder) {
         if self.conn.borrow().goaway.is_some() && !self.goaway_counted.replace(true) {
             rec.with(|s| s.counters.goaways += 1);
@@ -494,7 +497,7 @@ impl Drop for Open<'_> {
     }
 }
 
-/// A session on an open connection, and the driver that moves its bytes (to be spawned, or run
+/// A `Conn` on an open transport, and the driver that moves its bytes (to be spawned, or run
 /// beside the set-up). Refuses at once a TLS connection whose ALPN chose something else.
 fn start(io: Stream, peer: SocketAddr) -> Result<(Conn, Driver), SetupError> {
     if io.alpn().is_some_and(|p| p != b"h2") {
@@ -529,7 +532,7 @@ fn start(io: Stream, peer: SocketAddr) -> Result<(Conn, Driver), SetupError> {
 }
 
 /// Moves a connection's bytes: writes what its streams queued, reads what came and gives it to the
-/// connection's state, until the connection ends or its session is dropped and its streams done.
+/// connection's state, until the connection ends or its `Conn` is dropped and its streams done.
 struct Driver {
     io: Stream,
     conn: Rc<RefCell<State>>,
@@ -538,7 +541,7 @@ struct Driver {
     write: Vec<u8>,
     written: usize,
     flush: bool,
-    /// Runs from the moment the session was dropped with its output still unwritten.
+    /// Runs from the moment the `Conn` was dropped with its output still unwritten.
     grace: Option<Pin<Box<tokio::time::Sleep>>>,
 }
 
