@@ -592,7 +592,9 @@ async fn closed_loop(ctx: &Ctx, conn: &Connection) {
         if !next_turn(ctx).await {
             return;
         }
-        if let Err(class) = conn.open(&ctx.target, &ctx.rec).await {
+        if !conn.is_open()
+            && let Err(class) = conn.open(&ctx.target, &ctx.rec).await
+        {
             if class.is_generator_resource() {
                 // Out of fds or ports: they do not come back within microseconds, and retrying
                 // at once would only count the same failure thousands of times.

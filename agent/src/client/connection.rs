@@ -72,6 +72,16 @@ impl Connection {
         }
     }
 
+    /// Whether it is open and can take a request now (`open` would do nothing). Asked before
+    /// `open` on the hot path: `open`'s future holds a whole connect, too large to build and move
+    /// for every request only to find the connection open.
+    pub fn is_open(&self) -> bool {
+        match self {
+            Connection::Http1(k) => k.conn.borrow().is_some(),
+            Connection::Http2(m) => m.now.borrow().as_ref().is_some_and(|c| !c.ended()),
+        }
+    }
+
     /// Opens it unless it is open. A failure is counted as the turn's request, unsent, in its class.
     pub async fn open(&self, target: &Endpoint, rec: &Rc<Recorder>) -> Result<(), ErrorClass> {
         match self {
