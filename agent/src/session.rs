@@ -32,7 +32,7 @@ use control::session::{
 };
 use control::system;
 
-use crate::client::Endpoint;
+use crate::client::{self, Endpoint};
 use crate::engine::{Engine, EngineError};
 use crate::worker::{self, INTERVAL, Job, Report};
 
@@ -66,12 +66,18 @@ pub fn embedded(engine: Arc<Engine>, shutdown: CancellationToken) -> Coordinator
 type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
 
 /// Turns a configured workload into the target its workers load. In service it is [`Endpoint::prepare`],
-/// whose DNS lookup can take seconds; tests give one that takes its time on tokio's clock.
+/// whose DNS lookup can take seconds, then [`client::preflight`]; tests give one that takes its time on
+/// tokio's clock.
 pub(crate) type Prepare =
     Arc<dyn Fn(Workload) -> BoxFuture<Result<Endpoint, Refusal>> + Send + Sync>;
 
 fn lookup() -> Prepare {
-    Arc::new(|w| Box::pin(async move { Endpoint::prepare(&w).await.map_err(|e| e.refusal()) }))
+    Arc::new(|w| {
+        Box::pin(async move {
+            let target = Endpoint::prepare(&w).await.map_err(|e| e.refusal())?;
+            client::preflight(target, &w).await.map_err(|e| e.refusal())
+        })
+    })
 }
 
 /// A configure's answer: the target, and the risks its ack reports.

@@ -1,8 +1,8 @@
 //! One worker thread's part of a step. The schedule says *when* (open arrivals or a closed loop), the
-//! client says *how*, the deadline says *until when*; the three load models are three ways of feeding one
-//! connection loop. All state here belongs to the worker's thread: no locks, no per-request messages.
+//! client says *how*, the deadline says *until when*; the three load models are three ways of keeping
+//! connections' slots busy (`client::Connection`), written once whichever HTTP is under them. All
+//! state here belongs to the worker's thread: no locks, no per-request messages.
 use std::cell::{Cell, RefCell};
-use std::collections::VecDeque;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -17,9 +17,12 @@ use tokio::sync::{Notify, mpsc};
 use tokio::time::{Instant, sleep_until};
 use tokio_util::sync::CancellationToken;
 
-use crate::client::{Conn, Endpoint, SendError, Session, Template, Tries};
+use crate::client::{Connection, Endpoint, Request, Sent, Template, Unsent};
 use crate::recorder::Recorder;
 use crate::timer::Timer;
+
+mod pool;
+use pool::Pool;
 
 /// A step as one worker runs it.
 pub struct Job {
@@ -166,6 +169,27 @@ struct Ctx {
 }
 
 impl Ctx {
+    fn new(job: &Job, deadline: Instant, rec: Rc<Recorder>) -> Ctx {
+        let share = &job.share;
+        Ctx {
+            // With `--tls-sessions resume`, this worker's own session store (one per thread, kept
+            // through the run's steps), so workers never lock one together.
+            target: job.target.for_worker(job.worker),
+            rec,
+            deadline,
+            cancel: job.cancel.clone(),
+            next_url: Cell::new(job.worker as usize),
+            rng: RefCell::new(Rng::new(
+                share.seed() ^ job.worker.wrapping_mul(0x2545_F491_4F6C_DD1D),
+            )),
+            began: Cell::new(None),
+            in_flight: Cell::new(0),
+            idle: Notify::new(),
+            budget: Cell::new(u64::MAX),
+            pace: closed_pace(share, job).and_then(|rate| Pacer::new(rate, job.start)),
+        }
+    }
+
     fn template(&self) -> &Template {
         let templates = &self.target.templates;
         let i = if templates.len() == 1 {
@@ -180,233 +204,8 @@ impl Ctx {
         &templates[i]
     }
 
-    /// Sends one due request: connects first if needed, and reconnects once if the server had closed
-    /// the kept-alive connection. Returns the connection when it can be reused, and whether the
-    /// request was written (a failure before writing is counted as unsent, and `Unsent` says why).
-    async fn request(
-        &self,
-        conn: Option<Conn>,
-        intended: Instant,
-        last: bool,
-    ) -> (Option<Conn>, Result<(), Unsent>) {
-        let mut conn = conn;
-        // Chosen once: a resend after a stale connection is the same request.
-        let template = self.template();
-        // Counted as sent once, by the attempt that first wrote it; taken back only if no attempt
-        // reached the server, when it is counted unsent instead.
-        let counted = Cell::new(false);
-        let take_back = || {
-            if counted.get() {
-                self.rec.unsend();
-            }
-        };
-        for attempt in 0..2 {
-            let mut c = match conn.take() {
-                Some(c) => c,
-                None => match self.connect().await {
-                    Ok(c) => c,
-                    Err(class) => {
-                        // Given up waiting for the server to accept: a lower bound of its latency.
-                        if class == ErrorClass::ConnectTimeout {
-                            self.rec.given_up(intended.elapsed());
-                        }
-                        take_back();
-                        return (None, Err(Unsent(class)));
-                    }
-                },
-            };
-            match c
-                .send(
-                    template,
-                    last,
-                    intended,
-                    self.target.timeout,
-                    &self.rec,
-                    &counted,
-                )
-                .await
-            {
-                Ok(()) => return (Some(c), Ok(())),
-                Err(SendError::Failed(class)) => {
-                    self.rec.error(class);
-                    return (None, Ok(()));
-                }
-                Err(SendError::Stale) if attempt == 0 => continue,
-                Err(SendError::Stale) => break,
-                // Not an HTTP/1.1 outcome (it has no stream slots), counted as any unsent.
-                Err(SendError::Unsent(class)) => {
-                    take_back();
-                    self.rec.unsent(class);
-                    return (None, Err(Unsent(class)));
-                }
-            }
-        }
-        // A fresh connection that closes before it can take a request.
-        take_back();
-        self.rec.unsent(ErrorClass::ConnReset);
-        (None, Err(Unsent(ErrorClass::ConnReset)))
-    }
-
-    /// Sends one due request on a stream of the shared HTTP/2 session, opening the session first if
-    /// it has none or it ended, and sending once more on a fresh one what the server did not process
-    /// (see `client::http2`). `queued` is the time the arrival already waited for a free stream in
-    /// the requests model's pool, and whether the pool counted it as waiting; the stream's own wait
-    /// for a slot under the server's limit is added to it, so an arrival's wait is recorded once.
-    async fn request_h2(
-        &self,
-        shared: &Shared,
-        intended: Instant,
-        queued: Option<(Duration, bool)>,
-    ) -> Result<(), Unsent> {
-        let template = self.template();
-        let mut outcome = None;
-        // What its attempts share: its waits for a stream slot, on each session it was tried on,
-        // and whether it was counted as sent (once, as its first stream opened).
-        let tries = Tries::default();
-        for _ in 0..2 {
-            let session = match shared.session(self).await {
-                Ok(s) => s,
-                Err(class) => {
-                    if class == ErrorClass::ConnectTimeout {
-                        self.rec.given_up(intended.elapsed());
-                    }
-                    outcome = Some(Err(Unsent(class)));
-                    break;
-                }
-            };
-            match session
-                .send(template, intended, self.target.timeout, &self.rec, &tries)
-                .await
-            {
-                Ok(()) => {
-                    outcome = Some(Ok(()));
-                    break;
-                }
-                Err(SendError::Failed(class)) => {
-                    self.rec.error(class);
-                    outcome = Some(Ok(()));
-                    break;
-                }
-                // Timed out waiting for a stream slot: its wait is recorded below, as waited, and
-                // it is counted unsent.
-                Err(SendError::Unsent(class)) => {
-                    outcome = Some(Err(Unsent(class)));
-                    break;
-                }
-                Err(SendError::Stale) => continue,
-            }
-        }
-        // Every attempt was left unprocessed (refused, above a GOAWAY, on a session that ended).
-        let spent = outcome.is_none();
-        let outcome = outcome.unwrap_or(Err(Unsent(ErrorClass::ConnReset)));
-        // However it ended (a timed-out stream too, after it opened), a wait for a slot is
-        // recorded.
-        let waited = tries.waited.get();
-        match queued {
-            Some((d, counted)) => self
-                .rec
-                .wait(d + waited.unwrap_or_default(), !counted && waited.is_some()),
-            None => {
-                if let Some(w) = waited {
-                    self.rec.wait(w, true);
-                }
-            }
-        }
-        if let Err(Unsent(class)) = outcome {
-            if tries.counted.get() {
-                // A stream of it reached the server, which refused it (or left it above its
-                // GOAWAY) and then took none of its attempts: sent, as it was counted when it
-                // left, and failed. Not taken back and counted unsent: the interval that counted
-                // it may be reported already, and at the step's end no later send is left to take
-                // it back from, so it was due twice.
-                if spent && tries.refused.get() {
-                    self.rec.note(class, || {
-                        format!(
-                            "{} refused the stream (REFUSED_STREAM) and again when it was sent once more: the server took none of it",
-                            self.target.addr
-                        )
-                        .into()
-                    });
-                }
-                self.rec.error(class);
-            } else {
-                self.rec.unsent(class);
-            }
-        }
-        outcome
-    }
-
-    async fn connect(&self) -> Result<Conn, ErrorClass> {
-        Conn::open(&self.target, &self.rec)
-            .await
-            .inspect_err(|class| self.rec.unsent(*class))
-    }
-
     fn past_deadline(&self) -> bool {
         self.cancel.is_cancelled() || Instant::now() >= self.deadline
-    }
-}
-
-/// Why a due request was not written.
-#[derive(Debug, Clone, Copy)]
-struct Unsent(ErrorClass);
-
-/// An HTTP/2 session shared by the loops whose streams it carries (a connection's `--streams`),
-/// opened by the first of them to need it and again after it ended; the others wait for that open
-/// rather than each opening a connection of its own.
-///
-/// An open that fails fails for the loops that waited for it too, in its class: they do not each
-/// try a connection of their own (M connects where the server refused one).
-#[derive(Default)]
-struct Shared {
-    now: RefCell<Option<Rc<Session>>>,
-    opening: Cell<bool>,
-    opened: Notify,
-    /// Opens ended so far, and how the last one failed (`None`: it did not).
-    opens: Cell<u64>,
-    failed: Cell<Option<ErrorClass>>,
-}
-
-impl Shared {
-    async fn session(&self, ctx: &Ctx) -> Result<Rc<Session>, ErrorClass> {
-        loop {
-            if let Some(s) = self.now.borrow().as_ref() {
-                if !s.ended() {
-                    return Ok(s.clone());
-                }
-                s.count_end(&ctx.rec);
-            }
-            if self.opening.get() {
-                let before = self.opens.get();
-                self.opened.notified().await;
-                if self.opens.get() != before
-                    && let Some(class) = self.failed.get()
-                {
-                    return Err(class);
-                }
-                continue;
-            }
-            self.opening.set(true);
-            // Cleared however the open ends, a cancelled one too, so no waiter is left behind.
-            let _open = Opening(self);
-            self.failed.set(None);
-            let opened = Session::open(&ctx.target, &ctx.rec).await;
-            self.failed.set(opened.as_ref().err().copied());
-            let session = Rc::new(opened?);
-            *self.now.borrow_mut() = Some(session.clone());
-            return Ok(session);
-        }
-    }
-}
-
-/// A session being opened; its end wakes the loops waiting for it.
-struct Opening<'a>(&'a Shared);
-
-impl Drop for Opening<'_> {
-    fn drop(&mut self) {
-        self.0.opening.set(false);
-        self.0.opens.set(self.0.opens.get() + 1);
-        self.0.opened.notify_waiters();
     }
 }
 
@@ -443,23 +242,7 @@ pub async fn run(job: Job) {
     let share = job.share.clone();
     let deadline = job.start + share.scheduled_duration();
     let rec = Rc::new(Recorder::new(job.target.ok_status.clone()));
-    let ctx = Rc::new(Ctx {
-        // With `--tls-sessions resume`, this worker's own session store (one per thread, kept
-        // through the run's steps), so workers never lock one together.
-        target: job.target.for_worker(job.worker),
-        rec: rec.clone(),
-        deadline,
-        cancel: job.cancel.clone(),
-        next_url: Cell::new(job.worker as usize),
-        rng: RefCell::new(Rng::new(
-            share.seed() ^ job.worker.wrapping_mul(0x2545_F491_4F6C_DD1D),
-        )),
-        began: Cell::new(None),
-        in_flight: Cell::new(0),
-        idle: Notify::new(),
-        budget: Cell::new(u64::MAX),
-        pace: closed_pace(&share, &job).and_then(|rate| Pacer::new(rate, job.start)),
-    });
+    let ctx = Rc::new(Ctx::new(&job, deadline, rec.clone()));
     // A count-limited step can end before its deadline; the ticker then stops with the work.
     let finished = CancellationToken::new();
 
@@ -483,52 +266,7 @@ pub async fn run(job: Job) {
     // Reset the CPU mark and drop anything measured while waiting for the start.
     rec.swap();
 
-    // This worker's part of the agent's slice of the step.
-    let slice = share.slice().part(job.worker, job.workers);
-    match share.model() {
-        LoadModel::Connections => {
-            let calls = share.num_call().get();
-            open_loop(&ctx, &timer, &share, &slice, job.start, |intended| {
-                let slot = match &job.caps.sockets {
-                    None => None,
-                    Some(cap) => match cap.take() {
-                        Some(slot) => Some(slot),
-                        None => return over_socket_cap(&ctx, calls, cap.max),
-                    },
-                };
-                let task_ctx = ctx.clone();
-                if ctx.target.http2 {
-                    spawn_tracked(&ctx, async move {
-                        let _slot = slot;
-                        connection_h2(task_ctx, intended, calls).await
-                    });
-                    return;
-                }
-                spawn_tracked(&ctx, async move {
-                    // Given back once the connection is closed (it is dropped inside).
-                    let _slot = slot;
-                    connection(&task_ctx, intended, calls).await
-                });
-            })
-            .await;
-        }
-        LoadModel::Requests => {
-            let max = even_share(
-                u64::from(share.max_connections().get()),
-                job.workers,
-                job.worker,
-            )
-            .max(1) as usize;
-            let streams = ctx.target.http2.then_some(ctx.target.streams as usize);
-            let pool = Rc::new(Pool::new(max, streams));
-            open_loop(&ctx, &timer, &share, &slice, job.start, |intended| {
-                pool.clone().arrive(&ctx, intended)
-            })
-            .await;
-            pool.close();
-        }
-        LoadModel::Concurrency => spawn_closed_loops(&ctx, &share, &job),
-    }
+    load(&ctx, &timer, &job).await;
     drain_from_the_end(&rec, &share, deadline, &job.cancel);
 
     drain(&ctx, &job.cancel).await;
@@ -544,6 +282,50 @@ pub async fn run(job: Job) {
             end: Instant::now(),
         })
         .await;
+}
+
+/// Starts the step's load in its model: the open models dispatch their arrivals here until the
+/// schedule's last; the closed loops are spawned and run on.
+async fn load(ctx: &Rc<Ctx>, timer: &Timer, job: &Job) {
+    let share = &job.share;
+    // This worker's part of the agent's slice of the step.
+    let slice = share.slice().part(job.worker, job.workers);
+    match share.model() {
+        LoadModel::Connections => {
+            let calls = share.num_call().get();
+            open_loop(ctx, timer, share, &slice, job.start, |intended| {
+                let slot = match &job.caps.sockets {
+                    None => None,
+                    Some(cap) => match cap.take() {
+                        Some(slot) => Some(slot),
+                        None => return over_socket_cap(ctx, calls, cap.max),
+                    },
+                };
+                let task_ctx = ctx.clone();
+                spawn_tracked(ctx, async move {
+                    // Given back once the connection is closed (it is dropped inside).
+                    let _slot = slot;
+                    connection(task_ctx, intended, calls).await
+                });
+            })
+            .await;
+        }
+        LoadModel::Requests => {
+            let max = even_share(
+                u64::from(share.max_connections().get()),
+                job.workers,
+                job.worker,
+            )
+            .max(1) as usize;
+            let pool = Rc::new(Pool::new(max, &ctx.target));
+            open_loop(ctx, timer, share, &slice, job.start, |intended| {
+                pool.clone().arrive(ctx, intended)
+            })
+            .await;
+            pool.close();
+        }
+        LoadModel::Concurrency => spawn_closed_loops(ctx, share, job),
+    }
 }
 
 /// Marks the drain's start at the schedule's end: what answers after it is the backlog the step
@@ -575,8 +357,7 @@ fn drain_from_the_end(
     });
 }
 
-/// The concurrency model: this worker's part of the connections, each a closed loop over
-/// HTTP/1.1, or over HTTP/2 a session whose `--streams` are each a closed loop.
+/// The concurrency model: this worker's part of the connections, each slot of each a closed loop.
 fn spawn_closed_loops(ctx: &Rc<Ctx>, share: &StepShare, job: &Job) {
     let per_worker: Vec<u64> = (0..job.workers)
         .map(|w| even_share(u64::from(share.connections()), job.workers, w))
@@ -587,17 +368,11 @@ fn spawn_closed_loops(ctx: &Rc<Ctx>, share: &StepShare, job: &Job) {
             .set(split_proportional(total.get(), &per_worker)[job.worker as usize]);
     }
     for _ in 0..per_worker[job.worker as usize] {
-        if ctx.target.http2 {
-            // One session, its streams each a closed loop.
-            let shared = Rc::new(Shared::default());
-            for _ in 0..ctx.target.streams {
-                let (task_ctx, shared) = (ctx.clone(), shared.clone());
-                spawn_tracked(ctx, async move { closed_stream(&task_ctx, &shared).await });
-            }
-            continue;
+        let conn = Rc::new(Connection::new(&ctx.target));
+        for _ in 0..conn.slots() {
+            let (task_ctx, conn) = (ctx.clone(), conn.clone());
+            spawn_tracked(ctx, async move { closed_loop(&task_ctx, &conn).await });
         }
-        let task_ctx = ctx.clone();
-        spawn_tracked(ctx, async move { closed_loop(&task_ctx).await });
     }
 }
 
@@ -736,44 +511,80 @@ async fn open_loop(
     }
 }
 
-/// The connections model: one connection per arrival, `calls` sequential requests, then close.
-async fn connection(ctx: &Ctx, intended: Instant, calls: u32) {
-    let mut conn = None;
-    for call in 0..calls {
-        // The first request's latency counts from the arrival (connect included); later ones from
-        // the moment the previous reply let them go.
-        let from = if call == 0 {
-            intended
-        } else {
-            if ctx.past_deadline() {
-                return;
-            }
-            Instant::now()
-        };
-        match ctx.request(conn.take(), from, call + 1 == calls).await {
-            (Some(c), Ok(())) => conn = Some(c),
-            // Not sent, or failed with the connection: the calls after this one were due and will
-            // never be sent (this one is already counted, as unsent or as its error).
-            (_, outcome) => {
-                let unsent = outcome.err().map(|Unsent(class)| class);
-                abandon(ctx, u64::from(calls - call - 1), unsent);
-                return;
+/// The connections model: one connection per arrival, its `calls` requests made in turn on each of
+/// its slots (over HTTP/2, up to `--streams` at once), then closed. The first request of each slot
+/// counts from the arrival (connect included: they were all due then); later ones from the moment
+/// the slot was free.
+async fn connection(ctx: Rc<Ctx>, intended: Instant, calls: u32) {
+    let conn = Connection::new(&ctx.target);
+    if let Err(class) = conn.open(&ctx.target, &ctx.rec).await {
+        // Given up waiting for the server to accept: a lower bound of its latency.
+        if class == ErrorClass::ConnectTimeout {
+            ctx.rec.given_up(intended.elapsed());
+        }
+        abandon(&ctx, u64::from(calls - 1), Some(class));
+        return;
+    }
+    let left = Cell::new(calls);
+    let lanes = conn.slots().min(calls);
+    if lanes == 1 {
+        // One slot: its calls on this task, none spawned.
+        calls_in_turn(&ctx, &conn, intended, &left).await;
+    } else {
+        let (conn, left) = (Rc::new(conn), Rc::new(left));
+        let mut slots = tokio::task::JoinSet::new();
+        for _ in 0..lanes {
+            let (ctx, conn, left) = (ctx.clone(), conn.clone(), left.clone());
+            slots.spawn_local(async move { calls_in_turn(&ctx, &conn, intended, &left).await });
+        }
+        tokio::select! {
+            _ = async { while slots.join_next().await.is_some() {} } => {}
+            _ = ctx.cancel.cancelled() => {
+                let _ = tokio::time::timeout(ctx.target.timeout, async {
+                    while slots.join_next().await.is_some() {}
+                }).await;
             }
         }
+        return;
     }
     // The last reply asked the server to close: let it, so the TIME_WAIT is its and not one of
-    // this agent's ports (see `Conn::linger`). An abort does not wait.
-    if let Some(c) = conn {
-        tokio::select! {
-            _ = c.linger(LINGER) => {}
-            _ = ctx.cancel.cancelled() => {}
-        }
+    // this agent's ports (see `Connection::linger`). An abort does not wait.
+    tokio::select! {
+        _ = conn.linger(LINGER) => {}
+        _ = ctx.cancel.cancelled() => {}
     }
 }
 
-/// The concurrency model: request after request on one connection, reconnecting after failures.
-async fn closed_loop(ctx: &Ctx) {
-    let mut conn: Option<Conn> = None;
+/// One slot of a connections-model connection: the connection's calls taken one at a time while
+/// any is `left`, the first due at `intended`.
+async fn calls_in_turn(ctx: &Ctx, conn: &Connection, intended: Instant, left: &Cell<u32>) {
+    let mut from = Some(intended);
+    while left.get() > 0 {
+        if from.is_none() && ctx.past_deadline() {
+            return;
+        }
+        left.set(left.get() - 1);
+        let req = Request {
+            template: ctx.template(),
+            intended: from.take().unwrap_or_else(Instant::now),
+            last: left.get() == 0,
+            queued: None,
+        };
+        // Not sent, or failed with the connection: the calls not yet made were due and will never
+        // be sent (this one is already counted, as unsent or as its error).
+        let unsent = match conn.send(&ctx.target, &ctx.rec, req).await {
+            Ok(Sent::Kept) => continue,
+            Ok(Sent::Lost) => None,
+            Err(Unsent(class)) => Some(class),
+        };
+        abandon(ctx, u64::from(left.replace(0)), unsent);
+        return;
+    }
+}
+
+/// The concurrency model: one slot's closed loop, request after request on its connection,
+/// reconnecting after failures.
+async fn closed_loop(ctx: &Ctx, conn: &Connection) {
     while !ctx.past_deadline() {
         // A turn before the connect: a connect that fails is that turn's request, due and unsent,
         // so it is paced and counted against `-n` like one sent (a refusing target took 13,935
@@ -781,27 +592,31 @@ async fn closed_loop(ctx: &Ctx) {
         if !next_turn(ctx).await {
             return;
         }
-        if conn.is_none() {
-            match ctx.connect().await {
-                Ok(c) => conn = Some(c),
-                Err(class) if class.is_generator_resource() => {
-                    // Out of fds or ports: they do not come back within microseconds, and retrying
-                    // at once would only count the same failure thousands of times.
-                    tokio::time::sleep(RESOURCE_BACKOFF).await;
-                    continue;
-                }
-                Err(_) => {
-                    // Refused at once means a spin; yield so the ticker and drain still run.
-                    tokio::task::yield_now().await;
-                    continue;
-                }
+        if !conn.is_open()
+            && let Err(class) = conn.open(&ctx.target, &ctx.rec).await
+        {
+            if class.is_generator_resource() {
+                // Out of fds or ports: they do not come back within microseconds, and retrying
+                // at once would only count the same failure thousands of times.
+                tokio::time::sleep(RESOURCE_BACKOFF).await;
+            } else {
+                // Refused at once means a spin; yield so the ticker and drain still run.
+                tokio::task::yield_now().await;
             }
-            // A connect that finished after the deadline sends nothing more.
-            if ctx.past_deadline() {
-                return;
-            }
+            continue;
         }
-        conn = ctx.request(conn.take(), Instant::now(), false).await.0;
+        // A connect that finished after the deadline sends nothing more.
+        let now = Instant::now();
+        if ctx.cancel.is_cancelled() || now >= ctx.deadline {
+            return;
+        }
+        let req = Request {
+            template: ctx.template(),
+            intended: now,
+            last: false,
+            queued: None,
+        };
+        let _ = conn.send(&ctx.target, &ctx.rec, req).await;
     }
 }
 
@@ -828,79 +643,6 @@ async fn next_turn(ctx: &Ctx) -> bool {
     true
 }
 
-/// The concurrency model over HTTP/2: one stream's closed loop, request after request, on the
-/// session it shares with its connection's other streams.
-async fn closed_stream(ctx: &Ctx, shared: &Shared) {
-    while !ctx.past_deadline() {
-        // As the HTTP/1.1 loop: a session that fails to open is this turn's request, unsent.
-        if !next_turn(ctx).await {
-            return;
-        }
-        match shared.session(ctx).await {
-            Ok(_) => {}
-            Err(class) => {
-                ctx.rec.unsent(class);
-                if class.is_generator_resource() {
-                    tokio::time::sleep(RESOURCE_BACKOFF).await;
-                } else {
-                    tokio::task::yield_now().await;
-                }
-                continue;
-            }
-        }
-        if ctx.past_deadline() {
-            return;
-        }
-        let _ = ctx.request_h2(shared, Instant::now(), None).await;
-    }
-}
-
-/// The connections model over HTTP/2: one connection per arrival, its `calls` requests multiplexed
-/// up to `--streams` at once, then closed. The first request of each stream counts from the arrival
-/// (they were all due then); later ones from the moment a stream was free.
-async fn connection_h2(ctx: Rc<Ctx>, intended: Instant, calls: u32) {
-    // Reopened, as an HTTP/1.1 connection the server closed is, when the server ends it with
-    // GOAWAY before its calls are done (its keepalive_requests): what it did not process is resent.
-    let shared = Rc::new(Shared::default());
-    if let Err(class) = shared.session(&ctx).await {
-        if class == ErrorClass::ConnectTimeout {
-            ctx.rec.given_up(intended.elapsed());
-        }
-        ctx.rec.unsent(class);
-        abandon(&ctx, u64::from(calls - 1), Some(class));
-        return;
-    }
-    let left = Rc::new(Cell::new(calls));
-    let lanes = ctx.target.streams.min(calls);
-    let mut streams = tokio::task::JoinSet::new();
-    for _ in 0..lanes {
-        let (ctx, shared, left) = (ctx.clone(), shared.clone(), left.clone());
-        streams.spawn_local(async move {
-            let mut from = Some(intended);
-            while left.get() > 0 {
-                if from.is_none() && ctx.past_deadline() {
-                    return;
-                }
-                left.set(left.get() - 1);
-                let at = from.take().unwrap_or_else(Instant::now);
-                // Not sent (a reopen failed): the calls not yet made go with it, as over HTTP/1.1.
-                if let Err(Unsent(class)) = ctx.request_h2(&shared, at, None).await {
-                    abandon(&ctx, u64::from(left.replace(0)), Some(class));
-                    return;
-                }
-            }
-        });
-    }
-    tokio::select! {
-        _ = async { while streams.join_next().await.is_some() {} } => {}
-        _ = ctx.cancel.cancelled() => {
-            let _ = tokio::time::timeout(ctx.target.timeout, async {
-                while streams.join_next().await.is_some() {}
-            }).await;
-        }
-    }
-}
-
 /// Calls of a connections-model connection that will never be made: the generator's own failures
 /// when it could not connect for want of fds or ports (each in that class, so none is charged to
 /// the target), otherwise abandoned with a connection the target failed or closed.
@@ -914,143 +656,6 @@ fn abandon(ctx: &Ctx, rest: u64, unsent: Option<ErrorClass>) {
             _ => s.counters.abandoned += rest,
         }
     });
-}
-
-/// The requests model's keep-alive pool: arrivals queue here and slots (connections) take them;
-/// a new slot opens while fewer than `max` exist and none is idle.
-///
-/// Over HTTP/2 a slot is a stream: `max` connections of `streams` slots each, the slots of one
-/// connection sharing its session, so an arrival that finds every stream busy waits here, and that
-/// wait is the client's queue (recorded apart from the latency), not the server's time.
-struct Pool {
-    /// (intended, queued at, found no free connection).
-    queue: RefCell<VecDeque<(Instant, Instant, bool)>>,
-    max: usize,
-    slots: Cell<usize>,
-    idle: Cell<usize>,
-    wake: Notify,
-    closed: Cell<bool>,
-    /// Over HTTP/2, the sessions the slots share, `streams` slots to each; empty over HTTP/1.1.
-    sessions: RefCell<Vec<Rc<Shared>>>,
-    /// Over HTTP/2, the streams of one session; `None` over HTTP/1.1.
-    streams: Option<usize>,
-}
-
-impl Pool {
-    /// A pool of `connections`, each `streams` slots over HTTP/2 (`Some`), one over HTTP/1.1.
-    fn new(connections: usize, streams: Option<usize>) -> Pool {
-        Pool {
-            queue: RefCell::new(VecDeque::new()),
-            max: connections * streams.unwrap_or(1),
-            slots: Cell::new(0),
-            idle: Cell::new(0),
-            wake: Notify::new(),
-            closed: Cell::new(false),
-            sessions: RefCell::new(Vec::new()),
-            streams,
-        }
-    }
-
-    /// The session slot `n` (from 0) sends on over HTTP/2; `None` over HTTP/1.1.
-    fn session_of(&self, n: usize) -> Option<Rc<Shared>> {
-        let streams = self.streams?;
-        let mut sessions = self.sessions.borrow_mut();
-        let i = n / streams;
-        while sessions.len() <= i {
-            sessions.push(Rc::default());
-        }
-        Some(sessions[i].clone())
-    }
-
-    fn arrive(self: Rc<Self>, ctx: &Rc<Ctx>, intended: Instant) {
-        let now = Instant::now();
-        if self.idle.get() > 0 {
-            self.queue.borrow_mut().push_back((intended, now, false));
-            // Claimed here, so the next arrival does not count on the same idle slot.
-            self.idle.set(self.idle.get() - 1);
-            self.wake.notify_one();
-        } else if self.slots.get() < self.max {
-            self.queue.borrow_mut().push_back((intended, now, false));
-            let session = self.session_of(self.slots.get());
-            self.slots.set(self.slots.get() + 1);
-            let task_ctx = ctx.clone();
-            spawn_tracked(ctx, async move { self.slot(&task_ctx, session).await });
-        } else {
-            // Every slot is busy: this arrival waits, and its wait is recorded when a slot takes it.
-            self.queue.borrow_mut().push_back((intended, now, true));
-            ctx.rec.with(|s| s.counters.waited += 1);
-        }
-    }
-
-    fn close(&self) {
-        self.closed.set(true);
-        self.wake.notify_waiters();
-    }
-
-    /// Arrivals still waiting for a connection when the step ends are not sent: counted as unsent and
-    /// dropped (k6's dropped iterations), never sent after the step.
-    fn drop_waiting(&self, ctx: &Ctx, all: bool) {
-        let mut q = self.queue.borrow_mut();
-        let before = q.len();
-        // Each was due at its intended time and is given up now: its age is a lower bound of its
-        // latency.
-        let now = Instant::now();
-        q.retain(|(intended, _, waiting)| {
-            let drop = all || *waiting;
-            if drop {
-                ctx.rec.given_up(now.saturating_duration_since(*intended));
-            }
-            !drop
-        });
-        let dropped = (before - q.len()) as u64;
-        if dropped > 0 {
-            ctx.rec.with(|s| {
-                s.counters.unsent += dropped;
-                s.counters.dropped += dropped;
-            });
-        }
-    }
-
-    async fn slot(&self, ctx: &Ctx, session: Option<Rc<Shared>>) {
-        let mut conn: Option<Conn> = None;
-        loop {
-            if ctx.cancel.is_cancelled() {
-                self.drop_waiting(ctx, true);
-                return;
-            }
-            if ctx.past_deadline() {
-                self.drop_waiting(ctx, false);
-            }
-            let next = self.queue.borrow_mut().pop_front();
-            let Some((intended, queued, waiting)) = next else {
-                if self.closed.get() {
-                    return;
-                }
-                self.idle.set(self.idle.get() + 1);
-                let woken = self.wake.notified();
-                tokio::select! {
-                    _ = woken => {}
-                    _ = ctx.cancel.cancelled() => {}
-                }
-                continue;
-            };
-            // Its reply could no longer arrive within the timeout of its intended send.
-            let now = Instant::now();
-            if now >= intended + ctx.target.timeout {
-                ctx.rec.wait(queued.elapsed(), false);
-                ctx.rec.unsent(ErrorClass::ClientTimeout);
-                ctx.rec.given_up(now - intended);
-                continue;
-            }
-            if let Some(shared) = &session {
-                let queued = Some((queued.elapsed(), waiting));
-                let _ = ctx.request_h2(shared, intended, queued).await;
-                continue;
-            }
-            ctx.rec.wait(queued.elapsed(), false);
-            conn = ctx.request(conn.take(), intended, false).await.0;
-        }
-    }
 }
 
 #[cfg(test)]
@@ -1138,9 +743,10 @@ mod tests {
             streams,
             ..Default::default()
         };
-        Endpoint::prepare(&Workload::try_from(&configure).unwrap())
-            .await
-            .unwrap()
+        // Prepared as a configure prepares it, the HTTP/2 preflight included.
+        let w = Workload::try_from(&configure).unwrap();
+        let target = Endpoint::prepare(&w).await.unwrap();
+        crate::client::preflight(target, &w).await.unwrap()
     }
 
     /// A whole step (this agent's alone) of `length`.

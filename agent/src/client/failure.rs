@@ -239,7 +239,7 @@ mod tests {
     use tokio::net::TcpListener;
 
     use super::*;
-    use crate::client::Conn;
+    use crate::client::http1::Conn;
     use crate::client::testing::{acceptor, read_request, send_one, target};
 
     #[test]

@@ -8,15 +8,19 @@
 //! channel and a rebuilt header map per request, which made the generator the heavier side of the
 //! benchmark against nginx.
 //!
-//! The seam the workers use is `Conn::open / send / linger` and `SendError`. Below it the concerns stay
-//! apart so a second protocol can sit beside `http1` on the same transport and the same failure words:
+//! The seam the workers use is `Connection`: `slots`, `open`, `send` (a request and its intended time)
+//! and `linger`, whichever protocol is under it. Below it the concerns stay apart, both protocols on
+//! the same transport and the same failure words:
+//! - `connection`: the seam, and each protocol's waits and resends behind it;
 //! - `target`: the workload compiled once (address, request templates, TLS connector);
 //! - `tls`: the rustls client config for the target (`--insecure`, SNI, ALPN);
 //! - `transport`: TCP or TLS, counted, opened within the connect timeout;
 //! - `http1`: the HTTP/1.1 exchange (`Conn`);
-//! - `http2`: the HTTP/2 exchange (`Session`), its streams shared by several loops, with frames, HPACK
-//!   and the connection's state of its own (`http2/`);
+//! - `http2`: the HTTP/2 exchange (`http2::Conn`), its streams shared by several slots, with frames,
+//!   HPACK and the connection's state of its own (`http2/`), and the `preflight` a configure runs on
+//!   the prepared target: whether it speaks the HTTP/2 asked for, before any load;
 //! - `failure`: error classes and their words.
+mod connection;
 mod failure;
 mod http1;
 mod http2;
@@ -26,9 +30,8 @@ mod testing;
 mod tls;
 mod transport;
 
-pub use failure::SendError;
-pub use http1::Conn;
+pub use connection::{Connection, Request, Sent, Unsent};
 #[doc(hidden)]
 pub use http2::conn::fuzz_frames;
-pub use http2::{Session, Tries};
+pub use http2::preflight;
 pub use target::{Endpoint, PrepareError, Template};

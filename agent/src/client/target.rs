@@ -216,6 +216,8 @@ impl Endpoint {
         mine
     }
 
+    /// Resolves the target and compiles its requests, before the preflight asks it which HTTP it
+    /// speaks (`client::preflight`).
     pub async fn prepare(w: &Workload) -> Result<Endpoint, PrepareError> {
         let origin = w.origin();
         let resolved = tokio::net::lookup_host((origin.host(), origin.port()))
@@ -255,7 +257,9 @@ impl Endpoint {
                     .map_err(|_| PrepareError::ServerName(origin.host().to_string()))?,
             ),
         };
-        let mut endpoint = Endpoint {
+        // HTTP/2 asked for, or `auto` until the preflight (`client::preflight`) says ALPN chose it.
+        let http2 = w.http() == HttpVersion::Http2;
+        Ok(Endpoint {
             addr,
             templates: Arc::new(templates),
             tls,
@@ -265,23 +269,10 @@ impl Endpoint {
             sources: w.source_addrs().to_vec().into(),
             server_closes: w.server_closes_last(),
             ok_status: w.ok_status().clone(),
-            http2: w.http() == HttpVersion::Http2,
-            streams: w.streams().get(),
-        };
-        match (w.http(), origin.scheme()) {
-            (HttpVersion::Http1, _) | (HttpVersion::Auto, Scheme::Http) => {}
-            (HttpVersion::Http2, _) => {
-                super::http2::probe(&endpoint, false).await?;
-            }
-            (HttpVersion::Auto, Scheme::Https) => {
-                endpoint.http2 = super::http2::probe(&endpoint, true).await?;
-            }
-        }
-        if !endpoint.http2 {
-            // A connection ALPN put on HTTP/1.1 carries one request at a time.
-            endpoint.streams = 1;
-        }
-        Ok(endpoint)
+            http2,
+            // A connection on HTTP/1.1 carries one request at a time.
+            streams: if http2 { w.streams().get() } else { 1 },
+        })
     }
 }
 

@@ -77,11 +77,11 @@ impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send> Io for T {}
 /// One request on `c` as a request's only attempt (counted as sent when written), without intent
 /// lag: what most client tests send.
 pub(super) async fn send_one(
-    c: &mut super::Conn,
+    c: &mut super::http1::Conn,
     t: &super::Template,
     timeout: std::time::Duration,
     rec: &crate::recorder::Recorder,
-) -> Result<(), super::SendError> {
+) -> Result<(), super::failure::SendError> {
     let counted = std::cell::Cell::new(false);
     c.send(
         t,
