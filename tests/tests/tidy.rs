@@ -1,7 +1,8 @@
 //! Tidy checks on the source tree as git tracks it, run as ordinary tests (rust-analyzer's `tidy.rs` is
 //! the model): every source file opens with a `//!` header saying what it is for, ARCHITECTURE.md's
-//! codemap has every crate and top-level folder, no function grows past what one screen can hold, no
-//! crate's modules import each other in a cycle, and a quantity's key is written only in the catalogue.
+//! codemap has every crate and top-level folder, every path it and CONTRIBUTING.md name is in the
+//! checkout, no function grows past what one screen can hold, no crate's files nor its modules import
+//! each other in a cycle, and a quantity's key is written only in the catalogue.
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
@@ -247,6 +248,181 @@ fn the_codemap_has_every_crate_and_top_level_folder() {
             "the codemap does not state `{edge}`"
         );
     }
+}
+
+/// The pages whose every path must be in the checkout: the map a contributor works from.
+const MAPS: [&str; 2] = ["ARCHITECTURE.md", "CONTRIBUTING.md"];
+
+/// What a named file ends with when it is part of the checkout (a source, a doc, a script, a
+/// picture), unlike `run.json` or `steps.tsv`, which name what a run writes.
+const CHECKOUT_EXTENSIONS: [&str; 9] = [
+    ".rs", ".md", ".sh", ".toml", ".proto", ".png", ".yml", ".yaml", ".service",
+];
+
+/// Whether a backticked span is a path into the checkout: a folder (`agent/src/monitor/probe/`),
+/// a file (`run/step.rs`, `check.sh`); not a URL, a Rust path, a flag, a route (`/metrics`), a
+/// wildcard or a placeholder (`OUT/NAME/`, `hlog/step-NNN.hlog`).
+fn is_checkout_path(span: &str) -> bool {
+    let file = CHECKOUT_EXTENSIONS
+        .iter()
+        .any(|x| span.ends_with(x) && span.len() > x.len() && !span.ends_with(&format!("/{x}")));
+    let placeholder = span.split('/').any(|part| {
+        part.len() > 1 && part.chars().all(|c| c.is_ascii_uppercase() || c == '_')
+            || part.contains("NNN")
+    });
+    (file || span.contains('/'))
+        && !placeholder
+        && !span.starts_with(['/', '-', '$'])
+        && !span.contains(|c: char| c.is_whitespace() || "*{}<>:$=".contains(c))
+}
+
+/// Each path a page names, with its line and, inside ARCHITECTURE.md's codemap, the folder whose
+/// entry it is in (where a bare name like `step.rs` is looked for): backticked spans and relative
+/// link targets, outside code blocks.
+fn paths_named(text: &str) -> Vec<(usize, String, Option<String>)> {
+    let mut found = Vec::new();
+    let (mut fenced, mut in_codemap, mut entry) = (false, false, None);
+    for (n, line) in text.lines().enumerate() {
+        if line.trim_start().starts_with("```") {
+            fenced = !fenced;
+            continue;
+        }
+        if fenced {
+            continue;
+        }
+        if line.starts_with("## ") {
+            in_codemap = line == "## Codemap";
+        }
+        if !line.starts_with("  ") {
+            entry = line
+                .strip_prefix("- `")
+                .and_then(|l| l.split_once("/`"))
+                .filter(|_| in_codemap)
+                .map(|(folder, _)| folder.to_string());
+        }
+        let spans = line.split('`').skip(1).step_by(2);
+        let links = line
+            .split("](")
+            .skip(1)
+            .filter_map(|s| s.split(')').next())
+            .filter(|l| !l.contains("://") && !l.starts_with('#'))
+            .map(|l| l.split('#').next().unwrap_or(l));
+        for path in spans.filter(|s| is_checkout_path(s)).chain(links) {
+            found.push((n + 1, path.to_string(), entry.clone()));
+        }
+    }
+    found
+}
+
+/// Whether the checkout (its tracked `files`) has `path`, a file or a folder holding one: from the
+/// root when its first part is a top-level name of the checkout, else as the end of a path, under
+/// `within` when given.
+fn in_checkout(files: &[PathBuf], path: &str, within: Option<&str>) -> bool {
+    let path = path.trim_start_matches("./");
+    let folder = path.ends_with('/') || !path.contains('.');
+    let path = path.trim_end_matches('/');
+    let first = path.split('/').next().unwrap_or(path);
+    let from_root = files.iter().any(|f| {
+        f.components()
+            .next()
+            .is_some_and(|c| c.as_os_str() == first)
+    });
+    files.iter().any(|f| {
+        let f = f.to_string_lossy().replace('\\', "/");
+        let hit = |p: &str| {
+            if folder {
+                f.starts_with(&format!("{p}/"))
+            } else {
+                f == p
+            }
+        };
+        if from_root {
+            hit(path)
+        } else {
+            let under = within.map_or(String::new(), |w| format!("{w}/"));
+            let rest = f
+                .strip_prefix(&under)
+                .unwrap_or(if under.is_empty() { &f } else { "" });
+            let ends = |p: &str| rest == p || rest.ends_with(&format!("/{p}"));
+            let ends_in_folder =
+                |p: &str| rest.starts_with(&format!("{p}/")) || rest.contains(&format!("/{p}/"));
+            if folder {
+                ends_in_folder(path)
+            } else {
+                ends(path)
+            }
+        }
+    })
+}
+
+#[test]
+fn every_path_the_map_names_is_in_the_checkout() {
+    let files = checkout_files(&root());
+    let mut missing = Vec::new();
+    for page in MAPS {
+        let text = std::fs::read_to_string(root().join(page)).unwrap();
+        for (line, path, within) in paths_named(&text) {
+            if !in_checkout(&files, &path, within.as_deref()) {
+                let place = within.map_or(String::new(), |w| format!(" (under {w}/)"));
+                missing.push(format!("{page}:{line}: `{path}`{place}"));
+            }
+        }
+    }
+    for m in &missing {
+        eprintln!("{m}");
+    }
+    assert!(
+        missing.is_empty(),
+        "paths ARCHITECTURE.md or CONTRIBUTING.md name that the checkout (git ls-files) does not \
+         have: say where the thing is now: {missing:#?}"
+    );
+}
+
+#[test]
+fn a_path_moved_away_from_where_the_map_says_is_found() {
+    let page = "# Map\n\nSee [the guide](docs/guide/) and [gone](docs/old.md#top), `run.json`, \
+                `h2c://`, `/metrics`, `OUT/NAME/`, `tests/*.rs`, `run::step`.\n\n## Codemap\n\n\
+                ```\nshared <- results/step.rs\n```\n\n\
+                - `results/` — `step.rs` the schema, `step/knee.rs`,\n  `compare/` the ranking.\n\
+                - `coordinator/` — `run/step.rs`.\n\n## Invariants\n\n\
+                - `results/src/step.rs` and `step.rs` are the schema.\n";
+    let named = paths_named(page);
+    let shown: Vec<String> = named
+        .iter()
+        .map(|(n, p, w)| format!("{n} {p} {}", w.as_deref().unwrap_or("-")))
+        .collect();
+    assert_eq!(
+        shown,
+        [
+            "3 docs/guide/ -",
+            "3 docs/old.md -",
+            "11 results/ results",
+            "11 step.rs results",
+            "11 step/knee.rs results",
+            "12 compare/ results",
+            "13 coordinator/ coordinator",
+            "13 run/step.rs coordinator",
+            "17 results/src/step.rs -",
+            "17 step.rs -",
+        ]
+    );
+    // results/src/step.rs became step/mod.rs; coordinator's run/step.rs stays.
+    let files: Vec<PathBuf> = [
+        "docs/guide/live.md",
+        "results/src/step/mod.rs",
+        "results/src/step/knee.rs",
+        "results/src/compare/mod.rs",
+        "coordinator/src/run/step.rs",
+    ]
+    .iter()
+    .map(PathBuf::from)
+    .collect();
+    let missing: Vec<&str> = named
+        .iter()
+        .filter(|(_, p, w)| !in_checkout(&files, p, w.as_deref()))
+        .map(|(_, p, _)| p.as_str())
+        .collect();
+    assert_eq!(missing, ["docs/old.md", "step.rs", "results/src/step.rs"]);
 }
 
 /// Each function in `text` whose body runs past `max` lines, as (line, name, length).
