@@ -314,44 +314,38 @@ fn paths_named(text: &str) -> Vec<(usize, String, Option<String>)> {
     found
 }
 
-/// Whether the checkout (its tracked `files`) has `path`, a file or a folder holding one: from the
-/// root when its first part is a top-level name of the checkout, else as the end of a path, under
-/// `within` when given.
+/// Whether the checkout (its tracked `files`) has `path`, a file or a folder holding one (only a
+/// folder when it ends with `/`): from the root when its first part is a top-level name of the
+/// checkout, else as the end of a tracked path, under `within` when given.
 fn in_checkout(files: &[PathBuf], path: &str, within: Option<&str>) -> bool {
-    let path = path.trim_start_matches("./");
-    let folder = path.ends_with('/') || !path.contains('.');
-    let path = path.trim_end_matches('/');
+    let folder_only = path.ends_with('/');
+    let path = path.trim_start_matches("./").trim_end_matches('/');
     let first = path.split('/').next().unwrap_or(path);
     let from_root = files.iter().any(|f| {
         f.components()
             .next()
             .is_some_and(|c| c.as_os_str() == first)
     });
+    let under = match within {
+        Some(w) if !from_root => format!("{w}/"),
+        _ => String::new(),
+    };
     files.iter().any(|f| {
         let f = f.to_string_lossy().replace('\\', "/");
-        let hit = |p: &str| {
-            if folder {
-                f.starts_with(&format!("{p}/"))
-            } else {
-                f == p
-            }
+        let Some(rest) = f.strip_prefix(&under) else {
+            return false;
         };
-        if from_root {
-            hit(path)
+        // Where the path may begin: the root, or (a bare name) after any `/`.
+        let starts: Vec<&str> = if from_root {
+            vec![rest]
         } else {
-            let under = within.map_or(String::new(), |w| format!("{w}/"));
-            let rest = f
-                .strip_prefix(&under)
-                .unwrap_or(if under.is_empty() { &f } else { "" });
-            let ends = |p: &str| rest == p || rest.ends_with(&format!("/{p}"));
-            let ends_in_folder =
-                |p: &str| rest.starts_with(&format!("{p}/")) || rest.contains(&format!("/{p}/"));
-            if folder {
-                ends_in_folder(path)
-            } else {
-                ends(path)
-            }
-        }
+            std::iter::once(rest)
+                .chain(rest.match_indices('/').map(|(i, _)| &rest[i + 1..]))
+                .collect()
+        };
+        starts.iter().any(|s| {
+            (!folder_only && *s == path) || s.strip_prefix(path).is_some_and(|r| r.starts_with('/'))
+        })
     })
 }
 
@@ -385,7 +379,8 @@ fn a_path_moved_away_from_where_the_map_says_is_found() {
                 ```\nshared <- results/step.rs\n```\n\n\
                 - `results/` — `step.rs` the schema, `step/knee.rs`,\n  `compare/` the ranking.\n\
                 - `coordinator/` — `run/step.rs`.\n\n## Invariants\n\n\
-                - `results/src/step.rs` and `step.rs` are the schema.\n";
+                - `results/src/step.rs` and `step.rs` are the schema, `deploy/Dockerfile`, \
+                `results/src/compare`, `compare/mod.rs/`.\n";
     let named = paths_named(page);
     let shown: Vec<String> = named
         .iter()
@@ -404,6 +399,9 @@ fn a_path_moved_away_from_where_the_map_says_is_found() {
             "13 run/step.rs coordinator",
             "17 results/src/step.rs -",
             "17 step.rs -",
+            "17 deploy/Dockerfile -",
+            "17 results/src/compare -",
+            "17 compare/mod.rs/ -",
         ]
     );
     // results/src/step.rs became step/mod.rs; coordinator's run/step.rs stays.
@@ -413,6 +411,7 @@ fn a_path_moved_away_from_where_the_map_says_is_found() {
         "results/src/step/knee.rs",
         "results/src/compare/mod.rs",
         "coordinator/src/run/step.rs",
+        "deploy/Dockerfile",
     ]
     .iter()
     .map(PathBuf::from)
@@ -422,7 +421,16 @@ fn a_path_moved_away_from_where_the_map_says_is_found() {
         .filter(|(_, p, w)| !in_checkout(&files, p, w.as_deref()))
         .map(|(_, p, _)| p.as_str())
         .collect();
-    assert_eq!(missing, ["docs/old.md", "step.rs", "results/src/step.rs"]);
+    // A name with a `/` after it is a folder, which a file is not.
+    assert_eq!(
+        missing,
+        [
+            "docs/old.md",
+            "step.rs",
+            "results/src/step.rs",
+            "compare/mod.rs/"
+        ]
+    );
 }
 
 /// Each function in `text` whose body runs past `max` lines, as (line, name, length).
