@@ -189,6 +189,8 @@ fn module_of(under_src: &str) -> ModPath {
     parts
 }
 
+/// The keywords that start an item a module defines, after its visibility: what a path through
+/// the module may name without a `use`.
 const ITEM_KEYWORDS: [&str; 9] = [
     "fn", "struct", "enum", "trait", "type", "const", "static", "union", "mod",
 ];
