@@ -746,7 +746,7 @@ fn modules_tangled_through_different_files_are_found() {
 #[test]
 fn tests_comments_and_strings_are_no_imports() {
     let files = [
-        ("lib.rs", "mod a;\nmod b;\nmod c;\n"),
+        ("lib.rs", "mod a;\nmod b;\nmod c;\nmod d;\n"),
         ("a.rs", "use crate::b::B;\n#[cfg(test)]\nmod c;\n"),
         (
             "b.rs",
@@ -754,6 +754,7 @@ fn tests_comments_and_strings_are_no_imports() {
              /* crate::a::A */\n#[cfg(test)]\nmod tests {\n    use crate::a::A;\n}\n",
         ),
         ("a/c.rs", "use crate::b::B;\n"),
+        ("d.rs", "pub(in crate::a) fn d() {}\n"),
         (
             "c.rs",
             "fn f<'a>(x: &'a u8) -> char { let _ = crate::b::B; 'c' }\n",

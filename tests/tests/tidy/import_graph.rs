@@ -375,13 +375,14 @@ impl FileScan<'_> {
         }
     }
 
-    /// Whether a path starts at the cursor: a name and `::` after it, not the tail of another path
-    /// nor a macro's `$crate`.
+    /// Whether a path starts at the cursor: a name and `::` after it, not the tail of another path,
+    /// a macro's `$crate` nor the module a visibility names (`pub(in crate::a)`), which takes nothing.
     fn starts_path(&self) -> bool {
         let before = self.i.checked_sub(1).and_then(|b| self.toks.get(b));
         self.at(1) == Some(&Token::Colons)
             && matches!(self.at(2), Some(Token::Ident(_)))
             && !matches!(before, Some(Token::Colons | Token::Punct('$')))
+            && before != Some(&Token::Ident("in".into()))
     }
 
     /// A path written in code (`crate::a::f()`, `super::b::T`, `child::g`).
