@@ -2,6 +2,7 @@
 //! probes and answer, the charts against the step value, the timeline, and the tables.
 /// Also what a comparison draws its step-value axis and shading with.
 pub(crate) mod charts;
+mod labels;
 /// Also what the live page draws a search's probes with.
 pub(crate) mod search;
 /// Also what a comparison reads the monitors' view of a step with.

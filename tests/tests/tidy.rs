@@ -1,9 +1,13 @@
 //! Tidy checks on the source tree as git tracks it, run as ordinary tests (rust-analyzer's `tidy.rs` is
 //! the model): every source file opens with a `//!` header saying what it is for, ARCHITECTURE.md's
-//! codemap has every crate and top-level folder, no function grows past what one screen can hold, no
-//! crate's modules import each other in a cycle, and a quantity's key is written only in the catalogue.
-use std::collections::{BTreeMap, BTreeSet};
+//! codemap has every crate and top-level folder, every path it and CONTRIBUTING.md name is in the
+//! checkout, no function grows past what one screen can hold, no crate's files nor its modules import
+//! each other in a cycle, and a quantity's key is written only in the catalogue.
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
+
+#[path = "tidy/import_graph.rs"]
+mod import_graph;
 
 /// The longest a function in any crate's `src` may be, in lines, signature to brace.
 const MAX_FN_LINES: usize = 120;
@@ -246,6 +250,189 @@ fn the_codemap_has_every_crate_and_top_level_folder() {
     }
 }
 
+/// The pages whose every path must be in the checkout: the map a contributor works from.
+const MAPS: [&str; 2] = ["ARCHITECTURE.md", "CONTRIBUTING.md"];
+
+/// What a named file ends with when it is part of the checkout (a source, a doc, a script, a
+/// picture), unlike `run.json` or `steps.tsv`, which name what a run writes.
+const CHECKOUT_EXTENSIONS: [&str; 9] = [
+    ".rs", ".md", ".sh", ".toml", ".proto", ".png", ".yml", ".yaml", ".service",
+];
+
+/// Whether a backticked span is a path into the checkout: a folder (`agent/src/monitor/probe/`),
+/// a file (`run/step.rs`, `check.sh`); not a URL, a Rust path, a flag, a route (`/metrics`), a
+/// wildcard or a placeholder (`OUT/NAME/`, `hlog/step-NNN.hlog`).
+fn is_checkout_path(span: &str) -> bool {
+    let file = CHECKOUT_EXTENSIONS
+        .iter()
+        .any(|x| span.ends_with(x) && span.len() > x.len() && !span.ends_with(&format!("/{x}")));
+    let placeholder = span.split('/').any(|part| {
+        part.len() > 1 && part.chars().all(|c| c.is_ascii_uppercase() || c == '_')
+            || part.contains("NNN")
+    });
+    (file || span.contains('/'))
+        && !placeholder
+        && !span.starts_with(['/', '-', '$'])
+        && !span.contains(|c: char| c.is_whitespace() || "*{}<>:$=".contains(c))
+}
+
+/// Each path a page names, with its line and, inside ARCHITECTURE.md's codemap, the folder whose
+/// entry it is in (where a bare name like `step.rs` is looked for): backticked spans and relative
+/// link targets, outside code blocks.
+fn paths_named(text: &str) -> Vec<(usize, String, Option<String>)> {
+    let mut found = Vec::new();
+    let (mut fenced, mut in_codemap, mut entry) = (false, false, None);
+    for (n, line) in text.lines().enumerate() {
+        if line.trim_start().starts_with("```") {
+            fenced = !fenced;
+            continue;
+        }
+        if fenced {
+            continue;
+        }
+        if line.starts_with("## ") {
+            in_codemap = line == "## Codemap";
+        }
+        if !line.starts_with("  ") {
+            entry = line
+                .strip_prefix("- `")
+                .and_then(|l| l.split_once("/`"))
+                .filter(|_| in_codemap)
+                .map(|(folder, _)| folder.to_string());
+        }
+        let spans = line.split('`').skip(1).step_by(2);
+        let links = line
+            .split("](")
+            .skip(1)
+            .filter_map(|s| s.split(')').next())
+            .filter(|l| !l.contains("://") && !l.starts_with('#'))
+            .map(|l| l.split('#').next().unwrap_or(l));
+        for path in spans.filter(|s| is_checkout_path(s)).chain(links) {
+            found.push((n + 1, path.to_string(), entry.clone()));
+        }
+    }
+    found
+}
+
+/// Whether the checkout (its tracked `files`) has `path`, a file or a folder holding one (only a
+/// folder when it ends with `/`): from the root when its first part is a top-level name of the
+/// checkout, else as the end of a tracked path, under `within` when given.
+fn in_checkout(files: &[PathBuf], path: &str, within: Option<&str>) -> bool {
+    let folder_only = path.ends_with('/');
+    let path = path.trim_start_matches("./").trim_end_matches('/');
+    let first = path.split('/').next().unwrap_or(path);
+    let from_root = files.iter().any(|f| {
+        f.components()
+            .next()
+            .is_some_and(|c| c.as_os_str() == first)
+    });
+    let under = match within {
+        Some(w) if !from_root => format!("{w}/"),
+        _ => String::new(),
+    };
+    files.iter().any(|f| {
+        let f = f.to_string_lossy().replace('\\', "/");
+        let Some(rest) = f.strip_prefix(&under) else {
+            return false;
+        };
+        // Where the path may begin: the root, or (a bare name) after any `/`.
+        let starts: Vec<&str> = if from_root {
+            vec![rest]
+        } else {
+            std::iter::once(rest)
+                .chain(rest.match_indices('/').map(|(i, _)| &rest[i + 1..]))
+                .collect()
+        };
+        starts.iter().any(|s| {
+            (!folder_only && *s == path) || s.strip_prefix(path).is_some_and(|r| r.starts_with('/'))
+        })
+    })
+}
+
+#[test]
+fn every_path_the_map_names_is_in_the_checkout() {
+    let files = checkout_files(&root());
+    let mut missing = Vec::new();
+    for page in MAPS {
+        let text = std::fs::read_to_string(root().join(page)).unwrap();
+        for (line, path, within) in paths_named(&text) {
+            if !in_checkout(&files, &path, within.as_deref()) {
+                let place = within.map_or(String::new(), |w| format!(" (under {w}/)"));
+                missing.push(format!("{page}:{line}: `{path}`{place}"));
+            }
+        }
+    }
+    for m in &missing {
+        eprintln!("{m}");
+    }
+    assert!(
+        missing.is_empty(),
+        "paths ARCHITECTURE.md or CONTRIBUTING.md name that the checkout (git ls-files) does not \
+         have: say where the thing is now: {missing:#?}"
+    );
+}
+
+#[test]
+fn a_path_moved_away_from_where_the_map_says_is_found() {
+    let page = "# Map\n\nSee [the guide](docs/guide/) and [gone](docs/old.md#top), `run.json`, \
+                `h2c://`, `/metrics`, `OUT/NAME/`, `tests/*.rs`, `run::step`.\n\n## Codemap\n\n\
+                ```\nshared <- results/step.rs\n```\n\n\
+                - `results/` — `step.rs` the schema, `step/knee.rs`,\n  `compare/` the ranking.\n\
+                - `coordinator/` — `run/step.rs`.\n\n## Invariants\n\n\
+                - `results/src/step.rs` and `step.rs` are the schema, `deploy/Dockerfile`, \
+                `results/src/compare`, `compare/mod.rs/`.\n";
+    let named = paths_named(page);
+    let shown: Vec<String> = named
+        .iter()
+        .map(|(n, p, w)| format!("{n} {p} {}", w.as_deref().unwrap_or("-")))
+        .collect();
+    assert_eq!(
+        shown,
+        [
+            "3 docs/guide/ -",
+            "3 docs/old.md -",
+            "11 results/ results",
+            "11 step.rs results",
+            "11 step/knee.rs results",
+            "12 compare/ results",
+            "13 coordinator/ coordinator",
+            "13 run/step.rs coordinator",
+            "17 results/src/step.rs -",
+            "17 step.rs -",
+            "17 deploy/Dockerfile -",
+            "17 results/src/compare -",
+            "17 compare/mod.rs/ -",
+        ]
+    );
+    // results/src/step.rs became step/mod.rs; coordinator's run/step.rs stays.
+    let files: Vec<PathBuf> = [
+        "docs/guide/live.md",
+        "results/src/step/mod.rs",
+        "results/src/step/knee.rs",
+        "results/src/compare/mod.rs",
+        "coordinator/src/run/step.rs",
+        "deploy/Dockerfile",
+    ]
+    .iter()
+    .map(PathBuf::from)
+    .collect();
+    let missing: Vec<&str> = named
+        .iter()
+        .filter(|(_, p, w)| !in_checkout(&files, p, w.as_deref()))
+        .map(|(_, p, _)| p.as_str())
+        .collect();
+    // A name with a `/` after it is a folder, which a file is not.
+    assert_eq!(
+        missing,
+        [
+            "docs/old.md",
+            "step.rs",
+            "results/src/step.rs",
+            "compare/mod.rs/"
+        ]
+    );
+}
+
 /// Each function in `text` whose body runs past `max` lines, as (line, name, length).
 fn long_functions(text: &str, max: usize) -> Vec<(usize, String, usize)> {
     let lines: Vec<&str> = text.lines().collect();
@@ -307,137 +494,280 @@ fn the_function_measure_counts_signature_to_closing_brace() {
     assert!(long_functions(text, 6).is_empty());
 }
 
-/// The crate-level modules a module names through `crate::`.
-fn crate_imports(text: &str) -> BTreeSet<String> {
-    let mut found = BTreeSet::new();
-    for (at, _) in text.match_indices("crate::") {
-        // `$crate::` in a macro is the macro's own crate, not an import.
-        if text[..at].ends_with('$') {
-            continue;
-        }
-        let rest = &text[at + "crate::".len()..];
-        let name: String = rest
-            .chars()
-            .take_while(|c| c.is_alphanumeric() || *c == '_')
+/// Each crate's import graph between its files, by crate.
+fn crate_graphs() -> Vec<(String, import_graph::Edges)> {
+    let mut graphs = Vec::new();
+    for krate in workspace_crates() {
+        let src = root().join(&krate).join("src");
+        let files: Vec<(String, String, String)> = sources(&src)
+            .into_iter()
+            .map(|f| {
+                let text = std::fs::read_to_string(src.join(&f)).unwrap();
+                let under = f.to_string_lossy().replace('\\', "/");
+                (format!("{krate}/src/{under}"), under, text)
+            })
             .collect();
-        if !name.is_empty() {
-            found.insert(name);
-        }
-        // `use crate::{a, b::c}`: every top-level name in the braces.
-        if let Some(group) = rest.strip_prefix('{') {
-            let mut depth = 0;
-            let mut word = String::new();
-            for c in group.chars() {
-                match c {
-                    '{' => depth += 1,
-                    '}' if depth == 0 => break,
-                    '}' => depth -= 1,
-                    c if depth == 0 && (c.is_alphanumeric() || c == '_') => word.push(c),
-                    _ => {
-                        if depth == 0 && !word.is_empty() {
-                            found.insert(std::mem::take(&mut word));
-                        } else if c != ':' {
-                            word.clear();
-                        }
-                    }
-                }
-            }
-            if !word.is_empty() {
-                found.insert(word);
-            }
-        }
+        graphs.push((krate, import_graph::edges(&files)));
     }
-    found
+    graphs
 }
 
-/// A cycle in `graph`, if there is one, as the modules along it.
-fn find_cycle(graph: &BTreeMap<String, BTreeSet<String>>) -> Option<Vec<String>> {
-    fn visit(
-        node: &str,
-        graph: &BTreeMap<String, BTreeSet<String>>,
-        path: &mut Vec<String>,
-        done: &mut BTreeSet<String>,
-    ) -> Option<Vec<String>> {
-        if let Some(at) = path.iter().position(|p| p == node) {
-            let mut cycle = path[at..].to_vec();
-            cycle.push(node.to_string());
-            return Some(cycle);
+/// The crate-level module a file of `krate` is part of (`run` for `run/step.rs`), None for the
+/// crate's root.
+fn top_module(krate: &str, file: &str) -> Option<String> {
+    let under = file.strip_prefix(&format!("{krate}/src/"))?;
+    let top = under.split('/').next()?.trim_end_matches(".rs");
+    (top != "lib" && top != "main").then(|| top.to_string())
+}
+
+#[test]
+fn no_crate_has_files_that_import_each_other_in_a_cycle() {
+    let mut found = Vec::new();
+    for (_, edges) in crate_graphs() {
+        for group in import_graph::cycles(&edges) {
+            found.push(import_graph::describe(&group, &edges));
         }
-        if done.contains(node) {
-            return None;
-        }
-        path.push(node.to_string());
-        for next in graph.get(node).into_iter().flatten() {
-            if let Some(c) = visit(next, graph, path, done) {
-                return Some(c);
-            }
-        }
-        path.pop();
-        done.insert(node.to_string());
-        None
     }
-    let mut done = BTreeSet::new();
-    graph
-        .keys()
-        .find_map(|k| visit(k, graph, &mut Vec::new(), &mut done))
+    // Every finding, whole, where a reader of the test's output looks first.
+    for cycle in &found {
+        eprintln!("{cycle}");
+    }
+    assert!(
+        found.is_empty(),
+        "files of one crate that import each other in a cycle (move what both need into a module \
+         both import): {found:#?}"
+    );
 }
 
 #[test]
 fn no_crate_has_modules_that_import_each_other_in_a_cycle() {
-    for krate in &workspace_crates() {
-        let src = root().join(krate).join("src");
-        let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-        for f in sources(&src) {
-            let top = f
-                .components()
-                .next()
-                .unwrap()
-                .as_os_str()
-                .to_string_lossy()
-                .trim_end_matches(".rs")
-                .to_string();
-            if top == "lib" || top == "main" {
-                continue;
-            }
-            let text = std::fs::read_to_string(src.join(&f)).unwrap();
-            // A module's tests may reach anywhere; the cycle that matters is in what it is built of.
-            let code = text.split("#[cfg(test)]").next().unwrap();
-            let imports = crate_imports(code);
-            let edges = graph.entry(top.clone()).or_default();
-            edges.extend(imports.into_iter().filter(|m| *m != top));
+    // Files can take from each other one way only and their crate-level modules still both ways
+    // (`a/x.rs` from `b.rs`, `b.rs` from `a/y.rs`): the crate's map is tangled all the same.
+    let mut found = Vec::new();
+    for (krate, edges) in crate_graphs() {
+        let modules = import_graph::grouped(&edges, |f| top_module(&krate, f));
+        for group in import_graph::cycles(&modules) {
+            found.push(format!(
+                "{krate}: {}",
+                import_graph::describe(&group, &modules)
+            ));
         }
-        let modules: BTreeSet<String> = graph.keys().cloned().collect();
-        for edges in graph.values_mut() {
-            edges.retain(|m| modules.contains(m));
-        }
-        assert_eq!(
-            find_cycle(&graph),
-            None,
-            "{krate}'s modules import each other in a cycle"
-        );
     }
+    for cycle in &found {
+        eprintln!("{cycle}");
+    }
+    assert!(
+        found.is_empty(),
+        "crate-level modules that import each other in a cycle: {found:#?}"
+    );
+}
+
+/// A crate of `(path under src/, text)` files as the graph reads them, shown by that path.
+fn crate_of(files: &[(&str, &str)]) -> import_graph::Edges {
+    let files: Vec<(String, String, String)> = files
+        .iter()
+        .map(|(f, t)| (f.to_string(), f.to_string(), t.to_string()))
+        .collect();
+    import_graph::edges(&files)
+}
+
+fn names(edges: &import_graph::Edges, from: &str, to: &str) -> Vec<String> {
+    edges
+        .get(&(from.to_string(), to.to_string()))
+        .map(|n| n.iter().cloned().collect())
+        .unwrap_or_default()
 }
 
 #[test]
 fn the_cycle_check_finds_a_cycle_through_braces() {
-    let mut graph = BTreeMap::new();
-    graph.insert(
-        "run".to_string(),
-        crate_imports("use crate::{fleet::{Fleet, X}, output};"),
-    );
-    graph.insert(
-        "fleet".to_string(),
-        crate_imports("use crate::run::RunError;"),
-    );
-    graph.insert("output".to_string(), BTreeSet::new());
+    let mut files = vec![
+        ("lib.rs", "mod fleet;\nmod output;\nmod run;\n"),
+        ("run.rs", "use crate::{fleet::{Fleet, X}, output};\n"),
+        ("fleet.rs", "use crate::run::RunError;\npub struct Fleet;\n"),
+        ("output.rs", "//! Nothing imported.\n"),
+    ];
+    let edges = crate_of(&files);
+    assert_eq!(names(&edges, "run.rs", "fleet.rs"), ["Fleet", "X"]);
+    assert_eq!(names(&edges, "run.rs", "output.rs"), ["output"]);
+    let cycles = import_graph::cycles(&edges);
+    assert_eq!(cycles, [["fleet.rs", "run.rs"]], "run -> fleet -> run");
+    files[2].1 = "pub struct Fleet;\n";
+    assert!(import_graph::cycles(&crate_of(&files)).is_empty());
+}
+
+#[test]
+fn the_cycle_check_follows_super_at_any_depth() {
+    // Regression: report/src/run_page/charts.rs and search.rs took from each other through
+    // `super::`, which the crate-level check never read.
+    let files = [
+        ("lib.rs", "mod page;\n"),
+        ("page.rs", "mod charts;\nmod search;\n"),
+        (
+            "page/charts.rs",
+            "fn knee() { super::search::boundaries(); }\npub fn unit_label() {}\n",
+        ),
+        (
+            "page/search.rs",
+            "use super::charts::{self as c};\npub fn boundaries() { c::unit_label(); }\n",
+        ),
+        (
+            "page/deep/leaf.rs",
+            "use super::super::charts::unit_label;\n",
+        ),
+    ];
+    let edges = crate_of(&files);
     assert_eq!(
-        graph["run"],
-        BTreeSet::from(["fleet".to_string(), "output".to_string()])
+        names(&edges, "page/charts.rs", "page/search.rs"),
+        ["boundaries"]
     );
-    let cycle = find_cycle(&graph).expect("run -> fleet -> run");
-    assert_eq!(cycle.first(), cycle.last());
-    graph.insert("fleet".to_string(), BTreeSet::new());
-    assert_eq!(find_cycle(&graph), None);
+    assert_eq!(
+        names(&edges, "page/search.rs", "page/charts.rs"),
+        ["charts", "unit_label"]
+    );
+    assert_eq!(
+        names(&edges, "page/deep/leaf.rs", "page/charts.rs"),
+        ["unit_label"]
+    );
+    let cycles = import_graph::cycles(&edges);
+    assert_eq!(cycles, [["page/charts.rs", "page/search.rs"]]);
+    let shown = import_graph::describe(&cycles[0], &edges);
+    assert!(
+        shown.contains("page/charts.rs takes boundaries from page/search.rs"),
+        "{shown}"
+    );
+}
+
+#[test]
+fn the_cycle_check_reads_nested_modules() {
+    // `crate::a::b` from inside a `mod x { }` block, and `super::` from there (the block's parent
+    // is its file's module), in files under a `mod.rs`.
+    let files = [
+        ("lib.rs", "mod client;\n"),
+        ("client/mod.rs", "mod target;\nmod transport;\n"),
+        (
+            "client/target.rs",
+            "pub struct Target;\nmod inner {\n    pub fn f() { crate::client::transport::Stream::new(); }\n}\n",
+        ),
+        (
+            "client/transport.rs",
+            "pub struct Stream;\nmod tls {\n    use super::super::target::Target;\n}\n",
+        ),
+    ];
+    let edges = crate_of(&files);
+    assert_eq!(
+        names(&edges, "client/target.rs", "client/transport.rs"),
+        ["Stream"]
+    );
+    assert_eq!(
+        names(&edges, "client/transport.rs", "client/target.rs"),
+        ["Target"]
+    );
+    assert_eq!(
+        import_graph::cycles(&edges),
+        [["client/target.rs", "client/transport.rs"]]
+    );
+}
+
+#[test]
+fn the_cycle_check_follows_a_re_export_to_its_file() {
+    // `use crate::Fleet` takes fleet.rs's `Fleet` through lib.rs's `pub use`.
+    let files = [
+        (
+            "lib.rs",
+            "mod fleet;\nmod run;\npub use fleet::Fleet;\npub(crate) use self::run::*;\n",
+        ),
+        ("run.rs", "use crate::Fleet;\npub struct RunError;\n"),
+        (
+            "fleet.rs",
+            "pub struct Fleet;\nfn f() -> crate::RunError { todo!() }\n",
+        ),
+    ];
+    let edges = crate_of(&files);
+    assert_eq!(names(&edges, "run.rs", "fleet.rs"), ["Fleet"]);
+    assert_eq!(names(&edges, "fleet.rs", "run.rs"), ["RunError"]);
+    assert_eq!(import_graph::cycles(&edges), [["fleet.rs", "run.rs"]]);
+}
+
+#[test]
+fn a_child_taking_from_its_parent_is_no_cycle_but_a_tangle_through_it_is() {
+    // run/step.rs takes run/mod.rs's `RunError` and run/mod.rs calls `step::run_step`: one module
+    // built of its children. run/mod.rs -> run/step.rs -> fleet.rs -> run/mod.rs is a tangle.
+    let mut files = vec![
+        ("lib.rs", "mod fleet;\nmod run;\npub struct Exit;\n"),
+        (
+            "run/mod.rs",
+            "mod step;\npub struct RunError;\nfn go() { step::run_step(); }\n",
+        ),
+        (
+            "run/step.rs",
+            "use super::RunError;\nuse crate::Exit;\npub fn run_step() {}\n",
+        ),
+        ("fleet.rs", "pub struct Fleet;\n"),
+    ];
+    let edges = crate_of(&files);
+    assert_eq!(names(&edges, "run/mod.rs", "run/step.rs"), ["run_step"]);
+    assert!(names(&edges, "run/step.rs", "run/mod.rs").is_empty());
+    assert!(names(&edges, "run/step.rs", "lib.rs").is_empty());
+    assert!(import_graph::cycles(&edges).is_empty());
+    files[2].1 = "use crate::fleet::Fleet;\npub fn run_step() {}\n";
+    files[3].1 = "pub struct Fleet;\nfn f() -> crate::run::RunError { todo!() }\n";
+    let edges = crate_of(&files);
+    assert_eq!(
+        import_graph::cycles(&edges),
+        [["fleet.rs", "run/mod.rs", "run/step.rs"]]
+    );
+}
+
+#[test]
+fn modules_tangled_through_different_files_are_found() {
+    let files = [
+        ("lib.rs", "mod a;\nmod b;\n"),
+        ("a/mod.rs", "mod x;\nmod y;\n"),
+        ("a/x.rs", "use crate::b::B;\n"),
+        ("a/y.rs", "pub struct Y;\n"),
+        (
+            "b.rs",
+            "pub struct B;\nfn f() -> crate::a::y::Y { todo!() }\n",
+        ),
+    ];
+    let edges = crate_of(&files);
+    assert!(import_graph::cycles(&edges).is_empty());
+    let top = |f: &str| {
+        f.split(['/', '.'])
+            .next()
+            .filter(|m| *m != "lib")
+            .map(String::from)
+    };
+    let modules = import_graph::grouped(&edges, top);
+    assert_eq!(import_graph::cycles(&modules), [["a", "b"]]);
+    assert_eq!(names(&modules, "a", "b"), ["B"]);
+}
+
+#[test]
+fn tests_comments_and_strings_are_no_imports() {
+    let files = [
+        ("lib.rs", "mod a;\nmod b;\nmod c;\nmod d;\n"),
+        ("a.rs", "use crate::b::B;\n#[cfg(test)]\nmod c;\n"),
+        (
+            "b.rs",
+            "//! Not `crate::a::A`.\npub struct B;\nconst S: &str = \"crate::a::A\";\n\
+             /* crate::a::A */\n#[cfg(test)]\nmod tests {\n    use crate::a::A;\n}\n",
+        ),
+        ("a/c.rs", "use crate::b::B;\n"),
+        ("d.rs", "pub(in crate::a) fn d() {}\n"),
+        (
+            "c.rs",
+            "fn f<'a>(x: &'a u8) -> char { let _ = crate::b::B; 'c' }\n",
+        ),
+    ];
+    let edges = crate_of(&files);
+    assert_eq!(
+        edges.keys().cloned().collect::<Vec<_>>(),
+        [
+            ("a.rs".to_string(), "b.rs".to_string()),
+            ("c.rs".to_string(), "b.rs".to_string())
+        ]
+    );
 }
 
 /// Code that is not a test: a file's part before its `#[cfg(test)] mod`, none of a `tests.rs`.

@@ -7,6 +7,7 @@ use results::verdict::{self, Verdict};
 use shared::metrics::{ErrorClass, STATUS_CLASSES};
 use shared::plan::LoadModel;
 
+use super::labels::{shade_title, unit_label};
 use crate::chart::{
     self, Axis, Band, Boundary, Chart, Colour, Dash, KneeLine, Layer, Mark, Marker, Scale, Series,
     Shade, Stack, Unit,
@@ -35,16 +36,6 @@ pub fn step_axis_over(model: LoadModel, values: impl Iterator<Item = f64>) -> Ax
     };
     let lo = first - stretch(&values, first).0;
     axis.with_range(lo.min(0.0), last + stretch(&values, last).1)
-}
-
-/// What a step value is, as an axis names it.
-pub(crate) fn unit_label(model: LoadModel) -> String {
-    match model {
-        LoadModel::Connections => "offered (new connections/s)",
-        LoadModel::Requests => "offered (requests/s)",
-        LoadModel::Concurrency => "connections (closed loop)",
-    }
-    .to_string()
 }
 
 /// The finite values, rising, each once.
@@ -108,21 +99,6 @@ pub fn trust_shades(run: &RunFile) -> Vec<Shade> {
             shade(v, best, titles.join(" / "))
         })
         .collect()
-}
-
-/// `step 3 · 300 req/s: degraded: reason; reason`.
-pub(crate) fn shade_title(run: &RunFile, s: &StepResult) -> String {
-    let mut t = format!(
-        "step {} · {}: {}",
-        s.number,
-        step_value(run.model().name(), s.step_value),
-        s.trust.name()
-    );
-    if !s.reasons.is_empty() {
-        t.push_str(": ");
-        t.push_str(&s.reasons.join("; "));
-    }
-    t
 }
 
 fn points(run: &RunFile, y: impl Fn(&StepResult) -> f64) -> Vec<Mark> {

@@ -14,7 +14,7 @@ use crate::chart::{
 };
 use crate::escape::html;
 
-use super::charts::{shade_title, unit_label};
+use super::labels::{shade_title, unit_label};
 
 /// The search's own CSS: `#capacity` holds sentences, read from the left as `#plan`'s are.
 pub const STYLE: &str = "#capacity th,#capacity td{text-align:left}";
