@@ -9,13 +9,13 @@ use serde::ser::{Serialize, SerializeMap, Serializer};
 mod answer;
 pub mod headline;
 mod input;
+mod judgement;
 pub mod knee;
 pub mod tls;
 
-pub use answer::{
-    Beyond, KEPT_UP_RATIO, PLATEAU_RATIO, RunSummary, judged, kept_up, summarize_run,
-};
+pub use answer::{RunSummary, summarize_run};
 pub use input::{AgentInput, IntervalSample, StepInput, summarize};
+pub use judgement::{Beyond, KEPT_UP_RATIO, PLATEAU_RATIO, judged, kept_up};
 
 use crate::verdict::{Server, Verdict};
 use monitor::step::StepServer;
