@@ -240,13 +240,37 @@ fn the_codemap_has_every_crate_and_top_level_folder() {
     );
     // The dependency direction is stated where a newcomer reads the map.
     for edge in [
-        "shared <- proto <- agent <- coordinator",
-        "shared <- results <- report <- coordinator",
+        "shared <- proto <- control <- agent <- coordinator",
+        "shared <- monitor <- results <- report <- coordinator",
     ] {
         assert!(
             codemap.contains(edge),
             "the codemap does not state `{edge}`"
         );
+    }
+    // And every arrow the picture draws is a dependency in the crate's manifest.
+    let picture = codemap
+        .split("```")
+        .nth(1)
+        .expect("the codemap draws its dependency picture in a code block");
+    for line in picture.lines() {
+        let crates: Vec<&str> = line
+            .split("<-")
+            .map(|c| c.trim().split('[').next().unwrap_or("").trim())
+            .collect();
+        for pair in crates.windows(2) {
+            let (used, user) = (pair[0], pair[1]);
+            let manifest = std::fs::read_to_string(root().join(user).join("Cargo.toml"))
+                .unwrap_or_else(|e| panic!("the codemap draws a crate `{user}`: {e}"));
+            let depends = manifest.lines().any(|l| {
+                l.trim_start().starts_with(&format!("{used}.workspace"))
+                    || l.trim_start().starts_with(&format!("{used} = "))
+            });
+            assert!(
+                depends,
+                "the codemap draws `{used} <- {user}`, but {user}/Cargo.toml does not depend on {used}"
+            );
+        }
     }
 }
 
