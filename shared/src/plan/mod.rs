@@ -17,6 +17,7 @@ mod template;
 mod url;
 mod url_list;
 mod workload;
+mod wsesslog;
 
 pub use csv::{CsvError, Records};
 pub use error::PlanError;
@@ -31,6 +32,7 @@ pub use template::{Part, Template, TemplateError, is_variable_name};
 pub use url::{Scheme, Url, http2_spelling};
 pub use url_list::{UrlListError, parse_url_list};
 pub use workload::{HttpVersion, MAX_STREAMS, TlsSessions, UrlOrder, Workload};
+pub use wsesslog::{Burst, LoggedRequest, LoggedSession, WsesslogError, parse as parse_wsesslog};
 
 /// The whole run: a model, a list of step values, and what to send.
 #[derive(Debug, Clone, PartialEq)]
