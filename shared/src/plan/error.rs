@@ -32,6 +32,10 @@ pub enum PlanError {
     NumConnWithoutConnections(&'static str),
     #[error("no request to send: give a URL or --urls FILE")]
     NoRequests,
+    #[error("request {0} of the mix has weight 0: give it a positive weight, or leave it out")]
+    ZeroWeight(usize),
+    #[error("the mix is too large: {0}")]
+    MixTooLarge(String),
     #[error("all URLs must share one origin ({first}); URL {index} is {other}")]
     MixedOrigins {
         first: String,

@@ -4,27 +4,37 @@
 use std::num::{NonZeroU32, NonZeroU64};
 use std::time::Duration;
 
+mod csv;
 mod error;
+mod extract;
+mod mix;
 mod model;
 mod ramp;
 mod request;
 mod share;
 mod source_addrs;
 pub mod split;
+mod template;
 mod url;
 mod url_list;
 mod workload;
+mod wsesslog;
 
+pub use csv::{CsvError, Records};
 pub use error::PlanError;
+pub use extract::{ExtractError, Extraction};
+pub use mix::{MAX_REQUESTS, MAX_TOTAL_WEIGHT, Mix};
 pub use model::{Arrival, LoadModel, StepLimit};
 pub use ramp::{MAX_STEPS, ramp};
 pub use request::{RequestSpec, parse_header};
 pub use share::StepShare;
 pub use source_addrs::{MAX_SOURCE_ADDRS, parse_source_addrs};
 pub use split::{Fork, ForkSide, Slice, split_proportional};
+pub use template::{Builtin, Part, Template, TemplateError, is_variable_name};
 pub use url::{Scheme, Url, http2_spelling};
 pub use url_list::{UrlListError, parse_url_list};
 pub use workload::{HttpVersion, MAX_STREAMS, TlsSessions, UrlOrder, Workload};
+pub use wsesslog::{Burst, LoggedRequest, LoggedSession, WsesslogError, parse as parse_wsesslog};
 
 /// The whole run: a model, a list of step values, and what to send.
 #[derive(Debug, Clone, PartialEq)]
