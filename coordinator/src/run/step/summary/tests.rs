@@ -1,4 +1,4 @@
-//! Tests of one step's state machine (`run/step.rs`): an agent whose every reply beat the network.
+//! Tests of one step's state machine (`run/step/summary.rs`): an agent whose every reply beat the network.
 use super::*;
 use shared::metrics::Counters;
 
