@@ -65,7 +65,7 @@ impl Url {
         };
         if authority.contains('@') {
             return Err(bad(
-                "user information in URLs is not supported; use -H 'Authorization: ...'",
+                "user information in URLs is not supported; use --basic-auth USER:PASSWORD (or -H 'Authorization: ...')",
             ));
         }
         let default_port = match scheme {
@@ -218,7 +218,7 @@ mod tests {
             ("http://h:99999/", "port"),
             ("http://h:abc/", "port"),
             ("http://a b/", "white space"),
-            ("http://u:p@h/", "user information"),
+            ("http://u:p@h/", "use --basic-auth USER:PASSWORD"),
             ("http://[::1/", "closing"),
             ("http://ho$t/", "characters"),
             ("h2c://h/", "here write http://"),
