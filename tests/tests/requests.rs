@@ -47,6 +47,67 @@ fn method_headers_and_body_are_sent_as_given() {
 }
 
 #[test]
+fn credentials_reach_the_server_but_no_file_of_the_results() {
+    let server = RecordingServer::start();
+    let url = format!("http://{}/private", server.addr);
+    let ran = run_ok(&[
+        &url,
+        "--basic-auth",
+        "alice:s3cret",
+        "-H",
+        "Cookie: session=c00kie",
+        "-c",
+        "1",
+        "-n",
+        "3",
+    ]);
+    let seen = server.seen();
+    assert_eq!(seen.len(), 3);
+    for r in &seen {
+        let h = |name: &str| {
+            r.headers
+                .iter()
+                .find(|(k, _)| k == name)
+                .map(|(_, v)| v.clone())
+        };
+        // base64("alice:s3cret")
+        assert_eq!(
+            h("authorization").as_deref(),
+            Some("Basic YWxpY2U6czNjcmV0")
+        );
+        assert_eq!(h("cookie").as_deref(), Some("session=c00kie"));
+    }
+    let run = tests::run_json(ran.dir.path());
+    let headers = &run["plan"]["requests"][0]["headers"];
+    assert_eq!(
+        headers,
+        &serde_json::json!(["Cookie: (redacted)", "Authorization: Basic (redacted)"]),
+        "{run}"
+    );
+    for entry in walk(ran.dir.path()) {
+        let bytes = std::fs::read(&entry).unwrap();
+        let text = String::from_utf8_lossy(&bytes);
+        for secret in ["YWxpY2U6czNjcmV0", "s3cret", "c00kie"] {
+            assert!(!text.contains(secret), "{} holds {secret}", entry.display());
+        }
+    }
+}
+
+/// Every file under `dir`.
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            files.extend(walk(&path));
+        } else {
+            files.push(path);
+        }
+    }
+    files
+}
+
+#[test]
 fn url_list_is_used_round_robin() {
     // Also against servers that close or silently drop every connection after 4 replies (the list's
     // length is 3, so the reconnects fall on every URL): a request resent after a stale connection is

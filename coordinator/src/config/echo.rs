@@ -46,7 +46,7 @@ pub fn echo(
                 headers: r
                     .headers()
                     .iter()
-                    .map(|(n, v)| format!("{n}: {v}"))
+                    .map(|(n, v)| echoed_header(n, v))
                     .collect(),
                 body_bytes: r.body().len() as u64,
             })
@@ -58,5 +58,51 @@ pub fn echo(
         fail_on: thresholds.fail_on.iter().map(ToString::to_string).collect(),
         warmup_s: warmup.filter(|w| !w.is_zero()).map(|w| w.as_secs_f64()),
         ..results::run_file::PlanEcho::default()
+    }
+}
+
+/// Headers that carry a credential: run.json is shared with whoever reads a result, so their values
+/// are not written (the body is echoed as its length and the URL without its query for the same reason).
+const CREDENTIALS: [&str; 3] = ["authorization", "proxy-authorization", "cookie"];
+
+/// A header as run.json says it: a credential's value replaced by what it is, its scheme kept
+/// (`Authorization: Basic (redacted)`).
+fn echoed_header(name: &str, value: &str) -> String {
+    if !CREDENTIALS.iter().any(|c| name.eq_ignore_ascii_case(c)) {
+        return format!("{name}: {value}");
+    }
+    let scheme = value
+        .split_once(' ')
+        .map(|(scheme, _)| scheme)
+        .filter(|s| name.to_ascii_lowercase().ends_with("authorization") && !s.is_empty());
+    match scheme {
+        Some(scheme) => format!("{name}: {scheme} (redacted)"),
+        None => format!("{name}: (redacted)"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn credentials_are_not_written_to_run_json() {
+        assert_eq!(
+            echoed_header("Authorization", "Basic YWxpY2U6czNjcjp0"),
+            "Authorization: Basic (redacted)"
+        );
+        assert_eq!(
+            echoed_header("proxy-authorization", "Bearer abc.def"),
+            "proxy-authorization: Bearer (redacted)"
+        );
+        assert_eq!(
+            echoed_header("Cookie", "session=42; theme=dark"),
+            "Cookie: (redacted)"
+        );
+        assert_eq!(
+            echoed_header("Authorization", "token"),
+            "Authorization: (redacted)"
+        );
+        assert_eq!(echoed_header("Accept", "text/html"), "Accept: text/html");
     }
 }
