@@ -305,8 +305,16 @@ fn basic_auth_is_the_authorization_header_of_every_request() {
     }
     let c = command_line("run http://h:1/ --steps 1 --basic-auth Aladdin:open:sesame").unwrap();
     assert_eq!(
+        c.plan.workload().requests()[0].headers(),
+        [(
+            "Authorization".into(),
+            "Basic QWxhZGRpbjpvcGVuOnNlc2FtZQ==".into()
+        )]
+    );
+    // run.json names the header, never the credentials.
+    assert_eq!(
         c.echo.requests[0].headers,
-        ["Authorization: Basic QWxhZGRpbjpvcGVuOnNlc2FtZQ=="]
+        ["Authorization: Basic (redacted)"]
     );
     // A plan file's key, for every request of a URL list too.
     let dir = tempfile::tempdir().unwrap();
