@@ -59,14 +59,9 @@ impl Extraction {
         if !super::is_variable_name(var) {
             return Err(ExtractError::BadName(var.into()));
         }
-        let what = |f: fn(String, String) -> ExtractError| f(var.into(), spec.into());
         let source = match spec.split_once(':') {
             Some(("header", name)) => {
-                let token = !name.is_empty()
-                    && name
-                        .bytes()
-                        .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b));
-                if !token {
+                if !super::request::is_token(name) {
                     return Err(ExtractError::Header {
                         var: var.into(),
                         spec: spec.into(),
@@ -78,7 +73,12 @@ impl Extraction {
             Some(("json", pointer)) if pointer.is_empty() || pointer.starts_with('/') => {
                 Source::Json(pointer.into())
             }
-            Some(("json", _)) => return Err(what(|var, spec| ExtractError::Pointer { var, spec })),
+            Some(("json", _)) => {
+                return Err(ExtractError::Pointer {
+                    var: var.into(),
+                    spec: spec.into(),
+                });
+            }
             Some(("regex", pattern)) => {
                 Source::Regex(regex::bytes::Regex::new(pattern).map_err(|e| {
                     ExtractError::Regex {
@@ -94,7 +94,12 @@ impl Extraction {
                     }
                 })?)
             }
-            _ => return Err(what(|var, spec| ExtractError::Kind { var, spec })),
+            _ => {
+                return Err(ExtractError::Kind {
+                    var: var.into(),
+                    spec: spec.into(),
+                });
+            }
         };
         Ok(Extraction {
             var: var.into(),

@@ -44,6 +44,14 @@ impl RequestSpec {
     }
 }
 
+/// Whether `text` is an HTTP token (RFC 9110): what a method and a header's name are made of.
+pub fn is_token(text: &str) -> bool {
+    !text.is_empty()
+        && text
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+}
+
 impl RequestSpec {
     pub fn try_new(
         method: &str,
@@ -51,19 +59,11 @@ impl RequestSpec {
         headers: Vec<(String, String)>,
         body: Vec<u8>,
     ) -> Result<Self, PlanError> {
-        if method.is_empty()
-            || !method
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
-        {
+        if !is_token(method) {
             return Err(PlanError::BadMethod(method.to_string()));
         }
         for (name, value) in &headers {
-            let name_ok = !name.is_empty()
-                && name
-                    .bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b));
-            if !name_ok || value.bytes().any(|b| b == b'\r' || b == b'\n' || b == 0) {
+            if !is_token(name) || value.bytes().any(|b| b == b'\r' || b == b'\n' || b == 0) {
                 return Err(PlanError::BadHeader(format!("{name}: {value}")));
             }
             // The agent sends the body as it is: a length or an encoding of the user's that says

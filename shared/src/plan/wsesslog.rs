@@ -119,11 +119,7 @@ fn args<'a>(
     while let Some((arg, after)) = first_word(rest) {
         let request = burst.requests.last_mut().expect("a burst holds a request");
         if let Some(method) = arg.strip_prefix("method=") {
-            let token = !method.is_empty()
-                && method
-                    .bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b"-_".contains(&b));
-            if !token {
+            if !super::request::is_token(method) {
                 return Err(WsesslogError::BadMethod {
                     line,
                     value: method.into(),
