@@ -2,7 +2,7 @@
 //! client says *how*, the deadline says *until when*; the three load models are three ways of keeping
 //! connections' slots busy (`client::Connection`), written once whichever HTTP is under them. All
 //! state here belongs to the worker's thread: no locks, no per-request messages.
-use std::cell::{Cell, RefCell};
+use std::cell::Cell;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -11,7 +11,6 @@ use std::time::Duration;
 use shared::metrics::{ErrorClass, Snapshot};
 use shared::plan::Slice;
 use shared::plan::{LoadModel, StepShare, split_proportional};
-use shared::rng::Rng;
 use shared::schedule::{Schedule, even_share};
 use tokio::sync::{Notify, mpsc};
 use tokio::time::{Instant, sleep_until};
@@ -156,8 +155,15 @@ struct Ctx {
     rec: Rc<Recorder>,
     deadline: Instant,
     cancel: CancellationToken,
-    next_url: Cell<usize>,
-    rng: RefCell<Rng>,
+    /// The closed loops' requests chosen so far by this worker: its turns are the step's arrivals
+    /// `worker`, `worker + workers`, ... so the agent's workers together walk the mix in order.
+    turns: Cell<u64>,
+    worker: u64,
+    workers: u64,
+    /// The step's seed: a `random` mix draws from it, alike on every agent.
+    seed: u64,
+    /// Requests one connection of the connections model makes (`--num-call`).
+    calls: u32,
     /// When this worker passed the start instant and began sending.
     began: Cell<Option<Instant>>,
     in_flight: Cell<usize>,
@@ -178,10 +184,11 @@ impl Ctx {
             rec,
             deadline,
             cancel: job.cancel.clone(),
-            next_url: Cell::new(job.worker as usize),
-            rng: RefCell::new(Rng::new(
-                share.seed() ^ job.worker.wrapping_mul(0x2545_F491_4F6C_DD1D),
-            )),
+            turns: Cell::new(0),
+            worker: job.worker,
+            workers: job.workers,
+            seed: share.seed(),
+            calls: share.num_call().get(),
             began: Cell::new(None),
             in_flight: Cell::new(0),
             idle: Notify::new(),
@@ -190,18 +197,21 @@ impl Ctx {
         }
     }
 
-    fn template(&self) -> &Template {
-        let templates = &self.target.templates;
-        let i = if templates.len() == 1 {
-            0
-        } else if self.target.random_order {
-            self.rng.borrow_mut().below(templates.len())
-        } else {
-            let i = self.next_url.get();
-            self.next_url.set((i + 1) % templates.len());
-            i
-        };
-        &templates[i]
+    /// The request the step's `arrival`-th arrival (or call) sends.
+    fn pick(&self, arrival: u64) -> u16 {
+        // Below MAX_REQUESTS: the workload was checked.
+        self.target.mix.pick(arrival, self.seed) as u16
+    }
+
+    fn template(&self, index: u16) -> &Template {
+        &self.target.templates[usize::from(index)]
+    }
+
+    /// A closed loop's next request: this worker's next turn of the mix.
+    fn next_template(&self) -> &Template {
+        let turn = self.turns.get();
+        self.turns.set(turn + 1);
+        self.template(self.pick(turn * self.workers + self.worker))
     }
 
     fn past_deadline(&self) -> bool {
@@ -241,7 +251,10 @@ impl Drop for Flight {
 pub async fn run(job: Job) {
     let share = job.share.clone();
     let deadline = job.start + share.scheduled_duration();
-    let rec = Rc::new(Recorder::new(job.target.ok_status.clone()));
+    let rec = Rc::new(Recorder::named(
+        job.target.ok_status.clone(),
+        job.target.named,
+    ));
     let ctx = Rc::new(Ctx::new(&job, deadline, rec.clone()));
     // A count-limited step can end before its deadline; the ticker then stops with the work.
     let finished = CancellationToken::new();
@@ -293,7 +306,7 @@ async fn load(ctx: &Rc<Ctx>, timer: &Timer, job: &Job) {
     match share.model() {
         LoadModel::Connections => {
             let calls = share.num_call().get();
-            open_loop(ctx, timer, share, &slice, job.start, |intended| {
+            open_loop(ctx, timer, share, &slice, job.start, |intended, arrival| {
                 let slot = match &job.caps.sockets {
                     None => None,
                     Some(cap) => match cap.take() {
@@ -305,7 +318,7 @@ async fn load(ctx: &Rc<Ctx>, timer: &Timer, job: &Job) {
                 spawn_tracked(ctx, async move {
                     // Given back once the connection is closed (it is dropped inside).
                     let _slot = slot;
-                    connection(task_ctx, intended, calls).await
+                    connection(task_ctx, intended, arrival, calls).await
                 });
             })
             .await;
@@ -318,8 +331,8 @@ async fn load(ctx: &Rc<Ctx>, timer: &Timer, job: &Job) {
             )
             .max(1) as usize;
             let pool = Rc::new(Pool::new(max, &ctx.target));
-            open_loop(ctx, timer, share, &slice, job.start, |intended| {
-                pool.clone().arrive(ctx, intended)
+            open_loop(ctx, timer, share, &slice, job.start, |intended, arrival| {
+                pool.clone().arrive(ctx, intended, arrival)
             })
             .await;
             pool.close();
@@ -465,15 +478,16 @@ async fn drain(ctx: &Ctx, cancel: &CancellationToken) {
     }
 }
 
-/// Dispatches this worker's arrivals at their intended times; a late wake-up dispatches every due
-/// arrival at once (catch-up, as httperf does) and records how late each was.
+/// Dispatches this worker's arrivals at their intended times, each with its index in the whole step
+/// (which request of the mix it sends); a late wake-up dispatches every due arrival at once (catch-up,
+/// as httperf does) and records how late each was.
 async fn open_loop(
     ctx: &Rc<Ctx>,
     timer: &Timer,
     share: &StepShare,
     slice: &Slice,
     start: Instant,
-    mut dispatch: impl FnMut(Instant),
+    mut dispatch: impl FnMut(Instant, u64),
 ) {
     let schedule = Schedule::new(
         share.rate(),
@@ -484,7 +498,7 @@ async fn open_loop(
     );
     let mut behind = 0u32;
     let mut woke = start;
-    for offset in schedule {
+    for (j, offset) in (0u64..).zip(schedule) {
         let intended = start + offset;
         if Instant::now() < intended {
             // At most one wake-up per WAKE_GAP: at high rates every wake-up then sends the few
@@ -507,7 +521,7 @@ async fn open_loop(
         }
         ctx.rec
             .lag(Instant::now().saturating_duration_since(intended));
-        dispatch(intended);
+        dispatch(intended, slice.arrival(j).unwrap_or(j));
     }
 }
 
@@ -515,12 +529,12 @@ async fn open_loop(
 /// its slots (over HTTP/2, up to `--streams` at once), then closed. The first request of each slot
 /// counts from the arrival (connect included: they were all due then); later ones from the moment
 /// the slot was free.
-async fn connection(ctx: Rc<Ctx>, intended: Instant, calls: u32) {
+async fn connection(ctx: Rc<Ctx>, intended: Instant, arrival: u64, calls: u32) {
     let conn = Connection::new(&ctx.target);
     if let Err(class) = conn.open(&ctx.target, &ctx.rec).await {
         // Given up waiting for the server to accept: a lower bound of its latency.
         if class == ErrorClass::ConnectTimeout {
-            ctx.rec.given_up(intended.elapsed());
+            ctx.rec.given_up(None, intended.elapsed());
         }
         abandon(&ctx, u64::from(calls - 1), Some(class));
         return;
@@ -529,13 +543,15 @@ async fn connection(ctx: Rc<Ctx>, intended: Instant, calls: u32) {
     let lanes = conn.slots().min(calls);
     if lanes == 1 {
         // One slot: its calls on this task, none spawned.
-        calls_in_turn(&ctx, &conn, intended, &left).await;
+        calls_in_turn(&ctx, &conn, intended, arrival, &left).await;
     } else {
         let (conn, left) = (Rc::new(conn), Rc::new(left));
         let mut slots = tokio::task::JoinSet::new();
         for _ in 0..lanes {
             let (ctx, conn, left) = (ctx.clone(), conn.clone(), left.clone());
-            slots.spawn_local(async move { calls_in_turn(&ctx, &conn, intended, &left).await });
+            slots.spawn_local(
+                async move { calls_in_turn(&ctx, &conn, intended, arrival, &left).await },
+            );
         }
         tokio::select! {
             _ = async { while slots.join_next().await.is_some() {} } => {}
@@ -556,16 +572,25 @@ async fn connection(ctx: Rc<Ctx>, intended: Instant, calls: u32) {
 }
 
 /// One slot of a connections-model connection: the connection's calls taken one at a time while
-/// any is `left`, the first due at `intended`.
-async fn calls_in_turn(ctx: &Ctx, conn: &Connection, intended: Instant, left: &Cell<u32>) {
+/// any is `left`, the first due at `intended`. Call `k` of the step's `arrival`-th connection is the
+/// step's `arrival * calls + k`-th request of the mix.
+async fn calls_in_turn(
+    ctx: &Ctx,
+    conn: &Connection,
+    intended: Instant,
+    arrival: u64,
+    left: &Cell<u32>,
+) {
     let mut from = Some(intended);
+    let calls = ctx.calls;
     while left.get() > 0 {
         if from.is_none() && ctx.past_deadline() {
             return;
         }
+        let call = u64::from(calls - left.get());
         left.set(left.get() - 1);
         let req = Request {
-            template: ctx.template(),
+            template: ctx.template(ctx.pick(arrival.wrapping_mul(u64::from(calls)) + call)),
             intended: from.take().unwrap_or_else(Instant::now),
             last: left.get() == 0,
             queued: None,
@@ -611,7 +636,7 @@ async fn closed_loop(ctx: &Ctx, conn: &Connection) {
             return;
         }
         let req = Request {
-            template: ctx.template(),
+            template: ctx.next_template(),
             intended: now,
             last: false,
             queued: None,

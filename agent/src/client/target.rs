@@ -61,6 +61,8 @@ pub struct Template {
     /// forbids them).
     pub(super) h2_block: Bytes,
     pub(super) body: Bytes,
+    /// Which request of the workload this is: its row in the results, when they are named.
+    pub(crate) index: u16,
 }
 
 /// Headers that belong to one HTTP/1.1 connection and have no place in HTTP/2; Host becomes the
@@ -135,6 +137,7 @@ impl Template {
             last: Bytes::from(last),
             head: *method == Method::HEAD,
             h2_block: Bytes::from(h2_block),
+            index: 0,
         }
     }
 
@@ -182,7 +185,11 @@ impl Template {
         let uri = format!("{scheme}://{authority}{}", r.url().path())
             .parse::<Uri>()
             .map_err(|e| bad(e.to_string()))?;
-        Ok(Template::new(&method, &uri, &headers, r.body()))
+        Ok(Template {
+            // Below MAX_REQUESTS, which the workload checked.
+            index: index as u16,
+            ..Template::new(&method, &uri, &headers, r.body())
+        })
     }
 }
 
@@ -194,7 +201,10 @@ pub struct Endpoint {
     pub tls: Option<super::tls::TlsTarget>,
     pub timeout: Duration,
     pub connect_timeout: Duration,
-    pub random_order: bool,
+    /// Which request each arrival sends (`Workload::mix`).
+    pub mix: Arc<shared::plan::Mix>,
+    /// Whether the requests are named, each with its row in the results.
+    pub named: bool,
     /// `--source-addrs`: new connections leave from these in turn (see `socket`); empty: any.
     pub sources: Arc<[IpAddr]>,
     /// Every request's closing twin makes the server close first (see `Workload::server_closes_last`).
@@ -265,7 +275,8 @@ impl Endpoint {
             tls,
             timeout: w.timeout(),
             connect_timeout: w.connect_timeout(),
-            random_order: w.url_order() == shared::plan::UrlOrder::Random,
+            mix: Arc::new(w.mix()),
+            named: !w.names().is_empty(),
             sources: w.source_addrs().to_vec().into(),
             server_closes: w.server_closes_last(),
             ok_status: w.ok_status().clone(),

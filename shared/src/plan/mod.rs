@@ -33,7 +33,9 @@ pub use split::{Fork, ForkSide, Slice, split_proportional};
 pub use template::{Builtin, Part, Template, TemplateError, is_variable_name};
 pub use url::{Scheme, Url, http2_spelling};
 pub use url_list::{UrlListError, parse_url_list};
-pub use workload::{HttpVersion, MAX_STREAMS, TlsSessions, UrlOrder, Workload};
+pub use workload::{
+    HttpVersion, MAX_NAME_LEN, MAX_STREAMS, TlsSessions, UrlOrder, Workload, is_request_name,
+};
 pub use wsesslog::{Burst, LoggedRequest, LoggedSession, WsesslogError, parse as parse_wsesslog};
 
 /// The whole run: a model, a list of step values, and what to send.

@@ -78,6 +78,13 @@ pub(super) fn summarize(
         ok_status: plan.workload().ok_status(),
         baseline_p50_ms: watch.baseline_p50_ms,
     });
+    let workload = plan.workload();
+    result.per_request = step::per_request::rows(
+        workload.names(),
+        workload.weights(),
+        &total.names,
+        result.duration_s,
+    );
     // A share lost mid-step was not all run: the step is not judged, and says whose and how much.
     result.lost_load = p
         .who
