@@ -40,6 +40,16 @@ pub fn named(
         let url = if e.url.starts_with('/') {
             format!("{origin}{}", e.url)
         } else {
+            let theirs = Url::parse(&e.url)
+                .map_err(|err| ConfigError::Value(format!("{}: {err}", which())))?
+                .origin();
+            if theirs != origin {
+                return Err(ConfigError::Value(format!(
+                    "{}: {} is not on the target {origin}: write its path (it is sent to every target)",
+                    which(),
+                    e.url
+                )));
+            }
             e.url.clone()
         };
         let mut headers = common.to_vec();
