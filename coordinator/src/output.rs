@@ -431,7 +431,7 @@ impl Output {
         self.unsummarized = Some(before);
         self.doc.steps.push(r.clone());
         if !r.per_request.is_empty() {
-            let text = results::step::per_request::tsv(&self.doc.steps);
+            let text = results::requests_table::tsv(&self.doc.steps);
             write_file(&self.dir.join(REQUESTS_TSV), &text)?;
         }
         Ok(())

@@ -7,7 +7,29 @@
 //! whose `(sent + ½) / weight` is least, the first on a tie), so equal weights take turns in the order
 //! given and any window of a cycle's length holds every request exactly its weight's number of times.
 //! `random` draws each arrival's request by weight from a hash of the seed and the arrival's index.
-use super::{PlanError, UrlOrder};
+use super::PlanError;
+
+/// The order a mix's requests are sent in (`--urls-order`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize)]
+#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
+#[serde(rename_all = "kebab-case")]
+pub enum UrlOrder {
+    /// each URL in turn
+    #[cfg_attr(feature = "cli", value(alias = "roundrobin", alias = "sequential"))]
+    #[serde(alias = "roundrobin", alias = "sequential")]
+    RoundRobin,
+    /// a random URL per request (--seed)
+    Random,
+}
+
+impl UrlOrder {
+    pub fn name(self) -> &'static str {
+        match self {
+            UrlOrder::RoundRobin => "round-robin",
+            UrlOrder::Random => "random",
+        }
+    }
+}
 
 /// The most a mix's weights may add up to: one cycle is kept as a table of this many entries at most
 /// (2 bytes each), built once per run.

@@ -23,7 +23,7 @@ mod wsesslog;
 pub use csv::{CsvError, Records};
 pub use error::PlanError;
 pub use extract::{ExtractError, Extraction};
-pub use mix::{MAX_REQUESTS, MAX_TOTAL_WEIGHT, Mix};
+pub use mix::{MAX_REQUESTS, MAX_TOTAL_WEIGHT, Mix, UrlOrder};
 pub use model::{Arrival, LoadModel, StepLimit};
 pub use ramp::{MAX_STEPS, ramp};
 pub use request::{RequestSpec, parse_header};
@@ -34,7 +34,7 @@ pub use template::{Builtin, Part, Template, TemplateError, is_variable_name};
 pub use url::{Scheme, Url, http2_spelling};
 pub use url_list::{UrlListError, parse_url_list};
 pub use workload::{
-    HttpVersion, MAX_NAME_LEN, MAX_STREAMS, TlsSessions, UrlOrder, Workload, is_request_name,
+    HttpVersion, MAX_NAME_LEN, MAX_STREAMS, TlsSessions, Workload, is_request_name,
 };
 pub use wsesslog::{Burst, LoggedRequest, LoggedSession, WsesslogError, parse as parse_wsesslog};
 

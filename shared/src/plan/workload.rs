@@ -6,7 +6,7 @@ use std::time::Duration;
 use crate::status::StatusSet;
 
 use super::source_addrs::{check_source_addrs, family};
-use super::{Mix, PlanError, RequestSpec, Url};
+use super::{Mix, PlanError, RequestSpec, Url, UrlOrder};
 
 /// The longest request name: a column's worth in a table, a label's in /metrics.
 pub const MAX_NAME_LEN: usize = 64;
@@ -19,27 +19,6 @@ pub fn is_request_name(name: &str) -> bool {
         && name
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || b"_.-".contains(&b))
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize)]
-#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
-#[serde(rename_all = "kebab-case")]
-pub enum UrlOrder {
-    /// each URL in turn
-    #[cfg_attr(feature = "cli", value(alias = "roundrobin", alias = "sequential"))]
-    #[serde(alias = "roundrobin", alias = "sequential")]
-    RoundRobin,
-    /// a random URL per request (--seed)
-    Random,
-}
-
-impl UrlOrder {
-    pub fn name(self) -> &'static str {
-        match self {
-            UrlOrder::RoundRobin => "round-robin",
-            UrlOrder::Random => "random",
-        }
-    }
 }
 
 /// Which HTTP a target is spoken to in (`--http`).
