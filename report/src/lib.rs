@@ -62,4 +62,6 @@ mod run_page;
 pub use compare_page::{COMPARE_CHARTS, COMPARE_MONITOR_CHARTS, render_compare};
 pub use input::{InputError, RunReport};
 pub use live_page::{AGENT_COLS, BASELINE_PREFIX, LIVE_SECTIONS, View, live_page, live_view};
-pub use run_page::{RUN_CHARTS, RUN_MONITOR_CHARTS, RUN_SEARCH_CHARTS, render_run};
+pub use run_page::{
+    RUN_CHARTS, RUN_MONITOR_CHARTS, RUN_REQUEST_CHARTS, RUN_SEARCH_CHARTS, render_run,
+};
