@@ -219,4 +219,4 @@ pub fn section(run: &RunFile, titles: &mut Titles) -> String {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
