@@ -179,7 +179,7 @@ const STYLE: &str = ".live-state{display:inline-block;padding:2px 8px;border-rad
 section.lane h3{margin:.2em 0}.figures{margin:.3em 0}.figures dd{font-weight:600;font-variant-numeric:tabular-nums}\
 .run-line{color:#444}.run-line .note,.lane .note,.bracket .note{color:#666;font-size:12px;margin:.2em 0}.bracket{margin:.2em 0}\
 .end{background:#e6eef8;padding:.4em .8em}#agents-live caption{text-align:left;color:#666;font-size:12px}#notes{padding-left:2em}\
-#agents-live td:first-child{text-align:left}\
+#agents-live td:first-child,table.requests td:first-child{text-align:left}\
 section.lane .strip{grid-template-columns:repeat(auto-fill,minmax(20em,1fr))}";
 
 /// Each section's heading on the page (outside it: a view replaces only what is inside).

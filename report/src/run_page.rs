@@ -102,11 +102,15 @@ pub fn render_run(r: &RunReport) -> String {
     body.push_str(&tables::warnings_and_notes(run));
     body.push_str(&tables::ending(run));
     // Only a search draws scatters and levels: a planned run's page keeps its bytes.
-    let style = if run.is_search() {
+    let mut style = if run.is_search() {
         format!("{}{}", chart::MARK_STYLE, search::STYLE)
     } else {
         String::new()
     };
+    // Likewise only a named mix has tables of names.
+    if requests::any(run) {
+        style.push_str(requests::STYLE);
+    }
     styled_page(
         &format!("stampede: {name}"),
         &style,

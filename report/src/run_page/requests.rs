@@ -25,6 +25,11 @@ pub const REQUEST_COLS: [&str; 9] = [
     "status",
 ];
 
+/// The tables' CSS (a run without names has none of it): a name reads from the left, a folded
+/// step's line shows it opens.
+pub const STYLE: &str = "table.requests td:first-child{text-align:left}table.requests td{white-space:nowrap}\
+#requests summary{cursor:pointer;margin:.2em 0}";
+
 /// The names of the mix, in the plan's order, as the run's steps carry them (a name only a later
 /// step has, after the others).
 pub fn names(run: &RunFile) -> Vec<&str> {
