@@ -421,16 +421,34 @@ mod tests {
     #[test]
     fn a_named_mix_says_which_name_got_worse_and_which_names_one_side_lacks() {
         let root = tempfile::tempdir().unwrap();
-        let a = named(root.path(), "a", &[("home", 100, 2_000), ("slow", 50, 5_000)]);
-        let b = named(root.path(), "b", &[("home", 100, 2_000), ("slow", 50, 50_000), ("new", 5, 1_000)]);
+        let a = named(
+            root.path(),
+            "a",
+            &[("home", 100, 2_000), ("slow", 50, 5_000)],
+        );
+        let b = named(
+            root.path(),
+            "b",
+            &[
+                ("home", 100, 2_000),
+                ("slow", 50, 50_000),
+                ("new", 5, 1_000),
+            ],
+        );
         let o = run(config(root.path(), vec![a, b])).unwrap();
         let said = summary(&o);
-        assert!(said.contains("names only b has (not compared): new\n"), "{said}");
+        assert!(
+            said.contains("names only b has (not compared): new\n"),
+            "{said}"
+        );
         assert!(
             said.contains("by name, worse than a beyond 5% (trusted steps; shown, not judged):\n"),
             "{said}"
         );
-        assert!(said.contains("  b at 100 req/s (step 1) slow: p99_ms 50"), "{said}");
+        assert!(
+            said.contains("  b at 100 req/s (step 1) slow: p99_ms 50"),
+            "{said}"
+        );
         assert!(!said.contains(") home:"), "{said}");
         // The golden run's own steps are the same: the step deltas find nothing.
         assert!(said.contains("no trusted step got worse"), "{said}");

@@ -698,7 +698,9 @@ fn names_table(r: &StepResult) -> String {
     }
     let more = r.per_request.len().saturating_sub(TABLE_NAMES);
     if more > 0 {
-        out.push_str(&format!("  and {more} more (requests.tsv has every name)\n"));
+        out.push_str(&format!(
+            "  and {more} more (requests.tsv has every name)\n"
+        ));
     }
     out
 }
@@ -979,15 +981,25 @@ mod tests {
         let steps = named(3);
         let text = table(&steps);
         let plain = table(&named(0));
-        assert!(text.starts_with(&plain), "the step table unchanged above it");
+        assert!(
+            text.starts_with(&plain),
+            "the step table unchanged above it"
+        );
         let names = &text[plain.len()..];
         let last = steps.last().unwrap();
         let lines: Vec<&str> = names.lines().collect();
         assert_eq!(
             lines[0],
-            format!("requests at step {} ({}):", last.number, last.demanded_rate.map_or(String::new(), rate))
+            format!(
+                "requests at step {} ({}):",
+                last.number,
+                last.demanded_rate.map_or(String::new(), rate)
+            )
         );
-        assert_eq!(lines[1].split_whitespace().collect::<Vec<_>>(), ["request", "served/s", "failed", "p50", "ms", "p99", "ms"]);
+        assert_eq!(
+            lines[1].split_whitespace().collect::<Vec<_>>(),
+            ["request", "served/s", "failed", "p50", "ms", "p99", "ms"]
+        );
         assert_eq!(lines.len(), 5, "{names}");
         let cells: Vec<&str> = lines[4].split_whitespace().collect();
         assert_eq!(cells[..3], ["n2", "3.0", "0%"], "{names}");
@@ -998,7 +1010,10 @@ mod tests {
     fn a_given_up_request_makes_a_names_latency_a_lower_bound() {
         let steps = named(2);
         let text = table_after(None, &steps[..3], &[]);
-        let row = text.lines().find(|l| l.trim_start().starts_with("n0 ")).unwrap();
+        let row = text
+            .lines()
+            .find(|l| l.trim_start().starts_with("n0 "))
+            .unwrap();
         assert!(row.contains("≥2.0"), "{text}");
         assert!(row.contains("100%"), "{text}");
     }
@@ -1006,8 +1021,14 @@ mod tests {
     #[test]
     fn past_twenty_names_the_others_are_counted() {
         let text = table(&named(23));
-        let rows = text.lines().filter(|l| l.trim_start().starts_with('n')).count();
+        let rows = text
+            .lines()
+            .filter(|l| l.trim_start().starts_with('n'))
+            .count();
         assert_eq!(rows, 20, "{text}");
-        assert!(text.ends_with("  and 3 more (requests.tsv has every name)\n"), "{text}");
+        assert!(
+            text.ends_with("  and 3 more (requests.tsv has every name)\n"),
+            "{text}"
+        );
     }
 }

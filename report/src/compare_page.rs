@@ -535,7 +535,11 @@ fn by_name(c: &Comparison) -> String {
                 (c.baseline.as_str(), &o.baseline_only),
             ] {
                 if !names.is_empty() {
-                    let other = if whose == o.label { &c.baseline } else { &o.label };
+                    let other = if whose == o.label {
+                        &c.baseline
+                    } else {
+                        &o.label
+                    };
                     let _ = writeln!(
                         out,
                         "<li>only {} has, not {} (not compared): {}</li>",

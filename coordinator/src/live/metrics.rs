@@ -210,7 +210,8 @@ impl Metrics {
                 }
                 s.written = true;
                 // The grids came first (`set_names_latency`, by place): the rows name them.
-                s.names.resize_with(step.per_request.len(), NameStep::default);
+                s.names
+                    .resize_with(step.per_request.len(), NameStep::default);
                 for (n, r) in s.names.iter_mut().zip(&step.per_request) {
                     n.name.clone_from(&r.name);
                     n.requests = r.requests;
@@ -732,14 +733,17 @@ impl Exposition {
         let names = || {
             self.0.targets.iter().flat_map(|l| {
                 l.steps.iter().flat_map(move |st| {
-                    st.names.iter().filter(|n| !n.name.is_empty()).map(move |n| {
-                        let labels = Labels {
-                            step: Some(st.number),
-                            request: Some(&n.name),
-                            ..Labels::target(l)
-                        };
-                        (labels, n)
-                    })
+                    st.names
+                        .iter()
+                        .filter(|n| !n.name.is_empty())
+                        .map(move |n| {
+                            let labels = Labels {
+                                step: Some(st.number),
+                                request: Some(&n.name),
+                                ..Labels::target(l)
+                            };
+                            (labels, n)
+                        })
                 })
             })
         };

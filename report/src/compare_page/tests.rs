@@ -599,7 +599,14 @@ fn a_named_mix_has_a_table_of_names_and_the_names_one_side_lacks() {
     let c = compare(
         vec![
             named("nginx", &[("home", 100, 2_000), ("slow", 50, 5_000)]),
-            named("app", &[("home", 100, 2_000), ("slow", 50, 50_000), ("new", 1, 1_000)]),
+            named(
+                "app",
+                &[
+                    ("home", 100, 2_000),
+                    ("slow", 50, 50_000),
+                    ("new", 1, 1_000),
+                ],
+            ),
         ],
         None,
         Threshold::default(),
@@ -607,16 +614,28 @@ fn a_named_mix_has_a_table_of_names_and_the_names_one_side_lacks() {
     .unwrap();
     let page = render_compare(&c);
     assert!(page.contains("<table id=\"compare-requests\">"));
-    assert!(page.contains("<li>only app has, not nginx (not compared): new</li>"), "names only one side has");
+    assert!(
+        page.contains("<li>only app has, not nginx (not compared): new</li>"),
+        "names only one side has"
+    );
     let row = "<tr data-value=\"100\" data-run=\"app\" data-name=\"slow\">";
     let at = page.find(row).expect("a row per value, run and name");
     let row = &page[at..at + page[at..].find("</tr>").unwrap()];
-    assert!(row.contains("data-metric=\"p99_ms\" data-class=\"worse\""), "{row}");
-    assert!(!row.contains("data-regression"), "shown, never a regression: {row}");
+    assert!(
+        row.contains("data-metric=\"p99_ms\" data-class=\"worse\""),
+        "{row}"
+    );
+    assert!(
+        !row.contains("data-regression"),
+        "shown, never a regression: {row}"
+    );
     let home = "<tr data-value=\"100\" data-run=\"app\" data-name=\"home\">";
     let at = page.find(home).unwrap();
     let home = &page[at..at + page[at..].find("</tr>").unwrap()];
-    assert!(home.contains("data-metric=\"p99_ms\" data-class=\"noise\""), "{home}");
+    assert!(
+        home.contains("data-metric=\"p99_ms\" data-class=\"noise\""),
+        "{home}"
+    );
     let plain = render_compare(&comparison());
     assert!(!plain.contains("compare-requests"));
     assert!(!plain.contains("Request by request"));

@@ -98,12 +98,7 @@ fn names_of(run: &Labelled) -> Vec<&str> {
 }
 
 /// The names compared across `runs`' joined `rows` against run `base`.
-pub fn compare(
-    runs: &[Labelled],
-    rows: &[StepRow],
-    base: usize,
-    threshold_pct: f64,
-) -> PerRequest {
+pub fn compare(runs: &[Labelled], rows: &[StepRow], base: usize, threshold_pct: f64) -> PerRequest {
     let base_names = names_of(&runs[base]);
     let only: Vec<OnlyIn> = runs
         .iter()

@@ -608,7 +608,10 @@ fn a_named_mix_has_its_series_with_a_request_label_and_the_step_s_are_unchanged(
         r.whole(0);
         r.metrics.encode()
     };
-    assert!(!plain.contains("stampede_request_"), "no family without names");
+    assert!(
+        !plain.contains("stampede_request_"),
+        "no family without names"
+    );
     let mut r = Run::new(&[""]);
     for s in golden().steps {
         let (named, hists) = named_step(&s, 100);
@@ -633,7 +636,10 @@ fn a_named_mix_has_its_series_with_a_request_label_and_the_step_s_are_unchanged(
         assert_eq!(at("stampede_request_served_total", "home"), Some(100.0));
         assert_eq!(at("stampede_request_requests_total", "slow"), Some(101.0));
         assert_eq!(at("stampede_request_failed_total", "slow"), Some(1.0));
-        assert_eq!(at("stampede_request_latency_seconds_count", "slow"), Some(100.0));
+        assert_eq!(
+            at("stampede_request_latency_seconds_count", "slow"),
+            Some(100.0)
+        );
         let buckets: Vec<(f64, f64)> = samples
             .iter()
             .filter(|x| {
@@ -641,7 +647,12 @@ fn a_named_mix_has_its_series_with_a_request_label_and_the_step_s_are_unchanged(
                     && x.label("step") == Some(step.as_str())
                     && x.label("request") == Some("slow")
             })
-            .map(|x| (x.label("le").unwrap().parse().unwrap_or(f64::INFINITY), x.value))
+            .map(|x| {
+                (
+                    x.label("le").unwrap().parse().unwrap_or(f64::INFINITY),
+                    x.value,
+                )
+            })
             .collect();
         let p99 = bucket_quantile(0.99, buckets);
         assert!(

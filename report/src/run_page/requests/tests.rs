@@ -57,14 +57,20 @@ fn each_step_has_a_table_of_its_names_and_the_last_one_is_open() {
         html.contains(&format!("<details data-step=\"{last}\" open>")),
         "{html}"
     );
-    assert!(html.contains("<tr data-name=\"a&lt;b\">"), "a name is escaped");
+    assert!(
+        html.contains("<tr data-name=\"a&lt;b\">"),
+        "a name is escaped"
+    );
     assert!(!html.contains("a<b"), "{html}");
     // The last step's "slow" gave one request up: its latencies are lower bounds.
     let row = html.rsplit("<tr data-name=\"slow\">").next().unwrap();
     assert!(row.contains("<td data-col=\"p99_ms\">≥"), "{row}");
     let first = html.split("<tr data-name=\"slow\">").nth(1).unwrap();
     assert!(first.contains("<td data-col=\"p99_ms\">10.0"), "{first}");
-    assert!(first.contains("<td data-col=\"status\">2xx 20</td>"), "{first}");
+    assert!(
+        first.contains("<td data-col=\"status\">2xx 20</td>"),
+        "{first}"
+    );
 }
 
 #[test]

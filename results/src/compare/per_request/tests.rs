@@ -53,7 +53,11 @@ fn a_slower_name_is_worse_and_the_others_are_noise() {
     let cand = run("cand", &[("home", 100, 2_010, 0), ("slow", 90, 40_000, 5)]);
     let c = compared(vec![base, cand]);
     let steps = c.steps.len();
-    assert_eq!(c.per_request.rows.len(), 2 * steps, "a row per step and name");
+    assert_eq!(
+        c.per_request.rows.len(),
+        2 * steps,
+        "a row per step and name"
+    );
     assert!(c.per_request.only.is_empty());
     assert_eq!(class(&c, "home", 0, "p99_ms"), Change::Baseline);
     assert_eq!(class(&c, "home", 1, "p99_ms"), Change::Noise);
