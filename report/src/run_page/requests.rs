@@ -3,6 +3,7 @@
 //! last step's open. A run of unnamed requests has none of it.
 use std::fmt::Write;
 
+use results::quantity::{FAILED_PCT, MAX_MS, OK_RATE, P50_MS, P99_MS};
 use results::run_file::RunFile;
 use results::step::per_request::RequestRow;
 use results::step::{StepResult, tsv_number};
@@ -17,11 +18,11 @@ pub const REQUEST_COLS: [&str; 9] = [
     "name",
     "weight",
     "requests",
-    "ok_rate",
-    "failed_pct",
-    "p50_ms",
-    "p99_ms",
-    "max_ms",
+    OK_RATE.key,
+    FAILED_PCT.key,
+    P50_MS.key,
+    P99_MS.key,
+    MAX_MS.key,
     "status",
 ];
 

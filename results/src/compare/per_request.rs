@@ -7,11 +7,12 @@ use serde::Serialize;
 
 use super::metric::{Compared, METRICS, Reading};
 use super::{CellEntry, Change, Labelled, StepRow};
+use crate::quantity::{FAILED_PCT, OK_RATE, P99_MS};
 use crate::step::StepResult;
 use crate::step::per_request::RequestRow;
 
 /// The metrics compared per name, in the table's order, by their steps.tsv names.
-pub const NAME_METRICS: [&str; 3] = ["p99_ms", "ok_rate", "failed_pct"];
+pub const NAME_METRICS: [&str; 3] = [P99_MS.key, OK_RATE.key, FAILED_PCT.key];
 
 /// The compared metrics of [`NAME_METRICS`], from the step's catalogue (same units, same rule).
 pub fn name_metrics() -> [Compared; 3] {
@@ -76,12 +77,17 @@ pub struct OnlyIn {
 /// whose ages are among its values), its served rate, its failed share; no latency when it neither
 /// served nor gave anything up.
 fn read(m: &Compared, r: &RequestRow) -> Option<Reading> {
-    let (value, lower_bound) = match m.name {
-        "p99_ms" if r.ok == 0 && r.given_up == 0 => return None,
-        "p99_ms" => (r.latency_ms.p99, r.given_up > 0),
-        "ok_rate" => (r.ok_rate, false),
-        "failed_pct" => (r.failed_pct, false),
-        _ => return None,
+    let (value, lower_bound) = if m.name == P99_MS.key {
+        if r.ok == 0 && r.given_up == 0 {
+            return None;
+        }
+        (r.latency_ms.p99, r.given_up > 0)
+    } else if m.name == OK_RATE.key {
+        (r.ok_rate, false)
+    } else if m.name == FAILED_PCT.key {
+        (r.failed_pct, false)
+    } else {
+        return None;
     };
     Some(Reading { value, lower_bound })
 }
