@@ -44,6 +44,8 @@ pub(super) fn summarize(
     } = c.totals;
     cx.feed
         .step_latency(cx.target, step_number(spec), &total.hist.latency);
+    cx.feed
+        .names_latency(cx.target, step_number(spec), &total.names);
     let members = p.who.iter().chain(&p.lost_before);
     let agents = members
         .map(|&i| AgentInput {
