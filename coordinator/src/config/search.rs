@@ -16,14 +16,14 @@ use crate::cli::{Rate, RunArgs};
 fn check_slo_direction(slos: &[results::condition::Condition]) -> Result<(), ConfigError> {
     if let Some(c) = slos.iter().find(|c| !c.holds_when_good()) {
         let flipped = match (c.metric, c.cmp) {
-            (results::condition::Metric::OkRate, Cmp::Lt | Cmp::Gt) => ">",
-            (results::condition::Metric::OkRate, _) => ">=",
+            (results::condition::Metric::OkRate | results::condition::Metric::Requests, Cmp::Lt | Cmp::Gt) => ">",
+            (results::condition::Metric::OkRate | results::condition::Metric::Requests, _) => ">=",
             (_, Cmp::Lt | Cmp::Gt) => "<",
             _ => "<=",
         };
         return Err(ConfigError::Search(format!(
             "--slo '{c}': an SLO says what a passing probe meets, e.g. {}{flipped}{}{} (the other way round is --stop-on's breach)",
-            c.metric.name(),
+            c.subject(),
             c.threshold.value,
             c.threshold.unit.symbol()
         )));
@@ -129,7 +129,7 @@ pub fn resolve_find_max(args: crate::cli::FindMaxArgs) -> Result<FindMaxConfig, 
                 .into(),
         ));
     }
-    let slos = conditions("--slo", &search.slos, run.plan.model())?;
+    let slos = conditions("--slo", &search.slos, &run.plan)?;
     check_slo_direction(&slos)?;
     let config = results::search::Config {
         start,
@@ -229,16 +229,35 @@ fn search_config(
             },
             |r| r.0,
         ),
-        // Each connection of the connections model makes --num-call requests, each a sample.
+        // Each connection of the connections model makes --num-call requests, each a sample; a
+        // named request's SLO needs its samples of that name, which has its weight's share of them.
         samples: slos
             .iter()
-            .map(results::search::probe::samples_needed)
+            .map(|c| scaled_to_name(c, run.plan.workload()))
             .max()
             .unwrap_or(0)
             .div_ceil(samples_per_unit),
         per_second: !closed,
         whole: closed,
         ..results::search::Config::default()
+    }
+}
+
+/// The samples of the whole step an SLO needs: its own, or for a named request's as many as hold
+/// that many of the name at its weight's share of the mix.
+fn scaled_to_name(c: &results::condition::Condition, workload: &plan::Workload) -> u64 {
+    let needed = results::search::probe::samples_needed(c);
+    let weights = workload.weights();
+    let total: u64 = weights.iter().map(|w| u64::from(*w)).sum();
+    let own = c
+        .request
+        .as_ref()
+        .and_then(|n| workload.names().iter().position(|m| m == n))
+        .and_then(|i| weights.get(i))
+        .map(|w| u64::from(*w));
+    match own {
+        Some(w) if w > 0 && total > 0 => (needed * total).div_ceil(w),
+        _ => needed,
     }
 }
 

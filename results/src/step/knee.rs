@@ -1,6 +1,7 @@
 //! The knee of a run (`summary.knee`): the first step at which the server stopped coping, and why —
 //! its latency turned up, its served rate flattened, its failures started, or its CPU reached its
-//! limit — or at which the generator, not the server, was the limit.
+//! limit — or at which the generator, not the server, was the limit; and of a mix of named requests,
+//! the one whose service degraded most there ([`KneeRequest`]).
 use serde::{Deserialize, Serialize};
 
 use crate::step::{KEPT_UP_RATIO, ProbeRole, StepResult, human, human_ms, judged};
@@ -87,7 +88,34 @@ pub struct Knee {
     #[serde(default)]
     pub server_thread_max_pct: Option<f64>,
     pub ok_per_core_s: Option<f64>,
+    /// Of a mix of named requests, the one whose latency or failures degraded most at the knee
+    /// against the step before it; absent for unnamed requests, a generator's knee, a knee where no
+    /// name degraded on its own (and in older files).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request: Option<KneeRequest>,
 }
+
+/// The named request that broke first: its numbers at the step before the knee and at the knee.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct KneeRequest {
+    pub name: String,
+    /// What degraded most: [`KneeCause::Failures`] or [`KneeCause::Latency`].
+    pub by: KneeCause,
+    /// Its p99 at the step before the knee (null at the first step, or if it served nothing
+    /// there) and at the knee, and their ratio: the factor it degraded by.
+    pub low_p99_ms: Option<f64>,
+    pub p99_ms: f64,
+    pub p99_lower_bound: bool,
+    pub p99_ratio: Option<f64>,
+    /// Its failed share of its requests due at the step before the knee and at the knee.
+    pub prev_failed_pct: Option<f64>,
+    pub failed_pct: f64,
+}
+
+/// A named request's p99 at or above this many times its level at the step before the knee (and
+/// at or above [`LATENCY_FLOOR_MS`]) degraded. Lower than [`LATENCY_RATIO`]: the step already made
+/// the knee; this only picks among its names, and a loaded machine's jitter stays under 2x.
+pub const NAMED_RATIO: f64 = 2.0;
 
 /// p99 at or above this many times its low-load level is a latency knee (with [`LATENCY_FLOOR_MS`]).
 /// A server that queues rises by far more (tens to thousands of times); a loaded machine's jitter
@@ -245,6 +273,70 @@ fn knee(ramp: &[&StepResult], i: usize, causes: &[KneeCause]) -> Knee {
         server_cores: target.map(|t| t.usable_cores),
         server_thread_max_pct: target.and_then(|t| t.thread_max_pct),
         ok_per_core_s: r.ok_per_core_s,
+        request: causes[0]
+            .is_servers()
+            .then(|| degraded_request(previous(&ramp[..i]), r, causes))
+            .flatten(),
+    }
+}
+
+/// Of the knee step's named requests, the one whose service degraded most against `prev` (the step
+/// before the knee): by its failures when the knee is one of failures (the largest rise of its
+/// failed share above [`verdict::FAILING_PCT`]), else by its latency (the largest p99 factor of at
+/// least [`NAMED_RATIO`], at or above [`LATENCY_FLOOR_MS`]); the other when the first finds none.
+fn degraded_request(
+    prev: Option<&StepResult>,
+    r: &StepResult,
+    causes: &[KneeCause],
+) -> Option<KneeRequest> {
+    let rows: Vec<KneeRequest> = r
+        .per_request
+        .iter()
+        .filter(|n| n.requests + n.unsent > 0)
+        .map(|n| {
+            let before = prev.and_then(|p| p.per_request.iter().find(|b| b.name == n.name));
+            let low = before
+                .filter(|b| b.ok > 0 && b.latency_ms.p99 > 0.0)
+                .map(|b| b.latency_ms.p99);
+            let has_latency = n.ok > 0 || n.given_up > 0;
+            KneeRequest {
+                name: n.name.clone(),
+                by: KneeCause::Latency,
+                low_p99_ms: low,
+                p99_ms: n.latency_ms.p99,
+                // Its given-up ages are not kept apart from its latencies.
+                p99_lower_bound: n.given_up > 0,
+                p99_ratio: low
+                    .filter(|_| has_latency)
+                    .map(|low| round1(n.latency_ms.p99 / low)),
+                prev_failed_pct: before.map(|b| b.failed_pct),
+                failed_pct: n.failed_pct,
+            }
+        })
+        .collect();
+    let failures = || {
+        rows.iter()
+            .filter(|n| n.failed_pct > verdict::FAILING_PCT)
+            .map(|n| (n, n.failed_pct - n.prev_failed_pct.unwrap_or(0.0)))
+            .filter(|(_, rise)| *rise > 0.0)
+            .max_by(|a, b| a.1.total_cmp(&b.1))
+            .map(|(n, _)| KneeRequest {
+                by: KneeCause::Failures,
+                ..n.clone()
+            })
+    };
+    let latency = || {
+        rows.iter()
+            .filter(|n| n.p99_ms >= LATENCY_FLOOR_MS)
+            .filter_map(|n| Some((n, n.p99_ratio?)))
+            .filter(|(_, ratio)| *ratio >= NAMED_RATIO)
+            .max_by(|a, b| a.1.total_cmp(&b.1))
+            .map(|(n, _)| n.clone())
+    };
+    if causes.first() == Some(&KneeCause::Failures) {
+        failures().or_else(latency)
+    } else {
+        latency().or_else(failures)
     }
 }
 
@@ -261,6 +353,51 @@ fn round1(v: f64) -> f64 {
     (v * 10.0).round() / 10.0
 }
 
+impl KneeRequest {
+    /// "search's p99 rose 40x (12 → 480 ms)", "12% of search failed (from 0 %)".
+    pub fn words(&self) -> String {
+        match (self.by, self.p99_ratio) {
+            (KneeCause::Latency, Some(ratio)) => format!(
+                "{}'s p99 rose {}x ({})",
+                self.name,
+                ratio_words(ratio),
+                rise_ms(self.low_p99_ms.unwrap_or(0.0), self.p99_ms, self.p99_lower_bound)
+            ),
+            _ => match self.prev_failed_pct {
+                Some(prev) => format!(
+                    "{}% of {} failed (from {}%)",
+                    human(self.failed_pct),
+                    self.name,
+                    human(prev)
+                ),
+                None => format!("{}% of {} failed", human(self.failed_pct), self.name),
+            },
+        }
+    }
+
+    /// The headline's part: "search p99 ×40", "search 12% failed".
+    pub fn headline(&self) -> String {
+        match (self.by, self.p99_ratio) {
+            (KneeCause::Latency, Some(r)) if r >= 10.0 => {
+                format!("{} p99 ×{}", self.name, human(r.round()))
+            }
+            (KneeCause::Latency, Some(r)) => format!("{} p99 ×{r:.1}", self.name),
+            _ => format!("{} {}% failed", self.name, human(self.failed_pct)),
+        }
+    }
+}
+
+/// "1.4 → 59 ms", "2.0 ms → 3.3 s": one unit said once.
+fn rise_ms(low: f64, high: f64, high_bound: bool) -> String {
+    let low = human_ms(low, false);
+    let high = human_ms(high, high_bound);
+    let low = match (low.strip_suffix(" ms"), high.ends_with(" ms")) {
+        (Some(n), true) => n.to_string(),
+        _ => low,
+    };
+    format!("{low} → {high}")
+}
+
 impl Knee {
     /// The answer's lead: "knee at 11,000 req/s: p99 rose 290x (6.5 ms → 1.9 s) as node's CPU
     /// reached 99.6 % of its 1 core; 10,640 requests per server core-second there" (the README's
@@ -271,7 +408,7 @@ impl Knee {
                 "knee at {at}: the generator, not the server, was the limit (not the server's knee)"
             );
         }
-        let mut said: Vec<String> = Vec::new();
+        let mut said: Vec<String> = self.request.iter().map(KneeRequest::words).collect();
         let mut cpu = String::new();
         for cause in std::iter::once(self.cause).chain(self.also.iter().copied()) {
             match cause {
@@ -301,16 +438,14 @@ impl Knee {
     }
 
     fn latency_words(&self) -> String {
-        let low = human_ms(self.low_p99_ms.unwrap_or(0.0), false);
-        let high = human_ms(self.p99_ms, self.p99_lower_bound);
-        // One unit said once: "1.4 → 59 ms", but "2.0 ms → 3.3 s".
-        let low = match (low.strip_suffix(" ms"), high.ends_with(" ms")) {
-            (Some(n), true) => n.to_string(),
-            _ => low,
-        };
         format!(
-            "p99 rose {}x ({low} → {high})",
-            ratio_words(self.p99_ratio.unwrap_or(0.0))
+            "p99 rose {}x ({})",
+            ratio_words(self.p99_ratio.unwrap_or(0.0)),
+            rise_ms(
+                self.low_p99_ms.unwrap_or(0.0),
+                self.p99_ms,
+                self.p99_lower_bound
+            )
         )
     }
 
