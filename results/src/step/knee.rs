@@ -761,4 +761,127 @@ mod tests {
         let k = find(&ramp(&[100.0, 200.0])).map(|k| serde_json::to_value(k).unwrap());
         assert_eq!(k, None);
     }
+
+    /// Gives each step rows of named requests: `(name, p99 ms, failed %)` per step.
+    fn named(steps: &mut [StepResult], names: &[(&str, &[f64], &[f64])]) {
+        for (i, r) in steps.iter_mut().enumerate() {
+            r.per_request = names
+                .iter()
+                .map(|(name, p99, failed)| crate::step::per_request::RequestRow {
+                    name: name.to_string(),
+                    weight: 1,
+                    requests: 100,
+                    replies: 100,
+                    ok: 100,
+                    failed: failed[i] as u64,
+                    failed_pct: failed[i],
+                    given_up: 0,
+                    unsent: 0,
+                    ok_rate: 100.0,
+                    status: crate::step::Counts(Vec::new()),
+                    errors: crate::step::Counts(Vec::new()),
+                    latency_ms: crate::step::LatencyStats {
+                        p99: p99[i],
+                        max: p99[i],
+                        ..Default::default()
+                    },
+                    failed_latency_ms: Default::default(),
+                })
+                .collect();
+        }
+    }
+
+    /// Node's latency knee at 11,000 req/s of the first test, with three named requests.
+    fn node_ramp() -> Vec<StepResult> {
+        let mut steps = ramp(&[7_000.0, 9_000.0, 11_000.0, 13_000.0, 15_000.0]);
+        p99s(&mut steps, &[1.5, 1.4, 59.0, 120.0, 300.0]);
+        for (r, cpu) in steps.iter_mut().zip([60.0, 78.0, 97.0, 99.0, 99.0]) {
+            watched(r, "node", cpu, 1.0);
+        }
+        steps
+    }
+
+    #[test]
+    fn the_knee_names_the_one_request_of_three_that_degraded() {
+        let mut steps = node_ramp();
+        let none = [0.0; 5];
+        named(
+            &mut steps,
+            &[
+                ("login", &[1.2, 1.3, 1.5, 1.4, 1.6], &none),
+                ("search", &[2.0, 1.9, 76.0, 300.0, 900.0], &none),
+                // Busier too, but under the floor: jitter, not a degradation.
+                ("items", &[0.5, 0.5, 3.0, 3.0, 3.0], &none),
+            ],
+        );
+        let k = find(&steps).unwrap();
+        let r = k.request.as_ref().expect("a request named");
+        assert_eq!((r.name.as_str(), r.by), ("search", KneeCause::Latency));
+        assert_eq!((r.low_p99_ms, r.p99_ms, r.p99_ratio), (Some(1.9), 76.0, Some(40.0)));
+        let s = summarize_run(&steps);
+        assert_eq!(
+            s.headline,
+            "kept up to 9,000 req/s (p99 1.4 ms); broke at 11,000: search p99 ×40, p99 ×42 (59 ms), CPU 97 % of 1 core"
+        );
+        assert!(
+            s.answer.starts_with(
+                "knee at 11,000 req/s: search's p99 rose 40x (1.9 → 76 ms), p99 rose 42x (1.4 → 59 ms) as node's CPU reached 97 % of its 1 core"
+            ),
+            "{}",
+            s.answer
+        );
+        // run.json carries it, and a summary without it reads as none.
+        let json = serde_json::to_value(&k).unwrap();
+        assert_eq!(json["request"]["name"], "search");
+        assert_eq!(json["request"]["p99_ratio"], 40.0);
+        let mut old = json.clone();
+        old.as_object_mut().unwrap().remove("request");
+        assert_eq!(serde_json::from_value::<Knee>(old).unwrap().request, None);
+    }
+
+    #[test]
+    fn a_failures_knee_names_the_request_whose_failures_rose_most() {
+        let mut steps = ramp(&[100.0, 200.0, 300.0, 400.0]);
+        for (r, f) in steps.iter_mut().zip([0.0, 0.0, 10.0, 20.0]) {
+            r.failed_pct = f;
+        }
+        named(
+            &mut steps,
+            &[
+                ("login", &[2.0; 4], &[0.0, 0.0, 0.5, 0.5]),
+                // Slower too, but the knee is one of failures.
+                ("search", &[2.0, 2.0, 40.0, 80.0], &[0.0, 0.0, 2.0, 2.0]),
+                ("items", &[2.0; 4], &[0.0, 0.0, 28.0, 58.0]),
+            ],
+        );
+        let k = find(&steps).unwrap();
+        assert_eq!(k.cause, KneeCause::Failures);
+        let r = k.request.unwrap();
+        assert_eq!((r.name.as_str(), r.by), ("items", KneeCause::Failures));
+        assert_eq!((r.prev_failed_pct, r.failed_pct), (Some(0.0), 28.0));
+        let s = summarize_run(&steps);
+        assert!(s.headline.ends_with("broke at 300: items 28% failed, 10% failed"), "{}", s.headline);
+        assert!(s.answer.starts_with("knee at 300 req/s: 28% of items failed (from 0%), 10% failed"), "{}", s.answer);
+    }
+
+    #[test]
+    fn no_request_is_named_where_none_degraded_on_its_own_or_the_requests_are_unnamed() {
+        let mut steps = node_ramp();
+        assert_eq!(find(&steps).unwrap().request, None, "unnamed");
+        let flat = [1.0; 5];
+        named(&mut steps, &[("a", &flat, &[0.0; 5]), ("b", &[1.0, 1.0, 1.8, 2.0, 2.0], &[0.0; 5])]);
+        assert_eq!(find(&steps).unwrap().request, None);
+    }
+
+    #[test]
+    fn a_long_name_leaves_the_headline_but_stays_in_the_answer() {
+        let mut steps = node_ramp();
+        let long = "a".repeat(shared::plan::MAX_NAME_LEN);
+        named(&mut steps, &[(&long, &[2.0, 2.0, 80.0, 90.0, 95.0], &[0.0; 5])]);
+        let s = summarize_run(&steps);
+        assert!(s.headline.chars().count() <= crate::step::headline::MAX_CHARS);
+        assert!(!s.headline.contains(&long), "{}", s.headline);
+        assert!(s.headline.contains("p99 ×42 (59 ms)"), "{}", s.headline);
+        assert!(s.answer.contains(&format!("{long}'s p99 rose 40x")), "{}", s.answer);
+    }
 }
