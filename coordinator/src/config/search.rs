@@ -16,7 +16,10 @@ use crate::cli::{Rate, RunArgs};
 fn check_slo_direction(slos: &[results::condition::Condition]) -> Result<(), ConfigError> {
     if let Some(c) = slos.iter().find(|c| !c.holds_when_good()) {
         let flipped = match (c.metric, c.cmp) {
-            (results::condition::Metric::OkRate | results::condition::Metric::Requests, Cmp::Lt | Cmp::Gt) => ">",
+            (
+                results::condition::Metric::OkRate | results::condition::Metric::Requests,
+                Cmp::Lt | Cmp::Gt,
+            ) => ">",
             (results::condition::Metric::OkRate | results::condition::Metric::Requests, _) => ">=",
             (_, Cmp::Lt | Cmp::Gt) => "<",
             _ => "<=",
@@ -267,6 +270,32 @@ mod tests {
 
     use super::*;
     use crate::config::tests::search_of;
+
+    #[test]
+    fn a_named_slo_needs_its_samples_of_that_name_at_its_weight_s_share() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("plan.toml");
+        std::fs::write(
+            &p,
+            "url = \"http://127.0.0.1:9/\"\nmodel = \"requests\"\n[[request]]\nname = \"login\"\nurl = \"/login\"\n[[request]]\nname = \"search\"\nurl = \"/search\"\nweight = 3\n",
+        )
+        .unwrap();
+        let plan = p.display();
+        let samples = |slo: &str| {
+            search_of(&format!("find-max {plan} --slo {slo}"))
+                .map(|c| (c.setup.search.samples, c.setup.slos[0].to_string()))
+        };
+        // A p99 needs 1,000 samples: of the whole step, or of login's quarter of it.
+        assert_eq!(samples("p99<50ms").unwrap(), (1000, "p99<50ms".into()));
+        assert_eq!(samples("p99[login]<50ms").unwrap().0, 4000);
+        assert_eq!(samples("p99[search]<50ms").unwrap().0, 1334);
+        assert_eq!(
+            samples("p99[nope]<50ms").unwrap_err(),
+            "--slo 'p99[nope]<50ms': the plan has no request named 'nope' (its names: login, search)"
+        );
+        let e = samples("p99[login]>50ms").unwrap_err();
+        assert!(e.contains("e.g. p99[login]<50ms"), "{e}");
+    }
 
     #[test]
     fn find_max_took_several_targets_each_named_and_refused_flags_as_for_one() {

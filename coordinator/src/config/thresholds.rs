@@ -75,12 +75,7 @@ pub fn conditions(
 }
 
 /// A condition's request name is one of the plan's.
-fn check_name(
-    flag: &str,
-    text: &str,
-    name: &str,
-    names: &[String],
-) -> Result<(), ConfigError> {
+fn check_name(flag: &str, text: &str, name: &str, names: &[String]) -> Result<(), ConfigError> {
     if names.iter().any(|n| n == name) {
         return Ok(());
     }
@@ -131,5 +126,30 @@ mod tests {
         );
         let e = command_line("run http://127.0.0.1:9/ --steps 1 --stop-after 2").unwrap_err();
         assert!(e.contains("give --stop-on EXPR too"), "{e}");
+    }
+
+    /// A plan of three named requests.
+    const THREE: &str = "url = \"http://127.0.0.1:9/\"\nsteps = [1]\n[[request]]\nname = \"login\"\nurl = \"/login\"\n[[request]]\nname = \"search\"\nurl = \"/search\"\n[[request]]\nname = \"items\"\nurl = \"/items\"\n";
+
+    #[test]
+    fn a_condition_names_a_request_of_the_plan_or_is_refused_naming_them() {
+        let (_dir, c) = crate::config::tests::with_plan(
+            THREE,
+            "--fail-on p99[search]>1s --stop-on failed[login]>1%",
+        );
+        let c = c.unwrap();
+        assert_eq!(c.thresholds.fail_on[0].request.as_deref(), Some("search"));
+        assert_eq!(c.echo.stop_on, ["failed[login]>1%"]);
+        let (_dir, e) = crate::config::tests::with_plan(THREE, "--stop-on p99[serch]>1s");
+        assert_eq!(
+            e.unwrap_err().to_string(),
+            "--stop-on 'p99[serch]>1s': the plan has no request named 'serch' (its names: login, search, items)"
+        );
+        let e =
+            command_line("run http://127.0.0.1:9/ --steps 1 --fail-on p99[login]>1s").unwrap_err();
+        assert_eq!(
+            e,
+            "--fail-on 'p99[login]>1s': the requests are unnamed (one URL or --urls): name them in a plan file's [[request]] tables, or drop [login]"
+        );
     }
 }
