@@ -245,7 +245,13 @@ pub struct Condition {
 /// Displays in the canonical spelling, which parses back to the same condition.
 impl fmt::Display for Condition {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}{}{}", self.subject(), self.cmp.symbol(), self.threshold)
+        write!(
+            f,
+            "{}{}{}",
+            self.subject(),
+            self.cmp.symbol(),
+            self.threshold
+        )
     }
 }
 
@@ -302,7 +308,12 @@ impl Observed {
             names: r
                 .per_request
                 .iter()
-                .map(|n| (n.name.clone(), Observed::of_request(n, r.demanded_rate, weights)))
+                .map(|n| {
+                    (
+                        n.name.clone(),
+                        Observed::of_request(n, r.demanded_rate, weights),
+                    )
+                })
                 .collect(),
         }
     }

@@ -243,8 +243,14 @@ fn condition() -> impl Strategy<Value = Condition> {
     ];
     let cmp = proptest::sample::select(vec![Cmp::Lt, Cmp::Le, Cmp::Gt, Cmp::Ge]);
     let name = proptest::option::of("[A-Za-z0-9_.-]{1,12}");
-    (metric, name, cmp, 0u32..100_000, any::<proptest::sample::Index>()).prop_map(
-        |(metric, name, cmp, n, i)| Condition {
+    (
+        metric,
+        name,
+        cmp,
+        0u32..100_000,
+        any::<proptest::sample::Index>(),
+    )
+        .prop_map(|(metric, name, cmp, n, i)| Condition {
             metric,
             request: name.filter(|_| metric.takes_a_name()),
             cmp,
@@ -252,8 +258,7 @@ fn condition() -> impl Strategy<Value = Condition> {
                 value: f64::from(n % 10_000) / 100.0,
                 unit: *i.get(metric.units()),
             },
-        },
-    )
+        })
 }
 
 proptest! {
@@ -301,7 +306,10 @@ fn a_bad_name_is_pointed_at() {
         msg,
         "errors takes no request's name at column 7: a request's transport errors count in its failed share: use failed[name]"
     );
-    assert_eq!((col, pointer.lines().nth(1).unwrap()), (7, "          ^^^^^^^"));
+    assert_eq!(
+        (col, pointer.lines().nth(1).unwrap()),
+        (7, "          ^^^^^^^")
+    );
     assert_eq!(
         err("p99[]<1ms").0,
         "expected a request's name in [ ], found ']' at column 5: write the name as the plan's [[request]] has it, e.g. p99[login]<200ms"
@@ -315,7 +323,10 @@ fn a_bad_name_is_pointed_at() {
         err("requests[a]>5ms").0,
         "'ms' is not a unit of requests at column 14: use a bare count (no unit)"
     );
-    assert_eq!(err("p99[a]<5").0, "p99 needs a unit at column 9: p99 takes ms, s or us");
+    assert_eq!(
+        err("p99[a]<5").0,
+        "p99 needs a unit at column 9: p99 takes ms, s or us"
+    );
 }
 
 /// A step of three named requests where only `search` is slow and failing, and `idle` had nothing
@@ -357,7 +368,12 @@ fn a_named_condition_reads_its_request_s_row_alone() {
     assert_eq!(t("requests[login]>=200"), Truth::True);
     assert_eq!(t("requests[login]>200"), Truth::False);
     // A name with nothing due tells nothing, either way: no breach, no pass.
-    for c in ["p99[idle]>1ms", "p99[idle]<1ms", "failed[idle]<1%", "requests[idle]<1"] {
+    for c in [
+        "p99[idle]>1ms",
+        "p99[idle]<1ms",
+        "failed[idle]<1%",
+        "requests[idle]<1",
+    ] {
         assert_eq!(t(c), Truth::Unknown, "{c}");
         assert_eq!(parse(c).unwrap().holds_because(&o), None, "{c}");
     }
@@ -370,7 +386,10 @@ fn a_named_condition_reads_its_request_s_row_alone() {
         because("ok_rate[search]<97%"),
         "ok_rate[search] 96/s = 96% of 100/s demanded < 97%"
     );
-    assert_eq!(because("requests[search]>=100"), "requests[search] 200 >= 100");
+    assert_eq!(
+        because("requests[search]>=100"),
+        "requests[search] 200 >= 100"
+    );
 }
 
 #[test]
@@ -408,14 +427,24 @@ fn observed_names_come_from_the_step_s_rows_with_their_share_of_the_demanded_rat
     let (login, search) = (&o.names[0].1, &o.names[1].1);
     assert_eq!(o.names[0].0, "login");
     // A quarter and three quarters of the 400/s demanded, by weight.
-    assert_eq!((login.demanded_rate, search.demanded_rate), (Some(100.0), Some(300.0)));
-    assert_eq!((search.requests, search.samples, search.due), (300, 300, 300));
+    assert_eq!(
+        (login.demanded_rate, search.demanded_rate),
+        (Some(100.0), Some(300.0))
+    );
+    assert_eq!(
+        (search.requests, search.samples, search.due),
+        (300, 300, 300)
+    );
     // Its given-up requests' ages are among its latencies: every statistic a lower bound.
     assert_eq!(search.latency_lower_bound, [true; 6]);
     assert_eq!(login.latency_lower_bound, [false; 6]);
     let t = |s: &str| parse(s).unwrap().evaluate(&o);
     assert_eq!(t("p99[search]>100ms"), Truth::True);
-    assert_eq!(t("p99[search]<1s"), Truth::Unknown, "a lower bound proves no pass");
+    assert_eq!(
+        t("p99[search]<1s"),
+        Truth::Unknown,
+        "a lower bound proves no pass"
+    );
     assert_eq!(t("p99[login]<10ms"), Truth::True);
     assert_eq!(t("ok_rate[search]<97%"), Truth::True); // 290 of 300/s
 }

@@ -361,7 +361,11 @@ impl KneeRequest {
                 "{}'s p99 rose {}x ({})",
                 self.name,
                 ratio_words(ratio),
-                rise_ms(self.low_p99_ms.unwrap_or(0.0), self.p99_ms, self.p99_lower_bound)
+                rise_ms(
+                    self.low_p99_ms.unwrap_or(0.0),
+                    self.p99_ms,
+                    self.p99_lower_bound
+                )
             ),
             _ => match self.prev_failed_pct {
                 Some(prev) => format!(
@@ -817,7 +821,10 @@ mod tests {
         let k = find(&steps).unwrap();
         let r = k.request.as_ref().expect("a request named");
         assert_eq!((r.name.as_str(), r.by), ("search", KneeCause::Latency));
-        assert_eq!((r.low_p99_ms, r.p99_ms, r.p99_ratio), (Some(1.9), 76.0, Some(40.0)));
+        assert_eq!(
+            (r.low_p99_ms, r.p99_ms, r.p99_ratio),
+            (Some(1.9), 76.0, Some(40.0))
+        );
         let s = summarize_run(&steps);
         assert_eq!(
             s.headline,
@@ -860,8 +867,18 @@ mod tests {
         assert_eq!((r.name.as_str(), r.by), ("items", KneeCause::Failures));
         assert_eq!((r.prev_failed_pct, r.failed_pct), (Some(0.0), 28.0));
         let s = summarize_run(&steps);
-        assert!(s.headline.ends_with("broke at 300: items 28% failed, 10% failed"), "{}", s.headline);
-        assert!(s.answer.starts_with("knee at 300 req/s: 28% of items failed (from 0%), 10% failed"), "{}", s.answer);
+        assert!(
+            s.headline
+                .ends_with("broke at 300: items 28% failed, 10% failed"),
+            "{}",
+            s.headline
+        );
+        assert!(
+            s.answer
+                .starts_with("knee at 300 req/s: 28% of items failed (from 0%), 10% failed"),
+            "{}",
+            s.answer
+        );
     }
 
     #[test]
@@ -869,7 +886,13 @@ mod tests {
         let mut steps = node_ramp();
         assert_eq!(find(&steps).unwrap().request, None, "unnamed");
         let flat = [1.0; 5];
-        named(&mut steps, &[("a", &flat, &[0.0; 5]), ("b", &[1.0, 1.0, 1.8, 2.0, 2.0], &[0.0; 5])]);
+        named(
+            &mut steps,
+            &[
+                ("a", &flat, &[0.0; 5]),
+                ("b", &[1.0, 1.0, 1.8, 2.0, 2.0], &[0.0; 5]),
+            ],
+        );
         assert_eq!(find(&steps).unwrap().request, None);
     }
 
@@ -877,11 +900,18 @@ mod tests {
     fn a_long_name_leaves_the_headline_but_stays_in_the_answer() {
         let mut steps = node_ramp();
         let long = "a".repeat(shared::plan::MAX_NAME_LEN);
-        named(&mut steps, &[(&long, &[2.0, 2.0, 80.0, 90.0, 95.0], &[0.0; 5])]);
+        named(
+            &mut steps,
+            &[(&long, &[2.0, 2.0, 80.0, 90.0, 95.0], &[0.0; 5])],
+        );
         let s = summarize_run(&steps);
         assert!(s.headline.chars().count() <= crate::step::headline::MAX_CHARS);
         assert!(!s.headline.contains(&long), "{}", s.headline);
         assert!(s.headline.contains("p99 ×42 (59 ms)"), "{}", s.headline);
-        assert!(s.answer.contains(&format!("{long}'s p99 rose 40x")), "{}", s.answer);
+        assert!(
+            s.answer.contains(&format!("{long}'s p99 rose 40x")),
+            "{}",
+            s.answer
+        );
     }
 }
