@@ -692,6 +692,31 @@ fn parts(c: &mut Cursor<'_>) -> Result<Condition, Fault> {
     })
 }
 
+/// The subject of an expression at the start of `input`, `metric [ '[' name ']' ]`, in this
+/// grammar's spelling (what compare's `--regression p99[login]>5%` gates), and the byte offset just
+/// past it, where the caller's own comparison starts.
+pub fn parse_subject(input: &str) -> Result<(Metric, Option<String>, usize), ConditionError> {
+    let mut c = Cursor { input, at: 0 };
+    let subject = |c: &mut Cursor<'_>| -> Result<(Metric, Option<String>), Fault> {
+        c.skip_spaces();
+        if c.rest().is_empty() {
+            return Err((1, 1, ConditionErrorKind::Empty));
+        }
+        let metric = metric_part(c)?;
+        c.skip_spaces();
+        Ok((metric, name_part(c, metric)?))
+    };
+    match subject(&mut c) {
+        Ok((metric, request)) => Ok((metric, request, c.at)),
+        Err((column, width, kind)) => Err(ConditionError {
+            input: input.to_string(),
+            column,
+            width,
+            kind,
+        }),
+    }
+}
+
 /// A request's name in brackets after the metric, if any: the characters a plan's name may hold
 /// (letters, digits, `_ . -`), checked against the plan's names by the caller.
 fn name_part(c: &mut Cursor<'_>, metric: Metric) -> Result<Option<String>, Fault> {

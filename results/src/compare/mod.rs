@@ -4,6 +4,7 @@
 //! measurement resolves) called noise. Pure: run files in, a [`Comparison`] out, which compare.json
 //! serializes whole and from which compare.tsv and the compare page are made.
 mod banner;
+pub mod gate;
 pub mod metric;
 pub mod per_request;
 pub mod ranking;
@@ -13,6 +14,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
+pub use gate::{Gate, GateError, Judged};
 pub use metric::{Better, Change, Compared, METRICS, Reading};
 pub use ranking::{Ranked, RankedOn};
 
