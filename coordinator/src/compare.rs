@@ -3,7 +3,7 @@
 //! two-host run writes the comparison beside its runs.
 use std::path::{Path, PathBuf};
 
-use results::compare::{self, Comparison, Labelled, Regression, Threshold};
+use results::compare::{self, Comparison, Gate, Judged, Labelled, Regression, Threshold};
 use results::run_file::{RunFile, RunFileError};
 
 use crate::destination::{self, Destination, DestinationError};
@@ -19,6 +19,9 @@ pub struct CompareConfig {
     /// The baseline's label; none: the first run.
     pub baseline: Option<String>,
     pub threshold: Threshold,
+    /// `--regression` gates: a quantity of the step or of a named request, and how much worse
+    /// fails (exit 3).
+    pub gates: Vec<Gate>,
     /// Where each file goes: written through, never replaced (a symlink's target, a FIFO, `-`).
     pub html: Destination,
     pub tsv: Option<Destination>,
@@ -33,6 +36,7 @@ impl CompareConfig {
             labels: Vec::new(),
             baseline: None,
             threshold: Threshold::default(),
+            gates: Vec::new(),
             html: Destination::File(PathBuf::from("compare.html")),
             tsv: None,
             json: None,
@@ -44,6 +48,8 @@ impl CompareConfig {
 #[derive(Debug)]
 pub struct Outcome {
     pub comparison: Comparison,
+    /// Each `--regression` gate judged, in the order given.
+    pub gates: Vec<Judged>,
     /// Where the files went, compare.html's first.
     pub written: Vec<Destination>,
 }
@@ -52,6 +58,11 @@ impl Outcome {
     /// Trusted steps that got worse than the baseline's beyond the threshold.
     pub fn regressions(&self) -> &[Regression] {
         &self.comparison.regressions
+    }
+
+    /// The `--regression` gates that breached on some step.
+    pub fn gates_breached(&self) -> Vec<&Judged> {
+        self.gates.iter().filter(|g| !g.breaches.is_empty()).collect()
     }
 }
 
@@ -65,6 +76,8 @@ pub enum CompareError {
     #[error(transparent)]
     Compare(#[from] compare::CompareError),
     #[error(transparent)]
+    Gate(#[from] compare::GateError),
+    #[error(transparent)]
     Write(#[from] DestinationError),
 }
 
@@ -76,7 +89,8 @@ impl CompareError {
             CompareError::Write(e) => e.exit_code(),
             CompareError::TooManyLabels { .. }
             | CompareError::Read(_)
-            | CompareError::Compare(_) => 2,
+            | CompareError::Compare(_)
+            | CompareError::Gate(_) => 2,
         }
     }
 }
@@ -115,6 +129,8 @@ pub fn run(cfg: CompareConfig) -> Result<Outcome, CompareError> {
         });
     }
     let comparison = compare::compare(runs, cfg.baseline.as_deref(), cfg.threshold)?;
+    // A gate of a name no run has is refused before anything is written: it could never fail.
+    let gates = compare::gate::judge(&comparison, &cfg.gates)?;
     let mut written = Vec::new();
     cfg.html.write("-o", &report::render_compare(&comparison))?;
     written.push(cfg.html);
@@ -128,6 +144,7 @@ pub fn run(cfg: CompareConfig) -> Result<Outcome, CompareError> {
     }
     Ok(Outcome {
         comparison,
+        gates,
         written,
     })
 }
@@ -172,6 +189,10 @@ pub fn summary(o: &Outcome) -> String {
         out.push_str(&format!("note: {b}\n"));
     }
     out.push_str(&regressions(c));
+    for g in &o.gates {
+        out.push_str(&g.sentence());
+        out.push('\n');
+    }
     out.push_str(&by_name(c));
     let files: Vec<String> = o.written.iter().map(ToString::to_string).collect();
     out.push_str(&format!("wrote: {}\n", files.join(", ")));
@@ -458,6 +479,44 @@ mod tests {
         let q = results(&plain, "b", None);
         let said = summary(&run(config(&plain, vec![p, q])).unwrap());
         assert!(!said.contains("by name"), "{said}");
+    }
+
+    #[test]
+    fn a_gate_of_a_name_is_judged_and_said_and_one_of_a_name_no_run_has_writes_nothing() {
+        let root = tempfile::tempdir().unwrap();
+        let a = named(
+            root.path(),
+            "a",
+            &[("home", 100, 2_000), ("slow", 50, 5_000)],
+        );
+        let b = named(
+            root.path(),
+            "b",
+            &[("home", 100, 2_000), ("slow", 50, 50_000)],
+        );
+        let mut cfg = config(root.path(), vec![a, b]);
+        cfg.gates = ["p99[slow]>5%", "p99[home]>5%"]
+            .iter()
+            .map(|g| Gate::parse(g).unwrap())
+            .collect();
+        let o = run(cfg.clone()).unwrap();
+        let breached: Vec<&str> = o.gates_breached().iter().map(|g| g.gate.as_str()).collect();
+        assert_eq!(breached, ["p99[slow]>5%"]);
+        let said = summary(&o);
+        assert!(
+            said.contains("--regression p99[slow]>5%: breached at b at 100 req/s (step 1): p99[slow] 50 ms against 5.0 ms (+"),
+            "{said}"
+        );
+        assert!(
+            said.contains("--regression p99[home]>5%: held on "),
+            "{said}"
+        );
+        std::fs::remove_file(root.path().join("compare.html")).unwrap();
+        cfg.gates = vec![Gate::parse("p99[hme]>5%").unwrap()];
+        let e = run(cfg).unwrap_err();
+        assert_eq!(e.exit_code(), 2);
+        assert!(e.to_string().contains("no run compared has a request named 'hme' (their names: home, slow)"), "{e}");
+        assert!(!root.path().join("compare.html").exists());
     }
 
     #[test]

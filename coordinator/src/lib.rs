@@ -206,10 +206,23 @@ fn optional_duration(
 }
 
 /// `stampede compare`: 0 compared, 1 a file not written, 2 bad input, 3 a regression under
-/// --fail-on-regression (said on stderr after every file is written).
+/// --fail-on-regression or a breached --regression gate (said on stderr after every file is
+/// written).
 fn compared(args: cli::CompareArgs) -> u8 {
     let threshold = match results::compare::Threshold::parse(&args.threshold) {
         Ok(t) => t,
+        Err(e) => {
+            eprintln!("stampede: {e}");
+            return 2;
+        }
+    };
+    let gates = match args
+        .regressions
+        .iter()
+        .map(|g| results::compare::Gate::parse(g))
+        .collect::<Result<Vec<_>, _>>()
+    {
+        Ok(g) => g,
         Err(e) => {
             eprintln!("stampede: {e}");
             return 2;
@@ -220,6 +233,7 @@ fn compared(args: cli::CompareArgs) -> u8 {
         labels: args.labels,
         baseline: args.baseline,
         threshold,
+        gates,
         html: destination::Destination::of(&args.output),
         tsv: args.tsv.as_deref().map(destination::Destination::of),
         json: args.json.as_deref().map(destination::Destination::of),
@@ -243,14 +257,19 @@ fn compared(args: cli::CompareArgs) -> u8 {
         eprintln!("stampede: {e}");
         return 1;
     }
+    let mut code = 0;
     if args.fail_on_regression && !outcome.regressions().is_empty() {
         eprint!(
             "stampede: --fail-on-regression: {}",
             compare::regressions(&outcome.comparison)
         );
-        return 3;
+        code = 3;
     }
-    0
+    for g in outcome.gates_breached() {
+        eprintln!("stampede: {}", g.sentence());
+        code = 3;
+    }
+    code
 }
 
 /// `stampede report`: the page rebuilt; where it went is said on stdout (a script's next argument).

@@ -72,8 +72,9 @@ const COMPARE_EXAMPLES: &str = "Examples:
   stampede compare results/nginx results/app                 # compare.html here, nginx the baseline
   stampede compare old new --baseline old --threshold 3% --tsv compare.tsv --json compare.json
   stampede compare main pr --fail-on-regression              # exit 3 when a trusted step got worse (CI)
+  stampede compare main pr --regression 'p99[login]>5%'      # exit 3 when login's p99 got 5% worse
 
-Exit codes: 0 compared, 1 a file could not be written, 2 usage or a run.json that cannot be read, 3 --fail-on-regression and a trusted step got worse beyond the threshold.";
+Exit codes: 0 compared, 1 a file could not be written, 2 usage or a run.json that cannot be read, 3 --fail-on-regression and a trusted step got worse beyond the threshold, or a --regression gate breached.";
 
 #[derive(Debug, Args, Clone)]
 pub struct CompareArgs {
@@ -108,6 +109,11 @@ pub struct CompareArgs {
     /// Exit 3 when a trusted step got worse than the baseline's beyond the threshold.
     #[arg(long)]
     pub fail_on_regression: bool,
+    /// Exit 3 when this quantity, of the step or of a named request (--fail-on's spelling), got
+    /// worse than the baseline's by more than this % on a step both trusted, beyond what the
+    /// histogram resolves: p99[login]>5%, failed>10%, ok_rate[search]>3% (repeatable).
+    #[arg(long = "regression", value_name = "EXPR")]
+    pub regressions: Vec<String>,
 }
 
 #[derive(Debug, Subcommand)]
