@@ -78,8 +78,9 @@ pub struct FindMaxArgs {
 #[derive(Debug, Clone, Args)]
 pub struct SearchArgs {
     /// A service level every passing probe meets, in the --stop-on grammar: p99<50ms, p999<200ms,
-    /// failed<1%, ok_rate>=99% (repeatable: all of them). A percentile counts only with enough
-    /// samples behind it (10 / (1 - q): 1,000 for p99). Without any, only throughput decides.
+    /// failed<1%, ok_rate>=99%, p99[login]<200ms (one request of the plan's mix), requests>=100
+    /// (repeatable: all of them). A percentile counts only with enough samples behind it
+    /// (10 / (1 - q): 1,000 for p99). Without any, only throughput decides.
     #[arg(long = "slo", value_name = "EXPR", help_heading = SEARCH)]
     pub slos: Vec<String>,
     /// The first probe's rate (req/s, conn/s, or connections for --model concurrency)

@@ -284,8 +284,9 @@ settings! {
         #[serde(default)]
         pub quiet: bool,
         /// End the ramp once a step breaches EXPR: p50|p90|p99|p999|max|mean with ms/s/us, failed or
-        /// errors in %, ok_rate in % of demanded or /s; < <= > >=. E.g. p99>500ms, failed>5%,
-        /// ok_rate<95% (repeatable: any of them).
+        /// errors in %, ok_rate in % of demanded or /s, requests a bare count; < <= > >=; [name]
+        /// after the metric judges one request of the plan's mix. E.g. p99>500ms, failed>5%,
+        /// ok_rate<95%, p99[login]>200ms (repeatable: any of them).
         #[arg(long = "stop-on", value_name = "EXPR", help_heading = OUTPUT)]
         #[serde(default)]
         pub stop_on: Vec<String>,
@@ -293,7 +294,8 @@ settings! {
         #[arg(long, value_name = "N", help_heading = OUTPUT)]
         pub stop_after: Option<u32>,
         /// Exit with code 3 after the run (outputs written) if any step breached EXPR (the --stop-on
-        /// grammar; repeatable), like k6 thresholds for CI.
+        /// grammar, [name] included: p99[login]>200ms, requests[login]<100; repeatable), like k6
+        /// thresholds for CI.
         #[arg(long = "fail-on", value_name = "EXPR", help_heading = OUTPUT)]
         #[serde(default)]
         pub fail_on: Vec<String>,
