@@ -345,3 +345,164 @@ fn the_paths_named_are_written_through_never_replaced() {
         text(&o.stderr)
     );
 }
+
+/// An HTTP/1.1 keep-alive server (a thread per connection) that answers `ok` to every GET, after
+/// `stall` to those of `/slow`. Stops accepting when dropped.
+struct PathStalling {
+    addr: std::net::SocketAddr,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl PathStalling {
+    fn start(stall: std::time::Duration) -> PathStalling {
+        use std::sync::atomic::Ordering;
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let addr = listener.local_addr().unwrap();
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let s = stop.clone();
+        std::thread::spawn(move || {
+            while !s.load(Ordering::Relaxed) {
+                match listener.accept() {
+                    Ok((conn, _)) => {
+                        std::thread::spawn(move || serve_stalling(conn, stall));
+                    }
+                    Err(_) => std::thread::sleep(std::time::Duration::from_millis(2)),
+                }
+            }
+        });
+        PathStalling { addr, stop }
+    }
+}
+
+impl Drop for PathStalling {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+/// One connection's GETs, each answered `ok` (after `stall` for `/slow`), until the client closes.
+fn serve_stalling(conn: std::net::TcpStream, stall: std::time::Duration) {
+    use std::io::{BufRead, Write};
+    conn.set_nonblocking(false).unwrap();
+    conn.set_nodelay(true).unwrap();
+    conn.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+        .unwrap();
+    let mut reader = std::io::BufReader::new(conn.try_clone().unwrap());
+    let mut writer = conn;
+    loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line).unwrap_or(0) == 0 {
+            return;
+        }
+        let slow = line.split_whitespace().nth(1) == Some("/slow");
+        loop {
+            let mut h = String::new();
+            if reader.read_line(&mut h).unwrap_or(0) == 0 {
+                return;
+            }
+            if h == "\r\n" {
+                break;
+            }
+        }
+        if slow {
+            std::thread::sleep(stall);
+        }
+        if writer
+            .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+            .is_err()
+        {
+            return;
+        }
+    }
+}
+
+/// A run of two equally weighted names, `fast` and `slow`, at 60 req/s for 2 s, into `out`; each
+/// name's p99 (ms) from its run.json.
+fn named_run(server: &PathStalling, dir: &Path, out: &str) -> BTreeMap<String, f64> {
+    let plan = dir.join("plan.toml");
+    let mut toml = format!(
+        "url = \"http://{}/\"\nmodel = \"requests\"\nsteps = [60]\nstep_duration = \"2s\"\ntimeout = \"5s\"\n",
+        server.addr
+    );
+    for name in ["fast", "slow"] {
+        toml.push_str(&format!(
+            "\n[[request]]\nname = \"{name}\"\nurl = \"/{name}\"\n"
+        ));
+    }
+    std::fs::write(&plan, toml).unwrap();
+    let out = dir.join(out);
+    let o = stampede(&[
+        "run",
+        plan.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+        "--quiet",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    tests::run_json(&out)["steps"][0]["per_request"]
+        .as_array()
+        .expect("per_request rows")
+        .iter()
+        .map(|r| {
+            (
+                r["name"].as_str().unwrap().to_string(),
+                r["latency_ms"]["p99"].as_f64().unwrap(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn a_regression_gate_of_the_name_that_got_slower_fails_and_one_of_another_name_does_not() {
+    let dir = tempfile::tempdir().unwrap();
+    let calm = PathStalling::start(std::time::Duration::ZERO);
+    let before = named_run(&calm, dir.path(), "before");
+    let stalling = PathStalling::start(std::time::Duration::from_millis(500));
+    let after = named_run(&stalling, dir.path(), "after");
+    eprintln!("p99 per name (ms): before {before:?}, after {after:?}");
+    assert!(after["slow"] >= 500.0, "{after:?}");
+    let compare = |gate: &str| {
+        let html = dir.path().join("compare.html");
+        let _ = std::fs::remove_file(&html);
+        let o = stampede(&[
+            "compare",
+            dir.path().join("before").to_str().unwrap(),
+            dir.path().join("after").to_str().unwrap(),
+            "-o",
+            html.to_str().unwrap(),
+            "--regression",
+            gate,
+        ]);
+        (o, html.exists())
+    };
+    // The same gate of each name: only the stalled one breaches.
+    let (o, written) = compare("p99[slow]>1000%");
+    let (out, err) = (text(&o.stdout), text(&o.stderr));
+    assert_eq!(o.status.code(), Some(3), "{out}\n{err}");
+    assert!(written, "every file is written before exit 3");
+    assert!(
+        out.contains("--regression p99[slow]>1000%: breached at after at 60 req/s (step 1): p99[slow] "),
+        "{out}"
+    );
+    assert!(
+        err.contains("stampede: --regression p99[slow]>1000%: breached at"),
+        "{err}"
+    );
+    let (o, _) = compare("p99[fast]>1000%");
+    let out = text(&o.stdout);
+    assert_eq!(o.status.code(), Some(0), "{out}\n{}", text(&o.stderr));
+    assert!(
+        out.contains("--regression p99[fast]>1000%: held on 1 step"),
+        "{out}"
+    );
+    // A name neither run has is refused, and nothing is written.
+    let (o, written) = compare("p99[slwo]>5%");
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert_eq!(
+        err.trim_end(),
+        "stampede: --regression 'p99[slwo]>5%': no run compared has a request named 'slwo' (their names: fast, slow)"
+    );
+    assert!(!written);
+}
