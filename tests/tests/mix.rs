@@ -274,3 +274,86 @@ fn a_mix_that_is_wrong_is_refused_before_any_load_in_one_line() {
         assert_eq!(err.trim().lines().count(), 1, "{err}");
     }
 }
+
+/// Reads requests.tsv with Python's csv module (a reader we did not write): every row as long as
+/// the header, and per name the sum of every count column; printed as JSON.
+const READ_REQUESTS_TSV: &str = r#"
+import csv, json, sys
+with open(sys.argv[1], newline="") as f:
+    rows = list(csv.reader(f, delimiter="\t"))
+header, body = rows[0], rows[1:]
+assert len(set(header)) == len(header), header
+out = {"sums": {}, "p99": {}}
+for row in body:
+    assert len(row) == len(header), (header, row)
+    r = dict(zip(header, row))
+    sums = out["sums"].setdefault(r["name"], {})
+    for col in header:
+        if col in ("requests", "replies", "ok", "failed", "given_up", "unsent") or col.startswith(("status_", "err_")):
+            sums[col] = sums.get(col, 0) + int(r[col])
+    out["p99"][r["step"] + " " + r["name"]] = float(r["p99_ms"])
+print(json.dumps(out))
+"#;
+
+#[test]
+fn requests_tsv_read_by_python_s_csv_module_sums_to_run_json_s_rows() {
+    let target = tests::ServeProcess::start(&["--delay", "1ms"]);
+    let dir = tempfile::tempdir().unwrap();
+    let plan = plan(dir.path());
+    let url = target.url();
+    let ran = run_ok(&[
+        plan.to_str().unwrap(),
+        &url,
+        "--model",
+        "requests",
+        "--steps",
+        "100,200",
+        "--step-duration",
+        "1s",
+    ]);
+    let tsv = ran.dir.path().join("requests.tsv");
+    let o = match std::process::Command::new("python3")
+        .args(["-c", READ_REQUESTS_TSV, tsv.to_str().unwrap()])
+        .output()
+    {
+        Ok(o) => o,
+        Err(e) if std::env::var("CI").as_deref() != Ok("true") => {
+            eprintln!("SKIPPED: python3 could not be run: {e}");
+            return;
+        }
+        Err(e) => panic!("python3: {e}"),
+    };
+    assert!(o.status.success(), "{}", tests::text(&o.stderr));
+    let read: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    // run.json's rows summed the same way: its counts, and its statuses and errors by class as
+    // requests.tsv names their columns.
+    let mut ours: BTreeMap<String, BTreeMap<String, u64>> = BTreeMap::new();
+    let mut p99 = BTreeMap::new();
+    for step in ran.run["steps"].as_array().unwrap() {
+        for row in step["per_request"].as_array().expect("a row per name") {
+            let name = row["name"].as_str().unwrap();
+            let sums = ours.entry(name.to_string()).or_default();
+            for col in ["requests", "replies", "ok", "failed", "given_up", "unsent"] {
+                *sums.entry(col.to_string()).or_default() += row[col].as_u64().unwrap();
+            }
+            for (map, prefix) in [("status", "status_"), ("errors", "err_")] {
+                for (class, n) in row[map].as_object().unwrap() {
+                    let col = format!("{prefix}{}", class.replace('-', "_"));
+                    *sums.entry(col).or_default() += n.as_u64().unwrap();
+                }
+            }
+            p99.insert(
+                format!("{} {name}", step["step"]),
+                row["latency_ms"]["p99"].as_f64().unwrap(),
+            );
+        }
+    }
+    let theirs: BTreeMap<String, BTreeMap<String, u64>> =
+        serde_json::from_value(read["sums"].clone()).unwrap();
+    assert_eq!(theirs, ours, "python's sums of requests.tsv against run.json's");
+    assert_eq!(ours.len(), 3, "{ours:?}");
+    assert_eq!(ours["home"]["requests"], 150, "300 arrivals, 5 in 10: {ours:?}");
+    assert!(ours["home"]["status_2xx"] > 0, "{ours:?}");
+    let theirs: BTreeMap<String, f64> = serde_json::from_value(read["p99"].clone()).unwrap();
+    assert_eq!(theirs, p99);
+}
