@@ -254,9 +254,12 @@ fn ranked(r: &Labelled, on: RankedOn) -> Ranked {
     }
     match &knee {
         Some(k) => said.push(format!(
-            "knee at {} ({})",
+            "knee at {} ({}{})",
             step_value(model, k.step_value),
-            k.cause.name()
+            k.cause.name(),
+            k.request
+                .as_ref()
+                .map_or(String::new(), |r| format!("; {}", r.headline()))
         )),
         None if run.steps.is_empty() => said.push("no step ran".to_string()),
         None => said.push("no knee in its steps".to_string()),
@@ -439,13 +442,18 @@ pub struct Heads {
     pub max: String,
 }
 
-/// A knee's cause and those that held at the same step, for people: `latency, plateau`.
+/// A knee's cause and those that held at the same step, for people, and of a named mix the
+/// request that broke first (run.json `summary.knee.request`): `latency, plateau; search p99 ×40`.
 pub fn causes(k: &Knee) -> String {
-    std::iter::once(k.cause)
+    let causes = std::iter::once(k.cause)
         .chain(k.also.iter().copied())
         .map(KneeCause::words)
         .collect::<Vec<_>>()
-        .join(", ")
+        .join(", ");
+    match &k.request {
+        Some(r) => format!("{causes}; {}", r.headline()),
+        None => causes,
+    }
 }
 
 /// The ranking as one table for stdout, a head line and a line per run, columns aligned (text
@@ -607,6 +615,40 @@ mod tests {
             ranking[0].sentence,
             "no knee in its steps; kept up to 400 req/s (p99 4.6 ms)"
         );
+    }
+
+    #[test]
+    fn the_request_that_broke_first_is_said_in_the_sentence_and_the_cause() {
+        let mut r = run("app", Some((300.0, KneeCause::Latency)));
+        let knee = r.run.summary.as_mut().unwrap().knee.as_mut().unwrap();
+        knee.also = vec![KneeCause::Plateau];
+        knee.request = Some(crate::knee::KneeRequest {
+            name: "search".into(),
+            by: KneeCause::Latency,
+            low_p99_ms: Some(12.0),
+            p99_ms: 480.0,
+            p99_lower_bound: false,
+            p99_ratio: Some(40.0),
+            prev_failed_pct: Some(0.0),
+            failed_pct: 0.0,
+        });
+        let ranking = rank(&[r.clone(), run("plain", Some((300.0, KneeCause::Latency)))]);
+        assert_eq!(
+            ranking[0].sentence,
+            "knee at 300 req/s (latency; search p99 ×40); kept up to 400 req/s (p99 4.6 ms)"
+        );
+        let table = text_table(&ranking, RankedOn::Knee);
+        assert!(
+            table.contains("  latency, plateau; search p99 ×40  "),
+            "{table}"
+        );
+        // compare.tsv's cause stays the machine's name; a knee with no request says nothing more.
+        assert_eq!(ranking[0].tsv_cells()[3], "latency");
+        assert_eq!(
+            ranking[1].sentence,
+            "knee at 300 req/s (latency); kept up to 400 req/s (p99 4.6 ms)"
+        );
+        assert_eq!(causes(ranking[1].knee.as_ref().unwrap()), "latency");
     }
 
     #[test]
