@@ -62,7 +62,10 @@ impl Outcome {
 
     /// The `--regression` gates that breached on some step.
     pub fn gates_breached(&self) -> Vec<&Judged> {
-        self.gates.iter().filter(|g| !g.breaches.is_empty()).collect()
+        self.gates
+            .iter()
+            .filter(|g| !g.breaches.is_empty())
+            .collect()
     }
 }
 
@@ -515,7 +518,11 @@ mod tests {
         cfg.gates = vec![Gate::parse("p99[hme]>5%").unwrap()];
         let e = run(cfg).unwrap_err();
         assert_eq!(e.exit_code(), 2);
-        assert!(e.to_string().contains("no run compared has a request named 'hme' (their names: home, slow)"), "{e}");
+        assert!(
+            e.to_string()
+                .contains("no run compared has a request named 'hme' (their names: home, slow)"),
+            "{e}"
+        );
         assert!(!root.path().join("compare.html").exists());
     }
 

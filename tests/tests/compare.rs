@@ -482,7 +482,9 @@ fn a_regression_gate_of_the_name_that_got_slower_fails_and_one_of_another_name_d
     assert_eq!(o.status.code(), Some(3), "{out}\n{err}");
     assert!(written, "every file is written before exit 3");
     assert!(
-        out.contains("--regression p99[slow]>1000%: breached at after at 60 req/s (step 1): p99[slow] "),
+        out.contains(
+            "--regression p99[slow]>1000%: breached at after at 60 req/s (step 1): p99[slow] "
+        ),
         "{out}"
     );
     assert!(

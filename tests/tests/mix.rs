@@ -350,9 +350,15 @@ fn requests_tsv_read_by_python_s_csv_module_sums_to_run_json_s_rows() {
     }
     let theirs: BTreeMap<String, BTreeMap<String, u64>> =
         serde_json::from_value(read["sums"].clone()).unwrap();
-    assert_eq!(theirs, ours, "python's sums of requests.tsv against run.json's");
+    assert_eq!(
+        theirs, ours,
+        "python's sums of requests.tsv against run.json's"
+    );
     assert_eq!(ours.len(), 3, "{ours:?}");
-    assert_eq!(ours["home"]["requests"], 150, "300 arrivals, 5 in 10: {ours:?}");
+    assert_eq!(
+        ours["home"]["requests"], 150,
+        "300 arrivals, 5 in 10: {ours:?}"
+    );
     assert!(ours["home"]["status_2xx"] > 0, "{ours:?}");
     let theirs: BTreeMap<String, f64> = serde_json::from_value(read["p99"].clone()).unwrap();
     assert_eq!(theirs, p99);

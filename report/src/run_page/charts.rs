@@ -184,7 +184,8 @@ fn knee(run: &RunFile) -> Vec<Boundary> {
 }
 
 /// The run's knee ([`results::knee`]) as every chart against the step value marks it, labelled
-/// with its cause; none for a search, whose probes go up and down and whose bounds are its answer.
+/// with its cause and, of a named mix, the request that broke first (`knee 500: latency, search p99
+/// ×40`); none for a search, whose probes go up and down and whose bounds are its answer.
 pub fn knee_line(run: &RunFile) -> Option<KneeLine> {
     let k = run
         .summary
@@ -192,9 +193,10 @@ pub fn knee_line(run: &RunFile) -> Option<KneeLine> {
         .knee
         .as_ref()
         .filter(|_| !run.is_search())?;
-    let cause = match k.servers {
-        true => k.cause.words().to_string(),
-        false => format!("{}, not the server's", k.cause.words()),
+    let cause = match (k.servers, &k.request) {
+        (true, Some(r)) => format!("{}, {}", k.cause.words(), r.headline()),
+        (true, None) => k.cause.words().to_string(),
+        (false, _) => format!("{}, not the server's", k.cause.words()),
     };
     Some(KneeLine {
         x: k.step_value,
@@ -612,6 +614,26 @@ mod tests {
                 c.name
             );
         }
+        // Of a named mix, the request that broke first is on the label too, and in its title.
+        run.summary.as_mut().unwrap().knee.as_mut().unwrap().request =
+            Some(results::knee::KneeRequest {
+                name: "search".into(),
+                by: results::knee::KneeCause::Latency,
+                low_p99_ms: Some(12.0),
+                p99_ms: 480.0,
+                p99_lower_bound: false,
+                p99_ratio: Some(40.0),
+                prev_failed_pct: Some(0.0),
+                failed_pct: 0.0,
+            });
+        let k = knee_line(&run).unwrap();
+        assert_eq!(k.label, "knee 500: latency, search p99 ×40");
+        assert!(
+            k.title
+                .starts_with("knee at 500 req/s: search's p99 rose 40x (12 → 480 ms), p99 rose"),
+            "{}",
+            k.title
+        );
         // No knee, no mark: the run's page as it was.
         run.summary.as_mut().unwrap().knee = None;
         assert!(!rates(&run).render().contains("data-knee"));

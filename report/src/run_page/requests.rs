@@ -218,10 +218,34 @@ pub fn p99(run: &RunFile) -> Chart {
 /// The section whole: its heading, the two charts and the tables.
 pub fn section(run: &RunFile, titles: &mut Titles) -> String {
     let mut out = String::from("<h2>Requests</h2>\n");
+    out.push_str(&broke_first(run));
     out.push_str(&served(run).render_in(titles));
     out.push_str(&p99(run).render_in(titles));
     out.push_str(&tables(run));
     out
+}
+
+/// The request that broke first at the server's knee (run.json `summary.knee.request`), in words,
+/// leading the section (`<p class="knee-request" data-request="NAME">`); nothing without one, or for
+/// a search, whose probes are no ramp.
+pub fn broke_first(run: &RunFile) -> String {
+    let Some(k) = run
+        .summary
+        .as_ref()
+        .and_then(|s| s.knee.as_ref())
+        .filter(|k| k.servers && !run.is_search())
+    else {
+        return String::new();
+    };
+    let Some(r) = &k.request else {
+        return String::new();
+    };
+    format!(
+        "<p class=\"knee-request\" data-request=\"{}\">Broke first at the knee ({}): {}.</p>\n",
+        html(&r.name),
+        html(&results::step::step_value(run.model().name(), k.step_value)),
+        html(&r.words())
+    )
 }
 
 #[cfg(test)]

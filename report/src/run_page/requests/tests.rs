@@ -128,3 +128,47 @@ fn a_report_has_the_section_only_for_a_named_mix() {
     assert!(status < section && section < served && served < p99 && p99 < trust);
     assert!(page.contains("data-n=\"slow\""), "a series per name");
 }
+
+#[test]
+fn the_request_that_broke_first_is_said_in_the_answer_and_leads_the_section() {
+    // "slow" at the golden run's knee (500 req/s, step 5): its p99 ten times the step before's.
+    let mut run = named(&["home", "slow"]);
+    let knee_step = run
+        .steps
+        .iter_mut()
+        .find(|s| s.step_value == 500.0)
+        .unwrap();
+    let slow = knee_step
+        .per_request
+        .iter_mut()
+        .find(|r| r.name == "slow")
+        .unwrap();
+    slow.latency_ms.p99 = 400.0;
+    run.summary = Some(results::step::summarize_run(&run.steps));
+    let knee = run.summary.as_ref().unwrap().knee.as_ref().unwrap();
+    assert_eq!(knee.request.as_ref().map(|r| r.name.as_str()), Some("slow"));
+    let page = crate::render_run(&crate::RunReport {
+        run: run.clone(),
+        distributions: Vec::new(),
+    });
+    // The answer's words (headline and detail) name it, the knee's label and the section's lead.
+    let answer = &page
+        [page.find("<p class=\"answer\">").unwrap()..page.find("<dl class=\"meta\">").unwrap()];
+    assert!(answer.contains("slow p99 ×10"), "{answer}");
+    assert!(
+        answer.contains("slow&#39;s p99 rose 10x (40 → 400 ms)"),
+        "{answer}"
+    );
+    assert!(
+        page.contains(">knee 500: latency, slow p99 ×10</text>"),
+        "a label on the charts"
+    );
+    let lead = page
+        .find("<p class=\"knee-request\" data-request=\"slow\">")
+        .unwrap();
+    assert!(page[lead..].starts_with("<p class=\"knee-request\" data-request=\"slow\">Broke first at the knee (500 req/s): slow"), "{}", &page[lead..lead + 200]);
+    assert!(page.find("<h2>Requests</h2>").unwrap() < lead);
+    // Without a request named, nothing is added.
+    run.summary.as_mut().unwrap().knee.as_mut().unwrap().request = None;
+    assert_eq!(broke_first(&run), "");
+}

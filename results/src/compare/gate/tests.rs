@@ -46,7 +46,10 @@ fn a_gate_is_a_condition_s_subject_then_a_change_for_the_worse_in_percent() {
     assert_eq!(g.metric, Metric::Latency(condition::Latency::P99));
     assert_eq!(g.request.as_deref(), Some("login"));
     assert_eq!(g.worse_pct, 5.0);
-    assert_eq!((g.text.as_str(), g.subject()), ("p99[login] > 5%", "p99[login]".into()));
+    assert_eq!(
+        (g.text.as_str(), g.subject()),
+        ("p99[login] > 5%", "p99[login]".into())
+    );
     // The grammar's other spellings of a metric, and a step's quantity without a name.
     let g = Gate::parse("p99.9>2.5%").unwrap();
     assert_eq!((g.subject(), g.worse_pct), ("p999".to_string(), 2.5));
@@ -92,7 +95,10 @@ fn a_gate_spelt_wrong_is_refused_with_the_part_pointed_at() {
     }
     // The caret line is under the bad part.
     let e = Gate::parse("p99[login]>5ms").unwrap_err().to_string();
-    assert!(e.ends_with("\n    p99[login]>5ms\n                ^^"), "{e:?}");
+    assert!(
+        e.ends_with("\n    p99[login]>5ms\n                ^^"),
+        "{e:?}"
+    );
 }
 
 #[test]
@@ -103,7 +109,12 @@ fn a_named_gate_breaches_on_the_name_that_got_slower_only() {
     let c = compare_runs(vec![base, cand], None, Threshold::default()).unwrap();
     let judged = judge(
         &c,
-        &gates(&["p99[search]>5%", "p99[login]>5%", "p99>5%", "ok_rate[search]>5%"]),
+        &gates(&[
+            "p99[search]>5%",
+            "p99[login]>5%",
+            "p99>5%",
+            "ok_rate[search]>5%",
+        ]),
     )
     .unwrap();
     let search = &judged[0];
@@ -114,7 +125,11 @@ fn a_named_gate_breaches_on_the_name_that_got_slower_only() {
             .starts_with("cand at 100 req/s (step 1): p99[search] 50 ms against 5.0 ms (+"),
         "{search:?}"
     );
-    assert!(search.sentence().starts_with("--regression p99[search]>5%: breached at cand at"));
+    assert!(
+        search
+            .sentence()
+            .starts_with("--regression p99[search]>5%: breached at cand at")
+    );
     // login moved by 50 µs: under the 5 % and under the floor, it held on every step.
     assert_eq!((judged[1].compared, judged[1].breaches.len()), (steps, 0));
     assert_eq!(
@@ -122,7 +137,10 @@ fn a_named_gate_breaches_on_the_name_that_got_slower_only() {
         format!("--regression p99[login]>5%: held on {steps} steps")
     );
     // The step's own p99 (the golden run's, the same on both sides) held; search served as much.
-    assert!(judged[2].breaches.is_empty() && judged[2].compared > 0, "{judged:?}");
+    assert!(
+        judged[2].breaches.is_empty() && judged[2].compared > 0,
+        "{judged:?}"
+    );
     assert!(judged[3].breaches.is_empty(), "{judged:?}");
 }
 
@@ -152,7 +170,11 @@ fn an_untrusted_step_on_either_side_is_not_judged() {
     let c = compare_runs(vec![base, cand], None, Threshold::default()).unwrap();
     let j = judge(&c, &gates(&["p99[search]>5%"])).unwrap();
     assert_eq!((j[0].compared, j[0].breaches.len()), (0, 0));
-    assert!(j[0].sentence().contains("nothing to judge"), "{}", j[0].sentence());
+    assert!(
+        j[0].sentence().contains("nothing to judge"),
+        "{}",
+        j[0].sentence()
+    );
 }
 
 #[test]
@@ -160,7 +182,9 @@ fn a_name_no_run_has_is_refused_and_one_side_s_name_is_not() {
     let base = run("base", &[("login", 100, 2_000)]);
     let cand = run("cand", &[("login", 100, 2_000), ("new", 10, 1_000)]);
     let c = compare_runs(vec![base, cand], None, Threshold::default()).unwrap();
-    let e = judge(&c, &gates(&["p99[logn]>5%"])).unwrap_err().to_string();
+    let e = judge(&c, &gates(&["p99[logn]>5%"]))
+        .unwrap_err()
+        .to_string();
     assert_eq!(
         e,
         "--regression 'p99[logn]>5%': no run compared has a request named 'logn' (their names: login, new)"
@@ -168,7 +192,17 @@ fn a_name_no_run_has_is_refused_and_one_side_s_name_is_not() {
     // A name only the candidate has compares with nothing: judged on no step, not refused.
     let j = judge(&c, &gates(&["p99[new]>5%"])).unwrap();
     assert_eq!(j[0].compared, 0);
-    let c = compare_runs(vec![run("a", &[]), run("b", &[])], None, Threshold::default()).unwrap();
-    let e = judge(&c, &gates(&["failed[x]>1%"])).unwrap_err().to_string();
-    assert!(e.ends_with("(their requests are unnamed: one URL or --urls)"), "{e}");
+    let c = compare_runs(
+        vec![run("a", &[]), run("b", &[])],
+        None,
+        Threshold::default(),
+    )
+    .unwrap();
+    let e = judge(&c, &gates(&["failed[x]>1%"]))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.ends_with("(their requests are unnamed: one URL or --urls)"),
+        "{e}"
+    );
 }
