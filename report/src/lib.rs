@@ -27,9 +27,11 @@
 //!   `<path d="M…" data-v="X Y,X Y,…">` inside a `<g data-n="SERIES">` (a series' markers, a layer's
 //!   bars): one "X Y" (the values, not pixels) for each `M` of the path, in order; a run's knee
 //!   (run.json `summary.knee`, not a search's) is a `<g data-knee="CAUSE">` on every chart against
-//!   the offered load, with a `<title>` and a label `knee X: CAUSE` in words; a run of a named
+//!   the offered load, with a `<title>` and a label `knee X: CAUSE` in words (and the request that
+//!   broke first, `knee.request`); a run of a named
 //!   mix (run.json steps' `per_request`) also has those of [`RUN_REQUEST_CHARTS`] right after
-//!   `status`, in a section "Requests" (a series per name, `data-n` the name, x the step value),
+//!   `status`, in a section "Requests" (led by `<p class="knee-request" data-request="NAME">` when
+//!   the knee names one; a series per name, `data-n` the name, x the step value),
 //!   followed by `<div id="requests">`: per step a `<details data-step="N">` (the last one open)
 //!   holding `<table class="requests" data-step="N">`, header cells `<th data-col>` (requests.tsv's
 //!   names, and `status`), a row `<tr data-name="NAME">` per name, cells `<td data-col>`;
