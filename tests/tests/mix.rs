@@ -297,6 +297,8 @@ print(json.dumps(out))
 
 #[test]
 fn requests_tsv_read_by_python_s_csv_module_sums_to_run_json_s_rows() {
+    // Its load would disturb the fleets of the other tests' counts.
+    let _serial = tests::serial();
     let target = tests::ServeProcess::start(&["--delay", "1ms"]);
     let dir = tempfile::tempdir().unwrap();
     let plan = plan(dir.path());
