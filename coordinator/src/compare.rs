@@ -48,8 +48,6 @@ impl CompareConfig {
 #[derive(Debug)]
 pub struct Outcome {
     pub comparison: Comparison,
-    /// Each `--regression` gate judged, in the order given.
-    pub gates: Vec<Judged>,
     /// Where the files went, compare.html's first.
     pub written: Vec<Destination>,
 }
@@ -62,7 +60,8 @@ impl Outcome {
 
     /// The `--regression` gates that breached on some step.
     pub fn gates_breached(&self) -> Vec<&Judged> {
-        self.gates
+        self.comparison
+            .gates
             .iter()
             .filter(|g| !g.breaches.is_empty())
             .collect()
@@ -131,9 +130,9 @@ pub fn run(cfg: CompareConfig) -> Result<Outcome, CompareError> {
             run,
         });
     }
-    let comparison = compare::compare(runs, cfg.baseline.as_deref(), cfg.threshold)?;
+    let mut comparison = compare::compare(runs, cfg.baseline.as_deref(), cfg.threshold)?;
     // A gate of a name no run has is refused before anything is written: it could never fail.
-    let gates = compare::gate::judge(&comparison, &cfg.gates)?;
+    comparison.gates = compare::gate::judge(&comparison, &cfg.gates)?;
     let mut written = Vec::new();
     cfg.html.write("-o", &report::render_compare(&comparison))?;
     written.push(cfg.html);
@@ -147,7 +146,6 @@ pub fn run(cfg: CompareConfig) -> Result<Outcome, CompareError> {
     }
     Ok(Outcome {
         comparison,
-        gates,
         written,
     })
 }
@@ -192,7 +190,7 @@ pub fn summary(o: &Outcome) -> String {
         out.push_str(&format!("note: {b}\n"));
     }
     out.push_str(&regressions(c));
-    for g in &o.gates {
+    for g in &c.gates {
         out.push_str(&g.sentence());
         out.push('\n');
     }
@@ -505,6 +503,10 @@ mod tests {
         let o = run(cfg.clone()).unwrap();
         let breached: Vec<&str> = o.gates_breached().iter().map(|g| g.gate.as_str()).collect();
         assert_eq!(breached, ["p99[slow]>5%"]);
+        let json: serde_json::Value = serde_json::from_str(&o.comparison.to_json()).unwrap();
+        assert_eq!(json["gates"][1]["gate"], "p99[home]>5%");
+        assert_eq!(json["gates"][1]["breaches"], serde_json::json!([]));
+        assert!(json["gates"][0]["compared"].as_u64().unwrap() > 0);
         let said = summary(&o);
         assert!(
             said.contains("--regression p99[slow]>5%: breached at b at 100 req/s (step 1): p99[slow] 50 ms against 5.0 ms (+"),

@@ -130,6 +130,10 @@ pub struct Comparison {
     /// A named mix's requests compared name by name, step by step; absent when no run has one.
     #[serde(skip_serializing_if = "per_request::PerRequest::is_empty")]
     pub per_request: per_request::PerRequest,
+    /// `--regression` gates, each judged ([`gate::judge`], set by the caller that was given them);
+    /// absent when none was given.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub gates: Vec<Judged>,
     /// The runs as read, for compare.tsv (which tabulates every column of steps.tsv).
     #[serde(skip)]
     inputs: Vec<Labelled>,
@@ -367,6 +371,7 @@ pub fn compare(
         steps,
         regressions,
         per_request,
+        gates: Vec::new(),
         inputs: runs,
     })
 }
