@@ -509,4 +509,13 @@ fn a_regression_gate_of_the_name_that_got_slower_fails_and_one_of_another_name_d
         "stampede: --regression 'p99[slwo]>5%': no run compared has a request named 'slwo' (their names: fast, slow)"
     );
     assert!(!written);
+    // A gate spelt wrong: exit 2, the bad part pointed at.
+    let (o, written) = compare("p99[slow]>5ms");
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert_eq!(
+        err.trim_end(),
+        "stampede: --regression 'p99[slow]>5ms': a regression is a relative change: write it in % (e.g. 5%) at column 12\n    p99[slow]>5ms\n               ^^"
+    );
+    assert!(!written);
 }
