@@ -1,6 +1,8 @@
 //! `stampede compare` end to end: two real runs against targets that differ only in their `--delay`,
 //! compared; compare.tsv holds each run's steps.tsv values under its label, compare.json and
 //! compare.html are written, and `--fail-on-regression` fails the slower run as the candidate only.
+//! Of a named mix: a `--regression` gate of the one name a server stalled fails, another name's holds;
+//! and the request that broke first at the knee is said on stdout, in report.html and the ranking.
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -518,4 +520,100 @@ fn a_regression_gate_of_the_name_that_got_slower_fails_and_one_of_another_name_d
         "stampede: --regression 'p99[slow]>5ms': a regression is a relative change: write it in % (e.g. 5%) at column 12\n    p99[slow]>5ms\n               ^^"
     );
     assert!(!written);
+}
+
+#[test]
+fn the_request_that_broke_first_is_said_on_stdout_in_the_report_and_in_the_ranking() {
+    // A server of 300 req/s capacity under a mix of two names ramped past it: both queue, and the
+    // knee names the one whose p99 rose most.
+    let target = ServeProcess::start(&["--capacity", "300"]);
+    let dir = tempfile::tempdir().unwrap();
+    let plan = dir.path().join("plan.toml");
+    std::fs::write(
+        &plan,
+        format!(
+            "url = \"{}\"\nmodel = \"requests\"\nsteps = [100, 200, 400]\nstep_duration = \"2s\"\ntimeout = \"5s\"\n\
+             \n[[request]]\nname = \"home\"\nurl = \"/home\"\n\
+             \n[[request]]\nname = \"search\"\nweight = 3\nurl = \"/search\"\n",
+            target.url()
+        ),
+    )
+    .unwrap();
+    let out = dir.path().join("run");
+    let o = stampede(&[
+        "run",
+        plan.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let said = text(&o.stdout);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let run = tests::run_json(&out);
+    let knee = &run["summary"]["knee"];
+    let name = knee["request"]["name"]
+        .as_str()
+        .unwrap_or_else(|| panic!("a request named at the knee: {knee:#}"));
+    assert!(["home", "search"].contains(&name), "{knee:#}");
+    let ratio = knee["request"]["p99_ratio"].as_f64().unwrap();
+    let named = if ratio >= 10.0 {
+        // Whole, its thousands grouped: "×1,330".
+        let digits = (ratio.round() as u64).to_string();
+        let mut grouped = String::new();
+        for (i, d) in digits.chars().enumerate() {
+            if i > 0 && (digits.len() - i) % 3 == 0 {
+                grouped.push(',');
+            }
+            grouped.push(d);
+        }
+        format!("{name} p99 ×{grouped}")
+    } else {
+        format!("{name} p99 ×{ratio:.1}")
+    };
+    // stdout's answer is the headline, which leads with it.
+    let answer = said
+        .lines()
+        .find(|l| l.starts_with("answer: "))
+        .unwrap_or_else(|| panic!("{said}"));
+    assert!(
+        answer.contains(&format!("broke at 400: {named}")),
+        "{answer}"
+    );
+    // report.html: the knee's label on the charts, and the Requests section's lead.
+    let report = std::fs::read_to_string(out.join("report.html")).unwrap();
+    assert!(
+        report.contains(&format!(">knee 400: latency, {named}</text>")),
+        "the knee's label names {named}"
+    );
+    assert!(
+        report.contains(&format!(
+            "<p class=\"knee-request\" data-request=\"{name}\">Broke first at the knee (400 req/s): {name}&#39;s p99 rose "
+        )),
+        "the section's lead names {name}"
+    );
+    // compare's ranking: its sentence in compare.json, its cause on stdout.
+    let json = dir.path().join("compare.json");
+    let o = stampede(&[
+        "compare",
+        out.to_str().unwrap(),
+        out.to_str().unwrap(),
+        "--label",
+        "a",
+        "--label",
+        "b",
+        "-o",
+        dir.path().join("compare.html").to_str().unwrap(),
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    let said = text(&o.stdout);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let compared: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let sentence = compared["ranking"][0]["sentence"].as_str().unwrap();
+    assert!(
+        sentence.starts_with(&format!("knee at 400 req/s (latency; {named})")),
+        "{sentence}"
+    );
+    // The cause column: the causes that held (latency, perhaps a plateau too), then the request.
+    assert!(said.contains(&format!("; {named}  ")), "{said}");
 }
