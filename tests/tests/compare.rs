@@ -560,7 +560,7 @@ fn the_request_that_broke_first_is_said_on_stdout_in_the_report_and_in_the_ranki
         let digits = (ratio.round() as u64).to_string();
         let mut grouped = String::new();
         for (i, d) in digits.chars().enumerate() {
-            if i > 0 && (digits.len() - i) % 3 == 0 {
+            if i > 0 && (digits.len() - i).is_multiple_of(3) {
                 grouped.push(',');
             }
             grouped.push(d);
