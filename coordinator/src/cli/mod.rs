@@ -19,6 +19,7 @@ pub use run_args::{
 use run_args::{RUN_EXAMPLES, with_constraints};
 pub use values::{
     AgentWeights, DurationText, Format, LossPolicy, Rate, RequestEntry, Steps, StringOrList,
+    Wsesslog,
 };
 
 #[derive(Debug, Parser)]
