@@ -252,7 +252,7 @@ pub fn summarize(input: &StepInput<'_>) -> StepResult {
     let tls = tls::TlsStep::of(c);
     notes.extend(tls.map(|t| t.note()));
     let sessions = sessions::SessionsStep::of(c, &t.hist.session);
-    notes.extend(sessions.and_then(|s| s.note()));
+    notes.extend(sessions.map(|s| s.note()));
     let ok_rate = served_rate(input);
     let drain = (drain_counted(input) && !input.aborted).then(|| Drain {
         seconds: round3(ran_past(input).as_secs_f64()),

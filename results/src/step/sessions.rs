@@ -1,6 +1,6 @@
 //! What sessions (httperf's `--wsesslog`) add to a step: the sessions begun, completed and
 //! abandoned, and the completed ones' lengths from their intended start (the merged `session`
-//! histogram), with the note that says how many the step's end cut.
+//! histogram), with the note that says them in words (under the stdout table and in run.json).
 use shared::histogram::Histogram;
 use shared::metrics::Counters;
 
@@ -39,15 +39,31 @@ impl SessionsStep {
             .saturating_sub(self.abandoned)
     }
 
-    /// What a reader should know of them, in words: the sessions cut short, if any.
-    pub(super) fn note(&self) -> Option<String> {
+    /// What a reader should know of them, in words: how many completed, how long they took, how
+    /// many a failed request abandoned and how many the step's end cut.
+    pub(super) fn note(&self) -> String {
+        let mut words = format!(
+            "sessions: {} begun, {} completed",
+            self.started, self.completed
+        );
+        if self.completed > 0 {
+            words.push_str(&format!(
+                " (length p50 {:.1} ms, p99 {:.1} ms from the intended start)",
+                self.length_ms.p50, self.length_ms.p99
+            ));
+        }
+        words.push_str(&format!(
+            ", {} abandoned (a request failed)",
+            self.abandoned
+        ));
         let cut = self.cut();
-        (cut > 0).then(|| {
-            format!(
-                "sessions: {cut} of {} were cut by the step's end (a burst due more than --timeout after it is not sent): their later requests were never due; a step longer than a session keeps them whole",
-                self.started
-            )
-        })
+        if cut > 0 {
+            words.push_str(&format!(
+                ", {cut} cut by the step's end (their next burst was due over --timeout after it: \
+                 its requests were never due; a step longer than a session keeps them whole)"
+            ));
+        }
+        words
     }
 }
 
@@ -69,8 +85,11 @@ mod tests {
         let s = SessionsStep::of(&c, &h).unwrap();
         assert_eq!((s.started, s.completed, s.abandoned, s.cut()), (10, 7, 1, 2));
         assert!((s.length_ms.p50 - 400.0).abs() < 1.0, "{:?}", s.length_ms);
-        assert!(s.note().unwrap().starts_with("sessions: 2 of 10 were cut"));
+        assert_eq!(
+            s.note(),
+            "sessions: 10 begun, 7 completed (length p50 400.1 ms, p99 700.4 ms from the intended start), 1 abandoned (a request failed), 2 cut by the step's end (their next burst was due over --timeout after it: its requests were never due; a step longer than a session keeps them whole)"
+        );
         c.sessions_completed = 9;
-        assert_eq!(SessionsStep::of(&c, &h).unwrap().note(), None);
+        assert!(SessionsStep::of(&c, &h).unwrap().note().ends_with("1 abandoned (a request failed)"));
     }
 }

@@ -146,7 +146,11 @@ impl Plan {
     /// The request rate the plan demands at a step value, or None for the closed model.
     pub fn demanded_request_rate(&self, value: f64) -> Option<f64> {
         match self.model {
-            LoadModel::Connections => Some(value * f64::from(self.num_call.get())),
+            LoadModel::Connections => Some(match self.workload.sessions() {
+                // Sessions in turn: in the long run, the log's mean requests a session.
+                Some(s) => value * s.mean_requests(),
+                None => value * f64::from(self.num_call.get()),
+            }),
             LoadModel::Requests => Some(value),
             LoadModel::Concurrency => None,
         }

@@ -172,6 +172,13 @@ impl Sessions {
         &self.list[(g % self.list.len() as u64) as usize]
     }
 
+    /// The requests a session sends on average: what arrivals bring in the long run, as each
+    /// session of the log comes in turn.
+    pub fn mean_requests(&self) -> f64 {
+        let all: usize = self.list.iter().map(Session::requests).sum();
+        all as f64 / self.list.len() as f64
+    }
+
     /// The most requests one session sends: what an arrival may bring.
     pub fn max_requests(&self) -> usize {
         self.list.iter().map(Session::requests).max().unwrap_or(1)
@@ -219,6 +226,7 @@ mod tests {
         assert_eq!(first.bursts()[1].think(), Duration::from_millis(50));
         assert_eq!(s.list()[1].bursts()[1].requests(), [2]);
         assert_eq!(s.max_requests(), 3);
+        assert_eq!(s.mean_requests(), 2.5);
         // Arrival g runs session g mod 2.
         assert_eq!(s.of_arrival(0), first);
         assert_eq!(s.of_arrival(3), &s.list()[1]);
