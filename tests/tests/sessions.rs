@@ -220,3 +220,41 @@ fn over_http2_each_session_is_one_connection_of_the_log_s_requests() {
     want.sort();
     assert_eq!(got, want);
 }
+
+#[test]
+fn a_bad_session_log_or_setting_is_one_line_and_exit_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.log");
+    std::fs::write(&bad, "/a\n  /b contents='never closed\n").unwrap();
+    let good = dir.path().join("good.log");
+    std::fs::write(&good, LOG).unwrap();
+    let (bad, good) = (bad.display().to_string(), good.display().to_string());
+    let url = format!("http://127.0.0.1:{}/", tests::closed_port());
+    let cases: [(String, &[&str], &str); 4] = [
+        (
+            format!("1,0,{bad}"),
+            &[],
+            "line 2: the contents' quote is never closed",
+        ),
+        ("3,0.5".to_string(), &[], "is not N,X,FILE"),
+        (
+            format!("1,0,{good}"),
+            &["--model", "requests"],
+            "runs in the connections model",
+        ),
+        (
+            format!("0,0,{good}"),
+            &["--num-call", "3"],
+            "--wsesslog and --num-call",
+        ),
+    ];
+    for (wsesslog, extra, words) in &cases {
+        let mut all = vec!["run", url.as_str(), "--steps", "1", "--wsesslog", wsesslog];
+        all.extend_from_slice(extra);
+        let o = tests::stampede(&all);
+        let err = text(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{all:?}: {err}");
+        assert!(err.contains(words), "{all:?}: expected '{words}' in: {err}");
+        assert_eq!(err.trim().lines().count(), 1, "one line: {err}");
+    }
+}
