@@ -40,11 +40,7 @@ impl StepTable {
     ) -> StepTable {
         let t = StepTable::new(host, model);
         let t = if extra.tls { t.with_tls() } else { t };
-        let t = if extra.sessions {
-            t.with_sessions()
-        } else {
-            t
-        };
+        let t = if extra.sessions { t.with_sessions() } else { t };
         let search = extra.search;
         let t = if search { t.with_probes() } else { t };
         t.with_monitors(monitors, paired)

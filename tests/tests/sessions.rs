@@ -96,8 +96,7 @@ fn httperf_and_stampede_send_the_same_sessions_of_one_log() {
         eprintln!("SKIPPED {TEST}: no httperf on this machine (apt-get install httperf)");
         return;
     }
-    let Some(nginx) = Nginx::start_with(TEST, "access_log $DIR/logs/requests.log requests;")
-    else {
+    let Some(nginx) = Nginx::start_with(TEST, "access_log $DIR/logs/requests.log requests;") else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
@@ -126,7 +125,15 @@ fn httperf_and_stampede_send_the_same_sessions_of_one_log() {
 
     let url = nginx.url();
     let wsesslog = format!("{SESSIONS},0.05,{file}");
-    let ran = run_ok(&[&url, "--wsesslog", &wsesslog, "--steps", "10", "--threads", "2"]);
+    let ran = run_ok(&[
+        &url,
+        "--wsesslog",
+        &wsesslog,
+        "--steps",
+        "10",
+        "--threads",
+        "2",
+    ]);
     let ours = logged(&nginx, theirs.len());
     let step = ran.step(0);
     let s = &step["sessions"];
@@ -184,7 +191,15 @@ fn over_http2_each_session_is_one_connection_of_the_log_s_requests() {
     std::fs::write(&file, LOG).unwrap();
     let url = format!("h2c://{}/", nginx.addr);
     let wsesslog = format!("{SESSIONS},0.05,{}", file.display());
-    let ran = run_ok(&[&url, "--wsesslog", &wsesslog, "--steps", "10", "--threads", "2"]);
+    let ran = run_ok(&[
+        &url,
+        "--wsesslog",
+        &wsesslog,
+        "--steps",
+        "10",
+        "--threads",
+        "2",
+    ]);
     let ours = logged(&nginx, 0);
     let s = &ran.step(0)["sessions"];
     assert_eq!(s["completed"], SESSIONS, "{s}");

@@ -155,18 +155,20 @@ impl<'de> Deserialize<'de> for Wsesslog {
             Text(String),
             Table(Table),
         }
-        Ok(match Either::deserialize(d).map_err(|_| {
-            serde::de::Error::custom(
-                "wsesslog is \"N,X,FILE\" or a table with file, think and sessions",
-            )
-        })? {
-            Either::Text(s) => s.parse().map_err(serde::de::Error::custom)?,
-            Either::Table(t) => Wsesslog {
-                sessions: t.sessions,
-                think: t.think.unwrap_or_else(|| DurationText("0".into())),
-                file: t.file,
+        Ok(
+            match Either::deserialize(d).map_err(|_| {
+                serde::de::Error::custom(
+                    "wsesslog is \"N,X,FILE\" or a table with file, think and sessions",
+                )
+            })? {
+                Either::Text(s) => s.parse().map_err(serde::de::Error::custom)?,
+                Either::Table(t) => Wsesslog {
+                    sessions: t.sessions,
+                    think: t.think.unwrap_or_else(|| DurationText("0".into())),
+                    file: t.file,
+                },
             },
-        })
+        )
     }
 }
 

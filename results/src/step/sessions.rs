@@ -83,13 +83,21 @@ mod tests {
             h.record(ms * 1000).unwrap();
         }
         let s = SessionsStep::of(&c, &h).unwrap();
-        assert_eq!((s.started, s.completed, s.abandoned, s.cut()), (10, 7, 1, 2));
+        assert_eq!(
+            (s.started, s.completed, s.abandoned, s.cut()),
+            (10, 7, 1, 2)
+        );
         assert!((s.length_ms.p50 - 400.0).abs() < 1.0, "{:?}", s.length_ms);
         assert_eq!(
             s.note(),
             "sessions: 10 begun, 7 completed (length p50 400.1 ms, p99 700.4 ms from the intended start), 1 abandoned (a request failed), 2 cut by the step's end (their next burst was due over --timeout after it: its requests were never due; a step longer than a session keeps them whole)"
         );
         c.sessions_completed = 9;
-        assert!(SessionsStep::of(&c, &h).unwrap().note().ends_with("1 abandoned (a request failed)"));
+        assert!(
+            SessionsStep::of(&c, &h)
+                .unwrap()
+                .note()
+                .ends_with("1 abandoned (a request failed)")
+        );
     }
 }

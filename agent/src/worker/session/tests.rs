@@ -187,7 +187,11 @@ async fn each_arrival_runs_the_next_session_of_the_log_on_one_connection_with_it
     );
     // The think time after the first burst: /d came 80 ms or more after /c on its connection.
     let log = log.lock().unwrap();
-    for id in log.iter().filter(|(_, u, _)| u == "/d").map(|(id, _, _)| *id) {
+    for id in log
+        .iter()
+        .filter(|(_, u, _)| u == "/d")
+        .map(|(id, _, _)| *id)
+    {
         let at = |uri: &str| {
             log.iter()
                 .find(|(i, u, _)| *i == id && u == uri)
@@ -248,5 +252,9 @@ async fn a_failed_request_abandons_the_session_and_its_later_requests_count_as_a
     assert_eq!(c.failed(), 3, "the failed request and the two abandoned");
     let uris: Vec<String> = log.lock().unwrap().iter().map(|e| e.1.clone()).collect();
     assert!(!uris.iter().any(|u| u == "/c" || u == "/d"), "{uris:?}");
-    assert_eq!(total.hist.session.len(), 1, "only a completed session's length");
+    assert_eq!(
+        total.hist.session.len(),
+        1,
+        "only a completed session's length"
+    );
 }

@@ -99,8 +99,7 @@ pub fn echo(s: &Settings, sessions: Option<&Sessions>) -> Option<results::run_fi
     let (log, sessions) = (s.given.wsesslog.as_ref()?, sessions?);
     Some(results::run_file::WsesslogEcho {
         file: log.file.display().to_string(),
-        think_s: parse_pause("--wsesslog", &log.think.0)
-            .map_or(0.0, |d| d.as_secs_f64()),
+        think_s: parse_pause("--wsesslog", &log.think.0).map_or(0.0, |d| d.as_secs_f64()),
         count: (log.sessions > 0).then_some(log.sessions),
         sessions: sessions.list().len() as u64,
         max_requests: sessions.max_requests() as u64,
@@ -172,7 +171,10 @@ mod tests {
             "run http://127.0.0.1:9/ --steps 5 -d 5s --wsesslog 4,0,{path}"
         ))
         .unwrap_err();
-        assert!(n.contains("give N 0 to end steps by --step-duration"), "{n}");
+        assert!(
+            n.contains("give N 0 to end steps by --step-duration"),
+            "{n}"
+        );
         for (value, words) in [
             ("1,2", "is not N,X,FILE"),
             ("x,1,f", "'x' is not a number of sessions"),
