@@ -4,6 +4,7 @@
 //! however many sessions repeat it, and the wire carries a session as a few numbers.
 use std::time::Duration;
 
+use super::PlanError;
 use super::wsesslog::{LoggedRequest, LoggedSession};
 
 /// The most sessions a run takes: a log longer than this is a data set, not a workload.
@@ -70,6 +71,14 @@ pub enum SessionsError {
     ThinkTooLong { session: usize, think: Duration },
     #[error("{0} distinct requests; a session log holds at most {max}", max = u16::MAX)]
     TooManyRequests(usize),
+}
+
+/// Said as a plan's error in its words (`PlanError` keeps no type of this file: the plan's files
+/// take their errors from it).
+impl From<SessionsError> for PlanError {
+    fn from(e: SessionsError) -> PlanError {
+        PlanError::Sessions(e.to_string())
+    }
 }
 
 /// The run's sessions, in the log's order: arrival `g` of a step runs session `g % len`, so a fleet
