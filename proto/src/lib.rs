@@ -946,6 +946,67 @@ mod tests {
     }
 
     #[test]
+    fn sessions_roundtrip_and_one_naming_a_request_the_workload_lacks_is_refused() {
+        let get = |p: &str| RequestSpec::try_new("GET", &format!("http://h/{p}"), vec![], vec![]);
+        let w = Workload::try_new(
+            vec![get("a").unwrap(), get("b").unwrap()],
+            UrlOrder::RoundRobin,
+            Duration::from_secs(2),
+            Duration::from_secs(1),
+            false,
+        )
+        .unwrap();
+        let ms = Duration::from_millis;
+        let sessions = Sessions::try_new(
+            vec![
+                vec![(vec![0, 1], ms(50)), (vec![1], ms(0))],
+                vec![(vec![0], ms(1))],
+            ],
+            2,
+        )
+        .unwrap();
+        let with = w.clone().with_sessions(sessions).unwrap();
+        let mut c = pb::Configure::from(&with);
+        assert_eq!(c.sessions.len(), 2);
+        assert_eq!(Workload::try_from(&c).unwrap(), with);
+        // An older coordinator's configure has none.
+        assert_eq!(Workload::try_from(&pb::Configure::from(&w)).unwrap(), w);
+        c.sessions[1].bursts[0].requests = vec![2];
+        let e = Workload::try_from(&c).unwrap_err().to_string();
+        assert!(
+            e.contains("session 2 names request 2, past the 2 requests"),
+            "{e}"
+        );
+        c.sessions[1].bursts.clear();
+        assert!(Workload::try_from(&c).is_err());
+    }
+
+    #[test]
+    fn the_session_counters_and_lengths_cross_the_wire() {
+        let mut snapshot = Snapshot::default();
+        snapshot.counters.sessions_started = 5;
+        snapshot.counters.sessions_completed = 3;
+        snapshot.counters.sessions_abandoned = 1;
+        snapshot.hist.session.record(250_000).unwrap();
+        let i = Interval {
+            step: 0,
+            seq: 0,
+            offset: Duration::ZERO,
+            length: Duration::from_secs(1),
+            tail: false,
+            snapshot,
+        };
+        let pb = pb::IntervalReport::from(&i);
+        let back = Interval::try_from(&pb).unwrap();
+        assert_eq!(back.snapshot.counters, i.snapshot.counters);
+        assert_eq!(back.snapshot.hist.session.len(), 1);
+        let encoded = EncodedInterval::try_from(pb).unwrap();
+        let mut sum = shared::metrics::HistogramSums::default();
+        sum.add(&encoded.hist);
+        assert_eq!(sum.to_histograms().session.len(), 1);
+    }
+
+    #[test]
     fn interval_roundtrips_losslessly() {
         let mut s = Snapshot::default();
         s.counters.requests = 5;
