@@ -143,7 +143,7 @@ async fn one_burst(
         return (None, 1);
     }
     let after_first = Instant::now();
-    if conn.slots() == 1 {
+    if matches!(**conn, Connection::Http1(_)) {
         // One request at a time on the connection: each due as the one before it is answered.
         for (k, &index) in requests.iter().enumerate().skip(1) {
             let from = if k == 1 { after_first } else { Instant::now() };
@@ -153,8 +153,9 @@ async fn one_burst(
         }
         return (None, n);
     }
-    // HTTP/2: the burst's others at once, as streams of the session's connection (each waits for
-    // a slot under the server's limit inside `send`).
+    // HTTP/2: the burst's others at once, as streams of the session's connection, whatever
+    // `--streams` says (a browser's page does not wait for its images one by one); each waits for
+    // a slot under the server's limit inside `send`.
     let mut streams = tokio::task::JoinSet::new();
     for &index in &requests[1..] {
         let (ctx, conn) = (ctx.clone(), conn.clone());

@@ -2,6 +2,7 @@
 //! connection, which URI, when.
 use std::net::SocketAddr;
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use super::*;
@@ -64,8 +65,48 @@ async fn server() -> (SocketAddr, Log) {
     (addr, log)
 }
 
+/// An HTTP/2 server (h2c) answering each stream 200 after `delay`, logging its path and counting
+/// the most streams it held at once.
+async fn h2_server(delay: Duration) -> (SocketAddr, Log, Arc<AtomicU64>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (log, peak): (Log, Arc<AtomicU64>) = Default::default();
+    let (all, top) = (log.clone(), peak.clone());
+    tokio::spawn(async move {
+        let mut n = 0;
+        while let Ok((tcp, _)) = listener.accept().await {
+            n += 1;
+            let (log, peak, id) = (all.clone(), top.clone(), n);
+            tokio::spawn(async move {
+                let Ok(mut conn) = h2::server::handshake(tcp).await else {
+                    return;
+                };
+                let open = Arc::new(AtomicU64::new(0));
+                while let Some(Ok((req, mut respond))) = conn.accept().await {
+                    let path = req.uri().path().to_string();
+                    log.lock().unwrap().push((id, path, Instant::now()));
+                    let (open, peak) = (open.clone(), peak.clone());
+                    tokio::spawn(async move {
+                        peak.fetch_max(open.fetch_add(1, Ordering::AcqRel) + 1, Ordering::AcqRel);
+                        tokio::time::sleep(delay).await;
+                        open.fetch_sub(1, Ordering::AcqRel);
+                        let reply = http::Response::builder().status(200).body(()).unwrap();
+                        let _ = respond.send_response(reply, true);
+                    });
+                }
+            });
+        }
+    });
+    (addr, log, peak)
+}
+
 /// The target with the sessions of `log` (httperf's format), think times defaulting to 0.
 async fn target(addr: SocketAddr, log: &str) -> Endpoint {
+    target_over(addr, log, false).await
+}
+
+/// As [`target`], over HTTP/2 (h2c) when `h2`, one stream a connection (`--streams 1`).
+async fn target_over(addr: SocketAddr, log: &str, h2: bool) -> Endpoint {
     let parsed = shared::plan::parse_wsesslog(log).unwrap();
     let (requests, sessions) = Sessions::from_log(&parsed, Duration::ZERO).unwrap();
     let w = Workload::try_from(&pb::Configure {
@@ -80,12 +121,18 @@ async fn target(addr: SocketAddr, log: &str) -> Endpoint {
             .collect(),
         timeout_ms: 2000,
         connect_timeout_ms: 1000,
+        http: if h2 {
+            pb::HttpVersion::Http2
+        } else {
+            pb::HttpVersion::Http1
+        } as i32,
         ..Default::default()
     })
     .unwrap()
     .with_sessions(sessions)
     .unwrap();
-    Endpoint::prepare(&w).await.unwrap()
+    let target = Endpoint::prepare(&w).await.unwrap();
+    crate::client::preflight(target, &w).await.unwrap()
 }
 
 /// Runs `arrivals` sessions at `rate` a second on two worker threads and adds up every report.
@@ -257,4 +304,22 @@ async fn a_failed_request_abandons_the_session_and_its_later_requests_count_as_a
         1,
         "only a completed session's length"
     );
+}
+
+#[tokio::test]
+async fn over_http2_a_burst_s_others_go_at_once_as_streams_of_the_session_s_connection() {
+    let (addr, log, peak) = h2_server(Duration::from_millis(100)).await;
+    let target = target_over(addr, "/page\n  /a\n  /b\n  /c\n/next\n", true).await;
+    let total = run_sessions(target, 10.0, 1).await;
+    let c = &total.counters;
+    assert_eq!((c.sessions_completed, c.requests, c.ok), (1, 5, 5), "{c:?}");
+    assert_eq!(c.connections, 1, "{c:?}");
+    // /a, /b and /c at once after /page's reply, though --streams is 1.
+    assert_eq!(peak.load(Ordering::Acquire), 3);
+    let uris: Vec<String> = log.lock().unwrap().iter().map(|e| e.1.clone()).collect();
+    assert_eq!(uris.first().map(String::as_str), Some("/page"));
+    assert_eq!(uris.last().map(String::as_str), Some("/next"));
+    // Three rounds of 100 ms: /page, the burst's others together, /next.
+    let h = &total.hist.session;
+    assert!((300_000..450_000).contains(&h.max()), "{}", h.max());
 }
