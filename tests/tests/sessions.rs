@@ -273,3 +273,56 @@ fn a_bad_session_log_or_setting_is_one_line_and_exit_2() {
         assert_eq!(err.trim().lines().count(), 1, "one line: {err}");
     }
 }
+
+#[test]
+fn a_fleet_of_three_agents_sends_the_log_s_sessions_in_turn_each_as_often() {
+    const TEST: &str = "a_fleet_of_three_agents_sends_the_log_s_sessions_in_turn_each_as_often";
+    let Some(nginx) = Nginx::start_with(TEST, "access_log $DIR/logs/requests.log requests;") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("sessions.log");
+    std::fs::write(&file, LOG).unwrap();
+    let agents: Vec<tests::AgentProc> = (0..3).map(|_| tests::AgentProc::start(&[], &[])).collect();
+    let list: Vec<String> = agents.iter().map(|a| a.addr.to_string()).collect();
+    // 12 sessions at 40 a second, dealt among three agents: the log's three, four times each.
+    let wsesslog = format!("12,0.01,{}", file.display());
+    let ran = run_ok(&[
+        &nginx.url(),
+        "--agents",
+        &list.join(","),
+        "--wsesslog",
+        &wsesslog,
+        "--steps",
+        "40",
+    ]);
+    let step = ran.step(0);
+    assert_eq!(step["sessions"]["completed"], 12, "{step}");
+    let per_agent: Vec<u64> = step["agents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["requests"].as_u64().unwrap())
+        .collect();
+    assert!(
+        per_agent.iter().all(|n| *n > 0),
+        "each agent ran some: {per_agent:?}"
+    );
+    let ours = logged(&nginx, 0);
+    let firsts: BTreeMap<String, u64> =
+        sessions(&ours)
+            .into_iter()
+            .fold(BTreeMap::new(), |mut m, s| {
+                *m.entry(s[0].clone()).or_insert(0) += 1;
+                m
+            });
+    assert_eq!(
+        firsts.into_iter().collect::<Vec<_>>(),
+        [
+            ("GET /s1/index.html 200".to_string(), 4),
+            ("GET /s2/search?q=shoes 200".to_string(), 4),
+            ("GET /s3/home 200".to_string(), 4),
+        ]
+    );
+    assert_eq!(step["requests"], ours.len() as u64);
+}
