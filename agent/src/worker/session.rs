@@ -17,18 +17,14 @@ use super::{Ctx, Job, LINGER, abandon, open_loop, over_socket_cap, spawn_tracked
 use crate::client::{Connection, Request, Sent, Unsent};
 use crate::timer::Timer;
 
-/// Dispatches this worker's arrivals, each a session: the fleet's arrival `g` (the step's index of
-/// this slice's arrival) runs the log's session `g % len`, so the fleet sends the log's sessions in
+/// Dispatches this worker's arrivals, each a session: the fleet's arrival `g` (its index in the
+/// whole step) runs the log's session `g % len`, so the fleet sends the log's sessions in
 /// turn, each once a round.
 pub(super) async fn load(ctx: &Rc<Ctx>, timer: &Timer, job: &Job, slice: &Slice) {
     let Some(sessions) = ctx.target.sessions.clone() else {
         return;
     };
-    let mut mine = 0u64;
-    open_loop(ctx, timer, &job.share, slice, job.start, |intended| {
-        // Past u64 no schedule gets: the slice's own count then stands for it.
-        let g = slice.arrival(mine).unwrap_or(mine);
-        mine += 1;
+    open_loop(ctx, timer, &job.share, slice, job.start, |intended, g| {
         let requests = sessions.of_arrival(g).requests() as u32;
         let slot = match &job.caps.sockets {
             None => None,

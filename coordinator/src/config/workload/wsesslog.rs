@@ -9,16 +9,15 @@ use std::num::NonZeroU64;
 use shared::plan::{LoadModel, PlanError, RequestSpec, Sessions, parse_wsesslog};
 
 use super::super::{ConfigError, Settings, parse_pause, read_file};
+use super::mix::Named;
 
 /// The workload's requests and whether the target's scheme names HTTP/2 (as
 /// [`super::requests`] gives them), with the sessions of a `--wsesslog` run; `s` then says N as
 /// the step's count and the longest session as its requests per arrival.
-pub fn requests(
-    s: &mut Settings,
-) -> Result<(Vec<RequestSpec>, bool, Option<Sessions>), ConfigError> {
+pub fn requests(s: &mut Settings) -> Result<(Named, bool, Option<Sessions>), ConfigError> {
     let Some(log) = s.given.wsesslog.clone() else {
-        let (requests, by_scheme) = super::requests(s)?;
-        return Ok((requests, by_scheme, None));
+        let (named, by_scheme) = super::requests(s)?;
+        return Ok((named, by_scheme, None));
     };
     refuse_beside(s)?;
     let think = parse_pause("--wsesslog's think time X (of N,X,FILE)", &log.think.0)?;
@@ -35,7 +34,11 @@ pub fn requests(
     let (logged, sessions) = Sessions::from_log(&parsed, think).map_err(|e| at(&e))?;
     // The target's request as the flags make it: its origin, and the headers every request takes.
     let (base, by_scheme) = super::requests(s)?;
-    let base = base.into_iter().next().ok_or(PlanError::NoRequests)?;
+    let base = base
+        .requests
+        .into_iter()
+        .next()
+        .ok_or(PlanError::NoRequests)?;
     let origin = base.url().origin();
     let requests = logged
         .iter()
@@ -58,7 +61,12 @@ pub fn requests(
         s.given.num_conn = NonZeroU64::new(log.sessions).map(NonZeroU64::get);
     }
     s.num_call = u32::try_from(sessions.max_requests()).unwrap_or(u32::MAX);
-    Ok((requests, by_scheme, Some(sessions)))
+    let named = Named {
+        weights: vec![1; requests.len()],
+        requests,
+        names: Vec::new(),
+    };
+    Ok((named, by_scheme, Some(sessions)))
 }
 
 /// Settings a session log replaces, or that cannot go with it: one line each, saying why.
@@ -69,9 +77,14 @@ fn refuse_beside(s: &Settings) -> Result<(), ConfigError> {
             "--wsesslog and {what}: {why}"
         )))
     };
-    if g.urls.is_some() || g.body.is_some() || g.body_file.is_some() || s.method != "GET" {
+    if g.urls.is_some()
+        || g.body.is_some()
+        || g.body_file.is_some()
+        || s.method != "GET"
+        || !g.request.is_empty()
+    {
         return conflict(
-            "--urls, --body, --body-file or --method",
+            "--urls, --body, --body-file, --method or the plan's [[request]] mix",
             "the session log gives each request's method, URI and body",
         );
     }
