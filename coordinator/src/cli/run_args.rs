@@ -10,8 +10,8 @@ use shared::plan::{Arrival, HttpVersion, LoadModel, TlsSessions, UrlOrder};
 
 use super::values::http_version;
 use super::{
-    AgentWeights, DurationText, Format, LossPolicy, Rate, RequestEntry, Steps, StringOrList,
-    Wsesslog,
+    AgentWeights, DurationText, Format, LossPolicy, Rate, RequestEntry, SessionEntry, Steps,
+    StringOrList, Wsesslog,
 };
 
 /// Declares the run's settings once: the struct clap parses the flags into and serde reads a plan
@@ -246,6 +246,11 @@ settings! {
         /// sessions (as --num-conn); 0 leaves it to --step-duration.
         #[arg(long, value_name = "N,X,FILE", help_heading = LOAD)]
         pub wsesslog: Option<Wsesslog>,
+        /// A plan file's sessions (`[[session]]` of `[[session.burst]]`), run as a --wsesslog
+        /// log's are; no flag gives them.
+        #[arg(skip)]
+        #[serde(default)]
+        pub session: Vec<SessionEntry>,
         /// Largest keep-alive pool the requests model may open (wrk2/oha -c with a rate).
         #[arg(long, default_value = "1000", help_heading = LOAD)]
         pub max_connections: Option<u32>,

@@ -267,6 +267,40 @@ pub struct RequestEntry {
     pub body_file: Option<PathBuf>,
 }
 
+/// One session of a plan file (`[[session]]`), httperf's session log written as TOML: its bursts in
+/// order (`[[session.burst]]`), each `requests` (a path, or `{ uri, method, body }`) sent as a log's
+/// burst is, then `think` (a duration or seconds; none: no pause).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SessionEntry {
+    pub burst: Vec<BurstEntry>,
+}
+
+/// One burst of a plan file's session.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BurstEntry {
+    pub requests: Vec<SessionRequest>,
+    pub think: Option<DurationText>,
+}
+
+/// A request of a burst: its path (a GET), or a table with its method and body.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(untagged)]
+pub enum SessionRequest {
+    Path(String),
+    Full(FullRequest),
+}
+
+/// A burst's request written out: `{ uri = "/login", method = "POST", body = "user=ann" }`.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FullRequest {
+    pub uri: String,
+    pub method: Option<String>,
+    pub body: Option<String>,
+}
+
 /// One string or a list of them; each is parsed as the flag's value would be.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(untagged)]

@@ -4,33 +4,27 @@
 //! of arrivals as `--num-conn` is, and the longest session what one arrival may bring (so every
 //! bound taken of `--num-call`, an agent's claims and the rate its policy checks, holds). The
 //! settings a log replaces are refused beside it, each in one line.
-use std::num::NonZeroU64;
+use std::time::Duration;
 
-use shared::plan::{LoadModel, PlanError, RequestSpec, Sessions, parse_wsesslog};
+use shared::plan::{
+    Burst, LoadModel, LoggedRequest, LoggedSession, PlanError, RequestSpec, Sessions,
+    parse_wsesslog,
+};
 
 use super::super::{ConfigError, Settings, parse_pause, read_file};
 use super::mix::Named;
+use crate::cli::SessionRequest;
 
 /// The workload's requests and whether the target's scheme names HTTP/2 (as
-/// [`super::requests`] gives them), with the sessions of a `--wsesslog` run; `s` then says N as
-/// the step's count and the longest session as its requests per arrival.
+/// [`super::requests`] gives them), with the sessions of a `--wsesslog` run (or a plan's
+/// `[[session]]` tables); `s` then says N as the step's count and the longest session as its
+/// requests per arrival.
 pub fn requests(s: &mut Settings) -> Result<(Named, bool, Option<Sessions>), ConfigError> {
-    let Some(log) = s.given.wsesslog.clone() else {
+    let Some((parsed, think, count, at)) = sessions_given(s)? else {
         let (named, by_scheme) = super::requests(s)?;
         return Ok((named, by_scheme, None));
     };
     refuse_beside(s)?;
-    let think = parse_pause("--wsesslog's think time X (of N,X,FILE)", &log.think.0)?;
-    let text = String::from_utf8(read_file("session log", &log.file)?).map_err(|_| {
-        ConfigError::File(format!(
-            "session log {}: not UTF-8 text",
-            log.file.display()
-        ))
-    })?;
-    let at = |e: &dyn std::fmt::Display| {
-        ConfigError::File(format!("session log {}, {e}", log.file.display()))
-    };
-    let parsed = parse_wsesslog(&text).map_err(|e| at(&e))?;
     let (logged, sessions) = Sessions::from_log(&parsed, think).map_err(|e| at(&e))?;
     // The target's request as the flags make it: its origin, and the headers every request takes.
     let (base, by_scheme) = super::requests(s)?;
@@ -49,16 +43,17 @@ pub fn requests(s: &mut Settings) -> Result<(Named, bool, Option<Sessions>), Con
                     r.uri
                 )));
             }
-            Ok(RequestSpec::try_new(
+            RequestSpec::try_new(
                 &r.method,
                 &format!("{origin}{}", r.uri),
                 base.headers().to_vec(),
                 r.body.clone(),
-            )?)
+            )
+            .map_err(|e| at(&e))
         })
         .collect::<Result<Vec<_>, ConfigError>>()?;
-    if log.sessions > 0 {
-        s.given.num_conn = NonZeroU64::new(log.sessions).map(NonZeroU64::get);
+    if count > 0 {
+        s.given.num_conn = Some(count);
     }
     s.num_call = u32::try_from(sessions.max_requests()).unwrap_or(u32::MAX);
     let named = Named {
@@ -69,12 +64,87 @@ pub fn requests(s: &mut Settings) -> Result<(Named, bool, Option<Sessions>), Con
     Ok((named, by_scheme, Some(sessions)))
 }
 
+/// Words of an error, said where the sessions came from.
+type Where = Box<dyn Fn(&dyn std::fmt::Display) -> ConfigError>;
+
+/// The sessions given, read: from `--wsesslog`'s file, or the plan's `[[session]]` tables; with
+/// the think time of a burst that gives none, N (0: none), and where to say an error is.
+fn sessions_given(
+    s: &Settings,
+) -> Result<Option<(Vec<LoggedSession>, Duration, u64, Where)>, ConfigError> {
+    let g = &s.given;
+    if let Some(log) = &g.wsesslog {
+        if !g.session.is_empty() {
+            return Err(ConfigError::Conflict(
+                "give --wsesslog or the plan file's [[session]] tables, not both".into(),
+            ));
+        }
+        let think = parse_pause("--wsesslog's think time X (of N,X,FILE)", &log.think.0)?;
+        let text = String::from_utf8(read_file("session log", &log.file)?).map_err(|_| {
+            ConfigError::File(format!(
+                "session log {}: not UTF-8 text",
+                log.file.display()
+            ))
+        })?;
+        let file = log.file.display().to_string();
+        let at: Where = Box::new(move |e| ConfigError::File(format!("session log {file}, {e}")));
+        let parsed = parse_wsesslog(&text).map_err(|e| at(&e))?;
+        return Ok(Some((parsed, think, log.sessions, at)));
+    }
+    if g.session.is_empty() {
+        return Ok(None);
+    }
+    let at: Where = Box::new(|e| ConfigError::Value(format!("the plan's [[session]] tables: {e}")));
+    let mut parsed = Vec::with_capacity(g.session.len());
+    for (i, entry) in g.session.iter().enumerate() {
+        let mut bursts = Vec::with_capacity(entry.burst.len());
+        for b in &entry.burst {
+            let think = b
+                .think
+                .as_ref()
+                .map(|t| parse_pause("a [[session.burst]]'s think", &t.0))
+                .transpose()?;
+            let requests = b
+                .requests
+                .iter()
+                .map(|r| match r {
+                    SessionRequest::Path(uri) => LoggedRequest {
+                        method: "GET".into(),
+                        uri: uri.clone(),
+                        body: Vec::new(),
+                    },
+                    SessionRequest::Full(f) => LoggedRequest {
+                        method: f.method.clone().unwrap_or_else(|| "GET".into()),
+                        uri: f.uri.clone(),
+                        body: f.body.clone().unwrap_or_default().into_bytes(),
+                    },
+                })
+                .collect();
+            bursts.push(Burst { requests, think });
+        }
+        if bursts.is_empty() || bursts.iter().any(|b| b.requests.is_empty()) {
+            return Err(at(&format_args!(
+                "session {} has a burst without a request, or none: give each [[session.burst]] its requests",
+                i + 1
+            )));
+        }
+        parsed.push(LoggedSession { bursts });
+    }
+    // N is --num-conn's, as the file's would be; a burst without think pauses not at all.
+    Ok(Some((parsed, Duration::ZERO, 0, at)))
+}
+
 /// Settings a session log replaces, or that cannot go with it: one line each, saying why.
 fn refuse_beside(s: &Settings) -> Result<(), ConfigError> {
     let g = &s.given;
+    let sessions = if g.wsesslog.is_some() {
+        "--wsesslog"
+    } else {
+        "the plan's [[session]] tables"
+    };
     let conflict = |what: &str, why: &str| {
         Err(ConfigError::Conflict(format!(
-            "--wsesslog and {what}: {why}"
+            "{sessions} and {what}: {why}"
         )))
     };
     if g.urls.is_some()
@@ -107,13 +177,22 @@ fn refuse_beside(s: &Settings) -> Result<(), ConfigError> {
     Ok(())
 }
 
-/// The log's file, think time and count as run.json echoes them.
+/// The log's file, think time and count as run.json echoes them (a plan's `[[session]]` tables as
+/// `[[session]]`, X 0 and no count).
 pub fn echo(s: &Settings, sessions: Option<&Sessions>) -> Option<results::run_file::WsesslogEcho> {
-    let (log, sessions) = (s.given.wsesslog.as_ref()?, sessions?);
+    let sessions = sessions?;
+    let (file, think_s, count) = match &s.given.wsesslog {
+        Some(log) => (
+            log.file.display().to_string(),
+            parse_pause("--wsesslog", &log.think.0).map_or(0.0, |d| d.as_secs_f64()),
+            (log.sessions > 0).then_some(log.sessions),
+        ),
+        None => ("[[session]]".to_string(), 0.0, None),
+    };
     Some(results::run_file::WsesslogEcho {
-        file: log.file.display().to_string(),
-        think_s: parse_pause("--wsesslog", &log.think.0).map_or(0.0, |d| d.as_secs_f64()),
-        count: (log.sessions > 0).then_some(log.sessions),
+        file,
+        think_s,
+        count,
         sessions: sessions.list().len() as u64,
         max_requests: sessions.max_requests() as u64,
         requests: sessions.list().iter().map(|s| s.requests() as u64).sum(),
@@ -214,6 +293,69 @@ mod tests {
         ))
         .unwrap_err();
         assert!(e.contains("is not a path"), "{e}");
+    }
+
+    #[test]
+    fn a_plan_file_writes_its_sessions_as_tables_of_bursts() {
+        let plan = r#"
+url = "http://127.0.0.1:9/"
+steps = [5]
+num_conn = 4
+
+[[session]]
+[[session.burst]]
+requests = ["/index.html", "/style.css"]
+think = "50ms"
+[[session.burst]]
+requests = [{ uri = "/login", method = "POST", body = "user=ann" }]
+
+[[session]]
+[[session.burst]]
+requests = ["/index.html"]
+think = 1.5
+"#;
+        let (_dir, c) = with_plan(plan, "");
+        let c = c.unwrap();
+        let w = c.plan.workload();
+        let sessions = w.sessions().unwrap();
+        assert_eq!(sessions.list().len(), 2);
+        let first = &sessions.list()[0];
+        assert_eq!(first.bursts()[0].requests(), [0, 1]);
+        assert_eq!(first.bursts()[0].think(), Duration::from_millis(50));
+        assert_eq!(first.bursts()[1].think(), Duration::ZERO);
+        assert_eq!(sessions.list()[1].bursts()[0].requests(), [0]);
+        assert_eq!(
+            sessions.list()[1].bursts()[0].think(),
+            Duration::from_millis(1500)
+        );
+        let login = &w.requests()[2];
+        assert_eq!((login.method(), login.body()), ("POST", &b"user=ann"[..]));
+        assert_eq!(
+            c.plan.limit(),
+            StepLimit::Connections(std::num::NonZeroU64::new(4).unwrap())
+        );
+        assert_eq!(c.echo.wsesslog.unwrap().file, "[[session]]");
+        // Beside --wsesslog, or with a burst of nothing: one line each.
+        let (_d, e) = with_plan(plan, "--wsesslog 0,0,x.log");
+        assert!(e.unwrap_err().to_string().contains("not both"));
+        let (_d, e) = with_plan(
+            "url = \"http://127.0.0.1:9/\"\nsteps = [5]\n[[session]]\n[[session.burst]]\nrequests = []\n",
+            "",
+        );
+        assert!(
+            e.unwrap_err()
+                .to_string()
+                .contains("a burst without a request"),
+        );
+        let (_d, e) = with_plan(
+            "url = \"http://127.0.0.1:9/\"\nsteps = [5]\n[[session]]\n[[session.burst]]\nrequests = [{ uri = \"/a\", method = \"P?T\" }]\n",
+            "",
+        );
+        let e = e.unwrap_err().to_string();
+        assert!(
+            e.starts_with("the plan's [[session]] tables: bad method"),
+            "{e}"
+        );
     }
 
     #[test]
