@@ -20,7 +20,13 @@ use crate::cli::SessionRequest;
 /// `[[session]]` tables); `s` then says N as the step's count and the longest session as its
 /// requests per arrival.
 pub fn requests(s: &mut Settings) -> Result<(Named, bool, Option<Sessions>), ConfigError> {
-    let Some((parsed, think, count, at)) = sessions_given(s)? else {
+    let Some(Given {
+        parsed,
+        think,
+        count,
+        at,
+    }) = sessions_given(s)?
+    else {
         let (named, by_scheme) = super::requests(s)?;
         return Ok((named, by_scheme, None));
     };
@@ -67,11 +73,19 @@ pub fn requests(s: &mut Settings) -> Result<(Named, bool, Option<Sessions>), Con
 /// Words of an error, said where the sessions came from.
 type Where = Box<dyn Fn(&dyn std::fmt::Display) -> ConfigError>;
 
-/// The sessions given, read: from `--wsesslog`'s file, or the plan's `[[session]]` tables; with
-/// the think time of a burst that gives none, N (0: none), and where to say an error is.
-fn sessions_given(
-    s: &Settings,
-) -> Result<Option<(Vec<LoggedSession>, Duration, u64, Where)>, ConfigError> {
+/// The sessions given, read.
+struct Given {
+    parsed: Vec<LoggedSession>,
+    /// The think time of a burst that gives none (X).
+    think: Duration,
+    /// N: the sessions a step (0: none).
+    count: u64,
+    /// Where to say an error is.
+    at: Where,
+}
+
+/// The sessions given: from `--wsesslog`'s file, or the plan's `[[session]]` tables.
+fn sessions_given(s: &Settings) -> Result<Option<Given>, ConfigError> {
     let g = &s.given;
     if let Some(log) = &g.wsesslog {
         if !g.session.is_empty() {
@@ -89,7 +103,12 @@ fn sessions_given(
         let file = log.file.display().to_string();
         let at: Where = Box::new(move |e| ConfigError::File(format!("session log {file}, {e}")));
         let parsed = parse_wsesslog(&text).map_err(|e| at(&e))?;
-        return Ok(Some((parsed, think, log.sessions, at)));
+        return Ok(Some(Given {
+            parsed,
+            think,
+            count: log.sessions,
+            at,
+        }));
     }
     if g.session.is_empty() {
         return Ok(None);
@@ -131,7 +150,12 @@ fn sessions_given(
         parsed.push(LoggedSession { bursts });
     }
     // N is --num-conn's, as the file's would be; a burst without think pauses not at all.
-    Ok(Some((parsed, Duration::ZERO, 0, at)))
+    Ok(Some(Given {
+        parsed,
+        think: Duration::ZERO,
+        count: 0,
+        at,
+    }))
 }
 
 /// Settings a session log replaces, or that cannot go with it: one line each, saying why.
