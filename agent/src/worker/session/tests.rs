@@ -20,8 +20,9 @@ use crate::engine::Engine;
 /// What the server took: (connection number, URI, when), in order of arrival.
 type Log = Arc<Mutex<Vec<(usize, String, Instant)>>>;
 
-/// An HTTP/1.1 server answering 200 at once; `/close` is answered with `Connection: close` and
-/// its connection closed, `/reset` gets no reply (the connection is dropped).
+/// An HTTP/1.1 server answering 200 at once but `/slow` (200 ms); `/close` is answered with
+/// `Connection: close` and its connection closed, `/reset` gets no reply (the connection is
+/// dropped).
 async fn server() -> (SocketAddr, Log) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
@@ -47,6 +48,9 @@ async fn server() -> (SocketAddr, Log) {
                     buf.drain(..end + 4);
                     let uri = head.split(' ').nth(1).unwrap_or_default().to_string();
                     log.lock().unwrap().push((id, uri.clone(), Instant::now()));
+                    if uri == "/slow" {
+                        tokio::time::sleep(Duration::from_millis(200)).await;
+                    }
                     let close = uri == "/close" || head.contains("connection: close");
                     let reply: &[u8] = match uri.as_str() {
                         "/reset" => return,
@@ -322,4 +326,18 @@ async fn over_http2_a_burst_s_others_go_at_once_as_streams_of_the_session_s_conn
     // Three rounds of 100 ms: /page, the burst's others together, /next.
     let h = &total.hist.session;
     assert!((300_000..450_000).contains(&h.max()), "{}", h.max());
+}
+
+#[tokio::test]
+async fn a_slow_reply_lengthens_its_session_and_a_later_burst_counts_from_that_reply() {
+    let (addr, _) = server().await;
+    let target = target(addr, "/slow think=0.05\n/b\n").await;
+    let total = run_sessions(target, 10.0, 1).await;
+    let (latency, session) = (&total.hist.latency, &total.hist.session);
+    assert_eq!(latency.len(), 2);
+    // /slow took 200 ms from the arrival; /b, due 50 ms after that reply, was quick: the stall is
+    // charged to the request that stalled, and to the whole session, not again to /b.
+    assert!(latency.max() >= 200_000, "{}", latency.max());
+    assert!(latency.min() < 50_000, "{}", latency.min());
+    assert!(session.min() >= 250_000, "{}", session.min());
 }
