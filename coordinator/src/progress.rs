@@ -191,7 +191,7 @@ pub fn plan_line(
     let unit = match (plan.model(), multiplexed(plan)) {
         (LoadModel::Connections, _) if plan.workload().sessions().is_some() => {
             let n = plan.workload().sessions().map_or(0, |s| s.list().len());
-            format!("sessions/s (--wsesslog: the log's {n} sessions in turn, one connection each)")
+            format!("sessions/s (the {n} sessions in turn, one connection each)")
         }
         (LoadModel::Connections, m) => {
             let calls = match plan.num_call().get() {

@@ -4,8 +4,9 @@
 //! streams over HTTP/2), then the think time. Every request counts from when it was due: the
 //! session's first from the arrival's intended instant, a later burst's first from the previous
 //! burst's end plus its think time, a burst's others from their first's reply. A session's length
-//! runs from its intended start to its last reply, so a server that holds one request up lengthens
-//! every session behind it, coordinated omission corrected.
+//! runs from its intended start to its last reply, so a request the server holds up lengthens its
+//! session by as much, and a session the generator began late is charged from when it was due
+//! (coordinated omission corrected).
 use std::rc::Rc;
 use std::sync::Arc;
 
@@ -51,8 +52,8 @@ enum End {
     /// A request failed (`None`: with its connection, the target's doing; else unsent, in its
     /// class): the session's later requests are abandoned, as httperf fails the session.
     Failed(Option<ErrorClass>),
-    /// The step's end came before its next burst was due (or the step was stopped): its later
-    /// requests were never due.
+    /// Its next burst was due more than a timeout past the step's end (or the step was stopped):
+    /// its later requests were never due.
     Cut,
 }
 
