@@ -21,6 +21,7 @@ use crate::recorder::Recorder;
 use crate::timer::Timer;
 
 mod pool;
+mod session;
 use pool::Pool;
 
 /// A step as one worker runs it.
@@ -304,6 +305,9 @@ async fn load(ctx: &Rc<Ctx>, timer: &Timer, job: &Job) {
     // This worker's part of the agent's slice of the step.
     let slice = share.slice().part(job.worker, job.workers);
     match share.model() {
+        LoadModel::Connections if ctx.target.sessions.is_some() => {
+            session::load(ctx, timer, job, &slice).await
+        }
         LoadModel::Connections => {
             let calls = share.num_call().get();
             open_loop(ctx, timer, share, &slice, job.start, |intended, arrival| {
@@ -598,7 +602,7 @@ async fn calls_in_turn(
         // Not sent, or failed with the connection: the calls not yet made were due and will never
         // be sent (this one is already counted, as unsent or as its error).
         let unsent = match conn.send(&ctx.target, &ctx.rec, req).await {
-            Ok(Sent::Kept) => continue,
+            Ok(Sent::Kept | Sent::Failed) => continue,
             Ok(Sent::Lost) => None,
             Err(Unsent(class)) => Some(class),
         };

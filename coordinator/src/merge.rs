@@ -169,6 +169,9 @@ pub fn check_claim(
         c.drained,
         c.tls_full,
         c.tls_resumed,
+        c.sessions_started,
+        c.sessions_completed,
+        c.sessions_abandoned,
     ]
     .into_iter();
     let named = report

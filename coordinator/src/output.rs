@@ -350,8 +350,12 @@ impl Output {
         let names: Vec<String> = monitors.iter().map(|m| m.name.clone()).collect();
         let search = cfg.echo.find_max.is_some();
         let paired = cfg.pairing.paired(cfg.label.as_deref(), &names);
-        let tls = cfg.echo.tls_sessions.is_some();
-        let columns = StepTable::of_run(&cfg.host, cfg.plan.model(), tls, search, &names, paired);
+        let extra = results::table::Extra {
+            tls: cfg.echo.tls_sessions.is_some(),
+            sessions: cfg.echo.wsesslog.is_some(),
+            search,
+        };
+        let columns = StepTable::of_run(&cfg.host, cfg.plan.model(), extra, &names, paired);
         let header = columns.header().join(&sep.to_string());
         writeln!(table, "{header}").map_err(at(&table_path))?;
         let mut doc = RunFile::start(

@@ -189,6 +189,10 @@ pub fn plan_line(
         _ => values.join(","),
     };
     let unit = match (plan.model(), multiplexed(plan)) {
+        (LoadModel::Connections, _) if plan.workload().sessions().is_some() => {
+            let n = plan.workload().sessions().map_or(0, |s| s.list().len());
+            format!("sessions/s (the {n} sessions in turn, one connection each)")
+        }
         (LoadModel::Connections, m) => {
             let calls = match plan.num_call().get() {
                 1 => String::new(),

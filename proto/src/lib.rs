@@ -11,8 +11,8 @@ use shared::metrics::{
     Interval, NameCounters, NameStats, Snapshot,
 };
 use shared::plan::{
-    Arrival, Fork, ForkSide, HttpVersion, LoadModel, PlanError, RequestSpec, Slice, StepLimit,
-    StepShare, TlsSessions, UrlOrder, Workload,
+    self, Arrival, Fork, ForkSide, HttpVersion, LoadModel, PlanError, RequestSpec, Sessions, Slice,
+    StepLimit, StepShare, TlsSessions, UrlOrder, Workload,
 };
 use shared::refusal::{Refusal, RefusalKind};
 use shared::status::{StatusCodes, StatusSet};
@@ -283,6 +283,7 @@ impl From<&Workload> for pb::Configure {
             } else {
                 w.weights().to_vec()
             },
+            sessions: w.sessions().map_or_else(Vec::new, |s| sessions_to_pb(s)),
         }
     }
 }
@@ -358,11 +359,51 @@ impl TryFrom<&pb::Configure> for Workload {
         .with_ok_status(ok_status_from_pb(&c.ok_status)?)
         .with_http(http, c.streams.max(1))?
         .with_tls_sessions(tls_sessions);
-        if c.names.is_empty() && c.weights.is_empty() {
+        let workload = if c.names.is_empty() && c.weights.is_empty() {
+            workload
+        } else {
+            workload.with_names(c.names.clone(), c.weights.clone())?
+        };
+        if c.sessions.is_empty() {
             return Ok(workload);
         }
-        Ok(workload.with_names(c.names.clone(), c.weights.clone())?)
+        let count = workload.requests().len();
+        Ok(workload.with_sessions(sessions_from_pb(&c.sessions, count)?)?)
     }
+}
+
+fn sessions_to_pb(s: &Sessions) -> Vec<pb::Session> {
+    s.list()
+        .iter()
+        .map(|s| pb::Session {
+            bursts: s
+                .bursts()
+                .iter()
+                .map(|b| pb::SessionBurst {
+                    requests: b.requests().iter().map(|&i| u32::from(i)).collect(),
+                    think_us: b.think().as_micros() as u64,
+                })
+                .collect(),
+        })
+        .collect()
+}
+
+/// Checked as a log read by the coordinator is: sizes first, so a peer's list costs no more than
+/// a log's may.
+fn sessions_from_pb(list: &[pb::Session], requests: usize) -> Result<Sessions, ConvertError> {
+    if list.len() > plan::MAX_SESSIONS {
+        return Err(PlanError::from(plan::SessionsError::TooMany(list.len())).into());
+    }
+    let sessions = list
+        .iter()
+        .map(|s| {
+            s.bursts
+                .iter()
+                .map(|b| (b.requests.clone(), Duration::from_micros(b.think_us)))
+                .collect()
+        })
+        .collect();
+    Ok(Sessions::try_new(sessions, requests).map_err(PlanError::from)?)
 }
 
 fn ok_status_from_pb(ranges: &[pb::StatusRange]) -> Result<StatusSet, ConvertError> {
@@ -425,6 +466,9 @@ impl From<&Counters> for pb::Counters {
             drained: c.drained,
             tls_full: c.tls_full,
             tls_resumed: c.tls_resumed,
+            sessions_started: c.sessions_started,
+            sessions_completed: c.sessions_completed,
+            sessions_abandoned: c.sessions_abandoned,
         }
     }
 }
@@ -467,6 +511,9 @@ impl TryFrom<&pb::Counters> for Counters {
             drained: c.drained,
             tls_full: c.tls_full,
             tls_resumed: c.tls_resumed,
+            sessions_started: c.sessions_started,
+            sessions_completed: c.sessions_completed,
+            sessions_abandoned: c.sessions_abandoned,
             ..Counters::default()
         };
         if c.ok > c.replies {
@@ -505,6 +552,7 @@ impl From<&Interval> for pb::IntervalReport {
             ttfb: histogram::encode(&h.ttfb),
             lag: histogram::encode(&h.lag),
             wait: histogram::encode(&h.wait),
+            session: histogram::encode(&h.session),
             cpu_ns: i.snapshot.cpu_ns,
             error_messages: messages_to_pb(&i.snapshot.messages),
             names: names_to_pb(&i.snapshot.names),
@@ -611,6 +659,7 @@ impl TryFrom<&pb::IntervalReport> for Interval {
                     ttfb: dec("ttfb histogram", &r.ttfb)?,
                     lag: dec("lag histogram", &r.lag)?,
                     wait: dec("wait histogram", &r.wait)?,
+                    session: dec("session histogram", &r.session)?,
                 },
                 codes: codes_from_pb(&r.status_codes)?,
                 cpu_ns: r.cpu_ns,
@@ -689,6 +738,7 @@ impl TryFrom<pb::IntervalReport> for EncodedInterval {
                 ttfb: check("ttfb histogram", r.ttfb)?,
                 lag: check("lag histogram", r.lag)?,
                 wait: check("wait histogram", r.wait)?,
+                session: check("session histogram", r.session)?,
             },
         })
     }
@@ -893,6 +943,67 @@ mod tests {
         c.tls_sessions = 7;
         let e = Workload::try_from(&c).unwrap_err().to_string();
         assert!(e.contains("TLS sessions"), "{e}");
+    }
+
+    #[test]
+    fn sessions_roundtrip_and_one_naming_a_request_the_workload_lacks_is_refused() {
+        let get = |p: &str| RequestSpec::try_new("GET", &format!("http://h/{p}"), vec![], vec![]);
+        let w = Workload::try_new(
+            vec![get("a").unwrap(), get("b").unwrap()],
+            UrlOrder::RoundRobin,
+            Duration::from_secs(2),
+            Duration::from_secs(1),
+            false,
+        )
+        .unwrap();
+        let ms = Duration::from_millis;
+        let sessions = Sessions::try_new(
+            vec![
+                vec![(vec![0, 1], ms(50)), (vec![1], ms(0))],
+                vec![(vec![0], ms(1))],
+            ],
+            2,
+        )
+        .unwrap();
+        let with = w.clone().with_sessions(sessions).unwrap();
+        let mut c = pb::Configure::from(&with);
+        assert_eq!(c.sessions.len(), 2);
+        assert_eq!(Workload::try_from(&c).unwrap(), with);
+        // An older coordinator's configure has none.
+        assert_eq!(Workload::try_from(&pb::Configure::from(&w)).unwrap(), w);
+        c.sessions[1].bursts[0].requests = vec![2];
+        let e = Workload::try_from(&c).unwrap_err().to_string();
+        assert!(
+            e.contains("session 2 names request 2, past the 2 requests"),
+            "{e}"
+        );
+        c.sessions[1].bursts.clear();
+        assert!(Workload::try_from(&c).is_err());
+    }
+
+    #[test]
+    fn the_session_counters_and_lengths_cross_the_wire() {
+        let mut snapshot = Snapshot::default();
+        snapshot.counters.sessions_started = 5;
+        snapshot.counters.sessions_completed = 3;
+        snapshot.counters.sessions_abandoned = 1;
+        snapshot.hist.session.record(250_000).unwrap();
+        let i = Interval {
+            step: 0,
+            seq: 0,
+            offset: Duration::ZERO,
+            length: Duration::from_secs(1),
+            tail: false,
+            snapshot,
+        };
+        let pb = pb::IntervalReport::from(&i);
+        let back = Interval::try_from(&pb).unwrap();
+        assert_eq!(back.snapshot.counters, i.snapshot.counters);
+        assert_eq!(back.snapshot.hist.session.len(), 1);
+        let encoded = EncodedInterval::try_from(pb).unwrap();
+        let mut sum = shared::metrics::HistogramSums::default();
+        sum.add(&encoded.hist);
+        assert_eq!(sum.to_histograms().session.len(), 1);
     }
 
     #[test]

@@ -287,6 +287,48 @@ pub const LAG_P99_MS: Quantity = step("lag_p99_ms", "lag p99", "ms", Lower, Scal
     r.generator.lag_p99_ms
 });
 
+// A session log's (`--wsesslog`): 0 in a step without sessions.
+pub const SESSIONS_STARTED: Quantity = step(
+    "sessions_started",
+    "sessions begun",
+    "",
+    Higher,
+    Scale::Other,
+    |r| r.sessions.map_or(0.0, |s| s.started as f64),
+);
+pub const SESSIONS_COMPLETED: Quantity = step(
+    "sessions_completed",
+    "sessions completed",
+    "",
+    Higher,
+    Scale::Other,
+    |r| r.sessions.map_or(0.0, |s| s.completed as f64),
+);
+pub const SESSIONS_ABANDONED: Quantity = step(
+    "sessions_abandoned",
+    "sessions abandoned",
+    "",
+    Lower,
+    Scale::Other,
+    |r| r.sessions.map_or(0.0, |s| s.abandoned as f64),
+);
+pub const SESSION_P50_MS: Quantity = step(
+    "session_p50_ms",
+    "session length p50",
+    "ms",
+    Lower,
+    Scale::Other,
+    |r| r.sessions.map_or(0.0, |s| s.length_ms.p50),
+);
+pub const SESSION_P99_MS: Quantity = step(
+    "session_p99_ms",
+    "session length p99",
+    "ms",
+    Lower,
+    Scale::Other,
+    |r| r.sessions.map_or(0.0, |s| s.length_ms.p99),
+);
+
 // A server monitor's (steps.tsv suffixes them with the monitor's name).
 pub const SRV_CPU_PCT: Quantity =
     server("srv_cpu_pct", "server CPU", "% of a core", Lower, |_, m| {
@@ -391,6 +433,15 @@ pub const MONITOR: [&Quantity; 9] = [
     &OK_PER_CORE_S,
 ];
 
+/// A session log's columns (steps.tsv's, after the columns every run has).
+pub const SESSIONS: [&Quantity; 5] = [
+    &SESSIONS_STARTED,
+    &SESSIONS_COMPLETED,
+    &SESSIONS_ABANDONED,
+    &SESSION_P50_MS,
+    &SESSION_P99_MS,
+];
+
 /// The latency statistics in [`crate::step::LowerBounds`]' order (mean, p50, p90, p99, p999, max).
 pub const LATENCIES: [&Quantity; 6] = [&RESP_TIME, &P50_MS, &P90_MS, &P99_MS, &P999_MS, &MAX_MS];
 
@@ -414,6 +465,7 @@ pub fn all() -> impl Iterator<Item = &'static Quantity> {
         .into_iter()
         .chain(OURS)
         .chain([&GEN_CPU_PCT, &LAG_P99_MS])
+        .chain(SESSIONS)
         .chain(MONITOR)
 }
 

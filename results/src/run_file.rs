@@ -81,9 +81,29 @@ pub struct PlanEcho {
     /// under `find_max`). Absent without one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub warmup_s: Option<f64>,
+    /// `--wsesslog`: the session log each arrival ran a session of; absent without one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wsesslog: Option<WsesslogEcho>,
     /// Keys this build does not know, kept as they were.
     #[serde(flatten)]
     pub other: std::collections::BTreeMap<String, serde_json::Value>,
+}
+
+/// A `--wsesslog` run's session log as run.json echoes it.
+#[derive(Debug, Clone, PartialEq, Default, serde::Serialize, serde::Deserialize)]
+pub struct WsesslogEcho {
+    /// The log as given (a plan file's relative to the plan).
+    pub file: String,
+    /// X: the think time of a burst the log gives none, in seconds.
+    pub think_s: f64,
+    /// N: each step ended after this many sessions; absent when its duration ended it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub count: Option<u64>,
+    /// The log's sessions, and their requests in all.
+    pub sessions: u64,
+    pub requests: u64,
+    /// The most requests one session sends (run.json's `num_call`, what an arrival may bring).
+    pub max_requests: u64,
 }
 
 /// One request of the plan: its method, its URL without the query, its headers, its body's size.
@@ -346,8 +366,11 @@ impl RunFile {
         StepTable::of_run(
             &self.host(),
             self.model(),
-            self.plan.tls_sessions.is_some(),
-            self.is_search(),
+            crate::table::Extra {
+                tls: self.plan.tls_sessions.is_some(),
+                sessions: self.plan.wsesslog.is_some(),
+                search: self.is_search(),
+            },
             &monitors,
             self.paired_monitor.as_deref(),
         )

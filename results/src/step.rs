@@ -12,6 +12,7 @@ mod input;
 mod judgement;
 pub mod knee;
 pub mod per_request;
+pub mod sessions;
 pub mod tls;
 
 pub use answer::{RunSummary, summarize_run};
@@ -434,6 +435,10 @@ pub struct StepResult {
     /// unnamed (and in older files).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub per_request: Vec<per_request::RequestRow>,
+    /// The step's sessions (`--wsesslog`): begun, completed, abandoned, and their lengths; absent
+    /// without a session log.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sessions: Option<sessions::SessionsStep>,
 }
 
 /// The drain after an open schedule: how long replies kept coming once the last arrival was sent,

@@ -7,6 +7,14 @@ use shared::plan::LoadModel;
 use crate::quantity::{self, Quantity};
 use crate::step::{StepResult, tsv_number};
 
+/// The columns a run adds to every run's: a TLS run's, a session log's, a search's.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Extra {
+    pub tls: bool,
+    pub sessions: bool,
+    pub search: bool,
+}
+
 /// One cell of the step table, from a step.
 type Cell = Box<dyn Fn(&StepResult) -> String + Send + Sync>;
 
@@ -20,19 +28,20 @@ impl StepTable {
         StepTable::build(host, model, false)
     }
 
-    /// A run's steps.tsv: a TLS run's handshake columns, a search's probe columns, then its
-    /// monitors' (the one place the writer and readers of run.json choose the same columns);
-    /// `paired` is the monitor paired with the run's target, if one was.
+    /// A run's steps.tsv: a TLS run's handshake columns, a session log's, a search's probe
+    /// columns, then its monitors' (the one place the writer and readers of run.json choose the
+    /// same columns); `paired` is the monitor paired with the run's target, if one was.
     pub fn of_run(
         host: &str,
         model: LoadModel,
-        tls: bool,
-        search: bool,
+        extra: Extra,
         monitors: &[String],
         paired: Option<&str>,
     ) -> StepTable {
         let t = StepTable::new(host, model);
-        let t = if tls { t.with_tls() } else { t };
+        let t = if extra.tls { t.with_tls() } else { t };
+        let t = if extra.sessions { t.with_sessions() } else { t };
+        let search = extra.search;
         let t = if search { t.with_probes() } else { t };
         t.with_monitors(monitors, paired)
     }
@@ -175,6 +184,18 @@ impl StepTable {
             "tls_resumed".into(),
             Box::new(|r| r.tls.map_or(String::new(), |t| t.resumed.to_string())),
         ));
+        self
+    }
+
+    /// A session log's columns (`--wsesslog`): sessions begun, completed and abandoned, and the
+    /// completed ones' length p50 and p99.
+    pub fn with_sessions(mut self) -> StepTable {
+        for q in quantity::SESSIONS {
+            self.0.push((
+                q.key.to_string(),
+                Box::new(move |r| q.of_step(r).map_or(String::new(), tsv_number)),
+            ));
+        }
         self
     }
 

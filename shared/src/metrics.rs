@@ -141,6 +141,12 @@ pub struct Counters {
     /// worker's (`--tls-sessions resume`): a resumed one costs the server far less.
     pub tls_full: u64,
     pub tls_resumed: u64,
+    /// Sessions (`--wsesslog`): arrivals that began one; of those, sessions every request of which
+    /// had a reply, and sessions a failed request ended (their later requests `abandoned`). The
+    /// rest were cut by the step's end.
+    pub sessions_started: u64,
+    pub sessions_completed: u64,
+    pub sessions_abandoned: u64,
 }
 
 /// How a server that sets no stream limit is recorded in `Counters::peer_max_streams`: above any
@@ -184,6 +190,9 @@ impl Counters {
         self.drained += o.drained;
         self.tls_full += o.tls_full;
         self.tls_resumed += o.tls_resumed;
+        self.sessions_started += o.sessions_started;
+        self.sessions_completed += o.sessions_completed;
+        self.sessions_abandoned += o.sessions_abandoned;
         self.peer_max_streams = least_seen(self.peer_max_streams, o.peer_max_streams);
     }
 
@@ -361,6 +370,8 @@ pub struct Histograms {
     pub lag: Histogram<u64>,
     /// How long an arrival waited for a free connection (requests model).
     pub wait: Histogram<u64>,
+    /// A completed session's length (`--wsesslog`), from its intended start to its last reply.
+    pub session: Histogram<u64>,
 }
 
 impl Default for Histograms {
@@ -373,6 +384,7 @@ impl Default for Histograms {
             ttfb: histogram::new(),
             lag: histogram::new(),
             wait: histogram::new(),
+            session: histogram::new(),
         }
     }
 }
@@ -386,6 +398,7 @@ impl Histograms {
         histogram::add(&mut self.ttfb, &o.ttfb);
         histogram::add(&mut self.lag, &o.lag);
         histogram::add(&mut self.wait, &o.wait);
+        histogram::add(&mut self.session, &o.session);
     }
 }
 
@@ -399,6 +412,7 @@ pub struct EncodedHistograms {
     pub ttfb: Encoded,
     pub lag: Encoded,
     pub wait: Encoded,
+    pub session: Encoded,
 }
 
 /// Encoded histograms summed: the merge of many intervals, equal to adding each decoded into
@@ -412,6 +426,7 @@ pub struct HistogramSums {
     pub ttfb: Sum,
     pub lag: Sum,
     pub wait: Sum,
+    pub session: Sum,
 }
 
 impl HistogramSums {
@@ -423,6 +438,7 @@ impl HistogramSums {
         self.ttfb.add(&e.ttfb);
         self.lag.add(&e.lag);
         self.wait.add(&e.wait);
+        self.session.add(&e.session);
     }
 
     pub fn to_histograms(&self) -> Histograms {
@@ -434,6 +450,7 @@ impl HistogramSums {
             ttfb: self.ttfb.to_histogram(),
             lag: self.lag.to_histogram(),
             wait: self.wait.to_histogram(),
+            session: self.session.to_histogram(),
         }
     }
 }

@@ -61,6 +61,14 @@ impl Nginx {
         Some(Nginx::spawn_with(1, Some(http2), extra))
     }
 
+    /// Starts one with `extra` in its server block (as [`Nginx::start_http2`] takes it) over
+    /// HTTP/1.1: `access_log $DIR/logs/requests.log requests;` logs each request's connection,
+    /// method, URI and status. Skips (None) as [`Nginx::start`] does.
+    pub fn start_with(test: &str, extra: &str) -> Option<Nginx> {
+        Nginx::start(test)?;
+        Some(Nginx::spawn_with(1, None, extra))
+    }
+
     fn spawn_with(workers: u32, http2: Option<Http2>, extra: &str) -> Nginx {
         let free = || {
             TcpListener::bind("127.0.0.1:0")
@@ -102,6 +110,7 @@ impl Nginx {
              http {{ access_log off; client_body_temp_path {d}/body; proxy_temp_path {d}/proxy;\n\
              log_format tls '$connection $ssl_session_reused';\n\
              log_format names '$uri $status';\n\
+             log_format requests '$connection $request_method $request_uri $status';\n\
              fastcgi_temp_path {d}/fcgi; uwsgi_temp_path {d}/uwsgi; scgi_temp_path {d}/scgi;\n\
              {status_server}\
              server {{ {listen} {extra}\n\

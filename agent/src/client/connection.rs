@@ -41,8 +41,10 @@ pub struct Request<'a> {
 /// A request written to its connection (counted as sent): whether its connection goes on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Sent {
-    /// Answered, or failed alone: the connection takes the next request.
+    /// Answered: the connection takes the next request.
     Kept,
+    /// Failed alone (an HTTP/2 stream reset or timed out): the connection takes the next request.
+    Failed,
     /// Failed with its connection: a connections-model connection's later calls go with it.
     Lost,
 }
@@ -104,7 +106,7 @@ impl Connection {
     ) -> Result<Sent, Unsent> {
         match self {
             Connection::Http1(k) => k.send(target, rec, req).await,
-            Connection::Http2(m) => m.send(target, rec, req).await.map(|()| Sent::Kept),
+            Connection::Http2(m) => m.send(target, rec, req).await,
         }
     }
 
@@ -278,7 +280,7 @@ impl Multiplexed {
         target: &Endpoint,
         rec: &Rc<Recorder>,
         req: Request<'_>,
-    ) -> Result<(), Unsent> {
+    ) -> Result<Sent, Unsent> {
         let queued = req.queued.map(|(at, counted)| (at.elapsed(), counted));
         let mut outcome = None;
         // What its attempts share: its waits for a stream slot, on each connection it was tried
@@ -296,12 +298,12 @@ impl Multiplexed {
             let (t, timeout) = (req.template, target.timeout);
             match conn.send(t, req.intended, timeout, rec, &tries).await {
                 Ok(()) => {
-                    outcome = Some(Ok(()));
+                    outcome = Some(Ok(Sent::Kept));
                     break;
                 }
                 Err(SendError::Failed(class)) => {
                     rec.error(Some(req.template.index), class);
-                    outcome = Some(Ok(()));
+                    outcome = Some(Ok(Sent::Failed));
                     break;
                 }
                 // Timed out waiting for a stream slot: its wait is recorded below, as waited, and

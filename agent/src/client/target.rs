@@ -215,6 +215,9 @@ pub struct Endpoint {
     pub http2: bool,
     /// Streams one HTTP/2 connection carries at once (`--streams`); 1 over HTTP/1.1.
     pub streams: u32,
+    /// httperf's sessions (`--wsesslog`), naming `templates` by index: the connections model runs
+    /// one an arrival.
+    pub sessions: Option<Arc<shared::plan::Sessions>>,
 }
 
 impl Endpoint {
@@ -283,6 +286,7 @@ impl Endpoint {
             http2,
             // A connection on HTTP/1.1 carries one request at a time.
             streams: if http2 { w.streams().get() } else { 1 },
+            sessions: w.sessions().cloned(),
         })
     }
 }

@@ -37,6 +37,7 @@ pub(super) fn target(addr: SocketAddr, tls: bool) -> Endpoint {
         ok_status: shared::status::StatusSet::default(),
         http2: false,
         streams: 1,
+        sessions: None,
     }
 }
 

@@ -18,7 +18,8 @@ pub use run_args::{
 };
 use run_args::{RUN_EXAMPLES, with_constraints};
 pub use values::{
-    AgentWeights, DurationText, Format, LossPolicy, Rate, RequestEntry, Steps, StringOrList,
+    AgentWeights, BurstEntry, DurationText, Format, FullRequest, LossPolicy, Rate, RequestEntry,
+    SessionEntry, SessionRequest, Steps, StringOrList, Wsesslog,
 };
 
 #[derive(Debug, Parser)]

@@ -10,7 +10,8 @@ use shared::plan::{Arrival, HttpVersion, LoadModel, TlsSessions, UrlOrder};
 
 use super::values::http_version;
 use super::{
-    AgentWeights, DurationText, Format, LossPolicy, Rate, RequestEntry, Steps, StringOrList,
+    AgentWeights, DurationText, Format, LossPolicy, Rate, RequestEntry, SessionEntry, Steps,
+    StringOrList, Wsesslog,
 };
 
 /// Declares the run's settings once: the struct clap parses the flags into and serde reads a plan
@@ -239,6 +240,17 @@ settings! {
         /// Requests per connection (connections model).
         #[arg(long, alias = "num_call", default_value = "1", help_heading = LOAD)]
         pub num_call: Option<u32>,
+        /// httperf's sessions (connections model): each arrival runs the next session of FILE on
+        /// one connection, burst after burst, X seconds of think time where the log gives none;
+        /// the steps are sessions per second (httperf's --rate). N > 0 ends each step after N
+        /// sessions (as --num-conn); 0 leaves it to --step-duration.
+        #[arg(long, value_name = "N,X,FILE", help_heading = LOAD)]
+        pub wsesslog: Option<Wsesslog>,
+        /// A plan file's sessions (`[[session]]` of `[[session.burst]]`), run as a --wsesslog
+        /// log's are; no flag gives them.
+        #[arg(skip)]
+        #[serde(default)]
+        pub session: Vec<SessionEntry>,
         /// Largest keep-alive pool the requests model may open (wrk2/oha -c with a rate).
         #[arg(long, default_value = "1000", help_heading = LOAD)]
         pub max_connections: Option<u32>,

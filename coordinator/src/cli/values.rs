@@ -102,6 +102,76 @@ impl<'de> Deserialize<'de> for DurationText {
     }
 }
 
+/// httperf's session log, `--wsesslog N,X,FILE`: at most N sessions a step (0: as many as the
+/// step's rate and duration make), X seconds of think time where the log gives none, FILE the log.
+/// A plan file gives the same string, or a table: `[wsesslog]` with `file`, `think` (a duration or
+/// seconds, default 0) and `sessions` (N, default 0).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Wsesslog {
+    pub sessions: u64,
+    pub think: DurationText,
+    pub file: PathBuf,
+}
+
+impl std::str::FromStr for Wsesslog {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        // The file last, whole: a path may hold a comma.
+        let mut parts = s.splitn(3, ',');
+        let (Some(n), Some(x), Some(file)) = (parts.next(), parts.next(), parts.next()) else {
+            return Err(format!(
+                "'{s}' is not N,X,FILE as httperf writes it (e.g. 100,0.5,sessions.log: 100 sessions, 0.5 s think time, the log)"
+            ));
+        };
+        let sessions = n.trim().parse::<u64>().map_err(|_| {
+            format!("'{n}' is not a number of sessions (N of N,X,FILE; 0 for no count)")
+        })?;
+        if file.trim().is_empty() {
+            return Err(format!("'{s}' names no file (N,X,FILE)"));
+        }
+        Ok(Wsesslog {
+            sessions,
+            // Seconds, as httperf's X; checked in `config` with the setting named.
+            think: DurationText(x.trim().to_string()),
+            file: PathBuf::from(file.trim()),
+        })
+    }
+}
+
+impl<'de> Deserialize<'de> for Wsesslog {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct Table {
+            file: PathBuf,
+            #[serde(default)]
+            think: Option<DurationText>,
+            #[serde(default)]
+            sessions: u64,
+        }
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Either {
+            Text(String),
+            Table(Table),
+        }
+        Ok(
+            match Either::deserialize(d).map_err(|_| {
+                serde::de::Error::custom(
+                    "wsesslog is \"N,X,FILE\" or a table with file, think and sessions",
+                )
+            })? {
+                Either::Text(s) => s.parse().map_err(serde::de::Error::custom)?,
+                Either::Table(t) => Wsesslog {
+                    sessions: t.sessions,
+                    think: t.think.unwrap_or_else(|| DurationText("0".into())),
+                    file: t.file,
+                },
+            },
+        )
+    }
+}
+
 /// A plan file's `http`: a name as the flag takes it ("1.1", "2", "auto", or an alias), or the bare
 /// number TOML lets one write (`http = 2`, `http = 1.1`), which a person means just the same.
 pub(super) fn http_version<'de, D: serde::Deserializer<'de>>(
@@ -195,6 +265,40 @@ pub struct RequestEntry {
     pub headers: Vec<String>,
     pub body: Option<String>,
     pub body_file: Option<PathBuf>,
+}
+
+/// One session of a plan file (`[[session]]`), httperf's session log written as TOML: its bursts in
+/// order (`[[session.burst]]`), each `requests` (a path, or `{ uri, method, body }`) sent as a log's
+/// burst is, then `think` (a duration or seconds; none: no pause).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SessionEntry {
+    pub burst: Vec<BurstEntry>,
+}
+
+/// One burst of a plan file's session.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BurstEntry {
+    pub requests: Vec<SessionRequest>,
+    pub think: Option<DurationText>,
+}
+
+/// A request of a burst: its path (a GET), or a table with its method and body.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(untagged)]
+pub enum SessionRequest {
+    Path(String),
+    Full(FullRequest),
+}
+
+/// A burst's request written out: `{ uri = "/login", method = "POST", body = "user=ann" }`.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FullRequest {
+    pub uri: String,
+    pub method: Option<String>,
+    pub body: Option<String>,
 }
 
 /// One string or a list of them; each is parsed as the flag's value would be.

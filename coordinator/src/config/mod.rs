@@ -266,13 +266,18 @@ fn resolve_one(
     url: Option<&str>,
     label: Option<String>,
 ) -> Result<(RunConfig, Option<HttpVersionError>), ConfigError> {
-    let s = Settings::of(args, plan_file, url)?;
+    let mut s = Settings::of(args, plan_file, url)?;
     let label = label.or_else(|| s.given.label.clone());
     if let Some(l) = &label {
         targets::check_label(l)?;
     }
-    let (requests, by_scheme) = workload::requests(&s)?;
+    let (requests, by_scheme, sessions) = workload::wsesslog::requests(&mut s)?;
+    let wsesslog = workload::wsesslog::echo(&s, sessions.as_ref());
     let workload = workload::workload(&s, requests)?;
+    let workload = match sessions {
+        Some(sessions) => workload.with_sessions(sessions)?,
+        None => workload,
+    };
     let (workload, over_http1) = workload::http_version(&s, workload, by_scheme, label.as_deref())?;
     let plan = steps::plan(&s, workload)?;
     if s.threads == 0 || s.threads > 1024 {
@@ -291,7 +296,10 @@ fn resolve_one(
     let cfg = RunConfig {
         live,
         host: plan.workload().origin().host().to_string(),
-        echo: echo::echo(&plan, s.threads, &thresholds, warmup),
+        echo: results::run_file::PlanEcho {
+            wsesslog,
+            ..echo::echo(&plan, s.threads, &thresholds, warmup)
+        },
         label,
         agents: fleet.agents,
         join: fleet.join,

@@ -37,6 +37,13 @@ pub fn relative_to(file: RunArgs, path: &Path) -> RunArgs {
         tls_ca: rel(file.tls_ca),
         token_file: rel(file.token_file),
         baseline: rel(file.baseline),
+        wsesslog: file.wsesslog.map(|w| crate::cli::Wsesslog {
+            file: match (dir, w.file.is_relative()) {
+                (Some(d), true) => d.join(&w.file),
+                _ => w.file.clone(),
+            },
+            ..w
+        }),
         ..file
     }
 }

@@ -4,6 +4,7 @@
 pub mod http_version;
 pub mod mix;
 pub mod targets;
+pub mod wsesslog;
 
 use shared::plan::{
     self, HttpVersion, PlanError, RequestSpec, Workload, parse_header, parse_url_list,

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use super::{
     AgentStep, Codes, Counts, Drain, Generator, Http2Step, LatencyStats, RateStats, StepResult,
-    round3, tls,
+    round3, sessions, tls,
 };
 use crate::verdict::{self, Facts, ServerFacts};
 use shared::histogram::us_to_ms;
@@ -251,6 +251,8 @@ pub fn summarize(input: &StepInput<'_>) -> StepResult {
     }
     let tls = tls::TlsStep::of(c);
     notes.extend(tls.map(|t| t.note()));
+    let sessions = sessions::SessionsStep::of(c, &t.hist.session);
+    notes.extend(sessions.map(|s| s.note()));
     let ok_rate = served_rate(input);
     let drain = (drain_counted(input) && !input.aborted).then(|| Drain {
         seconds: round3(ran_past(input).as_secs_f64()),
@@ -340,6 +342,7 @@ pub fn summarize(input: &StepInput<'_>) -> StepResult {
         http2,
         tls,
         per_request: Vec::new(),
+        sessions,
     }
 }
 

@@ -94,4 +94,11 @@ pub enum PlanError {
         target: String,
         target_family: &'static str,
     },
+    /// A session log's sessions (`SessionsError`, in its words).
+    #[error("session log: {0}")]
+    Sessions(String),
+    #[error(
+        "a session log (--wsesslog) runs in the connections model, an arrival a session, not in {0}: its sessions per second are the steps (--steps R, httperf's --rate)"
+    )]
+    SessionsWithoutConnections(&'static str),
 }

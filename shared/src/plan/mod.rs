@@ -11,6 +11,7 @@ mod mix;
 mod model;
 mod ramp;
 mod request;
+mod session;
 mod share;
 mod source_addrs;
 pub mod split;
@@ -27,6 +28,9 @@ pub use mix::{MAX_REQUESTS, MAX_TOTAL_WEIGHT, Mix, UrlOrder};
 pub use model::{Arrival, LoadModel, StepLimit};
 pub use ramp::{MAX_STEPS, ramp};
 pub use request::{RequestSpec, parse_header};
+pub use session::{
+    MAX_SESSION_REQUESTS, MAX_SESSIONS, MAX_THINK, Session, SessionBurst, Sessions, SessionsError,
+};
 pub use share::StepShare;
 pub use source_addrs::{MAX_SOURCE_ADDRS, parse_source_addrs};
 pub use split::{Fork, ForkSide, Slice, split_proportional};
@@ -106,6 +110,9 @@ impl Plan {
         if matches!(limit, StepLimit::Connections(_)) && model != LoadModel::Connections {
             return Err(PlanError::NumConnWithoutConnections(model.name()));
         }
+        if workload.sessions().is_some() && model != LoadModel::Connections {
+            return Err(PlanError::SessionsWithoutConnections(model.name()));
+        }
         Ok(Plan {
             model,
             steps,
@@ -139,7 +146,11 @@ impl Plan {
     /// The request rate the plan demands at a step value, or None for the closed model.
     pub fn demanded_request_rate(&self, value: f64) -> Option<f64> {
         match self.model {
-            LoadModel::Connections => Some(value * f64::from(self.num_call.get())),
+            LoadModel::Connections => Some(match self.workload.sessions() {
+                // Sessions in turn: in the long run, the log's mean requests a session.
+                Some(s) => value * s.mean_requests(),
+                None => value * f64::from(self.num_call.get()),
+            }),
             LoadModel::Requests => Some(value),
             LoadModel::Concurrency => None,
         }

@@ -6,7 +6,7 @@ use std::time::Duration;
 use crate::status::StatusSet;
 
 use super::source_addrs::{check_source_addrs, family};
-use super::{Mix, PlanError, RequestSpec, Url, UrlOrder};
+use super::{Mix, PlanError, RequestSpec, Sessions, Url, UrlOrder};
 
 /// The longest request name: a column's worth in a table, a label's in /metrics.
 pub const MAX_NAME_LEN: usize = 64;
@@ -101,6 +101,9 @@ pub struct Workload {
     http: HttpVersion,
     streams: std::num::NonZeroU32,
     tls_sessions: TlsSessions,
+    /// httperf's sessions (`--wsesslog`), naming `requests` by index; `None`: an arrival sends
+    /// `--num-call` of the requests in turn.
+    sessions: Option<std::sync::Arc<Sessions>>,
 }
 
 impl Workload {
@@ -271,7 +274,21 @@ impl Workload {
             http: HttpVersion::Http1,
             streams: std::num::NonZeroU32::MIN,
             tls_sessions: TlsSessions::Fresh,
+            sessions: None,
         })
+    }
+
+    /// Sets the sessions each arrival of the connections model runs: every request they name must
+    /// be one of the workload's.
+    pub fn with_sessions(mut self, sessions: Sessions) -> Result<Self, PlanError> {
+        sessions.fits(self.requests.len())?;
+        self.sessions = Some(std::sync::Arc::new(sessions));
+        Ok(self)
+    }
+
+    /// The sessions of a `--wsesslog` run, if it is one.
+    pub fn sessions(&self) -> Option<&std::sync::Arc<Sessions>> {
+        self.sessions.as_ref()
     }
 
     /// Sets the reply statuses that count as served.

@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 /// One request of a burst.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct LoggedRequest {
     pub method: String,
     /// The URI as written: a path (with its query) on the target.
