@@ -144,7 +144,11 @@ fn the_connections_model_s_calls_are_named_and_counted_as_nginx_counts_them() {
         ],
     );
     let ours = check_against_the_log(&ran, &nginx);
-    assert_eq!(ours["home"].0, 100, "200 calls, 5 in 10: {ours:?}");
+    // 200 calls, 5 in 10 of each cycle; a connection's later call due after the step's end is not
+    // made (a loaded machine leaves a few), so the share holds to within those.
+    let sent: u64 = ours.values().map(|(requests, _)| requests).sum();
+    assert!(sent > 180, "{ours:?}");
+    assert!(ours["home"].0.abs_diff(sent / 2) <= 2, "{ours:?}");
 }
 
 #[test]
