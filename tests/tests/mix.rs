@@ -148,7 +148,7 @@ fn the_connections_model_s_calls_are_named_and_counted_as_nginx_counts_them() {
     // made (a loaded machine leaves a few), so the share holds to within those.
     let sent: u64 = ours.values().map(|(requests, _)| requests).sum();
     assert!(sent > 180, "{ours:?}");
-    assert!(ours["home"].0.abs_diff(sent / 2) <= 2, "{ours:?}");
+    assert!(ours["home"].0.abs_diff(100) <= 200 - sent, "{ours:?}");
 }
 
 #[test]
