@@ -868,6 +868,9 @@ fn run_block(script: &str, limit: std::time::Duration) -> Result<String, String>
         .args(["-euo", "pipefail", "-c", script])
         .current_dir(dir.path())
         .env("PATH", path)
+        // A page's blocks run from the checkout's root as a reader's do; here in a directory of
+        // their own, told where the checkout is (its tests/app, its docs).
+        .env("STAMPEDE_CHECKOUT", root())
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
