@@ -17,7 +17,8 @@ use tokio::sync::{Notify, mpsc};
 use tokio::time::{Instant, sleep_until};
 use tokio_util::sync::CancellationToken;
 
-use crate::client::{Connection, Endpoint, Request, Sent, Template, Unsent};
+use crate::client::{Connection, Endpoint, Fill, Request, Sent, Template, Unsent};
+use crate::feeder::{Cursor, NoRow};
 use crate::recorder::Recorder;
 use crate::timer::Timer;
 
@@ -147,6 +148,9 @@ const LINGER: Duration = Duration::from_millis(200);
 /// How long a closed-loop connection waits after the generator ran out of fds or ports.
 const RESOURCE_BACKOFF: Duration = Duration::from_millis(10);
 
+/// A closed loop whose request found no feeder row waits this long before its next turn.
+const NO_ROW_BACKOFF: Duration = Duration::from_millis(10);
+
 /// The interval length reported to the coordinator.
 pub const INTERVAL: Duration = Duration::from_secs(1);
 
@@ -166,6 +170,10 @@ struct Ctx {
     budget: Cell<u64>,
     /// The closed loops' pace under the agent's `--max-rate`; `None`: as fast as replies come.
     pace: Option<Pacer>,
+    /// This worker's reading of each feeder (see `feeder`), and its requests' count for
+    /// `${counter()}`.
+    feeds: RefCell<Vec<Cursor>>,
+    filled: Cell<u64>,
 }
 
 impl Ctx {
@@ -187,7 +195,56 @@ impl Ctx {
             idle: Notify::new(),
             budget: Cell::new(u64::MAX),
             pace: closed_pace(share, job).and_then(|rate| Pacer::new(rate, job.start)),
+            feeds: RefCell::new(
+                job.target
+                    .feeds
+                    .iter()
+                    .map(|s| Cursor::new(s, job.worker as usize))
+                    .collect(),
+            ),
+            filled: Cell::new(job.worker * (1 << 40)),
         }
+    }
+
+    /// What a request of `t` is filled with: `Ok(None)` for fixed bytes; a row of each feeder it
+    /// takes otherwise. `Err` when a feeder has no row for it, counted unsent in `other`.
+    fn fill(&self, t: &Template) -> Result<Option<Fill>, ()> {
+        let Some(recipe) = &t.recipe else {
+            return Ok(None);
+        };
+        let mut feeds = self.feeds.borrow_mut();
+        let mut rng = self.rng.borrow_mut();
+        let mut fill = Fill {
+            rows: Vec::with_capacity(feeds.len()),
+            counter: self.filled.get(),
+            seed: rng.next_u64(),
+        };
+        self.filled.set(fill.counter + 1);
+        fill.rows.resize_with(feeds.len(), || None);
+        for &f in &recipe.feeders {
+            let cursor = &mut feeds[f];
+            match cursor.next(&mut rng) {
+                Ok(row) => fill.rows[f] = Some(row),
+                Err(why) => {
+                    self.rec.note(ErrorClass::Other, || {
+                        match why {
+                            NoRow::RanOut => format!(
+                                "feeder {} ran out of rows ({}: each row once)",
+                                cursor.name(),
+                                cursor.mode().name()
+                            ),
+                            NoRow::Unreadable => {
+                                format!("feeder {}: its spooled rows cannot be read", cursor.name())
+                            }
+                        }
+                        .into()
+                    });
+                    self.rec.unsent(ErrorClass::Other);
+                    return Err(());
+                }
+            }
+        }
+        Ok(Some(fill))
     }
 
     fn template(&self) -> &Template {
@@ -564,11 +621,17 @@ async fn calls_in_turn(ctx: &Ctx, conn: &Connection, intended: Instant, left: &C
             return;
         }
         left.set(left.get() - 1);
+        let template = ctx.template();
+        let intended = from.take().unwrap_or_else(Instant::now);
+        let Ok(fill) = ctx.fill(template) else {
+            continue;
+        };
         let req = Request {
-            template: ctx.template(),
-            intended: from.take().unwrap_or_else(Instant::now),
+            template,
+            intended,
             last: left.get() == 0,
             queued: None,
+            fill: fill.as_ref(),
         };
         // Not sent, or failed with the connection: the calls not yet made were due and will never
         // be sent (this one is already counted, as unsent or as its error).
@@ -610,11 +673,18 @@ async fn closed_loop(ctx: &Ctx, conn: &Connection) {
         if ctx.cancel.is_cancelled() || now >= ctx.deadline {
             return;
         }
+        let template = ctx.template();
+        let Ok(fill) = ctx.fill(template) else {
+            // No row for it (a shard feeder's are used up): not a spin until the deadline.
+            tokio::time::sleep(NO_ROW_BACKOFF).await;
+            continue;
+        };
         let req = Request {
-            template: ctx.template(),
+            template,
             intended: now,
             last: false,
             queued: None,
+            fill: fill.as_ref(),
         };
         let _ = conn.send(&ctx.target, &ctx.rec, req).await;
     }

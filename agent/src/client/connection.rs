@@ -15,6 +15,7 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use super::failure::SendError;
+use super::render::Fill;
 use super::target::{Endpoint, Template};
 use super::{http1, http2};
 use crate::recorder::Recorder;
@@ -36,6 +37,8 @@ pub struct Request<'a> {
     /// When it joined the requests model's queue, and whether the queue counted it as waiting (it
     /// found every slot busy); its wait is recorded once, with any wait for a stream slot added.
     pub queued: Option<(Instant, bool)>,
+    /// What its `${var}` are filled with (a template with variables only; `None` for fixed bytes).
+    pub fill: Option<&'a Fill>,
 }
 
 /// A request written to its connection (counted as sent): whether its connection goes on.
@@ -102,6 +105,30 @@ impl Connection {
         rec: &Rc<Recorder>,
         req: Request<'_>,
     ) -> Result<Sent, Unsent> {
+        // A request with variables is rendered now, with its row and this connection's setup
+        // values; one whose values would break it is counted unsent and never written.
+        let rendered;
+        let req = match &req.template.recipe {
+            None => req,
+            Some(recipe) => {
+                let empty = Fill::default();
+                let out = &mut Vec::new();
+                match recipe.render(&target.vars, req.fill.unwrap_or(&empty), &[], out) {
+                    Ok(t) => {
+                        rendered = t;
+                        Request {
+                            template: &rendered,
+                            ..req
+                        }
+                    }
+                    Err(refused) => {
+                        rec.note(ErrorClass::Other, || refused.0.into());
+                        rec.unsent(ErrorClass::Other);
+                        return Err(Unsent(ErrorClass::Other));
+                    }
+                }
+            }
+        };
         match self {
             Connection::Http1(k) => k.send(target, rec, req).await,
             Connection::Http2(m) => m.send(target, rec, req).await.map(|()| Sent::Kept),

@@ -14,6 +14,9 @@ use http::{HeaderMap, Method, Uri};
 use shared::plan::{HttpVersion, RequestSpec, Scheme, Workload};
 use shared::refusal::{Refusal, RefusalKind};
 
+use super::render::{Recipe, Vars};
+use crate::feeder::Spool;
+
 /// A workload that cannot be prepared for sending.
 #[derive(Debug, thiserror::Error)]
 pub enum PrepareError {
@@ -25,6 +28,8 @@ pub enum PrepareError {
     NoSourceFamily { host: String, family: &'static str },
     #[error("request {index} cannot be built: {why}")]
     Request { index: usize, why: String },
+    #[error("the setup request cannot be built: {0}")]
+    Setup(String),
     #[error("TLS server name '{0}' is not valid")]
     ServerName(String),
     /// Known before any load: the target does not speak the HTTP asked for.
@@ -40,7 +45,9 @@ impl PrepareError {
             | PrepareError::NoAddress(_)
             | PrepareError::NoSourceFamily { .. } => RefusalKind::Target,
             PrepareError::Protocol(_) => RefusalKind::Protocol,
-            PrepareError::Request { .. } | PrepareError::ServerName(_) => RefusalKind::Other,
+            PrepareError::Request { .. }
+            | PrepareError::Setup(_)
+            | PrepareError::ServerName(_) => RefusalKind::Other,
         };
         Refusal::new(kind, self.to_string())
     }
@@ -61,6 +68,8 @@ pub struct Template {
     /// forbids them).
     pub(super) h2_block: Bytes,
     pub(super) body: Bytes,
+    /// A request with variables is rendered per send from this (its bytes above are never sent).
+    pub(crate) recipe: super::render::Shared,
 }
 
 /// Headers that belong to one HTTP/1.1 connection and have no place in HTTP/2; Host becomes the
@@ -135,6 +144,7 @@ impl Template {
             last: Bytes::from(last),
             head: *method == Method::HEAD,
             h2_block: Bytes::from(h2_block),
+            recipe: None,
         }
     }
 
@@ -145,6 +155,7 @@ impl Template {
         index: usize,
         host: &str,
         user_agent: &str,
+        vars: &Vars,
     ) -> Result<Template, PrepareError> {
         let bad = |why: String| PrepareError::Request {
             index: index + 1,
@@ -179,6 +190,25 @@ impl Template {
         };
         // The Host sent, the user's own or ours (set above).
         let authority = headers[HOST].to_str().unwrap_or(host);
+        let recipe = Recipe::compile(
+            &method,
+            scheme,
+            authority,
+            r.url().path(),
+            &headers,
+            r.body(),
+            vars,
+        )
+        .map_err(bad)?;
+        if let Some(recipe) = recipe {
+            // Its own bytes are never sent; the method says whether a reply has a body.
+            let uri = format!("{scheme}://{authority}/")
+                .parse::<Uri>()
+                .map_err(|e| bad(e.to_string()))?;
+            let mut t = Template::new(&method, &uri, &HeaderMap::new(), &[]);
+            t.recipe = Some(Arc::new(recipe));
+            return Ok(t);
+        }
         let uri = format!("{scheme}://{authority}{}", r.url().path())
             .parse::<Uri>()
             .map_err(|e| bad(e.to_string()))?;
@@ -205,6 +235,12 @@ pub struct Endpoint {
     pub http2: bool,
     /// Streams one HTTP/2 connection carries at once (`--streams`); 1 over HTTP/1.1.
     pub streams: u32,
+    /// The run's variables, where the templates' `${var}` take their values.
+    pub vars: Arc<Vars>,
+    /// The feeders' spooled rows, set by the session when a step starts (after they all arrived).
+    pub feeds: Arc<[Arc<Spool>]>,
+    /// The request run once per connection before its first of the mix.
+    pub setup: Option<Arc<super::setup::Setup>>,
 }
 
 impl Endpoint {
@@ -244,12 +280,24 @@ impl Endpoint {
             origin.authority()
         };
         let user_agent = format!("stampede/{}", shared::VERSION);
+        let vars = Vars::of(w.data());
         let templates = w
             .requests()
             .iter()
             .enumerate()
-            .map(|(i, r)| Template::compile(r, i, &host_value, &user_agent))
+            .map(|(i, r)| Template::compile(r, i, &host_value, &user_agent, &vars))
             .collect::<Result<Vec<_>, _>>()?;
+        let setup = match w.data().setup() {
+            None => None,
+            Some(s) => {
+                let t = Template::compile(s.request(), 0, &host_value, &user_agent, &vars)
+                    .map_err(|e| match e {
+                        PrepareError::Request { why, .. } => PrepareError::Setup(why),
+                        other => other,
+                    })?;
+                Some(Arc::new(super::setup::Setup::new(t, s.extract().to_vec())))
+            }
+        };
         let tls = match origin.scheme() {
             Scheme::Http => None,
             Scheme::Https => Some(
@@ -272,6 +320,9 @@ impl Endpoint {
             http2,
             // A connection on HTTP/1.1 carries one request at a time.
             streams: if http2 { w.streams().get() } else { 1 },
+            vars: Arc::new(vars),
+            feeds: Arc::new([]),
+            setup,
         })
     }
 }

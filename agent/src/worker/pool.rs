@@ -136,11 +136,17 @@ impl Pool {
                 ctx.rec.given_up(now - intended);
                 continue;
             }
+            let template = ctx.template();
+            let Ok(fill) = ctx.fill(template) else {
+                ctx.rec.wait(queued.elapsed(), false);
+                continue;
+            };
             let req = Request {
-                template: ctx.template(),
+                template,
                 intended,
                 last: false,
                 queued: Some((queued, waiting)),
+                fill: fill.as_ref(),
             };
             let _ = conn.send(&ctx.target, &ctx.rec, req).await;
         }

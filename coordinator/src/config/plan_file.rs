@@ -37,6 +37,14 @@ pub fn relative_to(file: RunArgs, path: &Path) -> RunArgs {
         tls_ca: rel(file.tls_ca),
         token_file: rel(file.token_file),
         baseline: rel(file.baseline),
+        feeder: file
+            .feeder
+            .into_iter()
+            .map(|f| crate::cli::FeederArg {
+                file: rel(Some(f.file)).unwrap_or_default(),
+                ..f
+            })
+            .collect(),
         ..file
     }
 }

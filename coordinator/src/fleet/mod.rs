@@ -22,6 +22,7 @@ use crate::output::AgentInfo;
 mod clock;
 mod dial;
 mod error;
+pub mod feed;
 mod greeting;
 mod monitor;
 mod waiting;

@@ -6,7 +6,7 @@ use std::time::Duration;
 use crate::status::StatusSet;
 
 use super::source_addrs::{check_source_addrs, family};
-use super::{PlanError, RequestSpec, Url};
+use super::{Data, PlanError, RequestSpec, Url};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize)]
 #[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
@@ -105,9 +105,21 @@ pub struct Workload {
     http: HttpVersion,
     streams: std::num::NonZeroU32,
     tls_sessions: TlsSessions,
+    /// Feeders and a setup the requests' `${var}` draw on (see `plan::feeder`).
+    data: std::sync::Arc<Data>,
 }
 
 impl Workload {
+    /// The feeders and setup the requests' variables come from; empty for none.
+    pub fn data(&self) -> &Data {
+        &self.data
+    }
+
+    pub fn with_data(mut self, data: Data) -> Self {
+        self.data = std::sync::Arc::new(data);
+        self
+    }
+
     /// The requests to send, at least one, all of one origin.
     pub fn requests(&self) -> &[RequestSpec] {
         &self.requests
@@ -224,6 +236,7 @@ impl Workload {
             http: HttpVersion::Http1,
             streams: std::num::NonZeroU32::MIN,
             tls_sessions: TlsSessions::Fresh,
+            data: Default::default(),
         })
     }
 

@@ -1,0 +1,365 @@
+//! A configure's feeder rows as this agent holds them: spooled to temporary files as they arrive over
+//! the control link (never whole in memory), dealt to the worker threads as they come (shard, circular,
+//! copy: a file per worker) or kept in one file with an offset per row (random), and read back by each
+//! worker as a stream, where it left off at the last step. The files go with the `Feeds` (a new
+//! configure, the session's end).
+use std::fs::File;
+use std::io::{BufReader, BufWriter, Read, Seek, SeekFrom, Write};
+use std::os::unix::fs::FileExt;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use shared::plan::{Data, Dealer, FeederMode, MAX_FIELD, decode_rows};
+use shared::rng::Rng;
+
+/// What went wrong with a feeder's rows on this agent.
+#[derive(Debug, thiserror::Error)]
+pub enum FeedError {
+    #[error("feeder rows for feeder {0}, which the configure does not have")]
+    NoSuchFeeder(u32),
+    #[error("feeder {feeder}: {why}")]
+    Bad { feeder: String, why: String },
+    #[error("feeder {feeder}: spooling its rows to {path}: {source}")]
+    Spool {
+        feeder: String,
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("feeder {0}: its rows are not all here yet (no end of rows received)")]
+    Unfinished(String),
+}
+
+/// The rows of every feeder of a configure, spooled.
+pub struct Feeds {
+    spools: Vec<Arc<Spool>>,
+    /// Spool files are built until `finish`; then only read.
+    writers: Vec<Option<Writer>>,
+}
+
+/// One feeder's spooled rows.
+pub struct Spool {
+    name: String,
+    mode: FeederMode,
+    columns: usize,
+    /// One per worker (dealt), or one (random).
+    paths: Vec<PathBuf>,
+    /// Rows in each file.
+    rows: Vec<u64>,
+    /// Random mode: where each row starts in the one file.
+    offsets: Vec<u64>,
+    /// Where each worker's reading is (a byte offset in its file), kept from one step to the next.
+    positions: Vec<AtomicU64>,
+}
+
+struct Writer {
+    files: Vec<BufWriter<File>>,
+    dealer: Option<Dealer>,
+    rows: Vec<u64>,
+    at: u64,
+    offsets: Vec<u64>,
+}
+
+static SPOOLS: AtomicU64 = AtomicU64::new(0);
+
+impl Feeds {
+    /// Empty spools for `data`'s feeders, dealt among `workers` worker threads.
+    pub fn new(data: &Data, workers: usize) -> Result<Feeds, FeedError> {
+        let workers = workers.max(1);
+        let mut spools = Vec::new();
+        let mut writers = Vec::new();
+        for f in data.feeders() {
+            let files = if f.mode() == FeederMode::Random {
+                1
+            } else {
+                workers
+            };
+            let n = SPOOLS.fetch_add(1, Ordering::Relaxed);
+            let paths: Vec<PathBuf> = (0..files)
+                .map(|w| {
+                    std::env::temp_dir().join(format!(
+                        "stampede-feed-{}-{n}-{}-{w}",
+                        std::process::id(),
+                        f.name()
+                    ))
+                })
+                .collect();
+            let mut out = Vec::new();
+            for p in &paths {
+                let file = File::create(p).map_err(|source| FeedError::Spool {
+                    feeder: f.name().into(),
+                    path: p.display().to_string(),
+                    source,
+                })?;
+                out.push(BufWriter::with_capacity(64 * 1024, file));
+            }
+            spools.push(Spool {
+                name: f.name().into(),
+                mode: f.mode(),
+                columns: f.columns().len(),
+                paths,
+                rows: Vec::new(),
+                offsets: Vec::new(),
+                positions: (0..workers).map(|_| AtomicU64::new(0)).collect(),
+            });
+            writers.push(Some(Writer {
+                dealer: Dealer::new(&vec![1; files]),
+                rows: vec![0; files],
+                files: out,
+                at: 0,
+                offsets: Vec::new(),
+            }));
+        }
+        Ok(Feeds {
+            spools: spools.into_iter().map(Arc::new).collect(),
+            writers,
+        })
+    }
+
+    /// Spools a chunk of rows of feeder `feeder`.
+    pub fn rows(&mut self, feeder: u32, bytes: &[u8]) -> Result<(), FeedError> {
+        let i = feeder as usize;
+        let spool = self.spools.get(i).ok_or(FeedError::NoSuchFeeder(feeder))?;
+        let (name, columns, random) = (
+            spool.name.clone(),
+            spool.columns,
+            spool.mode == FeederMode::Random,
+        );
+        let paths = spool.paths.clone();
+        let Some(w) = self.writers[i].as_mut() else {
+            return Err(FeedError::Bad {
+                feeder: name,
+                why: "rows after its end".into(),
+            });
+        };
+        let mut failed = None;
+        let mut one = Vec::new();
+        let decoded = decode_rows(bytes, columns, |fields| {
+            if failed.is_some() {
+                return;
+            }
+            let to = match &mut w.dealer {
+                Some(d) => d.next_party(),
+                None => 0,
+            };
+            one.clear();
+            for f in fields {
+                one.extend_from_slice(&(f.len() as u32).to_le_bytes());
+                one.extend_from_slice(f);
+            }
+            if random {
+                w.offsets.push(w.at);
+                w.at += one.len() as u64;
+            }
+            w.rows[to] += 1;
+            if let Err(e) = w.files[to].write_all(&one) {
+                failed = Some((to, e));
+            }
+        });
+        if let Some((to, source)) = failed {
+            return Err(FeedError::Spool {
+                feeder: name,
+                path: paths[to].display().to_string(),
+                source,
+            });
+        }
+        decoded.map(drop).map_err(|why| FeedError::Bad { feeder: name, why })
+    }
+
+    /// The end of feeder `feeder`'s rows: `sent` is how many the coordinator sent this agent.
+    pub fn end(&mut self, feeder: u32, sent: u64) -> Result<(), FeedError> {
+        let i = feeder as usize;
+        let spool = self.spools.get_mut(i).ok_or(FeedError::NoSuchFeeder(feeder))?;
+        let Some(mut w) = self.writers[i].take() else {
+            return Ok(());
+        };
+        for (k, f) in w.files.iter_mut().enumerate() {
+            f.flush().map_err(|source| FeedError::Spool {
+                feeder: spool.name.clone(),
+                path: spool.paths[k].display().to_string(),
+                source,
+            })?;
+        }
+        let got: u64 = w.rows.iter().sum();
+        if got != sent {
+            return Err(FeedError::Bad {
+                feeder: spool.name.clone(),
+                why: format!("{got} rows arrived where {sent} were sent"),
+            });
+        }
+        // Still only this session holds it: the workers get it at a step's start.
+        let s = Arc::get_mut(spool).ok_or(FeedError::Bad {
+            feeder: feeder.to_string(),
+            why: "ended while in use".into(),
+        })?;
+        s.rows = w.rows;
+        s.offsets = w.offsets;
+        Ok(())
+    }
+
+    /// The spools for a step, once every feeder's rows have all arrived.
+    pub fn ready(&self) -> Result<Arc<[Arc<Spool>]>, FeedError> {
+        if let Some(i) = self.writers.iter().position(Option::is_some) {
+            return Err(FeedError::Unfinished(self.spools[i].name.clone()));
+        }
+        Ok(self.spools.clone().into())
+    }
+}
+
+impl Drop for Spool {
+    fn drop(&mut self) {
+        for p in &self.paths {
+            let _ = std::fs::remove_file(p);
+        }
+    }
+}
+
+/// One row of a feeder: its fields, in its columns' order.
+#[derive(Debug, Default)]
+pub struct Row {
+    bytes: Vec<u8>,
+    ends: Vec<usize>,
+}
+
+impl Row {
+    pub fn field(&self, i: usize) -> &[u8] {
+        let start = if i == 0 { 0 } else { self.ends[i - 1] };
+        &self.bytes[start..self.ends[i]]
+    }
+}
+
+/// Why a worker has no row for a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NoRow {
+    /// Shard: this worker's rows are all used.
+    RanOut,
+    /// The spool could not be read.
+    Unreadable,
+}
+
+/// A worker's reading of one feeder, for one step.
+pub struct Cursor {
+    spool: Arc<Spool>,
+    worker: usize,
+    /// The file this worker reads (its own, or another's where its own is empty and the mode wraps).
+    file: Option<BufReader<File>>,
+    pos: u64,
+    size: u64,
+}
+
+impl Cursor {
+    pub fn new(spool: &Arc<Spool>, worker: usize) -> Cursor {
+        let worker = worker % spool.positions.len();
+        let mut c = Cursor {
+            spool: spool.clone(),
+            worker,
+            file: None,
+            pos: spool.positions[worker].load(Ordering::Relaxed),
+            size: 0,
+        };
+        let which = if spool.mode == FeederMode::Random {
+            Some(0)
+        } else if spool.rows.get(worker).is_some_and(|&n| n > 0) {
+            Some(worker)
+        } else if spool.mode.wraps() {
+            // Fewer rows than workers: the dealt files with rows are the first ones.
+            let full = spool.rows.iter().filter(|&&n| n > 0).count();
+            (full > 0).then(|| worker % full)
+        } else {
+            None
+        };
+        if let Some(k) = which
+            && let Ok(f) = File::open(&spool.paths[k])
+        {
+            c.size = f.metadata().map(|m| m.len()).unwrap_or(0);
+            let mut r = BufReader::with_capacity(16 * 1024, f);
+            if c.pos >= c.size {
+                c.pos = if spool.mode.wraps() { 0 } else { c.size };
+            }
+            if r.seek(SeekFrom::Start(c.pos)).is_ok() {
+                c.file = Some(r);
+            }
+        }
+        c
+    }
+
+    pub fn name(&self) -> &str {
+        &self.spool.name
+    }
+
+    pub fn mode(&self) -> FeederMode {
+        self.spool.mode
+    }
+
+    /// The next row for a request.
+    pub fn next(&mut self, rng: &mut Rng) -> Result<Row, NoRow> {
+        let columns = self.spool.columns;
+        let Some(file) = self.file.as_mut() else {
+            return Err(if self.spool.mode.wraps() {
+                NoRow::Unreadable
+            } else {
+                NoRow::RanOut
+            });
+        };
+        if self.spool.mode == FeederMode::Random {
+            let n = self.spool.offsets.len();
+            if n == 0 {
+                return Err(NoRow::Unreadable);
+            }
+            let at = self.spool.offsets[rng.below(n)];
+            return read_row_at(file.get_ref(), at, columns).ok_or(NoRow::Unreadable);
+        }
+        if self.pos >= self.size {
+            if !self.spool.mode.wraps() {
+                return Err(NoRow::RanOut);
+            }
+            file.seek(SeekFrom::Start(0))
+                .map_err(|_| NoRow::Unreadable)?;
+            self.pos = 0;
+        }
+        let mut row = Row::default();
+        for _ in 0..columns {
+            let mut len = [0u8; 4];
+            file.read_exact(&mut len).map_err(|_| NoRow::Unreadable)?;
+            let len = u32::from_le_bytes(len) as usize;
+            if len > MAX_FIELD {
+                return Err(NoRow::Unreadable);
+            }
+            let start = row.bytes.len();
+            row.bytes.resize(start + len, 0);
+            file.read_exact(&mut row.bytes[start..])
+                .map_err(|_| NoRow::Unreadable)?;
+            row.ends.push(row.bytes.len());
+            self.pos += 4 + len as u64;
+        }
+        Ok(row)
+    }
+}
+
+impl Drop for Cursor {
+    /// The next step goes on where this one stopped.
+    fn drop(&mut self) {
+        self.spool.positions[self.worker].store(self.pos, Ordering::Relaxed);
+    }
+}
+
+fn read_row_at(file: &File, mut at: u64, columns: usize) -> Option<Row> {
+    let mut row = Row::default();
+    for _ in 0..columns {
+        let mut len = [0u8; 4];
+        file.read_exact_at(&mut len, at).ok()?;
+        let len = u32::from_le_bytes(len) as usize;
+        if len > MAX_FIELD {
+            return None;
+        }
+        let start = row.bytes.len();
+        row.bytes.resize(start + len, 0);
+        file.read_exact_at(&mut row.bytes[start..], at + 4).ok()?;
+        row.ends.push(row.bytes.len());
+        at += 4 + len as u64;
+    }
+    Some(row)
+}
+
+#[cfg(test)]
+mod tests;
