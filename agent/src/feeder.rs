@@ -222,6 +222,16 @@ pub struct Row {
 }
 
 impl Row {
+    /// A row of these fields (as a spool would give it).
+    pub fn of(fields: &[&[u8]]) -> Row {
+        let mut row = Row::default();
+        for f in fields {
+            row.bytes.extend_from_slice(f);
+            row.ends.push(row.bytes.len());
+        }
+        row
+    }
+
     pub fn field(&self, i: usize) -> &[u8] {
         let start = if i == 0 { 0 } else { self.ends[i - 1] };
         &self.bytes[start..self.ends[i]]

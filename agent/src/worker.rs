@@ -209,9 +209,12 @@ impl Ctx {
     /// What a request of `t` is filled with: `Ok(None)` for fixed bytes; a row of each feeder it
     /// takes otherwise. `Err` when a feeder has no row for it, counted unsent in `other`.
     fn fill(&self, t: &Template) -> Result<Option<Fill>, ()> {
-        let Some(recipe) = &t.recipe else {
+        // A connection's setup may take a row too (its first request's): drawn with the request's.
+        let setup = self.target.setup.as_ref().map_or(&[][..], |s| s.feeders());
+        let own = t.recipe.as_ref().map_or(&[][..], |r| &r.feeders[..]);
+        if t.recipe.is_none() && setup.is_empty() {
             return Ok(None);
-        };
+        }
         let mut feeds = self.feeds.borrow_mut();
         let mut rng = self.rng.borrow_mut();
         let mut fill = Fill {
@@ -221,7 +224,7 @@ impl Ctx {
         };
         self.filled.set(fill.counter + 1);
         fill.rows.resize_with(feeds.len(), || None);
-        for &f in &recipe.feeders {
+        for &f in own.iter().chain(setup.iter().filter(|f| !own.contains(f))) {
             let cursor = &mut feeds[f];
             match cursor.next(&mut rng) {
                 Ok(row) => fill.rows[f] = Some(row),

@@ -64,6 +64,10 @@ fn a_shard_feeder_over_three_agents_sends_every_row_exactly_once() {
     assert!(per_id.values().all(|&n| n == 1), "no row twice: {per_id:?}");
     // 400 due, 300 rows: the other 100 were not sent, said as the feeder running out.
     let step = ran.step(0);
+    assert_eq!(step["due"], 400);
+    assert_eq!(step["ok"], rows);
+    assert_eq!(step["unsent"], 100);
+    assert_eq!(step["errors"]["other"], 100);
     let json = step.to_string();
     assert!(
         json.contains("feeder ids ran out of rows (shard: each row once)"),
@@ -104,4 +108,147 @@ fn a_bad_feeder_or_an_unknown_variable_is_refused_before_any_load() {
         assert!(err.contains(words), "{file}: {err}");
     }
     assert!(server.seen().is_empty(), "nothing was sent");
+}
+
+/// A venv with aiohttp for the shop application, made once in the workspace's target directory;
+/// `None` (said) where pip cannot reach PyPI, a failure under CI.
+fn shop_python() -> Option<std::path::PathBuf> {
+    let venv = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/shop-venv");
+    let python = venv.join("bin/python");
+    let have = |p: &std::path::Path| {
+        std::process::Command::new(p)
+            .args(["-c", "import aiohttp; assert aiohttp.__version__ == '3.12.15'"])
+            .status()
+            .is_ok_and(|s| s.success())
+    };
+    if have(&python) {
+        return Some(python);
+    }
+    let made = std::process::Command::new("python3")
+        .args(["-m", "venv"])
+        .arg(&venv)
+        .status()
+        .is_ok_and(|s| s.success());
+    let pip = std::process::Command::new(venv.join("bin/pip"))
+        .args(["install", "--quiet", "aiohttp==3.12.15"])
+        .output();
+    match pip {
+        Ok(o) if made && o.status.success() && have(&python) => Some(python),
+        other => {
+            let why = match other {
+                Ok(o) => text(&o.stderr),
+                Err(e) => e.to_string(),
+            };
+            eprintln!("SKIPPED the shop application test: pip cannot install aiohttp==3.12.15: {why}");
+            assert!(std::env::var("CI").is_err(), "CI must reach PyPI");
+            None
+        }
+    }
+}
+
+/// `tests/app/shop.py` on a free loopback port, with these users; killed when dropped.
+struct Shop {
+    child: std::process::Child,
+    addr: std::net::SocketAddr,
+}
+
+impl Shop {
+    fn start(python: &std::path::Path, users: &std::path::Path) -> Shop {
+        let port = tests::closed_port();
+        let app = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("app/shop.py");
+        let child = std::process::Command::new(python)
+            .arg(app)
+            .args(["--port", &port.to_string(), "--users"])
+            .arg(users)
+            .spawn()
+            .expect("shop.py starts");
+        let addr: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while std::net::TcpStream::connect(addr).is_err() {
+            assert!(std::time::Instant::now() < until, "shop.py never listened");
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        Shop { child, addr }
+    }
+
+    /// The application's own count of replies by route and status.
+    fn counts(&self) -> serde_json::Value {
+        serde_json::from_str(&tests::http_get(self.addr, "/__counts")).unwrap()
+    }
+}
+
+impl Drop for Shop {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn a_login_setup_carries_each_connections_token_and_without_it_every_request_is_refused() {
+    let Some(python) = shop_python() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let users = dir.path().join("users.csv");
+    let mut csv = String::from("user,password\n");
+    for i in 0..20 {
+        csv.push_str(&format!("user{i},pw-{i}\n"));
+    }
+    std::fs::write(&users, csv).unwrap();
+    let run = |shop: &Shop, setup: bool| {
+        let (auth, setup) = if setup {
+            (
+                "headers = [\"Authorization: Bearer ${token}\"]\n",
+                "[setup]\nmethod = \"POST\"\nurl = \"/login\"\nheaders = [\"Content-Type: application/json\"]\nbody = '{\"user\": \"${user}\", \"password\": \"${password}\"}'\nextract = { token = \"json:/token\" }\n",
+            )
+        } else {
+            ("", "")
+        };
+        let plan = dir.path().join("plan.toml");
+        std::fs::write(
+            &plan,
+            format!(
+                "url = \"http://{}/items?page=${{counter()}}\"\n{auth}\n[[feeder]]\nname = \"users\"\nfile = \"users.csv\"\nmode = \"circular\"\n\n{setup}",
+                shop.addr
+            ),
+        )
+        .unwrap();
+        let (o, out) = run_quiet(&[
+            plan.to_str().unwrap(),
+            "--model",
+            "concurrency",
+            "--steps",
+            "4",
+            "--step-duration",
+            "1s",
+        ]);
+        (o, tests::run_json(out.path()))
+    };
+
+    let shop = Shop::start(&python, &users);
+    let (o, ran) = run(&shop, true);
+    let counts = shop.counts();
+    eprintln!("with a setup: {counts}");
+    let items_ok = counts["items"]["200"].as_u64().unwrap_or(0);
+    let logins = counts["login"]["200"].as_u64().unwrap_or(0);
+    assert!(items_ok > 20, "{counts}");
+    assert_eq!(counts["items"].get("401"), None, "no 401 with a setup: {counts}");
+    assert_eq!(counts["login"].get("401"), None, "every login right: {counts}");
+    // Once per connection (4, and any reopened), never once per request.
+    assert!((4..=items_ok / 4).contains(&logins), "{counts}");
+    let step = &ran["steps"][0];
+    assert_eq!(step["ok"].as_u64(), Some(items_ok), "{}", text(&o.stderr));
+    drop(shop);
+
+    let shop = Shop::start(&python, &users);
+    let (_, ran) = run(&shop, false);
+    let counts = shop.counts();
+    eprintln!("without: {counts}");
+    let refused = counts["items"]["401"].as_u64().unwrap_or(0);
+    assert!(refused > 20, "{counts}");
+    assert_eq!(counts["items"].get("200"), None, "100 % 401 without: {counts}");
+    assert_eq!(counts.get("login"), None);
+    assert_eq!(ran["steps"][0]["ok"], 0);
+    assert_eq!(ran["steps"][0]["status_codes"]["401"].as_u64(), Some(refused));
 }

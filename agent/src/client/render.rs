@@ -186,3 +186,6 @@ impl Recipe {
 
 /// The recipe a template renders by, shared by the workers.
 pub type Shared = Option<Arc<Recipe>>;
+
+#[cfg(test)]
+mod tests;

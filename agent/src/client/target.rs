@@ -289,6 +289,11 @@ impl Endpoint {
             .collect::<Result<Vec<_>, _>>()?;
         let setup = match w.data().setup() {
             None => None,
+            Some(_) if w.http() != HttpVersion::Http1 => {
+                return Err(PrepareError::Setup(
+                    "a setup runs over HTTP/1.1 only (--http 1.1)".into(),
+                ));
+            }
             Some(s) => {
                 let t = Template::compile(s.request(), 0, &host_value, &user_agent, &vars)
                     .map_err(|e| match e {

@@ -34,6 +34,9 @@ pub(super) fn target(addr: SocketAddr, tls: bool) -> Endpoint {
         ok_status: shared::status::StatusSet::default(),
         http2: false,
         streams: 1,
+        vars: Default::default(),
+        feeds: Arc::new([]),
+        setup: None,
     }
 }
 

@@ -1,0 +1,99 @@
+//! Rendering a request with variables into the bytes each protocol sends.
+use http::header::{CONTENT_LENGTH, HeaderValue};
+use shared::plan::{Data, Extraction, Feeder, FeederMode, RequestSpec, Setup};
+
+use super::*;
+
+fn vars() -> Vars {
+    let users = Feeder::try_new("users", FeederMode::Shard, vec!["user".into(), "pw".into()]).unwrap();
+    let req = RequestSpec::try_new("POST", "http://127.0.0.1/login", vec![], vec![]).unwrap();
+    let setup = Setup::new(req, vec![Extraction::parse("token", "json:/token").unwrap()]);
+    Vars::of(&Data::try_new(vec![users], Some(setup)).unwrap())
+}
+
+fn recipe(path: &str, headers: &[(&'static str, &str)], body: &str) -> Option<Recipe> {
+    let mut h = HeaderMap::new();
+    h.insert(HOST, HeaderValue::from_static("127.0.0.1:8080"));
+    for (n, v) in headers {
+        h.append(*n, HeaderValue::from_str(v).unwrap());
+    }
+    Recipe::compile(&Method::POST, "http", "127.0.0.1:8080", path, &h, body.as_bytes(), &vars())
+        .unwrap()
+}
+
+fn fill(user: &str, pw: &str) -> Fill {
+    Fill {
+        rows: vec![Some(Row::of(&[user.as_bytes(), pw.as_bytes()]))],
+        counter: 41,
+        seed: 7,
+    }
+}
+
+#[test]
+fn variables_from_a_row_and_the_setup_fill_path_headers_and_body_with_its_length() {
+    let v = vars();
+    assert_eq!(v.names, ["user", "pw", "token"]);
+    assert_eq!(v.sources[2], Source::Extracted(0));
+    let r = recipe(
+        "/u/${user}?n=${counter()}",
+        &[("authorization", "Bearer ${token}"), ("content-length", "3")],
+        "{\"user\":\"${user}\",\"pw\":\"${pw}\"}",
+    )
+    .unwrap();
+    assert_eq!(r.feeders, [0]);
+    let t = r
+        .render(&v, &fill("ann", "pässword"), &[b"tok-1".to_vec()], &mut Vec::new())
+        .unwrap();
+    let wire = String::from_utf8(t.wire.to_vec()).unwrap();
+    let body = "{\"user\":\"ann\",\"pw\":\"pässword\"}";
+    assert!(wire.starts_with("POST /u/ann?n=41 HTTP/1.1\r\n"), "{wire}");
+    assert!(wire.contains("authorization: Bearer tok-1\r\n"), "{wire}");
+    // The user's length was the template's; the one sent is the rendered body's, once.
+    assert_eq!(wire.matches("content-length").count(), 1, "{wire}");
+    assert!(wire.contains(&format!("content-length: {}\r\n", body.len())), "{wire}");
+    assert!(wire.ends_with(&format!("\r\n\r\n{body}")), "{wire}");
+    assert_eq!(&t.body[..], body.as_bytes());
+    assert!(t.recipe.is_none());
+    // The HTTP/2 block carries the rendered path and header (HPACK literals, nothing indexed).
+    let block = &t.h2_block[..];
+    let has = |s: &[u8]| block.windows(s.len()).any(|w| w == s);
+    assert!(has(b"/u/ann?n=41") && has(b"Bearer tok-1"));
+    assert!(!has(CONTENT_LENGTH.as_str().as_bytes()) || has(body.len().to_string().as_bytes()));
+}
+
+#[test]
+fn a_fixed_request_has_no_recipe() {
+    assert!(recipe("/static", &[("x-a", "b")], "$5 and $${x}").is_none());
+}
+
+#[test]
+fn a_value_that_would_break_the_request_is_refused_naming_its_variable() {
+    let v = vars();
+    let r = recipe("/u/${user}", &[("x-pw", "${pw}")], "").unwrap();
+    let e = r.render(&v, &fill("a b", "x"), &[], &mut Vec::new()).unwrap_err();
+    assert_eq!(
+        e.0,
+        "variable 'user' gives a value with a space or a line break, in the path: not sent"
+    );
+    let e = r
+        .render(&v, &fill("ann", "x\r\nInjected: 1"), &[], &mut Vec::new())
+        .unwrap_err();
+    assert_eq!(
+        e.0,
+        "variable 'pw' gives a value with a line break, in header x-pw: not sent"
+    );
+    // A body takes any bytes.
+    let r = recipe("/", &[], "${pw}").unwrap();
+    assert!(r.render(&v, &fill("a", "x\r\ny z"), &[], &mut Vec::new()).is_ok());
+}
+
+#[test]
+fn an_unknown_variable_is_refused_at_configure() {
+    let mut h = HeaderMap::new();
+    h.insert(HOST, HeaderValue::from_static("h"));
+    let e = Recipe::compile(&Method::GET, "http", "h", "/a/${nope}", &h, b"", &vars()).unwrap_err();
+    assert_eq!(
+        e,
+        "its URL: '${nope}' in '/a/${nope}' names no variable; the variables are: user, pw, token"
+    );
+}
