@@ -251,4 +251,24 @@ fn a_login_setup_carries_each_connections_token_and_without_it_every_request_is_
     assert_eq!(counts.get("login"), None);
     assert_eq!(ran["steps"][0]["ok"], 0);
     assert_eq!(ran["steps"][0]["status_codes"]["401"].as_u64(), Some(refused));
+    drop(shop);
+
+    // A setup that fails (the shop knows none of these passwords) is counted, never skipped: no
+    // request of the mix goes without its token.
+    let wrong = dir.path().join("wrong.csv");
+    std::fs::write(&wrong, "user,password\nuser1,nope\n").unwrap();
+    let shop = Shop::start(&python, &wrong);
+    let (_, ran) = run(&shop, true);
+    let counts = shop.counts();
+    eprintln!("failing setups: {counts}");
+    assert_eq!(counts.get("items"), None, "{counts}");
+    assert!(counts["login"]["401"].as_u64().unwrap_or(0) >= 4, "{counts}");
+    let step = &ran["steps"][0];
+    assert_eq!(step["ok"], 0);
+    assert_eq!(step["requests"], 0, "{step}");
+    assert!(step["errors"]["other"].as_u64().unwrap_or(0) >= 4, "{step}");
+    assert_eq!(
+        step["error_messages"]["other"], "the setup request was answered 401",
+        "{step}"
+    );
 }
