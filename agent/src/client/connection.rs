@@ -140,12 +140,8 @@ fn render(
     req: &Request<'_>,
     extracted: &[Vec<u8>],
 ) -> Result<Option<Template>, Unsent> {
-    let Some(recipe) = &req.template.recipe else {
-        return Ok(None);
-    };
-    let empty = Fill::default();
-    match recipe.render(&target.vars, req.fill.unwrap_or(&empty), extracted, &mut Vec::new()) {
-        Ok(t) => Ok(Some(t)),
+    match req.template.rendered(target, req.fill, extracted).transpose() {
+        Ok(t) => Ok(t),
         Err(refused) => {
             rec.note(ErrorClass::Other, || refused.0.into());
             rec.unsent(ErrorClass::Other);
@@ -188,7 +184,7 @@ impl Keepalive {
         if self.extracted.borrow().is_some() {
             return Ok(());
         }
-        match setup.run(target, c, req.fill).await {
+        match super::setup::run(setup, target, c, req.fill).await {
             Ok(values) => {
                 *self.extracted.borrow_mut() = Some(values);
                 Ok(())

@@ -3,14 +3,12 @@
 //! Content-Length counted after rendering. A value that would break the request (a line break in a
 //! header or the path, a space in the path) is refused here, named by its variable, and never sent.
 use std::borrow::Cow;
-use std::sync::Arc;
 
 use http::header::{CONTENT_LENGTH, HOST, HeaderName, HeaderValue};
 use http::{HeaderMap, Method, Uri};
 use shared::plan::{Data, Template as Text};
 use shared::rng::Rng;
 
-use super::target::Template;
 use crate::feeder::Row;
 
 /// Where variable `i` of the run takes its value from.
@@ -71,6 +69,15 @@ pub struct Fill {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Refused(pub String);
 
+/// A request as rendered this time, before it is serialized (`target::Template::rendered`); its
+/// body is the caller's buffer.
+#[derive(Debug)]
+pub struct Parts<'a> {
+    pub method: &'a Method,
+    pub uri: Uri,
+    pub headers: HeaderMap,
+}
+
 impl Recipe {
     /// `None` when nothing in it varies (it is sent as the bytes compiled once).
     pub fn compile(
@@ -124,14 +131,15 @@ impl Recipe {
         }))
     }
 
-    /// The request as sent this time. `extracted` are the connection's setup values.
+    /// The request as sent this time, its body left in `out`. `extracted` are the connection's
+    /// setup values.
     pub fn render(
         &self,
         vars: &Vars,
         fill: &Fill,
         extracted: &[Vec<u8>],
         out: &mut Vec<u8>,
-    ) -> Result<Template, Refused> {
+    ) -> Result<Parts<'_>, Refused> {
         let values: Vec<&[u8]> = vars
             .sources
             .iter()
@@ -180,12 +188,14 @@ impl Recipe {
         }
         out.clear();
         self.body.render(&values, fill.counter, &mut rng, out);
-        Ok(Template::new(&self.method, &uri, &headers, out))
+        Ok(Parts {
+            method: &self.method,
+            uri,
+            headers,
+        })
     }
 }
 
-/// The recipe a template renders by, shared by the workers.
-pub type Shared = Option<Arc<Recipe>>;
 
 #[cfg(test)]
 mod tests;

@@ -3,51 +3,27 @@
 //! fails (no reply, a status not counted as served, an extraction that finds nothing) leaves the
 //! connection closed and its request unsent, in words saying so; the next request tries again.
 use shared::metrics::ErrorClass;
-use shared::plan::Extraction;
 
 use super::http1;
 use super::render::Fill;
-use super::target::{Endpoint, Template};
-
-/// The setup as a worker sends it: its request (rendered per connection when it has variables) and
-/// what to take from its reply.
-#[derive(Debug)]
-pub struct Setup {
-    pub(super) template: Template,
-    pub(super) extract: Vec<Extraction>,
-}
+use super::target::{Endpoint, Setup};
 
 /// Why a setup failed: its class (the transport's, or `other`) and words.
 pub struct Failed(pub ErrorClass, pub String);
 
-impl Setup {
-    pub fn new(template: Template, extract: Vec<Extraction>) -> Setup {
-        Setup { template, extract }
-    }
-
-    /// The feeders its own variables take rows from.
-    pub fn feeders(&self) -> &[usize] {
-        self.template.recipe.as_ref().map_or(&[], |r| &r.feeders)
-    }
-
-    /// Runs on the fresh connection `c`: each extraction's value, in order.
-    pub(super) async fn run(
-        &self,
-        target: &Endpoint,
-        c: &mut http1::Conn,
-        fill: Option<&Fill>,
-    ) -> Result<Vec<Vec<u8>>, Failed> {
-        let rendered;
-        let t = match &self.template.recipe {
-            None => &self.template,
-            Some(recipe) => {
-                let empty = Fill::default();
-                rendered = recipe
-                    .render(&target.vars, fill.unwrap_or(&empty), &[], &mut Vec::new())
-                    .map_err(|r| Failed(ErrorClass::Other, format!("the setup: {}", r.0)))?;
-                &rendered
-            }
-        };
+/// Runs `setup` on the fresh connection `c`: each extraction's value, in order.
+pub(super) async fn run(
+    setup: &Setup,
+    target: &Endpoint,
+    c: &mut http1::Conn,
+    fill: Option<&Fill>,
+) -> Result<Vec<Vec<u8>>, Failed> {
+        let rendered = setup
+            .template
+            .rendered(target, fill, &[])
+            .transpose()
+            .map_err(|r| Failed(ErrorClass::Other, format!("the setup: {}", r.0)))?;
+        let t = rendered.as_ref().unwrap_or(&setup.template);
         let (status, head, body) = c.setup(t, target.timeout).await.map_err(|class| {
             Failed(class, format!("the setup request failed ({})", class.name()))
         })?;
@@ -58,7 +34,8 @@ impl Setup {
             ));
         }
         let headers = parse_headers(&head);
-        self.extract
+        setup
+            .extract
             .iter()
             .map(|e| {
                 e.take(headers.iter().map(|(n, v)| (n.as_str(), v.as_slice())), &body)
@@ -70,7 +47,6 @@ impl Setup {
                     })
             })
             .collect()
-    }
 }
 
 fn parse_headers(head: &[u8]) -> Vec<(String, Vec<u8>)> {

@@ -14,7 +14,9 @@ use http::{HeaderMap, Method, Uri};
 use shared::plan::{HttpVersion, RequestSpec, Scheme, Workload};
 use shared::refusal::{Refusal, RefusalKind};
 
-use super::render::{Recipe, Vars};
+use shared::plan::Extraction;
+
+use super::render::{Fill, Recipe, Refused, Vars};
 use crate::feeder::Spool;
 
 /// A workload that cannot be prepared for sending.
@@ -69,7 +71,22 @@ pub struct Template {
     pub(super) h2_block: Bytes,
     pub(super) body: Bytes,
     /// A request with variables is rendered per send from this (its bytes above are never sent).
-    pub(crate) recipe: super::render::Shared,
+    pub(crate) recipe: Option<Arc<Recipe>>,
+}
+
+/// The setup request (see `client::setup`) as a worker sends it: its request, rendered per
+/// connection when it has variables, and what to take from its reply.
+#[derive(Debug)]
+pub struct Setup {
+    pub(super) template: Template,
+    pub(super) extract: Vec<Extraction>,
+}
+
+impl Setup {
+    /// The feeders its own variables take rows from.
+    pub fn feeders(&self) -> &[usize] {
+        self.template.recipe.as_ref().map_or(&[], |r| &r.feeders)
+    }
 }
 
 /// Headers that belong to one HTTP/1.1 connection and have no place in HTTP/2; Host becomes the
@@ -146,6 +163,25 @@ impl Template {
             h2_block: Bytes::from(h2_block),
             recipe: None,
         }
+    }
+
+    /// A template with variables rendered with `fill` and the connection's `extracted` values,
+    /// serialized as a fixed one is (its Content-Length the rendered body's).
+    pub(super) fn rendered(
+        &self,
+        target: &Endpoint,
+        fill: Option<&Fill>,
+        extracted: &[Vec<u8>],
+    ) -> Option<Result<Template, Refused>> {
+        let recipe = self.recipe.as_ref()?;
+        let empty = Fill::default();
+        // The body is rendered into this, then copied once into the request's bytes.
+        let mut body = Vec::new();
+        Some(
+            recipe
+                .render(&target.vars, fill.unwrap_or(&empty), extracted, &mut body)
+                .map(|p| Template::new(p.method, &p.uri, &p.headers, &body)),
+        )
     }
 
     /// Compiles the workload's request `index` (from 0), with our Host and User-Agent unless the user
@@ -240,7 +276,7 @@ pub struct Endpoint {
     /// The feeders' spooled rows, set by the session when a step starts (after they all arrived).
     pub feeds: Arc<[Arc<Spool>]>,
     /// The request run once per connection before its first of the mix.
-    pub setup: Option<Arc<super::setup::Setup>>,
+    pub setup: Option<Arc<Setup>>,
 }
 
 impl Endpoint {
@@ -300,7 +336,10 @@ impl Endpoint {
                         PrepareError::Request { why, .. } => PrepareError::Setup(why),
                         other => other,
                     })?;
-                Some(Arc::new(super::setup::Setup::new(t, s.extract().to_vec())))
+                Some(Arc::new(Setup {
+                    template: t,
+                    extract: s.extract().to_vec(),
+                }))
             }
         };
         let tls = match origin.scheme() {
@@ -338,3 +377,6 @@ fn default_port(s: Scheme) -> u16 {
         Scheme::Https => 443,
     }
 }
+
+#[cfg(test)]
+mod tests;

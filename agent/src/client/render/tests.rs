@@ -30,7 +30,7 @@ fn fill(user: &str, pw: &str) -> Fill {
 }
 
 #[test]
-fn variables_from_a_row_and_the_setup_fill_path_headers_and_body_with_its_length() {
+fn variables_from_a_row_and_the_setup_fill_path_headers_and_body() {
     let v = vars();
     assert_eq!(v.names, ["user", "pw", "token"]);
     assert_eq!(v.sources[2], Source::Extracted(0));
@@ -41,24 +41,16 @@ fn variables_from_a_row_and_the_setup_fill_path_headers_and_body_with_its_length
     )
     .unwrap();
     assert_eq!(r.feeders, [0]);
-    let t = r
-        .render(&v, &fill("ann", "pässword"), &[b"tok-1".to_vec()], &mut Vec::new())
+    let mut body = Vec::new();
+    let p = r
+        .render(&v, &fill("ann", "pässword"), &[b"tok-1".to_vec()], &mut body)
         .unwrap();
-    let wire = String::from_utf8(t.wire.to_vec()).unwrap();
-    let body = "{\"user\":\"ann\",\"pw\":\"pässword\"}";
-    assert!(wire.starts_with("POST /u/ann?n=41 HTTP/1.1\r\n"), "{wire}");
-    assert!(wire.contains("authorization: Bearer tok-1\r\n"), "{wire}");
-    // The user's length was the template's; the one sent is the rendered body's, once.
-    assert_eq!(wire.matches("content-length").count(), 1, "{wire}");
-    assert!(wire.contains(&format!("content-length: {}\r\n", body.len())), "{wire}");
-    assert!(wire.ends_with(&format!("\r\n\r\n{body}")), "{wire}");
-    assert_eq!(&t.body[..], body.as_bytes());
-    assert!(t.recipe.is_none());
-    // The HTTP/2 block carries the rendered path and header (HPACK literals, nothing indexed).
-    let block = &t.h2_block[..];
-    let has = |s: &[u8]| block.windows(s.len()).any(|w| w == s);
-    assert!(has(b"/u/ann?n=41") && has(b"Bearer tok-1"));
-    assert!(!has(CONTENT_LENGTH.as_str().as_bytes()) || has(body.len().to_string().as_bytes()));
+    assert_eq!(p.method, Method::POST);
+    assert_eq!(p.uri.to_string(), "http://127.0.0.1:8080/u/ann?n=41");
+    assert_eq!(p.headers["authorization"], "Bearer tok-1");
+    // The user's length was the template's: the one sent is counted from the rendered body.
+    assert!(!p.headers.contains_key(CONTENT_LENGTH));
+    assert_eq!(String::from_utf8(body).unwrap(), "{\"user\":\"ann\",\"pw\":\"pässword\"}");
 }
 
 #[test]

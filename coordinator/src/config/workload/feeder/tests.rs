@@ -65,5 +65,10 @@ fn every_variable_a_request_names_is_defined() {
     let bad = request("http://h/u/x", &["Authorization: Bearer ${token}"], "");
     let (data, _) = super::data(&args, &[bad]).unwrap();
     assert_eq!(data.variables(), ["user", "pw", "token"]);
-    assert_eq!(data.setup().unwrap().request().url().origin(), "http://h");
+    let url = data.setup().unwrap().request().url();
+    assert_eq!((url.origin().as_str(), url.path()), ("http://h:80", "/login"));
+    // Another origin than the target's is refused.
+    args.setup.as_mut().unwrap().url = "http://elsewhere/login".into();
+    let e = super::data(&args, &[ok]).unwrap_err().to_string();
+    assert!(e.contains("is not on the target's origin http://h:80"), "{e}");
 }
