@@ -163,13 +163,18 @@ impl Feeds {
                 source,
             });
         }
-        decoded.map(drop).map_err(|why| FeedError::Bad { feeder: name, why })
+        decoded
+            .map(drop)
+            .map_err(|why| FeedError::Bad { feeder: name, why })
     }
 
     /// The end of feeder `feeder`'s rows: `sent` is how many the coordinator sent this agent.
     pub fn end(&mut self, feeder: u32, sent: u64) -> Result<(), FeedError> {
         let i = feeder as usize;
-        let spool = self.spools.get_mut(i).ok_or(FeedError::NoSuchFeeder(feeder))?;
+        let spool = self
+            .spools
+            .get_mut(i)
+            .ok_or(FeedError::NoSuchFeeder(feeder))?;
         let Some(mut w) = self.writers[i].take() else {
             return Ok(());
         };

@@ -511,9 +511,12 @@ impl Session {
         target: &Endpoint,
         p: &pb::PrepareStep,
     ) -> Result<(StepShare, Vec<Warning>), Refusal> {
-        if let Err(why) = self.feeds.as_ref().map_err(Clone::clone).and_then(|f| {
-            f.ready().map(drop).map_err(|e| e.to_string())
-        }) {
+        if let Err(why) = self
+            .feeds
+            .as_ref()
+            .map_err(Clone::clone)
+            .and_then(|f| f.ready().map(drop).map_err(|e| e.to_string()))
+        {
             return Err(Refusal::new(RefusalKind::Setup, why));
         }
         let share = StepShare::try_from(p).map_err(|e| {

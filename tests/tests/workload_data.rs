@@ -58,7 +58,11 @@ fn a_shard_feeder_over_three_agents_sends_every_row_exactly_once() {
             .unwrap_or_else(|| panic!("path {} is not a rendered /item/ID?n=N", s.path));
         *per_id.entry(id).or_default() += 1;
         let kind = s.headers.iter().find(|(k, _)| k == "x-kind").unwrap();
-        assert_eq!(kind.1, format!("k,{}", id % 7), "the row's fields go together");
+        assert_eq!(
+            kind.1,
+            format!("k,{}", id % 7),
+            "the row's fields go together"
+        );
     }
     assert_eq!(per_id.len(), rows as usize, "every row reached the server");
     assert!(per_id.values().all(|&n| n == 1), "no row twice: {per_id:?}");
@@ -87,10 +91,18 @@ fn a_bad_feeder_or_an_unknown_variable_is_refused_before_any_load() {
     write("ok.csv", "id\n1\n");
     let cases = [
         ("missing.csv", "${id}", "missing.csv"),
-        ("ragged.csv", "${id}", "line 3 has 1 fields where line 1 names 2"),
+        (
+            "ragged.csv",
+            "${id}",
+            "line 3 has 1 fields where line 1 names 2",
+        ),
         ("empty.csv", "${id}", "it is empty"),
         ("bad.csv", "${id}", "'9x' is not a variable name"),
-        ("ok.csv", "${user}", "'${user}' in '/u/${user}' names no variable; the variables are: id"),
+        (
+            "ok.csv",
+            "${user}",
+            "'${user}' in '/u/${user}' names no variable; the variables are: id",
+        ),
     ];
     for (file, var, words) in cases {
         let plan = dir.path().join("plan.toml");
@@ -102,7 +114,13 @@ fn a_bad_feeder_or_an_unknown_variable_is_refused_before_any_load() {
             ),
         )
         .unwrap();
-        let (o, _dir) = run_quiet(&[plan.to_str().unwrap(), "--steps", "10", "--step-duration", "1s"]);
+        let (o, _dir) = run_quiet(&[
+            plan.to_str().unwrap(),
+            "--steps",
+            "10",
+            "--step-duration",
+            "1s",
+        ]);
         let err = text(&o.stderr);
         assert_eq!(o.status.code(), Some(2), "{file}: {err}");
         assert!(err.contains(words), "{file}: {err}");
@@ -117,7 +135,10 @@ fn shop_python() -> Option<std::path::PathBuf> {
     let python = venv.join("bin/python");
     let have = |p: &std::path::Path| {
         std::process::Command::new(p)
-            .args(["-c", "import aiohttp; assert aiohttp.__version__ == '3.12.15'"])
+            .args([
+                "-c",
+                "import aiohttp; assert aiohttp.__version__ == '3.12.15'",
+            ])
             .status()
             .is_ok_and(|s| s.success())
     };
@@ -139,7 +160,9 @@ fn shop_python() -> Option<std::path::PathBuf> {
                 Ok(o) => text(&o.stderr),
                 Err(e) => e.to_string(),
             };
-            eprintln!("SKIPPED the shop application test: pip cannot install aiohttp==3.12.15: {why}");
+            eprintln!(
+                "SKIPPED the shop application test: pip cannot install aiohttp==3.12.15: {why}"
+            );
             assert!(std::env::var("CI").is_err(), "CI must reach PyPI");
             None
         }
@@ -233,8 +256,16 @@ fn a_login_setup_carries_each_connections_token_and_without_it_every_request_is_
     let items_ok = counts["items"]["200"].as_u64().unwrap_or(0);
     let logins = counts["login"]["200"].as_u64().unwrap_or(0);
     assert!(items_ok > 20, "{counts}");
-    assert_eq!(counts["items"].get("401"), None, "no 401 with a setup: {counts}");
-    assert_eq!(counts["login"].get("401"), None, "every login right: {counts}");
+    assert_eq!(
+        counts["items"].get("401"),
+        None,
+        "no 401 with a setup: {counts}"
+    );
+    assert_eq!(
+        counts["login"].get("401"),
+        None,
+        "every login right: {counts}"
+    );
     // Once per connection (4, and any reopened), never once per request.
     assert!((4..=items_ok / 4).contains(&logins), "{counts}");
     let step = &ran["steps"][0];
@@ -247,10 +278,17 @@ fn a_login_setup_carries_each_connections_token_and_without_it_every_request_is_
     eprintln!("without: {counts}");
     let refused = counts["items"]["401"].as_u64().unwrap_or(0);
     assert!(refused > 20, "{counts}");
-    assert_eq!(counts["items"].get("200"), None, "100 % 401 without: {counts}");
+    assert_eq!(
+        counts["items"].get("200"),
+        None,
+        "100 % 401 without: {counts}"
+    );
     assert_eq!(counts.get("login"), None);
     assert_eq!(ran["steps"][0]["ok"], 0);
-    assert_eq!(ran["steps"][0]["status_codes"]["401"].as_u64(), Some(refused));
+    assert_eq!(
+        ran["steps"][0]["status_codes"]["401"].as_u64(),
+        Some(refused)
+    );
     drop(shop);
 
     // A setup that fails (the shop knows none of these passwords) is counted, never skipped: no
@@ -262,7 +300,10 @@ fn a_login_setup_carries_each_connections_token_and_without_it_every_request_is_
     let counts = shop.counts();
     eprintln!("failing setups: {counts}");
     assert_eq!(counts.get("items"), None, "{counts}");
-    assert!(counts["login"]["401"].as_u64().unwrap_or(0) >= 4, "{counts}");
+    assert!(
+        counts["login"]["401"].as_u64().unwrap_or(0) >= 4,
+        "{counts}"
+    );
     let step = &ran["steps"][0];
     assert_eq!(step["ok"], 0);
     assert_eq!(step["requests"], 0, "{step}");

@@ -140,7 +140,11 @@ fn render(
     req: &Request<'_>,
     extracted: &[Vec<u8>],
 ) -> Result<Option<Template>, Unsent> {
-    match req.template.rendered(target, req.fill, extracted).transpose() {
+    match req
+        .template
+        .rendered(target, req.fill, extracted)
+        .transpose()
+    {
         Ok(t) => Ok(t),
         Err(refused) => {
             rec.note(ErrorClass::Other, || refused.0.into());

@@ -201,7 +201,12 @@ impl Conn {
                     }
                     Ok(Some(head)) => break head,
                     Ok(None) => {
-                        if self.read(MAX_HEAD + 1).await.map_err(|e| Failure::io(Doing::ReadingHead, e))? == 0 {
+                        if self
+                            .read(MAX_HEAD + 1)
+                            .await
+                            .map_err(|e| Failure::io(Doing::ReadingHead, e))?
+                            == 0
+                        {
                             return Err(Failure::closed(Doing::ReadingHead));
                         }
                     }
@@ -214,7 +219,12 @@ impl Conn {
                 Framing::None => {}
                 Framing::Length(n) => {
                     while (self.buf.len() as u64) < n {
-                        if self.read(BUF_MAX).await.map_err(|e| Failure::io(Doing::ReadingBody, e))? == 0 {
+                        if self
+                            .read(BUF_MAX)
+                            .await
+                            .map_err(|e| Failure::io(Doing::ReadingBody, e))?
+                            == 0
+                        {
                             return Err(Failure::closed(Doing::ReadingBody));
                         }
                     }
@@ -229,7 +239,12 @@ impl Conn {
                         if chunks.is_done() {
                             break;
                         }
-                        if self.read(BUF_MAX).await.map_err(|e| Failure::io(Doing::ReadingBody, e))? == 0 {
+                        if self
+                            .read(BUF_MAX)
+                            .await
+                            .map_err(|e| Failure::io(Doing::ReadingBody, e))?
+                            == 0
+                        {
                             return Err(Failure::closed(Doing::ReadingBody));
                         }
                     }

@@ -90,7 +90,8 @@ impl Recipe {
         vars: &Vars,
     ) -> Result<Option<Recipe>, String> {
         let names: Vec<&str> = vars.names.iter().map(String::as_str).collect();
-        let text = |t: &str, what: &str| Text::compile(t, &names).map_err(|e| format!("{what}: {e}"));
+        let text =
+            |t: &str, what: &str| Text::compile(t, &names).map_err(|e| format!("{what}: {e}"));
         let path = text(path, "its URL")?;
         let mut hs = Vec::new();
         for (name, value) in headers {
@@ -160,26 +161,31 @@ impl Recipe {
                 .map_or(Cow::Borrowed("a built-in"), |v| {
                     Cow::Owned(format!("variable '{}'", vars.names[v]))
                 });
-            Refused(format!(
-                "{var} gives a value with {what}: not sent"
-            ))
+            Refused(format!("{var} gives a value with {what}: not sent"))
         };
         out.clear();
         self.path.render(&values, fill.counter, &mut rng, out);
         if out.iter().any(|b| b" \r\n\0".contains(b)) {
-            return Err(refuse(&self.path, b" \r\n\0", "a space or a line break, in the path"));
+            return Err(refuse(
+                &self.path,
+                b" \r\n\0",
+                "a space or a line break, in the path",
+            ));
         }
         let path = String::from_utf8_lossy(out).into_owned();
         let uri: Uri = format!("{}://{}{path}", self.scheme, self.authority)
             .parse()
-            .map_err(|_| Refused(format!("the path '{path}' as rendered is not a request target: not sent")))?;
+            .map_err(|_| {
+                Refused(format!(
+                    "the path '{path}' as rendered is not a request target: not sent"
+                ))
+            })?;
         let mut headers = HeaderMap::with_capacity(self.headers.len());
         for (name, t) in &self.headers {
             out.clear();
             t.render(&values, fill.counter, &mut rng, out);
-            let value = HeaderValue::from_bytes(out).map_err(|_| {
-                refuse(t, b"\r\n\0", &format!("a line break, in header {name}"))
-            })?;
+            let value = HeaderValue::from_bytes(out)
+                .map_err(|_| refuse(t, b"\r\n\0", &format!("a line break, in header {name}")))?;
             if *name == HOST {
                 headers.insert(name.clone(), value);
             } else {
@@ -195,7 +201,6 @@ impl Recipe {
         })
     }
 }
-
 
 #[cfg(test)]
 mod tests;

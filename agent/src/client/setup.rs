@@ -18,35 +18,41 @@ pub(super) async fn run(
     c: &mut http1::Conn,
     fill: Option<&Fill>,
 ) -> Result<Vec<Vec<u8>>, Failed> {
-        let rendered = setup
-            .template
-            .rendered(target, fill, &[])
-            .transpose()
-            .map_err(|r| Failed(ErrorClass::Other, format!("the setup: {}", r.0)))?;
-        let t = rendered.as_ref().unwrap_or(&setup.template);
-        let (status, head, body) = c.setup(t, target.timeout).await.map_err(|class| {
-            Failed(class, format!("the setup request failed ({})", class.name()))
-        })?;
-        if !target.ok_status.contains(status) {
-            return Err(Failed(
-                ErrorClass::Other,
-                format!("the setup request was answered {status}"),
-            ));
-        }
-        let headers = parse_headers(&head);
-        setup
-            .extract
-            .iter()
-            .map(|e| {
-                e.take(headers.iter().map(|(n, v)| (n.as_str(), v.as_slice())), &body)
-                    .ok_or_else(|| {
-                        Failed(
-                            ErrorClass::Other,
-                            format!("the setup's reply has no {} ({})", e.var(), e.spec()),
-                        )
-                    })
+    let rendered = setup
+        .template
+        .rendered(target, fill, &[])
+        .transpose()
+        .map_err(|r| Failed(ErrorClass::Other, format!("the setup: {}", r.0)))?;
+    let t = rendered.as_ref().unwrap_or(&setup.template);
+    let (status, head, body) = c.setup(t, target.timeout).await.map_err(|class| {
+        Failed(
+            class,
+            format!("the setup request failed ({})", class.name()),
+        )
+    })?;
+    if !target.ok_status.contains(status) {
+        return Err(Failed(
+            ErrorClass::Other,
+            format!("the setup request was answered {status}"),
+        ));
+    }
+    let headers = parse_headers(&head);
+    setup
+        .extract
+        .iter()
+        .map(|e| {
+            e.take(
+                headers.iter().map(|(n, v)| (n.as_str(), v.as_slice())),
+                &body,
+            )
+            .ok_or_else(|| {
+                Failed(
+                    ErrorClass::Other,
+                    format!("the setup's reply has no {} ({})", e.var(), e.spec()),
+                )
             })
-            .collect()
+        })
+        .collect()
 }
 
 fn parse_headers(head: &[u8]) -> Vec<(String, Vec<u8>)> {

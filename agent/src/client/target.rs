@@ -47,9 +47,9 @@ impl PrepareError {
             | PrepareError::NoAddress(_)
             | PrepareError::NoSourceFamily { .. } => RefusalKind::Target,
             PrepareError::Protocol(_) => RefusalKind::Protocol,
-            PrepareError::Request { .. }
-            | PrepareError::Setup(_)
-            | PrepareError::ServerName(_) => RefusalKind::Other,
+            PrepareError::Request { .. } | PrepareError::Setup(_) | PrepareError::ServerName(_) => {
+                RefusalKind::Other
+            }
         };
         Refusal::new(kind, self.to_string())
     }

@@ -10,7 +10,10 @@ fn data(mode: FeederMode) -> Data {
 fn chunk(rows: std::ops::Range<u32>) -> Vec<u8> {
     let mut out = Vec::new();
     for i in rows {
-        encode_row(&[format!("u{i}").into_bytes(), i.to_string().into_bytes()], &mut out);
+        encode_row(
+            &[format!("u{i}").into_bytes(), i.to_string().into_bytes()],
+            &mut out,
+        );
     }
     out
 }
@@ -18,7 +21,10 @@ fn chunk(rows: std::ops::Range<u32>) -> Vec<u8> {
 fn drain(c: &mut Cursor, rng: &mut Rng) -> Vec<String> {
     let mut seen = Vec::new();
     while let Ok(row) = c.next(rng) {
-        assert_eq!(row.field(0), format!("u{}", String::from_utf8_lossy(row.field(1))).as_bytes());
+        assert_eq!(
+            row.field(0),
+            format!("u{}", String::from_utf8_lossy(row.field(1))).as_bytes()
+        );
         seen.push(String::from_utf8(row.field(0).to_vec()).unwrap());
     }
     seen
@@ -67,7 +73,9 @@ fn wrapping_modes_start_again_and_random_draws_any_row() {
     let mut rng = Rng::new(1);
     for w in 0..4 {
         let mut c = Cursor::new(&spools[0], w);
-        let a: Vec<_> = (0..3).map(|_| c.next(&mut rng).unwrap().field(0).to_vec()).collect();
+        let a: Vec<_> = (0..3)
+            .map(|_| c.next(&mut rng).unwrap().field(0).to_vec())
+            .collect();
         assert_eq!(a[0], a[1]);
         assert_eq!(a[0], a[2]);
     }
@@ -86,11 +94,17 @@ fn wrapping_modes_start_again_and_random_draws_any_row() {
 #[test]
 fn a_bad_chunk_or_count_is_refused() {
     let mut feeds = Feeds::new(&data(FeederMode::Copy), 1).unwrap();
-    assert!(matches!(feeds.rows(3, &[]), Err(FeedError::NoSuchFeeder(3))));
+    assert!(matches!(
+        feeds.rows(3, &[]),
+        Err(FeedError::NoSuchFeeder(3))
+    ));
     let c = chunk(0..3);
     assert!(feeds.rows(0, &c[..c.len() - 1]).is_err());
     let mut feeds = Feeds::new(&data(FeederMode::Copy), 1).unwrap();
     feeds.rows(0, &chunk(0..3)).unwrap();
     let e = feeds.end(0, 4).unwrap_err();
-    assert_eq!(e.to_string(), "feeder users: 3 rows arrived where 4 were sent");
+    assert_eq!(
+        e.to_string(),
+        "feeder users: 3 rows arrived where 4 were sent"
+    );
 }

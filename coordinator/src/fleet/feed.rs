@@ -28,10 +28,16 @@ pub async fn ship(
     }
     for (k, (feeder, path)) in data.feeders().iter().zip(files).enumerate() {
         let k = k as u32;
-        let bad = |why: String| FleetError::Setup(format!("feeder {}: {}: {why}", feeder.name(), path.display()));
+        let bad = |why: String| {
+            FleetError::Setup(format!(
+                "feeder {}: {}: {why}",
+                feeder.name(),
+                path.display()
+            ))
+        };
         let file = std::fs::File::open(path).map_err(|e| bad(e.to_string()))?;
-        let mut records = Records::new(BufReader::with_capacity(CHUNK, file))
-            .map_err(|e| bad(e.to_string()))?;
+        let mut records =
+            Records::new(BufReader::with_capacity(CHUNK, file)).map_err(|e| bad(e.to_string()))?;
         if records.names() != feeder.columns() {
             return Err(bad("its header changed since the run began".into()));
         }

@@ -5,9 +5,13 @@ use shared::plan::{Data, Extraction, Feeder, FeederMode, RequestSpec, Setup};
 use super::*;
 
 fn vars() -> Vars {
-    let users = Feeder::try_new("users", FeederMode::Shard, vec!["user".into(), "pw".into()]).unwrap();
+    let users =
+        Feeder::try_new("users", FeederMode::Shard, vec!["user".into(), "pw".into()]).unwrap();
     let req = RequestSpec::try_new("POST", "http://127.0.0.1/login", vec![], vec![]).unwrap();
-    let setup = Setup::new(req, vec![Extraction::parse("token", "json:/token").unwrap()]);
+    let setup = Setup::new(
+        req,
+        vec![Extraction::parse("token", "json:/token").unwrap()],
+    );
     Vars::of(&Data::try_new(vec![users], Some(setup)).unwrap())
 }
 
@@ -17,8 +21,16 @@ fn recipe(path: &str, headers: &[(&'static str, &str)], body: &str) -> Option<Re
     for (n, v) in headers {
         h.append(*n, HeaderValue::from_str(v).unwrap());
     }
-    Recipe::compile(&Method::POST, "http", "127.0.0.1:8080", path, &h, body.as_bytes(), &vars())
-        .unwrap()
+    Recipe::compile(
+        &Method::POST,
+        "http",
+        "127.0.0.1:8080",
+        path,
+        &h,
+        body.as_bytes(),
+        &vars(),
+    )
+    .unwrap()
 }
 
 fn fill(user: &str, pw: &str) -> Fill {
@@ -36,21 +48,32 @@ fn variables_from_a_row_and_the_setup_fill_path_headers_and_body() {
     assert_eq!(v.sources[2], Source::Extracted(0));
     let r = recipe(
         "/u/${user}?n=${counter()}",
-        &[("authorization", "Bearer ${token}"), ("content-length", "3")],
+        &[
+            ("authorization", "Bearer ${token}"),
+            ("content-length", "3"),
+        ],
         "{\"user\":\"${user}\",\"pw\":\"${pw}\"}",
     )
     .unwrap();
     assert_eq!(r.feeders, [0]);
     let mut body = Vec::new();
     let p = r
-        .render(&v, &fill("ann", "pässword"), &[b"tok-1".to_vec()], &mut body)
+        .render(
+            &v,
+            &fill("ann", "pässword"),
+            &[b"tok-1".to_vec()],
+            &mut body,
+        )
         .unwrap();
     assert_eq!(p.method, Method::POST);
     assert_eq!(p.uri.to_string(), "http://127.0.0.1:8080/u/ann?n=41");
     assert_eq!(p.headers["authorization"], "Bearer tok-1");
     // The user's length was the template's: the one sent is counted from the rendered body.
     assert!(!p.headers.contains_key(CONTENT_LENGTH));
-    assert_eq!(String::from_utf8(body).unwrap(), "{\"user\":\"ann\",\"pw\":\"pässword\"}");
+    assert_eq!(
+        String::from_utf8(body).unwrap(),
+        "{\"user\":\"ann\",\"pw\":\"pässword\"}"
+    );
 }
 
 #[test]
@@ -62,7 +85,9 @@ fn a_fixed_request_has_no_recipe() {
 fn a_value_that_would_break_the_request_is_refused_naming_its_variable() {
     let v = vars();
     let r = recipe("/u/${user}", &[("x-pw", "${pw}")], "").unwrap();
-    let e = r.render(&v, &fill("a b", "x"), &[], &mut Vec::new()).unwrap_err();
+    let e = r
+        .render(&v, &fill("a b", "x"), &[], &mut Vec::new())
+        .unwrap_err();
     assert_eq!(
         e.0,
         "variable 'user' gives a value with a space or a line break, in the path: not sent"
@@ -76,7 +101,10 @@ fn a_value_that_would_break_the_request_is_refused_naming_its_variable() {
     );
     // A body takes any bytes.
     let r = recipe("/", &[], "${pw}").unwrap();
-    assert!(r.render(&v, &fill("a", "x\r\ny z"), &[], &mut Vec::new()).is_ok());
+    assert!(
+        r.render(&v, &fill("a", "x\r\ny z"), &[], &mut Vec::new())
+            .is_ok()
+    );
 }
 
 #[test]

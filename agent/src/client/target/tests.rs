@@ -25,7 +25,10 @@ async fn a_rendered_request_is_serialized_as_a_fixed_one_with_its_own_length() {
     .unwrap()
     .with_data(Data::try_new(vec![users], None).unwrap());
     let target = Endpoint::prepare(&w).await.unwrap();
-    assert!(target.templates[1].recipe.is_none(), "a fixed request stays its bytes");
+    assert!(
+        target.templates[1].recipe.is_none(),
+        "a fixed request stays its bytes"
+    );
     let t = &target.templates[0];
     let fill = Fill {
         rows: vec![Some(Row::of(&[b"ann-marie"]))],
@@ -37,7 +40,10 @@ async fn a_rendered_request_is_serialized_as_a_fixed_one_with_its_own_length() {
     let body = "{\"user\":\"ann-marie\"}";
     assert!(wire.starts_with("POST /u/ann-marie HTTP/1.1\r\n"), "{wire}");
     assert!(wire.contains("x-user: ann-marie\r\n"), "{wire}");
-    assert!(wire.contains(&format!("content-length: {}\r\n", body.len())), "{wire}");
+    assert!(
+        wire.contains(&format!("content-length: {}\r\n", body.len())),
+        "{wire}"
+    );
     assert!(wire.ends_with(&format!("\r\n\r\n{body}")), "{wire}");
     assert_eq!(&sent.body[..], body.as_bytes());
     // HTTP/2's block carries the same path and header (HPACK literals, nothing indexed).

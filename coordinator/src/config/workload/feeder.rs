@@ -5,18 +5,13 @@
 use std::io::BufReader;
 use std::path::{Path, PathBuf};
 
-use shared::plan::{
-    Data, Extraction, Feeder, Records, RequestSpec, Setup, Template, parse_header,
-};
+use shared::plan::{Data, Extraction, Feeder, Records, RequestSpec, Setup, Template, parse_header};
 
 use super::super::ConfigError;
 use crate::cli::{FeederArg, RunArgs, SetupArg};
 
 /// The run's data and each feeder's file, in feeder order (shipped to the agents after configure).
-pub fn data(
-    args: &RunArgs,
-    requests: &[RequestSpec],
-) -> Result<(Data, Vec<PathBuf>), ConfigError> {
+pub fn data(args: &RunArgs, requests: &[RequestSpec]) -> Result<(Data, Vec<PathBuf>), ConfigError> {
     let mut feeders = Vec::with_capacity(args.feeder.len());
     for f in &args.feeder {
         feeders.push(feeder(f)?);
@@ -52,14 +47,16 @@ fn feeder(f: &FeederArg) -> Result<Feeder, ConfigError> {
 
 /// The header's names and the number of rows of a CSV file, read as a stream.
 pub fn scan(path: &Path) -> Result<(Vec<String>, u64), ConfigError> {
-    let file = std::fs::File::open(path).map_err(|e| ConfigError::File(format!(
-        "feeder file {}: {e}",
-        path.display()
-    )))?;
-    let mut records = Records::new(BufReader::with_capacity(256 * 1024, file))
-        .map_err(|e| csv_error(path, e))?;
+    let file = std::fs::File::open(path)
+        .map_err(|e| ConfigError::File(format!("feeder file {}: {e}", path.display())))?;
+    let mut records =
+        Records::new(BufReader::with_capacity(256 * 1024, file)).map_err(|e| csv_error(path, e))?;
     let mut rows = 0u64;
-    while records.next_record().map_err(|e| csv_error(path, e))?.is_some() {
+    while records
+        .next_record()
+        .map_err(|e| csv_error(path, e))?
+        .is_some()
+    {
         rows += 1;
     }
     Ok((records.names().to_vec(), rows))

@@ -54,10 +54,14 @@ fn rows_travel_as_lengths_and_bytes() {
 
 #[test]
 fn a_variable_is_defined_once_across_feeders_and_the_setup() {
-    let users = Feeder::try_new("users", FeederMode::Shard, vec!["user".into(), "pw".into()]).unwrap();
+    let users =
+        Feeder::try_new("users", FeederMode::Shard, vec!["user".into(), "pw".into()]).unwrap();
     let ids = Feeder::try_new("ids", FeederMode::Random, vec!["id".into()]).unwrap();
     let req = RequestSpec::try_new("POST", "http://127.0.0.1/login", vec![], vec![]).unwrap();
-    let setup = Setup::new(req, vec![Extraction::parse("token", "json:/token").unwrap()]);
+    let setup = Setup::new(
+        req,
+        vec![Extraction::parse("token", "json:/token").unwrap()],
+    );
     let data = Data::try_new(vec![users.clone(), ids.clone()], Some(setup.clone())).unwrap();
     assert_eq!(data.variables(), ["user", "pw", "id", "token"]);
     assert_eq!(data.first_of(1), 2);

@@ -34,7 +34,12 @@ fn a_feeder_file_is_read_through_and_refused_by_file_and_line() {
         file: dir.path().join("nope.csv"),
         ..arg(dir.path(), "x\n1\n")
     };
-    assert!(feeder(&missing).unwrap_err().to_string().contains("nope.csv"));
+    assert!(
+        feeder(&missing)
+            .unwrap_err()
+            .to_string()
+            .contains("nope.csv")
+    );
 }
 
 #[test]
@@ -44,12 +49,18 @@ fn every_variable_a_request_names_is_defined() {
         feeder: vec![arg(dir.path(), "user,pw\na,b\n")],
         ..Default::default()
     };
-    let ok = request("http://h/u/${user}", &["X-Pw: ${pw}"], "{\"n\":${counter()}}");
-    let (data, files) = super::data(&args, &[ok.clone()]).unwrap();
+    let ok = request(
+        "http://h/u/${user}",
+        &["X-Pw: ${pw}"],
+        "{\"n\":${counter()}}",
+    );
+    let (data, files) = super::data(&args, std::slice::from_ref(&ok)).unwrap();
     assert_eq!(data.variables(), ["user", "pw"]);
     assert_eq!(files, [dir.path().join("f.csv")]);
     let bad = request("http://h/u/x", &["X-T: ${token}"], "");
-    let e = super::data(&args, &[ok.clone(), bad]).unwrap_err().to_string();
+    let e = super::data(&args, &[ok.clone(), bad])
+        .unwrap_err()
+        .to_string();
     assert_eq!(
         e,
         "request 2, its header X-T: '${token}' in '${token}' names no variable; the variables are: user, pw"
@@ -66,9 +77,15 @@ fn every_variable_a_request_names_is_defined() {
     let (data, _) = super::data(&args, &[bad]).unwrap();
     assert_eq!(data.variables(), ["user", "pw", "token"]);
     let url = data.setup().unwrap().request().url();
-    assert_eq!((url.origin().as_str(), url.path()), ("http://h:80", "/login"));
+    assert_eq!(
+        (url.origin().as_str(), url.path()),
+        ("http://h:80", "/login")
+    );
     // Another origin than the target's is refused.
     args.setup.as_mut().unwrap().url = "http://elsewhere/login".into();
     let e = super::data(&args, &[ok]).unwrap_err().to_string();
-    assert!(e.contains("is not on the target's origin http://h:80"), "{e}");
+    assert!(
+        e.contains("is not on the target's origin http://h:80"),
+        "{e}"
+    );
 }
