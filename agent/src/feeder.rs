@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use shared::plan::{Data, Dealer, FeederMode, MAX_FIELD, decode_rows};
+use shared::plan::{Data, Dealer, Feeder, FeederMode, MAX_FIELD, decode_rows};
 use shared::rng::Rng;
 
 /// What went wrong with a feeder's rows on this agent.
@@ -32,6 +32,10 @@ pub enum FeedError {
 
 /// The rows of every feeder of a configure, spooled.
 pub struct Feeds {
+    /// The feeders they are the rows of.
+    feeders: Vec<Feeder>,
+    /// Kept from an earlier configure of the same feeders: rows arriving now replace them.
+    kept: bool,
     spools: Vec<Arc<Spool>>,
     /// Spool files are built until `finish`; then only read.
     writers: Vec<Option<Writer>>,
@@ -111,9 +115,35 @@ impl Feeds {
             }));
         }
         Ok(Feeds {
+            feeders: data.feeders().to_vec(),
+            kept: false,
             spools: spools.into_iter().map(Arc::new).collect(),
             writers,
         })
+    }
+
+    /// The spools for a configure of `data`: these, where they hold the same feeders' rows whole
+    /// (the coordinator then sends none: a shard goes on where it was), else new empty ones.
+    pub fn reconfigured(self, data: &Data, workers: usize) -> Result<Feeds, FeedError> {
+        if !data.feeders().is_empty() && self.feeders == data.feeders() && self.ready().is_ok() {
+            return Ok(Feeds { kept: true, ..self });
+        }
+        drop(self);
+        Feeds::new(data, workers)
+    }
+
+    /// Whether they were kept from an earlier configure (see [`Feeds::reconfigured`]).
+    pub fn kept(&self) -> bool {
+        self.kept
+    }
+
+    /// Empty spools for the same feeders: rows sent after a configure that kept them replace them.
+    pub fn renewed(&self, workers: usize) -> Result<Feeds, FeedError> {
+        let data = Data::try_new(self.feeders.clone(), None).map_err(|e| FeedError::Bad {
+            feeder: String::new(),
+            why: e.to_string(),
+        })?;
+        Feeds::new(&data, workers)
     }
 
     /// Spools a chunk of rows of feeder `feeder`.

@@ -354,7 +354,10 @@ impl Session {
                 return Err(e);
             }
             Down::Configure(c) => {
-                self.feeds = self.new_feeds(&c);
+                // Refused while a step runs (below), which keeps what it runs with.
+                if !state.is_running() {
+                    self.feeds = self.new_feeds(&c);
+                }
                 self.on_configure(state, &c)
             }
             Down::FeedRows(r) => (state, self.on_feed(|f| f.rows(r.feeder, &r.rows))),
@@ -404,18 +407,33 @@ impl Session {
         }
     }
 
-    /// Empty spools for a configure's feeders (the old ones' files go with them).
-    fn new_feeds(&self, c: &pb::Configure) -> Result<Feeds, String> {
+    /// The spools for a configure's feeders: those held, for the same feeders (the coordinator
+    /// sends their rows once), else empty ones (the old ones' files go with them).
+    fn new_feeds(&mut self, c: &pb::Configure) -> Result<Feeds, String> {
         // A workload that does not convert is refused by `on_configure`, with its words.
         let data = Workload::try_from(c)
             .map(|w| w.data().clone())
             .unwrap_or_default();
-        Feeds::new(&data, self.engine.threads()).map_err(|e| e.to_string())
+        let workers = self.engine.threads();
+        let held = std::mem::replace(&mut self.feeds, Err(String::new()));
+        match held {
+            Ok(feeds) => feeds.reconfigured(&data, workers),
+            Err(_) => Feeds::new(&data, workers),
+        }
+        .map_err(|e| e.to_string())
     }
 
     /// Spools feeder rows; the first failure is kept and refuses the next step (no reply now: the
-    /// coordinator sends rows without waiting for answers).
+    /// coordinator sends rows without waiting for answers). Rows after a configure that kept the
+    /// spools replace them.
     fn on_feed(&mut self, f: impl FnOnce(&mut Feeds) -> Result<(), FeedError>) -> Option<Up> {
+        if let Ok(feeds) = &self.feeds
+            && feeds.kept()
+        {
+            self.feeds = feeds
+                .renewed(self.engine.threads())
+                .map_err(|e| e.to_string());
+        }
         if let Ok(feeds) = &mut self.feeds
             && let Err(e) = f(feeds)
         {

@@ -81,6 +81,47 @@ fn a_shard_feeder_over_three_agents_sends_every_row_exactly_once() {
 }
 
 #[test]
+fn side_by_side_a_shard_is_dealt_once_for_the_run_not_once_per_target() {
+    let (a, b) = (RecordingServer::start(), RecordingServer::start());
+    let dir = tempfile::tempdir().unwrap();
+    let mut csv = String::from("id\n");
+    for i in 0..100 {
+        csv.push_str(&format!("{i}\n"));
+    }
+    std::fs::write(dir.path().join("ids.csv"), csv).unwrap();
+    let plan = dir.path().join("plan.toml");
+    std::fs::write(
+        &plan,
+        "[[feeder]]\nname = \"ids\"\nfile = \"ids.csv\"\nmode = \"shard\"\n",
+    )
+    .unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let o = tests::stampede(&[
+        "run",
+        plan.to_str().unwrap(),
+        &format!("a=http://{}/item/${{id}}", a.addr),
+        &format!("b=http://{}/item/${{id}}", b.addr),
+        "--model",
+        "requests",
+        "--steps",
+        "30,30",
+        "--step-duration",
+        "1s",
+        "--quiet",
+        "--out",
+        out.path().to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    // Four steps of 30 (two per target, the fleet configured for each in turn): 120 due, 100 rows.
+    let mut ids: Vec<String> = a.seen().into_iter().chain(b.seen()).map(|s| s.path).collect();
+    assert_eq!(ids.len(), 100, "every row once over both targets");
+    ids.sort();
+    ids.dedup();
+    assert_eq!(ids.len(), 100, "no row twice");
+    assert!(!a.seen().is_empty() && !b.seen().is_empty());
+}
+
+#[test]
 fn a_bad_feeder_or_an_unknown_variable_is_refused_before_any_load() {
     let server = RecordingServer::start();
     let dir = tempfile::tempdir().unwrap();

@@ -108,3 +108,32 @@ fn a_bad_chunk_or_count_is_refused() {
         "feeder users: 3 rows arrived where 4 were sent"
     );
 }
+
+#[test]
+fn a_configure_of_the_same_feeders_keeps_the_rows_and_where_each_worker_was() {
+    let shard = data(FeederMode::Shard);
+    let mut feeds = Feeds::new(&shard, 2).unwrap();
+    feeds.rows(0, &chunk(0..10)).unwrap();
+    feeds.end(0, 10).unwrap();
+    let spools = feeds.ready().unwrap();
+    let mut rng = Rng::new(1);
+    let first = Cursor::new(&spools[0], 0).next(&mut rng).unwrap();
+    assert_eq!(first.field(0), b"u0");
+    drop(spools);
+    // Side by side: the next target's configure is the same plan's.
+    let feeds = feeds.reconfigured(&shard, 2).unwrap();
+    assert!(feeds.kept());
+    let spools = feeds.ready().unwrap();
+    let next = Cursor::new(&spools[0], 0).next(&mut rng).unwrap();
+    assert_eq!(next.field(0), b"u2", "worker 0 goes on after its first row");
+    drop(spools);
+    // Rows sent anyway replace them; other feeders start empty.
+    let mut renewed = feeds.renewed(2).unwrap();
+    assert!(!renewed.kept());
+    assert!(renewed.ready().is_err());
+    renewed.rows(0, &chunk(0..1)).unwrap();
+    renewed.end(0, 1).unwrap();
+    let other = renewed.reconfigured(&data(FeederMode::Copy), 2).unwrap();
+    assert!(!other.kept());
+    assert!(matches!(other.ready(), Err(FeedError::Unfinished(_))));
+}

@@ -15,17 +15,35 @@ use super::{Fleet, FleetError};
 /// The most row bytes one message carries.
 pub const CHUNK: usize = 256 * 1024;
 
-/// Sends every feeder's rows to the agents `who` (load agents), weighted by `weights`.
+/// Sends every feeder's rows to the agents `who` (load agents), weighted by `weights`, unless each
+/// holds them already: an agent keeps the rows of a configure of the same feeders (side by side,
+/// every target's configure is the same plan's), and a shard feeder is dealt once for the run. If
+/// any agent lacks them (a new session), all are sent them afresh, so a shard is dealt once over the
+/// fleet as it is.
 pub async fn ship(
+    fleet: &mut Fleet,
+    who: &[usize],
+    weights: &[u64],
+    data: &Data,
+    files: &[PathBuf],
+) -> Result<(), FleetError> {
+    if who.iter().all(|&i| fleet.fed(i) == data.feeders()) {
+        return Ok(());
+    }
+    deal(fleet, who, weights, data, files).await?;
+    for &i in who {
+        fleet.set_fed(i, data.feeders());
+    }
+    Ok(())
+}
+
+async fn deal(
     fleet: &Fleet,
     who: &[usize],
     weights: &[u64],
     data: &Data,
     files: &[PathBuf],
 ) -> Result<(), FleetError> {
-    if who.is_empty() {
-        return Ok(());
-    }
     for (k, (feeder, path)) in data.feeders().iter().zip(files).enumerate() {
         let k = k as u32;
         let bad = |why: String| {
