@@ -30,6 +30,19 @@ pub enum CsvError {
     AfterQuote { line: u64, found: char },
 }
 
+impl CsvError {
+    /// The line it is on, where it has one (for `file:line`).
+    pub fn line(&self) -> Option<u64> {
+        match self {
+            CsvError::Read(_) => None,
+            CsvError::NoHeader | CsvError::BadName(_) | CsvError::Duplicate(_) => Some(1),
+            CsvError::Width { line, .. }
+            | CsvError::Unclosed { line }
+            | CsvError::AfterQuote { line, .. } => Some(*line),
+        }
+    }
+}
+
 /// The records of a CSV stream after its header.
 pub struct Records<R> {
     input: R,

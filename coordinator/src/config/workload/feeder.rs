@@ -63,7 +63,10 @@ pub fn scan(path: &Path) -> Result<(Vec<String>, u64), ConfigError> {
 }
 
 fn csv_error(path: &Path, e: shared::plan::CsvError) -> ConfigError {
-    ConfigError::File(format!("feeder file {}: {e}", path.display()))
+    match e.line() {
+        Some(line) => refused(path, line, &e.to_string()),
+        None => ConfigError::File(format!("feeder file {}: {e}", path.display())),
+    }
 }
 
 fn refused(path: &Path, line: u64, why: &str) -> ConfigError {

@@ -21,9 +21,9 @@ fn request(url: &str, headers: &[&str], body: &str) -> RequestSpec {
 fn a_feeder_file_is_read_through_and_refused_by_file_and_line() {
     let dir = tempfile::tempdir().unwrap();
     let err = |text: &str| feeder(&arg(dir.path(), text)).unwrap_err().to_string();
-    assert!(err("").contains("f.csv: it is empty"), "{}", err(""));
+    assert!(err("").contains("f.csv:1: it is empty"), "{}", err(""));
     assert!(err("user,pw\n").contains("f.csv:1: it has a header and no rows"));
-    assert!(err("user,pw\na,b\nc\n").contains("line 3 has 1 fields where line 1 names 2"));
+    assert!(err("user,pw\na,b\nc\n").contains("f.csv:3: line 3 has 1 fields where line 1 names 2"));
     assert!(err("user,user\na,b\n").contains("names 'user' twice"));
     assert!(err("user,\"pw\na,b\n").contains("never closed"));
     let f = feeder(&arg(dir.path(), "user,pw\na,b\n\"c,d\",e\n")).unwrap();
