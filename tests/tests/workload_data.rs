@@ -113,12 +113,57 @@ fn side_by_side_a_shard_is_dealt_once_for_the_run_not_once_per_target() {
     ]);
     assert!(o.status.success(), "{}", text(&o.stderr));
     // Four steps of 30 (two per target, the fleet configured for each in turn): 120 due, 100 rows.
-    let mut ids: Vec<String> = a.seen().into_iter().chain(b.seen()).map(|s| s.path).collect();
+    let mut ids: Vec<String> = a
+        .seen()
+        .into_iter()
+        .chain(b.seen())
+        .map(|s| s.path)
+        .collect();
     assert_eq!(ids.len(), 100, "every row once over both targets");
     ids.sort();
     ids.dedup();
     assert_eq!(ids.len(), 100, "no row twice");
     assert!(!a.seen().is_empty() && !b.seen().is_empty());
+}
+
+#[test]
+fn over_http2_a_rendered_request_is_served_as_a_fixed_one() {
+    let target = tests::ServeProcess::start(&[]);
+    let dir = tempfile::tempdir().unwrap();
+    let mut csv = String::from("id,q\n");
+    for i in 0..60 {
+        csv.push_str(&format!("{i},w{i}\n"));
+    }
+    std::fs::write(dir.path().join("ids.csv"), csv).unwrap();
+    let plan = dir.path().join("plan.toml");
+    std::fs::write(
+        &plan,
+        format!(
+            "url = \"h2c://{}/item/${{id}}?q=${{q}}&u=${{uuid()}}\"\nmethod = \"POST\"\nheaders = [\"X-Q: ${{q}}\"]\nbody = \"{{\\\"id\\\": ${{id}}}}\"\n\n[[feeder]]\nname = \"ids\"\nfile = \"ids.csv\"\nmode = \"copy\"\n",
+            target.addr
+        ),
+    )
+    .unwrap();
+    let ran = run_ok(&[
+        plan.to_str().unwrap(),
+        "--model",
+        "concurrency",
+        "--streams",
+        "4",
+        "--steps",
+        "2",
+        "--step-duration",
+        "1s",
+    ]);
+    let step = ran.step(0);
+    let ok = step["ok"].as_u64().unwrap();
+    assert!(ok > 60, "{step}");
+    assert_eq!(
+        step["requests"].as_u64(),
+        Some(ok),
+        "every request served: {step}"
+    );
+    assert_eq!(target.requests(), ok);
 }
 
 #[test]

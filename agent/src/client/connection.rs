@@ -142,7 +142,7 @@ fn render(
 ) -> Result<Option<Template>, Unsent> {
     match req
         .template
-        .rendered(target, req.fill, extracted)
+        .rendered(target, req.fill, extracted, req.last)
         .transpose()
     {
         Ok(t) => Ok(t),

@@ -4,8 +4,10 @@
 //! header or the path, a space in the path) is refused here, named by its variable, and never sent.
 use std::borrow::Cow;
 
-use http::header::{CONTENT_LENGTH, HOST, HeaderName, HeaderValue};
-use http::{HeaderMap, Method, Uri};
+use std::ops::Range;
+
+use http::header::{CONTENT_LENGTH, HeaderName};
+use http::{HeaderMap, Method};
 use shared::plan::{Data, Template as Text};
 use shared::rng::Rng;
 
@@ -69,13 +71,13 @@ pub struct Fill {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Refused(pub String);
 
-/// A request as rendered this time, before it is serialized (`target::Template::rendered`); its
-/// body is the caller's buffer.
-#[derive(Debug)]
-pub struct Parts<'a> {
-    pub method: &'a Method,
-    pub uri: Uri,
-    pub headers: HeaderMap,
+/// Where each part of a rendered request is in its buffer: the path, each header's value (in the
+/// recipe's order), the body.
+#[derive(Debug, Default)]
+pub struct Spans {
+    pub path: Range<usize>,
+    pub headers: Vec<Range<usize>>,
+    pub body: Range<usize>,
 }
 
 impl Recipe {
@@ -132,15 +134,16 @@ impl Recipe {
         }))
     }
 
-    /// The request as sent this time, its body left in `out`. `extracted` are the connection's
-    /// setup values.
+    /// The request as sent this time: its parts rendered into `out`, where `spans` says they are.
+    /// `extracted` are the connection's setup values.
     pub fn render(
         &self,
         vars: &Vars,
         fill: &Fill,
         extracted: &[Vec<u8>],
         out: &mut Vec<u8>,
-    ) -> Result<Parts<'_>, Refused> {
+        spans: &mut Spans,
+    ) -> Result<(), Refused> {
         let values: Vec<&[u8]> = vars
             .sources
             .iter()
@@ -154,52 +157,71 @@ impl Recipe {
             })
             .collect();
         let mut rng = Rng::new(fill.seed);
-        let refuse = |t: &Text, bad: &[u8], what: &str| {
+        let refuse = |t: &Text, bad: fn(u8) -> bool, what: &str| {
             let var = t
                 .variables()
-                .find(|&v| values[v].iter().any(|b| bad.contains(b)))
+                .find(|&v| values[v].iter().any(|&b| bad(b)))
                 .map_or(Cow::Borrowed("a built-in"), |v| {
                     Cow::Owned(format!("variable '{}'", vars.names[v]))
                 });
             Refused(format!("{var} gives a value with {what}: not sent"))
         };
         out.clear();
+        spans.headers.clear();
         self.path.render(&values, fill.counter, &mut rng, out);
-        if out.iter().any(|b| b" \r\n\0".contains(b)) {
+        spans.path = 0..out.len();
+        if out.iter().any(|&b| not_in_path(b)) {
             return Err(refuse(
                 &self.path,
-                b" \r\n\0",
-                "a space or a line break, in the path",
+                not_in_path,
+                "a space, a line break or a byte outside visible ASCII, in the path",
             ));
         }
-        let path = String::from_utf8_lossy(out).into_owned();
-        let uri: Uri = format!("{}://{}{path}", self.scheme, self.authority)
-            .parse()
-            .map_err(|_| {
-                Refused(format!(
-                    "the path '{path}' as rendered is not a request target: not sent"
-                ))
-            })?;
-        let mut headers = HeaderMap::with_capacity(self.headers.len());
         for (name, t) in &self.headers {
-            out.clear();
+            let from = out.len();
             t.render(&values, fill.counter, &mut rng, out);
-            let value = HeaderValue::from_bytes(out)
-                .map_err(|_| refuse(t, b"\r\n\0", &format!("a line break, in header {name}")))?;
-            if *name == HOST {
-                headers.insert(name.clone(), value);
-            } else {
-                headers.append(name.clone(), value);
+            if out[from..].iter().any(|&b| not_in_header(b)) {
+                return Err(refuse(
+                    t,
+                    not_in_header,
+                    &format!("a line break or a control character, in header {name}"),
+                ));
             }
+            spans.headers.push(from..out.len());
         }
-        out.clear();
+        let from = out.len();
         self.body.render(&values, fill.counter, &mut rng, out);
-        Ok(Parts {
-            method: &self.method,
-            uri,
-            headers,
-        })
+        spans.body = from..out.len();
+        Ok(())
     }
+
+    pub fn method(&self) -> &Method {
+        &self.method
+    }
+
+    pub fn scheme(&self) -> &'static str {
+        self.scheme
+    }
+
+    /// The target's authority, the HTTP/2 `:authority` where the Host header is not text.
+    pub fn authority(&self) -> &str {
+        &self.authority
+    }
+
+    /// The header names, in the order `Spans::headers` gives their values.
+    pub fn header_names(&self) -> impl Iterator<Item = &HeaderName> {
+        self.headers.iter().map(|(n, _)| n)
+    }
+}
+
+/// A byte a request target cannot hold as it is (RFC 9112 3.2: visible ASCII, no space).
+fn not_in_path(b: u8) -> bool {
+    b <= b' ' || b >= 0x7f
+}
+
+/// A byte a header's value cannot hold (RFC 9110 5.5: no control but a tab).
+fn not_in_header(b: u8) -> bool {
+    (b < b' ' && b != b'\t') || b == 0x7f
 }
 
 #[cfg(test)]

@@ -20,7 +20,7 @@ pub(super) async fn run(
 ) -> Result<Vec<Vec<u8>>, Failed> {
     let rendered = setup
         .template
-        .rendered(target, fill, &[])
+        .rendered(target, fill, &[], false)
         .transpose()
         .map_err(|r| Failed(ErrorClass::Other, format!("the setup: {}", r.0)))?;
     let t = rendered.as_ref().unwrap_or(&setup.template);

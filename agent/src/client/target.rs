@@ -1,6 +1,7 @@
 //! A workload compiled once per run into what every send reuses: the resolved address, each request
 //! serialized to its bytes (and its `Connection: close` twin), the TLS connector and server name.
-use std::io;
+use std::cell::RefCell;
+use std::io::{self, Write};
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
@@ -16,7 +17,7 @@ use shared::refusal::{Refusal, RefusalKind};
 
 use shared::plan::Extraction;
 
-use super::render::{Fill, Recipe, Refused, Vars};
+use super::render::{Fill, Recipe, Refused, Spans, Vars};
 use crate::feeder::Spool;
 
 /// A workload that cannot be prepared for sending.
@@ -72,6 +73,88 @@ pub struct Template {
     pub(super) body: Bytes,
     /// A request with variables is rendered per send from this (its bytes above are never sent).
     pub(crate) recipe: Option<Arc<Recipe>>,
+}
+
+thread_local! {
+    /// The worker thread's buffer a request with variables is rendered into before its bytes are
+    /// made: reused, so a send allocates only the bytes it sends.
+    static RENDERING: RefCell<(Vec<u8>, Spans)> = RefCell::default();
+}
+
+/// A rendered request as HTTP/1.1 sends it, written as [`Template::new`] writes a fixed one.
+fn rendered_h1(r: &Recipe, buf: &[u8], spans: &Spans, last: bool) -> Template {
+    let method = r.method();
+    let body = &buf[spans.body.clone()];
+    let mut wire = Vec::with_capacity(buf.len() + 64 + 4 * spans.headers.len());
+    wire.extend_from_slice(method.as_str().as_bytes());
+    wire.push(b' ');
+    wire.extend_from_slice(&buf[spans.path.clone()]);
+    wire.extend_from_slice(b" HTTP/1.1\r\n");
+    let mut closes = false;
+    for (name, span) in r.header_names().zip(&spans.headers) {
+        closes |= *name == CONNECTION;
+        wire.extend_from_slice(name.as_str().as_bytes());
+        wire.extend_from_slice(b": ");
+        wire.extend_from_slice(&buf[span.clone()]);
+        wire.extend_from_slice(b"\r\n");
+    }
+    if !body.is_empty() || matches!(*method, Method::POST | Method::PUT | Method::PATCH) {
+        let _ = write!(wire, "content-length: {}\r\n", body.len());
+    }
+    // A user's own Connection header is sent as given, on every call.
+    if last && !closes {
+        wire.extend_from_slice(b"connection: close\r\n");
+    }
+    wire.extend_from_slice(b"\r\n");
+    wire.extend_from_slice(body);
+    let wire = Bytes::from(wire);
+    Template {
+        body: wire.slice(wire.len() - body.len()..),
+        last: wire.clone(),
+        wire,
+        head: *method == Method::HEAD,
+        h2_block: Bytes::new(),
+        recipe: None,
+    }
+}
+
+/// A rendered request as HTTP/2 sends it: its header block (as [`Template::new`] encodes a fixed
+/// one) and its body.
+fn rendered_h2(r: &Recipe, buf: &[u8], spans: &Spans) -> Template {
+    let headers = || {
+        r.header_names()
+            .zip(&spans.headers)
+            .map(|(n, s)| (n, &buf[s.clone()]))
+    };
+    let fields: Vec<(&[u8], &[u8])> = headers()
+        .filter(|(name, value)| {
+            let te_other_than_trailers = **name == TE && *value != b"trailers";
+            !NOT_IN_HTTP2.contains(name) && !te_other_than_trailers
+        })
+        .map(|(name, value)| (name.as_str().as_bytes(), value))
+        .collect();
+    // The Host sent over HTTP/1.1 (the user's own, or ours) is the :authority.
+    let authority = headers()
+        .find(|(name, _)| **name == HOST)
+        .and_then(|(_, v)| std::str::from_utf8(v).ok())
+        .unwrap_or(r.authority());
+    // Visible ASCII: checked as it was rendered.
+    let path = std::str::from_utf8(&buf[spans.path.clone()]).unwrap_or("/");
+    let block = super::http2::hpack::encode_request(
+        r.method().as_str(),
+        r.scheme(),
+        authority,
+        path,
+        &fields,
+    );
+    Template {
+        wire: Bytes::new(),
+        last: Bytes::new(),
+        head: *r.method() == Method::HEAD,
+        h2_block: Bytes::from(block),
+        body: Bytes::copy_from_slice(&buf[spans.body.clone()]),
+        recipe: None,
+    }
 }
 
 /// The setup request (see `client::setup`) as a worker sends it: its request, rendered per
@@ -165,23 +248,27 @@ impl Template {
         }
     }
 
-    /// A template with variables rendered with `fill` and the connection's `extracted` values,
-    /// serialized as a fixed one is (its Content-Length the rendered body's).
+    /// A template with variables rendered with `fill` and the connection's `extracted` values into
+    /// the bytes its protocol sends (the HTTP/1.1 request, with `Connection: close` when `last`; or
+    /// the HTTP/2 header block and body), its Content-Length the rendered body's. `None` for a fixed
+    /// template, whose bytes are sent as they are.
     pub(super) fn rendered(
         &self,
         target: &Endpoint,
         fill: Option<&Fill>,
         extracted: &[Vec<u8>],
+        last: bool,
     ) -> Option<Result<Template, Refused>> {
         let recipe = self.recipe.as_ref()?;
         let empty = Fill::default();
-        // The body is rendered into this, then copied once into the request's bytes.
-        let mut body = Vec::new();
-        Some(
-            recipe
-                .render(&target.vars, fill.unwrap_or(&empty), extracted, &mut body)
-                .map(|p| Template::new(p.method, &p.uri, &p.headers, &body)),
-        )
+        Some(RENDERING.with_borrow_mut(|(buf, spans)| {
+            recipe.render(&target.vars, fill.unwrap_or(&empty), extracted, buf, spans)?;
+            Ok(if target.http2 {
+                rendered_h2(recipe, buf, spans)
+            } else {
+                rendered_h1(recipe, buf, spans, last)
+            })
+        }))
     }
 
     /// Compiles the workload's request `index` (from 0), with our Host and User-Agent unless the user

@@ -1,5 +1,5 @@
 //! Rendering a request with variables into the bytes each protocol sends.
-use http::header::{CONTENT_LENGTH, HeaderValue};
+use http::header::{HOST, HeaderValue};
 use shared::plan::{Data, Extraction, Feeder, FeederMode, RequestSpec, Setup};
 
 use super::*;
@@ -56,24 +56,23 @@ fn variables_from_a_row_and_the_setup_fill_path_headers_and_body() {
     )
     .unwrap();
     assert_eq!(r.feeders, [0]);
-    let mut body = Vec::new();
-    let p = r
-        .render(
-            &v,
-            &fill("ann", "pässword"),
-            &[b"tok-1".to_vec()],
-            &mut body,
-        )
-        .unwrap();
-    assert_eq!(p.method, Method::POST);
-    assert_eq!(p.uri.to_string(), "http://127.0.0.1:8080/u/ann?n=41");
-    assert_eq!(p.headers["authorization"], "Bearer tok-1");
-    // The user's length was the template's: the one sent is counted from the rendered body.
-    assert!(!p.headers.contains_key(CONTENT_LENGTH));
-    assert_eq!(
-        String::from_utf8(body).unwrap(),
-        "{\"user\":\"ann\",\"pw\":\"pässword\"}"
-    );
+    let (mut buf, mut spans) = (Vec::new(), Spans::default());
+    r.render(
+        &v,
+        &fill("ann", "pässword"),
+        &[b"tok-1".to_vec()],
+        &mut buf,
+        &mut spans,
+    )
+    .unwrap();
+    let part = |range: &Range<usize>| String::from_utf8(buf[range.clone()].to_vec()).unwrap();
+    assert_eq!(part(&spans.path), "/u/ann?n=41");
+    // Host, then the user's, whose Content-Length was the template's: the one sent is counted
+    // from the rendered body.
+    let names: Vec<&str> = r.header_names().map(|n| n.as_str()).collect();
+    assert_eq!(names, ["host", "authorization"]);
+    assert_eq!(part(&spans.headers[1]), "Bearer tok-1");
+    assert_eq!(part(&spans.body), "{\"user\":\"ann\",\"pw\":\"pässword\"}");
 }
 
 #[test]
@@ -85,24 +84,23 @@ fn a_fixed_request_has_no_recipe() {
 fn a_value_that_would_break_the_request_is_refused_naming_its_variable() {
     let v = vars();
     let r = recipe("/u/${user}", &[("x-pw", "${pw}")], "").unwrap();
-    let e = r
-        .render(&v, &fill("a b", "x"), &[], &mut Vec::new())
-        .unwrap_err();
+    let render = |f: &Fill| r.render(&v, f, &[], &mut Vec::new(), &mut Spans::default());
+    let e = render(&fill("a b", "x")).unwrap_err();
     assert_eq!(
         e.0,
-        "variable 'user' gives a value with a space or a line break, in the path: not sent"
+        "variable 'user' gives a value with a space, a line break or a byte outside visible ASCII, in the path: not sent"
     );
-    let e = r
-        .render(&v, &fill("ann", "x\r\nInjected: 1"), &[], &mut Vec::new())
-        .unwrap_err();
+    let e = render(&fill("ann", "x\r\nInjected: 1")).unwrap_err();
     assert_eq!(
         e.0,
-        "variable 'pw' gives a value with a line break, in header x-pw: not sent"
+        "variable 'pw' gives a value with a line break or a control character, in header x-pw: not sent"
     );
+    assert!(render(&fill("ann", "tab\tand ü")).is_ok());
     // A body takes any bytes.
     let r = recipe("/", &[], "${pw}").unwrap();
+    let mut spans = Spans::default();
     assert!(
-        r.render(&v, &fill("a", "x\r\ny z"), &[], &mut Vec::new())
+        r.render(&v, &fill("a", "x\r\ny z"), &[], &mut Vec::new(), &mut spans)
             .is_ok()
     );
 }
