@@ -101,3 +101,44 @@ pub(crate) fn data_from_pb(c: &pb::Configure) -> Result<Data, ConvertError> {
     };
     Ok(Data::try_new(feeders, setup)?)
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use shared::plan::{UrlOrder, Workload};
+
+    use super::*;
+
+    #[test]
+    fn feeders_and_the_setup_travel_in_configure_and_are_checked_on_arrival() {
+        let req = |url: &str| RequestSpec::try_new("POST", url, vec![], b"u=${user}".to_vec());
+        let users = Feeder::try_new("users", FeederMode::Circular, vec!["user".into()]).unwrap();
+        let setup = Setup::new(
+            req("http://127.0.0.1:1/login").unwrap(),
+            vec![Extraction::parse("token", "regex:t=(\\w+)").unwrap()],
+        );
+        let w = Workload::try_new(
+            vec![req("http://127.0.0.1:1/a/${token}").unwrap()],
+            UrlOrder::RoundRobin,
+            Duration::from_secs(1),
+            Duration::from_secs(1),
+            false,
+        )
+        .unwrap()
+        .with_data(Data::try_new(vec![users], Some(setup)).unwrap());
+        let c = pb::Configure::from(&w);
+        assert_eq!(c.feeders[0].mode, pb::FeederMode::Circular as i32);
+        assert_eq!(Workload::try_from(&c).unwrap(), w);
+        let mut bad = c.clone();
+        bad.feeders[0].mode = 9;
+        assert!(Workload::try_from(&bad).is_err());
+        let mut twice = c.clone();
+        twice.setup.as_mut().unwrap().extract[0].name = "user".into();
+        let e = Workload::try_from(&twice).unwrap_err().to_string();
+        assert!(e.contains("variable 'user' is defined twice"), "{e}");
+        let mut unparsable = c;
+        unparsable.setup.as_mut().unwrap().extract[0].value = "regex:(".into();
+        assert!(Workload::try_from(&unparsable).is_err());
+    }
+}
