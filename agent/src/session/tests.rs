@@ -711,7 +711,10 @@ async fn a_step_waits_for_every_feeder_row_and_a_count_that_differs_is_refused()
     c.send(rows(0..3)).await;
     c.send(end(4)).await;
     c.send(prepare(0, 10.0)).await;
-    assert_eq!(c.refused().await, "feeder ids: 3 rows arrived where 4 were sent");
+    assert_eq!(
+        c.refused().await,
+        "feeder ids: 3 rows arrived where 4 were sent"
+    );
     // A new configure starts the spools again.
     c.send(configure_fed()).await;
     c.acked("configure").await;

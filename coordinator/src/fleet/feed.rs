@@ -1,6 +1,6 @@
 //! Shipping a configure's feeder rows to the load agents: each CSV file read again as a stream and
 //! its rows dealt as the feeder's mode says (every agent all of them, or each row to one agent in
-//! proportion to the agents' weights), sent in chunks of at most `CHUNK` bytes, then each feeder's
+//! proportion to the agents' weights), sent in chunks of at most `CHUNK` bytes (or one row), then each feeder's
 //! end with the count sent. The link is ordered, so the rows are all in before the next step's
 //! prepare, which an agent missing any refuses.
 use std::io::BufReader;
@@ -73,11 +73,13 @@ async fn deal(
                 vec![dealer.as_mut().map_or(0, Dealer::next_party)]
             };
             for a in to {
-                bufs[a].extend_from_slice(&row);
-                sent[a] += 1;
-                if bufs[a].len() >= CHUNK {
+                // A message stays within CHUNK, or is one row (at most MAX_ROW, checked before
+                // the run).
+                if !bufs[a].is_empty() && bufs[a].len() + row.len() > CHUNK {
                     send(fleet, who[a], k, std::mem::take(&mut bufs[a])).await?;
                 }
+                bufs[a].extend_from_slice(&row);
+                sent[a] += 1;
             }
         }
         for (a, &i) in who.iter().enumerate() {

@@ -77,6 +77,11 @@ impl<R: BufRead> Records<R> {
         })
     }
 
+    /// The line the next record starts on (from 1).
+    pub fn line(&self) -> u64 {
+        self.line
+    }
+
     /// The variables the header names, in its order.
     pub fn names(&self) -> &[String] {
         &self.names

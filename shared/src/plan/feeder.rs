@@ -228,8 +228,17 @@ impl Dealer {
     }
 }
 
-/// Largest field a row may carry (a CSV field of more is refused where it is read).
-pub const MAX_FIELD: usize = 1 << 20;
+/// Largest row a feeder may have, its fields' bytes and lengths together (a CSV row of more is
+/// refused before any load): a message of rows stays far below the control link's 4 MiB.
+pub const MAX_ROW: usize = 1 << 20;
+
+/// Largest field a row may carry.
+pub const MAX_FIELD: usize = MAX_ROW;
+
+/// The bytes `fields` take as a row travels (see [`encode_row`]).
+pub fn row_len(fields: &[Vec<u8>]) -> usize {
+    fields.iter().map(|f| 4 + f.len()).sum()
+}
 
 /// Appends a row as it travels and is spooled: each field its length (u32, little-endian) and bytes.
 pub fn encode_row(fields: &[Vec<u8>], out: &mut Vec<u8>) {

@@ -25,7 +25,8 @@ pub use csv::{CsvError, Records};
 pub use error::PlanError;
 pub use extract::{ExtractError, Extraction};
 pub use feeder::{
-    Data, Dealer, Feeder, FeederMode, MAX_FEEDERS, MAX_FIELD, Setup, decode_rows, encode_row,
+    Data, Dealer, Feeder, FeederMode, MAX_FEEDERS, MAX_FIELD, MAX_ROW, Setup, decode_rows,
+    encode_row, row_len,
 };
 pub use mix::{MAX_REQUESTS, MAX_TOTAL_WEIGHT, Mix};
 pub use model::{Arrival, LoadModel, StepLimit};

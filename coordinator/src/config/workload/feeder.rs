@@ -5,7 +5,9 @@
 use std::io::BufReader;
 use std::path::{Path, PathBuf};
 
-use shared::plan::{Data, Extraction, Feeder, Records, RequestSpec, Setup, Template, parse_header};
+use shared::plan::{
+    Data, Extraction, Feeder, MAX_ROW, Records, RequestSpec, Setup, Template, parse_header, row_len,
+};
 
 use super::super::ConfigError;
 use crate::cli::{FeederArg, RunArgs, SetupArg};
@@ -52,11 +54,18 @@ pub fn scan(path: &Path) -> Result<(Vec<String>, u64), ConfigError> {
     let mut records =
         Records::new(BufReader::with_capacity(256 * 1024, file)).map_err(|e| csv_error(path, e))?;
     let mut rows = 0u64;
-    while records
-        .next_record()
-        .map_err(|e| csv_error(path, e))?
-        .is_some()
-    {
+    loop {
+        let line = records.line();
+        let Some(fields) = records.next_record().map_err(|e| csv_error(path, e))? else {
+            break;
+        };
+        if row_len(&fields) > MAX_ROW {
+            return Err(refused(
+                path,
+                line,
+                &format!("a row of more than {} MiB", MAX_ROW >> 20),
+            ));
+        }
         rows += 1;
     }
     Ok((records.names().to_vec(), rows))
