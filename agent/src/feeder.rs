@@ -1,10 +1,11 @@
 //! A configure's feeder rows as this agent holds them: spooled to temporary files as they arrive over
 //! the control link (never whole in memory), dealt to the worker threads as they come (shard, circular,
 //! copy: a file per worker) or kept in one file with an offset per row (random), and read back by each
-//! worker as a stream, where it left off at the last step. The files go with the `Feeds` (a new
-//! configure, the session's end).
+//! worker as a stream, where it left off at the last step. Each file is unlinked as soon as it is
+//! made: it lives as long as its descriptors (a new configure, the session's end), and nothing is
+//! left in the temporary directory however the process ends.
 use std::fs::File;
-use std::io::{BufReader, BufWriter, Read, Seek, SeekFrom, Write};
+use std::io::{BufReader, BufWriter, Read, Write};
 use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -46,7 +47,9 @@ pub struct Spool {
     name: String,
     mode: FeederMode,
     columns: usize,
-    /// One per worker (dealt), or one (random).
+    /// One per worker (dealt), or one (random); unlinked, read by position.
+    files: Vec<File>,
+    /// The names they had, for the words of an error.
     paths: Vec<PathBuf>,
     /// Rows in each file.
     rows: Vec<u64>,
@@ -73,13 +76,13 @@ impl Feeds {
         let mut spools = Vec::new();
         let mut writers = Vec::new();
         for f in data.feeders() {
-            let files = if f.mode() == FeederMode::Random {
+            let count = if f.mode() == FeederMode::Random {
                 1
             } else {
                 workers
             };
             let n = SPOOLS.fetch_add(1, Ordering::Relaxed);
-            let paths: Vec<PathBuf> = (0..files)
+            let paths: Vec<PathBuf> = (0..count)
                 .map(|w| {
                     std::env::temp_dir().join(format!(
                         "stampede-feed-{}-{n}-{}-{w}",
@@ -88,27 +91,39 @@ impl Feeds {
                     ))
                 })
                 .collect();
-            let mut out = Vec::new();
+            let (mut out, mut files) = (Vec::new(), Vec::new());
             for p in &paths {
-                let file = File::create(p).map_err(|source| FeedError::Spool {
+                let spool_error = |source| FeedError::Spool {
                     feeder: f.name().into(),
                     path: p.display().to_string(),
                     source,
-                })?;
-                out.push(BufWriter::with_capacity(64 * 1024, file));
+                };
+                let file = File::options()
+                    .read(true)
+                    .write(true)
+                    .create_new(true)
+                    .open(p)
+                    .map_err(spool_error)?;
+                std::fs::remove_file(p).map_err(spool_error)?;
+                out.push(BufWriter::with_capacity(
+                    64 * 1024,
+                    file.try_clone().map_err(spool_error)?,
+                ));
+                files.push(file);
             }
             spools.push(Spool {
                 name: f.name().into(),
                 mode: f.mode(),
                 columns: f.columns().len(),
+                files,
                 paths,
                 rows: Vec::new(),
                 offsets: Vec::new(),
                 positions: (0..workers).map(|_| AtomicU64::new(0)).collect(),
             });
             writers.push(Some(Writer {
-                dealer: Dealer::new(&vec![1; files]),
-                rows: vec![0; files],
+                dealer: Dealer::new(&vec![1; count]),
+                rows: vec![0; count],
                 files: out,
                 at: 0,
                 offsets: Vec::new(),
@@ -241,14 +256,6 @@ impl Feeds {
     }
 }
 
-impl Drop for Spool {
-    fn drop(&mut self) {
-        for p in &self.paths {
-            let _ = std::fs::remove_file(p);
-        }
-    }
-}
-
 /// One row of a feeder: its fields, in its columns' order.
 #[derive(Debug, Default)]
 pub struct Row {
@@ -287,7 +294,7 @@ pub struct Cursor {
     spool: Arc<Spool>,
     worker: usize,
     /// The file this worker reads (its own, or another's where its own is empty and the mode wraps).
-    file: Option<BufReader<File>>,
+    file: Option<BufReader<At>>,
     pos: u64,
     size: u64,
 }
@@ -314,16 +321,13 @@ impl Cursor {
             None
         };
         if let Some(k) = which
-            && let Ok(f) = File::open(&spool.paths[k])
+            && let Ok(f) = spool.files[k].try_clone()
         {
             c.size = f.metadata().map(|m| m.len()).unwrap_or(0);
-            let mut r = BufReader::with_capacity(16 * 1024, f);
             if c.pos >= c.size {
                 c.pos = if spool.mode.wraps() { 0 } else { c.size };
             }
-            if r.seek(SeekFrom::Start(c.pos)).is_ok() {
-                c.file = Some(r);
-            }
+            c.file = Some(At::reader(f, c.pos));
         }
         c
     }
@@ -352,14 +356,18 @@ impl Cursor {
                 return Err(NoRow::Unreadable);
             }
             let at = self.spool.offsets[rng.below(n)];
-            return read_row_at(file.get_ref(), at, columns).ok_or(NoRow::Unreadable);
+            return read_row_at(&file.get_ref().file, at, columns).ok_or(NoRow::Unreadable);
         }
         if self.pos >= self.size {
             if !self.spool.mode.wraps() {
                 return Err(NoRow::RanOut);
             }
-            file.seek(SeekFrom::Start(0))
+            let f = file
+                .get_ref()
+                .file
+                .try_clone()
                 .map_err(|_| NoRow::Unreadable)?;
+            *file = At::reader(f, 0);
             self.pos = 0;
         }
         let mut row = Row::default();
@@ -385,6 +393,27 @@ impl Drop for Cursor {
     /// The next step goes on where this one stopped.
     fn drop(&mut self) {
         self.spool.positions[self.worker].store(self.pos, Ordering::Relaxed);
+    }
+}
+
+/// A spool file read from a position of its own (by `pread`): the descriptors of one file share
+/// their offset, the positions of its readers do not.
+pub struct At {
+    file: File,
+    pos: u64,
+}
+
+impl At {
+    fn reader(file: File, pos: u64) -> BufReader<At> {
+        BufReader::with_capacity(16 * 1024, At { file, pos })
+    }
+}
+
+impl Read for At {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.file.read_at(buf, self.pos)?;
+        self.pos += n as u64;
+        Ok(n)
     }
 }
 

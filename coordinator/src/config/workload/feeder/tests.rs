@@ -27,7 +27,11 @@ fn a_feeder_file_is_read_through_and_refused_by_file_and_line() {
     assert!(err("user,user\na,b\n").contains("names 'user' twice"));
     assert!(err("user,\"pw\na,b\n").contains("never closed"));
     let huge = format!("user\nok\n{}\n", "x".repeat(shared::plan::MAX_ROW));
-    assert!(err(&huge).contains("f.csv:3: a row of more than 1 MiB"), "{}", err(&huge));
+    assert!(
+        err(&huge).contains("f.csv:3: a row of more than 1 MiB"),
+        "{}",
+        err(&huge)
+    );
     let f = feeder(&arg(dir.path(), "user,pw\na,b\n\"c,d\",e\n")).unwrap();
     assert_eq!(f.columns(), ["user", "pw"]);
     let (_, rows) = scan(&dir.path().join("f.csv")).unwrap();
