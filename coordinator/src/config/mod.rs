@@ -278,6 +278,7 @@ fn resolve_one(
     let (data, feeds) = workload::feeder::data(&s.given, &requests)?;
     let workload = workload::workload(&s, requests)?.with_data(data);
     let (workload, over_http1) = workload::http_version(&s, workload, by_scheme, label.as_deref())?;
+    workload::feeder::check_http(&workload)?;
     let plan = steps::plan(&s, workload)?;
     if s.threads == 0 || s.threads > 1024 {
         return Err(PlanError::NotPositive {

@@ -6,7 +6,8 @@ use std::io::BufReader;
 use std::path::{Path, PathBuf};
 
 use shared::plan::{
-    Data, Extraction, Feeder, MAX_ROW, Records, RequestSpec, Setup, Template, parse_header, row_len,
+    Data, Extraction, Feeder, HttpVersion, MAX_ROW, Records, RequestSpec, Setup, Template,
+    Workload, parse_header, row_len,
 };
 
 use super::super::ConfigError;
@@ -31,6 +32,17 @@ pub fn data(args: &RunArgs, requests: &[RequestSpec]) -> Result<(Data, Vec<PathB
         check(s.request(), &names, "the setup")?;
     }
     Ok((data, args.feeder.iter().map(|f| f.file.clone()).collect()))
+}
+
+/// A setup runs over HTTP/1.1 only: refused before any agent is asked.
+pub fn check_http(w: &Workload) -> Result<(), ConfigError> {
+    if w.data().setup().is_some() && w.http() != HttpVersion::Http1 {
+        return Err(ConfigError::Conflict(format!(
+            "[setup] runs over HTTP/1.1 only: this target is spoken to in HTTP {} (--http 1.1, or an http:// target)",
+            w.http().name()
+        )));
+    }
+    Ok(())
 }
 
 /// A feeder's CSV read through: its header names the columns, and every row is checked (ragged,

@@ -95,3 +95,25 @@ fn every_variable_a_request_names_is_defined() {
         "{e}"
     );
 }
+
+#[test]
+fn a_setup_over_http2_is_refused_before_any_agent_is_asked() {
+    let req = RequestSpec::try_new("POST", "http://h/login", vec![], vec![]).unwrap();
+    let setup = Setup::new(
+        req.clone(),
+        vec![Extraction::parse("token", "header:x-token").unwrap()],
+    );
+    let w = Workload::try_new(
+        vec![req],
+        shared::plan::UrlOrder::RoundRobin,
+        std::time::Duration::from_secs(1),
+        std::time::Duration::from_secs(1),
+        false,
+    )
+    .unwrap()
+    .with_data(Data::try_new(vec![], Some(setup)).unwrap());
+    assert!(check_http(&w).is_ok());
+    let h2 = w.with_http(HttpVersion::Http2, 1).unwrap();
+    let e = check_http(&h2).unwrap_err().to_string();
+    assert!(e.contains("[setup] runs over HTTP/1.1 only"), "{e}");
+}
