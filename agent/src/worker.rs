@@ -160,8 +160,15 @@ struct Ctx {
     rec: Rc<Recorder>,
     deadline: Instant,
     cancel: CancellationToken,
-    next_url: Cell<usize>,
-    rng: RefCell<Rng>,
+    /// The closed loops' requests chosen so far by this worker: its turns are the step's arrivals
+    /// `worker`, `worker + workers`, ... so the agent's workers together walk the mix in order.
+    turns: Cell<u64>,
+    worker: u64,
+    workers: u64,
+    /// The step's seed: a `random` mix draws from it, alike on every agent.
+    seed: u64,
+    /// Requests one connection of the connections model makes (`--num-call`).
+    calls: u32,
     /// When this worker passed the start instant and began sending.
     began: Cell<Option<Instant>>,
     in_flight: Cell<usize>,
@@ -170,10 +177,10 @@ struct Ctx {
     budget: Cell<u64>,
     /// The closed loops' pace under the agent's `--max-rate`; `None`: as fast as replies come.
     pace: Option<Pacer>,
-    /// This worker's reading of each feeder (see `feeder`), and its requests' count for
-    /// `${counter()}`.
+    /// This worker's reading of each feeder (see `feeder`), and its draws for them (a random
+    /// row) and for a request's built-ins (`${random(..)}`, `${uuid()}`).
     feeds: RefCell<Vec<Cursor>>,
-    filled: Cell<u64>,
+    draws: RefCell<Rng>,
 }
 
 impl Ctx {
@@ -186,10 +193,11 @@ impl Ctx {
             rec,
             deadline,
             cancel: job.cancel.clone(),
-            next_url: Cell::new(job.worker as usize),
-            rng: RefCell::new(Rng::new(
-                share.seed() ^ job.worker.wrapping_mul(0x2545_F491_4F6C_DD1D),
-            )),
+            turns: Cell::new(0),
+            worker: job.worker,
+            workers: job.workers,
+            seed: share.seed(),
+            calls: share.num_call().get(),
             began: Cell::new(None),
             in_flight: Cell::new(0),
             idle: Notify::new(),
@@ -202,13 +210,16 @@ impl Ctx {
                     .map(|s| Cursor::new(s, job.worker as usize))
                     .collect(),
             ),
-            filled: Cell::new(job.worker * (1 << 40)),
+            draws: RefCell::new(Rng::new(
+                share.seed() ^ job.worker.wrapping_mul(0x2545_F491_4F6C_DD1D),
+            )),
         }
     }
 
     /// What a request of `t` is filled with: `Ok(None)` for fixed bytes; a row of each feeder it
-    /// takes otherwise. `Err` when a feeder has no row for it, counted unsent in `other`.
-    fn fill(&self, t: &Template) -> Result<Option<Fill>, ()> {
+    /// takes otherwise, and `number` (the request's in the step, as the mix picks by) for
+    /// `${counter()}`. `Err` when a feeder has no row for it, counted unsent in `other`.
+    fn fill(&self, t: &Template, number: u64) -> Result<Option<Fill>, ()> {
         // A connection's setup may take a row too (its first request's): drawn with the request's.
         let setup = self.target.setup.as_ref().map_or(&[][..], |s| s.feeders());
         let own = t.recipe.as_ref().map_or(&[][..], |r| &r.feeders[..]);
@@ -216,13 +227,12 @@ impl Ctx {
             return Ok(None);
         }
         let mut feeds = self.feeds.borrow_mut();
-        let mut rng = self.rng.borrow_mut();
+        let mut rng = self.draws.borrow_mut();
         let mut fill = Fill {
             rows: Vec::with_capacity(feeds.len()),
-            counter: self.filled.get(),
+            counter: number,
             seed: rng.next_u64(),
         };
-        self.filled.set(fill.counter + 1);
         fill.rows.resize_with(feeds.len(), || None);
         for &f in own.iter().chain(setup.iter().filter(|f| !own.contains(f))) {
             let cursor = &mut feeds[f];
@@ -242,7 +252,7 @@ impl Ctx {
                         }
                         .into()
                     });
-                    self.rec.unsent(ErrorClass::Other);
+                    self.rec.unsent(Some(t.index), ErrorClass::Other);
                     return Err(());
                 }
             }
@@ -250,18 +260,22 @@ impl Ctx {
         Ok(Some(fill))
     }
 
-    fn template(&self) -> &Template {
-        let templates = &self.target.templates;
-        let i = if templates.len() == 1 {
-            0
-        } else if self.target.random_order {
-            self.rng.borrow_mut().below(templates.len())
-        } else {
-            let i = self.next_url.get();
-            self.next_url.set((i + 1) % templates.len());
-            i
-        };
-        &templates[i]
+    /// The request the step's `arrival`-th arrival (or call) sends.
+    fn pick(&self, arrival: u64) -> u16 {
+        // Below MAX_REQUESTS: the workload was checked.
+        self.target.mix.pick(arrival, self.seed) as u16
+    }
+
+    fn template(&self, index: u16) -> &Template {
+        &self.target.templates[usize::from(index)]
+    }
+
+    /// A closed loop's next request: this worker's next turn of the mix, and its number.
+    fn next_template(&self) -> (&Template, u64) {
+        let turn = self.turns.get();
+        self.turns.set(turn + 1);
+        let number = turn * self.workers + self.worker;
+        (self.template(self.pick(number)), number)
     }
 
     fn past_deadline(&self) -> bool {
@@ -301,7 +315,10 @@ impl Drop for Flight {
 pub async fn run(job: Job) {
     let share = job.share.clone();
     let deadline = job.start + share.scheduled_duration();
-    let rec = Rc::new(Recorder::new(job.target.ok_status.clone()));
+    let rec = Rc::new(Recorder::named(
+        job.target.ok_status.clone(),
+        job.target.named,
+    ));
     let ctx = Rc::new(Ctx::new(&job, deadline, rec.clone()));
     // A count-limited step can end before its deadline; the ticker then stops with the work.
     let finished = CancellationToken::new();
@@ -353,7 +370,7 @@ async fn load(ctx: &Rc<Ctx>, timer: &Timer, job: &Job) {
     match share.model() {
         LoadModel::Connections => {
             let calls = share.num_call().get();
-            open_loop(ctx, timer, share, &slice, job.start, |intended| {
+            open_loop(ctx, timer, share, &slice, job.start, |intended, arrival| {
                 let slot = match &job.caps.sockets {
                     None => None,
                     Some(cap) => match cap.take() {
@@ -365,7 +382,7 @@ async fn load(ctx: &Rc<Ctx>, timer: &Timer, job: &Job) {
                 spawn_tracked(ctx, async move {
                     // Given back once the connection is closed (it is dropped inside).
                     let _slot = slot;
-                    connection(task_ctx, intended, calls).await
+                    connection(task_ctx, intended, arrival, calls).await
                 });
             })
             .await;
@@ -378,8 +395,8 @@ async fn load(ctx: &Rc<Ctx>, timer: &Timer, job: &Job) {
             )
             .max(1) as usize;
             let pool = Rc::new(Pool::new(max, &ctx.target));
-            open_loop(ctx, timer, share, &slice, job.start, |intended| {
-                pool.clone().arrive(ctx, intended)
+            open_loop(ctx, timer, share, &slice, job.start, |intended, arrival| {
+                pool.clone().arrive(ctx, intended, arrival)
             })
             .await;
             pool.close();
@@ -525,15 +542,16 @@ async fn drain(ctx: &Ctx, cancel: &CancellationToken) {
     }
 }
 
-/// Dispatches this worker's arrivals at their intended times; a late wake-up dispatches every due
-/// arrival at once (catch-up, as httperf does) and records how late each was.
+/// Dispatches this worker's arrivals at their intended times, each with its index in the whole step
+/// (which request of the mix it sends); a late wake-up dispatches every due arrival at once (catch-up,
+/// as httperf does) and records how late each was.
 async fn open_loop(
     ctx: &Rc<Ctx>,
     timer: &Timer,
     share: &StepShare,
     slice: &Slice,
     start: Instant,
-    mut dispatch: impl FnMut(Instant),
+    mut dispatch: impl FnMut(Instant, u64),
 ) {
     let schedule = Schedule::new(
         share.rate(),
@@ -544,7 +562,7 @@ async fn open_loop(
     );
     let mut behind = 0u32;
     let mut woke = start;
-    for offset in schedule {
+    for (j, offset) in (0u64..).zip(schedule) {
         let intended = start + offset;
         if Instant::now() < intended {
             // At most one wake-up per WAKE_GAP: at high rates every wake-up then sends the few
@@ -567,7 +585,7 @@ async fn open_loop(
         }
         ctx.rec
             .lag(Instant::now().saturating_duration_since(intended));
-        dispatch(intended);
+        dispatch(intended, slice.arrival(j).unwrap_or(j));
     }
 }
 
@@ -575,12 +593,12 @@ async fn open_loop(
 /// its slots (over HTTP/2, up to `--streams` at once), then closed. The first request of each slot
 /// counts from the arrival (connect included: they were all due then); later ones from the moment
 /// the slot was free.
-async fn connection(ctx: Rc<Ctx>, intended: Instant, calls: u32) {
+async fn connection(ctx: Rc<Ctx>, intended: Instant, arrival: u64, calls: u32) {
     let conn = Connection::new(&ctx.target);
     if let Err(class) = conn.open(&ctx.target, &ctx.rec).await {
         // Given up waiting for the server to accept: a lower bound of its latency.
         if class == ErrorClass::ConnectTimeout {
-            ctx.rec.given_up(intended.elapsed());
+            ctx.rec.given_up(None, intended.elapsed());
         }
         abandon(&ctx, u64::from(calls - 1), Some(class));
         return;
@@ -589,13 +607,15 @@ async fn connection(ctx: Rc<Ctx>, intended: Instant, calls: u32) {
     let lanes = conn.slots().min(calls);
     if lanes == 1 {
         // One slot: its calls on this task, none spawned.
-        calls_in_turn(&ctx, &conn, intended, &left).await;
+        calls_in_turn(&ctx, &conn, intended, arrival, &left).await;
     } else {
         let (conn, left) = (Rc::new(conn), Rc::new(left));
         let mut slots = tokio::task::JoinSet::new();
         for _ in 0..lanes {
             let (ctx, conn, left) = (ctx.clone(), conn.clone(), left.clone());
-            slots.spawn_local(async move { calls_in_turn(&ctx, &conn, intended, &left).await });
+            slots.spawn_local(
+                async move { calls_in_turn(&ctx, &conn, intended, arrival, &left).await },
+            );
         }
         tokio::select! {
             _ = async { while slots.join_next().await.is_some() {} } => {}
@@ -616,17 +636,27 @@ async fn connection(ctx: Rc<Ctx>, intended: Instant, calls: u32) {
 }
 
 /// One slot of a connections-model connection: the connection's calls taken one at a time while
-/// any is `left`, the first due at `intended`.
-async fn calls_in_turn(ctx: &Ctx, conn: &Connection, intended: Instant, left: &Cell<u32>) {
+/// any is `left`, the first due at `intended`. Call `k` of the step's `arrival`-th connection is the
+/// step's `arrival * calls + k`-th request of the mix.
+async fn calls_in_turn(
+    ctx: &Ctx,
+    conn: &Connection,
+    intended: Instant,
+    arrival: u64,
+    left: &Cell<u32>,
+) {
     let mut from = Some(intended);
+    let calls = ctx.calls;
     while left.get() > 0 {
         if from.is_none() && ctx.past_deadline() {
             return;
         }
+        let call = u64::from(calls - left.get());
         left.set(left.get() - 1);
-        let template = ctx.template();
+        let number = arrival.wrapping_mul(u64::from(calls)) + call;
+        let template = ctx.template(ctx.pick(number));
         let intended = from.take().unwrap_or_else(Instant::now);
-        let Ok(fill) = ctx.fill(template) else {
+        let Ok(fill) = ctx.fill(template, number) else {
             continue;
         };
         let req = Request {
@@ -676,8 +706,8 @@ async fn closed_loop(ctx: &Ctx, conn: &Connection) {
         if ctx.cancel.is_cancelled() || now >= ctx.deadline {
             return;
         }
-        let template = ctx.template();
-        let Ok(fill) = ctx.fill(template) else {
+        let (template, number) = ctx.next_template();
+        let Ok(fill) = ctx.fill(template, number) else {
             // No row for it (a shard feeder's are used up): not a spin until the deadline.
             tokio::time::sleep(NO_ROW_BACKOFF).await;
             continue;

@@ -172,6 +172,7 @@ pub fn summary(o: &Outcome) -> String {
         out.push_str(&format!("note: {b}\n"));
     }
     out.push_str(&regressions(c));
+    out.push_str(&by_name(c));
     let files: Vec<String> = o.written.iter().map(ToString::to_string).collect();
     out.push_str(&format!("wrote: {}\n", files.join(", ")));
     out.push_str(&ranking(c));
@@ -204,6 +205,61 @@ pub fn regressions(c: &Comparison) -> String {
     );
     for line in lines {
         out.push_str(&format!("  {line}\n"));
+    }
+    out
+}
+
+/// At most this many of a named mix's changes on stdout; the page and compare.json have them all.
+const NAME_LINES: usize = 20;
+
+/// A named mix compared name by name, for stdout: the names only one side has, and each name that
+/// got worse beyond the threshold and the floor (shown, not a regression); nothing without names.
+pub fn by_name(c: &Comparison) -> String {
+    use results::compare::Change;
+    let p = &c.per_request;
+    if p.is_empty() {
+        return String::new();
+    }
+    let base = &c.baseline;
+    let mut out = String::new();
+    for o in &p.only {
+        if !o.run_only.is_empty() {
+            out.push_str(&format!(
+                "names only {} has (not compared): {}\n",
+                o.label,
+                o.run_only.join(", ")
+            ));
+        }
+        if !o.baseline_only.is_empty() {
+            out.push_str(&format!(
+                "names only {base} has, not {} (not compared): {}\n",
+                o.label,
+                o.baseline_only.join(", ")
+            ));
+        }
+    }
+    if p.rows.is_empty() {
+        return out;
+    }
+    let worse = results::compare::per_request::changes(c, Change::Worse);
+    let threshold = c.threshold_pct;
+    if worse.is_empty() {
+        out.push_str(&format!(
+            "by name: no request got worse than {base}'s beyond {threshold}%\n"
+        ));
+        return out;
+    }
+    out.push_str(&format!(
+        "by name, worse than {base} beyond {threshold}% (trusted steps; shown, not judged):\n"
+    ));
+    for line in worse.iter().take(NAME_LINES) {
+        out.push_str(&format!("  {line}\n"));
+    }
+    if worse.len() > NAME_LINES {
+        out.push_str(&format!(
+            "  and {} more (compare.html and compare.json have them all)\n",
+            worse.len() - NAME_LINES
+        ));
     }
     out
 }
@@ -334,6 +390,74 @@ mod tests {
         let e = run(cfg).unwrap_err();
         assert_eq!(e.exit_code(), 1);
         assert!(e.to_string().contains("missing-dir/compare.html"), "{e}");
+    }
+
+    /// A results directory `name` under `root` holding the golden run with a mix: each step's
+    /// `names` of `(name, served, µs each)`.
+    fn named(root: &Path, name: &str, names: &[(&str, u64, u64)]) -> PathBuf {
+        let dir = root.join(name);
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut run = RunFile::parse(GOLDEN, Path::new("run.json")).unwrap();
+        let list: Vec<String> = names.iter().map(|n| n.0.to_string()).collect();
+        let stats: Vec<shared::metrics::NameStats> = names
+            .iter()
+            .map(|n| {
+                let mut s = shared::metrics::NameStats::default();
+                s.counters.requests = n.1;
+                s.counters.replies = n.1;
+                s.counters.ok = n.1;
+                s.latency.record_n(n.2, n.1).unwrap();
+                s
+            })
+            .collect();
+        for step in &mut run.steps {
+            step.per_request =
+                results::step::per_request::rows(&list, &vec![1; list.len()], &stats, 1.0);
+        }
+        std::fs::write(dir.join("run.json"), run.to_json()).unwrap();
+        dir
+    }
+
+    #[test]
+    fn a_named_mix_says_which_name_got_worse_and_which_names_one_side_lacks() {
+        let root = tempfile::tempdir().unwrap();
+        let a = named(
+            root.path(),
+            "a",
+            &[("home", 100, 2_000), ("slow", 50, 5_000)],
+        );
+        let b = named(
+            root.path(),
+            "b",
+            &[
+                ("home", 100, 2_000),
+                ("slow", 50, 50_000),
+                ("new", 5, 1_000),
+            ],
+        );
+        let o = run(config(root.path(), vec![a, b])).unwrap();
+        let said = summary(&o);
+        assert!(
+            said.contains("names only b has (not compared): new\n"),
+            "{said}"
+        );
+        assert!(
+            said.contains("by name, worse than a beyond 5% (trusted steps; shown, not judged):\n"),
+            "{said}"
+        );
+        assert!(
+            said.contains("  b at 100 req/s (step 1) slow: p99_ms 50"),
+            "{said}"
+        );
+        assert!(!said.contains(") home:"), "{said}");
+        // The golden run's own steps are the same: the step deltas find nothing.
+        assert!(said.contains("no trusted step got worse"), "{said}");
+        let plain = root.path().join("plain");
+        std::fs::create_dir_all(&plain).unwrap();
+        let p = results(&plain, "a", None);
+        let q = results(&plain, "b", None);
+        let said = summary(&run(config(&plain, vec![p, q])).unwrap());
+        assert!(!said.contains("by name"), "{said}");
     }
 
     #[test]

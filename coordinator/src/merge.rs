@@ -25,7 +25,7 @@ use proto::{ConvertError, pb};
 use results::step::{IntervalSample, LatencyStats};
 use shared::histogram::{CodecError, Encoded, Histogram, Merger};
 use shared::metrics::{
-    Counters, EncodedInterval, ErrorClass, FirstErrors, HistogramSums, Snapshot,
+    Counters, EncodedInterval, ErrorClass, FirstErrors, HistogramSums, NameSums, Snapshot,
 };
 use shared::plan::{LoadModel, StepShare};
 use shared::status::StatusCodes;
@@ -171,7 +171,16 @@ pub fn check_claim(
         c.tls_resumed,
     ]
     .into_iter();
-    let mut classes = c.status.iter().chain(&c.errors).copied();
+    let named = report
+        .names
+        .iter()
+        .flat_map(|n| n.counters.as_ref())
+        .flat_map(|n| {
+            [n.requests, n.replies, n.given_up, n.unsent]
+                .into_iter()
+                .chain(n.status.iter().chain(&n.errors).copied())
+        });
+    let mut classes = c.status.iter().chain(&c.errors).copied().chain(named);
     if let Some(n) = counts.chain(&mut classes).find(|&n| n > ceiling) {
         return Err(format!(
             "it claims a count of {n} in one interval, where its share allows at most {ceiling}"
@@ -347,6 +356,8 @@ pub struct StepMerge {
     codes: StatusCodes,
     cpu_ns: u64,
     hist: HistogramSums,
+    /// Each named request's row (none when the requests are unnamed).
+    names: Vec<NameSums>,
     agents: Vec<AgentSums>,
     seqs: BTreeMap<u32, Seq>,
     spill: Spill,
@@ -444,12 +455,19 @@ impl StepMerge {
         Ok(StepMerge::with_spill(agents, Spill::new(dir)?))
     }
 
+    /// Keeps a row for each of the workload's `names` requests: a report's row past them is refused.
+    pub fn with_names(mut self, names: usize) -> StepMerge {
+        self.names = vec![NameSums::default(); names];
+        self
+    }
+
     fn with_spill(agents: usize, spill: Spill) -> StepMerge {
         StepMerge {
             counters: Counters::default(),
             codes: StatusCodes::default(),
             cpu_ns: 0,
             hist: HistogramSums::default(),
+            names: Vec::new(),
             agents: vec![AgentSums::default(); agents],
             seqs: BTreeMap::new(),
             spill,
@@ -469,11 +487,23 @@ impl StepMerge {
         // Everything is checked and kept here, before anything is added, so a bad report leaves no
         // trace.
         let i = EncodedInterval::try_from(report)?;
+        if i.names
+            .iter()
+            .any(|n| usize::from(n.index) >= self.names.len())
+        {
+            return Err(ConvertError::Invalid(
+                "a named request's row past the workload's requests",
+            )
+            .into());
+        }
         let slot = self.spill.append(agent, &i.hist.latency)?;
         self.counters.add(&i.counters);
         self.codes.add(&i.codes);
         self.cpu_ns += i.cpu_ns;
         self.hist.add(&i.hist);
+        for n in &i.names {
+            self.names[usize::from(n.index)].add(n);
+        }
         let sums = &mut self.agents[agent];
         sums.counters.add(&i.counters);
         sums.cpu_ns += i.cpu_ns;
@@ -537,6 +567,7 @@ impl StepMerge {
             codes,
             cpu_ns,
             hist,
+            names,
             agents,
             seqs,
             spill,
@@ -555,6 +586,7 @@ impl StepMerge {
             codes,
             cpu_ns,
             messages,
+            names: names.iter().map(NameSums::to_stats).collect(),
         };
         // Each agent's slots, in interval order: a copy of the index (16 bytes a report), not of the
         // latency.

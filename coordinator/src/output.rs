@@ -264,6 +264,9 @@ fn fresh_dir(base: &Path) -> io::Result<PathBuf> {
     Err(last.unwrap_or_else(|| io::ErrorKind::AlreadyExists.into()))
 }
 
+/// A row per step and named request, rewritten whole after each step (a mix's requests only).
+pub const REQUESTS_TSV: &str = "requests.tsv";
+
 /// The files in `dir` that a run writes (its own, or one left half-written by a killed run).
 fn run_files(dir: &Path) -> io::Result<Vec<PathBuf>> {
     let mut found: Vec<PathBuf> = [
@@ -271,6 +274,7 @@ fn run_files(dir: &Path) -> io::Result<Vec<PathBuf>> {
         "run.json.tmp",
         "steps.tsv",
         "steps.csv",
+        REQUESTS_TSV,
         REPORT,
         "report.html.tmp",
         crate::live::EVENTS_FILE,
@@ -426,6 +430,10 @@ impl Output {
         }
         self.unsummarized = Some(before);
         self.doc.steps.push(r.clone());
+        if !r.per_request.is_empty() {
+            let text = results::requests_table::tsv(&self.doc.steps);
+            write_file(&self.dir.join(REQUESTS_TSV), &text)?;
+        }
         Ok(())
     }
 

@@ -638,6 +638,70 @@ pub fn table_after(
             out.push_str(&format!("{name}: note: {note}\n"));
         }
     }
+    if let Some(last) = results.iter().rev().find(|r| !r.per_request.is_empty()) {
+        out.push_str(&names_table(last));
+    }
+    out
+}
+
+/// At most this many names in the end-of-run table of names; the others are counted (all are in
+/// requests.tsv).
+const TABLE_NAMES: usize = 20;
+
+/// A named mix's last step by name, for stdout under the step table: its served rate, failures and
+/// latency (`≥` where the name had requests given up, whose ages are among its values).
+fn names_table(r: &StepResult) -> String {
+    let bound = |row: &results::step::per_request::RequestRow| {
+        if row.given_up > 0 { "≥" } else { "" }
+    };
+    let mut rows: Vec<[String; 5]> = vec![[
+        "request".into(),
+        "served/s".into(),
+        "failed".into(),
+        "p50 ms".into(),
+        "p99 ms".into(),
+    ]];
+    for row in r.per_request.iter().take(TABLE_NAMES) {
+        // A name nothing was sent for (or nothing measured): no latency rather than zeros.
+        let none = row.ok == 0 && row.given_up == 0;
+        let ms = |v: f64| {
+            if none {
+                "-".to_string()
+            } else {
+                format!("{}{v:.2}", bound(row))
+            }
+        };
+        rows.push([
+            row.name.clone(),
+            rate(row.ok_rate),
+            format!("{}%", pct(row.failed_pct)),
+            ms(row.latency_ms.p50),
+            ms(row.latency_ms.p99),
+        ]);
+    }
+    let widths: Vec<usize> = (0..5)
+        .map(|c| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0))
+        .collect();
+    let mut out = format!(
+        "requests at step {} ({}):\n",
+        row_name(r),
+        r.demanded_rate.map_or(format!("{}c", r.step_value), rate)
+    );
+    for row in &rows {
+        // The name left-aligned, the numbers right.
+        let mut line = format!("  {:<w$}", row[0], w = widths[0]);
+        for (c, v) in row.iter().enumerate().skip(1) {
+            line.push_str(&format!("  {v:>w$}", w = widths[c]));
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    let more = r.per_request.len().saturating_sub(TABLE_NAMES);
+    if more > 0 {
+        out.push_str(&format!(
+            "  and {more} more (requests.tsv has every name)\n"
+        ));
+    }
     out
 }
 
@@ -878,5 +942,93 @@ mod tests {
         let run = results::run_file::RunFile::parse(golden, std::path::Path::new("run.json"))
             .expect("the golden run parses");
         assert_eq!(table(&run.steps), include_str!("../tests/golden/table.txt"));
+    }
+
+    /// The golden run with a mix of `n` names at every step (name `i` served `i + 1` requests of
+    /// 2 ms, the last given up at step 3 by name `n0`).
+    fn named(n: usize) -> Vec<StepResult> {
+        let golden = include_str!("../../results/tests/golden/run.json");
+        let mut run = results::run_file::RunFile::parse(golden, std::path::Path::new("run.json"))
+            .expect("the golden run parses");
+        let names: Vec<String> = (0..n).map(|i| format!("n{i}")).collect();
+        let weights = vec![1; n];
+        for (k, step) in run.steps.iter_mut().enumerate() {
+            let stats: Vec<shared::metrics::NameStats> = (0..n)
+                .map(|i| {
+                    let mut s = shared::metrics::NameStats::default();
+                    let c = &mut s.counters;
+                    c.requests = i as u64 + 1;
+                    c.replies = c.requests;
+                    c.ok = c.requests;
+                    if i == 0 && k == 2 {
+                        c.given_up = 1;
+                        c.replies = 0;
+                        c.ok = 0;
+                    }
+                    for _ in 0..=i {
+                        s.latency.record(2000).unwrap();
+                    }
+                    s
+                })
+                .collect();
+            step.per_request = results::step::per_request::rows(&names, &weights, &stats, 1.0);
+        }
+        run.steps
+    }
+
+    #[test]
+    fn a_named_mix_ends_with_its_last_step_by_name() {
+        let steps = named(3);
+        let text = table(&steps);
+        let plain = table(&named(0));
+        assert!(
+            text.starts_with(&plain),
+            "the step table unchanged above it"
+        );
+        let names = &text[plain.len()..];
+        let last = steps.last().unwrap();
+        let lines: Vec<&str> = names.lines().collect();
+        assert_eq!(
+            lines[0],
+            format!(
+                "requests at step {} ({}):",
+                last.number,
+                last.demanded_rate.map_or(String::new(), rate)
+            )
+        );
+        assert_eq!(
+            lines[1].split_whitespace().collect::<Vec<_>>(),
+            ["request", "served/s", "failed", "p50", "ms", "p99", "ms"]
+        );
+        assert_eq!(lines.len(), 5, "{names}");
+        let cells: Vec<&str> = lines[4].split_whitespace().collect();
+        assert_eq!(cells[..3], ["n2", "3.0", "0%"], "{names}");
+        assert!(cells[3].starts_with("2.0"), "{names}");
+    }
+
+    #[test]
+    fn a_given_up_request_makes_a_names_latency_a_lower_bound() {
+        let steps = named(2);
+        let text = table_after(None, &steps[..3], &[]);
+        let row = text
+            .lines()
+            .find(|l| l.trim_start().starts_with("n0 "))
+            .unwrap();
+        assert!(row.contains("≥2.0"), "{text}");
+        assert!(row.contains("100%"), "{text}");
+    }
+
+    #[test]
+    fn past_twenty_names_the_others_are_counted() {
+        let text = table(&named(23));
+        let rows = text
+            .lines()
+            .filter(|l| l.trim_start().starts_with('n'))
+            .count();
+        assert_eq!(rows, 20, "{text}");
+        assert!(
+            text.ends_with("  and 3 more (requests.tsv has every name)\n"),
+            "{text}"
+        );
     }
 }

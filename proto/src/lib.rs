@@ -7,8 +7,8 @@ use std::time::Duration;
 use shared::histogram::Encoded;
 use shared::histogram::{self, CodecError};
 use shared::metrics::{
-    Counters, EncodedHistograms, EncodedInterval, ErrorClass, FirstErrors, Histograms, Interval,
-    Snapshot,
+    Counters, EncodedHistograms, EncodedInterval, EncodedName, ErrorClass, FirstErrors, Histograms,
+    Interval, NameCounters, NameStats, Snapshot,
 };
 use shared::plan::{
     Arrival, Fork, ForkSide, HttpVersion, LoadModel, PlanError, RequestSpec, Slice, StepLimit,
@@ -26,7 +26,7 @@ pub mod pb {
 }
 
 /// Bumped whenever a message changes meaning; peers with another version are refused.
-pub const PROTOCOL_VERSION: u32 = 6;
+pub const PROTOCOL_VERSION: u32 = 7;
 
 impl From<&Warning> for pb::Warning {
     fn from(w: &Warning) -> pb::Warning {
@@ -279,6 +279,12 @@ impl From<&Workload> for pb::Configure {
                 TlsSessions::Fresh => pb::TlsSessions::Fresh,
                 TlsSessions::Resume => pb::TlsSessions::Resume,
             } as i32,
+            names: w.names().to_vec(),
+            weights: if w.names().is_empty() {
+                Vec::new()
+            } else {
+                w.weights().to_vec()
+            },
             ..Default::default()
         };
         data::data_to_pb(w.data(), &mut c);
@@ -346,7 +352,7 @@ impl TryFrom<&pb::Configure> for Workload {
                 })
             })
             .collect::<Result<Vec<_>, _>>()?;
-        Ok(Workload::try_new(
+        let workload = Workload::try_new(
             requests,
             url_order,
             Duration::from_millis(c.timeout_ms),
@@ -357,7 +363,11 @@ impl TryFrom<&pb::Configure> for Workload {
         .with_ok_status(ok_status_from_pb(&c.ok_status)?)
         .with_http(http, c.streams.max(1))?
         .with_tls_sessions(tls_sessions)
-        .with_data(data::data_from_pb(c)?))
+        .with_data(data::data_from_pb(c)?);
+        if c.names.is_empty() && c.weights.is_empty() {
+            return Ok(workload);
+        }
+        Ok(workload.with_names(c.names.clone(), c.weights.clone())?)
     }
 }
 
@@ -503,8 +513,81 @@ impl From<&Interval> for pb::IntervalReport {
             wait: histogram::encode(&h.wait),
             cpu_ns: i.snapshot.cpu_ns,
             error_messages: messages_to_pb(&i.snapshot.messages),
+            names: names_to_pb(&i.snapshot.names),
         }
     }
+}
+
+/// The rows of the names that saw anything: an idle name costs nothing on the wire.
+fn names_to_pb(names: &[NameStats]) -> Vec<pb::NameInterval> {
+    names
+        .iter()
+        .enumerate()
+        .filter(|(_, n)| n.counters != NameCounters::default() || !n.failed.is_empty())
+        .map(|(index, n)| pb::NameInterval {
+            index: index as u32,
+            counters: Some(pb::NameCounters {
+                requests: n.counters.requests,
+                replies: n.counters.replies,
+                ok: n.counters.ok,
+                given_up: n.counters.given_up,
+                unsent: n.counters.unsent,
+                status: n.counters.status.to_vec(),
+                errors: n.counters.errors.to_vec(),
+            }),
+            latency: histogram::encode(&n.latency),
+            failed: histogram::encode(&n.failed),
+        })
+        .collect()
+}
+
+impl TryFrom<&pb::NameCounters> for NameCounters {
+    type Error = ConvertError;
+
+    fn try_from(c: &pb::NameCounters) -> Result<Self, ConvertError> {
+        // Per interval only: a request counted as it left may be answered in the next interval.
+        if c.ok > c.replies {
+            return Err(ConvertError::Invalid(
+                "a name's counters have more ok replies than replies",
+            ));
+        }
+        let mut out = NameCounters {
+            requests: c.requests,
+            replies: c.replies,
+            ok: c.ok,
+            given_up: c.given_up,
+            unsent: c.unsent,
+            ..NameCounters::default()
+        };
+        for (what, from, to) in [
+            ("a name's status counts", &c.status, &mut out.status[..]),
+            ("a name's error counts", &c.errors, &mut out.errors[..]),
+        ] {
+            if from.len() != to.len() {
+                return Err(ConvertError::Length {
+                    what,
+                    found: from.len(),
+                    expected: to.len(),
+                });
+            }
+            to.copy_from_slice(from);
+        }
+        Ok(out)
+    }
+}
+
+/// A name's index is checked against the workload's names by the receiver, which knows them; here
+/// only that each index comes once and fits.
+fn check_name_indexes(names: &[pb::NameInterval]) -> Result<(), ConvertError> {
+    let mut seen = std::collections::BTreeSet::new();
+    for n in names {
+        if n.index as usize >= shared::plan::MAX_REQUESTS || !seen.insert(n.index) {
+            return Err(ConvertError::Invalid(
+                "a name's row is out of range or given twice in one interval",
+            ));
+        }
+    }
+    Ok(())
 }
 
 impl TryFrom<&pb::IntervalReport> for Interval {
@@ -538,6 +621,26 @@ impl TryFrom<&pb::IntervalReport> for Interval {
                 codes: codes_from_pb(&r.status_codes)?,
                 cpu_ns: r.cpu_ns,
                 messages: messages_from_pb(&r.error_messages)?,
+                names: {
+                    check_name_indexes(&r.names)?;
+                    let mut names = Vec::new();
+                    for n in &r.names {
+                        let i = n.index as usize;
+                        if names.len() <= i {
+                            names.resize_with(i + 1, NameStats::default);
+                        }
+                        names[i] = NameStats {
+                            counters: n
+                                .counters
+                                .as_ref()
+                                .ok_or(ConvertError::Missing("a name's counters"))?
+                                .try_into()?,
+                            latency: dec("a name's latency histogram", &n.latency)?,
+                            failed: dec("a name's failed histogram", &n.failed)?,
+                        };
+                    }
+                    names
+                },
             },
         })
     }
@@ -566,6 +669,24 @@ impl TryFrom<pb::IntervalReport> for EncodedInterval {
             codes: codes_from_pb(&r.status_codes)?,
             cpu_ns: r.cpu_ns,
             messages: messages_from_pb(&r.error_messages)?,
+            names: {
+                check_name_indexes(&r.names)?;
+                r.names
+                    .into_iter()
+                    .map(|n| {
+                        Ok(EncodedName {
+                            index: n.index as u16,
+                            counters: n
+                                .counters
+                                .as_ref()
+                                .ok_or(ConvertError::Missing("a name's counters"))?
+                                .try_into()?,
+                            latency: check("a name's latency histogram", n.latency)?,
+                            failed: check("a name's failed histogram", n.failed)?,
+                        })
+                    })
+                    .collect::<Result<_, ConvertError>>()?
+            },
             hist: EncodedHistograms {
                 latency: check("latency histogram", r.latency)?,
                 censored: check("censored histogram", r.censored)?,

@@ -70,10 +70,17 @@ pub fn render_compare(c: &Comparison) -> String {
         human(c.threshold_pct)
     );
     body.push_str(&regressions(c));
+    if !c.per_request.is_empty() {
+        body.push_str(&by_name(c));
+    }
     // Compact: the page embeds every cell, and pretty-printing would double its size.
     let data = serde_json::to_string(c).expect("a Comparison always serializes");
     // The ✕ and □ of an untrusted step are drawn as a search's shaped markers are.
-    let style = format!("{STYLE}{}", chart::MARK_STYLE);
+    let mut style = format!("{STYLE}{}", chart::MARK_STYLE);
+    // Only a named mix has the table of names: a comparison without one keeps its page.
+    if !c.per_request.is_empty() {
+        style.push_str(&STYLE.replace("#compare ", "#compare-requests "));
+    }
     styled_page(&title, &style, &body, &data)
 }
 
@@ -511,6 +518,85 @@ fn delta_table(c: &Comparison) -> String {
         }
     }
     out.push_str("</tbody>\n</table>\n");
+    out
+}
+
+/// A named mix compared name by name (compare.json `per_request`): `<table id="compare-requests">`,
+/// a row `<tr data-value="V" data-run="LABEL" data-name="NAME">` per step value, name and run, its
+/// cells as the step table's; then the names only one side has, `<ul id="names-only">`.
+fn by_name(c: &Comparison) -> String {
+    let metrics = results::compare::per_request::name_metrics();
+    let mut out = String::from("<h2>Request by request, against the baseline</h2>\n");
+    if !c.per_request.only.is_empty() {
+        out.push_str("<ul id=\"names-only\">\n");
+        for o in &c.per_request.only {
+            for (whose, names) in [
+                (o.label.as_str(), &o.run_only),
+                (c.baseline.as_str(), &o.baseline_only),
+            ] {
+                if !names.is_empty() {
+                    let other = if whose == o.label {
+                        &c.baseline
+                    } else {
+                        &o.label
+                    };
+                    let _ = writeln!(
+                        out,
+                        "<li>only {} has, not {} (not compared): {}</li>",
+                        html(whose),
+                        html(other),
+                        html(&names.join(", "))
+                    );
+                }
+            }
+        }
+        out.push_str("</ul>\n");
+    }
+    if c.per_request.rows.is_empty() {
+        return out;
+    }
+    let _ = write!(
+        out,
+        "<div class=\"wide\">\n<table id=\"compare-requests\">\n<thead><tr><th>{}</th><th>request</th><th>run</th><th>step</th>",
+        html(c.axis)
+    );
+    for m in &metrics {
+        let _ = write!(out, "<th>{}</th>", html(m.name));
+    }
+    out.push_str("</tr></thead>\n<tbody>\n");
+    for row in &c.per_request.rows {
+        for (i, (run, step)) in c.runs.iter().zip(&row.runs).enumerate() {
+            let first = if i == 0 { " class=\"first\"" } else { "" };
+            let _ = write!(
+                out,
+                "<tr{first} data-value=\"{}\" data-run=\"{}\" data-name=\"{}\"><th>{}</th><th>{}</th><th>{}</th>",
+                row.value,
+                html(&run.label),
+                html(&row.name),
+                html(&human(row.value)),
+                html(&row.name),
+                html(&run.label)
+            );
+            let Some(s) = step else {
+                let _ = writeln!(
+                    out,
+                    "<td colspan=\"{}\" class=\"c-missing\">no such step or name</td></tr>",
+                    metrics.len() + 1
+                );
+                continue;
+            };
+            let _ = write!(out, "<td>{}</td>", s.step);
+            for (m, cell) in metrics.iter().zip(&s.cells) {
+                // Shown, never a regression: the step's own metrics judge a run.
+                let mut shown = *m;
+                shown.judged = false;
+                out.push_str(&delta_cell(&shown, cell, &c.baseline));
+            }
+            out.push_str("</tr>\n");
+        }
+    }
+    out.push_str("</tbody>\n</table>\n</div>\n");
+    out.push_str("<p class=\"key-of-table\"><span>each name's p99 (a lower bound where it had requests given up), served rate and failed share, classed as the steps' are; shown, never a regression</span></p>\n");
     out
 }
 

@@ -27,7 +27,12 @@
 //!   `<path d="M…" data-v="X Y,X Y,…">` inside a `<g data-n="SERIES">` (a series' markers, a layer's
 //!   bars): one "X Y" (the values, not pixels) for each `M` of the path, in order; a run's knee
 //!   (run.json `summary.knee`, not a search's) is a `<g data-knee="CAUSE">` on every chart against
-//!   the offered load, with a `<title>` and a label `knee X: CAUSE` in words;
+//!   the offered load, with a `<title>` and a label `knee X: CAUSE` in words; a run of a named
+//!   mix (run.json steps' `per_request`) also has those of [`RUN_REQUEST_CHARTS`] right after
+//!   `status`, in a section "Requests" (a series per name, `data-n` the name, x the step value),
+//!   followed by `<div id="requests">`: per step a `<details data-step="N">` (the last one open)
+//!   holding `<table class="requests" data-step="N">`, header cells `<th data-col>` (requests.tsv's
+//!   names, and `status`), a row `<tr data-name="NAME">` per name, cells `<td data-col>`;
 //! - a comparison's page (`stampede compare`) has every chart of [`COMPARE_CHARTS`], in that order,
 //!   a series per run (`data-n` its label, one colour per run on every chart), and when a run's own
 //!   server monitor (paired with its target) measured it, then those of [`COMPARE_MONITOR_CHARTS`]
@@ -35,7 +40,10 @@
 //!   `<table id="ranking">`, a row `<tr data-run="LABEL" data-rank="N">` per run, best first
 //!   (compare.json's `ranking`); its delta table is `<table id="compare">`, a row
 //!   `<tr data-value="V" data-run="LABEL">` per step value and run, its cells `<td data-metric="NAME"
-//!   data-class="CLASS">` (compare.json's classes), `data-regression="1"` on a regression;
+//!   data-class="CLASS">` (compare.json's classes), `data-regression="1"` on a regression; runs of
+//!   a named mix then `<table id="compare-requests">`, a row `<tr data-value="V" data-run="LABEL"
+//!   data-name="NAME">` per step value, name and run, cells as `#compare`'s (never a regression),
+//!   and the names only one side has in `<ul id="names-only">`;
 //! - the steps table is `<table id="steps">`: its header cells `<th data-col="COLUMN">` name the
 //!   columns as steps.tsv does, and the n-th `<td>` of a row is the n-th column's cell, formatted as
 //!   steps.tsv formats it. A run's other tables are `#agents` (header cells `<th data-col="COLUMN">`,
@@ -62,4 +70,6 @@ mod run_page;
 pub use compare_page::{COMPARE_CHARTS, COMPARE_MONITOR_CHARTS, render_compare};
 pub use input::{InputError, RunReport};
 pub use live_page::{AGENT_COLS, BASELINE_PREFIX, LIVE_SECTIONS, View, live_page, live_view};
-pub use run_page::{RUN_CHARTS, RUN_MONITOR_CHARTS, RUN_SEARCH_CHARTS, render_run};
+pub use run_page::{
+    RUN_CHARTS, RUN_MONITOR_CHARTS, RUN_REQUEST_CHARTS, RUN_SEARCH_CHARTS, render_run,
+};

@@ -29,7 +29,10 @@
 //!   `<tr data-agent="NAME">` per agent, cells `<td data-col>`;
 //! - `notes`: `<ol id="notes">`, the warnings (`data-kind="warning"`) then each written step's
 //!   notes (`data-step`), newest last;
-//! - `steps`: the report's `<table id="steps">`, cell for cell as steps.tsv has them;
+//! - `steps`: the report's `<table id="steps">`, cell for cell as steps.tsv has them; for a named
+//!   mix, then the last written step's names, `<div id="requests-live" data-step="N">` around the
+//!   report's table of a step's names (`<table class="requests">`, a `<tr data-name>` each; per
+//!   step only: the merged seconds carry no names);
 //! - `end`: empty until the run is over, then its status (`data-status` per target) and a link to
 //!   its report;
 //! - `<html data-last-event="N">`: the last event the page shows; `data-ready="1"` once its script
@@ -149,7 +152,11 @@ pub fn live_view(live: &Live, baseline: Option<&RunFile>) -> View {
             }),
             "agents" => per_target(live, tables::agents),
             "steps" => per_target(live, |l| match &l.run {
-                Some(run) => crate::run_page::tables::steps(run),
+                Some(run) => {
+                    let mut out = crate::run_page::tables::steps(run);
+                    out.push_str(&tables::requests(run));
+                    out
+                }
                 None => String::new(),
             }),
             "notes" => per_target(live, tables::notes),
@@ -172,7 +179,7 @@ const STYLE: &str = ".live-state{display:inline-block;padding:2px 8px;border-rad
 section.lane h3{margin:.2em 0}.figures{margin:.3em 0}.figures dd{font-weight:600;font-variant-numeric:tabular-nums}\
 .run-line{color:#444}.run-line .note,.lane .note,.bracket .note{color:#666;font-size:12px;margin:.2em 0}.bracket{margin:.2em 0}\
 .end{background:#e6eef8;padding:.4em .8em}#agents-live caption{text-align:left;color:#666;font-size:12px}#notes{padding-left:2em}\
-#agents-live td:first-child{text-align:left}\
+#agents-live td:first-child,table.requests td:first-child{text-align:left}\
 section.lane .strip{grid-template-columns:repeat(auto-fill,minmax(20em,1fr))}";
 
 /// Each section's heading on the page (outside it: a view replaces only what is inside).
@@ -401,6 +408,31 @@ mod tests {
             .map(|v| v.split('"').next().unwrap());
         let text = &rest[open + 1..];
         (&text[..text.find('<').unwrap()], v)
+    }
+
+    #[test]
+    fn a_named_mix_shows_its_last_written_step_by_name_and_an_unnamed_run_nothing() {
+        let plain = all(&golden());
+        let steps = live_view(&plain, None);
+        assert!(!steps.section("steps").unwrap().contains("requests-live"));
+        let run = crate::run_page::requests::tests::named(&["home", "slow"]);
+        // Two steps written, the third running: its names are not known yet.
+        let live = running(&run, 3, 1);
+        let view = live_view(&live, None);
+        let section = view.section("steps").unwrap();
+        assert!(
+            section.contains("<div id=\"requests-live\" data-step=\"2\">"),
+            "{section}"
+        );
+        assert!(section.contains("<tr data-name=\"home\">"), "{section}");
+        assert!(section.contains("<tr data-name=\"slow\">"), "{section}");
+        let last = run.steps.last().unwrap().number;
+        let view = live_view(&all(&run), None);
+        assert!(
+            view.section("steps")
+                .unwrap()
+                .contains(&format!("<div id=\"requests-live\" data-step=\"{last}\">"))
+        );
     }
 
     #[test]

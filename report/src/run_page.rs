@@ -3,6 +3,8 @@
 /// Also what a comparison draws its step-value axis and shading with.
 pub(crate) mod charts;
 mod labels;
+/// Also what the live page writes a step's table of names with.
+pub(crate) mod requests;
 /// Also what the live page draws a search's probes with.
 pub(crate) mod search;
 /// Also what a comparison reads the monitors' view of a step with.
@@ -36,6 +38,10 @@ pub const RUN_CHARTS: [&str; 10] = [
 /// run without one keeps the page it had.
 pub const RUN_MONITOR_CHARTS: [&str; 1] = ["server-memory"];
 
+/// The charts a run of a named mix (run.json `steps[].per_request`) also has, right after `status`
+/// in its own section (the page contract): a run of unnamed requests keeps the page it had.
+pub const RUN_REQUEST_CHARTS: [&str; 2] = ["requests-served", "requests-p99"];
+
 /// The charts a capacity search's report also has, first, before `rates` (the page contract): a
 /// planned run keeps the page it had.
 pub const RUN_SEARCH_CHARTS: [&str; 1] = ["search"];
@@ -64,6 +70,9 @@ pub fn render_run(r: &RunReport) -> String {
         ));
     }
     body.push_str(&charts::status(run).render_in(&mut titles));
+    if requests::any(run) {
+        body.push_str(&requests::section(run, &mut titles));
+    }
     body.push_str("<h2>Can the numbers be trusted?</h2>\n<div class=\"strip\">\n");
     for c in charts::trust_strip(run) {
         body.push_str(&c.render_in(&mut titles));
@@ -93,11 +102,15 @@ pub fn render_run(r: &RunReport) -> String {
     body.push_str(&tables::warnings_and_notes(run));
     body.push_str(&tables::ending(run));
     // Only a search draws scatters and levels: a planned run's page keeps its bytes.
-    let style = if run.is_search() {
+    let mut style = if run.is_search() {
         format!("{}{}", chart::MARK_STYLE, search::STYLE)
     } else {
         String::new()
     };
+    // Likewise only a named mix has tables of names.
+    if requests::any(run) {
+        style.push_str(requests::STYLE);
+    }
     styled_page(
         &format!("stampede: {name}"),
         &style,

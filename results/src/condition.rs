@@ -1,24 +1,29 @@
-//! Threshold expressions over a step's numbers: the one grammar of `--stop-on` and `--fail-on` (and of
-//! the SLOs a capacity search will take), its typed AST, a parser whose errors point at the bad part,
-//! and an evaluator over [`Observed`], the few numbers an expression can name.
+//! Threshold expressions over a step's numbers: the one grammar of `--stop-on`, `--fail-on` and
+//! find-max's `--slo`, its typed AST, a parser whose errors point at the bad part, and an evaluator
+//! over [`Observed`], the few numbers an expression can name (the step's, or one named request's).
 //!
 //! ```text
-//! condition := metric op number unit          spaces allowed between the parts
-//! metric    := p50 | p90 | p99 | p999 (p99.9) | max | mean (avg) | failed | errors | ok_rate
+//! condition := metric [ '[' name ']' ] op number unit      spaces allowed between the parts
+//! metric    := p50 | p90 | p99 | p999 (p99.9) | max | mean (avg) | failed | errors | ok_rate | requests
+//! name      := a request's name in the plan (letters, digits, _ . -); any metric but errors takes one
 //! op        := <  |  <=  |  >  |  >=
 //! unit      := ms | s | us           latency metrics
 //!            | %                     failed, errors (a share) and ok_rate (a share of the demanded rate)
 //!            | /s | req/s            ok_rate as replies per second
+//!            | (none)                requests, a count of requests written in the step
 //! ```
 //!
 //! An expression is a predicate: `--stop-on`/`--fail-on` act when it holds, an SLO passes when it
 //! holds. A censored percentile is only a lower bound of the true one (requests given up at their age),
-//! so it can prove `p99>500ms` true but never `p99<50ms`: evaluation is three-valued ([`Truth`]).
+//! so it can prove `p99>500ms` true but never `p99<50ms`: evaluation is three-valued ([`Truth`]). A
+//! named condition (`p99[login]<200ms`) reads that request's own row of the step; a step in which
+//! no request of that name was due tells nothing of it ([`Truth::Unknown`]: no breach, no pass).
 use std::fmt;
 use std::str::FromStr;
 
 use crate::quantity::{self, Quantity};
 use crate::step::StepResult;
+use crate::step::per_request::RequestRow;
 
 /// A latency statistic of the step's merged histogram.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -74,6 +79,8 @@ pub enum Metric {
     Errors,
     /// Replies per second with an expected status: absolute, or % of the demanded rate.
     OkRate,
+    /// Requests written in the step: a count.
+    Requests,
 }
 
 impl Metric {
@@ -84,7 +91,14 @@ impl Metric {
             Metric::Failed => &quantity::FAILED_PCT,
             Metric::Errors => &quantity::ERRORS,
             Metric::OkRate => &quantity::OK_RATE,
+            Metric::Requests => &quantity::REQUESTS,
         }
+    }
+
+    /// Whether it may name a request (`p99[login]`): every metric but the transport errors' share,
+    /// which a request's row keeps by class only (`failed[name]` counts them with the statuses).
+    pub fn takes_a_name(self) -> bool {
+        self != Metric::Errors
     }
 
     /// Its canonical name in the grammar.
@@ -93,7 +107,7 @@ impl Metric {
     }
 
     /// Every metric, in the order the grammar's help lists them.
-    const ALL: [Metric; 9] = [
+    const ALL: [Metric; 10] = [
         Metric::Latency(Latency::P50),
         Metric::Latency(Latency::P90),
         Metric::Latency(Latency::P99),
@@ -103,6 +117,7 @@ impl Metric {
         Metric::Failed,
         Metric::Errors,
         Metric::OkRate,
+        Metric::Requests,
     ];
 
     fn parse(word: &str) -> Option<Metric> {
@@ -115,6 +130,7 @@ impl Metric {
             Metric::Latency(_) => &[Unit::Ms, Unit::S, Unit::Us],
             Metric::Failed | Metric::Errors => &[Unit::Percent],
             Metric::OkRate => &[Unit::Percent, Unit::PerSecond],
+            Metric::Requests => &[Unit::Count],
         }
     }
 
@@ -124,6 +140,7 @@ impl Metric {
             Metric::Latency(_) => "ms, s or us",
             Metric::Failed | Metric::Errors => "% (a share of requests)",
             Metric::OkRate => "% (of the demanded rate) or /s",
+            Metric::Requests => "a bare count (no unit)",
         }
     }
 }
@@ -163,6 +180,8 @@ pub enum Unit {
     Us,
     Percent,
     PerSecond,
+    /// A bare count (`requests`), written without a unit.
+    Count,
 }
 
 impl Unit {
@@ -173,6 +192,7 @@ impl Unit {
             Unit::Us => "us",
             Unit::Percent => "%",
             Unit::PerSecond => "/s",
+            Unit::Count => "",
         }
     }
 
@@ -201,7 +221,7 @@ impl Threshold {
         match self.unit {
             Unit::S => self.value * 1000.0,
             Unit::Us => self.value / 1000.0,
-            Unit::Ms | Unit::Percent | Unit::PerSecond => self.value,
+            Unit::Ms | Unit::Percent | Unit::PerSecond | Unit::Count => self.value,
         }
     }
 }
@@ -212,10 +232,12 @@ impl fmt::Display for Threshold {
     }
 }
 
-/// One comparison, e.g. `p99>500ms`.
-#[derive(Debug, Clone, Copy, PartialEq)]
+/// One comparison, e.g. `p99>500ms`, or of one named request, `p99[login]<200ms`.
+#[derive(Debug, Clone, PartialEq)]
 pub struct Condition {
     pub metric: Metric,
+    /// The request of the mix it is about; none: the whole step.
+    pub request: Option<String>,
     pub cmp: Cmp,
     pub threshold: Threshold,
 }
@@ -226,16 +248,17 @@ impl fmt::Display for Condition {
         write!(
             f,
             "{}{}{}",
-            self.metric.name(),
+            self.subject(),
             self.cmp.symbol(),
             self.threshold
         )
     }
 }
 
-/// What an expression can be evaluated against: one step's numbers. Built from a [`StepResult`] by
-/// [`Observed::of`], so the grammar does not depend on how a result is laid out.
-#[derive(Debug, Clone, Copy, PartialEq)]
+/// What an expression can be evaluated against: one step's numbers, and each named request's.
+/// Built from a [`StepResult`] by [`Observed::of`], so the grammar does not depend on how a result
+/// is laid out.
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Observed {
     /// p50, p90, p99, p999, max and mean in ms, in [`Latency::ALL`] order; `None` when the step
     /// measured no latency at all (nothing served, nothing given up), which no threshold can judge.
@@ -246,8 +269,18 @@ pub struct Observed {
     pub errors_pct: f64,
     /// Replies per second with an expected status.
     pub ok_rate: f64,
-    /// Requests per second demanded; none for the closed model.
+    /// Requests per second demanded; none for the closed model. A named request's: the step's
+    /// share of its weight.
     pub demanded_rate: Option<f64>,
+    /// Requests written.
+    pub requests: u64,
+    /// Requests whose latency was measured (served, or given up at their age), and requests due:
+    /// what a latency and a share are judged on.
+    pub samples: u64,
+    pub due: u64,
+    /// Each named request's own numbers (its `names` empty), in the plan's order; empty when the
+    /// requests are unnamed.
+    pub names: Vec<(String, Observed)>,
 }
 
 impl Observed {
@@ -260,6 +293,7 @@ impl Observed {
                 .bound
                 .is_some_and(|b| r.latency_ms.lower_bounds.contains(b))
         };
+        let weights: u64 = r.per_request.iter().map(|n| u64::from(n.weight)).sum();
         Observed {
             latency_ms: (r.ok > 0 || r.given_up > 0)
                 .then_some([l.p50, l.p90, l.p99, l.p999, l.max, l.mean]),
@@ -268,6 +302,41 @@ impl Observed {
             errors_pct: r.errors_pct,
             ok_rate: r.ok_rate,
             demanded_rate: r.demanded_rate,
+            requests: r.requests,
+            samples: r.ok + r.given_up,
+            due: r.due,
+            names: r
+                .per_request
+                .iter()
+                .map(|n| {
+                    (
+                        n.name.clone(),
+                        Observed::of_request(n, r.demanded_rate, weights),
+                    )
+                })
+                .collect(),
+        }
+    }
+
+    /// One named request's numbers: its row of the step, its share of the demanded rate by its
+    /// weight among `weights` (their sum). Its given-up requests' ages are not kept apart from its
+    /// latencies, so any of them makes every latency statistic of it a lower bound.
+    fn of_request(n: &RequestRow, demanded: Option<f64>, weights: u64) -> Observed {
+        let l = &n.latency_ms;
+        Observed {
+            latency_ms: (n.ok > 0 || n.given_up > 0)
+                .then_some([l.p50, l.p90, l.p99, l.p999, l.max, l.mean]),
+            latency_lower_bound: [n.given_up > 0; 6],
+            failed_pct: n.failed_pct,
+            errors_pct: 0.0,
+            ok_rate: n.ok_rate,
+            demanded_rate: demanded
+                .filter(|_| weights > 0)
+                .map(|d| d * f64::from(n.weight) / weights as f64),
+            requests: n.requests,
+            samples: n.ok + n.given_up,
+            due: n.requests + n.unsent,
+            names: Vec::new(),
         }
     }
 }
@@ -289,23 +358,47 @@ pub struct Reading {
 }
 
 impl Condition {
-    /// Whether this condition compares with the demanded rate, which the closed model lacks.
+    /// What it compares, as written: `p99`, `p99[login]`.
+    pub fn subject(&self) -> String {
+        match &self.request {
+            Some(name) => format!("{}[{name}]", self.metric.name()),
+            None => self.metric.name().to_string(),
+        }
+    }
+
     /// Whether the condition holds when things are good: a latency or a failure share below its
-    /// threshold, a served rate above it. An SLO must; a `--stop-on` names the breach instead.
+    /// threshold, a served rate (or a count of requests) above it. An SLO must; a `--stop-on` names
+    /// the breach instead.
     pub fn holds_when_good(&self) -> bool {
         let below = matches!(self.cmp, Cmp::Lt | Cmp::Le);
         match self.metric {
-            Metric::OkRate => !below,
+            Metric::OkRate | Metric::Requests => !below,
             _ => below,
         }
     }
 
+    /// The numbers it is about: the step's, or its request's; none when that request had nothing
+    /// due in the step (or the step has no such name), which tells nothing of it.
+    pub fn scope<'a>(&self, o: &'a Observed) -> Option<&'a Observed> {
+        match &self.request {
+            None => Some(o),
+            Some(name) => o
+                .names
+                .iter()
+                .find(|(n, _)| n == name)
+                .map(|(_, s)| s)
+                .filter(|s| s.due > 0),
+        }
+    }
+
+    /// Whether this condition compares with the demanded rate, which the closed model lacks.
     pub fn needs_demanded_rate(&self) -> bool {
         self.metric == Metric::OkRate && self.threshold.unit == Unit::Percent
     }
 
     /// The observed number this condition compares; none when it cannot be known.
     pub fn read(&self, o: &Observed) -> Option<Reading> {
+        let o = self.scope(o)?;
         let exact = |value| {
             Some(Reading {
                 value,
@@ -324,6 +417,7 @@ impl Condition {
                 Some(d) if d > 0.0 => exact(o.ok_rate * 100.0 / d),
                 _ => None,
             },
+            Metric::Requests => exact(o.requests as f64),
         }
     }
 
@@ -358,7 +452,8 @@ impl Condition {
         let bound = if r.lower_bound { "≥" } else { "" };
         let t = self.threshold;
         let op = self.cmp.symbol();
-        let name = self.metric.name();
+        let name = self.subject();
+        let scope = self.scope(o)?;
         Some(match (self.metric, t.unit) {
             (Metric::Latency(_), _) => {
                 format!(
@@ -370,11 +465,12 @@ impl Condition {
             }
             (Metric::OkRate, Unit::Percent) => format!(
                 "{name} {}/s = {}% of {}/s demanded {op} {}%",
-                num(o.ok_rate),
+                num(scope.ok_rate),
                 num(r.value),
-                num(o.demanded_rate.unwrap_or(0.0)),
+                num(scope.demanded_rate.unwrap_or(0.0)),
                 t.value
             ),
+            (Metric::Requests, _) => format!("{name} {} {op} {}", r.value, t.value),
             (_, unit) => format!(
                 "{name} {}{} {op} {}{}",
                 num(r.value),
@@ -449,6 +545,12 @@ pub enum ConditionErrorKind {
     OverHundred { metric: Metric, value: f64 },
     #[error("unexpected '{0}' after the comparison")]
     Trailing(String),
+    #[error("{} takes no request's name", metric.name())]
+    NameNotTaken { metric: Metric },
+    #[error("expected a request's name in [ ], found {found}")]
+    NoName { found: String },
+    #[error("expected ']' after the request's name, found {found}")]
+    Unclosed { found: String },
 }
 
 /// "p50, p90, …, errors or ok_rate": every metric's canonical name, for messages.
@@ -473,6 +575,12 @@ impl ConditionErrorKind {
             K::WrongUnit { metric, .. } => format!("use {}", metric.units_text()),
             K::OverHundred { metric, .. } => format!("{} is a share of requests", metric.name()),
             K::Trailing(_) => "one comparison per flag: repeat the flag for more".into(),
+            K::NameNotTaken { .. } => {
+                "a request's transport errors count in its failed share: use failed[name]".into()
+            }
+            K::NoName { .. } | K::Unclosed { .. } => {
+                "write the name as the plan's [[request]] has it, e.g. p99[login]<200ms".into()
+            }
         })
     }
 }
@@ -552,6 +660,8 @@ fn parts(c: &mut Cursor<'_>) -> Result<Condition, Fault> {
     }
     let metric = metric_part(c)?;
     c.skip_spaces();
+    let request = name_part(c, metric)?;
+    c.skip_spaces();
     let cmp = cmp_part(c, metric)?;
     c.skip_spaces();
     let (value, number_col) = number_part(c, cmp)?;
@@ -576,9 +686,54 @@ fn parts(c: &mut Cursor<'_>) -> Result<Condition, Fault> {
     }
     Ok(Condition {
         metric,
+        request,
         cmp,
         threshold: Threshold { value, unit },
     })
+}
+
+/// A request's name in brackets after the metric, if any: the characters a plan's name may hold
+/// (letters, digits, `_ . -`), checked against the plan's names by the caller.
+fn name_part(c: &mut Cursor<'_>, metric: Metric) -> Result<Option<String>, Fault> {
+    let Some(after) = c.rest().strip_prefix('[') else {
+        return Ok(None);
+    };
+    let open = c.column();
+    if !metric.takes_a_name() {
+        let end = after.find(']').map_or(after.len(), |i| i + 1);
+        return Err((
+            open,
+            width(&c.rest()[..end + 1]),
+            ConditionErrorKind::NameNotTaken { metric },
+        ));
+    }
+    c.at += 1;
+    c.skip_spaces();
+    let (name, col) = c.take(|ch| ch.is_ascii_alphanumeric() || matches!(ch, '_' | '.' | '-'));
+    if name.is_empty() {
+        return Err((
+            col,
+            1,
+            ConditionErrorKind::NoName {
+                found: found(c.rest()),
+            },
+        ));
+    }
+    c.skip_spaces();
+    let close = c.column();
+    match c.rest().strip_prefix(']') {
+        Some(_) => {
+            c.at += 1;
+            Ok(Some(name.to_string()))
+        }
+        None => Err((
+            close,
+            1,
+            ConditionErrorKind::Unclosed {
+                found: found(c.rest()),
+            },
+        )),
+    }
 }
 
 fn metric_part(c: &mut Cursor<'_>) -> Result<Metric, Fault> {
@@ -655,6 +810,8 @@ fn unit_part(c: &mut Cursor<'_>, metric: Metric) -> Result<(Unit, usize), Fault>
     let (unit_text, col) = c.take(|ch| ch.is_alphabetic() || ch == '%' || ch == '/');
     let end = col + width(unit_text);
     match Unit::parse(unit_text) {
+        // A count is written bare: its "unit" is the end of the number.
+        _ if unit_text.is_empty() && metric.units() == [Unit::Count] => Ok((Unit::Count, col)),
         _ if unit_text.is_empty() => Err((col, 1, ConditionErrorKind::NoUnit { metric })),
         None => Err((
             col,

@@ -8,6 +8,7 @@ pub mod condition;
 pub mod distribution;
 pub mod events;
 pub mod quantity;
+pub mod requests_table;
 pub mod run_file;
 pub mod search;
 pub mod server_notes;

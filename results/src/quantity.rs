@@ -272,6 +272,14 @@ pub const P999_MS: Quantity = latency(
     |r| r.latency_ms.p999,
 );
 pub const MAX_MS: Quantity = latency("max_ms", "max", "max", None, &["max"], |r| r.latency_ms.max);
+/// Requests written in the step: a count, for the condition grammar only (`requests[login]>=1000`:
+/// a name sent often enough for its percentiles to mean something); steps.tsv has its rate.
+pub const REQUESTS: Quantity = Quantity {
+    grammar: &["requests"],
+    ..step("requests", "requests", "", Higher, Scale::Other, |r| {
+        r.requests as f64
+    })
+};
 pub const GEN_CPU_PCT: Quantity = step("gen_cpu_pct", "gen cpu", "%", Lower, Scale::Other, |r| {
     r.generator.cpu_pct
 });
@@ -387,7 +395,7 @@ pub const MONITOR: [&Quantity; 9] = [
 pub const LATENCIES: [&Quantity; 6] = [&RESP_TIME, &P50_MS, &P90_MS, &P99_MS, &P999_MS, &MAX_MS];
 
 /// What the condition grammar can name, in the order its help lists them.
-pub const CONDITIONS: [&Quantity; 9] = [
+pub const CONDITIONS: [&Quantity; 10] = [
     &P50_MS,
     &P90_MS,
     &P99_MS,
@@ -397,6 +405,7 @@ pub const CONDITIONS: [&Quantity; 9] = [
     &FAILED_PCT,
     &ERRORS,
     &OK_RATE,
+    &REQUESTS,
 ];
 
 /// Every quantity, once.

@@ -89,6 +89,11 @@ pub struct PlanEcho {
 /// One request of the plan: its method, its URL without the query, its headers, its body's size.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct RequestEcho {
+    /// The request's name and weight in a named mix; absent when the requests are unnamed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub weight: Option<u32>,
     #[serde(default)]
     pub body_bytes: u64,
     #[serde(default)]

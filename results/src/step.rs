@@ -11,6 +11,7 @@ pub mod headline;
 mod input;
 mod judgement;
 pub mod knee;
+pub mod per_request;
 pub mod tls;
 
 pub use answer::{RunSummary, summarize_run};
@@ -429,6 +430,10 @@ pub struct StepResult {
     /// The step's TLS handshakes, full and resumed; absent over plain TCP (and in older files).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tls: Option<tls::TlsStep>,
+    /// A row per named request of the mix, in the plan's order; absent when the requests are
+    /// unnamed (and in older files).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub per_request: Vec<per_request::RequestRow>,
 }
 
 /// The drain after an open schedule: how long replies kept coming once the last arrival was sent,

@@ -438,6 +438,125 @@ impl HistogramSums {
     }
 }
 
+/// What one request of a named mix measured (its row): counted when it leaves, as the step counts it.
+/// A connection that failed before any request was chosen for it is the step's alone.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct NameCounters {
+    /// Requests of this name written to a connection.
+    pub requests: u64,
+    pub replies: u64,
+    /// Of the replies, those with an expected status.
+    pub ok: u64,
+    /// Due requests of this name given up without a reply (their ages are in `latency`).
+    pub given_up: u64,
+    /// Due requests of this name never written (expired in the queue, their connection failed).
+    pub unsent: u64,
+    pub status: [u64; 5],
+    pub errors: [u64; ErrorClass::COUNT],
+}
+
+impl NameCounters {
+    pub fn add(&mut self, o: &NameCounters) {
+        self.requests += o.requests;
+        self.replies += o.replies;
+        self.ok += o.ok;
+        self.given_up += o.given_up;
+        self.unsent += o.unsent;
+        for (a, b) in self.status.iter_mut().zip(o.status) {
+            *a += b;
+        }
+        for (a, b) in self.errors.iter_mut().zip(o.errors) {
+            *a += b;
+        }
+    }
+
+    pub fn error(&self, class: ErrorClass) -> u64 {
+        self.errors[class.index()]
+    }
+
+    pub fn errors_total(&self) -> u64 {
+        self.errors.iter().sum()
+    }
+
+    /// Of this name's requests due (sent or not), those not served.
+    pub fn failed(&self) -> u64 {
+        (self.requests + self.unsent).saturating_sub(self.ok)
+    }
+}
+
+/// One named request's interval: its counts, the latency of its served replies (with its given-up
+/// requests as lower bounds, as the step's), and the latency of its replies with an unexpected
+/// status apart, so a fast 503 never hides a slow 200.
+#[derive(Debug, Clone)]
+pub struct NameStats {
+    pub counters: NameCounters,
+    pub latency: Histogram<u64>,
+    pub failed: Histogram<u64>,
+}
+
+impl Default for NameStats {
+    fn default() -> Self {
+        NameStats {
+            counters: NameCounters::default(),
+            latency: histogram::new(),
+            failed: histogram::new(),
+        }
+    }
+}
+
+impl NameStats {
+    pub fn add(&mut self, o: &NameStats) {
+        self.counters.add(&o.counters);
+        histogram::add(&mut self.latency, &o.latency);
+        histogram::add(&mut self.failed, &o.failed);
+    }
+}
+
+/// Adds `from`'s rows into `into`'s, row by row (by request index); a side that never saw a name has
+/// no row for it, so the shorter is padded.
+pub fn add_names(into: &mut Vec<NameStats>, from: &[NameStats]) {
+    if into.len() < from.len() {
+        into.resize_with(from.len(), NameStats::default);
+    }
+    for (a, b) in into.iter_mut().zip(from) {
+        a.add(b);
+    }
+}
+
+/// A [`NameStats`] as received: its histograms checked and still encoded.
+#[derive(Debug, Clone)]
+pub struct EncodedName {
+    /// The request's index in the workload's list.
+    pub index: u16,
+    pub counters: NameCounters,
+    pub latency: Encoded,
+    pub failed: Encoded,
+}
+
+/// A name's rows summed over many reports, still in the encoded histograms' counts.
+#[derive(Debug, Clone, Default)]
+pub struct NameSums {
+    pub counters: NameCounters,
+    pub latency: Sum,
+    pub failed: Sum,
+}
+
+impl NameSums {
+    pub fn add(&mut self, e: &EncodedName) {
+        self.counters.add(&e.counters);
+        self.latency.add(&e.latency);
+        self.failed.add(&e.failed);
+    }
+
+    pub fn to_stats(&self) -> NameStats {
+        NameStats {
+            counters: self.counters,
+            latency: self.latency.to_histogram(),
+            failed: self.failed.to_histogram(),
+        }
+    }
+}
+
 /// Everything measured over one interval by one worker, agent or the whole fleet.
 #[derive(Debug, Clone, Default)]
 pub struct Snapshot {
@@ -449,6 +568,9 @@ pub struct Snapshot {
     pub cpu_ns: u64,
     /// Each error class's first message.
     pub messages: FirstErrors,
+    /// Each named request's row, by its index in the workload (empty for unnamed requests; a name
+    /// not seen yet may have no row).
+    pub names: Vec<NameStats>,
 }
 
 impl Snapshot {
@@ -460,6 +582,7 @@ impl Snapshot {
         self.codes.add(&o.codes);
         self.cpu_ns += o.cpu_ns;
         self.messages.add(&o.messages);
+        add_names(&mut self.names, &o.names);
     }
 }
 
@@ -567,4 +690,6 @@ pub struct EncodedInterval {
     pub cpu_ns: u64,
     pub hist: EncodedHistograms,
     pub messages: FirstErrors,
+    /// The named requests' rows the interval has (any order, each index once).
+    pub names: Vec<EncodedName>,
 }

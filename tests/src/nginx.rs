@@ -101,6 +101,7 @@ impl Nginx {
              events {{ worker_connections 4096; }}\n\
              http {{ access_log off; client_body_temp_path {d}/body; proxy_temp_path {d}/proxy;\n\
              log_format tls '$connection $ssl_session_reused';\n\
+             log_format names '$uri $status';\n\
              fastcgi_temp_path {d}/fcgi; uwsgi_temp_path {d}/uwsgi; scgi_temp_path {d}/scgi;\n\
              {status_server}\
              server {{ {listen} {extra}\n\
@@ -137,6 +138,29 @@ impl Nginx {
             std::thread::sleep(Duration::from_millis(50));
         }
         nginx
+    }
+
+    /// Starts one that logs every request's path and status (`$uri $status`) to logs/names.log,
+    /// over HTTP/1.1 or as `http2` says: each path's count is then the server's own
+    /// ([`Nginx::logged`]). Skips (None) as [`Nginx::start`] does.
+    pub fn start_logged(test: &str, http2: Option<Http2>) -> Option<Nginx> {
+        Nginx::start(test)?;
+        Some(Nginx::spawn_with(
+            1,
+            http2,
+            "access_log $DIR/logs/names.log names;",
+        ))
+    }
+
+    /// How many requests of each path (query left out) and status nginx logged so far
+    /// ([`Nginx::start_logged`]), keyed "PATH STATUS".
+    pub fn logged(&self) -> std::collections::BTreeMap<String, u64> {
+        let text = std::fs::read_to_string(self.dir.join("logs/names.log")).unwrap_or_default();
+        let mut counts = std::collections::BTreeMap::new();
+        for line in text.lines() {
+            *counts.entry(line.to_string()).or_insert(0) += 1;
+        }
+        counts
     }
 
     /// The master's pid.

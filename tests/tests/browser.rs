@@ -45,6 +45,11 @@ fn assert_sound_page(page: &Loaded) -> (Dom, serde_json::Value) {
         let server = want.iter().position(|n| *n == "server").unwrap();
         want.splice(server + 1..server + 1, report::RUN_MONITOR_CHARTS);
     }
+    // A named mix's section, right after `status`.
+    if dom.by_id("requests").is_some() {
+        let status = want.iter().position(|n| *n == "status").unwrap();
+        want.splice(status + 1..status + 1, report::RUN_REQUEST_CHARTS);
+    }
     assert_eq!(names, want, "the report's charts, in order");
     for (name, chart) in charts {
         let points = browser::assert_drawn(name, chart);
@@ -144,6 +149,81 @@ fn a_real_ramps_report_runs_in_chromium_and_shows_steps_tsv() {
     let o = tests::stampede(&["report", dir.to_str().unwrap(), "-o", "-"]);
     assert!(o.status.success(), "{}", text(&o.stderr));
     assert_eq!(o.stdout, run_page);
+}
+
+/// A plan file's mix of three named requests: in Chromium its report has the Requests section, a
+/// line per name on both charts at the steps' values, and each step's table with a row per name
+/// whose numbers are requests.tsv's.
+#[test]
+fn a_named_mix_s_report_shows_each_name_in_chromium() {
+    let Some(chromium) = browser::available("a_named_mix_s_report_shows_each_name_in_chromium")
+    else {
+        return;
+    };
+    let target = ServeProcess::start(&[]);
+    let plan_dir = tempfile::tempdir().unwrap();
+    let plan = plan_dir.path().join("mix.toml");
+    std::fs::write(
+        &plan,
+        format!(
+            "url = \"{}\"\nmodel = \"requests\"\nsteps = [50, 100]\nstep_duration = \"1s\"\n\
+             [[request]]\nname = \"home\"\nweight = 3\nurl = \"/\"\n\
+             [[request]]\nname = \"search\"\nweight = 2\nurl = \"/search?q=1\"\n\
+             [[request]]\nname = \"login\"\nmethod = \"POST\"\nurl = \"/login\"\nbody = \"u=a\"\n",
+            target.url()
+        ),
+    )
+    .unwrap();
+    let ran = run_ok(&[plan.to_str().unwrap()]);
+    let dir = ran.dir.path();
+    let page = browser::load(&chromium, &dir.join("report.html")).unwrap();
+    let (dom, _) = assert_sound_page(&page);
+    let names = ["home", "search", "login"];
+    for chart in report::RUN_REQUEST_CHARTS {
+        let (_, c) = browser::charts(&dom)
+            .into_iter()
+            .find(|(n, _)| *n == chart)
+            .unwrap();
+        let series: Vec<&str> = c.all("g").iter().filter_map(|g| g.attr("data-n")).collect();
+        for name in names {
+            assert!(
+                series.contains(&name),
+                "{chart} has no line of {name}: {series:?}"
+            );
+        }
+    }
+    let tsv = std::fs::read_to_string(dir.join("requests.tsv")).unwrap();
+    let head: Vec<&str> = tsv.lines().next().unwrap().split('\t').collect();
+    let col = |row: &[&str], c: &str| row[head.iter().position(|h| *h == c).unwrap()].to_string();
+    let tables = dom
+        .by_id("requests")
+        .expect("the Requests tables")
+        .all("table");
+    assert_eq!(tables.len(), 2, "a table per step");
+    for line in tsv.lines().skip(1) {
+        let row: Vec<&str> = line.split('\t').collect();
+        let step = col(&row, "step");
+        let table = tables
+            .iter()
+            .find(|t| t.attr("data-step") == Some(step.as_str()))
+            .unwrap();
+        let tr = table
+            .all("tr")
+            .into_iter()
+            .find(|tr| tr.attr("data-name") == Some(row[2]))
+            .unwrap_or_else(|| panic!("step {step} has no row of {}", row[2]));
+        let cell = |c: &str| {
+            tr.all("td")
+                .into_iter()
+                .find(|td| td.attr("data-col") == Some(c))
+                .unwrap()
+                .text()
+        };
+        for c in ["requests", "ok_rate", "failed_pct", "p99_ms"] {
+            assert_eq!(cell(c), col(&row, c), "step {step} {} {c}", row[2]);
+        }
+        assert!(col(&row, "requests").parse::<u64>().unwrap() > 0);
+    }
 }
 
 /// A run watched by an embedded monitor (`--monitor-pid` on `stampede serve`): in Chromium its

@@ -18,7 +18,7 @@ use super::failure::SendError;
 use super::render::Fill;
 use super::target::{Endpoint, Template};
 use super::{http1, http2};
-use crate::recorder::Recorder;
+use crate::recorder::{Name, Recorder};
 
 /// A connection as the load models see it: `slots` requests at once, reopened as it must be.
 pub enum Connection {
@@ -93,7 +93,7 @@ impl Connection {
                 .current(target, rec)
                 .await
                 .map(drop)
-                .inspect_err(|class| rec.unsent(*class)),
+                .inspect_err(|class| rec.unsent(None, *class)),
         }
     }
 
@@ -148,7 +148,7 @@ fn render(
         Ok(t) => Ok(t),
         Err(refused) => {
             rec.note(ErrorClass::Other, || refused.0.into());
-            rec.unsent(ErrorClass::Other);
+            rec.unsent(Some(req.template.index), ErrorClass::Other);
             Err(Unsent(ErrorClass::Other))
         }
     }
@@ -165,7 +165,7 @@ pub struct Keepalive {
 impl Keepalive {
     async fn open(&self, target: &Endpoint, rec: &Rc<Recorder>) -> Result<(), ErrorClass> {
         if self.conn.borrow().is_none() {
-            let c = connect(target, rec).await?;
+            let c = connect(target, rec, None).await?;
             *self.conn.borrow_mut() = Some(c);
             self.extracted.take();
         }
@@ -195,7 +195,7 @@ impl Keepalive {
             }
             Err(super::setup::Failed(class, words)) => {
                 rec.note(class, || words.into());
-                rec.unsent(class);
+                rec.unsent(Some(req.template.index), class);
                 Err(Unsent(class))
             }
         }
@@ -215,22 +215,23 @@ impl Keepalive {
         // Counted as sent once, by the attempt that first wrote it; taken back only if no attempt
         // reached the server, when it is counted unsent instead.
         let counted = Cell::new(false);
+        let name = req.template.index;
         let take_back = || {
             if counted.get() {
-                rec.unsend();
+                rec.unsend(name);
             }
         };
         for attempt in 0..2 {
             // The kept-alive connection first; one that went stale is not put back.
             let mut c = match self.conn.take() {
                 Some(c) => c,
-                None => match connect(target, rec).await {
+                None => match connect(target, rec, Some(name)).await {
                     Ok(c) => {
                         self.extracted.take();
                         c
                     }
                     Err(class) => {
-                        give_up_connecting(rec, class, req.intended);
+                        give_up_connecting(rec, Some(name), class, req.intended);
                         take_back();
                         return Err(Unsent(class));
                     }
@@ -264,7 +265,7 @@ impl Keepalive {
                     return Ok(Sent::Kept);
                 }
                 Err(SendError::Failed(class)) => {
-                    rec.error(class);
+                    rec.error(Some(name), class);
                     return Ok(Sent::Lost);
                 }
                 Err(SendError::Stale) if attempt == 0 => continue,
@@ -272,29 +273,34 @@ impl Keepalive {
                 // Not an HTTP/1.1 outcome (it has no stream slots), counted as any unsent.
                 Err(SendError::Unsent(class)) => {
                     take_back();
-                    rec.unsent(class);
+                    rec.unsent(Some(name), class);
                     return Err(Unsent(class));
                 }
             }
         }
         // A fresh connection that closes before it can take a request.
         take_back();
-        rec.unsent(ErrorClass::ConnReset);
+        rec.unsent(Some(name), ErrorClass::ConnReset);
         Err(Unsent(ErrorClass::ConnReset))
     }
 }
 
 /// A connect given up waiting for the server to accept: a lower bound of the request's latency.
-fn give_up_connecting(rec: &Recorder, class: ErrorClass, intended: Instant) {
+fn give_up_connecting(rec: &Recorder, name: Name, class: ErrorClass, intended: Instant) {
     if class == ErrorClass::ConnectTimeout {
-        rec.given_up(intended.elapsed());
+        rec.given_up(name, intended.elapsed());
     }
 }
 
-async fn connect(target: &Endpoint, rec: &Rc<Recorder>) -> Result<http1::Conn, ErrorClass> {
+/// Connects; a failure is counted as the request `name` (if one is waiting) unsent.
+async fn connect(
+    target: &Endpoint,
+    rec: &Rc<Recorder>,
+    name: Name,
+) -> Result<http1::Conn, ErrorClass> {
     http1::Conn::open(target, rec)
         .await
-        .inspect_err(|class| rec.unsent(*class))
+        .inspect_err(|class| rec.unsent(name, *class))
 }
 
 /// An HTTP/2 connection shared by the slots whose streams it carries (`--streams`), opened by the
@@ -369,7 +375,7 @@ impl Multiplexed {
             let conn = match self.current(target, rec).await {
                 Ok(c) => c,
                 Err(class) => {
-                    give_up_connecting(rec, class, req.intended);
+                    give_up_connecting(rec, Some(req.template.index), class, req.intended);
                     outcome = Some(Err(Unsent(class)));
                     break;
                 }
@@ -381,7 +387,7 @@ impl Multiplexed {
                     break;
                 }
                 Err(SendError::Failed(class)) => {
-                    rec.error(class);
+                    rec.error(Some(req.template.index), class);
                     outcome = Some(Ok(()));
                     break;
                 }
@@ -399,7 +405,7 @@ impl Multiplexed {
         let outcome = outcome.unwrap_or(Err(Unsent(ErrorClass::ConnReset)));
         record_wait(rec, queued, tries.waited.get());
         if let Err(Unsent(class)) = outcome {
-            self.unsent(target, rec, &tries, class, spent);
+            self.unsent(target, rec, &tries, (req.template.index, class), spent);
         }
         outcome
     }
@@ -411,11 +417,11 @@ impl Multiplexed {
         target: &Endpoint,
         rec: &Recorder,
         tries: &http2::Tries,
-        class: ErrorClass,
+        (name, class): (u16, ErrorClass),
         spent: bool,
     ) {
         if !tries.counted.get() {
-            rec.unsent(class);
+            rec.unsent(Some(name), class);
             return;
         }
         // A stream of it reached the server, which refused it (or left it above its GOAWAY) and
@@ -431,7 +437,7 @@ impl Multiplexed {
                 .into()
             });
         }
-        rec.error(class);
+        rec.error(Some(name), class);
     }
 }
 

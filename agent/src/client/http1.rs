@@ -85,12 +85,12 @@ impl Conn {
         // server never saw is sent again and not counted again, so its count stays in the interval
         // it left in and is never taken back from one already reported.
         if !counted.replace(true) {
-            rec.sent();
+            rec.sent(t.index);
         }
         let outcome = tokio::time::timeout_at(sent_at + timeout, self.exchange(t, last)).await;
         let failure = match outcome {
             Ok(Ok((status, ttfb))) => {
-                rec.replied(status, ttfb, intended.elapsed());
+                rec.replied(t.index, status, ttfb, intended.elapsed());
                 self.reused = true;
                 return Ok(());
             }
@@ -102,7 +102,7 @@ impl Conn {
                 ..
             })))
             | Err(_) => {
-                rec.given_up(intended.elapsed());
+                rec.given_up(Some(t.index), intended.elapsed());
                 let class = ErrorClass::ClientTimeout;
                 rec.note(class, || {
                     format!("no complete reply within {timeout:?} (--timeout)").into()

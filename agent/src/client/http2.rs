@@ -207,6 +207,7 @@ impl Conn {
         match outcome {
             Ok(Ok((reply, opened_at))) => {
                 rec.replied(
+                    t.index,
                     reply.status,
                     reply.headers_at.saturating_duration_since(opened_at),
                     reply.done_at.saturating_duration_since(intended),
@@ -221,11 +222,11 @@ impl Conn {
             }
             Err(_) if !opened.get() => {
                 add_wait(&tries.waited, asked.elapsed());
-                Err(self.no_slot_in_time(intended, timeout, rec))
+                Err(self.no_slot_in_time(t.index, intended, timeout, rec))
             }
             Err(_) => {
                 // The stream is reset (CANCEL) as it is dropped: the connection goes on.
-                rec.given_up(intended.elapsed());
+                rec.given_up(Some(t.index), intended.elapsed());
                 let class = ErrorClass::ClientTimeout;
                 rec.note(class, || {
                     format!("no complete reply within {timeout:?} (--timeout)").into()
@@ -238,8 +239,14 @@ impl Conn {
     /// Timed out still waiting for a slot under the server's stream limit: never written, so the
     /// queue's and not the server's, counted as an arrival that expired in the pool's queue is
     /// (unsent, given up at its age).
-    fn no_slot_in_time(&self, intended: Instant, timeout: Duration, rec: &Recorder) -> SendError {
-        rec.given_up(intended.elapsed());
+    fn no_slot_in_time(
+        &self,
+        name: u16,
+        intended: Instant,
+        timeout: Duration,
+        rec: &Recorder,
+    ) -> SendError {
+        rec.given_up(Some(name), intended.elapsed());
         let class = ErrorClass::ClientTimeout;
         let limit = self.conn.borrow().max_streams.unwrap_or(0);
         rec.note(class, || {
@@ -394,7 +401,7 @@ impl Conn {
                 Some(id) => {
                     opened.set(true);
                     if !tries.counted.replace(true) {
-                        rec.sent();
+                        rec.sent(t.index);
                     }
                     Poll::Ready(Ok((id, now)))
                 }

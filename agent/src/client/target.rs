@@ -73,6 +73,8 @@ pub struct Template {
     pub(super) body: Bytes,
     /// A request with variables is rendered per send from this (its bytes above are never sent).
     pub(crate) recipe: Option<Arc<Recipe>>,
+    /// Which request of the workload this is: its row in the results, when they are named.
+    pub(crate) index: u16,
 }
 
 thread_local! {
@@ -115,6 +117,7 @@ fn rendered_h1(r: &Recipe, buf: &[u8], spans: &Spans, last: bool) -> Template {
         head: *method == Method::HEAD,
         h2_block: Bytes::new(),
         recipe: None,
+        index: 0,
     }
 }
 
@@ -154,6 +157,7 @@ fn rendered_h2(r: &Recipe, buf: &[u8], spans: &Spans) -> Template {
         h2_block: Bytes::from(block),
         body: Bytes::copy_from_slice(&buf[spans.body.clone()]),
         recipe: None,
+        index: 0,
     }
 }
 
@@ -245,6 +249,7 @@ impl Template {
             head: *method == Method::HEAD,
             h2_block: Bytes::from(h2_block),
             recipe: None,
+            index: 0,
         }
     }
 
@@ -263,11 +268,14 @@ impl Template {
         let empty = Fill::default();
         Some(RENDERING.with_borrow_mut(|(buf, spans)| {
             recipe.render(&target.vars, fill.unwrap_or(&empty), extracted, buf, spans)?;
-            Ok(if target.http2 {
+            let mut t = if target.http2 {
                 rendered_h2(recipe, buf, spans)
             } else {
                 rendered_h1(recipe, buf, spans, last)
-            })
+            };
+            // Counted as the request it was rendered from.
+            t.index = self.index;
+            Ok(t)
         }))
     }
 
@@ -330,12 +338,18 @@ impl Template {
                 .map_err(|e| bad(e.to_string()))?;
             let mut t = Template::new(&method, &uri, &HeaderMap::new(), &[]);
             t.recipe = Some(Arc::new(recipe));
+            // Below MAX_REQUESTS, which the workload checked.
+            t.index = index as u16;
             return Ok(t);
         }
         let uri = format!("{scheme}://{authority}{}", r.url().path())
             .parse::<Uri>()
             .map_err(|e| bad(e.to_string()))?;
-        Ok(Template::new(&method, &uri, &headers, r.body()))
+        Ok(Template {
+            // Below MAX_REQUESTS, which the workload checked.
+            index: index as u16,
+            ..Template::new(&method, &uri, &headers, r.body())
+        })
     }
 }
 
@@ -347,7 +361,10 @@ pub struct Endpoint {
     pub tls: Option<super::tls::TlsTarget>,
     pub timeout: Duration,
     pub connect_timeout: Duration,
-    pub random_order: bool,
+    /// Which request each arrival sends (`Workload::mix`).
+    pub mix: Arc<shared::plan::Mix>,
+    /// Whether the requests are named, each with its row in the results.
+    pub named: bool,
     /// `--source-addrs`: new connections leave from these in turn (see `socket`); empty: any.
     pub sources: Arc<[IpAddr]>,
     /// Every request's closing twin makes the server close first (see `Workload::server_closes_last`).
@@ -444,7 +461,8 @@ impl Endpoint {
             tls,
             timeout: w.timeout(),
             connect_timeout: w.connect_timeout(),
-            random_order: w.url_order() == shared::plan::UrlOrder::Random,
+            mix: Arc::new(w.mix()),
+            named: !w.names().is_empty(),
             sources: w.source_addrs().to_vec().into(),
             server_closes: w.server_closes_last(),
             ok_status: w.ok_status().clone(),

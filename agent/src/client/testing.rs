@@ -28,7 +28,10 @@ pub(super) fn target(addr: SocketAddr, tls: bool) -> Endpoint {
         }),
         timeout: Duration::from_secs(2),
         connect_timeout: Duration::from_secs(2),
-        random_order: false,
+        mix: Arc::new(
+            shared::plan::Mix::try_new(&[1], shared::plan::UrlOrder::RoundRobin).unwrap(),
+        ),
+        named: false,
         sources: Arc::from(Vec::<IpAddr>::new()),
         server_closes: true,
         ok_status: shared::status::StatusSet::default(),

@@ -18,8 +18,7 @@ use crate::client::{Connection, Endpoint, Request};
 /// a stream, `--streams` to a connection), so an arrival that finds every slot busy waits here, and
 /// that wait is the client's queue (recorded apart from the latency), not the server's time.
 pub(super) struct Pool {
-    /// (intended, queued at, found no free connection).
-    queue: RefCell<VecDeque<(Instant, Instant, bool)>>,
+    queue: RefCell<VecDeque<Arrival>>,
     max: usize,
     slots: Cell<usize>,
     idle: Cell<usize>,
@@ -28,6 +27,18 @@ pub(super) struct Pool {
     /// The connections the slots are of, `per` slots to each, opened as their first slot is.
     connections: RefCell<Vec<Rc<Connection>>>,
     per: usize,
+}
+
+/// An arrival waiting for a slot.
+struct Arrival {
+    intended: Instant,
+    queued: Instant,
+    /// It found no free connection.
+    waiting: bool,
+    /// The request it sends, chosen as it arrived.
+    index: u16,
+    /// Its index in the whole step (`${counter()}`).
+    arrival: u64,
 }
 
 impl Pool {
@@ -57,22 +68,31 @@ impl Pool {
         connections[i].clone()
     }
 
-    pub(super) fn arrive(self: Rc<Self>, ctx: &Rc<Ctx>, intended: Instant) {
+    /// An arrival of the step's `arrival`-th request (its index in the whole step).
+    pub(super) fn arrive(self: Rc<Self>, ctx: &Rc<Ctx>, intended: Instant, arrival: u64) {
         let now = Instant::now();
+        let mut a = Arrival {
+            intended,
+            queued: now,
+            waiting: false,
+            index: ctx.pick(arrival),
+            arrival,
+        };
         if self.idle.get() > 0 {
-            self.queue.borrow_mut().push_back((intended, now, false));
+            self.queue.borrow_mut().push_back(a);
             // Claimed here, so the next arrival does not count on the same idle slot.
             self.idle.set(self.idle.get() - 1);
             self.wake.notify_one();
         } else if self.slots.get() < self.max {
-            self.queue.borrow_mut().push_back((intended, now, false));
+            self.queue.borrow_mut().push_back(a);
             let conn = self.connection_of(self.slots.get(), &ctx.target);
             self.slots.set(self.slots.get() + 1);
             let task_ctx = ctx.clone();
             spawn_tracked(ctx, async move { self.slot(&task_ctx, &conn).await });
         } else {
             // Every slot is busy: this arrival waits, and its wait is recorded when a slot takes it.
-            self.queue.borrow_mut().push_back((intended, now, true));
+            a.waiting = true;
+            self.queue.borrow_mut().push_back(a);
             ctx.rec.with(|s| s.counters.waited += 1);
         }
     }
@@ -90,10 +110,12 @@ impl Pool {
         // Each was due at its intended time and is given up now: its age is a lower bound of its
         // latency.
         let now = Instant::now();
-        q.retain(|(intended, _, waiting)| {
-            let drop = all || *waiting;
+        q.retain(|a| {
+            let drop = all || a.waiting;
             if drop {
-                ctx.rec.given_up(now.saturating_duration_since(*intended));
+                ctx.rec
+                    .given_up(Some(a.index), now.saturating_duration_since(a.intended));
+                ctx.rec.on_name(a.index, |r| r.counters.unsent += 1);
             }
             !drop
         });
@@ -116,7 +138,14 @@ impl Pool {
                 self.drop_waiting(ctx, false);
             }
             let next = self.queue.borrow_mut().pop_front();
-            let Some((intended, queued, waiting)) = next else {
+            let Some(Arrival {
+                intended,
+                queued,
+                waiting,
+                index,
+                arrival,
+            }) = next
+            else {
                 if self.closed.get() {
                     return;
                 }
@@ -132,12 +161,12 @@ impl Pool {
             let now = Instant::now();
             if now >= intended + ctx.target.timeout {
                 ctx.rec.wait(queued.elapsed(), false);
-                ctx.rec.unsent(ErrorClass::ClientTimeout);
-                ctx.rec.given_up(now - intended);
+                ctx.rec.unsent(Some(index), ErrorClass::ClientTimeout);
+                ctx.rec.given_up(Some(index), now - intended);
                 continue;
             }
-            let template = ctx.template();
-            let Ok(fill) = ctx.fill(template) else {
+            let template = ctx.template(index);
+            let Ok(fill) = ctx.fill(template, arrival) else {
                 ctx.rec.wait(queued.elapsed(), false);
                 continue;
             };

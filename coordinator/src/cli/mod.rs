@@ -18,7 +18,9 @@ pub use run_args::{
     plan_keys,
 };
 use run_args::{RUN_EXAMPLES, with_constraints};
-pub use values::{AgentWeights, DurationText, Format, LossPolicy, Rate, Steps, StringOrList};
+pub use values::{
+    AgentWeights, DurationText, Format, LossPolicy, Rate, RequestEntry, Steps, StringOrList,
+};
 
 #[derive(Debug, Parser)]
 #[command(

@@ -9,7 +9,9 @@ use serde::Deserialize;
 use shared::plan::{Arrival, HttpVersion, LoadModel, TlsSessions, UrlOrder};
 
 use super::values::http_version;
-use super::{AgentWeights, DurationText, Format, LossPolicy, Rate, Steps, StringOrList};
+use super::{
+    AgentWeights, DurationText, Format, LossPolicy, Rate, RequestEntry, Steps, StringOrList,
+};
 
 /// Declares the run's settings once: the struct clap parses the flags into and serde reads a plan
 /// file into (the same names, snake_case in the file), and `over`, the one place where flags and file
@@ -142,6 +144,11 @@ settings! {
         /// HTTP method.
         #[arg(long, short = 'm', default_value = "GET", help_heading = TARGET)]
         pub method: Option<String>,
+        /// A plan file's mix of named requests (`[[request]]`), each with its weight and a row in
+        /// the results; no flag gives it.
+        #[arg(skip)]
+        #[serde(default)]
+        pub request: Vec<RequestEntry>,
         /// Extra request header, 'Name: value' (repeatable; a plan file's come first).
         #[arg(long = "header", short = 'H', value_name = "NAME: VALUE", help_heading = TARGET)]
         #[serde(default)]

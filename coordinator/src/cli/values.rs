@@ -1,6 +1,8 @@
 //! The value types of `run`'s settings: what clap parses a flag's text into and serde a plan file's
 //! value into, alike (a duration's text, steps, a rate, agent weights, a string or a list of them, the
 //! HTTP version as TOML lets one write it), and the closed choices (`Format`, `LossPolicy`).
+use std::path::PathBuf;
+
 use serde::Deserialize;
 use shared::plan::HttpVersion;
 
@@ -177,6 +179,22 @@ impl std::str::FromStr for Rate {
             .ok_or_else(|| format!("'{s}': '{per}' is not a time unit (write 50/1s or 3000/1m)"))?;
         Ok(Rate(count / per.as_secs_f64()))
     }
+}
+
+/// One request of a plan file's mix (`[[request]]`): its name and weight, and what it sends. The
+/// URL is a path on the target (joined to its origin, so a side-by-side run sends the same mix to
+/// every target) or an absolute URL of that origin; the method defaults to the run's (`-X`).
+#[derive(Debug, Clone, PartialEq, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RequestEntry {
+    pub name: Option<String>,
+    pub weight: Option<u32>,
+    pub method: Option<String>,
+    pub url: String,
+    #[serde(default)]
+    pub headers: Vec<String>,
+    pub body: Option<String>,
+    pub body_file: Option<PathBuf>,
 }
 
 /// One string or a list of them; each is parsed as the flag's value would be.

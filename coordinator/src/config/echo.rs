@@ -40,7 +40,10 @@ pub fn echo(
         requests: w
             .requests()
             .iter()
-            .map(|r| results::run_file::RequestEcho {
+            .enumerate()
+            .map(|(i, r)| results::run_file::RequestEcho {
+                name: w.names().get(i).cloned(),
+                weight: w.names().get(i).map(|_| w.weights()[i]),
                 method: r.method().to_string(),
                 url: format!("{}{}", r.url().origin(), r.url().path()),
                 headers: r

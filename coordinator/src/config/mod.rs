@@ -275,7 +275,7 @@ fn resolve_one(
         targets::check_label(l)?;
     }
     let (requests, by_scheme) = workload::requests(&s)?;
-    let (data, feeds) = workload::feeder::data(&s.given, &requests)?;
+    let (data, feeds) = workload::feeder::data(&s.given, &requests.requests, &requests.names)?;
     let workload = workload::workload(&s, requests)?.with_data(data);
     let (workload, over_http1) = workload::http_version(&s, workload, by_scheme, label.as_deref())?;
     workload::feeder::check_http(&workload)?;

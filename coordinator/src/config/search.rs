@@ -16,14 +16,17 @@ use crate::cli::{Rate, RunArgs};
 fn check_slo_direction(slos: &[results::condition::Condition]) -> Result<(), ConfigError> {
     if let Some(c) = slos.iter().find(|c| !c.holds_when_good()) {
         let flipped = match (c.metric, c.cmp) {
-            (results::condition::Metric::OkRate, Cmp::Lt | Cmp::Gt) => ">",
-            (results::condition::Metric::OkRate, _) => ">=",
+            (
+                results::condition::Metric::OkRate | results::condition::Metric::Requests,
+                Cmp::Lt | Cmp::Gt,
+            ) => ">",
+            (results::condition::Metric::OkRate | results::condition::Metric::Requests, _) => ">=",
             (_, Cmp::Lt | Cmp::Gt) => "<",
             _ => "<=",
         };
         return Err(ConfigError::Search(format!(
             "--slo '{c}': an SLO says what a passing probe meets, e.g. {}{flipped}{}{} (the other way round is --stop-on's breach)",
-            c.metric.name(),
+            c.subject(),
             c.threshold.value,
             c.threshold.unit.symbol()
         )));
@@ -129,7 +132,7 @@ pub fn resolve_find_max(args: crate::cli::FindMaxArgs) -> Result<FindMaxConfig, 
                 .into(),
         ));
     }
-    let slos = conditions("--slo", &search.slos, run.plan.model())?;
+    let slos = conditions("--slo", &search.slos, &run.plan)?;
     check_slo_direction(&slos)?;
     let config = results::search::Config {
         start,
@@ -229,10 +232,11 @@ fn search_config(
             },
             |r| r.0,
         ),
-        // Each connection of the connections model makes --num-call requests, each a sample.
+        // Each connection of the connections model makes --num-call requests, each a sample; a
+        // named request's SLO needs its samples of that name, which has its weight's share of them.
         samples: slos
             .iter()
-            .map(results::search::probe::samples_needed)
+            .map(|c| scaled_to_name(c, run.plan.workload()))
             .max()
             .unwrap_or(0)
             .div_ceil(samples_per_unit),
@@ -242,12 +246,56 @@ fn search_config(
     }
 }
 
+/// The samples of the whole step an SLO needs: its own, or for a named request's as many as hold
+/// that many of the name at its weight's share of the mix.
+fn scaled_to_name(c: &results::condition::Condition, workload: &plan::Workload) -> u64 {
+    let needed = results::search::probe::samples_needed(c);
+    let weights = workload.weights();
+    let total: u64 = weights.iter().map(|w| u64::from(*w)).sum();
+    let own = c
+        .request
+        .as_ref()
+        .and_then(|n| workload.names().iter().position(|m| m == n))
+        .and_then(|i| weights.get(i))
+        .map(|w| u64::from(*w));
+    match own {
+        Some(w) if w > 0 && total > 0 => (needed * total).div_ceil(w),
+        _ => needed,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::path::PathBuf;
 
     use super::*;
     use crate::config::tests::search_of;
+
+    #[test]
+    fn a_named_slo_needs_its_samples_of_that_name_at_its_weight_s_share() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("plan.toml");
+        std::fs::write(
+            &p,
+            "url = \"http://127.0.0.1:9/\"\nmodel = \"requests\"\n[[request]]\nname = \"login\"\nurl = \"/login\"\n[[request]]\nname = \"search\"\nurl = \"/search\"\nweight = 3\n",
+        )
+        .unwrap();
+        let plan = p.display();
+        let samples = |slo: &str| {
+            search_of(&format!("find-max {plan} --slo {slo}"))
+                .map(|c| (c.setup.search.samples, c.setup.slos[0].to_string()))
+        };
+        // A p99 needs 1,000 samples: of the whole step, or of login's quarter of it.
+        assert_eq!(samples("p99<50ms").unwrap(), (1000, "p99<50ms".into()));
+        assert_eq!(samples("p99[login]<50ms").unwrap().0, 4000);
+        assert_eq!(samples("p99[search]<50ms").unwrap().0, 1334);
+        assert_eq!(
+            samples("p99[nope]<50ms").unwrap_err(),
+            "--slo 'p99[nope]<50ms': the plan has no request named 'nope' (its names: login, search)"
+        );
+        let e = samples("p99[login]>50ms").unwrap_err();
+        assert!(e.contains("e.g. p99[login]<50ms"), "{e}");
+    }
 
     #[test]
     fn find_max_took_several_targets_each_named_and_refused_flags_as_for_one() {

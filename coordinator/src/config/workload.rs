@@ -3,6 +3,7 @@
 //! target's HTTP version (`http_version`) from the positional targets (`targets`).
 pub mod feeder;
 pub mod http_version;
+pub mod mix;
 pub mod targets;
 
 use shared::plan::{
@@ -14,9 +15,10 @@ use super::duration::dur;
 use super::{ConfigError, Settings, parse_duration, read_file};
 use http_version::HttpVersionError;
 
-/// The requests to send: the URL, or each line of the --urls file, with the headers and body; and
-/// whether their scheme names HTTP/2 (`h2c://`, `h2://`: the requests are in the http(s) spelling).
-pub fn requests(s: &Settings) -> Result<(Vec<RequestSpec>, bool), ConfigError> {
+/// The requests to send: the URL, each line of the --urls file, or the plan file's mix
+/// (`[[request]]`, named and weighed), with the headers and body; and whether their scheme names
+/// HTTP/2 (`h2c://`, `h2://`: the requests are in the http(s) spelling).
+pub fn requests(s: &Settings) -> Result<(mix::Named, bool), ConfigError> {
     let args = &s.given;
     let url = args.url.clone();
     let urls_file = args.urls.clone();
@@ -24,6 +26,19 @@ pub fn requests(s: &Settings) -> Result<(Vec<RequestSpec>, bool), ConfigError> {
         return Err(ConfigError::Conflict(
             "give a URL or --urls FILE, not both".into(),
         ));
+    }
+    if !args.request.is_empty() {
+        for (given, what) in [
+            (urls_file.is_some(), "--urls"),
+            (args.body.is_some(), "--body"),
+            (args.body_file.is_some(), "--body-file"),
+        ] {
+            if given {
+                return Err(ConfigError::Conflict(format!(
+                    "give the plan file's [[request]] mix or {what}, not both (a request of the mix has its own body)"
+                )));
+            }
+        }
     }
     let method = s.method.clone();
     let mut headers = args
@@ -39,6 +54,17 @@ pub fn requests(s: &Settings) -> Result<(Vec<RequestSpec>, bool), ConfigError> {
         (None, Some(p)) => read_file("body file", p)?,
         _ => Vec::new(),
     };
+    if !args.request.is_empty() {
+        let Some(target) = &url else {
+            return Err(ConfigError::Value(
+                "the plan file's [[request]] mix needs a target: give its URL (its paths are joined to it)".into(),
+            ));
+        };
+        let by_scheme = http_version::named_by_scheme(std::iter::once(target.as_str()))?;
+        let (target, _) = http_version::transport(target);
+        let named = mix::named(&args.request, &target, &s.method, &headers)?;
+        return Ok((named, by_scheme));
+    }
     let urls = match (&url, &urls_file) {
         (Some(u), _) => vec![(method, u.clone())],
         (None, Some(path)) => {
@@ -66,8 +92,13 @@ pub fn requests(s: &Settings) -> Result<(Vec<RequestSpec>, bool), ConfigError> {
             RequestSpec::try_new(m, &u, headers.clone(), body.clone())
         })
         .collect::<Result<Vec<_>, _>>()?;
-
-    Ok((requests, by_scheme))
+    let weights = vec![1; requests.len()];
+    let named = mix::Named {
+        requests,
+        names: Vec::new(),
+        weights,
+    };
+    Ok((named, by_scheme))
 }
 
 /// `--basic-auth USER:PASSWORD` as the header it is (RFC 7617): refused without its colon, and beside
@@ -114,8 +145,14 @@ fn base64(bytes: &[u8]) -> String {
     out
 }
 
-/// What every request of the run shares: timeouts, URL order, source addresses, expected statuses.
-pub fn workload(s: &Settings, requests: Vec<RequestSpec>) -> Result<Workload, ConfigError> {
+/// What every request of the run shares: timeouts, URL order, source addresses, expected statuses;
+/// the mix's names and weights.
+pub fn workload(s: &Settings, named: mix::Named) -> Result<Workload, ConfigError> {
+    let mix::Named {
+        requests,
+        names,
+        weights,
+    } = named;
     let args = &s.given;
     let timeout = parse_duration("--timeout", &s.timeout.0)?;
     let connect_timeout = dur("--connect-timeout", &args.connect_timeout)?.unwrap_or(timeout);
@@ -132,6 +169,11 @@ pub fn workload(s: &Settings, requests: Vec<RequestSpec>) -> Result<Workload, Co
     )?
     .with_source_addrs(source_addrs)?
     .with_tls_sessions(s.tls_sessions);
+    let workload = if names.is_empty() {
+        workload
+    } else {
+        workload.with_names(names, weights)?
+    };
     Ok(workload.with_ok_status(StatusSet::parse(&s.ok_status.joined())?))
 }
 

@@ -4,8 +4,9 @@
 //! histogram on one fixed geometric grid, so `histogram_quantile` over it lands within
 //! [`QUANTILE_BOUND`] of stampede's own percentile (docs/guide/live.md, "Prometheus").
 //!
-//! Labels are bounded: `target` (the command line's targets), `step`, `agent` (the fleet)
-//! and `class` (the seven error classes); never a URL, a status code or anything per request.
+//! Labels are bounded: `target` (the command line's targets), `step`, `agent` (the fleet),
+//! `class` (the seven error classes) and `request` (the names of the plan file's mix, which the
+//! plan bounds); never a URL, a status code or anything per request.
 //!
 //! Cheap by shape: an event folds in a few counters, a merged second's latency is moved onto the
 //! grid once (a pass over what it recorded), and a scrape walks only each step's few hundred grid
@@ -96,6 +97,19 @@ struct Step {
     latency: Grid,
     /// The latency is the step's whole merged histogram; later seconds add nothing.
     latency_whole: bool,
+    /// A named mix's rows, in the plan's order, once the step is written (the seconds carry none).
+    names: Vec<NameStep>,
+}
+
+/// One named request's part of a written step: run.json's `per_request` counts, and its latency
+/// (served replies and given-up requests) on the same grid as the step's.
+#[derive(Debug, Clone, Default)]
+struct NameStep {
+    name: String,
+    requests: u64,
+    served: u64,
+    failed: u64,
+    latency: Grid,
 }
 
 impl Metrics {
@@ -195,6 +209,15 @@ impl Metrics {
                     s.errors[class.index()] = step.errors.get(class.name());
                 }
                 s.written = true;
+                // The grids came first (`set_names_latency`, by place): the rows name them.
+                s.names
+                    .resize_with(step.per_request.len(), NameStep::default);
+                for (n, r) in s.names.iter_mut().zip(&step.per_request) {
+                    n.name.clone_from(&r.name);
+                    n.requests = r.requests;
+                    n.served = r.ok;
+                    n.failed = r.failed;
+                }
                 l.written(step, true);
             }
             Event::Finished { .. } => state.finished = true,
@@ -226,6 +249,29 @@ impl Metrics {
         s.latency_whole = true;
     }
 
+    /// A finished step's latency per named request, in the plan's order (before its `Step` event,
+    /// which names them).
+    pub fn set_names_latency<'h>(
+        &mut self,
+        target: usize,
+        step: u32,
+        latency: impl IntoIterator<Item = &'h Histogram<u64>>,
+    ) {
+        let state = Arc::make_mut(&mut self.state);
+        let Some(l) = state.targets.get_mut(target).filter(|_| step > 0) else {
+            return;
+        };
+        let s = l.step_mut(step);
+        s.names = latency
+            .into_iter()
+            .map(|h| {
+                let mut n = NameStep::default();
+                n.latency.add(h);
+                n
+            })
+            .collect();
+    }
+
     /// The metrics as they stand, sharing what they hold: cheap to take under a lock, to be
     /// encoded after it is let go.
     pub fn snapshot(&self) -> Metrics {
@@ -247,7 +293,13 @@ impl Metrics {
                 8 + 2 * l.agents.len()
                     + l.steps
                         .iter()
-                        .map(|s| 12 + 2 * s.latency.counts.len())
+                        .map(|s| {
+                            12 + 2 * s.latency.counts.len()
+                                + s.names
+                                    .iter()
+                                    .map(|n| 6 + 2 * n.latency.counts.len())
+                                    .sum::<usize>()
+                        })
                         .sum::<usize>()
             })
             .sum();
@@ -410,6 +462,7 @@ struct Labels<'a> {
     step: Option<u32>,
     agent: Option<&'a str>,
     class: Option<&'static str>,
+    request: Option<&'a str>,
 }
 
 impl<'a> Labels<'a> {
@@ -419,6 +472,7 @@ impl<'a> Labels<'a> {
             step: None,
             agent: None,
             class: None,
+            request: None,
         }
     }
 }
@@ -436,6 +490,9 @@ impl EncodeLabelSet for Labels<'_> {
         }
         if let Some(class) = self.class {
             EncodeLabel::encode(&("class", class), e.encode_label())?;
+        }
+        if let Some(request) = self.request {
+            EncodeLabel::encode(&("request", request), e.encode_label())?;
         }
         Ok(())
     }
@@ -494,7 +551,8 @@ impl Collector for Exposition {
     fn encode(&self, mut e: DescriptorEncoder) -> Result<(), std::fmt::Error> {
         self.now(&mut e)?;
         self.agents(&mut e)?;
-        self.steps(&mut e)
+        self.steps(&mut e)?;
+        self.requests(&mut e)
     }
 }
 
@@ -664,6 +722,61 @@ impl Exposition {
         )?;
         for (labels, st) in steps().filter(|(_, st)| st.latency.count > 0) {
             StepLatency(&st.latency).encode(family.encode_family(&labels)?)?;
+        }
+        Ok(())
+    }
+
+    /// Per written step and named request (a mix's; none for unnamed requests): its counters and
+    /// its latency histogram, on the step's grid. Families of their own, so a sum over the step's
+    /// counters never counts a request twice.
+    fn requests(&self, e: &mut DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let names = || {
+            self.0.targets.iter().flat_map(|l| {
+                l.steps.iter().flat_map(move |st| {
+                    st.names
+                        .iter()
+                        .filter(|n| !n.name.is_empty())
+                        .map(move |n| {
+                            let labels = Labels {
+                                step: Some(st.number),
+                                request: Some(&n.name),
+                                ..Labels::target(l)
+                            };
+                            (labels, n)
+                        })
+                })
+            })
+        };
+        if names().next().is_none() {
+            // A run of unnamed requests keeps the exposition it had, without empty families.
+            return Ok(());
+        }
+        counters(
+            e,
+            "stampede_request_requests",
+            "Requests of this name sent in the step (run.json per_request requests; counted when the step is written)",
+            names().map(|(labels, n)| (labels, n.requests)),
+        )?;
+        counters(
+            e,
+            "stampede_request_served",
+            "Replies of this name with an expected status in the step (run.json per_request ok)",
+            names().map(|(labels, n)| (labels, n.served)),
+        )?;
+        counters(
+            e,
+            "stampede_request_failed",
+            "Requests of this name due in the step and not served (run.json per_request failed)",
+            names().map(|(labels, n)| (labels, n.failed)),
+        )?;
+        let mut family = e.encode_descriptor(
+            "stampede_request_latency",
+            "This name's latency in the step (expected-status replies and given-up requests), on the step's 2^(1/16) grid",
+            Some(&Unit::Seconds),
+            MetricType::Histogram,
+        )?;
+        for (labels, n) in names().filter(|(_, n)| n.latency.count > 0) {
+            StepLatency(&n.latency).encode(family.encode_family(&labels)?)?;
         }
         Ok(())
     }

@@ -168,6 +168,20 @@ impl Feed {
         }
     }
 
+    /// A written step's latency per named request, in the plan's order, for /metrics (before its
+    /// `Step` event, which names them).
+    pub fn names_latency(&self, target: usize, step: u32, names: &[shared::metrics::NameStats]) {
+        let Some(hub) = &self.0 else { return };
+        if names.is_empty() {
+            return;
+        }
+        let mut state = hub.lock();
+        if let Some(m) = state.metrics.as_mut() {
+            m.set_names_latency(target, step, names.iter().map(|n| &n.latency));
+            state.metrics_version += 1;
+        }
+    }
+
     /// The run is over: its report (side by side, the comparison) is `report`, beside the events.
     /// A run that ended before it began (no agent reached) has no events to end.
     /// `say` is whether the events' own write errors are still to be said (not when the run

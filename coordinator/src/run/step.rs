@@ -320,7 +320,7 @@ impl<'a> Collecting<'a> {
                 deadline: s.began + s.scheduled + timeout + STEP_GRACE,
             },
             waiting,
-            merge: StepMerge::new(n, dir)?,
+            merge: StepMerge::new(n, dir)?.with_names(plan.workload().names().len()),
             reports: vec![None; n],
             lost,
             aborted_at: None,

@@ -571,3 +571,72 @@ fn runs_on_different_axes_are_ranked_on_served_requests_with_their_own_units() {
     let node = &first[first.find("data-run=\"node\"").unwrap()..];
     assert!(node.contains("<td>400 req/s</td>"), "{node}");
 }
+
+/// `label`'s golden run with the mix of `names`, each of `(name, served, µs each)` at every step.
+fn named(label: &str, names: &[(&str, u64, u64)]) -> Labelled {
+    let mut r = run(label);
+    let list: Vec<String> = names.iter().map(|n| n.0.to_string()).collect();
+    let stats: Vec<shared::metrics::NameStats> = names
+        .iter()
+        .map(|n| {
+            let mut s = shared::metrics::NameStats::default();
+            s.counters.requests = n.1;
+            s.counters.replies = n.1;
+            s.counters.ok = n.1;
+            s.latency.record_n(n.2, n.1).unwrap();
+            s
+        })
+        .collect();
+    for step in &mut r.run.steps {
+        step.per_request =
+            results::step::per_request::rows(&list, &vec![1; list.len()], &stats, 1.0);
+    }
+    r
+}
+
+#[test]
+fn a_named_mix_has_a_table_of_names_and_the_names_one_side_lacks() {
+    let c = compare(
+        vec![
+            named("nginx", &[("home", 100, 2_000), ("slow", 50, 5_000)]),
+            named(
+                "app",
+                &[
+                    ("home", 100, 2_000),
+                    ("slow", 50, 50_000),
+                    ("new", 1, 1_000),
+                ],
+            ),
+        ],
+        None,
+        Threshold::default(),
+    )
+    .unwrap();
+    let page = render_compare(&c);
+    assert!(page.contains("<table id=\"compare-requests\">"));
+    assert!(
+        page.contains("<li>only app has, not nginx (not compared): new</li>"),
+        "names only one side has"
+    );
+    let row = "<tr data-value=\"100\" data-run=\"app\" data-name=\"slow\">";
+    let at = page.find(row).expect("a row per value, run and name");
+    let row = &page[at..at + page[at..].find("</tr>").unwrap()];
+    assert!(
+        row.contains("data-metric=\"p99_ms\" data-class=\"worse\""),
+        "{row}"
+    );
+    assert!(
+        !row.contains("data-regression"),
+        "shown, never a regression: {row}"
+    );
+    let home = "<tr data-value=\"100\" data-run=\"app\" data-name=\"home\">";
+    let at = page.find(home).unwrap();
+    let home = &page[at..at + page[at..].find("</tr>").unwrap()];
+    assert!(
+        home.contains("data-metric=\"p99_ms\" data-class=\"noise\""),
+        "{home}"
+    );
+    let plain = render_compare(&comparison());
+    assert!(!plain.contains("compare-requests"));
+    assert!(!plain.contains("Request by request"));
+}

@@ -3,11 +3,26 @@
 use std::fmt::Write;
 
 use results::events::{Live, Target};
+use results::run_file::RunFile;
 use results::step::{StepResult, tsv_number};
 
 use crate::escape::html;
 
 use super::strip::written;
+
+/// A named mix's last written step, name by name (the report's table of it): the events carry a
+/// step's names once it is written, not second by second. Nothing for unnamed requests.
+pub fn requests(run: &RunFile) -> String {
+    let Some(s) = run.steps.iter().rev().find(|s| !s.per_request.is_empty()) else {
+        return String::new();
+    };
+    format!(
+        "<div id=\"requests-live\" data-step=\"{0}\">\n<p class=\"note\">Requests by name: step {0} ({1}) as written</p>\n{2}</div>\n",
+        s.number,
+        html(&crate::chart::short(s.step_value)),
+        crate::run_page::requests::step_table(s)
+    )
+}
 
 /// The columns of `#agents-live`, in order.
 pub const AGENT_COLS: [&str; 7] = [

@@ -5,6 +5,7 @@
 //! serializes whole and from which compare.tsv and the compare page are made.
 mod banner;
 pub mod metric;
+pub mod per_request;
 pub mod ranking;
 mod tsv;
 
@@ -124,6 +125,9 @@ pub struct Comparison {
     pub steps: Vec<StepRow>,
     /// Steps whose numbers can be trusted, on both sides, that got worse beyond the threshold.
     pub regressions: Vec<Regression>,
+    /// A named mix's requests compared name by name, step by step; absent when no run has one.
+    #[serde(skip_serializing_if = "per_request::PerRequest::is_empty")]
+    pub per_request: per_request::PerRequest,
     /// The runs as read, for compare.tsv (which tabulates every column of steps.tsv).
     #[serde(skip)]
     inputs: Vec<Labelled>,
@@ -327,6 +331,7 @@ pub fn compare(
     };
     let steps = rows(&runs, base, threshold.pct());
     let regressions = regressions(&runs, &steps, base);
+    let per_request = per_request::compare(&runs, &steps, base, threshold.pct());
     let model = runs[base].run.model();
     let ranking = ranking::rank(&runs);
     let ranked_on = ranking::ranked_on(&runs);
@@ -359,6 +364,7 @@ pub fn compare(
         banners,
         steps,
         regressions,
+        per_request,
         inputs: runs,
     })
 }

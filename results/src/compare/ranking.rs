@@ -546,6 +546,7 @@ mod tests {
             server_cores: None,
             server_thread_max_pct: None,
             ok_per_core_s: None,
+            request: None,
         });
         Labelled {
             label: label.to_string(),

@@ -3,7 +3,7 @@ use super::*;
 use proptest::prelude::*;
 
 /// The help's list of metrics as users read it (built from the catalogue).
-const METRICS: &str = "p50, p90, p99, p999, max, mean, failed, errors or ok_rate";
+const METRICS: &str = "p50, p90, p99, p999, max, mean, failed, errors, ok_rate or requests";
 
 fn observed() -> Observed {
     Observed {
@@ -13,6 +13,7 @@ fn observed() -> Observed {
         errors_pct: 2.0,
         ok_rate: 412.0,
         demanded_rate: Some(500.0),
+        ..Default::default()
     }
 }
 
@@ -238,18 +239,26 @@ fn condition() -> impl Strategy<Value = Condition> {
         Just(Metric::Failed),
         Just(Metric::Errors),
         Just(Metric::OkRate),
+        Just(Metric::Requests),
     ];
     let cmp = proptest::sample::select(vec![Cmp::Lt, Cmp::Le, Cmp::Gt, Cmp::Ge]);
-    (metric, cmp, 0u32..100_000, any::<proptest::sample::Index>()).prop_map(
-        |(metric, cmp, n, i)| Condition {
+    let name = proptest::option::of("[A-Za-z0-9_.-]{1,12}");
+    (
+        metric,
+        name,
+        cmp,
+        0u32..100_000,
+        any::<proptest::sample::Index>(),
+    )
+        .prop_map(|(metric, name, cmp, n, i)| Condition {
             metric,
+            request: name.filter(|_| metric.takes_a_name()),
             cmp,
             threshold: Threshold {
                 value: f64::from(n % 10_000) / 100.0,
                 unit: *i.get(metric.units()),
             },
-        },
-    )
+        })
 }
 
 proptest! {
@@ -266,4 +275,176 @@ proptest! {
             let _ = e.pointer();
         }
     }
+}
+
+#[test]
+fn a_request_s_name_in_brackets_parses_and_prints_back() {
+    let c = parse("p99[login]<200ms").unwrap();
+    assert_eq!(c.metric, Metric::Latency(Latency::P99));
+    assert_eq!(c.request.as_deref(), Some("login"));
+    assert_eq!(c.subject(), "p99[login]");
+    for (text, canonical) in [
+        ("p99[login]<200ms", "p99[login]<200ms"),
+        ("failed [ search ] < 1 %", "failed[search]<1%"),
+        ("ok_rate[items]>100/s", "ok_rate[items]>100/s"),
+        ("ok_rate[items]>=90%", "ok_rate[items]>=90%"),
+        ("p99.9[a.b-c_1]<1s", "p999[a.b-c_1]<1s"),
+        ("MAX[Login]>2s", "max[Login]>2s"),
+        ("requests[login] >= 1000", "requests[login]>=1000"),
+        ("requests>0", "requests>0"),
+    ] {
+        let c = parse(text).unwrap_or_else(|e| panic!("{text}: {e}"));
+        assert_eq!(c.to_string(), canonical);
+        assert_eq!(parse(canonical).unwrap(), c);
+    }
+}
+
+#[test]
+fn a_bad_name_is_pointed_at() {
+    let (msg, col, pointer) = err("errors[login]>1%");
+    assert_eq!(
+        msg,
+        "errors takes no request's name at column 7: a request's transport errors count in its failed share: use failed[name]"
+    );
+    assert_eq!(
+        (col, pointer.lines().nth(1).unwrap()),
+        (7, "          ^^^^^^^")
+    );
+    assert_eq!(
+        err("p99[]<1ms").0,
+        "expected a request's name in [ ], found ']' at column 5: write the name as the plan's [[request]] has it, e.g. p99[login]<200ms"
+    );
+    assert_eq!(
+        err("p99[login<1ms").0,
+        "expected ']' after the request's name, found '<' at column 10: write the name as the plan's [[request]] has it, e.g. p99[login]<200ms"
+    );
+    assert_eq!(err("p99[log in]<1ms").1, 9);
+    assert_eq!(
+        err("requests[a]>5ms").0,
+        "'ms' is not a unit of requests at column 14: use a bare count (no unit)"
+    );
+    assert_eq!(
+        err("p99[a]<5").0,
+        "p99 needs a unit at column 9: p99 takes ms, s or us"
+    );
+}
+
+/// A step of three named requests where only `search` is slow and failing, and `idle` had nothing
+/// due.
+fn three_names() -> Observed {
+    let name = |p99: f64, failed_pct: f64, ok_rate: f64, due: u64| Observed {
+        latency_ms: (due > 0).then_some([1.0, 2.0, p99, p99, p99, 1.5]),
+        failed_pct,
+        ok_rate,
+        demanded_rate: Some(100.0),
+        requests: due,
+        samples: due,
+        due,
+        ..Default::default()
+    };
+    Observed {
+        names: vec![
+            ("login".into(), name(3.0, 0.0, 100.0, 200)),
+            ("search".into(), name(480.0, 4.0, 96.0, 200)),
+            ("idle".into(), name(0.0, 0.0, 0.0, 0)),
+        ],
+        ..observed()
+    }
+}
+
+#[test]
+fn a_named_condition_reads_its_request_s_row_alone() {
+    let o = three_names();
+    let t = |s: &str| parse(s).unwrap().evaluate(&o);
+    // The step's p99 is 812 ms; each name's is its own.
+    assert_eq!(t("p99>500ms"), Truth::True);
+    assert_eq!(t("p99[search]>100ms"), Truth::True);
+    assert_eq!(t("p99[login]>100ms"), Truth::False);
+    assert_eq!(t("p99[login]<100ms"), Truth::True);
+    assert_eq!(t("failed[search]>1%"), Truth::True);
+    assert_eq!(t("failed[login]>1%"), Truth::False);
+    assert_eq!(t("ok_rate[search]<97%"), Truth::True);
+    assert_eq!(t("ok_rate[login]>=100/s"), Truth::True);
+    assert_eq!(t("requests[login]>=200"), Truth::True);
+    assert_eq!(t("requests[login]>200"), Truth::False);
+    // A name with nothing due tells nothing, either way: no breach, no pass.
+    for c in [
+        "p99[idle]>1ms",
+        "p99[idle]<1ms",
+        "failed[idle]<1%",
+        "requests[idle]<1",
+    ] {
+        assert_eq!(t(c), Truth::Unknown, "{c}");
+        assert_eq!(parse(c).unwrap().holds_because(&o), None, "{c}");
+    }
+    // So does a name the step does not have (a config check refuses it before any load).
+    assert_eq!(t("p99[nobody]>1ms"), Truth::Unknown);
+    let because = |s: &str| parse(s).unwrap().holds_because(&o).unwrap();
+    assert_eq!(because("p99[search]>100ms"), "p99[search] 480 ms > 100 ms");
+    assert_eq!(because("failed[search]>1%"), "failed[search] 4% > 1%");
+    assert_eq!(
+        because("ok_rate[search]<97%"),
+        "ok_rate[search] 96/s = 96% of 100/s demanded < 97%"
+    );
+    assert_eq!(
+        because("requests[search]>=100"),
+        "requests[search] 200 >= 100"
+    );
+}
+
+#[test]
+fn observed_names_come_from_the_step_s_rows_with_their_share_of_the_demanded_rate() {
+    use shared::metrics::NameStats;
+    let stats = |ok: u64, given_up: u64, us: u64| {
+        let mut n = NameStats::default();
+        n.counters.requests = ok + given_up;
+        n.counters.replies = ok;
+        n.counters.ok = ok;
+        n.counters.status = [0, ok, 0, 0, 0];
+        n.counters.given_up = given_up;
+        for _ in 0..ok + given_up {
+            n.latency.record(us).unwrap();
+        }
+        n
+    };
+    let names = ["login".to_string(), "search".to_string()];
+    let rows = crate::step::per_request::rows(
+        &names,
+        &[1, 3],
+        &[stats(100, 0, 2_000), stats(290, 10, 300_000)],
+        1.0,
+    );
+    let mut r = crate::run_file::RunFile::parse(
+        include_str!("../../tests/golden/run.json"),
+        std::path::Path::new("run.json"),
+    )
+    .unwrap()
+    .steps[0]
+        .clone();
+    r.demanded_rate = Some(400.0);
+    r.per_request = rows;
+    let o = Observed::of(&r);
+    let (login, search) = (&o.names[0].1, &o.names[1].1);
+    assert_eq!(o.names[0].0, "login");
+    // A quarter and three quarters of the 400/s demanded, by weight.
+    assert_eq!(
+        (login.demanded_rate, search.demanded_rate),
+        (Some(100.0), Some(300.0))
+    );
+    assert_eq!(
+        (search.requests, search.samples, search.due),
+        (300, 300, 300)
+    );
+    // Its given-up requests' ages are among its latencies: every statistic a lower bound.
+    assert_eq!(search.latency_lower_bound, [true; 6]);
+    assert_eq!(login.latency_lower_bound, [false; 6]);
+    let t = |s: &str| parse(s).unwrap().evaluate(&o);
+    assert_eq!(t("p99[search]>100ms"), Truth::True);
+    assert_eq!(
+        t("p99[search]<1s"),
+        Truth::Unknown,
+        "a lower bound proves no pass"
+    );
+    assert_eq!(t("p99[login]<10ms"), Truth::True);
+    assert_eq!(t("ok_rate[search]<97%"), Truth::True); // 290 of 300/s
 }

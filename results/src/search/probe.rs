@@ -17,7 +17,7 @@ pub use crate::verdict::LAG_SHARE;
 pub const TAIL_SAMPLES: f64 = 10.0;
 
 /// What the classification needs of a probe.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ProbeFacts {
     /// Requests per second offered; none for the closed model.
     pub offered: Option<f64>,
@@ -113,7 +113,7 @@ impl std::fmt::Display for Failure {
 /// `failed 2.5%`, `ok_rate 812/s`.
 fn seen(slo: &Condition, r: Reading) -> String {
     let bound = if r.lower_bound { "≥" } else { "" };
-    let name = slo.metric.name();
+    let name = slo.subject();
     match slo.metric {
         Metric::Latency(_) => format!("{name} {}", human_ms(r.value, r.lower_bound)),
         Metric::OkRate if slo.threshold.unit == Unit::PerSecond => {
@@ -156,10 +156,16 @@ pub fn evidence(f: &ProbeFacts, slos: &[Condition]) -> Option<f64> {
 
 /// How many of the probe's measurements a condition is judged on: latency samples for a latency,
 /// the requests due for a share (failed, errors, ok_rate), which have their own denominator.
+/// A named request's are its own (none when it had nothing due).
 fn counted(f: &ProbeFacts, c: &Condition) -> u64 {
+    let (samples, due) = match (&c.request, c.scope(&f.observed)) {
+        (None, _) => (f.samples, f.due),
+        (Some(_), Some(s)) => (s.samples, s.due),
+        (Some(_), None) => (0, 0),
+    };
     match c.metric {
-        Metric::Latency(_) => f.samples,
-        _ => f.due,
+        Metric::Latency(_) => samples,
+        _ => due,
     }
 }
 
@@ -252,6 +258,7 @@ mod tests {
                 errors_pct: 0.0,
                 ok_rate: achieved,
                 demanded_rate: Some(offered),
+                ..Default::default()
             },
         }
     }

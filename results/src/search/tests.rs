@@ -273,6 +273,7 @@ fn facts(offered: Option<f64>, achieved: f64, seconds: f64, p99_ms: f64) -> Prob
             errors_pct: 0.0,
             ok_rate: achieved,
             demanded_rate: offered,
+            ..Default::default()
         },
     }
 }
@@ -524,6 +525,7 @@ fn an_undecided_probe_short_of_samples_is_run_again_long_enough_to_gather_them()
             errors_pct: 0.0,
             ok_rate: 100.0,
             demanded_rate: Some(100.0),
+            ..Default::default()
         },
     };
     let class = search.classify(&facts, &slos);

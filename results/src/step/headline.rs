@@ -98,7 +98,15 @@ pub fn render(
                 Some(lead) => format!("{lead}; broke at {at}: "),
                 None => format!("broke at {at}, the first step judged: "),
             };
-            fit(head, &evidence(k))
+            // The request that broke first leads, when it fits before the step's own evidence.
+            let mut parts = evidence(k);
+            if let Some(r) = &k.request {
+                let named = r.headline();
+                if head.chars().count() + named.chars().count() <= MAX_CHARS {
+                    parts.insert(0, named);
+                }
+            }
+            fit(head, &parts)
         }
         (Finding::BeyondRamp, _) => format!(
             "{}: every step kept up, the limit is beyond this ramp",

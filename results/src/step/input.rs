@@ -339,6 +339,7 @@ pub fn summarize(input: &StepInput<'_>) -> StepResult {
         probe: None,
         http2,
         tls,
+        per_request: Vec::new(),
     }
 }
 

@@ -1,6 +1,7 @@
 //! The knee of a run (`summary.knee`): the first step at which the server stopped coping, and why —
 //! its latency turned up, its served rate flattened, its failures started, or its CPU reached its
-//! limit — or at which the generator, not the server, was the limit.
+//! limit — or at which the generator, not the server, was the limit; and of a mix of named requests,
+//! the one whose service degraded most there ([`KneeRequest`]).
 use serde::{Deserialize, Serialize};
 
 use crate::step::{KEPT_UP_RATIO, ProbeRole, StepResult, human, human_ms, judged};
@@ -87,7 +88,34 @@ pub struct Knee {
     #[serde(default)]
     pub server_thread_max_pct: Option<f64>,
     pub ok_per_core_s: Option<f64>,
+    /// Of a mix of named requests, the one whose latency or failures degraded most at the knee
+    /// against the step before it; absent for unnamed requests, a generator's knee, a knee where no
+    /// name degraded on its own (and in older files).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request: Option<KneeRequest>,
 }
+
+/// The named request that broke first: its numbers at the step before the knee and at the knee.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct KneeRequest {
+    pub name: String,
+    /// What degraded most: [`KneeCause::Failures`] or [`KneeCause::Latency`].
+    pub by: KneeCause,
+    /// Its p99 at the step before the knee (null at the first step, or if it served nothing
+    /// there) and at the knee, and their ratio: the factor it degraded by.
+    pub low_p99_ms: Option<f64>,
+    pub p99_ms: f64,
+    pub p99_lower_bound: bool,
+    pub p99_ratio: Option<f64>,
+    /// Its failed share of its requests due at the step before the knee and at the knee.
+    pub prev_failed_pct: Option<f64>,
+    pub failed_pct: f64,
+}
+
+/// A named request's p99 at or above this many times its level at the step before the knee (and
+/// at or above [`LATENCY_FLOOR_MS`]) degraded. Lower than [`LATENCY_RATIO`]: the step already made
+/// the knee; this only picks among its names, and a loaded machine's jitter stays under 2x.
+pub const NAMED_RATIO: f64 = 2.0;
 
 /// p99 at or above this many times its low-load level is a latency knee (with [`LATENCY_FLOOR_MS`]).
 /// A server that queues rises by far more (tens to thousands of times); a loaded machine's jitter
@@ -245,6 +273,70 @@ fn knee(ramp: &[&StepResult], i: usize, causes: &[KneeCause]) -> Knee {
         server_cores: target.map(|t| t.usable_cores),
         server_thread_max_pct: target.and_then(|t| t.thread_max_pct),
         ok_per_core_s: r.ok_per_core_s,
+        request: causes[0]
+            .is_servers()
+            .then(|| degraded_request(previous(&ramp[..i]), r, causes))
+            .flatten(),
+    }
+}
+
+/// Of the knee step's named requests, the one whose service degraded most against `prev` (the step
+/// before the knee): by its failures when the knee is one of failures (the largest rise of its
+/// failed share above [`verdict::FAILING_PCT`]), else by its latency (the largest p99 factor of at
+/// least [`NAMED_RATIO`], at or above [`LATENCY_FLOOR_MS`]); the other when the first finds none.
+fn degraded_request(
+    prev: Option<&StepResult>,
+    r: &StepResult,
+    causes: &[KneeCause],
+) -> Option<KneeRequest> {
+    let rows: Vec<KneeRequest> = r
+        .per_request
+        .iter()
+        .filter(|n| n.requests + n.unsent > 0)
+        .map(|n| {
+            let before = prev.and_then(|p| p.per_request.iter().find(|b| b.name == n.name));
+            let low = before
+                .filter(|b| b.ok > 0 && b.latency_ms.p99 > 0.0)
+                .map(|b| b.latency_ms.p99);
+            let has_latency = n.ok > 0 || n.given_up > 0;
+            KneeRequest {
+                name: n.name.clone(),
+                by: KneeCause::Latency,
+                low_p99_ms: low,
+                p99_ms: n.latency_ms.p99,
+                // Its given-up ages are not kept apart from its latencies.
+                p99_lower_bound: n.given_up > 0,
+                p99_ratio: low
+                    .filter(|_| has_latency)
+                    .map(|low| round1(n.latency_ms.p99 / low)),
+                prev_failed_pct: before.map(|b| b.failed_pct),
+                failed_pct: n.failed_pct,
+            }
+        })
+        .collect();
+    let failures = || {
+        rows.iter()
+            .filter(|n| n.failed_pct > verdict::FAILING_PCT)
+            .map(|n| (n, n.failed_pct - n.prev_failed_pct.unwrap_or(0.0)))
+            .filter(|(_, rise)| *rise > 0.0)
+            .max_by(|a, b| a.1.total_cmp(&b.1))
+            .map(|(n, _)| KneeRequest {
+                by: KneeCause::Failures,
+                ..n.clone()
+            })
+    };
+    let latency = || {
+        rows.iter()
+            .filter(|n| n.p99_ms >= LATENCY_FLOOR_MS)
+            .filter_map(|n| Some((n, n.p99_ratio?)))
+            .filter(|(_, ratio)| *ratio >= NAMED_RATIO)
+            .max_by(|a, b| a.1.total_cmp(&b.1))
+            .map(|(n, _)| n.clone())
+    };
+    if causes.first() == Some(&KneeCause::Failures) {
+        failures().or_else(latency)
+    } else {
+        latency().or_else(failures)
     }
 }
 
@@ -261,6 +353,55 @@ fn round1(v: f64) -> f64 {
     (v * 10.0).round() / 10.0
 }
 
+impl KneeRequest {
+    /// "search's p99 rose 40x (12 → 480 ms)", "12% of search failed (from 0 %)".
+    pub fn words(&self) -> String {
+        match (self.by, self.p99_ratio) {
+            (KneeCause::Latency, Some(ratio)) => format!(
+                "{}'s p99 rose {}x ({})",
+                self.name,
+                ratio_words(ratio),
+                rise_ms(
+                    self.low_p99_ms.unwrap_or(0.0),
+                    self.p99_ms,
+                    self.p99_lower_bound
+                )
+            ),
+            _ => match self.prev_failed_pct {
+                Some(prev) => format!(
+                    "{}% of {} failed (from {}%)",
+                    human(self.failed_pct),
+                    self.name,
+                    human(prev)
+                ),
+                None => format!("{}% of {} failed", human(self.failed_pct), self.name),
+            },
+        }
+    }
+
+    /// The headline's part: "search p99 ×40", "search 12% failed".
+    pub fn headline(&self) -> String {
+        match (self.by, self.p99_ratio) {
+            (KneeCause::Latency, Some(r)) if r >= 10.0 => {
+                format!("{} p99 ×{}", self.name, human(r.round()))
+            }
+            (KneeCause::Latency, Some(r)) => format!("{} p99 ×{r:.1}", self.name),
+            _ => format!("{} {}% failed", self.name, human(self.failed_pct)),
+        }
+    }
+}
+
+/// "1.4 → 59 ms", "2.0 ms → 3.3 s": one unit said once.
+fn rise_ms(low: f64, high: f64, high_bound: bool) -> String {
+    let low = human_ms(low, false);
+    let high = human_ms(high, high_bound);
+    let low = match (low.strip_suffix(" ms"), high.ends_with(" ms")) {
+        (Some(n), true) => n.to_string(),
+        _ => low,
+    };
+    format!("{low} → {high}")
+}
+
 impl Knee {
     /// The answer's lead: "knee at 11,000 req/s: p99 rose 290x (6.5 ms → 1.9 s) as node's CPU
     /// reached 99.6 % of its 1 core; 10,640 requests per server core-second there" (the README's
@@ -271,7 +412,7 @@ impl Knee {
                 "knee at {at}: the generator, not the server, was the limit (not the server's knee)"
             );
         }
-        let mut said: Vec<String> = Vec::new();
+        let mut said: Vec<String> = self.request.iter().map(KneeRequest::words).collect();
         let mut cpu = String::new();
         for cause in std::iter::once(self.cause).chain(self.also.iter().copied()) {
             match cause {
@@ -301,16 +442,14 @@ impl Knee {
     }
 
     fn latency_words(&self) -> String {
-        let low = human_ms(self.low_p99_ms.unwrap_or(0.0), false);
-        let high = human_ms(self.p99_ms, self.p99_lower_bound);
-        // One unit said once: "1.4 → 59 ms", but "2.0 ms → 3.3 s".
-        let low = match (low.strip_suffix(" ms"), high.ends_with(" ms")) {
-            (Some(n), true) => n.to_string(),
-            _ => low,
-        };
         format!(
-            "p99 rose {}x ({low} → {high})",
-            ratio_words(self.p99_ratio.unwrap_or(0.0))
+            "p99 rose {}x ({})",
+            ratio_words(self.p99_ratio.unwrap_or(0.0)),
+            rise_ms(
+                self.low_p99_ms.unwrap_or(0.0),
+                self.p99_ms,
+                self.p99_lower_bound
+            )
         )
     }
 
@@ -625,5 +764,154 @@ mod tests {
         assert_eq!(s.knee, None);
         let k = find(&ramp(&[100.0, 200.0])).map(|k| serde_json::to_value(k).unwrap());
         assert_eq!(k, None);
+    }
+
+    /// Gives each step rows of named requests: `(name, p99 ms, failed %)` per step.
+    fn named(steps: &mut [StepResult], names: &[(&str, &[f64], &[f64])]) {
+        for (i, r) in steps.iter_mut().enumerate() {
+            r.per_request = names
+                .iter()
+                .map(|(name, p99, failed)| crate::step::per_request::RequestRow {
+                    name: name.to_string(),
+                    weight: 1,
+                    requests: 100,
+                    replies: 100,
+                    ok: 100,
+                    failed: failed[i] as u64,
+                    failed_pct: failed[i],
+                    given_up: 0,
+                    unsent: 0,
+                    ok_rate: 100.0,
+                    status: crate::step::Counts(Vec::new()),
+                    errors: crate::step::Counts(Vec::new()),
+                    latency_ms: crate::step::LatencyStats {
+                        p99: p99[i],
+                        max: p99[i],
+                        ..Default::default()
+                    },
+                    failed_latency_ms: Default::default(),
+                })
+                .collect();
+        }
+    }
+
+    /// Node's latency knee at 11,000 req/s of the first test, with three named requests.
+    fn node_ramp() -> Vec<StepResult> {
+        let mut steps = ramp(&[7_000.0, 9_000.0, 11_000.0, 13_000.0, 15_000.0]);
+        p99s(&mut steps, &[1.5, 1.4, 59.0, 120.0, 300.0]);
+        for (r, cpu) in steps.iter_mut().zip([60.0, 78.0, 97.0, 99.0, 99.0]) {
+            watched(r, "node", cpu, 1.0);
+        }
+        steps
+    }
+
+    #[test]
+    fn the_knee_names_the_one_request_of_three_that_degraded() {
+        let mut steps = node_ramp();
+        let none = [0.0; 5];
+        named(
+            &mut steps,
+            &[
+                ("login", &[1.2, 1.3, 1.5, 1.4, 1.6], &none),
+                ("search", &[2.0, 1.9, 76.0, 300.0, 900.0], &none),
+                // Busier too, but under the floor: jitter, not a degradation.
+                ("items", &[0.5, 0.5, 3.0, 3.0, 3.0], &none),
+            ],
+        );
+        let k = find(&steps).unwrap();
+        let r = k.request.as_ref().expect("a request named");
+        assert_eq!((r.name.as_str(), r.by), ("search", KneeCause::Latency));
+        assert_eq!(
+            (r.low_p99_ms, r.p99_ms, r.p99_ratio),
+            (Some(1.9), 76.0, Some(40.0))
+        );
+        let s = summarize_run(&steps);
+        assert_eq!(
+            s.headline,
+            "kept up to 9,000 req/s (p99 1.4 ms); broke at 11,000: search p99 ×40, p99 ×42 (59 ms), CPU 97 % of 1 core"
+        );
+        assert!(
+            s.answer.starts_with(
+                "knee at 11,000 req/s: search's p99 rose 40x (1.9 → 76 ms), p99 rose 42x (1.4 → 59 ms) as node's CPU reached 97 % of its 1 core"
+            ),
+            "{}",
+            s.answer
+        );
+        // run.json carries it, and a summary without it reads as none.
+        let json = serde_json::to_value(&k).unwrap();
+        assert_eq!(json["request"]["name"], "search");
+        assert_eq!(json["request"]["p99_ratio"], 40.0);
+        let mut old = json.clone();
+        old.as_object_mut().unwrap().remove("request");
+        assert_eq!(serde_json::from_value::<Knee>(old).unwrap().request, None);
+    }
+
+    #[test]
+    fn a_failures_knee_names_the_request_whose_failures_rose_most() {
+        let mut steps = ramp(&[100.0, 200.0, 300.0, 400.0]);
+        for (r, f) in steps.iter_mut().zip([0.0, 0.0, 10.0, 20.0]) {
+            r.failed_pct = f;
+        }
+        named(
+            &mut steps,
+            &[
+                ("login", &[2.0; 4], &[0.0, 0.0, 0.5, 0.5]),
+                // Slower too, but the knee is one of failures.
+                ("search", &[2.0, 2.0, 40.0, 80.0], &[0.0, 0.0, 2.0, 2.0]),
+                ("items", &[2.0; 4], &[0.0, 0.0, 28.0, 58.0]),
+            ],
+        );
+        let k = find(&steps).unwrap();
+        assert_eq!(k.cause, KneeCause::Failures);
+        let r = k.request.unwrap();
+        assert_eq!((r.name.as_str(), r.by), ("items", KneeCause::Failures));
+        assert_eq!((r.prev_failed_pct, r.failed_pct), (Some(0.0), 28.0));
+        let s = summarize_run(&steps);
+        assert!(
+            s.headline
+                .ends_with("broke at 300: items 28% failed, 10% failed"),
+            "{}",
+            s.headline
+        );
+        assert!(
+            s.answer
+                .starts_with("knee at 300 req/s: 28% of items failed (from 0%), 10% failed"),
+            "{}",
+            s.answer
+        );
+    }
+
+    #[test]
+    fn no_request_is_named_where_none_degraded_on_its_own_or_the_requests_are_unnamed() {
+        let mut steps = node_ramp();
+        assert_eq!(find(&steps).unwrap().request, None, "unnamed");
+        let flat = [1.0; 5];
+        named(
+            &mut steps,
+            &[
+                ("a", &flat, &[0.0; 5]),
+                ("b", &[1.0, 1.0, 1.8, 2.0, 2.0], &[0.0; 5]),
+            ],
+        );
+        assert_eq!(find(&steps).unwrap().request, None);
+    }
+
+    #[test]
+    fn a_long_name_leaves_the_headline_but_stays_in_the_answer() {
+        let mut steps = node_ramp();
+        let long = "a".repeat(shared::plan::MAX_NAME_LEN);
+        named(
+            &mut steps,
+            &[(&long, &[2.0, 2.0, 80.0, 90.0, 95.0], &[0.0; 5])],
+        );
+        let s = summarize_run(&steps);
+        assert!(s.headline.chars().count() <= crate::step::headline::MAX_CHARS);
+        assert!(!s.headline.contains(&long), "{}", s.headline);
+        assert!(s.headline.contains("p99 ×42 (59 ms)"), "{}", s.headline);
+        assert!(
+            s.answer.contains(&format!("{long}'s p99 rose 40x")),
+            "{}",
+            s.answer
+        );
     }
 }

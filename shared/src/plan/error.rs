@@ -37,6 +37,14 @@ pub enum PlanError {
     NoRequests,
     #[error("request {0} of the mix has weight 0: give it a positive weight, or leave it out")]
     ZeroWeight(usize),
+    #[error(
+        "request name '{0}' is not allowed: use letters, digits, '_', '.' and '-' (at most 64), e.g. login or items.list"
+    )]
+    BadRequestName(String),
+    #[error("request name '{0}' is given twice: every request of the mix needs its own name")]
+    DuplicateRequestName(String),
+    #[error("request {0} of the mix has no name: with more than one request, name each")]
+    UnnamedRequest(usize),
     #[error("the mix is too large: {0}")]
     MixTooLarge(String),
     #[error("all URLs must share one origin ({first}); URL {index} is {other}")]

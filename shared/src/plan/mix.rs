@@ -7,7 +7,29 @@
 //! whose `(sent + ½) / weight` is least, the first on a tie), so equal weights take turns in the order
 //! given and any window of a cycle's length holds every request exactly its weight's number of times.
 //! `random` draws each arrival's request by weight from a hash of the seed and the arrival's index.
-use super::{PlanError, UrlOrder};
+use super::PlanError;
+
+/// The order a mix's requests are sent in (`--urls-order`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize)]
+#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
+#[serde(rename_all = "kebab-case")]
+pub enum UrlOrder {
+    /// each URL in turn
+    #[cfg_attr(feature = "cli", value(alias = "roundrobin", alias = "sequential"))]
+    #[serde(alias = "roundrobin", alias = "sequential")]
+    RoundRobin,
+    /// a random URL per request (--seed)
+    Random,
+}
+
+impl UrlOrder {
+    pub fn name(self) -> &'static str {
+        match self {
+            UrlOrder::RoundRobin => "round-robin",
+            UrlOrder::Random => "random",
+        }
+    }
+}
 
 /// The most a mix's weights may add up to: one cycle is kept as a table of this many entries at most
 /// (2 bytes each), built once per run.
@@ -20,7 +42,6 @@ pub const MAX_REQUESTS: usize = u16::MAX as usize;
 #[derive(Debug, Clone, PartialEq)]
 pub struct Mix {
     order: UrlOrder,
-    seed: u64,
     /// `cumulative[k]` is the sum of the weights before request `k`; its last entry the total.
     cumulative: Vec<u64>,
     /// One smooth cycle: the request of each arrival, `total` entries (empty for `random`).
@@ -28,8 +49,8 @@ pub struct Mix {
 }
 
 impl Mix {
-    /// A mix of requests with these weights, in `order`; `seed` draws a `random` one.
-    pub fn try_new(weights: &[u32], order: UrlOrder, seed: u64) -> Result<Mix, PlanError> {
+    /// A mix of requests with these weights, in `order`.
+    pub fn try_new(weights: &[u32], order: UrlOrder) -> Result<Mix, PlanError> {
         if weights.is_empty() {
             return Err(PlanError::NoRequests);
         }
@@ -60,7 +81,6 @@ impl Mix {
         };
         Ok(Mix {
             order,
-            seed,
             cumulative,
             cycle,
         })
@@ -80,8 +100,9 @@ impl Mix {
         self.cumulative[self.len()]
     }
 
-    /// The request the step's `arrival`-th arrival sends (from 0).
-    pub fn pick(&self, arrival: u64) -> usize {
+    /// The request the step's `arrival`-th arrival sends (from 0); `seed` draws a `random` mix (the
+    /// step's, so every agent draws alike).
+    pub fn pick(&self, arrival: u64, seed: u64) -> usize {
         if self.len() == 1 {
             return 0;
         }
@@ -90,7 +111,7 @@ impl Mix {
                 usize::from(self.cycle[(arrival % self.total_weight()) as usize])
             }
             UrlOrder::Random => {
-                let at = below(hash(self.seed, arrival), self.total_weight());
+                let at = below(hash(seed, arrival), self.total_weight());
                 // The request whose weight's range holds `at`: the last whose start is at or before it.
                 self.cumulative.partition_point(|start| *start <= at) - 1
             }
@@ -102,22 +123,49 @@ impl Mix {
 /// exact share for two requests and close to it for more.
 fn smooth_cycle(weights: &[u32]) -> Vec<u16> {
     let total: u64 = weights.iter().map(|w| u64::from(*w)).sum();
-    let mut sent = vec![0u64; weights.len()];
+    // The least (sent + ½) / weight first, the first request on a tie: a heap keeps it a log of the
+    // requests' count per arrival, so a cycle of a million over thousands of requests is quick.
+    let mut next: std::collections::BinaryHeap<Turn> = weights
+        .iter()
+        .enumerate()
+        .map(|(k, w)| Turn {
+            sent: 0,
+            weight: u64::from(*w),
+            index: k as u16,
+        })
+        .collect();
     let mut cycle = Vec::with_capacity(total as usize);
     for _ in 0..total {
-        // (sent_a + ½) / w_a < (sent_b + ½) / w_b, in integers: (2 sent_a + 1) w_b < (2 sent_b + 1) w_a.
-        let mut best = 0;
-        for k in 1..weights.len() {
-            let lhs = (2 * sent[k] + 1) * u64::from(weights[best]);
-            let rhs = (2 * sent[best] + 1) * u64::from(weights[k]);
-            if lhs < rhs {
-                best = k;
-            }
-        }
-        sent[best] += 1;
-        cycle.push(best as u16);
+        let mut turn = next.pop().expect("a mix holds one request at least");
+        cycle.push(turn.index);
+        turn.sent += 1;
+        next.push(turn);
     }
     cycle
+}
+
+/// A request's place in the smooth order: its `(2 sent + 1) / weight`, the least first (the heap's
+/// greatest), then the lower index.
+#[derive(Debug, PartialEq, Eq)]
+struct Turn {
+    sent: u64,
+    weight: u64,
+    index: u16,
+}
+
+impl Ord for Turn {
+    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
+        // (2 s_a + 1) / w_a < (2 s_b + 1) / w_b in integers; reversed so the least is the greatest.
+        let a = u128::from(2 * self.sent + 1) * u128::from(o.weight);
+        let b = u128::from(2 * o.sent + 1) * u128::from(self.weight);
+        b.cmp(&a).then(o.index.cmp(&self.index))
+    }
+}
+
+impl PartialOrd for Turn {
+    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(o))
+    }
 }
 
 /// SplitMix64's finalizer over the seed and the arrival's index: a stateless draw per arrival.
@@ -137,40 +185,44 @@ fn below(bits: u64, n: u64) -> u64 {
 mod tests {
     use super::*;
 
-    fn counts(mix: &Mix, from: u64, len: u64) -> Vec<u64> {
+    fn counts(mix: &Mix, seed: u64, from: u64, len: u64) -> Vec<u64> {
         let mut c = vec![0; mix.len()];
         for i in from..from + len {
-            c[mix.pick(i)] += 1;
+            c[mix.pick(i, seed)] += 1;
         }
         c
     }
 
     #[test]
     fn equal_weights_take_turns_in_the_order_given() {
-        let mix = Mix::try_new(&[1, 1, 1, 1], UrlOrder::RoundRobin, 0).unwrap();
-        let picks: Vec<usize> = (0..8).map(|i| mix.pick(i)).collect();
+        let mix = Mix::try_new(&[1, 1, 1, 1], UrlOrder::RoundRobin).unwrap();
+        let picks: Vec<usize> = (0..8).map(|i| mix.pick(i, 0)).collect();
         assert_eq!(picks, [0, 1, 2, 3, 0, 1, 2, 3]);
     }
 
     #[test]
     fn every_window_of_a_cycle_s_length_holds_each_request_its_weight() {
         let weights = [5, 3, 1, 1];
-        let mix = Mix::try_new(&weights, UrlOrder::RoundRobin, 0).unwrap();
+        let mix = Mix::try_new(&weights, UrlOrder::RoundRobin).unwrap();
         for start in 0..25 {
-            assert_eq!(counts(&mix, start, 10), [5, 3, 1, 1], "window from {start}");
+            assert_eq!(
+                counts(&mix, 0, start, 10),
+                [5, 3, 1, 1],
+                "window from {start}"
+            );
         }
     }
 
     #[test]
     fn smooth_interleaves_rather_than_sending_in_blocks() {
-        let mix = Mix::try_new(&[2, 1], UrlOrder::RoundRobin, 0).unwrap();
-        let picks: Vec<usize> = (0..6).map(|i| mix.pick(i)).collect();
+        let mix = Mix::try_new(&[2, 1], UrlOrder::RoundRobin).unwrap();
+        let picks: Vec<usize> = (0..6).map(|i| mix.pick(i, 0)).collect();
         assert_eq!(picks, [0, 1, 0, 0, 1, 0]);
         // Every prefix stays within one arrival of the exact share.
-        let mix = Mix::try_new(&[7, 2], UrlOrder::RoundRobin, 0).unwrap();
+        let mix = Mix::try_new(&[7, 2], UrlOrder::RoundRobin).unwrap();
         let mut sent = 0.0;
         for i in 0..900u64 {
-            sent += (mix.pick(i) == 1) as u8 as f64;
+            sent += (mix.pick(i, 0) == 1) as u8 as f64;
             let exact = (i + 1) as f64 * 2.0 / 9.0;
             assert!(
                 (sent - exact).abs() < 1.0,
@@ -182,14 +234,12 @@ mod tests {
 
     #[test]
     fn random_draws_by_weight_the_same_for_the_same_seed() {
-        let a = Mix::try_new(&[70, 20, 10], UrlOrder::Random, 42).unwrap();
-        let b = Mix::try_new(&[70, 20, 10], UrlOrder::Random, 42).unwrap();
-        let c = Mix::try_new(&[70, 20, 10], UrlOrder::Random, 43).unwrap();
-        let draws = |m: &Mix| (0..1000).map(|i| m.pick(i)).collect::<Vec<_>>();
-        assert_eq!(draws(&a), draws(&b));
-        assert_ne!(draws(&a), draws(&c));
+        let a = Mix::try_new(&[70, 20, 10], UrlOrder::Random).unwrap();
+        let draws = |seed| (0..1000).map(|i| a.pick(i, seed)).collect::<Vec<_>>();
+        assert_eq!(draws(42), draws(42));
+        assert_ne!(draws(42), draws(43));
         let n = 100_000;
-        let got = counts(&a, 0, n);
+        let got = counts(&a, 42, 0, n);
         for (k, w) in [70.0, 20.0, 10.0].iter().enumerate() {
             let share = got[k] as f64 / n as f64 * 100.0;
             assert!(
@@ -200,15 +250,24 @@ mod tests {
     }
 
     #[test]
+    fn a_large_mix_is_built_quickly_and_exactly() {
+        let weights: Vec<u32> = (1..=1000).collect();
+        let mix = Mix::try_new(&weights, UrlOrder::RoundRobin).unwrap();
+        assert_eq!(mix.total_weight(), 500_500);
+        let got = counts(&mix, 0, 77, 500_500);
+        assert!(got.iter().zip(&weights).all(|(c, w)| *c == u64::from(*w)));
+    }
+
+    #[test]
     fn bad_weights_are_refused_in_words() {
         assert_eq!(
-            Mix::try_new(&[1, 0], UrlOrder::RoundRobin, 0),
+            Mix::try_new(&[1, 0], UrlOrder::RoundRobin),
             Err(PlanError::ZeroWeight(1))
         );
-        let e = Mix::try_new(&[600_000, 600_000], UrlOrder::RoundRobin, 0).unwrap_err();
+        let e = Mix::try_new(&[600_000, 600_000], UrlOrder::RoundRobin).unwrap_err();
         assert!(e.to_string().contains("at most 1000000"), "{e}");
         assert_eq!(
-            Mix::try_new(&[], UrlOrder::Random, 0),
+            Mix::try_new(&[], UrlOrder::Random),
             Err(PlanError::NoRequests)
         );
     }

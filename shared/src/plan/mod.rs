@@ -28,7 +28,7 @@ pub use feeder::{
     Data, Dealer, Feeder, FeederMode, MAX_FEEDERS, MAX_FIELD, MAX_ROW, Setup, decode_rows,
     encode_row, row_len,
 };
-pub use mix::{MAX_REQUESTS, MAX_TOTAL_WEIGHT, Mix};
+pub use mix::{MAX_REQUESTS, MAX_TOTAL_WEIGHT, Mix, UrlOrder};
 pub use model::{Arrival, LoadModel, StepLimit};
 pub use ramp::{MAX_STEPS, ramp};
 pub use request::{RequestSpec, parse_header};
@@ -38,7 +38,9 @@ pub use split::{Fork, ForkSide, Slice, split_proportional};
 pub use template::{Builtin, Part, Template, TemplateError, is_variable_name};
 pub use url::{Scheme, Url, http2_spelling};
 pub use url_list::{UrlListError, parse_url_list};
-pub use workload::{HttpVersion, MAX_STREAMS, TlsSessions, UrlOrder, Workload};
+pub use workload::{
+    HttpVersion, MAX_NAME_LEN, MAX_STREAMS, TlsSessions, Workload, is_request_name,
+};
 pub use wsesslog::{Burst, LoggedRequest, LoggedSession, WsesslogError, parse as parse_wsesslog};
 
 /// The whole run: a model, a list of step values, and what to send.

@@ -6,27 +6,19 @@ use std::time::Duration;
 use crate::status::StatusSet;
 
 use super::source_addrs::{check_source_addrs, family};
-use super::{Data, PlanError, RequestSpec, Url};
+use super::{Data, Mix, PlanError, RequestSpec, Url, UrlOrder};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize)]
-#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
-#[serde(rename_all = "kebab-case")]
-pub enum UrlOrder {
-    /// each URL in turn
-    #[cfg_attr(feature = "cli", value(alias = "roundrobin", alias = "sequential"))]
-    #[serde(alias = "roundrobin", alias = "sequential")]
-    RoundRobin,
-    /// a random URL per request (--seed)
-    Random,
-}
+/// The longest request name: a column's worth in a table, a label's in /metrics.
+pub const MAX_NAME_LEN: usize = 64;
 
-impl UrlOrder {
-    pub fn name(self) -> &'static str {
-        match self {
-            UrlOrder::RoundRobin => "round-robin",
-            UrlOrder::Random => "random",
-        }
-    }
+/// Whether `name` may name a request of a mix: 1 to 64 of letters, digits, `_`, `.` and `-`, so it
+/// is a TSV cell, a file name (its .hlog), a Prometheus label value and a condition's `[name]` as is.
+pub fn is_request_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= MAX_NAME_LEN
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"_.-".contains(&b))
 }
 
 /// Which HTTP a target is spoken to in (`--http`).
@@ -96,6 +88,10 @@ pub const MAX_STREAMS: u32 = 1_000;
 #[derive(Debug, Clone, PartialEq)]
 pub struct Workload {
     requests: Vec<RequestSpec>,
+    /// Each request's name, in the order of `requests`; empty when they are unnamed (a URL, `--urls`).
+    names: Vec<String>,
+    /// Each request's weight in the mix, in the order of `requests` (all 1 unless named).
+    weights: Vec<u32>,
     url_order: UrlOrder,
     timeout: Duration,
     connect_timeout: Duration,
@@ -123,6 +119,48 @@ impl Workload {
     /// The requests to send, at least one, all of one origin.
     pub fn requests(&self) -> &[RequestSpec] {
         &self.requests
+    }
+
+    /// The requests' names (a row each in the results), empty when they are unnamed.
+    pub fn names(&self) -> &[String] {
+        &self.names
+    }
+
+    /// Each request's weight in the mix.
+    pub fn weights(&self) -> &[u32] {
+        &self.weights
+    }
+
+    /// Which request each arrival sends: the weights in the URL order (`smooth` interleave, or
+    /// `random`).
+    pub fn mix(&self) -> Mix {
+        Mix::try_new(&self.weights, self.url_order)
+            .expect("weights were checked when the workload was made")
+    }
+
+    /// Names the requests and weighs them: one name per request, unique, each a valid name
+    /// ([`is_request_name`]); the weights positive and within the mix's bounds.
+    pub fn with_names(mut self, names: Vec<String>, weights: Vec<u32>) -> Result<Self, PlanError> {
+        if weights.len() != self.requests.len() || names.len() != self.requests.len() {
+            return Err(PlanError::MixTooLarge(format!(
+                "{} names and {} weights for {} requests",
+                names.len(),
+                weights.len(),
+                self.requests.len()
+            )));
+        }
+        for (i, name) in names.iter().enumerate() {
+            if !is_request_name(name) {
+                return Err(PlanError::BadRequestName(name.clone()));
+            }
+            if names[..i].contains(name) {
+                return Err(PlanError::DuplicateRequestName(name.clone()));
+            }
+        }
+        Mix::try_new(&weights, self.url_order)?;
+        self.names = names;
+        self.weights = weights;
+        Ok(self)
     }
 
     pub fn url_order(&self) -> UrlOrder {
@@ -225,7 +263,16 @@ impl Workload {
                 });
             }
         }
+        if requests.len() > super::MAX_REQUESTS {
+            return Err(PlanError::MixTooLarge(format!(
+                "{} requests; at most {}",
+                requests.len(),
+                super::MAX_REQUESTS
+            )));
+        }
         Ok(Workload {
+            weights: vec![1; requests.len()],
+            names: Vec::new(),
             requests,
             url_order,
             timeout,

@@ -14,7 +14,12 @@ use super::super::ConfigError;
 use crate::cli::{FeederArg, RunArgs, SetupArg};
 
 /// The run's data and each feeder's file, in feeder order (shipped to the agents after configure).
-pub fn data(args: &RunArgs, requests: &[RequestSpec]) -> Result<(Data, Vec<PathBuf>), ConfigError> {
+/// `names` are the requests' names (empty when they are unnamed), for the words of a refusal.
+pub fn data(
+    args: &RunArgs,
+    requests: &[RequestSpec],
+    names: &[String],
+) -> Result<(Data, Vec<PathBuf>), ConfigError> {
     let mut feeders = Vec::with_capacity(args.feeder.len());
     for f in &args.feeder {
         feeders.push(feeder(f)?);
@@ -24,12 +29,16 @@ pub fn data(args: &RunArgs, requests: &[RequestSpec]) -> Result<(Data, Vec<PathB
         Some(s) => Some(setup(s, requests)?),
     };
     let data = Data::try_new(feeders, setup).map_err(|e| ConfigError::Value(e.to_string()))?;
-    let names = data.variables();
+    let variables = data.variables();
     for (i, r) in requests.iter().enumerate() {
-        check(r, &names, &format!("request {}", i + 1))?;
+        let which = match names.get(i) {
+            Some(name) => format!("request {name}"),
+            None => format!("request {}", i + 1),
+        };
+        check(r, &variables, &which)?;
     }
     if let Some(s) = data.setup() {
-        check(s.request(), &names, "the setup")?;
+        check(s.request(), &variables, "the setup")?;
     }
     Ok((data, args.feeder.iter().map(|f| f.file.clone()).collect()))
 }

@@ -578,3 +578,99 @@ proptest! {
         }
     }
 }
+
+/// The golden run's step `s` with a mix of "home" (`n` served of 2 ms) and "slow" (`n` served of
+/// 400 ms, one failed), its rows and its names' latencies.
+fn named_step(s: &StepResult, n: u64) -> (StepResult, Vec<Histogram<u64>>) {
+    let mut stats = [
+        shared::metrics::NameStats::default(),
+        shared::metrics::NameStats::default(),
+    ];
+    for (k, ms) in [2u64, 400].into_iter().enumerate() {
+        let c = &mut stats[k].counters;
+        c.requests = n + k as u64;
+        c.replies = n + k as u64;
+        c.ok = n;
+        c.status = [0, n, 0, 0, k as u64];
+        stats[k].latency.record_n(ms * 1000, n).unwrap();
+    }
+    let mut s = s.clone();
+    let names = ["home".to_string(), "slow".to_string()];
+    s.per_request = results::step::per_request::rows(&names, &[3, 1], &stats, s.duration_s);
+    let hists = stats.into_iter().map(|n| n.latency).collect();
+    (s, hists)
+}
+
+#[test]
+fn a_named_mix_has_its_series_with_a_request_label_and_the_step_s_are_unchanged() {
+    let plain = {
+        let mut r = Run::new(&[""]);
+        r.whole(0);
+        r.metrics.encode()
+    };
+    assert!(
+        !plain.contains("stampede_request_"),
+        "no family without names"
+    );
+    let mut r = Run::new(&[""]);
+    for s in golden().steps {
+        let (named, hists) = named_step(&s, 100);
+        // As `whole` feeds the plain run, and the names' latencies before the step is written.
+        r.start(0, &named);
+        r.second(0, s.number, s.requests / 3, s.ok / 3, 0);
+        r.second(0, s.number, s.requests / 3, s.ok / 3, 1);
+        r.metrics.set_names_latency(0, s.number, &hists);
+        r.written(0, &named);
+    }
+    let text = r.metrics.encode();
+    // Every line of the plain exposition is still there: the named mix only adds.
+    for line in plain.lines().filter(|l| !l.starts_with('#')) {
+        assert!(text.contains(line), "{line} lost");
+    }
+    let samples = parse(&text);
+    for step in 1..=6 {
+        let step = step.to_string();
+        let at = |name: &str, request: &str| {
+            value(&samples, name, &[("step", &step), ("request", request)])
+        };
+        assert_eq!(at("stampede_request_served_total", "home"), Some(100.0));
+        assert_eq!(at("stampede_request_requests_total", "slow"), Some(101.0));
+        assert_eq!(at("stampede_request_failed_total", "slow"), Some(1.0));
+        assert_eq!(
+            at("stampede_request_latency_seconds_count", "slow"),
+            Some(100.0)
+        );
+        let buckets: Vec<(f64, f64)> = samples
+            .iter()
+            .filter(|x| {
+                x.name == "stampede_request_latency_seconds_bucket"
+                    && x.label("step") == Some(step.as_str())
+                    && x.label("request") == Some("slow")
+            })
+            .map(|x| {
+                (
+                    x.label("le").unwrap().parse().unwrap_or(f64::INFINITY),
+                    x.value,
+                )
+            })
+            .collect();
+        let p99 = bucket_quantile(0.99, buckets);
+        assert!(
+            (p99 - 0.4).abs() <= 0.4 * QUANTILE_BOUND,
+            "slow's p99 {p99} s on the step's grid"
+        );
+    }
+    assert!(text.contains("# TYPE stampede_request_latency_seconds histogram\n"));
+}
+
+#[test]
+fn a_name_s_latency_before_its_step_is_written_is_not_listed_unnamed() {
+    let mut r = Run::new(&[""]);
+    let s = &golden().steps[0];
+    let (_, hists) = named_step(s, 10);
+    r.start(0, s);
+    r.metrics.set_names_latency(0, s.number, &hists);
+    let text = r.metrics.encode();
+    assert!(!text.contains("request=\"\""), "{text}");
+    assert!(!text.contains("stampede_request_"), "{text}");
+}

@@ -44,6 +44,8 @@ pub(super) fn summarize(
     } = c.totals;
     cx.feed
         .step_latency(cx.target, step_number(spec), &total.hist.latency);
+    cx.feed
+        .names_latency(cx.target, step_number(spec), &total.names);
     let members = p.who.iter().chain(&p.lost_before);
     let agents = members
         .map(|&i| AgentInput {
@@ -78,6 +80,13 @@ pub(super) fn summarize(
         ok_status: plan.workload().ok_status(),
         baseline_p50_ms: watch.baseline_p50_ms,
     });
+    let workload = plan.workload();
+    result.per_request = step::per_request::rows(
+        workload.names(),
+        workload.weights(),
+        &total.names,
+        result.duration_s,
+    );
     // A share lost mid-step was not all run: the step is not judged, and says whose and how much.
     result.lost_load = p
         .who

@@ -60,11 +60,11 @@ fn every_variable_a_request_names_is_defined() {
         &["X-Pw: ${pw}"],
         "{\"n\":${counter()}}",
     );
-    let (data, files) = super::data(&args, std::slice::from_ref(&ok)).unwrap();
+    let (data, files) = super::data(&args, std::slice::from_ref(&ok), &[]).unwrap();
     assert_eq!(data.variables(), ["user", "pw"]);
     assert_eq!(files, [dir.path().join("f.csv")]);
     let bad = request("http://h/u/x", &["X-T: ${token}"], "");
-    let e = super::data(&args, &[ok.clone(), bad])
+    let e = super::data(&args, &[ok.clone(), bad], &[])
         .unwrap_err()
         .to_string();
     assert_eq!(
@@ -80,7 +80,7 @@ fn every_variable_a_request_names_is_defined() {
         extract: [("token".to_string(), "json:/token".to_string())].into(),
     });
     let bad = request("http://h/u/x", &["Authorization: Bearer ${token}"], "");
-    let (data, _) = super::data(&args, &[bad]).unwrap();
+    let (data, _) = super::data(&args, &[bad], &[]).unwrap();
     assert_eq!(data.variables(), ["user", "pw", "token"]);
     let url = data.setup().unwrap().request().url();
     assert_eq!(
@@ -89,7 +89,7 @@ fn every_variable_a_request_names_is_defined() {
     );
     // Another origin than the target's is refused.
     args.setup.as_mut().unwrap().url = "http://elsewhere/login".into();
-    let e = super::data(&args, &[ok]).unwrap_err().to_string();
+    let e = super::data(&args, &[ok], &[]).unwrap_err().to_string();
     assert!(
         e.contains("is not on the target's origin http://h:80"),
         "{e}"
