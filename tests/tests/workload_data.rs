@@ -1,6 +1,8 @@
 //! Data in requests (issue 38): a shard feeder's CSV rows shipped to a 3-agent fleet reach the server
 //! each exactly once (the server's own record of every path), and what is left over is counted as
-//! requests not sent, in words naming the feeder.
+//! requests not sent, in words naming the feeder; a login setup per connection against the aiohttp
+//! shop (`tests/app/shop.py`): no 401 with it, all 401 without, and a named mix's counts per name
+//! equal to the application's own.
 use std::collections::BTreeMap;
 
 use tests::{AgentProc, RecordingServer, run_ok, run_quiet, text};
@@ -396,6 +398,112 @@ fn a_login_setup_carries_each_connections_token_and_without_it_every_request_is_
     assert!(step["errors"]["other"].as_u64().unwrap_or(0) >= 4, "{step}");
     assert_eq!(
         step["error_messages"]["other"], "the setup request was answered 401",
+        "{step}"
+    );
+}
+
+#[test]
+fn a_named_mix_with_a_feeder_and_a_login_counts_each_name_as_the_application_does() {
+    let Some(python) = shop_python() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let users = dir.path().join("users.csv");
+    let mut csv = String::from("user,password\n");
+    for i in 0..10 {
+        csv.push_str(&format!("user{i},pw-{i}\n"));
+    }
+    std::fs::write(&users, csv).unwrap();
+    std::fs::write(
+        dir.path().join("terms.csv"),
+        "q\nshoes\n\"red hats\"\nsocks\n",
+    )
+    .unwrap();
+    let shop = Shop::start(&python, &users);
+    let plan = dir.path().join("plan.toml");
+    std::fs::write(
+        &plan,
+        format!(
+            r#"url = "http://{}/"
+headers = ["Authorization: Bearer ${{token}}"]
+
+[[request]]
+name = "items"
+weight = 5
+url = "/items?page=${{random(1,9)}}"
+
+[[request]]
+name = "search"
+weight = 3
+url = "/search?q=${{q}}"
+
+[[request]]
+name = "cart"
+weight = 2
+method = "POST"
+url = "/cart"
+headers = ["Content-Type: application/json"]
+body = '{{"item": ${{counter()}}, "id": "${{uuid()}}"}}'
+
+[[feeder]]
+name = "users"
+file = "users.csv"
+mode = "circular"
+
+[[feeder]]
+name = "terms"
+file = "terms.csv"
+mode = "random"
+
+[setup]
+method = "POST"
+url = "/login"
+headers = ["Content-Type: application/json"]
+body = '{{"user": "${{user}}", "password": "${{password}}"}}'
+extract = {{ token = "json:/token" }}
+"#,
+            shop.addr
+        ),
+    )
+    .unwrap();
+    let ran = run_ok(&[
+        plan.to_str().unwrap(),
+        "--model",
+        "requests",
+        "--steps",
+        "100",
+        "--step-duration",
+        "2s",
+    ]);
+    let counts = shop.counts();
+    eprintln!("the shop counted: {counts}");
+    let step = ran.step(0);
+    let per_name = step["per_request"].as_array().expect("a row per name");
+    // Each name's served count is the application's own, and no request went without its token.
+    for row in per_name {
+        let name = row["name"].as_str().unwrap();
+        let served = counts[name]["200"]
+            .as_u64()
+            .or_else(|| counts[name]["201"].as_u64())
+            .unwrap_or(0);
+        assert_eq!(
+            row["ok"].as_u64(),
+            Some(served),
+            "{name}: {row} against {counts}"
+        );
+        assert!(served > 0, "{name}");
+        assert_eq!(counts[name].get("401"), None, "{name}: {counts}");
+    }
+    assert_eq!(counts["login"].get("401"), None, "{counts}");
+    // A term with a space ("red hats") would break the request line: never sent, counted unsent
+    // under its name as `other`, in words naming the variable.
+    let search = per_name.iter().find(|r| r["name"] == "search").unwrap();
+    assert!(search["unsent"].as_u64().unwrap() > 0, "{search}");
+    assert!(
+        step["error_messages"]["other"]
+            .as_str()
+            .unwrap()
+            .contains("variable 'q' gives a value with a space"),
         "{step}"
     );
 }
