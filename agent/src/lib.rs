@@ -3,6 +3,7 @@
 pub mod client;
 pub mod daemon;
 pub mod engine;
+pub mod feeder;
 pub mod recorder;
 pub mod response;
 pub mod session;

@@ -34,6 +34,7 @@ use control::system;
 
 use crate::client::{self, Endpoint};
 use crate::engine::{Engine, EngineError};
+use crate::feeder::{FeedError, Feeds};
 use crate::worker::{self, INTERVAL, Job, Report};
 
 /// The worker threads' failure ends a session as the control crate's error, which cannot name the
@@ -160,6 +161,9 @@ struct Session {
     state: State,
     /// The agent's seat, held from the first valid hello to the session's end.
     seated: Option<Seated>,
+    /// The last configure's feeder rows, spooled as they arrive (deleted with it), or why they
+    /// could not be: a step is refused until a configure's rows are all here.
+    feeds: Result<Feeds, String>,
 }
 
 /// Serves one coordinator until it says goodbye, its stream ends, or `shutdown` fires. On shutdown
@@ -195,6 +199,7 @@ pub(crate) async fn serve_with(
         out,
         state: State::Greeting,
         seated: None,
+        feeds: Feeds::new(&Default::default(), 1).map_err(|e| e.to_string()),
     };
     let mut closing = false;
     let opened = Instant::now();
@@ -348,7 +353,15 @@ impl Session {
                 self.reply(refusal(e.refusal_kind(), e.to_string())).await?;
                 return Err(e);
             }
-            Down::Configure(c) => self.on_configure(state, &c),
+            Down::Configure(c) => {
+                // Refused while a step runs (below), which keeps what it runs with.
+                if !state.is_running() {
+                    self.feeds = self.new_feeds(&c);
+                }
+                self.on_configure(state, &c)
+            }
+            Down::FeedRows(r) => (state, self.on_feed(|f| f.rows(r.feeder, &r.rows))),
+            Down::FeedEnd(e) => (state, self.on_feed(|f| f.end(e.feeder, e.rows))),
             Down::PrepareStep(p) => self.on_prepare(state, &p),
             Down::StartStep(st) => self.on_start(state, &st).await?,
             Down::Abort(a) => (on_abort(state, &a), None),
@@ -392,6 +405,42 @@ impl Session {
             role: pb::Role::Load as i32,
             monitor: None,
         }
+    }
+
+    /// The spools for a configure's feeders: those held, for the same feeders (the coordinator
+    /// sends their rows once), else empty ones (the old ones' files go with them).
+    fn new_feeds(&mut self, c: &pb::Configure) -> Result<Feeds, String> {
+        // A workload that does not convert is refused by `on_configure`, with its words.
+        let data = Workload::try_from(c)
+            .map(|w| w.data().clone())
+            .unwrap_or_default();
+        let workers = self.engine.threads();
+        let held = std::mem::replace(&mut self.feeds, Err(String::new()));
+        match held {
+            Ok(feeds) => feeds.reconfigured(&data, workers),
+            Err(_) => Feeds::new(&data, workers),
+        }
+        .map_err(|e| e.to_string())
+    }
+
+    /// Spools feeder rows; the first failure is kept and refuses the next step (no reply now: the
+    /// coordinator sends rows without waiting for answers). Rows after a configure that kept the
+    /// spools replace them.
+    fn on_feed(&mut self, f: impl FnOnce(&mut Feeds) -> Result<(), FeedError>) -> Option<Up> {
+        if let Ok(feeds) = &self.feeds
+            && feeds.kept()
+        {
+            self.feeds = feeds
+                .renewed(self.engine.threads())
+                .map_err(|e| e.to_string());
+        }
+        if let Ok(feeds) = &mut self.feeds
+            && let Err(e) = f(feeds)
+        {
+            tracing::warn!(error = %e, "Feeder rows refused");
+            self.feeds = Err(e.to_string());
+        }
+        None
     }
 
     /// A configure replaces the workload the moment it arrives: any target and prepared step go with
@@ -480,6 +529,14 @@ impl Session {
         target: &Endpoint,
         p: &pb::PrepareStep,
     ) -> Result<(StepShare, Vec<Warning>), Refusal> {
+        if let Err(why) = self
+            .feeds
+            .as_ref()
+            .map_err(Clone::clone)
+            .and_then(|f| f.ready().map(drop).map_err(|e| e.to_string()))
+        {
+            return Err(Refusal::new(RefusalKind::Setup, why));
+        }
         let share = StepShare::try_from(p).map_err(|e| {
             Refusal::new(
                 RefusalKind::Other,
@@ -544,6 +601,11 @@ impl Session {
         let cancel = CancellationToken::new();
         let policy = &self.rules.policy;
         let caps = worker::Caps::new(policy.max_rate, policy.max_connections);
+        let mut target = target.clone();
+        // Checked ready when the step was prepared.
+        if let Ok(Ok(feeds)) = self.feeds.as_ref().map(Feeds::ready) {
+            target.feeds = feeds;
+        }
         let jobs = (0..workers)
             .map(|w| Job {
                 share: share.clone(),

@@ -2,7 +2,7 @@
 //! client says *how*, the deadline says *until when*; the three load models are three ways of keeping
 //! connections' slots busy (`client::Connection`), written once whichever HTTP is under them. All
 //! state here belongs to the worker's thread: no locks, no per-request messages.
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -11,12 +11,14 @@ use std::time::Duration;
 use shared::metrics::{ErrorClass, Snapshot};
 use shared::plan::Slice;
 use shared::plan::{LoadModel, StepShare, split_proportional};
+use shared::rng::Rng;
 use shared::schedule::{Schedule, even_share};
 use tokio::sync::{Notify, mpsc};
 use tokio::time::{Instant, sleep_until};
 use tokio_util::sync::CancellationToken;
 
-use crate::client::{Connection, Endpoint, Request, Sent, Template, Unsent};
+use crate::client::{Connection, Endpoint, Fill, Request, Sent, Template, Unsent};
+use crate::feeder::{Cursor, NoRow};
 use crate::recorder::Recorder;
 use crate::timer::Timer;
 
@@ -147,6 +149,9 @@ const LINGER: Duration = Duration::from_millis(200);
 /// How long a closed-loop connection waits after the generator ran out of fds or ports.
 const RESOURCE_BACKOFF: Duration = Duration::from_millis(10);
 
+/// A closed loop whose request found no feeder row waits this long before its next turn.
+const NO_ROW_BACKOFF: Duration = Duration::from_millis(10);
+
 /// The interval length reported to the coordinator.
 pub const INTERVAL: Duration = Duration::from_secs(1);
 
@@ -173,6 +178,10 @@ struct Ctx {
     budget: Cell<u64>,
     /// The closed loops' pace under the agent's `--max-rate`; `None`: as fast as replies come.
     pace: Option<Pacer>,
+    /// This worker's reading of each feeder (see `feeder`), and its draws for them (a random
+    /// row) and for a request's built-ins (`${random(..)}`, `${uuid()}`).
+    feeds: RefCell<Vec<Cursor>>,
+    draws: RefCell<Rng>,
 }
 
 impl Ctx {
@@ -195,7 +204,61 @@ impl Ctx {
             idle: Notify::new(),
             budget: Cell::new(u64::MAX),
             pace: closed_pace(share, job).and_then(|rate| Pacer::new(rate, job.start)),
+            feeds: RefCell::new(
+                job.target
+                    .feeds
+                    .iter()
+                    .map(|s| Cursor::new(s, job.worker as usize))
+                    .collect(),
+            ),
+            draws: RefCell::new(Rng::new(
+                share.seed() ^ job.worker.wrapping_mul(0x2545_F491_4F6C_DD1D),
+            )),
         }
+    }
+
+    /// What a request of `t` is filled with: `Ok(None)` for fixed bytes; a row of each feeder it
+    /// takes otherwise, and `number` (the request's in the step, as the mix picks by) for
+    /// `${counter()}`. `Err` when a feeder has no row for it, counted unsent in `other`.
+    fn fill(&self, t: &Template, number: u64) -> Result<Option<Fill>, ()> {
+        // A connection's setup may take a row too (its first request's): drawn with the request's.
+        let setup = self.target.setup.as_ref().map_or(&[][..], |s| s.feeders());
+        let own = t.recipe.as_ref().map_or(&[][..], |r| &r.feeders[..]);
+        if t.recipe.is_none() && setup.is_empty() {
+            return Ok(None);
+        }
+        let mut feeds = self.feeds.borrow_mut();
+        let mut rng = self.draws.borrow_mut();
+        let mut fill = Fill {
+            rows: Vec::with_capacity(feeds.len()),
+            counter: number,
+            seed: rng.next_u64(),
+        };
+        fill.rows.resize_with(feeds.len(), || None);
+        for &f in own.iter().chain(setup.iter().filter(|f| !own.contains(f))) {
+            let cursor = &mut feeds[f];
+            match cursor.next(&mut rng) {
+                Ok(row) => fill.rows[f] = Some(row),
+                Err(why) => {
+                    self.rec.note(ErrorClass::Other, || {
+                        match why {
+                            NoRow::RanOut => format!(
+                                "feeder {} ran out of rows ({}: each row once)",
+                                cursor.name(),
+                                cursor.mode().name()
+                            ),
+                            NoRow::Unreadable => {
+                                format!("feeder {}: its spooled rows cannot be read", cursor.name())
+                            }
+                        }
+                        .into()
+                    });
+                    self.rec.unsent(Some(t.index), ErrorClass::Other);
+                    return Err(());
+                }
+            }
+        }
+        Ok(Some(fill))
     }
 
     /// The request the step's `arrival`-th arrival (or call) sends.
@@ -208,11 +271,12 @@ impl Ctx {
         &self.target.templates[usize::from(index)]
     }
 
-    /// A closed loop's next request: this worker's next turn of the mix.
-    fn next_template(&self) -> &Template {
+    /// A closed loop's next request: this worker's next turn of the mix, and its number.
+    fn next_template(&self) -> (&Template, u64) {
         let turn = self.turns.get();
         self.turns.set(turn + 1);
-        self.template(self.pick(turn * self.workers + self.worker))
+        let number = turn * self.workers + self.worker;
+        (self.template(self.pick(number)), number)
     }
 
     fn past_deadline(&self) -> bool {
@@ -593,11 +657,18 @@ async fn calls_in_turn(
         }
         let call = u64::from(calls - left.get());
         left.set(left.get() - 1);
+        let number = arrival.wrapping_mul(u64::from(calls)) + call;
+        let template = ctx.template(ctx.pick(number));
+        let intended = from.take().unwrap_or_else(Instant::now);
+        let Ok(fill) = ctx.fill(template, number) else {
+            continue;
+        };
         let req = Request {
-            template: ctx.template(ctx.pick(arrival.wrapping_mul(u64::from(calls)) + call)),
-            intended: from.take().unwrap_or_else(Instant::now),
+            template,
+            intended,
             last: left.get() == 0,
             queued: None,
+            fill: fill.as_ref(),
         };
         // Not sent, or failed with the connection: the calls not yet made were due and will never
         // be sent (this one is already counted, as unsent or as its error).
@@ -639,11 +710,18 @@ async fn closed_loop(ctx: &Ctx, conn: &Connection) {
         if ctx.cancel.is_cancelled() || now >= ctx.deadline {
             return;
         }
+        let (template, number) = ctx.next_template();
+        let Ok(fill) = ctx.fill(template, number) else {
+            // No row for it (a shard feeder's are used up): not a spin until the deadline.
+            tokio::time::sleep(NO_ROW_BACKOFF).await;
+            continue;
+        };
         let req = Request {
-            template: ctx.next_template(),
+            template,
             intended: now,
             last: false,
             queued: None,
+            fill: fill.as_ref(),
         };
         let _ = conn.send(&ctx.target, &ctx.rec, req).await;
     }

@@ -214,6 +214,8 @@ impl Session {
             }
             // Nothing runs here, so there is nothing to abort.
             Some(Down::Abort(_)) => None,
+            // Feeder rows go to load agents only (after a configure a monitor refused).
+            Some(Down::FeedRows(_) | Down::FeedEnd(_)) => None,
             Some(Down::SampleNow(_)) => return Ok(true),
         };
         if let Some(kind) = reply {

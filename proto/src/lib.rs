@@ -18,6 +18,8 @@ use shared::refusal::{Refusal, RefusalKind};
 use shared::status::{StatusCodes, StatusSet};
 use shared::warning::{Warning, WarningKind};
 
+mod data;
+
 pub mod pb {
     #![allow(clippy::all, clippy::pedantic, missing_docs)]
     tonic::include_proto!("stampede.v1");
@@ -232,7 +234,7 @@ impl TryFrom<&pb::PrepareStep> for StepShare {
 
 impl From<&Workload> for pb::Configure {
     fn from(w: &Workload) -> Self {
-        pb::Configure {
+        let mut c = pb::Configure {
             requests: w
                 .requests()
                 .iter()
@@ -284,7 +286,10 @@ impl From<&Workload> for pb::Configure {
                 w.weights().to_vec()
             },
             sessions: w.sessions().map_or_else(Vec::new, |s| sessions_to_pb(s)),
-        }
+            ..Default::default()
+        };
+        data::data_to_pb(w.data(), &mut c);
+        c
     }
 }
 
@@ -358,7 +363,8 @@ impl TryFrom<&pb::Configure> for Workload {
         .with_source_addrs(source_addrs)?
         .with_ok_status(ok_status_from_pb(&c.ok_status)?)
         .with_http(http, c.streams.max(1))?
-        .with_tls_sessions(tls_sessions);
+        .with_tls_sessions(tls_sessions)
+        .with_data(data::data_from_pb(c)?);
         let workload = if c.names.is_empty() && c.weights.is_empty() {
             workload
         } else {

@@ -15,6 +15,7 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use super::failure::SendError;
+use super::render::Fill;
 use super::target::{Endpoint, Template};
 use super::{http1, http2};
 use crate::recorder::{Name, Recorder};
@@ -36,6 +37,8 @@ pub struct Request<'a> {
     /// When it joined the requests model's queue, and whether the queue counted it as waiting (it
     /// found every slot busy); its wait is recorded once, with any wait for a stream slot added.
     pub queued: Option<(Instant, bool)>,
+    /// What its `${var}` are filled with (a template with variables only; `None` for fixed bytes).
+    pub fill: Option<&'a Fill>,
 }
 
 /// A request written to its connection (counted as sent): whether its connection goes on.
@@ -106,7 +109,15 @@ impl Connection {
     ) -> Result<Sent, Unsent> {
         match self {
             Connection::Http1(k) => k.send(target, rec, req).await,
-            Connection::Http2(m) => m.send(target, rec, req).await,
+            Connection::Http2(m) => {
+                // No setup over HTTP/2 (refused at configure): only the row fills it.
+                let rendered = render(target, rec, &req, &[])?;
+                let req = Request {
+                    template: rendered.as_ref().unwrap_or(req.template),
+                    ..req
+                };
+                m.send(target, rec, req).await
+            }
         }
     }
 
@@ -122,10 +133,35 @@ impl Connection {
     }
 }
 
+/// A request with variables rendered with its row and its connection's setup values (`None`: it
+/// has none, its bytes are sent as compiled); one whose values would break it is counted unsent in
+/// `other`, in words naming the variable, and never written.
+fn render(
+    target: &Endpoint,
+    rec: &Recorder,
+    req: &Request<'_>,
+    extracted: &[Vec<u8>],
+) -> Result<Option<Template>, Unsent> {
+    match req
+        .template
+        .rendered(target, req.fill, extracted, req.last)
+        .transpose()
+    {
+        Ok(t) => Ok(t),
+        Err(refused) => {
+            rec.note(ErrorClass::Other, || refused.0.into());
+            rec.unsent(Some(req.template.index), ErrorClass::Other);
+            Err(Unsent(ErrorClass::Other))
+        }
+    }
+}
+
 /// An HTTP/1.1 connection kept alive between requests, reopened after the server closed it.
 #[derive(Default)]
 pub struct Keepalive {
     conn: RefCell<Option<http1::Conn>>,
+    /// The setup's values for the connection open now; `None` until its setup ran.
+    extracted: RefCell<Option<Vec<Vec<u8>>>>,
 }
 
 impl Keepalive {
@@ -133,8 +169,38 @@ impl Keepalive {
         if self.conn.borrow().is_none() {
             let c = connect(target, rec, None).await?;
             *self.conn.borrow_mut() = Some(c);
+            self.extracted.take();
         }
         Ok(())
+    }
+
+    /// Runs the setup on `c` unless it ran on it: a failure is counted as the request's (unsent, in
+    /// its class, in words saying the setup failed) and the connection is dropped, so the next
+    /// request opens another and tries again.
+    async fn set_up(
+        &self,
+        target: &Endpoint,
+        rec: &Recorder,
+        c: &mut http1::Conn,
+        req: &Request<'_>,
+    ) -> Result<(), Unsent> {
+        let Some(setup) = &target.setup else {
+            return Ok(());
+        };
+        if self.extracted.borrow().is_some() {
+            return Ok(());
+        }
+        match super::setup::run(setup, target, c, req.fill).await {
+            Ok(values) => {
+                *self.extracted.borrow_mut() = Some(values);
+                Ok(())
+            }
+            Err(super::setup::Failed(class, words)) => {
+                rec.note(class, || words.into());
+                rec.unsent(Some(req.template.index), class);
+                Err(Unsent(class))
+            }
+        }
     }
 
     /// Connects first if needed, and reconnects once if the server had closed the kept-alive
@@ -162,7 +228,10 @@ impl Keepalive {
             let mut c = match self.conn.take() {
                 Some(c) => c,
                 None => match connect(target, rec, Some(name)).await {
-                    Ok(c) => c,
+                    Ok(c) => {
+                        self.extracted.take();
+                        c
+                    }
                     Err(class) => {
                         give_up_connecting(rec, Some(name), class, req.intended);
                         take_back();
@@ -170,7 +239,25 @@ impl Keepalive {
                     }
                 },
             };
-            let (t, timeout) = (req.template, target.timeout);
+            if let Err(unsent) = self.set_up(target, rec, &mut c, &req).await {
+                self.extracted.take();
+                take_back();
+                return Err(unsent);
+            }
+            let rendered = {
+                let extracted = self.extracted.borrow();
+                let values = extracted.as_deref().unwrap_or_default();
+                match render(target, rec, &req, values) {
+                    Ok(r) => r,
+                    Err(unsent) => {
+                        *self.conn.borrow_mut() = Some(c);
+                        take_back();
+                        return Err(unsent);
+                    }
+                }
+            };
+            let t = rendered.as_ref().unwrap_or(req.template);
+            let timeout = target.timeout;
             match c
                 .send(t, req.last, req.intended, timeout, rec, &counted)
                 .await

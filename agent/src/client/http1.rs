@@ -183,6 +183,89 @@ impl Conn {
         }
     }
 
+    /// The setup's exchange: the request written, the reply's status, head and body kept (a body up to
+    /// `SETUP_BODY_MAX`) for its extractions. Not counted as the mix's.
+    pub async fn setup(
+        &mut self,
+        t: &Template,
+        timeout: Duration,
+    ) -> Result<(u16, Vec<u8>, Vec<u8>), ErrorClass> {
+        let exchange = async {
+            self.write(&t.wire)
+                .await
+                .map_err(|e| Failure::io(Doing::Writing, e))?;
+            let head = loop {
+                match parse_head(&self.buf, t.head) {
+                    Ok(Some(head)) if (100..200).contains(&head.status) && head.status != 101 => {
+                        self.buf.drain(..head.len);
+                    }
+                    Ok(Some(head)) => break head,
+                    Ok(None) => {
+                        if self
+                            .read(MAX_HEAD + 1)
+                            .await
+                            .map_err(|e| Failure::io(Doing::ReadingHead, e))?
+                            == 0
+                        {
+                            return Err(Failure::closed(Doing::ReadingHead));
+                        }
+                    }
+                    Err(e) => return Err(Failure::head(e, &self.buf)),
+                }
+            };
+            let raw_head: Vec<u8> = self.buf.drain(..head.len).collect();
+            let mut body = Vec::new();
+            match head.framing {
+                Framing::None => {}
+                Framing::Length(n) => {
+                    while (self.buf.len() as u64) < n {
+                        if self
+                            .read(BUF_MAX)
+                            .await
+                            .map_err(|e| Failure::io(Doing::ReadingBody, e))?
+                            == 0
+                        {
+                            return Err(Failure::closed(Doing::ReadingBody));
+                        }
+                    }
+                    body.extend(self.buf.drain(..n as usize));
+                }
+                Framing::Chunked => {
+                    let mut chunks = Chunked::new();
+                    let mut raw = Vec::new();
+                    loop {
+                        let used = chunks.feed(&self.buf).map_err(|_| Failure::chunked())?;
+                        raw.extend(self.buf.drain(..used));
+                        if chunks.is_done() {
+                            break;
+                        }
+                        if self
+                            .read(BUF_MAX)
+                            .await
+                            .map_err(|e| Failure::io(Doing::ReadingBody, e))?
+                            == 0
+                        {
+                            return Err(Failure::closed(Doing::ReadingBody));
+                        }
+                    }
+                    body = dechunk(&raw);
+                }
+                Framing::UntilClose => {
+                    while self.read(BUF_MAX).await.unwrap_or(0) > 0 {}
+                    body = std::mem::take(&mut self.buf);
+                }
+            }
+            self.ended = !head.keep_alive;
+            self.reused = true;
+            Ok((head.status, raw_head, body))
+        };
+        match tokio::time::timeout(timeout, exchange).await {
+            Ok(Ok(reply)) => Ok(reply),
+            Ok(Err(f)) => Err(f.class),
+            Err(_) => Err(ErrorClass::ClientTimeout),
+        }
+    }
+
     /// Reads and drops the body; the buffer keeps only bytes past its end.
     async fn body(&mut self, framing: Framing) -> Result<(), Fault> {
         let mut reads = 0u32;
@@ -285,6 +368,24 @@ impl Conn {
         self.io.write_all(bytes).await?;
         self.io.flush().await
     }
+}
+
+/// A chunked body's data, from its complete bytes (already checked by `Chunked`).
+fn dechunk(mut raw: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    while let Some(eol) = raw.windows(2).position(|w| w == b"\r\n") {
+        let size = std::str::from_utf8(&raw[..eol])
+            .ok()
+            .and_then(|l| usize::from_str_radix(l.split(';').next()?.trim(), 16).ok())
+            .unwrap_or(0);
+        raw = &raw[eol + 2..];
+        if size == 0 || size > raw.len() {
+            break;
+        }
+        out.extend_from_slice(&raw[..size]);
+        raw = raw.get(size + 2..).unwrap_or_default();
+    }
+    out
 }
 
 /// A request this small leaves in one write: a write error then means the server closed before it

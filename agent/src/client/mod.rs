@@ -13,6 +13,7 @@
 //! the same transport and the same failure words:
 //! - `connection`: the seam, and each protocol's waits and resends behind it;
 //! - `target`: the workload compiled once (address, request templates, TLS connector);
+//! - `render`: a request with `${var}` rendered per send; `setup`: the request a connection runs first;
 //! - `tls`: the rustls client config for the target (`--insecure`, SNI, ALPN);
 //! - `transport`: TCP or TLS, counted, opened within the connect timeout;
 //! - `http1`: the HTTP/1.1 exchange (`Conn`);
@@ -24,6 +25,8 @@ mod connection;
 mod failure;
 mod http1;
 mod http2;
+mod render;
+mod setup;
 mod target;
 #[cfg(test)]
 mod testing;
@@ -34,4 +37,5 @@ pub use connection::{Connection, Request, Sent, Unsent};
 #[doc(hidden)]
 pub use http2::conn::fuzz_frames;
 pub use http2::preflight;
+pub use render::{Fill, Recipe, Vars};
 pub use target::{Endpoint, PrepareError, Template};

@@ -1,6 +1,7 @@
 //! A workload compiled once per run into what every send reuses: the resolved address, each request
 //! serialized to its bytes (and its `Connection: close` twin), the TLS connector and server name.
-use std::io;
+use std::cell::RefCell;
+use std::io::{self, Write};
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,6 +15,11 @@ use http::{HeaderMap, Method, Uri};
 use shared::plan::{HttpVersion, RequestSpec, Scheme, Workload};
 use shared::refusal::{Refusal, RefusalKind};
 
+use shared::plan::Extraction;
+
+use super::render::{Fill, Recipe, Refused, Spans, Vars};
+use crate::feeder::Spool;
+
 /// A workload that cannot be prepared for sending.
 #[derive(Debug, thiserror::Error)]
 pub enum PrepareError {
@@ -25,6 +31,8 @@ pub enum PrepareError {
     NoSourceFamily { host: String, family: &'static str },
     #[error("request {index} cannot be built: {why}")]
     Request { index: usize, why: String },
+    #[error("the setup request cannot be built: {0}")]
+    Setup(String),
     #[error("TLS server name '{0}' is not valid")]
     ServerName(String),
     /// Known before any load: the target does not speak the HTTP asked for.
@@ -40,7 +48,9 @@ impl PrepareError {
             | PrepareError::NoAddress(_)
             | PrepareError::NoSourceFamily { .. } => RefusalKind::Target,
             PrepareError::Protocol(_) => RefusalKind::Protocol,
-            PrepareError::Request { .. } | PrepareError::ServerName(_) => RefusalKind::Other,
+            PrepareError::Request { .. } | PrepareError::Setup(_) | PrepareError::ServerName(_) => {
+                RefusalKind::Other
+            }
         };
         Refusal::new(kind, self.to_string())
     }
@@ -61,8 +71,109 @@ pub struct Template {
     /// forbids them).
     pub(super) h2_block: Bytes,
     pub(super) body: Bytes,
+    /// A request with variables is rendered per send from this (its bytes above are never sent).
+    pub(crate) recipe: Option<Arc<Recipe>>,
     /// Which request of the workload this is: its row in the results, when they are named.
     pub(crate) index: u16,
+}
+
+thread_local! {
+    /// The worker thread's buffer a request with variables is rendered into before its bytes are
+    /// made: reused, so a send allocates only the bytes it sends.
+    static RENDERING: RefCell<(Vec<u8>, Spans)> = RefCell::default();
+}
+
+/// A rendered request as HTTP/1.1 sends it, written as [`Template::new`] writes a fixed one.
+fn rendered_h1(r: &Recipe, buf: &[u8], spans: &Spans, last: bool) -> Template {
+    let method = r.method();
+    let body = &buf[spans.body.clone()];
+    let mut wire = Vec::with_capacity(buf.len() + 64 + 4 * spans.headers.len());
+    wire.extend_from_slice(method.as_str().as_bytes());
+    wire.push(b' ');
+    wire.extend_from_slice(&buf[spans.path.clone()]);
+    wire.extend_from_slice(b" HTTP/1.1\r\n");
+    let mut closes = false;
+    for (name, span) in r.header_names().zip(&spans.headers) {
+        closes |= *name == CONNECTION;
+        wire.extend_from_slice(name.as_str().as_bytes());
+        wire.extend_from_slice(b": ");
+        wire.extend_from_slice(&buf[span.clone()]);
+        wire.extend_from_slice(b"\r\n");
+    }
+    if !body.is_empty() || matches!(*method, Method::POST | Method::PUT | Method::PATCH) {
+        let _ = write!(wire, "content-length: {}\r\n", body.len());
+    }
+    // A user's own Connection header is sent as given, on every call.
+    if last && !closes {
+        wire.extend_from_slice(b"connection: close\r\n");
+    }
+    wire.extend_from_slice(b"\r\n");
+    wire.extend_from_slice(body);
+    let wire = Bytes::from(wire);
+    Template {
+        body: wire.slice(wire.len() - body.len()..),
+        last: wire.clone(),
+        wire,
+        head: *method == Method::HEAD,
+        h2_block: Bytes::new(),
+        recipe: None,
+        index: 0,
+    }
+}
+
+/// A rendered request as HTTP/2 sends it: its header block (as [`Template::new`] encodes a fixed
+/// one) and its body.
+fn rendered_h2(r: &Recipe, buf: &[u8], spans: &Spans) -> Template {
+    let headers = || {
+        r.header_names()
+            .zip(&spans.headers)
+            .map(|(n, s)| (n, &buf[s.clone()]))
+    };
+    let fields: Vec<(&[u8], &[u8])> = headers()
+        .filter(|(name, value)| {
+            let te_other_than_trailers = **name == TE && *value != b"trailers";
+            !NOT_IN_HTTP2.contains(name) && !te_other_than_trailers
+        })
+        .map(|(name, value)| (name.as_str().as_bytes(), value))
+        .collect();
+    // The Host sent over HTTP/1.1 (the user's own, or ours) is the :authority.
+    let authority = headers()
+        .find(|(name, _)| **name == HOST)
+        .and_then(|(_, v)| std::str::from_utf8(v).ok())
+        .unwrap_or(r.authority());
+    // Visible ASCII: checked as it was rendered.
+    let path = std::str::from_utf8(&buf[spans.path.clone()]).unwrap_or("/");
+    let block = super::http2::hpack::encode_request(
+        r.method().as_str(),
+        r.scheme(),
+        authority,
+        path,
+        &fields,
+    );
+    Template {
+        wire: Bytes::new(),
+        last: Bytes::new(),
+        head: *r.method() == Method::HEAD,
+        h2_block: Bytes::from(block),
+        body: Bytes::copy_from_slice(&buf[spans.body.clone()]),
+        recipe: None,
+        index: 0,
+    }
+}
+
+/// The setup request (see `client::setup`) as a worker sends it: its request, rendered per
+/// connection when it has variables, and what to take from its reply.
+#[derive(Debug)]
+pub struct Setup {
+    pub(super) template: Template,
+    pub(super) extract: Vec<Extraction>,
+}
+
+impl Setup {
+    /// The feeders its own variables take rows from.
+    pub fn feeders(&self) -> &[usize] {
+        self.template.recipe.as_ref().map_or(&[], |r| &r.feeders)
+    }
 }
 
 /// Headers that belong to one HTTP/1.1 connection and have no place in HTTP/2; Host becomes the
@@ -137,8 +248,35 @@ impl Template {
             last: Bytes::from(last),
             head: *method == Method::HEAD,
             h2_block: Bytes::from(h2_block),
+            recipe: None,
             index: 0,
         }
+    }
+
+    /// A template with variables rendered with `fill` and the connection's `extracted` values into
+    /// the bytes its protocol sends (the HTTP/1.1 request, with `Connection: close` when `last`; or
+    /// the HTTP/2 header block and body), its Content-Length the rendered body's. `None` for a fixed
+    /// template, whose bytes are sent as they are.
+    pub(super) fn rendered(
+        &self,
+        target: &Endpoint,
+        fill: Option<&Fill>,
+        extracted: &[Vec<u8>],
+        last: bool,
+    ) -> Option<Result<Template, Refused>> {
+        let recipe = self.recipe.as_ref()?;
+        let empty = Fill::default();
+        Some(RENDERING.with_borrow_mut(|(buf, spans)| {
+            recipe.render(&target.vars, fill.unwrap_or(&empty), extracted, buf, spans)?;
+            let mut t = if target.http2 {
+                rendered_h2(recipe, buf, spans)
+            } else {
+                rendered_h1(recipe, buf, spans, last)
+            };
+            // Counted as the request it was rendered from.
+            t.index = self.index;
+            Ok(t)
+        }))
     }
 
     /// Compiles the workload's request `index` (from 0), with our Host and User-Agent unless the user
@@ -148,6 +286,7 @@ impl Template {
         index: usize,
         host: &str,
         user_agent: &str,
+        vars: &Vars,
     ) -> Result<Template, PrepareError> {
         let bad = |why: String| PrepareError::Request {
             index: index + 1,
@@ -182,6 +321,27 @@ impl Template {
         };
         // The Host sent, the user's own or ours (set above).
         let authority = headers[HOST].to_str().unwrap_or(host);
+        let recipe = Recipe::compile(
+            &method,
+            scheme,
+            authority,
+            r.url().path(),
+            &headers,
+            r.body(),
+            vars,
+        )
+        .map_err(bad)?;
+        if let Some(recipe) = recipe {
+            // Its own bytes are never sent; the method says whether a reply has a body.
+            let uri = format!("{scheme}://{authority}/")
+                .parse::<Uri>()
+                .map_err(|e| bad(e.to_string()))?;
+            let mut t = Template::new(&method, &uri, &HeaderMap::new(), &[]);
+            t.recipe = Some(Arc::new(recipe));
+            // Below MAX_REQUESTS, which the workload checked.
+            t.index = index as u16;
+            return Ok(t);
+        }
         let uri = format!("{scheme}://{authority}{}", r.url().path())
             .parse::<Uri>()
             .map_err(|e| bad(e.to_string()))?;
@@ -218,6 +378,12 @@ pub struct Endpoint {
     /// httperf's sessions (`--wsesslog`), naming `templates` by index: the connections model runs
     /// one an arrival.
     pub sessions: Option<Arc<shared::plan::Sessions>>,
+    /// The run's variables, where the templates' `${var}` take their values.
+    pub vars: Arc<Vars>,
+    /// The feeders' spooled rows, set by the session when a step starts (after they all arrived).
+    pub feeds: Arc<[Arc<Spool>]>,
+    /// The request run once per connection before its first of the mix.
+    pub setup: Option<Arc<Setup>>,
 }
 
 impl Endpoint {
@@ -257,12 +423,32 @@ impl Endpoint {
             origin.authority()
         };
         let user_agent = format!("stampede/{}", shared::VERSION);
+        let vars = Vars::of(w.data());
         let templates = w
             .requests()
             .iter()
             .enumerate()
-            .map(|(i, r)| Template::compile(r, i, &host_value, &user_agent))
+            .map(|(i, r)| Template::compile(r, i, &host_value, &user_agent, &vars))
             .collect::<Result<Vec<_>, _>>()?;
+        let setup = match w.data().setup() {
+            None => None,
+            Some(_) if w.http() != HttpVersion::Http1 => {
+                return Err(PrepareError::Setup(
+                    "a setup runs over HTTP/1.1 only (--http 1.1)".into(),
+                ));
+            }
+            Some(s) => {
+                let t = Template::compile(s.request(), 0, &host_value, &user_agent, &vars)
+                    .map_err(|e| match e {
+                        PrepareError::Request { why, .. } => PrepareError::Setup(why),
+                        other => other,
+                    })?;
+                Some(Arc::new(Setup {
+                    template: t,
+                    extract: s.extract().to_vec(),
+                }))
+            }
+        };
         let tls = match origin.scheme() {
             Scheme::Http => None,
             Scheme::Https => Some(
@@ -287,6 +473,9 @@ impl Endpoint {
             // A connection on HTTP/1.1 carries one request at a time.
             streams: if http2 { w.streams().get() } else { 1 },
             sessions: w.sessions().cloned(),
+            vars: Arc::new(vars),
+            feeds: Arc::new([]),
+            setup,
         })
     }
 }
@@ -297,3 +486,6 @@ fn default_port(s: Scheme) -> u16 {
         Scheme::Https => 443,
     }
 }
+
+#[cfg(test)]
+mod tests;

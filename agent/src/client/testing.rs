@@ -38,6 +38,9 @@ pub(super) fn target(addr: SocketAddr, tls: bool) -> Endpoint {
         http2: false,
         streams: 1,
         sessions: None,
+        vars: Default::default(),
+        feeds: Arc::new([]),
+        setup: None,
     }
 }
 

@@ -671,3 +671,72 @@ async fn a_broken_stream_during_a_step_stops_it_and_ends_the_session_with_its_re
     }
     assert_load_stopped(&served).await;
 }
+
+/// A configure whose request takes `${id}` from a shard feeder.
+fn configure_fed() -> Down {
+    let Down::Configure(mut c) = configure(&format!("{FAST}item/${{id}}")) else {
+        unreachable!()
+    };
+    c.feeders = vec![pb::Feeder {
+        name: "ids".into(),
+        mode: pb::FeederMode::Shard as i32,
+        columns: vec!["id".into()],
+    }];
+    Down::Configure(c)
+}
+
+fn rows(ids: std::ops::Range<u32>) -> Down {
+    let mut rows = Vec::new();
+    for i in ids {
+        shared::plan::encode_row(&[i.to_string().into_bytes()], &mut rows);
+    }
+    Down::FeedRows(pb::FeedRows { feeder: 0, rows })
+}
+
+fn end(rows: u64) -> Down {
+    Down::FeedEnd(pb::FeedEnd { feeder: 0, rows })
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_step_waits_for_every_feeder_row_and_a_count_that_differs_is_refused() {
+    let mut c = session(Rules::default(), scripted_lookup());
+    c.greet().await;
+    c.send(configure_fed()).await;
+    c.acked("configure").await;
+    c.send(prepare(0, 10.0)).await;
+    assert_eq!(
+        c.refused().await,
+        "feeder ids: its rows are not all here yet (no end of rows received)"
+    );
+    c.send(rows(0..3)).await;
+    c.send(end(4)).await;
+    c.send(prepare(0, 10.0)).await;
+    assert_eq!(
+        c.refused().await,
+        "feeder ids: 3 rows arrived where 4 were sent"
+    );
+    // A new configure starts the spools again.
+    c.send(configure_fed()).await;
+    c.acked("configure").await;
+    c.send(rows(0..3)).await;
+    c.send(rows(3..5)).await;
+    c.send(end(5)).await;
+    c.send(prepare(0, 10.0)).await;
+    c.acked("prepare").await;
+    // The same feeders again (side by side): the rows are kept, nothing need be sent.
+    c.send(configure_fed()).await;
+    c.acked("configure").await;
+    c.send(prepare(1, 10.0)).await;
+    c.acked("prepare").await;
+    // Rows for a feeder the configure does not have.
+    c.send(Down::FeedRows(pb::FeedRows {
+        feeder: 3,
+        rows: Vec::new(),
+    }))
+    .await;
+    c.send(prepare(2, 10.0)).await;
+    assert_eq!(
+        c.refused().await,
+        "feeder rows for feeder 3, which the configure does not have"
+    );
+}

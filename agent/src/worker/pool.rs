@@ -37,6 +37,8 @@ struct Arrival {
     waiting: bool,
     /// The request it sends, chosen as it arrived.
     index: u16,
+    /// Its index in the whole step (`${counter()}`).
+    arrival: u64,
 }
 
 impl Pool {
@@ -74,6 +76,7 @@ impl Pool {
             queued: now,
             waiting: false,
             index: ctx.pick(arrival),
+            arrival,
         };
         if self.idle.get() > 0 {
             self.queue.borrow_mut().push_back(a);
@@ -140,6 +143,7 @@ impl Pool {
                 queued,
                 waiting,
                 index,
+                arrival,
             }) = next
             else {
                 if self.closed.get() {
@@ -161,11 +165,17 @@ impl Pool {
                 ctx.rec.given_up(Some(index), now - intended);
                 continue;
             }
+            let template = ctx.template(index);
+            let Ok(fill) = ctx.fill(template, arrival) else {
+                ctx.rec.wait(queued.elapsed(), false);
+                continue;
+            };
             let req = Request {
-                template: ctx.template(index),
+                template,
                 intended,
                 last: false,
                 queued: Some((queued, waiting)),
+                fill: fill.as_ref(),
             };
             let _ = conn.send(&ctx.target, &ctx.rec, req).await;
         }

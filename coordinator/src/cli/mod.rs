@@ -14,7 +14,8 @@ use control::role::CertRole;
 use find_max::FIND_MAX_EXAMPLES;
 pub use find_max::{FIND_MAX_REFUSED, FindMaxArgs, Refused, SearchArgs};
 pub use run_args::{
-    CONSTRAINTS, Constraint, Given, Merge, RunArgs, flag_of, habit_notes, plan_keys,
+    CONSTRAINTS, Constraint, FeederArg, Given, Merge, RunArgs, SetupArg, flag_of, habit_notes,
+    plan_keys,
 };
 use run_args::{RUN_EXAMPLES, with_constraints};
 pub use values::{

@@ -412,7 +412,40 @@ settings! {
         #[arg(long = "monitor-target", value_name = "NAME=KIND:WHAT", help_heading = MONITOR)]
         #[serde(default)]
         pub monitor_target: Vec<String>,
+
+        /// Plan file only: CSV feeders (`[[feeder]]`), whose header row names the variables
+        /// requests use as `${name}`.
+        #[arg(skip)]
+        #[serde(default)]
+        pub feeder: Vec<FeederArg>,
+        /// Plan file only: a request run once per connection before its first of the mix
+        /// (`[setup]`), whose `extract` fills variables.
+        #[arg(skip)]
+        #[serde(default)]
+        pub setup: Option<SetupArg>,
     }
+}
+
+/// A plan file's `[[feeder]]`: a CSV file on the coordinator, its rows shipped to the agents.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FeederArg {
+    pub name: String,
+    pub file: PathBuf,
+    pub mode: shared::plan::FeederMode,
+}
+
+/// A plan file's `[setup]`: a request (templates allowed) and what its reply fills.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SetupArg {
+    pub method: Option<String>,
+    pub url: String,
+    #[serde(default)]
+    pub headers: Vec<String>,
+    pub body: Option<String>,
+    #[serde(default)]
+    pub extract: std::collections::BTreeMap<String, String>,
 }
 
 const TARGET: &str = "Target and request";

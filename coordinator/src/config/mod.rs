@@ -157,6 +157,9 @@ pub struct RunConfig {
     pub warmup: Option<Duration>,
     /// `--live`: the run served as it happens.
     pub live: Option<crate::live::LiveSpec>,
+    /// Each feeder's CSV file, in the workload's feeder order: read again and shipped to the agents
+    /// after every configure (`fleet::feed`).
+    pub feeds: Vec<PathBuf>,
 }
 
 /// What `stampede run`'s command line asks for: one run, or several targets side by side.
@@ -273,12 +276,14 @@ fn resolve_one(
     }
     let (requests, by_scheme, sessions) = workload::wsesslog::requests(&mut s)?;
     let wsesslog = workload::wsesslog::echo(&s, sessions.as_ref());
-    let workload = workload::workload(&s, requests)?;
+    let (data, feeds) = workload::feeder::data(&s.given, &requests.requests, &requests.names)?;
+    let workload = workload::workload(&s, requests)?.with_data(data);
     let workload = match sessions {
         Some(sessions) => workload.with_sessions(sessions)?,
         None => workload,
     };
     let (workload, over_http1) = workload::http_version(&s, workload, by_scheme, label.as_deref())?;
+    workload::feeder::check_http(&workload)?;
     let plan = steps::plan(&s, workload)?;
     if s.threads == 0 || s.threads > 1024 {
         return Err(PlanError::NotPositive {
@@ -294,6 +299,7 @@ fn resolve_one(
     let warmup = steps::warmup(&s)?;
     let live = live::live(&s, fleet.token.as_deref())?;
     let cfg = RunConfig {
+        feeds,
         live,
         host: plan.workload().origin().host().to_string(),
         echo: results::run_file::PlanEcho {

@@ -44,6 +44,14 @@ pub fn relative_to(file: RunArgs, path: &Path) -> RunArgs {
             },
             ..w
         }),
+        feeder: file
+            .feeder
+            .into_iter()
+            .map(|f| crate::cli::FeederArg {
+                file: rel(Some(f.file)).unwrap_or_default(),
+                ..f
+            })
+            .collect(),
         ..file
     }
 }

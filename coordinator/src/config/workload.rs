@@ -1,6 +1,7 @@
 //! The workload: the requests (the URL or `--urls` list, method, headers, body), what every request
 //! shares (timeouts, URL order, source addresses, expected statuses, TLS sessions), and each
 //! target's HTTP version (`http_version`) from the positional targets (`targets`).
+pub mod feeder;
 pub mod http_version;
 pub mod mix;
 pub mod targets;

@@ -22,6 +22,7 @@ use crate::output::AgentInfo;
 mod clock;
 mod dial;
 mod error;
+pub mod feed;
 mod greeting;
 mod monitor;
 mod waiting;
@@ -92,6 +93,8 @@ struct AgentHandle {
     capacity: Option<control::machine::MachineLimits>,
     /// Whether it binds connections to `--source-addrs` (an older agent would ignore them).
     binds_sources: bool,
+    /// The feeders whose rows it holds (`feed::ship`): a configure of the same feeders keeps them.
+    fed: Vec<shared::plan::Feeder>,
     /// The hashed boot id its hello gave (empty from an older agent): a monitor with the same one
     /// watches the machine this agent loads from.
     machine_id: String,
@@ -204,6 +207,7 @@ impl Fleet {
             capacity: None,
             binds_sources: false,
             machine_id: String::new(),
+            fed: Vec::new(),
         });
         self.stamp(i);
         i
@@ -223,6 +227,7 @@ impl Fleet {
         a.monitor = None;
         a.info = None;
         a.role = Role::Load;
+        a.fed.clear();
         self.stamp(i);
     }
 
@@ -281,6 +286,15 @@ impl Fleet {
         (0..self.agents.len())
             .filter(|&i| self.agents[i].alive && self.agents[i].role == Role::Load)
             .collect()
+    }
+
+    /// The feeders whose rows agent `i`'s session holds.
+    pub(crate) fn fed(&self, i: usize) -> &[shared::plan::Feeder] {
+        &self.agents[i].fed
+    }
+
+    pub(crate) fn set_fed(&mut self, i: usize, feeders: &[shared::plan::Feeder]) {
+        self.agents[i].fed = feeders.to_vec();
     }
 
     /// Makes agent `i` a monitor (or a load agent again); before the run splits its first step.

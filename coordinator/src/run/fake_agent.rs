@@ -141,6 +141,8 @@ async fn play(mut link: AgentEnd, script: Script, log: Log) {
         let answer = match kind {
             Down::Hello(_) => Some(hello()),
             Down::Configure(_) => Some(ack("configure", 0)),
+            // Feeder rows are spooled without an answer.
+            Down::FeedRows(_) | Down::FeedEnd(_) => None,
             Down::Ping(p) => Some(Up::Pong(pb::Pong {
                 id: p.id,
                 agent_unix_nanos: unix_ns(SystemTime::now()),

@@ -547,14 +547,21 @@ async fn configure(
 ) -> Result<Vec<(usize, Warning)>, FleetError> {
     let configure: pb::Configure = cfg.plan.workload().into();
     let live = fleet.live();
-    fleet
+    let warnings = fleet
         .command_all(
             &live,
             |_| Down::Configure(configure.clone()),
             "configuring it",
             tolerate_loss,
         )
-        .await
+        .await?;
+    let data = cfg.plan.workload().data();
+    if !data.feeders().is_empty() {
+        let live = fleet.live();
+        let weights = fleet.weights(&live, cfg.agent_weights.as_deref());
+        crate::fleet::feed::ship(fleet, &live, &weights, data, &cfg.feeds).await?;
+    }
+    Ok(warnings)
 }
 
 /// Reaches (or takes the `links` to), greets and configures the agents with every target's workload in

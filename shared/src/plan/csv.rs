@@ -30,6 +30,19 @@ pub enum CsvError {
     AfterQuote { line: u64, found: char },
 }
 
+impl CsvError {
+    /// The line it is on, where it has one (for `file:line`).
+    pub fn line(&self) -> Option<u64> {
+        match self {
+            CsvError::Read(_) => None,
+            CsvError::NoHeader | CsvError::BadName(_) | CsvError::Duplicate(_) => Some(1),
+            CsvError::Width { line, .. }
+            | CsvError::Unclosed { line }
+            | CsvError::AfterQuote { line, .. } => Some(*line),
+        }
+    }
+}
+
 /// The records of a CSV stream after its header.
 pub struct Records<R> {
     input: R,
@@ -62,6 +75,11 @@ impl<R: BufRead> Records<R> {
             line,
             buf,
         })
+    }
+
+    /// The line the next record starts on (from 1).
+    pub fn line(&self) -> u64 {
+        self.line
     }
 
     /// The variables the header names, in its order.

@@ -6,6 +6,9 @@ use super::{MAX_RATE, MIN_RATE};
 /// Everything that can be wrong with a plan, said so a person can fix it.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum PlanError {
+    /// A feeder, a setup or a variable that cannot be (see `plan::feeder`).
+    #[error("{0}")]
+    BadData(String),
     #[error("bad URL '{url}': {why}")]
     BadUrl { url: String, why: String },
     #[error(

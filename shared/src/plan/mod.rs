@@ -7,6 +7,7 @@ use std::time::Duration;
 mod csv;
 mod error;
 mod extract;
+mod feeder;
 mod mix;
 mod model;
 mod ramp;
@@ -24,6 +25,10 @@ mod wsesslog;
 pub use csv::{CsvError, Records};
 pub use error::PlanError;
 pub use extract::{ExtractError, Extraction};
+pub use feeder::{
+    Data, Dealer, Feeder, FeederMode, MAX_FEEDERS, MAX_FIELD, MAX_ROW, Setup, decode_rows,
+    encode_row, row_len,
+};
 pub use mix::{MAX_REQUESTS, MAX_TOTAL_WEIGHT, Mix, UrlOrder};
 pub use model::{Arrival, LoadModel, StepLimit};
 pub use ramp::{MAX_STEPS, ramp};

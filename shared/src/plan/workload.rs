@@ -6,7 +6,7 @@ use std::time::Duration;
 use crate::status::StatusSet;
 
 use super::source_addrs::{check_source_addrs, family};
-use super::{Mix, PlanError, RequestSpec, Sessions, Url, UrlOrder};
+use super::{Data, Mix, PlanError, RequestSpec, Sessions, Url, UrlOrder};
 
 /// The longest request name: a column's worth in a table, a label's in /metrics.
 pub const MAX_NAME_LEN: usize = 64;
@@ -104,9 +104,21 @@ pub struct Workload {
     /// httperf's sessions (`--wsesslog`), naming `requests` by index; `None`: an arrival sends
     /// `--num-call` of the requests in turn.
     sessions: Option<std::sync::Arc<Sessions>>,
+    /// Feeders and a setup the requests' `${var}` draw on (see `plan::feeder`).
+    data: std::sync::Arc<Data>,
 }
 
 impl Workload {
+    /// The feeders and setup the requests' variables come from; empty for none.
+    pub fn data(&self) -> &Data {
+        &self.data
+    }
+
+    pub fn with_data(mut self, data: Data) -> Self {
+        self.data = std::sync::Arc::new(data);
+        self
+    }
+
     /// The requests to send, at least one, all of one origin.
     pub fn requests(&self) -> &[RequestSpec] {
         &self.requests
@@ -275,6 +287,7 @@ impl Workload {
             streams: std::num::NonZeroU32::MIN,
             tls_sessions: TlsSessions::Fresh,
             sessions: None,
+            data: Default::default(),
         })
     }
 
