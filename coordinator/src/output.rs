@@ -638,7 +638,13 @@ where
     let mut first = 0;
     while first < names.len() {
         let batch = first..(first + NAMES_PER_PASS).min(names.len());
-        name_hlog_batch(dir, step, started, &names[batch.clone()], intervals(batch.clone()))?;
+        name_hlog_batch(
+            dir,
+            step,
+            started,
+            &names[batch.clone()],
+            intervals(batch.clone()),
+        )?;
         first = batch.end;
     }
     Ok(())
@@ -656,14 +662,8 @@ fn name_hlog_batch<E>(
 where
     E: std::error::Error + Send + Sync + 'static,
 {
-    let paths: Vec<PathBuf> = names
-        .iter()
-        .map(|n| name_hlog_path(dir, step, n))
-        .collect();
-    let tmps: Vec<PathBuf> = paths
-        .iter()
-        .map(|p| p.with_extension("hlog.tmp"))
-        .collect();
+    let paths: Vec<PathBuf> = names.iter().map(|n| name_hlog_path(dir, step, n)).collect();
+    let tmps: Vec<PathBuf> = paths.iter().map(|p| p.with_extension("hlog.tmp")).collect();
     let written = name_hlog_lines(step, started, names, &paths, &tmps, intervals);
     if let Err(e) = written {
         for t in &tmps {
@@ -696,7 +696,9 @@ where
     let mut serializers: Vec<Deflater> = names.iter().map(|_| Deflater::default()).collect();
     let to_io = |e| io::Error::other(format!("{e:?}"));
     let mut writers = Vec::with_capacity(names.len());
-    for (((name, out), serializer), path) in names.iter().zip(&mut outs).zip(&mut serializers).zip(paths) {
+    for (((name, out), serializer), path) in
+        names.iter().zip(&mut outs).zip(&mut serializers).zip(paths)
+    {
         let w = IntervalLogWriterBuilder::new()
             .add_comment(&format!(
                 "stampede {} step {step} request {name}: latency in microseconds",
@@ -712,9 +714,7 @@ where
     }
     let mut merger = Merger::default();
     for i in intervals {
-        let i = i
-            .map_err(io::Error::other)
-            .map_err(at(&paths[0]))?;
+        let i = i.map_err(io::Error::other).map_err(at(&paths[0]))?;
         for ((w, reports), path) in writers.iter_mut().zip(&i.per_name).zip(paths) {
             w.write_histogram(merger.merge(reports), i.offset, i.length, None)
                 .map_err(to_io)

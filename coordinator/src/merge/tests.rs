@@ -481,13 +481,20 @@ fn an_unnamed_step_spills_no_name_frames_and_has_no_named_hlog() {
 
 #[test]
 fn a_damaged_name_frame_is_an_error_naming_its_file() {
-    for garbage in [&b"\x01\x00\xff\xff\xff\x7f"[..], &b"\x00\x00\x08\x00\x00\x00garbage!"[..]] {
+    for garbage in [
+        &b"\x01\x00\xff\xff\xff\x7f"[..],
+        &b"\x00\x00\x08\x00\x00\x00garbage!"[..],
+    ] {
         let mut merge = spilling(1, 0).with_names(2);
         merge.interval(0, named(0, 0, 2)).unwrap();
         merge.interval(0, named(0, 1, 2)).unwrap();
         let done = merge.finish().unwrap();
         let frame = done.hlog.intervals[0].names[0];
-        done.hlog.spill.file.write_all_at(garbage, frame.at).unwrap();
+        done.hlog
+            .spill
+            .file
+            .write_all_at(garbage, frame.at)
+            .unwrap();
         let e = done.hlog.name_intervals(0..2).next().unwrap().unwrap_err();
         assert!(matches!(e, SpillError::Damaged { .. }), "{e:?}");
         let dir = tempfile::tempdir().unwrap();
@@ -499,7 +506,13 @@ fn a_damaged_name_frame_is_an_error_naming_its_file() {
         })
         .unwrap_err()
         .to_string();
-        assert!(e.contains("step-002.a.hlog") && e.contains("is damaged"), "{e}");
-        assert_eq!(std::fs::read_dir(dir.path().join("hlog")).unwrap().count(), 0);
+        assert!(
+            e.contains("step-002.a.hlog") && e.contains("is damaged"),
+            "{e}"
+        );
+        assert_eq!(
+            std::fs::read_dir(dir.path().join("hlog")).unwrap().count(),
+            0
+        );
     }
 }

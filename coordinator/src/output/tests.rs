@@ -396,7 +396,9 @@ fn each_named_request_has_its_hlog_of_the_fleets_merge_per_interval() {
     };
     // More names than one pass writes, so the batches are seen: name k's interval s holds two
     // agents' reports, of k + 1 and s + 1 latencies; the last name saw nothing in interval 1.
-    let names: Vec<String> = (0..NAMES_PER_PASS + 3).map(|k| format!("r-{k}.x")).collect();
+    let names: Vec<String> = (0..NAMES_PER_PASS + 3)
+        .map(|k| format!("r-{k}.x"))
+        .collect();
     let mut asked = Vec::new();
     let read = |range: std::ops::Range<usize>| {
         asked.push(range.clone());
@@ -421,7 +423,10 @@ fn each_named_request_has_its_hlog_of_the_fleets_merge_per_interval() {
             .collect::<Vec<_>>()
     };
     write_name_hlogs(dir.path(), 3, SystemTime::now(), &names, read).unwrap();
-    assert_eq!(asked, [0..NAMES_PER_PASS, NAMES_PER_PASS..NAMES_PER_PASS + 3]);
+    assert_eq!(
+        asked,
+        [0..NAMES_PER_PASS, NAMES_PER_PASS..NAMES_PER_PASS + 3]
+    );
     for (k, name) in names.iter().enumerate() {
         let path = dir.path().join(format!("hlog/step-003.{name}.hlog"));
         assert_eq!(path, name_hlog_path(dir.path(), 3, name));
@@ -458,7 +463,10 @@ fn a_named_hlog_that_cannot_be_read_leaves_no_file_of_its_batch() {
 fn a_reused_directory_counts_the_named_requests_hlogs_as_the_runs() {
     let dir = tempfile::tempdir().unwrap();
     fs::create_dir_all(dir.path().join("hlog")).unwrap();
-    for f in ["hlog/step-001.login.hlog", "hlog/step-002.items.list.hlog.tmp"] {
+    for f in [
+        "hlog/step-001.login.hlog",
+        "hlog/step-002.items.list.hlog.tmp",
+    ] {
         fs::write(dir.path().join(f), b"old").unwrap();
     }
     let found = run_files(dir.path()).unwrap();
