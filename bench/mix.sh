@@ -25,6 +25,17 @@
 #   MODEL=concurrency (or requests, with RATE)   RATE (open-loop req/s for a and b)
 #   SERVER_CPU=0 GEN_CPU=1                        CPUs for nginx and for the generators
 #   STAMPEDE                                      a stampede binary instead of building one
+#   INSTR=1                                       also count instructions per request under valgrind
+#                                                 (cachegrind, no cache simulation), robust where CPU time
+#                                                 is not (a busy machine), as a marginal cost between two
+#                                                 runs so that start-up and exit cancel out: wrk (c, d) for
+#                                                 INSTR_SHORT=2 and INSTR_LONG=6 seconds; stampede (a, b)
+#                                                 for INSTR_LONG seconds in its open loop at INSTR_RATES=
+#                                                 "500 2000" req/s, so that its once-a-second work (the
+#                                                 interval's histograms, per name too) cancels out as well:
+#                                                 under valgrind it sends a few thousand requests a second,
+#                                                 over which that work would weigh 30 times what it does
+#   CASES_ONLY=1                                  with INSTR=1: skip the CPU-time runs
 #   OUT                                           results directory (default bench-results/mix-<UTC time>/)
 set -euo pipefail
 
@@ -45,8 +56,14 @@ RATE=${RATE:-}
 SERVER_CPU=${SERVER_CPU:-0}
 GEN_CPU=${GEN_CPU:-1}
 
+INSTR=${INSTR:-}
+INSTR_SHORT=${INSTR_SHORT:-2}
+INSTR_LONG=${INSTR_LONG:-6}
+INSTR_RATES=${INSTR_RATES:-500 2000}
+CASES_ONLY=${CASES_ONLY:-}
+
 is_uint() { [[ $1 =~ ^[0-9]+$ ]] && (( $1 > 0 )); }
-for v in REPS DURATION CONNS PORT; do is_uint "${!v}" || die "$v must be a positive integer (got '${!v}')"; done
+for v in REPS DURATION CONNS PORT INSTR_SHORT INSTR_LONG; do is_uint "${!v}" || die "$v must be a positive integer (got '${!v}')"; done
 [[ $PAUSE =~ ^[0-9]+([.][0-9]+)?$ ]] || die "PAUSE must be a number of seconds (got '$PAUSE')"
 case $MODEL in
 concurrency) [[ -z $RATE ]] || die "RATE is for MODEL=requests (the closed loop has no rate)" ;;
@@ -54,6 +71,8 @@ requests) is_uint "$RATE" || die "MODEL=requests needs RATE, a positive integer 
 *) die "MODEL must be concurrency or requests (got '$MODEL')" ;;
 esac
 (( REPS <= 100 && DURATION <= 3600 )) || die "REPS <= 100 and DURATION <= 3600, please"
+(( INSTR_SHORT < INSTR_LONG && INSTR_LONG <= 600 )) || die "INSTR_SHORT < INSTR_LONG <= 600, please"
+[[ -z $INSTR ]] || command -v valgrind >/dev/null || die "INSTR=1 needs valgrind (apt-get install valgrind)"
 
 for tool in wrk taskset /usr/bin/time "$PYTHON"; do
     command -v "$tool" >/dev/null || die "$tool is needed (apt-get install wrk util-linux time python3)"
@@ -134,6 +153,9 @@ EOF
 
 RUN_LIMIT=$((2 * DURATION + 20))
 NGINX_LIFE=$(( (REPS * 4 + 2) * (RUN_LIMIT + 10) + 120 ))
+# Under valgrind a run's start and exit take seconds more.
+INSTR_LIMIT=$((2 * INSTR_LONG + 60))
+[[ -z $INSTR ]] || NGINX_LIFE=$(( NGINX_LIFE + 8 * (INSTR_LIMIT + 10) ))
 taskset -c "$SERVER_CPU" timeout -k 5 "$NGINX_LIFE" "$NGINX" -p "$TMP" -c "$TMP/nginx.conf" -e "$TMP/error.log" \
     </dev/null >"$TMP/nginx.out" 2>&1 &
 NGINX_WRAPPER=$!
@@ -225,9 +247,9 @@ stampede_load() {
     esac
 }
 
-# case_cmd CASE DIR: sets CMD to case CASE's command line, writing into DIR.
+# case_cmd CASE DIR [SECONDS]: sets CMD to case CASE's command line, writing into DIR.
 case_cmd() {
-    local dir=$2
+    local dir=$2 DURATION=${3:-$DURATION}
     # shellcheck disable=SC2207
     local load=($(stampede_load))
     case $1 in
@@ -261,9 +283,34 @@ run_one() {
     say "  $c rep $rep: $requests requests, ${cpu} CPU-s, $per req/CPU-s$failed"
 }
 
+# instr_one CASE SECONDS [RATE]: one run under cachegrind (stampede's open loop at RATE when given);
+# appends its instructions and nginx's count.
+instr_one() {
+    local c=$1 secs=$2 rate=${3:-} dir=$OUT/raw/instr-$1-$2${3:+-at-$3} rc=0 before after
+    mkdir -p "$dir"
+    if [[ -n $rate ]]; then
+        MODEL=requests RATE=$rate case_cmd "$c" "$dir" "$secs"
+    else
+        case_cmd "$c" "$dir" "$secs"
+    fi
+    CMD=(valgrind --tool=cachegrind --cache-sim=no --cachegrind-out-file="$dir/cachegrind.out" "${CMD[@]}")
+    printf '%q ' "${CMD[@]}" >"$dir/cmd"
+    sleep "$PAUSE"
+    before=$(scrape)
+    taskset -c "$GEN_CPU" timeout --foreground -k 5 "$INSTR_LIMIT" "${CMD[@]}" >"$dir/stdout" 2>"$dir/stderr" || rc=$?
+    after=$(scrape)
+    local instr
+    instr=$(sed -n 's/^summary: \([0-9]*\).*/\1/p' "$dir/cachegrind.out" 2>/dev/null || true)
+    printf '%s\t%s\t%s\t%s\t%s\n' "$c" "$secs${rate:+@$rate}" "$rc" "$((after - before - 1))" "${instr:-nan}" >>"$INSTR_RUNS"
+    local failed=
+    (( rc == 0 )) || failed=" (exit $rc: see $dir/stderr)"
+    say "  $c ${secs}s${rate:+ at $rate req/s} under valgrind: $((after - before - 1)) requests, ${instr:-?} instructions$failed"
+}
+
 say "mix.sh: $REPS rep(s) x 4 cases x ${DURATION}s, model $MODEL${RATE:+ at $RATE req/s}, $CONNS connections; $CSV_NOTE"
 say "results in $OUT"
 CASES=(a b c d)
+if [[ -n $INSTR && -n $CASES_ONLY ]]; then REPS=0; fi
 for (( rep = 1; rep <= REPS; rep++ )); do
     # The order rotates by one each repetition, so no case always follows the same one.
     for (( k = 0; k < 4; k++ )); do
@@ -271,9 +318,25 @@ for (( rep = 1; rep <= REPS; rep++ )); do
     done
 done
 
+if [[ -n $INSTR ]]; then
+    INSTR_RUNS=$OUT/instructions.tsv
+    printf 'case\tseconds\trc\trequests\tinstructions\n' >"$INSTR_RUNS"
+    read -r rate1 rate2 <<<"$INSTR_RATES"
+    is_uint "${rate1:-x}" && is_uint "${rate2:-x}" && (( rate1 < rate2 )) || die "INSTR_RATES must be two rates, the lower first (got '$INSTR_RATES')"
+    say "instructions under cachegrind: stampede ${INSTR_LONG}s at $rate1 and $rate2 req/s; wrk ${INSTR_SHORT}s and ${INSTR_LONG}s"
+    for c in a b; do
+        instr_one "$c" "$INSTR_LONG" "$rate1"
+        instr_one "$c" "$INSTR_LONG" "$rate2"
+    done
+    for c in c d; do
+        instr_one "$c" "$INSTR_SHORT"
+        instr_one "$c" "$INSTR_LONG"
+    done
+fi
+
 # ------------------------------------------------------------------ the answer
 
-"$PYTHON" - "$RUNS" "$MODEL" "$CSV_NOTE" <<'EOF' | tee "$OUT/summary.txt"
+(( REPS == 0 )) || "$PYTHON" - "$RUNS" "$MODEL" "$CSV_NOTE" <<'EOF' | tee "$OUT/summary.txt"
 import csv, statistics, sys
 runs, model, note = sys.argv[1], sys.argv[2], sys.argv[3]
 rows = list(csv.DictReader(open(runs), delimiter="\t"))
@@ -304,4 +367,27 @@ if model != "concurrency":
     print("note: stampede ran an open loop, wrk a closed one: b/d is not like for like")
 if bad:
     print(f"note: {len(bad)} run(s) failed and are left out: " + ", ".join(f"{r['case']}-{r['rep']} (exit {r['rc']})" for r in bad))
+EOF
+
+[[ -z $INSTR ]] || "$PYTHON" - "$INSTR_RUNS" "$CSV_NOTE" <<'EOF' | tee -a "$OUT/summary.txt"
+import csv, sys
+rows = [r for r in csv.DictReader(open(sys.argv[1]), delimiter="\t")]
+per = {}
+for c in "abcd":
+    runs = sorted((int(r["requests"]), int(r["requests"]), float(r["instructions"]))
+                  for r in rows if r["case"] == c and r["rc"] == "0" and r["instructions"] != "nan")
+    if len(runs) == 2 and runs[1][1] > runs[0][1]:
+        (_, r1, i1), (_, r2, i2) = runs
+        per[c] = (i2 - i1) / (r2 - r1)
+label = {"a": "stampede, one URL", "b": "stampede, 5-request mix", "c": "wrk, one URL", "d": "wrk, Lua 5-request mix"}
+print(f"instructions per request, marginal between two runs (stampede: two rates, wrk: two lengths; {sys.argv[2]})")
+for c in "abcd":
+    print(f"{c}  {label[c]:<27} " + (f"{per[c]:>9.0f}" if c in per else "        -  (a run failed)"))
+def ratio(x, y, goal):
+    if x in per and y in per:
+        v = per[y] / per[x]
+        return f"{x}/{y} in requests per instruction: {v:.3f} (goal >= {goal}: {'met' if v >= goal else 'NOT met'})"
+    return f"{x}/{y}: -"
+print(ratio("b", "a", 0.90))
+print(ratio("b", "d", 1.0) + "  (stampede's open loop at a low rate, wrk's closed loop: not like for like)")
 EOF
