@@ -274,7 +274,7 @@ run_one() {
     # The closing scrape counts itself once: not the generator's.
     local requests=$((after - before - 1)) wall cpu
     read -r wall user sys < <(tail -n1 "$dir/time")
-    cpu=$("$PYTHON" -c 'import sys; print(float(sys.argv[1]) + float(sys.argv[2]))' "$user" "$sys")
+    cpu=$("$PYTHON" -c 'import sys; print(f"{float(sys.argv[1]) + float(sys.argv[2]):.2f}")' "$user" "$sys")
     local per
     per=$("$PYTHON" -c 'import sys; c = float(sys.argv[2]); print(f"{int(sys.argv[1]) / c:.0f}" if c > 0 else "nan")' "$requests" "$cpu")
     printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$c" "$rep" "$rc" "$requests" "$cpu" "$wall" "$per" >>"$RUNS"
