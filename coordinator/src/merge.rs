@@ -269,8 +269,14 @@ impl Spill {
         frame.clear();
         for n in names {
             let bytes = n.latency.as_bytes();
-            // At most ~2^25 buckets of 9 bytes: a histogram's bytes always fit in a u32.
-            let len = u32::try_from(bytes.len()).unwrap_or(u32::MAX);
+            // A checked histogram is at most 9 bytes per bucket of ~2^25: this never fails.
+            let Ok(len) = u32::try_from(bytes.len()) else {
+                self.frame = frame;
+                return Err(SpillError::Write {
+                    dir: self.dir.clone(),
+                    source: io::Error::other("a histogram of more than 4 GB"),
+                });
+            };
             frame.extend_from_slice(&n.index.to_le_bytes());
             frame.extend_from_slice(&len.to_le_bytes());
             frame.extend_from_slice(bytes);
