@@ -4,7 +4,13 @@
 //! cargo run --release -p coordinator --example merge_scale                # 10, 100, 1000 agents
 //! cargo run --release -p coordinator --example merge_scale -- --compare   # and the old path, before it
 //! cargo run --release -p coordinator --example merge_scale -- --agents 10,100 --intervals 5
+//! cargo run --release -p coordinator --example merge_scale -- --agents 100,1000 --names 0,5,20,50
 //! ```
+//!
+//! `--names` gives each report that many named requests (a mix's rows: counters, a served and a
+//! failed latency each), the agent's samples dealt among them in turn, and the finish writes each
+//! name's .hlog as well: the cost of per-name histograms to the fleet's merge. The old path
+//! (`--baseline`) knows no names and runs at 0 names only.
 //!
 //! Each agent count runs in its own child process, so its peak RSS is its own. A child builds, per 1 s
 //! interval, one real `IntervalReport` per agent (a few thousand log-normal latencies and matching
@@ -34,6 +40,7 @@ use shared::rng::Rng;
 
 struct Args {
     agents: Vec<usize>,
+    names: Vec<usize>,
     intervals: u32,
     samples: u32,
     baseline: bool,
@@ -44,6 +51,7 @@ struct Args {
 fn parse_args() -> Args {
     let mut a = Args {
         agents: vec![10, 100, 1000],
+        names: vec![0],
         intervals: 10,
         samples: 3000,
         baseline: false,
@@ -66,6 +74,17 @@ fn parse_args() -> Args {
                     })
                     .collect()
             }
+            "--names" => {
+                a.names = value()
+                    .split(',')
+                    .map(|n| {
+                        n.parse()
+                            .ok()
+                            .filter(|&n| n <= usize::from(u16::MAX))
+                            .unwrap_or_else(|| usage("--names takes numbers up to 65535"))
+                    })
+                    .collect()
+            }
             "--intervals" => a.intervals = value().parse().unwrap_or_else(|_| usage("--intervals")),
             "--samples" => a.samples = value().parse().unwrap_or_else(|_| usage("--samples")),
             "--baseline" => a.baseline = true,
@@ -80,7 +99,7 @@ fn parse_args() -> Args {
 
 fn usage(why: &str) -> ! {
     eprintln!(
-        "merge_scale: {why}\nusage: merge_scale [--agents 10,100,1000] [--intervals 10] [--samples 3000] [--baseline | --compare]"
+        "merge_scale: {why}\nusage: merge_scale [--agents 10,100,1000] [--names 0,20] [--intervals 10] [--samples 3000] [--baseline | --compare]"
     );
     std::process::exit(2)
 }
@@ -98,6 +117,7 @@ fn main() {
 #[derive(Default, Clone)]
 struct Row {
     agents: usize,
+    names: usize,
     baseline: bool,
     merge_median_ms: f64,
     merge_max_ms: f64,
@@ -110,12 +130,14 @@ struct Row {
     digest: String,
 }
 
-fn run_child(args: &Args, agents: usize, baseline: bool) -> Row {
+fn run_child(args: &Args, agents: usize, names: usize, baseline: bool) -> Row {
     let mut cmd = Command::new(std::env::current_exe().expect("own path"));
     cmd.args([
         "--child",
         "--agents",
         &agents.to_string(),
+        "--names",
+        &names.to_string(),
         "--intervals",
         &args.intervals.to_string(),
         "--samples",
@@ -127,7 +149,10 @@ fn run_child(args: &Args, agents: usize, baseline: bool) -> Row {
     let out = cmd.output().expect("run the child");
     if !out.status.success() {
         eprintln!("{}", String::from_utf8_lossy(&out.stderr));
-        panic!("child for {agents} agents failed: {}", out.status);
+        panic!(
+            "child for {agents} agents x {names} names failed: {}",
+            out.status
+        );
     }
     let text = String::from_utf8_lossy(&out.stdout);
     let line = text.lines().last().unwrap_or_default();
@@ -140,6 +165,7 @@ fn run_child(args: &Args, agents: usize, baseline: bool) -> Row {
     let f = |k: &str| get(k).parse::<f64>().unwrap_or(f64::NAN);
     Row {
         agents,
+        names,
         baseline,
         merge_median_ms: f("merge_median_ms"),
         merge_max_ms: f("merge_max_ms"),
@@ -161,8 +187,13 @@ fn parent(args: &Args) {
     };
     let mut rows: Vec<Row> = Vec::new();
     for &baseline in paths {
-        for &n in &args.agents {
-            rows.push(run_child(args, n, baseline));
+        for &names in &args.names {
+            if baseline && names > 0 {
+                continue;
+            }
+            for &n in &args.agents {
+                rows.push(run_child(args, n, names, baseline));
+            }
         }
     }
     println!(
@@ -183,15 +214,17 @@ fn parent(args: &Args) {
         "peak RSS",
         "growth",
         "digest",
+        "names",
     ];
     let units = [
-        "", "", "ms", "ms", "ms p50", "ms p50", "ms", "s", "MB", "cpu/RSS", "",
+        "", "", "ms", "ms", "ms p50", "ms p50", "ms", "s", "MB", "cpu/RSS", "", "",
     ];
     let line = |cells: &[String]| {
         println!(
-            "{:<9} {:>6} {:>10} {:>10} {:>10} {:>8} {:>9} {:>7} {:>9} {:>12} {:>17}",
+            "{:<9} {:>6} {:>6} {:>10} {:>10} {:>10} {:>8} {:>9} {:>7} {:>9} {:>12} {:>17}",
             cells[0],
             cells[1],
+            cells[11],
             cells[2],
             cells[3],
             cells[4],
@@ -208,7 +241,7 @@ fn parent(args: &Args) {
     let mut prev: Option<&Row> = None;
     for r in &rows {
         let growth = match prev {
-            Some(p) if p.baseline == r.baseline => format!(
+            Some(p) if p.baseline == r.baseline && p.names == r.names => format!(
                 "x{:.1}/x{:.1}",
                 r.merge_cpu_median_ms / p.merge_cpu_median_ms,
                 r.peak_rss_mb / p.peak_rss_mb
@@ -227,6 +260,7 @@ fn parent(args: &Args) {
             format!("{:.1}", r.peak_rss_mb),
             growth,
             r.digest.clone(),
+            r.names.to_string(),
         ]);
         prev = Some(r);
     }
@@ -239,7 +273,9 @@ fn parent(args: &Args) {
     );
     if args.compare {
         for r in rows.iter().filter(|r| !r.baseline) {
-            let before = rows.iter().find(|b| b.baseline && b.agents == r.agents);
+            let before = rows
+                .iter()
+                .find(|b| b.baseline && b.agents == r.agents && b.names == r.names);
             if let Some(b) = before.filter(|b| b.digest != r.digest) {
                 eprintln!(
                     "merge_scale: {} agents: the outputs differ (baseline {}, StepMerge {})",
@@ -264,6 +300,8 @@ trait Merge {
 struct Current {
     merge: StepMerge,
     agents: usize,
+    /// The mix's request names, for their .hlog files.
+    names: Vec<String>,
     p99s: Vec<u64>,
 }
 
@@ -295,6 +333,8 @@ impl Merge for Current {
             .collect();
         let result = step::summarize(&input);
         output::write_hlog(dir, 1, started(), hlog.intervals(), &step.names).expect("hlog written");
+        output::write_name_hlogs(dir, 1, started(), &self.names, |r| hlog.name_intervals(r))
+            .expect("the names' hlogs written");
         (result, self.p99s)
     }
 }
@@ -329,6 +369,7 @@ struct StepShape {
 
 fn child(args: &Args) {
     let n = args.agents[0];
+    let names = args.names[0];
     let shape = StepShape {
         intervals: args.intervals,
         names: (0..n)
@@ -341,12 +382,16 @@ fn child(args: &Args) {
         Box::new(baseline::Baseline::new(n))
     } else {
         Box::new(Current {
-            merge: StepMerge::new(n, dir.path()).expect("a spill file"),
+            merge: StepMerge::new(n, dir.path())
+                .expect("a spill file")
+                .with_names(names),
             agents: n,
+            names: (0..names).map(|k| format!("request-{k}")).collect(),
             p99s: Vec::new(),
         })
     };
     let mut gen_hist = shared::metrics::Histograms::default();
+    let mut gen_names = vec![shared::metrics::NameStats::default(); names];
     let mut merge_ms = Vec::new();
     let mut decode_ms = Vec::new();
     let mut merge_cpu_ms = Vec::new();
@@ -355,7 +400,7 @@ fn child(args: &Args) {
     for seq in 0..args.intervals {
         // The network's side: every agent's report of this interval, as bytes on the wire.
         let wire: Vec<Vec<u8>> = (0..n)
-            .map(|agent| encoded_report(&mut gen_hist, agent, seq, args.samples))
+            .map(|agent| encoded_report(&mut gen_hist, &mut gen_names, agent, seq, args.samples))
             .collect();
         report_bytes += wire.iter().map(Vec::len).sum::<usize>();
 
@@ -395,6 +440,15 @@ fn child(args: &Args) {
     std::fs::read(dir.path().join("hlog/step-001.hlog"))
         .expect("hlog written")
         .hash(&mut h);
+    for k in 0..names {
+        std::fs::read(output::name_hlog_path(
+            dir.path(),
+            1,
+            &format!("request-{k}"),
+        ))
+        .expect("a name's hlog written")
+        .hash(&mut h);
+    }
     let med = |v: &mut Vec<f64>| {
         v.sort_by(f64::total_cmp);
         v[v.len() / 2]
@@ -416,6 +470,7 @@ fn child(args: &Args) {
 /// One agent's interval as it leaves the agent: recorded into histograms, converted, prost-encoded.
 fn encoded_report(
     h: &mut shared::metrics::Histograms,
+    names: &mut Vec<shared::metrics::NameStats>,
     agent: usize,
     seq: u32,
     samples: u32,
@@ -430,11 +485,31 @@ fn encoded_report(
     ] {
         x.reset();
     }
+    for n in names.iter_mut() {
+        n.counters = Default::default();
+        n.latency.reset();
+        n.failed.reset();
+    }
     // Agents differ a little (their network path), so the merge spans more buckets than one agent's.
     let median_us = 4_000.0 * (1.0 + (agent % 7) as f64 * 0.15);
     let mut s = Snapshot::default();
     for k in 0..samples {
-        let latency = lognormal(&mut rng, median_us, 0.5);
+        // Each name a little slower than the one before, so their histograms differ.
+        let name = (!names.is_empty()).then(|| k as usize % names.len());
+        let slower = 1.0 + name.map_or(0.0, |n| n as f64 * 0.05);
+        let latency = lognormal(&mut rng, median_us * slower, 0.5);
+        let status = if k % 500 == 0 { 503 } else { 200 };
+        if let Some(n) = name.map(|n| &mut names[n]) {
+            n.counters.requests += 1;
+            n.counters.replies += 1;
+            n.counters.status[usize::from(status / 100 - 1)] += 1;
+            if status == 200 {
+                n.counters.ok += 1;
+                n.latency.saturating_record(latency as u64);
+            } else {
+                n.failed.saturating_record(latency as u64);
+            }
+        }
         h.latency.saturating_record(latency as u64);
         h.ttfb
             .saturating_record((latency * (0.6 + 0.3 * rng.next_f64())) as u64);
@@ -449,8 +524,7 @@ fn encoded_report(
                 .saturating_record(lognormal(&mut rng, 1_000.0, 0.8) as u64);
             s.counters.waited += 1;
         }
-        s.counters
-            .record_status(if k % 500 == 0 { 503 } else { 200 });
+        s.counters.record_status(status);
     }
     let samples = u64::from(samples);
     s.counters.requests = samples;
@@ -459,7 +533,10 @@ fn encoded_report(
     s.counters.bytes_in = samples * 1_200;
     s.counters.bytes_out = samples * 150;
     s.cpu_ns = 300_000_000;
-    s.hist = h.clone();
+    // Lent to the report and taken back: a clone would copy ~190 KB a histogram, 42 of them at 20
+    // names, for every agent (the generator's cost, untimed, but it made a run of 1,000 agents slow).
+    s.hist = std::mem::take(h);
+    s.names = std::mem::take(names);
     let interval = Interval {
         step: 0,
         seq,
@@ -468,7 +545,11 @@ fn encoded_report(
         tail: false,
         snapshot: s,
     };
-    proto::from_agent(pb::agent_message::Kind::Interval((&interval).into())).encode_to_vec()
+    let bytes =
+        proto::from_agent(pb::agent_message::Kind::Interval((&interval).into())).encode_to_vec();
+    *h = interval.snapshot.hist;
+    *names = interval.snapshot.names;
+    bytes
 }
 
 fn lognormal(rng: &mut Rng, median: f64, sigma: f64) -> f64 {

@@ -2,13 +2,15 @@
 //! cost proportional to what the agents recorded, not to the histograms' size or the number of agents
 //! times it. `run_step` owns the fleet and the loss policy and feeds this; this owns the merged state.
 //!
-//! Memory: the fleet's five total histograms, counters per agent and per interval, and per report
-//! only where its latency lies in the step's spill (16 bytes). The latency itself (checked V2 bytes, a
+//! Memory: the fleet's five total histograms (and two per named request), counters per agent and per
+//! interval, and per report only where its latency lies in the step's spill (16 bytes, and 16 more for
+//! its named requests' latencies, spilled together as one frame). The latency itself (checked V2 bytes, a
 //! few KB per report: 160 MB for a minute of 1,000 agents) is written to an anonymous temporary file
 //! as it arrives, through a 256 KB buffer, and read back when it is needed: an interval's reports for
 //! its progress line and an agent's at `finish`, one report at a time into one scratch histogram, and
-//! an interval's at once while its .hlog lines are written. So at most one interval's bytes are held,
-//! however long the step. No agent's histograms are kept decoded.
+//! an interval's at once while its .hlog lines are written (the named requests' .hlog files likewise,
+//! a batch of names at a time). So at most one interval's bytes are held, however long the step. No
+//! agent's histograms are kept decoded.
 //!
 //! The spill is an unnamed file in the run's output directory, which the run has already found
 //! writable and which is sized for results (a container's root and `/tmp` are often read-only, and
@@ -25,12 +27,13 @@ use proto::{ConvertError, pb};
 use results::step::{IntervalSample, LatencyStats};
 use shared::histogram::{CodecError, Encoded, Histogram, Merger};
 use shared::metrics::{
-    Counters, EncodedInterval, ErrorClass, FirstErrors, HistogramSums, NameSums, Snapshot,
+    Counters, EncodedInterval, EncodedName, ErrorClass, FirstErrors, HistogramSums, NameSums,
+    Snapshot,
 };
 use shared::plan::{LoadModel, StepShare};
 use shared::status::StatusCodes;
 
-use crate::output::HlogInterval;
+use crate::output::{HlogInterval, NamesInterval};
 
 /// The step's latency spill failed: the coordinator's own trouble (a full or unwritable temporary
 /// directory), not an agent's.
@@ -226,6 +229,8 @@ struct Spill {
     buffer: usize,
     /// Where the file is, for messages: an anonymous file has no name.
     dir: PathBuf,
+    /// Reused to build a report's frame of named latencies.
+    frame: Vec<u8>,
 }
 
 /// The spill's buffer: about a hundred reports of a few KB, a fixed cost whatever the fleet.
@@ -249,13 +254,42 @@ impl Spill {
             written: 0,
             buffer,
             dir,
+            frame: Vec::new(),
         }
     }
 
     /// Appends `h`'s bytes. A failed write changes nothing (the buffer is kept and written again at
     /// the same place next time), so it is as if never tried.
     fn append(&mut self, agent: usize, h: &Encoded) -> Result<Slot, SpillError> {
-        let bytes = h.as_bytes();
+        self.push(agent, h.as_bytes())
+    }
+
+    /// Appends one report's named requests' latencies as one frame: per name its index (u16), its
+    /// length (u32, little-endian) and its V2 bytes. One slot per report however many names, so the
+    /// index kept in memory does not grow with the names.
+    fn append_names(&mut self, agent: usize, names: &[EncodedName]) -> Result<Slot, SpillError> {
+        let mut frame = std::mem::take(&mut self.frame);
+        frame.clear();
+        for n in names {
+            let bytes = n.latency.as_bytes();
+            // A checked histogram is at most 9 bytes per bucket of ~2^25: this never fails.
+            let Ok(len) = u32::try_from(bytes.len()) else {
+                self.frame = frame;
+                return Err(SpillError::Write {
+                    dir: self.dir.clone(),
+                    source: io::Error::other("a histogram of more than 4 GB"),
+                });
+            };
+            frame.extend_from_slice(&n.index.to_le_bytes());
+            frame.extend_from_slice(&len.to_le_bytes());
+            frame.extend_from_slice(bytes);
+        }
+        let slot = self.push(agent, &frame);
+        self.frame = frame;
+        slot
+    }
+
+    fn push(&mut self, agent: usize, bytes: &[u8]) -> Result<Slot, SpillError> {
         let write = |source| SpillError::Write {
             dir: self.dir.clone(),
             source,
@@ -284,6 +318,43 @@ impl Spill {
     /// than adding it does (no end-to-end difference measured with merge_scale), and a damaged file
     /// then is an error, never a wrong merge or a panic.
     fn read(&self, slot: &Slot) -> Result<Encoded, SpillError> {
+        Encoded::parse(self.read_bytes(slot)?).map_err(|source| self.damaged(source))
+    }
+
+    /// One report's named latencies (its frame, [`Spill::append_names`]), those of the names in
+    /// `keep` only, each parsed again as [`Spill::read`] does.
+    fn read_names(
+        &self,
+        slot: &Slot,
+        keep: &std::ops::Range<usize>,
+    ) -> Result<Vec<(usize, Encoded)>, SpillError> {
+        let frame = self.read_bytes(slot)?;
+        let cut = || self.damaged(CodecError::Decode("a named request's frame is cut".into()));
+        let mut out = Vec::new();
+        let mut at = 0;
+        while at < frame.len() {
+            let head = frame.get(at..at + 6).ok_or_else(cut)?;
+            let index = usize::from(u16::from_le_bytes([head[0], head[1]]));
+            let len = u32::from_le_bytes([head[2], head[3], head[4], head[5]]) as usize;
+            let bytes = frame.get(at + 6..at + 6 + len).ok_or_else(cut)?;
+            at += 6 + len;
+            if keep.contains(&index) {
+                let e = Encoded::parse(bytes.to_vec()).map_err(|source| self.damaged(source))?;
+                out.push((index, e));
+            }
+        }
+        Ok(out)
+    }
+
+    fn damaged(&self, source: CodecError) -> SpillError {
+        SpillError::Damaged {
+            dir: self.dir.clone(),
+            source,
+        }
+    }
+
+    /// A slot's bytes, from the buffer or the file.
+    fn read_bytes(&self, slot: &Slot) -> Result<Vec<u8>, SpillError> {
         let len = slot.len as usize;
         let bytes = match slot.at.checked_sub(self.written) {
             // Still in the buffer (always whole there: a report is never split across a write).
@@ -308,10 +379,7 @@ impl Spill {
                 bytes
             }
         };
-        Encoded::parse(bytes).map_err(|source| SpillError::Damaged {
-            dir: self.dir.clone(),
-            source,
-        })
+        Ok(bytes)
     }
 
     /// The merge of `slots`, read one at a time, so no more than one report's bytes are held.
@@ -351,6 +419,8 @@ struct Seq {
     /// Each report's latency in the spill, in arrival order: for progress, per-agent statistics and
     /// the .hlog.
     latency: Vec<Slot>,
+    /// Each report's named latencies (one frame a report that has any), for the names' .hlog files.
+    names: Vec<Slot>,
 }
 
 /// The merge of one step over a fleet of `agents` (indexed as the fleet indexes them).
@@ -417,12 +487,15 @@ pub struct StepTotals {
 pub struct Hlog {
     spill: Spill,
     intervals: Vec<HlogSlots>,
+    /// The workload's named requests (0 when unnamed).
+    names: usize,
 }
 
 struct HlogSlots {
     offset: Duration,
     length: Duration,
     latency: Vec<Slot>,
+    names: Vec<Slot>,
 }
 
 impl Hlog {
@@ -440,6 +513,34 @@ impl Hlog {
                 per_agent,
             })
         })
+    }
+
+    /// The intervals in order, for the named requests in `names` only: each interval's frames read
+    /// back when the iterator reaches it, and every report's latency of those names kept, by name.
+    /// A batch of names at a time bounds what is held to an interval's bytes of that batch.
+    pub fn name_intervals(
+        &self,
+        names: std::ops::Range<usize>,
+    ) -> impl Iterator<Item = Result<NamesInterval, SpillError>> + '_ {
+        let names = names.start.min(self.names)..names.end.min(self.names);
+        self.intervals.iter().map(move |i| {
+            let mut per_name: Vec<Vec<Encoded>> = vec![Vec::new(); names.len()];
+            for s in &i.names {
+                for (index, e) in self.spill.read_names(s, &names)? {
+                    per_name[index - names.start].push(e);
+                }
+            }
+            Ok(NamesInterval {
+                offset: i.offset,
+                length: i.length,
+                per_name,
+            })
+        })
+    }
+
+    /// How many named requests the step has (0 when its requests are unnamed).
+    pub fn names(&self) -> usize {
+        self.names
     }
 
     pub fn len(&self) -> usize {
@@ -500,6 +601,10 @@ impl StepMerge {
             .into());
         }
         let slot = self.spill.append(agent, &i.hist.latency)?;
+        let names_slot = match i.names.is_empty() {
+            true => None,
+            false => Some(self.spill.append_names(agent, &i.names)?),
+        };
         self.counters.add(&i.counters);
         self.codes.add(&i.codes);
         self.cpu_ns += i.cpu_ns;
@@ -517,6 +622,7 @@ impl StepMerge {
         seq.reports += 1;
         seq.counters.add(&i.counters);
         seq.latency.push(slot);
+        seq.names.extend(names_slot);
         let key = (i.seq, agent);
         for (class, text) in i.messages.iter() {
             let first = &mut self.first[class.index()];
@@ -625,13 +731,18 @@ impl StepMerge {
                 offset: s.offset,
                 length: s.length,
                 latency: s.latency,
+                names: s.names,
             })
             .collect();
         Ok(StepTotals {
             total,
             series,
             agents,
-            hlog: Hlog { spill, intervals },
+            hlog: Hlog {
+                spill,
+                intervals,
+                names: names.len(),
+            },
         })
     }
 }

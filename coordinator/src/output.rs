@@ -44,6 +44,20 @@ pub struct HlogInterval {
     pub per_agent: Vec<(usize, Encoded)>,
 }
 
+/// One interval's latency of a batch of named requests, for their .hlog files: per name of the batch
+/// (in order), each report's histogram of it as it arrived.
+#[derive(Debug)]
+pub struct NamesInterval {
+    pub offset: Duration,
+    pub length: Duration,
+    pub per_name: Vec<Vec<Encoded>>,
+}
+
+/// How many named requests' .hlog files are written at once: each open file holds a compressor (a
+/// few hundred KB) and the batch's share of an interval's histograms, so a mix of thousands of names
+/// costs passes over the spill, not memory.
+pub const NAMES_PER_PASS: usize = 16;
+
 pub struct Output {
     dir: PathBuf,
     table: File,
@@ -600,6 +614,122 @@ where
         hlog_lines(&mut out, &path, step, started, intervals, agents)?;
         out.flush().map_err(at(&path))
     })
+}
+
+/// `dir/hlog/step-NNN.NAME.hlog`, the .hlog of named request `name` in step `step`.
+pub fn name_hlog_path(dir: &Path, step: u32, name: &str) -> PathBuf {
+    dir.join("hlog").join(format!("step-{step:03}.{name}.hlog"))
+}
+
+/// Writes `dir/hlog/step-NNN.NAME.hlog` for each of `names` (a mix's requests, by index): per
+/// interval, the fleet's merged latency of that name (served replies, and given-up requests at their
+/// age, as the step's .hlog), one untagged line an interval, an empty one where the name saw nothing.
+/// `intervals(range)` gives the step's intervals in order for the names in `range`; it is called once
+/// per [`NAMES_PER_PASS`] names, whose files are written side by side, each through a temporary file
+/// renamed over it as [`write_hlog`]'s is. A request's name is letters, digits, `_`, `.` and `-`,
+/// which a file name holds as it is.
+pub fn write_name_hlogs<E, I>(
+    dir: &Path,
+    step: u32,
+    started: SystemTime,
+    names: &[String],
+    mut intervals: impl FnMut(std::ops::Range<usize>) -> I,
+) -> Result<(), OutputError>
+where
+    E: std::error::Error + Send + Sync + 'static,
+    I: IntoIterator<Item = Result<NamesInterval, E>>,
+{
+    let mut first = 0;
+    while first < names.len() {
+        let batch = first..(first + NAMES_PER_PASS).min(names.len());
+        name_hlog_batch(
+            dir,
+            step,
+            started,
+            &names[batch.clone()],
+            intervals(batch.clone()),
+        )?;
+        first = batch.end;
+    }
+    Ok(())
+}
+
+/// One batch of [`write_name_hlogs`]: its files written side by side, then renamed into place; on an
+/// error every temporary file of the batch is removed.
+fn name_hlog_batch<E>(
+    dir: &Path,
+    step: u32,
+    started: SystemTime,
+    names: &[String],
+    intervals: impl IntoIterator<Item = Result<NamesInterval, E>>,
+) -> Result<(), OutputError>
+where
+    E: std::error::Error + Send + Sync + 'static,
+{
+    let paths: Vec<PathBuf> = names.iter().map(|n| name_hlog_path(dir, step, n)).collect();
+    let tmps: Vec<PathBuf> = paths.iter().map(|p| p.with_extension("hlog.tmp")).collect();
+    let written = name_hlog_lines(step, started, names, &paths, &tmps, intervals);
+    if let Err(e) = written {
+        for t in &tmps {
+            let _ = fs::remove_file(t);
+        }
+        return Err(e);
+    }
+    for (tmp, path) in tmps.iter().zip(&paths) {
+        fs::rename(tmp, path).map_err(at(path))?;
+    }
+    Ok(())
+}
+
+/// The lines of a batch's files, into `tmps`; errors name `paths`, the files they become.
+fn name_hlog_lines<E>(
+    step: u32,
+    started: SystemTime,
+    names: &[String],
+    paths: &[PathBuf],
+    tmps: &[PathBuf],
+    intervals: impl IntoIterator<Item = Result<NamesInterval, E>>,
+) -> Result<(), OutputError>
+where
+    E: std::error::Error + Send + Sync + 'static,
+{
+    let mut outs = Vec::with_capacity(tmps.len());
+    for t in tmps {
+        outs.push(io::BufWriter::new(File::create(t).map_err(at(t))?));
+    }
+    let mut serializers: Vec<Deflater> = names.iter().map(|_| Deflater::default()).collect();
+    let to_io = |e| io::Error::other(format!("{e:?}"));
+    let mut writers = Vec::with_capacity(names.len());
+    for (((name, out), serializer), path) in
+        names.iter().zip(&mut outs).zip(&mut serializers).zip(paths)
+    {
+        let w = IntervalLogWriterBuilder::new()
+            .add_comment(&format!(
+                "stampede {} step {step} request {name}: latency in microseconds",
+                shared::VERSION
+            ))
+            .add_comment("untagged lines: all agents merged (served replies and given-up requests)")
+            .with_start_time(started)
+            .with_base_time(started)
+            .with_max_value_divisor(1000.0)
+            .begin_log_with(out, serializer)
+            .map_err(at(path))?;
+        writers.push(w);
+    }
+    let mut merger = Merger::default();
+    for i in intervals {
+        let i = i.map_err(io::Error::other).map_err(at(&paths[0]))?;
+        for ((w, reports), path) in writers.iter_mut().zip(&i.per_name).zip(paths) {
+            w.write_histogram(merger.merge(reports), i.offset, i.length, None)
+                .map_err(to_io)
+                .map_err(at(path))?;
+        }
+    }
+    drop(writers);
+    for (out, path) in outs.iter_mut().zip(paths) {
+        out.flush().map_err(at(path))?;
+    }
+    Ok(())
 }
 
 /// Rewrites `dir/report.html` from the run's files as they are on disk now (run.json, the steps'

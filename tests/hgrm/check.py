@@ -22,9 +22,14 @@ Run with a Python that has `hdrhistogram==0.10.8` (PyPI). For every hlog/step-NN
    libhdrhistogram-java) prints the .hgrm of the same hlog, which must equal ours byte for byte.
    With `--java required` a missing Java or jar fails the check.
 
+A mix's hlog/step-NNN.NAME.hlog (one per named request, the fleet's merge per interval, no Tag=
+lines) must decode line for line, and its values number what requests.tsv says the name served or
+gave up in that step (ok + given_up).
+
 Exits 0 when everything agrees, 1 on the first disagreement (said in words), 2 on bad usage.
 """
 import argparse
+import csv
 import io
 import math
 import os
@@ -216,14 +221,41 @@ def check_java(java, hlog, ours):
                            % (hlog, n + 1, a[n] if n < len(a) else None, b[n] if n < len(b) else None))
 
 
+def check_name_hlogs(results, hlog_dir, names):
+    """Each named request's .hlog against requests.tsv's row of its step and name."""
+    rows = {}
+    tsv = os.path.join(results, "requests.tsv")
+    if os.path.isfile(tsv):
+        with open(tsv, encoding="utf-8") as f:
+            for r in csv.DictReader(f, delimiter="\t"):
+                rows[(int(r["step"]), r["name"])] = int(r["ok"]) + int(r["given_up"])
+    for name in names:
+        hlog = os.path.join(hlog_dir, name)
+        step, request = name[len("step-"):-len(".hlog")].split(".", 1)
+        fleet, agents = read_hlog(hlog)
+        if agents:
+            raise Disagreement("%s: a named request's hlog has Tag= lines (%s)" % (hlog, ", ".join(agents)))
+        count = fleet.get_total_count() if fleet is not None else 0
+        want = rows.get((int(step), request))
+        if want is None:
+            raise Disagreement("%s: requests.tsv has no row for step %s, request %s" % (hlog, step, request))
+        if count != want:
+            raise Disagreement("%s: %d values, where requests.tsv says %d served or given up"
+                               % (hlog, count, want))
+        print("hgrm check: %s: %d values, as requests.tsv's ok + given_up" % (name, count))
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("results")
     parser.add_argument("--java", choices=["required", "optional"], default="optional")
     args = parser.parse_args()
     hlog_dir = os.path.join(args.results, "hlog")
-    hlogs = sorted(f for f in os.listdir(hlog_dir) if f.startswith("step-") and f.endswith(".hlog")) \
+    found = sorted(f for f in os.listdir(hlog_dir) if f.startswith("step-") and f.endswith(".hlog")) \
         if os.path.isdir(hlog_dir) else []
+    # step-NNN.hlog, the step's, has its .hgrm; step-NNN.NAME.hlog, a mix's request's, has a row.
+    hlogs = [f for f in found if f.count(".") == 1]
+    name_hlogs = [f for f in found if f.count(".") > 1]
     if not hlogs:
         print("hgrm check: no hlog/step-NNN.hlog in %s" % args.results)
         return 1
@@ -250,6 +282,7 @@ def main():
                      % (len(explained), "; ".join("line %d %r for %r" % e for e in explained)),
                      "; ".join(known) or "identical",
                      "identical" if java else "skipped"))
+        check_name_hlogs(args.results, hlog_dir, name_hlogs)
     except Disagreement as e:
         print("hgrm check FAILED: %s" % e)
         return 1

@@ -114,3 +114,61 @@ fn hdrhistograms_own_readers_print_our_hgrm_from_our_hlog() {
     assert!(o.status.success(), "{said}");
     assert_eq!(said.matches(" values, 2 agents;").count(), 2, "{said}");
 }
+
+#[test]
+fn each_named_requests_hlog_holds_what_requests_tsv_counts_by_hdrhistograms_reader() {
+    let ci = std::env::var("CI").is_ok_and(|v| v == "true");
+    let python = match hgrm_python() {
+        Ok(p) => p,
+        Err(why) if ci => panic!("CI=true requires the .hgrm check: {why}"),
+        Err(why) => {
+            eprintln!("SKIPPED the named hlogs' check against HdrHistogram's reader: {why}");
+            return;
+        }
+    };
+    let _serial = tests::serial();
+    let target = ServeProcess::start(&["--delay", "2ms"]);
+    // Two agents: each name's lines are the fleet's merge, which the count checks.
+    let agents: Vec<AgentProc> = (0..2).map(|_| AgentProc::start(&[], &[])).collect();
+    let addrs: Vec<String> = agents.iter().map(|a| a.addr.to_string()).collect();
+    let plan_dir = tempfile::tempdir().unwrap();
+    let plan = plan_dir.path().join("mix.toml");
+    let mix = [
+        ("home", 3, "/"),
+        ("items.list", 2, "/items"),
+        ("login", 1, "/login"),
+    ]
+    .map(|(name, weight, url)| {
+        format!("[[request]]\nname = \"{name}\"\nweight = {weight}\nurl = \"{url}\"\n")
+    })
+    .join("\n");
+    std::fs::write(&plan, mix).unwrap();
+    let ran = run_ok(&[
+        plan.to_str().unwrap(),
+        &target.url(),
+        "--agents",
+        &addrs.join(","),
+        "--model",
+        "requests",
+        "--steps",
+        "60,120",
+        "--step-duration",
+        "1s",
+    ]);
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("hgrm/check.py");
+    let o = Command::new(&python)
+        .arg(&script)
+        .arg(ran.dir.path())
+        .args(["--java", "optional"])
+        .output()
+        .unwrap_or_else(|e| panic!("{}: {e}", python.display()));
+    let said = text(&o.stdout) + &text(&o.stderr);
+    eprintln!("{said}");
+    assert!(o.status.success(), "{said}");
+    for step in [1, 2] {
+        for name in ["home", "items.list", "login"] {
+            let line = format!("step-{step:03}.{name}.hlog: ");
+            assert!(said.contains(&line), "{line} in {said}");
+        }
+    }
+}

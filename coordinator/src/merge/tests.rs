@@ -390,3 +390,129 @@ fn a_report_that_cannot_be_spilled_is_an_error_that_changes_nothing() {
     assert_eq!(done.agents[0].counters, before);
     assert_eq!(done.hlog.len(), 1);
 }
+
+/// Agent `agent`'s report of interval `seq` with a mix of `names` requests: name k has k + 1 + agent
+/// latencies around (k + 1) ms; the agent's own name (`agent % names`) it never sent.
+fn named(agent: u64, seq: u32, names: u16) -> pb::IntervalReport {
+    let mut i = interval(agent, seq, false);
+    i.snapshot.names = (0..names)
+        .map(|k| {
+            let mut n = shared::metrics::NameStats::default();
+            if u64::from(k) != agent % u64::from(names) {
+                for x in 0..u64::from(k) + 1 + agent {
+                    n.latency
+                        .record(1_000 * (u64::from(k) + 1) + 7 * x + u64::from(seq))
+                        .unwrap();
+                }
+                n.failed.record(90_000).unwrap();
+                n.counters.requests = u64::from(k) + 1 + agent;
+            }
+            n
+        })
+        .collect();
+    (&i).into()
+}
+
+#[test]
+fn named_latencies_read_back_per_interval_and_name_as_merged_in_memory() {
+    const NAMES: u16 = 5;
+    const AGENTS: usize = 3;
+    for buffer in [0, 600, SPILL_BUFFER] {
+        let mut merge = spilling(AGENTS, buffer).with_names(usize::from(NAMES));
+        // The reference: (seq, name) -> every report's latency of that name, in memory.
+        let mut kept: BTreeMap<(u32, usize), Vec<Encoded>> = BTreeMap::new();
+        for seq in 0..4 {
+            for agent in 0..AGENTS {
+                let report = named(agent as u64, seq, NAMES);
+                for n in &report.names {
+                    let e = Encoded::parse(n.latency.clone()).unwrap();
+                    kept.entry((seq, n.index as usize)).or_default().push(e);
+                }
+                merge.interval(agent, report).unwrap();
+            }
+        }
+        let done = merge.finish().unwrap();
+        assert_eq!(done.hlog.names(), usize::from(NAMES));
+        let mut reference = Merger::default();
+        let mut got_merger = Merger::default();
+        // All names at once, a batch in the middle, and a range past the names (clamped).
+        for range in [0..5, 2..4, 4..9] {
+            let read: Vec<_> = done
+                .hlog
+                .name_intervals(range.clone())
+                .collect::<Result<_, _>>()
+                .unwrap();
+            assert_eq!(read.len(), 4);
+            for (seq, i) in read.iter().enumerate() {
+                assert_eq!(i.offset, Duration::from_secs(seq as u64));
+                assert_eq!(i.per_name.len(), range.end.min(5) - range.start);
+                for (k, reports) in i.per_name.iter().enumerate() {
+                    let name = range.start + k;
+                    let want = kept.get(&(seq as u32, name)).map_or(&[][..], |v| &v[..]);
+                    // Agent `name % 3` never sent name `name`... when it is one of the three.
+                    assert_eq!(reports.len(), want.len(), "seq {seq} name {name}");
+                    let want = reference.merge(want).clone();
+                    assert_eq!(*got_merger.merge(reports), want, "seq {seq} name {name}");
+                }
+            }
+        }
+        // The step's per-name totals are the sum of the per-interval ones.
+        for name in 0..usize::from(NAMES) {
+            let all = kept
+                .iter()
+                .filter(|((_, n), _)| *n == name)
+                .flat_map(|(_, v)| v);
+            let want = reference.merge(all);
+            assert_eq!(done.total.names[name].latency, *want, "name {name}");
+        }
+    }
+}
+
+#[test]
+fn an_unnamed_step_spills_no_name_frames_and_has_no_named_hlog() {
+    let mut merge = spilling(1, 0);
+    merge.interval(0, (&interval(0, 0, false)).into()).unwrap();
+    let done = merge.finish().unwrap();
+    assert_eq!(done.hlog.names(), 0);
+    assert!(done.hlog.intervals[0].names.is_empty());
+    let read: Vec<_> = done.hlog.name_intervals(0..16).collect();
+    assert!(read[0].as_ref().unwrap().per_name.is_empty());
+}
+
+#[test]
+fn a_damaged_name_frame_is_an_error_naming_its_file() {
+    for garbage in [
+        &b"\x01\x00\xff\xff\xff\x7f"[..],
+        &b"\x00\x00\x08\x00\x00\x00garbage!"[..],
+    ] {
+        let mut merge = spilling(1, 0).with_names(2);
+        merge.interval(0, named(0, 0, 2)).unwrap();
+        merge.interval(0, named(0, 1, 2)).unwrap();
+        let done = merge.finish().unwrap();
+        let frame = done.hlog.intervals[0].names[0];
+        done.hlog
+            .spill
+            .file
+            .write_all_at(garbage, frame.at)
+            .unwrap();
+        let e = done.hlog.name_intervals(0..2).next().unwrap().unwrap_err();
+        assert!(matches!(e, SpillError::Damaged { .. }), "{e:?}");
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("hlog")).unwrap();
+        let names = ["a".to_string(), "b".to_string()];
+        let started = std::time::SystemTime::now();
+        let e = crate::output::write_name_hlogs(dir.path(), 2, started, &names, |r| {
+            done.hlog.name_intervals(r)
+        })
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("step-002.a.hlog") && e.contains("is damaged"),
+            "{e}"
+        );
+        assert_eq!(
+            std::fs::read_dir(dir.path().join("hlog")).unwrap().count(),
+            0
+        );
+    }
+}

@@ -368,3 +368,113 @@ fn run_json_stayed_running_when_it_could_not_be_rewritten() {
         serde_json::from_slice(&fs::read(dir.path().join("run.json")).unwrap()).unwrap();
     assert_eq!(run["status"], "failed");
 }
+
+/// Each line's max in ms of an .hlog, read by hdrhistogram's own reader (the counts are checked by
+/// HdrHistogram's Python reader, tests/hgrm/check.py).
+fn hlog_maxes(path: &Path) -> Vec<f64> {
+    let text = fs::read(path).unwrap();
+    let mut lines = Vec::new();
+    for entry in IntervalLogIterator::new(&text) {
+        if let LogEntry::Interval(i) = entry.unwrap() {
+            assert!(i.tag().is_none(), "{path:?}: a tagged line");
+            lines.push((i.max() * 10.0).round() / 10.0);
+        }
+    }
+    lines
+}
+
+#[test]
+fn each_named_request_has_its_hlog_of_the_fleets_merge_per_interval() {
+    let dir = tempfile::tempdir().unwrap();
+    fs::create_dir_all(dir.path().join("hlog")).unwrap();
+    let enc = |values: &[u64]| {
+        let mut h = histogram::new();
+        for &v in values {
+            h.record(v).unwrap();
+        }
+        Encoded::parse(histogram::encode(&h)).unwrap()
+    };
+    // More names than one pass writes, so the batches are seen: name k's interval s holds two
+    // agents' reports, of k + 1 and s + 1 latencies; the last name saw nothing in interval 1.
+    let names: Vec<String> = (0..NAMES_PER_PASS + 3)
+        .map(|k| format!("r-{k}.x"))
+        .collect();
+    let mut asked = Vec::new();
+    let read = |range: std::ops::Range<usize>| {
+        asked.push(range.clone());
+        (0..2u64)
+            .map(move |s| {
+                let per_name = range
+                    .clone()
+                    .map(|k| match (k, s) {
+                        (k, 1) if k == NAMES_PER_PASS + 2 => Vec::new(),
+                        _ => vec![
+                            enc(&vec![1_000 * (k as u64 + 1); k + 1]),
+                            enc(&vec![500; s as usize + 1]),
+                        ],
+                    })
+                    .collect();
+                Ok::<_, io::Error>(NamesInterval {
+                    offset: Duration::from_secs(s),
+                    length: Duration::from_secs(1),
+                    per_name,
+                })
+            })
+            .collect::<Vec<_>>()
+    };
+    write_name_hlogs(dir.path(), 3, SystemTime::now(), &names, read).unwrap();
+    assert_eq!(
+        asked,
+        [0..NAMES_PER_PASS, NAMES_PER_PASS..NAMES_PER_PASS + 3]
+    );
+    for (k, name) in names.iter().enumerate() {
+        let path = dir.path().join(format!("hlog/step-003.{name}.hlog"));
+        assert_eq!(path, name_hlog_path(dir.path(), 3, name));
+        let max = k as f64 + 1.0;
+        let second = if k == NAMES_PER_PASS + 2 { 0.0 } else { max };
+        assert_eq!(hlog_maxes(&path), [max, second], "{name}");
+    }
+    let left = fs::read_dir(dir.path().join("hlog")).unwrap().count();
+    assert_eq!(left, names.len());
+}
+
+#[test]
+fn a_named_hlog_that_cannot_be_read_leaves_no_file_of_its_batch() {
+    let dir = tempfile::tempdir().unwrap();
+    fs::create_dir_all(dir.path().join("hlog")).unwrap();
+    let names = ["login".to_string(), "search".to_string()];
+    let read = |_| {
+        [Err::<NamesInterval, _>(io::Error::other(
+            "the spill is gone",
+        ))]
+    };
+    let e = write_name_hlogs(dir.path(), 1, SystemTime::now(), &names, read)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("step-001.login.hlog: the spill is gone") && !e.contains("hlog.tmp"),
+        "{e}"
+    );
+    let left: Vec<_> = fs::read_dir(dir.path().join("hlog")).unwrap().collect();
+    assert!(left.is_empty(), "{left:?}");
+}
+
+#[test]
+fn a_reused_directory_counts_the_named_requests_hlogs_as_the_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    fs::create_dir_all(dir.path().join("hlog")).unwrap();
+    for f in [
+        "hlog/step-001.login.hlog",
+        "hlog/step-002.items.list.hlog.tmp",
+    ] {
+        fs::write(dir.path().join(f), b"old").unwrap();
+    }
+    let found = run_files(dir.path()).unwrap();
+    assert_eq!(
+        found,
+        [
+            dir.path().join("hlog/step-001.login.hlog"),
+            dir.path().join("hlog/step-002.items.list.hlog.tmp"),
+        ]
+    );
+}

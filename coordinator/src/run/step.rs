@@ -21,7 +21,7 @@ use super::{RunError, Watch};
 use crate::config::{LossPolicy, RunConfig};
 use crate::fleet::{Fleet, FleetError, Waiting, unix_ns};
 use crate::merge::{IntervalError, SeqProgress, ShareBound, StepMerge, StepTotals, check_claim};
-use crate::output::Output;
+use crate::output::{self, Output};
 use crate::progress::{self, Progress, Tick};
 use summary::{observe_server, summarize};
 
@@ -183,6 +183,14 @@ pub async fn run_step(
     watch.judge(&mut result, spec.index + 1);
     source.judge(&spec, &mut result);
     cx.progress.step_done(&result, cx.steps);
+    // A mix's requests' .hlog files before the step's row, as the step's own .hlog.
+    output::write_name_hlogs(
+        out.dir(),
+        result.number,
+        started.started,
+        cx.cfg.plan.workload().names(),
+        |names| hlog.name_intervals(names),
+    )?;
     out.write_step(
         &result,
         started.started,
