@@ -181,6 +181,8 @@ async fn send(
         intended,
         last,
         queued: None,
+        // A session log's requests are sent as written: no variables.
+        fill: None,
     };
     match conn.send(&ctx.target, &ctx.rec, req).await {
         Ok(Sent::Kept) => None,
