@@ -507,3 +507,127 @@ extract = {{ token = "json:/token" }}
         "{step}"
     );
 }
+
+/// The application's plan: a 3-request mix, users from a CSV feeder, a login per connection.
+fn shop_plan(dir: &std::path::Path, target: Option<std::net::SocketAddr>) -> std::path::PathBuf {
+    let mut csv = String::from("user,password\n");
+    for i in 0..10 {
+        csv.push_str(&format!("user{i},pw-{i}\n"));
+    }
+    std::fs::write(dir.join("users.csv"), csv).unwrap();
+    let url = target.map_or(String::new(), |a| format!("url = \"http://{a}/\"\n"));
+    let plan = dir.join("shop.toml");
+    std::fs::write(
+        &plan,
+        url + r#"headers = ["Authorization: Bearer ${token}"]
+
+[[request]]
+name = "items"
+weight = 5
+url = "/items?page=${random(1,9)}"
+
+[[request]]
+name = "search"
+weight = 3
+url = "/search?q=shoes"
+
+[[request]]
+name = "cart"
+weight = 2
+method = "POST"
+url = "/cart"
+body = '{"item": ${counter()}}'
+
+[[feeder]]
+name = "users"
+file = "users.csv"
+mode = "circular"
+
+[setup]
+method = "POST"
+url = "/login"
+headers = ["Content-Type: application/json"]
+body = '{"user": "${user}", "password": "${password}"}'
+extract = { token = "json:/token" }
+"#,
+    )
+    .unwrap();
+    plan
+}
+
+/// Each name's served count in `run` (all steps) is the shop's own count of its 2xx, and the shop
+/// refused nothing.
+fn served_as_the_shop_counts(run: &serde_json::Value, shop: &Shop, what: &str) {
+    let counts = shop.counts();
+    for name in ["items", "search", "cart"] {
+        let ours: u64 = run["steps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|s| s["per_request"].as_array().unwrap())
+            .filter(|r| r["name"] == name)
+            .map(|r| r["ok"].as_u64().unwrap())
+            .sum();
+        let theirs: u64 = ["200", "201"]
+            .iter()
+            .filter_map(|s| counts[name][*s].as_u64())
+            .sum();
+        assert!(ours > 0, "{what} {name}: {counts}");
+        assert_eq!(ours, theirs, "{what} {name}: the shop counted {counts}");
+        assert_eq!(counts[name].get("401"), None, "{what} {name}: {counts}");
+    }
+    assert_eq!(counts["login"].get("401"), None, "{what}: {counts}");
+}
+
+#[test]
+fn the_application_s_plan_runs_in_every_load_model_and_side_by_side() {
+    let Some(python) = shop_python() else {
+        return;
+    };
+    let _serial = tests::serial();
+    let dir = tempfile::tempdir().unwrap();
+    let users = {
+        shop_plan(dir.path(), None);
+        dir.path().join("users.csv")
+    };
+    for model in [
+        &["--model", "requests", "--steps", "60"][..],
+        &["--model", "connections", "--num-call", "3", "--steps", "20"],
+        &["--model", "concurrency", "--steps", "2"],
+    ] {
+        let shop = Shop::start(&python, &users);
+        let plan = shop_plan(dir.path(), Some(shop.addr));
+        let mut args = vec![plan.to_str().unwrap(), "--step-duration", "2s"];
+        args.extend_from_slice(model);
+        let ran = run_ok(&args);
+        served_as_the_shop_counts(&ran.run, &shop, &format!("{model:?}"));
+    }
+    // Side by side: one plan, two shops, each its own rows and each counted as it counted.
+    let (one, two) = (Shop::start(&python, &users), Shop::start(&python, &users));
+    let plan = shop_plan(dir.path(), None);
+    let out = tempfile::tempdir().unwrap();
+    let (a, b) = (
+        format!("one=http://{}/", one.addr),
+        format!("two=http://{}/", two.addr),
+    );
+    let o = tests::stampede(&[
+        "run",
+        plan.to_str().unwrap(),
+        &a,
+        &b,
+        "--model",
+        "requests",
+        "--steps",
+        "60",
+        "--step-duration",
+        "2s",
+        "--quiet",
+        "--out",
+        out.path().to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    for (label, shop) in [("one", &one), ("two", &two)] {
+        let run = tests::run_json(&out.path().join(label));
+        served_as_the_shop_counts(&run, shop, label);
+    }
+}
