@@ -322,7 +322,9 @@ if [[ -n $INSTR ]]; then
     INSTR_RUNS=$OUT/instructions.tsv
     printf 'case\tseconds\trc\trequests\tinstructions\n' >"$INSTR_RUNS"
     read -r rate1 rate2 <<<"$INSTR_RATES"
-    is_uint "${rate1:-x}" && is_uint "${rate2:-x}" && (( rate1 < rate2 )) || die "INSTR_RATES must be two rates, the lower first (got '$INSTR_RATES')"
+    if ! is_uint "${rate1:-x}" || ! is_uint "${rate2:-x}" || (( rate1 >= rate2 )); then
+        die "INSTR_RATES must be two rates, the lower first (got '$INSTR_RATES')"
+    fi
     say "instructions under cachegrind: stampede ${INSTR_LONG}s at $rate1 and $rate2 req/s; wrk ${INSTR_SHORT}s and ${INSTR_LONG}s"
     for c in a b; do
         instr_one "$c" "$INSTR_LONG" "$rate1"

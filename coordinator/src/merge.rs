@@ -175,6 +175,8 @@ pub fn check_claim(
         c.sessions_started,
         c.sessions_completed,
         c.sessions_abandoned,
+        c.setups,
+        c.setup_failed,
     ]
     .into_iter();
     let named = report

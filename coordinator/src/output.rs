@@ -367,6 +367,7 @@ impl Output {
         let extra = results::table::Extra {
             tls: cfg.echo.tls_sessions.is_some(),
             sessions: cfg.echo.wsesslog.is_some(),
+            setup: cfg.echo.setup.is_some(),
             search,
         };
         let columns = StepTable::of_run(&cfg.host, cfg.plan.model(), extra, &names, paired);

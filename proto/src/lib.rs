@@ -475,6 +475,8 @@ impl From<&Counters> for pb::Counters {
             sessions_started: c.sessions_started,
             sessions_completed: c.sessions_completed,
             sessions_abandoned: c.sessions_abandoned,
+            setups: c.setups,
+            setup_failed: c.setup_failed,
         }
     }
 }
@@ -520,11 +522,18 @@ impl TryFrom<&pb::Counters> for Counters {
             sessions_started: c.sessions_started,
             sessions_completed: c.sessions_completed,
             sessions_abandoned: c.sessions_abandoned,
+            setups: c.setups,
+            setup_failed: c.setup_failed,
             ..Counters::default()
         };
         if c.ok > c.replies {
             return Err(ConvertError::Invalid(
                 "counters have more ok replies than replies",
+            ));
+        }
+        if c.setup_failed > c.setups {
+            return Err(ConvertError::Invalid(
+                "counters have more failed setups than setups",
             ));
         }
         if c.drained > c.replies {

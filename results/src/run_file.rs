@@ -84,9 +84,31 @@ pub struct PlanEcho {
     /// `--wsesslog`: the session log each arrival ran a session of; absent without one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wsesslog: Option<WsesslogEcho>,
+    /// The CSV feeders the requests' `${var}` draw on; absent without any.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub feeders: Vec<FeederEcho>,
+    /// The request run once per connection before its first of the mix; absent without one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub setup: Option<SetupEcho>,
     /// Keys this build does not know, kept as they were.
     #[serde(flatten)]
     pub other: std::collections::BTreeMap<String, serde_json::Value>,
+}
+
+/// A CSV feeder as run.json echoes it: its name, how its rows are dealt, the variables it fills.
+#[derive(Debug, Clone, PartialEq, Default, serde::Serialize, serde::Deserialize)]
+pub struct FeederEcho {
+    pub name: String,
+    pub mode: String,
+    pub variables: Vec<String>,
+}
+
+/// A plan's setup as run.json echoes it: its request (headers and body as a request's are) and
+/// what it extracts (`token = json:/token`).
+#[derive(Debug, Clone, PartialEq, Default, serde::Serialize, serde::Deserialize)]
+pub struct SetupEcho {
+    pub request: RequestEcho,
+    pub extract: Vec<String>,
 }
 
 /// A `--wsesslog` run's session log as run.json echoes it.
@@ -369,6 +391,7 @@ impl RunFile {
             crate::table::Extra {
                 tls: self.plan.tls_sessions.is_some(),
                 sessions: self.plan.wsesslog.is_some(),
+                setup: self.plan.setup.is_some(),
                 search: self.is_search(),
             },
             &monitors,

@@ -13,6 +13,7 @@ mod judgement;
 pub mod knee;
 pub mod per_request;
 pub mod sessions;
+pub mod setup;
 pub mod tls;
 
 pub use answer::{RunSummary, summarize_run};
@@ -435,6 +436,9 @@ pub struct StepResult {
     /// unnamed (and in older files).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub per_request: Vec<per_request::RequestRow>,
+    /// A plan's `[setup]` runs and failures; absent without a setup (and in older files).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub setup: Option<setup::SetupStep>,
     /// The step's sessions (`--wsesslog`): begun, completed, abandoned, and their lengths; absent
     /// without a session log.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -12,6 +12,8 @@ use crate::step::{StepResult, tsv_number};
 pub struct Extra {
     pub tls: bool,
     pub sessions: bool,
+    /// The plan has a `[setup]`: its runs and failures.
+    pub setup: bool,
     pub search: bool,
 }
 
@@ -40,6 +42,7 @@ impl StepTable {
     ) -> StepTable {
         let t = StepTable::new(host, model);
         let t = if extra.tls { t.with_tls() } else { t };
+        let t = if extra.setup { t.with_setup() } else { t };
         let t = if extra.sessions { t.with_sessions() } else { t };
         let search = extra.search;
         let t = if search { t.with_probes() } else { t };
@@ -173,6 +176,19 @@ impl StepTable {
 
     /// The same table with a capacity search's `role` and `class` columns (a step without a probe
     /// mark leaves them empty): before the monitors' columns, which always come last.
+    /// A plan's setup: its runs and the runs that failed, per step.
+    pub fn with_setup(mut self) -> StepTable {
+        self.0.push((
+            "setups".into(),
+            Box::new(|r| r.setup.map_or(String::new(), |s| s.runs.to_string())),
+        ));
+        self.0.push((
+            "setup_failed".into(),
+            Box::new(|r| r.setup.map_or(String::new(), |s| s.failed.to_string())),
+        ));
+        self
+    }
+
     /// The TLS handshakes of a run over TLS (`--tls-sessions`), after the columns every run has,
     /// so that a plain run's file reads as it always did, by name and by position.
     pub fn with_tls(mut self) -> StepTable {

@@ -147,6 +147,11 @@ pub struct Counters {
     pub sessions_started: u64,
     pub sessions_completed: u64,
     pub sessions_abandoned: u64,
+    /// A plan's `[setup]`: runs on a connection (each before the connection's first request of the
+    /// mix), and of those, runs that failed (no reply, a status not expected, nothing extracted), each
+    /// of which left the request that waited for it unsent.
+    pub setups: u64,
+    pub setup_failed: u64,
 }
 
 /// How a server that sets no stream limit is recorded in `Counters::peer_max_streams`: above any
@@ -193,6 +198,8 @@ impl Counters {
         self.sessions_started += o.sessions_started;
         self.sessions_completed += o.sessions_completed;
         self.sessions_abandoned += o.sessions_abandoned;
+        self.setups += o.setups;
+        self.setup_failed += o.setup_failed;
         self.peer_max_streams = least_seen(self.peer_max_streams, o.peer_max_streams);
     }
 

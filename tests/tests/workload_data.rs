@@ -358,6 +358,11 @@ fn a_login_setup_carries_each_connections_token_and_without_it_every_request_is_
     assert!((4..=items_ok / 4).contains(&logins), "{counts}");
     let step = &ran["steps"][0];
     assert_eq!(step["ok"].as_u64(), Some(items_ok), "{}", text(&o.stderr));
+    // Every login the shop answered was a setup run stampede counted, none failed.
+    assert_eq!(step["setup"]["runs"].as_u64(), Some(logins), "{step}");
+    assert_eq!(step["setup"]["failed"], 0, "{step}");
+    assert_eq!(ran["plan"]["setup"]["extract"][0], "token = json:/token");
+    assert_eq!(ran["plan"]["feeders"][0]["mode"], "circular");
     drop(shop);
 
     let shop = Shop::start(&python, &users);
@@ -398,6 +403,18 @@ fn a_login_setup_carries_each_connections_token_and_without_it_every_request_is_
     assert!(step["errors"]["other"].as_u64().unwrap_or(0) >= 4, "{step}");
     assert_eq!(
         step["error_messages"]["other"], "the setup request was answered 401",
+        "{step}"
+    );
+    // Counted as such: each failed run is one the shop refused, and the step says so in words.
+    let refused = counts["login"]["401"].as_u64().unwrap();
+    assert_eq!(step["setup"]["runs"].as_u64(), Some(refused), "{step}");
+    assert_eq!(step["setup"]["failed"].as_u64(), Some(refused), "{step}");
+    assert!(
+        step["notes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|n| n.as_str().unwrap().starts_with("setup: ")),
         "{step}"
     );
 }

@@ -190,7 +190,12 @@ impl Keepalive {
         if self.extracted.borrow().is_some() {
             return Ok(());
         }
-        match super::setup::run(setup, target, c, req.fill).await {
+        let ran = super::setup::run(setup, target, c, req.fill).await;
+        rec.with(|s| {
+            s.counters.setups += 1;
+            s.counters.setup_failed += u64::from(ran.is_err());
+        });
+        match ran {
             Ok(values) => {
                 *self.extracted.borrow_mut() = Some(values);
                 Ok(())

@@ -44,16 +44,27 @@ pub fn echo(
             .map(|(i, r)| results::run_file::RequestEcho {
                 name: w.names().get(i).cloned(),
                 weight: w.names().get(i).map(|_| w.weights()[i]),
-                method: r.method().to_string(),
-                url: format!("{}{}", r.url().origin(), r.url().path()),
-                headers: r
-                    .headers()
-                    .iter()
-                    .map(|(n, v)| echoed_header(n, v))
-                    .collect(),
-                body_bytes: r.body().len() as u64,
+                ..request_echo(r)
             })
             .collect(),
+        feeders: w
+            .data()
+            .feeders()
+            .iter()
+            .map(|f| results::run_file::FeederEcho {
+                name: f.name().to_string(),
+                mode: f.mode().name().to_string(),
+                variables: f.columns().to_vec(),
+            })
+            .collect(),
+        setup: w.data().setup().map(|s| results::run_file::SetupEcho {
+            request: request_echo(s.request()),
+            extract: s
+                .extract()
+                .iter()
+                .map(|e| format!("{} = {}", e.var(), e.spec()))
+                .collect(),
+        }),
         num_conn,
         step_duration_s,
         stop_on: thresholds.stop_on.iter().map(ToString::to_string).collect(),
@@ -61,6 +72,21 @@ pub fn echo(
         fail_on: thresholds.fail_on.iter().map(ToString::to_string).collect(),
         warmup_s: warmup.filter(|w| !w.is_zero()).map(|w| w.as_secs_f64()),
         ..results::run_file::PlanEcho::default()
+    }
+}
+
+/// A request as run.json says it: its headers with credentials redacted, its body as a length.
+fn request_echo(r: &plan::RequestSpec) -> results::run_file::RequestEcho {
+    results::run_file::RequestEcho {
+        method: r.method().to_string(),
+        url: format!("{}{}", r.url().origin(), r.url().path()),
+        headers: r
+            .headers()
+            .iter()
+            .map(|(n, v)| echoed_header(n, v))
+            .collect(),
+        body_bytes: r.body().len() as u64,
+        ..Default::default()
     }
 }
 

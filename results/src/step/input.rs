@@ -251,6 +251,8 @@ pub fn summarize(input: &StepInput<'_>) -> StepResult {
     }
     let tls = tls::TlsStep::of(c);
     notes.extend(tls.map(|t| t.note()));
+    let setup = super::setup::SetupStep::of(c);
+    notes.extend(setup.and_then(|s| s.note()));
     let sessions = sessions::SessionsStep::of(c, &t.hist.session);
     notes.extend(sessions.map(|s| s.note()));
     let ok_rate = served_rate(input);
@@ -343,6 +345,7 @@ pub fn summarize(input: &StepInput<'_>) -> StepResult {
         tls,
         per_request: Vec::new(),
         sessions,
+        setup,
     }
 }
 
