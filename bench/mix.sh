@@ -172,24 +172,22 @@ URL=http://127.0.0.1:$PORT/
 # ------------------------------------------------------------------ the mix, twice
 
 # The five requests: name, weight, method, path, body. Both tools send exactly these.
+# shellcheck disable=SC2016 # the login's ${user} is a template of stampede's, filled from the CSV
 MIX=(
     "home 4 GET / -"
     "list 3 GET /items?page=2 -"
     "item 2 GET /items/42 -"
     "search 1 GET /search?q=stampede -"
-    "login 1 POST /login user=alice&password=secret"
+    'login 1 POST /login user=${user}&password=secret'
 )
 
-# ---- CSV variable: NOT WIRED YET --------------------------------------------------------------
-# The issue's figure is "a 5-request weighted mix with one CSV variable". The CSV feeder (`${var}`
-# in paths, headers and bodies) is being added by another helper (templates). When it lands, give the
-# plan below a feeder over $TMP/users.csv and put `${user}` in the login body, and have the Lua
-# script read the same file into a table and take its rows in turn, e.g.:
-#   plan:  [[feeder]] file = "$TMP/users.csv" mode = "circular"   (the key its author chooses)
-#          body = "user=\${user}&password=secret"
-#   Lua:   for line in io.lines(csv) do users[#users + 1] = line end ... "user=" .. users[k] .. "&..."
-# Until then both tools send the fixed body above, and the figures say so.
-CSV_NOTE="without the CSV variable (not wired yet: see the marked block in bench/mix.sh)"
+# ---- the CSV variable -------------------------------------------------------------------------
+# The issue's figure is "a 5-request weighted mix with one CSV variable": the login's body takes
+# `${user}` from a CSV of users, each row in turn (stampede's `circular` feeder; the Lua script reads
+# the same file into a table and takes its rows in turn).
+USERS_CSV=$TMP/users.csv
+{ echo user; for (( i = 1; i <= 1000; i++ )); do echo "user$i"; done; } >"$USERS_CSV"
+CSV_NOTE="with one CSV variable (the login's \${user}, 1,000 users in turn)"
 # -----------------------------------------------------------------------------------------------
 
 {
@@ -201,19 +199,27 @@ CSV_NOTE="without the CSV variable (not wired yet: see the marked block in bench
         fi
         printf '\n'
     done
+    printf '[[feeder]]\nname = "users"\nfile = "%s"\nmode = "circular"\n' "$USERS_CSV"
 } >"$OUT/mix.toml"
 
 {
     echo '-- The same five requests as mix.toml, each built once, sent in a fixed cycle of their weights.'
     echo 'local cycle = {}'
+    echo 'local users, u = {}, 0'
+    echo "local form = { [\"Content-Type\"] = \"application/x-www-form-urlencoded\" }"
     echo 'init = function(args)'
+    echo "    for line in io.lines(\"$USERS_CSV\") do users[#users + 1] = line end"
+    echo '    table.remove(users, 1) -- the header row'
     echo '    local reqs = {}'
     for m in "${MIX[@]}"; do
         read -r name weight method path body <<<"$m"
         if [[ $body == - ]]; then
             echo "    reqs[#reqs + 1] = { $weight, wrk.format(\"$method\", \"$path\") }"
         else
-            echo "    reqs[#reqs + 1] = { $weight, wrk.format(\"$method\", \"$path\", { [\"Content-Type\"] = \"application/x-www-form-urlencoded\" }, \"$body\") }"
+            # The body with the CSV's user: built per request, as stampede renders it.
+            # shellcheck disable=SC2016 # the template's own spelling, replaced by Lua's
+            lua_body=${body//'${user}'/\" .. users[u] .. \"}
+            echo "    reqs[#reqs + 1] = { $weight, function() u = u % #users + 1; return wrk.format(\"$method\", \"$path\", form, \"$lua_body\") end }"
         fi
     done
     cat <<'EOF'
@@ -233,7 +239,9 @@ end
 local k = 0
 request = function()
     k = k % #cycle + 1
-    return cycle[k]
+    local r = cycle[k]
+    if type(r) == "function" then return r() end
+    return r
 end
 EOF
 } >"$OUT/mix.lua"
