@@ -193,10 +193,7 @@ impl Recorder {
             }
             self.on_row(s, Some(name), |r| {
                 r.counters.replies += 1;
-                match status / 100 {
-                    class @ 1..=5 => r.counters.status[usize::from(class) - 1] += 1,
-                    _ => r.counters.errors[ErrorClass::Other.index()] += 1,
-                }
+                r.counters.record_status(status);
                 if ok {
                     r.counters.ok += 1;
                     r.latency.saturating_record(us(latency));

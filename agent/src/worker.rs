@@ -386,7 +386,7 @@ async fn load(ctx: &Rc<Ctx>, timer: &Timer, job: &Job) {
                 spawn_tracked(ctx, async move {
                     // Given back once the connection is closed (it is dropped inside).
                     let _slot = slot;
-                    connection(task_ctx, intended, arrival, calls).await
+                    connection(task_ctx, intended, arrival).await
                 });
             })
             .await;
@@ -593,11 +593,12 @@ async fn open_loop(
     }
 }
 
-/// The connections model: one connection per arrival, its `calls` requests made in turn on each of
+/// The connections model: one connection per arrival, its `ctx.calls` requests made in turn on each of
 /// its slots (over HTTP/2, up to `--streams` at once), then closed. The first request of each slot
 /// counts from the arrival (connect included: they were all due then); later ones from the moment
 /// the slot was free.
-async fn connection(ctx: Rc<Ctx>, intended: Instant, arrival: u64, calls: u32) {
+async fn connection(ctx: Rc<Ctx>, intended: Instant, arrival: u64) {
+    let calls = ctx.calls;
     let conn = Connection::new(&ctx.target);
     if let Err(class) = conn.open(&ctx.target, &ctx.rec).await {
         // Given up waiting for the server to accept: a lower bound of its latency.

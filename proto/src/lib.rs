@@ -11,8 +11,8 @@ use shared::metrics::{
     Interval, NameCounters, NameStats, Snapshot,
 };
 use shared::plan::{
-    self, Arrival, Fork, ForkSide, HttpVersion, LoadModel, PlanError, RequestSpec, Sessions, Slice,
-    StepLimit, StepShare, TlsSessions, UrlOrder, Workload,
+    self, Arrival, Fork, ForkSide, HttpVersion, LoadModel, PlanError, Sessions, Slice, StepLimit,
+    StepShare, TlsSessions, UrlOrder, Workload,
 };
 use shared::refusal::{Refusal, RefusalKind};
 use shared::status::{StatusCodes, StatusSet};
@@ -235,23 +235,7 @@ impl TryFrom<&pb::PrepareStep> for StepShare {
 impl From<&Workload> for pb::Configure {
     fn from(w: &Workload) -> Self {
         let mut c = pb::Configure {
-            requests: w
-                .requests()
-                .iter()
-                .map(|r| pb::RequestTemplate {
-                    method: r.method().to_string(),
-                    url: format!("{}{}", r.url().origin(), r.url().path()),
-                    headers: r
-                        .headers()
-                        .iter()
-                        .map(|(name, value)| pb::Header {
-                            name: name.clone(),
-                            value: value.clone(),
-                        })
-                        .collect(),
-                    body: r.body().to_vec(),
-                })
-                .collect(),
+            requests: w.requests().iter().map(data::request_to_pb).collect(),
             url_order: match w.url_order() {
                 UrlOrder::RoundRobin => pb::UrlOrder::RoundRobin,
                 UrlOrder::Random => pb::UrlOrder::Random,
@@ -300,17 +284,7 @@ impl TryFrom<&pb::Configure> for Workload {
         let requests = c
             .requests
             .iter()
-            .map(|r| {
-                RequestSpec::try_new(
-                    &r.method,
-                    &r.url,
-                    r.headers
-                        .iter()
-                        .map(|h| (h.name.clone(), h.value.clone()))
-                        .collect(),
-                    r.body.clone(),
-                )
-            })
+            .map(data::request_from_pb)
             .collect::<Result<Vec<_>, _>>()?;
         let url_order = match pb::UrlOrder::try_from(c.url_order) {
             Ok(pb::UrlOrder::Random) => UrlOrder::Random,
@@ -817,6 +791,7 @@ mod tests {
     }
 
     use super::*;
+    use shared::plan::RequestSpec;
 
     #[test]
     fn step_share_roundtrips() {

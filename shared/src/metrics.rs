@@ -498,6 +498,17 @@ impl NameCounters {
         self.errors[class.index()]
     }
 
+    /// Counts a reply's status code into its class; codes outside 100..=599 count as `other` errors,
+    /// as [`Counters::record_status`] does for the step.
+    pub fn record_status(&mut self, code: u16) {
+        match code {
+            crate::status::LOWEST..=crate::status::HIGHEST => {
+                self.status[usize::from(code / 100 - 1)] += 1
+            }
+            _ => self.errors[ErrorClass::Other.index()] += 1,
+        }
+    }
+
     pub fn errors_total(&self) -> u64 {
         self.errors.iter().sum()
     }

@@ -478,6 +478,15 @@ impl AgentProc {
     }
 }
 
+/// The `--agents` value naming these agents, in order.
+pub fn agents_arg(agents: &[AgentProc]) -> String {
+    agents
+        .iter()
+        .map(|a| a.addr.to_string())
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
 impl Drop for AgentProc {
     fn drop(&mut self) {
         self.kill();

@@ -6,8 +6,8 @@ use std::thread::sleep;
 use std::time::{Duration, Instant};
 
 use tests::{
-    AgentProc, ServeProcess, bin, closed_port, run_json, run_ok, signal, spawn_stampede, stampede,
-    text,
+    AgentProc, ServeProcess, agents_arg, bin, closed_port, run_json, run_ok, signal,
+    spawn_stampede, stampede, text,
 };
 
 /// `stampede run TARGET ARGS --quiet --out OUT` in the background.
@@ -26,14 +26,6 @@ fn in_background(
     ];
     all.extend_from_slice(args);
     spawn_stampede(&all)
-}
-
-fn agents_arg(agents: &[AgentProc]) -> String {
-    agents
-        .iter()
-        .map(|a| a.addr.to_string())
-        .collect::<Vec<_>>()
-        .join(",")
 }
 
 /// Each agent's request count in one step of run.json, in the order the agents were listed.

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use tests::nginx::{Http2, Nginx};
-use tests::{AgentProc, Ran, run_ok};
+use tests::{AgentProc, Ran, agents_arg, run_ok};
 
 /// Three requests on three paths, weighed 5:3:2; one a POST with a body.
 const MIX: &str = r#"
@@ -33,14 +33,6 @@ fn plan(dir: &Path) -> PathBuf {
     let path = dir.join("mix.toml");
     std::fs::write(&path, MIX).unwrap();
     path
-}
-
-fn agents_arg(agents: &[AgentProc]) -> String {
-    agents
-        .iter()
-        .map(|a| a.addr.to_string())
-        .collect::<Vec<_>>()
-        .join(",")
 }
 
 /// Each name's requests and served replies over the run's steps, from run.json.

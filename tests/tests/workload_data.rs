@@ -5,15 +5,7 @@
 //! equal to the application's own.
 use std::collections::BTreeMap;
 
-use tests::{AgentProc, RecordingServer, run_ok, run_quiet, text};
-
-fn agents_arg(agents: &[AgentProc]) -> String {
-    agents
-        .iter()
-        .map(|a| a.addr.to_string())
-        .collect::<Vec<_>>()
-        .join(",")
-}
+use tests::{AgentProc, RecordingServer, agents_arg, run_ok, run_quiet, text};
 
 #[test]
 fn a_shard_feeder_over_three_agents_sends_every_row_exactly_once() {

@@ -244,8 +244,8 @@ impl Keepalive {
                     }
                 },
             };
+            // A failed setup leaves no values behind (it ran only where there were none).
             if let Err(unsent) = self.set_up(target, rec, &mut c, &req).await {
-                self.extracted.take();
                 take_back();
                 return Err(unsent);
             }

@@ -177,7 +177,7 @@ async fn send(
     last: bool,
 ) -> Option<Option<ErrorClass>> {
     let req = Request {
-        template: &ctx.target.templates[usize::from(index)],
+        template: ctx.template(index),
         intended,
         last,
         queued: None,
