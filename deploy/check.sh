@@ -12,6 +12,9 @@
 #   cloud-init  deploy/cloud-init/make-user-data.sh's output against cloud-init's schema, its SHA-256
 #             check of the binary, and the unit it writes started as the exact check does
 #   ansible   deploy/ansible's playbook and role: --syntax-check, ansible-lint --offline
+#   grafana   deploy/grafana/stampede.json: valid JSON, unique panel ids, every panel with a datasource and an
+#             expression (deploy/check/grafana.py), every expression parsed by promtool (Debian's prometheus)
+#             as a recording rule; tests/tests/grafana.rs runs each against a real Prometheus that watched a run
 #   kubernetes  `kubectl kustomize deploy/kubernetes` (and with components/cert-manager) validated by
 #             kubernetes-validate --strict against two Kubernetes versions, any warning failing but for
 #             cert-manager's kinds; the StatefulSet's replicas equal to the Job's --expect-agents; and the
@@ -298,7 +301,20 @@ check_ansible() {
     echo "deploy/ansible: syntax-check and ansible-lint ($(grep -o "profile that met the validation criteria was '[a-z]*'" <<<"$out" | cut -d"'" -f2) profile) clean"
 }
 
-SECTIONS=(systemd lint exact kubernetes cloud-init ansible)
+# grafana: the dashboard's shape (deploy/check/grafana.py), and every PromQL expression in it, its variables
+# filled in, parsed offline by `promtool check rules` (Debian's prometheus ships promtool).
+check_grafana() {
+    command -v promtool >/dev/null || die "promtool not found (Debian: apt-get install prometheus)"
+    section "grafana: $(promtool --version 2>&1 | head -n 1)"
+    local out
+    out="$("$venv/bin/python" deploy/check/grafana.py deploy/grafana/stampede.json "$work/grafana-rules.yml")" ||
+        die "deploy/grafana/stampede.json is not a dashboard this check accepts (above)"
+    promtool check rules "$work/grafana-rules.yml" >"$work/grafana-promtool.txt" 2>&1 ||
+        die "promtool check rules: an expression of deploy/grafana/stampede.json does not parse:"$'\n'"$(cat "$work/grafana-promtool.txt")"
+    echo "deploy/grafana/stampede.json: $out, each parsed by promtool"
+}
+
+SECTIONS=(systemd lint exact kubernetes cloud-init ansible grafana)
 ALL=("${SECTIONS[@]}")
 [ $# -gt 0 ] && SECTIONS=("$@")
 tools
@@ -307,6 +323,7 @@ for s in "${SECTIONS[@]}"; do
         systemd | lint | exact | kubernetes) "check_$s" ;;
         cloud-init) check_cloud_init ;;
         ansible) check_ansible ;;
+        grafana) check_grafana ;;
         *) die "unknown section '$s' (sections: ${ALL[*]})" ;;
     esac
 done
