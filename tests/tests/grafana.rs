@@ -452,9 +452,9 @@ fn watched_run(prometheus: &Path, dir: &Path) -> (Prometheus, Vec<Ran>, f64, std
             assert_eq!(run["status"], "completed", "{name}: {}", log.text());
             let last_second = events
                 .lines()
+                .rev()
                 .map(|l| serde_json::from_str::<Value>(l).expect("an event"))
-                .filter(|e| e["event"] == "interval" && e["lane"] == lane)
-                .last()
+                .find(|e| e["event"] == "interval" && e["lane"] == lane)
                 .expect("a merged second")["interval"]
                 .clone();
             Ran {
