@@ -2,6 +2,7 @@
 //! started on a free loopback port with its own config and storage, scraping what the test serves,
 //! asked through its HTTP API, killed when dropped. One harness, so the tests that read /metrics
 //! through Prometheus (the live page's, the Grafana dashboard's) start and ask it the same way.
+use std::ffi::OsStr;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
@@ -179,6 +180,40 @@ impl Prometheus {
         assert_eq!(r.len(), 1, "{promql}: {r:?}");
         r[0].1
     }
+}
+
+/// `stampede ARGS --live LIVE` started (stdout discarded, stderr kept), and waited for until `prom`
+/// sees the run finished: its last scrape then holds the written steps' figures. The run lingers
+/// for its `--live-keep` (ARGS give one longer than the checks take); the caller ends it (SIGINT).
+pub fn run_until_seen_finished(
+    prom: &Prometheus,
+    live: SocketAddr,
+    args: impl IntoIterator<Item = impl AsRef<OsStr>>,
+) -> (Child, Lines) {
+    let mut run = Command::new(crate::bin("stampede"))
+        .args(args)
+        .arg("--live")
+        .arg(live.to_string())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("stampede runs");
+    let log = Lines::of(&mut run);
+    wait_until(
+        "Prometheus seeing the run finished",
+        Duration::from_secs(120),
+        || {
+            if let Ok(Some(status)) = run.try_wait() {
+                panic!(
+                    "the run exited ({status}) before Prometheus saw it end: {}",
+                    log.text()
+                );
+            }
+            prom.query("stampede_run_finished == 1").len() == 1
+        },
+    );
+    (run, log)
 }
 
 /// The job name [`Prometheus::start`] scrapes under.

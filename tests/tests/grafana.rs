@@ -8,13 +8,12 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::path::Path;
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use coordinator::live::metrics::QUANTILE_BOUND;
 use serde_json::Value;
-use tests::prometheus::{JOB, Prometheus, now_s, prometheus_bin, wait_until};
-use tests::{Lines, ServeProcess, bin};
+use tests::ServeProcess;
+use tests::prometheus::{JOB, Prometheus, now_s, prometheus_bin, run_until_seen_finished};
 
 /// A mix of two named requests, so the `stampede_request_*` panels have series.
 const MIX: &str = r#"
@@ -406,41 +405,30 @@ fn watched_run(prometheus: &Path, dir: &Path) -> (Prometheus, Vec<Ran>, f64, std
     let plan = dir.join("mix.toml");
     std::fs::write(&plan, MIX).expect("the plan is written");
     let out = dir.join("out");
-    let mut run = Command::new(bin("stampede"))
-        .arg("run")
-        .arg(&plan)
-        .args(TARGETS.map(|t| format!("{t}={}", serve.url())))
-        .args(["--model", "requests", "--steps", "100,200,300"])
-        .args([
-            "--step-duration",
-            "3s",
-            "--warmup",
-            "3s",
-            "--live-keep",
-            "60s",
-        ])
-        .arg("--live")
-        .arg(live.to_string())
-        .arg("--out")
-        .arg(&out)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("stampede runs");
-    let log = Lines::of(&mut run);
-    wait_until(
-        "Prometheus seeing the run finished",
-        Duration::from_secs(120),
-        || {
-            if let Ok(Some(status)) = run.try_wait() {
-                panic!(
-                    "the run exited ({status}) before Prometheus saw it end: {}",
-                    log.text()
-                );
-            }
-            prom.query("stampede_run_finished == 1").len() == 1
-        },
+    let (run, log) = run_until_seen_finished(
+        &prom,
+        live,
+        ["run", plan.to_str().expect("a UTF-8 path")]
+            .into_iter()
+            .map(String::from)
+            .chain(TARGETS.map(|t| format!("{t}={}", serve.url())))
+            .chain(
+                [
+                    "--model",
+                    "requests",
+                    "--steps",
+                    "100,200,300",
+                    "--step-duration",
+                    "3s",
+                    "--warmup",
+                    "3s",
+                    "--live-keep",
+                    "60s",
+                    "--out",
+                ]
+                .map(String::from),
+            )
+            .chain([out.to_str().expect("a UTF-8 path").to_string()]),
     );
     drop(serve);
     let events = std::fs::read_to_string(out.join("events.ndjson")).expect("events.ndjson");

@@ -4,13 +4,12 @@
 //! `histogram_quantile` within the documented bound of stampede's own percentile
 //! (docs/guide/live.md, "Prometheus"). Skipped without `prometheus` on PATH, except under CI=true.
 use std::net::SocketAddr;
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use coordinator::live::metrics::QUANTILE_BOUND;
 use serde_json::Value;
-use tests::prometheus::{Prometheus, now_s, number, prometheus_bin, wait_until};
-use tests::{Lines, ServeProcess, bin};
+use tests::ServeProcess;
+use tests::prometheus::{Prometheus, now_s, number, prometheus_bin, run_until_seen_finished};
 
 #[test]
 fn prometheus_watching_a_ramp_sums_to_run_json_and_reads_each_step_s_p99_within_the_bound() {
@@ -24,35 +23,24 @@ fn prometheus_watching_a_ramp_sums_to_run_json_and_reads_each_step_s_p99_within_
     let prom = Prometheus::start(&prometheus, live);
     let dir = tempfile::tempdir().expect("temp dir");
     let began = Instant::now();
-    let mut run = Command::new(bin("stampede"))
-        .arg("run")
-        .arg(serve.url())
-        .args(["--model", "requests", "--steps", "100,200,300"])
-        .args(["--step-duration", "3s", "--live-keep", "60s"])
-        .arg("--live")
-        .arg(live.to_string())
-        .arg("--out")
-        .arg(dir.path())
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("stampede runs");
-    let log = Lines::of(&mut run);
-
     // Over, and scraped once over: the last scrape holds the written steps' figures.
-    wait_until(
-        "Prometheus seeing the run finished",
-        Duration::from_secs(120),
-        || {
-            if let Ok(Some(status)) = run.try_wait() {
-                panic!(
-                    "the run exited ({status}) before Prometheus saw it end: {}",
-                    log.text()
-                );
-            }
-            prom.query("stampede_run_finished == 1").len() == 1
-        },
+    let (mut run, log) = run_until_seen_finished(
+        &prom,
+        live,
+        [
+            "run",
+            &serve.url(),
+            "--model",
+            "requests",
+            "--steps",
+            "100,200,300",
+            "--step-duration",
+            "3s",
+            "--live-keep",
+            "60s",
+            "--out",
+            dir.path().to_str().expect("a UTF-8 path"),
+        ],
     );
     let ran = tests::run_json(dir.path());
     assert_eq!(ran["status"], "completed", "{}", log.text());
