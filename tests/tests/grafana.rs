@@ -693,3 +693,17 @@ fn verify(check: Check, got: &[(Value, f64)], r: &Ran, step: Option<&str>, what:
         }
     }
 }
+
+#[test]
+fn the_variables_are_filled_in_as_grafana_fills_them_and_an_unknown_one_fails() {
+    let vars = Vars {
+        target: "a.b",
+        step: Some("3"),
+    };
+    assert_eq!(
+        vars.fill(r#"x{target=~"$target", step=~"${step}", job=~"$job"}[$__range:$__interval]"#),
+        r#"x{target=~"a\.b", step=~"3", job=~".*"}[1h:1s]"#
+    );
+    let unknown = std::panic::catch_unwind(|| vars.fill("x[$__rate_interval]"));
+    assert!(unknown.is_err(), "an unknown variable fails the test");
+}
