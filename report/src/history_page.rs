@@ -77,20 +77,37 @@ fn x(i: usize) -> f64 {
     (i + 1) as f64
 }
 
-/// The run axis, and a labelled line at each run naming it (its commit, else its label).
-fn x_axis() -> Axis {
-    Axis::linear("run, oldest first", Unit::Si).whole()
+/// The run axis: half a run of room either side, so the first and last points are off the frame.
+fn x_axis(h: &History) -> Axis {
+    Axis::linear("run, oldest first", Unit::Si)
+        .whole()
+        .with_range(0.5, h.rows.len() as f64 + 0.5)
 }
 
+/// A labelled line at each run naming it (its commit, else its label).
 fn names(h: &History) -> Vec<Boundary> {
     h.rows
         .iter()
         .enumerate()
         .map(|(i, r)| Boundary {
             x: x(i),
-            label: r.name(),
+            label: tag(r),
         })
         .collect()
+}
+
+/// A run's name under a chart, short so that neighbours' names fit: its commit as `git log
+/// --oneline` cuts a SHA (7), else its label; at most 16 characters (its hover text has it whole).
+fn tag(r: &Row) -> String {
+    let name = match &r.commit {
+        Some(c) if c.len() > 7 && c.chars().all(|c| c.is_ascii_hexdigit()) => c[..7].to_string(),
+        Some(c) => c.clone(),
+        None => r.label.clone(),
+    };
+    match name.chars().count() > 16 {
+        true => name.chars().take(15).chain(['…']).collect(),
+        false => name,
+    }
 }
 
 /// Each point's hover text: the run's name, when it started, the value.
@@ -147,7 +164,7 @@ fn charts(h: &History) -> Vec<String> {
     out.push(match (knee, kept) {
         (None, None) => chart::empty(name, &caption, "no run kept up with a step or had a knee"),
         (k, c) => {
-            let mut chart = Chart::new(name, &caption, x_axis(), Axis::linear(axis_unit, Unit::Si))
+            let mut chart = Chart::new(name, &caption, x_axis(h), Axis::linear(axis_unit, Unit::Si))
                 .boundaries(names(h));
             for s in [c, k].into_iter().flatten() {
                 chart = chart.series(s);
@@ -168,7 +185,7 @@ fn charts(h: &History) -> Vec<String> {
             " ms",
         ) {
             None => chart::empty(name, &caption, "no run has a step at or below that rate"),
-            Some(s) => Chart::new(name, &caption, x_axis(), Axis::linear("ms", Unit::Ms))
+            Some(s) => Chart::new(name, &caption, x_axis(h), Axis::linear("ms", Unit::Ms))
                 .boundaries(names(h))
                 .series(s)
                 .note("hollow: a lower bound (requests still unanswered at the step's end)")
@@ -191,7 +208,7 @@ fn charts(h: &History) -> Vec<String> {
                 &caption,
                 "no run had a server monitor paired with its target (--monitor-pid, --monitor-target)",
             ),
-            Some(s) => Chart::new(name, &caption, x_axis(), Axis::linear("req/core-s", Unit::Si))
+            Some(s) => Chart::new(name, &caption, x_axis(h), Axis::linear("req/core-s", Unit::Si))
                 .boundaries(names(h))
                 .series(s)
                 .render_in(&mut titles),
