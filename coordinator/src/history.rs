@@ -35,7 +35,9 @@ pub enum HistoryError {
     NoRun { path: PathBuf },
     #[error(transparent)]
     Read(#[from] RunFileError),
-    #[error("--at '{0}': not a rate; give the offered value of a step, e.g. 400 (req/s) or 8 (connections)")]
+    #[error(
+        "--at '{0}': not a rate; give the offered value of a step, e.g. 400 (req/s) or 8 (connections)"
+    )]
     At(String),
     #[error(transparent)]
     Write(#[from] DestinationError),
@@ -223,7 +225,7 @@ mod tests {
             ]
         );
         let file = root.join("nightly/2026-12-01/run.json");
-        assert_eq!(run_files(&file), [file.clone()]);
+        assert_eq!(run_files(&file), [file]);
     }
 
     #[test]
@@ -238,7 +240,9 @@ mod tests {
         put(&root.join("broken"), "{\"schema\": ");
         fs::create_dir(root.join("empty")).unwrap();
         let tsv = root.join("history.tsv");
-        let dirs = ["good", "old", "broken", "empty"].map(|d| root.join(d)).to_vec();
+        let dirs = ["good", "old", "broken", "empty"]
+            .map(|d| root.join(d))
+            .to_vec();
         let errors = run(config(dirs.clone(), tsv.clone())).unwrap_err();
         let lines: Vec<String> = errors.iter().map(ToString::to_string).collect();
         assert_eq!(lines.len(), 3, "{lines:#?}");

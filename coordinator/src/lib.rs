@@ -247,7 +247,11 @@ fn histories(args: cli::HistoryArgs) -> u8 {
             for e in &errors {
                 eprintln!("stampede: {e}");
             }
-            errors.iter().map(history::HistoryError::exit_code).max().unwrap_or(2)
+            errors
+                .iter()
+                .map(history::HistoryError::exit_code)
+                .max()
+                .unwrap_or(2)
         }
     }
 }

@@ -151,7 +151,13 @@ fn charts(h: &History) -> Vec<String> {
         _ => "req/s",
     };
     // Knee and kept-up-to.
-    let knee = series(h, "knee", Colour::nth(3), |r| r.knee.map(|v| (v, false)), "");
+    let knee = series(
+        h,
+        "knee",
+        Colour::nth(3),
+        |r| r.knee.map(|v| (v, false)),
+        "",
+    );
     let kept = series(
         h,
         "kept up to",
@@ -164,8 +170,9 @@ fn charts(h: &History) -> Vec<String> {
     out.push(match (knee, kept) {
         (None, None) => chart::empty(name, &caption, "no run kept up with a step or had a knee"),
         (k, c) => {
-            let mut chart = Chart::new(name, &caption, x_axis(h), Axis::linear(axis_unit, Unit::Si))
-                .boundaries(names(h));
+            let mut chart =
+                Chart::new(name, &caption, x_axis(h), Axis::linear(axis_unit, Unit::Si))
+                    .boundaries(names(h));
             for s in [c, k].into_iter().flatten() {
                 chart = chart.series(s);
             }
@@ -175,7 +182,10 @@ fn charts(h: &History) -> Vec<String> {
     // p99 at the chosen step.
     let name = HISTORY_CHARTS[1];
     let at = h.at.rate.map_or_else(|| "-".to_string(), human);
-    let caption = format!("{} at {at} {axis_unit} (or the nearest step below)", P99_MS.titled());
+    let caption = format!(
+        "{} at {at} {axis_unit} (or the nearest step below)",
+        P99_MS.titled()
+    );
     out.push(
         match series(
             h,

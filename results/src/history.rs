@@ -44,9 +44,9 @@ impl At {
     pub fn words(&self) -> String {
         let rate = self.rate.map_or_else(|| "-".to_string(), tsv_number);
         match self.rule {
-            AtRule::Given => format!(
-                "each run read at the step offered {rate} (--at), or the nearest below it"
-            ),
+            AtRule::Given => {
+                format!("each run read at the step offered {rate} (--at), or the nearest below it")
+            }
             AtRule::Common => format!(
                 "each run read at the step offered {rate}, the highest rate every run offered, or the nearest below it"
             ),
@@ -331,7 +331,7 @@ mod tests {
         let above = step_at(&r.run.steps, v.iter().cloned().fold(0.0, f64::max) * 10.0).unwrap();
         assert_eq!(above.number, r.run.steps.last().unwrap().number);
 
-        let h = history(&[r.clone()], Some(v[0] - 1.0));
+        let h = history(std::slice::from_ref(&r), Some(v[0] - 1.0));
         assert_eq!(h.at.rule, AtRule::Given);
         let row = &h.rows[0];
         assert_eq!((row.at_step, row.p99_ms), (None, None));
@@ -365,7 +365,12 @@ mod tests {
 
     #[test]
     fn the_tsv_has_one_cell_per_column_and_no_tab_from_a_label() {
-        let r = run("a\tb", "2026-12-01T01:00:00.000Z", Some("0123456789abcdef0123"), 0.0);
+        let r = run(
+            "a\tb",
+            "2026-12-01T01:00:00.000Z",
+            Some("0123456789abcdef0123"),
+            0.0,
+        );
         let h = history(&[r], None);
         let tsv = h.tsv();
         let lines: Vec<&str> = tsv.lines().collect();

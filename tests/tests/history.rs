@@ -100,7 +100,10 @@ fn a_server_that_gets_slower_across_commits_shows_in_the_history() {
     assert!(o.status.success(), "{}", text(&o.stderr));
     assert_eq!(text(&o.stdout), "", "the TSV went to its file");
     let said = text(&o.stderr);
-    assert!(said.contains("3 runs;") && said.contains("offered 100"), "{said}");
+    assert!(
+        said.contains("3 runs;") && said.contains("offered 100"),
+        "{said}"
+    );
 
     // Without --tsv the same TSV is stdout.
     let o = stampede(&["history", nightly.to_str().unwrap(), "--at", "100"]);
@@ -112,7 +115,11 @@ fn a_server_that_gets_slower_across_commits_shows_in_the_history() {
     if let Some(rows) = python_rows(&tsv) {
         assert_eq!(rows.len(), 3, "{rows:#?}");
         let commits: Vec<&str> = rows.iter().map(|r| r["commit"].as_str().unwrap()).collect();
-        assert_eq!(commits, RUNS.map(|r| r.0), "commits in the order the runs were made");
+        assert_eq!(
+            commits,
+            RUNS.map(|r| r.0),
+            "commits in the order the runs were made"
+        );
         let labels: Vec<&str> = rows.iter().map(|r| r["label"].as_str().unwrap()).collect();
         assert_eq!(labels, dirs);
         let p99: Vec<f64> = rows
@@ -120,14 +127,22 @@ fn a_server_that_gets_slower_across_commits_shows_in_the_history() {
             .map(|r| r[p99_col].as_str().unwrap().parse().unwrap())
             .collect();
         for (i, (_, _, delay_ms)) in RUNS.iter().enumerate() {
-            assert!(p99[i] >= *delay_ms, "p99 {p99:?} under the delay {delay_ms} ms");
+            assert!(
+                p99[i] >= *delay_ms,
+                "p99 {p99:?} under the delay {delay_ms} ms"
+            );
         }
         assert!(p99[0] < p99[1] && p99[1] < p99[2], "p99 rises: {p99:?}");
         for r in &rows {
             assert_eq!(r["at_value"], "100", "{r:?}");
             assert_eq!(r["at_step"], "2", "{r:?}");
             assert_eq!(r["trust"], "trusted", "{r:?}");
-            assert!(r["target"].as_str().unwrap().starts_with("http://127.0.0.1:"));
+            assert!(
+                r["target"]
+                    .as_str()
+                    .unwrap()
+                    .starts_with("http://127.0.0.1:")
+            );
         }
     }
 
@@ -146,7 +161,10 @@ fn a_server_that_gets_slower_across_commits_shows_in_the_history() {
     assert_eq!(names, ["history-knee", "history-p99", "history-per-core"]);
     let (_, p99_chart) = charts[1];
     let points = browser::assert_drawn("history-p99", p99_chart);
-    assert_eq!(points.iter().map(|p| p.0).collect::<Vec<_>>(), [1.0, 2.0, 3.0]);
+    assert_eq!(
+        points.iter().map(|p| p.0).collect::<Vec<_>>(),
+        [1.0, 2.0, 3.0]
+    );
     let cells: Vec<f64> = written
         .lines()
         .skip(1)
@@ -157,13 +175,18 @@ fn a_server_that_gets_slower_across_commits_shows_in_the_history() {
         })
         .collect();
     for (drawn, tsv) in points.iter().map(|p| p.1).zip(&cells) {
-        assert!((drawn - tsv).abs() <= tsv * 0.01, "{drawn} drawn, {tsv} in the TSV");
+        assert!(
+            (drawn - tsv).abs() <= tsv * 0.01,
+            "{drawn} drawn, {tsv} in the TSV"
+        );
     }
     // Each point is named by its run's commit.
     let titles: Vec<String> = p99_chart.all("title").iter().map(|t| t.text()).collect();
     for (i, (commit, _, _)) in RUNS.iter().enumerate() {
         assert!(
-            titles.iter().any(|t| t.starts_with(&commit[..12]) && t.contains(dirs[i])),
+            titles
+                .iter()
+                .any(|t| t.starts_with(&commit[..12]) && t.contains(dirs[i])),
             "{titles:?}"
         );
     }
@@ -175,7 +198,10 @@ fn a_server_that_gets_slower_across_commits_shows_in_the_history() {
         .into_iter()
         .filter(|r| r.attr("data-run").is_some())
         .collect();
-    let commits: Vec<&str> = rows.iter().map(|r| r.attr("data-commit").unwrap()).collect();
+    let commits: Vec<&str> = rows
+        .iter()
+        .map(|r| r.attr("data-commit").unwrap())
+        .collect();
     assert_eq!(commits, RUNS.map(|r| r.0));
     for (row, tsv_line) in rows.iter().zip(written.lines().skip(1)) {
         let tds: Vec<String> = row

@@ -295,7 +295,10 @@ fn the_commit_is_the_flag_s_else_github_sha_and_one_with_a_space_is_refused() {
     let e = commit(None, Some("x".repeat(MAX_COMMIT + 1)))
         .unwrap_err()
         .to_string();
-    assert!(e.starts_with("$GITHUB_SHA '") && e.contains("too long"), "{e}");
+    assert!(
+        e.starts_with("$GITHUB_SHA '") && e.contains("too long"),
+        "{e}"
+    );
     let c = command_line("run http://h:1/ --steps 1 --commit abc123").unwrap();
     assert_eq!(c.commit.as_deref(), Some("abc123"));
 }
