@@ -13,8 +13,8 @@ use tests::{ServeProcess, bin, browser, stampede, text};
 /// are made. Far enough apart that a busy machine's noise cannot reorder their p99.
 const RUNS: [(&str, &str, f64); 3] = [
     ("1111111111111111111111111111111111111111", "5ms", 5.0),
-    ("2222222222222222222222222222222222222222", "40ms", 40.0),
-    ("3333333333333333333333333333333333333333", "120ms", 120.0),
+    ("2222222222222222222222222222222222222222", "80ms", 80.0),
+    ("3333333333333333333333333333333333333333", "300ms", 300.0),
 ];
 
 /// Reads the TSV with Python's csv module; prints the rows as JSON, after checking in Python that
@@ -136,7 +136,14 @@ fn a_server_that_gets_slower_across_commits_shows_in_the_history() {
         for r in &rows {
             assert_eq!(r["at_value"], "100", "{r:?}");
             assert_eq!(r["at_step"], "2", "{r:?}");
-            assert_eq!(r["trust"], "trusted", "{r:?}");
+            // A busy machine may leave the generator behind on a step: then the row says so.
+            let untrusted: u64 = r["untrusted_steps"].as_str().unwrap().parse().unwrap();
+            let trust = if untrusted > 0 {
+                "untrusted"
+            } else {
+                "trusted"
+            };
+            assert_eq!(r["trust"], trust, "{r:?}");
             assert!(
                 r["target"]
                     .as_str()
