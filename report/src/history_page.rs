@@ -20,7 +20,8 @@ pub const HISTORY_CHARTS: [&str; 3] = ["history-knee", "history-p99", "history-p
 pub const HISTORY_DATA_SCHEMA: &str = "stampede.history-data/1";
 
 const STYLE: &str = "#history th,#history td.l{text-align:left}#history td{white-space:nowrap}\
-#history tr[data-trust=untrusted] td{background:#f9d0d0}.rule{color:#555}";
+#history tr[data-trust=untrusted] td{background:#f9d0d0}.rule{color:#555}\
+.banner{background:#fff6d6;border:1px solid #e0c040;padding:.5em}";
 
 /// The HTML page of a history.
 pub fn render_history(h: &History) -> String {
