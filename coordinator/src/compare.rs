@@ -152,7 +152,7 @@ pub fn run(cfg: CompareConfig) -> Result<Outcome, CompareError> {
 
 /// The name a run goes by when nothing names it: its directory's (the one holding run.json when
 /// given the file), as the path was written or, for `.` and `..`, as it resolves.
-fn directory_name(given: &Path) -> String {
+pub(crate) fn directory_name(given: &Path) -> String {
     let dir = if given.is_file() {
         given
             .parent()

@@ -8,6 +8,7 @@ pub mod demo;
 pub mod destination;
 pub mod exit;
 pub mod fleet;
+pub mod history;
 pub mod live;
 pub mod merge;
 pub mod output;
@@ -51,6 +52,7 @@ pub async fn execute(command: Command, stop: Stop) -> u8 {
         Command::Demo(args) => finish(demo::run(args, stop).await),
         Command::FindMax(args) => find_max(*args, stop).await,
         Command::Compare(args) => compared(args),
+        Command::History(args) => histories(args),
         Command::Certs(cmd) => {
             let made = match cmd {
                 cli::CertsCommand::Init {
@@ -208,6 +210,52 @@ fn optional_duration(
 /// `stampede compare`: 0 compared, 1 a file not written, 2 bad input, 3 a regression under
 /// --fail-on-regression or a breached --regression gate (said on stderr after every file is
 /// written).
+/// `stampede history`: the TSV (stdout unless --tsv), the page if asked; on stderr the step the
+/// rows were read at, each run skipped and each file written. Each error is a line of its own.
+fn histories(args: cli::HistoryArgs) -> u8 {
+    let at = match args.at.as_deref().map(history::parse_at).transpose() {
+        Ok(at) => at,
+        Err(e) => {
+            eprintln!("stampede: {e}");
+            return e.exit_code();
+        }
+    };
+    let cfg = history::HistoryConfig {
+        dirs: args.dirs,
+        at,
+        skip_unreadable: args.skip_unreadable,
+        tsv: destination::Destination::of(&args.tsv),
+        html: args.html.as_deref().map(destination::Destination::of),
+    };
+    match history::run(cfg) {
+        Ok(o) => {
+            for e in &o.skipped {
+                eprintln!("stampede: skipped: {e}");
+            }
+            eprintln!(
+                "stampede: {} run{}; {}",
+                o.history.rows.len(),
+                if o.history.rows.len() == 1 { "" } else { "s" },
+                o.history.at.words()
+            );
+            for w in o.written.iter().filter(|d| !d.is_stdout()) {
+                eprintln!("stampede: wrote {w}");
+            }
+            0
+        }
+        Err(errors) => {
+            for e in &errors {
+                eprintln!("stampede: {e}");
+            }
+            errors
+                .iter()
+                .map(history::HistoryError::exit_code)
+                .max()
+                .unwrap_or(2)
+        }
+    }
+}
+
 fn compared(args: cli::CompareArgs) -> u8 {
     let threshold = match results::compare::Threshold::parse(&args.threshold) {
         Ok(t) => t,

@@ -381,6 +381,7 @@ impl Output {
             warnings.to_vec(),
         );
         doc.label = cfg.label.clone();
+        doc.commit = cfg.commit.clone();
         doc.monitors = monitors.to_vec();
         doc.paired_monitor = paired.map(str::to_string);
         let mut out = Output {

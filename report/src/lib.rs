@@ -58,18 +58,29 @@
 //! - once the page's script has run, `<html data-ready="1">`; a script error sets `data-errors` on
 //!   `<html>` to its message.
 //!
+//! - a history's page (`stampede history`, `history_page.rs`) has every chart of [`HISTORY_CHARTS`],
+//!   in that order, x the run's place counted from 1 (oldest first), a labelled boundary at each
+//!   naming the run by commit and label, each point's path with a `<title>` naming its run (a
+//!   chart with no run to draw is empty, saying why); its table is `<table id="history">`, header
+//!   cells `<th data-col>` the TSV's columns, a row `<tr data-run="N" data-commit data-trust>` per
+//!   run, oldest first, cells `<td data-col>` as the TSV writes them; its data is the history
+//!   (`at`, `rows`) under the schema [`HISTORY_DATA_SCHEMA`]; `<p class="rule" data-at data-rule>`
+//!   says which step each run was read at.
+//!
 //! The live page (`live_page.rs`: a run as it happens, and live.html) has its own contract there.
 
 pub mod chart;
 mod compare_page;
 mod data;
 pub mod escape;
+mod history_page;
 mod input;
 mod live_page;
 mod page;
 mod run_page;
 
 pub use compare_page::{COMPARE_CHARTS, COMPARE_MONITOR_CHARTS, render_compare};
+pub use history_page::{HISTORY_CHARTS, HISTORY_DATA_SCHEMA, render_history};
 pub use input::{InputError, RunReport};
 pub use live_page::{AGENT_COLS, BASELINE_PREFIX, LIVE_SECTIONS, View, live_page, live_view};
 pub use run_page::{

@@ -218,6 +218,11 @@ pub struct RunFile {
     /// `stampede compare` name it. Null: unnamed, and a reader names it by its directory.
     #[serde(default)]
     pub label: Option<String>,
+    /// The revision of the code under test the run was made against (`--commit`, else
+    /// `GITHUB_SHA` when set), which `stampede history` names each run by. Absent when none was
+    /// given (and in older files).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub commit: Option<String>,
     /// The plan as the run resolved it (the command line's and the plan file's settings).
     pub plan: PlanEcho,
     pub agents: Vec<AgentInfo>,
@@ -342,6 +347,7 @@ impl RunFile {
             finished_at: None,
             target,
             label: None,
+            commit: None,
             plan,
             agents,
             monitors: Vec::new(),

@@ -59,6 +59,43 @@ pub enum Command {
     /// are searched side by side and ranked.
     #[command(name = "find-max", after_help = FIND_MAX_EXAMPLES)]
     FindMax(Box<FindMaxArgs>),
+    /// A history of runs, one row per run.json, oldest first (when, label, commit, target, knee and
+    /// its cause, kept up to, p99 and requests per server core-second at one step, trust): a TSV and
+    /// a trend page, so a nightly job sees a server get slower across commits.
+    #[command(after_help = HISTORY_EXAMPLES)]
+    History(HistoryArgs),
+}
+
+const HISTORY_EXAMPLES: &str = "Examples:
+  stampede history nightly/                         # every run under nightly/, TSV on stdout
+  stampede history nightly/ --at 400 --html trend.html --tsv history.tsv
+  stampede history old-run new-run/run.json side-by-side-run/
+
+A DIR is a results directory, a run.json, or a folder of them: a folder without a run.json of its
+own is searched two levels down (a folder of runs; a side-by-side run's target directories).
+
+Exit codes: 0 written, 1 a file could not be written, 2 usage, a DIR with no run.json, or a run.json
+that cannot be read (each said on a line of its own; --skip-unreadable skips the unreadable ones).";
+
+#[derive(Debug, Args, Clone)]
+pub struct HistoryArgs {
+    /// Results directories, run.json files, or folders of them.
+    #[arg(required = true, value_name = "DIR")]
+    pub dirs: Vec<PathBuf>,
+    /// Read p99 and requests per core-second at the step offered this rate (req/s, or a closed
+    /// loop's connections), or the nearest below it [default: the highest rate every run offered].
+    #[arg(long, value_name = "RATE")]
+    pub at: Option<String>,
+    /// Where the TSV goes; - for stdout.
+    #[arg(long, value_name = "FILE", default_value = "-")]
+    pub tsv: PathBuf,
+    /// Also write the trend page (self-contained HTML: its own SVG charts, no script from elsewhere).
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
+    /// Skip a run.json that cannot be read (damaged, an older schema) with a warning on stderr,
+    /// instead of refusing the history, when another run is left.
+    #[arg(long)]
+    pub skip_unreadable: bool,
 }
 
 #[derive(Debug, Args)]

@@ -281,6 +281,10 @@ settings! {
         /// with several targets, name each NAME=URL instead.
         #[arg(long, value_name = "NAME", help_heading = OUTPUT)]
         pub label: Option<String>,
+        /// The revision of the code under test (a commit SHA, a tag), kept in run.json's `commit` for
+        /// `stampede history` [default: $GITHUB_SHA when set].
+        #[arg(long, value_name = "REV", help_heading = OUTPUT)]
+        pub commit: Option<String>,
         /// Replace another run's files (run.json, steps.tsv/csv, hlog/) in --out instead of refusing.
         #[arg(long, help_heading = OUTPUT)]
         #[serde(default)]

@@ -53,6 +53,15 @@ pub enum ConfigError {
     },
     #[error("plan file {path}: {message}")]
     PlanFile { path: PathBuf, message: String },
+    /// A revision `--commit` (or `$GITHUB_SHA`) cannot be kept as: run.json names it on one line.
+    #[error(
+        "{from} '{value}': {why}; give a commit SHA, a tag or a branch name (at most {MAX_COMMIT} characters, no spaces)"
+    )]
+    Commit {
+        from: &'static str,
+        value: String,
+        why: &'static str,
+    },
     #[error("URL list {path}, {source}")]
     UrlList {
         path: PathBuf,
@@ -150,6 +159,8 @@ pub struct RunConfig {
     pub thresholds: Thresholds,
     /// What run.json, the report and `stampede compare` call this run (`--label`, `NAME=URL`).
     pub label: Option<String>,
+    /// The revision under test, run.json's `commit` (`--commit`, else `$GITHUB_SHA`).
+    pub commit: Option<String>,
     /// Said on stderr before the run: habits of other tools accepted though they change nothing.
     pub notes: Vec<String>,
     /// `--warmup` as given (zero: none): a planned run's load before each target's first step, not
@@ -307,6 +318,7 @@ fn resolve_one(
             ..echo::echo(&plan, s.threads, &thresholds, warmup)
         },
         label,
+        commit: commit(s.given.commit.clone(), std::env::var("GITHUB_SHA").ok())?,
         agents: fleet.agents,
         join: fleet.join,
         monitors: fleet.monitors,
@@ -332,6 +344,34 @@ fn resolve_one(
         warmup,
     };
     Ok((cfg, over_http1))
+}
+
+/// The longest revision `--commit` takes: a SHA-256 commit is 64 hex digits; a tag or a branch
+/// name is rarely longer.
+pub const MAX_COMMIT: usize = 200;
+
+/// The revision the run is made against: `--commit` as given, else `$GITHUB_SHA` (set in every
+/// GitHub Actions job) when it is set and not empty, else none. An empty `--commit ''` records none.
+fn commit(flag: Option<String>, github_sha: Option<String>) -> Result<Option<String>, ConfigError> {
+    let (from, value) = match (flag, github_sha) {
+        (Some(v), _) => ("--commit", v),
+        (None, Some(v)) if !v.trim().is_empty() => ("$GITHUB_SHA", v),
+        (None, _) => return Ok(None),
+    };
+    if from == "--commit" && value.is_empty() {
+        return Ok(None);
+    }
+    let why = if value.chars().count() > MAX_COMMIT {
+        Some("too long")
+    } else if value.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        Some("it has a space or a control character")
+    } else {
+        None
+    };
+    match why {
+        Some(why) => Err(ConfigError::Commit { from, value, why }),
+        None => Ok(Some(value)),
+    }
 }
 
 impl Runs {

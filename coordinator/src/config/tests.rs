@@ -273,3 +273,32 @@ fn config_errors_were_one_kind_told_apart_only_by_words() {
         assert!(matches!(e, ConfigError::Exposed(_)), "{e:?}");
     }
 }
+
+#[test]
+fn the_commit_is_the_flag_s_else_github_sha_and_one_with_a_space_is_refused() {
+    let sha = "0123456789abcdef0123456789abcdef01234567".to_string();
+    assert_eq!(commit(None, None).unwrap(), None);
+    assert_eq!(
+        commit(None, Some(sha.clone())).unwrap().as_deref(),
+        Some(sha.as_str())
+    );
+    assert_eq!(commit(None, Some(" ".into())).unwrap(), None);
+    assert_eq!(
+        commit(Some("v1.2".into()), Some(sha.clone()))
+            .unwrap()
+            .as_deref(),
+        Some("v1.2")
+    );
+    assert_eq!(commit(Some(String::new()), Some(sha)).unwrap(), None);
+    let e = commit(Some("a b".into()), None).unwrap_err().to_string();
+    assert!(e.starts_with("--commit 'a b': it has a space"), "{e}");
+    let e = commit(None, Some("x".repeat(MAX_COMMIT + 1)))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.starts_with("$GITHUB_SHA '") && e.contains("too long"),
+        "{e}"
+    );
+    let c = command_line("run http://h:1/ --steps 1 --commit abc123").unwrap();
+    assert_eq!(c.commit.as_deref(), Some("abc123"));
+}

@@ -306,7 +306,7 @@ pub fn axis_unit(axis: &str) -> &'static str {
 
 /// The value a step is joined on: steps.tsv's first column (demanded requests/s, or the
 /// connection count of a closed loop), so compare.tsv's first column is what joined its rows.
-fn joined_value(r: &StepResult) -> f64 {
+pub(crate) fn joined_value(r: &StepResult) -> f64 {
     r.demanded_rate.unwrap_or(r.step_value)
 }
 
