@@ -180,6 +180,21 @@ fn every_golden_and_fixture_validates() {
         "$defs": run_schema["$defs"],
     });
     let dir = tempfile::tempdir().unwrap();
+    // events.md's example lines (but the one whose run.json is elided).
+    let doc = std::fs::read_to_string(reference("events.md")).unwrap();
+    let examples: Vec<PathBuf> = doc
+        .lines()
+        .filter(|l| l.starts_with("{\"id\":"))
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .enumerate()
+        .map(|(i, line)| {
+            let path = dir.path().join(format!("events-md-{i}.json"));
+            std::fs::write(&path, line.to_string()).unwrap();
+            path
+        })
+        .collect();
+    assert!(examples.len() >= 3, "events.md's examples: {examples:?}");
+    valid(&v, "event.schema.json", &examples);
     let schema = dir.path().join("find-max-parts.schema.json");
     std::fs::write(&schema, parts.to_string()).unwrap();
     if let Err(said) = check(&v, &schema, &[golden("golden/find-max.json")]) {
