@@ -336,6 +336,8 @@ fn a_fresh_output_of_every_command_validates() {
         &s(&beside.join("a")),
         "--json",
         &compared_s,
+        "--output",
+        &s(&at("compare.html")),
     ]);
 
     // A run that failed mid-way: its clean-up ends the file through serde_json::Value, not the type.
