@@ -23,6 +23,7 @@ pub mod wire;
 
 /// What a monitor watches besides the host (which it always reports).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum Watch {
     /// One process, its threads and its descendants (re-read every sample).
@@ -48,6 +49,7 @@ impl fmt::Display for Watch {
 
 /// Who a monitor is, sent once when it greets the coordinator.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct MonitorInfo {
     /// `--name`, or the hostname: the suffix of its steps.tsv columns.
     pub name: String,
@@ -63,6 +65,7 @@ pub struct MonitorInfo {
 
 /// The cores a target may use: the online cores, narrowed by its cpuset and its cgroup's CPU quota.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Cores {
     pub online: u32,
     /// The cores of its cpuset or CPU affinity, when narrower than the online ones.
@@ -230,6 +233,7 @@ impl CpuStates {
 
 /// Where network and TCP counters were read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum NetScope {
     /// The monitor's own network namespace (the host's, or a shared one).
@@ -240,6 +244,7 @@ pub enum NetScope {
 
 /// Counters of one network interface (/proc/net/dev).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct InterfaceCounters {
     pub name: String,
     pub rx_bytes: u64,
@@ -255,6 +260,7 @@ pub struct InterfaceCounters {
 /// The kernel's TCP counters that explain client errors (/proc/net/netstat's TcpExt, /proc/net/snmp's
 /// Tcp). All counters but `curr_estab`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct TcpCounters {
     /// SYNs or completed handshakes that found the accept queue full.
     pub listen_overflows: u64,

@@ -27,6 +27,7 @@ pub struct Window {
 
 /// A gauge over the samples inside a step.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Gauge {
     pub min: f64,
     pub avg: f64,
@@ -54,6 +55,7 @@ impl Gauge {
 
 /// One monitor's view of one step (run.json's `server_monitors[]` of a step).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct StepServer {
     /// The monitor's name (its steps.tsv columns' suffix).
     pub monitor: String,
@@ -85,6 +87,7 @@ pub struct StepServer {
 
 /// Whose server a monitor watches (run.json's `watches` of a step's `server_monitors[]`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum Watches {
     /// The server the step loaded: the monitor paired with the step's target (named as it), or a
@@ -105,6 +108,7 @@ impl Watches {
 
 /// The watched processes over a step.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct TargetStep {
     /// CPU in % of one core (200 = two cores busy), and its user and system parts.
     pub cpu_pct: f64,
@@ -131,6 +135,7 @@ pub struct TargetStep {
 
 /// The host over a step, in % of all its cores' time.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct HostStep {
     pub cpu_pct: Option<f64>,
     pub softirq_pct: Option<f64>,
@@ -145,6 +150,7 @@ pub struct HostStep {
 
 /// One second of a step: what changed since the sample before.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Point {
     /// The sample's instant, in seconds from the step's start (coordinator's clock; negative for the
     /// sample just before it).

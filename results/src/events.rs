@@ -16,6 +16,7 @@ pub const SCHEMA: &str = "stampede.events/1";
 /// One line of events.ndjson, and one message of the live page's stream: its place in the run
 /// (from 1, the stream's event id) and what happened.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Line {
     pub id: u64,
     #[serde(flatten)]
@@ -26,11 +27,13 @@ pub struct Line {
 /// The file keeps its documented keys (`lane`, `lanes`; docs/reference/events.md), which readers of
 /// `stampede.events/1` parse.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(tag = "event", rename_all = "snake_case")]
 pub enum Event {
     /// The run began: its targets' names (one unnamed target for a run of one target), whether it is
     /// a capacity search, and its scheduled length (a search's deadline).
     Begin {
+        #[cfg_attr(feature = "schema", schemars(schema_with = "crate::schema::events_id"))]
         schema: String,
         #[serde(rename = "lanes")]
         targets: Vec<String>,
@@ -86,6 +89,7 @@ pub enum Event {
 
 /// A step as it starts.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct StepStart {
     /// Counted from 1 (0: a warmup).
     pub step: u32,
@@ -101,6 +105,7 @@ pub struct StepStart {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct AgentShare {
     pub agent: String,
     pub share: f64,
@@ -108,6 +113,7 @@ pub struct AgentShare {
 
 /// One merged second of a step: what every agent reported for it, added.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Interval {
     pub step: u32,
     /// Its start and length, into the step.
@@ -132,6 +138,7 @@ pub struct Interval {
 /// How a target's run ended: run.json's `status`, `finished_at`, `stopped`, `fail_on`, `capacity`
 /// and its `warnings` by then.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct End {
     pub status: RunStatus,
     pub finished_at: Option<String>,

@@ -11,6 +11,8 @@ pub mod history;
 pub mod quantity;
 pub mod requests_table;
 pub mod run_file;
+#[cfg(feature = "schema")]
+pub mod schema;
 pub mod search;
 pub mod server_notes;
 pub mod step;

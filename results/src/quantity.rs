@@ -12,6 +12,7 @@ use crate::step::StepResult;
 
 /// Which way a quantity improves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum Better {
     Higher,

@@ -23,6 +23,7 @@ pub const READS: [&str; 2] = [RUN_SCHEMA, "stampede.run/2"];
 /// [`PlanEcho::other`] and written back, so a newer file read and rewritten by an older build, or
 /// shown by its report, loses none of its plan.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct PlanEcho {
     #[serde(default)]
     pub arrival: String,
@@ -97,6 +98,7 @@ pub struct PlanEcho {
 
 /// A CSV feeder as run.json echoes it: its name, how its rows are dealt, the variables it fills.
 #[derive(Debug, Clone, PartialEq, Default, serde::Serialize, serde::Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct FeederEcho {
     pub name: String,
     pub mode: String,
@@ -106,6 +108,7 @@ pub struct FeederEcho {
 /// A plan's setup as run.json echoes it: its request (headers and body as a request's are) and
 /// what it extracts (`token = json:/token`).
 #[derive(Debug, Clone, PartialEq, Default, serde::Serialize, serde::Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct SetupEcho {
     pub request: RequestEcho,
     pub extract: Vec<String>,
@@ -113,6 +116,7 @@ pub struct SetupEcho {
 
 /// A `--wsesslog` run's session log as run.json echoes it.
 #[derive(Debug, Clone, PartialEq, Default, serde::Serialize, serde::Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct WsesslogEcho {
     /// The log as given (a plan file's relative to the plan).
     pub file: String,
@@ -130,6 +134,7 @@ pub struct WsesslogEcho {
 
 /// One request of the plan: its method, its URL without the query, its headers, its body's size.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct RequestEcho {
     /// The request's name and weight in a named mix; absent when the requests are unnamed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -148,6 +153,7 @@ pub struct RequestEcho {
 
 /// A capacity search's settings, under the plan's [`SEARCH_KEY`].
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct SearchEcho {
     #[serde(default)]
     pub confirm_s: f64,
@@ -174,6 +180,7 @@ pub struct SearchEcho {
 
 /// How the run stands: run.json's `status`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum RunStatus {
     /// Until the run ends.
@@ -204,7 +211,10 @@ impl std::fmt::Display for RunStatus {
 /// One run's run.json. The keys are written sorted at every level (see [`RunFile::to_json`]), as
 /// run.json has always had them.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct RunFile {
+    /// `stampede.run/3` (or `/2`, which this build also reads).
+    #[cfg_attr(feature = "schema", schemars(schema_with = "crate::schema::run_id"))]
     pub schema: String,
     pub tool: Tool,
     /// `running` until the run ends, then `completed`, `aborted` or `failed`.
@@ -280,6 +290,7 @@ where
 
 /// Which program wrote the file.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Tool {
     pub name: String,
     pub version: String,
@@ -287,6 +298,7 @@ pub struct Tool {
 
 /// What run.json says about an agent.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct AgentInfo {
     pub name: String,
     pub version: String,
@@ -299,6 +311,7 @@ pub struct AgentInfo {
 
 /// Why the ramp ended early (run.json's `stopped`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Stopped {
     /// Counted from 1, as the table counts.
     pub after_step: usize,
@@ -309,6 +322,7 @@ pub struct Stopped {
 
 /// A --fail-on expression that a step breached (run.json's `fail_on`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Breach {
     pub step: usize,
     pub step_value: f64,

@@ -93,6 +93,35 @@ impl Serialize for LatencyStats {
     }
 }
 
+/// What [`LatencyStats`]'s `Serialize` writes, by hand as it is: the six statistics by their
+/// names, `censored`, and `lower_bound` as a list of those names (its `Deserialize` refuses any other).
+#[cfg(feature = "schema")]
+impl schemars::JsonSchema for LatencyStats {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "LatencyStats".into()
+    }
+
+    fn json_schema(g: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        let number = g.subschema_for::<f64>();
+        let mut properties = serde_json::Map::new();
+        for name in LowerBounds::NAMES {
+            properties.insert(name.into(), number.clone().into());
+        }
+        properties.insert("censored".into(), g.subschema_for::<bool>().into());
+        properties.insert(
+            "lower_bound".into(),
+            serde_json::json!({"type": "array", "items": {"enum": LowerBounds::NAMES}}),
+        );
+        let required: Vec<&String> = properties.keys().collect();
+        schemars::json_schema!({
+            "description": "Latency statistics in milliseconds, from one merged histogram; `lower_bound` names those that are lower bounds (given-up requests among them).",
+            "type": "object",
+            "required": required,
+            "properties": properties,
+        })
+    }
+}
+
 /// The inverse of [`LatencyStats`]'s `Serialize`: the lower bounds come back from their names.
 impl<'de> Deserialize<'de> for LatencyStats {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -210,6 +239,7 @@ impl LatencyStats {
 
 /// Statistics over the 1 s reply-rate samples (autobench's min/avg/max/stddev_rep_rate).
 #[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct RateStats {
     pub min: f64,
     pub avg: f64,
@@ -257,6 +287,23 @@ impl Serialize for Codes {
     }
 }
 
+/// What [`Codes`]'s `Serialize` writes: a status code (digits) to its count.
+#[cfg(feature = "schema")]
+impl schemars::JsonSchema for Codes {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Codes".into()
+    }
+
+    fn json_schema(g: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "description": "Replies per status code, the codes seen only.",
+            "type": "object",
+            "propertyNames": {"pattern": "^[0-9]{1,5}$"},
+            "additionalProperties": g.subschema_for::<u64>(),
+        })
+    }
+}
+
 /// The inverse of [`Codes`]'s `Serialize`: only the codes seen are there, each a number as a key.
 impl<'de> Deserialize<'de> for Codes {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -295,6 +342,21 @@ impl Serialize for Counts {
     }
 }
 
+/// What [`Counts`]'s `Serialize` writes: a name to its count, in the order they were counted.
+#[cfg(feature = "schema")]
+impl schemars::JsonSchema for Counts {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Counts".into()
+    }
+
+    fn json_schema(g: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "type": "object",
+            "additionalProperties": g.subschema_for::<u64>(),
+        })
+    }
+}
+
 impl<'de> Deserialize<'de> for Counts {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         entries(d).map(Counts)
@@ -302,6 +364,7 @@ impl<'de> Deserialize<'de> for Counts {
 }
 
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Generator {
     /// The busiest agent's worker-thread CPU, percent of what its worker threads can use: a core
     /// each, and no more than its machine's cores.
@@ -318,6 +381,7 @@ pub struct Generator {
 
 /// One agent's part of a step, kept so nobody has to trust an average.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct AgentStep {
     pub agent: String,
     pub threads: u32,
@@ -337,6 +401,7 @@ pub struct AgentStep {
 }
 
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct StepResult {
     /// The step's number as people read it, counted from 1 (run.json `step`, the table, hlog/).
     #[serde(rename = "step")]
@@ -449,6 +514,7 @@ pub struct StepResult {
 /// and how many did (the backlog the step left: a healthy server's is what it had in flight, a
 /// queueing one's grows with the step).
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Drain {
     pub seconds: f64,
     pub replies: u64,
@@ -456,6 +522,7 @@ pub struct Drain {
 
 /// A step's HTTP/2 sessions as the server shaped them.
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Http2Step {
     /// The fewest concurrent streams a server's SETTINGS allowed on a session; null: no limit.
     pub server_max_streams: Option<u64>,
@@ -559,6 +626,7 @@ impl StepResult {
 
 /// An agent lost mid-step, and its part of the step's load in percent.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct LostShare {
     pub agent: String,
     pub pct: f64,
@@ -626,6 +694,7 @@ pub fn tsv_number(v: f64) -> String {
 /// What a probe is for, as steps.tsv and run.json name it. `Warmup` is the coordinator's: a probe
 /// at the start rate before the search, which the search never sees.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum ProbeRole {
     Warmup,
@@ -650,6 +719,7 @@ impl ProbeRole {
 /// A probe's class as the files name it; `aborted` for a probe cut short (Ctrl-C), which the
 /// search never counts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum Mark {
     Pass,
@@ -673,6 +743,7 @@ impl Mark {
 
 /// One step's part in a search: what it was for, how it was classed, and why when it failed.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct ProbeMark {
     pub role: ProbeRole,
     pub class: Mark,

@@ -46,6 +46,7 @@ pub const MIN_JUDGED_S: f64 = 1.0;
 pub const MIN_JUDGED_DUE: u64 = 20;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum Verdict {
     Valid,
@@ -325,6 +326,7 @@ fn judge_connections(f: &Facts, j: &mut Judgement) {
 
 /// How the server fared in a step, whatever the generator's trust.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum Server {
     /// Served what was due, without queueing.

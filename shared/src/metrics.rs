@@ -329,6 +329,29 @@ impl serde::Serialize for FirstErrors {
     }
 }
 
+/// What its `Serialize` writes: an error class's name to its first message; its `Deserialize` refuses
+/// a class it does not know, so the schema does too.
+#[cfg(feature = "schema")]
+impl schemars::JsonSchema for FirstErrors {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "FirstErrors".into()
+    }
+
+    fn json_schema(g: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        let words = g.subschema_for::<String>();
+        let properties: serde_json::Map<String, serde_json::Value> = ErrorClass::ALL
+            .iter()
+            .map(|c| (c.name().to_string(), words.clone().into()))
+            .collect();
+        schemars::json_schema!({
+            "description": "Each error class's first message, in words.",
+            "type": "object",
+            "properties": properties,
+            "additionalProperties": false,
+        })
+    }
+}
+
 /// The inverse of its `Serialize`; a class stampede does not know is refused, by name.
 impl<'de> serde::Deserialize<'de> for FirstErrors {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {

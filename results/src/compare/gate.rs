@@ -170,6 +170,7 @@ fn gated_text() -> String {
 
 /// One gate, judged.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Judged {
     /// The gate as written.
     pub gate: String,

@@ -177,6 +177,7 @@ impl Compared {
 
 /// How one run's value compares with the baseline's in the same step.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "kebab-case")]
 pub enum Change {
     /// The baseline's own value.

@@ -40,6 +40,7 @@ pub struct Labelled {
 
 /// How far a value may move before it is a change, in %: at least 0, finite.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Threshold(f64);
 
 impl Threshold {
@@ -101,7 +102,12 @@ pub enum CompareError {
 
 /// The runs compared, step by step, against the baseline.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Comparison {
+    #[cfg_attr(
+        feature = "schema",
+        schemars(schema_with = "crate::schema::compare_id")
+    )]
     pub schema: &'static str,
     /// What the steps are joined on, as compare.tsv's first column: `dem_req_rate` (demanded
     /// requests/s), or `connections` when the baseline is a closed loop.
@@ -141,6 +147,7 @@ pub struct Comparison {
 
 /// A compared metric as compare.json lists it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct MetricInfo {
     pub name: &'static str,
     pub unit: &'static str,
@@ -149,6 +156,7 @@ pub struct MetricInfo {
 
 /// One run, as the comparison names and sums it up.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct RunEntry {
     pub label: String,
     pub source: String,
@@ -168,6 +176,7 @@ pub struct RunEntry {
 
 /// A run's answer in a line: how far it kept up, and its p99 there.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Headline {
     pub kept_up_to: Option<f64>,
     pub kept_up_p99_ms: Option<f64>,
@@ -215,6 +224,7 @@ impl Headline {
 
 /// One step value, in every run that has it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct StepRow {
     /// The joined value (see [`Comparison::axis`]).
     pub value: f64,
@@ -224,6 +234,7 @@ pub struct StepRow {
 
 /// One run's step in a row.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct RunStep {
     /// Counted from 1, as the run's own table counts.
     pub step: u32,
@@ -241,6 +252,7 @@ pub struct RunStep {
 /// run's step, and the page embeds them all): an absent `value` or `delta_pct` is none, an absent
 /// flag false.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct CellEntry {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub value: Option<f64>,
@@ -266,6 +278,7 @@ fn is_false(b: &bool) -> bool {
 
 /// A trusted step that got worse beyond the threshold.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Regression {
     pub label: String,
     pub value: f64,

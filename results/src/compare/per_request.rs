@@ -27,6 +27,7 @@ pub fn name_metrics() -> [Compared; 3] {
 /// The names compared, per step and name (compare.json `per_request`); empty when no run has a
 /// named mix.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct PerRequest {
     /// [`NAME_METRICS`].
     pub metrics: Vec<&'static str>,
@@ -46,6 +47,7 @@ impl PerRequest {
 
 /// One name at one joined step value, in every run.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct NameRow {
     pub value: f64,
     pub name: String,
@@ -55,6 +57,7 @@ pub struct NameRow {
 
 /// One run's row of a name at a step.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct NameStep {
     pub step: u32,
     /// The plan's value (conn/s, req/s or connections).
@@ -65,6 +68,7 @@ pub struct NameStep {
 
 /// The names a run and the baseline do not share.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct OnlyIn {
     pub label: String,
     /// Names this run has and the baseline has not.

@@ -33,6 +33,7 @@ use super::{Labelled, axis_of, joined_value};
 
 /// What the runs are ranked on first (see the module's header).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum RankedOn {
     /// The later knee (planned runs on one axis).
@@ -57,6 +58,7 @@ pub fn ranked_on(runs: &[Labelled]) -> RankedOn {
 
 /// One run's place in the ranking.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Ranked {
     /// Counted from 1, best first; runs that cannot be told apart share a rank.
     pub rank: u32,

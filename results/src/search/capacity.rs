@@ -33,6 +33,7 @@ pub const GENERATOR_CHECKS: &str = "the generator's own checks (not measured)";
 
 /// The highest rate the search may offer, and who set it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Ceiling {
     pub rate: f64,
     /// Who set it, in a few words: `--max-rate`, `the agents' limits`, [`GENERATOR_CHECKS`].
@@ -44,12 +45,14 @@ pub struct Ceiling {
 
 /// A step value (in the model's unit) and the served replies per second it achieved.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Sustained {
     pub offered: f64,
     pub achieved: f64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Failed {
     pub offered: f64,
     /// Why, in words: the SLO and the value seen, or the throughput rule.
@@ -70,6 +73,7 @@ pub struct Failed {
 /// run.json's `capacity`: the search's answer. Offered rates are step values in the model's unit
 /// (req/s, conn/s, or connections for the closed model); achieved rates are served replies/s.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Capacity {
     pub status: Status,
     pub exit_code: u8,

@@ -17,6 +17,7 @@ pub use probe::{Class, Failure, ProbeFacts, classify};
 /// How a search ended. Exit codes start past `run`'s 0-3 (1 failed, 2 usage, 3 --fail-on breached)
 /// so a script tells every ending apart; an interrupted search exits 1, as an aborted run does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum Status {
     Resolved,
@@ -247,6 +248,7 @@ pub struct FailedAt {
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct ProbeCounts {
     pub ramp: u32,
     pub bisect: u32,

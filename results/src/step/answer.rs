@@ -7,6 +7,7 @@ use crate::verdict::{self, Verdict};
 
 /// The run's answer: how far the target kept up, where its served rate plateaued, how p99 moved.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct RunSummary {
     /// The highest step value (rate, or connections) kept up with (see [`kept_up`]). Null when no
     /// step was.

@@ -15,6 +15,7 @@ pub const MAX_CHARS: usize = 120;
 /// What the run found of the server. "Nothing answered" and "the generator was the limit" are
 /// never a knee: a knee is where the server's service degraded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum Finding {
     /// The server's service degraded at the knee (latency, failures, a plateau).

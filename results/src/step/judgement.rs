@@ -10,6 +10,7 @@ pub const PLATEAU_RATIO: f64 = 0.98;
 
 /// The step past the highest one kept up with: what the target did there.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Beyond {
     pub step: u32,
     pub step_value: f64,

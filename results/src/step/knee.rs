@@ -10,6 +10,7 @@ use crate::verdict::{self, CPU_LIMIT_PCT, LAG_SHARE, THREAD_LIMIT_PCT};
 /// Why the knee is where it is. When several hold at the knee's step, `cause` is the first of
 /// these in this order and the others are in [`Knee::also`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum KneeCause {
     /// The generator could not keep its schedule (its fds, ports or CPU): the step says nothing of
@@ -56,6 +57,7 @@ impl KneeCause {
 
 /// The knee: where, why, and the numbers that show it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Knee {
     /// The knee's step (run.json's `step`) and its value (conn/s, req/s or connections).
     pub step: u32,
@@ -97,6 +99,7 @@ pub struct Knee {
 
 /// The named request that broke first: its numbers at the step before the knee and at the knee.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct KneeRequest {
     pub name: String,
     /// What degraded most: [`KneeCause::Failures`] or [`KneeCause::Latency`].

@@ -7,6 +7,7 @@ use super::{Counts, LatencyStats, round3};
 
 /// One named request's part of a step (run.json `per_request`, requests.tsv).
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct RequestRow {
     pub name: String,
     /// Its weight in the mix.

@@ -8,6 +8,7 @@ use super::LatencyStats;
 
 /// A step's sessions.
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct SessionsStep {
     /// Arrivals that began a session.
     pub started: u64,

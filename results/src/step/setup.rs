@@ -4,6 +4,7 @@ use shared::metrics::Counters;
 
 /// A step's setup runs: one per connection before its first request of the mix.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct SetupStep {
     /// Runs on a connection.
     pub runs: u64,

@@ -5,6 +5,7 @@ use shared::metrics::Counters;
 /// A step's TLS handshakes. A resumed one skips the certificate and the key exchange's signature,
 /// the server's dearest work, so a connection rate means something else with each.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct TlsStep {
     /// Handshakes done in full (a HelloRetryRequest's too).
     pub full: u64,
