@@ -7,6 +7,7 @@ pub mod compare;
 pub mod condition;
 pub mod distribution;
 pub mod events;
+pub mod junit;
 pub mod quantity;
 pub mod requests_table;
 pub mod run_file;

@@ -311,6 +311,16 @@ pub struct Breach {
     pub because: String,
 }
 
+impl Breach {
+    /// stderr's line of it (and a JUnit failure's message): `--fail-on p99>50ms: step 3 (300): …`.
+    pub fn sentence(&self) -> String {
+        format!(
+            "--fail-on {}: step {} ({}): {}",
+            self.expression, self.step, self.step_value, self.because
+        )
+    }
+}
+
 /// Why a run.json could not be read.
 #[derive(Debug, thiserror::Error)]
 pub enum RunFileError {

@@ -116,6 +116,10 @@ pub struct CompareArgs {
     /// histogram resolves: p99[login]>5%, failed>10%, ok_rate[search]>3% (repeatable).
     #[arg(long = "regression", value_name = "EXPR")]
     pub regressions: Vec<String>,
+    /// Write the verdicts as JUnit XML to FILE (written through, `-` stdout), also when the exit is
+    /// 3: a testcase for the comparison, per --regression gate and for --fail-on-regression.
+    #[arg(long, value_name = "FILE")]
+    pub junit: Option<PathBuf>,
 }
 
 #[derive(Debug, Subcommand)]
