@@ -16,6 +16,7 @@ pub mod progress;
 pub mod report_file;
 pub mod run;
 pub mod serve;
+pub mod summary;
 
 use std::io::Write;
 use std::path::Path;
@@ -65,6 +66,19 @@ pub async fn execute(command: Command, stop: Stop) -> u8 {
         Command::Demo(args) => finish(demo::run(args, stop).await),
         Command::FindMax(args) => find_max(*args, stop).await,
         Command::Compare(args) => compared(args),
+        Command::Summary(args) => match summary::markdown(&args.dirs) {
+            Ok(text) => match print_out(&text) {
+                Ok(()) => 0,
+                Err(e) => {
+                    eprintln!("stampede: {e}");
+                    1
+                }
+            },
+            Err(e) => {
+                eprintln!("stampede: {e}");
+                2
+            }
+        },
         Command::Certs(cmd) => {
             let made = match cmd {
                 cli::CertsCommand::Init {

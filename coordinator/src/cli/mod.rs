@@ -59,6 +59,17 @@ pub enum Command {
     /// are searched side by side and ranked.
     #[command(name = "find-max", after_help = FIND_MAX_EXAMPLES)]
     FindMax(Box<FindMaxArgs>),
+    /// Print results directories as Markdown (a CI job's step summary): each run's answer, knee,
+    /// capacity, --fail-on verdicts and step table, then the ranking of several runs.
+    Summary(SummaryArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct SummaryArgs {
+    /// Results directories (each holding a run.json, or a side-by-side run's, one per target
+    /// inside) or run.json files; with several runs, the first is the ranking's baseline.
+    #[arg(required = true, value_name = "DIR")]
+    pub dirs: Vec<PathBuf>,
 }
 
 #[derive(Debug, Args)]
