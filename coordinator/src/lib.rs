@@ -32,37 +32,7 @@ use crate::run::Stop;
 /// Ctrl-C, `stop.now` the second (see [`Stop`]).
 pub async fn execute(command: Command, stop: Stop) -> u8 {
     match command {
-        Command::Run(args) => {
-            let junit = match junit::Junit::named("stampede run", args.junit.as_deref()) {
-                Ok(j) => j,
-                Err(e) => {
-                    eprintln!("stampede: {e}");
-                    return e.exit_code();
-                }
-            };
-            match config::resolve_runs(*args) {
-                Ok(config::Runs::One(cfg)) => {
-                    say_notes(&cfg.notes);
-                    let mut outcome = run::run(*cfg, stop).await;
-                    let live = live_of(&mut outcome);
-                    let ended = junit::Ended::of_run(&outcome);
-                    let code = junit.write(ended, finish(outcome));
-                    keep_live(code, live).await
-                }
-                Ok(config::Runs::Side(side)) => {
-                    say_notes(side.runs.first().map_or(&[][..], |c| &c.notes));
-                    let mut outcome = run::run_side(side, stop).await;
-                    let live = side_live_of(&mut outcome);
-                    let ended = junit::Ended::of_side(&outcome);
-                    let code = junit.write(ended, finish_side(outcome));
-                    keep_live(code, live).await
-                }
-                Err(e) => {
-                    eprintln!("stampede: {e}");
-                    junit.write(junit::Ended::Failed(e.to_string()), 2)
-                }
-            }
-        }
+        Command::Run(args) => run_command(*args, stop).await,
         Command::Demo(args) => finish(demo::run(args, stop).await),
         Command::FindMax(args) => find_max(*args, stop).await,
         Command::Compare(args) => compared(args),
@@ -167,6 +137,39 @@ pub async fn execute(command: Command, stop: Stop) -> u8 {
                     }
                 }
             }
+        }
+    }
+}
+
+/// `stampede run`: one target's run, or several side by side; the JUnit file after the outputs.
+async fn run_command(args: cli::RunArgs, stop: Stop) -> u8 {
+    let junit = match junit::Junit::named("stampede run", args.junit.as_deref()) {
+        Ok(j) => j,
+        Err(e) => {
+            eprintln!("stampede: {e}");
+            return e.exit_code();
+        }
+    };
+    match config::resolve_runs(args) {
+        Ok(config::Runs::One(cfg)) => {
+            say_notes(&cfg.notes);
+            let mut outcome = run::run(*cfg, stop).await;
+            let live = live_of(&mut outcome);
+            let ended = junit::Ended::of_run(&outcome);
+            let code = junit.write(ended, finish(outcome));
+            keep_live(code, live).await
+        }
+        Ok(config::Runs::Side(side)) => {
+            say_notes(side.runs.first().map_or(&[][..], |c| &c.notes));
+            let mut outcome = run::run_side(side, stop).await;
+            let live = side_live_of(&mut outcome);
+            let ended = junit::Ended::of_side(&outcome);
+            let code = junit.write(ended, finish_side(outcome));
+            keep_live(code, live).await
+        }
+        Err(e) => {
+            eprintln!("stampede: {e}");
+            junit.write(junit::Ended::Failed(e.to_string()), 2)
         }
     }
 }
