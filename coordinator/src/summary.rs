@@ -100,13 +100,7 @@ fn block(label: &str, run: &RunFile) -> String {
             c.exit_code
         ));
     }
-    let breaches = run.fail_on.as_deref().unwrap_or_default();
-    for expression in &run.plan.fail_on {
-        let said: Vec<String> = breaches
-            .iter()
-            .filter(|b| &b.expression == expression)
-            .map(|b| b.sentence())
-            .collect();
+    for (expression, said) in run.fail_on_verdicts() {
         match said.is_empty() {
             true => out.push_str(&format!("- ✅ `--fail-on {expression}` held\n")),
             false => {

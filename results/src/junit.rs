@@ -97,13 +97,7 @@ pub fn of_run(run: &RunFile, error: Option<&str>) -> Suite {
             },
         },
     }];
-    let breaches = run.fail_on.as_deref().unwrap_or_default();
-    for expression in &run.plan.fail_on {
-        let said: Vec<String> = breaches
-            .iter()
-            .filter(|b| &b.expression == expression)
-            .map(|b| b.sentence())
-            .collect();
+    for (expression, said) in run.fail_on_verdicts() {
         cases.push(Case {
             name: format!("--fail-on {expression}"),
             time_s: 0.0,
