@@ -177,6 +177,40 @@ fn a_run_s_conditions_are_testcases_and_a_breach_fails_in_stderr_s_words() {
 }
 
 #[test]
+fn targets_side_by_side_are_a_suite_each() {
+    let Some(py) = reader("targets_side_by_side_are_a_suite_each") else {
+        return;
+    };
+    let _serial = tests::serial();
+    let fast = ServeProcess::start(&[]);
+    let slow = ServeProcess::start(&["--delay", "100ms"]);
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("side.xml");
+    let (a, b) = (
+        format!("fast={}", fast.url()),
+        format!("slow={}", slow.url()),
+    );
+    let out = dir.path().join("side");
+    let mut args = vec!["run", &a, &b];
+    args.extend(RAMP);
+    args.extend(["0s", "--out", out.to_str().unwrap()]);
+    args.extend(["--fail-on", "p99>90ms", "--junit", file.to_str().unwrap()]);
+    let o = stampede(&args);
+    // Every reply of the slow one takes 100 ms, the fast one's far less: only the slow one
+    // breached (exit 3); its suite has the failure, the fast one's none.
+    assert_eq!(o.status.code(), Some(3), "{}", text(&o.stderr));
+    let r = read(&py, &file);
+    assert_eq!(counts(&r), (4, 1, 0), "{r}");
+    assert_eq!(r["suites"][0]["name"], "fast");
+    assert_eq!(r["suites"][1]["name"], "slow");
+    assert_eq!(case(&r, 0, "--fail-on p99>90ms")["result"], "passed");
+    let slow_case = case(&r, 1, "--fail-on p99>90ms");
+    assert_eq!(slow_case["result"], "failure");
+    let line = format!("slow: {}", slow_case["message"].as_str().unwrap());
+    assert!(said(&o).contains(&line), "{line}\n{}", text(&o.stderr));
+}
+
+#[test]
 fn a_run_that_cannot_start_is_an_error_case_and_a_directory_is_refused_before_any_load() {
     let Some(py) = reader("a_run_that_cannot_start_is_an_error_case") else {
         return;
@@ -219,7 +253,7 @@ fn a_search_s_slos_and_capacity_are_testcases() {
     };
     let _serial = tests::serial();
     let fast = ServeProcess::start(&[]);
-    let slow = ServeProcess::start(&["--delay", "30ms"]);
+    let slow = ServeProcess::start(&["--delay", "100ms"]);
     let dir = tempfile::tempdir().unwrap();
     let search = |target: &ServeProcess, out: &str, slo: &str, file: &Path| {
         let out = dir.path().join(out);
@@ -266,10 +300,10 @@ fn a_search_s_slos_and_capacity_are_testcases() {
     let answer = format!("capacity: {} (", capacity["message"].as_str().unwrap());
     assert!(stdout.contains(&answer), "{stdout}\n{capacity}");
 
-    // Every reply takes 30 ms, so no rate meets p99<5ms: doomed (exit 6), that SLO fails with
+    // Every reply takes 100 ms, so no rate meets p99<20ms: doomed (exit 6), that SLO fails with
     // the lowest fail's reason and the other holds.
     let file = dir.path().join("doomed.xml");
-    let o = search(&slow, "doomed", "p99<5ms", &file);
+    let o = search(&slow, "doomed", "p99<20ms", &file);
     let stdout = text(&o.stdout);
     assert_eq!(o.status.code(), Some(6), "{stdout}{}", text(&o.stderr));
     let r = read(&py, &file);
@@ -278,7 +312,7 @@ fn a_search_s_slos_and_capacity_are_testcases() {
             .unwrap();
     assert_eq!(counts(&r), (4, 2, 0), "{r}");
     assert_eq!(case(&r, 0, "--slo failed<50%")["result"], "passed");
-    let slo = case(&r, 0, "--slo p99<5ms");
+    let slo = case(&r, 0, "--slo p99<20ms");
     assert_eq!(slo["result"], "failure", "{r}");
     assert_eq!(slo["message"], json["capacity"]["lowest_fail"]["reason"]);
     assert_eq!(case(&r, 0, "capacity")["type"], "doomed");
@@ -292,7 +326,7 @@ fn compare_s_gates_are_testcases_and_a_regression_fails_in_stderr_s_words() {
     };
     let _serial = tests::serial();
     let fast = ServeProcess::start(&[]);
-    let slow = ServeProcess::start(&["--delay", "30ms"]);
+    let slow = ServeProcess::start(&["--delay", "100ms"]);
     let dir = tempfile::tempdir().unwrap();
     for (url, out) in [(fast.url(), "main"), (slow.url(), "pr")] {
         let o = run(&url, dir.path(), out, &[]);
@@ -314,7 +348,7 @@ fn compare_s_gates_are_testcases_and_a_regression_fails_in_stderr_s_words() {
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         stampede(&args)
     };
-    // 30 ms more on every reply: p99 got far worse than 50%; the failed share did not move.
+    // 100 ms more on every reply: p99 got far worse than 50%; the failed share did not move.
     let o = compare(&["p99>50%", "failed>10%"], true);
     assert_eq!(o.status.code(), Some(3), "{}", text(&o.stderr));
     let r = read(&py, &file);
