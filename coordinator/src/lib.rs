@@ -9,6 +9,7 @@ pub mod destination;
 pub mod exit;
 pub mod fleet;
 pub mod history;
+pub mod junit;
 pub mod live;
 pub mod merge;
 pub mod output;
@@ -16,6 +17,7 @@ pub mod progress;
 pub mod report_file;
 pub mod run;
 pub mod serve;
+pub mod summary;
 
 use std::io::Write;
 use std::path::Path;
@@ -31,27 +33,23 @@ use crate::run::Stop;
 /// Ctrl-C, `stop.now` the second (see [`Stop`]).
 pub async fn execute(command: Command, stop: Stop) -> u8 {
     match command {
-        Command::Run(args) => match config::resolve_runs(*args) {
-            Ok(config::Runs::One(cfg)) => {
-                say_notes(&cfg.notes);
-                let mut outcome = run::run(*cfg, stop).await;
-                let live = live_of(&mut outcome);
-                keep_live(finish(outcome), live).await
-            }
-            Ok(config::Runs::Side(side)) => {
-                say_notes(side.runs.first().map_or(&[][..], |c| &c.notes));
-                let mut outcome = run::run_side(side, stop).await;
-                let live = side_live_of(&mut outcome);
-                keep_live(finish_side(outcome), live).await
-            }
+        Command::Run(args) => run_command(*args, stop).await,
+        Command::Demo(args) => finish(demo::run(args, stop).await),
+        Command::FindMax(args) => find_max(*args, stop).await,
+        Command::Compare(args) => compared(args),
+        Command::Summary(args) => match summary::markdown(&args.dirs) {
+            Ok(text) => match print_out(&text) {
+                Ok(()) => 0,
+                Err(e) => {
+                    eprintln!("stampede: {e}");
+                    1
+                }
+            },
             Err(e) => {
                 eprintln!("stampede: {e}");
                 2
             }
         },
-        Command::Demo(args) => finish(demo::run(args, stop).await),
-        Command::FindMax(args) => find_max(*args, stop).await,
-        Command::Compare(args) => compared(args),
         Command::History(args) => histories(args),
         Command::Certs(cmd) => {
             let made = match cmd {
@@ -145,6 +143,39 @@ pub async fn execute(command: Command, stop: Stop) -> u8 {
     }
 }
 
+/// `stampede run`: one target's run, or several side by side; the JUnit file after the outputs.
+async fn run_command(args: cli::RunArgs, stop: Stop) -> u8 {
+    let junit = match junit::Junit::named("stampede run", args.junit.as_deref()) {
+        Ok(j) => j,
+        Err(e) => {
+            eprintln!("stampede: {e}");
+            return e.exit_code();
+        }
+    };
+    match config::resolve_runs(args) {
+        Ok(config::Runs::One(cfg)) => {
+            say_notes(&cfg.notes);
+            let mut outcome = run::run(*cfg, stop).await;
+            let live = live_of(&mut outcome);
+            let ended = junit::Ended::of_run(&outcome);
+            let code = junit.write(ended, finish(outcome));
+            keep_live(code, live).await
+        }
+        Ok(config::Runs::Side(side)) => {
+            say_notes(side.runs.first().map_or(&[][..], |c| &c.notes));
+            let mut outcome = run::run_side(side, stop).await;
+            let live = side_live_of(&mut outcome);
+            let ended = junit::Ended::of_side(&outcome);
+            let code = junit.write(ended, finish_side(outcome));
+            keep_live(code, live).await
+        }
+        Err(e) => {
+            eprintln!("stampede: {e}");
+            junit.write(junit::Ended::Failed(e.to_string()), 2)
+        }
+    }
+}
+
 /// The run's live page, taken out of its outcome so that it lingers (`--live-keep`) only after the
 /// table and the answer are printed.
 fn live_of(outcome: &mut Result<run::RunOutcome, run::RunError>) -> Option<live::Lingering> {
@@ -170,11 +201,18 @@ async fn keep_live(code: u8, live: Option<live::Lingering>) -> u8 {
 
 /// `stampede find-max`: one search, or one per target side by side.
 async fn find_max(args: cli::FindMaxArgs, stop: Stop) -> u8 {
+    let junit = match junit::Junit::named("stampede find-max", args.run.junit.as_deref()) {
+        Ok(j) => j,
+        Err(e) => {
+            eprintln!("stampede: {e}");
+            return e.exit_code();
+        }
+    };
     let cfg = match config::resolve_find_max(args) {
         Ok(cfg) => cfg,
         Err(e) => {
             eprintln!("stampede: {e}");
-            return 2;
+            return junit.write(junit::Ended::Failed(e.to_string()), 2);
         }
     };
     say_notes(&cfg.runs.first().notes);
@@ -182,12 +220,16 @@ async fn find_max(args: cli::FindMaxArgs, stop: Stop) -> u8 {
         config::Runs::One(run) => {
             let mut outcome = run::find_max(*run, cfg.setup, stop).await;
             let live = live_of(&mut outcome);
-            keep_live(found(outcome), live).await
+            let ended = junit::Ended::of_run(&outcome);
+            let code = junit.write(ended, found(outcome));
+            keep_live(code, live).await
         }
         config::Runs::Side(side) => {
             let mut outcome = run::find_max_side(side, cfg.setup, stop).await;
             let live = side_live_of(&mut outcome);
-            keep_live(found_side(outcome), live).await
+            let ended = junit::Ended::of_side(&outcome);
+            let code = junit.write(ended, found_side(outcome));
+            keep_live(code, live).await
         }
     }
 }
@@ -207,9 +249,6 @@ fn optional_duration(
     value.map(|v| config::parse_duration(flag, v)).transpose()
 }
 
-/// `stampede compare`: 0 compared, 1 a file not written, 2 bad input, 3 a regression under
-/// --fail-on-regression or a breached --regression gate (said on stderr after every file is
-/// written).
 /// `stampede history`: the TSV (stdout unless --tsv), the page if asked; on stderr the step the
 /// rows were read at, each run skipped and each file written. Each error is a line of its own.
 fn histories(args: cli::HistoryArgs) -> u8 {
@@ -256,13 +295,33 @@ fn histories(args: cli::HistoryArgs) -> u8 {
     }
 }
 
+/// `stampede compare`: 0 compared, 1 a file not written, 2 bad input, 3 a regression under
+/// --fail-on-regression or a breached --regression gate (said on stderr after every file is
+/// written).
 fn compared(args: cli::CompareArgs) -> u8 {
-    let threshold = match results::compare::Threshold::parse(&args.threshold) {
-        Ok(t) => t,
+    let junit = match junit::Junit::named("stampede compare", args.junit.as_deref()) {
+        Ok(j) => j,
         Err(e) => {
             eprintln!("stampede: {e}");
-            return 2;
+            return e.exit_code();
         }
+    };
+    let (code, suite) = compare_verdicts(args);
+    junit.write(junit::Ended::Compared(suite), code)
+}
+
+/// [`compared`]'s exit code, and its verdicts as a JUnit suite.
+fn compare_verdicts(args: cli::CompareArgs) -> (u8, results::junit::Suite) {
+    let failed = |code: u8, e: &dyn std::fmt::Display| {
+        eprintln!("stampede: {e}");
+        (
+            code,
+            results::junit::Suite::errored("compare", "compare", &e.to_string()),
+        )
+    };
+    let threshold = match results::compare::Threshold::parse(&args.threshold) {
+        Ok(t) => t,
+        Err(e) => return failed(2, &e),
     };
     let gates = match args
         .regressions
@@ -271,10 +330,7 @@ fn compared(args: cli::CompareArgs) -> u8 {
         .collect::<Result<Vec<_>, _>>()
     {
         Ok(g) => g,
-        Err(e) => {
-            eprintln!("stampede: {e}");
-            return 2;
-        }
+        Err(e) => return failed(2, &e),
     };
     let cfg = compare::CompareConfig {
         dirs: args.dirs,
@@ -293,31 +349,31 @@ fn compared(args: cli::CompareArgs) -> u8 {
             .any(|d| d.as_ref().is_some_and(destination::Destination::is_stdout));
     let outcome = match compare::run(cfg) {
         Ok(o) => o,
-        Err(e) => {
-            eprintln!("stampede: {e}");
-            return e.exit_code();
-        }
+        Err(e) => return failed(e.exit_code(), &e),
     };
     let summary = compare::summary(&outcome);
     if summary_to_stderr {
         eprint!("{summary}");
     } else if let Err(e) = print_out(&summary) {
-        eprintln!("stampede: {e}");
-        return 1;
+        return failed(1, &e);
     }
     let mut code = 0;
-    if args.fail_on_regression && !outcome.regressions().is_empty() {
-        eprint!(
-            "stampede: --fail-on-regression: {}",
-            compare::regressions(&outcome.comparison)
-        );
+    let regressions = compare::regressions(&outcome.comparison);
+    let regressed = !outcome.regressions().is_empty();
+    if args.fail_on_regression && regressed {
+        eprint!("stampede: --fail-on-regression: {regressions}");
         code = 3;
     }
     for g in outcome.gates_breached() {
         eprintln!("stampede: {}", g.sentence());
         code = 3;
     }
-    code
+    let suite = results::junit::of_compare(
+        &outcome.comparison.gates,
+        args.fail_on_regression
+            .then_some((regressed, regressions.as_str())),
+    );
+    (code, suite)
 }
 
 /// `stampede report`: the page rebuilt; where it went is said on stdout (a script's next argument).
@@ -615,10 +671,7 @@ fn exit_code(runs: &[run::RunOutcome]) -> u8 {
             .as_deref()
             .map_or(String::new(), |l| format!("{l}: "));
         for b in &o.breaches {
-            eprintln!(
-                "stampede: {whose}--fail-on {}: step {} ({}): {}",
-                b.expression, b.step, b.step_value, b.because
-            );
+            eprintln!("stampede: {whose}{}", b.sentence());
         }
     }
     if let Some(o) = runs.iter().find(|o| o.aborted) {

@@ -330,6 +330,36 @@ pub struct Breach {
     pub because: String,
 }
 
+impl RunFile {
+    /// Each `--fail-on` expression of the plan, with the sentences of the breaches of it in step
+    /// order (none: it held): what `--junit` and `stampede summary` say of it.
+    pub fn fail_on_verdicts(&self) -> Vec<(&str, Vec<String>)> {
+        let breaches = self.fail_on.as_deref().unwrap_or_default();
+        self.plan
+            .fail_on
+            .iter()
+            .map(|expression| {
+                let said = breaches
+                    .iter()
+                    .filter(|b| &b.expression == expression)
+                    .map(Breach::sentence)
+                    .collect();
+                (expression.as_str(), said)
+            })
+            .collect()
+    }
+}
+
+impl Breach {
+    /// stderr's line of it (and a JUnit failure's message): `--fail-on p99>50ms: step 3 (300): …`.
+    pub fn sentence(&self) -> String {
+        format!(
+            "--fail-on {}: step {} ({}): {}",
+            self.expression, self.step, self.step_value, self.because
+        )
+    }
+}
+
 /// Why a run.json could not be read.
 #[derive(Debug, thiserror::Error)]
 pub enum RunFileError {

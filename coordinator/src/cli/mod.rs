@@ -64,6 +64,9 @@ pub enum Command {
     /// a trend page, so a nightly job sees a server get slower across commits.
     #[command(after_help = HISTORY_EXAMPLES)]
     History(HistoryArgs),
+    /// Print results directories as Markdown (a CI job's step summary): each run's answer, knee,
+    /// capacity, --fail-on verdicts and step table, then the ranking of several runs.
+    Summary(SummaryArgs),
 }
 
 const HISTORY_EXAMPLES: &str = "Examples:
@@ -96,6 +99,14 @@ pub struct HistoryArgs {
     /// instead of refusing the history, when another run is left.
     #[arg(long)]
     pub skip_unreadable: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct SummaryArgs {
+    /// Results directories (each holding a run.json, or a side-by-side run's, one per target
+    /// inside) or run.json files; with several runs, the first is the ranking's baseline.
+    #[arg(required = true, value_name = "DIR")]
+    pub dirs: Vec<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -153,6 +164,10 @@ pub struct CompareArgs {
     /// histogram resolves: p99[login]>5%, failed>10%, ok_rate[search]>3% (repeatable).
     #[arg(long = "regression", value_name = "EXPR")]
     pub regressions: Vec<String>,
+    /// Write the verdicts as JUnit XML to FILE (written through, `-` stdout), also when the exit is
+    /// 3: a testcase for the comparison, per --regression gate and for --fail-on-regression.
+    #[arg(long, value_name = "FILE")]
+    pub junit: Option<PathBuf>,
 }
 
 #[derive(Debug, Subcommand)]

@@ -315,6 +315,11 @@ settings! {
         #[arg(long = "fail-on", value_name = "EXPR", help_heading = OUTPUT)]
         #[serde(default)]
         pub fail_on: Vec<String>,
+        /// Write the verdicts as JUnit XML to FILE (written through, `-` stdout), also when the exit
+        /// is 3: a testcase for the run and per --fail-on (find-max: per --slo and the capacity).
+        #[arg(long, value_name = "FILE", help_heading = OUTPUT)]
+        #[serde(skip)]
+        pub junit: Option<PathBuf>,
 
         /// Serve the run as it happens on this address: a page for browsers (/), its event stream
         /// (/events) and Prometheus metrics (/metrics), e.g. 127.0.0.1:5665. Beyond loopback only
