@@ -7,7 +7,7 @@ pub mod sender;
 pub mod series;
 
 pub use remote_write::RemoteWrite;
-pub use sender::{Endpoint, Options, PushError, Sender, Tally};
+pub use sender::{Dropped, Endpoint, Options, PushError, Sender, Tally};
 pub use series::{Batch, Family, Kind, Resource, Series, Value};
 
 /// One wire format a batch is pushed in (`--prometheus-remote-write`, `--otlp`).
