@@ -6,7 +6,13 @@ use crate::live::push::{PushSpec, PushTo};
 /// The endpoints the run pushes to (none: no push), each with its format and the headers.
 pub fn push(s: &Settings) -> Result<PushSpec, ConfigError> {
     let args = &s.given;
-    let bad = |e: push::PushError| ConfigError::Value(format!("--prometheus-remote-write: {e}"));
+    let bad = |e: push::PushError| {
+        let flag = match e {
+            push::PushError::Url { .. } => "--prometheus-remote-write",
+            push::PushError::Header { .. } => "--push-header",
+        };
+        ConfigError::Value(format!("{flag}: {e}"))
+    };
     let mut to = Vec::new();
     if let Some(url) = &args.prometheus_remote_write {
         let endpoint = push::Endpoint::parse(url, &args.push_header).map_err(bad)?;
