@@ -176,18 +176,9 @@ fn family(f: &Family, resource: &[Label], at_ms: i64, out: &mut Vec<TimeSeries>)
                 out.push(series(format!("{}_total", f.name), None, *v));
             }
             (Value::Number(v), _) => out.push(series(f.name.clone(), None, *v)),
-            (
-                Value::Histogram {
-                    bounds,
-                    counts,
-                    count,
-                    sum,
-                },
-                _,
-            ) => {
+            (Value::Histogram { count, sum, .. }, _) => {
                 let mut cumulative = 0u64;
-                let edges = bounds.iter().copied().chain([f64::INFINITY]);
-                for (bound, n) in edges.zip(counts) {
+                for (bound, n) in s.value.buckets() {
                     cumulative += n;
                     out.push(series(
                         format!("{}_bucket", f.name),

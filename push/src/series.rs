@@ -57,3 +57,18 @@ pub enum Value {
         sum: f64,
     },
 }
+
+impl Value {
+    /// A histogram's buckets as (upper edge, count in it), `+Inf` last; none for a number.
+    pub fn buckets(&self) -> Vec<(f64, u64)> {
+        match self {
+            Value::Number(_) => Vec::new(),
+            Value::Histogram { bounds, counts, .. } => bounds
+                .iter()
+                .copied()
+                .chain([f64::INFINITY])
+                .zip(counts.iter().copied())
+                .collect(),
+        }
+    }
+}

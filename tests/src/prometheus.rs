@@ -214,3 +214,40 @@ pub fn wait_until(what: &str, limit: Duration, mut done: impl FnMut() -> bool) {
         std::thread::sleep(Duration::from_millis(200));
     }
 }
+
+/// Asserts a step of run.json (`s`) counted as Prometheus holds it: its requests, ok and failed
+/// are `stampede_requests_total`, `stampede_served_total` and `stampede_failed_total` of its step,
+/// the series chosen by `labels` too (`job="stampede",...`, or empty).
+pub fn step_counts_are_run_json_s(prom: &Prometheus, s: &Value, labels: &str) {
+    let n = s["step"].as_u64().expect("a step number");
+    let sel = match labels {
+        "" => format!("step=\"{n}\""),
+        l => format!("{l},step=\"{n}\""),
+    };
+    for (metric, key) in [
+        ("stampede_requests_total", "requests"),
+        ("stampede_served_total", "ok"),
+        ("stampede_failed_total", "failed"),
+    ] {
+        let got = prom.one(&format!("{metric}{{{sel}}}"));
+        let want = s[key].as_u64().expect("a count") as f64;
+        assert_eq!(got, want, "step {n}'s {metric} is run.json's {key}");
+    }
+}
+
+/// Asserts Prometheus's percentile `got_ms` of step `n` within `bound` (relative) of stampede's
+/// `ours`: the line that says how close it was.
+pub fn within_bound(n: u64, key: &str, got_ms: f64, ours: f64, bound: f64) -> String {
+    let rel = (got_ms - ours).abs() / ours;
+    assert!(
+        rel <= bound,
+        "step {n} {key}: Prometheus {got_ms} ms, stampede {ours} ms: {:.2} % off, more than the \
+         bound's {:.2} %",
+        rel * 100.0,
+        bound * 100.0
+    );
+    format!(
+        "step {n} {key}: {got_ms:.4} ms vs {ours} ms ({:.2} %)",
+        rel * 100.0
+    )
+}

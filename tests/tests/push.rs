@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use coordinator::live::metrics::QUANTILE_BOUND;
 use serde_json::Value;
-use tests::prometheus::{Prometheus, prometheus_bin};
+use tests::prometheus::{Prometheus, prometheus_bin, step_counts_are_run_json_s, within_bound};
 use tests::{Lines, ServeProcess, bin};
 
 /// A run of `steps` against `url` (2 s a step unless `step`), pushing to `push` when given: its
@@ -93,32 +93,14 @@ fn prometheus_receiving_a_ramp_holds_run_json_s_counts_and_each_step_s_p99_withi
     let mut off = Vec::new();
     for s in steps {
         let n = s["step"].as_u64().unwrap();
-        for (metric, key) in [
-            ("stampede_requests_total", "requests"),
-            ("stampede_served_total", "ok"),
-            ("stampede_failed_total", "failed"),
-        ] {
-            let got = prom.one(&format!("{metric}{{{sel},step=\"{n}\"}}"));
-            assert_eq!(got, u(&s[key]), "step {n}'s {metric} is run.json's {key}");
-        }
+        step_counts_are_run_json_s(&prom, s, &sel);
         for (q, key) in [(0.5, "p50"), (0.99, "p99")] {
             let promql = format!(
                 "histogram_quantile({q}, stampede_latency_seconds_bucket{{{sel},step=\"{n}\"}})"
             );
             let got_ms = prom.one(&promql) * 1000.0;
             let ours = s["latency_ms"][key].as_f64().expect("a percentile");
-            let rel = (got_ms - ours).abs() / ours;
-            assert!(
-                rel <= QUANTILE_BOUND,
-                "step {n} {key}: Prometheus {got_ms} ms, stampede {ours} ms: {:.2} % off, more \
-                 than the bound's {:.2} %",
-                rel * 100.0,
-                QUANTILE_BOUND * 100.0
-            );
-            off.push(format!(
-                "step {n} {key}: {got_ms:.4} ms vs {ours} ms ({:.2} %)",
-                rel * 100.0
-            ));
+            off.push(within_bound(n, key, got_ms, ours, QUANTILE_BOUND));
         }
     }
     eprintln!("{test}: {requests} requests; {}; {closing}", off.join("; "));

@@ -778,21 +778,8 @@ impl Collector for Exposition {
                         m.encode_counter::<NoLabelSet, u64, u64>(&(*v as u64), None)?
                     }
                     (Value::Number(v), _) => m.encode_gauge(v)?,
-                    (
-                        Value::Histogram {
-                            bounds,
-                            counts,
-                            count,
-                            sum,
-                        },
-                        _,
-                    ) => {
-                        let buckets: Vec<(f64, u64)> = bounds
-                            .iter()
-                            .copied()
-                            .chain([f64::INFINITY])
-                            .zip(counts.iter().copied())
-                            .collect();
+                    (Value::Histogram { count, sum, .. }, _) => {
+                        let buckets = s.value.buckets();
                         m.encode_histogram::<NoLabelSet>(*sum, *count, &buckets, None)?
                     }
                 }
