@@ -684,6 +684,48 @@ mod tests {
         assert!(tally.first_drop.unwrap().contains("cannot connect"));
     }
 
+    #[tokio::test]
+    async fn https_checks_the_endpoint_s_certificate_against_the_webpki_roots() {
+        let ck = rcgen::generate_simple_self_signed(vec!["localhost".into()]).unwrap();
+        let key = rustls::pki_types::PrivateKeyDer::Pkcs8(
+            rustls::pki_types::PrivatePkcs8KeyDer::from(ck.signing_key.serialize_der()),
+        );
+        let cfg = rustls::ServerConfig::builder_with_provider(Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(vec![ck.cert.der().clone()], key)
+        .unwrap();
+        let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(cfg));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let handshakes = Arc::new(AtomicU64::new(0));
+        let seen = handshakes.clone();
+        tokio::spawn(async move {
+            while let Ok((tcp, _)) = listener.accept().await {
+                seen.fetch_add(1, Ordering::SeqCst);
+                let _ = acceptor.accept(tcp).await;
+            }
+        });
+        let url = format!("https://127.0.0.1:{port}/api/v1/write");
+        let s = Sender::start(Endpoint::parse(&url, &[]).unwrap(), Arc::new(Plain), fast());
+        s.send(batch(1));
+        let tally = s.finish(Duration::from_secs(5)).await;
+        assert_eq!(tally.dropped(Dropped::Unreachable), 1, "{tally}");
+        let said = tally.first_drop.unwrap();
+        assert!(
+            said.contains("TLS with 127.0.0.1") && said.contains("certificate"),
+            "{said}"
+        );
+        assert_eq!(
+            handshakes.load(Ordering::SeqCst),
+            3,
+            "three tries, each a handshake"
+        );
+    }
+
     #[test]
     fn bad_urls_and_headers_are_said() {
         assert!(Endpoint::parse("ftp://x/", &[]).is_err());
