@@ -183,9 +183,10 @@ fn a_failing_or_silent_endpoint_never_slows_the_run_and_is_said_once() {
         ("silent", &silent, "timed out: no answer within 3000 ms"),
     ] {
         let (took, dir, log) = run(&serve.url(), "100,200,300", "2s", Some(&endpoint.url()));
-        // The run's own time, plus at most the end's bounded flush (5 s) and some slack.
+        // The run's own time, plus at most the end's bounded flush (5 s) and slack for a busy
+        // machine: a sender that held the run up would cost 3 s a try, three tries a push.
         assert!(
-            took <= plain + Duration::from_secs(8),
+            took <= plain + Duration::from_secs(10),
             "{what}: {took:?} against the plain run's {plain:?}: {log}"
         );
         let ran = tests::run_json(&dir.path().join("out"));
