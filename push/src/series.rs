@@ -23,8 +23,9 @@ pub enum Kind {
     Histogram,
 }
 
-/// One metric family, as `/metrics` declares it: `name` without the `_total`, `_bucket`, `_sum` or
-/// `_count` a format adds.
+/// One metric family, as `/metrics` declares it: `name` is OpenMetrics' family name, the unit's
+/// suffix included (`stampede_latency_seconds`, as `# TYPE` says it), without the `_total`,
+/// `_bucket`, `_sum` or `_count` a format adds.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Family {
     pub name: String,
@@ -55,4 +56,19 @@ pub enum Value {
         count: u64,
         sum: f64,
     },
+}
+
+impl Value {
+    /// A histogram's buckets as (upper edge, count in it), `+Inf` last; none for a number.
+    pub fn buckets(&self) -> Vec<(f64, u64)> {
+        match self {
+            Value::Number(_) => Vec::new(),
+            Value::Histogram { bounds, counts, .. } => bounds
+                .iter()
+                .copied()
+                .chain([f64::INFINITY])
+                .zip(counts.iter().copied())
+                .collect(),
+        }
+    }
 }

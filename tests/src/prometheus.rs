@@ -1,7 +1,8 @@
 //! A real Prometheus for the tests that hold stampede's metrics against one (Debian's `prometheus`):
 //! started on a free loopback port with its own config and storage, scraping what the test serves,
-//! asked through its HTTP API, killed when dropped. One harness, so the tests that read /metrics
-//! through Prometheus (the live page's, the Grafana dashboard's) start and ask it the same way.
+//! asked through its HTTP API, killed when dropped; or receiving remote writes. One harness, so the
+//! tests that hold stampede's numbers against Prometheus (the live page's /metrics, the Grafana
+//! dashboard's queries, the pushes) start and ask it the same way.
 use std::ffi::OsStr;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -37,31 +38,51 @@ pub fn prometheus_bin(test: &str) -> Option<PathBuf> {
 pub struct Prometheus {
     child: Child,
     pub addr: SocketAddr,
-    log: Lines,
+    pub log: Lines,
     _dir: tempfile::TempDir,
 }
 
 impl Prometheus {
     /// Started scraping `target`'s /metrics every second (job `stampede`), and ready to answer.
     pub fn start(bin: &Path, target: SocketAddr) -> Prometheus {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let config = dir.path().join("prometheus.yml");
-        std::fs::write(
-            &config,
-            format!(
+        Prometheus::with(
+            bin,
+            &format!(
                 "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\nscrape_configs:\n  - \
                  job_name: {JOB}\n    static_configs:\n      - targets: ['{target}']\n"
             ),
+            &[],
         )
-        .expect("the config is written");
+    }
+
+    /// Started scraping nothing, its remote-write receiver on (`/api/v1/write`), and ready.
+    pub fn receiving(bin: &Path) -> Prometheus {
+        Prometheus::with(
+            bin,
+            "global:\n  scrape_interval: 1m\n",
+            &["--web.enable-remote-write-receiver"],
+        )
+    }
+
+    /// The remote-write receiver's URL.
+    pub fn write_url(&self) -> String {
+        format!("http://{}/api/v1/write", self.addr)
+    }
+
+    /// Started with `config` (YAML) and `extra` flags, and ready to answer.
+    pub fn with(bin: &Path, config: &str, extra: &[&str]) -> Prometheus {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let config_file = dir.path().join("prometheus.yml");
+        std::fs::write(&config_file, config).expect("the config is written");
         let addr = SocketAddr::from(([127, 0, 0, 1], crate::closed_port()));
         let mut child = Command::new(bin)
-            .arg(format!("--config.file={}", config.display()))
+            .arg(format!("--config.file={}", config_file.display()))
             .arg(format!(
                 "--storage.tsdb.path={}",
                 dir.path().join("data").display()
             ))
             .arg(format!("--web.listen-address={addr}"))
+            .args(extra)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
@@ -244,7 +265,7 @@ pub fn number(v: &Value) -> f64 {
 }
 
 /// A query string's value, percent-encoded (all but the unreserved characters).
-fn encode(s: &str) -> String {
+pub fn encode(s: &str) -> String {
     s.bytes()
         .map(|b| match b {
             b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
@@ -257,7 +278,7 @@ fn encode(s: &str) -> String {
 
 /// A GET on a fresh connection: (status, body), a chunked body put together; `None` when nothing
 /// listens or answers yet.
-fn get(addr: SocketAddr, target: &str) -> Option<(u16, String)> {
+pub fn get(addr: SocketAddr, target: &str) -> Option<(u16, String)> {
     let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(2)).ok()?;
     s.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
     write!(
@@ -304,4 +325,41 @@ pub fn now_s() -> f64 {
         .duration_since(std::time::UNIX_EPOCH)
         .expect("after 1970")
         .as_secs_f64()
+}
+
+/// Asserts a step of run.json (`s`) counted as Prometheus holds it: its requests, ok and failed
+/// are `stampede_requests_total`, `stampede_served_total` and `stampede_failed_total` of its step,
+/// the series chosen by `labels` too (`job="stampede",...`, or empty).
+pub fn step_counts_are_run_json_s(prom: &Prometheus, s: &Value, labels: &str) {
+    let n = s["step"].as_u64().expect("a step number");
+    let sel = match labels {
+        "" => format!("step=\"{n}\""),
+        l => format!("{l},step=\"{n}\""),
+    };
+    for (metric, key) in [
+        ("stampede_requests_total", "requests"),
+        ("stampede_served_total", "ok"),
+        ("stampede_failed_total", "failed"),
+    ] {
+        let got = prom.one(&format!("{metric}{{{sel}}}"));
+        let want = s[key].as_u64().expect("a count") as f64;
+        assert_eq!(got, want, "step {n}'s {metric} is run.json's {key}");
+    }
+}
+
+/// Asserts Prometheus's percentile `got_ms` of step `n` within `bound` (relative) of stampede's
+/// `ours`: the line that says how close it was.
+pub fn within_bound(n: u64, key: &str, got_ms: f64, ours: f64, bound: f64) -> String {
+    let rel = (got_ms - ours).abs() / ours;
+    assert!(
+        rel <= bound,
+        "step {n} {key}: Prometheus {got_ms} ms, stampede {ours} ms: {:.2} % off, more than the \
+         bound's {:.2} %",
+        rel * 100.0,
+        bound * 100.0
+    );
+    format!(
+        "step {n} {key}: {got_ms:.4} ms vs {ours} ms ({:.2} %)",
+        rel * 100.0
+    )
 }

@@ -9,7 +9,10 @@ use std::time::{Duration, Instant};
 use coordinator::live::metrics::QUANTILE_BOUND;
 use serde_json::Value;
 use tests::ServeProcess;
-use tests::prometheus::{Prometheus, now_s, number, prometheus_bin, run_until_seen_finished};
+use tests::prometheus::{
+    Prometheus, now_s, number, prometheus_bin, run_until_seen_finished, step_counts_are_run_json_s,
+    within_bound,
+};
 
 #[test]
 fn prometheus_watching_a_ramp_sums_to_run_json_and_reads_each_step_s_p99_within_the_bound() {
@@ -57,14 +60,7 @@ fn prometheus_watching_a_ramp_sums_to_run_json_and_reads_each_step_s_p99_within_
     assert_eq!(prom.one("sum(stampede_requests_total)"), requests);
     for s in steps {
         let n = s["step"].as_u64().unwrap();
-        for (metric, key) in [
-            ("stampede_requests_total", "requests"),
-            ("stampede_served_total", "ok"),
-            ("stampede_failed_total", "failed"),
-        ] {
-            let got = prom.one(&format!("{metric}{{step=\"{n}\"}}"));
-            assert_eq!(got, u(&s[key]), "step {n}'s {metric} is run.json's {key}");
-        }
+        step_counts_are_run_json_s(&prom, s, "");
         assert_eq!(
             prom.one(&format!("stampede_step_final{{step=\"{n}\"}}")),
             1.0
@@ -99,18 +95,7 @@ fn prometheus_watching_a_ramp_sums_to_run_json_and_reads_each_step_s_p99_within_
             let ours = s["latency_ms"][key].as_f64().expect("a percentile");
             let tsv: f64 = rows[i][column].parse().unwrap();
             assert_eq!(tsv, ours, "steps.tsv's {key} is run.json's");
-            let rel = (got_ms - ours).abs() / ours;
-            assert!(
-                rel <= QUANTILE_BOUND,
-                "step {n} {key}: Prometheus {got_ms} ms, stampede {ours} ms: {:.2} % off, more \
-                 than the bound's {:.2} %",
-                rel * 100.0,
-                QUANTILE_BOUND * 100.0
-            );
-            off.push(format!(
-                "step {n} {key}: {got_ms:.4} ms vs {ours} ms ({:.2} %)",
-                rel * 100.0
-            ));
+            off.push(within_bound(n, key, got_ms, ours, QUANTILE_BOUND));
         }
     }
     eprintln!("{test}: {requests} requests; {}", off.join("; "));

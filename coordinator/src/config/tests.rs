@@ -302,3 +302,40 @@ fn the_commit_is_the_flag_s_else_github_sha_and_one_with_a_space_is_refused() {
     let c = command_line("run http://h:1/ --steps 1 --commit abc123").unwrap();
     assert_eq!(c.commit.as_deref(), Some("abc123"));
 }
+
+#[test]
+fn a_push_s_url_and_headers_are_checked_before_any_load() {
+    let pushes = |line: &str| -> Result<usize, String> {
+        match runs_of(line)? {
+            Runs::One(c) => Ok(c.push.to.len()),
+            Runs::Side(_) => unreachable!("one target"),
+        }
+    };
+    let base = "run http://h:1/ --steps 1";
+    assert_eq!(pushes(base), Ok(0));
+    assert_eq!(
+        pushes(&format!(
+            "{base} --prometheus-remote-write https://m.example/api/v1/push --push-header X-Scope-OrgID:a"
+        )),
+        Ok(1)
+    );
+    for (flags, says) in [
+        (
+            "--prometheus-remote-write ftp://h/",
+            "--prometheus-remote-write: \"ftp://h/\" is not a URL to push to",
+        ),
+        (
+            "--prometheus-remote-write http://h/ --push-header NoColon",
+            "--push-header: \"NoColon\" is not a header to push with",
+        ),
+        ("--push-header X:1", "--push-header is sent with a push"),
+    ] {
+        let e = pushes(&format!("{base} {flags}")).unwrap_err();
+        assert!(e.starts_with(says), "{flags}: {e}");
+    }
+    let (_dir, cfg) = with_plan(
+        "url = \"http://h:1/\"\nsteps = [1]\nprometheus_remote_write = \"http://127.0.0.1:9/w\"\npush_header = [\"A: b\"]\n",
+        "",
+    );
+    assert_eq!(cfg.unwrap().push.to.len(), 1, "the plan file's keys");
+}
