@@ -2,6 +2,7 @@
 //! input is [`series::Batch`], the same families, names and labels `/metrics` serves (the coordinator
 //! builds both from one walk of its metrics); each [`Format`] turns a batch into one request body.
 //! Nothing here knows a run: no coordinator, no results.
+pub mod otlp;
 pub mod series;
 
 pub use series::{Batch, Family, Kind, Resource, Series, Value};
