@@ -23,8 +23,9 @@ pub enum Kind {
     Histogram,
 }
 
-/// One metric family, as `/metrics` declares it: `name` without the `_total`, `_bucket`, `_sum` or
-/// `_count` a format adds.
+/// One metric family, as `/metrics` declares it: `name` is OpenMetrics' family name, the unit's
+/// suffix included (`stampede_latency_seconds`, as `# TYPE` says it), without the `_total`,
+/// `_bucket`, `_sum` or `_count` a format adds.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Family {
     pub name: String,
