@@ -7,9 +7,10 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
 use std::time::Duration;
 
-use push::otlp::Otlp;
+use push::otlp::{self, Otlp};
 use push::{Batch, Family, Format, Kind, Resource, Series, Value};
 use serde_json::Value as Json;
 
@@ -244,4 +245,66 @@ fn the_receiver_refuses_a_field_the_definitions_do_not_know() {
             .is_some_and(|e| e.contains("do not know")),
         "{seen:?}"
     );
+}
+
+/// A batch pushed by push's sender to `receiver` (given as a base URL, as `--otlp` takes it), with
+/// `tries` tries 20 ms apart; the sender's tally.
+fn push_once(receiver: &Receiver, batch: Batch, tries: u32) -> push::Tally {
+    let url = otlp::metrics_url(&format!("http://{}", receiver.addr));
+    let endpoint = push::Endpoint::parse(&url, &[]).expect("a loopback URL");
+    let options = push::Options {
+        tries,
+        backoff: Duration::from_millis(20),
+        ..push::Options::default()
+    };
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let sender = push::Sender::start(endpoint, Arc::new(Otlp::new(1_765_000_000_000)), options);
+        sender.send(Arc::new(batch));
+        sender.finish(Duration::from_secs(20)).await
+    })
+}
+
+fn one_counter(v: f64) -> Batch {
+    Batch {
+        at_ms: 1_765_000_001_000,
+        resource: Resource {
+            attributes: pairs(&[("service.name", "stampede")]),
+        },
+        families: vec![Family {
+            name: "stampede_requests".into(),
+            help: "Requests sent in the step".into(),
+            unit: String::new(),
+            kind: Kind::Counter,
+            series: vec![number(&[("step", "1")], v)],
+        }],
+    }
+}
+
+#[test]
+fn a_receiver_answering_503_then_200_gets_the_batch_on_the_senders_retry() {
+    let test = "a_receiver_answering_503_then_200_gets_the_batch_on_the_senders_retry";
+    let Some(python) = otlp_python(test) else {
+        return;
+    };
+    let receiver = Receiver::start(&python, 2);
+    let tally = push_once(&receiver, one_counter(42.0), 3);
+    assert_eq!((tally.sent, tally.dropped_total()), (1, 0), "{tally}");
+    let seen = receiver.seen();
+    let status: Vec<&Json> = seen.iter().map(|r| &r["status"]).collect();
+    assert_eq!(status, [503, 503, 200], "{seen:?}");
+    for r in &seen {
+        assert_eq!(r["path"], "/v1/metrics");
+    }
+    let p = &seen[2]["resources"][0]["scopes"][0]["metrics"][0]["points"][0];
+    assert_eq!(p["value"], 42, "{seen:?}");
+
+    // One 503 more than the tries: the batch is dropped, said in the tally, and nothing waits on.
+    let receiver = Receiver::start(&python, 3);
+    let tally = push_once(&receiver, one_counter(42.0), 3);
+    assert_eq!((tally.sent, tally.dropped_total()), (0, 1), "{tally}");
+    assert_eq!(receiver.seen().len(), 3);
 }
