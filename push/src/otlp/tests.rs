@@ -51,7 +51,7 @@ fn fields(mut buf: &[u8]) -> Vec<(u64, Wire<'_>)> {
 }
 
 /// The values of field `n`.
-fn all<'a>(msg: &'a [u8], n: u64) -> Vec<Wire<'a>> {
+fn all(msg: &[u8], n: u64) -> Vec<Wire<'_>> {
     fields(msg)
         .into_iter()
         .filter(|(f, _)| *f == n)
@@ -59,7 +59,7 @@ fn all<'a>(msg: &'a [u8], n: u64) -> Vec<Wire<'a>> {
         .collect()
 }
 
-fn bytes<'a>(msg: &'a [u8], n: u64) -> Vec<&'a [u8]> {
+fn bytes(msg: &[u8], n: u64) -> Vec<&[u8]> {
     all(msg, n)
         .into_iter()
         .map(|w| match w {
@@ -69,7 +69,7 @@ fn bytes<'a>(msg: &'a [u8], n: u64) -> Vec<&'a [u8]> {
         .collect()
 }
 
-fn one<'a>(msg: &'a [u8], n: u64) -> &'a [u8] {
+fn one(msg: &[u8], n: u64) -> &[u8] {
     let b = bytes(msg, n);
     assert_eq!(b.len(), 1, "field {n} once");
     b[0]
