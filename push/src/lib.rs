@@ -9,7 +9,7 @@ pub mod series;
 
 pub use otlp::Otlp;
 pub use remote_write::RemoteWrite;
-pub use sender::{Endpoint, Options, PushError, Sender, Tally};
+pub use sender::{Dropped, Endpoint, Options, PushError, Sender, Tally};
 pub use series::{Batch, Family, Kind, Resource, Series, Value};
 
 /// One wire format a batch is pushed in (`--prometheus-remote-write`, `--otlp`).

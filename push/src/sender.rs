@@ -1,8 +1,9 @@
 //! The push side of a run: a task per endpoint that POSTs batches in order, so a failing or slow
 //! endpoint never slows or fails the run. The run hands batches over with [`Sender::send`], which
 //! never waits: the queue is bounded and the oldest batch is dropped when it is full (the metrics
-//! are cumulative, so a newer batch says all an older one did). Each batch is tried a few times,
-//! each try under a timeout, with a backoff between; a 4xx other than 429 is final. The first
+//! are cumulative, so a newer batch says all an older one did). Each batch is tried a few times
+//! while no newer one waits, each try under a timeout, with a backoff between; a 4xx other than
+//! 429 is final. The first
 //! drop is said once on stderr, and [`Sender::finish`] flushes with a bounded wait and returns the
 //! tally its one closing line is made of.
 use std::collections::VecDeque;
@@ -111,7 +112,7 @@ impl Default for Options {
     fn default() -> Options {
         Options {
             queue: 64,
-            timeout: Duration::from_secs(5),
+            timeout: Duration::from_secs(3),
             tries: 3,
             backoff: Duration::from_millis(250),
         }
@@ -120,10 +121,12 @@ impl Default for Options {
 
 /// Why a batch was dropped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Drop {
+pub enum Dropped {
     /// The endpoint answered 4xx (not 429): sending it again would not help.
     Refused,
-    /// No connection, or it broke, or a 5xx or 429 on every try.
+    /// A 5xx or 429 on every try.
+    Failing,
+    /// No connection, or it broke, on every try.
     Unreachable,
     /// No answer within the timeout on every try.
     TimedOut,
@@ -133,22 +136,24 @@ pub enum Drop {
     Unflushed,
 }
 
-impl Drop {
-    const ALL: [Drop; 5] = [
-        Drop::Refused,
-        Drop::Unreachable,
-        Drop::TimedOut,
-        Drop::QueueFull,
-        Drop::Unflushed,
+impl Dropped {
+    const ALL: [Dropped; 6] = [
+        Dropped::Refused,
+        Dropped::Failing,
+        Dropped::Unreachable,
+        Dropped::TimedOut,
+        Dropped::QueueFull,
+        Dropped::Unflushed,
     ];
 
     fn words(self) -> &'static str {
         match self {
-            Drop::Refused => "refused",
-            Drop::Unreachable => "unreachable",
-            Drop::TimedOut => "timed out",
-            Drop::QueueFull => "queue full",
-            Drop::Unflushed => "not flushed by the end",
+            Dropped::Refused => "refused",
+            Dropped::Failing => "failing",
+            Dropped::Unreachable => "unreachable",
+            Dropped::TimedOut => "timed out",
+            Dropped::QueueFull => "queue full",
+            Dropped::Unflushed => "not flushed by the end",
         }
     }
 }
@@ -160,13 +165,13 @@ pub struct Tally {
     pub format: &'static str,
     pub url: String,
     pub sent: u64,
-    pub dropped: [u64; 5],
+    pub dropped: [u64; 6],
     /// The first drop's words, as said on stderr.
     pub first_drop: Option<String>,
 }
 
 impl Tally {
-    pub fn dropped(&self, why: Drop) -> u64 {
+    pub fn dropped(&self, why: Dropped) -> u64 {
         self.dropped[why as usize]
     }
 
@@ -174,7 +179,7 @@ impl Tally {
         self.dropped.iter().sum()
     }
 
-    fn drop(&mut self, why: Drop, n: u64) {
+    fn drop(&mut self, why: Dropped, n: u64) {
         self.dropped[why as usize] += n;
     }
 }
@@ -191,7 +196,7 @@ impl fmt::Display for Tally {
             if self.sent == 1 { "" } else { "es" },
             self.dropped_total()
         )?;
-        let why: Vec<String> = Drop::ALL
+        let why: Vec<String> = Dropped::ALL
             .iter()
             .filter(|&&d| self.dropped(d) > 0)
             .map(|&d| format!("{} {}", d.words(), self.dropped(d)))
@@ -261,7 +266,7 @@ impl Sender {
             q.batches.pop_front();
             say_drop(
                 &mut q.tally,
-                Drop::QueueFull,
+                Dropped::QueueFull,
                 "the endpoint is slower than the run",
             );
         }
@@ -286,10 +291,10 @@ impl Sender {
             if left > 0 {
                 say_drop(
                     &mut q.tally,
-                    Drop::Unflushed,
+                    Dropped::Unflushed,
                     "the run's end did not wait longer",
                 );
-                q.tally.drop(Drop::Unflushed, left - 1);
+                q.tally.drop(Dropped::Unflushed, left - 1);
             }
         }
         self.queue.lock().tally.clone()
@@ -297,7 +302,7 @@ impl Sender {
 }
 
 /// Counts one drop, and says the first one (with its reason) once on stderr.
-fn say_drop(tally: &mut Tally, why: Drop, detail: &str) {
+fn say_drop(tally: &mut Tally, why: Dropped, detail: &str) {
     tally.drop(why, 1);
     if tally.first_drop.is_none() {
         let words = format!(
@@ -329,17 +334,22 @@ async fn send_all(queue: Arc<Queue>, endpoint: Endpoint, format: Arc<dyn Format>
             }
         };
         let body = Bytes::from(format.encode(&batch));
-        let mut last = (Drop::Unreachable, String::new());
+        let mut last = (Dropped::Unreachable, String::new());
         let mut sent = false;
         for attempt in 0..o.tries.max(1) {
             if attempt > 0 {
+                // A newer batch says all this one did (the metrics are cumulative): it goes
+                // instead of a retry, so a failing endpoint never holds the queue up.
+                if !queue.lock().batches.is_empty() {
+                    break;
+                }
                 tokio::time::sleep(o.backoff * 2u32.saturating_pow(attempt - 1)).await;
             }
             match tokio::time::timeout(o.timeout, conn.post(format.headers(), body.clone())).await {
                 Err(_) => {
                     conn.reset();
                     last = (
-                        Drop::TimedOut,
+                        Dropped::TimedOut,
                         format!("no answer within {} ms", o.timeout.as_millis()),
                     );
                 }
@@ -351,15 +361,15 @@ async fn send_all(queue: Arc<Queue>, endpoint: Endpoint, format: Arc<dyn Format>
                     let line = first_line(&answer);
                     let detail = format!("{status}: {line}");
                     if status.as_u16() == 429 || status.is_server_error() {
-                        last = (Drop::Unreachable, detail);
+                        last = (Dropped::Failing, detail);
                     } else {
-                        last = (Drop::Refused, detail);
+                        last = (Dropped::Refused, detail);
                         break;
                     }
                 }
                 Ok(Err(e)) => {
                     conn.reset();
-                    last = (Drop::Unreachable, e);
+                    last = (Dropped::Unreachable, e);
                 }
             }
         }
@@ -600,7 +610,7 @@ mod tests {
         s.send(batch(2));
         let tally = s.finish(Duration::from_secs(5)).await;
         assert_eq!(count.load(Ordering::SeqCst), 2, "a 400 is not tried again");
-        assert_eq!(tally.dropped(Drop::Refused), 2);
+        assert_eq!(tally.dropped(Dropped::Refused), 2);
         let first = tally.first_drop.clone().unwrap();
         assert!(
             first.contains("400 Bad Request: out of order sample"),
@@ -622,7 +632,19 @@ mod tests {
         s.send(batch(1));
         let tally = s.finish(Duration::from_secs(5)).await;
         assert_eq!(count.load(Ordering::SeqCst), 3, "three tries");
-        assert_eq!(tally.dropped(Drop::Unreachable), 1, "{tally}");
+        assert_eq!(tally.dropped(Dropped::Failing), 1, "{tally}");
+    }
+
+    #[tokio::test]
+    async fn a_failed_batch_is_not_tried_again_while_a_newer_one_waits() {
+        let (url, count, bodies) = endpoint(503, Duration::ZERO).await;
+        let s = Sender::start(Endpoint::parse(&url, &[]).unwrap(), Arc::new(Plain), fast());
+        s.send(batch(1));
+        s.send(batch(2));
+        let tally = s.finish(Duration::from_secs(5)).await;
+        assert_eq!(*bodies.lock().unwrap(), ["1", "2", "2", "2"]);
+        assert_eq!(count.load(Ordering::SeqCst), 4);
+        assert_eq!(tally.dropped(Dropped::Failing), 2, "{tally}");
     }
 
     #[tokio::test]
@@ -645,7 +667,7 @@ mod tests {
         );
         assert_eq!(tally.sent, 0);
         assert_eq!(tally.dropped_total(), 100, "{tally}");
-        assert!(tally.dropped(Drop::QueueFull) >= 95, "{tally}");
+        assert!(tally.dropped(Dropped::QueueFull) >= 95, "{tally}");
     }
 
     #[tokio::test]
@@ -658,7 +680,7 @@ mod tests {
         let s = Sender::start(Endpoint::parse(&url, &[]).unwrap(), Arc::new(Plain), fast());
         s.send(batch(1));
         let tally = s.finish(Duration::from_secs(5)).await;
-        assert_eq!(tally.dropped(Drop::Unreachable), 1, "{tally}");
+        assert_eq!(tally.dropped(Dropped::Unreachable), 1, "{tally}");
         assert!(tally.first_drop.unwrap().contains("cannot connect"));
     }
 

@@ -324,6 +324,16 @@ settings! {
         /// charts.
         #[arg(long, value_name = "DIR", help_heading = OUTPUT)]
         pub baseline: Option<PathBuf>,
+        /// Push the run's metrics (/metrics' names and labels, every merged second and finished
+        /// step) to this Prometheus remote-write URL, e.g. http://127.0.0.1:9090/api/v1/write. A
+        /// failing endpoint never slows or fails the run: what was dropped is said on stderr.
+        #[arg(long, value_name = "URL", help_heading = OUTPUT)]
+        pub prometheus_remote_write: Option<String>,
+        /// A header sent with every push, 'NAME: VALUE', e.g. 'Authorization: Bearer TOKEN'
+        /// (repeatable).
+        #[arg(long = "push-header", value_name = "HEADER", help_heading = OUTPUT)]
+        #[serde(default)]
+        pub push_header: Vec<String>,
 
         /// Remote agents: host:port,host:port | @FILE (one per line, # comments) | dns://NAME:PORT (every
         /// A/AAAA record is one agent). Without it, an embedded agent runs the load.

@@ -7,6 +7,7 @@ mod echo;
 mod fleet;
 mod live;
 mod plan_file;
+mod push;
 mod search;
 mod settings;
 mod steps;
@@ -157,6 +158,8 @@ pub struct RunConfig {
     pub warmup: Option<Duration>,
     /// `--live`: the run served as it happens.
     pub live: Option<crate::live::LiveSpec>,
+    /// `--prometheus-remote-write`: where the run's metrics are pushed as it happens.
+    pub push: crate::live::push::PushSpec,
     /// Each feeder's CSV file, in the workload's feeder order: read again and shipped to the agents
     /// after every configure (`fleet::feed`).
     pub feeds: Vec<PathBuf>,
@@ -298,9 +301,11 @@ fn resolve_one(
         thresholds::thresholds(&given.stop_on, given.stop_after, &given.fail_on, &plan)?;
     let warmup = steps::warmup(&s)?;
     let live = live::live(&s, fleet.token.as_deref())?;
+    let push = push::push(&s)?;
     let cfg = RunConfig {
         feeds,
         live,
+        push,
         host: plan.workload().origin().host().to_string(),
         echo: results::run_file::PlanEcho {
             wsesslog,

@@ -15,12 +15,10 @@ use std::sync::Arc;
 
 use hdrhistogram::Histogram;
 use prometheus_client::collector::Collector;
-use prometheus_client::encoding::{
-    DescriptorEncoder, EncodeLabel, EncodeLabelSet, EncodeMetric, LabelSetEncoder, MetricEncoder,
-    NoLabelSet,
-};
+use prometheus_client::encoding::{DescriptorEncoder, NoLabelSet};
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::{Registry, Unit};
+use push::{Family, Kind, Series, Value};
 use results::events::{Event, Line, Live};
 use results::step::StepResult;
 use shared::metrics::ErrorClass;
@@ -280,29 +278,20 @@ impl Metrics {
         }
     }
 
-    /// The exposition text, ending with `# EOF`.
+    /// The exposition text, ending with `# EOF`: [`Metrics::families`] written by prometheus-client.
     pub fn encode(&self) -> String {
-        let mut registry = Registry::default();
-        registry.register_collector(Box::new(Exposition(Arc::clone(&self.state))));
-        // About 120 bytes a series; a step's histogram is most of them.
-        let series: usize = self
-            .state
-            .targets
+        let families = self.families();
+        // About 120 bytes a series; a histogram's bucket is one.
+        let series: usize = families
             .iter()
-            .map(|l| {
-                8 + 2 * l.agents.len()
-                    + l.steps
-                        .iter()
-                        .map(|s| {
-                            12 + 2 * s.latency.counts.len()
-                                + s.names
-                                    .iter()
-                                    .map(|n| 6 + 2 * n.latency.counts.len())
-                                    .sum::<usize>()
-                        })
-                        .sum::<usize>()
+            .flat_map(|f| &f.series)
+            .map(|s| match &s.value {
+                Value::Number(_) => 1,
+                Value::Histogram { counts, .. } => 2 + counts.len(),
             })
             .sum();
+        let mut registry = Registry::default();
+        registry.register_collector(Box::new(Exposition(families)));
         let mut out = String::with_capacity(2048 + 120 * series);
         prometheus_client::encoding::text::encode(&mut out, &registry)
             .expect("writing into a String cannot fail");
@@ -475,308 +464,339 @@ impl<'a> Labels<'a> {
             request: None,
         }
     }
-}
 
-impl EncodeLabelSet for Labels<'_> {
-    fn encode(&self, e: &mut LabelSetEncoder) -> Result<(), std::fmt::Error> {
+    /// The series' labels in `/metrics`' order: target, step, agent, class, request.
+    fn pairs(&self) -> Vec<(String, String)> {
+        let mut out = Vec::with_capacity(3);
         if !self.target.is_empty() {
-            EncodeLabel::encode(&("target", self.target), e.encode_label())?;
+            out.push(("target".to_string(), self.target.to_string()));
         }
         if let Some(step) = self.step {
-            EncodeLabel::encode(&("step", step), e.encode_label())?;
+            out.push(("step".to_string(), step.to_string()));
         }
         if let Some(agent) = self.agent {
-            EncodeLabel::encode(&("agent", agent), e.encode_label())?;
+            out.push(("agent".to_string(), agent.to_string()));
         }
         if let Some(class) = self.class {
-            EncodeLabel::encode(&("class", class), e.encode_label())?;
+            out.push(("class".to_string(), class.to_string()));
         }
         if let Some(request) = self.request {
-            EncodeLabel::encode(&("request", request), e.encode_label())?;
+            out.push(("request".to_string(), request.to_string()));
         }
-        Ok(())
+        out
     }
 }
 
-/// One step's latency histogram, from its grid counts (the crate's own histogram only observes
-/// values one at a time).
-struct StepLatency<'a>(&'a Grid);
-
-impl EncodeMetric for StepLatency<'_> {
-    fn encode(&self, mut e: MetricEncoder) -> Result<(), std::fmt::Error> {
-        let g = self.0;
-        e.encode_histogram::<NoLabelSet>(g.sum_us / 1e6, g.count, &g.buckets(), None)
-    }
-
-    fn metric_type(&self) -> MetricType {
-        MetricType::Histogram
-    }
-}
-
-/// The state as the registry's collector, for one scrape.
-#[derive(Debug)]
-struct Exposition(Arc<State>);
-
-/// One family's series: its labels and value, by target.
-fn gauges<'a>(
-    e: &mut DescriptorEncoder,
+/// A family of numbers: a gauge or a counter (whose values are whole).
+fn numbers<'a>(
+    kind: Kind,
     name: &str,
     help: &str,
-    unit: Option<&Unit>,
+    unit: &str,
     series: impl Iterator<Item = (Labels<'a>, f64)>,
-) -> Result<(), std::fmt::Error> {
-    let mut family = e.encode_descriptor(name, help, unit, MetricType::Gauge)?;
-    for (labels, v) in series {
-        family.encode_family(&labels)?.encode_gauge(&v)?;
+) -> Family {
+    Family {
+        name: name.to_string(),
+        help: help.to_string(),
+        unit: unit.to_string(),
+        kind,
+        series: series
+            .map(|(labels, v)| Series {
+                labels: labels.pairs(),
+                value: Value::Number(v),
+            })
+            .collect(),
     }
-    Ok(())
 }
 
-fn counters<'a>(
-    e: &mut DescriptorEncoder,
+fn gauges<'a>(name: &str, help: &str, series: impl Iterator<Item = (Labels<'a>, f64)>) -> Family {
+    numbers(Kind::Gauge, name, help, "", series)
+}
+
+fn counters<'a>(name: &str, help: &str, series: impl Iterator<Item = (Labels<'a>, u64)>) -> Family {
+    numbers(
+        Kind::Counter,
+        name,
+        help,
+        "",
+        series.map(|(labels, v)| (labels, v as f64)),
+    )
+}
+
+/// A family of latencies on the grid, in seconds: the buckets as [`Grid::buckets`] lists them.
+fn latencies<'a, 'g>(
     name: &str,
     help: &str,
-    series: impl Iterator<Item = (Labels<'a>, u64)>,
-) -> Result<(), std::fmt::Error> {
-    let mut family = e.encode_descriptor(name, help, None, MetricType::Counter)?;
-    for (labels, v) in series {
-        family
-            .encode_family(&labels)?
-            .encode_counter::<NoLabelSet, u64, u64>(&v, None)?;
+    series: impl Iterator<Item = (Labels<'a>, &'g Grid)>,
+) -> Family {
+    Family {
+        name: format!("{name}_seconds"),
+        help: help.to_string(),
+        unit: "seconds".to_string(),
+        kind: Kind::Histogram,
+        series: series
+            .filter(|(_, g)| g.count > 0)
+            .map(|(labels, g)| {
+                let buckets = g.buckets();
+                let mut bounds: Vec<f64> = buckets.iter().map(|b| b.0).collect();
+                bounds.pop();
+                Series {
+                    labels: labels.pairs(),
+                    value: Value::Histogram {
+                        bounds,
+                        counts: buckets.iter().map(|b| b.1).collect(),
+                        count: g.count,
+                        sum: g.sum_us / 1e6,
+                    },
+                }
+            })
+            .collect(),
     }
-    Ok(())
 }
+
+impl Metrics {
+    /// Every family `/metrics` serves, in its order, with its series: the one walk of the state
+    /// that both the exposition and a push are made from, so their names and labels cannot differ.
+    pub fn families(&self) -> Vec<Family> {
+        let s = &*self.state;
+        let mut out = Vec::with_capacity(20);
+        now(s, &mut out);
+        agents(s, &mut out);
+        steps(s, &mut out);
+        requests(s, &mut out);
+        out
+    }
+}
+
+/// The run as it stands: over or not, and each target's running step, rates and generator.
+fn now(s: &State, out: &mut Vec<Family>) {
+    let per_target = |f: fn(&Target) -> Option<f64>| {
+        s.targets
+            .iter()
+            .filter_map(move |l| f(l).map(|v| (Labels::target(l), v)))
+    };
+    let none = Target::default();
+    out.push(gauges(
+        "stampede_run_finished",
+        "1 once the whole run is over (every target's run ended), else 0",
+        std::iter::once((Labels::target(&none), f64::from(u8::from(s.finished)))),
+    ));
+    out.push(gauges(
+        "stampede_step",
+        "The running step's number, from 1 (0: the warmup); the last one's until the next starts",
+        per_target(|l| l.step.map(f64::from)),
+    ));
+    out.push(gauges(
+        "stampede_steps_planned",
+        "The steps the plan holds (absent for a capacity search)",
+        per_target(|l| l.planned.map(|n| n as f64)),
+    ));
+    out.push(gauges(
+        "stampede_demanded_requests_per_second",
+        "Requests per second the running step demands (absent for the closed model)",
+        per_target(|l| l.demanded),
+    ));
+    out.push(gauges(
+        "stampede_sent_requests_per_second",
+        "Requests sent in the last merged second, per second",
+        per_target(|l| l.sent_per_s),
+    ));
+    out.push(gauges(
+        "stampede_served_requests_per_second",
+        "Replies with an expected status in the last merged second, per second",
+        per_target(|l| l.served_per_s),
+    ));
+    out.push(gauges(
+        "stampede_generator_cpu_ratio",
+        "The last written step's busiest agent's worker CPU, of what its workers can use",
+        per_target(|l| l.generator.map(|g| g.0)),
+    ));
+    out.push(numbers(
+        Kind::Gauge,
+        "stampede_generator_lag_p99_seconds",
+        "The last written step's p99 of how late arrivals were dispatched",
+        "seconds",
+        per_target(|l| l.generator.map(|g| g.1)),
+    ));
+}
+
+/// Each agent's CPU and requests: as many series as the fleet has agents.
+fn agents(s: &State, out: &mut Vec<Family>) {
+    let targets = || s.targets.iter();
+    out.push(gauges(
+        "stampede_agent_cpu_ratio",
+        "Each agent's worker CPU in the last written step, of what its workers can use",
+        targets().flat_map(|l| {
+            l.agents.iter().filter_map(move |a| {
+                let labels = Labels {
+                    agent: Some(&a.name),
+                    ..Labels::target(l)
+                };
+                a.cpu_ratio.map(|v| (labels, v))
+            })
+        }),
+    ));
+    out.push(counters(
+        "stampede_agent_requests",
+        "Requests each agent sent over the counted steps (the warmup's left out)",
+        targets().flat_map(|l| {
+            l.agents.iter().map(move |a| {
+                let labels = Labels {
+                    agent: Some(&a.name),
+                    ..Labels::target(l)
+                };
+                (labels, a.done + a.now)
+            })
+        }),
+    ));
+}
+
+/// Per step: whether it is written, its counters and its latency histogram.
+fn steps(s: &State, out: &mut Vec<Family>) {
+    let steps = || {
+        s.targets.iter().flat_map(|l| {
+            l.steps.iter().map(move |st| {
+                let labels = Labels {
+                    step: Some(st.number),
+                    ..Labels::target(l)
+                };
+                (labels, st)
+            })
+        })
+    };
+    out.push(gauges(
+        "stampede_step_final",
+        "1 once the step is written: its counters and latency are then run.json's",
+        steps().map(|(labels, st)| (labels, f64::from(u8::from(st.written)))),
+    ));
+    out.push(counters(
+        "stampede_requests",
+        "Requests sent in the step (run.json requests once written)",
+        steps().map(|(labels, st)| (labels, st.requests)),
+    ));
+    out.push(counters(
+        "stampede_served",
+        "Replies with an expected status in the step (run.json ok once written)",
+        steps().map(|(labels, st)| (labels, st.served)),
+    ));
+    out.push(counters(
+        "stampede_failed",
+        "Requests due in the step and not served (run.json failed once written)",
+        steps().map(|(labels, st)| (labels, st.failed)),
+    ));
+    out.push(counters(
+        "stampede_errors",
+        "Transport errors in the step by class (run.json errors; counted when the step is written)",
+        steps().flat_map(|(labels, st)| {
+            ErrorClass::ALL.into_iter().map(move |class| {
+                let labels = Labels {
+                    class: Some(class.name()),
+                    ..labels
+                };
+                (labels, st.errors[class.index()])
+            })
+        }),
+    ));
+    out.push(latencies(
+        "stampede_latency",
+        "The step's latency (expected-status replies and given-up requests), on a 2^(1/16) grid",
+        steps().map(|(labels, st)| (labels, &st.latency)),
+    ));
+}
+
+/// Per written step and named request (a mix's; none for unnamed requests): its counters and
+/// its latency histogram, on the step's grid. Families of their own, so a sum over the step's
+/// counters never counts a request twice.
+fn requests(s: &State, out: &mut Vec<Family>) {
+    let names = || {
+        s.targets.iter().flat_map(|l| {
+            l.steps.iter().flat_map(move |st| {
+                st.names
+                    .iter()
+                    .filter(|n| !n.name.is_empty())
+                    .map(move |n| {
+                        let labels = Labels {
+                            step: Some(st.number),
+                            request: Some(&n.name),
+                            ..Labels::target(l)
+                        };
+                        (labels, n)
+                    })
+            })
+        })
+    };
+    if names().next().is_none() {
+        // A run of unnamed requests keeps the exposition it had, without empty families.
+        return;
+    }
+    out.push(counters(
+        "stampede_request_requests",
+        "Requests of this name sent in the step (run.json per_request requests; counted when the step is written)",
+        names().map(|(labels, n)| (labels, n.requests)),
+    ));
+    out.push(counters(
+        "stampede_request_served",
+        "Replies of this name with an expected status in the step (run.json per_request ok)",
+        names().map(|(labels, n)| (labels, n.served)),
+    ));
+    out.push(counters(
+        "stampede_request_failed",
+        "Requests of this name due in the step and not served (run.json per_request failed)",
+        names().map(|(labels, n)| (labels, n.failed)),
+    ));
+    out.push(latencies(
+        "stampede_request_latency",
+        "This name's latency in the step (expected-status replies and given-up requests), on the step's 2^(1/16) grid",
+        names().map(|(labels, n)| (labels, &n.latency)),
+    ));
+}
+
+/// The families as the registry's collector, for one scrape: written by prometheus-client.
+#[derive(Debug)]
+struct Exposition(Vec<Family>);
 
 impl Collector for Exposition {
     fn encode(&self, mut e: DescriptorEncoder) -> Result<(), std::fmt::Error> {
-        self.now(&mut e)?;
-        self.agents(&mut e)?;
-        self.steps(&mut e)?;
-        self.requests(&mut e)
-    }
-}
-
-impl Exposition {
-    /// The run as it stands: over or not, and each target's running step, rates and generator.
-    fn now(&self, e: &mut DescriptorEncoder) -> Result<(), std::fmt::Error> {
-        let s = &*self.0;
-        let per_target = |f: fn(&Target) -> Option<f64>| {
-            s.targets
-                .iter()
-                .filter_map(move |l| f(l).map(|v| (Labels::target(l), v)))
-        };
-        gauges(
-            e,
-            "stampede_run_finished",
-            "1 once the whole run is over (every target's run ended), else 0",
-            None,
-            std::iter::once((
-                Labels::target(&Target::default()),
-                f64::from(u8::from(s.finished)),
-            )),
-        )?;
-        gauges(
-            e,
-            "stampede_step",
-            "The running step's number, from 1 (0: the warmup); the last one's until the next starts",
-            None,
-            per_target(|l| l.step.map(f64::from)),
-        )?;
-        gauges(
-            e,
-            "stampede_steps_planned",
-            "The steps the plan holds (absent for a capacity search)",
-            None,
-            per_target(|l| l.planned.map(|n| n as f64)),
-        )?;
-        gauges(
-            e,
-            "stampede_demanded_requests_per_second",
-            "Requests per second the running step demands (absent for the closed model)",
-            None,
-            per_target(|l| l.demanded),
-        )?;
-        gauges(
-            e,
-            "stampede_sent_requests_per_second",
-            "Requests sent in the last merged second, per second",
-            None,
-            per_target(|l| l.sent_per_s),
-        )?;
-        gauges(
-            e,
-            "stampede_served_requests_per_second",
-            "Replies with an expected status in the last merged second, per second",
-            None,
-            per_target(|l| l.served_per_s),
-        )?;
-        gauges(
-            e,
-            "stampede_generator_cpu_ratio",
-            "The last written step's busiest agent's worker CPU, of what its workers can use",
-            None,
-            per_target(|l| l.generator.map(|g| g.0)),
-        )?;
-        gauges(
-            e,
-            "stampede_generator_lag_p99",
-            "The last written step's p99 of how late arrivals were dispatched",
-            Some(&Unit::Seconds),
-            per_target(|l| l.generator.map(|g| g.1)),
-        )?;
-        Ok(())
-    }
-
-    /// Each agent's CPU and requests: as many series as the fleet has agents.
-    fn agents(&self, e: &mut DescriptorEncoder) -> Result<(), std::fmt::Error> {
-        let targets = || self.0.targets.iter();
-        gauges(
-            e,
-            "stampede_agent_cpu_ratio",
-            "Each agent's worker CPU in the last written step, of what its workers can use",
-            None,
-            targets().flat_map(|l| {
-                l.agents.iter().filter_map(move |a| {
-                    let labels = Labels {
-                        agent: Some(&a.name),
-                        ..Labels::target(l)
-                    };
-                    a.cpu_ratio.map(|v| (labels, v))
-                })
-            }),
-        )?;
-        counters(
-            e,
-            "stampede_agent_requests",
-            "Requests each agent sent over the counted steps (the warmup's left out)",
-            targets().flat_map(|l| {
-                l.agents.iter().map(move |a| {
-                    let labels = Labels {
-                        agent: Some(&a.name),
-                        ..Labels::target(l)
-                    };
-                    (labels, a.done + a.now)
-                })
-            }),
-        )?;
-        Ok(())
-    }
-
-    /// Per step: whether it is written, its counters and its latency histogram.
-    fn steps(&self, e: &mut DescriptorEncoder) -> Result<(), std::fmt::Error> {
-        let steps = || {
-            self.0.targets.iter().flat_map(|l| {
-                l.steps.iter().map(move |st| {
-                    let labels = Labels {
-                        step: Some(st.number),
-                        ..Labels::target(l)
-                    };
-                    (labels, st)
-                })
-            })
-        };
-        gauges(
-            e,
-            "stampede_step_final",
-            "1 once the step is written: its counters and latency are then run.json's",
-            None,
-            steps().map(|(labels, st)| (labels, f64::from(u8::from(st.written)))),
-        )?;
-        counters(
-            e,
-            "stampede_requests",
-            "Requests sent in the step (run.json requests once written)",
-            steps().map(|(labels, st)| (labels, st.requests)),
-        )?;
-        counters(
-            e,
-            "stampede_served",
-            "Replies with an expected status in the step (run.json ok once written)",
-            steps().map(|(labels, st)| (labels, st.served)),
-        )?;
-        counters(
-            e,
-            "stampede_failed",
-            "Requests due in the step and not served (run.json failed once written)",
-            steps().map(|(labels, st)| (labels, st.failed)),
-        )?;
-        counters(
-            e,
-            "stampede_errors",
-            "Transport errors in the step by class (run.json errors; counted when the step is written)",
-            steps().flat_map(|(labels, st)| {
-                ErrorClass::ALL.into_iter().map(move |class| {
-                    let labels = Labels {
-                        class: Some(class.name()),
-                        ..labels
-                    };
-                    (labels, st.errors[class.index()])
-                })
-            }),
-        )?;
-        let mut family = e.encode_descriptor(
-            "stampede_latency",
-            "The step's latency (expected-status replies and given-up requests), on a 2^(1/16) grid",
-            Some(&Unit::Seconds),
-            MetricType::Histogram,
-        )?;
-        for (labels, st) in steps().filter(|(_, st)| st.latency.count > 0) {
-            StepLatency(&st.latency).encode(family.encode_family(&labels)?)?;
-        }
-        Ok(())
-    }
-
-    /// Per written step and named request (a mix's; none for unnamed requests): its counters and
-    /// its latency histogram, on the step's grid. Families of their own, so a sum over the step's
-    /// counters never counts a request twice.
-    fn requests(&self, e: &mut DescriptorEncoder) -> Result<(), std::fmt::Error> {
-        let names = || {
-            self.0.targets.iter().flat_map(|l| {
-                l.steps.iter().flat_map(move |st| {
-                    st.names
-                        .iter()
-                        .filter(|n| !n.name.is_empty())
-                        .map(move |n| {
-                            let labels = Labels {
-                                step: Some(st.number),
-                                request: Some(&n.name),
-                                ..Labels::target(l)
-                            };
-                            (labels, n)
-                        })
-                })
-            })
-        };
-        if names().next().is_none() {
-            // A run of unnamed requests keeps the exposition it had, without empty families.
-            return Ok(());
-        }
-        counters(
-            e,
-            "stampede_request_requests",
-            "Requests of this name sent in the step (run.json per_request requests; counted when the step is written)",
-            names().map(|(labels, n)| (labels, n.requests)),
-        )?;
-        counters(
-            e,
-            "stampede_request_served",
-            "Replies of this name with an expected status in the step (run.json per_request ok)",
-            names().map(|(labels, n)| (labels, n.served)),
-        )?;
-        counters(
-            e,
-            "stampede_request_failed",
-            "Requests of this name due in the step and not served (run.json per_request failed)",
-            names().map(|(labels, n)| (labels, n.failed)),
-        )?;
-        let mut family = e.encode_descriptor(
-            "stampede_request_latency",
-            "This name's latency in the step (expected-status replies and given-up requests), on the step's 2^(1/16) grid",
-            Some(&Unit::Seconds),
-            MetricType::Histogram,
-        )?;
-        for (labels, n) in names().filter(|(_, n)| n.latency.count > 0) {
-            StepLatency(&n.latency).encode(family.encode_family(&labels)?)?;
+        for f in &self.0 {
+            let (name, unit) = match f.unit.as_str() {
+                "seconds" => (
+                    f.name.strip_suffix("_seconds").unwrap_or(&f.name),
+                    Some(&Unit::Seconds),
+                ),
+                _ => (f.name.as_str(), None),
+            };
+            let ty = match f.kind {
+                Kind::Counter => MetricType::Counter,
+                Kind::Gauge => MetricType::Gauge,
+                Kind::Histogram => MetricType::Histogram,
+            };
+            let mut family = e.encode_descriptor(name, &f.help, unit, ty)?;
+            for s in &f.series {
+                let mut m = family.encode_family(&s.labels)?;
+                match (&s.value, f.kind) {
+                    (Value::Number(v), Kind::Counter) => {
+                        m.encode_counter::<NoLabelSet, u64, u64>(&(*v as u64), None)?
+                    }
+                    (Value::Number(v), _) => m.encode_gauge(v)?,
+                    (
+                        Value::Histogram {
+                            bounds,
+                            counts,
+                            count,
+                            sum,
+                        },
+                        _,
+                    ) => {
+                        let buckets: Vec<(f64, u64)> = bounds
+                            .iter()
+                            .copied()
+                            .chain([f64::INFINITY])
+                            .zip(counts.iter().copied())
+                            .collect();
+                        m.encode_histogram::<NoLabelSet>(*sum, *count, &buckets, None)?
+                    }
+                }
+            }
         }
         Ok(())
     }

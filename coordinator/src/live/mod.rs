@@ -10,6 +10,7 @@
 //! next change is served the same bytes: a scrape flood costs the run a lock taken to read a number.
 //! Nothing a browser or a scraper sends reaches the run: the server answers GETs from this state.
 pub mod metrics;
+pub mod push;
 mod server;
 
 use std::fs::File;
@@ -66,8 +67,12 @@ pub(crate) struct Hub {
     state: Mutex<State>,
     /// The last event's id, for the browsers' tasks to wait on.
     changed: tokio::sync::watch::Sender<u64>,
-    /// Whether /metrics is kept (`--live`): fixed for the run, so asking takes no lock.
+    /// Whether /metrics is served (`--live`): fixed for the run, so asking takes no lock.
     serving: bool,
+    /// Whether the metrics are kept: served, or pushed.
+    keeps_metrics: bool,
+    /// The pushes' senders (`--prometheus-remote-write`), taken at the run's end to flush them.
+    pushing: Mutex<Option<push::Pushing>>,
     /// /metrics as last encoded, and the metrics' version it is of. Its own lock, held while
     /// encoding, so scrapes that come together wait for one encode rather than each doing it,
     /// and the run task, which never takes it, never waits on an encode.
@@ -101,6 +106,14 @@ impl Feed {
 
     /// A feed whose metrics are kept (for /metrics) when `serving`.
     pub fn new(serving: bool) -> Feed {
+        Feed::with_push(serving, &push::PushSpec::default())
+    }
+
+    /// A feed whose metrics are kept when `serving` or pushing, and pushed to `push`'s endpoints
+    /// (their senders started on the current runtime).
+    pub fn with_push(serving: bool, push: &push::PushSpec) -> Feed {
+        let pushing = push::Pushing::start(push);
+        let keeps_metrics = serving || pushing.is_some();
         let (changed, _) = tokio::sync::watch::channel(0);
         Feed(Some(Arc::new(Hub {
             state: Mutex::new(State {
@@ -109,13 +122,15 @@ impl Feed {
                 view: None,
                 page: None,
                 file_error: None,
-                metrics: serving.then(metrics::Metrics::new),
+                metrics: keeps_metrics.then(metrics::Metrics::new),
                 metrics_version: 0,
                 file: None,
                 report: None,
             }),
             changed,
             serving,
+            keeps_metrics,
+            pushing: Mutex::new(pushing),
             scraped: Mutex::new((0, None)),
             encodes: Default::default(),
         })))
@@ -139,9 +154,23 @@ impl Feed {
         self.0.is_some()
     }
 
-    /// Whether /metrics is kept, so a merged second's latency is worth a copy.
+    /// Whether the metrics are kept (served or pushed), so a merged second's latency is worth a
+    /// copy.
     pub fn keeps_metrics(&self) -> bool {
-        self.0.as_ref().is_some_and(|hub| hub.serving)
+        self.0.as_ref().is_some_and(|hub| hub.keeps_metrics)
+    }
+
+    /// Flushes the pushes (a bounded wait, [`push::FLUSH_WAIT`]) once the run is over: each
+    /// endpoint's tally, for its closing line. None when nothing was pushed.
+    pub async fn finish_pushes(&self) -> Vec<::push::Tally> {
+        let Some(hub) = &self.0 else {
+            return Vec::new();
+        };
+        let pushing = hub.pushing.lock().unwrap_or_else(|e| e.into_inner()).take();
+        match pushing {
+            Some(p) => p.finish().await,
+            None => Vec::new(),
+        }
     }
 
     pub fn emit(&self, event: Event) {
@@ -227,6 +256,12 @@ impl Feed {
 
     fn emit_with(&self, event: Event, also: impl FnOnce(&mut metrics::Metrics)) {
         let Some(hub) = &self.0 else { return };
+        // A merged second, a written step and the run's end are pushed.
+        let pushed = matches!(
+            event,
+            Event::Interval { .. } | Event::Step { .. } | Event::Finished { .. }
+        );
+        let mut push = None;
         let id = {
             let mut state = hub.lock();
             let id = state.lines.len() as u64 + 1;
@@ -273,9 +308,24 @@ impl Feed {
             lines.push(text.into());
             *view = None;
             *page = None;
+            if pushed && let Some(m) = metrics.as_ref() {
+                push = Some((m.snapshot(), push::resource(live)));
+            }
             id
         };
         hub.changed.send_replace(id);
+        if let Some((metrics, resource)) = push {
+            // Walked outside the events' lock; the senders never wait.
+            let mut pushing = hub.pushing.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(p) = pushing.as_mut() {
+                let batch = ::push::Batch {
+                    at_ms: p.next_ms(),
+                    resource,
+                    families: metrics.families(),
+                };
+                p.send(batch);
+            }
+        }
     }
 
     pub(crate) fn hub(&self) -> Option<&Arc<Hub>> {

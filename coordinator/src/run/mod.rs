@@ -269,7 +269,7 @@ async fn run_targets(
     // The live address is bound before any directory is claimed or agent reached: a port in use
     // stops the run with nothing done.
     let live = cfgs[0].live.clone();
-    let feed = crate::live::Feed::new(live.is_some());
+    let feed = crate::live::Feed::with_push(live.is_some(), &cfgs[0].push);
     let server = match &live {
         Some(spec) => {
             let server = crate::live::Server::start(spec, &feed).await?;
@@ -308,6 +308,11 @@ async fn run_targets(
     };
     let said = matches!(outcome, Err(RunError::Output(_) | RunError::Spill(_)));
     feed.finished(report.exists().then_some(report), !said);
+    for tally in feed.finish_pushes().await {
+        if !cfgs[0].quiet || tally.dropped_total() > 0 {
+            eprintln!("stampede: {tally}");
+        }
+    }
     // The page stays for --live-keep after the answer is printed (the caller waits on it then); a
     // run that failed before its end has no page worth staying for.
     let mut lingering = None;

@@ -674,3 +674,67 @@ fn a_name_s_latency_before_its_step_is_written_is_not_listed_unnamed() {
     assert!(!text.contains("request=\"\""), "{text}");
     assert!(!text.contains("stampede_request_"), "{text}");
 }
+
+/// A push and a scrape are the same walk's: every remote-write series, less the resource's
+/// labels, is a sample of /metrics with the same name, labels (`le` written alike) and value, and
+/// the other way round.
+#[test]
+fn a_pushed_batch_holds_every_scraped_series_and_no_other() {
+    let mut r = Run::new(&["a", "b"]);
+    r.whole(0);
+    let s = &golden().steps[0];
+    r.start(1, s);
+    r.second(1, s.number, 40, 39, 1);
+    let mut h = Histogram::<u64>::new(3).unwrap();
+    for v in [0, 90, 1_000, 1_001, 250_000] {
+        h.record(v).unwrap();
+    }
+    r.metrics.add_latency(1, s.number, &h);
+    let key = |name: &str, labels: &[(String, String)], value: f64| {
+        let mut labels = labels.to_vec();
+        labels.sort();
+        format!("{name}{labels:?} {value}")
+    };
+    let mut scraped: Vec<String> = r
+        .samples()
+        .iter()
+        .map(|s| key(&s.name, &s.labels, s.value))
+        .collect();
+    let batch = push::Batch {
+        at_ms: 1,
+        resource: push::Resource {
+            attributes: vec![
+                ("service.name".into(), "stampede".into()),
+                ("stampede.run".into(), "r".into()),
+            ],
+        },
+        families: r.metrics.families(),
+    };
+    let mut pushed: Vec<String> = push::remote_write::write_request(&batch)
+        .timeseries
+        .iter()
+        .map(|t| {
+            let name = &t
+                .labels
+                .iter()
+                .find(|l| l.name == "__name__")
+                .unwrap()
+                .value;
+            let labels: Vec<(String, String)> = t
+                .labels
+                .iter()
+                .filter(|l| !["__name__", "job", "run"].contains(&l.name.as_str()))
+                .map(|l| (l.name.clone(), l.value.clone()))
+                .collect();
+            key(name, &labels, t.samples[0].value)
+        })
+        .collect();
+    scraped.sort();
+    pushed.sort();
+    assert!(scraped.len() > 100, "{}", scraped.len());
+    assert!(
+        scraped.iter().any(|s| s.contains("\"le\", \"0.0\"")),
+        "a zero bucket"
+    );
+    assert_eq!(pushed, scraped);
+}
