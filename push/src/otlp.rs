@@ -33,29 +33,20 @@ pub fn metrics_url(url: &str) -> String {
 }
 
 /// OTLP over HTTP in protobuf: `POST …/v1/metrics` of an `ExportMetricsServiceRequest`.
-#[derive(Debug, Clone)]
-pub struct Otlp {
-    /// The run's start, in nanoseconds since the Unix epoch: every cumulative point's start.
-    start_unix_nano: u64,
-}
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Otlp;
 
 impl Otlp {
-    /// `run_start_ms`: the run's start (milliseconds since the Unix epoch), from which each
-    /// counter and histogram counts.
-    pub fn new(run_start_ms: i64) -> Otlp {
-        Otlp {
-            start_unix_nano: unix_nano(run_start_ms),
-        }
-    }
-
     /// The batch as the request's message, before it is encoded.
     fn request(&self, batch: &Batch) -> pb::ExportMetricsServiceRequest {
         let time = unix_nano(batch.at_ms);
+        // Every cumulative point counts from the run's start.
+        let start = unix_nano(batch.start_ms);
         let metrics = batch
             .families
             .iter()
             .filter(|f| !f.series.is_empty())
-            .map(|f| self.metric(f, time))
+            .map(|f| metric(f, start, time))
             .collect();
         pb::ExportMetricsServiceRequest {
             resource_metrics: vec![pb::ResourceMetrics {
@@ -72,66 +63,65 @@ impl Otlp {
             }],
         }
     }
+}
 
-    fn metric(&self, f: &Family, time: u64) -> pb::Metric {
-        let start = self.start_unix_nano;
-        let data = match f.kind {
-            Kind::Counter => {
-                // Integers where every value is one (counts always are), so a receiver keeps them
-                // as int64 rather than doubles.
-                let whole = f.series.iter().all(|s| match s.value {
-                    Value::Number(v) => is_int(v),
-                    Value::Histogram { .. } => false,
-                });
-                pb::metric::Data::Sum(pb::Sum {
-                    data_points: f
-                        .series
-                        .iter()
-                        .filter_map(|s| number(s, start, time, whole))
-                        .collect(),
-                    aggregation_temporality: pb::CUMULATIVE,
-                    is_monotonic: true,
-                })
-            }
-            // A gauge is a value now: OTLP ignores a gauge point's start, so none is sent.
-            Kind::Gauge => pb::metric::Data::Gauge(pb::Gauge {
+fn metric(f: &Family, start: u64, time: u64) -> pb::Metric {
+    let data = match f.kind {
+        Kind::Counter => {
+            // Integers where every value is one (counts always are), so a receiver keeps them
+            // as int64 rather than doubles.
+            let whole = f.series.iter().all(|s| match s.value {
+                Value::Number(v) => is_int(v),
+                Value::Histogram { .. } => false,
+            });
+            pb::metric::Data::Sum(pb::Sum {
                 data_points: f
                     .series
                     .iter()
-                    .filter_map(|s| number(s, 0, time, false))
-                    .collect(),
-            }),
-            Kind::Histogram => pb::metric::Data::Histogram(pb::Histogram {
-                data_points: f
-                    .series
-                    .iter()
-                    .filter_map(|s| match &s.value {
-                        Value::Histogram {
-                            bounds,
-                            counts,
-                            count,
-                            sum,
-                        } => Some(pb::HistogramDataPoint {
-                            attributes: attributes(&s.labels),
-                            start_time_unix_nano: start,
-                            time_unix_nano: time,
-                            count: *count,
-                            sum: Some(*sum),
-                            bucket_counts: counts.clone(),
-                            explicit_bounds: bounds.clone(),
-                        }),
-                        Value::Number(_) => None,
-                    })
+                    .filter_map(|s| number(s, start, time, whole))
                     .collect(),
                 aggregation_temporality: pb::CUMULATIVE,
-            }),
-        };
-        pb::Metric {
-            name: f.name.clone(),
-            description: f.help.clone(),
-            unit: ucum(&f.unit).to_string(),
-            data: Some(data),
+                is_monotonic: true,
+            })
         }
+        // A gauge is a value now: OTLP ignores a gauge point's start, so none is sent.
+        Kind::Gauge => pb::metric::Data::Gauge(pb::Gauge {
+            data_points: f
+                .series
+                .iter()
+                .filter_map(|s| number(s, 0, time, false))
+                .collect(),
+        }),
+        Kind::Histogram => pb::metric::Data::Histogram(pb::Histogram {
+            data_points: f
+                .series
+                .iter()
+                .filter_map(|s| match &s.value {
+                    Value::Histogram {
+                        bounds,
+                        counts,
+                        count,
+                        sum,
+                    } => Some(pb::HistogramDataPoint {
+                        attributes: attributes(&s.labels),
+                        start_time_unix_nano: start,
+                        time_unix_nano: time,
+                        count: *count,
+                        sum: Some(*sum),
+                        bucket_counts: counts.clone(),
+                        explicit_bounds: bounds.clone(),
+                    }),
+                    Value::Number(_) => None,
+                })
+                .collect(),
+            aggregation_temporality: pb::CUMULATIVE,
+        }),
+    };
+    pb::Metric {
+        name: f.name.clone(),
+        description: f.help.clone(),
+        unit: ucum(&f.unit).to_string(),
+        data: Some(data),
     }
 }
 

@@ -10,6 +10,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
+use coordinator::live::metrics::QUANTILE_BOUND;
 use push::otlp::{self, Otlp};
 use push::{Batch, Family, Format, Kind, Resource, Series, Value};
 use serde_json::Value as Json;
@@ -130,6 +131,7 @@ fn the_official_classes_read_every_field_of_a_batch_as_sent() {
     let receiver = Receiver::start(&python, 0);
     let batch = Batch {
         at_ms: 1_765_000_012_500,
+        start_ms: 1_765_000_000_000,
         resource: Resource {
             attributes: pairs(&[
                 ("service.name", "stampede"),
@@ -172,7 +174,7 @@ fn the_official_classes_read_every_field_of_a_batch_as_sent() {
             },
         ],
     };
-    let otlp = Otlp::new(1_765_000_000_000);
+    let otlp = Otlp;
     assert_eq!(
         post(receiver.addr, "/v1/metrics", &otlp, &otlp.encode(&batch)),
         200
@@ -233,7 +235,7 @@ fn the_receiver_refuses_a_field_the_definitions_do_not_know() {
         return;
     };
     let receiver = Receiver::start(&python, 0);
-    let otlp = Otlp::new(0);
+    let otlp = Otlp;
     let mut body = otlp.encode(&Batch::default());
     // Field 9, varint 1: nothing in ExportMetricsServiceRequest.
     body.extend_from_slice(&[0x48, 0x01]);
@@ -262,7 +264,7 @@ fn push_once(receiver: &Receiver, batch: Batch, tries: u32) -> push::Tally {
         .build()
         .unwrap();
     rt.block_on(async {
-        let sender = push::Sender::start(endpoint, Arc::new(Otlp::new(1_765_000_000_000)), options);
+        let sender = push::Sender::start(endpoint, Arc::new(Otlp), options);
         sender.send(Arc::new(batch));
         sender.finish(Duration::from_secs(20)).await
     })
@@ -271,6 +273,7 @@ fn push_once(receiver: &Receiver, batch: Batch, tries: u32) -> push::Tally {
 fn one_counter(v: f64) -> Batch {
     Batch {
         at_ms: 1_765_000_001_000,
+        start_ms: 1_765_000_000_000,
         resource: Resource {
             attributes: pairs(&[("service.name", "stampede")]),
         },
@@ -307,4 +310,159 @@ fn a_receiver_answering_503_then_200_gets_the_batch_on_the_senders_retry() {
     let tally = push_once(&receiver, one_counter(42.0), 3);
     assert_eq!((tally.sent, tally.dropped_total()), (0, 1), "{tally}");
     assert_eq!(receiver.seen().len(), 3);
+}
+
+/// The points of metric `name` in a request the receiver read.
+fn points<'a>(request: &'a Json, name: &str) -> Vec<&'a Json> {
+    request["resources"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|r| r["scopes"].as_array().into_iter().flatten())
+        .flat_map(|s| s["metrics"].as_array().into_iter().flatten())
+        .filter(|m| m["name"] == name)
+        .flat_map(|m| m["points"].as_array().into_iter().flatten())
+        .collect()
+}
+
+/// The point of step `step` among `points`.
+fn of_step<'a>(points: &[&'a Json], step: u64) -> &'a Json {
+    let s = step.to_string();
+    let found: Vec<&Json> = points
+        .iter()
+        .copied()
+        .filter(|p| p["attributes"]["step"] == s.as_str())
+        .collect();
+    assert_eq!(found.len(), 1, "step {step}: {points:?}");
+    found[0]
+}
+
+/// The `q` quantile of an explicit-bucket histogram as Prometheus' `histogram_quantile` reads one
+/// (linear inside the bucket holding the rank; the first bucket from 0; above the last bound, the
+/// last bound), so a dashboard over the pushed histogram reads what this test does.
+fn bucket_quantile(bounds: &[f64], counts: &[u64], q: f64) -> f64 {
+    let total: u64 = counts.iter().sum();
+    let rank = q * total as f64;
+    let mut below = 0u64;
+    for (i, &n) in counts.iter().enumerate() {
+        if (below + n) as f64 >= rank && n > 0 {
+            let Some(&upper) = bounds.get(i) else {
+                return *bounds.last().expect("a bound");
+            };
+            let lower = if i == 0 { 0.0 } else { bounds[i - 1] };
+            return lower + (upper - lower) * (rank - below as f64) / n as f64;
+        }
+        below += n;
+    }
+    *bounds.last().expect("a bound")
+}
+
+#[test]
+fn a_run_pushed_over_otlp_holds_run_jsons_counts_and_p99_within_the_grids_bound() {
+    let test = "a_run_pushed_over_otlp_holds_run_jsons_counts_and_p99_within_the_grids_bound";
+    let Some(python) = otlp_python(test) else {
+        return;
+    };
+    let _serial = tests::serial();
+    let receiver = Receiver::start(&python, 0);
+    let target = tests::ServeProcess::start(&["--delay", "2ms"]);
+    let base = format!("http://{}", receiver.addr);
+    let ran = tests::run_ok(&[
+        &target.url(),
+        "--model",
+        "requests",
+        "--steps",
+        "100,200",
+        "--step-duration",
+        "2s",
+        "--label",
+        "otlp-check",
+        "--otlp",
+        &base,
+    ]);
+    let seen = receiver.seen();
+    assert!(!seen.is_empty(), "nothing pushed");
+    for r in &seen {
+        assert_eq!(r["status"], 200, "{r}");
+        assert_eq!(r["path"], "/v1/metrics");
+        assert_eq!(r["content_type"], "application/x-protobuf");
+    }
+    // Every second and every finished step is a batch: more than the steps.
+    assert!(seen.len() > 2, "{} requests", seen.len());
+
+    // The resource names the run, its target and its label.
+    let last = seen.last().unwrap();
+    let res = &last["resources"][0]["attributes"];
+    assert_eq!(res["service.name"], "stampede", "{res}");
+    assert_eq!(res["stampede.label"], "otlp-check", "{res}");
+    // The run's id is its start, as its begin event (events.ndjson's first line) says it.
+    let events = std::fs::read_to_string(ran.dir.path().join("events.ndjson")).expect("events");
+    let begin: Json = serde_json::from_str(events.lines().next().unwrap()).unwrap();
+    assert_eq!(res["stampede.run"], begin["started_at"], "{res} vs {begin}");
+    assert_eq!(res["stampede.url"], ran.run["target"], "{res}");
+    // Every cumulative point of every batch counts from the one start, the run's, before it.
+    let first_time = seen[0]["resources"][0]["scopes"][0]["metrics"]
+        .as_array()
+        .and_then(|m| m.iter().find_map(|m| m["points"][0]["time"].as_u64()))
+        .expect("a point in the first batch");
+    let starts: std::collections::BTreeSet<u64> = seen
+        .iter()
+        .flat_map(|r| points(r, "stampede_requests"))
+        .map(|p| p["start"].as_u64().unwrap())
+        .collect();
+    assert_eq!(starts.len(), 1, "{starts:?}");
+    let start = *starts.first().unwrap();
+    assert!(start > 0 && start < first_time, "{start} vs {first_time}");
+
+    // Cumulative: the last batch holds every finished step at run.json's figures.
+    let steps = ran.steps();
+    assert_eq!(steps.len(), 2);
+    for s in steps {
+        let n = s["step"].as_u64().unwrap();
+        for (metric, key) in [
+            ("stampede_requests", "requests"),
+            ("stampede_served", "ok"),
+            ("stampede_failed", "failed"),
+        ] {
+            let p = of_step(&points(last, metric), n);
+            assert_eq!(p["value"], s[key], "step {n} {metric}: {p} vs {s}");
+            assert_eq!(p["int"], true);
+            assert!(p["start"].as_u64().unwrap() > 0);
+            assert!(p["start"].as_u64() < p["time"].as_u64(), "{p}");
+        }
+        let h = of_step(&points(last, "stampede_latency_seconds"), n);
+        let latencies = s["ok"].as_u64().unwrap() + s["given_up"].as_u64().unwrap();
+        assert!(latencies > 0, "{s}");
+        assert_eq!(h["count"].as_u64(), Some(latencies), "step {n}: {h}");
+        let bounds: Vec<f64> = h["bounds"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|b| b.as_f64().unwrap())
+            .collect();
+        let counts: Vec<u64> = h["buckets"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|b| b.as_u64().unwrap())
+            .collect();
+        assert_eq!(counts.iter().sum::<u64>(), latencies, "step {n}: {h}");
+        let theirs = bucket_quantile(&bounds, &counts, 0.99) * 1000.0;
+        let ours = s["latency_ms"]["p99"].as_f64().unwrap();
+        let rel = (theirs - ours).abs() / ours;
+        eprintln!(
+            "step {n}: requests {} served {} failed {}; histogram count {latencies}; p99 {theirs:.4} ms \
+             from the buckets vs run.json {ours:.4} ms ({:.2} %)",
+            s["requests"],
+            s["ok"],
+            s["failed"],
+            rel * 100.0
+        );
+        assert!(
+            rel <= QUANTILE_BOUND,
+            "step {n}: p99 {theirs} ms from the pushed buckets vs {ours} ms in run.json: {:.3} % > {:.3} %",
+            rel * 100.0,
+            QUANTILE_BOUND * 100.0
+        );
+    }
 }

@@ -120,6 +120,7 @@ const AT_MS: i64 = 1_765_000_012_500;
 fn batch() -> Batch {
     Batch {
         at_ms: AT_MS,
+        start_ms: START_MS,
         resource: Resource {
             attributes: pairs(&[("service.name", "stampede"), ("stampede.run", "r1")]),
         },
@@ -195,7 +196,7 @@ fn metrics(body: &[u8]) -> Vec<&[u8]> {
 
 #[test]
 fn counters_are_monotonic_cumulative_sums_of_int64_points_from_the_runs_start() {
-    let body = Otlp::new(START_MS).encode(&batch());
+    let body = Otlp.encode(&batch());
     let ms = metrics(&body);
     assert_eq!(ms.len(), 3, "the empty family is left out");
     let m = ms[0];
@@ -223,7 +224,7 @@ fn counters_are_monotonic_cumulative_sums_of_int64_points_from_the_runs_start() 
 
 #[test]
 fn gauges_are_double_points_at_the_batchs_moment() {
-    let body = Otlp::new(START_MS).encode(&batch());
+    let body = Otlp.encode(&batch());
     let m = metrics(&body)[1];
     assert_eq!(string(m, 1), "stampede_generator_cpu_ratio");
     assert_eq!(string(m, 3), "1", "a ratio's UCUM unit");
@@ -237,7 +238,7 @@ fn gauges_are_double_points_at_the_batchs_moment() {
 
 #[test]
 fn histograms_are_explicit_buckets_in_seconds_with_count_and_sum() {
-    let body = Otlp::new(START_MS).encode(&batch());
+    let body = Otlp.encode(&batch());
     let m = metrics(&body)[2];
     assert_eq!(string(m, 1), "stampede_latency");
     assert_eq!(string(m, 3), "s");
@@ -261,7 +262,7 @@ fn histograms_are_explicit_buckets_in_seconds_with_count_and_sum() {
 fn a_counter_with_a_fraction_is_sent_as_doubles() {
     let mut b = batch();
     b.families[0].series[1].value = Value::Number(600.5);
-    let body = Otlp::new(START_MS).encode(&b);
+    let body = Otlp.encode(&b);
     let sum = one(metrics(&body)[0], 7);
     let values: Vec<f64> = bytes(sum, 1)
         .iter()
@@ -277,12 +278,13 @@ fn a_counter_with_a_fraction_is_sent_as_doubles() {
 fn an_empty_batch_is_its_resource_and_scope_byte_for_byte() {
     let b = Batch {
         at_ms: AT_MS,
+        start_ms: START_MS,
         resource: Resource {
             attributes: pairs(&[("k", "v")]),
         },
         families: vec![],
     };
-    let body = Otlp::new(START_MS).encode(&b);
+    let body = Otlp.encode(&b);
     let version = env!("CARGO_PKG_VERSION").as_bytes();
     // KeyValue{key "k", value AnyValue{string_value "v"}}
     let kv = [0x0a, 1, b'k', 0x12, 3, 0x0a, 1, b'v'];
@@ -308,7 +310,7 @@ fn an_empty_batch_is_its_resource_and_scope_byte_for_byte() {
 
 #[test]
 fn the_headers_say_protobuf() {
-    let otlp = Otlp::new(START_MS);
+    let otlp = Otlp;
     assert_eq!(otlp.name(), "OTLP");
     assert_eq!(
         otlp.headers(),
