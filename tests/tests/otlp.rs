@@ -1,8 +1,10 @@
 //! `--otlp` as an OpenTelemetry receiver reads it: tests/otlp/receiver.py decodes every POST with
 //! the official generated classes (PyPI `opentelemetry-proto`, pinned in .ci/run), refusing a body
 //! with a field they do not know, and the test holds what it saw against what was sent (the
-//! format's own batch) and against run.json (a real run). Skipped without the receiver's venv,
-//! except under CI=true.
+//! format's own batch) and against run.json (a real run: each step's counts exactly, its
+//! histogram's count, its p99 within the grid's bound, the run as the resource). A receiver
+//! answering 503 first gets the batch on a retry, and the run's end still reaches it. Skipped
+//! without the receiver's venv, except under CI=true.
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
@@ -415,9 +417,15 @@ fn a_run_pushed_over_otlp_holds_run_jsons_counts_and_p99_within_the_grids_bound(
     assert!(start > 0 && start < first_time, "{start} vs {first_time}");
 
     // Cumulative: the last batch holds every finished step at run.json's figures.
-    let steps = ran.steps();
-    assert_eq!(steps.len(), 2);
-    for s in steps {
+    assert_eq!(ran.steps().len(), 2);
+    holds_each_step(last, &ran.run);
+}
+
+/// Each finished step of run.json in the request `last`: its requests, served and failed exactly,
+/// its latency histogram's count the step's, and the p99 read from its buckets within the grid's
+/// bound of run.json's.
+fn holds_each_step(last: &Json, run: &Json) {
+    for s in run["steps"].as_array().expect("steps") {
         let n = s["step"].as_u64().unwrap();
         for (metric, key) in [
             ("stampede_requests", "requests"),
@@ -465,4 +473,71 @@ fn a_run_pushed_over_otlp_holds_run_jsons_counts_and_p99_within_the_grids_bound(
             QUANTILE_BOUND * 100.0
         );
     }
+}
+
+#[test]
+fn a_receiver_down_at_first_still_gets_the_whole_run_and_the_closing_line_says_what_it_took() {
+    let test =
+        "a_receiver_down_at_first_still_gets_the_whole_run_and_the_closing_line_says_what_it_took";
+    let Some(python) = otlp_python(test) else {
+        return;
+    };
+    let _serial = tests::serial();
+    // Its first two answers are 503: the batches then are retried or give way to newer ones.
+    let receiver = Receiver::start(&python, 2);
+    let target = tests::ServeProcess::start(&["--delay", "1ms"]);
+    let dir = tempfile::tempdir().expect("temp dir");
+    let out = dir.path().join("out");
+    let base = format!("http://{}", receiver.addr);
+    let o = tests::stampede(&[
+        "run",
+        &target.url(),
+        "--model",
+        "requests",
+        "--steps",
+        "100,200",
+        "--step-duration",
+        "2s",
+        "--otlp",
+        &base,
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let said = tests::text(&o.stderr);
+    assert!(o.status.success(), "{said}");
+    let run = tests::run_json(&out);
+    assert_eq!(run["status"], "completed", "{said}");
+    let seen = receiver.seen();
+    let status: Vec<u64> = seen.iter().map(|r| r["status"].as_u64().unwrap()).collect();
+    assert_eq!(status[..2], [503, 503], "{status:?}");
+    assert_eq!(status.last(), Some(&200), "{status:?}");
+    // The closing line counts as sent exactly what the receiver took.
+    let took = status.iter().filter(|&&s| s == 200).count();
+    let closing = format!(
+        "OTLP to {base}/v1/metrics: {took} batch{} sent, ",
+        if took == 1 { "" } else { "es" }
+    );
+    assert!(said.contains(&closing), "no {closing:?} in: {said}");
+    let last = seen.last().unwrap();
+    holds_each_step(last, &run);
+}
+
+#[test]
+fn an_otlp_url_that_is_not_http_is_refused_before_any_load() {
+    let o = tests::stampede(&[
+        "run",
+        "http://127.0.0.1:9/",
+        "--steps",
+        "10",
+        "--otlp",
+        "ftp://collector:4318",
+    ]);
+    let said = tests::text(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{said}");
+    assert!(said.contains("--otlp"), "{said}");
+    assert!(
+        said.contains("\"ftp://collector:4318\""),
+        "the URL as given: {said}"
+    );
+    assert_eq!(said.lines().count(), 1, "one line: {said}");
 }
