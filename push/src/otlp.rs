@@ -65,6 +65,7 @@ impl Otlp {
     }
 }
 
+/// One family as one OTLP metric: its cumulative points from `start`, every point of `time` (ns).
 fn metric(f: &Family, start: u64, time: u64) -> pb::Metric {
     let data = match f.kind {
         Kind::Counter => {
