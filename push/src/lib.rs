@@ -2,10 +2,12 @@
 //! input is [`series::Batch`], the same families, names and labels `/metrics` serves (the coordinator
 //! builds both from one walk of its metrics); each [`Format`] turns a batch into one request body.
 //! Nothing here knows a run: no coordinator, no results.
+pub mod otlp;
 pub mod remote_write;
 pub mod sender;
 pub mod series;
 
+pub use otlp::Otlp;
 pub use remote_write::RemoteWrite;
 pub use sender::{Dropped, Endpoint, Options, PushError, Sender, Tally};
 pub use series::{Batch, Family, Kind, Resource, Series, Value};

@@ -201,6 +201,7 @@ mod tests {
     fn batch() -> Batch {
         Batch {
             at_ms: 1_700_000_000_123,
+            start_ms: 1_700_000_000_000,
             resource: Resource {
                 attributes: vec![
                     ("service.name".into(), "stampede".into()),

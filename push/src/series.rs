@@ -12,6 +12,9 @@ pub struct Resource {
 pub struct Batch {
     /// Milliseconds since the Unix epoch: the moment every sample is of.
     pub at_ms: i64,
+    /// Milliseconds since the Unix epoch: the run's start, from which its counters and histograms
+    /// count (OTLP's start time of a cumulative point; remote write has no such field).
+    pub start_ms: i64,
     pub resource: Resource,
     pub families: Vec<Family>,
 }

@@ -338,6 +338,11 @@ settings! {
         /// failing endpoint never slows or fails the run: what was dropped is said on stderr.
         #[arg(long, value_name = "URL", help_heading = OUTPUT)]
         pub prometheus_remote_write: Option<String>,
+        /// Push the run's metrics (the same, with the run as the resource) to this OpenTelemetry
+        /// receiver over OTLP/HTTP (protobuf). A base URL gets /v1/metrics appended
+        /// (http://127.0.0.1:4318); one ending in /v1/metrics is used as it is.
+        #[arg(long, value_name = "URL", help_heading = OUTPUT)]
+        pub otlp: Option<String>,
         /// A header sent with every push, 'NAME: VALUE', e.g. 'Authorization: Bearer TOKEN'
         /// (repeatable).
         #[arg(long = "push-header", value_name = "HEADER", help_heading = OUTPUT)]

@@ -169,7 +169,7 @@ pub struct RunConfig {
     pub warmup: Option<Duration>,
     /// `--live`: the run served as it happens.
     pub live: Option<crate::live::LiveSpec>,
-    /// `--prometheus-remote-write`: where the run's metrics are pushed as it happens.
+    /// `--prometheus-remote-write`, `--otlp`: where the run's metrics are pushed as it happens.
     pub push: crate::live::push::PushSpec,
     /// Each feeder's CSV file, in the workload's feeder order: read again and shipped to the agents
     /// after every configure (`fleet::feed`).

@@ -329,6 +329,14 @@ fn a_push_s_url_and_headers_are_checked_before_any_load() {
             "--push-header: \"NoColon\" is not a header to push with",
         ),
         ("--push-header X:1", "--push-header is sent with a push"),
+        (
+            "--otlp ftp://h:4318",
+            "--otlp: \"ftp://h:4318\" is not a URL to push to",
+        ),
+        (
+            "--otlp http://h:4318 --push-header NoColon",
+            "--push-header: \"NoColon\" is not a header to push with",
+        ),
     ] {
         let e = pushes(&format!("{base} {flags}")).unwrap_err();
         assert!(e.starts_with(says), "{flags}: {e}");
@@ -338,4 +346,35 @@ fn a_push_s_url_and_headers_are_checked_before_any_load() {
         "",
     );
     assert_eq!(cfg.unwrap().push.to.len(), 1, "the plan file's keys");
+    // Both at once: one sender each, OTLP's at its base URL's /v1/metrics.
+    let both = runs_of(&format!(
+        "{base} --prometheus-remote-write http://h/w --otlp http://c:4318/otlp"
+    ));
+    let Ok(Runs::One(c)) = both else {
+        panic!("{both:?}")
+    };
+    let to: Vec<String> = c.push.to.iter().map(|t| format!("{t:?}")).collect();
+    assert_eq!(
+        to,
+        [
+            "remote write to http://h/w",
+            "OTLP to http://c:4318/otlp/v1/metrics"
+        ]
+    );
+    let (_dir, cfg) = with_plan(
+        "url = \"http://h:1/\"\nsteps = [1]\notlp = \"http://127.0.0.1:9\"\n",
+        "",
+    );
+    let to: Vec<String> = cfg
+        .unwrap()
+        .push
+        .to
+        .iter()
+        .map(|t| format!("{t:?}"))
+        .collect();
+    assert_eq!(
+        to,
+        ["OTLP to http://127.0.0.1:9/v1/metrics"],
+        "the plan file's key"
+    );
 }

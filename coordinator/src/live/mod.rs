@@ -320,6 +320,7 @@ impl Feed {
             if let Some(p) = pushing.as_mut() {
                 let batch = ::push::Batch {
                     at_ms: p.next_ms(),
+                    start_ms: p.start_ms(),
                     resource,
                     families: metrics.families(),
                 };

@@ -1,4 +1,4 @@
-//! The run's metrics pushed as it happens (`--prometheus-remote-write`): every merged second and
+//! The run's metrics pushed as it happens (`--prometheus-remote-write`, `--otlp`): every merged second and
 //! every written step (and the run's end), the families `/metrics` serves from the same walk
 //! ([`super::metrics::Metrics::families`]), with the run as the resource. The run task only
 //! hands a batch to each endpoint's sender, which never waits (`push::Sender`); the walk is made
@@ -40,9 +40,12 @@ pub struct PushSpec {
     pub to: Vec<PushTo>,
 }
 
-/// The running senders of a run, and the last batch's moment.
+/// The running senders of a run, the run's start and the last batch's moment.
 pub(crate) struct Pushing {
     senders: Vec<Sender>,
+    /// When the senders started, with the run (before its begin event): what its counters count
+    /// from.
+    start_ms: i64,
     last_ms: i64,
 }
 
@@ -59,6 +62,7 @@ impl Pushing {
             .collect();
         Some(Pushing {
             senders,
+            start_ms: unix_ms(),
             last_ms: 0,
         })
     }
@@ -66,11 +70,13 @@ impl Pushing {
     /// The next batch's moment: now, and always after the last one's (a sample of a series at the
     /// same millisecond twice is refused by Prometheus).
     pub(crate) fn next_ms(&mut self) -> i64 {
-        let now = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_millis() as i64);
-        self.last_ms = now.max(self.last_ms + 1);
+        self.last_ms = unix_ms().max(self.last_ms + 1);
         self.last_ms
+    }
+
+    /// The run's start, for each batch (`Batch::start_ms`).
+    pub(crate) fn start_ms(&self) -> i64 {
+        self.start_ms
     }
 
     /// Hands the batch to every sender, never waiting.
@@ -91,6 +97,12 @@ impl Pushing {
         }
         out
     }
+}
+
+fn unix_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
 }
 
 /// The run as the pushed series' resource: `service.name` stampede, `stampede.run` its start

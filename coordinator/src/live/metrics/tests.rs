@@ -702,6 +702,7 @@ fn a_pushed_batch_holds_every_scraped_series_and_no_other() {
         .collect();
     let batch = push::Batch {
         at_ms: 1,
+        start_ms: 0,
         resource: push::Resource {
             attributes: vec![
                 ("service.name".into(), "stampede".into()),
