@@ -15,6 +15,7 @@ pub mod progress;
 pub mod report_file;
 pub mod run;
 pub mod serve;
+pub mod server_prom;
 
 use std::io::Write;
 use std::path::Path;
