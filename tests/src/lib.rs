@@ -6,6 +6,7 @@ pub mod dom;
 pub mod netns;
 pub mod nginx;
 pub mod node;
+pub mod prometheus;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
