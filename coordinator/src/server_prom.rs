@@ -116,14 +116,28 @@ pub fn resolve(g: &Given) -> Result<Vec<ServerProm>, ServerPromError> {
         .map(|n| (n.name.into(), n.query.into(), n.unit.into()))
         .collect();
     for (i, q) in g.queries.iter().enumerate() {
-        let bad = |why: String| Err(ServerPromError::Value(format!("[[server_query]] {}: {why}", q.name)));
-        if q.name.is_empty() || !q.name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_') {
+        let bad = |why: String| {
+            Err(ServerPromError::Value(format!(
+                "[[server_query]] {}: {why}",
+                q.name
+            )))
+        };
+        if q.name.is_empty()
+            || !q
+                .name
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+        {
             return bad("a name is lowercase letters, digits and _ (it names a column)".into());
         }
         if g.queries[..i].iter().any(|p| p.name == q.name) {
             return bad("named twice".into());
         }
-        let entry = (q.name.clone(), q.query.clone(), q.unit.clone().unwrap_or_default());
+        let entry = (
+            q.name.clone(),
+            q.query.clone(),
+            q.unit.clone().unwrap_or_default(),
+        );
         match queries.iter_mut().find(|(name, _, _)| *name == q.name) {
             Some(slot) => *slot = entry,
             None => queries.push(entry),
@@ -135,7 +149,7 @@ pub fn resolve(g: &Given) -> Result<Vec<ServerProm>, ServerPromError> {
         ));
     }
     let selector = g.selector.unwrap_or("").to_string();
-    if selector.contains(['{', '}']) {
+    if selector.replace("${name}", "").contains(['{', '}']) {
         return Err(ServerPromError::Value(format!(
             "--server-prometheus-selector '{selector}': give the label matchers without braces, e.g. instance=\"10.0.0.5:9100\""
         )));
@@ -147,14 +161,17 @@ pub fn resolve(g: &Given) -> Result<Vec<ServerProm>, ServerPromError> {
             _ => (DEFAULT_NAME.to_string(), text.clone()),
         };
         if name.is_empty() {
-            return Err(ServerPromError::Value(format!("{FLAG} '{text}': the NAME before = is empty")));
+            return Err(ServerPromError::Value(format!(
+                "{FLAG} '{text}': the NAME before = is empty"
+            )));
         }
         if sources.iter().any(|s: &ServerProm| s.name == name) {
             return Err(ServerPromError::Value(format!(
                 "{FLAG}: two sources named {name}: name each NAME=URL (NAME a target's, to pair it with that target)"
             )));
         }
-        let endpoint = Endpoint::parse(&url).map_err(|e| ServerPromError::Value(format!("{FLAG} {e}")))?;
+        let endpoint =
+            Endpoint::parse(&url).map_err(|e| ServerPromError::Value(format!("{FLAG} {e}")))?;
         let queries = queries
             .iter()
             .map(|(q, text, unit)| {
@@ -183,7 +200,9 @@ pub fn resolve(g: &Given) -> Result<Vec<ServerProm>, ServerPromError> {
 /// `text` with `${selector}` and `${name}` filled in, `${window}` kept for each step; any other
 /// placeholder refused.
 fn fill(text: &str, selector: &str, name: &str) -> Result<String, String> {
-    let filled = text.replace("${selector}", selector).replace("${name}", name);
+    let filled = text
+        .replace("${selector}", selector)
+        .replace("${name}", name);
     let mut rest = filled.as_str();
     while let Some(at) = rest.find("${") {
         let tail = &rest[at..];
@@ -232,11 +251,18 @@ impl ServerProm {
 
     /// Its queries over the window `ms` long ending at `at_s`: each one's answer, or the
     /// Prometheus's unreachability (the rest not asked).
-    async fn ask(&self, at_s: f64, ms: i64) -> Result<Vec<(&Query, Result<Vec<Series>, QueryError>)>, QueryError> {
+    async fn ask(
+        &self,
+        at_s: f64,
+        ms: i64,
+    ) -> Result<Vec<(&Query, Result<Vec<Series>, QueryError>)>, QueryError> {
         let window = window_text(ms);
         let mut answers = Vec::with_capacity(self.queries.len());
         for q in &self.queries {
-            let answer = self.endpoint.query(&q.text.replace("${window}", &window), at_s).await;
+            let answer = self
+                .endpoint
+                .query(&q.text.replace("${window}", &window), at_s)
+                .await;
             if let Err(e) = &answer
                 && e.unreachable()
             {
@@ -330,7 +356,10 @@ pub async fn observe(
     }
     let ingested = window.end_ns as f64 / 1e9 + INGESTED.as_secs_f64() - now_s();
     if ingested > 0.0 {
-        tokio::time::sleep(Duration::from_secs_f64(ingested.min(INGESTED.as_secs_f64()))).await;
+        tokio::time::sleep(Duration::from_secs_f64(
+            ingested.min(INGESTED.as_secs_f64()),
+        ))
+        .await;
     }
     let ms = (window.end_ns - window.start_ns) / 1_000_000;
     for s in carried {
@@ -378,7 +407,10 @@ fn view(
                     several(many)
                 )),
             },
-            Err(e) => notes.push(format!("Prometheus {name}: query {}: {e}: left empty", q.name)),
+            Err(e) => notes.push(format!(
+                "Prometheus {name}: query {}: {e}: left empty",
+                q.name
+            )),
         }
     }
     if !empty.is_empty() {

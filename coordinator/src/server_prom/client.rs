@@ -72,11 +72,15 @@ impl Endpoint {
                 "'{text}': give http://HOST:PORT[/PREFIX], no user or query"
             ));
         }
-        let host = uri.host().filter(|h| !h.is_empty()).ok_or(format!(
-            "'{text}': no host, give http://HOST:PORT"
-        ))?;
+        let host = uri
+            .host()
+            .filter(|h| !h.is_empty())
+            .ok_or(format!("'{text}': no host, give http://HOST:PORT"))?;
         Ok(Endpoint {
-            host: host.trim_start_matches('[').trim_end_matches(']').to_string(),
+            host: host
+                .trim_start_matches('[')
+                .trim_end_matches(']')
+                .to_string(),
             port: uri.port_u16().unwrap_or(80),
             prefix: uri.path().trim_end_matches('/').to_string(),
         })
@@ -114,7 +118,10 @@ impl Endpoint {
             .header(hyper::header::USER_AGENT, "stampede")
             .body(Empty::new())
             .map_err(|e| QueryError::Garbled(e.to_string()))?;
-        let reply = send.send_request(request).await.map_err(|e| unreachable(&e));
+        let reply = send
+            .send_request(request)
+            .await
+            .map_err(|e| unreachable(&e));
         let reply = match reply {
             Ok(r) => r,
             Err(e) => {
@@ -179,7 +186,9 @@ pub fn answer(status: u16, body: &[u8]) -> Result<Vec<Series>, QueryError> {
         .map_err(|e| QueryError::Garbled(format!("HTTP {status}, {e}: {}", short(body))))?;
     if parsed.status != "success" {
         return Err(QueryError::Refused {
-            kind: parsed.error_type.unwrap_or_else(|| format!("HTTP {status}")),
+            kind: parsed
+                .error_type
+                .unwrap_or_else(|| format!("HTTP {status}")),
             error: parsed.error.unwrap_or_default(),
         });
     }
@@ -215,7 +224,10 @@ mod tests {
     #[test]
     fn an_endpoint_is_http_host_port_and_a_prefix() {
         let e = Endpoint::parse("http://127.0.0.1:9090").unwrap();
-        assert_eq!((e.host.as_str(), e.port, e.prefix.as_str()), ("127.0.0.1", 9090, ""));
+        assert_eq!(
+            (e.host.as_str(), e.port, e.prefix.as_str()),
+            ("127.0.0.1", 9090, "")
+        );
         let e = Endpoint::parse("http://prom.example/monitoring/prometheus/").unwrap();
         assert_eq!((e.port, e.prefix.as_str()), (80, "/monitoring/prometheus"));
         let e = Endpoint::parse("http://[::1]:9090").unwrap();
@@ -247,16 +259,29 @@ mod tests {
         assert_eq!(got.len(), 1);
         assert_eq!(got[0].value, 1.5);
         assert_eq!(got[0].labels[0], ("instance".into(), "h:9100".into()));
-        let scalar = br#"{"status":"success","data":{"resultType":"scalar","result":[1796567185.4,"NaN"]}}"#;
+        let scalar =
+            br#"{"status":"success","data":{"resultType":"scalar","result":[1796567185.4,"NaN"]}}"#;
         assert!(answer(200, scalar).unwrap()[0].value.is_nan());
         let empty = br#"{"status":"success","data":{"resultType":"vector","result":[]}}"#;
         assert!(answer(200, empty).unwrap().is_empty());
         let refused = br#"{"status":"error","errorType":"bad_data","error":"invalid parameter \"query\": 1:44: parse error: unclosed left parenthesis"}"#;
         let e = answer(400, refused).unwrap_err();
         assert!(matches!(e, QueryError::Refused { .. }) && !e.unreachable());
-        assert!(e.to_string().starts_with("it answered bad_data: invalid parameter"), "{e}");
+        assert!(
+            e.to_string()
+                .starts_with("it answered bad_data: invalid parameter"),
+            "{e}"
+        );
         let matrix = br#"{"status":"success","data":{"resultType":"matrix","result":[]}}"#;
-        assert!(answer(200, matrix).unwrap_err().to_string().contains("wrap the range"));
-        assert!(matches!(answer(502, b"<html>bad gateway"), Err(QueryError::Garbled(_))));
+        assert!(
+            answer(200, matrix)
+                .unwrap_err()
+                .to_string()
+                .contains("wrap the range")
+        );
+        assert!(matches!(
+            answer(502, b"<html>bad gateway"),
+            Err(QueryError::Garbled(_))
+        ));
     }
 }
