@@ -130,6 +130,9 @@ pub fn resolve(g: &Given) -> Result<Vec<ServerProm>, ServerPromError> {
         {
             return bad("a name is lowercase letters, digits and _ (it names a column)".into());
         }
+        if results::quantity::all().any(|k| k.key == q.name) {
+            return bad("is a steps.tsv column of stampede's own: name it otherwise".into());
+        }
         if g.queries[..i].iter().any(|p| p.name == q.name) {
             return bad("named twice".into());
         }
@@ -247,6 +250,20 @@ impl ServerProm {
             },
             machine_id: String::new(),
         }
+    }
+
+    /// Its queries that fill no field of a step's view: steps.tsv's extra columns; none without.
+    pub fn extras(&self) -> Option<results::table::ServerExtras> {
+        let names: Vec<String> = self
+            .queries
+            .iter()
+            .filter(|q| !sets::FIELDS.iter().any(|(f, _)| *f == q.name))
+            .map(|q| q.name.clone())
+            .collect();
+        (!names.is_empty()).then(|| results::table::ServerExtras {
+            monitor: self.name.clone(),
+            names,
+        })
     }
 
     /// Its queries over the window `ms` long ending at `at_s`: each one's answer, or the

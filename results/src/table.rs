@@ -17,6 +17,15 @@ pub struct Extra {
     pub search: bool,
 }
 
+/// A Prometheus source's extra columns (run.json's `server_extras`): its named queries that fill no
+/// field of a step's server view, each a column after the monitors' (`gc_pause_s_db`; unsuffixed
+/// for the source paired with the run's target).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ServerExtras {
+    pub monitor: String,
+    pub names: Vec<String>,
+}
+
 /// One cell of the step table, from a step.
 type Cell = Box<dyn Fn(&StepResult) -> String + Send + Sync>;
 
@@ -39,6 +48,7 @@ impl StepTable {
         extra: Extra,
         monitors: &[String],
         paired: Option<&str>,
+        server_extras: &[ServerExtras],
     ) -> StepTable {
         let t = StepTable::new(host, model);
         let t = if extra.tls { t.with_tls() } else { t };
@@ -47,6 +57,36 @@ impl StepTable {
         let search = extra.search;
         let t = if search { t.with_probes() } else { t };
         t.with_monitors(monitors, paired)
+            .with_server_extras(server_extras, paired)
+    }
+
+    /// Each Prometheus source's extra columns, after every monitor's: a cell is empty for a step
+    /// whose query gave no number.
+    pub fn with_server_extras(
+        mut self,
+        extras: &[ServerExtras],
+        paired: Option<&str>,
+    ) -> StepTable {
+        for e in extras {
+            let suffix = match paired == Some(e.monitor.as_str()) {
+                true => String::new(),
+                false => format!("_{}", e.monitor.replace(['\t', ',', ' ', '\n'], "_")),
+            };
+            for name in &e.names {
+                let (monitor, name) = (e.monitor.clone(), name.clone());
+                self.0.push((
+                    format!("{name}{suffix}"),
+                    Box::new(move |r| {
+                        r.server_monitors
+                            .iter()
+                            .find(|m| m.monitor == monitor)
+                            .and_then(|m| m.extra.iter().find(|x| x.name == name))
+                            .map_or(String::new(), |x| tsv_number(x.value))
+                    }),
+                ));
+            }
+        }
+        self
     }
 
     /// The same columns with every one after the first suffixed `_LABEL`, as autobench names a

@@ -275,6 +275,24 @@ fn the_host_cpu_from_prometheus_is_within_points_of_the_monitor_s_in_the_same_ru
     );
     assert!(cell("host_cpu_pct_host").parse::<f64>().is_ok());
     assert!(cell("srv_cpu_pct").parse::<f64>().unwrap() > 0.0);
+    // The node set's network rates fill no field of a view: extra columns, after all the others.
+    assert_eq!(
+        ran.run["server_extras"],
+        serde_json::json!([{"monitor": "web", "names": ["net_rx_bytes_per_s", "net_tx_bytes_per_s"]}])
+    );
+    assert_eq!(
+        header[header.len() - 2..],
+        ["net_rx_bytes_per_s", "net_tx_bytes_per_s"]
+    );
+    let rx = view(ran.step(0), "web")["extra"][0].clone();
+    assert_eq!(
+        (&rx["name"], &rx["unit"]),
+        (&Value::from("net_rx_bytes_per_s"), &Value::from("B/s"))
+    );
+    assert_eq!(
+        cell("net_rx_bytes_per_s").parse::<f64>().unwrap(),
+        number(&rx["value"], "rx")
+    );
 }
 
 #[test]
