@@ -162,13 +162,13 @@ mod tests {
     /// The guide prints every default query as it is here.
     #[test]
     fn the_guide_prints_the_sets() {
-        let guide = include_str!("../../../docs/guide/server-monitor.md");
+        let guide = include_str!("../../../docs/guide/server-prometheus.md");
         for (set, queries) in [("node", NODE), ("cadvisor", CADVISOR)] {
             for n in queries {
                 let line = format!("{} = {}", n.name, n.query);
                 assert!(
                     guide.contains(&line),
-                    "docs/guide/server-monitor.md lacks {set}'s `{line}`"
+                    "docs/guide/server-prometheus.md lacks {set}'s `{line}`"
                 );
             }
         }
