@@ -17,6 +17,7 @@ use std::time::{Duration, SystemTime};
 
 use monitor::step::{Extra, Gauge, HostStep, Source, StepServer, TargetStep, Watches, Window};
 use monitor::{Cores, MonitorInfo, TcpCounters};
+use results::quantity;
 
 mod client;
 pub mod sets;
@@ -130,7 +131,8 @@ pub fn resolve(g: &Given) -> Result<Vec<ServerProm>, ServerPromError> {
         {
             return bad("a name is lowercase letters, digits and _ (it names a column)".into());
         }
-        if results::quantity::all().any(|k| k.key == q.name) {
+        let fielded = sets::FIELDS.iter().any(|(f, _)| *f == q.name);
+        if !fielded && quantity::all().any(|k| k.key == q.name) {
             return bad("is a steps.tsv column of stampede's own: name it otherwise".into());
         }
         if g.queries[..i].iter().any(|p| p.name == q.name) {
@@ -235,8 +237,8 @@ fn now_s() -> f64 {
 impl ServerProm {
     /// Who it is, as run.json's `monitors` lists a monitor (its cores are each step's).
     pub fn info(&self) -> MonitorInfo {
-        let selector = match self.selector.as_str() {
-            "" => String::new(),
+        let selector = match self.selector.replace("${name}", &self.name) {
+            s if s.is_empty() => String::new(),
             s => format!(" {{{s}}}"),
         };
         MonitorInfo {
@@ -448,6 +450,19 @@ fn view(
     if values.is_empty() {
         return (None, notes);
     }
+    let view = assemble(name, secs, &values, &mut notes);
+    (Some(view), notes)
+}
+
+/// The view of a step `secs` long from the queries that gave a number, each into its field or,
+/// with none, an extra; what is missing for the server's CPU said in `notes`.
+fn assemble(
+    name: &str,
+    secs: f64,
+    values: &[(&Query, f64)],
+    notes: &mut Vec<String>,
+) -> StepServer {
+    let get = |key: &str| values.iter().find(|(q, _)| q.name == key).map(|(_, v)| *v);
     let round = |v: f64| (v * 1000.0).round() / 1000.0;
     let count = |key: &str| get(key).map_or(0, |v| v.max(0.0).round() as u64);
     let gauge = |v: f64| Gauge {
@@ -488,11 +503,12 @@ fn view(
         .filter(|(q, _)| !fielded(&q.name) || (q.name == "cpu_cores" && target.is_none()))
         .map(|(q, v)| Extra {
             name: q.name.clone(),
-            value: round(*v),
+            // As Prometheus said it: an extra's scale is the query's (a pause of 0.4 ms a second).
+            value: *v,
             unit: q.unit.clone(),
         })
         .collect();
-    let view = StepServer {
+    StepServer {
         monitor: name.to_string(),
         watches: Watches::Unsaid,
         counted_s: round(secs),
@@ -501,8 +517,8 @@ fn view(
         samples: get("samples").map_or(0, |n| n.max(0.0).round() as u32),
         target,
         host: HostStep {
-            cpu_pct: get("host_cpu_pct").map(round),
-            softirq_pct: get("host_softirq_pct").map(round),
+            cpu_pct: get(quantity::HOST_CPU_PCT.key).map(round),
+            softirq_pct: get(quantity::HOST_SOFTIRQ_PCT.key).map(round),
             steal_pct: get("host_steal_pct").map(round),
             iowait_pct: get("host_iowait_pct").map(round),
             busiest_core: None,
@@ -512,16 +528,15 @@ fn view(
         },
         net: Vec::new(),
         tcp: TcpCounters {
-            listen_drops: count("tcp_listen_drops"),
-            retrans_segs: count("tcp_retrans"),
+            listen_drops: count(quantity::TCP_LISTEN_DROPS.key),
+            retrans_segs: count(quantity::TCP_RETRANS.key),
             ..TcpCounters::default()
         },
         monitor_cpu_pct: 0.0,
         series: Vec::new(),
         source: Source::Prometheus,
         extra,
-    };
-    (Some(view), notes)
+    }
 }
 
 #[cfg(test)]

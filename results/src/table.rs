@@ -282,6 +282,42 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_prometheus_source_s_extras_are_columns_after_the_monitors_empty_where_not_given() {
+        let golden = include_str!("../tests/golden/run.json");
+        let mut run =
+            crate::run_file::RunFile::parse(golden, std::path::Path::new("run.json")).unwrap();
+        let mut web = crate::example_server("web", 50.0, 2.0);
+        web.extra = vec![monitor::step::Extra {
+            name: "gc_pause_s".into(),
+            value: 0.0125,
+            unit: "s/s".into(),
+        }];
+        run.steps[0].server_monitors = vec![web];
+        let extras = [ServerExtras {
+            monitor: "web".into(),
+            names: vec!["gc_pause_s".into(), "queue".into()],
+        }];
+        let names = ["web".to_string()];
+        let t = StepTable::new("h", LoadModel::Requests).with_monitors(&names, None);
+        let t = t.with_server_extras(&extras, None);
+        let h = t.header();
+        assert_eq!(
+            h[h.len() - 3..],
+            ["ok_per_core_s_web", "gc_pause_s_web", "queue_web"]
+        );
+        let row = t.row(&run.steps[0]);
+        assert_eq!(row[row.len() - 2..], ["0.013", ""]);
+        assert_eq!(t.row(&run.steps[1])[row.len() - 2..], ["", ""]);
+        let paired =
+            StepTable::new("h", LoadModel::Requests).with_server_extras(&extras, Some("web"));
+        assert!(
+            paired
+                .header()
+                .ends_with(&["gc_pause_s".to_string(), "queue".to_string()])
+        );
+    }
+
+    #[test]
     fn header_keeps_autobench_names_in_order() {
         let h = StepTable::new("web1", LoadModel::Connections).header();
         assert_eq!(

@@ -7,6 +7,8 @@
 //! other matchers and a comma: PromQL takes a trailing comma, so an empty selector is no error);
 //! `${window}` the step's length (`rate(x[${window}])` is the step's rate).
 
+use results::quantity::{HOST_CPU_PCT, HOST_SOFTIRQ_PCT, TCP_LISTEN_DROPS, TCP_RETRANS};
+
 /// One query of a set: its name, its PromQL with placeholders, and the unit an extra is shown in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Named {
@@ -44,12 +46,12 @@ pub const NODE: &[Named] = &[
         "",
     ),
     q(
-        "host_cpu_pct",
+        HOST_CPU_PCT.key,
         r#"100 * sum(rate(node_cpu_seconds_total{mode!~"idle|iowait",${selector}}[${window}])) / sum(rate(node_cpu_seconds_total{${selector}}[${window}]))"#,
         "",
     ),
     q(
-        "host_softirq_pct",
+        HOST_SOFTIRQ_PCT.key,
         r#"100 * sum(rate(node_cpu_seconds_total{mode="softirq",${selector}}[${window}])) / sum(rate(node_cpu_seconds_total{${selector}}[${window}]))"#,
         "",
     ),
@@ -69,12 +71,12 @@ pub const NODE: &[Named] = &[
         "",
     ),
     q(
-        "tcp_listen_drops",
+        TCP_LISTEN_DROPS.key,
         r#"sum(increase(node_netstat_TcpExt_ListenDrops{${selector}}[${window}]))"#,
         "",
     ),
     q(
-        "tcp_retrans",
+        TCP_RETRANS.key,
         r#"sum(increase(node_netstat_Tcp_RetransSegs{${selector}}[${window}]))"#,
         "",
     ),
@@ -143,16 +145,22 @@ pub const FIELDS: &[(&str, &str)] = &[
     ),
     ("memory_bytes", "the server's memory (srv_mem_mb)"),
     ("throttled_pct", "CFS periods throttled, % (a note at 1 %)"),
-    ("host_cpu_pct", "the host's busy share, % (host_cpu_pct)"),
-    ("host_softirq_pct", "host_softirq_pct"),
+    (HOST_CPU_PCT.key, "the host's busy share, % (host_cpu_pct)"),
+    (HOST_SOFTIRQ_PCT.key, "the host's softirq share, %"),
     ("host_iowait_pct", "run.json host.iowait_pct"),
     ("host_steal_pct", "run.json host.steal_pct"),
     (
         "host_mem_available_bytes",
         "run.json host.mem_available_bytes",
     ),
-    ("tcp_listen_drops", "tcp_listen_drops"),
-    ("tcp_retrans", "tcp_retrans"),
+    (
+        TCP_LISTEN_DROPS.key,
+        "SYNs listeners dropped (increase(), rounded)",
+    ),
+    (
+        TCP_RETRANS.key,
+        "segments retransmitted (increase(), rounded)",
+    ),
 ];
 
 #[cfg(test)]

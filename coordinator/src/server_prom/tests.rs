@@ -1,3 +1,5 @@
+//! The Prometheus sources of server metrics without a Prometheus: settings resolved or refused,
+//! answers made into a step's view, and one that cannot be reached.
 use super::*;
 
 fn given<'a>(
