@@ -6,7 +6,8 @@
 //! monitor's view (the unsuffixed server columns of the target it is paired with, requests per
 //! server core-second) reads the Prometheus's. Then what is never made up: a Prometheus that cannot
 //! be reached leaves the columns empty with a note, and a query answering several series is
-//! refused before any load. Skipped without the two binaries, except under CI=true.
+//! refused before any load; the cAdvisor set is PromQL the real Prometheus takes. Skipped without the
+//! two binaries, except under CI=true.
 use std::net::{SocketAddr, TcpStream};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -370,4 +371,37 @@ fn a_query_answering_several_servers_is_refused_before_any_load() {
         "{stderr}"
     );
     assert_eq!(target.requests(), 0, "no load before the refusal");
+}
+
+/// No cAdvisor here, but its set is real PromQL: the Prometheus parses every query before the run
+/// (a query it refuses would end it, exit 2), and a step whose queries find nothing has no view
+/// and a note naming them, never a number.
+#[test]
+fn the_cadvisor_set_parses_and_what_it_finds_nothing_for_is_said() {
+    let Some((_node, prom)) = watched("server_prometheus_cadvisor") else {
+        return;
+    };
+    let target = ServeProcess::start(&[]);
+    let source = format!("http://{}", prom.addr);
+    let ran = run_ok(&[
+        &target.url(),
+        "--steps",
+        "10",
+        "--step-duration",
+        "2s",
+        "--server-prometheus",
+        &source,
+        "--server-prometheus-queries",
+        "cadvisor",
+        "--server-prometheus-selector",
+        r#"namespace="shop",container="web""#,
+    ]);
+    let step = ran.step(0);
+    let views = step.get("server_monitors").and_then(Value::as_array);
+    assert!(views.is_none_or(Vec::is_empty), "no view: {step}");
+    let notes = step["notes"].to_string();
+    assert!(
+        notes.contains("Prometheus prometheus: no series for samples, cpu_cores, usable_cores, memory_bytes, throttled_pct"),
+        "{notes}"
+    );
 }
