@@ -289,3 +289,46 @@ async fn an_unreachable_prometheus_is_a_note_and_no_view() {
     let (views, notes) = observe(&sources, window, |_| false).await;
     assert!(views.is_empty() && notes.is_empty());
 }
+
+/// The knee's `server_cpu` cause and requests per server core-second read a Prometheus's view as
+/// they read a monitor's: a container at 1.9 of its 2 cores where the latency broke.
+#[test]
+fn the_knee_s_server_cpu_cause_reads_a_prometheus_view() {
+    let golden = include_str!("../../../results/tests/golden/run.json");
+    let run = results::run_file::RunFile::parse(golden, std::path::Path::new("run.json")).unwrap();
+    let qs: Vec<Query> = ["cpu_cores", "usable_cores"]
+        .into_iter()
+        .map(query)
+        .collect();
+    let pairing = crate::config::pairing::Pairing::new([None]);
+    let mut steps = Vec::new();
+    for (i, (rate, p99, cores)) in [(100.0, 2.0, 0.4), (200.0, 2.0, 0.9), (300.0, 40.0, 1.9)]
+        .into_iter()
+        .enumerate()
+    {
+        let mut r = run.steps[0].clone();
+        r.number = i as u32 + 1;
+        (r.step_value, r.demanded_rate) = (rate, Some(rate));
+        r.due = (rate * r.duration_s) as u64;
+        (r.requests, r.replies, r.ok, r.ok_rate) = (r.due, r.due, r.due, rate);
+        (r.latency_ms.p99, r.latency_ms.max) = (p99, p99 + 1.0);
+        let answers = vec![(&qs[0], one(cores)), (&qs[1], one(2.0))];
+        let (seen, _) = view("prometheus", 5000, answers);
+        results::quantity::observed(&mut r, pairing.mark(None, seen.into_iter().collect()));
+        steps.push(r);
+    }
+    assert_eq!(steps[2].own_server().unwrap().watches, Watches::Target);
+    assert_eq!(steps[2].ok_per_core_s, Some(157.895));
+    let knee = results::step::knee::find(&steps).unwrap();
+    assert_eq!(knee.step_value, 300.0);
+    assert_eq!(
+        knee.also,
+        [results::step::knee::KneeCause::ServerCpu],
+        "{knee:?}"
+    );
+    assert_eq!(knee.monitor.as_deref(), Some("prometheus"));
+    assert_eq!(
+        (knee.server_cpu_util_pct, knee.server_cores),
+        (Some(95.0), Some(2.0))
+    );
+}
