@@ -6,7 +6,8 @@
 //! monitor's view (the unsuffixed server columns of the target it is paired with, requests per
 //! server core-second) reads the Prometheus's. Then what is never made up: a Prometheus that cannot
 //! be reached leaves the columns empty with a note, and a query answering several series is
-//! refused before any load; the cAdvisor set is PromQL the real Prometheus takes. Skipped without the
+//! refused before any load; the cAdvisor set is PromQL the real Prometheus takes; side by side, a
+//! source named as a target is that target's alone. Skipped without the
 //! two binaries, except under CI=true.
 use std::net::{SocketAddr, TcpStream};
 use std::path::PathBuf;
@@ -403,5 +404,49 @@ fn the_cadvisor_set_parses_and_what_it_finds_nothing_for_is_said() {
     assert!(
         notes.contains("Prometheus prometheus: no series for samples, cpu_cores, usable_cores, memory_bytes, throttled_pct"),
         "{notes}"
+    );
+}
+
+/// Side by side, a source named as a target is that target's own server, as a monitor named so is:
+/// its columns on that target alone, unsuffixed, and the ranking's server numbers from it.
+#[test]
+fn a_source_named_as_a_target_is_that_target_s_alone() {
+    let Some((node, prom)) = watched("server_prometheus_paired") else {
+        return;
+    };
+    let (go, rust) = (ServeProcess::start(&[]), ServeProcess::start(&[]));
+    let targets = [format!("go={}", go.url()), format!("rust={}", rust.url())];
+    let source = format!("go=http://{}", prom.addr);
+    let selector = format!(r#"instance="{}""#, node.addr);
+    let (o, dir) = run_quiet(&[
+        &targets[0],
+        &targets[1],
+        "--model",
+        "requests",
+        "--steps",
+        "200",
+        "--step-duration",
+        "3s",
+        "--server-prometheus",
+        &source,
+        "--server-prometheus-selector",
+        &selector,
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let go_run = tests::run_json(&dir.path().join("go"));
+    let rust_run = tests::run_json(&dir.path().join("rust"));
+    assert_eq!(go_run["paired_monitor"], "go");
+    assert_eq!(view(&go_run["steps"][0], "go")["watches"], "target");
+    assert!(go_run["steps"][0]["ok_per_core_s"].as_f64().is_some());
+    assert!(
+        rust_run.get("monitors").is_none(),
+        "{}",
+        rust_run["monitors"]
+    );
+    assert!(rust_run["steps"][0].get("server_monitors").is_none());
+    let compare = std::fs::read_to_string(dir.path().join("compare.tsv")).unwrap();
+    assert!(
+        compare.lines().next().unwrap().contains("srv_cpu_pct_go"),
+        "{compare}"
     );
 }
