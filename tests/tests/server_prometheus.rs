@@ -28,6 +28,9 @@ use tests::{AgentProc, ServeProcess, run_ok, run_quiet, text};
 /// and is still far below what a wrong query gives (a share of one core, or idle counted busy:
 /// tens of points).
 const CPU_POINTS: f64 = 8.0;
+/// How far the node set's busy cores over the host's cores may be from its busy share: both are the
+/// share (its `cpu_cores` is the share times the cores), each rounded to three decimals.
+const CORES_POINTS: f64 = 0.01;
 /// The same for the host's softirq share, a few % at most here: the edges matter as much, on less.
 const SOFTIRQ_POINTS: f64 = 2.0;
 /// How far the Prometheus's average memory available over a step may be from the monitor's, as a
@@ -223,7 +226,7 @@ fn the_host_cpu_from_prometheus_is_within_points_of_the_monitor_s_in_the_same_ru
         let t = &p["target"];
         let util = number(&t["cpu_util_pct"], "the server's CPU of its cores");
         assert!(
-            (util - from_prom).abs() <= 1.0,
+            (util - from_prom).abs() <= CORES_POINTS,
             "step {}: {util} against {from_prom}",
             i + 1
         );

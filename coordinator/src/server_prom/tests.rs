@@ -36,7 +36,7 @@ fn a_source_is_named_by_its_target_or_prometheus_and_its_queries_filled() {
         .unwrap();
     assert_eq!(
         cpu.text,
-        r#"sum(rate(node_cpu_seconds_total{mode!~"idle|iowait",job="web"}[${window}]))"#
+        r#"sum(rate(node_cpu_seconds_total{mode!~"idle|iowait",job="web"}[${window}])) / sum(rate(node_cpu_seconds_total{job="web"}[${window}])) * count(count by (cpu) (node_cpu_seconds_total{job="web"}))"#
     );
     assert_eq!(got[0].queries.len(), sets::NODE.len());
     assert_eq!(
