@@ -17,6 +17,7 @@ pub mod progress;
 pub mod report_file;
 pub mod run;
 pub mod serve;
+pub mod server_prom;
 pub mod summary;
 
 use std::io::Write;

@@ -370,7 +370,21 @@ impl Output {
             setup: cfg.echo.setup.is_some(),
             search,
         };
-        let columns = StepTable::of_run(&cfg.host, cfg.plan.model(), extra, &names, paired);
+        // Each Prometheus source's own queries, those that watch this target's server or all.
+        let server_extras: Vec<_> = cfg
+            .server_prometheus
+            .iter()
+            .filter(|p| names.contains(&p.name))
+            .filter_map(crate::server_prom::ServerProm::extras)
+            .collect();
+        let columns = StepTable::of_run(
+            &cfg.host,
+            cfg.plan.model(),
+            extra,
+            &names,
+            paired,
+            &server_extras,
+        );
         let header = columns.header().join(&sep.to_string());
         writeln!(table, "{header}").map_err(at(&table_path))?;
         let mut doc = RunFile::start(
@@ -384,6 +398,7 @@ impl Output {
         doc.commit = cfg.commit.clone();
         doc.monitors = monitors.to_vec();
         doc.paired_monitor = paired.map(str::to_string);
+        doc.server_extras = server_extras;
         let mut out = Output {
             dir,
             table,

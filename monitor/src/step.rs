@@ -83,6 +83,43 @@ pub struct StepServer {
     pub monitor_cpu_pct: f64,
     /// Each second between the counting pair's samples.
     pub series: Vec<Point>,
+    /// Where the view came from: a stampede monitor's samples (absent: every file before it), or a
+    /// Prometheus's answers to named queries (`--server-prometheus`).
+    #[serde(default, skip_serializing_if = "Source::is_monitor")]
+    pub source: Source,
+    /// Named query results that fit no field above (a Prometheus view's), in the query set's order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub extra: Vec<Extra>,
+}
+
+/// Where a step's server view came from (run.json's `source` of a step's `server_monitors[]`).
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Source {
+    /// A stampede monitor's 1 s samples (`stampede-agent --monitor`, `--monitor-*`).
+    #[default]
+    Monitor,
+    /// A Prometheus that watches the server, asked over the step's window (`--server-prometheus`).
+    Prometheus,
+}
+
+impl Source {
+    pub fn is_monitor(&self) -> bool {
+        *self == Source::Monitor
+    }
+}
+
+/// One named query's value over a step that no field of the view holds: `net_rx_bytes_per_s`,
+/// or a plan file's own `[[server_query]]`.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Extra {
+    pub name: String,
+    pub value: f64,
+    /// As the query set says it (`B/s`); empty when it says none.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub unit: String,
 }
 
 /// Whose server a monitor watches (run.json's `watches` of a step's `server_monitors[]`).
@@ -287,6 +324,8 @@ impl StepServer {
             tcp,
             monitor_cpu_pct: pct(b.monitor_cpu_ns.saturating_sub(a.monitor_cpu_ns), rated),
             series: series(&samples[p.lo..=p.hi], &times[p.lo..=p.hi], window.start_ns),
+            source: Source::Monitor,
+            extra: Vec::new(),
         })
     }
 }

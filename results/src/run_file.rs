@@ -243,6 +243,10 @@ pub struct RunFile {
     /// steps.tsv columns carry no suffix. Absent when none is (and in older files).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub paired_monitor: Option<String>,
+    /// The extra columns of each Prometheus source of server metrics (`--server-prometheus`): its
+    /// named queries that fill no field of a step's view. Absent without any.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub server_extras: Vec<crate::table::ServerExtras>,
     /// The agents' warnings about the whole run, each prefixed with its agent.
     pub warnings: Vec<String>,
     /// The run's answer so far; null before the first step.
@@ -396,6 +400,7 @@ impl RunFile {
             agents,
             monitors: Vec::new(),
             paired_monitor: None,
+            server_extras: Vec::new(),
             warnings,
             summary: None,
             steps: Vec::new(),
@@ -446,6 +451,7 @@ impl RunFile {
             },
             &monitors,
             self.paired_monitor.as_deref(),
+            &self.server_extras,
         )
     }
 

@@ -17,6 +17,16 @@ pub struct Extra {
     pub search: bool,
 }
 
+/// A Prometheus source's extra columns (run.json's `server_extras`): its named queries that fill no
+/// field of a step's server view, each a column after the monitors' (`gc_pause_s_db`; unsuffixed
+/// for the source paired with the run's target).
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ServerExtras {
+    pub monitor: String,
+    pub names: Vec<String>,
+}
+
 /// One cell of the step table, from a step.
 type Cell = Box<dyn Fn(&StepResult) -> String + Send + Sync>;
 
@@ -39,6 +49,7 @@ impl StepTable {
         extra: Extra,
         monitors: &[String],
         paired: Option<&str>,
+        server_extras: &[ServerExtras],
     ) -> StepTable {
         let t = StepTable::new(host, model);
         let t = if extra.tls { t.with_tls() } else { t };
@@ -47,6 +58,36 @@ impl StepTable {
         let search = extra.search;
         let t = if search { t.with_probes() } else { t };
         t.with_monitors(monitors, paired)
+            .with_server_extras(server_extras, paired)
+    }
+
+    /// Each Prometheus source's extra columns, after every monitor's: a cell is empty for a step
+    /// whose query gave no number.
+    pub fn with_server_extras(
+        mut self,
+        extras: &[ServerExtras],
+        paired: Option<&str>,
+    ) -> StepTable {
+        for e in extras {
+            let suffix = match paired == Some(e.monitor.as_str()) {
+                true => String::new(),
+                false => format!("_{}", e.monitor.replace(['\t', ',', ' ', '\n'], "_")),
+            };
+            for name in &e.names {
+                let (monitor, name) = (e.monitor.clone(), name.clone());
+                self.0.push((
+                    format!("{name}{suffix}"),
+                    Box::new(move |r| {
+                        r.server_monitors
+                            .iter()
+                            .find(|m| m.monitor == monitor)
+                            .and_then(|m| m.extra.iter().find(|x| x.name == name))
+                            .map_or(String::new(), |x| tsv_number(x.value))
+                    }),
+                ));
+            }
+        }
+        self
     }
 
     /// The same columns with every one after the first suffixed `_LABEL`, as autobench names a
@@ -240,6 +281,42 @@ impl StepTable {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_prometheus_source_s_extras_are_columns_after_the_monitors_empty_where_not_given() {
+        let golden = include_str!("../tests/golden/run.json");
+        let mut run =
+            crate::run_file::RunFile::parse(golden, std::path::Path::new("run.json")).unwrap();
+        let mut web = crate::example_server("web", 50.0, 2.0);
+        web.extra = vec![monitor::step::Extra {
+            name: "gc_pause_s".into(),
+            value: 0.0125,
+            unit: "s/s".into(),
+        }];
+        run.steps[0].server_monitors = vec![web];
+        let extras = [ServerExtras {
+            monitor: "web".into(),
+            names: vec!["gc_pause_s".into(), "queue".into()],
+        }];
+        let names = ["web".to_string()];
+        let t = StepTable::new("h", LoadModel::Requests).with_monitors(&names, None);
+        let t = t.with_server_extras(&extras, None);
+        let h = t.header();
+        assert_eq!(
+            h[h.len() - 3..],
+            ["ok_per_core_s_web", "gc_pause_s_web", "queue_web"]
+        );
+        let row = t.row(&run.steps[0]);
+        assert_eq!(row[row.len() - 2..], ["0.013", ""]);
+        assert_eq!(t.row(&run.steps[1])[row.len() - 2..], ["", ""]);
+        let paired =
+            StepTable::new("h", LoadModel::Requests).with_server_extras(&extras, Some("web"));
+        assert!(
+            paired
+                .header()
+                .ends_with(&["gc_pause_s".to_string(), "queue".to_string()])
+        );
+    }
 
     #[test]
     fn header_keeps_autobench_names_in_order() {

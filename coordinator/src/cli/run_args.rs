@@ -436,6 +436,21 @@ settings! {
         #[arg(long = "monitor-target", value_name = "NAME=KIND:WHAT", help_heading = MONITOR)]
         #[serde(default)]
         pub monitor_target: Vec<String>,
+        /// A Prometheus that watches the server, where no monitor can run (a pod, a managed
+        /// service): its answers over each step's window fill the server columns as a monitor's
+        /// do, named NAME (default prometheus; a target's NAME pairs it with that target). http://
+        /// only; repeatable.
+        #[arg(long = "server-prometheus", value_name = "[NAME=]URL", help_heading = MONITOR)]
+        #[serde(default)]
+        pub server_prometheus: Vec<String>,
+        /// The queries asked of --server-prometheus: node (node_exporter: the host), cadvisor (cAdvisor,
+        /// the kubelet: a container), or none (the plan file's [[server_query]] alone) [default: node].
+        #[arg(long, value_name = "SET", help_heading = MONITOR)]
+        pub server_prometheus_queries: Option<String>,
+        /// Label matchers that select the one server in every query's ${selector}, without braces,
+        /// e.g. 'instance="10.0.0.5:9100"' or 'namespace="shop",container="${name}"'.
+        #[arg(long, value_name = "MATCHERS", help_heading = MONITOR)]
+        pub server_prometheus_selector: Option<String>,
 
         /// Plan file only: CSV feeders (`[[feeder]]`), whose header row names the variables
         /// requests use as `${name}`.
@@ -447,6 +462,11 @@ settings! {
         #[arg(skip)]
         #[serde(default)]
         pub setup: Option<SetupArg>,
+        /// Plan file only: a query of --server-prometheus's (`[[server_query]]` name, query, unit),
+        /// beside the set's or replacing the set's of that name.
+        #[arg(skip)]
+        #[serde(default)]
+        pub server_query: Vec<crate::server_prom::ServerQueryArg>,
     }
 }
 

@@ -134,6 +134,8 @@ pub struct RunConfig {
     pub pairing: pairing::Pairing,
     /// How many processes `--monitor-process` may match (`--monitor-processes`).
     pub monitor_processes: usize,
+    /// Prometheus sources of server metrics (`--server-prometheus`), the same for every target.
+    pub server_prometheus: Vec<crate::server_prom::ServerProm>,
     /// How many dialed agents to wait for (`--expect-agents` with `--agents`).
     pub dial_wait: Option<DialWait>,
     pub token: Option<String>,
@@ -313,7 +315,18 @@ fn resolve_one(
     let warmup = steps::warmup(&s)?;
     let live = live::live(&s, fleet.token.as_deref())?;
     let push = push::push(&s)?;
+    let server_prometheus = crate::server_prom::resolve(&crate::server_prom::Given {
+        urls: &given.server_prometheus,
+        set: given.server_prometheus_queries.as_deref(),
+        selector: given.server_prometheus_selector.as_deref(),
+        queries: &given.server_query,
+    })
+    .map_err(|e| match e {
+        crate::server_prom::ServerPromError::Alone(_) => ConfigError::Conflict(e.to_string()),
+        _ => ConfigError::Value(e.to_string()),
+    })?;
     let cfg = RunConfig {
+        server_prometheus,
         feeds,
         live,
         push,

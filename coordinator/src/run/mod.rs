@@ -397,6 +397,11 @@ async fn run_in(
         _ = stop.drain.cancelled() => return Err(RunError::Interrupted),
         _ = stop.now.cancelled() => return Err(RunError::Interrupted),
     };
+    // A query the Prometheus refuses, or one answering several servers, ends the run before any
+    // load; one that cannot be reached is said once, and the run goes on.
+    crate::server_prom::preflight(&cfgs[0].server_prometheus)
+        .await
+        .map_err(|e| ConfigError::Value(e.to_string()))?;
     let total: Duration = match &search {
         Some(s) => Duration::from_secs_f64(s.search.deadline_s.min(MAX_SHOWN_DEADLINE_S)),
         None => cfgs.iter().map(plan_total).sum(),
@@ -444,6 +449,7 @@ async fn run_in(
         let monitors: Vec<_> = fleet
             .monitor_infos()
             .into_iter()
+            .chain(cfg.server_prometheus.iter().map(|p| p.info()))
             .filter(|m| cfg.pairing.watches(target, &m.name).is_some())
             .collect();
         let mut out = Output::create(cfg, &fleet.infos(), &monitors, &warnings)?;

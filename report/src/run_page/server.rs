@@ -28,6 +28,20 @@ pub fn monitors(run: &RunFile) -> Vec<String> {
     names
 }
 
+/// How a chart names monitor `name`'s lines: with `(Prometheus)` when its views came from one
+/// (`--server-prometheus`), so a reader knows which numbers are scrapes and which 1 s samples.
+fn shown(run: &RunFile, name: &str) -> String {
+    let prometheus = run
+        .steps
+        .iter()
+        .filter_map(|s| seen(s, name))
+        .any(|m| m.source == monitor::step::Source::Prometheus);
+    match prometheus {
+        true => format!("{name} (Prometheus)"),
+        false => name.to_string(),
+    }
+}
+
 /// Monitor `name`'s view of step `s`, if it saw it.
 pub fn seen<'a>(s: &'a StepResult, name: &str) -> Option<&'a StepServer> {
     s.server_monitors.iter().find(|m| m.monitor == name)
@@ -121,25 +135,26 @@ pub fn cpu(run: &RunFile) -> Chart {
     for (k, name) in monitors(run).iter().enumerate() {
         let colour = Colour::nth(k);
         let of = cores(run, name).map_or_else(String::new, |n| format!(", % of its {n}"));
+        let who = shown(run, name);
         let lines = [
             (
-                format!("{name}: CPU{of}"),
+                format!("{who}: CPU{of}"),
                 Dash::Solid,
                 line(run, name, |m| m.target.as_ref().map(|t| t.cpu_util_pct)),
             ),
             (
-                format!("{name}: busiest thread, % of a core"),
+                format!("{who}: busiest thread, % of a core"),
                 Dash::Dashed,
                 line(run, name, |m| m.target.as_ref()?.thread_max_pct),
             ),
             (
-                format!("{name}: host CPU"),
+                format!("{who}: host CPU"),
                 Dash::Dotted,
                 line(run, name, |m| m.host.cpu_pct),
             ),
             // Dotted as the host's CPU it is part of, and far below it.
             (
-                format!("{name}: host softirq"),
+                format!("{who}: host softirq"),
                 Dash::Dotted,
                 line(run, name, |m| m.host.softirq_pct),
             ),
@@ -187,14 +202,15 @@ pub fn memory(run: &RunFile) -> Chart {
         if band.is_empty() {
             continue;
         }
+        let who = shown(run, name);
         c = c
             .band(Band {
-                name: format!("{name}: 1 s min–max"),
+                name: format!("{who}: 1 s min–max"),
                 colour,
                 points: band,
             })
             .series(Series::new(
-                &format!("{name}: highest"),
+                &format!("{who}: highest"),
                 colour,
                 line(run, name, |m| {
                     m.target.as_ref().map(|t| t.memory_bytes.max / MB)
@@ -298,6 +314,27 @@ mod tests {
         assert_eq!(c.series[0].name, "web1: host CPU");
         assert_eq!(c.series[0].marks.len(), run.steps.len() - 1);
         assert!(memory(&run).series.is_empty());
+    }
+
+    #[test]
+    fn a_prometheus_source_s_lines_say_so() {
+        let mut run = monitored();
+        for s in &mut run.steps {
+            for m in &mut s.server_monitors {
+                m.source = monitor::step::Source::Prometheus;
+            }
+        }
+        let names: Vec<String> = cpu(&run).series.iter().map(|s| s.name.clone()).collect();
+        assert!(
+            names.iter().all(|n| n.contains(" (Prometheus): ")),
+            "{names:?}"
+        );
+        let plain: Vec<String> = cpu(&monitored())
+            .series
+            .iter()
+            .map(|s| s.name.clone())
+            .collect();
+        assert!(plain.iter().all(|n| !n.contains("Prometheus")), "{plain:?}");
     }
 
     #[test]

@@ -172,11 +172,11 @@ pub(super) async fn observe_server(
     s: &Started,
     cx: &StepCx<'_>,
 ) {
-    if fleet.monitor_infos().is_empty() {
+    let sources = &cx.cfg.server_prometheus;
+    if fleet.monitor_infos().is_empty() && sources.is_empty() {
         return;
     }
     let end_ns = s.start_ns + (result.duration_s * 1e9) as i64;
-    fleet.await_samples(end_ns).await;
     // Only the server under load, and what is behind every target: another target's own server
     // is idle in this step, and its numbers are that target's.
     let (pairing, target) = (&cx.cfg.pairing, cx.cfg.label.as_deref());
@@ -184,9 +184,15 @@ pub(super) async fn observe_server(
         start_ns: s.start_ns,
         end_ns,
     };
-    let (views, lost) = fleet.server_views(window, target, |name| {
-        pairing.watches(target, name).is_some()
-    });
+    let carries = |name: &str| pairing.watches(target, name).is_some();
+    // The monitors' closing samples and the Prometheus's last scrape are awaited together.
+    let ((), (asked, unasked)) = tokio::join!(
+        fleet.await_samples(end_ns),
+        crate::server_prom::observe(sources, window, carries)
+    );
+    let (mut views, lost) = fleet.server_views(window, target, carries);
+    views.extend(asked);
+    result.notes.extend(unasked);
     results::quantity::observed(result, pairing.mark(target, views));
     result.notes.extend(lost);
     let explained = results::server_notes::notes(result, cx.earlier);
