@@ -66,6 +66,13 @@ impl Junit {
             Ended::Failed(why) => vec![Suite::errored(self.command, "run", &why)],
             Ended::Compared(suite) => vec![suite],
         };
+        // `--junit results/junit.xml` beside `--out results`: a run refused before it made its
+        // results directory still leaves the report of why, where the job looks for it.
+        if let Destination::File(path) = to {
+            if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+                let _ = std::fs::create_dir_all(dir);
+            }
+        }
         match to.write("--junit", &junit::render(self.command, &suites)) {
             Ok(()) => code,
             Err(e) => {
