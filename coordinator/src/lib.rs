@@ -260,10 +260,11 @@ fn histories(args: cli::HistoryArgs) -> u8 {
             return e.exit_code();
         }
     };
+    let skip_unreadable = args.skip_unreadable;
     let cfg = history::HistoryConfig {
         dirs: args.dirs,
         at,
-        skip_unreadable: args.skip_unreadable,
+        skip_unreadable,
         tsv: destination::Destination::of(&args.tsv),
         html: args.html.as_deref().map(destination::Destination::of),
     };
@@ -278,6 +279,11 @@ fn histories(args: cli::HistoryArgs) -> u8 {
                 if o.history.rows.len() == 1 { "" } else { "s" },
                 o.history.at.words()
             );
+            if o.history.rows.iter().all(|r| r.at_step.is_none()) {
+                eprintln!(
+                    "stampede: no run offered a step at or below that rate: its p99 and requests per core-second are empty (a higher --at reads them)"
+                );
+            }
             for w in o.written.iter().filter(|d| !d.is_stdout()) {
                 eprintln!("stampede: wrote {w}");
             }
@@ -286,6 +292,14 @@ fn histories(args: cli::HistoryArgs) -> u8 {
         Err(errors) => {
             for e in &errors {
                 eprintln!("stampede: {e}");
+            }
+            let unreadable = errors
+                .iter()
+                .any(|e| matches!(e, history::HistoryError::Read(_)));
+            if unreadable && !skip_unreadable {
+                eprintln!(
+                    "stampede: nothing written; --skip-unreadable leaves out the run.json files that cannot be read"
+                );
             }
             errors
                 .iter()

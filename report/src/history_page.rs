@@ -217,7 +217,7 @@ fn charts(h: &History) -> Vec<String> {
             None => chart::empty(
                 name,
                 &caption,
-                "no run had a server monitor paired with its target (--monitor-pid, --monitor-target)",
+                "no run had its own server watched (--monitor-pid, --monitor-target or --server-prometheus)",
             ),
             Some(s) => Chart::new(name, &caption, x_axis(h), Axis::linear("req/core-s", Unit::Si))
                 .boundaries(names(h))

@@ -234,6 +234,17 @@ fn a_run_that_cannot_start_is_an_error_case_and_a_directory_is_refused_before_an
         first.starts_with(errored["message"].as_str().unwrap().lines().next().unwrap()),
         "{errored}\n{first}"
     );
+    // Inside the results directory a refused run never made (`--out never --junit never/junit.xml`,
+    // as a CI job writes it): the directory is made for the report, which says why.
+    let inside = dir.path().join("never").join("junit.xml");
+    let o = run(
+        "http://127.0.0.1:9/",
+        dir.path(),
+        "never",
+        &["--fail-on", "p99>", "--junit", inside.to_str().unwrap()],
+    );
+    assert_eq!(o.status.code(), Some(2));
+    assert_eq!(counts(&read(&py, &inside)), (1, 0, 1));
     // A directory is no file to write: refused, exit 2, nothing sent.
     let o = run(
         "http://127.0.0.1:9/",

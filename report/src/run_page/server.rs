@@ -31,15 +31,18 @@ pub fn monitors(run: &RunFile) -> Vec<String> {
 /// How a chart names monitor `name`'s lines: with `(Prometheus)` when its views came from one
 /// (`--server-prometheus`), so a reader knows which numbers are scrapes and which 1 s samples.
 fn shown(run: &RunFile, name: &str) -> String {
-    let prometheus = run
-        .steps
-        .iter()
-        .filter_map(|s| seen(s, name))
-        .any(|m| m.source == monitor::step::Source::Prometheus);
-    match prometheus {
+    match from_prometheus(run, name) {
         true => format!("{name} (Prometheus)"),
         false => name.to_string(),
     }
+}
+
+/// Whether monitor `name`'s views came from a Prometheus (`--server-prometheus`).
+fn from_prometheus(run: &RunFile, name: &str) -> bool {
+    run.steps
+        .iter()
+        .filter_map(|s| seen(s, name))
+        .any(|m| m.source == monitor::step::Source::Prometheus)
 }
 
 /// Monitor `name`'s view of step `s`, if it saw it.
@@ -203,21 +206,28 @@ pub fn memory(run: &RunFile) -> Chart {
             continue;
         }
         let who = shown(run, name);
-        c = c
-            .band(Band {
+        // A Prometheus source has one number a step (its query's), no 1 s samples: no band.
+        if !from_prometheus(run, name) {
+            c = c.band(Band {
                 name: format!("{who}: 1 s min–max"),
                 colour,
                 points: band,
-            })
-            .series(Series::new(
-                &format!("{who}: highest"),
-                colour,
-                line(run, name, |m| {
-                    m.target.as_ref().map(|t| t.memory_bytes.max / MB)
-                }),
-            ));
+            });
+        }
+        c = c.series(Series::new(
+            &format!("{who}: highest"),
+            colour,
+            line(run, name, |m| {
+                m.target.as_ref().map(|t| t.memory_bytes.max / MB)
+            }),
+        ));
     }
     let mut note = String::from("The cgroup's working set, else the watched processes' RSS.");
+    if monitors(run).iter().any(|name| from_prometheus(run, name)) {
+        note.push_str(
+            " A Prometheus source's is its memory_bytes query: with the node set, the host's memory not available.",
+        );
+    }
     if any_partial(run) {
         note.push_str(PARTIAL_NOTE);
     }
@@ -335,6 +345,9 @@ mod tests {
             .map(|s| s.name.clone())
             .collect();
         assert!(plain.iter().all(|n| !n.contains("Prometheus")), "{plain:?}");
+        // One number a step, no 1 s samples: no min–max band drawn or named in the legend.
+        assert!(memory(&run).bands.is_empty());
+        assert!(!memory(&monitored()).bands.is_empty());
     }
 
     #[test]
