@@ -68,10 +68,10 @@ impl Junit {
         };
         // `--junit results/junit.xml` beside `--out results`: a run refused before it made its
         // results directory still leaves the report of why, where the job looks for it.
-        if let Destination::File(path) = to {
-            if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-                let _ = std::fs::create_dir_all(dir);
-            }
+        if let Destination::File(path) = to
+            && let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty())
+        {
+            let _ = std::fs::create_dir_all(dir);
         }
         match to.write("--junit", &junit::render(self.command, &suites)) {
             Ok(()) => code,

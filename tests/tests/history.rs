@@ -250,7 +250,10 @@ fn a_dir_without_a_run_and_an_older_schema_are_each_one_line_and_exit_2() {
     assert_eq!(lines.len(), 3, "{lines:#?}");
     assert!(lines[0].contains("empty: no run.json there"), "{lines:#?}");
     assert!(lines[1].contains("stampede.run/1"), "{lines:#?}");
-    assert!(lines[2].contains("--skip-unreadable"), "what to do: {lines:#?}");
+    assert!(
+        lines[2].contains("--skip-unreadable"),
+        "what to do: {lines:#?}"
+    );
 
     // Asked to, the unreadable run is skipped with a warning and the good one is the history.
     let o = stampede(&[
