@@ -764,7 +764,10 @@ fn a_written_step_s_served_rate_and_length_are_run_json_s_and_a_closed_step_has_
     r.second(0, closed.number, 7, 7, 0);
     r.written(0, &closed);
     let m = r.samples();
-    assert_eq!(value(&m, "stampede_demanded_requests_per_second", &[]), None);
+    assert_eq!(
+        value(&m, "stampede_demanded_requests_per_second", &[]),
+        None
+    );
     for s in [&steps[0], &closed] {
         let n = s.number.to_string();
         let step = [("step", n.as_str())];
