@@ -554,7 +554,15 @@ fn every_query_of_the_grafana_dashboard_answers_the_run_s_numbers_from_a_real_pr
     let at = now_s();
     let mut said = Vec::new();
     for (source, prom) in [("scraped", &sources.scraped), ("pushed", &sources.pushed)] {
-        let answered = dashboard_answers(&dashboard, &queries, &table, prom, &ran, began, at);
+        let answered = dashboard_answers(
+            source,
+            &dashboard,
+            &queries,
+            &table,
+            prom,
+            &ran,
+            (began, at),
+        );
         said.push(format!("{source}: {answered} answers"));
     }
     tests::signal(&run, libc::SIGINT);
@@ -600,16 +608,16 @@ fn check_of(table: &[(&str, &str, Check)], q: &Query) -> Check {
         .expect("checked above")
 }
 
-/// Every variable's and every panel's query asked of `prom`, which holds the run `ran` (from
-/// `began` on), at `at`, each answer held against run.json by the table: how many were checked.
+/// Every variable's and every panel's query asked of `prom` (the `source` named in what fails),
+/// which holds the run `ran` (from `began` on), at `at`, each answer held against run.json by the table: how many were checked.
 fn dashboard_answers(
+    source: &str,
     dashboard: &Value,
     queries: &[Query],
     table: &[(&str, &str, Check)],
     prom: &Prometheus,
     ran: &[Ran],
-    began: f64,
-    at: f64,
+    (began, at): (f64, f64),
 ) -> usize {
     let mut answered = 0;
     // The variables: each answers the run's values.
@@ -654,7 +662,11 @@ fn dashboard_answers(
                 "request" => vec!["home".to_string(), "items".to_string()],
                 _ => panic!("variable {name}: the test does not know what it must answer"),
             };
-            assert_eq!(got, want, "variable {name} ({query}) for target {}", r.name);
+            assert_eq!(
+                got, want,
+                "{source}: variable {name} ({query}) for target {}",
+                r.name
+            );
             answered += 1;
             if name == "step" {
                 steps_of.insert(r.name, got);
@@ -678,7 +690,7 @@ fn dashboard_answers(
                 };
                 let promql = vars.fill(&q.expr);
                 let what = format!(
-                    "panel \"{}\" {} for {} ({promql})",
+                    "{source}: panel \"{}\" {} for {} ({promql})",
                     q.title, q.ref_id, r.name
                 );
                 let got = prom.query_at(&promql, at);
