@@ -586,7 +586,11 @@ fn every_query_of_the_grafana_dashboard_answers_the_run_s_numbers_from_a_real_pr
         } else {
             assert!(!got.is_empty(), "{what}: no series");
             verify(check_of(&table, q), &got, &closed, None, &what);
-            said.push(format!("closed: {what}: {got:?}"));
+            let rates: Vec<String> = got
+                .iter()
+                .map(|(l, v)| format!("step {} {v}/s", label(l, "step")))
+                .collect();
+            said.push(format!("closed run: {}", rates.join(", ")));
         }
     }
     eprintln!(
