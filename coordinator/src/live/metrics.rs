@@ -92,6 +92,10 @@ struct Step {
     errors: [u64; ErrorClass::COUNT],
     /// Written: the counters are run.json's figures.
     written: bool,
+    /// Once written: run.json's `ok_rate` (served per second over the step's own length) and
+    /// `duration_s`; absent before, the seconds do not know them.
+    ok_rate: Option<f64>,
+    length_s: Option<f64>,
     latency: Grid,
     /// The latency is the step's whole merged histogram; later seconds add nothing.
     latency_whole: bool,
@@ -207,6 +211,8 @@ impl Metrics {
                     s.errors[class.index()] = step.errors.get(class.name());
                 }
                 s.written = true;
+                s.ok_rate = Some(step.ok_rate);
+                s.length_s = Some(step.duration_s);
                 // The grids came first (`set_names_latency`, by place): the rows name them.
                 s.names
                     .resize_with(step.per_request.len(), NameStep::default);
@@ -651,7 +657,8 @@ fn agents(s: &State, out: &mut Vec<Family>) {
     ));
 }
 
-/// Per step: whether it is written, its counters and its latency histogram.
+/// Per step: whether it is written, its counters, its latency histogram, and once written its
+/// served rate and length.
 fn steps(s: &State, out: &mut Vec<Family>) {
     let steps = || {
         s.targets.iter().flat_map(|l| {
@@ -701,6 +708,18 @@ fn steps(s: &State, out: &mut Vec<Family>) {
         "stampede_latency",
         "The step's latency (expected-status replies and given-up requests), on a 2^(1/16) grid",
         steps().map(|(labels, st)| (labels, &st.latency)),
+    ));
+    out.push(gauges(
+        "stampede_step_served_requests_per_second",
+        "The written step's served replies per second over its own length (run.json ok_rate)",
+        steps().filter_map(|(labels, st)| st.ok_rate.map(|v| (labels, v))),
+    ));
+    out.push(numbers(
+        Kind::Gauge,
+        "stampede_step_duration_seconds",
+        "The written step's length (run.json duration_s)",
+        "seconds",
+        steps().filter_map(|(labels, st)| st.length_s.map(|v| (labels, v))),
     ));
 }
 

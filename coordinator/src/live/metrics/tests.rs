@@ -739,3 +739,47 @@ fn a_pushed_batch_holds_every_scraped_series_and_no_other() {
     );
     assert_eq!(pushed, scraped);
 }
+
+#[test]
+fn a_written_step_s_served_rate_and_length_are_run_json_s_and_a_closed_step_has_them_too() {
+    let steps = golden().steps;
+    let mut r = Run::new(&[""]);
+    r.start(0, &steps[0]);
+    r.second(0, 1, 30, 29, 1);
+    let m = r.samples();
+    let one = [("step", "1")];
+    assert_eq!(
+        value(&m, "stampede_step_served_requests_per_second", &one),
+        None,
+        "not before the step is written"
+    );
+    assert_eq!(value(&m, "stampede_step_duration_seconds", &one), None);
+    r.written(0, &steps[0]);
+    // A closed-model step: no demanded rate, still a served rate.
+    let mut closed = steps[1].clone();
+    closed.model = "concurrency".into();
+    closed.demanded_rate = None;
+    closed.ok_rate = 123.456;
+    r.start(0, &closed);
+    r.second(0, closed.number, 7, 7, 0);
+    r.written(0, &closed);
+    let m = r.samples();
+    assert_eq!(
+        value(&m, "stampede_demanded_requests_per_second", &[]),
+        None
+    );
+    for s in [&steps[0], &closed] {
+        let n = s.number.to_string();
+        let step = [("step", n.as_str())];
+        assert_eq!(
+            value(&m, "stampede_step_served_requests_per_second", &step),
+            Some(s.ok_rate),
+            "step {n}"
+        );
+        assert_eq!(
+            value(&m, "stampede_step_duration_seconds", &step),
+            Some(s.duration_s),
+            "step {n}"
+        );
+    }
+}
