@@ -504,6 +504,38 @@ fn closed_run(prometheus: &Path, url: &str, dir: &Path) -> (Prometheus, Ran) {
     (prom, ran)
 }
 
+/// Two open runs of one target pushed one after the other to one Prometheus, the second within the
+/// first's lookback (remote write marks nothing stale): `(steps, its run.json)` of each, in order.
+fn two_pushed_runs(prometheus: &Path, url: &str, dir: &Path) -> (Prometheus, Vec<Vec<f64>>) {
+    let prom = Prometheus::receiving(prometheus);
+    let mut demanded = Vec::new();
+    for (i, steps) in ["300,400", "100,200"].into_iter().enumerate() {
+        let out = dir.join(format!("pushed-{i}"));
+        let status = std::process::Command::new(tests::bin("stampede"))
+            .args(["run", url, "--model", "requests", "--steps", steps])
+            .args(["--step-duration", "1s", "--prometheus-remote-write"])
+            .arg(prom.write_url())
+            .arg("--out")
+            .arg(&out)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status()
+            .expect("stampede runs");
+        assert!(status.success(), "pushed run {steps}: {status}");
+        let run = tests::run_json(&out);
+        demanded.push(
+            run["steps"]
+                .as_array()
+                .expect("steps")
+                .iter()
+                .map(|s| num(&s["demanded_rate"]))
+                .collect(),
+        );
+    }
+    (prom, demanded)
+}
+
 #[test]
 fn every_query_of_the_grafana_dashboard_answers_the_run_s_numbers_from_a_real_prometheus() {
     let test = "grafana_dashboard";
@@ -547,7 +579,8 @@ fn every_query_of_the_grafana_dashboard_answers_the_run_s_numbers_from_a_real_pr
         std::thread::spawn(move || {
             let serve = ServeProcess::start(&[]);
             let (prom, ran) = closed_run(&prometheus, &serve.url(), &dir);
-            (prom, ran)
+            let two = two_pushed_runs(&prometheus, &serve.url(), &dir);
+            (prom, ran, two)
         })
     };
     let (sources, ran, began, mut run) = watched_run(&prometheus, dir.path());
@@ -570,7 +603,7 @@ fn every_query_of_the_grafana_dashboard_answers_the_run_s_numbers_from_a_real_pr
     assert!(status.success(), "{status}");
 
     // A closed-model step has no demanded rate, and still its served rate: run.json's ok_rate.
-    let (closed_prom, closed) = closed.join().expect("the closed run");
+    let (closed_prom, closed, (two_prom, demanded)) = closed.join().expect("the closed run");
     let panel = "Offered and served rate per step";
     let at = now_s();
     for q in queries.iter().filter(|q| q.title == panel) {
@@ -593,6 +626,38 @@ fn every_query_of_the_grafana_dashboard_answers_the_run_s_numbers_from_a_real_pr
             said.push(format!("closed run: {}", rates.join(", ")));
         }
     }
+    // Two pushed runs of one target a second apart: each step's offered rate is its own run's,
+    // never the last gauge of the run before, which stays current for Prometheus's lookback.
+    let offered = queries
+        .iter()
+        .find(|q| q.title == panel && q.ref_id == "A")
+        .expect("the offered rate's query");
+    let vars = Vars {
+        target: "",
+        step: None,
+    };
+    let mut runs: std::collections::BTreeMap<String, Vec<(u64, f64)>> = Default::default();
+    for (labels, v) in two_prom.query_at(&vars.fill(&offered.expr), now_s()) {
+        let step: u64 = label(&labels, "step").parse().expect("a step number");
+        runs.entry(label(&labels, "run").to_string())
+            .or_default()
+            .push((step, v));
+    }
+    let mut seen: Vec<Vec<f64>> = runs
+        .into_values()
+        .map(|mut steps| {
+            steps.sort_by_key(|(n, _)| *n);
+            steps.into_iter().map(|(_, v)| v).collect()
+        })
+        .collect();
+    seen.sort_by(|a, b| a[0].total_cmp(&b[0]));
+    let mut want = demanded.clone();
+    want.sort_by(|a, b| a[0].total_cmp(&b[0]));
+    assert_eq!(
+        seen, want,
+        "two pushed runs' offered rates per step, each run's own (run.json's: {demanded:?})"
+    );
+    said.push(format!("two pushed runs: offered {seen:?}"));
     eprintln!(
         "{test}: {} panel queries and {} variables, against run.json: {} in {:.1?}",
         queries.len(),
