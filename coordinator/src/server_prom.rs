@@ -48,6 +48,15 @@ pub enum ServerPromError {
         query: String,
         why: String,
     },
+    /// Before the run, not one query of the set found a series.
+    #[error(
+        "{FLAG} {name}: not one of the {set} queries finds a series over the last 10 s with the selector '{selector}': check --server-prometheus-selector against the labels the Prometheus has (its /api/v1/series), and that it scrapes the server"
+    )]
+    NothingMatched {
+        name: String,
+        set: String,
+        selector: String,
+    },
 }
 
 /// A plan file's `[[server_query]]`: a query of its own, or one replacing the set's of that name.
@@ -310,16 +319,29 @@ pub async fn preflight(sources: &[ServerProm]) -> Result<(), ServerPromError> {
         match s.ask(now_s(), PREFLIGHT_WINDOW_MS).await {
             Err(e) => s.tell_unreachable(&e),
             Ok(answers) => {
+                let mut found = answers.is_empty();
                 for (q, answer) in answers {
                     let why = match answer {
                         Err(e) => e.to_string(),
                         Ok(series) if series.len() > 1 => several(&series),
-                        Ok(_) => continue,
+                        Ok(series) => {
+                            found |= !series.is_empty();
+                            continue;
+                        }
                     };
                     return Err(ServerPromError::Query {
                         name: s.name.clone(),
                         query: q.name.clone(),
                         why,
+                    });
+                }
+                // One query may lack its series (a collector not enabled); none finding any is a
+                // selector that matches nothing, whose every step would be empty.
+                if !found {
+                    return Err(ServerPromError::NothingMatched {
+                        name: s.name.clone(),
+                        set: s.set.clone(),
+                        selector: s.selector.clone(),
                     });
                 }
             }

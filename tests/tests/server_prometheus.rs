@@ -377,37 +377,43 @@ fn a_query_answering_several_servers_is_refused_before_any_load() {
     assert_eq!(target.requests(), 0, "no load before the refusal");
 }
 
-/// No cAdvisor here, but its set is real PromQL: the Prometheus parses every query before the run
-/// (a query it refuses would end it, exit 2), and a step whose queries find nothing has no view
-/// and a note naming them, never a number.
+/// No cAdvisor here, but its set is real PromQL: the Prometheus parses every query before the run (a
+/// query it refuses would be named, first), and a selector that not one query finds a series for is
+/// refused before any load, naming it: every step would be empty.
 #[test]
-fn the_cadvisor_set_parses_and_what_it_finds_nothing_for_is_said() {
+fn the_cadvisor_set_parses_and_a_selector_matching_nothing_is_refused() {
     let Some((_node, prom)) = watched("server_prometheus_cadvisor") else {
         return;
     };
     let target = ServeProcess::start(&[]);
     let source = format!("http://{}", prom.addr);
-    let ran = run_ok(&[
-        &target.url(),
-        "--steps",
-        "10",
-        "--step-duration",
-        "2s",
-        "--server-prometheus",
-        &source,
-        "--server-prometheus-queries",
-        "cadvisor",
-        "--server-prometheus-selector",
-        r#"namespace="shop",container="web""#,
-    ]);
-    let step = ran.step(0);
-    let views = step.get("server_monitors").and_then(Value::as_array);
-    assert!(views.is_none_or(Vec::is_empty), "no view: {step}");
-    let notes = step["notes"].to_string();
-    assert!(
-        notes.contains("Prometheus prometheus: no series for samples, cpu_cores, usable_cores, memory_bytes, throttled_pct"),
-        "{notes}"
-    );
+    for (set, selector) in [
+        ("cadvisor", r#"namespace="shop",container="web""#),
+        ("node", r#"instance="nope:9100""#),
+    ] {
+        let (o, _out) = run_quiet(&[
+            &target.url(),
+            "--steps",
+            "10",
+            "--step-duration",
+            "2s",
+            "--server-prometheus",
+            &source,
+            "--server-prometheus-queries",
+            set,
+            "--server-prometheus-selector",
+            selector,
+        ]);
+        let stderr = text(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{set}: {stderr}");
+        assert!(
+            stderr.contains(&format!(
+                "--server-prometheus prometheus: not one of the {set} queries finds a series over the last 10 s with the selector '{selector}'"
+            )),
+            "{set}: {stderr}"
+        );
+    }
+    assert_eq!(target.requests(), 0, "no load before the refusal");
 }
 
 /// Side by side, a source named as a target is that target's own server, as a monitor named so is:
