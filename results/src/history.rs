@@ -130,7 +130,7 @@ pub struct History {
 }
 
 /// The TSV's columns, in order: the step quantities named as steps.tsv names them.
-pub const COLUMNS: [&str; 17] = [
+pub const COLUMNS: [&str; 18] = [
     "started_at",
     "label",
     "commit",
@@ -145,6 +145,7 @@ pub const COLUMNS: [&str; 17] = [
     P99_MS.key,
     "p99_lower_bound",
     OK_PER_CORE_S.key,
+    "at_trust",
     "trust",
     "untrusted_steps",
     "source",
@@ -267,6 +268,8 @@ impl Row {
             n(self.p99_ms),
             self.p99_lower_bound.to_string(),
             n(self.ok_per_core_s),
+            self.at_trust
+                .map_or(String::new(), |v| v.name().to_string()),
             self.trust.name().to_string(),
             self.untrusted_steps.to_string(),
             text(&self.source),
@@ -361,6 +364,25 @@ mod tests {
         assert_eq!(h.rows[0].trust, Trust::Untrusted);
         assert_eq!(h.rows[0].untrusted_steps, 1);
         assert_eq!(h.rows[1].trust, Trust::Trusted);
+    }
+
+    #[test]
+    fn the_chosen_step_s_own_verdict_is_its_column_a_degraded_step_in_a_trusted_run() {
+        let mut late = run("late", "2026-12-01T01:00:00.000Z", None, 0.0);
+        let last = late.run.steps.len() - 1;
+        late.run.steps[last].trust = Verdict::Degraded;
+        let top = late.run.steps[last].number;
+        let h = history(&[late], None);
+        assert_eq!(h.rows[0].at_step, Some(top), "read at the top step");
+        let col = COLUMNS.iter().position(|c| *c == "at_trust").unwrap();
+        let tsv = h.tsv();
+        let cells: Vec<&str> = tsv.lines().nth(1).unwrap().split('\t').collect();
+        assert_eq!(cells[col], "degraded");
+        assert_eq!(
+            h.rows[0].trust,
+            Trust::Trusted,
+            "degraded is no untrusted step"
+        );
     }
 
     #[test]
