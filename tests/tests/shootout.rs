@@ -1,5 +1,6 @@
 //! The shoot-out our users come for, on real servers: nginx (Debian's), a Node `http` server that
-//! spends 0.5 ms of CPU on each request (a knee below 2,000 req/s on its one thread), and the
+//! spends 0.8 ms of CPU on each request (a knee below 1,250 req/s on its one thread: 0.5 ms kept up
+//! with 1,800 req/s on a quiet machine, past the ramp), and the
 //! reference target capped at 150 req/s, each watched by its own monitor, ramped side by side. The
 //! truth is by construction (the cap, the CPU per request) and the kernel's (/proc/PID/stat).
 use std::path::Path;
@@ -78,7 +79,7 @@ fn three_real_servers_ramped_side_by_side_rank_by_their_true_knees_each_with_its
     let Some(nginx) = Nginx::start(test) else {
         return;
     };
-    let Some(node) = Node::start(test, 500) else {
+    let Some(node) = Node::start(test, 800) else {
         return;
     };
     let reference = ServeProcess::start(&["--capacity", "150"]);
@@ -130,7 +131,7 @@ fn three_real_servers_ramped_side_by_side_rank_by_their_true_knees_each_with_its
 
     // Each target's CPU is its own server's: what its monitor counted over its steps is what the
     // kernel counted for that process over the run (at most, and most of it: the ramp is most of
-    // the run), and the cheap server used far less per request than the one burning 0.5 ms each.
+    // the run), and the cheap server used far less per request than the one burning 0.8 ms each.
     let mut per_request = Vec::new();
     for (k, (name, _)) in pids.iter().enumerate() {
         let run = run_json(&dir.join(name));
@@ -182,7 +183,7 @@ fn three_real_servers_ramped_side_by_side_rank_by_their_true_knees_each_with_its
     }
     assert!(
         per_request[1] > 3.0 * per_request[0],
-        "node's 0.5 ms a request against nginx's: {per_request:?}"
+        "node's 0.8 ms a request against nginx's: {per_request:?}"
     );
     // What nginx counted is what its run says it answered.
     let nginx_run = run_json(&dir.join("nginx"));
@@ -195,7 +196,7 @@ fn three_real_servers_ramped_side_by_side_rank_by_their_true_knees_each_with_its
     // stub_status counts its own request too.
     assert_eq!(nginx.requests() - nginx_before - 1, answered);
 
-    // The knees, in their true order: the reference's cap (150) before node's CPU (under 2,000), and
+    // The knees, in their true order: the reference's cap (150) before node's CPU (under 1,250), and
     // nginx none within the ramp.
     let knee = |name: &str| run_json(&dir.join(name))["summary"]["knee"].clone();
     let (ref_knee, node_knee) = (knee("ref"), knee("node"));
