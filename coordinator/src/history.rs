@@ -85,7 +85,7 @@ pub fn run_files(dir: &Path) -> Vec<PathBuf> {
 }
 
 fn collect(dir: &Path, depth: usize, found: &mut Vec<PathBuf>) {
-    let own = dir.join("run.json");
+    let own = results::run_file::path_of(dir);
     if own.is_file() {
         found.push(own);
         return;
@@ -164,7 +164,7 @@ pub fn run(cfg: HistoryConfig) -> Result<Outcome, Vec<HistoryError>> {
 }
 
 /// A run as `compare` names it: its run.json's label, else its directory's name.
-fn labelled(file: &Path, run: RunFile) -> Labelled {
+pub(crate) fn labelled(file: &Path, run: RunFile) -> Labelled {
     let dir = file
         .parent()
         .filter(|p| !p.as_os_str().is_empty())

@@ -13,7 +13,7 @@
 //! the labels that differ, since summing servers silently would make one server of several.
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use monitor::step::{Extra, Gauge, HostStep, Source, StepServer, TargetStep, Watches, Window};
 use monitor::{Cores, MonitorInfo, TcpCounters};
@@ -140,7 +140,7 @@ pub fn resolve(g: &Given) -> Result<Vec<ServerProm>, ServerPromError> {
         {
             return bad("a name is lowercase letters, digits and _ (it names a column)".into());
         }
-        let fielded = sets::FIELDS.iter().any(|(f, _)| *f == q.name);
+        let fielded = sets::is_field(&q.name);
         if !fielded && quantity::all().any(|k| k.key == q.name) {
             return bad("is a steps.tsv column of stampede's own: name it otherwise".into());
         }
@@ -238,9 +238,7 @@ fn window_text(ms: i64) -> String {
 }
 
 fn now_s() -> f64 {
-    SystemTime::now()
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .map_or(0.0, |d| d.as_secs_f64())
+    control::session::unix_ns_now() as f64 / 1e9
 }
 
 impl ServerProm {
@@ -268,7 +266,7 @@ impl ServerProm {
         let names: Vec<String> = self
             .queries
             .iter()
-            .filter(|q| !sets::FIELDS.iter().any(|(f, _)| *f == q.name))
+            .filter(|q| !sets::is_field(&q.name))
             .map(|q| q.name.clone())
             .collect();
         (!names.is_empty()).then(|| results::table::ServerExtras {
@@ -519,7 +517,7 @@ fn assemble(
         }
         _ => None,
     };
-    let fielded = |n: &str| sets::FIELDS.iter().any(|(f, _)| *f == n);
+    let fielded = sets::is_field;
     let extra = values
         .iter()
         .filter(|(q, _)| !fielded(&q.name) || (q.name == "cpu_cores" && target.is_none()))

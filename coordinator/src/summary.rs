@@ -2,10 +2,10 @@
 //! (`$GITHUB_STEP_SUMMARY`) or a pull request comment, so the GitHub action's shell only pipes it.
 //! Every sentence in it is one stdout already printed (the headline, the knee's cause, the
 //! capacity's answer, a breach's sentence, the step table, the ranking), read back from run.json.
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
-use results::compare::{self, Labelled, Threshold};
-use results::run_file::{self, RunFile, RunFileError, RunStatus};
+use results::compare::{self, Threshold};
+use results::run_file::{RunFile, RunFileError, RunStatus};
 use results::step::step_value;
 
 #[derive(Debug, thiserror::Error)]
@@ -24,22 +24,13 @@ pub enum SummaryError {
 pub fn markdown(dirs: &[PathBuf]) -> Result<String, SummaryError> {
     let mut runs = Vec::new();
     for dir in dirs {
-        let found = run_files(dir);
+        let found = crate::history::run_files(dir);
         if found.is_empty() {
             return Err(SummaryError::Empty(dir.clone()));
         }
         for path in found {
             let run = RunFile::read(&path)?;
-            let label = run.label.clone().unwrap_or_else(|| {
-                let d = path.parent().unwrap_or(Path::new("."));
-                d.file_name()
-                    .map_or(d.display().to_string(), |n| n.to_string_lossy().into())
-            });
-            runs.push(Labelled {
-                label,
-                source: path.display().to_string(),
-                run,
-            });
+            runs.push(crate::history::labelled(&path, run));
         }
     }
     let mut out = String::new();
@@ -47,31 +38,13 @@ pub fn markdown(dirs: &[PathBuf]) -> Result<String, SummaryError> {
         out.push_str(&block(&r.label, &r.run));
     }
     if runs.len() > 1 {
-        let threshold = Threshold::parse("5%").expect("5% is a threshold");
-        let c = compare::compare(runs, None, threshold)?;
+        let c = compare::compare(runs, None, Threshold::default())?;
         out.push_str(&format!(
             "### Ranking\n\n```text\n{}```\n\n",
             crate::compare::ranking(&c)
         ));
     }
     Ok(out)
-}
-
-/// `dir`'s run.json, or those of the directories inside it (a side-by-side run), sorted.
-fn run_files(dir: &Path) -> Vec<PathBuf> {
-    let own = run_file::path_of(dir);
-    if own.is_file() {
-        return vec![own];
-    }
-    let mut inside: Vec<PathBuf> = std::fs::read_dir(dir)
-        .into_iter()
-        .flatten()
-        .flatten()
-        .map(|e| e.path().join("run.json"))
-        .filter(|p| p.is_file())
-        .collect();
-    inside.sort();
-    inside
 }
 
 /// One run: its answer, knee, capacity, --fail-on verdicts and its step table.

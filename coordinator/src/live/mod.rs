@@ -69,9 +69,10 @@ pub(crate) struct Hub {
     changed: tokio::sync::watch::Sender<u64>,
     /// Whether /metrics is served (`--live`): fixed for the run, so asking takes no lock.
     serving: bool,
-    /// Whether the metrics are kept: served, or pushed.
-    keeps_metrics: bool,
-    /// The pushes' senders (`--prometheus-remote-write`), taken at the run's end to flush them.
+    /// Whether anything is pushed: fixed for the run, so a `--live` run alone walks no batch.
+    pushes: bool,
+    /// The pushes' senders (`--prometheus-remote-write`, `--otlp`), taken at the run's end to
+    /// flush them.
     pushing: Mutex<Option<push::Pushing>>,
     /// /metrics as last encoded, and the metrics' version it is of. Its own lock, held while
     /// encoding, so scrapes that come together wait for one encode rather than each doing it,
@@ -113,7 +114,7 @@ impl Feed {
     /// (their senders started on the current runtime).
     pub fn with_push(serving: bool, push: &push::PushSpec) -> Feed {
         let pushing = push::Pushing::start(push);
-        let keeps_metrics = serving || pushing.is_some();
+        let pushes = pushing.is_some();
         let (changed, _) = tokio::sync::watch::channel(0);
         Feed(Some(Arc::new(Hub {
             state: Mutex::new(State {
@@ -122,14 +123,14 @@ impl Feed {
                 view: None,
                 page: None,
                 file_error: None,
-                metrics: keeps_metrics.then(metrics::Metrics::new),
+                metrics: (serving || pushes).then(metrics::Metrics::new),
                 metrics_version: 0,
                 file: None,
                 report: None,
             }),
             changed,
             serving,
-            keeps_metrics,
+            pushes,
             pushing: Mutex::new(pushing),
             scraped: Mutex::new((0, None)),
             encodes: Default::default(),
@@ -157,7 +158,7 @@ impl Feed {
     /// Whether the metrics are kept (served or pushed), so a merged second's latency is worth a
     /// copy.
     pub fn keeps_metrics(&self) -> bool {
-        self.0.as_ref().is_some_and(|hub| hub.keeps_metrics)
+        self.0.as_ref().is_some_and(|hub| hub.serving || hub.pushes)
     }
 
     /// Flushes the pushes (a bounded wait, [`push::FLUSH_WAIT`]) once the run is over: each
@@ -257,10 +258,11 @@ impl Feed {
     fn emit_with(&self, event: Event, also: impl FnOnce(&mut metrics::Metrics)) {
         let Some(hub) = &self.0 else { return };
         // A merged second, a written step and the run's end are pushed.
-        let pushed = matches!(
-            event,
-            Event::Interval { .. } | Event::Step { .. } | Event::Finished { .. }
-        );
+        let pushed = hub.pushes
+            && matches!(
+                event,
+                Event::Interval { .. } | Event::Step { .. } | Event::Finished { .. }
+            );
         let mut push = None;
         let id = {
             let mut state = hub.lock();

@@ -4,7 +4,7 @@
 //! hands a batch to each endpoint's sender, which never waits (`push::Sender`); the walk is made
 //! outside the events' lock, and the encoding in the sender's own task.
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use push::{Batch, Endpoint, Format, Options, Resource, Sender, Tally};
 use results::events::Live;
@@ -100,9 +100,7 @@ impl Pushing {
 }
 
 fn unix_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
+    control::session::unix_ns_now() / 1_000_000
 }
 
 /// The run as the pushed series' resource: `service.name` stampede, `stampede.run` its start

@@ -166,6 +166,11 @@ pub const FIELDS: &[(&str, &str)] = &[
     ),
 ];
 
+/// Whether a view has a field for the query named `name` (else its value is an extra column).
+pub fn is_field(name: &str) -> bool {
+    FIELDS.iter().any(|(f, _)| *f == name)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
