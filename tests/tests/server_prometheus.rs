@@ -31,8 +31,11 @@ const CPU_POINTS: f64 = 8.0;
 /// How far the node set's busy cores over the host's cores may be from its busy share: both are the
 /// share (its `cpu_cores` is the share times the cores), each rounded to three decimals.
 const CORES_POINTS: f64 = 0.01;
-/// The same for the host's softirq share, a few % at most here: the edges matter as much, on less.
-const SOFTIRQ_POINTS: f64 = 2.0;
+/// The same for the host's softirq share. It is the loopback's traffic and grows with the rate: a
+/// few % at 100 req/s, but 26 to 29 % at 3,000 req/s on CI's 2-core machine, where a 2-point bound
+/// failed on the windows' edges alone (29.3 against 26.3). The edges move every mode's share alike,
+/// so the bound is the host CPU's; a wrong mode (irq, or a share of one core) is still far outside.
+const SOFTIRQ_POINTS: f64 = CPU_POINTS;
 /// How far the Prometheus's average memory available over a step may be from the monitor's, as a
 /// share: both read /proc/meminfo's MemAvailable, the one every scrape, the other every sample.
 const MEMORY_SHARE: f64 = 0.03;
@@ -213,7 +216,7 @@ fn the_host_cpu_from_prometheus_is_within_points_of_the_monitor_s_in_the_same_ru
             "step {}: host CPU {from_prom} % from Prometheus, {from_monitor} % from the monitor",
             i + 1
         );
-        // softirq is the loopback's traffic, small and moving with the rate: read alike too.
+        // softirq is the loopback's traffic, moving with the rate: read alike too.
         let softirq = |v: &Value| number(&v["host"]["softirq_pct"], "softirq");
         assert!(
             (softirq(p) - softirq(m)).abs() <= SOFTIRQ_POINTS,
