@@ -1,13 +1,19 @@
-//! Opening a worker's TCP connections: from which local address (round robin over `--source-addrs`, per
-//! worker thread), how (bind before connect, without claiming a port at bind time), and how many at
-//! once (each worker thread's share of the fd limit, so the process keeps its reserve).
+//! A worker's TCP connections: from which local address (round robin over `--source-addrs`, per
+//! worker thread), how (bind before connect, without claiming a port at bind time), how many at
+//! once (each worker thread's share of the fd limit, so the process keeps its reserve), and the
+//! socket each is on the worker's reactor ([`Tcp`]), made to cost as few system calls as a
+//! connection can: a new connection per request spends most of its CPU in them.
 use std::cell::Cell;
 use std::io;
 use std::marker::PhantomData;
 use std::net::{IpAddr, SocketAddr};
 use std::os::fd::AsRawFd;
+use std::pin::Pin;
+use std::task::{Context, Poll, Waker, ready};
 
-use tokio::net::{TcpSocket, TcpStream};
+use socket2::{Domain, SockAddr, Socket, Type};
+use tokio::io::unix::AsyncFd;
+use tokio::io::{AsyncRead, AsyncWrite, Interest, ReadBuf, Ready};
 
 thread_local! {
     /// This thread's position in the source list. Each worker thread owns its connections, so a
@@ -91,18 +97,26 @@ pub fn choose(
     }
 }
 
-/// Connects to `addr`, from `source` if given, within this thread's socket budget; the stream must
-/// be kept with its [`Held`]. A source the machine does not have fails with EADDRNOTAVAIL, which the
-/// caller classes as `addr-unavailable` (the generator's, not the target's).
-pub async fn connect(addr: SocketAddr, source: Option<IpAddr>) -> io::Result<(TcpStream, Held)> {
+/// Starts a connection to `addr`, from `source` if given, within this thread's socket budget: one
+/// socket() made non-blocking by its own flags and one connect() that does not wait, then the socket
+/// on the reactor. Nothing is waited for: [`Tcp::established`] waits, or the first write proves the
+/// connection (see [`Tcp`]). `writes` registers for writability at once (a caller that will wait for
+/// the connect, or for room to write). A source the machine does not have fails with EADDRNOTAVAIL,
+/// which the caller classes as `addr-unavailable` (the generator's, not the target's).
+pub fn start(addr: SocketAddr, source: Option<IpAddr>, writes: bool) -> io::Result<Tcp> {
     // Before socket(): over budget, no descriptor is taken at all.
     let held = hold()?;
-    let stream = match source {
-        None => TcpStream::connect(addr).await,
+    let socket = match source {
+        None => Socket::new(Domain::for_address(addr), Type::STREAM.nonblocking(), None)?,
         // `choose` picked a target address of the sources' family.
-        Some(source) => bound(source)?.connect(addr).await,
-    }?;
-    Ok((stream, held))
+        Some(source) => bound(source)?,
+    };
+    match socket.connect(&SockAddr::from(addr)) {
+        Ok(()) => {}
+        Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => {}
+        Err(e) => return Err(e),
+    }
+    Tcp::register(socket.into(), writes, held)
 }
 
 /// Checks that `source` is an address of this machine by binding to it (no port is claimed and no
@@ -111,15 +125,208 @@ pub fn check_source(source: IpAddr) -> io::Result<()> {
     bound(source).map(drop)
 }
 
-/// A socket bound to `source`, its port left for connect() to choose.
-fn bound(source: IpAddr) -> io::Result<TcpSocket> {
-    let socket = match source {
-        IpAddr::V4(_) => TcpSocket::new_v4()?,
-        IpAddr::V6(_) => TcpSocket::new_v6()?,
+/// A non-blocking socket bound to `source`, its port left for connect() to choose.
+fn bound(source: IpAddr) -> io::Result<Socket> {
+    let domain = match source {
+        IpAddr::V4(_) => Domain::IPV4,
+        IpAddr::V6(_) => Domain::IPV6,
     };
+    let socket = Socket::new(domain, Type::STREAM.nonblocking(), None)?;
     defer_port_choice(&socket);
-    socket.bind(SocketAddr::new(source, 0))?;
+    socket.bind(&SockAddr::from(SocketAddr::new(source, 0)))?;
     Ok(socket)
+}
+
+/// A TCP connection on the worker's reactor, registered for reads only: a write goes straight to the
+/// socket, so no wake-up is spent learning that a fresh connection can be written (tokio's
+/// `TcpStream` waits for that event, then asks SO_ERROR). On loopback the handshake is done before
+/// connect() returns, and the request's send is the proof that the connection stands; a send that
+/// finds it still connecting (EAGAIN, a remote target) registers for writes too, once, and waits as
+/// any stream would; a refused or unreachable connect is that send's error. Its socket leaves the
+/// reactor and closes when it is dropped; its place in the budget comes back after.
+#[derive(Debug)]
+pub struct Tcp {
+    /// `None` only after a re-registration failed: the connection is gone.
+    fd: Option<AsyncFd<std::net::TcpStream>>,
+    /// Registered for writability too.
+    writes: bool,
+    /// After `fd`, so the descriptor is closed first.
+    _held: Held,
+}
+
+impl Tcp {
+    fn register(stream: std::net::TcpStream, writes: bool, held: Held) -> io::Result<Tcp> {
+        let interest = if writes {
+            Interest::READABLE | Interest::WRITABLE
+        } else {
+            Interest::READABLE
+        };
+        Ok(Tcp {
+            fd: Some(on_reactor(stream, interest)?),
+            writes,
+            _held: held,
+        })
+    }
+
+    fn fd(&self) -> io::Result<&AsyncFd<std::net::TcpStream>> {
+        self.fd
+            .as_ref()
+            .ok_or_else(|| io::Error::from(io::ErrorKind::NotConnected))
+    }
+
+    /// Waits until the connect is done: an error if it failed. Costs the wake-up and, only when the
+    /// socket reports an error or a hang-up, the SO_ERROR that says which.
+    pub async fn established(&mut self) -> io::Result<()> {
+        self.want_writes()?;
+        let fd = self.fd()?;
+        let guard = fd.writable().await?;
+        let ready = guard.ready();
+        if (ready.is_write_closed() || ready.is_error())
+            && let Some(e) = fd.get_ref().take_error()?
+        {
+            return Err(e);
+        }
+        Ok(())
+    }
+
+    /// TCP_NODELAY: a write that is more than one segment must not wait for Nagle.
+    pub fn set_nodelay(&self) -> io::Result<()> {
+        self.fd()?.get_ref().set_nodelay(true)
+    }
+
+    /// The peer has closed its side (a FIN seen with the last readiness), with no system call: what
+    /// reading to the end would have found.
+    pub fn peer_closed(&self) -> bool {
+        let Ok(fd) = self.fd() else {
+            return true;
+        };
+        let mut cx = Context::from_waker(Waker::noop());
+        matches!(fd.poll_read_ready(&mut cx), Poll::Ready(Ok(g)) if g.ready().is_read_closed())
+    }
+
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.fd()?.get_ref().local_addr()
+    }
+
+    /// Registers for writability too (leaving the reactor and joining it again), once.
+    fn want_writes(&mut self) -> io::Result<()> {
+        if self.writes {
+            return Ok(());
+        }
+        let stream = self
+            .fd
+            .take()
+            .ok_or_else(|| io::Error::from(io::ErrorKind::NotConnected))?
+            .into_inner();
+        self.fd = Some(on_reactor(stream, Interest::READABLE | Interest::WRITABLE)?);
+        self.writes = true;
+        Ok(())
+    }
+}
+
+fn on_reactor(
+    stream: std::net::TcpStream,
+    interest: Interest,
+) -> io::Result<AsyncFd<std::net::TcpStream>> {
+    // SAFETY: the stream owns its descriptor and keeps it open until the AsyncFd, which holds it,
+    // leaves the reactor and drops it.
+    unsafe { AsyncFd::register_with_interest(stream, interest) }.map_err(|e| e.into_parts().1)
+}
+
+fn send(stream: &std::net::TcpStream, buf: &[u8]) -> io::Result<usize> {
+    // SAFETY: send reads at most `buf.len()` bytes from `buf`, alive for the call; the fd is open.
+    let n = unsafe {
+        libc::send(
+            stream.as_raw_fd(),
+            buf.as_ptr().cast(),
+            buf.len(),
+            libc::MSG_NOSIGNAL,
+        )
+    };
+    if n < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(n as usize)
+    }
+}
+
+impl AsyncRead for Tcp {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let fd = self.fd()?;
+        loop {
+            let mut guard = ready!(fd.poll_read_ready(cx))?;
+            // SAFETY: recv only writes into the unfilled part, and what it wrote is marked filled.
+            let unfilled = unsafe { buf.unfilled_mut() };
+            let len = unfilled.len();
+            let read = guard.try_io(|s| {
+                // SAFETY: recv writes at most `len` bytes into `unfilled`, alive for the call.
+                let n = unsafe {
+                    libc::recv(
+                        s.get_ref().as_raw_fd(),
+                        unfilled.as_mut_ptr().cast(),
+                        len,
+                        0,
+                    )
+                };
+                if n < 0 {
+                    Err(io::Error::last_os_error())
+                } else {
+                    Ok(n as usize)
+                }
+            });
+            match read {
+                Ok(Ok(n)) => {
+                    // SAFETY: recv initialized the first `n` bytes of the unfilled part.
+                    unsafe { buf.assume_init(n) };
+                    buf.advance(n);
+                    // A short read emptied the socket: the next read waits for the next event
+                    // rather than asking the kernel to hear EAGAIN (an end seen stays seen).
+                    if n > 0 && n < len {
+                        guard.clear_ready_matching(Ready::READABLE);
+                    }
+                    return Poll::Ready(Ok(()));
+                }
+                Ok(Err(e)) => return Poll::Ready(Err(e)),
+                // EAGAIN: try_io cleared the readiness; wait for the next event.
+                Err(_) => continue,
+            }
+        }
+    }
+}
+
+impl AsyncWrite for Tcp {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        if !this.writes {
+            match send(this.fd()?.get_ref(), buf) {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => this.want_writes()?,
+                done => return Poll::Ready(done),
+            }
+        }
+        let fd = this.fd()?;
+        loop {
+            let mut guard = ready!(fd.poll_write_ready(cx))?;
+            if let Ok(done) = guard.try_io(|s| send(s.get_ref(), buf)) {
+                return Poll::Ready(done);
+            }
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Poll::Ready(self.fd()?.get_ref().shutdown(std::net::Shutdown::Write))
+    }
 }
 
 /// IP_BIND_ADDRESS_NO_PORT: without it, bind(addr, 0) picks the local port at once, knowing nothing of
@@ -127,7 +334,7 @@ fn bound(source: IpAddr) -> io::Result<TcpSocket> {
 /// be reused (`tcp_tw_reuse` only applies to connect's choice). With it, connect() picks the port for
 /// the whole 4-tuple, exactly as an unbound connect would. Best effort: a kernel older than 4.2 lacks it
 /// and binding still works, with the smaller port space.
-fn defer_port_choice(socket: &TcpSocket) {
+fn defer_port_choice(socket: &Socket) {
     let on: libc::c_int = 1;
     // SAFETY: setsockopt reads `on` for the given length; the fd belongs to `socket`, alive here.
     unsafe {
@@ -144,6 +351,13 @@ fn defer_port_choice(socket: &TcpSocket) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A connection started and waited for, as the TLS and HTTP/2 paths open theirs.
+    async fn connect(addr: SocketAddr, source: Option<IpAddr>) -> io::Result<Tcp> {
+        let mut tcp = start(addr, source, true)?;
+        tcp.established().await?;
+        Ok(tcp)
+    }
 
     #[test]
     fn sources_go_round_robin_per_thread() {
@@ -226,7 +440,7 @@ mod tests {
                 let e = connect(addr, None).await.unwrap_err();
                 assert_eq!(e.raw_os_error(), Some(libc::EMFILE), "{e}");
                 let (_, from) = listener.accept().await.unwrap();
-                assert_eq!(from, first.0.local_addr().unwrap());
+                assert_eq!(from, first.local_addr().unwrap());
                 let nothing =
                     tokio::time::timeout(std::time::Duration::from_millis(100), listener.accept());
                 assert!(
@@ -259,7 +473,7 @@ mod tests {
         let addr = listener.local_addr().unwrap();
         let source: IpAddr = "127.0.0.3".parse().unwrap();
         let (client, accepted) = tokio::join!(connect(addr, Some(source)), listener.accept());
-        assert_eq!(client.unwrap().0.local_addr().unwrap().ip(), source);
+        assert_eq!(client.unwrap().local_addr().unwrap().ip(), source);
         assert_eq!(accepted.unwrap().1.ip(), source);
     }
 

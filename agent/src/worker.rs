@@ -696,14 +696,7 @@ async fn closed_loop(ctx: &Ctx, conn: &Connection) {
         if !conn.is_open()
             && let Err(class) = conn.open(&ctx.target, &ctx.rec).await
         {
-            if class.is_generator_resource() {
-                // Out of fds or ports: they do not come back within microseconds, and retrying
-                // at once would only count the same failure thousands of times.
-                tokio::time::sleep(RESOURCE_BACKOFF).await;
-            } else {
-                // Refused at once means a spin; yield so the ticker and drain still run.
-                tokio::task::yield_now().await;
-            }
+            back_off(class).await;
             continue;
         }
         // A connect that finished after the deadline sends nothing more.
@@ -724,7 +717,22 @@ async fn closed_loop(ctx: &Ctx, conn: &Connection) {
             queued: None,
             fill: fill.as_ref(),
         };
-        let _ = conn.send(&ctx.target, &ctx.rec, req).await;
+        // A plain connection's connect is proven by its first request's write: one refused is
+        // found here, and spins as one refused by `open` would.
+        if let Err(Unsent(class)) = conn.send(&ctx.target, &ctx.rec, req).await {
+            back_off(class).await;
+        }
+    }
+}
+
+/// After a turn that could not send: out of fds or ports, they do not come back within
+/// microseconds, and retrying at once would only count the same failure thousands of times; refused
+/// at once means a spin, so yield and the ticker and drain still run.
+async fn back_off(class: ErrorClass) {
+    if class.is_generator_resource() {
+        tokio::time::sleep(RESOURCE_BACKOFF).await;
+    } else {
+        tokio::task::yield_now().await;
     }
 }
 

@@ -275,6 +275,13 @@ impl Keepalive {
                     rec.error(Some(name), class);
                     return Ok(Sent::Lost);
                 }
+                // A connect found failed by its first write: counted as one found by `connect`.
+                Err(SendError::Connect(class)) => {
+                    give_up_connecting(rec, Some(name), class, req.intended);
+                    take_back();
+                    rec.unsent(Some(name), class);
+                    return Err(Unsent(class));
+                }
                 Err(SendError::Stale) if attempt == 0 => continue,
                 Err(SendError::Stale) => break,
                 // Not an HTTP/1.1 outcome (it has no stream slots), counted as any unsent.
@@ -399,8 +406,9 @@ impl Multiplexed {
                     break;
                 }
                 // Timed out waiting for a stream slot: its wait is recorded below, as waited, and
-                // it is counted unsent.
-                Err(SendError::Unsent(class)) => {
+                // it is counted unsent. (HTTP/2 connections are waited for as they open: no
+                // `Connect` comes from them.)
+                Err(SendError::Unsent(class) | SendError::Connect(class)) => {
                     outcome = Some(Err(Unsent(class)));
                     break;
                 }

@@ -19,6 +19,10 @@ pub enum SendError {
     /// The request was never written and is not to be (HTTP/2: it timed out waiting for a stream
     /// slot under the server's limit): the caller counts it as unsent, in this class.
     Unsent(ErrorClass),
+    /// The connection this request was the first on failed to connect (refused, unreachable, not
+    /// established within the connect timeout), found by its first write, before any byte left:
+    /// counted as a connect that failed is, the request unsent in this class (already noted).
+    Connect(ErrorClass),
 }
 
 pub(super) fn io_class(e: &io::Error) -> ErrorClass {
@@ -318,11 +322,20 @@ mod tests {
             .unwrap()
             .local_addr()
             .unwrap();
+        // A plain connection is only started by `open`; its request's write finds the refusal,
+        // before anything left, as the connect's: the same class and words.
         let rec = Rc::new(Recorder::default());
-        let r = Conn::open(&target(port, false), &rec).await;
-        assert!(matches!(r, Err(ErrorClass::ConnRefused)));
+        let t = target(port, false);
+        let mut c = Conn::open(&t, &rec).await.unwrap();
+        let r = send_one(&mut c, &t.templates[0], t.timeout, &rec).await;
+        assert_eq!(r, Err(SendError::Connect(ErrorClass::ConnRefused)));
+        let swapped = rec.swap();
         assert_eq!(
-            rec.swap().messages.get(ErrorClass::ConnRefused),
+            swapped.counters.connections, 0,
+            "a refused connect is no connection"
+        );
+        assert_eq!(
+            swapped.messages.get(ErrorClass::ConnRefused),
             Some(format!("connection refused by {port}: is the target up?").as_str())
         );
     }

@@ -8,28 +8,29 @@ use std::task::{Context, Poll};
 use rustls::HandshakeKind;
 use shared::metrics::ErrorClass;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::net::TcpStream;
 use tokio::time::Instant;
 
 use super::failure::{Doing, Failure};
 use super::target::Endpoint;
 use crate::recorder::Recorder;
 
-/// Connects (TCP, then TLS if the target is https) within the connect timeout. A failure is counted
-/// in words under its class; a success, with its connect time.
+/// Connects (TCP, then TLS if the target is https) within the connect timeout, and waits for it. A
+/// failure is counted in words under its class; a success, with its connect time.
 pub(super) async fn open(target: &Endpoint, rec: &Rc<Recorder>) -> Result<Stream, ErrorClass> {
     let began = Instant::now();
     let connect = async {
         let source = crate::socket::next_source(&target.sources);
-        let (tcp, held) = crate::socket::connect(target.addr, source)
+        let mut tcp = crate::socket::start(target.addr, source, true)
+            .map_err(|e| Failure::io(Doing::Connecting, e))?;
+        tcp.established()
             .await
             .map_err(|e| Failure::io(Doing::Connecting, e))?;
-        // Small requests must leave at once, not wait for Nagle.
-        let _ = tcp.set_nodelay(true);
+        // A TLS handshake's flights and HTTP/2's frames are small writes in a row: none may wait
+        // for Nagle.
+        let _ = tcp.set_nodelay();
         let counted = Counted {
             inner: tcp,
             rec: rec.clone(),
-            _held: held,
         };
         match &target.tls {
             None => Ok(Stream::Plain(counted)),
@@ -43,20 +44,8 @@ pub(super) async fn open(target: &Endpoint, rec: &Rc<Recorder>) -> Result<Stream
     };
     let io = match tokio::time::timeout(target.connect_timeout, connect).await {
         Ok(Ok(io)) => io,
-        Ok(Err(f)) => {
-            rec.note(f.class, || f.words(target.addr));
-            return Err(f.class);
-        }
-        Err(_) => {
-            rec.note(ErrorClass::ConnectTimeout, || {
-                format!(
-                    "connection to {} not established within {:?} (--connect-timeout)",
-                    target.addr, target.connect_timeout
-                )
-                .into()
-            });
-            return Err(ErrorClass::ConnectTimeout);
-        }
+        Ok(Err(f)) => return Err(failed(target, rec, f)),
+        Err(_) => return Err(timed_out(target, rec)),
     };
     rec.connected(began.elapsed());
     if let Stream::Tls(s) = &io {
@@ -65,12 +54,42 @@ pub(super) async fn open(target: &Endpoint, rec: &Rc<Recorder>) -> Result<Stream
     Ok(io)
 }
 
-/// A TCP stream that adds the bytes it moves to its worker's counters.
+/// Starts a plain TCP connection and does not wait for it: the caller's first write proves it
+/// (`http1::Conn`), and counts its connect time. Only socket() or connect() failing at once fails
+/// here, counted as `open`'s failures are.
+pub(super) fn start(target: &Endpoint, rec: &Rc<Recorder>) -> Result<Stream, ErrorClass> {
+    let source = crate::socket::next_source(&target.sources);
+    match crate::socket::start(target.addr, source, false) {
+        Ok(tcp) => Ok(Stream::Plain(Counted {
+            inner: tcp,
+            rec: rec.clone(),
+        })),
+        Err(e) => Err(failed(target, rec, Failure::io(Doing::Connecting, e))),
+    }
+}
+
+/// A connect (or handshake) that failed, noted in words: its class.
+pub(super) fn failed(target: &Endpoint, rec: &Recorder, f: Failure) -> ErrorClass {
+    rec.note(f.class, || f.words(target.addr));
+    f.class
+}
+
+/// A connect not established within the connect timeout, noted in words: its class.
+pub(super) fn timed_out(target: &Endpoint, rec: &Recorder) -> ErrorClass {
+    rec.note(ErrorClass::ConnectTimeout, || {
+        format!(
+            "connection to {} not established within {:?} (--connect-timeout)",
+            target.addr, target.connect_timeout
+        )
+        .into()
+    });
+    ErrorClass::ConnectTimeout
+}
+
+/// A TCP connection that adds the bytes it moves to its worker's counters.
 pub(super) struct Counted {
-    inner: TcpStream,
+    inner: crate::socket::Tcp,
     rec: Rc<Recorder>,
-    /// Its place in the thread's socket budget; after `inner`, so the descriptor is closed first.
-    _held: crate::socket::Held,
 }
 
 impl AsyncRead for Counted {
@@ -100,20 +119,6 @@ impl AsyncWrite for Counted {
             self.rec.bytes(0, n as u64);
         }
         r
-    }
-    fn poll_write_vectored(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[io::IoSlice<'_>],
-    ) -> Poll<io::Result<usize>> {
-        let r = Pin::new(&mut self.inner).poll_write_vectored(cx, bufs);
-        if let Poll::Ready(Ok(n)) = r {
-            self.rec.bytes(0, n as u64);
-        }
-        r
-    }
-    fn is_write_vectored(&self) -> bool {
-        self.inner.is_write_vectored()
     }
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         Pin::new(&mut self.inner).poll_flush(cx)
@@ -145,9 +150,27 @@ impl Stream {
     /// The local end's address, for tests that look the port up in the kernel's tables.
     #[cfg(test)]
     pub(super) fn local_addr(&self) -> io::Result<std::net::SocketAddr> {
+        self.tcp().local_addr()
+    }
+
+    fn tcp(&self) -> &crate::socket::Tcp {
         match self {
-            Stream::Plain(s) => s.inner.local_addr(),
-            Stream::Tls(s) => s.get_ref().0.inner.local_addr(),
+            Stream::Plain(s) => &s.inner,
+            Stream::Tls(s) => &s.get_ref().0.inner,
+        }
+    }
+
+    /// TCP_NODELAY, for a write of more than one segment on a connection `start`ed without it.
+    pub(super) fn set_nodelay(&self) -> io::Result<()> {
+        self.tcp().set_nodelay()
+    }
+
+    /// The server has closed its side of a plain connection, seen without a system call. Over TLS
+    /// always false: the end is read there, close_notify and all.
+    pub(super) fn peer_closed(&self) -> bool {
+        match self {
+            Stream::Plain(s) => s.inner.peer_closed(),
+            Stream::Tls(_) => false,
         }
     }
 }
