@@ -194,6 +194,11 @@ impl Tcp {
         self.fd()?.get_ref().set_nodelay(true)
     }
 
+    #[cfg(test)]
+    pub fn nodelay(&self) -> io::Result<bool> {
+        self.fd()?.get_ref().nodelay()
+    }
+
     /// The peer has closed its side (a FIN seen with the last readiness), with no system call: what
     /// reading to the end would have found.
     pub fn peer_closed(&self) -> bool {

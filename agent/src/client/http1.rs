@@ -499,6 +499,109 @@ mod tests {
         Template::new(&Method::POST, &"/".parse().unwrap(), &h, &vec![b'x'; len])
     }
 
+    /// A listener whose accept queue is full (backlog 0 and one connection waiting), so the kernel
+    /// drops the next SYN and that connect stays in progress until the SYN is sent again (1 s).
+    fn full_listener() -> (std::net::TcpListener, std::net::TcpStream) {
+        let s = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+        s.bind(&"127.0.0.1:0".parse::<SocketAddr>().unwrap().into())
+            .unwrap();
+        s.listen(0).unwrap();
+        let l: std::net::TcpListener = s.into();
+        let waiting = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        (l, waiting)
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_connect_still_in_progress_at_the_first_write_is_waited_for_and_timed() {
+        let (l, waiting) = full_listener();
+        let addr = l.local_addr().unwrap();
+        let server = std::thread::spawn(move || {
+            // Room in the queue after 150 ms; the dropped SYN is sent again about 1 s in.
+            std::thread::sleep(Duration::from_millis(150));
+            drop(l.accept().unwrap());
+            let (mut s, _) = l.accept().unwrap();
+            let mut got = [0u8; 1024];
+            let _ = std::io::Read::read(&mut s, &mut got).unwrap();
+            std::io::Write::write_all(&mut s, b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
+                .unwrap();
+        });
+        let t = target(addr, false);
+        let rec = Rc::new(Recorder::default());
+        let mut c = Conn::open(&t, &rec).await.unwrap();
+        assert!(c.connecting.is_some(), "a plain connection is only started");
+        assert_eq!(
+            send_one(&mut c, &t.templates[0], t.timeout, &rec).await,
+            Ok(())
+        );
+        server.join().unwrap();
+        drop(waiting);
+        let s = rec.swap();
+        assert_eq!(s.counters.connections, 1);
+        // Its connect time is the handshake's, not the moment the first send was tried.
+        let connect_ms = s.hist.connect.max() as f64 / 1000.0;
+        assert!(connect_ms > 500.0, "connect time {connect_ms} ms");
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_connect_not_done_within_the_connect_timeout_is_the_connect_s_failure() {
+        let (l, waiting) = full_listener();
+        let mut t = target(l.local_addr().unwrap(), false);
+        t.connect_timeout = Duration::from_millis(300);
+        let rec = Rc::new(Recorder::default());
+        let mut c = Conn::open(&t, &rec).await.unwrap();
+        let r = send_one(&mut c, &t.templates[0], t.timeout, &rec).await;
+        assert_eq!(r, Err(SendError::Connect(ErrorClass::ConnectTimeout)));
+        let s = rec.swap();
+        assert_eq!(s.counters.connections, 0);
+        assert_eq!(
+            s.counters.requests, 0,
+            "nothing left: the request is not counted as sent"
+        );
+        assert!(
+            s.messages
+                .get(ErrorClass::ConnectTimeout)
+                .is_some_and(|w| w.contains("not established within 300ms")),
+            "{:?}",
+            s.messages.get(ErrorClass::ConnectTimeout)
+        );
+        drop((l, waiting));
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_request_longer_than_a_segment_turns_nodelay_on_a_short_one_does_not() {
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap();
+        tokio::spawn(async move {
+            loop {
+                let (mut s, _) = l.accept().await.unwrap();
+                tokio::spawn(async move {
+                    let mut got = vec![0u8; 1 << 16];
+                    let _ = s.read(&mut got).await;
+                    let _ = s
+                        .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
+                        .await;
+                });
+            }
+        });
+        let mut t = target(addr, false);
+        for (len, nodelay) in [(10, false), (ONE_SEGMENT + 1, true)] {
+            t.templates = std::sync::Arc::new(vec![upload(len)]);
+            let rec = Rc::new(Recorder::default());
+            let mut c = Conn::open(&t, &rec).await.unwrap();
+            assert!(!c.nodelay);
+            assert_eq!(
+                send_one(&mut c, &t.templates[0], t.timeout, &rec).await,
+                Ok(())
+            );
+            assert_eq!(c.nodelay, nodelay, "a body of {len} bytes");
+            let fd = match &c.io {
+                Stream::Plain(_) => c.io.tcp_nodelay().unwrap(),
+                Stream::Tls(_) => unreachable!(),
+            };
+            assert_eq!(fd, nodelay, "the socket's TCP_NODELAY, body of {len}");
+        }
+    }
+
     async fn send(c: &mut Conn, t: &Endpoint, last: bool) -> Result<(), SendError> {
         let rec = Recorder::default();
         c.send(

@@ -160,6 +160,12 @@ impl Stream {
         }
     }
 
+    /// The socket's TCP_NODELAY, as the kernel has it.
+    #[cfg(test)]
+    pub(super) fn tcp_nodelay(&self) -> io::Result<bool> {
+        self.tcp().nodelay()
+    }
+
     /// TCP_NODELAY, for a write of more than one segment on a connection `start`ed without it.
     pub(super) fn set_nodelay(&self) -> io::Result<()> {
         self.tcp().set_nodelay()
