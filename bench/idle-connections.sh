@@ -5,9 +5,9 @@
 # the table gives the idle agent's RSS, the highest RSS while holding N, VmHWM, and
 #   KiB per connection = (RSS(N) - RSS(idle)) / N.
 #
-#   bench/connections.sh                    # N = 1000 and 10000, 10 s steps
-#   bench/connections.sh 1000 10000 20000   # any counts (each needs N descriptors on both sides)
-#   SOURCE_ADDRS=127.0.0.1-127.0.0.3 bench/connections.sh 30000
+#   bench/idle-connections.sh                    # N = 1000 and 10000, 10 s steps
+#   bench/idle-connections.sh 1000 10000 20000   # any counts (each needs N descriptors on both sides)
+#   SOURCE_ADDRS=127.0.0.1-127.0.0.3 bench/idle-connections.sh 30000
 #
 # Environment: STEP (step duration, default 10s), DELAY (target delay, default 1s), SOURCE_ADDRS (passed
 # as --source-addrs), BIN (directory of release binaries; default: build this checkout's).
