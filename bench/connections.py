@@ -138,7 +138,7 @@ def breakdown(by_call, least=0.05):
 CRYPTO_RE = re.compile(
     r"ring_core|\bring::|aws_lc|x25519|curve25519|p256|p384|nistz|ecdsa|ecp_|ec_gf|aes|gcm|ghash|"
     r"sha1|sha256|sha512|sha2_|sha3|hmac|hkdf|bn_mul|bn_sqr|bn_mont|limbs_|fiat_|chacha|poly1305|"
-    r"montgomery|\brsa", re.I)
+    r"montgomery|\brsa|^(fe|ge|sc)(\d|_)", re.I)  # ^fe/ge/sc: curve25519's field, group and scalar code
 TLS_RE = re.compile(r"rustls|webpki|libssl", re.I)
 PERF_LINE = re.compile(r"^\s*([0-9.]+)%\s+(\S+)\s+\[(.)\]\s+(.*?)\s*$")
 
@@ -264,8 +264,8 @@ def cmd_report(a):
                 p(f"  syscalls per connection, {t} (strace -f -c, {s['nginx_connections']} connections): "
                   f"{s['per_conn']:.1f} = {breakdown(s['by_call'])}")
                 if t == "stampede":
-                    p("    (the whole process: the coordinator's few calls, e.g. futex, write, fdatasync, are spread "
-                      "over the connections; per connection are socket, connect, epoll_ctl, sendto/recvfrom, close...)")
+                    p("    (stampede's whole process: the coordinator's calls (futex, write, fdatasync, openat...) are "
+                      "divided by the connections too; the ones near whole numbers are the connection's own)")
         for c in [c for c in checks if c["block"] == block]:
             share = c.get("reused_share")
             p(f"  check {c['tool']}: {c['requests']} requests in nginx's access log, "

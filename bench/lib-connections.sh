@@ -206,9 +206,7 @@ machine_facts() {
         printf 'stampede\t%s (%s, commit %s)\n' "$(first_line "$STAMPEDE" --version)" "$STAMPEDE" \
             "$(git -C "$ROOT" describe --always --dirty 2>/dev/null || echo -)"
         printf 'nginx\t%s\n' "$(first_line "$NGINX" -v)"
-        printf 'httperf\t%s\n' "$({ timeout 5 httperf --version --server 127.0.0.1 --port "$STATUS_PORT" --uri /nginx_status \
-            --num-conns 1 2>&1 || true; } |
-            grep -m1 -o 'httperf-[0-9.]*' || echo -)"
+        printf 'httperf\t%s\n' "$(dpkg-query -W -f '${Version}' httperf 2>/dev/null || echo -)"
         printf 'oha\t%s\n' "$([[ -n $OHA ]] && first_line "$OHA" --version || echo 'not used')"
         printf 'strace\t%s\n' "$(first_line strace -V)"
         while (( $# >= 2 )); do printf '%s\t%s\n' "$1" "$2"; shift 2; done
