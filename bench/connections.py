@@ -339,7 +339,7 @@ def cmd_growth(a):
         p(f"== growth: stampede alone (--threads 1), {calls} request(s) per connection; median (min-max) ==")
         rows = [["conn/s asked", "conn/s (nginx)", "µs CPU/conn", "CPU %", "stampede CPU %", "lag p99 ms",
                  "p50 ms", "p99 ms", "verdict"]]
-        pts = []
+        pts, notes = [], []
         for rate in sorted({r["rate"] for r in runs if r["calls"] == calls}):
             rs = [r for r in runs if r["calls"] == calls and r["rate"] == rate]
 
@@ -351,10 +351,10 @@ def cmd_growth(a):
                          spread(v("p99_ms"), 3), ", ".join(f"{k} x{n}" if n > 1 else k for k, n in verdicts.items())])
             if v("us_per_conn"):
                 pts.append((med(v("conn_s")) or rate, med(v("us_per_conn"))))
-            for r in rs:
-                if r.get("trust") not in (None, "valid") and r.get("reasons"):
-                    p(f"  note: {rate:g}/s rep {r['rep']}: {r['trust']}: {'; '.join(r['reasons'])}")
+            notes += [f"  note: {rate:g}/s rep {r['rep']}: {r['trust']}: {'; '.join(r['reasons'])}"
+                      for r in rs if r.get("trust") not in (None, "valid") and r.get("reasons")]
         table(rows, p)
+        out.extend(notes)
         p("  CPU % is the whole process (coordinator included) from the OS over the step; stampede CPU % is its "
           "own generator report. Agents a target rate needs: rate / (highest valid conn/s here), one core each.")
         p("")
@@ -371,8 +371,8 @@ def cmd_growth(a):
 
 
 def nice_max(x):
-    for m in (1, 2, 2.5, 5, 10):
-        for e in range(0, 7):
+    for e in range(-1, 8):
+        for m in (1, 2, 2.5, 5):
             if m * 10 ** e >= x:
                 return m * 10 ** e
     return x
