@@ -60,17 +60,21 @@ command -v "$PYTHON" >/dev/null || missing+=(python3)
 (( ${#missing[@]} == 0 )) || die "missing: ${missing[*]}; install them (apt-get install -y ${missing[*]}) and run again"
 
 OHA=
+OHA_NOTE='not used'   # why oha is not in the table, for the machine facts
 if [[ -n ${STAMPEDE_BENCH_NO_OHA:-} ]]; then
-    say "note: STAMPEDE_BENCH_NO_OHA is set: oha left out"
+    OHA_NOTE='left out: STAMPEDE_BENCH_NO_OHA is set'
+    say "note: $OHA_NOTE"
 elif command -v oha >/dev/null; then
     OHA=$(command -v oha)
 elif [[ -x ${CARGO_HOME:-$HOME/.cargo}/bin/oha ]]; then
     OHA=${CARGO_HOME:-$HOME/.cargo}/bin/oha
 else
-    say "note: oha not found on PATH or in ~/.cargo/bin (cargo install oha --locked): oha left out"
+    OHA_NOTE='left out: not found on PATH or in ~/.cargo/bin (cargo install oha --locked)'
+    say "note: oha $OHA_NOTE"
 fi
 if [[ -n $OHA ]] && (( CALLS > 1 )); then
-    say "note: CALLS=$CALLS: oha cannot send several requests on a connection and close it (--disable-keepalive is one each): oha left out"
+    OHA_NOTE="left out: CALLS=$CALLS, and oha cannot send several requests on a connection and then close it (--disable-keepalive is one request each)"
+    say "note: oha $OHA_NOTE"
     OHA=
 fi
 GEN_TOOLS=(stampede)
@@ -207,7 +211,7 @@ machine_facts() {
             "$(git -C "$ROOT" describe --always --dirty 2>/dev/null || echo -)"
         printf 'nginx\t%s\n' "$(first_line "$NGINX" -v)"
         printf 'httperf\t%s\n' "$(dpkg-query -W -f '${Version}' httperf 2>/dev/null || echo -)"
-        printf 'oha\t%s\n' "$([[ -n $OHA ]] && first_line "$OHA" --version || echo 'not used')"
+        printf 'oha\t%s\n' "$([[ -n $OHA ]] && first_line "$OHA" --version || echo "$OHA_NOTE")"
         printf 'strace\t%s\n' "$(first_line strace -V)"
         while (( $# >= 2 )); do printf '%s\t%s\n' "$1" "$2"; shift 2; done
         printf 'settings\tRATES=%s REPS=%s DURATION=%ss CALLS=%s TRACE_DURATION=%ss PAUSE=%ss OHA_CONNS=%s\n' \
