@@ -10,7 +10,7 @@
 # $ssl_cipher and $ssl_curve checks what each tool really did; then REPS interleaved measured runs (log
 # off), one strace -f -c run and one perf record run per tool (the client's crypto share).
 #
-#   bench/connections-tls.sh                                  # RATES="1000 2000", KEY=ec: about 10 minutes
+#   bench/connections-tls.sh                                  # RATES="500 1000", KEY=ec: about 10 minutes
 #   REPS=1 DURATION=2 RATES=1000 bench/connections-tls.sh     # a quick check
 #   KEY=rsa MODES=full bench/connections-tls.sh               # RSA-2048, full handshakes only
 #
@@ -23,7 +23,7 @@
 NAME=connections-tls.sh
 PORT=${PORT:-19443}
 STATUS_PORT=${STATUS_PORT:-19180}
-RATES=${RATES:-1000 2000}
+RATES=${RATES:-500 1000}
 KEY=${KEY:-ec}
 MODES=${MODES:-full resumed}
 WANT_PERF=${PERF:-1}
@@ -94,12 +94,16 @@ tools_for() {
 
 OHA_TLS=-
 if [[ -n $OHA ]]; then
-    # cargo install keeps the crate's Cargo.toml; oha 1.x builds rustls by default ("native-tls" is a
-    # feature) and installs aws-lc-rs as rustls' provider (src/tls_config.rs). Say what this binary links.
-    if strings "$OHA" 2>/dev/null | grep -q -m1 'aws_lc_0_\|aws-lc'; then OHA_TLS="rustls with aws-lc-rs"
-    elif strings "$OHA" 2>/dev/null | grep -q -m1 'ring_core_0_'; then OHA_TLS="rustls with ring"
-    elif ldd "$OHA" 2>/dev/null | grep -q libssl; then OHA_TLS="native-tls (OpenSSL $(ldd "$OHA" | grep -m1 -o 'libssl[^ ]*'))"
-    fi
+    # oha 1.x builds rustls by default ("native-tls" is a feature) and installs aws-lc-rs as rustls'
+    # provider (src/tls_config.rs). Say what this binary holds: aws-lc's or ring's symbols, or libssl.
+    oha_syms=$(strings "$OHA" 2>/dev/null | grep -o -E 'aws_lc_0_[0-9]+_[0-9]+|ring_core_0_[0-9]+_[0-9]+' | head -n1 || true)
+    case $oha_syms in
+    aws_lc*) OHA_TLS="rustls with aws-lc-rs (symbols $oha_syms*)" ;;
+    ring_core*) OHA_TLS="rustls with ring (symbols $oha_syms*)" ;;
+    *) if ldd "$OHA" 2>/dev/null | grep -q libssl; then
+           OHA_TLS="native-tls (OpenSSL, $(ldd "$OHA" | awk '/libssl/ { print $1; exit }'))"
+       fi ;;
+    esac
 fi
 
 n_rates=$(wc -w <<<"$RATES")
@@ -110,7 +114,7 @@ n_short=$(( n_rates * n_modes * n_tools * (2 + WANT_PERF) ))
 machine_facts tls "TLS 1.3 only, TLS_AES_128_GCM_SHA256, X25519, key $KEY ($CERT_INFO), HTTP/1.1" \
     'oha TLS stack' "$OHA_TLS" \
     'openssl' "$(openssl version)" \
-    'httperf TLS' "OpenSSL: $(ldd "$(command -v httperf)" | grep -m1 -o 'libssl[^ ]*' || echo -); its --ssl-ciphers sets only the TLS 1.2 list, so it gets the one TLS 1.3 suite nginx offers"
+    'httperf TLS' "OpenSSL ($(ldd "$(command -v httperf)" | awk '/libssl/ { print $1; exit }')); its --ssl-ciphers sets only the TLS 1.2 list, so it gets the one TLS 1.3 suite nginx offers"
 say ""
 say "$n_runs runs of ${DURATION}s and $n_short runs of ${TRACE_DURATION}s (check, strace$( ((WANT_PERF)) && echo ', perf')): about $(( (n_runs * (DURATION + 3) + n_short * (TRACE_DURATION + 6)) / 60 + 1 )) min; results in $OUT"
 

@@ -138,7 +138,8 @@ def breakdown(by_call, least=0.05):
 CRYPTO_RE = re.compile(
     r"ring_core|\bring::|aws_lc|x25519|curve25519|p256|p384|nistz|ecdsa|ecp_|ec_gf|aes|gcm|ghash|"
     r"sha1|sha256|sha512|sha2_|sha3|hmac|hkdf|bn_mul|bn_sqr|bn_mont|limbs_|fiat_|chacha|poly1305|"
-    r"montgomery|\brsa|^(fe|ge|sc)(\d|_)", re.I)  # ^fe/ge/sc: curve25519's field, group and scalar code
+    r"montgomery|\brsa|^(fe|ge|sc)(\d|_)|jent_|keccak|^rol64$", re.I)
+# ^fe/ge/sc: curve25519's field, group and scalar code (ring); jent_, keccak, rol64: aws-lc's jitter entropy
 TLS_RE = re.compile(r"rustls|webpki|libssl", re.I)
 PERF_LINE = re.compile(r"^\s*([0-9.]+)%\s+(\S+)\s+\[(.)\]\s+(.*?)\s*$")
 
