@@ -272,6 +272,12 @@ def cmd_report(a):
             p(f"  check {c['tool']}: {c['requests']} requests in nginx's access log, "
               f"{'-' if share is None else f'{100 * share:.0f} %'} on a resumed session; "
               + "; ".join(f"{k} x{v}" for k, v in c["kinds"].items()))
+            # The block's claim against what nginx saw: a row that is not what its block says, said so.
+            if share is not None and "-resumed-" in block and share < 0.9:
+                p(f"  note: {c['tool']} resumed only {100 * share:.0f} % of its sessions: its row here is mostly "
+                  "full handshakes")
+            if share is not None and "-full-" in block and share > 0.01:
+                p(f"  note: {c['tool']} resumed {100 * share:.0f} % of its sessions in a full-handshake block")
         for t in tools:
             for r in runs:
                 if r["block"] == block and r["tool"] == t and (r.get("tls_full") or r.get("tls_resumed")):
