@@ -200,6 +200,12 @@ def med(v):
     return statistics.median(v) if v else None
 
 
+def verdicts(runs, block, tool):
+    """stampede's verdicts over the repetitions ('valid', 'valid x2, degraded'); '-' for the others."""
+    c = collections.Counter(r["trust"] for r in runs if r["block"] == block and r["tool"] == tool and r.get("trust"))
+    return ", ".join(f"{k} x{n}" if n > 1 else k for k, n in c.items()) or "-"
+
+
 def table(rows, p):
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for r in rows:
@@ -233,7 +239,7 @@ def cmd_report(a):
         reps = max(r["rep"] for r in runs if r["block"] == block)
         p(f"== {block}: {titles.get(block, '')}; {reps} rep(s); median (min-max) ==")
         rows = [["tool", "conn/s (nginx)", "req/s (nginx)", "p50 ms", "p99 ms", "CPU s", f"{unit}/CPU-s",
-                 f"µs CPU/{'handshake' if a.tls else 'conn'}", "syscalls/conn", "stampede/tool"]]
+                 f"µs CPU/{'handshake' if a.tls else 'conn'}", "syscalls/conn", "stampede/tool", "verdict"]]
         s_by_rep = {r["rep"]: r["conn_per_cpu_s"] for r in runs
                     if r["block"] == block and r["tool"] == "stampede" and r.get("conn_per_cpu_s")}
         ratio_lines = []
@@ -254,10 +260,13 @@ def cmd_report(a):
                          spread(vals(runs, block, t, "p50_ms"), 3), spread(vals(runs, block, t, "p99_ms"), 3),
                          spread(vals(runs, block, t, "cpu_s"), 2), spread(vals(runs, block, t, "conn_per_cpu_s"), 0),
                          spread(vals(runs, block, t, "us_per_conn"), 1),
-                         fmt(sc[-1]["per_conn"], 1) if sc else "-", ratio])
+                         fmt(sc[-1]["per_conn"], 1) if sc else "-", ratio, verdicts(runs, block, t)])
         table(rows, p)
         for ln in ratio_lines:
             p(ln)
+        if "stampede" in tools:
+            p(f"  stampede's schedule lag p99 {spread(vals(runs, block, 'stampede', 'lag_p99_ms'), 2)} ms, its own "
+              f"generator CPU {spread(vals(runs, block, 'stampede', 'gen_cpu_pct'), 0)} %")
         for t in tools:
             sc = [s for s in sysc if s["block"] == block and s["tool"] == t and s.get("per_conn")]
             if sc:
@@ -352,10 +361,9 @@ def cmd_growth(a):
 
             def v(field):
                 return [r[field] for r in rs if isinstance(r.get(field), (int, float))]
-            verdicts = collections.Counter(r.get("trust") or "-" for r in rs)
             rows.append([f"{rate:g}", spread(v("conn_s"), 0), spread(v("us_per_conn"), 1), spread(v("cpu_pct"), 0),
                          spread(v("gen_cpu_pct"), 0), spread(v("lag_p99_ms"), 2), spread(v("p50_ms"), 3),
-                         spread(v("p99_ms"), 3), ", ".join(f"{k} x{n}" if n > 1 else k for k, n in verdicts.items())])
+                         spread(v("p99_ms"), 3), verdicts(rs, rs[0]["block"], "stampede")])
             if v("us_per_conn"):
                 pts.append((med(v("conn_s")) or rate, med(v("us_per_conn"))))
             notes += [f"  note: {rate:g}/s rep {r['rep']}: {r['trust']}: {'; '.join(r['reasons'])}"
