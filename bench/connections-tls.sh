@@ -28,11 +28,14 @@ KEY=${KEY:-ec}
 MODES=${MODES:-full resumed}
 WANT_PERF=${PERF:-1}
 SUFFIX=connections-tls-$KEY
+# Checked before the shared part makes OUT or builds anything.
+bad() { echo "$NAME: $*" >&2; exit 2; }
+[[ $KEY == ec || $KEY == rsa ]] || bad "KEY must be ec or rsa (got '$KEY')"
+[[ -n ${MODES// /} ]] || bad "MODES is empty (full resumed)"
+for m in $MODES; do [[ $m == full || $m == resumed ]] || bad "unknown mode '$m' in MODES (full resumed)"; done
+[[ $WANT_PERF == 0 || $WANT_PERF == 1 ]] || bad "PERF must be 0 or 1 (got '$WANT_PERF')"
 # shellcheck source=bench/lib-connections.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib-connections.sh"
-[[ $KEY == ec || $KEY == rsa ]] || die "KEY must be ec or rsa (got '$KEY')"
-for m in $MODES; do [[ $m == full || $m == resumed ]] || die "unknown mode '$m' in MODES (full resumed)"; done
-[[ $WANT_PERF == 0 || $WANT_PERF == 1 ]] || die "PERF must be 0 or 1 (got '$WANT_PERF')"
 command -v openssl >/dev/null || die "openssl not found (apt-get install -y openssl)"
 if [[ $WANT_PERF == 1 ]] && ! command -v perf >/dev/null; then
     say "note: perf not found (apt-get install -y linux-perf): no profiles"

@@ -31,6 +31,7 @@ for v in REPS DURATION CALLS PORT STATUS_PORT TRACE_DURATION OHA_CONNS; do
     is_uint "${!v}" || die "$v must be a positive integer (got '${!v}')"
 done
 [[ $PAUSE =~ ^[0-9]+([.][0-9]+)?$ ]] || die "PAUSE must be a number of seconds (got '$PAUSE')"
+[[ -n ${RATES// /} ]] || die "RATES is empty"
 for r in $RATES; do is_uint "$r" || die "RATES must be positive integers (got '$r' in '$RATES')"; done
 (( REPS <= 100 && DURATION <= 3600 && TRACE_DURATION <= 60 && CALLS <= 1000 )) ||
     die "REPS <= 100, DURATION <= 3600, TRACE_DURATION <= 60 and CALLS <= 1000, please"
