@@ -46,6 +46,7 @@ OHA_EXTRA=()
 HTTPERF_EXTRA=()
 
 if [[ -n $GROWTH ]]; then
+    RATES=$GROWTH_RATES   # for the machine facts' settings line
     n_runs=$(( $(wc -w <<<"$GROWTH_RATES") * $(wc -w <<<"$GROWTH_CALLS") * REPS ))
     nginx_start $(( n_runs * (RUN_LIMIT + 5) + 120 ))
     machine_facts mode "growth: stampede alone, GROWTH_RATES=${GROWTH_RATES// /,} GROWTH_CALLS=${GROWTH_CALLS// /,}"
