@@ -1,101 +1,88 @@
-#!/bin/sh
-# Agent-side memory of idle keep-alive connections. For each connection count N, a fresh
-# `stampede-agent --threads 1` holds N connections (concurrency model) to `stampede serve --delay 1s`, so
-# every connection spends almost all its time idle, waiting for a reply. Its RSS is sampled every 0.5 s;
-# the table gives the idle agent's RSS, the highest RSS while holding N, VmHWM, and
-#   KiB per connection = (RSS(N) - RSS(idle)) / N.
+#!/usr/bin/env bash
+# bench/connections.sh: the new-connection path at its floor. stampede, oha and httperf each open a new
+# connection per request at the same rate against one nginx worker on loopback (nginx on CPU 0, the
+# generator on CPU 1); nginx's stub_status counts the connections and requests, GNU time the generator's
+# CPU; then one strace -f -c run per tool gives the system calls per connection. See docs/benchmarks.md.
+# The TLS twin is bench/connections-tls.sh; idle keep-alive memory is bench/idle-connections.sh.
 #
-#   bench/connections.sh                    # N = 1000 and 10000, 10 s steps
-#   bench/connections.sh 1000 10000 20000   # any counts (each needs N descriptors on both sides)
-#   SOURCE_ADDRS=127.0.0.1-127.0.0.3 bench/connections.sh 30000
+#   bench/connections.sh                                # RATES="2000 5000", 3 reps x 10 s: about 5 minutes
+#   REPS=1 DURATION=2 RATES=2000 bench/connections.sh   # a quick check
+#   CALLS=10 bench/connections.sh                       # 10 requests per connection (oha left out: it cannot)
+#   bench/connections.sh growth                         # stampede alone at 1000-20000 conn/s, 1 and 10 calls;
+#                                                       #   the table and OUT/growth.svg (same as GROWTH=1)
 #
-# Environment: STEP (step duration, default 10s), DELAY (target delay, default 1s), SOURCE_ADDRS (passed
-# as --source-addrs), BIN (directory of release binaries; default: build this checkout's).
-# Loopback only. The target runs in its own process; its memory is not counted.
-set -eu
+# Settings (environment variables):
+#   RATES="2000 5000"  connections/s; each rate is one comparison block
+#   REPS=3 DURATION=10 repetitions (tools interleaved, order rotated) and seconds per run
+#   CALLS=1            requests per connection (stampede --num-call, httperf --num-calls; oha only at 1)
+#   TRACE_DURATION=3   seconds of each strace run
+#   GROWTH_RATES="1000 5000 10000 20000" GROWTH_CALLS="1 10"   the growth mode's rates and calls
+#   PORT=19180         nginx on 127.0.0.1:PORT (stub_status there too)
+#   OUT                results (default bench-results/<UTC time>-connections/)
+#   STAMPEDE           a stampede binary (default: cargo build --release --bin stampede in this checkout)
+#   PAUSE=1            seconds between runs;  SERVER_CPU=0 GEN_CPU=1;  OHA_CONNS=100 (oha -c)
+#   STAMPEDE_BENCH_NO_OHA   set to leave oha out
+NAME=connections.sh
+GROWTH=${GROWTH:-}
+case ${1:-} in
+growth) GROWTH=1 ;;
+"") ;;
+*) echo "$NAME: unknown argument '$1' (the only one is 'growth')" >&2; exit 2 ;;
+esac
+PORT=${PORT:-19180}
+STATUS_PORT=$PORT
+RATES=${RATES:-2000 5000}
+GROWTH_RATES=${GROWTH_RATES:-1000 5000 10000 20000}
+GROWTH_CALLS=${GROWTH_CALLS:-1 10}
+SUFFIX=connections
+[[ -n $GROWTH ]] && SUFFIX=connections-growth
+# shellcheck source=bench/lib-connections.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib-connections.sh"
+for r in $GROWTH_RATES $GROWTH_CALLS; do is_uint "$r" || die "GROWTH_RATES and GROWTH_CALLS must be positive integers (got '$r')"; done
 
-STEP=${STEP:-10s}
-DELAY=${DELAY:-1s}
-if [ $# -eq 0 ]; then set -- 1000 10000; fi
-here=$(cd "$(dirname "$0")/.." && pwd)
-if [ -z "${BIN:-}" ]; then
-    (cd "$here" && cargo build --release --quiet --bins)
-    BIN=${CARGO_TARGET_DIR:-$here/target}/release
+URL=http://127.0.0.1:$PORT/
+STAMPEDE_EXTRA=()
+OHA_EXTRA=()
+HTTPERF_EXTRA=()
+
+if [[ -n $GROWTH ]]; then
+    RATES=$GROWTH_RATES   # for the machine facts' settings line
+    n_runs=$(( $(wc -w <<<"$GROWTH_RATES") * $(wc -w <<<"$GROWTH_CALLS") * REPS ))
+    nginx_start $(( n_runs * (RUN_LIMIT + 5) + 120 ))
+    machine_facts mode "growth: stampede alone, GROWTH_RATES=${GROWTH_RATES// /,} GROWTH_CALLS=${GROWTH_CALLS// /,}"
+    say ""
+    say "$n_runs runs of ${DURATION}s: about $(( n_runs * (DURATION + 3) / 60 + 1 )) min; results in $OUT"
+    for calls in $GROWTH_CALLS; do
+        CALLS=$calls
+        for rate in $GROWTH_RATES; do
+            for (( rep = 1; rep <= REPS; rep++ )); do
+                cmd_stampede "$rate" "$DURATION"
+                run_one "growth-c$calls-$rate" stampede "$rep" 1 "$rate"
+            done
+        done
+    done
+    say ""
+    "$PYTHON" "$HELPER" growth --raw "$RAW" --machine "$OUT/machine.tsv" --outdir "$OUT"
+    say "raw results: $OUT/runs.jsonl, $OUT/growth.tsv; tool outputs: $OUT/raw/"
+    exit 0
 fi
-work=$(mktemp -d)
-target_pid=
-agent_pid=
-cleanup() {
-    # Only the processes this script started, by their id.
-    [ -n "$agent_pid" ] && kill "$agent_pid" 2>/dev/null || true
-    [ -n "$target_pid" ] && kill "$target_pid" 2>/dev/null || true
-    rm -rf "$work"
-}
-trap cleanup EXIT INT TERM
 
-kib() { # field of /proc/PID/status, in KiB (0 once the process is gone)
-    awk -v f="$2:" '$1 == f { print $2; found = 1 } END { if (!found) print 0 }' "/proc/$1/status" 2>/dev/null || echo 0
-}
+n_rates=$(wc -w <<<"$RATES")
+n_runs=$(( n_rates * ${#GEN_TOOLS[@]} * REPS ))
+nginx_start $(( n_runs * (RUN_LIMIT + 5) + n_rates * ${#GEN_TOOLS[@]} * (TRACE_LIMIT + 5) + 120 ))
+machine_facts mode "plain HTTP/1.1, $CALLS request(s) per connection"
+say ""
+say "$n_runs runs of ${DURATION}s and $(( n_rates * ${#GEN_TOOLS[@]} )) strace runs of ${TRACE_DURATION}s: about $(( (n_runs * (DURATION + 3) + n_rates * ${#GEN_TOOLS[@]} * (TRACE_DURATION + 6)) / 60 + 1 )) min; results in $OUT"
 
-# The address a process wrote to its --ready-file once bound; wait for it (bounded: 10 s).
-ready_of() { # ready file, the process's stderr (shown if it never gets ready)
-    i=0
-    while [ $i -lt 100 ]; do
-        a=$(sed -n 's/.*"listen":"\([^"]*\)".*/\1/p' "$1" 2>/dev/null)
-        if [ -n "$a" ]; then echo "$a"; return 0; fi
-        sleep 0.1
-        i=$((i + 1))
-    done
-    echo "not ready: $(cat "$2")" >&2
-    return 1
-}
-
-"$BIN/stampede" serve --listen 127.0.0.1:0 --delay "$DELAY" --ready-file "$work/target.ready" 2>"$work/target.err" &
-target_pid=$!
-target=$(ready_of "$work/target.ready" "$work/target.err")
-echo "target http://$target/ (delay $DELAY), step $STEP, source addresses ${SOURCE_ADDRS:-none, the kernel chooses}"
-# shellcheck disable=SC3045 # dash, busybox sh and bash all have ulimit -n
-echo "fd limit here: $(ulimit -n); ip_local_port_range: $(cat /proc/sys/net/ipv4/ip_local_port_range | tr '\t' '-'); tcp_tw_reuse: $(cat /proc/sys/net/ipv4/tcp_tw_reuse)"
-printf '%8s %10s %12s %12s %10s %12s %10s %s\n' N idle_KiB held_KiB VmHWM_KiB KiB/conn connections replies/s verdict
-
-for n in "$@"; do
-    rm -f "$work/agent.ready"
-    STAMPEDE_LOG=warn "$BIN/stampede-agent" --listen 127.0.0.1:0 --threads 1 --ready-file "$work/agent.ready" 2>"$work/agent.err" &
-    agent_pid=$!
-    agent=$(ready_of "$work/agent.ready" "$work/agent.err")
-    sleep 1
-    idle=$(kib "$agent_pid" VmRSS)
-    out="$work/run-$n"
-    set -- --model concurrency --steps "$n" --step-duration "$STEP" --threads 1 --quiet --out "$out"
-    if [ -n "${SOURCE_ADDRS:-}" ]; then set -- "$@" --source-addrs "$SOURCE_ADDRS"; fi
-    "$BIN/stampede" run "http://$target/" --agents "$agent" "$@" >"$work/run.out" 2>"$work/run.err" &
-    run_pid=$!
-    held=0
-    # Bounded by the run itself: its step, a timeout and the coordinator's own deadlines.
-    while kill -0 "$run_pid" 2>/dev/null; do
-        r=$(kib "$agent_pid" VmRSS)
-        [ "$r" -gt "$held" ] && held=$r
-        sleep 0.5
-    done
-    rc=0
-    wait "$run_pid" || rc=$?
-    hwm=$(kib "$agent_pid" VmHWM)
-    kill "$agent_pid" 2>/dev/null || true
-    wait "$agent_pid" 2>/dev/null || true
-    agent_pid=
-    if [ "$rc" -ne 0 ]; then
-        echo "run with N=$n failed (exit $rc):" >&2
-        cat "$work/run.err" >&2
-        continue
-    fi
-    facts=$(python3 -c '
-import json, sys
-s = json.load(open(sys.argv[1]))["steps"][0]
-print(s["connections"], round(s["reply_rate"]["avg"]), s["trust"])
-' "$out/run.json")
-    # shellcheck disable=SC2086 # split on purpose: three words, each a number or a verdict
-    set -- $facts
-    per=$(awk -v h="$held" -v i="$idle" -v n="$n" 'BEGIN { printf "%.1f", (h - i) / n }')
-    printf '%8s %10s %12s %12s %10s %12s %10s %s\n' "$n" "$idle" "$held" "$hwm" "$per" "$1" "$2" "$3"
-    grep -h "warning" "$work/run.err" || true
+titles=()
+for rate in $RATES; do
+    block=plain-c$CALLS-$rate
+    say ""
+    say "== $block: $rate new connections/s, $CALLS request(s) each: ${GEN_TOOLS[*]} =="
+    measure "$block" "$rate"
+    titles+=(--title "$block=plain HTTP/1.1, $rate conn/s asked of every tool, $CALLS request(s) per connection")
 done
+
+say ""
+"$PYTHON" "$HELPER" report --raw "$RAW" --syscalls "$SYSCALLS" --machine "$OUT/machine.tsv" --outdir "$OUT" "${titles[@]}"
+say "raw results: $OUT/runs.jsonl, $OUT/runs.tsv, $OUT/syscalls.jsonl; tool outputs: $OUT/raw/"
