@@ -75,7 +75,9 @@ impl Conn {
             let io = transport::start(target, rec)?;
             (io, Some((began, target.connect_timeout)))
         } else {
-            (transport::open(target, rec).await?, None)
+            // Boxed: a connect waited for (and a TLS handshake) is a future of a kilobyte and more,
+            // which would otherwise be built into, and moved with, every connection's task.
+            (Box::pin(transport::open(target, rec)).await?, None)
         };
         Ok(Conn {
             io,
