@@ -199,6 +199,13 @@ impl Tcp {
         self.fd()?.get_ref().nodelay()
     }
 
+    /// Returns when there is something to read or the peer has closed (or the socket is gone).
+    pub async fn readable(&self) {
+        if let Ok(fd) = self.fd() {
+            let _ = fd.readable().await;
+        }
+    }
+
     /// The peer has closed its side (a FIN seen with the last readiness), with no system call: what
     /// reading to the end would have found.
     pub fn peer_closed(&self) -> bool {

@@ -124,11 +124,11 @@ impl Connection {
 
     /// After the last reply of a connection the server closes: lets it close first (see
     /// `http1::Conn::linger`). Nothing to wait for over HTTP/2.
-    pub async fn linger(&self, within: Duration) {
+    pub async fn linger(&self, bound: impl std::future::Future<Output = ()>) {
         if let Connection::Http1(k) = self {
             let conn = k.conn.take();
             if let Some(c) = conn {
-                c.linger(within).await;
+                c.linger(bound).await;
             }
         }
     }

@@ -433,24 +433,34 @@ impl Conn {
         Ok(n)
     }
 
-    /// After the last reply of a connection the server closes: waits (at most `within`) for its close
-    /// before dropping the socket, so that the server, which closed first, keeps the TIME_WAIT and
-    /// this port is free at once. A server that does not close in time leaves it to us.
-    pub async fn linger(mut self, within: Duration) {
+    /// After the last reply of a connection the server closes: waits (until `bound` ends) for its
+    /// close before dropping the socket, so that the server, which closed first, keeps the TIME_WAIT
+    /// and this port is free at once. A server that does not close in time leaves it to us.
+    pub async fn linger(mut self, bound: impl std::future::Future<Output = ()>) {
         // Its close already seen with the reply: no read to hear it again.
         if !self.ended || self.io.peer_closed() {
             return;
         }
-        let _ = tokio::time::timeout(within, async {
-            loop {
-                self.buf.clear();
-                match self.read(BUF_START).await {
-                    Ok(0) | Err(_) => return,
-                    Ok(_) => {}
-                }
+        tokio::select! {
+            _ = self.until_closed() => {}
+            _ = bound => {}
+        }
+    }
+
+    /// Returns when the server has closed (or the connection failed). On a plain connection the
+    /// close is seen in the readiness that announces it, without the read that would return 0.
+    async fn until_closed(&mut self) {
+        loop {
+            self.io.readable().await;
+            if self.io.peer_closed() {
+                return;
             }
-        })
-        .await;
+            self.buf.clear();
+            match self.read(BUF_START).await {
+                Ok(0) | Err(_) => return,
+                Ok(_) => {}
+            }
+        }
     }
 
     async fn write(&mut self, bytes: &[u8]) -> io::Result<()> {
@@ -792,7 +802,8 @@ mod tests {
             let port = c.io.local_addr().unwrap().port();
             assert_eq!(send(&mut c, &t, true).await, Ok(()));
             if linger {
-                c.linger(Duration::from_millis(500)).await;
+                c.linger(tokio::time::sleep(Duration::from_millis(500)))
+                    .await;
             } else {
                 drop(c);
             }

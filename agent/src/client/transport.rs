@@ -171,6 +171,14 @@ impl Stream {
         self.tcp().set_nodelay()
     }
 
+    /// Returns when a plain connection has something to read or its peer has closed (the reactor
+    /// says so); a TLS one at once (its reads say).
+    pub(super) async fn readable(&self) {
+        if let Stream::Plain(s) = self {
+            s.inner.readable().await;
+        }
+    }
+
     /// The server has closed its side of a plain connection, seen without a system call. Over TLS
     /// always false: the end is read there, close_notify and all.
     pub(super) fn peer_closed(&self) -> bool {

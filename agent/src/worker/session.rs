@@ -14,7 +14,7 @@ use shared::metrics::ErrorClass;
 use shared::plan::{Session, SessionBurst, Sessions, Slice};
 use tokio::time::{Instant, sleep_until};
 
-use super::{Ctx, Job, LINGER, abandon, open_loop, over_socket_cap, spawn_tracked};
+use super::{Ctx, Job, abandon, open_loop, over_socket_cap, spawn_tracked};
 use crate::client::{Connection, Request, Sent, Unsent};
 use crate::timer::Timer;
 
@@ -74,7 +74,7 @@ async fn run(ctx: &Rc<Ctx>, sessions: &Arc<Sessions>, g: u64, intended: Instant)
             // Its last request asked the server to close: let it, so the TIME_WAIT is the
             // server's (see `Connection::linger`). An abort does not wait.
             tokio::select! {
-                _ = conn.linger(LINGER) => {}
+                _ = conn.linger(ctx.lingering.bound()) => {}
                 _ = ctx.cancel.cancelled() => {}
             }
         }
