@@ -48,6 +48,24 @@ pub fn user_env(cmd: &mut Command) {
     }
 }
 
+/// Whether `program` is on PATH; when it is not, says why `test` skips, except under CI=true, where
+/// .ci/run installs `package` and a missing one fails the test.
+pub fn installed(program: &str, package: &str, test: &str) -> bool {
+    let here = Command::new("sh")
+        .args(["-c", &format!("command -v {program}")])
+        .stdout(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !here {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "{test}: CI=true requires {program} ({package})"
+        );
+        eprintln!("SKIPPED {test}: no {program} on this machine (apt-get install {package})");
+    }
+    here
+}
+
 /// Starts `stampede ARGS` in the background (stdout discarded, stderr kept for assertions).
 pub fn spawn_stampede(args: &[&str]) -> Child {
     Command::new(bin("stampede"))

@@ -516,19 +516,7 @@ impl NsNginx {
     /// Whether nginx is installed; says why the test skips when it is not, except under CI=true,
     /// where .ci/run installs nginx-light and a missing one fails the test.
     pub fn available(test: &str) -> bool {
-        let here = Command::new("sh")
-            .args(["-c", "command -v nginx"])
-            .stdout(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success());
-        if !here {
-            assert!(
-                std::env::var("CI").as_deref() != Ok("true"),
-                "{test}: CI=true requires nginx (nginx-light)"
-            );
-            eprintln!("SKIPPED {test}: no nginx on this machine (apt-get install nginx-light)");
-        }
-        here
+        crate::installed("nginx", "nginx-light", test)
     }
 
     pub fn start(net: &Net) -> NsNginx {

@@ -29,20 +29,7 @@ impl Nginx {
     /// Starts one, or says why it cannot and returns None (the test skips), except under CI=true,
     /// where .ci/run installs nginx-light and a missing one fails the test.
     pub fn start(test: &str) -> Option<Nginx> {
-        let here = Command::new("sh")
-            .args(["-c", "command -v nginx"])
-            .stdout(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success());
-        if !here {
-            assert!(
-                std::env::var("CI").as_deref() != Ok("true"),
-                "{test}: CI=true requires nginx (nginx-light)"
-            );
-            eprintln!("SKIPPED {test}: no nginx on this machine (apt-get install nginx-light)");
-            return None;
-        }
-        Some(Nginx::spawn(1))
+        crate::installed("nginx", "nginx-light", test).then(|| Nginx::spawn(1))
     }
 
     /// Starts one with this many worker processes, once the caller knows nginx is installed;

@@ -9,7 +9,7 @@
 //! check the release build does not make; it is not among the calls counted.) Skipped without
 //! strace or nginx, except under CI=true.
 use std::collections::BTreeMap;
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 use tests::nginx::Nginx;
 use tests::{bin, text};
@@ -30,17 +30,7 @@ fn per_connection(table: &str, connections: u64) -> BTreeMap<String, f64> {
 
 #[test]
 fn a_new_connection_per_request_makes_at_most_ten_system_calls() {
-    let have = Command::new("sh")
-        .args(["-c", "command -v strace"])
-        .stdout(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if !have {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "CI=true requires strace"
-        );
-        eprintln!("SKIPPED: no strace on this machine (apt-get install strace)");
+    if !tests::installed("strace", "strace", "syscalls") {
         return;
     }
     let Some(nginx) = Nginx::start("syscalls") else {
