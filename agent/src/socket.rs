@@ -245,21 +245,9 @@ fn on_reactor(
     unsafe { AsyncFd::register_with_interest(stream, interest) }.map_err(|e| e.into_parts().1)
 }
 
-fn send(stream: &std::net::TcpStream, buf: &[u8]) -> io::Result<usize> {
-    // SAFETY: send reads at most `buf.len()` bytes from `buf`, alive for the call; the fd is open.
-    let n = unsafe {
-        libc::send(
-            stream.as_raw_fd(),
-            buf.as_ptr().cast(),
-            buf.len(),
-            libc::MSG_NOSIGNAL,
-        )
-    };
-    if n < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(n as usize)
-    }
+/// One send(2) (std's write on a socket: MSG_NOSIGNAL, no retry on EAGAIN).
+fn send(mut stream: &std::net::TcpStream, buf: &[u8]) -> io::Result<usize> {
+    io::Write::write(&mut stream, buf)
 }
 
 impl AsyncRead for Tcp {

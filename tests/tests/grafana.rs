@@ -477,25 +477,29 @@ fn watched_run(prometheus: &Path, dir: &Path) -> (Sources, Vec<Ran>, f64, std::p
     (Sources { scraped, pushed }, ran, began, run)
 }
 
+/// A run of `url` in `model` over `steps` (1 s each), pushed to `prom`: its run.json.
+fn pushed_run(prom: &Prometheus, url: &str, model: &str, steps: &str) -> Value {
+    let write = prom.write_url();
+    let ran = tests::run_ok(&[
+        url,
+        "--model",
+        model,
+        "--steps",
+        steps,
+        "--step-duration",
+        "1s",
+        "--prometheus-remote-write",
+        &write,
+    ]);
+    assert_eq!(ran.run["status"], "completed", "{model} {steps}");
+    ran.run
+}
+
 /// A closed-model run (no demanded rate) of one target, pushed to a Prometheus of its own: that
 /// Prometheus and the run, once the run has ended (its end flushes its pushes).
-fn closed_run(prometheus: &Path, url: &str, dir: &Path) -> (Prometheus, Ran) {
+fn closed_run(prometheus: &Path, url: &str) -> (Prometheus, Ran) {
     let prom = Prometheus::receiving(prometheus);
-    let out = dir.join("closed");
-    let status = std::process::Command::new(tests::bin("stampede"))
-        .args(["run", url, "--model", "concurrency", "--steps", "1,2"])
-        .args(["--step-duration", "1s", "--prometheus-remote-write"])
-        .arg(prom.write_url())
-        .arg("--out")
-        .arg(&out)
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .status()
-        .expect("stampede runs");
-    assert!(status.success(), "the closed run: {status}");
-    let run = tests::run_json(&out);
-    assert_eq!(run["status"], "completed");
+    let run = pushed_run(&prom, url, "concurrency", "1,2");
     let ran = Ran {
         name: "",
         run,
@@ -505,34 +509,21 @@ fn closed_run(prometheus: &Path, url: &str, dir: &Path) -> (Prometheus, Ran) {
 }
 
 /// Two open runs of one target pushed one after the other to one Prometheus, the second within the
-/// first's lookback (remote write marks nothing stale): `(steps, its run.json)` of each, in order.
-fn two_pushed_runs(prometheus: &Path, url: &str, dir: &Path) -> (Prometheus, Vec<Vec<f64>>) {
+/// first's lookback (remote write marks nothing stale): each run's demanded rates per step, in order.
+fn two_pushed_runs(prometheus: &Path, url: &str) -> (Prometheus, Vec<Vec<f64>>) {
     let prom = Prometheus::receiving(prometheus);
-    let mut demanded = Vec::new();
-    for (i, steps) in ["300,400", "100,200"].into_iter().enumerate() {
-        let out = dir.join(format!("pushed-{i}"));
-        let status = std::process::Command::new(tests::bin("stampede"))
-            .args(["run", url, "--model", "requests", "--steps", steps])
-            .args(["--step-duration", "1s", "--prometheus-remote-write"])
-            .arg(prom.write_url())
-            .arg("--out")
-            .arg(&out)
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .status()
-            .expect("stampede runs");
-        assert!(status.success(), "pushed run {steps}: {status}");
-        let run = tests::run_json(&out);
-        demanded.push(
+    let demanded = ["300,400", "100,200"]
+        .into_iter()
+        .map(|steps| {
+            let run = pushed_run(&prom, url, "requests", steps);
             run["steps"]
                 .as_array()
                 .expect("steps")
                 .iter()
                 .map(|s| num(&s["demanded_rate"]))
-                .collect(),
-        );
-    }
+                .collect()
+        })
+        .collect();
     (prom, demanded)
 }
 
@@ -575,11 +566,11 @@ fn every_query_of_the_grafana_dashboard_answers_the_run_s_numbers_from_a_real_pr
     let started = Instant::now();
     // The closed run beside the ramp, on a server and a Prometheus of its own.
     let closed = {
-        let (prometheus, dir) = (prometheus.clone(), dir.path().to_path_buf());
+        let prometheus = prometheus.clone();
         std::thread::spawn(move || {
             let serve = ServeProcess::start(&[]);
-            let (prom, ran) = closed_run(&prometheus, &serve.url(), &dir);
-            let two = two_pushed_runs(&prometheus, &serve.url(), &dir);
+            let (prom, ran) = closed_run(&prometheus, &serve.url());
+            let two = two_pushed_runs(&prometheus, &serve.url());
             (prom, ran, two)
         })
     };

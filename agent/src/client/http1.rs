@@ -194,19 +194,9 @@ impl Conn {
             }
             Ok(Ok(_)) => Failure::io(Doing::Connecting, io::ErrorKind::WriteZero.into()),
             Ok(Err(e)) => Failure::io(Doing::Connecting, e),
-            Err(_) => {
-                rec.note(ErrorClass::ConnectTimeout, || {
-                    format!(
-                        "connection to {} not established within {within:?} (--connect-timeout)",
-                        self.peer
-                    )
-                    .into()
-                });
-                return Err(ErrorClass::ConnectTimeout);
-            }
+            Err(_) => return Err(transport::timed_out(self.peer, within, rec)),
         };
-        rec.note(failure.class, || failure.words(self.peer));
-        Err(failure.class)
+        Err(transport::failed(self.peer, rec, failure))
     }
 
     /// Turns TCP_NODELAY on before a write of more than one segment (see [`ONE_SEGMENT`]).

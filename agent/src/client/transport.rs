@@ -1,9 +1,11 @@
 //! The bytes under any protocol: a TCP connection, wrapped in TLS for an https target, whose bytes
 //! are added to the worker's counters as they pass, opened within the connect timeout.
 use std::io;
+use std::net::SocketAddr;
 use std::pin::Pin;
 use std::rc::Rc;
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use rustls::HandshakeKind;
 use shared::metrics::ErrorClass;
@@ -44,8 +46,8 @@ pub(super) async fn open(target: &Endpoint, rec: &Rc<Recorder>) -> Result<Stream
     };
     let io = match tokio::time::timeout(target.connect_timeout, connect).await {
         Ok(Ok(io)) => io,
-        Ok(Err(f)) => return Err(failed(target, rec, f)),
-        Err(_) => return Err(timed_out(target, rec)),
+        Ok(Err(f)) => return Err(failed(target.addr, rec, f)),
+        Err(_) => return Err(timed_out(target.addr, target.connect_timeout, rec)),
     };
     rec.connected(began.elapsed());
     if let Stream::Tls(s) = &io {
@@ -64,24 +66,20 @@ pub(super) fn start(target: &Endpoint, rec: &Rc<Recorder>) -> Result<Stream, Err
             inner: tcp,
             rec: rec.clone(),
         })),
-        Err(e) => Err(failed(target, rec, Failure::io(Doing::Connecting, e))),
+        Err(e) => Err(failed(target.addr, rec, Failure::io(Doing::Connecting, e))),
     }
 }
 
-/// A connect (or handshake) that failed, noted in words: its class.
-pub(super) fn failed(target: &Endpoint, rec: &Recorder, f: Failure) -> ErrorClass {
-    rec.note(f.class, || f.words(target.addr));
+/// A connect (or handshake) to `addr` that failed, noted in words: its class.
+pub(super) fn failed(addr: SocketAddr, rec: &Recorder, f: Failure) -> ErrorClass {
+    rec.note(f.class, || f.words(addr));
     f.class
 }
 
-/// A connect not established within the connect timeout, noted in words: its class.
-pub(super) fn timed_out(target: &Endpoint, rec: &Recorder) -> ErrorClass {
+/// A connect to `addr` not established `within` the connect timeout, noted in words: its class.
+pub(super) fn timed_out(addr: SocketAddr, within: Duration, rec: &Recorder) -> ErrorClass {
     rec.note(ErrorClass::ConnectTimeout, || {
-        format!(
-            "connection to {} not established within {:?} (--connect-timeout)",
-            target.addr, target.connect_timeout
-        )
-        .into()
+        format!("connection to {addr} not established within {within:?} (--connect-timeout)").into()
     });
     ErrorClass::ConnectTimeout
 }
